@@ -1,0 +1,92 @@
+// Job setup (paper §3.2, §3.4): from a topology and a job, compute addresses, switch ports and
+// routes, each worker's bitmaps and fan-ins, each PS's view of the workers, and each switch's
+// admission, multicast and aggregation entries. Impossible jobs raise PlanError.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atp/aggregator_index.h"
+#include "atp/congestion.h"
+#include "atp/ps.h"
+#include "atp/switch.h"
+#include "atp/worker.h"
+
+namespace atp {
+
+// A bad topology or job: what() is one sentence naming the element and what is wrong.
+class PlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SwitchSpec {
+  std::string name;
+  SwitchConfig config;
+};
+struct HostSpec {
+  std::string name;
+  std::string switch_name;  // the host's ToR: every host has one link, to this switch
+};
+struct Topology {
+  std::vector<SwitchSpec> switches;
+  std::vector<HostSpec> hosts;
+  std::vector<std::pair<std::string, std::string>> switch_links;  // switch-to-switch; must form a tree
+};
+
+// One end of a link in the planned network.
+struct PortRef {
+  std::string node;  // switch or host name
+  PortId port = 0;   // hosts have only port 0
+};
+struct PlannedLink {
+  PortRef a, b;
+};
+
+// Addresses, ports and unicast routes: independent of jobs.
+struct NetworkPlan {
+  std::map<std::string, Address> host_address;            // 10.0.0.1, 10.0.0.2, ... in host order
+  std::map<Address, std::string> host_by_address;
+  std::map<std::string, std::uint16_t> switch_port_count;
+  std::vector<PlannedLink> links;                         // host links first, then switch links
+  std::map<std::string, std::map<Address, PortId>> routes;  // switch -> dst host -> egress port
+  const Topology* topology = nullptr;
+};
+
+NetworkPlan plan_network(const Topology& topology);
+
+struct JobSpec {
+  std::string name;
+  JobId id = 0;
+  std::vector<std::string> workers;  // host names; the order gives worker ids
+  std::vector<std::string> ps;       // host names; fragments are sharded round-robin over them
+  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+  double scale = 1e8;
+  IndexPolicy index_policy = IndexPolicy::kHashed;
+  CongestionConfig congestion;
+  Duration retransmit_timeout = std::chrono::milliseconds(1);
+  Duration progress_timeout = std::chrono::seconds(2);
+  Seq initial_seq = 0;
+};
+
+struct SwitchJobPlan {
+  SwitchJobEntry entry;
+  std::vector<PortId> multicast_ports;  // group multicast_group_address(job) at this switch
+};
+
+struct JobPlan {
+  std::vector<WorkerConfig> workers;                 // same order as JobSpec::workers
+  std::vector<PsConfig> ps;                          // same order as JobSpec::ps
+  std::map<std::string, SwitchJobPlan> switches;     // every switch on the job's paths
+  std::uint32_t num_aggregators = 1;                 // modulus used for aggregator indices
+};
+
+// Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
+// fragment wider than an aggregating switch's aggregators).
+JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
+
+}  // namespace atp

@@ -1,0 +1,64 @@
+// The ATP parameter server endpoint (paper §3.6-3.8): merges individual and partially
+// aggregated gradient packets per sequence number without double counting, multicasts the
+// result, rehashes after collisions, and runs the float32 overflow path. No I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "atp/packet_sink.h"
+#include "atp/time.h"
+#include "atp/wire.h"
+
+namespace atp {
+
+struct PsConfig {
+  JobId job = 0;
+  Address self = 0;
+  Address multicast_group = 0;  // parameter packets go here (multicast_group_address(job))
+  // Worker positions as seen in packets heading to this PS: group g (bit g of bitmap1) has
+  // group_sizes[g] members (bits 0..size-1 of bitmap0). Every worker is in exactly one group.
+  std::vector<std::uint8_t> group_sizes;
+  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+  std::uint32_t num_aggregators = 1;  // rehashed indices are taken modulo this
+  // Largest distance in sequence numbers between fragments a worker has in flight towards this
+  // PS (the job's max window x number of PS shards). Bounds the PS's memory.
+  std::uint32_t max_window_seqs = 1024;
+};
+
+struct PsStats {
+  std::uint64_t packets_received = 0;   // valid gradient packets of this job
+  std::uint64_t aggregations = 0;       // packets merged into a fragment (individual or partial)
+  std::uint64_t overlaps_dropped = 0;   // packets whose bitmap overlapped what was merged; discarded whole
+  std::uint64_t completions = 0;        // fragments completed (int and float paths)
+  std::uint64_t parameters_sent = 0;    // multicast results
+  std::uint64_t results_resent = 0;     // unicast results for resends of completed fragments
+  std::uint64_t collisions = 0;         // fragments completed with the collision flag: index rehashed
+  std::uint64_t overflows = 0;          // fragments that saturated and took the float32 path
+  std::uint64_t stale = 0;              // packets for fragments already forgotten (behind the window)
+  std::uint64_t dropped = 0;            // malformed, wrong job, bad bitmaps, too far ahead
+};
+
+class PsEndpoint {
+ public:
+  explicit PsEndpoint(PsConfig config);
+  ~PsEndpoint();
+  PsEndpoint(PsEndpoint&&) noexcept;
+  PsEndpoint& operator=(PsEndpoint&&) noexcept;
+
+  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+  void on_timeout(Time now, PacketSink& out);  // the PS keeps no timers today
+  Time next_deadline() const;                  // kNever
+
+  const PsStats& stats() const;
+  std::size_t stored_fragments() const;  // fragments held in memory (complete or not)
+  const PsConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp

@@ -1,0 +1,93 @@
+// The ATP packet on the wire: the header of the paper's Fig. 5 plus magic, version, addresses
+// and a value count, followed by value_count 32-bit values, all in network byte order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace atp {
+
+using JobId = std::uint16_t;
+using Seq = std::uint32_t;        // fragment sequence number; wraps around (compare with seq_before)
+using Address = std::uint32_t;    // host address: an IPv4 address on real networks
+using PortId = std::uint16_t;     // a switch port
+
+inline constexpr std::uint16_t kMagic = 0xA7B1;
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 36;
+inline constexpr std::uint16_t kDefaultValuesPerPacket = 62;  // 248 B of values, as in the paper
+inline constexpr std::uint16_t kMaxValuesPerPacket = 4096;    // 16 KiB: fits a UDP datagram
+// Ethernet (14) + IPv4 (20) + UDP (8): what a real network adds around every ATP packet.
+inline constexpr std::size_t kEncapsulationBytes = 42;
+// Parameter packets of a job are multicast to this group address (224.0.0.0/8 | job id).
+inline constexpr Address multicast_group_address(JobId job) { return 0xE0000000u | job; }
+inline constexpr bool is_multicast(Address a) { return (a & 0xF0000000u) == 0xE0000000u; }
+
+// Serial-number order on sequence numbers (RFC 1982): a is before b if b is less than 2^31 ahead.
+inline constexpr bool seq_before(Seq a, Seq b) { return static_cast<std::int32_t>(a - b) < 0; }
+
+// The decoded header. Field names follow the paper (Fig. 5).
+struct Header {
+  // Direction and status flags.
+  bool is_ack = false;         // a parameter packet (result from the PS), else a gradient packet
+  bool resend = false;         // a retransmission; switches flush or skip aggregation (Fig. 17)
+  bool collision = false;      // gradient: forwarded past a busy aggregator; ack: bitmap0 has a new index
+  bool ecn = false;            // congestion experienced somewhere on the path
+  bool overflow = false;       // ack only: the aggregate saturated, resend this fragment as float32
+  bool float_payload = false;  // values are float32 bit patterns (overflow path); never aggregated
+  std::uint8_t edge_switch_identifier = 0;  // 0: heading to the first-level switch, 1: the second
+
+  JobId job = 0;
+  std::uint16_t value_count = 0;  // number of 32-bit values after the header
+  Seq seq = 0;
+  // One-hot positions in the aggregation tree: bitmap0 = worker within its rack group,
+  // bitmap1 = group at the second-level switch. In an ack with collision set, bitmap0 carries
+  // the aggregator index workers should use from now on (the paper's "unused bitmap field").
+  std::uint32_t bitmap0 = 0;
+  std::uint32_t bitmap1 = 0;
+  std::uint8_t fan_in0 = 0;  // packets that complete the first-level aggregate
+  std::uint8_t fan_in1 = 0;  // packets that complete the second-level aggregate
+  std::uint32_t aggregator_index = 0;
+  Address src = 0;
+  Address dst = 0;  // a host, or multicast_group_address(job) for parameter packets
+};
+
+enum class DecodeError : std::uint8_t {
+  kOk = 0,
+  kTruncated,       // shorter than the header
+  kBadMagic,        // not an ATP packet
+  kBadVersion,      // an ATP version this code does not speak
+  kBadFlags,        // reserved flag or header bits set, or edge_switch_identifier > 1
+  kTooManyValues,   // value_count above kMaxValuesPerPacket
+  kLengthMismatch,  // packet length differs from kHeaderBytes + 4 * value_count
+};
+std::string_view to_string(DecodeError e);
+
+inline constexpr std::size_t packet_size(std::uint16_t value_count) {
+  return kHeaderBytes + 4u * value_count;
+}
+
+// Reads and validates the header of `packet`. Never reads outside `packet`; on success the
+// packet is exactly packet_size(out.value_count) bytes long.
+DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out);
+
+// Writes `h` into the first kHeaderBytes of `out`. Requires out.size() >= kHeaderBytes.
+void encode_header(const Header& h, std::span<std::uint8_t> out);
+
+// Values after the header, in host order. `packet` must have passed decode_header.
+std::int32_t load_value(std::span<const std::uint8_t> packet, std::size_t i);
+void store_value(std::span<std::uint8_t> packet, std::size_t i, std::int32_t v);
+void load_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> out);
+void store_values(std::span<std::uint8_t> packet, std::span<const std::int32_t> values);
+
+// Builds a whole packet: header (with h.value_count = values.size()) and values.
+std::vector<std::uint8_t> build_packet(Header h, std::span<const std::int32_t> values);
+
+// Sets the ECN flag of an ATP packet in place, as an egress queue does. Returns false (and
+// leaves the bytes alone) if `packet` is not a valid ATP packet.
+bool mark_ecn(std::span<std::uint8_t> packet);
+
+}  // namespace atp

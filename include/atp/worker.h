@@ -1,0 +1,99 @@
+// The ATP worker endpoint (paper §3.6-3.8): turns a float32 tensor into gradient fragment
+// packets, runs one sliding window with AIMD per PS shard, recovers losses, and assembles
+// the aggregated result from parameter packets. A state machine: no I/O, no clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "atp/aggregator_index.h"
+#include "atp/congestion.h"
+#include "atp/packet_sink.h"
+#include "atp/time.h"
+#include "atp/wire.h"
+
+namespace atp {
+
+// Header fields this worker puts on every gradient packet heading to one PS (from the job plan).
+struct PsRoute {
+  Address ps = 0;
+  std::uint32_t bitmap0 = 0;
+  std::uint32_t bitmap1 = 0;
+  std::uint8_t fan_in0 = 0;
+  std::uint8_t fan_in1 = 0;
+  std::uint8_t edge_switch_identifier = 0;
+};
+
+struct WorkerConfig {
+  JobId job = 0;
+  Address self = 0;
+  std::vector<PsRoute> ps;          // fragment i goes to ps[i % ps.size()]; at least one
+  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+  double scale = 1e8;
+  std::uint32_t num_aggregators = 1;  // table size the indices are taken modulo
+  IndexPolicy index_policy = IndexPolicy::kHashed;
+  CongestionConfig congestion;
+  Duration retransmit_timeout = std::chrono::milliseconds(1);       // first RTO; doubles while nothing progresses
+  Duration max_retransmit_timeout = std::chrono::milliseconds(64);
+  Duration progress_timeout = std::chrono::seconds(2);  // no progress this long: the round fails
+  Seq initial_seq = 0;  // sequence number of the job's first fragment (same on every worker)
+};
+
+enum class WorkerState : std::uint8_t {
+  kIdle,     // no round running; result() holds the last completed round
+  kRunning,  // a round is in flight
+  kFailed,   // no progress for progress_timeout; error() says why. Terminal.
+};
+
+struct WorkerStats {
+  std::uint64_t gradient_packets_sent = 0;  // including retransmissions
+  std::uint64_t retransmissions = 0;        // resends for any reason
+  std::uint64_t fast_retransmits = 0;       // resends after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;               // retransmission timeouts fired
+  std::uint64_t float_resends = 0;          // fragments resent as float32 after an overflow notice
+  std::uint64_t parameters_received = 0;    // valid parameter packets for this job
+  std::uint64_t duplicate_parameters = 0;   // parameters for fragments already complete
+  std::uint64_t ecn_parameters = 0;         // parameters with the ECN flag
+  std::uint64_t remaps = 0;                 // aggregator index remaps learned from the PS
+  std::uint64_t dropped = 0;                // malformed, other job, or out-of-window packets
+  std::uint64_t rounds_completed = 0;
+};
+
+class WorkerEndpoint {
+ public:
+  explicit WorkerEndpoint(WorkerConfig config);
+  ~WorkerEndpoint();
+  WorkerEndpoint(WorkerEndpoint&&) noexcept;
+  WorkerEndpoint& operator=(WorkerEndpoint&&) noexcept;
+
+  // Starts one allreduce of `input` (copied). Sends the first window. Requires state() == kIdle
+  // (returns false otherwise). An empty input completes at once.
+  bool start(std::span<const float> input, Time now, PacketSink& out);
+
+  // A packet arrived from the network. Anything that is not a valid parameter packet of this
+  // job and round is counted in stats().dropped and ignored.
+  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+
+  // Call when now >= next_deadline(): retransmissions, and failure after progress_timeout.
+  void on_timeout(Time now, PacketSink& out);
+  Time next_deadline() const;
+
+  WorkerState state() const;
+  const std::string& error() const;      // set when state() == kFailed
+  std::span<const float> result() const;  // sum over all workers, valid once state() == kIdle after a round
+  // Fragments of the last round whose result came over the float32 overflow path.
+  const std::vector<std::uint32_t>& float_fragments() const;
+  const WorkerStats& stats() const;
+  std::uint32_t window(std::size_t ps_index = 0) const;  // current congestion window, packets
+  const WorkerConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp

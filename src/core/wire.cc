@@ -1,0 +1,157 @@
+// Encoding and decoding of ATP packets. Every read is bounds-checked against the span first;
+// the layout (byte offsets) is defined once, here.
+#include "atp/wire.h"
+
+#include <cstring>
+
+namespace atp {
+namespace {
+
+// Byte offsets of the header fields.
+constexpr std::size_t kOffMagic = 0;      // u16
+constexpr std::size_t kOffVersion = 2;    // u8
+constexpr std::size_t kOffFlags = 3;      // u8
+constexpr std::size_t kOffJob = 4;        // u16
+constexpr std::size_t kOffCount = 6;      // u16
+constexpr std::size_t kOffSeq = 8;        // u32
+constexpr std::size_t kOffBitmap0 = 12;   // u32
+constexpr std::size_t kOffBitmap1 = 16;   // u32
+constexpr std::size_t kOffFanIn0 = 20;    // u8
+constexpr std::size_t kOffFanIn1 = 21;    // u8
+constexpr std::size_t kOffReserved = 22;  // u16, zero
+constexpr std::size_t kOffIndex = 24;     // u32
+constexpr std::size_t kOffSrc = 28;       // u32
+constexpr std::size_t kOffDst = 32;       // u32
+static_assert(kOffDst + 4 == kHeaderBytes);
+
+// Flag bits of the flags byte.
+constexpr std::uint8_t kFlagAck = 1u << 0;
+constexpr std::uint8_t kFlagResend = 1u << 1;
+constexpr std::uint8_t kFlagCollision = 1u << 2;
+constexpr std::uint8_t kFlagEcn = 1u << 3;
+constexpr std::uint8_t kFlagOverflow = 1u << 4;
+constexpr std::uint8_t kFlagFloat = 1u << 5;
+constexpr std::uint8_t kFlagEdgeSwitch = 1u << 6;
+constexpr std::uint8_t kFlagsKnown = 0x7F;
+
+std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
+std::uint32_t get32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+void put16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 8);
+  p[1] = static_cast<std::uint8_t>(v);
+}
+void put32(std::uint8_t* p, std::uint32_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 24);
+  p[1] = static_cast<std::uint8_t>(v >> 16);
+  p[2] = static_cast<std::uint8_t>(v >> 8);
+  p[3] = static_cast<std::uint8_t>(v);
+}
+
+}  // namespace
+
+std::string_view to_string(DecodeError e) {
+  switch (e) {
+    case DecodeError::kOk: return "ok";
+    case DecodeError::kTruncated: return "shorter than the ATP header";
+    case DecodeError::kBadMagic: return "not an ATP packet (bad magic)";
+    case DecodeError::kBadVersion: return "unsupported ATP version";
+    case DecodeError::kBadFlags: return "reserved header bits set";
+    case DecodeError::kTooManyValues: return "value count above the maximum";
+    case DecodeError::kLengthMismatch: return "length does not match the value count";
+  }
+  return "unknown decode error";
+}
+
+DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
+  if (packet.size() < kHeaderBytes) return DecodeError::kTruncated;
+  const std::uint8_t* p = packet.data();
+  if (get16(p + kOffMagic) != kMagic) return DecodeError::kBadMagic;
+  if (p[kOffVersion] != kVersion) return DecodeError::kBadVersion;
+  const std::uint8_t flags = p[kOffFlags];
+  if ((flags & ~kFlagsKnown) != 0 || get16(p + kOffReserved) != 0) return DecodeError::kBadFlags;
+  const std::uint16_t count = get16(p + kOffCount);
+  if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
+  if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
+
+  out.is_ack = (flags & kFlagAck) != 0;
+  out.resend = (flags & kFlagResend) != 0;
+  out.collision = (flags & kFlagCollision) != 0;
+  out.ecn = (flags & kFlagEcn) != 0;
+  out.overflow = (flags & kFlagOverflow) != 0;
+  out.float_payload = (flags & kFlagFloat) != 0;
+  out.edge_switch_identifier = (flags & kFlagEdgeSwitch) != 0 ? 1 : 0;
+  out.job = get16(p + kOffJob);
+  out.value_count = count;
+  out.seq = get32(p + kOffSeq);
+  out.bitmap0 = get32(p + kOffBitmap0);
+  out.bitmap1 = get32(p + kOffBitmap1);
+  out.fan_in0 = p[kOffFanIn0];
+  out.fan_in1 = p[kOffFanIn1];
+  out.aggregator_index = get32(p + kOffIndex);
+  out.src = get32(p + kOffSrc);
+  out.dst = get32(p + kOffDst);
+  return DecodeError::kOk;
+}
+
+void encode_header(const Header& h, std::span<std::uint8_t> out) {
+  std::uint8_t* p = out.data();
+  std::uint8_t flags = 0;
+  if (h.is_ack) flags |= kFlagAck;
+  if (h.resend) flags |= kFlagResend;
+  if (h.collision) flags |= kFlagCollision;
+  if (h.ecn) flags |= kFlagEcn;
+  if (h.overflow) flags |= kFlagOverflow;
+  if (h.float_payload) flags |= kFlagFloat;
+  if (h.edge_switch_identifier != 0) flags |= kFlagEdgeSwitch;
+  put16(p + kOffMagic, kMagic);
+  p[kOffVersion] = kVersion;
+  p[kOffFlags] = flags;
+  put16(p + kOffJob, h.job);
+  put16(p + kOffCount, h.value_count);
+  put32(p + kOffSeq, h.seq);
+  put32(p + kOffBitmap0, h.bitmap0);
+  put32(p + kOffBitmap1, h.bitmap1);
+  p[kOffFanIn0] = h.fan_in0;
+  p[kOffFanIn1] = h.fan_in1;
+  put16(p + kOffReserved, 0);
+  put32(p + kOffIndex, h.aggregator_index);
+  put32(p + kOffSrc, h.src);
+  put32(p + kOffDst, h.dst);
+}
+
+std::int32_t load_value(std::span<const std::uint8_t> packet, std::size_t i) {
+  return static_cast<std::int32_t>(get32(packet.data() + kHeaderBytes + 4 * i));
+}
+
+void store_value(std::span<std::uint8_t> packet, std::size_t i, std::int32_t v) {
+  put32(packet.data() + kHeaderBytes + 4 * i, static_cast<std::uint32_t>(v));
+}
+
+void load_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> out) {
+  const std::uint8_t* p = packet.data() + kHeaderBytes;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int32_t>(get32(p + 4 * i));
+}
+
+void store_values(std::span<std::uint8_t> packet, std::span<const std::int32_t> values) {
+  std::uint8_t* p = packet.data() + kHeaderBytes;
+  for (std::size_t i = 0; i < values.size(); ++i) put32(p + 4 * i, static_cast<std::uint32_t>(values[i]));
+}
+
+std::vector<std::uint8_t> build_packet(Header h, std::span<const std::int32_t> values) {
+  h.value_count = static_cast<std::uint16_t>(values.size());
+  std::vector<std::uint8_t> packet(packet_size(h.value_count));
+  encode_header(h, packet);
+  store_values(packet, values);
+  return packet;
+}
+
+bool mark_ecn(std::span<std::uint8_t> packet) {
+  Header h;
+  if (decode_header(packet, h) != DecodeError::kOk) return false;
+  packet[kOffFlags] = static_cast<std::uint8_t>(packet[kOffFlags] | kFlagEcn);
+  return true;
+}
+
+}  // namespace atp
