@@ -1,2 +1,109 @@
+// Tests of the fixed-point conversion: round to nearest (ties to even), saturation at both
+// ends, NaN and infinities, the round trip error bound and saturating adds.
+#include "atp/fixed_point.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace atp {
+namespace {
+
+std::int32_t q(float x, double scale = kDefaultScale) {
+  std::int32_t out = 0;
+  quantize(std::span(&x, 1), scale, std::span(&out, 1));
+  return out;
+}
+
+TEST(FixedPoint, ScalesAndRoundsToNearest) {
+  EXPECT_EQ(q(1.0f), 100000000);
+  EXPECT_EQ(q(-1.0f), -100000000);
+  EXPECT_EQ(q(0.0f), 0);
+  EXPECT_EQ(q(1.25f, 2.0), 2);    // 2.5 -> 2 (ties to even)
+  EXPECT_EQ(q(1.75f, 2.0), 4);    // 3.5 -> 4
+  EXPECT_EQ(q(-1.25f, 2.0), -2);  // -2.5 -> -2
+  EXPECT_EQ(q(0.3f, 10.0), 3);    // 3.0000001 -> 3
+  EXPECT_EQ(q(0.26f, 10.0), 3);   // 2.6 -> 3
+}
+
+TEST(FixedPoint, SaturatesAtBothEnds) {
+  EXPECT_EQ(q(21.5f), kSaturatedMax);  // 2.15e9 > INT32_MAX
+  EXPECT_EQ(q(-21.5f), kSaturatedMin);
+  EXPECT_EQ(q(1e30f), kSaturatedMax);
+  EXPECT_EQ(q(-1e30f), kSaturatedMin);
+  EXPECT_EQ(q(std::numeric_limits<float>::infinity()), kSaturatedMax);
+  EXPECT_EQ(q(-std::numeric_limits<float>::infinity()), kSaturatedMin);
+  EXPECT_LT(q(21.474836f), kSaturatedMax);  // just below 2^31 / 1e8
+  EXPECT_EQ(q(21.474838f), kSaturatedMax);  // just above
+}
+
+TEST(FixedPoint, NanBecomesZero) { EXPECT_EQ(q(std::numeric_limits<float>::quiet_NaN()), 0); }
+
+// Arrays go through the 4-wide SIMD loop and a scalar tail; both must agree with one-at-a-time.
+TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> in = {nan, inf, -inf, 21.5f, -21.5f, 1.25f, -1.25f, 0.5e-8f, 1.5e-8f, -0.0f, 3.0f};
+  for (double scale : {kDefaultScale, 2.0}) {
+    std::vector<std::int32_t> out(in.size());
+    quantize(in, scale, out);
+    for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], q(in[i], scale)) << i << " scale " << scale;
+  }
+  std::vector<std::int32_t> out(in.size());
+  quantize(in, 2.0, out);
+  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(out[1], kSaturatedMax);
+  EXPECT_EQ(out[2], kSaturatedMin);
+  EXPECT_EQ(out[5], 2);   // 2.5 -> 2 inside the SIMD loop too
+  EXPECT_EQ(out[6], -2);
+}
+
+TEST(FixedPoint, MatchesReferenceOnRandomInputs) {
+  std::mt19937_64 rng(7);
+  std::vector<float> in(10007);
+  for (auto& x : in) x = static_cast<float>(static_cast<std::int64_t>(rng() % 4000001) - 2000000) / 1e6f * 30.0f;
+  std::vector<std::int32_t> out(in.size());
+  quantize(in, kDefaultScale, out);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const double v = static_cast<double>(in[i]) * kDefaultScale;
+    const double clamped = std::clamp(v, -2147483648.0, 2147483647.0);
+    EXPECT_EQ(out[i], static_cast<std::int32_t>(std::nearbyint(clamped))) << in[i];
+  }
+}
+
+TEST(FixedPoint, RoundTripErrorIsHalfAStep) {
+  std::mt19937_64 rng(11);
+  std::vector<float> in(4096);
+  for (auto& x : in) x = static_cast<float>(static_cast<double>(rng() % 2000001) / 1e6 - 1.0);
+  std::vector<std::int32_t> fixed(in.size());
+  std::vector<float> back(in.size());
+  quantize(in, kDefaultScale, fixed);
+  dequantize(fixed, kDefaultScale, back);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    // half a quantum (0.5e-8) plus the float rounding of the result
+    EXPECT_NEAR(back[i], in[i], 0.5e-8 + std::abs(in[i]) * 6e-8) << i;
+  }
+}
+
+TEST(FixedPoint, DequantizeOneMatchesVector) {
+  const std::vector<std::int32_t> v = {123456789, -987654321, 0, kSaturatedMax};
+  std::vector<float> out(v.size());
+  dequantize(v, kDefaultScale, out);
+  for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(out[i], dequantize_one(v[i], kDefaultScale));
+}
+
+TEST(FixedPoint, SaturatingAdd) {
+  EXPECT_EQ(saturating_add(1, 2), 3);
+  EXPECT_EQ(saturating_add(kSaturatedMax, 1), kSaturatedMax);
+  EXPECT_EQ(saturating_add(kSaturatedMin, -1), kSaturatedMin);
+  EXPECT_EQ(saturating_add(kSaturatedMax, kSaturatedMin), -1);
+  EXPECT_TRUE(is_saturated(kSaturatedMax));
+  EXPECT_TRUE(is_saturated(kSaturatedMin));
+  EXPECT_FALSE(is_saturated(0));
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,0 +1,110 @@
+// One fuzz input fed to every piece of the core that parses network bytes: the decoder, a
+// two-level switch pair, a worker and a PS. Shared by the libFuzzer target and the seeded gtest.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "atp/ps.h"
+#include "atp/switch.h"
+#include "atp/wire.h"
+#include "atp/worker.h"
+
+namespace atp::fuzz {
+
+// Everything a switch sends must itself decode: a switch never emits garbage.
+class CheckingPortSink : public PortSink {
+ public:
+  void send(PortId, std::span<const std::uint8_t> packet) override {
+    Header h;
+    if (decode_header(packet, h) != DecodeError::kOk) std::abort();
+    ++sent;
+  }
+  std::uint64_t sent = 0;
+};
+class CheckingPacketSink : public PacketSink {
+ public:
+  void send(std::span<const std::uint8_t> packet) override {
+    Header h;
+    if (decode_header(packet, h) != DecodeError::kOk) std::abort();
+    ++sent;
+  }
+  std::uint64_t sent = 0;
+};
+
+// Long-lived state, so that a sequence of inputs can build up aggregator state.
+struct Harness {
+  Harness() : level0(config(16)), level1(config(16)), worker(worker_config()), ps(ps_config()) {
+    for (SwitchPipeline* s : {&level0, &level1}) {
+      s->add_route(kPs, 0);
+      s->add_route(kWorker, 1);
+      s->add_multicast_group(multicast_group_address(kJob), {1, 2});
+    }
+    level0.install_job({kJob, {0, 1, 2}, {{kPs, 0}}});
+    level1.install_job({kJob, {0, 1, 2}, {{kPs, 1}}});
+    std::vector<float> input(200, 0.25f);
+    worker.start(input, time_from_ns(0), host_sink);
+  }
+
+  static constexpr JobId kJob = 3;
+  static constexpr Address kPs = 0x0A000009;
+  static constexpr Address kWorker = 0x0A000001;
+
+  static SwitchConfig config(std::uint32_t aggregators) {
+    SwitchConfig c;
+    c.num_aggregators = aggregators;
+    c.aggregator_width = 64;
+    c.reclaim_timeout = std::chrono::microseconds(100);
+    return c;
+  }
+  static WorkerConfig worker_config() {
+    WorkerConfig c;
+    c.job = kJob;
+    c.self = kWorker;
+    c.ps = {PsRoute{kPs, 1, 1, 2, 2, 0}};
+    c.values_per_packet = 8;
+    c.num_aggregators = 16;
+    c.congestion.initial_window = 4;
+    return c;
+  }
+  static PsConfig ps_config() {
+    PsConfig c;
+    c.job = kJob;
+    c.self = kPs;
+    c.multicast_group = multicast_group_address(kJob);
+    c.group_sizes = {2, 2};
+    c.values_per_packet = 8;
+    c.num_aggregators = 16;
+    c.max_window_seqs = 32;
+    return c;
+  }
+
+  void feed(std::span<const std::uint8_t> data) {
+    now += Duration(7000);
+    Header h;
+    (void)decode_header(data, h);
+    std::vector<std::uint8_t> buffer(data.begin(), data.end());
+    for (PortId port : {PortId{0}, PortId{1}, PortId{2}, PortId{9}}) {
+      std::vector<std::uint8_t> copy = buffer;
+      level0.process(port, copy, now, port_sink);
+      copy = buffer;
+      level1.process(port, copy, now, port_sink);
+    }
+    worker.on_packet(buffer, now, host_sink);
+    ps.on_packet(buffer, now, host_sink);
+    if (level0.next_deadline() <= now) level0.on_timeout(now);
+    if (worker.next_deadline() <= now) worker.on_timeout(now, host_sink);
+    if (level0.table().in_use() > level0.table().size()) std::abort();
+  }
+
+  SwitchPipeline level0, level1;
+  WorkerEndpoint worker;
+  PsEndpoint ps;
+  CheckingPortSink port_sink;
+  CheckingPacketSink host_sink;
+  Time now = time_from_ns(0);
+};
+
+}  // namespace atp::fuzz

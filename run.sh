@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine: installs the apt packages that are missing,
+# configures and builds, then runs the main job (`./run.sh demo`) or every test (`./run.sh test`).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
+
+install_missing() {
+  local missing=()
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+  ((${#missing[@]} == 0)) && return 0
+  echo "run.sh: installing ${missing[*]}" >&2
+  local sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  install_missing "${PACKAGES[@]}"
+  # CI builds with warnings as errors; a local build only reports them.
+  local werror=OFF
+  [[ "${CI:-}" == "true" ]] && werror=ON
+  cmake -S . -B build -G Ninja -DATP_WERROR="$werror" >/dev/null
+  cmake --build build
+}
+
+fuzz() {
+  # libFuzzer needs clang; the seeded random-bytes test in ctest covers the same code with g++.
+  install_missing "${FUZZ_PACKAGES[@]}"
+  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build-fuzz --target packet_fuzzer
+  ctest --test-dir build-fuzz -R '^packet_fuzzer$' --output-on-failure
+}
+
+case "${1:-}" in
+  demo)
+    build
+    shift
+    exec ./build/atp demo "$@"
+    ;;
+  test)
+    build
+    ctest --test-dir build --output-on-failure -j "$(nproc)"
+    fuzz
+    ;;
+  *)
+    echo "usage: ./run.sh demo [ARGS...]   build, then run the demo (atp demo)" >&2
+    echo "       ./run.sh test             build, then run every test" >&2
+    exit 2
+    ;;
+esac
