@@ -15,7 +15,7 @@
 namespace atp::fuzz {
 
 // Everything a switch sends must itself decode: a switch never emits garbage.
-class CheckingPortSink : public PortSink {
+class CheckingPortSink final : public PortSink {
  public:
   void send(PortId, std::span<const std::uint8_t> packet) override {
     Header h;
@@ -24,7 +24,7 @@ class CheckingPortSink : public PortSink {
   }
   std::uint64_t sent = 0;
 };
-class CheckingPacketSink : public PacketSink {
+class CheckingPacketSink final : public PacketSink {
  public:
   void send(std::span<const std::uint8_t> packet) override {
     Header h;

@@ -1,2 +1,598 @@
+// Tests of the PS endpoint: merging individual and partial aggregates without double counting,
+// collisions, the float32 overflow path, late resends and the window bound on memory.
+#include "atp/ps.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "atp/aggregator_index.h"
+#include "atp/fixed_point.h"
+#include "atp/wire.h"
+
+namespace atp {
+namespace {
+
+constexpr JobId kJob = 7;
+constexpr Address kPs = 0x0A000064;      // 10.0.0.100
+constexpr Address kWorker0 = 0x0A000001;  // worker w is kWorker0 + w
+constexpr std::uint32_t kAggregators = 16;
+
+// Remembers every packet the PS sends, decoded.
+class RecordingSink final : public PacketSink {
+ public:
+  struct Packet {
+    Header header;
+    std::vector<std::int32_t> values;
+  };
+  void send(std::span<const std::uint8_t> bytes) override {
+    Packet p;
+    EXPECT_EQ(decode_header(bytes, p.header), DecodeError::kOk) << "the PS sent a malformed packet";
+    p.values.resize(p.header.value_count);
+    load_values(bytes, p.values);
+    packets.push_back(std::move(p));
+  }
+  std::vector<Packet> packets;
+};
+
+PsConfig make_config(std::vector<std::uint8_t> group_sizes, std::uint16_t values_per_packet = 4,
+                     std::uint32_t max_window_seqs = 64) {
+  PsConfig c;
+  c.job = kJob;
+  c.self = kPs;
+  c.multicast_group = multicast_group_address(kJob);
+  c.group_sizes = std::move(group_sizes);
+  c.values_per_packet = values_per_packet;
+  c.num_aggregators = kAggregators;
+  c.max_window_seqs = max_window_seqs;
+  return c;
+}
+
+// A gradient packet header heading to the PS for the workers `bitmap0` of the groups `bitmap1`.
+Header gradient(Seq seq, std::uint32_t bitmap0, std::uint32_t bitmap1, Address src) {
+  Header h;
+  h.job = kJob;
+  h.seq = seq;
+  h.bitmap0 = bitmap0;
+  h.bitmap1 = bitmap1;
+  h.edge_switch_identifier = 1;
+  h.aggregator_index = base_aggregator_index(kJob, seq, kAggregators, IndexPolicy::kHashed);
+  h.src = src;
+  h.dst = kPs;
+  return h;
+}
+
+std::vector<std::int32_t> float_bits(std::vector<float> values) {
+  std::vector<std::int32_t> bits;
+  for (float f : values) bits.push_back(std::bit_cast<std::int32_t>(f));
+  return bits;
+}
+
+std::int32_t sum_as_float_bits(std::vector<float> addends) {
+  double sum = 0;
+  for (float f : addends) sum += f;
+  return std::bit_cast<std::int32_t>(static_cast<float>(sum));
+}
+
+// A PS and the packets it sent.
+struct PsUnderTest {
+  explicit PsUnderTest(PsConfig config) : ps(std::move(config)) {}
+
+  void deliver(const Header& h, const std::vector<std::int32_t>& values) {
+    deliver_bytes(build_packet(h, values));
+  }
+  void deliver_bytes(std::span<const std::uint8_t> bytes) {
+    now += Duration(1000);
+    ps.on_packet(bytes, now, sink);
+  }
+  // Worker `member` of group `group` (one bit in each bitmap), as a switch forwards it.
+  void individual(Seq seq, std::uint32_t group, std::uint32_t member, Address src,
+                  const std::vector<std::int32_t>& values, bool ecn = false) {
+    Header h = gradient(seq, 1u << member, 1u << group, src);
+    h.ecn = ecn;
+    deliver(h, values);
+  }
+
+  PsEndpoint ps;
+  RecordingSink sink;
+  Time now = time_from_ns(0);
+};
+
+void expect_multicast_result(const RecordingSink::Packet& p, Seq seq, const std::vector<std::int32_t>& values) {
+  EXPECT_TRUE(p.header.is_ack);
+  EXPECT_FALSE(p.header.overflow);
+  EXPECT_FALSE(p.header.float_payload);
+  EXPECT_EQ(p.header.job, kJob);
+  EXPECT_EQ(p.header.seq, seq);
+  EXPECT_EQ(p.header.src, kPs);
+  EXPECT_EQ(p.header.dst, multicast_group_address(kJob));
+  EXPECT_EQ(p.values, values);
+}
+
+TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
+  PsUnderTest t(make_config({4}));
+  const std::vector<std::vector<std::int32_t>> inputs = {
+      {1, -5, 1'000'000'000, 0}, {2, -6, 1'000'000'000, 7}, {3, -7, -500, 0}, {4, -8, 147'483'147, -1}};
+  for (std::uint32_t w = 0; w < 3; ++w) t.individual(100, 0, w, kWorker0 + w, inputs[w]);
+  EXPECT_TRUE(t.sink.packets.empty());
+  t.individual(100, 0, 3, kWorker0 + 3, inputs[3]);
+
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  const auto& ack = t.sink.packets[0];
+  expect_multicast_result(ack, 100, {10, -26, 2'147'482'647, 6});
+  EXPECT_FALSE(ack.header.collision);
+  EXPECT_FALSE(ack.header.ecn);
+  EXPECT_EQ(ack.header.bitmap0, 0u);
+  EXPECT_EQ(ack.header.aggregator_index, base_aggregator_index(kJob, 100, kAggregators, IndexPolicy::kHashed));
+  EXPECT_EQ(ack.header.value_count, 4u);
+  const PsStats& s = t.ps.stats();
+  EXPECT_EQ(s.packets_received, 4u);
+  EXPECT_EQ(s.aggregations, 4u);
+  EXPECT_EQ(s.completions, 1u);
+  EXPECT_EQ(s.parameters_sent, 1u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(t.ps.stored_fragments(), 1u);  // kept for late resends
+  EXPECT_EQ(t.ps.next_deadline(), kNever);
+}
+
+TEST(PsEndpoint, PartialAggregateAndIndividualsComplete) {
+  PsUnderTest t(make_config({4}));
+  // The switch aggregated workers 0 and 2 (1 + 3, 10 + 30, ...) and then had to flush.
+  t.deliver(gradient(5, 0b0101, 1, kWorker0 + 2), {4, 40, 400, 4000});
+  t.individual(5, 0, 1, kWorker0 + 1, {2, 20, 200, 2000});
+  EXPECT_TRUE(t.sink.packets.empty());
+  t.individual(5, 0, 3, kWorker0 + 3, {4, 40, 400, 4000});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 5, {10, 100, 1000, 10000});
+}
+
+TEST(PsEndpoint, OverlappingPartialIsDiscardedWholeAndCompletionStaysExact) {
+  PsUnderTest t(make_config({4}));
+  t.individual(9, 0, 0, kWorker0, {1, 1, 1, 1});
+  // Workers 0 and 1 aggregated at the switch: worker 0 is already in, so all of it is discarded.
+  t.deliver(gradient(9, 0b0011, 1, kWorker0 + 1), {3, 3, 3, 3});
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
+  EXPECT_EQ(t.ps.stats().aggregations, 1u);
+  t.deliver(gradient(9, 0b1100, 1, kWorker0 + 3), {12, 12, 12, 12});  // workers 2 and 3
+  t.deliver(gradient(9, 0b0110, 1, kWorker0 + 2), {5, 5, 5, 5});      // overlaps 2: discarded
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 2u);
+  EXPECT_TRUE(t.sink.packets.empty());
+  t.individual(9, 0, 1, kWorker0 + 1, {2, 2, 2, 2});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 9, {15, 15, 15, 15});
+}
+
+TEST(PsEndpoint, DuplicateIndividualIsDropped) {
+  PsUnderTest t(make_config({2}));
+  t.individual(1, 0, 0, kWorker0, {7, 7, 7, 7});
+  Header resend = gradient(1, 1, 1, kWorker0);
+  resend.resend = true;
+  t.deliver(resend, {7, 7, 7, 7});
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
+  t.individual(1, 0, 1, kWorker0 + 1, {1, 2, 3, 4});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 1, {8, 9, 10, 11});
+}
+
+TEST(PsEndpoint, LevelOneAggregateCountsWholeGroups) {
+  // Group 0: 2 workers, group 1: 3 workers, group 2: a singleton.
+  PsUnderTest t(make_config({2, 3, 1}));
+  // A complete second-level aggregate of every group; bitmap0 is whatever the last packet had.
+  t.deliver(gradient(40, 0b1, 0b111, kWorker0), {6, 0, -6, 1});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 40, {6, 0, -6, 1});
+
+  // Groups 0 and 2 whole, group 1 as a partial plus an individual.
+  t.deliver(gradient(41, 0b1, 0b101, kWorker0 + 5), {3, 3, 3, 3});
+  t.deliver(gradient(41, 0b011, 0b010, kWorker0 + 3), {2, 2, 2, 2});
+  // Groups 0 and 1 whole: overlaps both what group 0 and group 1 gave.
+  t.deliver(gradient(41, 0b11, 0b011, kWorker0 + 2), {50, 50, 50, 50});
+  // Group 0's worker 1 alone: already in through the whole group.
+  t.individual(41, 0, 1, kWorker0 + 1, {60, 60, 60, 60});
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 2u);
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  t.individual(41, 1, 2, kWorker0 + 4, {1, 1, 1, 1});
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  expect_multicast_result(t.sink.packets[1], 41, {6, 6, 6, 6});
+}
+
+TEST(PsEndpoint, InvalidBitmapsAreCountedDrops) {
+  PsUnderTest t(make_config({2, 3}));
+  const std::vector<std::int32_t> v = {1, 1, 1, 1};
+  t.deliver(gradient(3, 1, 0, kWorker0), v);            // no group
+  t.deliver(gradient(3, 1, 0b100, kWorker0), v);        // group 2 does not exist
+  t.deliver(gradient(3, 1, 1u << 31, kWorker0), v);     // nor group 31
+  t.deliver(gradient(3, 1, 0b111, kWorker0), v);        // whole groups, one of them unknown
+  t.deliver(gradient(3, 0, 0b01, kWorker0), v);         // no worker
+  t.deliver(gradient(3, 0b100, 0b01, kWorker0), v);     // group 0 has members 0 and 1 only
+  t.deliver(gradient(3, 0b1000, 0b10, kWorker0), v);    // group 1 has members 0..2 only
+  t.deliver(gradient(3, 1u << 31, 0b10, kWorker0), v);  // far outside
+  EXPECT_EQ(t.ps.stats().dropped, 8u);
+  EXPECT_EQ(t.ps.stats().packets_received, 0u);
+  EXPECT_EQ(t.ps.stored_fragments(), 0u);
+  EXPECT_TRUE(t.sink.packets.empty());
+}
+
+TEST(PsEndpoint, EmptyGroupHasNoValidBitsAndIsNotWaitedFor) {
+  PsUnderTest t(make_config({2, 0, 1}));
+  const std::vector<std::int32_t> v = {1, 2, 3, 4};
+  t.deliver(gradient(3, 1, 0b010, kWorker0), v);
+  t.deliver(gradient(3, 1, 0b111, kWorker0), v);
+  EXPECT_EQ(t.ps.stats().dropped, 2u);
+  t.deliver(gradient(3, 1, 0b101, kWorker0), v);  // groups 0 and 2: every worker
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 3, v);
+}
+
+TEST(PsEndpoint, BadPacketsAreCountedDrops) {
+  PsUnderTest t(make_config({2}));
+  const std::vector<std::int32_t> v = {1, 1, 1, 1};
+  Header wrong_job = gradient(1, 1, 1, kWorker0);
+  wrong_job.job = kJob + 1;
+  t.deliver(wrong_job, v);
+  Header ack = gradient(1, 1, 1, kWorker0);
+  ack.is_ack = true;
+  t.deliver(ack, v);
+  Header elsewhere = gradient(1, 1, 1, kWorker0);
+  elsewhere.dst = kPs + 1;
+  t.deliver(elsewhere, v);
+  t.deliver(gradient(1, 1, 1, kWorker0), {1, 1, 1});        // value_count != values_per_packet
+  t.deliver(gradient(1, 1, 1, kWorker0), {1, 1, 1, 1, 1});  // likewise
+  std::vector<std::uint8_t> bytes = build_packet(gradient(1, 1, 1, kWorker0), v);
+  t.deliver_bytes(std::span(bytes).first(bytes.size() - 1));  // truncated value
+  t.deliver_bytes(std::span(bytes).first(10));                // truncated header
+  t.deliver_bytes({});
+  bytes[0] ^= 0xFF;  // bad magic
+  t.deliver_bytes(bytes);
+  EXPECT_EQ(t.ps.stats().dropped, 9u);
+  EXPECT_EQ(t.ps.stats().packets_received, 0u);
+  EXPECT_EQ(t.ps.stored_fragments(), 0u);
+  EXPECT_TRUE(t.sink.packets.empty());
+}
+
+TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
+  PsUnderTest t(make_config({3}));
+  const std::uint32_t index = base_aggregator_index(kJob, 77, kAggregators, IndexPolicy::kHashed);
+  t.individual(77, 0, 0, kWorker0, {1, 0, 0, 0});
+  // Worker 1's packet found the aggregator busy with another fragment: forwarded with the flag.
+  Header collided = gradient(77, 0b10, 1, kWorker0 + 1);
+  collided.collision = true;
+  collided.resend = true;
+  t.deliver(collided, {2, 0, 0, 0});
+  t.individual(77, 0, 2, kWorker0 + 2, {3, 0, 0, 0});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  const auto& ack = t.sink.packets[0];
+  expect_multicast_result(ack, 77, {6, 0, 0, 0});
+  EXPECT_TRUE(ack.header.collision);
+  EXPECT_EQ(ack.header.bitmap0, rehash_aggregator_index(index, kAggregators));
+  EXPECT_NE(ack.header.bitmap0, index);
+  EXPECT_EQ(ack.header.aggregator_index, index);  // switches free the aggregator the gradients used
+  EXPECT_EQ(t.ps.stats().collisions, 1u);
+}
+
+TEST(PsEndpoint, EcnIsCopiedIntoTheResult) {
+  PsUnderTest t(make_config({2}));
+  t.individual(1, 0, 0, kWorker0, {1, 1, 1, 1}, /*ecn=*/true);
+  t.individual(1, 0, 1, kWorker0 + 1, {1, 1, 1, 1});
+  t.individual(2, 0, 0, kWorker0, {1, 1, 1, 1});
+  t.individual(2, 0, 1, kWorker0 + 1, {1, 1, 1, 1});
+  // A discarded duplicate still carries news of congestion (as the switch keeps it, Fig. 7).
+  t.individual(3, 0, 0, kWorker0, {1, 1, 1, 1});
+  t.individual(3, 0, 0, kWorker0, {1, 1, 1, 1}, /*ecn=*/true);
+  t.individual(3, 0, 1, kWorker0 + 1, {1, 1, 1, 1});
+  ASSERT_EQ(t.sink.packets.size(), 3u);
+  EXPECT_TRUE(t.sink.packets[0].header.ecn);
+  EXPECT_FALSE(t.sink.packets[1].header.ecn);
+  EXPECT_TRUE(t.sink.packets[2].header.ecn);
+}
+
+// Sends the overflow request for `seq` by saturating value 0, for 3 workers in one group.
+void saturate(PsUnderTest& t, Seq seq) {
+  t.individual(seq, 0, 0, kWorker0, {kSaturatedMax, 1, 2, 3});
+  t.individual(seq, 0, 1, kWorker0 + 1, {0, 1, 2, 3});
+  t.individual(seq, 0, 2, kWorker0 + 2, {0, 1, 2, 3});
+}
+
+void expect_overflow_request(const RecordingSink::Packet& p, Seq seq, Address dst) {
+  EXPECT_TRUE(p.header.is_ack);
+  EXPECT_TRUE(p.header.overflow);
+  EXPECT_FALSE(p.header.float_payload);
+  EXPECT_EQ(p.header.seq, seq);
+  EXPECT_EQ(p.header.dst, dst);
+  EXPECT_EQ(p.header.value_count, 0u);
+}
+
+TEST(PsEndpoint, SaturatedValueLeadsToFloatResultSummedInDouble) {
+  PsUnderTest t(make_config({3}));
+  saturate(t, 50);
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_overflow_request(t.sink.packets[0], 50, multicast_group_address(kJob));
+  EXPECT_EQ(t.ps.stats().overflows, 1u);
+  EXPECT_EQ(t.ps.stats().completions, 0u);
+
+  // 2^24 + 1 + 1: float addition in any order loses both ones, double keeps them.
+  const std::vector<std::vector<float>> floats = {
+      {16777216.0f, 0.1f, 1e30f, -3.5f}, {1.0f, 0.2f, -1e30f, 0.25f}, {1.0f, 0.3f, 1.0f, 0.0f}};
+  for (std::uint32_t w = 0; w < 3; ++w) {
+    Header h = gradient(50, 1u << w, 1, kWorker0 + w);
+    h.float_payload = true;
+    h.resend = true;
+    t.deliver(h, float_bits(floats[w]));
+  }
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  const auto& result = t.sink.packets[1];
+  EXPECT_TRUE(result.header.is_ack);
+  EXPECT_TRUE(result.header.float_payload);
+  EXPECT_FALSE(result.header.overflow);
+  EXPECT_EQ(result.header.dst, multicast_group_address(kJob));
+  EXPECT_EQ(result.header.seq, 50u);
+  ASSERT_EQ(result.values.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(result.values[i], sum_as_float_bits({floats[0][i], floats[1][i], floats[2][i]})) << i;
+  }
+  EXPECT_EQ(std::bit_cast<float>(result.values[0]), 16777218.0f);
+  EXPECT_EQ(std::bit_cast<float>(result.values[2]), 1.0f);
+  EXPECT_EQ(t.ps.stats().completions, 1u);
+  EXPECT_EQ(t.ps.stats().parameters_sent, 2u);
+}
+
+TEST(PsEndpoint, SumOutsideInt32LeadsToOverflowRequest) {
+  PsUnderTest t(make_config({2}));
+  t.individual(1, 0, 0, kWorker0, {2'000'000'000, 0, 0, 0});
+  t.individual(1, 0, 1, kWorker0 + 1, {2'000'000'000, 0, 0, 0});
+  t.individual(2, 0, 0, kWorker0, {0, -2'000'000'000, 0, 0});
+  t.individual(2, 0, 1, kWorker0 + 1, {0, -2'000'000'000, 0, 0});
+  t.individual(3, 0, 0, kWorker0, {0, 0, kSaturatedMin, 0});  // saturated, though the sum fits
+  t.individual(3, 0, 1, kWorker0 + 1, {0, 0, 5, 0});
+  // The largest sums that fit are fine.
+  t.individual(4, 0, 0, kWorker0, {kSaturatedMax - 1, kSaturatedMin + 1, 0, 0});
+  t.individual(4, 0, 1, kWorker0 + 1, {1, -1, 0, 0});
+  ASSERT_EQ(t.sink.packets.size(), 4u);
+  for (Seq seq = 1; seq <= 3; ++seq) {
+    expect_overflow_request(t.sink.packets[seq - 1], seq, multicast_group_address(kJob));
+  }
+  expect_multicast_result(t.sink.packets[3], 4, {kSaturatedMax, kSaturatedMin, 0, 0});
+  EXPECT_EQ(t.ps.stats().overflows, 3u);
+}
+
+TEST(PsEndpoint, PacketsDuringFloatCollection) {
+  PsUnderTest t(make_config({3}));
+  saturate(t, 8);
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  // Worker 1 missed the overflow request and resends its int32 gradient: ask it again.
+  Header int_resend = gradient(8, 0b10, 1, kWorker0 + 1);
+  int_resend.resend = true;
+  t.deliver(int_resend, {0, 1, 2, 3});
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  expect_overflow_request(t.sink.packets[1], 8, kWorker0 + 1);
+  EXPECT_EQ(t.ps.stats().results_resent, 1u);
+
+  Header f0 = gradient(8, 0b1, 1, kWorker0);
+  f0.float_payload = true;
+  t.deliver(f0, float_bits({1, 2, 3, 4}));
+  t.deliver(f0, float_bits({1, 2, 3, 4}));  // duplicate
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
+  Header aggregated = gradient(8, 0b110, 1, kWorker0 + 1);
+  aggregated.float_payload = true;
+  t.deliver(aggregated, float_bits({1, 2, 3, 4}));  // floats come from single workers only
+  Header unknown = gradient(9, 0b1, 1, kWorker0);
+  unknown.float_payload = true;
+  t.deliver(unknown, float_bits({1, 2, 3, 4}));  // no overflow request for seq 9
+  t.individual(10, 0, 0, kWorker0, {1, 1, 1, 1});
+  Header not_asked = gradient(10, 0b10, 1, kWorker0 + 1);
+  not_asked.float_payload = true;
+  t.deliver(not_asked, float_bits({1, 2, 3, 4}));  // seq 10 did not overflow
+  EXPECT_EQ(t.ps.stats().dropped, 3u);
+  EXPECT_EQ(t.sink.packets.size(), 2u);
+
+  for (std::uint32_t w = 1; w < 3; ++w) {
+    Header f = gradient(8, 1u << w, 1, kWorker0 + w);
+    f.float_payload = true;
+    t.deliver(f, float_bits({0.5f, 0.5f, 0.5f, 0.5f}));
+  }
+  ASSERT_EQ(t.sink.packets.size(), 3u);
+  EXPECT_EQ(t.sink.packets[2].values, float_bits({2.0f, 3.0f, 4.0f, 5.0f}));
+
+  // A late float resend gets the float result, unicast.
+  Header late = gradient(8, 0b100, 1, kWorker0 + 2);
+  late.float_payload = true;
+  t.deliver(late, float_bits({0.5f, 0.5f, 0.5f, 0.5f}));
+  ASSERT_EQ(t.sink.packets.size(), 4u);
+  EXPECT_TRUE(t.sink.packets[3].header.float_payload);
+  EXPECT_EQ(t.sink.packets[3].header.dst, kWorker0 + 2);
+  EXPECT_EQ(t.sink.packets[3].values, t.sink.packets[2].values);
+}
+
+TEST(PsEndpoint, LateResendOfCompletedFragmentGetsUnicastResult) {
+  PsUnderTest t(make_config({3}));
+  t.individual(20, 0, 0, kWorker0, {1, 2, 3, 4});
+  t.individual(20, 0, 1, kWorker0 + 1, {1, 2, 3, 4});
+  t.individual(20, 0, 2, kWorker0 + 2, {1, 2, 3, 4});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  // Worker 2 lost the parameter packet and resends after its timeout.
+  Header resend = gradient(20, 0b100, 1, kWorker0 + 2);
+  resend.resend = true;
+  t.deliver(resend, {1, 2, 3, 4});
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  const auto& again = t.sink.packets[1];
+  EXPECT_TRUE(again.header.is_ack);
+  EXPECT_EQ(again.header.seq, 20u);
+  EXPECT_EQ(again.header.dst, kWorker0 + 2);
+  EXPECT_EQ(again.header.src, kPs);
+  EXPECT_EQ(again.values, (std::vector<std::int32_t>{3, 6, 9, 12}));
+  EXPECT_EQ(t.ps.stats().results_resent, 1u);
+  EXPECT_EQ(t.ps.stats().parameters_sent, 1u);
+  EXPECT_EQ(t.ps.stats().completions, 1u);
+}
+
+// Workers 0-2 run ahead, worker 3 lags `lag` fragments behind (its window allows it): memory
+// must stay within the window however many fragments go through, and every sum is exact.
+TEST(PsEndpoint, MemoryIsBoundedByTheWindowNotTheTensor) {
+  constexpr std::uint32_t kWindow = 64;
+  constexpr std::uint32_t kFragments = 10'000;
+  constexpr std::uint32_t kLag = 40;
+  PsUnderTest t(make_config({2, 2}, 4, kWindow));
+  std::size_t most_stored = 0;
+  Seq expected_next = 0;
+  for (std::uint32_t step = 0; step < kFragments + kLag; ++step) {
+    if (step < kFragments) {
+      const Seq seq = step;
+      const auto v = static_cast<std::int32_t>(seq);
+      t.deliver(gradient(seq, 0b11, 0b01, kWorker0 + 1), {v, 2 * v, -v, 1});  // group 0 aggregated
+      t.individual(seq, 1, 0, kWorker0 + 2, {v, 0, 0, 1});
+    }
+    if (step >= kLag) {
+      const Seq seq = step - kLag;
+      t.individual(seq, 1, 1, kWorker0 + 3, {1, 0, 0, 1});
+    }
+    most_stored = std::max(most_stored, t.ps.stored_fragments());
+    while (expected_next < t.sink.packets.size()) {
+      const auto& p = t.sink.packets[expected_next];
+      const auto v = static_cast<std::int32_t>(expected_next);
+      ASSERT_EQ(p.header.seq, expected_next);
+      ASSERT_EQ(p.values, (std::vector<std::int32_t>{2 * v + 1, 2 * v, -v, 3}));
+      ++expected_next;
+    }
+  }
+  EXPECT_EQ(expected_next, kFragments);
+  EXPECT_LE(most_stored, 2 * kWindow + 1);
+  EXPECT_GE(most_stored, kLag);  // the lagging worker's fragments were held, as they must be
+  EXPECT_EQ(t.ps.stats().completions, kFragments);
+  EXPECT_EQ(t.ps.stats().stale, 0u);
+  EXPECT_EQ(t.ps.stats().dropped, 0u);
+}
+
+TEST(PsEndpoint, StaleAndFarAheadPacketsAreCounted) {
+  constexpr std::uint32_t kWindow = 16;
+  PsUnderTest t(make_config({2}, 4, kWindow));
+  for (Seq seq = 0; seq < 500; ++seq) {
+    t.individual(seq, 0, 0, kWorker0, {1, 1, 1, 1});
+    t.individual(seq, 0, 1, kWorker0 + 1, {1, 1, 1, 1});
+  }
+  ASSERT_EQ(t.sink.packets.size(), 500u);
+  // Both workers sent 499, so both hold every result before 499 - 16 = 483: those are gone.
+  EXPECT_EQ(t.ps.stored_fragments(), kWindow + 1);
+  t.individual(482, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().stale, 1u);
+  EXPECT_EQ(t.sink.packets.size(), 500u);
+  t.individual(483, 0, 0, kWorker0, {1, 1, 1, 1});  // still held: answered
+  ASSERT_EQ(t.sink.packets.size(), 501u);
+  EXPECT_EQ(t.sink.packets.back().header.dst, kWorker0);
+  // The oldest slot is 483: at most 2 x 16 ahead of it is accepted.
+  t.individual(483 + 2 * kWindow + 1, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().dropped, 1u);
+  t.individual(483 + 2 * kWindow, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().dropped, 1u);
+  EXPECT_EQ(t.ps.stored_fragments(), kWindow + 2);
+}
+
+TEST(PsEndpoint, StalledWorkerCannotMakeMemoryGrow) {
+  constexpr std::uint32_t kWindow = 8;
+  PsUnderTest t(make_config({2}, 4, kWindow));
+  // Worker 1 never sends; worker 0 (buggy, or spoofed) runs far ahead of any window.
+  for (Seq seq = 0; seq < 1000; ++seq) t.individual(seq, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_LE(t.ps.stored_fragments(), 2 * kWindow + 1);
+  EXPECT_GT(t.ps.stats().dropped, 900u);
+  EXPECT_TRUE(t.sink.packets.empty());
+}
+
+// Two PS shards: this PS sees every other sequence number; the window counts both shards.
+TEST(PsEndpoint, ShardSeesEveryOtherSequenceNumber) {
+  constexpr std::uint32_t kWindow = 32;
+  PsUnderTest t(make_config({2}, 4, kWindow));
+  for (Seq seq = 1; seq < 4000; seq += 2) {
+    t.individual(seq, 0, 1, kWorker0 + 1, {1, 1, 1, 1});
+    t.individual(seq, 0, 0, kWorker0, {2, 2, 2, 2});
+    ASSERT_LE(t.ps.stored_fragments(), kWindow / 2 + 2);
+  }
+  EXPECT_EQ(t.ps.stats().completions, 2000u);
+  EXPECT_EQ(t.ps.stats().stale + t.ps.stats().dropped, 0u);
+}
+
+TEST(PsEndpoint, SequenceNumbersWrapAround) {
+  constexpr std::uint32_t kWindow = 16;
+  constexpr Seq kFirst = 0xFFFFFF00u;
+  PsUnderTest t(make_config({3}, 4, kWindow));
+  // The first packet seen is not the job's first fragment (reordering): earlier ones still count.
+  t.individual(kFirst + 5, 0, 0, kWorker0, {5, 0, 1, -1});
+  std::mt19937 rng(1234);
+  std::vector<Seq> done;
+  for (std::uint32_t i = 0; i < 600; ++i) {
+    const Seq seq = kFirst + i;
+    std::vector<std::uint32_t> order = {0, 1, 2};
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::uint32_t w : order) {
+      if (i == 5 && w == 0) continue;  // already sent
+      t.individual(seq, 0, w, kWorker0 + w, {static_cast<std::int32_t>(i), static_cast<std::int32_t>(w), 1, -1});
+    }
+    ASSERT_LE(t.ps.stored_fragments(), 2 * kWindow + 1);
+  }
+  ASSERT_EQ(t.sink.packets.size(), 600u);
+  for (std::uint32_t i = 0; i < 600; ++i) {
+    const auto& p = t.sink.packets[i];
+    EXPECT_EQ(p.header.seq, kFirst + i);
+    EXPECT_EQ(p.values, (std::vector<std::int32_t>{3 * static_cast<std::int32_t>(i), 3, 3, -3}));
+  }
+  EXPECT_EQ(t.ps.stats().stale + t.ps.stats().dropped + t.ps.stats().overlaps_dropped, 0u);
+  // A packet from before the wrap is now far behind.
+  t.individual(kFirst + 10, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().stale, 1u);
+}
+
+TEST(PsEndpoint, FirstPacketOpensTheWindowOneWindowBack) {
+  constexpr std::uint32_t kWindow = 16;
+  PsUnderTest t(make_config({2}, 4, kWindow));
+  t.individual(1000, 0, 0, kWorker0, {1, 1, 1, 1});
+  t.individual(1000 - kWindow, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().stale, 0u);
+  t.individual(1000 - kWindow - 1, 0, 0, kWorker0, {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().stale, 1u);
+}
+
+// Random corruption of valid packets: never a crash, never a malformed packet out (checked by
+// the sink), memory within the bound.
+TEST(PsEndpoint, CorruptedPacketsNeverCrash) {
+  constexpr std::uint32_t kWindow = 8;
+  PsUnderTest t(make_config({2, 3}, 4, kWindow));
+  std::mt19937 rng(42);
+  for (int i = 0; i < 50'000; ++i) {
+    Header h = gradient(rng() % 64, 1u << (rng() % 3), 1u << (rng() % 2), kWorker0 + rng() % 5);
+    h.float_payload = rng() % 4 == 0;
+    h.collision = rng() % 4 == 0;
+    h.ecn = rng() % 2 == 0;
+    std::vector<std::int32_t> values(4);
+    for (auto& v : values) v = static_cast<std::int32_t>(rng());
+    std::vector<std::uint8_t> bytes = build_packet(h, values);
+    const int flips = static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+    if (rng() % 8 == 0) bytes.resize(rng() % bytes.size());
+    t.deliver_bytes(bytes);
+    ASSERT_LE(t.ps.stored_fragments(), 2 * kWindow + 1);
+  }
+  const PsStats& s = t.ps.stats();
+  EXPECT_GT(s.dropped, 0u);
+  EXPECT_GT(s.aggregations, 0u);
+}
+
+TEST(PsEndpoint, BadConfigDoesNotCrash) {
+  PsConfig c = make_config(std::vector<std::uint8_t>(40, 200), 4, 0);
+  c.num_aggregators = 0;
+  PsUnderTest t(c);
+  t.deliver(gradient(1, ~0u, 1, kWorker0), {1, 1, 1, 1});  // group 0 clamped to 32 members
+  t.deliver(gradient(1, 1, ~0u, kWorker0), {1, 1, 1, 1});  // every one of the 32 groups
+  EXPECT_EQ(t.ps.stats().aggregations, 1u);
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
+
+  PsUnderTest none(make_config({}));
+  none.deliver(gradient(1, 1, 1, kWorker0), {1, 1, 1, 1});
+  EXPECT_EQ(none.ps.stats().dropped, 1u);
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,5 +1,6 @@
 // Where the protocol core puts the packets it wants sent. Runtimes implement these; the core
-// calls them synchronously and never keeps the span after send() returns.
+// calls them synchronously and never keeps the span after send() returns. Implementations
+// are meant to be `final` classes (the destructor here is protected and not virtual).
 #pragma once
 
 #include <cstdint>

@@ -1,1 +1,455 @@
-// placeholder: being written
+// The ATP parameter server endpoint: a per-sequence-number store of <contributors, sums> held in
+// a ring bounded by the workers' window, the int32 and float32 completion paths, and rehashing.
+#include "atp/ps.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <utility>
+
+#include "atp/aggregator_index.h"
+#include "atp/fixed_point.h"
+
+namespace atp {
+namespace {
+
+// 32-bit bitmaps: at most 32 groups of at most 32 workers (docs/protocol.md "Aggregation tree").
+constexpr std::size_t kMaxGroups = 32;
+constexpr std::uint32_t kMaxGroupSize = 32;
+// max_window_seqs is clamped to this (and to at least 1) so that the ring of slot references,
+// 2 x window + 1 entries rounded up to a power of two, stays at most 8 MiB (4 B per entry) and
+// serial-number comparisons over the stored range stay meaningful (range far below 2^31).
+constexpr std::uint32_t kMaxWindowSeqs = 1u << 20;
+constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
+
+// Bits 0..n-1 set; n may be 32.
+constexpr std::uint32_t low_bits(std::uint32_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }
+
+enum class SlotState : std::uint8_t {
+  kAggregating,       // collecting int32 gradients (individual or partially aggregated)
+  kCollectingFloats,  // saturated: the overflow request went out, collecting float32 fragments
+  kComplete,          // the result went out; kept to answer late resends until forgotten
+};
+
+// What the PS knows about one fragment (one sequence number). Slots are pooled: the vectors are
+// sized once when the pool entry is first made and reused for every later sequence number.
+struct Slot {
+  Seq seq = 0;
+  SlotState state = SlotState::kAggregating;
+  bool ecn = false;           // OR of the ECN flags of the packets merged (copied into the result)
+  bool collision = false;     // some merged packet had the collision flag
+  bool saturated = false;     // a contributed value was INT32_MAX or INT32_MIN
+  bool float_result = false;  // kComplete via the float32 path: float_sums hold the result
+  std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
+  std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
+  std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
+  std::vector<std::uint32_t> members;  // per group: bitmap0 positions merged so far
+  std::vector<std::int64_t> sums;      // int phase: exact sums of the quantized values
+  std::vector<double> float_sums;      // float phase: sums of the float32 values (sized lazily)
+};
+
+// The workers a gradient packet speaks for, decoded from its bitmaps.
+struct Contributors {
+  std::uint32_t groups = 0;          // bitmap1
+  std::uint32_t members = 0;         // bitmap0 when `groups` has one bit; unused otherwise
+  bool whole_groups = false;         // several groups: every member of each (a level-1 aggregate)
+  std::uint32_t worker_count = 0;    // number of workers covered
+};
+
+}  // namespace
+
+struct PsEndpoint::Impl {
+  explicit Impl(PsConfig c) : config(std::move(c)) {
+    // A bad configuration must not crash the PS: groups past 32 are ignored, sizes clamped to 32.
+    const std::size_t groups = std::min(config.group_sizes.size(), kMaxGroups);
+    for (std::size_t g = 0; g < groups; ++g) {
+      const std::uint32_t size = std::min<std::uint32_t>(config.group_sizes[g], kMaxGroupSize);
+      group_full.push_back(low_bits(size));
+      group_first_worker.push_back(num_workers);
+      if (size > 0) valid_groups |= 1u << g;
+      num_workers += size;
+    }
+    window = std::clamp<std::uint32_t>(config.max_window_seqs, 1, kMaxWindowSeqs);
+    ring.assign(std::bit_ceil(2 * window + 1), kNoSlot);
+    highest_seen.assign(num_workers, 0);
+    worker_seen.assign(num_workers, 0);
+    packet_buffer.resize(packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket)));
+  }
+
+  void on_packet(std::span<const std::uint8_t> packet, PacketSink& out);
+
+  bool decode_contributors(const Header& h, Contributors& c) const;
+  bool overlaps(const Slot& slot, const Contributors& c) const;
+  void merge_members(Slot& slot, const Contributors& c);
+  void note_seen(Seq seq, const Contributors& c);
+  void note_worker_seen(std::uint32_t worker, Seq seq);
+
+  Slot* find_slot(Seq seq);
+  Slot& create_slot(Seq seq, std::uint32_t aggregator_index);
+  void forget_old_slots();
+  bool refresh_forget_limit();
+
+  void merge_int(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
+                 const Contributors& c, PacketSink& out);
+  void merge_float(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
+                   const Contributors& c, PacketSink& out);
+  void complete_int(Slot& slot, PacketSink& out);
+  void send_parameter(const Slot& slot, Address dst, PacketSink& out);
+
+  PsConfig config;
+  PsStats stats;
+
+  // Workers: group g has positions group_full[g] (bitmap0 bits) and global ids starting at
+  // group_first_worker[g].
+  std::vector<std::uint32_t> group_full;
+  std::vector<std::uint32_t> group_first_worker;
+  std::uint32_t valid_groups = 0;  // bitmap1 bits of groups with at least one member
+  std::uint32_t num_workers = 0;
+
+  std::uint32_t window = 1;  // max_window_seqs, clamped: sequence numbers
+  // ring[seq % ring.size()] = index into `pool` of the slot for seq, or kNoSlot. Every stored
+  // seq lies in [base, base + 2 x window], so no two share a ring entry.
+  std::vector<std::uint32_t> ring;
+  std::vector<Slot> pool;
+  std::vector<std::uint32_t> free_slots;  // indices into `pool` ready for reuse
+  std::size_t live_slots = 0;
+  bool have_base = false;  // set by the first accepted packet
+  Seq base = 0;            // oldest sequence number still accepted; older ones were forgotten
+
+  // Per worker (global id): highest seq seen from it (serial order), and whether any was seen.
+  std::vector<Seq> highest_seen;
+  std::vector<std::uint8_t> worker_seen;
+  std::uint32_t workers_seen = 0;
+  bool highest_changed = false;  // since forget_limit was last computed
+  bool have_forget_limit = false;
+  Seq forget_limit = 0;  // min over workers of highest_seen - window: completed slots before it go
+
+  std::vector<std::uint8_t> packet_buffer;  // parameter packets are built here (no allocation)
+};
+
+bool PsEndpoint::Impl::decode_contributors(const Header& h, Contributors& c) const {
+  if (h.bitmap1 == 0 || (h.bitmap1 & ~valid_groups) != 0) return false;
+  c.groups = h.bitmap1;
+  if (std::has_single_bit(h.bitmap1)) {
+    const auto g = static_cast<std::size_t>(std::countr_zero(h.bitmap1));
+    if (h.bitmap0 == 0 || (h.bitmap0 & ~group_full[g]) != 0) return false;
+    c.members = h.bitmap0;
+    c.whole_groups = false;
+    c.worker_count = static_cast<std::uint32_t>(std::popcount(h.bitmap0));
+    return true;
+  }
+  // Only complete level-0 aggregates (or singletons) are aggregated at level 1, so each group
+  // named in bitmap1 counts whole; bitmap0 is whatever the last group's packet carried.
+  c.members = 0;
+  c.whole_groups = true;
+  c.worker_count = 0;
+  for (std::uint32_t rest = h.bitmap1; rest != 0; rest &= rest - 1) {
+    c.worker_count += static_cast<std::uint32_t>(std::popcount(group_full[std::countr_zero(rest)]));
+  }
+  return true;
+}
+
+bool PsEndpoint::Impl::overlaps(const Slot& slot, const Contributors& c) const {
+  if (!c.whole_groups) return (slot.members[std::countr_zero(c.groups)] & c.members) != 0;
+  for (std::uint32_t rest = c.groups; rest != 0; rest &= rest - 1) {
+    if (slot.members[std::countr_zero(rest)] != 0) return true;
+  }
+  return false;
+}
+
+void PsEndpoint::Impl::merge_members(Slot& slot, const Contributors& c) {
+  if (!c.whole_groups) {
+    slot.members[std::countr_zero(c.groups)] |= c.members;
+  } else {
+    for (std::uint32_t rest = c.groups; rest != 0; rest &= rest - 1) {
+      const int g = std::countr_zero(rest);
+      slot.members[g] = group_full[g];
+    }
+  }
+  slot.missing_workers -= c.worker_count;  // overlap was ruled out first: cannot underflow
+}
+
+void PsEndpoint::Impl::note_worker_seen(std::uint32_t worker, Seq seq) {
+  if (!worker_seen[worker]) {
+    worker_seen[worker] = 1;
+    highest_seen[worker] = seq;
+    ++workers_seen;
+    highest_changed = true;
+  } else if (seq_before(highest_seen[worker], seq)) {
+    highest_seen[worker] = seq;
+    highest_changed = true;
+  }
+}
+
+// Every contributor of a packet has sent `seq`, so it holds the results of every seq before
+// seq - window: the evidence that lets the PS forget old slots.
+void PsEndpoint::Impl::note_seen(Seq seq, const Contributors& c) {
+  for (std::uint32_t groups = c.groups; groups != 0; groups &= groups - 1) {
+    const int g = std::countr_zero(groups);
+    const std::uint32_t members = c.whole_groups ? group_full[g] : c.members;
+    for (std::uint32_t rest = members; rest != 0; rest &= rest - 1) {
+      note_worker_seen(group_first_worker[g] + static_cast<std::uint32_t>(std::countr_zero(rest)), seq);
+    }
+  }
+}
+
+Slot* PsEndpoint::Impl::find_slot(Seq seq) {
+  const std::uint32_t index = ring[seq & (ring.size() - 1)];
+  return index == kNoSlot ? nullptr : &pool[index];
+}
+
+// Takes a pooled slot (allocating only while the pool grows towards its bound of 2 x window + 1).
+Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index) {
+  std::uint32_t index;
+  if (!free_slots.empty()) {
+    index = free_slots.back();
+    free_slots.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(pool.size());
+    Slot& fresh = pool.emplace_back();
+    fresh.members.resize(group_full.size());
+    fresh.sums.resize(config.values_per_packet);
+    free_slots.reserve(pool.size());  // releasing never allocates
+  }
+  Slot& slot = pool[index];
+  slot.seq = seq;
+  slot.state = SlotState::kAggregating;
+  slot.ecn = false;
+  slot.collision = false;
+  slot.saturated = false;
+  slot.float_result = false;
+  slot.aggregator_index = aggregator_index;
+  slot.collided_index = 0;
+  slot.missing_workers = num_workers;
+  std::fill(slot.members.begin(), slot.members.end(), 0u);
+  std::fill(slot.sums.begin(), slot.sums.end(), std::int64_t{0});
+  ring[seq & (ring.size() - 1)] = index;
+  ++live_slots;
+  return slot;
+}
+
+// Recomputes min over workers(highest seen) - window. False while some worker was never seen
+// (nothing can be complete then, so nothing may be forgotten).
+bool PsEndpoint::Impl::refresh_forget_limit() {
+  if (num_workers == 0 || workers_seen < num_workers) return false;
+  if (!have_forget_limit || highest_changed) {
+    Seq lowest = highest_seen[0];
+    for (const Seq highest : highest_seen) {
+      if (seq_before(highest, lowest)) lowest = highest;
+    }
+    forget_limit = lowest - window;
+    have_forget_limit = true;
+    highest_changed = false;
+  }
+  return true;
+}
+
+// Moves `base` over sequence numbers every worker already has the result of: completed slots
+// (released to the pool) and positions never used (e.g. fragments of another PS shard). Stops
+// at the first fragment still in progress, so memory is bounded by the window even when a
+// worker stalls. The limit only moves forward, so a cached one is re-read (O(workers), at most
+// once per packet) only when it blocks.
+void PsEndpoint::Impl::forget_old_slots() {
+  const std::size_t mask = ring.size() - 1;
+  for (;;) {
+    const std::uint32_t index = ring[base & mask];
+    if (index != kNoSlot && pool[index].state != SlotState::kComplete) return;
+    if (!(have_forget_limit && seq_before(base, forget_limit))) {
+      if (!refresh_forget_limit() || !seq_before(base, forget_limit)) return;
+    }
+    if (index != kNoSlot) {
+      ring[base & mask] = kNoSlot;
+      free_slots.push_back(index);
+      --live_slots;
+    }
+    ++base;
+  }
+}
+
+void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
+                                 const Contributors& c, PacketSink& out) {
+  // A congestion mark is never lost, even on a discarded duplicate (as the switch does, Fig. 7 box 7).
+  slot.ecn = slot.ecn || h.ecn;
+  if (overlaps(slot, c)) {
+    // Part of it is already in the sums and the parts cannot be separated: discard it whole.
+    ++stats.overlaps_dropped;
+    return;
+  }
+  bool saturated = false;
+  for (std::size_t i = 0; i < slot.sums.size(); ++i) {
+    const std::int32_t v = load_value(packet, i);
+    saturated |= is_saturated(v);
+    slot.sums[i] += v;  // at most 1024 int32 terms: cannot overflow int64
+  }
+  slot.saturated = slot.saturated || saturated;
+  if (h.collision && !slot.collision) {
+    slot.collision = true;
+    slot.collided_index = h.aggregator_index;
+  }
+  merge_members(slot, c);
+  ++stats.aggregations;
+  if (slot.missing_workers == 0) complete_int(slot, out);
+}
+
+// All workers are in. Either the int32 result goes out, or (saturation somewhere, or a sum
+// outside int32) the overflow request, and the fragment starts over as float32 (§3.8).
+void PsEndpoint::Impl::complete_int(Slot& slot, PacketSink& out) {
+  bool overflow = slot.saturated;
+  for (const std::int64_t sum : slot.sums) {
+    overflow |= sum > kSaturatedMax || sum < kSaturatedMin;
+  }
+  if (slot.collision) ++stats.collisions;  // counted once: the first parameter packet carries it
+  if (overflow) {
+    slot.state = SlotState::kCollectingFloats;
+    std::fill(slot.members.begin(), slot.members.end(), 0u);
+    slot.missing_workers = num_workers;
+    slot.float_sums.assign(slot.sums.size(), 0.0);  // allocates once per pool entry
+    ++stats.overflows;
+  } else {
+    slot.state = SlotState::kComplete;
+    ++stats.completions;
+  }
+  send_parameter(slot, config.multicast_group, out);
+  ++stats.parameters_sent;
+}
+
+void PsEndpoint::Impl::merge_float(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
+                                   const Contributors& c, PacketSink& out) {
+  slot.ecn = slot.ecn || h.ecn;
+  if (overlaps(slot, c)) {
+    ++stats.overlaps_dropped;
+    return;
+  }
+  for (std::size_t i = 0; i < slot.float_sums.size(); ++i) {
+    slot.float_sums[i] += std::bit_cast<float>(load_value(packet, i));
+  }
+  merge_members(slot, c);
+  ++stats.aggregations;
+  if (slot.missing_workers != 0) return;
+  slot.state = SlotState::kComplete;
+  slot.float_result = true;
+  ++stats.completions;
+  send_parameter(slot, config.multicast_group, out);
+  ++stats.parameters_sent;
+}
+
+// The parameter packet for the slot's state: the overflow request (no values) while collecting
+// floats, else the result, int32 or float32 (the double sums rounded to float once, here).
+void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink& out) {
+  const bool overflow_request = slot.state == SlotState::kCollectingFloats;
+  Header h;
+  h.is_ack = true;
+  h.ecn = slot.ecn;
+  h.overflow = overflow_request;
+  h.float_payload = !overflow_request && slot.float_result;
+  h.job = config.job;
+  h.value_count = overflow_request ? 0 : static_cast<std::uint16_t>(slot.sums.size());
+  h.seq = slot.seq;
+  // The switches free the aggregator the gradients used; on a collision, workers move this
+  // fragment's base index to the rehashed one carried in bitmap0 (§3.6).
+  h.collision = slot.collision;
+  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.num_aggregators) : 0;
+  h.aggregator_index = slot.aggregator_index;
+  h.src = config.self;
+  h.dst = dst;
+  const std::span<std::uint8_t> packet = std::span(packet_buffer).first(packet_size(h.value_count));
+  encode_header(h, packet);
+  for (std::size_t i = 0; i < h.value_count; ++i) {
+    const std::int32_t v = slot.float_result
+                               ? std::bit_cast<std::int32_t>(static_cast<float>(slot.float_sums[i]))
+                               : static_cast<std::int32_t>(slot.sums[i]);  // in range: checked at completion
+    store_value(packet, i, v);
+  }
+  out.send(packet);
+}
+
+void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSink& out) {
+  Header h;
+  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack ||
+      h.dst != config.self || h.value_count != config.values_per_packet) {
+    ++stats.dropped;
+    return;
+  }
+  Contributors c;
+  if (!decode_contributors(h, c)) {
+    ++stats.dropped;
+    return;
+  }
+  // Float32 fragments answer an overflow request; switches never aggregate them.
+  if (h.float_payload && (c.whole_groups || c.worker_count != 1)) {
+    ++stats.dropped;
+    return;
+  }
+  ++stats.packets_received;
+
+  if (!have_base) {
+    // Workers start within one window of each other: the first fragment of the job is at most
+    // `window` before the first packet seen.
+    have_base = true;
+    base = h.seq - window;
+  }
+  if (seq_before(h.seq, base)) {
+    ++stats.stale;
+    return;
+  }
+  if (h.seq - base > 2 * window) {
+    ++stats.dropped;  // further ahead than any worker can be: would break the memory bound
+    return;
+  }
+  note_seen(h.seq, c);
+
+  Slot* slot = find_slot(h.seq);
+  if (slot == nullptr) {
+    if (h.float_payload) {
+      ++stats.dropped;  // floats only answer an overflow request of a fragment we hold
+    } else {
+      merge_int(create_slot(h.seq, h.aggregator_index), h, packet, c, out);
+    }
+  } else {
+    switch (slot->state) {
+      case SlotState::kAggregating:
+        if (h.float_payload) {
+          ++stats.dropped;
+        } else {
+          merge_int(*slot, h, packet, c, out);
+        }
+        break;
+      case SlotState::kCollectingFloats:
+        if (h.float_payload) {
+          merge_float(*slot, h, packet, c, out);
+        } else {
+          // The sender missed the overflow request: ask it again.
+          send_parameter(*slot, h.src, out);
+          ++stats.results_resent;
+        }
+        break;
+      case SlotState::kComplete:
+        // The sender missed the result (lost parameter packet): send it again, to it only.
+        send_parameter(*slot, h.src, out);
+        ++stats.results_resent;
+        break;
+    }
+  }
+  forget_old_slots();
+}
+
+PsEndpoint::PsEndpoint(PsConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+PsEndpoint::~PsEndpoint() = default;
+PsEndpoint::PsEndpoint(PsEndpoint&&) noexcept = default;
+PsEndpoint& PsEndpoint::operator=(PsEndpoint&&) noexcept = default;
+
+void PsEndpoint::on_packet(std::span<const std::uint8_t> packet, Time /*now*/, PacketSink& out) {
+  impl_->on_packet(packet, out);
+}
+
+void PsEndpoint::on_timeout(Time /*now*/, PacketSink& /*out*/) {}
+
+Time PsEndpoint::next_deadline() const { return kNever; }
+
+const PsStats& PsEndpoint::stats() const { return impl_->stats; }
+
+std::size_t PsEndpoint::stored_fragments() const { return impl_->live_slots; }
+
+const PsConfig& PsEndpoint::config() const { return impl_->config; }
+
+}  // namespace atp
