@@ -1,2 +1,1162 @@
+// Unit tests of the switch dataplane: every box of the paper's Fig. 7 and Fig. 17, admission,
+// forwarding, reclaim, counters and bad input. Time is advanced by hand; nothing sleeps.
+#include "atp/switch.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "atp/fixed_point.h"
+#include "atp/wire.h"
+
+// Counts heap allocations, so that a test can check that the packet path makes none.
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+
+// GCC sees free() of memory from operator new once these are inlined; here that is the point.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t bytes) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace atp {
+namespace {
+
+using namespace std::chrono_literals;
+using Values = std::vector<std::int32_t>;
+
+Time us(std::int64_t microseconds) { return time_from_ns(microseconds * 1000); }
+
+// Records every send. Each packet a switch sends must itself decode.
+class RecordingPortSink final : public PortSink {
+ public:
+  struct Sent {
+    PortId port;
+    std::vector<std::uint8_t> bytes;
+    Header header() const {
+      Header h;
+      EXPECT_EQ(decode_header(bytes, h), DecodeError::kOk);
+      return h;
+    }
+    Values values() const {
+      Values v(header().value_count);
+      load_values(bytes, v);
+      return v;
+    }
+  };
+  void send(PortId port, std::span<const std::uint8_t> packet) override {
+    Header h;
+    EXPECT_EQ(decode_header(packet, h), DecodeError::kOk) << "the switch sent a packet that does not decode";
+    sent.push_back({port, std::vector<std::uint8_t>(packet.begin(), packet.end())});
+  }
+  std::vector<Sent> sent;
+};
+
+// The ports a packet was sent to, in order.
+std::vector<PortId> ports_of(const std::vector<RecordingPortSink::Sent>& sent) {
+  std::vector<PortId> ports;
+  for (const auto& s : sent) ports.push_back(s.port);
+  return ports;
+}
+
+// One switch with a PS uplink on port 0 and three workers on ports 1-3. Job kJob is installed,
+// admitted on every port, and aggregated here at level 0 for kPs.
+class SwitchTest : public ::testing::Test {
+ protected:
+  static constexpr JobId kJob = 7;
+  static constexpr JobId kOtherJob = 9;
+  static constexpr Address kPs = 0x0A000009;       // 10.0.0.9
+  static constexpr Address kOtherPs = 0x0A00000A;  // 10.0.0.10: no aggregation role here
+  static constexpr Address kWorkers[3] = {0x0A000001, 0x0A000002, 0x0A000003};
+  static constexpr PortId kPsPort = 0;  // worker k is on port k + 1
+  static constexpr std::uint32_t kTableSize = 8;
+  static constexpr std::uint16_t kWidth = 8;
+  static constexpr Duration kTimeout = 1ms;
+
+  static SwitchConfig config() {
+    SwitchConfig c;
+    c.num_aggregators = kTableSize;
+    c.aggregator_width = kWidth;
+    c.reclaim_timeout = kTimeout;
+    return c;
+  }
+  static void install_network(SwitchPipeline& s) {
+    s.add_route(kPs, kPsPort);
+    s.add_route(kOtherPs, kPsPort);
+    for (PortId k = 0; k < 3; ++k) s.add_route(kWorkers[k], static_cast<PortId>(k + 1));
+    s.add_multicast_group(multicast_group_address(kJob), {1, 2, 3});
+    s.add_multicast_group(multicast_group_address(kOtherJob), {1, 2, 3});
+  }
+  static SwitchJobEntry job_entry(JobId job, std::uint8_t level = 0) {
+    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, level}}};
+  }
+
+  // A gradient from worker k (0-2) of a three-worker group aggregated at level 0.
+  static Header gradient(int worker, Seq seq, std::uint32_t index, JobId job = kJob) {
+    Header h;
+    h.job = job;
+    h.seq = seq;
+    h.bitmap0 = 1u << worker;
+    h.bitmap1 = 1;
+    h.fan_in0 = 3;
+    h.fan_in1 = 1;
+    h.aggregator_index = index;
+    h.src = kWorkers[worker];
+    h.dst = kPs;
+    return h;
+  }
+  static Header resend(int worker, Seq seq, std::uint32_t index) {
+    Header h = gradient(worker, seq, index);
+    h.resend = true;
+    return h;
+  }
+  // A parameter packet from the PS, multicast to the job's workers.
+  static Header parameter(Seq seq, std::uint32_t index, JobId job = kJob) {
+    Header h;
+    h.is_ack = true;
+    h.job = job;
+    h.seq = seq;
+    h.bitmap0 = 0b111;
+    h.bitmap1 = 1;
+    h.aggregator_index = index;
+    h.src = kPs;
+    h.dst = multicast_group_address(job);
+    return h;
+  }
+
+  void feed(SwitchPipeline& s, PortId ingress, const Header& h, const Values& values, Time now) {
+    std::vector<std::uint8_t> packet = build_packet(h, values);
+    s.process(ingress, packet, now, sink);
+  }
+  void feed(PortId ingress, const Header& h, const Values& values, Time now) { feed(sw, ingress, h, values, now); }
+  // Worker k's packets arrive on port k + 1.
+  void from_worker(int worker, const Header& h, const Values& values, Time now) {
+    feed(static_cast<PortId>(worker + 1), h, values, now);
+  }
+  Values row(const SwitchPipeline& s, std::uint32_t i) const {
+    const auto v = s.table().values(i).first(s.table().at(i).value_count);
+    return Values(v.begin(), v.end());
+  }
+  Values row(std::uint32_t i) const { return row(sw, i); }
+
+  SwitchTest() : sw(config()) {
+    install_network(sw);
+    sw.install_job(job_entry(kJob));
+  }
+
+  SwitchPipeline sw;
+  RecordingPortSink sink;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Fig. 7: the switch logic in the ideal case.
+
+class SwitchFig7 : public SwitchTest {};
+
+TEST_F(SwitchFig7, Box1_FreeAggregatorIsClaimedForJobAndSeq) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(10));
+
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  const Aggregator& a = sw.table().at(3);
+  EXPECT_TRUE(a.in_use);
+  EXPECT_EQ(a.job, kJob);
+  EXPECT_EQ(a.seq, 100u);
+  EXPECT_EQ(a.bitmap, 0b1u);
+  EXPECT_EQ(a.counter, 1);
+  EXPECT_FALSE(a.ecn);
+  EXPECT_EQ(a.value_count, 4);
+  EXPECT_EQ(a.timestamp, us(10));
+  EXPECT_EQ(row(3), (Values{1, 2, 3, 4}));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 1u);
+}
+
+TEST_F(SwitchFig7, Box1_SameJobAndSeqJoinsTheHeldAggregator) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(10));
+  from_worker(1, gradient(1, 100, 3), {10, 20, 30, 40}, us(11));
+
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.table().at(3).counter, 2);
+  EXPECT_EQ(row(3), (Values{11, 22, 33, 44}));
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 0u);
+}
+
+TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendCollisionAndFlippedEsi) {
+  sw.install_job(job_entry(kOtherJob));
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(10));
+  // Another fragment of the same job, and a fragment of another job (index 11 % 8 = 3).
+  from_worker(1, gradient(1, 101, 3), {5, 6, 7, 8}, us(11));
+  from_worker(2, gradient(2, 500, 11, kOtherJob), {9, 9, 9, 9}, us(12));
+
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header expected = gradient(1, 101, 3);
+  expected.resend = true;
+  expected.collision = true;
+  expected.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{5, 6, 7, 8}));
+  Header expected_other = gradient(2, 500, 11, kOtherJob);
+  expected_other.resend = true;
+  expected_other.collision = true;
+  expected_other.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[1].port, kPsPort);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(expected_other, Values{9, 9, 9, 9}));
+
+  // The aggregator still serves its first fragment, untouched.
+  const Aggregator& a = sw.table().at(3);
+  EXPECT_EQ(a.seq, 100u);
+  EXPECT_EQ(a.job, kJob);
+  EXPECT_EQ(a.bitmap, 0b1u);
+  EXPECT_EQ(a.counter, 1);
+  EXPECT_EQ(a.timestamp, us(10));
+  EXPECT_EQ(row(3), (Values{1, 2, 3, 4}));
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 1u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).collisions, 1u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).aggregations, 0u);
+}
+
+TEST_F(SwitchFig7, Box2_CollisionAtTheSecondLevelKeepsEsiOne) {
+  SwitchPipeline level1(config());
+  install_network(level1);
+  level1.install_job(job_entry(kJob, 1));
+  Header first = gradient(0, 100, 3);
+  first.edge_switch_identifier = 1;
+  first.fan_in1 = 2;
+  feed(level1, 1, first, {1, 1, 1, 1}, us(1));
+  Header other = gradient(1, 101, 3);
+  other.edge_switch_identifier = 1;
+  other.bitmap1 = 0b10;
+  other.fan_in1 = 2;
+  feed(level1, 2, other, {2, 2, 2, 2}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = other;
+  expected.resend = true;
+  expected.collision = true;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{2, 2, 2, 2}));
+}
+
+TEST_F(SwitchFig7, Box3_UsesBitmapAndFanInOfTheSwitchLevel) {
+  // Level 0: bitmap0/fanInDegree0 count; bitmap1/fanInDegree1 are ignored.
+  Header h = gradient(2, 100, 1);
+  h.bitmap1 = 1u << 4;
+  h.fan_in1 = 5;
+  from_worker(2, h, {1, 1, 1, 1}, us(1));
+  EXPECT_EQ(sw.table().at(1).bitmap, 0b100u);
+
+  // Level 1: a completed group aggregate (bitmap0 = two workers) and a singleton worker.
+  SwitchPipeline level1(config());
+  install_network(level1);
+  level1.install_job(job_entry(kJob, 1));
+  Header group = gradient(0, 200, 2);
+  group.edge_switch_identifier = 1;
+  group.bitmap0 = 0b011;
+  group.fan_in0 = 2;
+  group.bitmap1 = 0b01;
+  group.fan_in1 = 2;
+  feed(level1, 1, group, {10, 20, 30, 40}, us(2));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(level1.table().at(2).bitmap, 0b01u);
+  EXPECT_EQ(level1.table().at(2).counter, 1);
+
+  Header singleton = gradient(2, 200, 2);
+  singleton.edge_switch_identifier = 1;
+  singleton.bitmap0 = 1;
+  singleton.fan_in0 = 1;
+  singleton.bitmap1 = 0b10;
+  singleton.fan_in1 = 2;
+  feed(level1, 3, singleton, {1, 2, 3, 4}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = singleton;
+  expected.bitmap1 = 0b11;  // the level-1 bitmap is written; bitmap0 is the packet's own
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+  EXPECT_EQ(level1.job_counters(kJob).completions, 1u);
+}
+
+TEST_F(SwitchFig7, Box4_BitmapTestSeparatesNewChildrenFromAggregatedOnes) {
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(1));
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(2));  // already in
+  from_worker(1, gradient(1, 100, 3), {2, 2, 2, 2}, us(3));  // new
+
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().at(3).bitmap, 0b11u);
+  EXPECT_EQ(sw.table().at(3).counter, 2);
+  EXPECT_EQ(row(3), (Values{3, 3, 3, 3}));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).duplicates, 1u);
+}
+
+TEST_F(SwitchFig7, Box5_AddsValuesOrsBitmapIncrementsCounterAndStampsTime) {
+  from_worker(0, gradient(0, 100, 3), {1, -2, 3, -4}, us(10));
+  Header marked = gradient(2, 100, 3);
+  marked.ecn = true;
+  from_worker(2, marked, {10, 20, -30, 40}, us(25));
+
+  EXPECT_TRUE(sink.sent.empty());
+  const Aggregator& a = sw.table().at(3);
+  EXPECT_EQ(row(3), (Values{11, 18, -27, 36}));
+  EXPECT_EQ(a.bitmap, 0b101u);
+  EXPECT_EQ(a.counter, 2);
+  EXPECT_TRUE(a.ecn);
+  EXPECT_EQ(a.timestamp, us(25));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
+}
+
+TEST_F(SwitchFig7, Box6_BelowFanInDropsAndAtFanInSendsTheAggregate) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  from_worker(1, gradient(1, 100, 3), {10, 20, 30, 40}, us(2));
+  EXPECT_TRUE(sink.sent.empty());  // counter 2 < fan-in 3
+
+  from_worker(2, gradient(2, 100, 3), {100, 200, 300, 400}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = gradient(2, 100, 3);  // the last packet carries the aggregate
+  expected.bitmap0 = 0b111;
+  expected.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{111, 222, 333, 444}));
+
+  // Still held, so that duplicates and resends find it, until the parameter packet.
+  EXPECT_TRUE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.table().at(3).counter, 3);
+  EXPECT_EQ(sw.job_counters(kJob).completions, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 3u);
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 0u);
+}
+
+TEST_F(SwitchFig7, Box7_DuplicateIsDroppedAndItsEcnMerged) {
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(1));
+  Header duplicate = gradient(0, 100, 3);
+  duplicate.ecn = true;
+  from_worker(0, duplicate, {100, 100, 100, 100}, us(2));
+
+  EXPECT_TRUE(sink.sent.empty());
+  const Aggregator& a = sw.table().at(3);
+  EXPECT_EQ(row(3), (Values{1, 1, 1, 1}));
+  EXPECT_EQ(a.counter, 1);
+  EXPECT_TRUE(a.ecn);
+  EXPECT_EQ(a.timestamp, us(1));  // a duplicate is not an aggregation
+  EXPECT_EQ(sw.job_counters(kJob).duplicates, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
+
+  from_worker(1, gradient(1, 100, 3), {2, 2, 2, 2}, us(3));
+  from_worker(2, gradient(2, 100, 3), {3, 3, 3, 3}, us(4));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_TRUE(sink.sent[0].header().ecn);  // the duplicate's mark was not lost
+  EXPECT_EQ(sink.sent[0].values(), (Values{6, 6, 6, 6}));
+}
+
+TEST_F(SwitchFig7, Box8_ParameterPacketFreesItsAggregatorAndIsMulticast) {
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {1, 2, 3, 4}, us(1));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  sink.sent.clear();
+
+  const std::vector<std::uint8_t> ack = build_packet(parameter(100, 3), Values{3, 6, 9, 12});
+  feed(kPsPort, parameter(100, 3), {3, 6, 9, 12}, us(5));
+
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  for (const auto& s : sink.sent) EXPECT_EQ(s.bytes, ack);
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 1u);
+  EXPECT_EQ(sw.next_deadline(), kNever);
+}
+
+TEST_F(SwitchFig7, Box8_ParameterPacketOfAnotherFragmentLeavesTheAggregator) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  feed(kPsPort, parameter(101, 3), {0, 0, 0, 0}, us(2));  // same index, other seq
+  sw.install_job(job_entry(kOtherJob));
+  feed(kPsPort, parameter(100, 3, kOtherJob), {0, 0, 0, 0}, us(3));  // same seq, other job
+
+  EXPECT_EQ(sink.sent.size(), 6u);  // both multicast
+  EXPECT_TRUE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.table().at(3).counter, 1);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 0u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).deallocations, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fig. 17: the switch logic for retransmitted gradients (packet loss).
+
+class SwitchFig17 : public SwitchTest {};
+
+TEST_F(SwitchFig17, Box1_ResendWithoutItsAggregatorIsForwardedUnchangedAndClaimsNothing) {
+  // Free aggregator: a resend never claims one.
+  from_worker(0, resend(0, 100, 3), {1, 2, 3, 4}, us(1));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(resend(0, 100, 3), Values{1, 2, 3, 4}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+
+  // Held by another fragment: forwarded as it is (no collision flag), the holder untouched.
+  from_worker(1, gradient(1, 200, 3), {5, 5, 5, 5}, us(2));
+  from_worker(0, resend(0, 100, 3), {1, 2, 3, 4}, us(3));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(resend(0, 100, 3), Values{1, 2, 3, 4}));
+  EXPECT_EQ(sw.table().at(3).seq, 200u);
+  EXPECT_EQ(sw.table().at(3).counter, 1);
+
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 0u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
+}
+
+TEST_F(SwitchFig17, Box1_ParameterPacketWithResendFlagIsNotAResend) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  Header ack = parameter(100, 3);
+  ack.resend = true;
+  feed(kPsPort, ack, {1, 2, 3, 4}, us(2));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
+}
+
+TEST_F(SwitchFig17, Box2_EdgeSwitchIdentifierChoosesTheLevel) {
+  // One switch aggregating at level 0 for kPs and at level 1 for kOtherPs.
+  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}, AggregationRole{kOtherPs, 1}}});
+  from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(1));
+  Header second_level = gradient(0, 200, 2);
+  second_level.dst = kOtherPs;
+  second_level.edge_switch_identifier = 1;
+  second_level.fan_in1 = 2;
+  from_worker(0, second_level, {5, 5, 5, 5}, us(2));
+  ASSERT_EQ(sw.table().in_use(), 2u);
+
+  // Edge switch identifier 0: first-level path (merge, write back, flip the identifier).
+  from_worker(1, resend(1, 100, 1), {2, 2, 2, 2}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].header().edge_switch_identifier, 1);
+  EXPECT_EQ(sink.sent[0].values(), (Values{3, 3, 3, 3}));
+
+  // Edge switch identifier 1: second-level path (forward unchanged).
+  Header second_level_resend = second_level;
+  second_level_resend.resend = true;
+  second_level_resend.bitmap1 = 0b10;
+  from_worker(1, second_level_resend, {7, 7, 7, 7}, us(4));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(second_level_resend, Values{7, 7, 7, 7}));
+
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 2u);
+}
+
+TEST_F(SwitchFig17, Box3_SecondLevelResendFreesTheAggregatorAndForwardsUnchanged) {
+  SwitchPipeline level1(config());
+  install_network(level1);
+  level1.install_job(job_entry(kJob, 1));
+  Header group0 = gradient(0, 100, 3);
+  group0.edge_switch_identifier = 1;
+  group0.fan_in1 = 2;
+  group0.ecn = true;
+  feed(level1, 1, group0, {5, 5, 5, 5}, us(1));
+  ASSERT_TRUE(level1.table().at(3).in_use);
+
+  Header group1_resend = gradient(1, 100, 3);
+  group1_resend.edge_switch_identifier = 1;
+  group1_resend.bitmap1 = 0b10;
+  group1_resend.fan_in1 = 2;
+  group1_resend.resend = true;
+  feed(level1, 2, group1_resend, {7, 7, 7, 7}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(group1_resend, Values{7, 7, 7, 7}));
+  EXPECT_FALSE(level1.table().at(3).in_use);
+  EXPECT_EQ(level1.job_counters(kJob).resend_flushes, 1u);
+  EXPECT_EQ(level1.job_counters(kJob).aggregations, 1u);  // the resend was not added
+
+  // Later resends of the fragment find no aggregator and pass through.
+  feed(level1, 2, group1_resend, {7, 7, 7, 7}, us(3));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(group1_resend, Values{7, 7, 7, 7}));
+  EXPECT_EQ(level1.table().in_use(), 0u);
+}
+
+TEST_F(SwitchFig17, Box4_FirstLevelResendTakesBitmap0AndFanIn0AndSetsEsi) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  Header h = resend(1, 100, 3);
+  h.bitmap1 = 1u << 6;  // bitmap1 plays no part at level 0 and is sent on as it came
+  from_worker(1, h, {10, 20, 30, 40}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = h;
+  expected.bitmap0 = 0b11;
+  expected.edge_switch_identifier = 1;  // the resend flag stays: the next level must not aggregate it
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+}
+
+TEST_F(SwitchFig17, Box5_ResendAlreadyAggregatedIsNotAddedAgain) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  from_worker(1, gradient(1, 100, 3), {10, 20, 30, 40}, us(2));
+  from_worker(0, resend(0, 100, 3), {1, 2, 3, 4}, us(3));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = resend(0, 100, 3);
+  expected.bitmap0 = 0b11;
+  expected.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
+}
+
+TEST_F(SwitchFig17, Box6_ResendNotYetAggregatedIsAdded) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  Header h = resend(2, 100, 3);
+  h.ecn = true;
+  from_worker(2, h, {100, 200, 300, 400}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = h;
+  expected.bitmap0 = 0b101;
+  expected.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{101, 202, 303, 404}));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
+}
+
+TEST_F(SwitchFig17, Box7_FlushWritesTheAggregateFreesAndLaterResendsPassThrough) {
+  Header marked = gradient(0, 100, 3);
+  marked.ecn = true;
+  from_worker(0, marked, {1, 2, 3, 4}, us(1));
+  from_worker(1, resend(1, 100, 3), {10, 20, 30, 40}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = resend(1, 100, 3);
+  expected.bitmap0 = 0b11;
+  expected.edge_switch_identifier = 1;
+  expected.ecn = true;  // the aggregator's mark goes with its values
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.next_deadline(), kNever);
+
+  // Worker 2's resend finds no aggregator: forwarded unchanged, nothing claimed.
+  from_worker(2, resend(2, 100, 3), {100, 200, 300, 400}, us(3));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(resend(2, 100, 3), Values{100, 200, 300, 400}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 1u);
+}
+
+TEST_F(SwitchFig17, Box7_ResendAfterCompletionSendsTheWholeAggregateAgain) {
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {k + 1, 0, 0, 0}, us(1));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  from_worker(1, resend(1, 100, 3), {2, 0, 0, 0}, us(2));  // the parameter packet was lost
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header expected = resend(1, 100, 3);
+  expected.bitmap0 = 0b111;
+  expected.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(expected, Values{6, 0, 0, 0}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission and unknown jobs.
+
+TEST_F(SwitchTest, PacketOnPortNotAdmittedIsCountedAndDropped) {
+  sw.install_job(SwitchJobEntry{kJob, {0, 1}, {AggregationRole{kPs, 0}}});
+  from_worker(1, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));  // port 2
+  feed(3, parameter(100, 3), {0, 0, 0, 0}, us(2));           // port 3
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.counters().not_admitted, 2u);
+
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(3));  // port 1: admitted
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.counters().not_admitted, 2u);
+  EXPECT_EQ(sw.counters().packets, 3u);
+}
+
+TEST_F(SwitchTest, InstallJobReplacesTheEntry) {
+  sw.install_job(SwitchJobEntry{kJob, {0}, {}});
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  EXPECT_EQ(sw.counters().not_admitted, 1u);
+  feed(kPsPort, gradient(0, 100, 3), {1, 2, 3, 4}, us(2));  // admitted, but no role any more
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+}
+
+TEST_F(SwitchTest, UnknownJobIsCountedAndDropped) {
+  from_worker(0, gradient(0, 100, 3, 42), {1, 2, 3, 4}, us(1));
+  feed(kPsPort, parameter(100, 3, 42), {1, 2, 3, 4}, us(2));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.counters().unknown_job, 2u);
+  EXPECT_EQ(sw.job_counters(42).forwarded, 0u);
+  EXPECT_EQ(sw.all_job_counters().count(42), 0u);  // spoofed ids leave no per-job state
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarding.
+
+TEST_F(SwitchTest, NonAtpSwitchOnlyForwardsByDst) {
+  SwitchConfig plain = config();
+  plain.atp_capable = false;
+  SwitchPipeline s(plain);
+  install_network(s);
+  s.install_job(SwitchJobEntry{kJob, {1}, {AggregationRole{kPs, 0}}});  // ignored: no admission, no role
+  EXPECT_EQ(s.table().size(), 0u);
+
+  feed(s, 2, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));
+  feed(s, 3, gradient(2, 100, 3), {5, 6, 7, 8}, us(2));
+  feed(s, 1, gradient(0, 100, 3, 42), {9, 9, 9, 9}, us(3));  // a job it never heard of
+  feed(s, 0, parameter(100, 3), {6, 8, 10, 12}, us(4));       // multicast group
+
+  ASSERT_EQ(sink.sent.size(), 6u);
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{0, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(gradient(1, 100, 3), Values{1, 2, 3, 4}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(gradient(2, 100, 3), Values{5, 6, 7, 8}));
+  EXPECT_EQ(sink.sent[2].bytes, build_packet(gradient(0, 100, 3, 42), Values{9, 9, 9, 9}));
+  for (std::size_t k = 3; k < 6; ++k) {
+    EXPECT_EQ(sink.sent[k].bytes, build_packet(parameter(100, 3), Values{6, 8, 10, 12}));
+  }
+  EXPECT_EQ(s.job_counters(kJob).forwarded, 3u);
+  EXPECT_EQ(s.job_counters(kJob).aggregations, 0u);
+  EXPECT_EQ(s.all_job_counters().count(42), 0u);
+  EXPECT_EQ(s.counters().unknown_job, 0u);
+  EXPECT_EQ(s.counters().not_admitted, 0u);
+  EXPECT_EQ(s.next_deadline(), kNever);
+
+  // It still never sends a multicast back out of its ingress port.
+  sink.sent.clear();
+  feed(s, 2, parameter(100, 3), {6, 8, 10, 12}, us(5));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 3}));
+}
+
+TEST_F(SwitchTest, MulticastExcludesTheIngressPort) {
+  sw.add_multicast_group(multicast_group_address(kJob), {0, 1, 2, 3});
+  feed(kPsPort, parameter(100, 3), {1, 2, 3, 4}, us(1));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  sink.sent.clear();
+  feed(2, parameter(101, 4), {1, 2, 3, 4}, us(2));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{0, 1, 3}));
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 2u);
+}
+
+TEST_F(SwitchTest, UnicastParameterPacketIsForwardedAndDeallocates) {
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {1, 2, 3, 4}, us(1));
+  sink.sent.clear();
+  Header ack = parameter(100, 3);
+  ack.dst = kWorkers[1];  // a result re-sent to one worker
+  feed(kPsPort, ack, {3, 6, 9, 12}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].port, 2);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(ack, Values{3, 6, 9, 12}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 1u);
+}
+
+TEST_F(SwitchTest, NoRouteIsCountedAndDropped) {
+  Header to_nowhere = gradient(0, 100, 3);
+  to_nowhere.dst = 0x0A0000FF;  // no route and no role
+  from_worker(0, to_nowhere, {1, 2, 3, 4}, us(1));
+  sw.install_job(job_entry(11));  // no multicast group installed for job 11
+  feed(kPsPort, parameter(100, 3, 11), {1, 2, 3, 4}, us(2));
+
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().no_route, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 0u);
+  EXPECT_EQ(sw.job_counters(11).forwarded, 0u);
+}
+
+TEST_F(SwitchTest, GradientWithoutARoleHereIsForwardedUntouched) {
+  Header other_ps = gradient(0, 100, 3);
+  other_ps.dst = kOtherPs;
+  from_worker(0, other_ps, {1, 2, 3, 4}, us(1));
+  Header other_level = gradient(1, 100, 3);
+  other_level.edge_switch_identifier = 1;  // heading to the second level: not ours
+  from_worker(1, other_level, {5, 6, 7, 8}, us(2));
+
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(other_ps, Values{1, 2, 3, 4}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(other_level, Values{5, 6, 7, 8}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 2u);
+}
+
+TEST_F(SwitchTest, FloatPayloadIsForwardedUntouched) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  Header as_float = gradient(1, 100, 3);
+  as_float.float_payload = true;
+  as_float.resend = true;
+  from_worker(1, as_float, {0x3F800000, 0, 0, 0}, us(2));  // 1.0f
+  as_float.resend = false;
+  as_float.seq = 101;  // would claim a free aggregator if it were aggregated
+  as_float.aggregator_index = 4;
+  from_worker(1, as_float, {0x40000000, 0, 0, 0}, us(3));  // 2.0f
+
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header first = as_float;
+  first.resend = true;
+  first.seq = 100;
+  first.aggregator_index = 3;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(first, Values{0x3F800000, 0, 0, 0}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(as_float, Values{0x40000000, 0, 0, 0}));
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.table().at(3).counter, 1);
+  EXPECT_EQ(sw.table().at(3).bitmap, 0b1u);
+  EXPECT_EQ(row(3), (Values{1, 2, 3, 4}));
+  EXPECT_EQ(sw.job_counters(kJob).forwarded, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregation details.
+
+TEST_F(SwitchTest, AggregatorIndexIsTakenModuloTableSize) {
+  from_worker(0, gradient(0, 100, 0xFFFFFFFFu), {1, 1, 1, 1}, us(1));  // % 8 = 7
+  from_worker(0, gradient(0, 101, 8 + 3), {2, 2, 2, 2}, us(2));        // % 8 = 3
+  EXPECT_EQ(sw.table().at(7).seq, 100u);
+  EXPECT_EQ(sw.table().at(3).seq, 101u);
+  feed(kPsPort, parameter(101, 3), {0, 0, 0, 0}, us(3));  // index 3 is the same aggregator as 11
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_TRUE(sw.table().at(7).in_use);
+}
+
+TEST_F(SwitchTest, SaturatingAddsStickAtBothBounds) {
+  const Values w0{kSaturatedMax - 1, kSaturatedMin + 1, 7, -7, 100, -100};
+  const Values w1{1, -1, kSaturatedMax, kSaturatedMin, 1, 1};
+  const Values w2{-10, 10, -1, 1, 1, 1};
+  from_worker(0, gradient(0, 100, 3), w0, us(1));
+  from_worker(1, gradient(1, 100, 3), w1, us(2));
+  // Exactly at the bounds, and a saturated contribution saturates the sum.
+  EXPECT_EQ(row(3), (Values{kSaturatedMax, kSaturatedMin, kSaturatedMax, kSaturatedMin, 101, -99}));
+  from_worker(2, gradient(2, 100, 3), w2, us(3));
+
+  // Adding the other sign does not bring a saturated sum back: the PS must see the overflow.
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].values(),
+            (Values{kSaturatedMax, kSaturatedMin, kSaturatedMax, kSaturatedMin, 102, -98}));
+}
+
+TEST_F(SwitchTest, SaturatingAddsClampPastBothBounds) {
+  from_worker(0, gradient(0, 100, 3), {kSaturatedMax - 5, kSaturatedMin + 5}, us(1));
+  from_worker(1, gradient(1, 100, 3), {1000, -1000}, us(2));
+  from_worker(2, gradient(2, 100, 3), {1, -1}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{kSaturatedMax, kSaturatedMin}));
+}
+
+TEST_F(SwitchTest, EcnIsMergedAndCarriedIntoTheCompletedPacket) {
+  Header marked = gradient(0, 100, 3);
+  marked.ecn = true;
+  from_worker(0, marked, {1, 1, 1, 1}, us(1));
+  from_worker(1, gradient(1, 100, 3), {1, 1, 1, 1}, us(2));
+  from_worker(2, gradient(2, 100, 3), {1, 1, 1, 1}, us(3));  // the completing packet is unmarked
+
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = gradient(2, 100, 3);
+  expected.bitmap0 = 0b111;
+  expected.edge_switch_identifier = 1;
+  expected.ecn = true;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{3, 3, 3, 3}));
+  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
+
+  // A fragment no packet of which was marked completes unmarked.
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 101, 4), {1, 1, 1, 1}, us(4));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_FALSE(sink.sent[1].header().ecn);
+}
+
+TEST_F(SwitchTest, ValueCountDifferentFromTheAggregatorIsMalformed) {
+  from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
+  from_worker(1, gradient(1, 100, 3), {1, 2, 3}, us(2));
+  from_worker(1, resend(1, 100, 3), {1, 2, 3, 4, 5}, us(3));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().malformed, 2u);
+  EXPECT_EQ(sw.table().at(3).counter, 1);
+  EXPECT_EQ(row(3), (Values{1, 2, 3, 4}));
+}
+
+TEST_F(SwitchTest, TooWideGradientIsCountedAndDropped) {
+  const Values nine(kWidth + 1, 1);
+  from_worker(0, gradient(0, 100, 3), nine, us(1));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().too_wide, 1u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+
+  // A gradient this switch only forwards is not limited by its aggregator width.
+  Header other_ps = gradient(0, 100, 3);
+  other_ps.dst = kOtherPs;
+  from_worker(0, other_ps, nine, us(2));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(other_ps, nine));
+  EXPECT_EQ(sw.counters().too_wide, 1u);
+}
+
+// Every fan-in from 1 to 32 completes exactly at its last child, whatever the arrival order.
+class SwitchFanIn : public SwitchTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SwitchFanIn, CompletesExactlyAtFanIn) {
+  const int fan_in = GetParam();
+  std::int64_t expected_sum = 0;
+  std::uint32_t expected_bitmap = 0;
+  for (int n = 0; n < fan_in; ++n) {
+    const int position = fan_in - 1 - n;  // highest bit first
+    Header h = gradient(0, 100, 5);
+    h.bitmap0 = 1u << position;
+    h.fan_in0 = static_cast<std::uint8_t>(fan_in);
+    feed(1, h, {position + 1, -(position + 1)}, us(n));
+    expected_sum += position + 1;
+    expected_bitmap |= 1u << position;
+    ASSERT_EQ(sink.sent.size(), n + 1 == fan_in ? 1u : 0u) << "after " << n + 1 << " of " << fan_in;
+  }
+  const Header out = sink.sent[0].header();
+  EXPECT_EQ(out.bitmap0, expected_bitmap);
+  EXPECT_EQ(out.edge_switch_identifier, 1);
+  EXPECT_EQ(sink.sent[0].values(), (Values{static_cast<std::int32_t>(expected_sum),
+                                           static_cast<std::int32_t>(-expected_sum)}));
+  EXPECT_EQ(sw.job_counters(kJob).completions, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(FanIns, SwitchFanIn, ::testing::Values(1, 2, 3, 8, 31, 32));
+
+// ---------------------------------------------------------------------------------------------
+// Reclaim by timestamp timeout (§3.7) and the deadline.
+
+TEST_F(SwitchTest, SweepReclaimsOnlyStaleAggregators) {
+  from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(0));
+  from_worker(0, gradient(0, 101, 2), {1, 1, 1, 1}, us(600));
+
+  sw.on_timeout(us(999));
+  EXPECT_EQ(sw.table().in_use(), 2u);
+  sw.on_timeout(us(1000));  // exactly one timeout after its last aggregation
+  EXPECT_FALSE(sw.table().at(1).in_use);
+  EXPECT_TRUE(sw.table().at(2).in_use);
+  EXPECT_EQ(sw.counters().reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+
+  sw.on_timeout(us(1600));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.counters().reclaimed, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 2u);
+  EXPECT_EQ(sw.next_deadline(), kNever);
+  EXPECT_TRUE(sink.sent.empty());
+}
+
+TEST_F(SwitchTest, GradientTouchingAStaleAggregatorReclaimsItLazily) {
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
+  from_worker(1, gradient(1, 101, 3), {2, 2, 2, 2}, us(999));  // still fresh: a collision
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_TRUE(sink.sent[0].header().collision);
+
+  from_worker(1, gradient(1, 101, 3), {2, 2, 2, 2}, us(1000));  // stale: free, claimed
+  EXPECT_EQ(sink.sent.size(), 1u);
+  const Aggregator& a = sw.table().at(3);
+  EXPECT_EQ(a.seq, 101u);
+  EXPECT_EQ(a.bitmap, 0b10u);
+  EXPECT_EQ(a.counter, 1);
+  EXPECT_EQ(a.timestamp, us(1000));
+  EXPECT_EQ(row(3), (Values{2, 2, 2, 2}));
+  EXPECT_EQ(sw.counters().reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+}
+
+TEST_F(SwitchTest, StaleResendOfItsOwnFragmentIsForwardedNotFlushed) {
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
+  from_worker(1, resend(1, 100, 3), {2, 2, 2, 2}, us(1000));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(resend(1, 100, 3), Values{2, 2, 2, 2}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
+}
+
+TEST_F(SwitchTest, StaleReclaimIsCountedForTheJobThatHeldIt) {
+  sw.install_job(job_entry(kOtherJob));
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));                 // job 7 at index 3
+  from_worker(1, gradient(1, 500, 11, kOtherJob), {2, 2, 2, 2}, us(1500));  // job 9, 11 % 8 = 3
+
+  EXPECT_EQ(sw.table().at(3).job, kOtherJob);
+  EXPECT_EQ(sw.table().at(3).seq, 500u);
+  EXPECT_EQ(sw.counters().reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).reclaimed, 0u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).aggregations, 1u);
+  EXPECT_EQ(sw.job_counters(kOtherJob).collisions, 0u);
+}
+
+TEST_F(SwitchTest, ParameterPacketReclaimsAStaleAggregatorOfAnotherFragment) {
+  from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
+  feed(kPsPort, parameter(99, 3), {0, 0, 0, 0}, us(500));  // fresh: left alone
+  EXPECT_TRUE(sw.table().at(3).in_use);
+  feed(kPsPort, parameter(99, 3), {0, 0, 0, 0}, us(1200));  // stale: reclaimed (§3.7)
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.counters().reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 0u);
+  EXPECT_EQ(sink.sent.size(), 6u);  // both parameter packets multicast
+}
+
+TEST_F(SwitchTest, NextDeadlineIsTheOldestAggregationPlusTheTimeout) {
+  EXPECT_EQ(sw.next_deadline(), kNever);
+  from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(100));
+  EXPECT_EQ(sw.next_deadline(), us(1100));
+  from_worker(0, gradient(0, 101, 2), {1, 1, 1, 1}, us(300));
+  EXPECT_EQ(sw.next_deadline(), us(1100));
+  from_worker(1, gradient(1, 100, 1), {1, 1, 1, 1}, us(500));  // refreshes index 1
+  EXPECT_EQ(sw.next_deadline(), us(1300));                     // index 2 is now the oldest
+  from_worker(1, gradient(1, 100, 1), {1, 1, 1, 1}, us(700));  // a duplicate refreshes nothing
+  EXPECT_EQ(sw.next_deadline(), us(1300));
+
+  sw.on_timeout(us(1300));  // the runtime calls at the deadline: index 2 goes
+  EXPECT_FALSE(sw.table().at(2).in_use);
+  EXPECT_EQ(sw.next_deadline(), us(1500));
+  feed(kPsPort, parameter(100, 1), {0, 0, 0, 0}, us(1400));
+  EXPECT_EQ(sw.next_deadline(), kNever);
+}
+
+TEST_F(SwitchTest, ZeroReclaimTimeoutNeverReclaims) {
+  SwitchConfig c = config();
+  c.reclaim_timeout = Duration::zero();
+  SwitchPipeline s(c);
+  install_network(s);
+  s.install_job(job_entry(kJob));
+  feed(s, 1, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
+  EXPECT_EQ(s.next_deadline(), kNever);
+  s.on_timeout(time_from_ns(std::int64_t{1} << 62));
+  feed(s, 2, gradient(1, 100, 3), {1, 1, 1, 1}, time_from_ns(std::int64_t{1} << 62));
+  EXPECT_EQ(s.table().at(3).counter, 2);
+  EXPECT_EQ(s.counters().reclaimed, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs, bad input, two levels, allocation.
+
+TEST_F(SwitchTest, RemoveJobFreesItsAggregatorsAndKeepsItsCounters) {
+  sw.install_job(job_entry(kOtherJob));
+  from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(1));
+  from_worker(0, gradient(0, 101, 2), {1, 1, 1, 1}, us(2));
+  from_worker(0, gradient(0, 500, 3, kOtherJob), {1, 1, 1, 1}, us(3));
+  ASSERT_EQ(sw.table().in_use(), 3u);
+
+  EXPECT_TRUE(sw.remove_job(kJob));
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.table().at(3).job, kOtherJob);
+  EXPECT_EQ(sw.next_deadline(), us(3) + kTimeout);
+  EXPECT_FALSE(sw.remove_job(kJob));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+
+  from_worker(1, gradient(1, 100, 1), {1, 1, 1, 1}, us(4));
+  EXPECT_EQ(sw.counters().unknown_job, 1u);
+  EXPECT_EQ(sw.table().in_use(), 1u);
+}
+
+TEST_F(SwitchTest, MalformedAndTruncatedPacketsAreCounted) {
+  std::vector<std::uint8_t> valid = build_packet(gradient(0, 100, 3), Values{1, 2, 3, 4});
+  std::vector<std::uint8_t> empty;
+  std::vector<std::uint8_t> short_header(valid.begin(), valid.begin() + 20);
+  std::vector<std::uint8_t> truncated_values(valid.begin(), valid.end() - 2);
+  std::vector<std::uint8_t> bad_magic = valid;
+  bad_magic[0] = 0;
+  std::vector<std::uint8_t> bad_version = valid;
+  bad_version[2] = 2;
+  std::vector<std::uint8_t> reserved_flag = valid;
+  reserved_flag[3] |= 0x80;
+  for (auto* p : {&empty, &short_header, &truncated_values, &bad_magic, &bad_version, &reserved_flag}) {
+    sw.process(1, *p, us(1), sink);
+  }
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().malformed, 6u);
+  EXPECT_EQ(sw.counters().packets, 6u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+
+  SwitchConfig plain = config();
+  plain.atp_capable = false;
+  SwitchPipeline s(plain);
+  install_network(s);
+  s.process(1, truncated_values, us(1), sink);
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(s.counters().malformed, 1u);
+}
+
+TEST_F(SwitchTest, GradientWithBadBitmapOrFanInIsMalformedAndClaimsNothing) {
+  Header no_bit = gradient(0, 100, 3);
+  no_bit.bitmap0 = 0;
+  Header two_bits = gradient(0, 100, 3);
+  two_bits.bitmap0 = 0b11;
+  Header zero_fan_in = gradient(0, 100, 3);
+  zero_fan_in.fan_in0 = 0;
+  Header fan_in_33 = gradient(0, 100, 3);
+  fan_in_33.fan_in0 = 33;
+  Header bad_resend = resend(0, 100, 3);
+  bad_resend.bitmap0 = 0;
+  for (const Header& h : {no_bit, two_bits, zero_fan_in, fan_in_33, bad_resend}) {
+    from_worker(0, h, {1, 2, 3, 4}, us(1));
+  }
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().malformed, 5u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 0u);
+}
+
+// Rack A aggregates workers 0 and 1 at level 0; rack B, the PS's, aggregates A's result and the
+// singleton worker 2 at level 1. Then the PS's parameter packet frees both.
+class SwitchTwoLevel : public SwitchTest {
+ protected:
+  SwitchTwoLevel() : rack_a(config()), rack_b(config()) {
+    // Rack A: port 0 up to B, ports 1-2 workers 0-1.
+    rack_a.add_route(kPs, 0);
+    rack_a.add_route(kWorkers[0], 1);
+    rack_a.add_route(kWorkers[1], 2);
+    rack_a.add_route(kWorkers[2], 0);
+    rack_a.add_multicast_group(multicast_group_address(kJob), {1, 2});
+    rack_a.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 0}}});
+    // Rack B: port 0 the PS, port 1 down to A, port 2 worker 2.
+    rack_b.add_route(kPs, 0);
+    rack_b.add_route(kWorkers[0], 1);
+    rack_b.add_route(kWorkers[1], 1);
+    rack_b.add_route(kWorkers[2], 2);
+    rack_b.add_multicast_group(multicast_group_address(kJob), {1, 2});
+    rack_b.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 1}}});
+  }
+  // Group 0 = workers 0-1 under A (level 0), group 1 = worker 2, a singleton.
+  static Header member(int worker, Seq seq, std::uint32_t index) {
+    Header h = gradient(worker, seq, index);
+    h.fan_in0 = 2;
+    h.bitmap1 = 0b01;
+    h.fan_in1 = 2;
+    return h;
+  }
+  static Header singleton(Seq seq, std::uint32_t index) {
+    Header h = gradient(2, seq, index);
+    h.bitmap0 = 1;
+    h.fan_in0 = 1;
+    h.bitmap1 = 0b10;
+    h.fan_in1 = 2;
+    h.edge_switch_identifier = 1;
+    return h;
+  }
+  // Moves what rack A sent on its uplink into rack B (and clears the sink).
+  void a_to_b(Time now) {
+    std::vector<RecordingPortSink::Sent> sent = std::move(sink.sent);
+    sink.sent.clear();
+    for (auto& s : sent) {
+      ASSERT_EQ(s.port, 0);
+      rack_b.process(1, s.bytes, now, sink);
+    }
+  }
+
+  SwitchPipeline rack_a, rack_b;
+};
+
+TEST_F(SwitchTwoLevel, FirstLevelCompletionThenSecondLevelCompletion) {
+  feed(rack_a, 1, member(0, 100, 3), {1, 2, 3, 4}, us(1));
+  feed(rack_a, 2, member(1, 100, 3), {10, 20, 30, 40}, us(2));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header group = member(1, 100, 3);
+  group.bitmap0 = 0b11;
+  group.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(group, Values{11, 22, 33, 44}));
+  a_to_b(us(3));
+  EXPECT_TRUE(sink.sent.empty());  // B waits for the second group
+  EXPECT_EQ(rack_b.table().at(3).bitmap, 0b01u);
+
+  feed(rack_b, 2, singleton(100, 3), {100, 200, 300, 400}, us(4));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header total = singleton(100, 3);
+  total.bitmap1 = 0b11;
+  EXPECT_EQ(sink.sent[0].port, 0);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(total, Values{111, 222, 333, 444}));
+  EXPECT_EQ(rack_a.job_counters(kJob).completions, 1u);
+  EXPECT_EQ(rack_b.job_counters(kJob).completions, 1u);
+  sink.sent.clear();
+
+  // The PS's result travels B -> A -> workers and frees both aggregators.
+  const std::vector<std::uint8_t> ack = build_packet(parameter(100, 3), Values{111, 222, 333, 444});
+  feed(rack_b, 0, parameter(100, 3), {111, 222, 333, 444}, us(10));
+  ASSERT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2}));
+  std::vector<std::uint8_t> to_a = sink.sent[0].bytes;
+  sink.sent.clear();
+  rack_a.process(0, to_a, us(11), sink);
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2}));
+  for (const auto& s : sink.sent) EXPECT_EQ(s.bytes, ack);
+  EXPECT_EQ(rack_a.table().in_use(), 0u);
+  EXPECT_EQ(rack_b.table().in_use(), 0u);
+  EXPECT_EQ(rack_a.job_counters(kJob).deallocations, 1u);
+  EXPECT_EQ(rack_b.job_counters(kJob).deallocations, 1u);
+}
+
+TEST_F(SwitchTwoLevel, FirstLevelFlushIsForwardedThroughTheSecondLevelWhichFlushesToo) {
+  feed(rack_a, 1, member(0, 100, 3), {1, 1, 1, 1}, us(1));
+  feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(2));
+  ASSERT_TRUE(sink.sent.empty());
+
+  Header lost = member(1, 100, 3);
+  lost.resend = true;
+  feed(rack_a, 2, lost, {10, 10, 10, 10}, us(3));  // A: partial group aggregate, resend kept
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header partial = lost;
+  partial.bitmap0 = 0b11;
+  partial.edge_switch_identifier = 1;
+  const std::vector<std::uint8_t> expected = build_packet(partial, Values{11, 11, 11, 11});
+  EXPECT_EQ(sink.sent[0].bytes, expected);
+  a_to_b(us(4));  // B: level-1 resend, drops its state and forwards unchanged
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].port, 0);
+  EXPECT_EQ(sink.sent[0].bytes, expected);
+  EXPECT_EQ(rack_a.table().in_use(), 0u);
+  EXPECT_EQ(rack_b.table().in_use(), 0u);
+  EXPECT_EQ(rack_b.job_counters(kJob).resend_flushes, 1u);
+}
+
+// The packet path of an installed switch never touches the heap.
+class NullPortSink final : public PortSink {
+ public:
+  void send(PortId, std::span<const std::uint8_t> packet) override {
+    ++sent;
+    bytes += packet.size();
+  }
+  std::uint64_t sent = 0;
+  std::uint64_t bytes = 0;
+};
+
+TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
+  sw.install_job(job_entry(kOtherJob));
+  std::vector<std::vector<std::uint8_t>> packets;  // built before counting
+  for (Seq seq = 0; seq < 64; ++seq) {
+    const std::uint32_t index = seq;
+    for (int k = 0; k < 3; ++k) packets.push_back(build_packet(gradient(k, seq, index), Values{1, 2, 3, 4}));
+    packets.push_back(build_packet(gradient(0, seq, index), Values{1, 2, 3, 4}));          // duplicate
+    packets.push_back(build_packet(gradient(0, seq + 1000, index), Values{1, 2, 3, 4}));   // collision
+    packets.push_back(build_packet(resend(1, seq, index), Values{1, 2, 3, 4}));            // flush
+    packets.push_back(build_packet(parameter(seq, index), Values{3, 6, 9, 12}));           // multicast
+    packets.push_back(build_packet(gradient(0, seq + 2000, index, kOtherJob), Values{1}));  // claims
+    packets.push_back(build_packet(gradient(0, seq, index, 42), Values{1}));               // unknown job
+    packets.push_back(std::vector<std::uint8_t>(10, 0xFF));                               // malformed
+  }
+  NullPortSink null_sink;
+  const std::uint64_t before = g_allocations.load();
+  Time now = us(0);
+  for (auto& p : packets) {
+    sw.process(p.front() == 0xFF ? PortId{1} : PortId{0}, p, now, null_sink);
+    now += 10us;
+    if (sw.next_deadline() <= now) sw.on_timeout(now);  // reclaims job 9's aggregators
+  }
+  EXPECT_EQ(g_allocations.load(), before);
+  const std::vector<std::uint8_t> probe = build_packet(gradient(0, 0, 0), Values{1});
+  EXPECT_GT(g_allocations.load(), before) << "the allocation counter does not count";
+  EXPECT_GT(null_sink.sent, 0u);
+  EXPECT_EQ(sw.counters().malformed, 64u);
+  EXPECT_EQ(sw.counters().unknown_job, 64u);
+  EXPECT_GT(sw.counters().reclaimed, 0u);
+}
+
+}  // namespace
+}  // namespace atp

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -17,7 +19,8 @@ struct SwitchConfig {
   bool atp_capable = true;                 // false: a plain switch that only forwards
   std::uint32_t num_aggregators = 4096;    // aggregators in the table
   std::uint16_t aggregator_width = 1024;   // int32 values per aggregator
-  Duration reclaim_timeout = std::chrono::milliseconds(50);  // an aggregator untouched this long is free
+  // An aggregator not aggregated into for this long counts as free (§3.7); zero or less: never.
+  Duration reclaim_timeout = std::chrono::milliseconds(50);
 };
 
 // One aggregator (Fig. 6). The values live in AggregatorTable::values().
@@ -32,22 +35,63 @@ struct Aggregator {
   Time timestamp{};              // last time a packet was aggregated here
 };
 
+// The switch's aggregators. Held aggregators are also kept on a list in the order they were
+// last aggregated into (claim or touch), so the oldest one, which times out first, is found in
+// O(1) and the reclaim sweep only visits stale ones. `now` must not go backwards.
 class AggregatorTable {
  public:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // "no aggregator" from oldest()
+
   AggregatorTable(std::uint32_t size, std::uint16_t width);
   std::uint32_t size() const { return static_cast<std::uint32_t>(slots_.size()); }
   std::uint16_t width() const { return width_; }
   Aggregator& at(std::uint32_t i) { return slots_[i]; }
   const Aggregator& at(std::uint32_t i) const { return slots_[i]; }
+  // The value row of aggregator i (width() values). Only the first value_count values of a held
+  // aggregator are meaningful; rows are not cleared (the first packet of a fragment overwrites them).
   std::span<std::int32_t> values(std::uint32_t i) { return {values_.data() + std::size_t(i) * width_, width_}; }
-  void release(std::uint32_t i);  // all fields back to empty
+  std::span<const std::int32_t> values(std::uint32_t i) const {
+    return {values_.data() + std::size_t(i) * width_, width_};
+  }
+  void release(std::uint32_t i);  // all fields back to empty; no-op on a free aggregator
   std::uint32_t in_use() const { return in_use_; }
+  // Holds aggregator i for <job, seq> (releasing whatever it held), empty, timestamp = now.
   void claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, Time now);
+  // Records an aggregation into held aggregator i at `now` (timestamp = now).
+  void touch(std::uint32_t i, Time now);
+  // The held aggregator with the oldest timestamp, or kNone when none is held.
+  std::uint32_t oldest() const { return oldest_; }
 
  private:
+  // A std::allocator that default-initialises: resizing the value rows leaves them untouched,
+  // so a large table costs address space, not memory, until its aggregators are used.
+  template <class T>
+  struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+      using other = UninitializedAllocator<U>;
+    };
+    UninitializedAllocator() = default;
+    template <class U>
+    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+      ::new (static_cast<void*>(p)) U;
+    }
+  };
+  struct Link {  // neighbours on the oldest-first list (kNone at the ends)
+    std::uint32_t older = kNone;
+    std::uint32_t newer = kNone;
+  };
+  void unlink(std::uint32_t i);
+  void append_newest(std::uint32_t i);
+
   std::uint16_t width_;
   std::vector<Aggregator> slots_;
-  std::vector<std::int32_t> values_;  // size() x width(), row-major
+  std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> values_;  // size() x width(), row-major
+  std::vector<Link> links_;
+  std::uint32_t oldest_ = kNone;
+  std::uint32_t newest_ = kNone;
   std::uint32_t in_use_ = 0;
 };
 
@@ -78,22 +122,28 @@ struct SwitchJobCounters {
 
 struct SwitchCounters {
   std::uint64_t packets = 0;         // packets processed
-  std::uint64_t malformed = 0;       // failed decode_header; dropped
+  // Failed decode_header; or a gradient this switch would aggregate whose bitmap for the level
+  // is not one-hot, whose fan-in is not 1..32, or whose value count differs from the
+  // aggregator holding its fragment. Dropped.
+  std::uint64_t malformed = 0;
   std::uint64_t unknown_job = 0;     // job not installed at this ATP switch; dropped
   std::uint64_t not_admitted = 0;    // job's packet on a port not in its admission list; dropped
   std::uint64_t no_route = 0;        // no unicast route or multicast group for dst; dropped
-  std::uint64_t too_wide = 0;        // value_count above the aggregator width; dropped
+  std::uint64_t too_wide = 0;        // a gradient this switch would aggregate wider than its aggregators; dropped
   std::uint64_t reclaimed = 0;       // aggregators freed by the timestamp timeout, all jobs
 };
 
 class SwitchPipeline {
  public:
+  // A switch that is not ATP-capable gets an empty aggregator table (it never aggregates).
   explicit SwitchPipeline(const SwitchConfig& config);
 
   // Forwarding state, installed by the control plane (the job plan computes it).
   void add_route(Address dst, PortId port);
   void add_multicast_group(Address group, std::vector<PortId> ports);
-  void install_job(const SwitchJobEntry& entry);  // replaces an entry with the same job id
+  // Replaces an entry with the same job id. Aggregators the job holds stay held (its parameter
+  // packets or the timeout free them).
+  void install_job(const SwitchJobEntry& entry);
   // Removes the job and frees its aggregators. Returns false if it was not installed.
   bool remove_job(JobId job);
 
@@ -102,10 +152,12 @@ class SwitchPipeline {
   // sends. Malformed or unauthorised packets are counted and dropped; this never throws.
   void process(PortId ingress, std::span<std::uint8_t> packet, Time now, PortSink& out);
 
-  // Frees every aggregator whose timestamp is older than the reclaim timeout (the control
-  // plane's sweep; the dataplane also reclaims lazily when a packet touches a stale one).
+  // Frees every aggregator whose timestamp is at least the reclaim timeout before `now` (the
+  // control plane's sweep; the dataplane also reclaims lazily when a packet touches a stale one).
   void on_timeout(Time now);
-  Time next_deadline() const;  // kNever when no aggregator is held
+  // When the oldest held aggregator goes stale: oldest timestamp + reclaim timeout. kNever when
+  // no aggregator is held or reclaim is disabled. O(1).
+  Time next_deadline() const;
 
   const SwitchConfig& config() const { return config_; }
   const AggregatorTable& table() const { return table_; }
@@ -118,24 +170,34 @@ class SwitchPipeline {
   struct JobState {
     std::vector<PortId> admitted_ports;
     std::vector<AggregationRole> roles;
+    SwitchJobCounters* counters = nullptr;  // into job_counters_ (node-based map: stable address)
   };
 
-  void forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out);
+  // Sends `packet` towards h.dst: to every port of its multicast group except `ingress`, or to
+  // its unicast route. Returns false (and counts no_route) when dst has neither.
+  bool forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out);
   void process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
                         Time now, PortSink& out);
-  void process_parameter(PortId ingress, const Header& h, std::span<const std::uint8_t> packet, Time now,
-                         PortSink& out);
+  // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment.
+  void flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
+                       std::span<std::uint8_t> packet, Time now, PortSink& out);
+  void process_parameter(PortId ingress, const Header& h, const JobState& job,
+                         std::span<const std::uint8_t> packet, Time now, PortSink& out);
+  // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
+  void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
+                 SwitchJobCounters& counters, Time now);
   bool is_stale(const Aggregator& a, Time now) const;
-  void reclaim(std::uint32_t index);
+  void reclaim(std::uint32_t index);  // frees a stale aggregator and counts it for its job
+  void reclaim_if_stale(std::uint32_t index, Time now);
 
   SwitchConfig config_;
   AggregatorTable table_;
+  std::vector<std::int32_t> incoming_values_;  // one packet's values in host order (width values)
   std::unordered_map<Address, PortId> routes_;
   std::unordered_map<Address, std::vector<PortId>> multicast_groups_;
   std::unordered_map<JobId, JobState> jobs_;
   SwitchCounters counters_;
   std::unordered_map<JobId, SwitchJobCounters> job_counters_;
-  Time last_sweep_{};
 };
 
 }  // namespace atp

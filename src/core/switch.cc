@@ -1,1 +1,345 @@
-// placeholder: being written
+// The ATP switch dataplane: per-packet admission, aggregation (Fig. 7), loss handling (Fig. 17),
+// deallocation by parameter packets and timeout reclaim (§3.7). Follows docs/protocol.md "Switch".
+#include "atp/switch.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+
+#include "atp/fixed_point.h"
+
+namespace atp {
+
+// ---------------------------------------------------------------------------------------------
+// AggregatorTable
+
+AggregatorTable::AggregatorTable(std::uint32_t size, std::uint16_t width)
+    : width_(width), slots_(size), values_(std::size_t(size) * width), links_(size) {}
+
+void AggregatorTable::unlink(std::uint32_t i) {
+  Link& link = links_[i];
+  (link.older != kNone ? links_[link.older].newer : oldest_) = link.newer;
+  (link.newer != kNone ? links_[link.newer].older : newest_) = link.older;
+  link = Link{};
+}
+
+void AggregatorTable::append_newest(std::uint32_t i) {
+  links_[i] = Link{newest_, kNone};
+  (newest_ != kNone ? links_[newest_].newer : oldest_) = i;
+  newest_ = i;
+}
+
+void AggregatorTable::release(std::uint32_t i) {
+  if (!slots_[i].in_use) return;
+  unlink(i);
+  slots_[i] = Aggregator{};
+  --in_use_;
+}
+
+void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, Time now) {
+  release(i);
+  Aggregator& a = slots_[i];
+  a.in_use = true;
+  a.job = job;
+  a.seq = seq;
+  a.value_count = value_count;
+  a.timestamp = now;
+  append_newest(i);
+  ++in_use_;
+}
+
+void AggregatorTable::touch(std::uint32_t i, Time now) {
+  assert(slots_[i].in_use);
+  slots_[i].timestamp = now;
+  if (newest_ == i) return;  // the common case while one fragment collects its packets
+  unlink(i);
+  append_newest(i);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwitchPipeline: setup
+
+namespace {
+
+bool contains(const std::vector<PortId>& ports, PortId port) {
+  return std::find(ports.begin(), ports.end(), port) != ports.end();
+}
+
+// One value of an aggregation (§3.8): a saturating add whose saturation sticks. Once the sum,
+// or a contribution, is INT32_MAX or INT32_MIN the sum stays saturated, so later additions of
+// the other sign cannot bring it back in range and hide the overflow from the PS (which treats
+// a saturated value as "resend as float32").
+std::int32_t accumulate(std::int32_t sum, std::int32_t value) {
+  if (is_saturated(sum)) return sum;
+  if (is_saturated(value)) return value;
+  return saturating_add(sum, value);
+}
+
+}  // namespace
+
+SwitchPipeline::SwitchPipeline(const SwitchConfig& config)
+    : config_(config),
+      table_(config.atp_capable ? config.num_aggregators : 0, config.atp_capable ? config.aggregator_width : 0),
+      incoming_values_(table_.width()) {}
+
+void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
+
+void SwitchPipeline::add_multicast_group(Address group, std::vector<PortId> ports) {
+  multicast_groups_[group] = std::move(ports);
+}
+
+void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
+  JobState& job = jobs_[entry.job];
+  job.admitted_ports = entry.admitted_ports;
+  job.roles = entry.roles;
+  // Created here, not on the packet path, so that processing a packet never allocates.
+  job.counters = &job_counters_[entry.job];
+}
+
+bool SwitchPipeline::remove_job(JobId job) {
+  if (jobs_.erase(job) == 0) return false;
+  for (std::uint32_t i = 0; i < table_.size(); ++i) {
+    if (table_.at(i).in_use && table_.at(i).job == job) table_.release(i);
+  }
+  return true;
+}
+
+SwitchJobCounters SwitchPipeline::job_counters(JobId job) const {
+  const auto it = job_counters_.find(job);
+  return it == job_counters_.end() ? SwitchJobCounters{} : it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwitchPipeline: timeouts
+
+bool SwitchPipeline::is_stale(const Aggregator& a, Time now) const {
+  if (config_.reclaim_timeout <= Duration::zero()) return false;
+  // now - timestamp >= timeout, written so that it cannot overflow for any pair of times.
+  return now >= a.timestamp && now - a.timestamp >= config_.reclaim_timeout;
+}
+
+void SwitchPipeline::reclaim(std::uint32_t index) {
+  const auto it = job_counters_.find(table_.at(index).job);
+  if (it != job_counters_.end()) ++it->second.reclaimed;
+  ++counters_.reclaimed;
+  table_.release(index);
+}
+
+void SwitchPipeline::reclaim_if_stale(std::uint32_t index, Time now) {
+  if (table_.at(index).in_use && is_stale(table_.at(index), now)) reclaim(index);
+}
+
+void SwitchPipeline::on_timeout(Time now) {
+  // The list is oldest first: stop at the first aggregator that is still fresh.
+  for (std::uint32_t i = table_.oldest(); i != AggregatorTable::kNone; i = table_.oldest()) {
+    if (!is_stale(table_.at(i), now)) break;
+    reclaim(i);
+  }
+}
+
+Time SwitchPipeline::next_deadline() const {
+  const std::uint32_t oldest = table_.oldest();
+  if (oldest == AggregatorTable::kNone || config_.reclaim_timeout <= Duration::zero()) return kNever;
+  const Time timestamp = table_.at(oldest).timestamp;
+  if (timestamp > kNever - config_.reclaim_timeout) return kNever;
+  return timestamp + config_.reclaim_timeout;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwitchPipeline: packets
+
+bool SwitchPipeline::forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet,
+                             PortSink& out) {
+  if (is_multicast(h.dst)) {
+    const auto group = multicast_groups_.find(h.dst);
+    if (group == multicast_groups_.end()) {
+      ++counters_.no_route;
+      return false;
+    }
+    for (const PortId port : group->second) {
+      if (port != ingress) out.send(port, packet);
+    }
+    return true;
+  }
+  const auto route = routes_.find(h.dst);
+  if (route == routes_.end()) {
+    ++counters_.no_route;
+    return false;
+  }
+  out.send(route->second, packet);
+  return true;
+}
+
+void SwitchPipeline::process(PortId ingress, std::span<std::uint8_t> packet, Time now, PortSink& out) {
+  ++counters_.packets;
+  Header h;
+  if (decode_header(packet, h) != DecodeError::kOk) {
+    ++counters_.malformed;
+    return;
+  }
+
+  if (!config_.atp_capable) {
+    // A plain switch: no admission, no aggregation. Count the job only if the control plane
+    // installed it (a lookup, never an insertion: spoofed job ids must not grow the map).
+    const auto it = job_counters_.find(h.job);
+    if (forward(h, ingress, packet, out) && it != job_counters_.end()) ++it->second.forwarded;
+    return;
+  }
+
+  const auto job = jobs_.find(h.job);
+  if (job == jobs_.end()) {
+    ++counters_.unknown_job;
+    return;
+  }
+  if (!contains(job->second.admitted_ports, ingress)) {
+    ++counters_.not_admitted;
+    return;
+  }
+  if (h.is_ack) {
+    process_parameter(ingress, h, job->second, packet, now, out);
+  } else {
+    process_gradient(ingress, h, job->second, packet, now, out);
+  }
+}
+
+void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const JobState& job,
+                                       std::span<const std::uint8_t> packet, Time now, PortSink& out) {
+  // Fig. 7 box 8: a parameter packet (first or re-sent, multicast or unicast) frees the
+  // aggregator of its fragment; failing that, it reclaims a stale one at its index (§3.7).
+  if (table_.size() != 0) {
+    const std::uint32_t i = h.aggregator_index % table_.size();
+    const Aggregator& a = table_.at(i);
+    if (a.in_use && a.job == h.job && a.seq == h.seq) {
+      table_.release(i);
+      ++job.counters->deallocations;
+    } else {
+      reclaim_if_stale(i, now);
+    }
+  }
+  if (forward(h, ingress, packet, out)) ++job.counters->forwarded;
+}
+
+void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header& h,
+                               std::span<const std::uint8_t> packet, SwitchJobCounters& counters, Time now) {
+  Aggregator& a = table_.at(i);
+  const std::span<std::int32_t> row = table_.values(i).first(h.value_count);
+  if (a.counter == 0) {
+    load_values(packet, row);  // the first packet of the fragment: its values are the sum so far
+  } else {
+    const std::span<std::int32_t> incoming = std::span(incoming_values_).first(h.value_count);
+    load_values(packet, incoming);
+    for (std::size_t k = 0; k < row.size(); ++k) row[k] = accumulate(row[k], incoming[k]);
+  }
+  a.bitmap |= bit;
+  ++a.counter;
+  a.ecn = a.ecn || h.ecn;
+  table_.touch(i, now);
+  ++counters.aggregations;
+  if (h.ecn) ++counters.ecn_merged;
+}
+
+void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
+                                     std::span<std::uint8_t> packet, Time now, PortSink& out) {
+  ++counters.resend_flushes;
+  if (h.edge_switch_identifier == 1) {
+    // Box 2 "no" -> box 3: the second level keeps one bit per group, so it cannot merge a
+    // partial first-level result; it drops its state and lets the PS finish.
+    table_.release(i);
+    forward(h, ingress, packet, out);
+    return;
+  }
+  // Boxes 4-7: merge the resend if it is not in yet, send the (maybe partial) aggregate on
+  // towards the second level / PS, and free the aggregator so later resends pass through.
+  Aggregator& a = table_.at(i);
+  const std::uint32_t bit = h.bitmap0;
+  if ((a.bitmap & bit) == 0) aggregate(i, bit, h, packet, counters, now);  // box 5 -> box 6
+  store_values(packet, table_.values(i).first(a.value_count));
+  h.bitmap0 = a.bitmap;
+  h.ecn = h.ecn || a.ecn;
+  h.edge_switch_identifier = 1;
+  encode_header(h, packet);
+  table_.release(i);
+  forward(h, ingress, packet, out);
+}
+
+void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState& job,
+                                      std::span<std::uint8_t> packet, Time now, PortSink& out) {
+  SwitchJobCounters& counters = *job.counters;
+  const auto role = std::find_if(job.roles.begin(), job.roles.end(), [&](const AggregationRole& r) {
+    return r.ps == h.dst && r.level == h.edge_switch_identifier;
+  });
+  // Float packets (the overflow path) are summed at the PS, never here; packets for another
+  // PS or level are aggregated elsewhere (or nowhere) and only pass through.
+  if (h.float_payload || role == job.roles.end() || table_.size() == 0) {
+    if (forward(h, ingress, packet, out)) ++counters.forwarded;
+    return;
+  }
+  if (h.value_count > table_.width()) {
+    ++counters_.too_wide;
+    return;
+  }
+  // Fig. 7 box 3: the bitmap and fan-in of this switch's level. Each child sets exactly one bit
+  // (a worker at level 0, a group at level 1); anything else would corrupt the counter.
+  const bool level0 = h.edge_switch_identifier == 0;
+  const std::uint32_t bit = level0 ? h.bitmap0 : h.bitmap1;
+  const std::uint8_t fan_in = level0 ? h.fan_in0 : h.fan_in1;
+  if (!std::has_single_bit(bit) || fan_in == 0 || fan_in > 32) {
+    ++counters_.malformed;
+    return;
+  }
+
+  const std::uint32_t i = h.aggregator_index % table_.size();
+  reclaim_if_stale(i, now);  // a stale aggregator counts as free
+  Aggregator& a = table_.at(i);
+  const bool holds_fragment = a.in_use && a.job == h.job && a.seq == h.seq;
+  if (holds_fragment && a.value_count != h.value_count) {
+    ++counters_.malformed;  // every packet of a job has the same length
+    return;
+  }
+
+  if (h.resend) {
+    // Fig. 17 box 1: a resend flushes the aggregator of its fragment, and never claims one.
+    if (holds_fragment) {
+      flush_on_resend(ingress, h, counters, i, packet, now, out);
+    } else if (forward(h, ingress, packet, out)) {
+      ++counters.forwarded;
+    }
+    return;
+  }
+
+  if (!a.in_use) {
+    table_.claim(i, h.job, h.seq, h.value_count, now);  // first come, first served
+  } else if (!holds_fragment) {
+    // Box 1 -> box 2: held by another fragment. The PS aggregates this packet; resend keeps
+    // the next level from aggregating it, collision makes the PS rehash the index.
+    h.resend = true;
+    h.collision = true;
+    h.edge_switch_identifier = 1;
+    encode_header(h, packet);
+    ++counters.collisions;
+    forward(h, ingress, packet, out);
+    return;
+  }
+
+  if ((a.bitmap & bit) != 0) {
+    // Box 4 -> box 7: this child is already in (the network duplicated its packet).
+    a.ecn = a.ecn || h.ecn;
+    if (h.ecn) ++counters.ecn_merged;
+    ++counters.duplicates;
+    return;
+  }
+  aggregate(i, bit, h, packet, counters, now);  // box 5
+  if (a.counter < fan_in) return;               // box 6: wait for the other children
+
+  // Complete: the packet carries the aggregate on towards the PS. The aggregator stays held
+  // so that duplicates and resends still find it, until the parameter packet frees it.
+  store_values(packet, table_.values(i).first(a.value_count));
+  (level0 ? h.bitmap0 : h.bitmap1) = a.bitmap;
+  h.ecn = a.ecn;
+  h.edge_switch_identifier = 1;
+  encode_header(h, packet);
+  ++counters.completions;
+  forward(h, ingress, packet, out);
+}
+
+}  // namespace atp
