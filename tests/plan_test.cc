@@ -1,2 +1,584 @@
+// Tests of the job plan: addresses, ports and tree routes of a topology, and each job's groups,
+// bitmaps, fan-ins, aggregation roles, admission and multicast ports (docs/protocol.md).
+#include "atp/plan.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace atp {
+namespace {
+
+constexpr Address ip(std::uint32_t last) { return 0x0A000000u | last; }  // 10.0.0.<last>
+
+SwitchSpec atp_switch(std::string name, std::uint32_t aggregators = 4096, std::uint16_t width = 1024) {
+  SwitchSpec s;
+  s.name = std::move(name);
+  s.config.num_aggregators = aggregators;
+  s.config.aggregator_width = width;
+  return s;
+}
+SwitchSpec plain_switch(std::string name) {
+  SwitchSpec s;
+  s.name = std::move(name);
+  s.config.atp_capable = false;
+  return s;
+}
+
+// Runs f and checks that it throws PlanError whose message contains every one of `parts`.
+void expect_plan_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no PlanError; expected one mentioning " << parts.front();
+  } catch (const PlanError& e) {
+    const std::string what = e.what();
+    for (const std::string& part : parts) EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
+}
+
+JobSpec job_of(std::vector<std::string> workers, std::vector<std::string> ps) {
+  JobSpec job;
+  job.name = "a";
+  job.id = 7;
+  job.workers = std::move(workers);
+  job.ps = std::move(ps);
+  return job;
+}
+
+std::vector<PortId> ports(std::initializer_list<PortId> p) { return p; }
+
+// The paper's Fig. 9: w0,w1 under sw0; w2,w3 under sw1; w4,w5 and the PS under sw2.
+// with_core: sw0, sw1 and sw2 hang off an ATP-capable core switch instead of sw0/sw1 off sw2.
+Topology fig9(bool with_core) {
+  Topology t;
+  t.switches = {atp_switch("sw0", 1000), atp_switch("sw1", 2000), atp_switch("sw2", 3000)};
+  t.hosts = {{"w0", "sw0"}, {"w1", "sw0"}, {"w2", "sw1"}, {"w3", "sw1"},
+             {"w4", "sw2"}, {"w5", "sw2"}, {"ps", "sw2"}};
+  if (with_core) {
+    t.switches.push_back(atp_switch("core", 10, 8));  // small: must not bound the job (it only forwards)
+    t.switch_links = {{"sw0", "core"}, {"sw1", "core"}, {"sw2", "core"}};
+  } else {
+    t.switch_links = {{"sw0", "sw2"}, {"sw1", "sw2"}};
+  }
+  return t;
+}
+
+// ------------------------------------------------------------------------------------------
+// plan_network
+
+TEST(PlanNetwork, AddressesPortsAndLinks) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  EXPECT_EQ(n.topology, &t);
+  EXPECT_EQ(n.host_address.at("w0"), ip(1));
+  EXPECT_EQ(n.host_address.at("w5"), ip(6));
+  EXPECT_EQ(n.host_address.at("ps"), ip(7));
+  EXPECT_EQ(n.host_by_address.at(ip(3)), "w2");
+  EXPECT_EQ(n.host_by_address.size(), 7u);
+  EXPECT_EQ(n.switch_port_count.at("sw0"), 3);
+  EXPECT_EQ(n.switch_port_count.at("sw1"), 3);
+  EXPECT_EQ(n.switch_port_count.at("sw2"), 5);
+
+  // Host links first (host order, host port 0), then switch links; hosts before links at a switch.
+  ASSERT_EQ(n.links.size(), 9u);
+  const std::vector<std::pair<std::string, PortId>> host_ends = {{"sw0", 0}, {"sw0", 1}, {"sw1", 0}, {"sw1", 1},
+                                                                 {"sw2", 0}, {"sw2", 1}, {"sw2", 2}};
+  for (std::size_t h = 0; h < 7; ++h) {
+    EXPECT_EQ(n.links[h].a.node, t.hosts[h].name);
+    EXPECT_EQ(n.links[h].a.port, 0);
+    EXPECT_EQ(n.links[h].b.node, host_ends[h].first);
+    EXPECT_EQ(n.links[h].b.port, host_ends[h].second);
+  }
+  EXPECT_EQ(n.links[7].a.node, "sw0");
+  EXPECT_EQ(n.links[7].a.port, 2);
+  EXPECT_EQ(n.links[7].b.node, "sw2");
+  EXPECT_EQ(n.links[7].b.port, 3);
+  EXPECT_EQ(n.links[8].a.node, "sw1");
+  EXPECT_EQ(n.links[8].a.port, 2);
+  EXPECT_EQ(n.links[8].b.node, "sw2");
+  EXPECT_EQ(n.links[8].b.port, 4);
+}
+
+TEST(PlanNetwork, RoutesFollowTheTree) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  const std::map<Address, PortId> sw0 = {{ip(1), 0}, {ip(2), 1}, {ip(3), 2}, {ip(4), 2},
+                                         {ip(5), 2}, {ip(6), 2}, {ip(7), 2}};
+  const std::map<Address, PortId> sw1 = {{ip(1), 2}, {ip(2), 2}, {ip(3), 0}, {ip(4), 1},
+                                         {ip(5), 2}, {ip(6), 2}, {ip(7), 2}};
+  const std::map<Address, PortId> sw2 = {{ip(1), 3}, {ip(2), 3}, {ip(3), 4}, {ip(4), 4},
+                                         {ip(5), 0}, {ip(6), 1}, {ip(7), 2}};
+  EXPECT_EQ(n.routes.at("sw0"), sw0);
+  EXPECT_EQ(n.routes.at("sw1"), sw1);
+  EXPECT_EQ(n.routes.at("sw2"), sw2);
+}
+
+// A deeper tree (core - 3 aggregation switches - 2 ToRs each - 2 hosts each): following the
+// routes from any switch reaches every host, in as many hops as the tree distance.
+TEST(PlanNetwork, RoutesReachEveryHostFromEverySwitch) {
+  Topology t;
+  t.switches.push_back(atp_switch("core"));
+  for (int a = 0; a < 3; ++a) {
+    const std::string agg = "agg" + std::to_string(a);
+    t.switches.push_back(plain_switch(agg));
+    t.switch_links.push_back({"core", agg});
+    for (int r = 0; r < 2; ++r) {
+      const std::string tor = "tor" + std::to_string(a) + std::to_string(r);
+      t.switches.push_back(atp_switch(tor));
+      t.switch_links.push_back({tor, agg});  // either orientation is fine
+      for (int h = 0; h < 2; ++h) t.hosts.push_back({"h" + std::to_string(a) + std::to_string(r) + std::to_string(h), tor});
+    }
+  }
+  const NetworkPlan n = plan_network(t);
+  std::map<std::pair<std::string, PortId>, std::string> peer;
+  for (const PlannedLink& l : n.links) {
+    peer[{l.a.node, l.a.port}] = l.b.node;
+    peer[{l.b.node, l.b.port}] = l.a.node;
+  }
+  for (const SwitchSpec& s : t.switches) {
+    ASSERT_EQ(n.routes.at(s.name).size(), t.hosts.size());
+    for (const HostSpec& h : t.hosts) {
+      std::string at = s.name;
+      int hops = 0;
+      while (at != h.name && hops < 10) {
+        at = peer.at({at, n.routes.at(at).at(n.host_address.at(h.name))});
+        ++hops;
+      }
+      EXPECT_EQ(at, h.name) << "from " << s.name;
+      // Hops = tree distance to the host's ToR + 1. Names encode the position: tor<agg><rack>,
+      // h<agg><rack><i>; so the distance follows from the shared prefix.
+      int want;
+      if (s.name == "core") {
+        want = 3;
+      } else if (s.name.starts_with("agg")) {
+        want = s.name[3] == h.name[1] ? 2 : 4;
+      } else if (s.name[3] != h.name[1]) {
+        want = 5;
+      } else {
+        want = s.name[4] == h.name[2] ? 1 : 3;
+      }
+      EXPECT_EQ(hops, want) << s.name << " -> " << h.name;
+    }
+  }
+}
+
+TEST(PlanNetwork, RejectsBadTopologies) {
+  auto plan = [](Topology t) { return [t = std::move(t)] { (void)plan_network(t); }; };
+  Topology base = fig9(false);
+
+  expect_plan_error(plan(Topology{}), {"no switches"});
+  Topology t = base;
+  t.switches.push_back(atp_switch("sw1"));
+  expect_plan_error(plan(t), {"'sw1'", "unique"});
+  t = base;
+  t.hosts.push_back({"sw2", "sw0"});
+  expect_plan_error(plan(t), {"'sw2'", "unique"});
+  t = base;
+  t.hosts.push_back({"w0", "sw0"});
+  expect_plan_error(plan(t), {"'w0'", "unique"});
+  t = base;
+  t.hosts.push_back({"w9", "sw9"});
+  expect_plan_error(plan(t), {"host 'w9'", "'sw9'", "not a switch"});
+  t = base;
+  t.hosts.push_back({"w9", "w0"});  // attached to a host
+  expect_plan_error(plan(t), {"host 'w9'", "'w0'", "not a switch"});
+  t = base;
+  t.switch_links.push_back({"sw0", "sw7"});
+  expect_plan_error(plan(t), {"'sw7'", "not a switch"});
+  t = base;
+  t.switch_links.push_back({"sw1", "sw1"});
+  expect_plan_error(plan(t), {"'sw1'-'sw1'", "itself"});
+  t = base;
+  t.switch_links.push_back({"sw2", "sw0"});  // same link, other orientation
+  expect_plan_error(plan(t), {"'sw2'-'sw0'", "twice"});
+  t = base;
+  t.switch_links.push_back({"sw0", "sw1"});  // sw0-sw2-sw1-sw0
+  expect_plan_error(plan(t), {"'sw0'-'sw1'", "cycle"});
+  t = base;
+  t.switch_links.pop_back();  // sw1 is cut off
+  expect_plan_error(plan(t), {"switch 'sw1'", "not connected", "tree"});
+  t = base;
+  t.switches[0].config.num_aggregators = 0;
+  expect_plan_error(plan(t), {"switch 'sw0'", "aggregators"});
+  t = base;
+  t.switches[0].config.atp_capable = false;
+  t.switches[0].config.num_aggregators = 0;  // irrelevant for a plain switch
+  EXPECT_NO_THROW((void)plan_network(t));
+}
+
+// ------------------------------------------------------------------------------------------
+// plan_job
+
+TEST(PlanJob, SingleRackIsOneGroupAtLevelZero) {
+  Topology t;
+  t.switches = {atp_switch("tor0", 500)};
+  t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"ps", "tor0"}, {"w2", "tor0"}};
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2"}, {"ps"}));
+
+  ASSERT_EQ(p.workers.size(), 3u);
+  const std::uint32_t bits[] = {1, 2, 4};
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(p.workers[i].ps.size(), 1u);
+    const PsRoute& r = p.workers[i].ps[0];
+    EXPECT_EQ(r.ps, ip(3));
+    EXPECT_EQ(r.bitmap0, bits[i]);
+    EXPECT_EQ(r.fan_in0, 3);
+    EXPECT_EQ(r.bitmap1, 1u);
+    EXPECT_EQ(r.fan_in1, 1);
+    EXPECT_EQ(r.edge_switch_identifier, 0);
+  }
+  ASSERT_EQ(p.ps.size(), 1u);
+  EXPECT_EQ(p.ps[0].group_sizes, std::vector<std::uint8_t>{3});
+  EXPECT_EQ(p.num_aggregators, 500u);
+
+  ASSERT_EQ(p.switches.size(), 1u);
+  const SwitchJobPlan& s = p.switches.at("tor0");
+  EXPECT_EQ(s.entry.job, 7);
+  ASSERT_EQ(s.entry.roles.size(), 1u);  // level 0 only: no level 1 in a single rack
+  EXPECT_EQ(s.entry.roles[0].ps, ip(3));
+  EXPECT_EQ(s.entry.roles[0].level, 0);
+  EXPECT_EQ(s.entry.admitted_ports, ports({0, 1, 2, 3}));
+  EXPECT_EQ(s.multicast_ports, ports({0, 1, 3}));  // the workers, not the PS
+}
+
+TEST(PlanJob, Figure9TwoLevels) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"}));
+
+  struct Want {
+    std::uint32_t bitmap0, bitmap1;
+    std::uint8_t fan_in0, esi;
+  };
+  // Groups: 0 = sw0 {w0,w1}, 1 = sw1 {w2,w3}, 2 = {w4}, 3 = {w5} (w4, w5 are under the PS's ToR).
+  const Want want[] = {{1, 1, 2, 0}, {2, 1, 2, 0}, {1, 2, 2, 0}, {2, 2, 2, 0}, {1, 4, 1, 1}, {1, 8, 1, 1}};
+  for (std::size_t i = 0; i < 6; ++i) {
+    const PsRoute& r = p.workers[i].ps.at(0);
+    EXPECT_EQ(r.bitmap0, want[i].bitmap0) << i;
+    EXPECT_EQ(r.bitmap1, want[i].bitmap1) << i;
+    EXPECT_EQ(r.fan_in0, want[i].fan_in0) << i;
+    EXPECT_EQ(r.fan_in1, 4) << i;  // 2 groups + w4 + w5
+    EXPECT_EQ(r.edge_switch_identifier, want[i].esi) << i;
+  }
+  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{2, 2, 1, 1}));
+
+  ASSERT_EQ(p.switches.size(), 3u);
+  const auto& sw0 = p.switches.at("sw0");
+  const auto& sw1 = p.switches.at("sw1");
+  const auto& sw2 = p.switches.at("sw2");
+  ASSERT_EQ(sw0.entry.roles.size(), 1u);
+  EXPECT_EQ(sw0.entry.roles[0].level, 0);
+  EXPECT_EQ(sw0.entry.roles[0].ps, ip(7));
+  ASSERT_EQ(sw1.entry.roles.size(), 1u);
+  EXPECT_EQ(sw1.entry.roles[0].level, 0);
+  ASSERT_EQ(sw2.entry.roles.size(), 1u);
+  EXPECT_EQ(sw2.entry.roles[0].level, 1);
+  EXPECT_EQ(sw2.entry.roles[0].ps, ip(7));
+
+  EXPECT_EQ(sw0.entry.admitted_ports, ports({0, 1, 2}));
+  EXPECT_EQ(sw1.entry.admitted_ports, ports({0, 1, 2}));
+  EXPECT_EQ(sw2.entry.admitted_ports, ports({0, 1, 2, 3, 4}));
+  EXPECT_EQ(sw0.multicast_ports, ports({0, 1}));
+  EXPECT_EQ(sw1.multicast_ports, ports({0, 1}));
+  EXPECT_EQ(sw2.multicast_ports, ports({0, 1, 3, 4}));
+  EXPECT_EQ(p.num_aggregators, 1000u);  // smallest of sw0, sw1, sw2
+}
+
+TEST(PlanJob, Figure9ThroughAnAtpCoreThatOnlyForwards) {
+  const Topology t = fig9(true);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});
+  job.values_per_packet = 62;  // wider than the core's 8-value aggregators: fine, it does not aggregate
+  const JobPlan p = plan_job(n, job);
+
+  ASSERT_EQ(p.switches.size(), 4u);
+  const auto& core = p.switches.at("core");
+  EXPECT_TRUE(core.entry.roles.empty());
+  // Core ports: sw0 link 0, sw1 link 1, sw2 link 2. Every one carries the job in some direction;
+  // the PS's multicast comes in from sw2 and only has workers to reach behind sw0 and sw1.
+  EXPECT_EQ(core.entry.admitted_ports, ports({0, 1, 2}));
+  EXPECT_EQ(core.multicast_ports, ports({0, 1}));
+  EXPECT_EQ(p.switches.at("sw2").entry.roles.size(), 1u);
+  EXPECT_EQ(p.switches.at("sw2").entry.roles[0].level, 1);
+  EXPECT_EQ(p.switches.at("sw2").entry.admitted_ports, ports({0, 1, 2, 3}));
+  EXPECT_EQ(p.switches.at("sw2").multicast_ports, ports({0, 1, 3}));
+  EXPECT_EQ(p.workers[0].ps[0].fan_in1, 4);
+  EXPECT_EQ(p.num_aggregators, 1000u);  // the core's 10 aggregators do not count
+}
+
+TEST(PlanJob, WorkersUnderAPlainTorAreSingletons) {
+  Topology t;
+  t.switches = {plain_switch("tor0"), atp_switch("tor1", 300), atp_switch("tor2", 400)};
+  t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"ps", "tor2"}};
+  t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w0", "w2", "w1"}, {"ps"}));
+
+  // Group order follows the worker list: w0 -> 0, w2 (tor1's group) -> 1, w1 -> 2.
+  const PsRoute& w0 = p.workers[0].ps[0];
+  const PsRoute& w2 = p.workers[1].ps[0];
+  const PsRoute& w1 = p.workers[2].ps[0];
+  EXPECT_EQ(w0.bitmap0, 1u);
+  EXPECT_EQ(w0.bitmap1, 1u);
+  EXPECT_EQ(w0.fan_in0, 1);
+  EXPECT_EQ(w0.edge_switch_identifier, 1);
+  EXPECT_EQ(w2.bitmap0, 1u);
+  EXPECT_EQ(w2.bitmap1, 2u);
+  EXPECT_EQ(w2.fan_in0, 1);
+  EXPECT_EQ(w2.edge_switch_identifier, 0);  // a group of one, still aggregated at tor1
+  EXPECT_EQ(w1.bitmap1, 4u);
+  EXPECT_EQ(w1.edge_switch_identifier, 1);
+  EXPECT_EQ(w0.fan_in1, 3);
+  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1, 1}));
+
+  EXPECT_TRUE(p.switches.at("tor0").entry.roles.empty());
+  EXPECT_EQ(p.switches.at("tor0").multicast_ports, ports({0, 1}));
+  ASSERT_EQ(p.switches.at("tor1").entry.roles.size(), 1u);
+  EXPECT_EQ(p.switches.at("tor1").entry.roles[0].level, 0);
+  ASSERT_EQ(p.switches.at("tor2").entry.roles.size(), 1u);
+  EXPECT_EQ(p.switches.at("tor2").entry.roles[0].level, 1);
+  EXPECT_EQ(p.num_aggregators, 300u);
+}
+
+TEST(PlanJob, PlainPsTorHasNoSecondLevel) {
+  Topology t;
+  t.switches = {atp_switch("tor0", 300), atp_switch("tor1", 200), plain_switch("tor2")};
+  t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"ps", "tor2"}};
+  t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2"}, {"ps"}));
+  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{2, 1}));
+  EXPECT_EQ(p.workers[2].ps[0].edge_switch_identifier, 0);
+  EXPECT_EQ(p.workers[2].ps[0].fan_in1, 2);
+  EXPECT_TRUE(p.switches.at("tor2").entry.roles.empty());
+  EXPECT_EQ(p.switches.at("tor0").entry.roles.size(), 1u);
+  EXPECT_EQ(p.switches.at("tor1").entry.roles.size(), 1u);
+  EXPECT_EQ(p.num_aggregators, 200u);
+
+  // One remote group only: no level 1 even at an ATP-capable PS ToR.
+  const JobPlan one_group = plan_job(n, job_of({"w0", "w1"}, {"w2"}));
+  EXPECT_EQ(one_group.ps[0].group_sizes, (std::vector<std::uint8_t>{2}));
+  EXPECT_TRUE(one_group.switches.at("tor1").entry.roles.empty());
+
+  // A single rack under a plain switch: every worker is a singleton, nothing aggregates.
+  Topology plain;
+  plain.switches = {plain_switch("tor")};
+  plain.hosts = {{"w0", "tor"}, {"w1", "tor"}, {"ps", "tor"}};
+  const NetworkPlan pn = plan_network(plain);
+  const JobPlan pp = plan_job(pn, job_of({"w0", "w1"}, {"ps"}));
+  EXPECT_EQ(pp.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1}));
+  EXPECT_EQ(pp.workers[1].ps[0].bitmap1, 2u);
+  EXPECT_EQ(pp.workers[1].ps[0].edge_switch_identifier, 1);
+  EXPECT_TRUE(pp.switches.at("tor").entry.roles.empty());
+  EXPECT_EQ(pp.num_aggregators, 1u);
+}
+
+TEST(PlanJob, TwoPsInDifferentRacksHaveDifferentTrees) {
+  Topology t;
+  t.switches = {atp_switch("tor0"), atp_switch("tor1")};
+  t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"ps0", "tor0"}, {"w2", "tor1"}, {"w3", "tor1"}, {"ps1", "tor1"}};
+  t.switch_links = {{"tor0", "tor1"}};
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2", "w3"}, {"ps0", "ps1"});
+  job.congestion.max_window = 300;
+  const JobPlan p = plan_job(n, job);
+
+  // Towards ps0 (tor0): w0, w1 singletons (groups 0, 1), w2+w3 tor1's group 2.
+  // Towards ps1 (tor1): w0+w1 tor0's group 0, w2, w3 singletons (groups 1, 2).
+  const PsRoute& w0_ps0 = p.workers[0].ps[0];
+  const PsRoute& w0_ps1 = p.workers[0].ps[1];
+  const PsRoute& w3_ps0 = p.workers[3].ps[0];
+  const PsRoute& w3_ps1 = p.workers[3].ps[1];
+  EXPECT_EQ(w0_ps0.ps, ip(3));
+  EXPECT_EQ(w0_ps1.ps, ip(6));
+  EXPECT_EQ(w0_ps0.edge_switch_identifier, 1);
+  EXPECT_EQ(w0_ps0.bitmap1, 1u);
+  EXPECT_EQ(w0_ps1.edge_switch_identifier, 0);
+  EXPECT_EQ(w0_ps1.bitmap0, 1u);
+  EXPECT_EQ(w0_ps1.bitmap1, 1u);
+  EXPECT_EQ(w0_ps1.fan_in0, 2);
+  EXPECT_EQ(w3_ps0.edge_switch_identifier, 0);
+  EXPECT_EQ(w3_ps0.bitmap0, 2u);
+  EXPECT_EQ(w3_ps0.bitmap1, 4u);
+  EXPECT_EQ(w3_ps1.edge_switch_identifier, 1);
+  EXPECT_EQ(w3_ps1.bitmap1, 4u);
+  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1, 2}));
+  EXPECT_EQ(p.ps[1].group_sizes, (std::vector<std::uint8_t>{2, 1, 1}));
+  EXPECT_EQ(p.ps[0].max_window_seqs, 600u);
+  EXPECT_EQ(p.ps[1].max_window_seqs, 600u);
+
+  // Each ToR is level 1 for its own PS and level 0 for the other one.
+  const auto& tor0 = p.switches.at("tor0").entry.roles;
+  const auto& tor1 = p.switches.at("tor1").entry.roles;
+  ASSERT_EQ(tor0.size(), 2u);
+  ASSERT_EQ(tor1.size(), 2u);
+  auto has = [](const std::vector<AggregationRole>& roles, Address ps, std::uint8_t level) {
+    for (const auto& r : roles) {
+      if (r.ps == ps && r.level == level) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(tor0, ip(3), 1));
+  EXPECT_TRUE(has(tor0, ip(6), 0));
+  EXPECT_TRUE(has(tor1, ip(3), 0));
+  EXPECT_TRUE(has(tor1, ip(6), 1));
+  // tor0: hosts w0 0, w1 1, ps0 2, link 3. Multicast from ps1 enters on 3 and must reach w0, w1;
+  // from ps0 it must reach w0, w1 and tor1.
+  EXPECT_EQ(p.switches.at("tor0").entry.admitted_ports, ports({0, 1, 2, 3}));
+  EXPECT_EQ(p.switches.at("tor0").multicast_ports, ports({0, 1, 3}));
+  EXPECT_EQ(p.switches.at("tor1").multicast_ports, ports({0, 1, 3}));
+}
+
+TEST(PlanJob, OnlySwitchesOnTheJobsPathsGetEntries) {
+  Topology t = fig9(true);
+  t.switches.push_back(atp_switch("sw3"));
+  t.hosts.push_back({"x", "sw3"});
+  t.switch_links.push_back({"sw3", "core"});
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, {"ps"}));
+  EXPECT_EQ(p.switches.size(), 3u);  // sw0, core, sw2
+  EXPECT_TRUE(p.switches.contains("sw0"));
+  EXPECT_TRUE(p.switches.contains("core"));
+  EXPECT_TRUE(p.switches.contains("sw2"));
+  // sw2 has only one group (sw0's): no level 1, the aggregate goes straight to the PS.
+  EXPECT_TRUE(p.switches.at("sw2").entry.roles.empty());
+  EXPECT_EQ(p.switches.at("sw2").entry.admitted_ports, ports({2, 3}));
+  EXPECT_EQ(p.switches.at("sw2").multicast_ports, ports({3}));
+  EXPECT_EQ(p.workers[1].ps[0].fan_in1, 1);
+}
+
+// tor0 - tor1 - tor2 (PS): tor1 carries tor0's traffic to the PS. If tor1 also aggregated its
+// own workers at level 0, a resend from tor0's group (still edgeSwitchIdentifier 0) would be
+// merged into tor1's aggregate; so tor1's workers are singletons and tor1 only forwards.
+TEST(PlanJob, ALevelZeroTorNeverCarriesAnotherGroupsTraffic) {
+  Topology t;
+  t.switches = {atp_switch("tor0"), atp_switch("tor1"), atp_switch("tor2")};
+  t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"w3", "tor1"}, {"ps", "tor2"}};
+  t.switch_links = {{"tor0", "tor1"}, {"tor1", "tor2"}};
+  const NetworkPlan n = plan_network(t);
+  const JobPlan p = plan_job(n, job_of({"w2", "w0", "w1", "w3"}, {"ps"}));
+  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 2, 1}));  // w2, tor0 {w0, w1}, w3
+  EXPECT_EQ(p.workers[0].ps[0].edge_switch_identifier, 1);
+  EXPECT_EQ(p.workers[1].ps[0].edge_switch_identifier, 0);
+  EXPECT_EQ(p.workers[2].ps[0].bitmap0, 2u);
+  EXPECT_EQ(p.workers[3].ps[0].bitmap1, 4u);
+  EXPECT_EQ(p.workers[3].ps[0].fan_in1, 3);
+  EXPECT_TRUE(p.switches.at("tor1").entry.roles.empty());
+  ASSERT_EQ(p.switches.at("tor0").entry.roles.size(), 1u);
+  ASSERT_EQ(p.switches.at("tor2").entry.roles.size(), 1u);
+  EXPECT_EQ(p.switches.at("tor2").entry.roles[0].level, 1);
+
+  // Without workers under tor0, tor1 carries nobody else's traffic and aggregates as usual.
+  const JobPlan only_tor1 = plan_job(n, job_of({"w2", "w3"}, {"ps"}));
+  EXPECT_EQ(only_tor1.ps[0].group_sizes, (std::vector<std::uint8_t>{2}));
+  ASSERT_EQ(only_tor1.switches.at("tor1").entry.roles.size(), 1u);
+  EXPECT_EQ(only_tor1.switches.at("tor1").entry.roles[0].level, 0);
+}
+
+TEST(PlanJob, CopiesJobSettingsIntoEndpoints) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w3", "w0"}, {"ps"});
+  job.id = 513;
+  job.values_per_packet = 100;
+  job.scale = 1e6;
+  job.index_policy = IndexPolicy::kLinear;
+  job.congestion.initial_window = 17;
+  job.retransmit_timeout = std::chrono::milliseconds(3);
+  job.progress_timeout = std::chrono::seconds(9);
+  job.initial_seq = 0xFFFFFFF0u;
+  const JobPlan p = plan_job(n, job);
+  ASSERT_EQ(p.workers.size(), 2u);
+  const WorkerConfig& w = p.workers[0];
+  EXPECT_EQ(w.job, 513);
+  EXPECT_EQ(w.self, ip(4));
+  EXPECT_EQ(p.workers[1].self, ip(1));
+  EXPECT_EQ(w.values_per_packet, 100);
+  EXPECT_EQ(w.scale, 1e6);
+  EXPECT_EQ(w.index_policy, IndexPolicy::kLinear);
+  EXPECT_EQ(w.congestion.initial_window, 17u);
+  EXPECT_EQ(w.retransmit_timeout, std::chrono::milliseconds(3));
+  EXPECT_GE(w.max_retransmit_timeout, w.retransmit_timeout);
+  EXPECT_EQ(w.progress_timeout, std::chrono::seconds(9));
+  EXPECT_EQ(w.initial_seq, 0xFFFFFFF0u);
+  EXPECT_EQ(w.num_aggregators, p.num_aggregators);
+  const PsConfig& ps = p.ps[0];
+  EXPECT_EQ(ps.job, 513);
+  EXPECT_EQ(ps.self, ip(7));
+  EXPECT_EQ(ps.multicast_group, multicast_group_address(513));
+  EXPECT_EQ(ps.values_per_packet, 100);
+  EXPECT_EQ(ps.num_aggregators, p.num_aggregators);
+  EXPECT_EQ(ps.max_window_seqs, job.congestion.max_window);
+  EXPECT_EQ(p.num_aggregators, 1000u);
+
+  job.retransmit_timeout = std::chrono::seconds(1);  // above the default cap: the cap follows
+  EXPECT_EQ(plan_job(n, job).workers[0].max_retransmit_timeout, std::chrono::seconds(1));
+}
+
+TEST(PlanJob, ThirtyTwoWorkersPerTorAndThirtyTwoGroups) {
+  Topology t;
+  t.switches = {atp_switch("tor0"), plain_switch("tor1"), atp_switch("tor2")};
+  t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
+  std::vector<std::string> rack0, rack1;
+  for (int i = 0; i < 33; ++i) {
+    rack0.push_back("a" + std::to_string(i));
+    rack1.push_back("b" + std::to_string(i));
+    t.hosts.push_back({rack0.back(), "tor0"});
+    t.hosts.push_back({rack1.back(), "tor1"});
+  }
+  t.hosts.push_back({"ps", "tor2"});
+  const NetworkPlan n = plan_network(t);
+
+  std::vector<std::string> workers(rack0.begin(), rack0.begin() + 32);
+  const JobPlan p = plan_job(n, job_of(workers, {"ps"}));
+  EXPECT_EQ(p.workers[31].ps[0].bitmap0, 0x80000000u);
+  EXPECT_EQ(p.workers[31].ps[0].fan_in0, 32);
+
+  workers.push_back(rack0[32]);
+  expect_plan_error([&] { (void)plan_job(n, job_of(workers, {"ps"})); },
+                    {"job 'a' has 33 workers under switch 'tor0', but a 32-bit bitmap allows at most 32 per ToR"});
+
+  // Under a plain ToR every worker is its own group: 32 are fine, 33 are not.
+  workers.assign(rack1.begin(), rack1.begin() + 32);
+  EXPECT_EQ(plan_job(n, job_of(workers, {"ps"})).workers[31].ps[0].bitmap1, 0x80000000u);
+  workers.push_back(rack1[32]);
+  expect_plan_error([&] { (void)plan_job(n, job_of(workers, {"ps"})); }, {"job 'a'", "33 aggregation groups", "'ps'"});
+}
+
+TEST(PlanJob, RejectsBadJobs) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  auto plan = [&](JobSpec job) { return [&n, job = std::move(job)] { (void)plan_job(n, job); }; };
+
+  expect_plan_error(plan(job_of({}, {"ps"})), {"job 'a'", "no workers"});
+  expect_plan_error(plan(job_of({"w0"}, {})), {"job 'a'", "no parameter server"});
+  expect_plan_error(plan(job_of({"w0", "zz"}, {"ps"})), {"job 'a'", "worker 'zz'", "not a host"});
+  expect_plan_error(plan(job_of({"w0", "sw0"}, {"ps"})), {"worker 'sw0'", "not a host"});
+  expect_plan_error(plan(job_of({"w0"}, {"pz"})), {"parameter server 'pz'", "not a host"});
+  expect_plan_error(plan(job_of({"w0", "w1", "w0"}, {"ps"})), {"worker 'w0'", "twice"});
+  expect_plan_error(plan(job_of({"w0"}, {"ps", "ps"})), {"parameter server 'ps'", "twice"});
+  expect_plan_error(plan(job_of({"w0", "w1"}, {"w1"})), {"'w1'", "both a worker and a parameter server"});
+
+  JobSpec job = job_of({"w0", "w1"}, {"ps"});
+  job.values_per_packet = 0;
+  expect_plan_error(plan(job), {"values_per_packet 0"});
+  job.values_per_packet = kMaxValuesPerPacket + 1;
+  expect_plan_error(plan(job), {"values_per_packet 4097"});
+  job.values_per_packet = kMaxValuesPerPacket;
+  expect_plan_error(plan(job), {"4096 values per packet", "switch 'sw0'", "1024 values wide"});
+  job.values_per_packet = 1024;
+  EXPECT_NO_THROW(plan(job)());
+  job.scale = 0;
+  expect_plan_error(plan(job), {"scale"});
+
+  NetworkPlan no_topology = n;
+  no_topology.topology = nullptr;
+  EXPECT_THROW((void)plan_job(no_topology, job_of({"w0"}, {"ps"})), PlanError);
+}
+
+}  // namespace
+}  // namespace atp

@@ -44,17 +44,18 @@ struct PortRef {
   PortId port = 0;   // hosts have only port 0
 };
 struct PlannedLink {
-  PortRef a, b;
+  PortRef a, b;  // host links: a = the host (port 0), b = its ToR; switch links: as listed in the topology
 };
 
 // Addresses, ports and unicast routes: independent of jobs.
 struct NetworkPlan {
   std::map<std::string, Address> host_address;            // 10.0.0.1, 10.0.0.2, ... in host order
   std::map<Address, std::string> host_by_address;
+  // Ports of a switch are 0..count-1: its hosts (host order), then its switch links (link order).
   std::map<std::string, std::uint16_t> switch_port_count;
   std::vector<PlannedLink> links;                         // host links first, then switch links
   std::map<std::string, std::map<Address, PortId>> routes;  // switch -> dst host -> egress port
-  const Topology* topology = nullptr;
+  const Topology* topology = nullptr;  // the planned topology; plan_job reads it, so it must outlive the plan
 };
 
 NetworkPlan plan_network(const Topology& topology);

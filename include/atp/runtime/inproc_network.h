@@ -32,12 +32,16 @@ class Node {
 // One direction of a link.
 struct ChannelConfig {
   Duration delay = std::chrono::microseconds(2);  // propagation delay
-  double rate_gbps = 0;            // 0: infinitely fast, no queue builds up
+  // Gbit/s; a packet takes (bytes + kEncapsulationBytes) * 8 / rate_gbps ns to send.
+  // 0: infinitely fast, no queue builds up (buffer and ECN threshold do not apply).
+  double rate_gbps = 0;
+  // The egress queue holds the packets accepted but not yet fully sent (including the one on
+  // the wire). Both limits compare against its length when a packet is enqueued.
   std::uint32_t buffer_packets = 0;       // drop-tail limit of the egress queue; 0: unlimited
   std::uint32_t ecn_threshold_packets = 0;  // mark ATP packets when the queue holds this many; 0: off
-  double loss = 0;       // probability a packet is lost
-  double duplicate = 0;  // probability a packet is delivered twice
-  double reorder = 0;    // probability a packet is held back by 1-3 extra delays
+  double loss = 0;       // probability a packet is lost (after it was sent: it used the link)
+  double duplicate = 0;  // probability a packet is delivered twice (the copy 100 ns later)
+  double reorder = 0;    // probability a packet is held back by 1-3 extra delays (at least 1 us)
 };
 
 struct ChannelCounters {
@@ -71,7 +75,8 @@ class Network {
   NodeId channel_from(std::size_t channel) const;
   NodeId channel_to(std::size_t channel) const;
 
-  // Calls f(now) at time t (a scenario's scripted action, e.g. a crash or the next round).
+  // Calls f(now) at time t (a scenario's scripted action, e.g. a crash or the next round); a
+  // time in the past means now. Afterwards every node's deadline is re-read.
   void schedule(Time t, std::function<void(Time)> f);
   // Re-reads node's next_deadline(); call after touching a node outside of its callbacks.
   void wake(NodeId node);
@@ -79,10 +84,13 @@ class Network {
   PortSink& sink_for(NodeId node);
 
   Time now() const;
-  // Runs events until none is left or the next one is after `limit`. Returns events processed.
+  // Runs events until none is left or the next one is after `limit` (events at `limit` run);
+  // then the clock reads `limit` unless it is kNever. Returns events processed.
   std::uint64_t run_until(Time limit);
   std::uint64_t run_until_idle() { return run_until(kNever); }
   std::uint64_t events_processed() const;
+  // Packets a node sent out of a port that connect() never wired up; dropped.
+  std::uint64_t unconnected_drops() const;
 
  private:
   struct Impl;
