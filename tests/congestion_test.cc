@@ -1,2 +1,142 @@
+// Tests of AimdWindow (paper §3.7): slow start and congestion avoidance steps, one halving per
+// window of data on ECN or loss, halving on timeout, clamping, wrap-around, and the "off" switch.
+#include "atp/congestion.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+namespace atp {
+namespace {
+
+// 36 B header + 62 values = 284 B: one 1500 B MTU is 5 packets, as in the paper.
+constexpr std::uint32_t kPacketBytes = 284;
+
+CongestionConfig config_with(std::uint32_t initial_window, std::uint32_t initial_ssthresh) {
+  CongestionConfig c;
+  c.initial_window = initial_window;
+  c.initial_ssthresh = initial_ssthresh;
+  return c;
+}
+
+TEST(AimdWindow, StartsAtInitialWindowWithOneMtuStep) {
+  const AimdWindow w(CongestionConfig{}, kPacketBytes);
+  EXPECT_EQ(w.window(), 200u);
+  EXPECT_EQ(w.ssthresh(), 1024u);
+  EXPECT_EQ(w.step(), 5u);
+  // Packets larger than the MTU still step by one packet.
+  EXPECT_EQ(AimdWindow(CongestionConfig{}, 16420).step(), 1u);
+  EXPECT_EQ(AimdWindow(CongestionConfig{}, 1500).step(), 1u);
+}
+
+TEST(AimdWindow, SlowStartAddsOneMtuPerAck) {
+  AimdWindow w(config_with(10, 100), kPacketBytes);
+  w.on_ack(0, false, 10);
+  EXPECT_EQ(w.window(), 15u);
+  w.on_ack(1, false, 10);
+  EXPECT_EQ(w.window(), 20u);
+  for (Seq s = 2; s < 18; ++s) w.on_ack(s, false, 20);
+  EXPECT_EQ(w.window(), 100u);  // 16 more steps of 5 reach ssthresh
+  w.on_ack(18, false, 20);      // at ssthresh: congestion avoidance, one ACK of 100 is not a window
+  EXPECT_EQ(w.window(), 100u);
+}
+
+TEST(AimdWindow, CongestionAvoidanceAddsOneMtuPerWindow) {
+  AimdWindow w(config_with(20, 20), kPacketBytes);  // window == ssthresh: congestion avoidance
+  for (Seq s = 0; s < 19; ++s) w.on_ack(s, false, 100);
+  EXPECT_EQ(w.window(), 20u);
+  w.on_ack(19, false, 100);  // the 20th ACK completes one window
+  EXPECT_EQ(w.window(), 25u);
+  for (Seq s = 20; s < 44; ++s) w.on_ack(s, false, 100);
+  EXPECT_EQ(w.window(), 25u);
+  w.on_ack(44, false, 100);  // 25 more ACKs: one more window of the new size
+  EXPECT_EQ(w.window(), 30u);
+}
+
+TEST(AimdWindow, EcnHalvesOncePerWindowOfData) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_ack(0, true, 100);  // packets 0..99 were in flight
+  EXPECT_EQ(w.window(), 50u);
+  EXPECT_EQ(w.ssthresh(), 50u);
+  for (Seq s = 1; s < 100; ++s) w.on_ack(s, true, 100);  // same news: no further cut, no growth
+  EXPECT_EQ(w.window(), 50u);
+  w.on_ack(100, true, 150);  // sent after the cut: a new signal
+  EXPECT_EQ(w.window(), 25u);
+  EXPECT_EQ(w.ssthresh(), 25u);
+}
+
+TEST(AimdWindow, UnmarkedAcksAfterACutGrowInCongestionAvoidance) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_ack(0, true, 100);
+  ASSERT_EQ(w.window(), 50u);
+  for (Seq s = 1; s <= 50; ++s) w.on_ack(s, false, 100);  // ssthresh == window: one window -> +1 MTU
+  EXPECT_EQ(w.window(), 55u);
+}
+
+TEST(AimdWindow, LossHalvesOncePerEpochAndSharesItWithEcn) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_loss(5, 100);
+  EXPECT_EQ(w.window(), 50u);
+  w.on_ack(6, true, 100);  // ECN about a packet of the same epoch
+  w.on_loss(7, 100);
+  EXPECT_EQ(w.window(), 50u);
+  w.on_loss(100, 160);
+  EXPECT_EQ(w.window(), 25u);
+  w.on_ack(120, true, 160);  // in the epoch of the second cut
+  EXPECT_EQ(w.window(), 25u);
+}
+
+TEST(AimdWindow, TimeoutAlwaysHalvesAndStartsAnEpoch) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_ack(0, true, 100);
+  ASSERT_EQ(w.window(), 50u);
+  w.on_timeout(100);  // within the ECN epoch, but a timeout is news of its own
+  EXPECT_EQ(w.window(), 25u);
+  EXPECT_EQ(w.ssthresh(), 25u);
+  w.on_timeout(100);
+  EXPECT_EQ(w.window(), 12u);
+  w.on_ack(50, true, 100);  // before the timeout's epoch end
+  EXPECT_EQ(w.window(), 12u);
+}
+
+TEST(AimdWindow, ClampsToMinAndMax) {
+  CongestionConfig c = config_with(200, 1000);
+  c.min_window = 4;
+  c.max_window = 30;
+  AimdWindow w(c, kPacketBytes);
+  EXPECT_EQ(w.window(), 30u);  // initial window clamped to max
+  for (Seq s = 0; s < 100; ++s) w.on_ack(s, false, 100);
+  EXPECT_EQ(w.window(), 30u);
+  Seq next = 100;
+  for (int i = 0; i < 10; ++i, next += 10) w.on_loss(next, next + 10);
+  EXPECT_EQ(w.window(), 4u);
+  w.on_timeout(next);
+  EXPECT_EQ(w.window(), 4u);
+}
+
+TEST(AimdWindow, RecoveryEpochSurvivesSequenceWrapAround) {
+  AimdWindow w(config_with(64, 1000), kPacketBytes);
+  w.on_ack(0xFFFFFFF0u, true, 0x00000010u);  // epoch straddles 2^32
+  ASSERT_EQ(w.window(), 32u);
+  w.on_ack(0xFFFFFFF8u, true, 0x00000010u);
+  w.on_ack(0x00000005u, true, 0x00000010u);
+  EXPECT_EQ(w.window(), 32u);
+  w.on_ack(0x00000010u, true, 0x00000030u);
+  EXPECT_EQ(w.window(), 16u);
+}
+
+TEST(AimdWindow, DisabledKeepsTheInitialWindow) {
+  CongestionConfig c = config_with(200, 10);
+  c.enabled = false;
+  AimdWindow w(c, kPacketBytes);
+  EXPECT_EQ(w.window(), 200u);
+  w.on_ack(0, false, 10);
+  w.on_ack(1, true, 10);
+  w.on_loss(2, 10);
+  w.on_timeout(10);
+  EXPECT_EQ(w.window(), 200u);
+  // max_window still holds: it also bounds the PS's memory for the job.
+  c.max_window = 100;
+  EXPECT_EQ(AimdWindow(c, kPacketBytes).window(), 100u);
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,2 +1,728 @@
+// Tests of WorkerEndpoint: packets are fed by hand (built with build_packet), time is advanced
+// by hand, and a recording sink captures what the worker sends. Nothing here uses a network.
+#include "atp/worker.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <bit>
+#include <string>
+#include <vector>
+
+#include "atp/fixed_point.h"
+
+namespace atp {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+constexpr JobId kJob = 3;
+constexpr Address kSelf = 0x0A000001;  // 10.0.0.1
+constexpr Address kPs0 = 0x0A000009;   // 10.0.0.9
+constexpr Address kPs1 = 0x0A00000A;   // 10.0.0.10
+constexpr Seq kInitialSeq = 1000;
+const Time kStart = time_from_ns(5'000'000'000);
+
+class RecordingSink final : public PacketSink {
+ public:
+  void send(std::span<const std::uint8_t> packet) override { packets.emplace_back(packet.begin(), packet.end()); }
+  // Returns what was sent since the last call.
+  std::vector<Bytes> take() {
+    std::vector<Bytes> sent = std::move(packets);
+    packets.clear();
+    return sent;
+  }
+  std::vector<Bytes> packets;
+};
+
+Header decoded(const Bytes& packet) {
+  Header h;
+  EXPECT_EQ(decode_header(packet, h), DecodeError::kOk);
+  return h;
+}
+
+std::vector<std::int32_t> values_of(const Bytes& packet) {
+  std::vector<std::int32_t> v(decoded(packet).value_count);
+  load_values(packet, v);
+  return v;
+}
+
+std::vector<Seq> seqs_of(const std::vector<Bytes>& packets) {
+  std::vector<Seq> seqs;
+  for (const Bytes& p : packets) seqs.push_back(decoded(p).seq);
+  return seqs;
+}
+
+// A worker in a rack group of 4 (position 2), group 1 of 3 at the PS's ToR.
+PsRoute route0() { return PsRoute{kPs0, 1u << 2, 1u << 1, 4, 3, 0}; }
+// A singleton group (its ToR does not aggregate): goes straight to the second level.
+PsRoute route1() { return PsRoute{kPs1, 1u, 1u << 2, 1, 3, 1}; }
+
+// Four values per packet keep the arithmetic readable. CC off: a fixed window of 4 packets.
+WorkerConfig base_config() {
+  WorkerConfig c;
+  c.job = kJob;
+  c.self = kSelf;
+  c.ps = {route0()};
+  c.values_per_packet = 4;
+  c.scale = 1e6;
+  c.num_aggregators = 1000;
+  c.congestion.enabled = false;
+  c.congestion.initial_window = 4;
+  c.retransmit_timeout = std::chrono::milliseconds(1);
+  c.max_retransmit_timeout = std::chrono::milliseconds(4);
+  c.progress_timeout = std::chrono::seconds(2);
+  c.initial_seq = kInitialSeq;
+  return c;
+}
+
+std::vector<float> ramp(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.25f * static_cast<float>(i + 1) - 1.0f;
+  return v;
+}
+
+// A parameter packet from kPs0 for `seq` as the PS multicasts it.
+Header parameter_header(Seq seq) {
+  Header h;
+  h.is_ack = true;
+  h.job = kJob;
+  h.seq = seq;
+  h.edge_switch_identifier = 1;
+  h.src = kPs0;
+  h.dst = multicast_group_address(kJob);
+  return h;
+}
+
+// The aggregate the tests pretend the network computed for fragment `seq`: known int32 sums.
+std::vector<std::int32_t> sums_for(Seq seq, std::size_t count = 4) {
+  std::vector<std::int32_t> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<std::int32_t>((seq % 1000) * 1000 + i) - 250'000;
+  return v;
+}
+
+Bytes parameter(Seq seq, std::size_t count = 4) { return build_packet(parameter_header(seq), sums_for(seq, count)); }
+Bytes parameter_with(Header h, std::size_t count = 4) { return build_packet(h, sums_for(h.seq, count)); }
+
+std::vector<std::int32_t> quantized(std::span<const float> in, double scale) {
+  std::vector<std::int32_t> out(in.size());
+  quantize(in, scale, out);
+  return out;
+}
+
+TEST(Worker, RejectsAConfigWithoutPs) {
+  WorkerConfig c = base_config();
+  c.ps.clear();
+  EXPECT_THROW(WorkerEndpoint{c}, std::invalid_argument);
+  c = base_config();
+  c.values_per_packet = 0;
+  EXPECT_THROW(WorkerEndpoint{c}, std::invalid_argument);
+}
+
+TEST(Worker, FirstWindowIsTheInitialWindow) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 3;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.next_deadline(), kNever);
+  const auto input = ramp(40);  // 10 fragments
+  ASSERT_TRUE(w.start(input, kStart, out));
+  EXPECT_EQ(w.state(), WorkerState::kRunning);
+  EXPECT_EQ(w.window(), 3u);
+  EXPECT_EQ(seqs_of(out.packets), (std::vector<Seq>{kInitialSeq, kInitialSeq + 1, kInitialSeq + 2}));
+  EXPECT_EQ(w.stats().gradient_packets_sent, 3u);
+  EXPECT_EQ(w.next_deadline(), kStart + c.retransmit_timeout);
+  EXPECT_FALSE(w.start(input, kStart, out));  // one round at a time
+}
+
+TEST(Worker, FragmentsArePaddedNumberedAndIndexed) {
+  WorkerConfig c = base_config();
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  const auto input = ramp(10);  // fragments of 4, 4 and 2 (+2 zeros)
+  ASSERT_TRUE(w.start(input, kStart, out));
+  ASSERT_EQ(out.packets.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Header h = decoded(out.packets[i]);
+    const Seq seq = kInitialSeq + static_cast<Seq>(i);
+    EXPECT_FALSE(h.is_ack);
+    EXPECT_FALSE(h.resend);
+    EXPECT_FALSE(h.float_payload);
+    EXPECT_EQ(h.job, kJob);
+    EXPECT_EQ(h.seq, seq);
+    EXPECT_EQ(h.value_count, 4);
+    EXPECT_EQ(out.packets[i].size(), packet_size(4));
+    EXPECT_EQ(h.aggregator_index, base_aggregator_index(kJob, seq, 1000, IndexPolicy::kHashed));
+    std::vector<float> expected_floats(4, 0.0f);
+    for (std::size_t v = 0; v < 4 && i * 4 + v < input.size(); ++v) expected_floats[v] = input[i * 4 + v];
+    EXPECT_EQ(values_of(out.packets[i]), quantized(expected_floats, c.scale)) << "fragment " << i;
+  }
+  EXPECT_EQ(values_of(out.packets[2])[2], 0);
+  EXPECT_EQ(values_of(out.packets[2])[3], 0);
+}
+
+TEST(Worker, LinearIndexPolicyUsesSeqModuloTableSize) {
+  WorkerConfig c = base_config();
+  c.index_policy = IndexPolicy::kLinear;
+  c.num_aggregators = 7;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(16), kStart, out));
+  for (const Bytes& p : out.packets) EXPECT_EQ(decoded(p).aggregator_index, decoded(p).seq % 7);
+}
+
+TEST(Worker, EachPsGetsItsShardWithItsHeaderTemplate) {
+  WorkerConfig c = base_config();
+  c.ps = {route0(), route1()};
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(20), kStart, out));  // 5 fragments: 0, 2, 4 -> PS 0; 1, 3 -> PS 1
+  // Flow by flow: PS 0's window first, then PS 1's.
+  EXPECT_EQ(seqs_of(out.packets), (std::vector<Seq>{kInitialSeq, kInitialSeq + 2, kInitialSeq + 4, kInitialSeq + 1,
+                                                    kInitialSeq + 3}));
+  for (const Bytes& packet : out.packets) {
+    const Header h = decoded(packet);
+    const PsRoute r = (h.seq - kInitialSeq) % 2 == 0 ? route0() : route1();
+    EXPECT_EQ(h.dst, r.ps);
+    EXPECT_EQ(h.src, kSelf);
+    EXPECT_EQ(h.bitmap0, r.bitmap0);
+    EXPECT_EQ(h.bitmap1, r.bitmap1);
+    EXPECT_EQ(h.fan_in0, r.fan_in0);
+    EXPECT_EQ(h.fan_in1, r.fan_in1);
+    EXPECT_EQ(h.edge_switch_identifier, r.edge_switch_identifier);
+  }
+  EXPECT_EQ(w.window(0), 8u);
+  EXPECT_EQ(w.window(1), 8u);
+}
+
+TEST(Worker, FlowsHaveSeparateWindows) {
+  WorkerConfig c = base_config();
+  c.ps = {route0(), route1()};
+  c.congestion.initial_window = 2;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 10), kStart, out));  // 10 fragments, 5 per PS
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq, kInitialSeq + 2, kInitialSeq + 1, kInitialSeq + 3}));
+  w.on_packet(parameter(kInitialSeq + 1), kStart, out);  // PS 1's first fragment: only PS 1's window slides
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 5}));
+}
+
+TEST(Worker, InOrderAckSlidesTheWindow) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 6), kStart, out));
+  EXPECT_EQ(out.take().size(), 4u);
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 4}));
+  w.on_packet(parameter(kInitialSeq + 1), kStart, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 5}));
+  EXPECT_EQ(w.stats().parameters_received, 2u);
+  EXPECT_EQ(w.stats().retransmissions, 0u);
+}
+
+TEST(Worker, ThreeOutOfOrderParametersResendTheExpectedFragmentOnce) {
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 12), kStart, out));
+  const auto first = out.take();
+  ASSERT_EQ(first.size(), 8u);
+  w.on_packet(parameter(kInitialSeq + 1), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 2), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 2), kStart, out);  // a duplicate does not count
+  EXPECT_TRUE(out.packets.empty());
+  w.on_packet(parameter(kInitialSeq + 3), kStart, out);
+  auto resent = out.take();
+  ASSERT_EQ(resent.size(), 1u);
+  const Header h = decoded(resent[0]);
+  EXPECT_EQ(h.seq, kInitialSeq);
+  EXPECT_TRUE(h.resend);
+  EXPECT_EQ(h.aggregator_index, decoded(first[0]).aggregator_index);
+  EXPECT_EQ(values_of(resent[0]), values_of(first[0]));
+  w.on_packet(parameter(kInitialSeq + 4), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 5), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 6), kStart, out);
+  EXPECT_TRUE(out.packets.empty());  // once per fragment
+  EXPECT_EQ(w.stats().fast_retransmits, 1u);
+  EXPECT_EQ(w.stats().retransmissions, 1u);
+  EXPECT_EQ(w.stats().duplicate_parameters, 1u);
+  // The resend's result arrives: the window slides past everything received.
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  EXPECT_EQ(seqs_of(out.take()),
+            (std::vector<Seq>{kInitialSeq + 8, kInitialSeq + 9, kInitialSeq + 10, kInitialSeq + 11}));
+}
+
+TEST(Worker, FastRetransmitHalvesTheWindowOnce) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 16;
+  c.congestion.initial_ssthresh = 16;  // congestion avoidance: growth is slow enough to see the cut
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 40), kStart, out));
+  for (Seq s = 1; s <= 6; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  EXPECT_EQ(w.window(), 8u);
+  EXPECT_EQ(w.stats().fast_retransmits, 1u);
+}
+
+TEST(Worker, EcnParameterHalvesTheWindow) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 20), kStart, out));
+  EXPECT_EQ(out.take().size(), 8u);
+  Header h = parameter_header(kInitialSeq);
+  h.ecn = true;
+  w.on_packet(parameter_with(h), kStart, out);
+  EXPECT_EQ(w.window(), 4u);
+  EXPECT_EQ(w.stats().ecn_parameters, 1u);
+  EXPECT_TRUE(out.packets.empty());  // 7 in flight, window 4: nothing new
+}
+
+TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));
+  out.take();
+  w.on_packet(parameter(kInitialSeq + 2), kStart, out);  // out of order: no progress
+  const Duration ms = std::chrono::milliseconds(1);
+  EXPECT_EQ(w.next_deadline(), kStart + ms);
+  w.on_timeout(kStart + ms / 2, out);  // early: nothing due
+  EXPECT_TRUE(out.packets.empty());
+
+  Time now = kStart + ms;
+  w.on_timeout(now, out);
+  auto resent = out.take();
+  // The fragments older than the newest result; not the acknowledged one, and not fragment 3,
+  // which may be waiting in a switch aggregator for slower workers.
+  EXPECT_EQ(seqs_of(resent), (std::vector<Seq>{kInitialSeq, kInitialSeq + 1}));
+  for (const Bytes& p : resent) EXPECT_TRUE(decoded(p).resend);
+  EXPECT_EQ(w.next_deadline(), now + 2 * ms);
+
+  now += 2 * ms;
+  w.on_timeout(now, out);
+  EXPECT_EQ(out.take().size(), 2u);
+  EXPECT_EQ(w.next_deadline(), now + 4 * ms);
+  now += 4 * ms;
+  w.on_timeout(now, out);
+  EXPECT_EQ(out.take().size(), 2u);
+  EXPECT_EQ(w.next_deadline(), now + 4 * ms);  // capped at max_retransmit_timeout
+  EXPECT_EQ(w.stats().timeouts, 3u);
+  EXPECT_EQ(w.stats().retransmissions, 6u);
+  EXPECT_EQ(w.stats().gradient_packets_sent, 10u);
+
+  now += ms;
+  w.on_packet(parameter(kInitialSeq), now, out);  // progress resets the backoff
+  EXPECT_EQ(w.next_deadline(), now + ms);
+}
+
+TEST(Worker, RetransmissionTimeoutWithoutResultsResendsTheExpectedFragment) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));
+  out.take();
+  w.on_timeout(kStart + std::chrono::milliseconds(1), out);
+  const auto resent = out.take();
+  EXPECT_EQ(seqs_of(resent), (std::vector<Seq>{kInitialSeq}));
+  EXPECT_TRUE(decoded(resent[0]).resend);
+  // Its result arrives: the window slides, and the next timeout resends the next one.
+  Time now = kStart + std::chrono::milliseconds(2);
+  w.on_packet(parameter(kInitialSeq), now, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{}));  // all 4 fragments were sent already
+  now += std::chrono::milliseconds(1);
+  w.on_timeout(now, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
+}
+
+TEST(Worker, ResultsThatOvertookTheLastHoleCountForTheNextOne) {
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // all 8 fragments in flight; 0 and 1 lost
+  out.take();
+  for (Seq s = 2; s <= 4; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
+  // Fragment 0's resend completes: 2, 3 and 4 overtook fragment 1 as well, so it is resent at
+  // once, without waiting for new results (no new fragment is left to send).
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
+  EXPECT_EQ(w.stats().fast_retransmits, 2u);
+}
+
+TEST(Worker, FailsAfterProgressTimeoutWithAClearError) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(8), kStart, out));
+  Time now = kStart;
+  int timeouts = 0;
+  while (w.state() == WorkerState::kRunning && timeouts < 10000) {
+    now = w.next_deadline();
+    w.on_timeout(now, out);
+    ++timeouts;
+  }
+  ASSERT_EQ(w.state(), WorkerState::kFailed);
+  EXPECT_EQ(now, kStart + std::chrono::seconds(2));
+  EXPECT_EQ(w.error(), "job 3: no parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable");
+  EXPECT_EQ(w.next_deadline(), kNever);
+  out.take();
+  w.on_packet(parameter(kInitialSeq), now, out);  // terminal: nothing revives it
+  EXPECT_EQ(w.state(), WorkerState::kFailed);
+  EXPECT_FALSE(w.start(ramp(8), now, out));
+  EXPECT_TRUE(out.packets.empty());
+}
+
+TEST(Worker, ProgressTimeoutRestartsOnEveryNewResult) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 3), kStart, out));
+  const Time later = kStart + std::chrono::milliseconds(1500);
+  w.on_packet(parameter(kInitialSeq + 1), later, out);
+  Time now = later;
+  while (w.state() == WorkerState::kRunning) {
+    now = w.next_deadline();
+    w.on_timeout(now, out);
+  }
+  EXPECT_EQ(now, later + std::chrono::seconds(2));
+}
+
+TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
+  WorkerConfig c = base_config();
+  c.index_policy = IndexPolicy::kLinear;  // base index = seq % 4, so the bases are easy to see
+  c.num_aggregators = 4;
+  c.initial_seq = 0;
+  c.congestion.initial_window = 3;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 12), kStart, out));
+  out.take();  // seqs 0, 1, 2 at indices 0, 1, 2
+  Header h = parameter_header(0);
+  h.collision = true;
+  h.bitmap0 = 3;  // the PS's new index for base 0
+  w.on_packet(parameter_with(h), kStart, out);
+  EXPECT_EQ(w.stats().remaps, 1u);
+  auto sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).aggregator_index, 3u);  // seq 3: base 3, not remapped
+  w.on_packet(parameter(1), kStart, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).seq, 4u);
+  EXPECT_EQ(decoded(sent[0]).aggregator_index, 3u);  // base 0 -> 3
+  w.on_packet(parameter(2), kStart, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).aggregator_index, 1u);  // seq 5: base 1, unchanged
+
+  // A second collision on the remapped index moves base 0 again.
+  h = parameter_header(4);
+  h.collision = true;
+  h.bitmap0 = 2;
+  w.on_packet(parameter(3), kStart, out);
+  w.on_packet(parameter_with(h), kStart, out);
+  EXPECT_EQ(w.stats().remaps, 2u);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 2u);  // seqs 6 and 7
+  w.on_packet(parameter(5), kStart, out);
+  w.on_packet(parameter(6), kStart, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(decoded(sent[0]).seq, 8u);
+  EXPECT_EQ(decoded(sent[0]).aggregator_index, 2u);
+
+  // An index outside the table is not an index: ignored.
+  h = parameter_header(7);
+  h.collision = true;
+  h.bitmap0 = 4;
+  w.on_packet(parameter_with(h), kStart, out);
+  EXPECT_EQ(w.stats().remaps, 2u);
+}
+
+TEST(Worker, ResendsKeepTheIndexTheFragmentWasFirstSentWith) {
+  WorkerConfig c = base_config();
+  c.index_policy = IndexPolicy::kLinear;
+  c.num_aggregators = 2;
+  c.initial_seq = 0;
+  c.congestion.initial_window = 3;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 5), kStart, out));
+  out.take();  // seqs 0, 1, 2 at indices 0, 1, 0
+  Header h = parameter_header(2);
+  h.collision = true;
+  h.bitmap0 = 1;  // base 0 -> 1
+  w.on_packet(parameter_with(h), kStart, out);
+  w.on_timeout(kStart + std::chrono::milliseconds(1), out);
+  auto resent = out.take();
+  ASSERT_EQ(resent.size(), 2u);
+  EXPECT_EQ(decoded(resent[0]).seq, 0u);
+  EXPECT_EQ(decoded(resent[0]).aggregator_index, 0u);  // partial state may sit at the old index
+  EXPECT_EQ(decoded(resent[1]).aggregator_index, 1u);
+  w.on_packet(parameter(0), kStart, out);
+  w.on_packet(parameter(1), kStart, out);
+  const auto sent = out.take();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(decoded(sent[1]).seq, 4u);
+  EXPECT_EQ(decoded(sent[1]).aggregator_index, 1u);  // new fragments with base 0 use the new index
+}
+
+TEST(Worker, OverflowNoticeResendsTheFragmentAsFloat32) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  const std::vector<float> input = {1.5f, -2.25f, 3e-3f, 7.0f, 0.1f, -0.2f};
+  ASSERT_TRUE(w.start(input, kStart, out));
+  out.take();
+  Header h = parameter_header(kInitialSeq + 1);
+  h.overflow = true;
+  w.on_packet(build_packet(h, {}), kStart, out);
+  auto sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  const Header resend = decoded(sent[0]);
+  EXPECT_EQ(resend.seq, kInitialSeq + 1);
+  EXPECT_TRUE(resend.resend);
+  EXPECT_TRUE(resend.float_payload);
+  EXPECT_EQ(resend.value_count, 4);
+  EXPECT_EQ(values_of(sent[0]), (std::vector<std::int32_t>{std::bit_cast<std::int32_t>(0.1f),
+                                                           std::bit_cast<std::int32_t>(-0.2f), 0, 0}));
+  EXPECT_EQ(w.stats().float_resends, 1u);
+  EXPECT_EQ(w.stats().retransmissions, 1u);
+
+  w.on_packet(build_packet(h, {}), kStart, out);  // the same notice again: already answered
+  EXPECT_TRUE(out.packets.empty());
+  EXPECT_EQ(w.stats().duplicate_parameters, 1u);
+
+  // A timeout retransmits the fragment as float32 again (the PS is collecting floats for it).
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  const Time now = kStart + std::chrono::milliseconds(1);
+  ASSERT_EQ(w.next_deadline(), now);
+  w.on_timeout(now, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).seq, kInitialSeq + 1);
+  EXPECT_TRUE(decoded(sent[0]).float_payload);
+  EXPECT_TRUE(decoded(sent[0]).resend);
+
+  // The float result: float32 sums, taken bit for bit.
+  Header result = parameter_header(kInitialSeq + 1);
+  result.float_payload = true;
+  const std::vector<std::int32_t> float_sums = {std::bit_cast<std::int32_t>(1e30f), std::bit_cast<std::int32_t>(-0.4f),
+                                                std::bit_cast<std::int32_t>(123.0f), 0};
+  w.on_packet(build_packet(result, float_sums), now, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.float_fragments(), (std::vector<std::uint32_t>{1}));
+  const auto got = w.result();
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[4], 1e30f);
+  EXPECT_EQ(got[5], -0.4f);
+  const auto int_sums = sums_for(kInitialSeq);
+  for (std::size_t v = 0; v < 4; ++v) EXPECT_EQ(got[v], dequantize_one(int_sums[v], 1e6));
+}
+
+TEST(Worker, AFragmentWaitingForFloatsIsNotFastRetransmitted) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 4;
+  c.congestion.mtu_bytes = static_cast<std::uint32_t>(packet_size(4));  // step: one packet per ACK
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));
+  out.take();
+  Header h = parameter_header(kInitialSeq);
+  h.overflow = true;
+  w.on_packet(build_packet(h, {}), kStart, out);
+  EXPECT_EQ(out.take().size(), 1u);  // the float resend
+  // The PS collects floats from every worker meanwhile; later fragments overtake fragment 0.
+  for (Seq s = 1; s <= 3; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  EXPECT_TRUE(out.packets.empty());
+  EXPECT_EQ(w.stats().fast_retransmits, 0u);
+  EXPECT_EQ(w.window(), 7u);  // no loss signal: slow start went on, +1 per result
+}
+
+TEST(Worker, FloatResultWithoutTheOverflowNoticeIsAccepted) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4), kStart, out));
+  Header result = parameter_header(kInitialSeq);
+  result.float_payload = true;  // this worker missed the notice; the others answered it
+  const std::vector<std::int32_t> sums = {std::bit_cast<std::int32_t>(2.5f), std::bit_cast<std::int32_t>(-3.0f),
+                                          std::bit_cast<std::int32_t>(1e-9f), std::bit_cast<std::int32_t>(4e20f)};
+  w.on_packet(build_packet(result, sums), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(std::vector<float>(w.result().begin(), w.result().end()), (std::vector<float>{2.5f, -3.0f, 1e-9f, 4e20f}));
+  EXPECT_EQ(w.float_fragments(), (std::vector<std::uint32_t>{0}));
+}
+
+TEST(Worker, ResultsAreExactInAnyArrivalOrder) {
+  WorkerConfig c = base_config();
+  c.ps = {route0(), route1()};
+  c.values_per_packet = 62;
+  c.scale = 1e8;
+  c.congestion.initial_window = 16;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  const std::size_t n = 1000;  // 17 fragments, the last one 8 values + 54 zeros
+  ASSERT_TRUE(w.start(ramp(n), kStart, out));
+  ASSERT_EQ(out.packets.size(), 17u);
+  // Fragment i's sums: arbitrary int32 values, some of them large.
+  auto sum = [](std::size_t i, std::size_t v) {
+    const auto spread = static_cast<std::int64_t>((i * 7919 + v * 104729) % 4'000'000'001ull);
+    return static_cast<std::int32_t>(spread - 2'000'000'000);
+  };
+  for (std::size_t k = 0; k < 17; ++k) {
+    const std::size_t i = (k * 7) % 17;  // a fixed shuffle
+    std::vector<std::int32_t> values(62);
+    for (std::size_t v = 0; v < 62; ++v) values[v] = sum(i, v);
+    Header h = parameter_header(kInitialSeq + static_cast<Seq>(i));
+    h.src = i % 2 == 0 ? kPs0 : kPs1;
+    w.on_packet(build_packet(h, values), kStart, out);
+  }
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.stats().rounds_completed, 1u);
+  const auto got = w.result();
+  ASSERT_EQ(got.size(), n);
+  for (std::size_t x = 0; x < n; ++x) ASSERT_EQ(got[x], dequantize_one(sum(x / 62, x % 62), 1e8)) << "value " << x;
+  EXPECT_TRUE(w.float_fragments().empty());
+  EXPECT_EQ(w.next_deadline(), kNever);
+}
+
+TEST(Worker, RoundsContinueTheSequenceAndKeepTheWindow) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 2;
+  c.congestion.mtu_bytes = static_cast<std::uint32_t>(packet_size(4));  // step: one packet per ACK
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(12), kStart, out));  // 3 fragments
+  EXPECT_EQ(out.take().size(), 2u);
+  for (Seq s = 0; s < 3; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.window(), 5u);  // slow start: 2 + 3 ACKs
+  out.take();
+
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // 8 fragments
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 3, kInitialSeq + 4, kInitialSeq + 5,
+                                                    kInitialSeq + 6, kInitialSeq + 7}));
+  w.on_packet(parameter(kInitialSeq + 1), kStart, out);  // a late copy from round 1
+  EXPECT_EQ(w.stats().duplicate_parameters, 1u);
+  EXPECT_EQ(w.stats().dropped, 0u);
+  for (Seq s = 3; s < 11; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.stats().rounds_completed, 2u);
+  const auto got = w.result();
+  ASSERT_EQ(got.size(), 32u);
+  for (std::size_t x = 0; x < 32; ++x) {
+    EXPECT_EQ(got[x], dequantize_one(sums_for(kInitialSeq + 3 + static_cast<Seq>(x / 4))[x % 4], c.scale));
+  }
+}
+
+TEST(Worker, SequenceNumbersWrapAroundTwoToThe32) {
+  WorkerConfig c = base_config();
+  c.initial_seq = 0xFFFFFFFEu;
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 5), kStart, out));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{0xFFFFFFFEu, 0xFFFFFFFFu, 0u, 1u, 2u}));
+  // Out of order across the wrap: three results after the expected one trigger its resend.
+  w.on_packet(parameter(0xFFFFFFFFu), kStart, out);
+  w.on_packet(parameter(0), kStart, out);
+  w.on_packet(parameter(1), kStart, out);
+  auto resent = out.take();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(decoded(resent[0]).seq, 0xFFFFFFFEu);
+  EXPECT_TRUE(decoded(resent[0]).resend);
+  w.on_packet(parameter(0xFFFFFFFEu), kStart, out);
+  w.on_packet(parameter(2), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  const auto got = w.result();
+  const Seq seqs[] = {0xFFFFFFFEu, 0xFFFFFFFFu, 0u, 1u, 2u};
+  for (std::size_t x = 0; x < 20; ++x) EXPECT_EQ(got[x], dequantize_one(sums_for(seqs[x / 4])[x % 4], c.scale));
+
+  // The next round starts at 3; a late result from before the wrap is a duplicate.
+  ASSERT_TRUE(w.start(ramp(4), kStart, out));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{3u}));
+  w.on_packet(parameter(0xFFFFFFFFu), kStart, out);
+  EXPECT_EQ(w.stats().duplicate_parameters, 1u);
+  EXPECT_EQ(w.stats().dropped, 0u);
+}
+
+TEST(Worker, GarbageOtherJobsAndGradientPacketsAreCountedAndIgnored) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));
+  out.take();
+  std::uint64_t expected_drops = 0;
+  auto expect_dropped = [&](const Bytes& packet) {
+    w.on_packet(packet, kStart, out);
+    EXPECT_EQ(w.stats().dropped, ++expected_drops);
+  };
+  expect_dropped(Bytes{});
+  expect_dropped(Bytes(10, 0xA7));
+  Bytes bad_magic = parameter(kInitialSeq);
+  bad_magic[0] ^= 0xFF;
+  expect_dropped(bad_magic);
+  Bytes truncated = parameter(kInitialSeq);
+  truncated.pop_back();
+  expect_dropped(truncated);
+  Header other_job = parameter_header(kInitialSeq);
+  other_job.job = kJob + 1;
+  expect_dropped(parameter_with(other_job));
+  Header gradient = parameter_header(kInitialSeq);
+  gradient.is_ack = false;
+  expect_dropped(parameter_with(gradient));
+  expect_dropped(parameter(kInitialSeq, 3));           // wrong value count for this job
+  expect_dropped(parameter(kInitialSeq + 4));          // in the round, but never sent
+  expect_dropped(parameter(kInitialSeq + 100));        // beyond the round
+  expect_dropped(parameter(kInitialSeq - 1));          // before the job's first seq
+  expect_dropped(parameter(kInitialSeq + 0x80000000u));
+  EXPECT_TRUE(out.packets.empty());
+  EXPECT_EQ(w.stats().parameters_received, 0u);
+  EXPECT_EQ(w.state(), WorkerState::kRunning);
+  // The round still completes normally.
+  for (Seq s = 0; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.stats().dropped, expected_drops);
+}
+
+TEST(Worker, DuplicateParametersAreIgnored) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));
+  out.take();
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  EXPECT_EQ(out.take().size(), 1u);
+  w.on_packet(parameter(kInitialSeq), kStart, out);  // e.g. re-sent for another worker
+  EXPECT_TRUE(out.packets.empty());
+  EXPECT_EQ(w.stats().duplicate_parameters, 1u);
+  EXPECT_EQ(w.stats().parameters_received, 2u);
+  // A duplicate with different values must not overwrite the stored result.
+  Header h = parameter_header(kInitialSeq);
+  w.on_packet(build_packet(h, std::vector<std::int32_t>{9, 9, 9, 9}), kStart, out);
+  for (Seq s = 1; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.result()[0], dequantize_one(sums_for(kInitialSeq)[0], 1e6));
+  w.on_packet(parameter(kInitialSeq + 7), kStart, out);  // after the round: still a duplicate
+  EXPECT_EQ(w.stats().duplicate_parameters, 3u);
+  EXPECT_EQ(w.stats().dropped, 0u);
+}
+
+TEST(Worker, EmptyInputCompletesAtOnce) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start({}, kStart, out));
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_TRUE(out.packets.empty());
+  EXPECT_TRUE(w.result().empty());
+  EXPECT_EQ(w.stats().rounds_completed, 1u);
+  EXPECT_EQ(w.next_deadline(), kNever);
+  ASSERT_TRUE(w.start(ramp(4), kStart, out));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));  // no seq consumed
+}
+
+}  // namespace
+}  // namespace atp

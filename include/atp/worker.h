@@ -56,7 +56,7 @@ struct WorkerStats {
   std::uint64_t timeouts = 0;               // retransmission timeouts fired
   std::uint64_t float_resends = 0;          // fragments resent as float32 after an overflow notice
   std::uint64_t parameters_received = 0;    // valid parameter packets for this job
-  std::uint64_t duplicate_parameters = 0;   // parameters for fragments already complete
+  std::uint64_t duplicate_parameters = 0;   // parameters for fragments already complete, repeated overflow notices
   std::uint64_t ecn_parameters = 0;         // parameters with the ECN flag
   std::uint64_t remaps = 0;                 // aggregator index remaps learned from the PS
   std::uint64_t dropped = 0;                // malformed, other job, or out-of-window packets
@@ -65,27 +65,36 @@ struct WorkerStats {
 
 class WorkerEndpoint {
  public:
+  // Throws std::invalid_argument (one sentence naming the field) if the config cannot work:
+  // no PS, values_per_packet outside 1..kMaxValuesPerPacket, num_aggregators 0, a scale that is
+  // not positive and finite, or a non-positive timeout.
   explicit WorkerEndpoint(WorkerConfig config);
   ~WorkerEndpoint();
   WorkerEndpoint(WorkerEndpoint&&) noexcept;
   WorkerEndpoint& operator=(WorkerEndpoint&&) noexcept;
 
   // Starts one allreduce of `input` (copied). Sends the first window. Requires state() == kIdle
-  // (returns false otherwise). An empty input completes at once.
+  // and at most 2^31 fragments (returns false otherwise). An empty input completes at once.
+  // Sequence numbers continue where the previous round ended; windows carry over.
   bool start(std::span<const float> input, Time now, PacketSink& out);
 
   // A packet arrived from the network. Anything that is not a valid parameter packet of this
-  // job and round is counted in stats().dropped and ignored.
+  // job for a fragment this worker has sent is counted in stats().dropped and ignored: malformed
+  // packets, other jobs, gradient packets, wrong value counts, seqs not (yet) sent. A result for a
+  // fragment already complete (this round or an earlier one) counts in duplicate_parameters.
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
 
-  // Call when now >= next_deadline(): retransmissions, and failure after progress_timeout.
+  // Call when now >= next_deadline(): retransmission timeouts (each flow resends its holes, the
+  // unacknowledged fragments older than its newest result, at least the oldest one, and backs
+  // off), and failure after progress_timeout without a new result.
   void on_timeout(Time now, PacketSink& out);
   Time next_deadline() const;
 
   WorkerState state() const;
   const std::string& error() const;      // set when state() == kFailed
   std::span<const float> result() const;  // sum over all workers, valid once state() == kIdle after a round
-  // Fragments of the last round whose result came over the float32 overflow path.
+  // Fragments of the last round whose result came over the float32 overflow path (fragment
+  // indices within the round, ascending once the round is complete).
   const std::vector<std::uint32_t>& float_fragments() const;
   const WorkerStats& stats() const;
   std::uint32_t window(std::size_t ps_index = 0) const;  // current congestion window, packets

@@ -1,1 +1,72 @@
-// placeholder: being written
+// ATP's AIMD congestion window (paper §3.7): slow start and congestion avoidance in steps of one
+// MTU, halving on ECN, loss or timeout at most once per window of data. The only CC code there is.
+#include "atp/congestion.h"
+
+#include <algorithm>
+
+namespace atp {
+
+AimdWindow::AimdWindow(const CongestionConfig& config, std::uint32_t packet_bytes)
+    : enabled_(config.enabled),
+      min_window_(std::max<std::uint32_t>(1, config.min_window)),
+      max_window_(std::max(min_window_, config.max_window)),
+      // Paper: 1500 B / 300 B = 5 packets. Rounded down so that a step never exceeds one MTU.
+      step_packets_(std::max<std::uint32_t>(1, packet_bytes == 0 ? 1 : config.mtu_bytes / packet_bytes)),
+      // Clamped even when disabled: max_window also bounds what the PS must remember per job.
+      window_(std::clamp(config.initial_window, min_window_, max_window_)),
+      ssthresh_(std::max<std::uint32_t>(1, config.initial_ssthresh)) {}
+
+std::uint32_t AimdWindow::window() const { return window_; }
+std::uint32_t AimdWindow::ssthresh() const { return ssthresh_; }
+std::uint32_t AimdWindow::step() const { return step_packets_; }
+
+bool AimdWindow::in_recovery_epoch(Seq seq) {
+  if (!in_recovery_) return false;
+  if (seq_before(seq, recovery_end_)) return true;
+  // The first news about a packet sent after the last reduction ends its epoch. Clearing the
+  // flag also keeps a stale recovery_end_ from being compared after the sequence space wraps.
+  in_recovery_ = false;
+  return false;
+}
+
+void AimdWindow::on_ack(Seq seq, bool ecn, Seq next_seq) {
+  if (!enabled_) return;
+  const bool old_news = in_recovery_epoch(seq);
+  if (ecn) {
+    // A marked ACK never grows the window; it halves it unless the last reduction already
+    // answered the congestion this packet saw.
+    if (!old_news) decrease(next_seq);
+    return;
+  }
+  if (window_ < ssthresh_) {
+    window_ = std::min(max_window_, window_ + step_packets_);  // slow start: +1 MTU per ACK
+    acks_since_growth_ = 0;
+    return;
+  }
+  // Congestion avoidance: +1 MTU per window of ACKs.
+  if (++acks_since_growth_ >= window_) {
+    acks_since_growth_ = 0;
+    window_ = std::min(max_window_, window_ + step_packets_);
+  }
+}
+
+void AimdWindow::on_loss(Seq seq, Seq next_seq) {
+  if (!enabled_) return;
+  if (in_recovery_epoch(seq)) return;
+  decrease(next_seq);
+}
+
+void AimdWindow::on_timeout(Seq next_seq) {
+  if (!enabled_) return;
+  decrease(next_seq);
+}
+
+void AimdWindow::decrease(Seq next_seq) {
+  window_ = std::max(min_window_, window_ / 2);
+  ssthresh_ = window_;  // paper §3.7: "updates the slow start threshold to the updated window"
+  acks_since_growth_ = 0;
+  in_recovery_ = true;
+  recovery_end_ = next_seq;
+}
+
+}  // namespace atp

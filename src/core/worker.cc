@@ -1,1 +1,423 @@
-// placeholder: being written
+// The ATP worker endpoint: fragments and quantizes a tensor, sends one sliding-window flow per
+// PS shard, recovers losses (3 out-of-order ACKs, RTO), handles remaps and overflow, assembles results.
+#include "atp/worker.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+#include "atp/fixed_point.h"
+
+namespace atp {
+namespace {
+
+// Per-fragment flags of the current round.
+constexpr std::uint8_t kReceived = 1u << 0;     // its result is in `result`
+constexpr std::uint8_t kFastResent = 1u << 1;   // the one fast retransmit of this fragment was used
+constexpr std::uint8_t kFloatMode = 1u << 2;    // the PS asked for float32: every (re)send is float32
+constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the float32 path
+
+// Out-of-order parameter packets that declare the expected fragment lost (paper §3.7).
+constexpr std::uint32_t kOutOfOrderThreshold = 3;
+
+// A round may not span more than half the sequence space, or serial arithmetic breaks.
+constexpr std::uint64_t kMaxRoundFragments = std::uint64_t{1} << 31;
+
+Time deadline_after(Time now, Duration d) {
+  if (now == kNever || d >= kNever - now) return kNever;  // saturate instead of overflowing
+  return now + d;
+}
+
+std::string format_address(Address a) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xFF, (a >> 8) & 0xFF, a & 0xFF);
+  return text;
+}
+
+std::string format_duration(Duration d) {
+  char text[32];
+  const double seconds = std::chrono::duration<double>(d).count();
+  if (seconds >= 1.0) {
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f ms", seconds * 1e3);
+  }
+  return text;
+}
+
+void validate(const WorkerConfig& c) {
+  const std::string job = "job " + std::to_string(c.job) + ": ";
+  if (c.ps.empty()) throw std::invalid_argument(job + "the worker has no parameter server; give it at least one");
+  if (c.values_per_packet == 0 || c.values_per_packet > kMaxValuesPerPacket) {
+    throw std::invalid_argument(job + "values_per_packet must be between 1 and " +
+                                std::to_string(kMaxValuesPerPacket));
+  }
+  if (c.num_aggregators == 0) throw std::invalid_argument(job + "num_aggregators must be at least 1");
+  if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
+    throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
+  }
+  if (c.retransmit_timeout <= Duration::zero() || c.progress_timeout <= Duration::zero()) {
+    throw std::invalid_argument(job + "retransmit_timeout and progress_timeout must be positive");
+  }
+}
+
+}  // namespace
+
+struct WorkerEndpoint::Impl {
+  struct Fragment {
+    std::uint32_t aggregator_index = 0;  // fixed at the first send: resends must find the same aggregator
+    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult
+  };
+
+  // One PS shard: fragments k, k + P, k + 2P, ... of the round, addressed by local index j
+  // (fragment k + j * P). The window is anchored at `expected`, as in the paper's §3.6.
+  struct Flow {
+    AimdWindow cc;
+    std::uint32_t fragment_count = 0;  // this flow's fragments in the current round
+    std::uint32_t expected = 0;        // local index of the first fragment without a result
+    std::uint32_t next_to_send = 0;    // local index of the first fragment never sent
+    // Results held for fragments after `expected`: parameter packets that overtook it. Counted
+    // again for the next expected fragment when the window slides (they overtook that one too),
+    // so that a second hole in one window is found without waiting for new packets (as SACK does).
+    std::uint32_t out_of_order = 0;
+    std::uint32_t received_end = 0;    // one past the newest local index with a result (0: none yet)
+    Duration rto{};                    // current retransmission timeout (backs off)
+    Time rto_deadline = kNever;        // armed while fragments are unacknowledged
+    Time progress_deadline = kNever;   // last new result + progress_timeout
+  };
+
+  explicit Impl(WorkerConfig c) : config(std::move(c)) {
+    validate(config);
+    const auto packet_bytes = static_cast<std::uint32_t>(packet_size(config.values_per_packet));
+    flows.reserve(config.ps.size());
+    for (std::size_t k = 0; k < config.ps.size(); ++k) {
+      flows.push_back(Flow{AimdWindow(config.congestion, packet_bytes)});
+    }
+    packet.resize(packet_bytes);
+    values.resize(config.values_per_packet);
+    round_base = config.initial_seq;
+  }
+
+  std::uint32_t num_flows() const { return static_cast<std::uint32_t>(flows.size()); }
+  std::uint32_t fragment_of(std::uint32_t k, std::uint32_t j) const { return k + j * num_flows(); }
+  Seq seq_of_fragment(std::uint32_t i) const { return round_base + i; }  // wraps by design
+  Seq seq_of(std::uint32_t k, std::uint32_t j) const { return seq_of_fragment(fragment_of(k, j)); }
+  // One past the newest seq the flow has sent: everything from here on is sent later.
+  Seq next_seq(const Flow& f, std::uint32_t k) const {
+    return f.next_to_send == 0 ? seq_of(k, 0) : seq_of(k, f.next_to_send - 1) + 1;
+  }
+
+  std::uint32_t aggregator_index_for(Seq seq) const {
+    const std::uint32_t base = base_aggregator_index(config.job, seq, config.num_aggregators, config.index_policy);
+    const auto it = remap.find(base);
+    return it == remap.end() ? base : it->second;
+  }
+
+  // Builds fragment i in the reusable buffer and sends it.
+  void send_fragment(std::uint32_t i, bool resend, PacketSink& out) {
+    Fragment& frag = fragments[i];
+    const Seq seq = seq_of_fragment(i);
+    if (!resend) frag.aggregator_index = aggregator_index_for(seq);
+    const PsRoute& route = config.ps[i % num_flows()];
+    Header h;
+    h.resend = resend;
+    h.float_payload = (frag.flags & kFloatMode) != 0;
+    h.edge_switch_identifier = route.edge_switch_identifier;
+    h.job = config.job;
+    h.value_count = config.values_per_packet;
+    h.seq = seq;
+    h.bitmap0 = route.bitmap0;
+    h.bitmap1 = route.bitmap1;
+    h.fan_in0 = route.fan_in0;
+    h.fan_in1 = route.fan_in1;
+    h.aggregator_index = frag.aggregator_index;
+    h.src = config.self;
+    h.dst = route.ps;
+    encode_header(h, packet);
+    const std::span<const float> in(input.data() + std::size_t{i} * config.values_per_packet, config.values_per_packet);
+    if (h.float_payload) {
+      for (std::size_t v = 0; v < in.size(); ++v) values[v] = std::bit_cast<std::int32_t>(in[v]);
+    } else {
+      quantize(in, config.scale, values);
+    }
+    store_values(packet, values);
+    out.send(packet);
+    ++stats.gradient_packets_sent;
+    if (resend) ++stats.retransmissions;
+  }
+
+  // Sends new fragments of flow k while the window has room.
+  void send_new(std::uint32_t k, Time now, PacketSink& out) {
+    Flow& f = flows[k];
+    const std::uint32_t window = f.cc.window();
+    while (f.next_to_send < f.fragment_count && f.next_to_send - f.expected < window) {
+      send_fragment(fragment_of(k, f.next_to_send), /*resend=*/false, out);
+      ++f.next_to_send;
+    }
+    if (f.rto_deadline == kNever && f.expected < f.next_to_send) f.rto_deadline = deadline_after(now, f.rto);
+  }
+
+  bool start(std::span<const float> in, Time now, PacketSink& out) {
+    if (state != WorkerState::kIdle) return false;
+    const std::uint64_t vpp = config.values_per_packet;
+    const std::uint64_t count = (in.size() + vpp - 1) / vpp;
+    if (count > kMaxRoundFragments) return false;
+    // Sequence numbers continue from the previous round.
+    round_base += round_fragments;
+    seqs_before_round += round_fragments;
+    round_fragments = static_cast<std::uint32_t>(count);
+    fragments_received = 0;
+    input.assign(count * vpp, 0.0f);  // the last fragment is zero-padded
+    std::copy(in.begin(), in.end(), input.begin());
+    result.assign(in.size(), 0.0f);
+    fragments.assign(count, Fragment{});
+    float_fragments.clear();
+    if (count == 0) {
+      ++stats.rounds_completed;
+      return true;
+    }
+    state = WorkerState::kRunning;
+    for (std::uint32_t k = 0; k < num_flows(); ++k) {
+      Flow& f = flows[k];
+      f.fragment_count = round_fragments > k ? (round_fragments - k + num_flows() - 1) / num_flows() : 0;
+      f.expected = 0;
+      f.next_to_send = 0;
+      f.out_of_order = 0;
+      f.received_end = 0;
+      f.rto = config.retransmit_timeout;
+      f.rto_deadline = kNever;
+      f.progress_deadline = f.fragment_count > 0 ? deadline_after(now, config.progress_timeout) : kNever;
+      send_new(k, now, out);
+    }
+    return true;
+  }
+
+  // Seqs of earlier rounds (at most 2^31 back, beyond which serial order is ambiguous).
+  bool from_earlier_round(Seq seq) const {
+    const std::uint32_t back = round_base - seq;
+    const std::uint64_t horizon = std::min<std::uint64_t>(seqs_before_round, kMaxRoundFragments);
+    return back >= 1 && back <= horizon;
+  }
+
+  void learn_remap(Seq seq, std::uint32_t new_index) {
+    if (new_index >= config.num_aggregators) return;  // not an index of this job's tables: ignore
+    const std::uint32_t base = base_aggregator_index(config.job, seq, config.num_aggregators, config.index_policy);
+    const auto [it, inserted] = remap.try_emplace(base, new_index);
+    if (inserted || it->second != new_index) {
+      it->second = new_index;
+      ++stats.remaps;
+    }
+  }
+
+  void store_result(std::uint32_t i, const Header& h, std::span<const std::uint8_t> bytes) {
+    const std::size_t first = std::size_t{i} * config.values_per_packet;
+    const std::size_t real = std::min<std::size_t>(config.values_per_packet, result.size() - first);  // no padding
+    load_values(bytes, values);
+    if (h.float_payload) {
+      for (std::size_t v = 0; v < real; ++v) result[first + v] = std::bit_cast<float>(values[v]);
+      fragments[i].flags |= kFloatResult;
+      float_fragments.push_back(i);
+    } else {
+      dequantize(std::span<const std::int32_t>(values).first(real), config.scale,
+                 std::span<float>(result).subspan(first, real));
+    }
+    fragments[i].flags |= kReceived;
+    ++fragments_received;
+  }
+
+  void complete_round() {
+    state = WorkerState::kIdle;
+    ++stats.rounds_completed;
+    std::sort(float_fragments.begin(), float_fragments.end());
+    for (Flow& f : flows) {
+      f.rto_deadline = kNever;
+      f.progress_deadline = kNever;
+    }
+  }
+
+  void on_packet(std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
+    Header h;
+    if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
+        !h.is_ack) {
+      ++stats.dropped;
+      return;
+    }
+    // An overflow notice carries no values; results carry exactly one fragment.
+    if (!h.overflow && h.value_count != config.values_per_packet) {
+      ++stats.dropped;
+      return;
+    }
+    const std::uint32_t i = h.seq - round_base;  // fragment index if it is of this round
+    if (i >= round_fragments) {
+      if (from_earlier_round(h.seq)) {
+        ++stats.parameters_received;
+        if (h.ecn) ++stats.ecn_parameters;
+        ++stats.duplicate_parameters;
+      } else {
+        ++stats.dropped;
+      }
+      return;
+    }
+    const std::uint32_t k = i % num_flows();
+    const std::uint32_t j = i / num_flows();
+    Flow& f = flows[k];
+    if (j >= f.next_to_send) {  // never sent, so no PS can have its result: forged or corrupt
+      ++stats.dropped;
+      return;
+    }
+    ++stats.parameters_received;
+    if (h.ecn) ++stats.ecn_parameters;
+    Fragment& frag = fragments[i];
+    if ((frag.flags & kReceived) != 0) {
+      ++stats.duplicate_parameters;
+      return;
+    }
+    if (h.overflow) {
+      // The int32 aggregate saturated: the PS collects this fragment as float32 from every
+      // worker. Resend it once now; any later retransmission of it is float32 too.
+      if ((frag.flags & kFloatMode) != 0) {
+        ++stats.duplicate_parameters;
+        return;
+      }
+      // The float resend is also the fragment's one fast retransmit: while the PS collects floats
+      // from every worker, results for later fragments overtake it without meaning a loss.
+      frag.flags |= kFloatMode | kFastResent;
+      ++stats.float_resends;
+      send_fragment(i, /*resend=*/true, out);
+      return;
+    }
+
+    store_result(i, h, bytes);
+    f.received_end = std::max(f.received_end, j + 1);
+    if (h.collision) learn_remap(h.seq, h.bitmap0);
+    f.progress_deadline = deadline_after(now, config.progress_timeout);
+    // Every new result acknowledges data, so it feeds the window (and its ECN mark is not lost).
+    f.cc.on_ack(h.seq, h.ecn, next_seq(f, k));
+    if (j == f.expected) {
+      ++f.expected;
+      while (f.expected < f.next_to_send && (fragments[fragment_of(k, f.expected)].flags & kReceived) != 0) {
+        ++f.expected;
+        --f.out_of_order;  // it was counted when it overtook the old expected fragment
+      }
+      f.rto = config.retransmit_timeout;  // progress resets the backoff
+      f.rto_deadline = f.expected < f.next_to_send ? deadline_after(now, f.rto) : kNever;
+      if (f.expected == f.fragment_count) f.progress_deadline = kNever;
+    } else {
+      ++f.out_of_order;
+    }
+    if (f.expected < f.fragment_count) detect_loss(k, out);
+    if (fragments_received == round_fragments) {
+      complete_round();
+      return;
+    }
+    send_new(k, now, out);
+  }
+
+  // Paper §3.7: three parameter packets for later fragments mean the expected one is lost (or its
+  // aggregation stalled): resend it, once per fragment, and tell the congestion control.
+  void detect_loss(std::uint32_t k, PacketSink& out) {
+    Flow& f = flows[k];
+    if (f.out_of_order < kOutOfOrderThreshold) return;
+    const std::uint32_t i = fragment_of(k, f.expected);
+    if ((fragments[i].flags & kFastResent) != 0) return;
+    fragments[i].flags |= kFastResent;
+    ++stats.fast_retransmits;
+    send_fragment(i, /*resend=*/true, out);
+    f.cc.on_loss(seq_of_fragment(i), next_seq(f, k));
+  }
+
+  void fail(std::uint32_t k) {
+    state = WorkerState::kFailed;
+    error = "job " + std::to_string(config.job) + ": no parameter packet from PS " + format_address(config.ps[k].ps) +
+            " for " + format_duration(config.progress_timeout) + "; the PS or switch is unreachable";
+    for (Flow& f : flows) {
+      f.rto_deadline = kNever;
+      f.progress_deadline = kNever;
+    }
+  }
+
+  void on_timeout(Time now, PacketSink& out) {
+    if (state != WorkerState::kRunning) return;
+    for (std::uint32_t k = 0; k < num_flows(); ++k) {
+      if (flows[k].progress_deadline <= now) {
+        fail(k);
+        return;
+      }
+    }
+    const Duration max_rto = std::max(config.max_retransmit_timeout, config.retransmit_timeout);
+    for (std::uint32_t k = 0; k < num_flows(); ++k) {
+      Flow& f = flows[k];
+      if (f.rto_deadline > now) continue;
+      ++stats.timeouts;
+      // Resend the holes: unacknowledged fragments older than the newest result, and at least the
+      // expected one. Not the fragments after the newest result: nothing says they are lost, and
+      // they may sit in switch aggregators waiting for slower workers. A resend would flush those
+      // aggregates to the PS, so the slower workers' first copies would then stall in fresh
+      // aggregators until their own timeout, one window per RTO.
+      const std::uint32_t end = std::max(f.expected + 1, f.received_end);
+      for (std::uint32_t j = f.expected; j < end; ++j) {
+        const std::uint32_t i = fragment_of(k, j);
+        if ((fragments[i].flags & kReceived) == 0) send_fragment(i, /*resend=*/true, out);
+      }
+      f.cc.on_timeout(next_seq(f, k));
+      f.rto = f.rto > max_rto / 2 ? max_rto : f.rto * 2;  // exponential backoff, no overflow
+      f.rto_deadline = deadline_after(now, f.rto);
+    }
+  }
+
+  Time next_deadline() const {
+    if (state != WorkerState::kRunning) return kNever;
+    Time t = kNever;
+    for (const Flow& f : flows) t = std::min({t, f.rto_deadline, f.progress_deadline});
+    return t;
+  }
+
+  WorkerConfig config;
+  WorkerState state = WorkerState::kIdle;
+  std::string error;
+  WorkerStats stats;
+  std::vector<Flow> flows;                              // flows[k] sends to config.ps[k]
+  std::unordered_map<std::uint32_t, std::uint32_t> remap;  // base aggregator index -> index to use
+
+  // The current round (or the last one, when idle).
+  Seq round_base = 0;                   // seq of fragment 0
+  std::uint32_t round_fragments = 0;    // fragments in the round
+  std::uint64_t seqs_before_round = 0;  // seqs used by earlier rounds: their parameters are duplicates
+  std::uint32_t fragments_received = 0;
+  std::vector<float> input;             // round_fragments x values_per_packet, zero-padded
+  std::vector<float> result;            // input's size, without padding
+  std::vector<Fragment> fragments;      // round_fragments entries
+  std::vector<std::uint32_t> float_fragments;
+
+  // Reused for every packet, so that sending allocates nothing.
+  std::vector<std::uint8_t> packet;     // one gradient packet
+  std::vector<std::int32_t> values;     // values_per_packet values
+};
+
+WorkerEndpoint::WorkerEndpoint(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+WorkerEndpoint::~WorkerEndpoint() = default;
+WorkerEndpoint::WorkerEndpoint(WorkerEndpoint&&) noexcept = default;
+WorkerEndpoint& WorkerEndpoint::operator=(WorkerEndpoint&&) noexcept = default;
+
+bool WorkerEndpoint::start(std::span<const float> input, Time now, PacketSink& out) {
+  return impl_->start(input, now, out);
+}
+void WorkerEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  impl_->on_packet(packet, now, out);
+}
+void WorkerEndpoint::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, out); }
+Time WorkerEndpoint::next_deadline() const { return impl_->next_deadline(); }
+WorkerState WorkerEndpoint::state() const { return impl_->state; }
+const std::string& WorkerEndpoint::error() const { return impl_->error; }
+std::span<const float> WorkerEndpoint::result() const { return impl_->result; }
+const std::vector<std::uint32_t>& WorkerEndpoint::float_fragments() const { return impl_->float_fragments; }
+const WorkerStats& WorkerEndpoint::stats() const { return impl_->stats; }
+std::uint32_t WorkerEndpoint::window(std::size_t ps_index) const {
+  return ps_index < impl_->flows.size() ? impl_->flows[ps_index].cc.window() : 0;
+}
+const WorkerConfig& WorkerEndpoint::config() const { return impl_->config; }
+
+}  // namespace atp
