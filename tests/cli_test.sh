@@ -1,2 +1,106 @@
 #!/bin/sh
-exit 0
+# Tests of the `atp` command line: help, running an example as JSON, exit codes and one-line
+# errors for bad scenario files and unknown backends. Usage: cli_test.sh PATH-TO-ATP SOURCE-DIR
+set -u
+
+ATP=${1:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
+SRC=${2:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILURES=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  FAILURES=$((FAILURES + 1))
+}
+
+# expect_exit CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $TMP/out, $TMP/err.
+expect_exit() {
+  want=$1
+  name=$2
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "$name: exit code $got, expected $want (stderr: $(head -c 300 "$TMP/err"))"
+    return 1
+  fi
+  return 0
+}
+
+# --help works, at the top and for run.
+if expect_exit 0 "atp --help" "$ATP" --help; then
+  grep -q "run" "$TMP/out" || fail "atp --help does not mention the run subcommand"
+  grep -q "demo" "$TMP/out" || fail "atp --help does not mention the demo subcommand"
+fi
+expect_exit 0 "atp run --help" "$ATP" run --help && { grep -q -- "--json" "$TMP/out" || fail "atp run --help lacks --json"; }
+
+# No subcommand, unknown option: bad usage.
+expect_exit 2 "atp (no subcommand)" "$ATP"
+expect_exit 2 "atp run --bogus" "$ATP" run --bogus "$SRC/examples/quickstart.yaml"
+
+# The quickstart example runs, as JSON, correctly; the table form too.
+if expect_exit 0 "atp run --json quickstart" "$ATP" run --json "$SRC/examples/quickstart.yaml"; then
+  grep -q '"correct": true' "$TMP/out" || fail "quickstart JSON has no \"correct\": true"
+  grep -q '"correct": false' "$TMP/out" && fail "quickstart JSON has a \"correct\": false"
+  grep -q '"leaked_aggregators": 0' "$TMP/out" || fail "quickstart JSON has no \"leaked_aggregators\": 0"
+  head -c 1 "$TMP/out" | grep -q '{' || fail "quickstart JSON does not start with {"
+fi
+if expect_exit 0 "atp run --backend inproc quickstart" "$ATP" run --backend inproc "$SRC/examples/quickstart.yaml"; then
+  grep -q "backend inproc" "$TMP/out" || fail "the summary does not name the backend"
+fi
+
+# A job that fails (a crashed worker) exits 1 and still reports.
+if expect_exit 1 "atp run crash.yaml" "$ATP" run --json "$SRC/examples/crash.yaml"; then
+  grep -q '"correct": false' "$TMP/out" || fail "crash JSON has no \"correct\": false"
+fi
+
+# Bad scenario files: exit 2, one line on stderr naming the key, nothing on stdout.
+check_bad_file() {
+  name=$1
+  key=$2
+  if expect_exit 2 "$name" "$ATP" run "$TMP/bad.yaml"; then
+    lines=$(wc -l <"$TMP/err")
+    [ "$lines" -eq 1 ] || fail "$name: expected one line on stderr, got $lines: $(cat "$TMP/err")"
+    grep -q -F "$key" "$TMP/err" || fail "$name: stderr does not name '$key': $(cat "$TMP/err")"
+    [ -s "$TMP/out" ] && fail "$name: printed something on stdout"
+  fi
+}
+sed 's/elements: 100000/elemnts: 100000/' "$SRC/examples/quickstart.yaml" >"$TMP/bad.yaml"
+check_bad_file "unknown key" "jobs[0].elemnts: unknown key"
+sed 's/workers: \[w0, w1\]/workers: [w0, w9]/' "$SRC/examples/quickstart.yaml" >"$TMP/bad.yaml"
+check_bad_file "unknown host" "jobs[0].workers[1]: unknown host 'w9'"
+sed 's/aggregators: 4096/aggregators: -3/' "$SRC/examples/quickstart.yaml" >"$TMP/bad.yaml"
+check_bad_file "negative aggregators" "topology.switches[0].aggregators: must be a positive integer, got -3"
+printf 'seed: [1\n' >"$TMP/bad.yaml"
+check_bad_file "not YAML" "line"
+sed 's/values_per_packet: 62/values_per_packet: 2000/' "$SRC/examples/quickstart.yaml" >"$TMP/bad.yaml"
+check_bad_file "plan error (fragment wider than the aggregators)" "jobs[0]:"
+expect_exit 2 "missing file" "$ATP" run "$TMP/does-not-exist.yaml"
+
+# Backends that do not exist yet: exit 2 with one clear line.
+for backend in udp ns3 carrier-pigeon; do
+  if expect_exit 2 "backend $backend" "$ATP" run --backend "$backend" "$SRC/examples/quickstart.yaml"; then
+    grep -q "backend '$backend'" "$TMP/err" || fail "backend $backend: message does not name it: $(cat "$TMP/err")"
+    [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "backend $backend: expected one line on stderr"
+  fi
+done
+
+# Every example is a valid scenario (it parses and plans: exit 0 or 1, never 2).
+for f in "$SRC"/examples/*.yaml; do
+  "$ATP" run "$f" >/dev/null 2>"$TMP/err"
+  code=$?
+  [ "$code" -eq 2 ] && fail "example $f is rejected: $(cat "$TMP/err")"
+done
+
+# The demo says which backend it runs on (small workload to keep the test quick).
+if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 1; then
+  grep -q "in-process backend" "$TMP/out" || fail "atp demo does not say it is the in-process backend"
+  grep -q "PS only" "$TMP/out" || fail "atp demo has no side-by-side table"
+fi
+
+if [ "$FAILURES" -ne 0 ]; then
+  echo "cli_test: $FAILURES failure(s)" >&2
+  exit 1
+fi
+echo "cli_test: all passed"

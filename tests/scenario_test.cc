@@ -1,2 +1,477 @@
+// Tests of scenario files and the in-process runner: every bad file gets one sentence naming
+// its key, the examples run to exact results under loss, crashes, collisions and overflow.
+#include "atp/scenario.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <tuple>
+
+namespace atp {
+namespace {
+
+// The examples live in the source tree: found next to this file (CMake compiles it by absolute
+// path), or where ATP_SOURCE_DIR says.
+std::filesystem::path source_dir() {
+  if (const char* env = std::getenv("ATP_SOURCE_DIR")) return env;
+  return std::filesystem::path(__FILE__).parent_path().parent_path();
+}
+
+std::string example(const std::string& name) { return (source_dir() / "examples" / name).string(); }
+
+ScenarioResult run_example(const std::string& name) { return run_inproc(load_scenario_file(example(name))); }
+
+const JobResult& job_named(const ScenarioResult& r, const std::string& name) {
+  for (const auto& j : r.jobs) {
+    if (j.name == name) return j;
+  }
+  throw std::runtime_error("no job " + name);
+}
+
+// A small valid scenario; the error cases below change one thing in it.
+constexpr const char* kValid = R"(
+seed: 1
+topology:
+  switches: [{name: tor0, atp: true, aggregators: 4096}, {name: core, atp: false}]
+  hosts: [{name: w0, switch: tor0}, {name: w1, switch: tor0}, {name: ps0, switch: core}]
+  links: [[tor0, core]]
+jobs:
+  - {name: a, workers: [w0, w1], ps: [ps0], elements: 1000, rounds: 2}
+)";
+
+std::string replaced(const std::string& from, const std::string& to) {
+  std::string text = kValid;
+  const std::size_t at = text.find(from);
+  if (at == std::string::npos) throw std::logic_error("test bug: '" + from + "' not in the base scenario");
+  return text.replace(at, from.size(), to);
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    parse_scenario_yaml(text);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ScenarioYaml, ValidBaseParses) {
+  const Scenario s = parse_scenario_yaml(kValid);
+  ASSERT_EQ(s.jobs.size(), 1u);
+  EXPECT_EQ(s.jobs[0].spec.id, 1);
+  EXPECT_EQ(s.jobs[0].spec.workers, (std::vector<std::string>{"w0", "w1"}));
+  EXPECT_EQ(s.jobs[0].elements, 1000u);
+  EXPECT_EQ(s.topology.switches[1].config.atp_capable, false);
+  EXPECT_EQ(s.topology.switch_links.size(), 1u);
+}
+
+TEST(ScenarioYaml, EveryKeyIsRead) {
+  const Scenario s = parse_scenario_yaml(R"(
+seed: 42
+time_limit_s: 3.5
+link: {delay_us: 1.5, rate_gbps: 25, buffer_packets: 100, ecn_threshold_packets: 20}
+topology:
+  switches: [{name: t, atp: true, aggregators: 512, width: 128, reclaim_timeout_us: 700}]
+  hosts: [{name: w0, switch: t}, {name: w1, switch: t}, {name: p, switch: t}]
+jobs:
+  - {name: j, workers: [w0, w1], ps: [p], elements: 1e4, rounds: 3, values_per_packet: 100, scale: 1.0e6,
+     magnitude: 2.5, index: linear, congestion_control: false, window: 16, max_window: 64, compute_us: 10,
+     start_us: 5, rto_us: 300, progress_timeout_us: 9000, initial_seq: 4294967000}
+faults:
+  - {link: [w0, t], one_way: true, loss: 0.1, duplicate: 0.2, reorder: 0.3, delay_us: 4, from_us: 1, until_us: 2}
+  - {crash: w1, at_us: 77}
+  - {crash: w0, at_round: 2}
+)");
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.time_limit, std::chrono::milliseconds(3500));
+  EXPECT_EQ(s.default_link.delay, std::chrono::nanoseconds(1500));
+  EXPECT_EQ(s.default_link.rate_gbps, 25);
+  EXPECT_EQ(s.default_link.buffer_packets, 100u);
+  EXPECT_EQ(s.default_link.ecn_threshold_packets, 20u);
+  const SwitchConfig& sw = s.topology.switches[0].config;
+  EXPECT_EQ(sw.num_aggregators, 512u);
+  EXPECT_EQ(sw.aggregator_width, 128);
+  EXPECT_EQ(sw.reclaim_timeout, std::chrono::microseconds(700));
+  const ScenarioJob& j = s.jobs[0];
+  EXPECT_EQ(j.elements, 10000u);
+  EXPECT_EQ(j.rounds, 3u);
+  EXPECT_EQ(j.spec.values_per_packet, 100);
+  EXPECT_EQ(j.spec.scale, 1e6);
+  EXPECT_EQ(j.magnitude, 2.5);
+  EXPECT_EQ(j.spec.index_policy, IndexPolicy::kLinear);
+  EXPECT_FALSE(j.spec.congestion.enabled);
+  EXPECT_EQ(j.spec.congestion.initial_window, 16u);
+  EXPECT_EQ(j.spec.congestion.max_window, 64u);
+  EXPECT_EQ(j.compute_time, std::chrono::microseconds(10));
+  EXPECT_EQ(j.start_time, std::chrono::microseconds(5));
+  EXPECT_EQ(j.spec.retransmit_timeout, std::chrono::microseconds(300));
+  EXPECT_EQ(j.spec.progress_timeout, std::chrono::microseconds(9000));
+  EXPECT_EQ(j.spec.initial_seq, 4294967000u);
+  ASSERT_EQ(s.link_faults.size(), 1u);
+  const LinkFault& f = s.link_faults[0];
+  EXPECT_TRUE(f.one_way);
+  EXPECT_EQ(*f.overrides.loss, 0.1);
+  EXPECT_EQ(*f.overrides.duplicate, 0.2);
+  EXPECT_EQ(*f.overrides.reorder, 0.3);
+  EXPECT_EQ(*f.overrides.delay, std::chrono::microseconds(4));
+  EXPECT_FALSE(f.overrides.rate_gbps.has_value());
+  EXPECT_EQ(f.from, std::chrono::microseconds(1));
+  EXPECT_EQ(*f.until, std::chrono::microseconds(2));
+  ASSERT_EQ(s.crashes.size(), 2u);
+  EXPECT_EQ(*s.crashes[0].at_time, std::chrono::microseconds(77));
+  EXPECT_EQ(*s.crashes[1].at_round, 2u);
+}
+
+struct ErrorCase {
+  const char* from;      // text in kValid to replace
+  const char* to;        // its replacement
+  const char* expected;  // the whole message, or its start when it ends in "..."
+};
+
+class ScenarioYamlError : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ScenarioYamlError, NamesTheKeyInOneSentence) {
+  const ErrorCase& c = GetParam();
+  const std::string message = parse_error(replaced(c.from, c.to));
+  std::string expected = c.expected;
+  if (expected.size() > 3 && expected.substr(expected.size() - 3) == "...") {
+    expected.resize(expected.size() - 3);
+    EXPECT_EQ(message.substr(0, expected.size()), expected) << message;
+  } else {
+    EXPECT_EQ(message, expected);
+  }
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ScenarioYamlError,
+    ::testing::Values(
+        // Unknown keys: typos must not pass silently.
+        ErrorCase{"seed: 1", "sede: 1", "sede: unknown key (expected one of: description, seed, ..."},
+        ErrorCase{"elements: 1000", "elemnts: 1000", "jobs[0].elemnts: unknown key (expected one of: name, ..."},
+        ErrorCase{"atp: false", "atp: false, aggregator: 5", "topology.switches[1].aggregator: unknown key ..."},
+        // Wrong types and ranges.
+        ErrorCase{"aggregators: 4096", "aggregators: -3",
+                  "topology.switches[0].aggregators: must be a positive integer, got -3"},
+        ErrorCase{"elements: 1000", "elements: lots", "jobs[0].elements: must be a positive integer, got lots"},
+        ErrorCase{"elements: 1000", "elements: 1.5", "jobs[0].elements: must be a positive integer, got 1.5"},
+        ErrorCase{"rounds: 2", "rounds: [2]", "jobs[0].rounds: must be a positive integer, got a list"},
+        ErrorCase{"atp: true", "atp: maybe", "topology.switches[0].atp: must be true or false, got maybe"},
+        ErrorCase{"workers: [w0, w1]", "workers: w0", "jobs[0].workers: must be a list, got w0"},
+        ErrorCase{"rounds: 2", "rounds: 2, index: random", "jobs[0].index: must be 'hashed' or 'linear', got random"},
+        ErrorCase{"seed: 1", "seed: 1\nlink: {rate_gbps: -1}",
+                  "link.rate_gbps: must be a non-negative number of Gbit/s (0: unlimited), got -1"},
+        ErrorCase{"rounds: 2", "rounds: 2, scale: 0", "jobs[0].scale: must be a positive number, got 0"},
+        ErrorCase{"rounds: 2", "rounds: 2, rto_us: 0.0001",
+                  "jobs[0].rto_us: must be a positive number of microseconds (at least 0.001), got 0.0001"},
+        ErrorCase{"rounds: 2", "rounds: 2, window: 300, max_window: 100",
+                  "jobs[0].max_window: the window (300) must not exceed max_window (100)"},
+        ErrorCase{"rounds: 2", "rounds: 2, values_per_packet: 5000",
+                  "jobs[0].values_per_packet: must be at most 4096, got 5000"},
+        // Names that do not exist or clash.
+        ErrorCase{"workers: [w0, w1]", "workers: [w0, w1, w9]", "jobs[0].workers[2]: unknown host 'w9'"},
+        ErrorCase{"workers: [w0, w1]", "workers: [w0, tor0]", "jobs[0].workers[1]: 'tor0' is a switch, not a host"},
+        ErrorCase{"workers: [w0, w1]", "workers: [w0, w0]", "jobs[0].workers[1]: host 'w0' is listed twice"},
+        ErrorCase{"ps: [ps0]", "ps: [w1]", "jobs[0].ps[0]: host 'w1' is also a worker of this job"},
+        ErrorCase{"{name: w1, switch: tor0}", "{name: w1, switch: tor9}",
+                  "topology.hosts[1].switch: unknown switch 'tor9'"},
+        ErrorCase{"{name: w1, switch: tor0}", "{name: core, switch: tor0}",
+                  "topology.hosts[1].name: the name 'core' is already used"},
+        ErrorCase{"links: [[tor0, core]]", "links: [[tor0, w0]]",
+                  "topology.links[0][1]: 'w0' is a host; hosts are linked to their switch automatically, ..."},
+        ErrorCase{"links: [[tor0, core]]", "links: [[tor0, core], [core, tor0]]",
+                  "topology.links[1]: duplicate link between 'core' and 'tor0'"},
+        ErrorCase{"links: [[tor0, core]]", "links: []",
+                  "topology.links: switch 'core' is not connected to switch 'tor0'; switch-to-switch links must "
+                  "form one tree"},
+        ErrorCase{"  - {name: a,", "  - {name: b, workers: [w0], ps: [ps0], elements: 1}\n  - {name: b,",
+                  "jobs[1].name: the job name 'b' is already used"},
+        ErrorCase{"  - {name: a, workers: [w0, w1], ps: [ps0], elements: 1000, rounds: 2}", "  - {name: a, ps: [ps0]}",
+                  "jobs[0]: missing required key 'workers'"},
+        ErrorCase{"jobs:", "jobz:", "jobz: unknown key ..."},
+        ErrorCase{"rounds: 2}", "rounds: 2, elements: 5}", "jobs[0].elements: the key appears twice"},
+        ErrorCase{"jobs:\n", "jobs: []\nx:\n", "x: unknown key ..."},
+        // Bad faults.
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{loss: 0.1}]",
+                  "faults[0]: must have either 'link' (a link fault) or 'crash' (a host crash)"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, tor0], loss: 1.5}]",
+                  "faults[0].loss: must be a probability between 0 and 1, got 1.5"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, core], loss: 0.1}]",
+                  "faults[0].link: there is no link between 'w0' and 'core'"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, tor0], los: 0.1}]", "faults[0].los: unknown key ..."},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{crash: w7, at_round: 1}]", "faults[0].crash: unknown host 'w7'"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{crash: w0}]",
+                  "faults[0]: a crash needs 'at_round' (0-based) or 'at_us'"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{crash: w0, at_round: 1, at_us: 5}]",
+                  "faults[0]: must have either 'at_round' or 'at_us', not both"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{crash: ps0, at_round: 1}]",
+                  "faults[0].at_round: host 'ps0' runs no worker; use at_us"},
+        ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, tor0], from_us: 5, until_us: 5}]",
+                  "faults[0].until_us: must be after from_us"},
+        // Not YAML at all.
+        ErrorCase{"rounds: 2}", "rounds: 2", "scenario: line ..."}));
+
+TEST(ScenarioYaml, NotAMapAndMissingFile) {
+  EXPECT_EQ(parse_error("- 1\n- 2\n").substr(0, 40), "scenario: the file must be a YAML map wi");
+  try {
+    load_scenario_file("/nonexistent/x.yaml");
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/x.yaml: cannot open the scenario file");
+  }
+}
+
+TEST(ScenarioYaml, ExamplesParse) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() / "examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_scenario_file(entry.path().string()));
+    ++count;
+  }
+  EXPECT_GE(count, 6);
+}
+
+// PlanError from plan_job comes back as one ScenarioError sentence naming the job.
+TEST(ScenarioRun, PlanErrorsNameTheJob) {
+  const Scenario s = parse_scenario_yaml(replaced("rounds: 2}", "rounds: 2, values_per_packet: 2000}"));
+  try {
+    run_inproc(s);
+    FAIL() << "expected a ScenarioError";
+  } catch (const ScenarioError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.substr(0, 9), "jobs[0]: ") << m;
+    EXPECT_NE(m.find("2000"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(ScenarioRun, QuickstartIsCorrect) {
+  const ScenarioResult r = run_example("quickstart.yaml");
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const JobResult& a = r.jobs[0];
+  EXPECT_TRUE(a.correct) << a.error;
+  EXPECT_EQ(a.completed_rounds, 2u);
+  EXPECT_EQ(a.fragments, 2u * ((100000 + 61) / 62));
+  EXPECT_GT(a.switch_aggregations.at("tor0"), 0u);
+  EXPECT_EQ(a.switch_aggregations.at("core"), 0u);  // not ATP-capable: it only forwards
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_FALSE(r.time_limit_reached);
+}
+
+TEST(ScenarioRun, LossyIsCorrectWithRetransmissions) {
+  const ScenarioResult r = run_example("lossy.yaml");
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 2u);
+  EXPECT_GT(j.retransmissions, 0u);
+  std::uint64_t lost = 0;
+  for (const auto& l : r.links) lost += l.lost;
+  EXPECT_GT(lost, 0u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+TEST(ScenarioRun, CrashFailsOnlyItsJob) {
+  const ScenarioResult r = run_example("crash.yaml");
+  const JobResult& a = job_named(r, "a");
+  const JobResult& b = job_named(r, "b");
+  EXPECT_FALSE(a.correct);
+  EXPECT_EQ(a.completed_rounds, 1u);  // the crash came before round 1
+  EXPECT_NE(a.error.find("crashed"), std::string::npos) << a.error;
+  EXPECT_TRUE(b.correct) << b.error;
+  EXPECT_EQ(b.completed_rounds, 3u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_FALSE(all_correct(r));
+}
+
+TEST(ScenarioRun, CrashAtTimeOfThePs) {
+  // The PS stops mid-round: its workers fail after their progress timeout, honestly reported.
+  const Scenario s = parse_scenario_yaml(replaced(
+      "elements: 1000, rounds: 2}",
+      "elements: 20000, rounds: 2, progress_timeout_us: 20000}\nfaults: [{crash: ps0, at_us: 7}]"));
+  const ScenarioResult r = run_inproc(s);
+  const JobResult& a = r.jobs.at(0);
+  EXPECT_FALSE(a.correct);
+  EXPECT_EQ(a.completed_rounds, 0u);
+  EXPECT_NE(a.error.find("failed"), std::string::npos) << a.error;
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_FALSE(r.time_limit_reached);
+}
+
+TEST(ScenarioRun, WithoutReclaimADeadJobLeaks) {
+  // The authors' switch has no reclaim timer: the aggregators of a job that died stay held.
+  Scenario s = load_scenario_file(example("crash.yaml"));
+  s.topology.switches[0].config.reclaim_timeout = Duration::zero();
+  const ScenarioResult r = run_inproc(s);
+  EXPECT_TRUE(job_named(r, "b").correct) << job_named(r, "b").error;
+  EXPECT_GT(r.leaked_aggregators, 0u);
+}
+
+TEST(ScenarioRun, OverflowTakesTheFloatPathAndIsCorrect) {
+  const ScenarioResult r = run_example("overflow.yaml");
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_GT(j.float_fragments, 0u);
+  EXPECT_LT(j.float_fragments, j.fragments);  // and most fragments still went the int32 way
+}
+
+TEST(ScenarioRun, SmallTableCollidesAndStaysCorrect) {
+  const ScenarioResult r = run_example("two-jobs-small-table.yaml");
+  for (const auto& j : r.jobs) {
+    EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
+    EXPECT_GT(j.collisions, 0u) << j.name;
+  }
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+TEST(ScenarioRun, Fig9PsReceivesOnePacketPerFragment) {
+  const ScenarioResult r = run_example("fig9.yaml");
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 2u);
+  EXPECT_EQ(j.fragments, 2u * 1000u);  // 62000 values / 62 per packet, two rounds
+  EXPECT_EQ(j.ps_packets_received, j.fragments);
+  EXPECT_EQ(j.retransmissions, 0u);
+  EXPECT_EQ(j.collisions, 0u);
+  // Level 0: sw0 and sw1 each add their two workers; level 1: sw2 adds two partial sums and w4, w5.
+  EXPECT_EQ(j.switch_aggregations.at("sw0"), 2 * j.fragments);
+  EXPECT_EQ(j.switch_aggregations.at("sw1"), 2 * j.fragments);
+  EXPECT_EQ(j.switch_aggregations.at("sw2"), 4 * j.fragments);
+  EXPECT_DOUBLE_EQ(j.in_network_share, 1.0);
+}
+
+TEST(ScenarioRun, SameSeedSameJsonOtherSeedOtherTrace) {
+  Scenario s = load_scenario_file(example("lossy.yaml"));
+  const std::string first = to_json(run_inproc(s));
+  EXPECT_EQ(first, to_json(run_inproc(s)));
+  s.seed += 1;
+  EXPECT_NE(first, to_json(run_inproc(s)));
+}
+
+TEST(ScenarioRun, TimeLimitIsReported) {
+  const Scenario s = parse_scenario_yaml(replaced("seed: 1", "seed: 1\ntime_limit_s: 0.000002"));
+  const ScenarioResult r = run_inproc(s);
+  EXPECT_TRUE(r.time_limit_reached);
+  EXPECT_FALSE(r.jobs.at(0).correct);
+  EXPECT_NE(r.jobs.at(0).error.find("time limit"), std::string::npos) << r.jobs.at(0).error;
+}
+
+TEST(ScenarioRun, LinkDownForAWhileThenRecovers) {
+  // The worker's link drops everything for the first 300 us, then works: a timed fault.
+  const Scenario s = parse_scenario_yaml(
+      replaced("rounds: 2}", "rounds: 2, rto_us: 100}\nfaults: [{link: [w0, tor0], loss: 1.0, until_us: 300}]"));
+  const ScenarioResult r = run_inproc(s);
+  const JobResult& a = r.jobs.at(0);
+  EXPECT_TRUE(a.correct) << a.error;
+  EXPECT_GT(a.retransmissions, 0u);
+  EXPECT_GT(a.seconds, 300e-6);
+}
+
+TEST(ScenarioRun, ComputeTimeAndStartTimeDelayRounds) {
+  const Scenario s = parse_scenario_yaml(replaced("rounds: 2}", "rounds: 3, start_us: 100, compute_us: 1000}"));
+  const ScenarioResult r = run_inproc(s);
+  const JobResult& a = r.jobs.at(0);
+  EXPECT_TRUE(a.correct) << a.error;
+  EXPECT_GT(a.seconds, 2000e-6);  // two off phases between three rounds
+  EXPECT_GT(r.simulated_seconds, 2100e-6);
+}
+
+// A sweep over the shapes a job can take: workers spread over three racks (two levels), one or
+// two PS shards, clean or lossy links, a roomy or a tiny aggregator table, inputs that fit int32
+// or overflow it. Every combination must give exact results and leave no aggregator behind.
+using SweepParam = std::tuple<int /*workers*/, int /*ps*/, bool /*lossy*/, int /*aggregators*/, double /*magnitude*/>;
+class ScenarioSweep : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(ScenarioSweep, ExactAndNoLeaks) {
+  const auto [workers, ps, lossy, aggregators, magnitude] = GetParam();
+  std::string yaml = "seed: " + std::to_string(workers * 1000 + ps * 100 + aggregators) + "\n";
+  yaml += "link: {delay_us: 1, rate_gbps: 50}\n";
+  yaml += "topology:\n  switches:\n";
+  for (int t = 0; t < 3; ++t) {
+    yaml += "    - {name: tor" + std::to_string(t) + ", aggregators: " + std::to_string(aggregators) + "}\n";
+  }
+  yaml += "    - {name: core, atp: false}\n  hosts:\n";
+  std::string worker_list, ps_list;
+  for (int w = 0; w < workers; ++w) {
+    yaml += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w % 3) + "}\n";
+    worker_list += (w ? ", w" : "w") + std::to_string(w);
+  }
+  for (int p = 0; p < ps; ++p) {
+    // The first PS shares rack tor2 with workers (two-level aggregation), the second sits behind the core.
+    yaml += "    - {name: ps" + std::to_string(p) + ", switch: " + (p == 0 ? "tor2" : "core") + "}\n";
+    ps_list += (p ? ", ps" : "ps") + std::to_string(p);
+  }
+  yaml += "  links: [[tor0, core], [tor1, core], [tor2, core]]\n";
+  yaml += "jobs:\n  - {name: sweep, workers: [" + worker_list + "], ps: [" + ps_list +
+          "], elements: 54321, rounds: 2, rto_us: 200, magnitude: " + std::to_string(magnitude) + "}\n";
+  if (lossy) {
+    yaml += "faults:\n";
+    yaml += "  - {link: [w0, tor0], loss: 0.02, duplicate: 0.01, reorder: 0.02}\n";
+    yaml += "  - {link: [tor2, core], loss: 0.01, duplicate: 0.01, reorder: 0.01}\n";
+    yaml += "  - {link: [ps0, tor2], loss: 0.01, reorder: 0.02}\n";
+  }
+  SCOPED_TRACE(yaml);
+  const ScenarioResult r = run_inproc(parse_scenario_yaml(yaml));
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 2u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_EQ(r.host_dropped_packets, 0u);
+  if (magnitude > 5) {
+    EXPECT_GT(j.float_fragments, 0u);
+  } else {
+    EXPECT_EQ(j.float_fragments, 0u);
+  }
+  if (!lossy && aggregators >= 4096 && magnitude < 5 && ps == 1) {
+    // Most of it aggregated in the switches. (The second PS, behind the plain core switch, only
+    // gets rack-level partial sums, and none at all when every rack has a single worker.)
+    EXPECT_GT(j.in_network_share, 0.5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ScenarioSweep,
+                         ::testing::Combine(::testing::Values(3, 7), ::testing::Values(1, 2), ::testing::Bool(),
+                                            ::testing::Values(8, 4096), ::testing::Values(1.0, 8.0)));
+
+TEST(ScenarioReport, JsonHasEveryRequiredKey) {
+  const ScenarioResult r = run_example("crash.yaml");
+  const auto j = nlohmann::json::parse(to_json(r));
+  for (const char* key : {"backend", "leaked_aggregators", "jobs", "links", "simulated_seconds"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  for (const auto& job : j["jobs"]) {
+    for (const char* key : {"name", "correct", "completed_rounds", "switch_aggregations", "ps_packets_received",
+                            "retransmissions", "collisions", "float_fragments", "fragments", "seconds", "error"}) {
+      EXPECT_TRUE(job.contains(key)) << key;
+    }
+    EXPECT_TRUE(job["switch_aggregations"].contains("tor"));
+  }
+  EXPECT_EQ(j["jobs"][0]["correct"], false);
+  EXPECT_EQ(j["jobs"][1]["correct"], true);
+  // One entry per direction of every link: 6 hosts, no switch links.
+  ASSERT_EQ(j["links"].size(), 12u);
+  for (const auto& l : j["links"]) {
+    for (const char* key : {"from", "to", "packets", "bytes"}) EXPECT_TRUE(l.contains(key)) << key;
+  }
+  EXPECT_EQ(j["links"][0]["from"], "a0");
+  EXPECT_EQ(j["links"][0]["to"], "tor");
+  EXPECT_EQ(j["links"][1]["from"], "tor");
+  EXPECT_EQ(j["links"][1]["to"], "a0");
+  EXPECT_GT(j["links"][0]["bytes"].get<std::uint64_t>(), 0u);
+}
+
+TEST(ScenarioReport, SummaryNamesEveryJob) {
+  const ScenarioResult r = run_example("crash.yaml");
+  const std::string s = to_summary(r);
+  EXPECT_NE(s.find("backend inproc"), std::string::npos);
+  EXPECT_NE(s.find("\na "), std::string::npos);
+  EXPECT_NE(s.find("\nb "), std::string::npos);
+  EXPECT_NE(s.find("crashed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,5 +1,5 @@
 // Scenario files (topology + jobs + faults, YAML) and their results. One format for every
-// backend; this header has the format and the in-process backend.
+// backend; this header has the format, the in-process backend and the report writers.
 #pragma once
 
 #include <cstdint>
@@ -21,69 +21,97 @@ class ScenarioError : public std::runtime_error {
 };
 
 struct ScenarioJob {
-  JobSpec spec;
+  JobSpec spec;                 // name, id (1.. in file order), hosts, protocol settings
   std::uint64_t elements = 0;   // float32 values per allreduce
   std::uint32_t rounds = 1;     // allreduce rounds
   double magnitude = 1.0;       // inputs are uniform in [-magnitude, magnitude]
-  Duration compute_time{0};     // the "off" phase between rounds
-  Duration start_time{0};
+  Duration compute_time{0};     // the "off" phase between a worker's rounds
+  Duration start_time{0};       // when every worker starts round 0
+};
+
+// Link settings a fault replaces; an unset field keeps the scenario's default.
+struct LinkOverrides {
+  std::optional<Duration> delay;
+  std::optional<double> rate_gbps;
+  std::optional<std::uint32_t> buffer_packets;
+  std::optional<std::uint32_t> ecn_threshold_packets;
+  std::optional<double> loss;       // probability
+  std::optional<double> duplicate;  // probability
+  std::optional<double> reorder;    // probability
 };
 
 struct LinkFault {
-  std::string a, b;             // applies in both directions
-  inproc::ChannelConfig config; // only the fault fields are taken from here
+  std::string a, b;             // the link's two ends (hosts or switches), in file order
+  bool one_way = false;         // true: only the a -> b direction; false: both directions
+  LinkOverrides overrides;
+  Duration from{0};             // active from this simulated time
+  std::optional<Duration> until;  // and back to the defaults at this time (unset: forever)
 };
 
 struct CrashFault {
   std::string host;
-  std::optional<std::uint32_t> at_round;  // stops before starting this round (0-based)
-  std::optional<Duration> at_time;
+  std::optional<std::uint32_t> at_round;  // stops before any of its workers starts this round (0-based)
+  std::optional<Duration> at_time;        // stops at this simulated time
 };
 
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
-  inproc::ChannelConfig default_link;   // delay/rate/buffer/ECN of every link
+  inproc::ChannelConfig default_link;   // delay/rate/buffer/ECN of every link (no faults)
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
 
-// Throws ScenarioError.
-Scenario parse_scenario_yaml(const std::string& text);
+// Throws ScenarioError. `source` names the text in syntax errors (a file name).
+Scenario parse_scenario_yaml(const std::string& text, const std::string& source = "scenario");
 Scenario load_scenario_file(const std::string& path);
 
 struct JobResult {
   std::string name;
-  bool correct = false;
-  std::uint32_t completed_rounds = 0;
+  bool correct = false;               // every round completed on every worker with the exact result
+  std::uint32_t rounds = 0;           // rounds the scenario asked for
+  std::uint32_t completed_rounds = 0; // rounds that every worker completed
+  std::size_t workers = 0;
+  std::uint64_t tensor_bytes = 0;     // float32 bytes per worker per round
   std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
   std::uint64_t ps_packets_received = 0;
-  std::uint64_t retransmissions = 0;
-  std::uint64_t collisions = 0;
-  std::uint64_t float_fragments = 0;  // fragments that took the float32 overflow path
+  std::uint64_t retransmissions = 0;  // over all workers, any reason (incl. float resends)
+  std::uint64_t fast_retransmits = 0; // of those, after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;         // retransmission timeouts fired, over all workers' flows
+  std::uint64_t collisions = 0;       // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;  // fragments that took the float32 overflow path, all rounds
   std::uint64_t fragments = 0;        // fragments per round x completed rounds
   double seconds = 0;                 // simulated time from first start to last completion
-  std::string error;                  // why the job did not complete, if it did not
+  double algbw_gbps = 0;              // tensor bits x completed rounds / seconds (nccl-tests' algbw)
+  // Share of the worker packets that switches absorbed: (contributions - PS packets) /
+  // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
+  double in_network_share = 0;
+  std::string error;                  // why the job is not correct, if it is not
 };
 
 struct LinkResult {
   std::string from, to;
-  std::uint64_t packets = 0, bytes = 0, lost = 0, ecn_marked = 0;
+  std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
 };
 
 struct ScenarioResult {
   std::string backend;
   std::vector<JobResult> jobs;
-  std::vector<LinkResult> links;
-  std::uint64_t leaked_aggregators = 0;
+  std::vector<LinkResult> links;          // one per direction, in planned-link order
+  std::uint64_t leaked_aggregators = 0;   // still held after the final reclaim sweep
+  std::uint64_t host_dropped_packets = 0; // packets hosts could not hand to any endpoint
+  bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;
 };
 
+// Throws ScenarioError for a topology or job that cannot be planned (PlanError's sentence,
+// prefixed with the key it came from).
 ScenarioResult run_inproc(const Scenario& scenario);
 
+bool all_correct(const ScenarioResult& result);
 std::string to_json(const ScenarioResult& result);     // pretty, stable key order
 std::string to_summary(const ScenarioResult& result);  // a short human table
 

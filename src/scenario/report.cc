@@ -1,1 +1,111 @@
-// placeholder: being written
+// Writes a scenario's results: JSON for scripts (stable key order, so equal runs give equal
+// text) and a short table for people.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+#include "atp/scenario.h"
+
+namespace atp {
+
+std::string to_json(const ScenarioResult& result) {
+  // ordered_json keeps insertion order: the keys appear in the order written here.
+  using nlohmann::ordered_json;
+  ordered_json root;
+  root["backend"] = result.backend;
+  root["correct"] = all_correct(result);
+  root["leaked_aggregators"] = result.leaked_aggregators;
+  root["time_limit_reached"] = result.time_limit_reached;
+  root["simulated_seconds"] = result.simulated_seconds;
+  root["events"] = result.events;
+  root["host_dropped_packets"] = result.host_dropped_packets;
+  ordered_json jobs = ordered_json::array();
+  for (const JobResult& j : result.jobs) {
+    ordered_json o;
+    o["name"] = j.name;
+    o["correct"] = j.correct;
+    o["rounds"] = j.rounds;
+    o["completed_rounds"] = j.completed_rounds;
+    o["workers"] = j.workers;
+    o["tensor_bytes"] = j.tensor_bytes;
+    o["fragments"] = j.fragments;
+    o["float_fragments"] = j.float_fragments;
+    ordered_json aggregations = ordered_json::object();
+    for (const auto& [name, count] : j.switch_aggregations) aggregations[name] = count;
+    o["switch_aggregations"] = aggregations;
+    o["ps_packets_received"] = j.ps_packets_received;
+    o["in_network_share"] = j.in_network_share;
+    o["retransmissions"] = j.retransmissions;
+    o["fast_retransmits"] = j.fast_retransmits;
+    o["timeouts"] = j.timeouts;
+    o["collisions"] = j.collisions;
+    o["seconds"] = j.seconds;
+    o["algbw_gbps"] = j.algbw_gbps;
+    o["error"] = j.error;
+    jobs.push_back(std::move(o));
+  }
+  root["jobs"] = std::move(jobs);
+  ordered_json links = ordered_json::array();
+  for (const LinkResult& l : result.links) {
+    ordered_json o;
+    o["from"] = l.from;
+    o["to"] = l.to;
+    o["packets"] = l.packets;
+    o["bytes"] = l.bytes;
+    o["lost"] = l.lost;
+    o["queue_drops"] = l.queue_drops;
+    o["ecn_marked"] = l.ecn_marked;
+    links.push_back(std::move(o));
+  }
+  root["links"] = std::move(links);
+  return root.dump(2) + "\n";
+}
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string to_summary(const ScenarioResult& result) {
+  std::ostringstream out;
+  out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), "
+      << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, "
+      << result.leaked_aggregators << " aggregators leaked"
+      << (result.time_limit_reached ? ", time limit reached" : "") << "\n";
+  out << format("%-12s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "correct", "rounds", "fragments",
+                "float", "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
+  for (const JobResult& j : result.jobs) {
+    const std::string rounds = std::to_string(j.completed_rounds) + "/" + std::to_string(j.rounds);
+    out << format("%-12s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(),
+                  j.correct ? "yes" : "NO", rounds.c_str(), static_cast<unsigned long long>(j.fragments),
+                  static_cast<unsigned long long>(j.float_fragments),
+                  static_cast<unsigned long long>(j.ps_packets_received), j.in_network_share * 100.0,
+                  static_cast<unsigned long long>(j.retransmissions),
+                  static_cast<unsigned long long>(j.collisions), j.seconds, j.algbw_gbps);
+    std::string aggregations;
+    for (const auto& [name, count] : j.switch_aggregations) {
+      aggregations += (aggregations.empty() ? "" : ", ") + name + "=" + std::to_string(count);
+    }
+    if (!aggregations.empty()) out << "  aggregated in switches: " << aggregations << "\n";
+    if (!j.error.empty()) out << "  error: " << j.error << "\n";
+  }
+  std::uint64_t packets = 0, bytes = 0, lost = 0, drops = 0, ecn = 0;
+  for (const LinkResult& l : result.links) {
+    packets += l.packets;
+    bytes += l.bytes;
+    lost += l.lost;
+    drops += l.queue_drops;
+    ecn += l.ecn_marked;
+  }
+  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes
+      << " ATP bytes, " << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
+  return out.str();
+}
+
+}  // namespace atp

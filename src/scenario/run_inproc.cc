@@ -1,1 +1,602 @@
-// placeholder: being written
+// Runs a scenario on the in-process network: plans the jobs, wires switch and host nodes around
+// the protocol core, drives allreduce rounds with seeded inputs and checks every result exactly.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include "atp/fixed_point.h"
+#include "atp/scenario.h"
+
+namespace atp {
+namespace {
+
+using inproc::NodeId;
+
+// --- seeded inputs
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// One independent stream per (scenario seed, job, worker, round), so that a worker's input
+// does not depend on event order and the checker can regenerate it.
+std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round) {
+  std::uint64_t s = splitmix64(seed);
+  s = splitmix64(s ^ job);
+  s = splitmix64(s ^ worker);
+  return splitmix64(s ^ round);
+}
+
+// Uniform in [-magnitude, magnitude), drawn by hand: std::uniform_real_distribution's output
+// differs between standard libraries, and the same seed must give the same inputs everywhere.
+void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out) {
+  std::mt19937_64 rng(seed);
+  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
+  for (float& v : out) {
+    const double u = static_cast<double>(rng() >> 11) * kUnit;  // [0, 1), 53 random bits
+    v = static_cast<float>(magnitude * (2.0 * u - 1.0));
+  }
+}
+
+double to_seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
+
+// --- nodes
+
+// A host's single uplink: whatever an endpoint sends leaves on port 0.
+class HostUplink final : public PacketSink {
+ public:
+  explicit HostUplink(PortSink& ports) : ports_(ports) {}
+  void send(std::span<const std::uint8_t> packet) override { ports_.send(0, packet); }
+
+ private:
+  PortSink& ports_;
+};
+
+// The simulated time of the last packet or timer any node handled: when the run really ended
+// (Network::run_until leaves its clock at the limit).
+struct Activity {
+  Time last{};
+  void saw(Time now) { last = std::max(last, now); }
+};
+
+class SwitchNode final : public inproc::Node {
+ public:
+  SwitchNode(const SwitchConfig& config, Activity& activity) : pipeline(config), activity_(activity) {}
+  void on_packet(PortId port, std::span<std::uint8_t> packet, Time now, PortSink& out) override {
+    activity_.saw(now);
+    pipeline.process(port, packet, now, out);
+  }
+  void on_timeout(Time now, PortSink&) override {
+    activity_.saw(now);
+    pipeline.on_timeout(now);
+  }
+  Time next_deadline() const override { return pipeline.next_deadline(); }
+
+  SwitchPipeline pipeline;
+
+ private:
+  Activity& activity_;
+};
+
+class RoundDriver;
+
+// One end host: the worker and PS endpoints of every job placed on it. Parameter packets go to
+// the job's worker, gradient packets to the job's PS. A crashed host ignores everything.
+class HostNode final : public inproc::Node {
+ public:
+  HostNode(std::string host_name, Activity& activity) : name(std::move(host_name)), activity_(activity) {}
+
+  void on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) override;
+  void on_timeout(Time now, PortSink& out) override;
+  Time next_deadline() const override;
+
+  struct LocalWorker {
+    WorkerEndpoint endpoint;
+    RoundDriver* driver;
+  };
+  std::string name;
+  std::map<JobId, LocalWorker> workers;
+  std::map<JobId, PsEndpoint> ps;
+  bool crashed = false;
+  Time crash_time{};
+  std::optional<std::uint32_t> crash_round;  // crash when a worker here would start this round
+  std::uint64_t dropped = 0;                 // undecodable, or for a job with no endpoint here
+
+ private:
+  Activity& activity_;
+};
+
+// --- the run
+
+struct JobRuntime;
+
+// Starts a worker's rounds one after another (after the job's compute time), checks each result.
+class RoundDriver {
+ public:
+  RoundDriver(JobRuntime& job, std::size_t index, HostNode& host, NodeId node)
+      : job_(job), index_(index), host_(host), node_(node) {}
+
+  void start_round(Time now);
+  // Called after every call into the endpoint: notices completion and failure.
+  void after_endpoint_call(Time now);
+
+  WorkerEndpoint& endpoint() { return host_.workers.at(job_id()).endpoint; }
+  JobId job_id() const;
+  std::uint32_t rounds_completed = 0;
+  bool running = false;
+  bool stopped = false;   // failed or crashed: no more rounds
+  bool mismatch = false;  // some round's result was not exact
+  std::string error;
+  const HostNode& host() const { return host_; }
+
+ private:
+  void verify();
+
+  JobRuntime& job_;
+  std::size_t index_;
+  HostNode& host_;
+  NodeId node_;
+  std::uint32_t round_ = 0;  // the round running or next to start
+  std::vector<float> input_;
+};
+
+// The exact answer of one round, computed when its first worker completes it.
+struct RoundReference {
+  std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
+  std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
+  std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
+  std::size_t checks_left = 0;
+};
+
+struct JobRuntime {
+  const ScenarioJob* job = nullptr;
+  std::size_t file_index = 0;
+  JobPlan plan;
+  inproc::Network* network = nullptr;
+  std::uint64_t seed = 0;
+  std::vector<std::unique_ptr<RoundDriver>> drivers;
+  std::vector<HostNode*> ps_hosts;
+  std::map<std::uint32_t, RoundReference> references;
+  std::uint64_t float_fragments = 0;
+  std::optional<Time> first_start, last_completion;
+
+  std::uint64_t fragments_per_round() const {
+    const std::uint64_t vpp = job->spec.values_per_packet;
+    return (job->elements + vpp - 1) / vpp;
+  }
+
+  RoundReference& reference(std::uint32_t round, const WorkerEndpoint& first_finisher) {
+    auto it = references.find(round);
+    if (it != references.end()) return it->second;
+    RoundReference& ref = references[round];
+    const std::size_t n = job->elements;
+    ref.int_sum.assign(n, 0);
+    ref.float_sum.assign(n, 0.0);
+    ref.abs_sum.assign(n, 0.0);
+    ref.checks_left = drivers.size();
+    std::vector<float> input(n);
+    std::vector<std::int32_t> quantized(n);
+    for (std::size_t w = 0; w < drivers.size(); ++w) {
+      generate_input(input_seed(seed, job->spec.id, w, round), job->magnitude, input);
+      quantize(input, job->spec.scale, quantized);
+      for (std::size_t i = 0; i < n; ++i) {
+        ref.int_sum[i] += quantized[i];
+        ref.float_sum[i] += input[i];
+        ref.abs_sum[i] += std::fabs(static_cast<double>(input[i]));
+      }
+    }
+    // Every worker gets the same set of float fragments; count them once per round.
+    float_fragments += first_finisher.float_fragments().size();
+    return ref;
+  }
+};
+
+JobId RoundDriver::job_id() const { return job_.job->spec.id; }
+
+void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) {
+  if (crashed) return;
+  activity_.saw(now);
+  Header h;
+  if (decode_header(packet, h) != DecodeError::kOk) {
+    ++dropped;
+    return;
+  }
+  HostUplink uplink(out);
+  if (h.is_ack) {
+    auto it = workers.find(h.job);
+    if (it == workers.end()) {
+      ++dropped;
+      return;
+    }
+    it->second.endpoint.on_packet(packet, now, uplink);
+    it->second.driver->after_endpoint_call(now);
+  } else {
+    auto it = ps.find(h.job);
+    if (it == ps.end()) {
+      ++dropped;
+      return;
+    }
+    it->second.on_packet(packet, now, uplink);
+  }
+}
+
+void HostNode::on_timeout(Time now, PortSink& out) {
+  if (crashed) return;
+  activity_.saw(now);
+  HostUplink uplink(out);
+  for (auto& [job, w] : workers) {
+    if (w.endpoint.next_deadline() <= now) {
+      w.endpoint.on_timeout(now, uplink);
+      w.driver->after_endpoint_call(now);
+    }
+  }
+  for (auto& [job, p] : ps) {
+    if (p.next_deadline() <= now) p.on_timeout(now, uplink);
+  }
+}
+
+Time HostNode::next_deadline() const {
+  if (crashed) return kNever;
+  Time t = kNever;
+  for (const auto& [job, w] : workers) t = std::min(t, w.endpoint.next_deadline());
+  for (const auto& [job, p] : ps) t = std::min(t, p.next_deadline());
+  return t;
+}
+
+void crash_host(HostNode& host, Time now, inproc::Network& network, NodeId node) {
+  if (host.crashed) return;
+  host.crashed = true;
+  host.crash_time = now;
+  network.wake(node);
+}
+
+void RoundDriver::start_round(Time now) {
+  if (stopped) return;
+  if (host_.crash_round && round_ >= *host_.crash_round) crash_host(host_, now, *job_.network, node_);
+  if (host_.crashed) {
+    stopped = true;
+    return;
+  }
+  input_.resize(job_.job->elements);
+  generate_input(input_seed(job_.seed, job_id(), index_, round_), job_.job->magnitude, input_);
+  HostUplink uplink(job_.network->sink_for(node_));
+  if (!endpoint().start(input_, now, uplink)) {
+    stopped = true;
+    error = "worker '" + host_.name + "' could not start round " + std::to_string(round_) + " (still busy)";
+    return;
+  }
+  if (!job_.first_start || now < *job_.first_start) job_.first_start = now;
+  running = true;
+  job_.network->wake(node_);
+  after_endpoint_call(now);
+}
+
+void RoundDriver::after_endpoint_call(Time now) {
+  if (!running) return;
+  WorkerEndpoint& ep = endpoint();
+  if (ep.state() == WorkerState::kFailed) {
+    running = false;
+    stopped = true;
+    error = "worker '" + host_.name + "' failed in round " + std::to_string(round_) + ": " + ep.error();
+    return;
+  }
+  if (ep.state() != WorkerState::kIdle) return;
+  running = false;
+  verify();
+  ++rounds_completed;
+  ++round_;
+  if (!job_.last_completion || now > *job_.last_completion) job_.last_completion = now;
+  if (round_ < job_.job->rounds) {
+    job_.network->schedule(now + job_.job->compute_time, [this](Time t) { start_round(t); });
+  }
+}
+
+void RoundDriver::verify() {
+  WorkerEndpoint& ep = endpoint();
+  RoundReference& ref = job_.reference(round_, ep);
+  const auto result = ep.result();
+  const std::size_t n = job_.job->elements;
+  const std::size_t vpp = job_.job->spec.values_per_packet;
+  const double scale = job_.job->spec.scale;
+  auto report = [&](const std::string& what) {
+    if (!mismatch) {
+      mismatch = true;
+      error = "worker '" + host_.name + "' round " + std::to_string(round_) + ": " + what;
+    }
+  };
+  if (result.size() != n) {
+    report("result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n));
+  } else {
+    std::vector<bool> is_float(job_.fragments_per_round(), false);
+    for (std::uint32_t f : ep.float_fragments()) {
+      if (f >= is_float.size()) {
+        report("float fragment index " + std::to_string(f) + " is out of range");
+      } else {
+        is_float[f] = true;
+      }
+    }
+    // Rounding bound of the float path: the PS sums float32 values in double and rounds once to
+    // float32 (<= 2^-24 relative), plus the double sums' own error; 2^-23 x sum|x| covers both.
+    constexpr double kFloatBound = 1.0 / 8388608.0;
+    for (std::size_t i = 0; i < n && !mismatch; ++i) {
+      const float got = result[i];
+      if (is_float[i / vpp]) {
+        const double expected = static_cast<float>(ref.float_sum[i]);
+        const double tolerance = ref.abs_sum[i] * kFloatBound + std::numeric_limits<float>::denorm_min();
+        if (!(got == expected || std::fabs(static_cast<double>(got) - expected) <= tolerance)) {
+          std::ostringstream s;
+          s.precision(9);
+          s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within " << tolerance;
+          report(s.str());
+        }
+      } else {
+        const float expected = dequantize_one(ref.int_sum[i], scale);
+        if (!(got == expected)) {
+          std::ostringstream s;
+          s.precision(9);
+          s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
+            << " / scale)";
+          report(s.str());
+        }
+      }
+    }
+  }
+  if (--ref.checks_left == 0) job_.references.erase(round_);
+}
+
+// The channel settings of a link direction at time `now`: the defaults, then every fault active
+// at `now` on that direction, in file order.
+inproc::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, Time now) {
+  inproc::ChannelConfig c = s.default_link;
+  for (std::size_t f : faults) {
+    const LinkFault& fault = s.link_faults[f];
+    const Duration t = now.time_since_epoch();
+    if (t < fault.from || (fault.until && t >= *fault.until)) continue;
+    const LinkOverrides& o = fault.overrides;
+    if (o.delay) c.delay = *o.delay;
+    if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
+    if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;
+    if (o.ecn_threshold_packets) c.ecn_threshold_packets = *o.ecn_threshold_packets;
+    if (o.loss) c.loss = *o.loss;
+    if (o.duplicate) c.duplicate = *o.duplicate;
+    if (o.reorder) c.reorder = *o.reorder;
+  }
+  return c;
+}
+
+struct Channel {
+  std::size_t id = 0;
+  std::string from, to;
+  std::vector<std::size_t> faults;  // indices into Scenario::link_faults
+};
+
+}  // namespace
+
+ScenarioResult run_inproc(const Scenario& scenario) {
+  // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
+  NetworkPlan network_plan;
+  try {
+    network_plan = plan_network(scenario.topology);
+  } catch (const PlanError& e) {
+    throw ScenarioError(std::string("topology: ") + e.what());
+  }
+  std::vector<std::unique_ptr<JobRuntime>> jobs;
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    auto rt = std::make_unique<JobRuntime>();
+    rt->job = &scenario.jobs[j];
+    rt->file_index = j;
+    try {
+      rt->plan = plan_job(network_plan, scenario.jobs[j].spec);
+    } catch (const PlanError& e) {
+      throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
+    }
+    jobs.push_back(std::move(rt));
+  }
+
+  inproc::Network network(scenario.seed);
+  Activity activity;
+  std::map<std::string, NodeId> node_ids;
+  std::map<std::string, SwitchNode*> switches;
+  std::map<std::string, HostNode*> hosts;
+  for (const auto& s : scenario.topology.switches) {
+    auto node = std::make_unique<SwitchNode>(s.config, activity);
+    switches[s.name] = node.get();
+    node_ids[s.name] = network.add_node(s.name, std::move(node));
+  }
+  for (const auto& h : scenario.topology.hosts) {
+    auto node = std::make_unique<HostNode>(h.name, activity);
+    hosts[h.name] = node.get();
+    node_ids[h.name] = network.add_node(h.name, std::move(node));
+  }
+  for (const auto& c : scenario.crashes) {
+    HostNode& host = *hosts.at(c.host);
+    if (c.at_round) host.crash_round = std::min(host.crash_round.value_or(*c.at_round), *c.at_round);
+    if (c.at_time) {
+      const NodeId id = node_ids.at(c.host);
+      network.schedule(Time(*c.at_time), [&host, &network, id](Time t) { crash_host(host, t, network, id); });
+    }
+  }
+
+  // Links, with the faults that apply to each direction.
+  std::vector<Channel> channels;
+  for (const auto& link : network_plan.links) {
+    Channel ab{0, link.a.node, link.b.node, {}};
+    Channel ba{0, link.b.node, link.a.node, {}};
+    for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
+      const LinkFault& fault = scenario.link_faults[f];
+      if (fault.a == link.a.node && fault.b == link.b.node) {
+        ab.faults.push_back(f);
+        if (!fault.one_way) ba.faults.push_back(f);
+      } else if (fault.a == link.b.node && fault.b == link.a.node) {
+        ba.faults.push_back(f);
+        if (!fault.one_way) ab.faults.push_back(f);
+      }
+    }
+    const Time start{};
+    std::tie(ab.id, ba.id) = network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node),
+                                             link.b.port, channel_settings(scenario, ab.faults, start),
+                                             channel_settings(scenario, ba.faults, start));
+    channels.push_back(std::move(ab));
+    channels.push_back(std::move(ba));
+  }
+  // Faults with a time window: recompute the affected channels at every boundary.
+  for (const Channel& ch : channels) {
+    for (std::size_t f : ch.faults) {
+      const LinkFault& fault = scenario.link_faults[f];
+      std::vector<Duration> boundaries;
+      if (fault.from > Duration::zero()) boundaries.push_back(fault.from);
+      if (fault.until) boundaries.push_back(*fault.until);
+      for (Duration b : boundaries) {
+        network.schedule(Time(b), [&network, &scenario, &ch](Time t) {
+          network.channel_config(ch.id) = channel_settings(scenario, ch.faults, t);
+        });
+      }
+    }
+  }
+
+  // Forwarding state of every switch: unicast routes, then each job's multicast group and entry.
+  for (const auto& [name, node] : switches) {
+    auto routes = network_plan.routes.find(name);
+    if (routes == network_plan.routes.end()) continue;
+    for (const auto& [dst, port] : routes->second) node->pipeline.add_route(dst, port);
+  }
+  for (auto& rt : jobs) {
+    const JobId id = rt->job->spec.id;
+    for (const auto& [name, sw] : rt->plan.switches) {
+      SwitchNode& node = *switches.at(name);
+      node.pipeline.add_multicast_group(multicast_group_address(id), sw.multicast_ports);
+      node.pipeline.install_job(sw.entry);
+    }
+  }
+
+  // Endpoints and round drivers.
+  for (auto& rt : jobs) {
+    const ScenarioJob& job = *rt->job;
+    rt->network = &network;
+    rt->seed = scenario.seed;
+    for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
+      const std::string& host_name = job.spec.workers[w];
+      HostNode& host = *hosts.at(host_name);
+      const NodeId node = node_ids.at(host_name);
+      rt->drivers.push_back(std::make_unique<RoundDriver>(*rt, w, host, node));
+      RoundDriver* driver = rt->drivers.back().get();
+      try {
+        host.workers.emplace(job.spec.id, HostNode::LocalWorker{WorkerEndpoint(rt->plan.workers[w]), driver});
+      } catch (const std::invalid_argument& e) {
+        // The parser checks every setting an endpoint rejects; this only guards against a gap.
+        throw ScenarioError("jobs[" + std::to_string(rt->file_index) + "]: " + e.what());
+      }
+      network.schedule(Time(job.start_time), [driver](Time t) { driver->start_round(t); });
+    }
+    for (std::size_t p = 0; p < job.spec.ps.size(); ++p) {
+      HostNode& host = *hosts.at(job.spec.ps[p]);
+      host.ps.emplace(job.spec.id, PsEndpoint(rt->plan.ps[p]));
+      rt->ps_hosts.push_back(&host);
+    }
+  }
+  for (const auto& [name, id] : node_ids) network.wake(id);
+
+  const Time limit = Time(scenario.time_limit);
+  network.run_until(limit);
+
+  ScenarioResult result;
+  result.backend = "inproc";
+  result.simulated_seconds = to_seconds(activity.last.time_since_epoch());
+  result.events = network.events_processed();
+
+  for (auto& rt : jobs) {
+    const ScenarioJob& job = *rt->job;
+    const JobId id = job.spec.id;
+    JobResult r;
+    r.name = job.spec.name;
+    r.rounds = job.rounds;
+    r.workers = job.spec.workers.size();
+    r.tensor_bytes = job.elements * sizeof(float);
+    r.completed_rounds = job.rounds;
+    std::string crash_error, mismatch_error, failure_error, unfinished_error;
+    for (const auto& d : rt->drivers) {
+      r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
+      WorkerEndpoint& ep = d->endpoint();
+      r.retransmissions += ep.stats().retransmissions;
+      r.fast_retransmits += ep.stats().fast_retransmits;
+      r.timeouts += ep.stats().timeouts;
+      const bool finished = d->rounds_completed == job.rounds;
+      // The first reason of each kind; a crash explains the others' failures, so it wins.
+      if (d->host().crashed && !finished) {
+        if (crash_error.empty()) {
+          std::ostringstream s;
+          s << "host '" << d->host().name << "' crashed at " << to_seconds(d->host().crash_time.time_since_epoch())
+            << " s (simulated) after " << d->rounds_completed << " of " << job.rounds << " rounds";
+          crash_error = s.str();
+        }
+      } else if (d->mismatch) {
+        if (mismatch_error.empty()) mismatch_error = d->error;
+      } else if (!d->error.empty()) {
+        if (failure_error.empty()) failure_error = d->error;
+      } else if (!finished) {
+        if (unfinished_error.empty()) {
+          std::ostringstream s;
+          s << "worker '" << d->host().name << "' did not finish round " << d->rounds_completed
+            << " within the time limit of " << to_seconds(scenario.time_limit) << " s (simulated)";
+          unfinished_error = s.str();
+        }
+        result.time_limit_reached = true;
+      }
+    }
+    for (const std::string* e : {&crash_error, &mismatch_error, &failure_error, &unfinished_error}) {
+      if (r.error.empty()) r.error = *e;
+    }
+    r.correct = r.error.empty() && r.completed_rounds == job.rounds;
+    for (const auto& [name, sw] : rt->plan.switches) {
+      const SwitchJobCounters c = switches.at(name)->pipeline.job_counters(id);
+      r.switch_aggregations[name] = c.aggregations;
+      r.collisions += c.collisions;
+    }
+    for (const HostNode* h : rt->ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
+    r.float_fragments = rt->float_fragments;
+    r.fragments = rt->fragments_per_round() * r.completed_rounds;
+    if (rt->first_start && rt->last_completion) r.seconds = to_seconds(*rt->last_completion - *rt->first_start);
+    if (r.seconds > 0) {
+      r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * r.completed_rounds / r.seconds / 1e9;
+    }
+    if (r.workers > 1 && r.fragments > 0) {
+      const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
+      const double absorbed = contributions - static_cast<double>(r.ps_packets_received);
+      const double absorbable = contributions - static_cast<double>(r.fragments);
+      r.in_network_share = std::clamp(absorbed / absorbable, 0.0, 1.0);
+    }
+    result.jobs.push_back(std::move(r));
+  }
+
+  for (const Channel& ch : channels) {
+    const inproc::ChannelCounters& c = network.channel_counters(ch.id);
+    result.links.push_back(LinkResult{ch.from, ch.to, c.packets, c.bytes, c.lost, c.queue_drops, c.ecn_marked});
+  }
+  for (const auto& [name, host] : hosts) result.host_dropped_packets += host->dropped;
+
+  // Leak check: move every switch's clock past its reclaim timeout and sweep. Whatever is still
+  // held then would stay held forever.
+  for (const auto& [name, node] : switches) {
+    // (A switch with reclaim disabled, timeout <= 0, keeps what it holds: that is a leak too.)
+    const Duration timeout = std::max(node->pipeline.config().reclaim_timeout, Duration::zero());
+    const Time sweep = activity.last + timeout + std::chrono::microseconds(1);
+    node->pipeline.on_timeout(sweep);
+    result.leaked_aggregators += node->pipeline.table().in_use();
+  }
+  return result;
+}
+
+bool all_correct(const ScenarioResult& result) {
+  return std::all_of(result.jobs.begin(), result.jobs.end(), [](const JobResult& j) { return j.correct; });
+}
+
+}  // namespace atp

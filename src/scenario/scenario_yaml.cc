@@ -1,1 +1,514 @@
-// placeholder: being written
+// Reads scenario files (YAML) into a Scenario and checks everything the file alone can tell:
+// types, ranges, names, unknown keys. Every error is one sentence that starts with the key path.
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "atp/scenario.h"
+
+namespace atp {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw ScenarioError((path.empty() ? std::string("scenario") : path) + ": " + what);
+}
+
+std::string child(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+std::string item(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+// How a value that has the wrong type looks, for "..., got X".
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      return node.Scalar().empty() ? std::string("an empty string") : node.Scalar();
+    default:
+      return "an undefined value";
+  }
+}
+
+// Checks that `node` is a map whose keys are all in `allowed`; the first other key is an error.
+void expect_map(const YAML::Node& node, const std::string& path, std::initializer_list<const char*> allowed) {
+  if (!node.IsMap()) fail(path, "must be a map, got " + describe(node));
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) fail(path, "keys must be plain names, got " + describe(kv.first));
+    const std::string key = kv.first.Scalar();
+    // yaml-cpp keeps the first of two equal keys; the second is almost always a mistake.
+    if (!seen.insert(key).second) fail(child(path, key), "the key appears twice");
+    bool known = false;
+    for (const char* a : allowed) known = known || key == a;
+    if (!known) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(child(path, key), "unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+std::string as_string(const YAML::Node& node, const std::string& path) {
+  if (!node.IsScalar() || node.Scalar().empty()) fail(path, "must be a non-empty string, got " + describe(node));
+  return node.Scalar();
+}
+
+bool parse_double(const std::string& text, double& out) {
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (first != last && *first == '+') ++first;  // YAML allows "+1.5"; from_chars does not
+  auto [end, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && end == last && std::isfinite(out);
+}
+
+// An integer in [min, max]. Integral numbers written as floats (1e6) are accepted.
+std::uint64_t as_integer(const YAML::Node& node, const std::string& path, std::uint64_t min, std::uint64_t max) {
+  const char* kind = min >= 1 ? "a positive integer" : "a non-negative integer";
+  if (!node.IsScalar()) fail(path, std::string("must be ") + kind + ", got " + describe(node));
+  const std::string& text = node.Scalar();
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    double d = 0;
+    if (!parse_double(text, d) || d < 0 || d != std::floor(d) || d >= 18446744073709551616.0) {
+      fail(path, std::string("must be ") + kind + ", got " + describe(node));
+    }
+    value = static_cast<std::uint64_t>(d);
+  }
+  if (value < min) fail(path, std::string("must be ") + kind + ", got " + describe(node));
+  if (value > max) fail(path, "must be at most " + std::to_string(max) + ", got " + describe(node));
+  return value;
+}
+
+// A finite number in [min, max]; `kind` says what is expected ("a probability", ...).
+double as_number(const YAML::Node& node, const std::string& path, double min, double max, const std::string& kind) {
+  double value = 0;
+  if (!node.IsScalar() || !parse_double(node.Scalar(), value) || value < min || value > max) {
+    fail(path, "must be " + kind + ", got " + describe(node));
+  }
+  return value;
+}
+
+double as_positive(const YAML::Node& node, const std::string& path) {
+  double value = as_number(node, path, 0, std::numeric_limits<double>::max(), "a positive number");
+  if (value == 0) fail(path, "must be a positive number, got " + describe(node));
+  return value;
+}
+
+bool as_bool(const YAML::Node& node, const std::string& path) {
+  if (node.IsScalar()) {
+    const std::string& t = node.Scalar();
+    if (t == "true" || t == "True" || t == "yes" || t == "on") return true;
+    if (t == "false" || t == "False" || t == "no" || t == "off") return false;
+  }
+  fail(path, "must be true or false, got " + describe(node));
+}
+
+// Microseconds (fractions allowed) as a Duration.
+Duration as_microseconds(const YAML::Node& node, const std::string& path, bool allow_zero) {
+  constexpr double kMaxUs = 9.0e12;  // about 104 days: far beyond any simulated run, fits int64 ns
+  double us = as_number(node, path, 0, kMaxUs, allow_zero ? "a non-negative number of microseconds"
+                                                          : "a positive number of microseconds");
+  const Duration d(static_cast<std::int64_t>(std::llround(us * 1000.0)));  // the core counts nanoseconds
+  if (!allow_zero && d <= Duration::zero()) {
+    fail(path, "must be a positive number of microseconds (at least 0.001), got " + describe(node));
+  }
+  return d;
+}
+
+YAML::Node expect_list(const YAML::Node& node, const std::string& path, bool non_empty) {
+  if (!node.IsSequence()) fail(path, "must be a list, got " + describe(node));
+  if (non_empty && node.size() == 0) fail(path, "must not be empty");
+  return node;
+}
+
+void require(const YAML::Node& map, const std::string& path, const char* key) {
+  if (!map[key]) fail(path, std::string("missing required key '") + key + "'");
+}
+
+constexpr std::uint64_t kU32Max = std::numeric_limits<std::uint32_t>::max();
+
+// --- topology
+
+struct Names {
+  std::set<std::string> switches, hosts;
+  bool is_switch(const std::string& n) const { return switches.count(n) != 0; }
+  bool is_host(const std::string& n) const { return hosts.count(n) != 0; }
+};
+
+std::string tree_root(std::map<std::string, std::string>& parent, std::string n) {
+  while (parent.at(n) != n) n = parent.at(n) = parent.at(parent.at(n));
+  return n;
+}
+
+void claim_name(Names& names, const std::string& name, const std::string& path) {
+  if (names.is_switch(name) || names.is_host(name)) fail(path, "the name '" + name + "' is already used");
+}
+
+Topology parse_topology(const YAML::Node& node, const std::string& path, Names& names) {
+  expect_map(node, path, {"switches", "hosts", "links"});
+  require(node, path, "switches");
+  require(node, path, "hosts");
+  Topology topology;
+
+  const std::string switches_path = child(path, "switches");
+  const YAML::Node switches = expect_list(node["switches"], switches_path, true);
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    const std::string p = item(switches_path, i);
+    const YAML::Node s = switches[i];
+    expect_map(s, p, {"name", "atp", "aggregators", "width", "reclaim_timeout_us"});
+    require(s, p, "name");
+    SwitchSpec spec;
+    spec.name = as_string(s["name"], child(p, "name"));
+    claim_name(names, spec.name, child(p, "name"));
+    names.switches.insert(spec.name);
+    if (s["atp"]) spec.config.atp_capable = as_bool(s["atp"], child(p, "atp"));
+    if (s["aggregators"]) {
+      spec.config.num_aggregators = static_cast<std::uint32_t>(
+          as_integer(s["aggregators"], child(p, "aggregators"), 1, 1u << 24));
+    }
+    if (s["width"]) {
+      spec.config.aggregator_width =
+          static_cast<std::uint16_t>(as_integer(s["width"], child(p, "width"), 1, kMaxValuesPerPacket));
+    }
+    if (s["reclaim_timeout_us"]) {
+      // 0: never reclaim (the authors' code has no timer), to show what a dead job leaves behind.
+      spec.config.reclaim_timeout = as_microseconds(s["reclaim_timeout_us"], child(p, "reclaim_timeout_us"), true);
+    }
+    topology.switches.push_back(std::move(spec));
+  }
+
+  const std::string hosts_path = child(path, "hosts");
+  const YAML::Node hosts = expect_list(node["hosts"], hosts_path, true);
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const std::string p = item(hosts_path, i);
+    const YAML::Node h = hosts[i];
+    expect_map(h, p, {"name", "switch"});
+    require(h, p, "name");
+    require(h, p, "switch");
+    HostSpec spec;
+    spec.name = as_string(h["name"], child(p, "name"));
+    claim_name(names, spec.name, child(p, "name"));
+    spec.switch_name = as_string(h["switch"], child(p, "switch"));
+    if (!names.is_switch(spec.switch_name)) fail(child(p, "switch"), "unknown switch '" + spec.switch_name + "'");
+    names.hosts.insert(spec.name);
+    topology.hosts.push_back(std::move(spec));
+  }
+
+  std::map<std::string, std::string> parent;  // union-find over switch names: the tree check
+  for (const auto& sw : topology.switches) parent[sw.name] = sw.name;
+  if (node["links"]) {
+    const std::string links_path = child(path, "links");
+    const YAML::Node links = expect_list(node["links"], links_path, false);
+    std::set<std::pair<std::string, std::string>> seen;
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      const std::string p = item(links_path, i);
+      const YAML::Node l = links[i];
+      if (!l.IsSequence() || l.size() != 2) {
+        fail(p, "must be a pair of switch names like [tor0, core], got " + describe(l));
+      }
+      std::string a = as_string(l[0], item(p, 0));
+      std::string b = as_string(l[1], item(p, 1));
+      for (std::size_t k = 0; k < 2; ++k) {
+        const std::string& n = k == 0 ? a : b;
+        if (names.is_host(n)) {
+          fail(item(p, k), "'" + n +
+                               "' is a host; hosts are linked to their switch automatically, list only "
+                               "switch-to-switch links");
+        }
+        if (!names.is_switch(n)) fail(item(p, k), "unknown switch '" + n + "'");
+      }
+      if (a == b) fail(p, "a switch cannot be linked to itself ('" + a + "')");
+      if (!seen.insert(std::minmax(a, b)).second) fail(p, "duplicate link between '" + a + "' and '" + b + "'");
+      // Routes are shortest paths in a tree: a link joining two switches already connected closes a cycle.
+      const std::string ra = tree_root(parent, a), rb = tree_root(parent, b);
+      if (ra == rb) fail(p, "the link [" + a + ", " + b + "] closes a cycle; switch-to-switch links must form a tree");
+      parent[ra] = rb;
+      topology.switch_links.emplace_back(std::move(a), std::move(b));
+    }
+  }
+  const std::string& first = topology.switches.front().name;
+  for (const auto& sw : topology.switches) {
+    if (tree_root(parent, sw.name) != tree_root(parent, first)) {
+      fail(child(path, "links"), "switch '" + sw.name + "' is not connected to switch '" + first +
+                                     "'; switch-to-switch links must form one tree");
+    }
+  }
+  return topology;
+}
+
+// --- link settings (defaults and fault overrides)
+
+// Reads the keys of a link setting that are present in `node` into `o`.
+void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOverrides& o, bool faults_allowed) {
+  if (node["delay_us"]) o.delay = as_microseconds(node["delay_us"], child(path, "delay_us"), true);
+  if (node["rate_gbps"]) {
+    o.rate_gbps = as_number(node["rate_gbps"], child(path, "rate_gbps"), 0, 1e6,
+                            "a non-negative number of Gbit/s (0: unlimited)");
+  }
+  if (node["buffer_packets"]) {
+    o.buffer_packets =
+        static_cast<std::uint32_t>(as_integer(node["buffer_packets"], child(path, "buffer_packets"), 0, kU32Max));
+  }
+  if (node["ecn_threshold_packets"]) {
+    o.ecn_threshold_packets = static_cast<std::uint32_t>(
+        as_integer(node["ecn_threshold_packets"], child(path, "ecn_threshold_packets"), 0, kU32Max));
+  }
+  if (!faults_allowed) return;
+  const char* kProbability = "a probability between 0 and 1";
+  if (node["loss"]) o.loss = as_number(node["loss"], child(path, "loss"), 0, 1, kProbability);
+  if (node["duplicate"]) o.duplicate = as_number(node["duplicate"], child(path, "duplicate"), 0, 1, kProbability);
+  if (node["reorder"]) o.reorder = as_number(node["reorder"], child(path, "reorder"), 0, 1, kProbability);
+}
+
+inproc::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {
+  expect_map(node, path, {"delay_us", "rate_gbps", "buffer_packets", "ecn_threshold_packets"});
+  LinkOverrides o;
+  parse_link_settings(node, path, o, false);
+  inproc::ChannelConfig c;
+  if (o.delay) c.delay = *o.delay;
+  if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
+  if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;
+  if (o.ecn_threshold_packets) c.ecn_threshold_packets = *o.ecn_threshold_packets;
+  return c;
+}
+
+// --- jobs
+
+std::vector<std::string> parse_host_list(const YAML::Node& node, const std::string& path, const Names& names) {
+  const YAML::Node list = expect_list(node, path, true);
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string p = item(path, i);
+    std::string h = as_string(list[i], p);
+    if (names.is_switch(h)) fail(p, "'" + h + "' is a switch, not a host");
+    if (!names.is_host(h)) fail(p, "unknown host '" + h + "'");
+    if (!seen.insert(h).second) fail(p, "host '" + h + "' is listed twice");
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size_t index, const Names& names) {
+  expect_map(node, path,
+             {"name", "workers", "ps", "elements", "rounds", "values_per_packet", "scale", "magnitude", "index",
+              "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us",
+              "progress_timeout_us", "initial_seq"});
+  require(node, path, "workers");
+  require(node, path, "ps");
+  require(node, path, "elements");
+  ScenarioJob job;
+  JobSpec& spec = job.spec;
+  spec.id = static_cast<JobId>(index + 1);
+  spec.name = node["name"] ? as_string(node["name"], child(path, "name")) : "job" + std::to_string(spec.id);
+  spec.workers = parse_host_list(node["workers"], child(path, "workers"), names);
+  spec.ps = parse_host_list(node["ps"], child(path, "ps"), names);
+  for (std::size_t i = 0; i < spec.ps.size(); ++i) {
+    for (const auto& w : spec.workers) {
+      if (w == spec.ps[i]) fail(item(child(path, "ps"), i), "host '" + w + "' is also a worker of this job");
+    }
+  }
+  // A few GiB of float32 per worker is far beyond what an in-process run can hold.
+  job.elements = as_integer(node["elements"], child(path, "elements"), 1, std::uint64_t(1) << 30);
+  if (node["rounds"]) {
+    job.rounds = static_cast<std::uint32_t>(as_integer(node["rounds"], child(path, "rounds"), 1, 1u << 20));
+  }
+  if (node["values_per_packet"]) {
+    spec.values_per_packet = static_cast<std::uint16_t>(
+        as_integer(node["values_per_packet"], child(path, "values_per_packet"), 1, kMaxValuesPerPacket));
+  }
+  if (node["scale"]) spec.scale = as_positive(node["scale"], child(path, "scale"));
+  if (node["magnitude"]) {
+    job.magnitude = as_number(node["magnitude"], child(path, "magnitude"), 0, 3.0e38,
+                              "a non-negative number below the float32 maximum");
+  }
+  if (node["index"]) {
+    const std::string p = child(path, "index");
+    const std::string policy = as_string(node["index"], p);
+    if (policy == "hashed") {
+      spec.index_policy = IndexPolicy::kHashed;
+    } else if (policy == "linear") {
+      spec.index_policy = IndexPolicy::kLinear;
+    } else {
+      fail(p, "must be 'hashed' or 'linear', got " + policy);
+    }
+  }
+  if (node["congestion_control"]) {
+    spec.congestion.enabled = as_bool(node["congestion_control"], child(path, "congestion_control"));
+  }
+  if (node["window"]) {
+    spec.congestion.initial_window =
+        static_cast<std::uint32_t>(as_integer(node["window"], child(path, "window"), 1, 1u << 20));
+  }
+  if (node["max_window"]) {
+    spec.congestion.max_window =
+        static_cast<std::uint32_t>(as_integer(node["max_window"], child(path, "max_window"), 1, 1u << 20));
+  }
+  if (spec.congestion.max_window < spec.congestion.initial_window) {
+    fail(child(path, node["max_window"] ? "max_window" : "window"),
+         "the window (" + std::to_string(spec.congestion.initial_window) + ") must not exceed max_window (" +
+             std::to_string(spec.congestion.max_window) + ")");
+  }
+  if (node["compute_us"]) job.compute_time = as_microseconds(node["compute_us"], child(path, "compute_us"), true);
+  if (node["start_us"]) job.start_time = as_microseconds(node["start_us"], child(path, "start_us"), true);
+  if (node["rto_us"]) spec.retransmit_timeout = as_microseconds(node["rto_us"], child(path, "rto_us"), false);
+  if (node["progress_timeout_us"]) {
+    spec.progress_timeout = as_microseconds(node["progress_timeout_us"], child(path, "progress_timeout_us"), false);
+  }
+  if (node["initial_seq"]) {
+    spec.initial_seq = static_cast<Seq>(as_integer(node["initial_seq"], child(path, "initial_seq"), 0, kU32Max));
+  }
+  return job;
+}
+
+// --- faults
+
+bool hosts_or_switches_linked(const Topology& t, const std::string& a, const std::string& b) {
+  for (const auto& h : t.hosts) {
+    if ((h.name == a && h.switch_name == b) || (h.name == b && h.switch_name == a)) return true;
+  }
+  for (const auto& [x, y] : t.switch_links) {
+    if ((x == a && y == b) || (x == b && y == a)) return true;
+  }
+  return false;
+}
+
+void parse_fault(const YAML::Node& node, const std::string& path, const Names& names, Scenario& scenario) {
+  if (!node.IsMap()) fail(path, "must be a map with 'link' or 'crash', got " + describe(node));
+  if (node["link"] && node["crash"]) fail(path, "must have either 'link' or 'crash', not both");
+  if (node["link"]) {
+    expect_map(node, path,
+               {"link", "one_way", "loss", "duplicate", "reorder", "delay_us", "rate_gbps", "buffer_packets",
+                "ecn_threshold_packets", "from_us", "until_us"});
+    const std::string p = child(path, "link");
+    const YAML::Node l = node["link"];
+    if (!l.IsSequence() || l.size() != 2) fail(p, "must be a pair of node names like [w0, tor0], got " + describe(l));
+    LinkFault fault;
+    fault.a = as_string(l[0], item(p, 0));
+    fault.b = as_string(l[1], item(p, 1));
+    for (std::size_t k = 0; k < 2; ++k) {
+      const std::string& n = k == 0 ? fault.a : fault.b;
+      if (!names.is_host(n) && !names.is_switch(n)) fail(item(p, k), "unknown host or switch '" + n + "'");
+    }
+    if (!hosts_or_switches_linked(scenario.topology, fault.a, fault.b)) {
+      fail(p, "there is no link between '" + fault.a + "' and '" + fault.b + "'");
+    }
+    if (node["one_way"]) fault.one_way = as_bool(node["one_way"], child(path, "one_way"));
+    parse_link_settings(node, path, fault.overrides, true);
+    if (node["from_us"]) fault.from = as_microseconds(node["from_us"], child(path, "from_us"), true);
+    if (node["until_us"]) {
+      fault.until = as_microseconds(node["until_us"], child(path, "until_us"), true);
+      if (*fault.until <= fault.from) fail(child(path, "until_us"), "must be after from_us");
+    }
+    scenario.link_faults.push_back(std::move(fault));
+    return;
+  }
+  if (node["crash"]) {
+    expect_map(node, path, {"crash", "at_round", "at_us"});
+    CrashFault crash;
+    const std::string p = child(path, "crash");
+    crash.host = as_string(node["crash"], p);
+    if (names.is_switch(crash.host)) fail(p, "'" + crash.host + "' is a switch; only hosts can crash");
+    if (!names.is_host(crash.host)) fail(p, "unknown host '" + crash.host + "'");
+    if (node["at_round"] && node["at_us"]) fail(path, "must have either 'at_round' or 'at_us', not both");
+    if (node["at_round"]) {
+      crash.at_round = static_cast<std::uint32_t>(as_integer(node["at_round"], child(path, "at_round"), 0, kU32Max));
+      bool runs_worker = false;
+      for (const auto& j : scenario.jobs) {
+        for (const auto& w : j.spec.workers) runs_worker = runs_worker || w == crash.host;
+      }
+      if (!runs_worker) fail(child(path, "at_round"), "host '" + crash.host + "' runs no worker; use at_us");
+    } else if (node["at_us"]) {
+      crash.at_time = as_microseconds(node["at_us"], child(path, "at_us"), true);
+    } else {
+      fail(path, "a crash needs 'at_round' (0-based) or 'at_us'");
+    }
+    scenario.crashes.push_back(std::move(crash));
+    return;
+  }
+  fail(path, "must have either 'link' (a link fault) or 'crash' (a host crash)");
+}
+
+Scenario parse_root(const YAML::Node& root) {
+  if (!root.IsMap()) {
+    throw ScenarioError("scenario: the file must be a YAML map with keys seed, topology, jobs (and optionally "
+                        "link, faults, time_limit_s), got " + describe(root));
+  }
+  expect_map(root, "", {"description", "seed", "time_limit_s", "link", "topology", "jobs", "faults"});
+  require(root, "", "topology");
+  require(root, "", "jobs");
+  Scenario scenario;
+  if (root["description"]) as_string(root["description"], "description");
+  if (root["seed"]) scenario.seed = as_integer(root["seed"], "seed", 0, std::numeric_limits<std::uint64_t>::max());
+  if (root["time_limit_s"]) {
+    double s = as_number(root["time_limit_s"], "time_limit_s", 0, 1e6, "a positive number of seconds (at most 1e6)");
+    if (s == 0) fail("time_limit_s", "must be a positive number of seconds (at most 1e6), got 0");
+    scenario.time_limit = Duration(static_cast<std::int64_t>(std::llround(s * 1e9)));
+  }
+  if (root["link"]) scenario.default_link = parse_default_link(root["link"], "link");
+
+  Names names;
+  scenario.topology = parse_topology(root["topology"], "topology", names);
+
+  const YAML::Node jobs = expect_list(root["jobs"], "jobs", true);
+  if (jobs.size() > std::numeric_limits<JobId>::max()) fail("jobs", "too many jobs (job ids are 16 bits)");
+  std::set<std::string> job_names;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    ScenarioJob job = parse_job(jobs[i], item("jobs", i), i, names);
+    if (!job_names.insert(job.spec.name).second) {
+      fail(child(item("jobs", i), "name"), "the job name '" + job.spec.name + "' is already used");
+    }
+    scenario.jobs.push_back(std::move(job));
+  }
+
+  if (root["faults"]) {
+    const YAML::Node faults = expect_list(root["faults"], "faults", false);
+    for (std::size_t i = 0; i < faults.size(); ++i) parse_fault(faults[i], item("faults", i), names, scenario);
+  }
+  return scenario;
+}
+
+}  // namespace
+
+Scenario parse_scenario_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    // e.mark is 0-based; editors count from 1.
+    std::ostringstream msg;
+    msg << source << ": line " << e.mark.line + 1 << ", column " << e.mark.column + 1
+        << ": not valid YAML (" << e.msg << ")";
+    throw ScenarioError(msg.str());
+  }
+  try {
+    return parse_root(root);
+  } catch (const YAML::Exception& e) {
+    // Anything yaml-cpp itself rejects while walking the tree (should not happen: types are checked first).
+    throw ScenarioError(source + ": " + e.msg);
+  }
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(path + ": cannot open the scenario file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ScenarioError(path + ": cannot read the scenario file");
+  return parse_scenario_yaml(text.str(), path);
+}
+
+}  // namespace atp
