@@ -327,6 +327,30 @@ TEST(ScenarioRun, SmallTableCollidesAndStaysCorrect) {
   EXPECT_EQ(r.leaked_aggregators, 0u);
 }
 
+// Regression: after a timeout every worker of a job resends at once; uncapped, unjittered
+// bursts filled a 50-packet drop-tail queue ahead of one worker's resend at every timeout,
+// so job j2 made no progress for 50 ms and failed although nothing had crashed.
+TEST(ScenarioRun, TimeoutResendBurstsDoNotStarveAWorker) {
+  const ScenarioResult r = run_inproc(parse_scenario_yaml(R"(
+seed: 85
+time_limit_s: 5
+link: {delay_us: 0.5, rate_gbps: 100, buffer_packets: 50, ecn_threshold_packets: 20}
+topology:
+  switches: [{name: tor0, aggregators: 64, width: 256, reclaim_timeout_us: 500}, {name: tor1, aggregators: 64, width: 256}, {name: core, atp: false}]
+  hosts: [{name: h0_0, switch: tor0}, {name: h0_1, switch: tor0}, {name: h0_2, switch: tor0}, {name: h0_3, switch: tor0}, {name: h0_4, switch: tor0}, {name: h1_0, switch: tor1}, {name: h1_1, switch: tor1}, {name: h1_2, switch: tor1}, {name: h1_3, switch: tor1}, {name: h1_4, switch: tor1}, {name: h1_5, switch: tor1}]
+  links: [[tor0, core], [tor1, core]]
+jobs:
+  - {name: j0, workers: [h1_5, h0_2, h0_1, h1_0, h0_4, h1_3, h0_0, h1_1], ps: [h1_2, h1_4], elements: 7059, values_per_packet: 7, index: linear, window: 1, progress_timeout_us: 50000}
+  - {name: j1, workers: [h0_4, h1_0], ps: [h1_5, h0_1], elements: 9438, values_per_packet: 7, magnitude: 5.0, index: linear, window: 1, rto_us: 100, progress_timeout_us: 50000, initial_seq: 4294967200}
+  - {name: j2, workers: [h1_2, h1_0, h1_3, h0_1, h0_0, h1_1], ps: [h0_3], elements: 9013, rounds: 3, values_per_packet: 7, index: linear, rto_us: 100, progress_timeout_us: 50000}
+faults:
+  - {link: [h0_2, tor0], loss: 0.05, duplicate: 0.01}
+  - {link: [h1_1, tor1], loss: 0.05}
+)"));
+  for (const auto& job : r.jobs) EXPECT_TRUE(job.correct) << job.name << ": " << job.error;
+  EXPECT_GT(r.links.size(), 0u);
+}
+
 TEST(ScenarioRun, Fig9PsReceivesOnePacketPerFragment) {
   const ScenarioResult r = run_example("fig9.yaml");
   const JobResult& j = r.jobs.at(0);

@@ -302,16 +302,21 @@ TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
   // which may be waiting in a switch aggregator for slower workers.
   EXPECT_EQ(seqs_of(resent), (std::vector<Seq>{kInitialSeq, kInitialSeq + 1}));
   for (const Bytes& p : resent) EXPECT_TRUE(decoded(p).resend);
-  EXPECT_EQ(w.next_deadline(), now + 2 * ms);
+  // The backed-off RTO plus up to a quarter of it as per-worker jitter.
+  auto expect_rto = [&](Duration rto) {
+    EXPECT_GE(w.next_deadline(), now + rto);
+    EXPECT_LE(w.next_deadline(), now + rto + rto / 4);
+  };
+  expect_rto(2 * ms);
 
-  now += 2 * ms;
+  now = w.next_deadline();
   w.on_timeout(now, out);
   EXPECT_EQ(out.take().size(), 2u);
-  EXPECT_EQ(w.next_deadline(), now + 4 * ms);
-  now += 4 * ms;
+  expect_rto(4 * ms);
+  now = w.next_deadline();
   w.on_timeout(now, out);
   EXPECT_EQ(out.take().size(), 2u);
-  EXPECT_EQ(w.next_deadline(), now + 4 * ms);  // capped at max_retransmit_timeout
+  expect_rto(4 * ms);  // capped at max_retransmit_timeout
   EXPECT_EQ(w.stats().timeouts, 3u);
   EXPECT_EQ(w.stats().retransmissions, 6u);
   EXPECT_EQ(w.stats().gradient_packets_sent, 10u);
@@ -319,6 +324,42 @@ TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
   now += ms;
   w.on_packet(parameter(kInitialSeq), now, out);  // progress resets the backoff
   EXPECT_EQ(w.next_deadline(), now + ms);
+}
+
+TEST(Worker, TimeoutJitterDiffersBetweenWorkers) {
+  WorkerConfig a = base_config();
+  WorkerConfig b = base_config();
+  b.self = a.self + 1;
+  WorkerEndpoint wa(a), wb(b);
+  RecordingSink out;
+  ASSERT_TRUE(wa.start(ramp(16), kStart, out));
+  ASSERT_TRUE(wb.start(ramp(16), kStart, out));
+  const Time first = kStart + std::chrono::milliseconds(1);
+  wa.on_timeout(first, out);
+  wb.on_timeout(first, out);
+  EXPECT_NE(wa.next_deadline(), wb.next_deadline());  // no lockstep resends
+}
+
+TEST(Worker, TimeoutResendBurstIsCappedByTheWindow) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;  // the base config has congestion control off
+  c.congestion.initial_window = 8;
+  c.congestion.min_window = 1;
+  c.congestion.mtu_bytes = 52;  // one packet of 4 values: the additive step is 1 packet
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(8 * 4), kStart, out));
+  EXPECT_EQ(out.take().size(), 8u);
+  w.on_packet(parameter(kInitialSeq + 7), kStart, out);  // fragments 0..6 are holes
+  w.on_timeout(kStart + std::chrono::milliseconds(1), out);
+  const auto resent = out.take();
+  // The window shrinks first, and the burst resends no more than it allows: the oldest holes,
+  // the expected fragment first.
+  const std::uint32_t window = w.window();
+  ASSERT_LT(window, 7u);
+  std::vector<Seq> want;
+  for (std::uint32_t j = 0; j < window; ++j) want.push_back(kInitialSeq + j);
+  EXPECT_EQ(seqs_of(resent), want);
 }
 
 TEST(Worker, RetransmissionTimeoutWithoutResultsResendsTheExpectedFragment) {

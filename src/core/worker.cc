@@ -352,20 +352,38 @@ struct WorkerEndpoint::Impl {
       Flow& f = flows[k];
       if (f.rto_deadline > now) continue;
       ++stats.timeouts;
-      // Resend the holes: unacknowledged fragments older than the newest result, and at least the
-      // expected one. Not the fragments after the newest result: nothing says they are lost, and
-      // they may sit in switch aggregators waiting for slower workers. A resend would flush those
-      // aggregates to the PS, so the slower workers' first copies would then stall in fresh
-      // aggregators until their own timeout, one window per RTO.
-      const std::uint32_t end = std::max(f.expected + 1, f.received_end);
-      for (std::uint32_t j = f.expected; j < end; ++j) {
-        const std::uint32_t i = fragment_of(k, j);
-        if ((fragments[i].flags & kReceived) == 0) send_fragment(i, /*resend=*/true, out);
-      }
+      // The window shrinks first, and the burst of resends is capped by it: after a timeout
+      // every worker that missed the same results resends at once, and an uncapped burst can
+      // fill a drop-tail queue and lose the very fragment everyone waits for, every time.
       f.cc.on_timeout(next_seq(f, k));
+      // Resend the holes, expected fragment first: unacknowledged fragments older than the
+      // newest result. Not the fragments after the newest result: nothing says they are lost,
+      // and they may sit in switch aggregators waiting for slower workers. A resend would flush
+      // those aggregates to the PS, so the slower workers' first copies would then stall in
+      // fresh aggregators until their own timeout, one window per RTO.
+      const std::uint32_t end = std::max(f.expected + 1, f.received_end);
+      std::uint32_t budget = f.cc.window();
+      for (std::uint32_t j = f.expected; j < end && budget > 0; ++j) {
+        const std::uint32_t i = fragment_of(k, j);
+        if ((fragments[i].flags & kReceived) != 0) continue;
+        send_fragment(i, /*resend=*/true, out);
+        --budget;
+      }
       f.rto = f.rto > max_rto / 2 ? max_rto : f.rto * 2;  // exponential backoff, no overflow
-      f.rto_deadline = deadline_after(now, f.rto);
+      f.rto_deadline = deadline_after(now, f.rto + timeout_jitter(f.rto));
     }
+  }
+
+  // Up to a quarter of the RTO, different for every worker and every timeout, so that workers
+  // that missed the same parameter packet do not resend in lockstep. Derived from the address
+  // and the timeout count, not from an RNG, so that runs stay reproducible.
+  Duration timeout_jitter(Duration rto) const {
+    std::uint64_t x = (std::uint64_t{config.self} << 32) ^ (std::uint64_t{config.job} << 16) ^ stats.timeouts;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    const auto quarter = static_cast<std::uint64_t>(rto.count() / 4);
+    return quarter == 0 ? Duration::zero() : Duration(static_cast<Duration::rep>(x % quarter));
   }
 
   Time next_deadline() const {
