@@ -48,7 +48,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
          ecn_threshold_packets (0: off)}          defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (1024 values),
-                reclaim_timeout_us (50000; 0: never)}]
+                reclaim_timeout_us (100000; 0: never)}]
     hosts:    [{name, switch}]   each host has one link, to its switch
     links:    [[switch, switch]] switch-to-switch links; they must form a tree
   jobs: [{name (jobN), workers: [hosts], ps: [hosts], elements (float32 values),

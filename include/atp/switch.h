@@ -20,7 +20,9 @@ struct SwitchConfig {
   std::uint32_t num_aggregators = 4096;    // aggregators in the table
   std::uint16_t aggregator_width = 1024;   // int32 values per aggregator
   // An aggregator not aggregated into for this long counts as free (§3.7); zero or less: never.
-  Duration reclaim_timeout = std::chrono::milliseconds(50);
+  // Longer than a worker's largest RTO (64 ms by default), so that a partial sum waiting for a
+  // backed-off worker is not wiped before that worker's resend arrives.
+  Duration reclaim_timeout = std::chrono::milliseconds(100);
 };
 
 // One aggregator (Fig. 6). The values live in AggregatorTable::values().
