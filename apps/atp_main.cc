@@ -1,7 +1,6 @@
 // The `atp` command: `atp run` runs a scenario file on a backend and checks the results,
 // `atp demo` shows ATP against a plain PS on a built-in workload. Exit 0 ok, 1 wrong result, 2 bad input.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -99,11 +98,12 @@ int demo_command(std::uint64_t elements, std::uint32_t rounds) {
   atp::Scenario without_atp = with_atp;
   for (auto& s : without_atp.topology.switches) s.config.atp_capable = false;
 
-  std::printf("ATP demo on the in-process backend: a deterministic simulated network inside this process\n"
-              "(simulated time; the udp and ns3 backends are planned).\n"
-              "Workload: 2 jobs x 4 workers, one PS each, all under one switch 'tor' (100 Gbit/s links,\n"
-              "1 us delay, ECN at 300 queued packets), %.1f MB of float32 per allreduce, %u round(s).\n\n",
-              static_cast<double>(elements) * 4.0 / 1e6, rounds);
+  std::printf(
+      "ATP demo on the in-process backend: a deterministic simulated network inside this process\n"
+      "(simulated time; the udp and ns3 backends are planned).\n"
+      "Workload: 2 jobs x 4 workers, one PS each, all under one switch 'tor' (100 Gbit/s links,\n"
+      "1 us delay, ECN at 300 queued packets), %.1f MB of float32 per allreduce, %u round(s).\n\n",
+      static_cast<double>(elements) * 4.0 / 1e6, rounds);
 
   const atp::ScenarioResult on = atp::run_inproc(with_atp);
   std::printf("With in-network aggregation (switch atp: true):\n%s\n", atp::to_summary(on).c_str());
@@ -111,8 +111,9 @@ int demo_command(std::uint64_t elements, std::uint32_t rounds) {
   std::printf("Same workload, in-network aggregation off (switch atp: false, the PS aggregates everything):\n%s\n",
               atp::to_summary(off).c_str());
 
-  std::printf("Side by side (algbw = tensor bits per simulated second; in-switch = share of worker packets\n"
-              "the switch absorbed):\n");
+  std::printf(
+      "Side by side (algbw = tensor bits per simulated second; in-switch = share of worker packets\n"
+      "the switch absorbed):\n");
   std::printf("%-4s %-13s %-7s %-7s %11s %10s %10s %8s\n", "job", "aggregation", "correct", "rounds", "algbw_Gbps",
               "in-switch", "collisions", "retrans");
   for (std::size_t j = 0; j < on.jobs.size(); ++j) {
@@ -132,14 +133,15 @@ int demo_command(std::uint64_t elements, std::uint32_t rounds) {
 int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
   app.require_subcommand(1);
-  app.footer("Backends: inproc (a deterministic simulated network inside this process); udp and ns3 are planned.\n"
-             "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.");
+  app.footer(
+      "Backends: inproc (a deterministic simulated network inside this process); udp and ns3 are planned.\n"
+      "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.");
 
   std::string backend = "inproc";
   std::string file;
   bool json = false;
-  CLI::App* run = app.add_subcommand(
-      "run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
+  CLI::App* run =
+      app.add_subcommand("run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
   run->add_option("--backend", backend,
                   "Where to run it: inproc (in-process simulated network; udp and ns3 are planned)")
       ->capture_default_str();

@@ -57,7 +57,7 @@ TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
   EXPECT_EQ(out[0], 0);
   EXPECT_EQ(out[1], kSaturatedMax);
   EXPECT_EQ(out[2], kSaturatedMin);
-  EXPECT_EQ(out[5], 2);   // 2.5 -> 2 inside the SIMD loop too
+  EXPECT_EQ(out[5], 2);  // 2.5 -> 2 inside the SIMD loop too
   EXPECT_EQ(out[6], -2);
 }
 

@@ -126,7 +126,7 @@ TEST(InprocNetwork, DelaysAndEqualTimesKeepInsertionOrder) {
   net.sink_for(fast).send(0, p2);
   net.sink_for(slow).send(0, p3);
   net.schedule(time_from_ns(3000), [&](Time) { net.sink_for(fast).send(0, p4); });  // arrives at 5 us too
-  EXPECT_EQ(net.run_until_idle(), 5u);  // 4 deliveries + 1 scripted action
+  EXPECT_EQ(net.run_until_idle(), 5u);                                              // 4 deliveries + 1 scripted action
   ASSERT_EQ(rec->got.size(), 4u);
   EXPECT_EQ(seq_of(rec->got[0].bytes), 2u);
   EXPECT_EQ(rec->got[0].ns, 2000);

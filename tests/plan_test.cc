@@ -55,8 +55,7 @@ std::vector<PortId> ports(std::initializer_list<PortId> p) { return p; }
 Topology fig9(bool with_core) {
   Topology t;
   t.switches = {atp_switch("sw0", 1000), atp_switch("sw1", 2000), atp_switch("sw2", 3000)};
-  t.hosts = {{"w0", "sw0"}, {"w1", "sw0"}, {"w2", "sw1"}, {"w3", "sw1"},
-             {"w4", "sw2"}, {"w5", "sw2"}, {"ps", "sw2"}};
+  t.hosts = {{"w0", "sw0"}, {"w1", "sw0"}, {"w2", "sw1"}, {"w3", "sw1"}, {"w4", "sw2"}, {"w5", "sw2"}, {"ps", "sw2"}};
   if (with_core) {
     t.switches.push_back(atp_switch("core", 10, 8));  // small: must not bound the job (it only forwards)
     t.switch_links = {{"sw0", "core"}, {"sw1", "core"}, {"sw2", "core"}};
@@ -129,7 +128,8 @@ TEST(PlanNetwork, RoutesReachEveryHostFromEverySwitch) {
       const std::string tor = "tor" + std::to_string(a) + std::to_string(r);
       t.switches.push_back(atp_switch(tor));
       t.switch_links.push_back({tor, agg});  // either orientation is fine
-      for (int h = 0; h < 2; ++h) t.hosts.push_back({"h" + std::to_string(a) + std::to_string(r) + std::to_string(h), tor});
+      for (int h = 0; h < 2; ++h)
+        t.hosts.push_back({"h" + std::to_string(a) + std::to_string(r) + std::to_string(h), tor});
     }
   }
   const NetworkPlan n = plan_network(t);

@@ -13,12 +13,12 @@ namespace {
 
 struct Case {
   std::uint64_t seed;
-  std::uint32_t workers;     // per job
-  std::uint32_t racks;       // worker racks; every rack's ToR is ATP-capable
+  std::uint32_t workers;  // per job
+  std::uint32_t racks;    // worker racks; every rack's ToR is ATP-capable
   std::uint32_t jobs;
-  double loss;               // on every link, both directions
-  std::uint32_t aggregators; // per switch
-  bool atp_core;             // the core switch is ATP-capable too (it must only forward)
+  double loss;                // on every link, both directions
+  std::uint32_t aggregators;  // per switch
+  bool atp_core;              // the core switch is ATP-capable too (it must only forward)
 };
 
 std::string name_of(const Case& c) {
@@ -90,9 +90,9 @@ Scenario make_scenario(const Case& c) {
 std::vector<Case> cases() {
   // The corners first, then a seeded sample of the whole space.
   std::vector<Case> all = {
-      {1, 1, 1, 1, 0.0, 4096, false},   {2, 64, 4, 1, 0.0, 4096, false},  {3, 64, 2, 1, 0.05, 4096, true},
-      {4, 32, 1, 8, 0.0, 4096, false},  {5, 8, 4, 8, 0.05, 1, false},     {6, 16, 2, 4, 0.02, 2, true},
-      {7, 3, 3, 8, 0.01, 8, false},     {8, 64, 4, 2, 0.01, 16, false},   {9, 1, 4, 8, 0.05, 4096, true},
+      {1, 1, 1, 1, 0.0, 4096, false},  {2, 64, 4, 1, 0.0, 4096, false}, {3, 64, 2, 1, 0.05, 4096, true},
+      {4, 32, 1, 8, 0.0, 4096, false}, {5, 8, 4, 8, 0.05, 1, false},    {6, 16, 2, 4, 0.02, 2, true},
+      {7, 3, 3, 8, 0.01, 8, false},    {8, 64, 4, 2, 0.01, 16, false},  {9, 1, 4, 8, 0.05, 4096, true},
       {10, 5, 1, 1, 0.05, 1, false},
   };
   std::mt19937_64 rng(2021);

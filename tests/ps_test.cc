@@ -20,7 +20,7 @@ namespace atp {
 namespace {
 
 constexpr JobId kJob = 7;
-constexpr Address kPs = 0x0A000064;      // 10.0.0.100
+constexpr Address kPs = 0x0A000064;       // 10.0.0.100
 constexpr Address kWorker0 = 0x0A000001;  // worker w is kWorker0 + w
 constexpr std::uint32_t kAggregators = 16;
 
@@ -84,9 +84,7 @@ std::int32_t sum_as_float_bits(std::vector<float> addends) {
 struct PsUnderTest {
   explicit PsUnderTest(PsConfig config) : ps(std::move(config)) {}
 
-  void deliver(const Header& h, const std::vector<std::int32_t>& values) {
-    deliver_bytes(build_packet(h, values));
-  }
+  void deliver(const Header& h, const std::vector<std::int32_t>& values) { deliver_bytes(build_packet(h, values)); }
   void deliver_bytes(std::span<const std::uint8_t> bytes) {
     now += Duration(1000);
     ps.on_packet(bytes, now, sink);

@@ -3,10 +3,10 @@
 #include "atp/scenario.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 
@@ -289,9 +289,9 @@ TEST(ScenarioRun, CrashFailsOnlyItsJob) {
 
 TEST(ScenarioRun, CrashAtTimeOfThePs) {
   // The PS stops mid-round: its workers fail after their progress timeout, honestly reported.
-  const Scenario s = parse_scenario_yaml(replaced(
-      "elements: 1000, rounds: 2}",
-      "elements: 20000, rounds: 2, progress_timeout_us: 20000}\nfaults: [{crash: ps0, at_us: 7}]"));
+  const Scenario s = parse_scenario_yaml(
+      replaced("elements: 1000, rounds: 2}",
+               "elements: 20000, rounds: 2, progress_timeout_us: 20000}\nfaults: [{crash: ps0, at_us: 7}]"));
   const ScenarioResult r = run_inproc(s);
   const JobResult& a = r.jobs.at(0);
   EXPECT_FALSE(a.correct);

@@ -615,7 +615,7 @@ TEST_F(SwitchTest, NonAtpSwitchOnlyForwardsByDst) {
   feed(s, 2, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));
   feed(s, 3, gradient(2, 100, 3), {5, 6, 7, 8}, us(2));
   feed(s, 1, gradient(0, 100, 3, 42), {9, 9, 9, 9}, us(3));  // a job it never heard of
-  feed(s, 0, parameter(100, 3), {6, 8, 10, 12}, us(4));       // multicast group
+  feed(s, 0, parameter(100, 3), {6, 8, 10, 12}, us(4));      // multicast group
 
   ASSERT_EQ(sink.sent.size(), 6u);
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{0, 0, 0, 1, 2, 3}));
@@ -741,8 +741,7 @@ TEST_F(SwitchTest, SaturatingAddsStickAtBothBounds) {
 
   // Adding the other sign does not bring a saturated sum back: the PS must see the overflow.
   ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].values(),
-            (Values{kSaturatedMax, kSaturatedMin, kSaturatedMax, kSaturatedMin, 102, -98}));
+  EXPECT_EQ(sink.sent[0].values(), (Values{kSaturatedMax, kSaturatedMin, kSaturatedMax, kSaturatedMin, 102, -98}));
 }
 
 TEST_F(SwitchTest, SaturatingAddsClampPastBothBounds) {
@@ -820,8 +819,8 @@ TEST_P(SwitchFanIn, CompletesExactlyAtFanIn) {
   const Header out = sink.sent[0].header();
   EXPECT_EQ(out.bitmap0, expected_bitmap);
   EXPECT_EQ(out.edge_switch_identifier, 1);
-  EXPECT_EQ(sink.sent[0].values(), (Values{static_cast<std::int32_t>(expected_sum),
-                                           static_cast<std::int32_t>(-expected_sum)}));
+  EXPECT_EQ(sink.sent[0].values(),
+            (Values{static_cast<std::int32_t>(expected_sum), static_cast<std::int32_t>(-expected_sum)}));
   EXPECT_EQ(sw.job_counters(kJob).completions, 1u);
 }
 
@@ -1133,13 +1132,13 @@ TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
   for (Seq seq = 0; seq < 64; ++seq) {
     const std::uint32_t index = seq;
     for (int k = 0; k < 3; ++k) packets.push_back(build_packet(gradient(k, seq, index), Values{1, 2, 3, 4}));
-    packets.push_back(build_packet(gradient(0, seq, index), Values{1, 2, 3, 4}));          // duplicate
-    packets.push_back(build_packet(gradient(0, seq + 1000, index), Values{1, 2, 3, 4}));   // collision
-    packets.push_back(build_packet(resend(1, seq, index), Values{1, 2, 3, 4}));            // flush
-    packets.push_back(build_packet(parameter(seq, index), Values{3, 6, 9, 12}));           // multicast
+    packets.push_back(build_packet(gradient(0, seq, index), Values{1, 2, 3, 4}));           // duplicate
+    packets.push_back(build_packet(gradient(0, seq + 1000, index), Values{1, 2, 3, 4}));    // collision
+    packets.push_back(build_packet(resend(1, seq, index), Values{1, 2, 3, 4}));             // flush
+    packets.push_back(build_packet(parameter(seq, index), Values{3, 6, 9, 12}));            // multicast
     packets.push_back(build_packet(gradient(0, seq + 2000, index, kOtherJob), Values{1}));  // claims
-    packets.push_back(build_packet(gradient(0, seq, index, 42), Values{1}));               // unknown job
-    packets.push_back(std::vector<std::uint8_t>(10, 0xFF));                               // malformed
+    packets.push_back(build_packet(gradient(0, seq, index, 42), Values{1}));                // unknown job
+    packets.push_back(std::vector<std::uint8_t>(10, 0xFF));                                 // malformed
   }
   NullPortSink null_sink;
   const std::uint64_t before = g_allocations.load();

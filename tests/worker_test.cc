@@ -180,8 +180,8 @@ TEST(Worker, EachPsGetsItsShardWithItsHeaderTemplate) {
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(20), kStart, out));  // 5 fragments: 0, 2, 4 -> PS 0; 1, 3 -> PS 1
   // Flow by flow: PS 0's window first, then PS 1's.
-  EXPECT_EQ(seqs_of(out.packets), (std::vector<Seq>{kInitialSeq, kInitialSeq + 2, kInitialSeq + 4, kInitialSeq + 1,
-                                                    kInitialSeq + 3}));
+  EXPECT_EQ(seqs_of(out.packets),
+            (std::vector<Seq>{kInitialSeq, kInitialSeq + 2, kInitialSeq + 4, kInitialSeq + 1, kInitialSeq + 3}));
   for (const Bytes& packet : out.packets) {
     const Header h = decoded(packet);
     const PsRoute r = (h.seq - kInitialSeq) % 2 == 0 ? route0() : route1();
@@ -528,8 +528,8 @@ TEST(Worker, OverflowNoticeResendsTheFragmentAsFloat32) {
   EXPECT_TRUE(resend.resend);
   EXPECT_TRUE(resend.float_payload);
   EXPECT_EQ(resend.value_count, 4);
-  EXPECT_EQ(values_of(sent[0]), (std::vector<std::int32_t>{std::bit_cast<std::int32_t>(0.1f),
-                                                           std::bit_cast<std::int32_t>(-0.2f), 0, 0}));
+  EXPECT_EQ(values_of(sent[0]),
+            (std::vector<std::int32_t>{std::bit_cast<std::int32_t>(0.1f), std::bit_cast<std::int32_t>(-0.2f), 0, 0}));
   EXPECT_EQ(w.stats().float_resends, 1u);
   EXPECT_EQ(w.stats().retransmissions, 1u);
 
@@ -646,8 +646,8 @@ TEST(Worker, RoundsContinueTheSequenceAndKeepTheWindow) {
   out.take();
 
   ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // 8 fragments
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 3, kInitialSeq + 4, kInitialSeq + 5,
-                                                    kInitialSeq + 6, kInitialSeq + 7}));
+  EXPECT_EQ(seqs_of(out.take()),
+            (std::vector<Seq>{kInitialSeq + 3, kInitialSeq + 4, kInitialSeq + 5, kInitialSeq + 6, kInitialSeq + 7}));
   w.on_packet(parameter(kInitialSeq + 1), kStart, out);  // a late copy from round 1
   EXPECT_EQ(w.stats().duplicate_parameters, 1u);
   EXPECT_EQ(w.stats().dropped, 0u);
@@ -716,10 +716,10 @@ TEST(Worker, GarbageOtherJobsAndGradientPacketsAreCountedAndIgnored) {
   Header gradient = parameter_header(kInitialSeq);
   gradient.is_ack = false;
   expect_dropped(parameter_with(gradient));
-  expect_dropped(parameter(kInitialSeq, 3));           // wrong value count for this job
-  expect_dropped(parameter(kInitialSeq + 4));          // in the round, but never sent
-  expect_dropped(parameter(kInitialSeq + 100));        // beyond the round
-  expect_dropped(parameter(kInitialSeq - 1));          // before the job's first seq
+  expect_dropped(parameter(kInitialSeq, 3));     // wrong value count for this job
+  expect_dropped(parameter(kInitialSeq + 4));    // in the round, but never sent
+  expect_dropped(parameter(kInitialSeq + 100));  // beyond the round
+  expect_dropped(parameter(kInitialSeq - 1));    // before the job's first seq
   expect_dropped(parameter(kInitialSeq + 0x80000000u));
   EXPECT_TRUE(out.packets.empty());
   EXPECT_EQ(w.stats().parameters_received, 0u);

@@ -9,13 +9,13 @@
 namespace atp {
 
 struct CongestionConfig {
-  bool enabled = true;                  // false: the window stays at initial_window (Fig. 15 "off"),
-                                        // clamped to [min_window, max_window] like always
-  std::uint32_t initial_window = 200;   // packets (paper: 200 x 300 B is about one 100G BDP)
-  std::uint32_t min_window = 1;         // packets
-  std::uint32_t max_window = 1024;      // packets; also bounds PS memory per job
+  bool enabled = true;                    // false: the window stays at initial_window (Fig. 15 "off"),
+                                          // clamped to [min_window, max_window] like always
+  std::uint32_t initial_window = 200;     // packets (paper: 200 x 300 B is about one 100G BDP)
+  std::uint32_t min_window = 1;           // packets
+  std::uint32_t max_window = 1024;        // packets; also bounds PS memory per job
   std::uint32_t initial_ssthresh = 1024;  // packets; slow start below, congestion avoidance above
-  std::uint32_t mtu_bytes = 1500;       // the additive step is one MTU worth of packets
+  std::uint32_t mtu_bytes = 1500;         // the additive step is one MTU worth of packets
 };
 
 // The window of one worker flow. Sequence numbers tell reductions apart: after a decrease, the
@@ -32,7 +32,7 @@ class AimdWindow {
   // (mtu_bytes / packet_bytes rounded down, at least 1: 1500 B / 284 B -> 5 packets).
   AimdWindow(const CongestionConfig& config, std::uint32_t packet_bytes);
 
-  std::uint32_t window() const;  // packets the flow may have in flight
+  std::uint32_t window() const;    // packets the flow may have in flight
   std::uint32_t ssthresh() const;  // packets
   std::uint32_t step() const;      // the additive step: one MTU, in packets
 
@@ -54,17 +54,17 @@ class AimdWindow {
   void decrease(Seq next_seq);
 
   bool enabled_;
-  std::uint32_t min_window_;     // packets, at least 1
-  std::uint32_t max_window_;     // packets, at least min_window_
-  std::uint32_t step_packets_;   // one MTU, in packets (at least 1)
-  std::uint32_t window_;         // packets
-  std::uint32_t ssthresh_;       // packets
+  std::uint32_t min_window_;    // packets, at least 1
+  std::uint32_t max_window_;    // packets, at least min_window_
+  std::uint32_t step_packets_;  // one MTU, in packets (at least 1)
+  std::uint32_t window_;        // packets
+  std::uint32_t ssthresh_;      // packets
   // Congestion avoidance: parameter packets counted since the window last grew. The window
   // grows by one step each time this reaches the window (the fraction step/window per ACK,
   // accumulated exactly in integers).
   std::uint32_t acks_since_growth_ = 0;
   bool in_recovery_ = false;
-  Seq recovery_end_ = 0;      // signals about seqs before this belong to the last reduction
+  Seq recovery_end_ = 0;  // signals about seqs before this belong to the last reduction
 };
 
 }  // namespace atp

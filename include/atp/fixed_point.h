@@ -19,9 +19,7 @@ void quantize(std::span<const float> in, double scale, std::span<std::int32_t> o
 // out[i] = float(double(in[i]) / scale). Requires out.size() >= in.size().
 void dequantize(std::span<const std::int32_t> in, double scale, std::span<float> out);
 
-inline float dequantize_one(std::int64_t v, double scale) {
-  return static_cast<float>(static_cast<double>(v) / scale);
-}
+inline float dequantize_one(std::int64_t v, double scale) { return static_cast<float>(static_cast<double>(v) / scale); }
 
 // Saturating int32 addition, as the switch ALU does it.
 inline std::int32_t saturating_add(std::int32_t a, std::int32_t b) {

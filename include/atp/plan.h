@@ -49,11 +49,11 @@ struct PlannedLink {
 
 // Addresses, ports and unicast routes: independent of jobs.
 struct NetworkPlan {
-  std::map<std::string, Address> host_address;            // 10.0.0.1, 10.0.0.2, ... in host order
+  std::map<std::string, Address> host_address;  // 10.0.0.1, 10.0.0.2, ... in host order
   std::map<Address, std::string> host_by_address;
   // Ports of a switch are 0..count-1: its hosts (host order), then its switch links (link order).
   std::map<std::string, std::uint16_t> switch_port_count;
-  std::vector<PlannedLink> links;                         // host links first, then switch links
+  std::vector<PlannedLink> links;                           // host links first, then switch links
   std::map<std::string, std::map<Address, PortId>> routes;  // switch -> dst host -> egress port
   const Topology* topology = nullptr;  // the planned topology; plan_job reads it, so it must outlive the plan
 };
@@ -80,10 +80,10 @@ struct SwitchJobPlan {
 };
 
 struct JobPlan {
-  std::vector<WorkerConfig> workers;                 // same order as JobSpec::workers
-  std::vector<PsConfig> ps;                          // same order as JobSpec::ps
-  std::map<std::string, SwitchJobPlan> switches;     // every switch on the job's paths
-  std::uint32_t num_aggregators = 1;                 // modulus used for aggregator indices
+  std::vector<WorkerConfig> workers;              // same order as JobSpec::workers
+  std::vector<PsConfig> ps;                       // same order as JobSpec::ps
+  std::map<std::string, SwitchJobPlan> switches;  // every switch on the job's paths
+  std::uint32_t num_aggregators = 1;              // modulus used for aggregator indices
 };
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a

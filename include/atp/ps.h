@@ -29,17 +29,17 @@ struct PsConfig {
 };
 
 struct PsStats {
-  std::uint64_t packets_received = 0;   // valid gradient packets of this job (incl. stale)
-  std::uint64_t aggregations = 0;       // packets merged into a fragment (individual or partial)
-  std::uint64_t overlaps_dropped = 0;   // packets whose bitmap overlapped what was merged; discarded whole
-  std::uint64_t completions = 0;        // fragments completed (int and float paths)
-  std::uint64_t parameters_sent = 0;    // multicast parameter packets: results and overflow requests
-  std::uint64_t results_resent = 0;     // unicast re-sends: results of completed fragments, overflow requests
-  std::uint64_t collisions = 0;         // fragments completed with the collision flag: index rehashed
-  std::uint64_t overflows = 0;          // fragments that saturated and took the float32 path
-  std::uint64_t stale = 0;              // packets for fragments already forgotten (behind the window)
-  std::uint64_t dropped = 0;            // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
-                                        // floats not from one worker or not asked for, too far ahead
+  std::uint64_t packets_received = 0;  // valid gradient packets of this job (incl. stale)
+  std::uint64_t aggregations = 0;      // packets merged into a fragment (individual or partial)
+  std::uint64_t overlaps_dropped = 0;  // packets whose bitmap overlapped what was merged; discarded whole
+  std::uint64_t completions = 0;       // fragments completed (int and float paths)
+  std::uint64_t parameters_sent = 0;   // multicast parameter packets: results and overflow requests
+  std::uint64_t results_resent = 0;    // unicast re-sends: results of completed fragments, overflow requests
+  std::uint64_t collisions = 0;        // fragments completed with the collision flag: index rehashed
+  std::uint64_t overflows = 0;         // fragments that saturated and took the float32 path
+  std::uint64_t stale = 0;             // packets for fragments already forgotten (behind the window)
+  std::uint64_t dropped = 0;           // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
+                                       // floats not from one worker or not asked for, too far ahead
 };
 
 class PsEndpoint {

@@ -21,12 +21,12 @@ class ScenarioError : public std::runtime_error {
 };
 
 struct ScenarioJob {
-  JobSpec spec;                 // name, id (1.. in file order), hosts, protocol settings
-  std::uint64_t elements = 0;   // float32 values per allreduce
-  std::uint32_t rounds = 1;     // allreduce rounds
-  double magnitude = 1.0;       // inputs are uniform in [-magnitude, magnitude]
-  Duration compute_time{0};     // the "off" phase between a worker's rounds
-  Duration start_time{0};       // when every worker starts round 0
+  JobSpec spec;                // name, id (1.. in file order), hosts, protocol settings
+  std::uint64_t elements = 0;  // float32 values per allreduce
+  std::uint32_t rounds = 1;    // allreduce rounds
+  double magnitude = 1.0;      // inputs are uniform in [-magnitude, magnitude]
+  Duration compute_time{0};    // the "off" phase between a worker's rounds
+  Duration start_time{0};      // when every worker starts round 0
 };
 
 // Link settings a fault replaces; an unset field keeps the scenario's default.
@@ -41,10 +41,10 @@ struct LinkOverrides {
 };
 
 struct LinkFault {
-  std::string a, b;             // the link's two ends (hosts or switches), in file order
-  bool one_way = false;         // true: only the a -> b direction; false: both directions
+  std::string a, b;      // the link's two ends (hosts or switches), in file order
+  bool one_way = false;  // true: only the a -> b direction; false: both directions
   LinkOverrides overrides;
-  Duration from{0};             // active from this simulated time
+  Duration from{0};               // active from this simulated time
   std::optional<Duration> until;  // and back to the defaults at this time (unset: forever)
 };
 
@@ -57,7 +57,7 @@ struct CrashFault {
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
-  inproc::ChannelConfig default_link;   // delay/rate/buffer/ECN of every link (no faults)
+  inproc::ChannelConfig default_link;  // delay/rate/buffer/ECN of every link (no faults)
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
@@ -70,25 +70,25 @@ Scenario load_scenario_file(const std::string& path);
 
 struct JobResult {
   std::string name;
-  bool correct = false;               // every round completed on every worker with the exact result
-  std::uint32_t rounds = 0;           // rounds the scenario asked for
-  std::uint32_t completed_rounds = 0; // rounds that every worker completed
+  bool correct = false;                // every round completed on every worker with the exact result
+  std::uint32_t rounds = 0;            // rounds the scenario asked for
+  std::uint32_t completed_rounds = 0;  // rounds that every worker completed
   std::size_t workers = 0;
-  std::uint64_t tensor_bytes = 0;     // float32 bytes per worker per round
+  std::uint64_t tensor_bytes = 0;                            // float32 bytes per worker per round
   std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
   std::uint64_t ps_packets_received = 0;
-  std::uint64_t retransmissions = 0;  // over all workers, any reason (incl. float resends)
-  std::uint64_t fast_retransmits = 0; // of those, after 3 out-of-order parameter packets
-  std::uint64_t timeouts = 0;         // retransmission timeouts fired, over all workers' flows
-  std::uint64_t collisions = 0;       // packets forwarded past a busy aggregator, over all switches
-  std::uint64_t float_fragments = 0;  // fragments that took the float32 overflow path, all rounds
-  std::uint64_t fragments = 0;        // fragments per round x completed rounds
-  double seconds = 0;                 // simulated time from first start to last completion
-  double algbw_gbps = 0;              // tensor bits x completed rounds / seconds (nccl-tests' algbw)
+  std::uint64_t retransmissions = 0;   // over all workers, any reason (incl. float resends)
+  std::uint64_t fast_retransmits = 0;  // of those, after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;          // retransmission timeouts fired, over all workers' flows
+  std::uint64_t collisions = 0;        // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;   // fragments that took the float32 overflow path, all rounds
+  std::uint64_t fragments = 0;         // fragments per round x completed rounds
+  double seconds = 0;                  // simulated time from first start to last completion
+  double algbw_gbps = 0;               // tensor bits x completed rounds / seconds (nccl-tests' algbw)
   // Share of the worker packets that switches absorbed: (contributions - PS packets) /
   // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
   double in_network_share = 0;
-  std::string error;                  // why the job is not correct, if it is not
+  std::string error;  // why the job is not correct, if it is not
 };
 
 struct LinkResult {
@@ -99,9 +99,9 @@ struct LinkResult {
 struct ScenarioResult {
   std::string backend;
   std::vector<JobResult> jobs;
-  std::vector<LinkResult> links;          // one per direction, in planned-link order
-  std::uint64_t leaked_aggregators = 0;   // still held after the final reclaim sweep
-  std::uint64_t host_dropped_packets = 0; // packets hosts could not hand to any endpoint
+  std::vector<LinkResult> links;           // one per direction, in planned-link order
+  std::uint64_t leaked_aggregators = 0;    // still held after the final reclaim sweep
+  std::uint64_t host_dropped_packets = 0;  // packets hosts could not hand to any endpoint
   bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;

@@ -16,9 +16,9 @@
 namespace atp {
 
 struct SwitchConfig {
-  bool atp_capable = true;                 // false: a plain switch that only forwards
-  std::uint32_t num_aggregators = 4096;    // aggregators in the table
-  std::uint16_t aggregator_width = 1024;   // int32 values per aggregator
+  bool atp_capable = true;                // false: a plain switch that only forwards
+  std::uint32_t num_aggregators = 4096;   // aggregators in the table
+  std::uint16_t aggregator_width = 1024;  // int32 values per aggregator
   // An aggregator not aggregated into for this long counts as free (§3.7); zero or less: never.
   // Longer than a worker's largest RTO (64 ms by default), so that a partial sum waiting for a
   // backed-off worker is not wiped before that worker's resend arrives.
@@ -30,11 +30,11 @@ struct Aggregator {
   bool in_use = false;
   JobId job = 0;
   Seq seq = 0;
-  std::uint32_t bitmap = 0;      // children already added (bitmap0 or bitmap1 positions)
-  std::uint8_t counter = 0;      // number of children added
-  bool ecn = false;              // OR of the ECN flags of the packets added or dropped here
+  std::uint32_t bitmap = 0;  // children already added (bitmap0 or bitmap1 positions)
+  std::uint8_t counter = 0;  // number of children added
+  bool ecn = false;          // OR of the ECN flags of the packets added or dropped here
   std::uint16_t value_count = 0;
-  Time timestamp{};              // last time a packet was aggregated here
+  Time timestamp{};  // last time a packet was aggregated here
 };
 
 // The switch's aggregators. Held aggregators are also kept on a list in the order they were
@@ -106,8 +106,8 @@ struct AggregationRole {
 
 struct SwitchJobEntry {
   JobId job = 0;
-  std::vector<PortId> admitted_ports;   // ingress ports this job's packets may arrive on
-  std::vector<AggregationRole> roles;   // empty: the switch only forwards this job
+  std::vector<PortId> admitted_ports;  // ingress ports this job's packets may arrive on
+  std::vector<AggregationRole> roles;  // empty: the switch only forwards this job
 };
 
 struct SwitchJobCounters {
@@ -123,16 +123,16 @@ struct SwitchJobCounters {
 };
 
 struct SwitchCounters {
-  std::uint64_t packets = 0;         // packets processed
+  std::uint64_t packets = 0;  // packets processed
   // Failed decode_header; or a gradient this switch would aggregate whose bitmap for the level
   // is not one-hot, whose fan-in is not 1..32, or whose value count differs from the
   // aggregator holding its fragment. Dropped.
   std::uint64_t malformed = 0;
-  std::uint64_t unknown_job = 0;     // job not installed at this ATP switch; dropped
-  std::uint64_t not_admitted = 0;    // job's packet on a port not in its admission list; dropped
-  std::uint64_t no_route = 0;        // no unicast route or multicast group for dst; dropped
-  std::uint64_t too_wide = 0;        // a gradient this switch would aggregate wider than its aggregators; dropped
-  std::uint64_t reclaimed = 0;       // aggregators freed by the timestamp timeout, all jobs
+  std::uint64_t unknown_job = 0;   // job not installed at this ATP switch; dropped
+  std::uint64_t not_admitted = 0;  // job's packet on a port not in its admission list; dropped
+  std::uint64_t no_route = 0;      // no unicast route or multicast group for dst; dropped
+  std::uint64_t too_wide = 0;      // a gradient this switch would aggregate wider than its aggregators; dropped
+  std::uint64_t reclaimed = 0;     // aggregators freed by the timestamp timeout, all jobs
 };
 
 class SwitchPipeline {
@@ -178,13 +178,13 @@ class SwitchPipeline {
   // Sends `packet` towards h.dst: to every port of its multicast group except `ingress`, or to
   // its unicast route. Returns false (and counts no_route) when dst has neither.
   bool forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out);
-  void process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
-                        Time now, PortSink& out);
+  void process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet, Time now,
+                        PortSink& out);
   // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment.
   void flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
                        std::span<std::uint8_t> packet, Time now, PortSink& out);
-  void process_parameter(PortId ingress, const Header& h, const JobState& job,
-                         std::span<const std::uint8_t> packet, Time now, PortSink& out);
+  void process_parameter(PortId ingress, const Header& h, const JobState& job, std::span<const std::uint8_t> packet,
+                         Time now, PortSink& out);
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
   void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
                  SwitchJobCounters& counters, Time now);

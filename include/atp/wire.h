@@ -11,9 +11,9 @@
 namespace atp {
 
 using JobId = std::uint16_t;
-using Seq = std::uint32_t;        // fragment sequence number; wraps around (compare with seq_before)
-using Address = std::uint32_t;    // host address: an IPv4 address on real networks
-using PortId = std::uint16_t;     // a switch port
+using Seq = std::uint32_t;      // fragment sequence number; wraps around (compare with seq_before)
+using Address = std::uint32_t;  // host address: an IPv4 address on real networks
+using PortId = std::uint16_t;   // a switch port
 
 inline constexpr std::uint16_t kMagic = 0xA7B1;
 inline constexpr std::uint8_t kVersion = 1;
@@ -32,12 +32,12 @@ inline constexpr bool seq_before(Seq a, Seq b) { return static_cast<std::int32_t
 // The decoded header. Field names follow the paper (Fig. 5).
 struct Header {
   // Direction and status flags.
-  bool is_ack = false;         // a parameter packet (result from the PS), else a gradient packet
-  bool resend = false;         // a retransmission; switches flush or skip aggregation (Fig. 17)
-  bool collision = false;      // gradient: forwarded past a busy aggregator; ack: bitmap0 has a new index
-  bool ecn = false;            // congestion experienced somewhere on the path
-  bool overflow = false;       // ack only: the aggregate saturated, resend this fragment as float32
-  bool float_payload = false;  // values are float32 bit patterns (overflow path); never aggregated
+  bool is_ack = false;                      // a parameter packet (result from the PS), else a gradient packet
+  bool resend = false;                      // a retransmission; switches flush or skip aggregation (Fig. 17)
+  bool collision = false;                   // gradient: forwarded past a busy aggregator; ack: bitmap0 has a new index
+  bool ecn = false;                         // congestion experienced somewhere on the path
+  bool overflow = false;                    // ack only: the aggregate saturated, resend this fragment as float32
+  bool float_payload = false;               // values are float32 bit patterns (overflow path); never aggregated
   std::uint8_t edge_switch_identifier = 0;  // 0: heading to the first-level switch, 1: the second
 
   JobId job = 0;
@@ -66,9 +66,7 @@ enum class DecodeError : std::uint8_t {
 };
 std::string_view to_string(DecodeError e);
 
-inline constexpr std::size_t packet_size(std::uint16_t value_count) {
-  return kHeaderBytes + 4u * value_count;
-}
+inline constexpr std::size_t packet_size(std::uint16_t value_count) { return kHeaderBytes + 4u * value_count; }
 
 // Reads and validates the header of `packet`. Never reads outside `packet`; on success the
 // packet is exactly packet_size(out.value_count) bytes long.

@@ -31,13 +31,13 @@ struct PsRoute {
 struct WorkerConfig {
   JobId job = 0;
   Address self = 0;
-  std::vector<PsRoute> ps;          // fragment i goes to ps[i % ps.size()]; at least one
+  std::vector<PsRoute> ps;  // fragment i goes to ps[i % ps.size()]; at least one
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   double scale = 1e8;
   std::uint32_t num_aggregators = 1;  // table size the indices are taken modulo
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
-  Duration retransmit_timeout = std::chrono::milliseconds(1);       // first RTO; doubles while nothing progresses
+  Duration retransmit_timeout = std::chrono::milliseconds(1);  // first RTO; doubles while nothing progresses
   Duration max_retransmit_timeout = std::chrono::milliseconds(64);
   Duration progress_timeout = std::chrono::seconds(2);  // no progress this long: the round fails
   Seq initial_seq = 0;  // sequence number of the job's first fragment (same on every worker)
@@ -91,7 +91,7 @@ class WorkerEndpoint {
   Time next_deadline() const;
 
   WorkerState state() const;
-  const std::string& error() const;      // set when state() == kFailed
+  const std::string& error() const;       // set when state() == kFailed
   std::span<const float> result() const;  // sum over all workers, valid once state() == kIdle after a round
   // Fragments of the last round whose result came over the float32 overflow path (fragment
   // indices within the round, ascending once the round is complete).

@@ -37,8 +37,9 @@ std::unordered_map<std::string, std::size_t> index_switches(const Topology& topo
       throw PlanError("the topology names two switches " + quoted(s.name) + "; node names must be unique");
     }
     if (s.config.atp_capable && (s.config.num_aggregators == 0 || s.config.aggregator_width == 0)) {
-      throw PlanError("switch " + quoted(s.name) +
-                      " is ATP-capable but has no aggregators (num_aggregators and aggregator_width must be at least 1)");
+      throw PlanError(
+          "switch " + quoted(s.name) +
+          " is ATP-capable but has no aggregators (num_aggregators and aggregator_width must be at least 1)");
     }
     switch_index.emplace(s.name, i);
   }
@@ -185,9 +186,8 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
   const Address ps_address = network.host_address.at(ps);
   const std::string& ps_tor = g.tor.at(ps);
   const bool ps_tor_atp = g.switch_config.at(ps_tor)->atp_capable;
-  const bool single_rack =
-      ps_tor_atp && std::all_of(job.workers.begin(), job.workers.end(),
-                                [&](const std::string& w) { return g.tor.at(w) == ps_tor; });
+  const bool single_rack = ps_tor_atp && std::all_of(job.workers.begin(), job.workers.end(),
+                                                     [&](const std::string& w) { return g.tor.at(w) == ps_tor; });
 
   // ATP ToRs (other than the PS's) that could aggregate their workers at level 0.
   std::set<std::string> level0_tors;

@@ -36,10 +36,10 @@ enum class SlotState : std::uint8_t {
 struct Slot {
   Seq seq = 0;
   SlotState state = SlotState::kAggregating;
-  bool ecn = false;           // OR of the ECN flags of the packets merged (copied into the result)
-  bool collision = false;     // some merged packet had the collision flag
-  bool saturated = false;     // a contributed value was INT32_MAX or INT32_MIN
-  bool float_result = false;  // kComplete via the float32 path: float_sums hold the result
+  bool ecn = false;                    // OR of the ECN flags of the packets merged (copied into the result)
+  bool collision = false;              // some merged packet had the collision flag
+  bool saturated = false;              // a contributed value was INT32_MAX or INT32_MIN
+  bool float_result = false;           // kComplete via the float32 path: float_sums hold the result
   std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
   std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
   std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
@@ -50,10 +50,10 @@ struct Slot {
 
 // The workers a gradient packet speaks for, decoded from its bitmaps.
 struct Contributors {
-  std::uint32_t groups = 0;          // bitmap1
-  std::uint32_t members = 0;         // bitmap0 when `groups` has one bit; unused otherwise
-  bool whole_groups = false;         // several groups: every member of each (a level-1 aggregate)
-  std::uint32_t worker_count = 0;    // number of workers covered
+  std::uint32_t groups = 0;        // bitmap1
+  std::uint32_t members = 0;       // bitmap0 when `groups` has one bit; unused otherwise
+  bool whole_groups = false;       // several groups: every member of each (a level-1 aggregate)
+  std::uint32_t worker_count = 0;  // number of workers covered
 };
 
 }  // namespace
@@ -89,10 +89,10 @@ struct PsEndpoint::Impl {
   void forget_old_slots();
   bool refresh_forget_limit();
 
-  void merge_int(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
-                 const Contributors& c, PacketSink& out);
-  void merge_float(Slot& slot, const Header& h, std::span<const std::uint8_t> packet,
-                   const Contributors& c, PacketSink& out);
+  void merge_int(Slot& slot, const Header& h, std::span<const std::uint8_t> packet, const Contributors& c,
+                 PacketSink& out);
+  void merge_float(Slot& slot, const Header& h, std::span<const std::uint8_t> packet, const Contributors& c,
+                   PacketSink& out);
   void complete_int(Slot& slot, PacketSink& out);
   void send_parameter(const Slot& slot, Address dst, PacketSink& out);
 
@@ -365,8 +365,8 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
 
 void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSink& out) {
   Header h;
-  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack ||
-      h.dst != config.self || h.value_count != config.values_per_packet) {
+  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack || h.dst != config.self ||
+      h.value_count != config.values_per_packet) {
     ++stats.dropped;
     return;
   }

@@ -148,8 +148,7 @@ Time SwitchPipeline::next_deadline() const {
 // ---------------------------------------------------------------------------------------------
 // SwitchPipeline: packets
 
-bool SwitchPipeline::forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet,
-                             PortSink& out) {
+bool SwitchPipeline::forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out) {
   if (is_multicast(h.dst)) {
     const auto group = multicast_groups_.find(h.dst);
     if (group == multicast_groups_.end()) {
@@ -262,8 +261,8 @@ void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounter
   forward(h, ingress, packet, out);
 }
 
-void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState& job,
-                                      std::span<std::uint8_t> packet, Time now, PortSink& out) {
+void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
+                                      Time now, PortSink& out) {
   SwitchJobCounters& counters = *job.counters;
   const auto role = std::find_if(job.roles.begin(), job.roles.end(), [&](const AggregationRole& r) {
     return r.ps == h.dst && r.level == h.edge_switch_identifier;

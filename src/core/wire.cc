@@ -53,13 +53,20 @@ void put32(std::uint8_t* p, std::uint32_t v) {
 
 std::string_view to_string(DecodeError e) {
   switch (e) {
-    case DecodeError::kOk: return "ok";
-    case DecodeError::kTruncated: return "shorter than the ATP header";
-    case DecodeError::kBadMagic: return "not an ATP packet (bad magic)";
-    case DecodeError::kBadVersion: return "unsupported ATP version";
-    case DecodeError::kBadFlags: return "reserved header bits set";
-    case DecodeError::kTooManyValues: return "value count above the maximum";
-    case DecodeError::kLengthMismatch: return "length does not match the value count";
+    case DecodeError::kOk:
+      return "ok";
+    case DecodeError::kTruncated:
+      return "shorter than the ATP header";
+    case DecodeError::kBadMagic:
+      return "not an ATP packet (bad magic)";
+    case DecodeError::kBadVersion:
+      return "unsupported ATP version";
+    case DecodeError::kBadFlags:
+      return "reserved header bits set";
+    case DecodeError::kTooManyValues:
+      return "value count above the maximum";
+    case DecodeError::kLengthMismatch:
+      return "length does not match the value count";
   }
   return "unknown decode error";
 }

@@ -52,8 +52,7 @@ void validate(const WorkerConfig& c) {
   const std::string job = "job " + std::to_string(c.job) + ": ";
   if (c.ps.empty()) throw std::invalid_argument(job + "the worker has no parameter server; give it at least one");
   if (c.values_per_packet == 0 || c.values_per_packet > kMaxValuesPerPacket) {
-    throw std::invalid_argument(job + "values_per_packet must be between 1 and " +
-                                std::to_string(kMaxValuesPerPacket));
+    throw std::invalid_argument(job + "values_per_packet must be between 1 and " + std::to_string(kMaxValuesPerPacket));
   }
   if (c.num_aggregators == 0) throw std::invalid_argument(job + "num_aggregators must be at least 1");
   if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
@@ -83,10 +82,10 @@ struct WorkerEndpoint::Impl {
     // again for the next expected fragment when the window slides (they overtook that one too),
     // so that a second hole in one window is found without waiting for new packets (as SACK does).
     std::uint32_t out_of_order = 0;
-    std::uint32_t received_end = 0;    // one past the newest local index with a result (0: none yet)
-    Duration rto{};                    // current retransmission timeout (backs off)
-    Time rto_deadline = kNever;        // armed while fragments are unacknowledged
-    Time progress_deadline = kNever;   // last new result + progress_timeout
+    std::uint32_t received_end = 0;   // one past the newest local index with a result (0: none yet)
+    Duration rto{};                   // current retransmission timeout (backs off)
+    Time rto_deadline = kNever;       // armed while fragments are unacknowledged
+    Time progress_deadline = kNever;  // last new result + progress_timeout
   };
 
   explicit Impl(WorkerConfig c) : config(std::move(c)) {
@@ -397,7 +396,7 @@ struct WorkerEndpoint::Impl {
   WorkerState state = WorkerState::kIdle;
   std::string error;
   WorkerStats stats;
-  std::vector<Flow> flows;                              // flows[k] sends to config.ps[k]
+  std::vector<Flow> flows;                                 // flows[k] sends to config.ps[k]
   std::unordered_map<std::uint32_t, std::uint32_t> remap;  // base aggregator index -> index to use
 
   // The current round (or the last one, when idle).
@@ -405,14 +404,14 @@ struct WorkerEndpoint::Impl {
   std::uint32_t round_fragments = 0;    // fragments in the round
   std::uint64_t seqs_before_round = 0;  // seqs used by earlier rounds: their parameters are duplicates
   std::uint32_t fragments_received = 0;
-  std::vector<float> input;             // round_fragments x values_per_packet, zero-padded
-  std::vector<float> result;            // input's size, without padding
-  std::vector<Fragment> fragments;      // round_fragments entries
+  std::vector<float> input;         // round_fragments x values_per_packet, zero-padded
+  std::vector<float> result;        // input's size, without padding
+  std::vector<Fragment> fragments;  // round_fragments entries
   std::vector<std::uint32_t> float_fragments;
 
   // Reused for every packet, so that sending allocates nothing.
-  std::vector<std::uint8_t> packet;     // one gradient packet
-  std::vector<std::int32_t> values;     // values_per_packet values
+  std::vector<std::uint8_t> packet;  // one gradient packet
+  std::vector<std::int32_t> values;  // values_per_packet values
 };
 
 WorkerEndpoint::WorkerEndpoint(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}

@@ -40,7 +40,7 @@ enum class EventKind : std::uint8_t { kDeliver, kTimer, kScripted };
 // A heap entry: small, so that sifting is cheap; packet bytes and functions live in pools.
 struct Event {
   std::int64_t time_ns;
-  std::uint64_t order;   // insertion order: ties at equal times keep FIFO order
+  std::uint64_t order;  // insertion order: ties at equal times keep FIFO order
   EventKind kind;
   std::uint32_t target;  // kDeliver: channel; kTimer: node; kScripted: index into scripted
   std::uint64_t token;   // kDeliver: buffer index; kTimer: timer generation; kScripted: unused
@@ -79,7 +79,7 @@ struct Network::Impl {
     ChannelConfig config;
     ChannelCounters counters;
     std::mt19937_64 rng;
-    std::int64_t busy_until_ps = 0;            // when the transmitter finishes the last accepted packet
+    std::int64_t busy_until_ps = 0;             // when the transmitter finishes the last accepted packet
     std::deque<std::int64_t> in_queue_done_ps;  // finish times of accepted packets not yet fully sent
   };
 

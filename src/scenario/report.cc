@@ -1,8 +1,7 @@
 // Writes a scenario's results: JSON for scripts (stable key order, so equal runs give equal
 // text) and a short table for people.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "atp/scenario.h"
@@ -76,18 +75,18 @@ std::string to_summary(const ScenarioResult& result) {
   std::ostringstream out;
   out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), "
       << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, "
-      << result.leaked_aggregators << " aggregators leaked"
-      << (result.time_limit_reached ? ", time limit reached" : "") << "\n";
-  out << format("%-12s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "correct", "rounds", "fragments",
-                "float", "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
+      << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
+      << "\n";
+  out << format("%-12s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "correct", "rounds", "fragments", "float",
+                "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
   for (const JobResult& j : result.jobs) {
     const std::string rounds = std::to_string(j.completed_rounds) + "/" + std::to_string(j.rounds);
     out << format("%-12s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(),
                   j.correct ? "yes" : "NO", rounds.c_str(), static_cast<unsigned long long>(j.fragments),
                   static_cast<unsigned long long>(j.float_fragments),
                   static_cast<unsigned long long>(j.ps_packets_received), j.in_network_share * 100.0,
-                  static_cast<unsigned long long>(j.retransmissions),
-                  static_cast<unsigned long long>(j.collisions), j.seconds, j.algbw_gbps);
+                  static_cast<unsigned long long>(j.retransmissions), static_cast<unsigned long long>(j.collisions),
+                  j.seconds, j.algbw_gbps);
     std::string aggregations;
     for (const auto& [name, count] : j.switch_aggregations) {
       aggregations += (aggregations.empty() ? "" : ", ") + name + "=" + std::to_string(count);
@@ -103,8 +102,8 @@ std::string to_summary(const ScenarioResult& result) {
     drops += l.queue_drops;
     ecn += l.ecn_marked;
   }
-  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes
-      << " ATP bytes, " << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
+  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes << " ATP bytes, "
+      << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
   return out.str();
 }
 

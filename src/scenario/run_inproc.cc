@@ -442,9 +442,9 @@ ScenarioResult run_inproc(const Scenario& scenario) {
       }
     }
     const Time start{};
-    std::tie(ab.id, ba.id) = network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node),
-                                             link.b.port, channel_settings(scenario, ab.faults, start),
-                                             channel_settings(scenario, ba.faults, start));
+    std::tie(ab.id, ba.id) =
+        network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node), link.b.port,
+                        channel_settings(scenario, ab.faults, start), channel_settings(scenario, ba.faults, start));
     channels.push_back(std::move(ab));
     channels.push_back(std::move(ba));
   }

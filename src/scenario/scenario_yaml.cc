@@ -20,9 +20,7 @@ namespace {
   throw ScenarioError((path.empty() ? std::string("scenario") : path) + ": " + what);
 }
 
-std::string child(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
+std::string child(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 std::string item(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
 // How a value that has the wrong type looks, for "..., got X".
@@ -119,8 +117,8 @@ bool as_bool(const YAML::Node& node, const std::string& path) {
 // Microseconds (fractions allowed) as a Duration.
 Duration as_microseconds(const YAML::Node& node, const std::string& path, bool allow_zero) {
   constexpr double kMaxUs = 9.0e12;  // about 104 days: far beyond any simulated run, fits int64 ns
-  double us = as_number(node, path, 0, kMaxUs, allow_zero ? "a non-negative number of microseconds"
-                                                          : "a positive number of microseconds");
+  double us = as_number(node, path, 0, kMaxUs,
+                        allow_zero ? "a non-negative number of microseconds" : "a positive number of microseconds");
   const Duration d(static_cast<std::int64_t>(std::llround(us * 1000.0)));  // the core counts nanoseconds
   if (!allow_zero && d <= Duration::zero()) {
     fail(path, "must be a positive number of microseconds (at least 0.001), got " + describe(node));
@@ -176,8 +174,8 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
     names.switches.insert(spec.name);
     if (s["atp"]) spec.config.atp_capable = as_bool(s["atp"], child(p, "atp"));
     if (s["aggregators"]) {
-      spec.config.num_aggregators = static_cast<std::uint32_t>(
-          as_integer(s["aggregators"], child(p, "aggregators"), 1, 1u << 24));
+      spec.config.num_aggregators =
+          static_cast<std::uint32_t>(as_integer(s["aggregators"], child(p, "aggregators"), 1, 1u << 24));
     }
     if (s["width"]) {
       spec.config.aggregator_width =
@@ -305,8 +303,8 @@ std::vector<std::string> parse_host_list(const YAML::Node& node, const std::stri
 ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size_t index, const Names& names) {
   expect_map(node, path,
              {"name", "workers", "ps", "elements", "rounds", "values_per_packet", "scale", "magnitude", "index",
-              "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us",
-              "progress_timeout_us", "initial_seq"});
+              "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us", "progress_timeout_us",
+              "initial_seq"});
   require(node, path, "workers");
   require(node, path, "ps");
   require(node, path, "elements");
@@ -444,8 +442,10 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
 
 Scenario parse_root(const YAML::Node& root) {
   if (!root.IsMap()) {
-    throw ScenarioError("scenario: the file must be a YAML map with keys seed, topology, jobs (and optionally "
-                        "link, faults, time_limit_s), got " + describe(root));
+    throw ScenarioError(
+        "scenario: the file must be a YAML map with keys seed, topology, jobs (and optionally "
+        "link, faults, time_limit_s), got " +
+        describe(root));
   }
   expect_map(root, "", {"description", "seed", "time_limit_s", "link", "topology", "jobs", "faults"});
   require(root, "", "topology");
@@ -490,8 +490,8 @@ Scenario parse_scenario_yaml(const std::string& text, const std::string& source)
   } catch (const YAML::Exception& e) {
     // e.mark is 0-based; editors count from 1.
     std::ostringstream msg;
-    msg << source << ": line " << e.mark.line + 1 << ", column " << e.mark.column + 1
-        << ": not valid YAML (" << e.msg << ")";
+    msg << source << ": line " << e.mark.line + 1 << ", column " << e.mark.column + 1 << ": not valid YAML (" << e.msg
+        << ")";
     throw ScenarioError(msg.str());
   }
   try {

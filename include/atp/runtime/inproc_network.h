@@ -37,11 +37,11 @@ struct ChannelConfig {
   double rate_gbps = 0;
   // The egress queue holds the packets accepted but not yet fully sent (including the one on
   // the wire). Both limits compare against its length when a packet is enqueued.
-  std::uint32_t buffer_packets = 0;       // drop-tail limit of the egress queue; 0: unlimited
+  std::uint32_t buffer_packets = 0;         // drop-tail limit of the egress queue; 0: unlimited
   std::uint32_t ecn_threshold_packets = 0;  // mark ATP packets when the queue holds this many; 0: off
-  double loss = 0;       // probability a packet is lost (after it was sent: it used the link)
-  double duplicate = 0;  // probability a packet is delivered twice (the copy 100 ns later)
-  double reorder = 0;    // probability a packet is held back by 1-3 extra delays (at least 1 us)
+  double loss = 0;                          // probability a packet is lost (after it was sent: it used the link)
+  double duplicate = 0;                     // probability a packet is delivered twice (the copy 100 ns later)
+  double reorder = 0;                       // probability a packet is held back by 1-3 extra delays (at least 1 us)
 };
 
 struct ChannelCounters {
