@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Backends: inproc (a deterministic simulated network inside this process); udp and ns3 are planned.\n"
-      "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.");
+      "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
   std::string backend = "inproc";
   std::string file;

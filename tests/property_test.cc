@@ -1,5 +1,5 @@
-// Property tests over seeds x workers (1..64) x racks (1..4) x jobs (1..8) x loss (0..5%) x
-// aggregator table sizes (down to one aggregator): every result exact, every round done, no leaks.
+// Property tests over seeds x workers (1..64) x racks (1..4) x jobs (1..8) x loss (0..5%, with
+// duplication and reordering) x aggregator tables (down to one): results exact, rounds done, no leaks.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -74,6 +74,8 @@ Scenario make_scenario(const Case& c) {
       f.a = h.name;
       f.b = h.switch_name;
       f.overrides.loss = c.loss;
+      f.overrides.duplicate = c.loss / 2;
+      f.overrides.reorder = c.loss;
       s.link_faults.push_back(f);
     }
     for (const auto& [a, b] : s.topology.switch_links) {
@@ -81,6 +83,8 @@ Scenario make_scenario(const Case& c) {
       f.a = a;
       f.b = b;
       f.overrides.loss = c.loss;
+      f.overrides.duplicate = c.loss / 2;
+      f.overrides.reorder = c.loss;
       s.link_faults.push_back(f);
     }
   }
