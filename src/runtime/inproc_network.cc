@@ -1,49 +1,27 @@
 // The deterministic in-process network: one event heap ordered by (time, insertion order),
-// channels that serialize, queue, mark, lose, duplicate and reorder packets from seeded RNGs.
+// channels whose egress queues serialize, mark, lose, duplicate and reorder from seeded RNGs.
 #include "atp/runtime/inproc_network.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cassert>
 #include <limits>
 #include <stdexcept>
 
 namespace atp::inproc {
 namespace {
 
-// A duplicate arrives this long after its original (a link-layer retransmission would be about
-// one frame time later; the exact gap only has to be small and deterministic).
-constexpr Duration kDuplicateGap = std::chrono::nanoseconds(100);
-// Reordered packets are held back at least this long, so reordering happens on zero-delay links too.
-constexpr Duration kMinReorderDelay = std::chrono::microseconds(1);
 constexpr std::int32_t kNoChannel = -1;
-
-// splitmix64 (Steele et al.): turns (seed, channel id) into well-spread, independent RNG seeds.
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [0, 1) from the top 53 bits: the same on every platform and standard library,
-// unlike std::uniform_real_distribution.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// Time in picoseconds, so that serialization times (e.g. 26.08 ns for 326 B at 100 Gbit/s) add up
-// without rounding drift. (int64 ps covers about 106 days of virtual time.)
-std::int64_t to_ps(Time t) { return to_ns(t) * 1000; }
-// The first nanosecond at or after `ps`: a packet never arrives before its last bit was sent.
-Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 ? 1 : 0)); }
 
 enum class EventKind : std::uint8_t { kDeliver, kTimer, kScripted };
 
-// A heap entry: small, so that sifting is cheap; packet bytes and functions live in pools.
+// A heap entry: small, so that sifting is cheap; packet bytes live in the channels' egress
+// queues, scripted functions in a pool.
 struct Event {
   std::int64_t time_ns;
   std::uint64_t order;  // insertion order: ties at equal times keep FIFO order
   EventKind kind;
   std::uint32_t target;  // kDeliver: channel; kTimer: node; kScripted: index into scripted
-  std::uint64_t token;   // kDeliver: buffer index; kTimer: timer generation; kScripted: unused
+  std::uint64_t token;   // kTimer: timer generation; otherwise unused
 };
 struct LaterFirst {
   bool operator()(const Event& a, const Event& b) const {
@@ -76,30 +54,14 @@ struct Network::Impl {
   struct Channel {
     NodeId from = 0, to = 0;
     PortId to_port = 0;
-    ChannelConfig config;
-    ChannelCounters counters;
-    std::mt19937_64 rng;
-    std::int64_t busy_until_ps = 0;             // when the transmitter finishes the last accepted packet
-    std::deque<std::int64_t> in_queue_done_ps;  // finish times of accepted packets not yet fully sent
+    ChannelConfig config;  // copied into the queue at each send, so that faults may change between events
+    EgressQueue queue;     // holds every packet in flight on this channel, in release order
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
 
   void push(std::int64_t time_ns, EventKind kind, std::uint32_t target, std::uint64_t token) {
     heap.push(Event{time_ns, next_order++, kind, target, token});
-  }
-
-  std::uint32_t take_buffer(std::span<const std::uint8_t> bytes) {
-    std::uint32_t index;
-    if (free_buffers.empty()) {
-      index = static_cast<std::uint32_t>(buffers.size());
-      buffers.emplace_back();
-    } else {
-      index = free_buffers.back();
-      free_buffers.pop_back();
-    }
-    buffers[index].assign(bytes.begin(), bytes.end());  // reuses the pooled vector's capacity
-    return index;
   }
 
   // A node sent `bytes` out of `port` at `now`: queue, serialize, then decide the packet's fate.
@@ -111,52 +73,14 @@ struct Network::Impl {
     }
     const auto channel = static_cast<std::size_t>(n.channel_by_port[port]);
     Channel& c = channels[channel];
-    const ChannelConfig& cfg = c.config;
-
-    Time sent = now;  // when the last bit leaves the sender
-    bool mark = false;
-    if (cfg.rate_gbps > 0) {
-      const std::int64_t now_ps = to_ps(now);
-      while (!c.in_queue_done_ps.empty() && c.in_queue_done_ps.front() <= now_ps) c.in_queue_done_ps.pop_front();
-      const std::size_t queued = c.in_queue_done_ps.size();
-      if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
-        ++c.counters.queue_drops;
-        return;
-      }
-      mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
-      // bits / (Gbit/s) = ns; x1000 for ps.
-      const double bits = 8.0 * static_cast<double>(bytes.size() + kEncapsulationBytes);
-      const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
-      c.busy_until_ps = std::max(c.busy_until_ps, now_ps) + serialization_ps;
-      c.in_queue_done_ps.push_back(c.busy_until_ps);
-      sent = ceil_ns(c.busy_until_ps);
-    }
-    ++c.counters.packets;
-    c.counters.bytes += bytes.size();
-
-    // Draw only for faults that are switched on, so a fault-free channel costs no RNG work.
-    if (cfg.loss > 0 && uniform01(c.rng) < cfg.loss) {
-      ++c.counters.lost;
-      return;
-    }
-    const bool duplicate = cfg.duplicate > 0 && uniform01(c.rng) < cfg.duplicate;
-    Duration extra{0};
-    if (cfg.reorder > 0 && uniform01(c.rng) < cfg.reorder) {
-      const double factor = 1.0 + 2.0 * uniform01(c.rng);  // 1-3 link delays
-      extra = std::max(kMinReorderDelay,
-                       Duration(static_cast<std::int64_t>(factor * static_cast<double>(cfg.delay.count()))));
-      ++c.counters.reordered;
-    }
-
-    const Time arrival = sent + cfg.delay + extra;
-    const std::uint32_t buffer = take_buffer(bytes);
-    // The queue marks its own copy; the sender's bytes (e.g. one copy of a multicast) stay as they were.
-    if (mark && mark_ecn(buffers[buffer])) ++c.counters.ecn_marked;
-    push(to_ns(arrival), EventKind::kDeliver, static_cast<std::uint32_t>(channel), buffer);
-    if (duplicate) {
-      ++c.counters.duplicated;
-      const std::uint32_t twin = take_buffer(buffers[buffer]);
-      push(to_ns(arrival + kDuplicateGap), EventKind::kDeliver, static_cast<std::uint32_t>(channel), twin);
+    c.queue.config() = c.config;
+    const EnqueueResult r = c.queue.enqueue(bytes, now);
+    if (r.status != EnqueueStatus::kQueued) return;
+    // One delivery event per copy: the queue releases its copies in the same (time, enqueue
+    // order) as the heap pops these events, so each event takes exactly the packet it stands for.
+    push(to_ns(r.release), EventKind::kDeliver, static_cast<std::uint32_t>(channel), 0);
+    if (r.duplicate_release != kNever) {
+      push(to_ns(r.duplicate_release), EventKind::kDeliver, static_cast<std::uint32_t>(channel), 0);
     }
   }
 
@@ -180,12 +104,14 @@ struct Network::Impl {
       case EventKind::kDeliver: {
         const NodeId to = channels[e.target].to;
         const PortId to_port = channels[e.target].to_port;
-        // Move the bytes out of the pool first: the callback's sends may grow the pool. The
-        // slot goes back on the free list only after the callback, with its capacity.
-        std::vector<std::uint8_t> packet = std::move(buffers[e.token]);
-        nodes[to].node->on_packet(to_port, packet, now, *nodes[to].sink);
-        buffers[e.token] = std::move(packet);
-        free_buffers.push_back(static_cast<std::uint32_t>(e.token));
+        // The queue hands over its own copy (the node may rewrite it) and lets the callback's
+        // sends enqueue on this same channel (a node's port wired to its own other port).
+        const std::size_t released = channels[e.target].queue.release(
+            now,
+            [&](std::span<std::uint8_t> packet) { nodes[to].node->on_packet(to_port, packet, now, *nodes[to].sink); },
+            1);
+        assert(released == 1);
+        (void)released;
         rearm(to);
         break;
       }
@@ -217,8 +143,6 @@ struct Network::Impl {
   std::vector<Channel> channels;
   std::priority_queue<Event, std::vector<Event>, LaterFirst> heap;
   std::uint64_t next_order = 0;
-  std::vector<std::vector<std::uint8_t>> buffers;  // packet bytes of pending deliveries
-  std::vector<std::uint32_t> free_buffers;
   std::vector<std::function<void(Time)>> scripted;  // pending scripted actions
   std::vector<std::uint32_t> free_scripted;
   std::uint64_t events_processed = 0;
@@ -266,7 +190,7 @@ std::pair<std::size_t, std::size_t> Network::connect(NodeId a, PortId port_a, No
     c.to_port = to_port;
     c.config = config;
     // Each channel has its own stream, so adding a channel or a fault elsewhere leaves it unchanged.
-    c.rng.seed(splitmix64(net.seed ^ splitmix64(id)));
+    c.queue = EgressQueue(config, EgressQueue::stream_seed(net.seed, id));
     net.channels.push_back(std::move(c));
     auto& ports = net.nodes[from].channel_by_port;
     if (ports.size() <= from_port) ports.resize(std::size_t{from_port} + 1, kNoChannel);
@@ -280,7 +204,7 @@ std::pair<std::size_t, std::size_t> Network::connect(NodeId a, PortId port_a, No
 
 ChannelConfig& Network::channel_config(std::size_t channel) { return impl_->channels.at(channel).config; }
 const ChannelCounters& Network::channel_counters(std::size_t channel) const {
-  return impl_->channels.at(channel).counters;
+  return impl_->channels.at(channel).queue.counters();
 }
 std::size_t Network::channel_count() const { return impl_->channels.size(); }
 NodeId Network::channel_from(std::size_t channel) const { return impl_->channels.at(channel).from; }

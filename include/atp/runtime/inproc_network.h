@@ -1,18 +1,16 @@
-// A deterministic in-process network: a virtual clock, an event queue, and links with delay,
-// rate, queue, ECN marking and seeded loss, duplication and reordering. Same seed, same trace.
+// A deterministic in-process network: a virtual clock, an event queue, and links whose egress
+// queues (atp::EgressQueue) add delay, rate, ECN marks and seeded faults. Same seed, same trace.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <queue>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "atp/packet_sink.h"
+#include "atp/runtime/egress_queue.h"
 #include "atp/time.h"
 #include "atp/wire.h"
 
@@ -29,30 +27,12 @@ class Node {
   virtual Time next_deadline() const = 0;
 };
 
-// One direction of a link.
-struct ChannelConfig {
-  Duration delay = std::chrono::microseconds(2);  // propagation delay
-  // Gbit/s; a packet takes (bytes + kEncapsulationBytes) * 8 / rate_gbps ns to send.
-  // 0: infinitely fast, no queue builds up (buffer and ECN threshold do not apply).
-  double rate_gbps = 0;
-  // The egress queue holds the packets accepted but not yet fully sent (including the one on
-  // the wire). Both limits compare against its length when a packet is enqueued.
-  std::uint32_t buffer_packets = 0;         // drop-tail limit of the egress queue; 0: unlimited
-  std::uint32_t ecn_threshold_packets = 0;  // mark ATP packets when the queue holds this many; 0: off
-  double loss = 0;                          // probability a packet is lost (after it was sent: it used the link)
-  double duplicate = 0;                     // probability a packet is delivered twice (the copy 100 ns later)
-  double reorder = 0;                       // probability a packet is held back by 1-3 extra delays (at least 1 us)
+// One direction of a link: the egress queue of its sender's port, with a propagation delay.
+struct ChannelConfig : EgressConfig {
+  ChannelConfig() { delay = std::chrono::microseconds(2); }  // propagation delay
 };
 
-struct ChannelCounters {
-  std::uint64_t packets = 0;  // packets put on the wire (after queue drops, before loss)
-  std::uint64_t bytes = 0;    // their ATP bytes (header + values; encapsulation not counted)
-  std::uint64_t lost = 0;
-  std::uint64_t queue_drops = 0;
-  std::uint64_t duplicated = 0;
-  std::uint64_t reordered = 0;
-  std::uint64_t ecn_marked = 0;
-};
+using ChannelCounters = EgressCounters;
 
 class Network {
  public:

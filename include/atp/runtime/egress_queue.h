@@ -1,0 +1,131 @@
+// The egress behaviour of one port or link direction, shared by every runtime: a FIFO with an
+// optional rate limit, drop-tail buffer, ECN marking and seeded loss, duplication and reordering.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "atp/time.h"
+
+namespace atp {
+
+struct EgressConfig {
+  // Gbit/s; a packet takes (bytes + kEncapsulationBytes) * 8 / rate_gbps ns to send.
+  // 0: infinitely fast, no queue builds up (buffer and ECN threshold do not apply).
+  double rate_gbps = 0;
+  // The queue holds the packets accepted but not yet fully sent (including the one being sent).
+  // Both limits compare against its length when a packet is enqueued.
+  std::uint32_t buffer_packets = 0;         // drop-tail limit; 0: unlimited
+  std::uint32_t ecn_threshold_packets = 0;  // mark ATP packets when the queue holds this many; 0: off
+  // Added to every packet once it is sent: the propagation delay of a simulated link, or an
+  // injected extra delay on a real port.
+  Duration delay{0};
+  double loss = 0;       // probability a packet is lost (after it was sent: it used the link)
+  double duplicate = 0;  // probability a packet is released twice (the copy 100 ns later)
+  double reorder = 0;    // probability a packet is held back by 1-3 extra delays (at least 1 us)
+};
+
+struct EgressCounters {
+  std::uint64_t packets = 0;  // packets sent (after queue drops, before loss)
+  std::uint64_t bytes = 0;    // their bytes as enqueued (encapsulation not counted)
+  std::uint64_t lost = 0;
+  std::uint64_t queue_drops = 0;  // refused by the drop-tail limit
+  std::uint64_t duplicated = 0;
+  std::uint64_t reordered = 0;
+  std::uint64_t ecn_marked = 0;
+  std::uint64_t depth = 0;  // packets in the queue (not yet fully sent) at the last enqueue or release
+};
+
+enum class EnqueueStatus : std::uint8_t {
+  kQueued,     // will be released at `release` (and its duplicate at `duplicate_release`)
+  kQueueFull,  // refused by the drop-tail limit: never sent, counted in queue_drops
+  kLost,       // sent (it used the rate), then lost: counted in packets and lost
+};
+
+struct EnqueueResult {
+  EnqueueStatus status = EnqueueStatus::kQueued;
+  Time release = kNever;            // when the packet is released; kNever unless kQueued
+  Time duplicate_release = kNever;  // when its duplicate is released; kNever: no duplicate
+  bool accepted() const { return status != EnqueueStatus::kQueueFull; }
+};
+
+// No I/O and no clock: the runtime passes `now` in, asks next_release() when to come back and
+// hands released packets to the wire (or to the next node). One seed gives one trace: every
+// fate is drawn at enqueue from the queue's own mt19937_64, in a fixed order.
+class EgressQueue {
+ public:
+  explicit EgressQueue(const EgressConfig& config = {}, std::uint64_t seed = 0);
+
+  // The seed of queue number `index` of a runtime seeded with `seed`: independent streams, so
+  // that adding a queue or a fault elsewhere leaves every other queue's trace unchanged.
+  static std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index);
+
+  // May be changed between calls; applies to packets enqueued afterwards.
+  EgressConfig& config() { return config_; }
+  const EgressConfig& config() const { return config_; }
+  const EgressCounters& counters() const { return counters_; }
+
+  // Takes a copy of `packet` at `now` (never earlier than a previous call's `now`). The queue
+  // marks its own copy for ECN; the caller's bytes are left as they were.
+  EnqueueResult enqueue(std::span<const std::uint8_t> packet, Time now);
+
+  // When the earliest held packet is due; kNever when none is held.
+  Time next_release() const;
+  // Packets (and duplicates) held until their release time, including ones already sent.
+  std::size_t held() const { return heap_.size(); }
+
+  // If a packet is due at `now`, swaps its bytes into `packet` and returns true. Due packets come
+  // out in order of release time, then enqueue order. `packet`'s old storage is reused for a
+  // later enqueue, so passing the same vector every time allocates nothing.
+  bool pop_due(Time now, std::vector<std::uint8_t>& packet);
+
+  // Hands every packet due at `now` (at most `max_packets`) to deliver(std::span<std::uint8_t>).
+  // The span is the queue's copy: deliver may modify it. deliver may enqueue here again.
+  // Returns the number of packets handed over.
+  template <class Deliver>
+  std::size_t release(Time now, Deliver&& deliver, std::size_t max_packets = std::numeric_limits<std::size_t>::max()) {
+    std::size_t n = 0;
+    while (n < max_packets && pop_due(now, scratch_)) {
+      std::vector<std::uint8_t> packet = std::move(scratch_);  // deliver may re-enter release()
+      deliver(std::span<std::uint8_t>(packet));
+      scratch_ = std::move(packet);
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  struct Held {
+    std::int64_t release_ns;
+    std::uint64_t order;  // enqueue order: equal release times keep FIFO order
+    std::uint32_t slot;   // index into slots_
+  };
+  struct LaterFirst {
+    bool operator()(const Held& a, const Held& b) const {
+      return a.release_ns != b.release_ns ? a.release_ns > b.release_ns : a.order > b.order;
+    }
+  };
+
+  std::uint32_t store(std::span<const std::uint8_t> bytes);
+  void hold(Time release, std::uint32_t slot);
+  void drain_sent(std::int64_t now_ps);
+
+  EgressConfig config_;
+  EgressCounters counters_;
+  std::mt19937_64 rng_;
+  std::int64_t busy_until_ps_ = 0;            // when the transmitter finishes the last accepted packet (ps)
+  std::deque<std::int64_t> sending_done_ps_;  // finish times (ps) of accepted packets not yet fully sent
+  std::priority_queue<Held, std::vector<Held>, LaterFirst> heap_;
+  std::uint64_t next_order_ = 0;
+  std::vector<std::vector<std::uint8_t>> slots_;  // packet bytes of held packets, pooled
+  std::vector<std::uint32_t> free_slots_;
+  std::vector<std::uint8_t> scratch_;  // release()'s reusable buffer
+};
+
+}  // namespace atp

@@ -1,0 +1,68 @@
+// The real runtimes' event loop (Linux): epoll for readable fds, one timerfd armed at the
+// earliest deadline, and a stop() that is safe to call from a signal handler.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+
+#include "atp/time.h"
+
+namespace atp {
+
+// Single-threaded: every method except stop() must be called from the thread running run().
+// Time is CLOCK_MONOTONIC in ns (atp::Time), the clock the real runtimes hand to the core.
+// Setup failures (epoll_create1, timerfd_create, eventfd, epoll_ctl) throw std::system_error.
+class EventLoop {
+ public:
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // CLOCK_MONOTONIC now, in ns.
+  static Time now();
+
+  // Calls on_readable() whenever fd is readable (level-triggered: a callback that leaves data
+  // unread is called again). The loop does not own fd. Throws if fd is already registered.
+  void add_readable(int fd, std::function<void()> on_readable);
+  // Stops watching fd; safe from inside any callback, including fd's own.
+  void remove(int fd);
+
+  // The loop's one timer. Before every wait it asks next_deadline() (kNever: none) and arms the
+  // timerfd there; when that time has come it calls on_deadline(now). A runtime passes the
+  // minimum of its core's next_deadline() and its egress queues' next_release().
+  void set_timer(std::function<Time()> next_deadline, std::function<void(Time)> on_deadline);
+
+  // Runs until stop(); then clears the stop request and returns, so run() may be called again.
+  // A stop() before run() makes run() return after at most one round of callbacks. Callback
+  // exceptions propagate out of run(); an epoll_wait failure other than EINTR throws std::system_error.
+  void run();
+  // Async-signal-safe (an atomic flag and a write() to an eventfd); callable from any thread.
+  void stop() noexcept;
+
+  std::uint64_t wakeups() const { return wakeups_; }  // epoll_wait returns, for tests and stats
+
+ private:
+  struct Watch {
+    std::function<void()> on_readable;
+    std::uint32_t generation;  // tells a re-registered fd from a stale epoll event
+  };
+  void arm(Time deadline);
+  void close_all() noexcept;
+
+  int epoll_fd_ = -1;
+  int timer_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd written by stop()
+  std::atomic<bool> stop_requested_{false};
+  std::unordered_map<int, std::shared_ptr<Watch>> watches_;
+  std::uint32_t next_generation_ = 1;
+  std::function<Time()> next_deadline_;
+  std::function<void(Time)> on_deadline_;
+  Time armed_ = kNever;  // what the timerfd is set to
+  std::uint64_t wakeups_ = 0;
+};
+
+}  // namespace atp

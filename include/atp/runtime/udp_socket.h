@@ -1,0 +1,117 @@
+// A non-blocking IPv4 UDP socket with batched I/O (recvmmsg/sendmmsg), the port backend of the
+// real runtimes. Setup errors throw one clear sentence; data-path failures are only counted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace atp {
+
+// An IPv4 address and UDP port, both in host byte order.
+struct UdpEndpoint {
+  std::uint32_t ip = 0;  // e.g. 0x7F000001 for 127.0.0.1
+  std::uint16_t port = 0;
+
+  // "a.b.c.d:port"; throws std::invalid_argument naming the text if it is not one.
+  static UdpEndpoint parse(const std::string& text);
+  static UdpEndpoint loopback(std::uint16_t port) { return {0x7F000001u, port}; }
+  std::string to_string() const;
+  friend bool operator==(const UdpEndpoint&, const UdpEndpoint&) = default;
+};
+
+// A setup failure (socket, bind, buffer sizes): what() is one sentence, e.g. "cannot bind UDP
+// 127.0.0.1:9000: address already in use"; error() is the errno.
+class UdpSetupError : public std::runtime_error {
+ public:
+  UdpSetupError(const std::string& what, int error) : std::runtime_error(what), error_(error) {}
+  int error() const { return error_; }
+
+ private:
+  int error_;
+};
+
+struct UdpSocketOptions {
+  // Kernel buffers (bytes): large, so that bursts between two event-loop rounds are not dropped.
+  // The kernel caps them at net.core.rmem_max / wmem_max unless the process has CAP_NET_ADMIN
+  // (then SO_RCVBUFFORCE / SO_SNDBUFFORCE lift the cap); a cap is not an error.
+  int recv_buffer_bytes = 8 << 20;
+  int send_buffer_bytes = 8 << 20;
+  bool reuse_address = false;  // SO_REUSEADDR
+};
+
+// One datagram to send: the bytes are only read during send_batch().
+struct UdpOutgoing {
+  UdpEndpoint to;
+  std::span<const std::uint8_t> bytes;
+};
+
+// Reusable receive buffers for recv_batch(): `capacity` datagrams of up to `max_bytes` each.
+class UdpRecvBatch {
+ public:
+  // 9216 bytes holds a jumbo frame's payload, more than any ATP packet.
+  explicit UdpRecvBatch(std::size_t capacity = 64, std::size_t max_bytes = 9216);
+
+  std::size_t size() const { return count_; }  // datagrams from the last recv_batch()
+  std::size_t capacity() const { return from_.size(); }
+  std::span<std::uint8_t> bytes(std::size_t i) { return {storage_.data() + i * max_bytes_, length_[i]}; }
+  const UdpEndpoint& from(std::size_t i) const { return from_[i]; }
+
+ private:
+  friend class UdpSocket;
+  std::size_t max_bytes_;
+  std::size_t count_ = 0;
+  std::vector<std::uint8_t> storage_;  // capacity * max_bytes, one slot per datagram
+  std::vector<std::size_t> length_;    // bytes received per slot
+  std::vector<UdpEndpoint> from_;
+};
+
+struct UdpSocketCounters {
+  std::uint64_t received = 0;  // datagrams handed out by recv_batch
+  std::uint64_t received_bytes = 0;
+  std::uint64_t truncated = 0;    // larger than the batch's max_bytes: dropped, not handed out
+  std::uint64_t recv_errors = 0;  // recvmmsg failures other than "nothing to read"
+  std::uint64_t sent = 0;         // datagrams the kernel accepted
+  std::uint64_t sent_bytes = 0;
+  std::uint64_t send_would_block = 0;  // datagrams not sent because the send buffer was full
+  std::uint64_t send_errors = 0;       // datagrams refused for another reason (skipped)
+};
+
+class UdpSocket {
+ public:
+  // Binds `local` (port 0: the kernel picks a free one; local_endpoint() tells which).
+  // Throws UdpSetupError.
+  explicit UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options = {});
+  ~UdpSocket();
+  UdpSocket(UdpSocket&& other) noexcept;
+  UdpSocket& operator=(UdpSocket&& other) noexcept;
+  UdpSocket(const UdpSocket&) = delete;
+  UdpSocket& operator=(const UdpSocket&) = delete;
+
+  int fd() const { return fd_; }  // for EventLoop::add_readable; -1 once moved from
+  const UdpEndpoint& local_endpoint() const { return local_; }
+  int recv_buffer_bytes() const;  // what the kernel granted (bytes)
+  int send_buffer_bytes() const;
+
+  // Reads up to batch.capacity() waiting datagrams with one recvmmsg; never blocks. Returns how
+  // many were handed out (also batch.size()); 0 when none was waiting.
+  std::size_t recv_batch(UdpRecvBatch& batch);
+  // Sends with sendmmsg (in chunks of up to 64); never blocks. Returns how many datagrams the
+  // kernel accepted, in order. It stops at the first "would block" (the rest counted in
+  // send_would_block, the caller may retry them); any other error skips that one datagram.
+  std::size_t send_batch(std::span<const UdpOutgoing> datagrams);
+  // One datagram; true if the kernel accepted it.
+  bool send_to(const UdpEndpoint& to, std::span<const std::uint8_t> bytes);
+
+  const UdpSocketCounters& counters() const { return counters_; }
+
+ private:
+  int fd_ = -1;
+  UdpEndpoint local_;
+  UdpSocketCounters counters_;
+};
+
+}  // namespace atp

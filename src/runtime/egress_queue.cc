@@ -1,0 +1,134 @@
+// One port's egress behaviour for every runtime: serialization at a rate, drop-tail, ECN marking
+// and seeded faults, all decided at enqueue so that one seed gives one trace.
+#include "atp/runtime/egress_queue.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "atp/wire.h"
+
+namespace atp {
+namespace {
+
+// A duplicate arrives this long after its original (a link-layer retransmission would be about
+// one frame time later; the exact gap only has to be small and deterministic).
+constexpr Duration kDuplicateGap = std::chrono::nanoseconds(100);
+// Reordered packets are held back at least this long, so reordering happens on zero-delay links too.
+constexpr Duration kMinReorderDelay = std::chrono::microseconds(1);
+
+// splitmix64 (Steele et al.): turns (seed, index) into well-spread, independent RNG seeds.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from the top 53 bits: the same on every platform and standard library,
+// unlike std::uniform_real_distribution.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Time in picoseconds, so that serialization times (e.g. 26.08 ns for 326 B at 100 Gbit/s) add up
+// without rounding drift. (int64 ps covers about 106 days of time since the runtime's epoch.)
+std::int64_t to_ps(Time t) { return to_ns(t) * 1000; }
+// The first nanosecond at or after `ps`: a packet never leaves before its last bit was sent.
+Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 ? 1 : 0)); }
+
+}  // namespace
+
+EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed) : config_(config), rng_(seed) {}
+
+std::uint64_t EgressQueue::stream_seed(std::uint64_t seed, std::uint64_t index) {
+  return splitmix64(seed ^ splitmix64(index));
+}
+
+void EgressQueue::drain_sent(std::int64_t now_ps) {
+  while (!sending_done_ps_.empty() && sending_done_ps_.front() <= now_ps) sending_done_ps_.pop_front();
+  counters_.depth = sending_done_ps_.size();
+}
+
+std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
+  std::uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  slots_[slot].assign(bytes.begin(), bytes.end());  // reuses the pooled vector's capacity
+  return slot;
+}
+
+void EgressQueue::hold(Time release, std::uint32_t slot) { heap_.push(Held{to_ns(release), next_order_++, slot}); }
+
+EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time now) {
+  const EgressConfig& cfg = config_;
+  EnqueueResult result;
+  Time sent = now;  // when the last bit leaves
+  bool mark = false;
+  if (cfg.rate_gbps > 0) {
+    const std::int64_t now_ps = to_ps(now);
+    drain_sent(now_ps);
+    const std::size_t queued = sending_done_ps_.size();
+    if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
+      ++counters_.queue_drops;
+      result.status = EnqueueStatus::kQueueFull;
+      return result;
+    }
+    mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
+    // bits / (Gbit/s) = ns; x1000 for ps.
+    const double bits = 8.0 * static_cast<double>(packet.size() + kEncapsulationBytes);
+    const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
+    busy_until_ps_ = std::max(busy_until_ps_, now_ps) + serialization_ps;
+    sending_done_ps_.push_back(busy_until_ps_);
+    counters_.depth = sending_done_ps_.size();
+    sent = ceil_ns(busy_until_ps_);
+  }
+  ++counters_.packets;
+  counters_.bytes += packet.size();
+
+  // Draw only for faults that are switched on, so a fault-free queue costs no RNG work. The order
+  // of the draws (loss, duplicate, reorder, reorder factor) is part of the trace: keep it.
+  if (cfg.loss > 0 && uniform01(rng_) < cfg.loss) {
+    ++counters_.lost;
+    result.status = EnqueueStatus::kLost;
+    return result;
+  }
+  const bool duplicate = cfg.duplicate > 0 && uniform01(rng_) < cfg.duplicate;
+  Duration extra{0};
+  if (cfg.reorder > 0 && uniform01(rng_) < cfg.reorder) {
+    const double factor = 1.0 + 2.0 * uniform01(rng_);  // 1-3 delays
+    extra = std::max(kMinReorderDelay,
+                     Duration(static_cast<std::int64_t>(factor * static_cast<double>(cfg.delay.count()))));
+    ++counters_.reordered;
+  }
+
+  result.release = sent + cfg.delay + extra;
+  const std::uint32_t slot = store(packet);
+  // The queue marks its own copy; the sender's bytes (e.g. one copy of a multicast) stay as they were.
+  if (mark && mark_ecn(slots_[slot])) ++counters_.ecn_marked;
+  hold(result.release, slot);
+  if (duplicate) {
+    ++counters_.duplicated;
+    result.duplicate_release = result.release + kDuplicateGap;
+    // A moved vector keeps its buffer, so the span stays valid even if store() grows slots_.
+    const std::uint32_t twin = store(slots_[slot]);
+    hold(result.duplicate_release, twin);
+  }
+  return result;
+}
+
+Time EgressQueue::next_release() const { return heap_.empty() ? kNever : time_from_ns(heap_.top().release_ns); }
+
+bool EgressQueue::pop_due(Time now, std::vector<std::uint8_t>& packet) {
+  if (!sending_done_ps_.empty()) drain_sent(to_ps(now));
+  if (heap_.empty() || heap_.top().release_ns > to_ns(now)) return false;
+  const std::uint32_t slot = heap_.top().slot;
+  heap_.pop();
+  packet.swap(slots_[slot]);  // the caller's old storage stays in the pool
+  free_slots_.push_back(slot);
+  return true;
+}
+
+}  // namespace atp

@@ -1,0 +1,267 @@
+// Tests of EgressQueue, the one egress model of every runtime: serialization timing, drop-tail,
+// ECN marking, seeded faults and their exact RNG scheme, release order, reuse from callbacks.
+#include "atp/runtime/egress_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "atp/wire.h"
+
+namespace atp {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::nanoseconds;
+
+// A 62-value ATP gradient packet (284 B; 326 B with encapsulation) tagged with `seq`.
+std::vector<std::uint8_t> packet(Seq seq) {
+  Header h;
+  h.job = 1;
+  h.seq = seq;
+  const std::vector<std::int32_t> v(kDefaultValuesPerPacket, 0);
+  return build_packet(h, v);
+}
+Header header_of(std::span<const std::uint8_t> p) {
+  Header h;
+  EXPECT_EQ(decode_header(p, h), DecodeError::kOk);
+  return h;
+}
+
+struct Released {
+  std::int64_t ns;
+  Seq seq;
+  bool ecn;
+};
+// Releases everything held, at each packet's own release time.
+std::vector<Released> drain(EgressQueue& q) {
+  std::vector<Released> out;
+  while (q.next_release() != kNever) {
+    const Time t = q.next_release();
+    q.release(t, [&](std::span<std::uint8_t> p) {
+      const Header h = header_of(p);
+      out.push_back({to_ns(t), h.seq, h.ecn});
+    });
+  }
+  return out;
+}
+
+TEST(EgressQueue, NoRateReleasesAfterTheDelayInFifoOrder) {
+  EgressConfig c;
+  c.delay = microseconds(3);
+  EgressQueue q(c);
+  EXPECT_EQ(q.next_release(), kNever);
+  const auto p1 = packet(1), p2 = packet(2);
+  const EnqueueResult r = q.enqueue(p1, time_from_ns(1000));
+  EXPECT_EQ(r.status, EnqueueStatus::kQueued);
+  EXPECT_TRUE(r.accepted());
+  EXPECT_EQ(to_ns(r.release), 4000);
+  EXPECT_EQ(r.duplicate_release, kNever);
+  q.enqueue(p2, time_from_ns(1000));
+  EXPECT_EQ(q.held(), 2u);
+  EXPECT_EQ(to_ns(q.next_release()), 4000);
+  // Nothing is due before its time.
+  EXPECT_EQ(q.release(time_from_ns(3999), [](std::span<std::uint8_t>) { FAIL(); }), 0u);
+  std::vector<Seq> seqs;
+  EXPECT_EQ(q.release(time_from_ns(4000), [&](std::span<std::uint8_t> p) { seqs.push_back(header_of(p).seq); }), 2u);
+  EXPECT_EQ(seqs, (std::vector<Seq>{1, 2}));
+  EXPECT_EQ(q.counters().packets, 2u);
+  EXPECT_EQ(q.counters().bytes, 2 * packet_size(kDefaultValuesPerPacket));
+  EXPECT_EQ(q.counters().depth, 0u);  // no rate: no queue
+}
+
+TEST(EgressQueue, RateSerializesIncludingEncapsulation) {
+  EgressConfig c;
+  c.rate_gbps = 100;  // 326 B * 8 / 100 Gbit/s = 26.08 ns per packet
+  EgressQueue q(c);
+  const auto p = packet(1);
+  std::vector<std::int64_t> release;
+  for (int i = 0; i < 3; ++i) release.push_back(to_ns(q.enqueue(p, time_from_ns(0)).release));
+  // 26.08, 52.16, 78.24 ns: rounded up to the ns, without accumulating the rounding.
+  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 79}));
+  EXPECT_EQ(q.counters().depth, 3u);
+  // An idle transmitter starts at `now`, not at its last finish time.
+  EXPECT_EQ(to_ns(q.enqueue(p, time_from_ns(1000)).release), 1027);
+  EXPECT_EQ(q.counters().depth, 1u);  // the first three were sent by then
+}
+
+TEST(EgressQueue, DropTailCountsAgainstPacketsNotYetSent) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  c.buffer_packets = 2;
+  EgressQueue q(c);
+  const auto p = packet(1);
+  EXPECT_EQ(q.enqueue(p, time_from_ns(0)).status, EnqueueStatus::kQueued);
+  EXPECT_EQ(q.enqueue(p, time_from_ns(0)).status, EnqueueStatus::kQueued);
+  const EnqueueResult full = q.enqueue(p, time_from_ns(0));
+  EXPECT_EQ(full.status, EnqueueStatus::kQueueFull);
+  EXPECT_FALSE(full.accepted());
+  EXPECT_EQ(full.release, kNever);
+  EXPECT_EQ(q.counters().queue_drops, 1u);
+  EXPECT_EQ(q.counters().packets, 2u);
+  EXPECT_EQ(q.enqueue(p, time_from_ns(27)).status, EnqueueStatus::kQueued);  // the first one is out
+  EXPECT_EQ(q.held(), 3u);
+}
+
+TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  c.ecn_threshold_packets = 2;
+  EgressQueue q(c);
+  const auto p = packet(7);
+  for (Seq s = 1; s <= 4; ++s) q.enqueue(packet(s), time_from_ns(0));
+  EXPECT_FALSE(header_of(p).ecn);  // the caller's bytes are never marked
+  const auto out = drain(q);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_FALSE(out[0].ecn);  // depth 0 at enqueue
+  EXPECT_FALSE(out[1].ecn);  // depth 1
+  EXPECT_TRUE(out[2].ecn);   // depth 2
+  EXPECT_TRUE(out[3].ecn);
+  EXPECT_EQ(q.counters().ecn_marked, 2u);
+
+  // Without a rate there is no queue, so no marks even with a threshold of 1.
+  EgressConfig no_rate;
+  no_rate.ecn_threshold_packets = 1;
+  EgressQueue fast(no_rate);
+  for (Seq s = 1; s <= 3; ++s) fast.enqueue(packet(s), time_from_ns(0));
+  for (const Released& r : drain(fast)) EXPECT_FALSE(r.ecn);
+  EXPECT_EQ(fast.counters().ecn_marked, 0u);
+}
+
+TEST(EgressQueue, CertainFaults) {
+  const auto p = packet(1);
+  EgressConfig lossy;
+  lossy.loss = 1;
+  EgressQueue l(lossy);
+  const EnqueueResult lost = l.enqueue(p, time_from_ns(0));
+  EXPECT_EQ(lost.status, EnqueueStatus::kLost);
+  EXPECT_TRUE(lost.accepted());  // it used the link
+  EXPECT_EQ(l.held(), 0u);
+  EXPECT_EQ(l.counters().lost, 1u);
+  EXPECT_EQ(l.counters().packets, 1u);
+
+  EgressConfig dup;
+  dup.delay = microseconds(1);
+  dup.duplicate = 1;
+  EgressQueue d(dup);
+  const EnqueueResult twice = d.enqueue(p, time_from_ns(0));
+  EXPECT_EQ(to_ns(twice.release), 1000);
+  EXPECT_EQ(to_ns(twice.duplicate_release), 1100);
+  const auto out = drain(d);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].ns, 1000);
+  EXPECT_EQ(out[1].ns, 1100);
+  EXPECT_EQ(out[1].seq, 1u);
+  EXPECT_EQ(d.counters().duplicated, 1u);
+  EXPECT_EQ(d.counters().packets, 1u);  // a duplicate is not a second send
+
+  EgressConfig reorder;  // zero delay: held back at least 1 us
+  reorder.reorder = 1;
+  EgressQueue r(reorder);
+  const EnqueueResult held = r.enqueue(p, time_from_ns(0));
+  EXPECT_GE(to_ns(held.release), 1000);
+  EXPECT_EQ(r.counters().reordered, 1u);
+}
+
+TEST(EgressQueue, ReorderedPacketsAreOvertaken) {
+  EgressConfig c;
+  c.delay = microseconds(10);
+  EgressQueue q(c);
+  q.enqueue(packet(1), time_from_ns(0));
+  q.config().reorder = 1;  // config changes apply to later packets only
+  q.enqueue(packet(2), time_from_ns(0));
+  q.config().reorder = 0;
+  q.enqueue(packet(3), time_from_ns(0));
+  const auto out = drain(q);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].seq, 1u);
+  EXPECT_EQ(out[1].seq, 3u);
+  EXPECT_EQ(out[2].seq, 2u);
+  EXPECT_GE(out[2].ns, 20000);  // 1-3 extra delays
+  EXPECT_LE(out[2].ns, 40000);
+}
+
+// The RNG scheme is part of the trace: an mt19937_64 per queue seeded with stream_seed(), and
+// one draw (top 53 bits) per enabled fault, in the order loss, duplicate, reorder.
+TEST(EgressQueue, FatesFollowTheDocumentedDrawOrder) {
+  const std::uint64_t seed = EgressQueue::stream_seed(42, 3);
+  EgressConfig c;
+  c.loss = 0.3;
+  c.duplicate = 0.3;
+  EgressQueue q(c, seed);
+  std::mt19937_64 rng(seed);
+  const auto draw = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  const auto p = packet(1);
+  for (int i = 0; i < 1000; ++i) {
+    const EnqueueResult r = q.enqueue(p, time_from_ns(i));
+    if (draw() < c.loss) {
+      ASSERT_EQ(r.status, EnqueueStatus::kLost) << i;
+      continue;
+    }
+    ASSERT_EQ(r.status, EnqueueStatus::kQueued) << i;
+    ASSERT_EQ(r.duplicate_release != kNever, draw() < c.duplicate) << i;
+  }
+  EXPECT_GT(q.counters().lost, 200u);
+  EXPECT_LT(q.counters().lost, 400u);
+}
+
+std::vector<Released> faulty_trace(std::uint64_t seed) {
+  EgressConfig c;
+  c.delay = microseconds(3);
+  c.rate_gbps = 10;
+  c.loss = 0.05;
+  c.duplicate = 0.05;
+  c.reorder = 0.05;
+  EgressQueue q(c, EgressQueue::stream_seed(seed, 0));
+  for (Seq s = 0; s < 2000; ++s) q.enqueue(packet(s), time_from_ns(100 * s));
+  return drain(q);
+}
+
+TEST(EgressQueue, SameSeedSameTraceOtherSeedOtherTrace) {
+  const auto same = [](const std::vector<Released>& a, const std::vector<Released>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].ns != b[i].ns || a[i].seq != b[i].seq) return false;
+    }
+    return true;
+  };
+  const auto first = faulty_trace(42);
+  EXPECT_TRUE(same(first, faulty_trace(42)));
+  EXPECT_FALSE(same(first, faulty_trace(43)));
+  EXPECT_NE(EgressQueue::stream_seed(42, 0), EgressQueue::stream_seed(42, 1));
+}
+
+TEST(EgressQueue, DeliverMayRewriteItsCopyAndEnqueueAgain) {
+  EgressConfig c;
+  c.delay = microseconds(1);
+  c.duplicate = 1;
+  EgressQueue q(c);
+  q.enqueue(packet(5), time_from_ns(0));
+  std::vector<Seq> seen;
+  int bounced = 0;
+  const auto deliver = [&](std::span<std::uint8_t> p) {
+    seen.push_back(header_of(p).seq);
+    std::fill(p.begin(), p.end(), 0);  // rewriting the copy must not affect the duplicate
+    if (bounced++ == 0) q.enqueue(packet(6), time_from_ns(1000));
+  };
+  EXPECT_EQ(q.release(time_from_ns(1000), deliver), 1u);
+  EXPECT_EQ(q.release(time_from_ns(1100), deliver), 1u);
+  EXPECT_EQ(q.release(time_from_ns(5000), deliver, 1), 1u);  // at most one
+  EXPECT_EQ(q.release(time_from_ns(5000), deliver), 1u);
+  EXPECT_EQ(seen, (std::vector<Seq>{5, 5, 6, 6}));
+  EXPECT_EQ(q.held(), 0u);
+}
+
+TEST(EgressQueue, PopDueSwapsBuffers) {
+  EgressQueue q;
+  const auto p = packet(9);
+  q.enqueue(p, time_from_ns(0));
+  std::vector<std::uint8_t> out;
+  ASSERT_TRUE(q.pop_due(time_from_ns(0), out));
+  EXPECT_EQ(out, p);
+  EXPECT_FALSE(q.pop_due(time_from_ns(0), out));
+}
+
+}  // namespace
+}  // namespace atp
