@@ -7,6 +7,7 @@
 #include <string>
 
 #include "atp/scenario.h"
+#include "commands.h"
 
 namespace {
 
@@ -160,6 +161,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 100u));
 
+  const atp::cli::Command switch_command = atp::cli::add_switch_command(app);
+  const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -170,6 +174,8 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(backend, file, json);
     if (demo->parsed()) return demo_command(demo_elements, demo_rounds);
+    if (switch_command.app->parsed()) return switch_command.run();
+    if (ps_command.app->parsed()) return ps_command.run();
   } catch (const atp::ScenarioError& e) {
     std::cerr << "atp: " << e.what() << "\n";
     return kExitBadInput;

@@ -1,0 +1,22 @@
+// Subcommands of the `atp` command that live in their own files. Each adds itself to the
+// parent CLI::App and returns the function to run when it was chosen (its exit code).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace atp::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;    // the work failed (a job, a daemon's run)
+inline constexpr int kExitBadInput = 2;  // bad command line, config or scenario file
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`
+Command add_ps_command(CLI::App& parent);      // apps/ps_command.cc: `atp ps`
+
+}  // namespace atp::cli
