@@ -11,9 +11,9 @@
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitIncorrect = 1;  // a job failed or produced a wrong result (or an internal error)
-constexpr int kExitBadInput = 2;   // bad command line or scenario file
+using atp::cli::kExitBadInput;
+using atp::cli::kExitOk;
+constexpr int kExitIncorrect = atp::cli::kExitFailed;  // a job failed or produced a wrong result
 
 // The demo's workload: two jobs of four workers sharing one ATP switch, one PS each.
 // %ELEMENTS% and %ROUNDS% are filled in from the command line.
