@@ -1,12 +1,93 @@
-// placeholder: `atp switch` is being written.
+// `atp switch --config FILE`: runs a software ATP switch until SIGINT/SIGTERM;
+// `atp switch stats --control HOST:PORT`: prints a running switch's counters as JSON.
+#include <httplib.h>
+#include <signal.h>
+
+#include <iostream>
+#include <string>
+
+#include "atp/runtime/switch_daemon.h"
+#include "atp/runtime/udp_socket.h"
 #include "commands.h"
 
 namespace atp::cli {
+namespace {
+
+int run_switch(const std::string& config_path) {
+  if (config_path.empty()) {
+    std::cerr << "atp switch: --config FILE is required (or use `atp switch stats --control HOST:PORT`)\n";
+    return kExitBadInput;
+  }
+  SwitchDaemonConfig config;
+  try {
+    config = load_switch_config(config_path);
+  } catch (const SwitchConfigError& e) {
+    std::cerr << "atp switch: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  // Signals are taken synchronously by sigwait below: blocked here, before any thread starts,
+  // so that every thread of the daemon inherits the mask and none is interrupted.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  try {
+    SwitchDaemon daemon(config);
+    daemon.start();
+    std::cout << "atp switch " << config.name << ": data " << daemon.data_endpoint().to_string() << ", control http://"
+              << daemon.control_endpoint() << ", " << config.ports.size() << " ports" << std::endl;
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    daemon.stop();
+  } catch (const UdpSetupError& e) {
+    std::cerr << "atp switch: " << e.what() << "; choose another `listen:` address\n";
+    return kExitBadInput;
+  } catch (const std::runtime_error& e) {
+    std::cerr << "atp switch: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+int print_stats(const std::string& control) {
+  UdpEndpoint endpoint;
+  try {
+    endpoint = UdpEndpoint::parse(control);
+  } catch (const std::invalid_argument&) {
+    std::cerr << "atp switch stats: --control must be HOST:PORT like 127.0.0.1:9100, got '" << control << "'\n";
+    return kExitBadInput;
+  }
+  const std::string text = endpoint.to_string();
+  httplib::Client client(text.substr(0, text.rfind(':')), endpoint.port);
+  client.set_connection_timeout(2);
+  client.set_read_timeout(5);
+  const httplib::Result result = client.Get("/stats");
+  if (!result) {
+    std::cerr << "atp switch stats: cannot reach the switch control endpoint " << text << " ("
+              << httplib::to_string(result.error()) << ")\n";
+    return kExitFailed;
+  }
+  if (result->status != 200) {
+    std::cerr << "atp switch stats: " << text << " answered HTTP " << result->status << ": " << result->body << "\n";
+    return kExitFailed;
+  }
+  std::cout << result->body;
+  return kExitOk;
+}
+
+}  // namespace
 
 Command add_switch_command(CLI::App& parent) {
   Command c;
-  c.app = parent.add_subcommand("switch", "(not yet available)");
-  c.run = [] { return kExitBadInput; };
+  c.app = parent.add_subcommand("switch", "run a software ATP switch on UDP ports (until Ctrl-C)");
+  auto config_path = std::make_shared<std::string>();
+  auto control = std::make_shared<std::string>();
+  c.app->add_option("--config", *config_path, "switch config (YAML): aggregators, ports, routes, control address");
+  c.app->require_subcommand(0, 1);
+  CLI::App* stats = c.app->add_subcommand("stats", "print a running switch's counters as JSON");
+  stats->add_option("--control", *control, "the switch's control endpoint HOST:PORT")->required();
+  c.run = [config_path, control, stats] { return stats->parsed() ? print_stats(*control) : run_switch(*config_path); };
   return c;
 }
 

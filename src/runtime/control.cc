@@ -1,1 +1,179 @@
-// placeholder: being written
+// The JSON codec of the daemons' control plane (nlohmann-json): job plans for switches and PSs.
+// Parsing is strict (unknown keys, wrong types and out-of-range numbers are one-sentence errors).
+#include "atp/runtime/control.h"
+
+#include <arpa/inet.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+namespace atp::control {
+namespace {
+
+using nlohmann::json;
+
+// Rejects keys of `object` not in `allowed`, so that a misspelt field is not silently ignored.
+void check_keys(const json& object, const std::string& where, std::initializer_list<std::string_view> allowed) {
+  for (const auto& item : object.items()) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || item.key() == a;
+    if (!known) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw ControlError(where + item.key() + ": unknown key (expected one of " + list + ")");
+    }
+  }
+}
+
+const json& require(const json& object, const std::string& where, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) throw ControlError(where + key + ": missing");
+  return *it;
+}
+
+// An unsigned integer field in [0, max].
+std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
+  if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + value.dump());
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<std::uint64_t>();
+    if (v <= max) return v;
+  } else if (value.get<std::int64_t>() >= 0 && static_cast<std::uint64_t>(value.get<std::int64_t>()) <= max) {
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  }
+  throw ControlError(field + ": must be between 0 and " + std::to_string(max) + ", got " + value.dump());
+}
+
+template <class T>
+T get_unsigned(const json& object, const std::string& where, const char* key) {
+  return static_cast<T>(to_unsigned(require(object, where, key), where + key, std::numeric_limits<T>::max()));
+}
+
+template <class T>
+std::vector<T> get_unsigned_list(const json& object, const std::string& where, const char* key) {
+  const json& list = require(object, where, key);
+  if (!list.is_array()) throw ControlError(where + key + ": expected a list, got " + list.dump());
+  std::vector<T> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    out.push_back(static_cast<T>(
+        to_unsigned(list[i], where + key + "[" + std::to_string(i) + "]", std::numeric_limits<T>::max())));
+  }
+  return out;
+}
+
+Address get_address(const json& object, const std::string& where, const char* key) {
+  const json& value = require(object, where, key);
+  if (!value.is_string())
+    throw ControlError(where + key + ": expected an address like \"10.0.0.1\", got " + value.dump());
+  return parse_address(value.get<std::string>(), where + key);
+}
+
+json parse_object(const std::string& text, const char* what) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ControlError(std::string(what) + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!doc.is_object()) throw ControlError(std::string(what) + ": expected a JSON object, got " + doc.dump());
+  return doc;
+}
+
+}  // namespace
+
+std::string address_to_string(Address address) {
+  return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xFF) + "." +
+         std::to_string((address >> 8) & 0xFF) + "." + std::to_string(address & 0xFF);
+}
+
+Address parse_address(const std::string& text, const std::string& field) {
+  in_addr parsed{};
+  if (inet_pton(AF_INET, text.c_str(), &parsed) != 1) {
+    throw ControlError(field + ": expected an address like \"10.0.0.1\", got \"" + text + "\"");
+  }
+  return ntohl(parsed.s_addr);
+}
+
+std::string to_json(const SwitchJobPlan& plan) {
+  json roles = json::array();
+  for (const AggregationRole& r : plan.entry.roles)
+    roles.push_back({{"ps", address_to_string(r.ps)}, {"level", r.level}});
+  json doc = {{"job", plan.entry.job},
+              {"admitted_ports", plan.entry.admitted_ports},
+              {"roles", roles},
+              {"multicast_ports", plan.multicast_ports}};
+  return doc.dump();
+}
+
+SwitchJobPlan switch_job_from_json(const std::string& text) {
+  const json doc = parse_object(text, "switch job");
+  check_keys(doc, "", {"job", "admitted_ports", "roles", "multicast_ports"});
+  SwitchJobPlan plan;
+  plan.entry.job = get_unsigned<JobId>(doc, "", "job");
+  plan.entry.admitted_ports = get_unsigned_list<PortId>(doc, "", "admitted_ports");
+  plan.multicast_ports = get_unsigned_list<PortId>(doc, "", "multicast_ports");
+  const json& roles = require(doc, "", "roles");
+  if (!roles.is_array()) throw ControlError("roles: expected a list, got " + roles.dump());
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    const std::string where = "roles[" + std::to_string(i) + "].";
+    if (!roles[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
+    check_keys(roles[i], where, {"ps", "level"});
+    AggregationRole role;
+    role.ps = get_address(roles[i], where, "ps");
+    role.level = get_unsigned<std::uint8_t>(roles[i], where, "level");
+    if (role.level > 1) throw ControlError(where + "level: must be 0 or 1, got " + std::to_string(role.level));
+    plan.entry.roles.push_back(role);
+  }
+  return plan;
+}
+
+std::string to_json(const PsConfig& config) {
+  json doc = {{"job", config.job},
+              {"self", address_to_string(config.self)},
+              {"multicast_group", address_to_string(config.multicast_group)},
+              {"group_sizes", config.group_sizes},
+              {"values_per_packet", config.values_per_packet},
+              {"num_aggregators", config.num_aggregators},
+              {"max_window_seqs", config.max_window_seqs}};
+  return doc.dump();
+}
+
+PsConfig ps_job_from_json(const std::string& text) {
+  const json doc = parse_object(text, "PS job");
+  check_keys(
+      doc, "",
+      {"job", "self", "multicast_group", "group_sizes", "values_per_packet", "num_aggregators", "max_window_seqs"});
+  PsConfig config;
+  config.job = get_unsigned<JobId>(doc, "", "job");
+  config.self = get_address(doc, "", "self");
+  config.multicast_group = get_address(doc, "", "multicast_group");
+  config.group_sizes = get_unsigned_list<std::uint8_t>(doc, "", "group_sizes");
+  if (config.group_sizes.empty()) throw ControlError("group_sizes: must list at least one group");
+  for (std::size_t g = 0; g < config.group_sizes.size(); ++g) {
+    if (config.group_sizes[g] < 1 || config.group_sizes[g] > 32) {
+      throw ControlError("group_sizes[" + std::to_string(g) + "]: must be 1..32, got " +
+                         std::to_string(config.group_sizes[g]));
+    }
+  }
+  if (config.group_sizes.size() > 32) throw ControlError("group_sizes: at most 32 groups");
+  if (doc.contains("values_per_packet")) {
+    config.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
+    if (config.values_per_packet < 1 || config.values_per_packet > kMaxValuesPerPacket) {
+      throw ControlError("values_per_packet: must be 1.." + std::to_string(kMaxValuesPerPacket) + ", got " +
+                         std::to_string(config.values_per_packet));
+    }
+  }
+  if (doc.contains("num_aggregators")) {
+    config.num_aggregators = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
+    if (config.num_aggregators == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
+  }
+  if (doc.contains("max_window_seqs")) {
+    config.max_window_seqs = get_unsigned<std::uint32_t>(doc, "", "max_window_seqs");
+    if (config.max_window_seqs == 0) throw ControlError("max_window_seqs: must be at least 1, got 0");
+  }
+  return config;
+}
+
+}  // namespace atp::control

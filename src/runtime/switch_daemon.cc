@@ -1,1 +1,594 @@
-// placeholder: being written
+// The software ATP switch: UDP datagrams in, SwitchPipeline::process, per-port EgressQueue,
+// batched sends out; an HTTP control plane whose requests run on the dataplane thread.
+#include "atp/runtime/switch_daemon.h"
+
+#include <httplib.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <initializer_list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+
+#include "atp/runtime/control.h"
+#include "atp/runtime/event_loop.h"
+
+namespace atp {
+namespace {
+
+using nlohmann::json;
+
+// ---- config file ----------------------------------------------------------------------------
+
+class YamlReader {
+ public:
+  explicit YamlReader(std::string where) : where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw SwitchConfigError(where_ + ": " + field + ": " + what);
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& prefix,
+                  std::initializer_list<std::string_view> allowed) const {
+    if (!map.IsMap()) fail(prefix.empty() ? "top level" : prefix.substr(0, prefix.size() - 1), "expected a mapping");
+    for (const auto& item : map) {
+      const std::string key = item.first.as<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string list;
+        for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(prefix + key, "unknown key (expected one of " + list + ")");
+      }
+    }
+  }
+
+  std::int64_t integer(const YAML::Node& node, const std::string& field, std::int64_t min, std::int64_t max) const {
+    std::int64_t v = 0;
+    try {
+      v = node.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(field, "expected an integer, got '" + scalar(node) + "'");
+    }
+    if (v < min || v > max) {
+      fail(field,
+           "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(v));
+    }
+    return v;
+  }
+
+  double number(const YAML::Node& node, const std::string& field, double min, double max) const {
+    double v = 0;
+    try {
+      v = node.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(field, "expected a number, got '" + scalar(node) + "'");
+    }
+    if (!std::isfinite(v) || v < min || v > max) {
+      std::ostringstream range;
+      range << "must be between " << min << " and " << max << ", got " << scalar(node);
+      fail(field, range.str());
+    }
+    return v;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(field, "expected a string");
+    return node.as<std::string>();
+  }
+
+  UdpEndpoint endpoint(const YAML::Node& node, const std::string& field) const {
+    const std::string text = string(node, field);
+    try {
+      return UdpEndpoint::parse(text);
+    } catch (const std::invalid_argument&) {
+      fail(field, "expected an address like 127.0.0.1:9000, got '" + text + "'");
+    }
+  }
+
+ private:
+  static std::string scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : "a non-scalar"; }
+  std::string where_;
+};
+
+// ---- stats ----------------------------------------------------------------------------------
+
+// Counters that are levels, not running totals (Prometheus gauges).
+bool is_gauge(std::string_view key) {
+  return key == "aggregators" || key == "aggregators_in_use" || key == "queue_depth" || key == "installed";
+}
+
+// Prometheus text exposition of stats_json()'s document: one metric family per counter,
+// labelled by switch, and by job or port for the per-job and per-port ones.
+std::string to_prometheus(const json& stats) {
+  std::ostringstream out;
+  const std::string name = stats["name"].get<std::string>();
+  auto emit_family = [&](const std::string& metric, std::string_view key) {
+    out << "# TYPE " << metric << (is_gauge(key) ? " gauge\n" : " counter\n");
+  };
+  for (const auto& item : stats["switch"].items()) {
+    const std::string metric = "atp_switch_" + item.key() + (is_gauge(item.key()) ? "" : "_total");
+    emit_family(metric, item.key());
+    out << metric << "{switch=\"" << name << "\"} " << item.value().dump() << "\n";
+  }
+  auto emit_group = [&](const char* group, const char* label, const char* prefix) {
+    const json& rows = stats[group];
+    if (rows.empty()) return;
+    for (const auto& item : rows[0].items()) {
+      if (item.key() == label || !item.value().is_number()) continue;
+      const std::string metric = std::string(prefix) + item.key() + (is_gauge(item.key()) ? "" : "_total");
+      emit_family(metric, item.key());
+      for (const json& row : rows) {
+        out << metric << "{switch=\"" << name << "\"," << label << "=\"" << row[label].dump() << "\"} "
+            << row[item.key()].dump() << "\n";
+      }
+    }
+  };
+  emit_group("jobs", "job", "atp_switch_job_");
+  emit_group("ports", "port", "atp_switch_port_");
+  return out.str();
+}
+
+std::uint64_t peer_key(const UdpEndpoint& e) { return (std::uint64_t{e.ip} << 16) | e.port; }
+
+}  // namespace
+
+SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
+  YamlReader r(where);
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw SwitchConfigError(where + ": not valid YAML (" + e.msg + " at line " + std::to_string(e.mark.line + 1) + ")");
+  }
+  if (!doc.IsDefined() || doc.IsNull()) throw SwitchConfigError(where + ": the config is empty");
+  r.check_keys(doc, "",
+               {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
+                "routes", "seed"});
+  SwitchDaemonConfig c;
+  if (doc["name"]) c.name = r.string(doc["name"], "name");
+  if (doc["aggregators"]) {
+    c.pipeline.num_aggregators = static_cast<std::uint32_t>(r.integer(doc["aggregators"], "aggregators", 1, 1 << 24));
+  }
+  if (doc["width"]) {
+    c.pipeline.aggregator_width = static_cast<std::uint16_t>(r.integer(doc["width"], "width", 1, kMaxValuesPerPacket));
+  }
+  if (doc["reclaim_timeout_us"]) {
+    c.pipeline.reclaim_timeout =
+        std::chrono::microseconds(r.integer(doc["reclaim_timeout_us"], "reclaim_timeout_us", 0, std::int64_t{1} << 40));
+  }
+  if (doc["atp_capable"]) {
+    try {
+      c.pipeline.atp_capable = doc["atp_capable"].as<bool>();
+    } catch (const YAML::Exception&) {
+      r.fail("atp_capable", "expected true or false");
+    }
+  }
+  if (doc["listen"]) c.listen = r.endpoint(doc["listen"], "listen");
+  if (doc["control"]) {
+    const UdpEndpoint control = r.endpoint(doc["control"], "control");
+    const std::string text = control.to_string();
+    c.control_host = text.substr(0, text.rfind(':'));
+    c.control_port = control.port;
+  }
+  if (doc["seed"]) c.seed = static_cast<std::uint64_t>(r.integer(doc["seed"], "seed", 0, INT64_MAX));
+
+  const YAML::Node ports = doc["ports"];
+  if (!ports || !ports.IsSequence() || ports.size() == 0) r.fail("ports", "must list at least one port");
+  std::set<std::uint64_t> peers;
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    const std::string p = "ports[" + std::to_string(i) + "].";
+    const YAML::Node port = ports[i];
+    r.check_keys(
+        port, p,
+        {"peer", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+    SwitchPortConfig pc;
+    if (!port["peer"]) r.fail(p + "peer", "missing (the UDP address of the host or switch on this port)");
+    pc.peer = r.endpoint(port["peer"], p + "peer");
+    if (!peers.insert(peer_key(pc.peer)).second)
+      r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+    EgressConfig& e = pc.egress;
+    if (port["rate_gbps"]) e.rate_gbps = r.number(port["rate_gbps"], p + "rate_gbps", 0, 1e6);
+    if (port["buffer_packets"]) {
+      e.buffer_packets =
+          static_cast<std::uint32_t>(r.integer(port["buffer_packets"], p + "buffer_packets", 0, UINT32_MAX));
+    }
+    if (port["ecn_threshold_packets"]) {
+      e.ecn_threshold_packets = static_cast<std::uint32_t>(
+          r.integer(port["ecn_threshold_packets"], p + "ecn_threshold_packets", 0, UINT32_MAX));
+    }
+    if (port["delay_us"])
+      e.delay = std::chrono::microseconds(r.integer(port["delay_us"], p + "delay_us", 0, 10'000'000));
+    if (port["loss"]) e.loss = r.number(port["loss"], p + "loss", 0, 1);
+    if (port["duplicate"]) e.duplicate = r.number(port["duplicate"], p + "duplicate", 0, 1);
+    if (port["reorder"]) e.reorder = r.number(port["reorder"], p + "reorder", 0, 1);
+    c.ports.push_back(pc);
+  }
+
+  if (const YAML::Node routes = doc["routes"]) {
+    if (!routes.IsSequence()) r.fail("routes", "expected a list of {dst, port}");
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const std::string p = "routes[" + std::to_string(i) + "].";
+      r.check_keys(routes[i], p, {"dst", "port"});
+      if (!routes[i]["dst"]) r.fail(p + "dst", "missing");
+      if (!routes[i]["port"]) r.fail(p + "port", "missing");
+      Address dst = 0;
+      try {
+        dst = control::parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
+      } catch (const control::ControlError& e) {
+        throw SwitchConfigError(where + ": " + e.what());
+      }
+      const auto port = static_cast<PortId>(
+          r.integer(routes[i]["port"], p + "port", 0, static_cast<std::int64_t>(c.ports.size()) - 1));
+      c.routes.emplace_back(dst, port);
+    }
+  }
+  return c;
+}
+
+SwitchDaemonConfig load_switch_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SwitchConfigError(path + ": cannot read the file (" + std::generic_category().message(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_switch_config(text.str(), path);
+}
+
+// ---- the daemon ------------------------------------------------------------------------------
+
+struct SwitchDaemon::Impl {
+  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch.
+  class QueueSink final : public PortSink {
+   public:
+    explicit QueueSink(Impl& impl) : impl_(impl) {}
+    void send(PortId port, std::span<const std::uint8_t> packet) override {
+      if (port >= impl_.queues.size()) {
+        ++impl_.no_port;  // a route or group naming a port the config does not have
+        return;
+      }
+      impl_.queues[port].enqueue(packet, now);
+    }
+    Time now{};
+
+   private:
+    Impl& impl_;
+  };
+
+  struct PortCounters {
+    std::uint64_t rx_packets = 0;  // datagrams received from the port's peer
+    std::uint64_t rx_bytes = 0;
+  };
+
+  explicit Impl(SwitchDaemonConfig c)
+      : config(std::move(c)), pipeline(config.pipeline), socket(config.listen), sink(*this) {
+    for (std::size_t i = 0; i < config.ports.size(); ++i) {
+      queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i));
+      port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
+    }
+    port_counters.resize(config.ports.size());
+    for (const auto& [dst, port] : config.routes) pipeline.add_route(dst, port);
+
+    task_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+    loop.add_readable(socket.fd(), [this] { on_readable(); });
+    loop.add_readable(task_fd, [this] { run_tasks(); });
+    loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
+
+    setup_http();
+    // httplib's default sets SO_REUSEPORT, which would let a second daemon share a control port
+    // in use; SO_REUSEADDR alone allows a quick restart but refuses a port someone listens on.
+    http.set_socket_options([](int sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    // Port 0: bind_to_any_port tells the kernel's choice (bind_to_port only says yes or no).
+    control_port = config.control_port == 0
+                       ? http.bind_to_any_port(config.control_host)
+                       : (http.bind_to_port(config.control_host, config.control_port) ? config.control_port : -1);
+    if (control_port <= 0) {
+      ::close(task_fd);
+      task_fd = -1;
+      throw std::runtime_error("cannot listen on the control address " + config.control_host + ":" +
+                               std::to_string(config.control_port) +
+                               " (in use or not a local address); choose another `control:` address");
+    }
+  }
+
+  ~Impl() {
+    if (task_fd >= 0) ::close(task_fd);
+  }
+
+  // ---- dataplane thread ----
+  void on_readable() {
+    // A few batches per wakeup, then back to the loop so control requests and timers are served.
+    for (int round = 0; round < 8; ++round) {
+      const std::size_t n = socket.recv_batch(batch);
+      if (n == 0) break;
+      const Time now = EventLoop::now();
+      sink.now = now;
+      for (std::size_t i = 0; i < n; ++i) {
+        auto it = port_by_peer.find(peer_key(batch.from(i)));
+        if (it == port_by_peer.end()) {
+          ++unknown_source;
+          continue;
+        }
+        const std::span<std::uint8_t> bytes = batch.bytes(i);
+        port_counters[it->second].rx_packets++;
+        port_counters[it->second].rx_bytes += bytes.size();
+        pipeline.process(it->second, bytes, now, sink);
+      }
+      flush(now);
+      if (n < batch.capacity()) break;
+    }
+  }
+
+  Time next_deadline() const {
+    Time t = pipeline.next_deadline();
+    for (const EgressQueue& q : queues) t = std::min(t, q.next_release());
+    return t;
+  }
+
+  void on_deadline(Time now) {
+    pipeline.on_timeout(now);
+    flush(now);
+  }
+
+  // Sends every packet the queues release by `now`, in one sendmmsg batch.
+  void flush(Time now) {
+    std::size_t count = 0;
+    for (std::size_t p = 0; p < queues.size(); ++p) {
+      queues[p].release(now, [&](std::span<std::uint8_t> packet) {
+        if (tx_bytes.size() <= count) tx_bytes.emplace_back();
+        tx_bytes[count].assign(packet.begin(), packet.end());
+        if (tx.size() <= count) tx.emplace_back();
+        tx[count].to = config.ports[p].peer;
+        ++count;
+      });
+    }
+    if (count == 0) return;
+    for (std::size_t i = 0; i < count; ++i) tx[i].bytes = tx_bytes[i];
+    const std::size_t sent = socket.send_batch(std::span<const UdpOutgoing>(tx.data(), count));
+    send_failed += count - sent;  // a full kernel buffer: dropped, as a switch's full port would
+  }
+
+  void run_tasks() {
+    std::uint64_t ignored = 0;
+    [[maybe_unused]] const ssize_t r = ::read(task_fd, &ignored, sizeof ignored);
+    std::deque<std::function<void()>> ready;
+    {
+      std::lock_guard<std::mutex> lock(tasks_mutex);
+      ready.swap(tasks);
+    }
+    for (auto& task : ready) task();
+  }
+
+  json stats() const {
+    json doc;
+    doc["name"] = config.name;
+    doc["data"] = socket.local_endpoint().to_string();
+    const SwitchCounters& c = pipeline.counters();
+    const UdpSocketCounters& s = socket.counters();
+    doc["switch"] = {{"packets", c.packets},
+                     {"malformed", c.malformed},
+                     {"unknown_job", c.unknown_job},
+                     {"not_admitted", c.not_admitted},
+                     {"no_route", c.no_route},
+                     {"too_wide", c.too_wide},
+                     {"reclaimed", c.reclaimed},
+                     {"unknown_source", unknown_source},
+                     {"no_port", no_port},
+                     {"truncated", s.truncated},
+                     {"send_failed", send_failed},
+                     {"aggregators", pipeline.table().size()},
+                     {"aggregators_in_use", pipeline.table().in_use()}};
+    std::vector<JobId> ids;
+    for (const auto& [id, counters] : pipeline.all_job_counters()) ids.push_back(id);
+    for (JobId id : installed) {
+      if (!pipeline.all_job_counters().contains(id)) ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    doc["jobs"] = json::array();
+    for (JobId id : ids) {
+      const SwitchJobCounters j = pipeline.job_counters(id);
+      doc["jobs"].push_back({{"job", id},
+                             {"installed", installed.contains(id) ? 1 : 0},
+                             {"aggregations", j.aggregations},
+                             {"completions", j.completions},
+                             {"collisions", j.collisions},
+                             {"resend_flushes", j.resend_flushes},
+                             {"duplicates", j.duplicates},
+                             {"forwarded", j.forwarded},
+                             {"deallocations", j.deallocations},
+                             {"reclaimed", j.reclaimed},
+                             {"ecn_merged", j.ecn_merged}});
+    }
+    doc["ports"] = json::array();
+    for (std::size_t p = 0; p < queues.size(); ++p) {
+      const EgressCounters& e = queues[p].counters();
+      doc["ports"].push_back({{"port", p},
+                              {"peer", config.ports[p].peer.to_string()},
+                              {"rx_packets", port_counters[p].rx_packets},
+                              {"rx_bytes", port_counters[p].rx_bytes},
+                              {"tx_packets", e.packets},
+                              {"tx_bytes", e.bytes},
+                              {"drops", e.queue_drops + e.lost},
+                              {"queue_drops", e.queue_drops},
+                              {"lost", e.lost},
+                              {"duplicated", e.duplicated},
+                              {"reordered", e.reordered},
+                              {"ecn_marked", e.ecn_marked},
+                              {"queue_depth", e.depth}});
+    }
+    return doc;
+  }
+
+  // Runs `fn` on the dataplane thread (directly when it is not running) and returns its result.
+  template <class Fn>
+  auto on_loop(Fn fn) -> decltype(fn()) {
+    using Result = decltype(fn());
+    if (!loop_running) return fn();
+    auto task = std::make_shared<std::packaged_task<Result()>>(std::move(fn));
+    std::future<Result> result = task->get_future();
+    {
+      std::lock_guard<std::mutex> lock(tasks_mutex);
+      tasks.emplace_back([task] { (*task)(); });
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t w = ::write(task_fd, &one, sizeof one);
+    if (result.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+      throw std::runtime_error("the switch dataplane did not answer within 1 s");
+    }
+    return result.get();
+  }
+
+  // ---- control plane (HTTP thread) ----
+  void setup_http() {
+    auto fail = [](httplib::Response& res, int status, const std::string& message) {
+      res.status = status;
+      res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+    };
+    http.Post("/jobs", [this, fail](const httplib::Request& req, httplib::Response& res) {
+      SwitchJobPlan plan;
+      try {
+        plan = control::switch_job_from_json(req.body);
+      } catch (const control::ControlError& e) {
+        return fail(res, 400, e.what());
+      }
+      for (PortId p : plan.entry.admitted_ports) {
+        if (p >= config.ports.size()) {
+          return fail(res, 400,
+                      "admitted_ports: port " + std::to_string(p) + " does not exist (the switch has " +
+                          std::to_string(config.ports.size()) + " ports)");
+        }
+      }
+      for (PortId p : plan.multicast_ports) {
+        if (p >= config.ports.size()) {
+          return fail(res, 400,
+                      "multicast_ports: port " + std::to_string(p) + " does not exist (the switch has " +
+                          std::to_string(config.ports.size()) + " ports)");
+        }
+      }
+      try {
+        on_loop([this, &plan] {
+          pipeline.install_job(plan.entry);
+          pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
+          installed.insert(plan.entry.job);
+        });
+      } catch (const std::exception& e) {
+        return fail(res, 503, e.what());
+      }
+      res.set_content(json{{"installed", plan.entry.job}}.dump() + "\n", "application/json");
+    });
+    http.Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
+      const unsigned long id = std::stoul(req.matches[1].str());
+      if (id > 0xFFFF) return fail(res, 404, "job " + std::to_string(id) + " is not installed");
+      bool removed = false;
+      try {
+        removed = on_loop([this, id] {
+          installed.erase(static_cast<JobId>(id));
+          return pipeline.remove_job(static_cast<JobId>(id));
+        });
+      } catch (const std::exception& e) {
+        return fail(res, 503, e.what());
+      }
+      if (!removed) return fail(res, 404, "job " + std::to_string(id) + " is not installed");
+      res.set_content(json{{"removed", id}}.dump() + "\n", "application/json");
+    });
+    http.Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
+      try {
+        res.set_content(on_loop([this] { return stats(); }).dump(2) + "\n", "application/json");
+      } catch (const std::exception& e) {
+        fail(res, 503, e.what());
+      }
+    });
+    http.Get("/metrics", [this, fail](const httplib::Request&, httplib::Response& res) {
+      try {
+        res.set_content(to_prometheus(on_loop([this] { return stats(); })), "text/plain; version=0.0.4");
+      } catch (const std::exception& e) {
+        fail(res, 503, e.what());
+      }
+    });
+  }
+
+  SwitchDaemonConfig config;
+  SwitchPipeline pipeline;
+  UdpSocket socket;
+  std::vector<EgressQueue> queues;
+  std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port
+  std::vector<PortCounters> port_counters;
+  QueueSink sink;
+  UdpRecvBatch batch;
+  std::vector<std::vector<std::uint8_t>> tx_bytes;  // flush()'s reusable copies of released packets
+  std::vector<UdpOutgoing> tx;
+  std::uint64_t unknown_source = 0;  // datagrams from an address that is no port's peer: dropped
+  std::uint64_t no_port = 0;         // sends to a port number the config lacks: dropped
+  std::uint64_t send_failed = 0;     // released packets the kernel refused: dropped
+  std::set<JobId> installed;
+
+  EventLoop loop;
+  int task_fd = -1;  // eventfd: the HTTP thread wrote a task
+  std::mutex tasks_mutex;
+  std::deque<std::function<void()>> tasks;
+  std::atomic<bool> loop_running{false};
+
+  httplib::Server http;
+  int control_port = 0;
+  std::thread loop_thread;
+  std::thread http_thread;
+  bool started = false;
+};
+
+SwitchDaemon::SwitchDaemon(SwitchDaemonConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+SwitchDaemon::~SwitchDaemon() { stop(); }
+
+void SwitchDaemon::start() {
+  Impl& d = *impl_;
+  if (d.started) return;
+  d.started = true;
+  d.loop_running = true;
+  d.loop_thread = std::thread([&d] { d.loop.run(); });
+  d.http_thread = std::thread([&d] { d.http.listen_after_bind(); });
+  // httplib's stop() only works once the server runs: wait for it (bounded; it is immediate).
+  for (int i = 0; i < 5000 && !d.http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void SwitchDaemon::stop() {
+  Impl& d = *impl_;
+  if (!d.started) return;
+  d.started = false;
+  // The control plane first: its handlers wait on the loop, so the loop must still run.
+  d.http.stop();
+  if (d.http_thread.joinable()) d.http_thread.join();
+  d.loop.stop();
+  if (d.loop_thread.joinable()) d.loop_thread.join();
+  d.loop_running = false;
+}
+
+const SwitchDaemonConfig& SwitchDaemon::config() const { return impl_->config; }
+
+UdpEndpoint SwitchDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }
+
+std::string SwitchDaemon::control_endpoint() const {
+  return impl_->config.control_host + ":" + std::to_string(impl_->control_port);
+}
+
+std::string SwitchDaemon::stats_json() {
+  return impl_->on_loop([this] { return impl_->stats(); }).dump(2);
+}
+
+}  // namespace atp

@@ -16,11 +16,23 @@ class ControlError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A switch's part of a job plan: admission, roles and the job's multicast ports.
-std::string to_json(JobId job, const SwitchJobPlan& plan);
+// Overlay host addresses are written as dotted quads ("10.0.0.1"), as plan_network prints them.
+std::string address_to_string(Address address);
+// Throws ControlError naming `field` if `text` is not a dotted quad.
+Address parse_address(const std::string& text, const std::string& field = "address");
+
+// A switch's part of a job plan: admission, roles and the job's multicast ports. The job id is
+// plan.entry.job. Shape:
+//   {"job": 1, "admitted_ports": [0, 1], "roles": [{"ps": "10.0.0.3", "level": 0}],
+//    "multicast_ports": [0, 1]}
+std::string to_json(const SwitchJobPlan& plan);
 SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlError
 
-// A PS's part of a job plan.
+// A PS's part of a job plan. Shape:
+//   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "group_sizes": [2],
+//    "values_per_packet": 62, "num_aggregators": 4096, "max_window_seqs": 1024}
+// Every key is required when parsing except values_per_packet, num_aggregators and
+// max_window_seqs (PsConfig's defaults); unknown keys are errors.
 std::string to_json(const PsConfig& config);
 PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 

@@ -1,0 +1,82 @@
+// The software ATP switch process (`atp switch`): SwitchPipeline on UDP ports with per-port
+// egress queues, driven by an EventLoop, plus an HTTP control plane. An adapter, no protocol logic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "atp/runtime/egress_queue.h"
+#include "atp/runtime/udp_socket.h"
+#include "atp/switch.h"
+
+namespace atp {
+
+// A bad switch config file: what() is one sentence naming the file and the key
+// ("switch.yaml: ports[1].rate_gbs: unknown key (expected one of ...)").
+class SwitchConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One switch port: a UDP peer (a host process or another switch) and its egress queue.
+struct SwitchPortConfig {
+  UdpEndpoint peer;     // datagrams from here arrive on this port; packets out of it go here
+  EgressConfig egress;  // rate limit, buffer, ECN threshold and faults of the port's egress
+};
+
+struct SwitchDaemonConfig {
+  std::string name = "switch";
+  SwitchConfig pipeline;                           // aggregators, width, reclaim timeout, ATP-capable or not
+  UdpEndpoint listen = UdpEndpoint::loopback(0);   // the data socket (port 0: kernel-chosen)
+  std::string control_host = "127.0.0.1";          // HTTP control endpoint
+  std::uint16_t control_port = 0;                  // 0: kernel-chosen
+  std::vector<SwitchPortConfig> ports;             // port i = ports[i]
+  std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
+  std::uint64_t seed = 0;                          // seeds the egress queues' fault draws
+};
+
+// Parses the YAML config (`where` names it in errors, e.g. the file name). Strict: unknown keys,
+// wrong types and impossible values throw SwitchConfigError.
+//   name: s0                 aggregators: 4096        width: 1024
+//   reclaim_timeout_us: 100000                        atp_capable: true
+//   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1
+//   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_packets: 0, ecn_threshold_packets: 0,
+//            delay_us: 0, loss: 0, duplicate: 0, reorder: 0}]
+//   routes: [{dst: 10.0.0.1, port: 0}]
+SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
+SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the file; throws SwitchConfigError
+
+// The switch process's reusable part. The constructor binds the data socket and the control
+// endpoint (throws UdpSetupError, or std::runtime_error naming the control address, when one is
+// in use); start() runs the dataplane and the control plane on their own threads; stop() (or
+// the destructor) ends both. The pipeline is only ever touched by the dataplane thread.
+//
+// Control plane (HTTP): POST /jobs (body: control::to_json(SwitchJobPlan)), DELETE /jobs/<id>,
+// GET /metrics (Prometheus text), GET /stats (JSON, the same counters).
+class SwitchDaemon {
+ public:
+  explicit SwitchDaemon(SwitchDaemonConfig config);
+  ~SwitchDaemon();
+  SwitchDaemon(const SwitchDaemon&) = delete;
+  SwitchDaemon& operator=(const SwitchDaemon&) = delete;
+
+  void start();
+  void stop();  // idempotent; not from a signal handler (block signals and sigwait instead)
+
+  const SwitchDaemonConfig& config() const;
+  UdpEndpoint data_endpoint() const;     // where hosts and peer switches send (kernel port resolved)
+  std::string control_endpoint() const;  // "host:port" of the HTTP control plane
+
+  // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
+  // throws std::runtime_error if it does not answer within a second.
+  std::string stats_json();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp
