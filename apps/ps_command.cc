@@ -1,12 +1,88 @@
-// placeholder: `atp ps` is being written.
+// `atp ps`: the parameter server daemon. Binds its data and control ports, prints them, serves
+// jobs installed over HTTP until SIGINT or SIGTERM, then stops cleanly.
+#include <arpa/inet.h>
+
+#include <csignal>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "atp/runtime/ps_daemon.h"
 #include "commands.h"
 
 namespace atp::cli {
+namespace {
+
+int run_ps(const std::string& listen, const std::string& control, const std::string& uplink,
+           const std::string& address) {
+  PsDaemonConfig config;
+  try {
+    config.data = UdpEndpoint::parse(listen);
+    config.control = UdpEndpoint::parse(control);
+    config.uplink = UdpEndpoint::parse(uplink);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "atp ps: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  if (!address.empty()) {
+    in_addr parsed{};
+    if (::inet_pton(AF_INET, address.c_str(), &parsed) != 1) {
+      std::cerr << "atp ps: --address '" << address << "' is not an IPv4 address such as 10.0.0.3\n";
+      return kExitBadInput;
+    }
+    config.address = ntohl(parsed.s_addr);
+  }
+
+  // Block the stop signals before any thread exists, so every thread inherits the mask and only
+  // sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<PsDaemon> daemon;
+  try {
+    daemon = std::make_unique<PsDaemon>(config);
+  } catch (const std::exception& e) {  // a port in use, an address not on this host
+    std::cerr << "atp ps: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  daemon->start();
+  // One line a parent process can parse to learn kernel-chosen ports.
+  std::cout << "atp ps: data " << daemon->data_endpoint().to_string() << " control "
+            << daemon->control_endpoint().to_string() << " uplink " << config.uplink.to_string() << std::endl;
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  daemon->stop();
+  return kExitOk;
+}
+
+}  // namespace
 
 Command add_ps_command(CLI::App& parent) {
+  struct Options {
+    std::string listen = "127.0.0.1:0";
+    std::string control = "127.0.0.1:0";
+    std::string uplink;
+    std::string address;
+  };
+  auto options = std::make_shared<Options>();
   Command c;
-  c.app = parent.add_subcommand("ps", "(not yet available)");
-  c.run = [] { return kExitBadInput; };
+  c.app = parent.add_subcommand(
+      "ps", "Run a parameter server daemon: jobs are installed over HTTP (POST /jobs), packets go to the uplink");
+  c.app->add_option("--listen", options->listen, "UDP address of the data plane (port 0: any free port)")
+      ->capture_default_str();
+  c.app->add_option("--control", options->control, "HTTP address of the control plane (port 0: any free port)")
+      ->capture_default_str();
+  c.app->add_option("--uplink", options->uplink, "UDP address every packet is sent to: the PS host's ToR switch")
+      ->required();
+  c.app->add_option("--address", options->address,
+                    "This PS host's overlay address (10.0.0.x); jobs for another address are refused");
+  c.app->footer(
+      "Control plane: POST /jobs (a PsConfig as JSON), DELETE /jobs/<id>, GET /metrics (Prometheus), GET /stats "
+      "(JSON).\nPrints 'atp ps: data IP:PORT control IP:PORT ...' once ready; SIGINT or SIGTERM stops it.");
+  c.run = [options] { return run_ps(options->listen, options->control, options->uplink, options->address); };
   return c;
 }
 

@@ -1,2 +1,293 @@
+// Tests of atp::Communicator on loopback: 2-3 workers allreduce through one PsDaemon, with a tiny
+// in-test hub standing in for the switch (it forwards by the ATP header's dst, no aggregation).
+#include "atp/collectives/communicator.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atp/fixed_point.h"
+#include "atp/plan.h"
+#include "atp/runtime/event_loop.h"
+#include "atp/runtime/ps_daemon.h"
+
+namespace atp {
+namespace {
+
+// A plain switch on one UDP socket: every host sends here (its uplink); a packet goes to the host
+// named by its dst, or to every member of its multicast group. Why a hub rather than a "reply to
+// the sender" mode in the PS daemon: the daemon stays the same adapter it is in production (one
+// uplink, the header's dst says where), and the test exercises exactly the real addressing.
+class Hub {
+ public:
+  Hub() : socket_(UdpEndpoint::loopback(0)) {
+    loop_.add_readable(socket_.fd(), [this] { forward(); });
+  }
+  ~Hub() { stop(); }
+  void add_host(Address address, const UdpEndpoint& at) { hosts_[address] = at; }
+  void add_to_group(Address group, Address member) { groups_[group].push_back(member); }
+  void start() {
+    thread_ = std::thread([this] { loop_.run(); });
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    loop_.stop();
+    thread_.join();
+  }
+  UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
+
+ private:
+  void forward() {
+    const std::size_t n = socket_.recv_batch(batch_);
+    for (std::size_t i = 0; i < n; ++i) {
+      Header h;
+      if (decode_header(batch_.bytes(i), h) != DecodeError::kOk) continue;
+      if (is_multicast(h.dst)) {
+        for (Address member : groups_[h.dst]) socket_.send_to(hosts_.at(member), batch_.bytes(i));
+      } else if (const auto it = hosts_.find(h.dst); it != hosts_.end()) {
+        socket_.send_to(it->second, batch_.bytes(i));
+      }
+    }
+  }
+
+  UdpSocket socket_;
+  EventLoop loop_;
+  UdpRecvBatch batch_{64};
+  std::map<Address, UdpEndpoint> hosts_;  // set before start(), then only read by the loop thread
+  std::map<Address, std::vector<Address>> groups_;
+  std::thread thread_;
+};
+
+// A job of `workers` workers and one PS under a plain switch, running over a Hub.
+class Cluster {
+ public:
+  explicit Cluster(int workers, Duration progress_timeout = std::chrono::seconds(5)) {
+    SwitchConfig plain;
+    plain.atp_capable = false;
+    topology_.switches.push_back({"tor", plain});
+    JobSpec spec;
+    spec.id = 7;
+    spec.progress_timeout = progress_timeout;
+    for (int w = 0; w < workers; ++w) {
+      topology_.hosts.push_back({"w" + std::to_string(w), "tor"});
+      spec.workers.push_back("w" + std::to_string(w));
+    }
+    topology_.hosts.push_back({"ps", "tor"});
+    spec.ps.push_back("ps");
+    network_ = plan_network(topology_);
+    plan_ = plan_job(network_, spec);
+
+    PsDaemonConfig ps;
+    ps.data = UdpEndpoint::loopback(0);
+    ps.serve_control = false;
+    ps.uplink = hub_.endpoint();
+    ps_ = std::make_unique<PsDaemon>(ps);
+    ps_->add_job(plan_.ps[0]);
+    hub_.add_host(plan_.ps[0].self, ps_->data_endpoint());
+    for (const WorkerConfig& wc : plan_.workers) {
+      auto& c =
+          communicators_.emplace_back(std::make_unique<Communicator>(wc, UdpEndpoint::loopback(0), hub_.endpoint()));
+      hub_.add_host(wc.self, c->local_endpoint());
+      hub_.add_to_group(multicast_group_address(wc.job), wc.self);
+    }
+    hub_.start();
+    ps_->start();
+  }
+  Communicator& worker(std::size_t i) { return *communicators_[i]; }
+  std::size_t size() const { return communicators_.size(); }
+  double scale() const { return plan_.workers[0].scale; }
+
+ private:
+  Hub hub_;  // first: destroyed last, after the communicators and the PS stopped sending to it
+  Topology topology_;
+  NetworkPlan network_;
+  JobPlan plan_;
+  std::unique_ptr<PsDaemon> ps_;
+  std::vector<std::unique_ptr<Communicator>> communicators_;
+};
+
+// inputs[w][i] uniform in [-1, 1], seeded.
+std::vector<std::vector<float>> random_inputs(std::size_t workers, std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::vector<float>> in(workers, std::vector<float>(n));
+  for (auto& v : in)
+    for (float& x : v) x = u(rng);
+  return in;
+}
+
+// What every worker must get: the int64 sum of the quantized inputs, dequantized once.
+std::vector<float> reference(const std::vector<std::vector<float>>& inputs, double scale) {
+  const std::size_t n = inputs[0].size();
+  std::vector<std::int64_t> sum(n, 0);
+  std::vector<std::int32_t> q(n);
+  for (const auto& in : inputs) {
+    quantize(in, scale, q);
+    for (std::size_t i = 0; i < n; ++i) sum[i] += q[i];
+  }
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = dequantize_one(sum[i], scale);
+  return out;
+}
+
+void expect_exact(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+  EXPECT_EQ(wrong, 0u) << what << ": " << wrong << " of " << got.size() << " values differ from the reference";
+}
+
+class CommunicatorRounds : public ::testing::TestWithParam<int> {};
+
+TEST_P(CommunicatorRounds, BlockingAllreduceIsExactOverSeveralRounds) {
+  const int workers = GetParam();
+  Cluster cluster(workers);
+  for (int round = 0; round < 3; ++round) {
+    auto buffers = random_inputs(cluster.size(), 1000 + 37 * static_cast<std::size_t>(round), 100 + round);
+    const std::vector<float> want = reference(buffers, cluster.scale());
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(cluster.size());
+    for (std::size_t w = 0; w < cluster.size(); ++w) {
+      threads.emplace_back([&, w] {
+        try {
+          cluster.worker(w).allreduce(buffers[w]);
+        } catch (...) {
+          errors[w] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (std::size_t w = 0; w < cluster.size(); ++w) {
+      ASSERT_FALSE(errors[w]) << "worker " << w << " threw";
+      expect_exact(buffers[w], want, "round " + std::to_string(round) + " worker " + std::to_string(w));
+    }
+  }
+  EXPECT_EQ(cluster.worker(0).stats().rounds_completed, 3u);
+}
+
+TEST_P(CommunicatorRounds, AsyncCallsQueueAndCompleteInOrder) {
+  const int workers = GetParam();
+  Cluster cluster(workers);
+  constexpr int kRounds = 4;
+  std::vector<std::vector<std::vector<float>>> buffers;  // [round][worker]
+  std::vector<std::vector<float>> want;
+  for (int r = 0; r < kRounds; ++r) {
+    buffers.push_back(random_inputs(cluster.size(), 500, 200 + r));
+    want.push_back(reference(buffers.back(), cluster.scale()));
+  }
+  // Every round is queued on every worker before any completes: rounds must pair up in call order.
+  std::vector<std::future<void>> futures;
+  for (int r = 0; r < kRounds; ++r)
+    for (std::size_t w = 0; w < cluster.size(); ++w)
+      futures.push_back(cluster.worker(w).allreduce_async(buffers[r][w]));
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    f.get();
+  }
+  for (int r = 0; r < kRounds; ++r)
+    for (std::size_t w = 0; w < cluster.size(); ++w)
+      expect_exact(buffers[r][w], want[r], "round " + std::to_string(r) + " worker " + std::to_string(w));
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, CommunicatorRounds, ::testing::Values(2, 3));
+
+TEST(Communicator, CallsFromSeveralThreadsAreSerialised) {
+  // Two threads per worker call allreduce at once with the same content, so whichever call
+  // pairs with whichever on the other worker, each result is the same exact sum.
+  Cluster cluster(2);
+  const auto base = random_inputs(2, 700, 9);
+  const std::vector<float> want = reference(base, cluster.scale());
+  std::vector<std::vector<float>> buffers;
+  for (int t = 0; t < 2; ++t)
+    for (std::size_t w = 0; w < 2; ++w) buffers.push_back(base[w]);
+  std::vector<std::thread> threads;
+  for (std::size_t b = 0; b < buffers.size(); ++b)
+    threads.emplace_back([&, b] { cluster.worker(b % 2).allreduce(buffers[b]); });
+  for (auto& t : threads) t.join();
+  for (std::size_t b = 0; b < buffers.size(); ++b) expect_exact(buffers[b], want, "buffer " + std::to_string(b));
+}
+
+TEST(Communicator, LargeTensorIsExact) {
+  // Thousands of fragments: many windows, socket batches and (on a busy machine) losses to recover.
+  Cluster cluster(3);
+  auto buffers = random_inputs(3, 300'000, 42);
+  const std::vector<float> want = reference(buffers, cluster.scale());
+  std::vector<std::future<void>> futures;
+  for (std::size_t w = 0; w < 3; ++w) futures.push_back(cluster.worker(w).allreduce_async(buffers[w]));
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    f.get();
+  }
+  for (std::size_t w = 0; w < 3; ++w) expect_exact(buffers[w], want, "worker " + std::to_string(w));
+}
+
+TEST(Communicator, EmptyBufferCompletesAtOnce) {
+  Cluster cluster(2);
+  std::vector<float> empty;
+  cluster.worker(0).allreduce(empty);
+}
+
+TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
+  // The uplink is a bound socket nobody reads: packets vanish, as with a dead PS (no ICMP error).
+  UdpSocket black_hole(UdpEndpoint::loopback(0));
+  SwitchConfig plain;
+  plain.atp_capable = false;
+  Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"w1", "tor"}, {"ps", "tor"}}, {}};
+  const NetworkPlan network = plan_network(topology);
+  JobSpec spec;
+  spec.id = 1;
+  spec.workers = {"w0", "w1"};
+  spec.ps = {"ps"};
+  spec.progress_timeout = std::chrono::milliseconds(300);
+  const JobPlan plan = plan_job(network, spec);
+  Communicator c(plan.workers[0], UdpEndpoint::loopback(0), black_hole.local_endpoint());
+
+  std::vector<float> data(100, 1.0f);
+  const auto started = std::chrono::steady_clock::now();
+  std::future<void> f = c.allreduce_async(data);
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "allreduce hangs";
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  try {
+    f.get();
+    FAIL() << "allreduce with no PS succeeded";
+  } catch (const CommunicatorError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("allreduce failed: job 1: no parameter packet from PS"), std::string::npos) << what;
+  }
+  EXPECT_GE(elapsed, std::chrono::milliseconds(300));
+  EXPECT_EQ(data, std::vector<float>(100, 1.0f)) << "a failed round must not touch the buffer";
+  // The endpoint stays failed: the next call throws at once, blocking or not.
+  EXPECT_THROW(c.allreduce(data), CommunicatorError);
+}
+
+TEST(Communicator, DestructorFailsQueuedRoundsAndJoins) {
+  std::future<void> f;
+  std::vector<float> data(50, 1.0f);
+  {
+    UdpSocket black_hole(UdpEndpoint::loopback(0));
+    SwitchConfig plain;
+    plain.atp_capable = false;
+    Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"ps", "tor"}}, {}};
+    const NetworkPlan network = plan_network(topology);
+    JobSpec spec;
+    spec.id = 1;
+    spec.workers = {"w0"};
+    spec.ps = {"ps"};
+    const JobPlan plan = plan_job(network, spec);
+    Communicator c(plan.workers[0], UdpEndpoint::loopback(0), black_hole.local_endpoint());
+    f = c.allreduce_async(data);
+  }
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_THROW(f.get(), CommunicatorError);
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,1 +1,210 @@
-// placeholder: being written
+// atp::Communicator: moves a WorkerEndpoint's packets between a UDP socket and the core on an
+// event-loop thread, and turns queued allreduce calls into rounds, one at a time.
+#include "atp/collectives/communicator.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "atp/runtime/event_loop.h"
+
+namespace atp {
+namespace {
+
+// The worker's single uplink; packets are sent at once (the endpoint sends at most a window per
+// event, and the kernel's send buffer is large). A refused datagram is lost: the worker's own
+// retransmission recovers it, as for a loss on the wire.
+class UplinkSink final : public PacketSink {
+ public:
+  UplinkSink(UdpSocket& socket, const UdpEndpoint& uplink) : socket_(socket), uplink_(uplink) {}
+  void send(std::span<const std::uint8_t> packet) override { socket_.send_to(uplink_, packet); }
+
+ private:
+  UdpSocket& socket_;
+  UdpEndpoint uplink_;
+};
+
+struct Round {
+  std::span<float> buffer;
+  std::promise<void> done;
+};
+
+}  // namespace
+
+struct Communicator::Impl {
+  WorkerEndpoint endpoint;  // loop thread only
+  UdpSocket socket;
+  UplinkSink sink;
+  EventLoop loop;
+  UdpRecvBatch batch{64};
+
+  int wake_fd = -1;  // eventfd: "a round was queued"
+  mutable std::mutex mutex;
+  std::deque<Round> queued;                 // under mutex
+  std::deque<std::function<void()>> tasks;  // under mutex: work for the loop thread (stats)
+  bool loop_alive = true;                   // under mutex: false once the loop thread ended
+  bool running_round = false;               // loop thread only
+  Round current;                            // loop thread only, valid while running_round
+  std::string failure;                      // under mutex; set once the endpoint failed or the loop stopped
+
+  std::thread thread;
+
+  Impl(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink)
+      : endpoint(std::move(config)), socket(local), sink(socket, uplink) {
+    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the communicator eventfd");
+    loop.add_readable(socket.fd(), [this] { on_readable(); });
+    loop.add_readable(wake_fd, [this] { on_wake(); });
+    loop.set_timer([this] { return endpoint.next_deadline(); },
+                   [this](Time now) {
+                     endpoint.on_timeout(now, sink);
+                     after_event(now);
+                   });
+  }
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd, &one, sizeof one);
+  }
+
+  void on_wake() {
+    std::uint64_t value = 0;
+    [[maybe_unused]] const ssize_t n = ::read(wake_fd, &value, sizeof value);
+    std::deque<std::function<void()>> ready;
+    {
+      std::lock_guard lock(mutex);
+      ready.swap(tasks);
+    }
+    for (auto& task : ready) task();
+    after_event(EventLoop::now());
+  }
+
+  void on_readable() {
+    for (int round = 0; round < 8; ++round) {  // bounded, so timers are not starved
+      const std::size_t n = socket.recv_batch(batch);
+      if (n == 0) break;
+      const Time now = EventLoop::now();
+      for (std::size_t i = 0; i < n; ++i) {
+        endpoint.on_packet(batch.bytes(i), now, sink);
+        after_event(now);
+      }
+      if (n < batch.capacity()) break;
+    }
+  }
+
+  // After anything the endpoint saw: finish the running round, fail everything if the endpoint
+  // failed, or start the next queued round.
+  void after_event(Time now) {
+    for (;;) {
+      if (endpoint.state() == WorkerState::kFailed) {
+        fail_all("allreduce failed: " + endpoint.error());
+        return;
+      }
+      if (running_round) {
+        if (endpoint.state() != WorkerState::kIdle) return;
+        const std::span<const float> result = endpoint.result();
+        std::copy_n(result.begin(), std::min(result.size(), current.buffer.size()), current.buffer.begin());
+        running_round = false;
+        current.done.set_value();
+      }
+      {
+        std::lock_guard lock(mutex);
+        if (queued.empty()) return;
+        current = std::move(queued.front());
+        queued.pop_front();
+      }
+      running_round = true;
+      // start() copies the input, so the caller's buffer is only written when the round completes.
+      if (!endpoint.start(current.buffer, now, sink)) {
+        running_round = false;
+        current.done.set_exception(std::make_exception_ptr(CommunicatorError(
+            "allreduce failed: a buffer of " + std::to_string(current.buffer.size()) + " floats is too large")));
+      }
+      // Loop: an empty buffer completes at once.
+    }
+  }
+
+  void fail_all(const std::string& message) {
+    std::deque<Round> failed;
+    {
+      std::lock_guard lock(mutex);
+      if (failure.empty()) failure = message;
+      failed.swap(queued);
+    }
+    const auto error = std::make_exception_ptr(CommunicatorError(message));
+    if (running_round) {
+      running_round = false;
+      current.done.set_exception(error);
+    }
+    for (Round& r : failed) r.done.set_exception(error);
+  }
+};
+
+Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink)
+    : impl_(std::make_unique<Impl>(std::move(config), local, uplink)) {
+  impl_->thread = std::thread([impl = impl_.get()] {
+    try {
+      impl->loop.run();
+    } catch (const std::exception& e) {
+      impl->fail_all(std::string("allreduce failed: the communicator's loop stopped: ") + e.what());
+    }
+    std::lock_guard lock(impl->mutex);
+    impl->loop_alive = false;
+    for (auto& task : impl->tasks) task();  // nobody else will run them
+    impl->tasks.clear();
+  });
+}
+
+Communicator::~Communicator() {
+  impl_->loop.stop();
+  impl_->thread.join();
+  impl_->fail_all("allreduce failed: the communicator was destroyed");  // the loop thread is gone: safe here
+}
+
+std::future<void> Communicator::allreduce_async(std::span<float> inout) {
+  Round round{inout, {}};
+  std::future<void> result = round.done.get_future();
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->failure.empty()) {
+      round.done.set_exception(std::make_exception_ptr(CommunicatorError(impl_->failure)));
+      return result;
+    }
+    impl_->queued.push_back(std::move(round));
+  }
+  impl_->wake();
+  return result;
+}
+
+void Communicator::allreduce(std::span<float> inout) { allreduce_async(inout).get(); }
+
+UdpEndpoint Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
+
+WorkerStats Communicator::stats() const {
+  // The endpoint belongs to the loop thread: the copy is taken there.
+  std::packaged_task<WorkerStats()> task([impl = impl_.get()] { return impl->endpoint.stats(); });
+  std::future<WorkerStats> result = task.get_future();
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->loop_alive) {
+      task();  // the loop thread has ended: this thread may read the endpoint
+      return result.get();
+    }
+    impl_->tasks.emplace_back([&task] { task(); });
+  }
+  impl_->wake();
+  return result.get();
+}
+
+}  // namespace atp

@@ -1,1 +1,383 @@
-// placeholder: being written
+// The `atp ps` daemon: demultiplexes datagrams by job id to one PsEndpoint each and sends what
+// they produce to the uplink; an HTTP thread hands control requests to the loop thread.
+#include "atp/runtime/ps_daemon.h"
+
+#include <httplib.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "atp/runtime/control.h"
+#include "atp/runtime/event_loop.h"
+
+namespace atp {
+namespace {
+
+std::string format_address(Address a) {
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xFF) + "." + std::to_string((a >> 8) & 0xFF) +
+         "." + std::to_string(a & 0xFF);
+}
+
+// Collects what the endpoints send during one receive batch, so it leaves in one sendmmsg.
+// The core never keeps the span, so every packet is copied into a pooled buffer.
+class UplinkBatch final : public PacketSink {
+ public:
+  void send(std::span<const std::uint8_t> packet) override {
+    if (count_ == buffers_.size()) buffers_.emplace_back();
+    buffers_[count_].assign(packet.begin(), packet.end());
+    ++count_;
+  }
+
+  // Sends everything collected to `to`; returns {sent, failed}.
+  std::pair<std::size_t, std::size_t> flush(UdpSocket& socket, const UdpEndpoint& to) {
+    outgoing_.clear();
+    for (std::size_t i = 0; i < count_; ++i) outgoing_.push_back({to, buffers_[i]});
+    // What the kernel does not take (a full send buffer, an error) is lost, as on a congested
+    // link: the PS must not stall its loop, and the workers retransmit.
+    const std::size_t sent = outgoing_.empty() ? 0 : socket.send_batch(outgoing_);
+    const std::size_t failed = outgoing_.size() - sent;
+    count_ = 0;
+    return {sent, failed};
+  }
+
+ private:
+  std::vector<std::vector<std::uint8_t>> buffers_;  // reused across batches
+  std::size_t count_ = 0;
+  std::vector<UdpOutgoing> outgoing_;
+};
+
+}  // namespace
+
+struct PsDaemon::Impl {
+  PsDaemonConfig config;
+  UdpSocket socket;
+  EventLoop loop;
+  UdpRecvBatch batch{64};
+  UplinkBatch out;
+  std::map<JobId, PsEndpoint> jobs;  // loop thread only (or the caller's while not running)
+  PsDaemonCounters counters;         // loop thread only
+
+  // Tasks for the loop thread. `loop_running` (under task_mutex) says whether a loop thread will
+  // run them; if not, the caller runs its task itself, since no other thread touches the endpoints.
+  int task_fd = -1;  // eventfd: "tasks waiting"
+  std::mutex task_mutex;
+  std::deque<std::function<void()>> tasks;
+  bool loop_running = false;
+
+  std::unique_ptr<httplib::Server> http;
+  UdpEndpoint control_bound;
+  std::thread loop_thread;
+  std::thread http_thread;
+  std::atomic<bool> http_returned{false};  // listen_after_bind() came back (an error, or stop())
+  bool started = false;
+  bool stopped = false;
+  std::mutex lifecycle_mutex;
+
+  explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data) {
+    task_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the PS task eventfd");
+    loop.add_readable(socket.fd(), [this] { on_readable(); });
+    loop.add_readable(task_fd, [this] { run_tasks(); });
+    loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
+  }
+  ~Impl() {
+    if (task_fd >= 0) ::close(task_fd);
+  }
+
+  // Runs `f` on the loop thread (or here if no loop thread runs) and returns its result;
+  // exceptions of `f` are rethrown to the caller.
+  template <class F>
+  auto call(F f) -> decltype(f()) {
+    using R = decltype(f());
+    std::packaged_task<R()> task(std::move(f));
+    std::future<R> result = task.get_future();
+    {
+      std::unique_lock lock(task_mutex);
+      if (!loop_running) {
+        task();  // no loop thread: this thread is the only one touching the endpoints
+        return result.get();
+      }
+      auto shared = std::make_shared<std::packaged_task<R()>>(std::move(task));
+      tasks.emplace_back([shared] { (*shared)(); });
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(task_fd, &one, sizeof one);
+    return result.get();
+  }
+
+  void run_tasks() {
+    std::uint64_t value = 0;
+    [[maybe_unused]] const ssize_t n = ::read(task_fd, &value, sizeof value);
+    std::deque<std::function<void()>> ready;
+    {
+      std::lock_guard lock(task_mutex);
+      ready.swap(tasks);
+    }
+    for (auto& task : ready) task();  // packaged_task: exceptions go to the caller's future
+  }
+
+  void on_readable() {
+    // At most a few batches per wakeup, so control tasks and timers are not starved by a flood.
+    for (int round = 0; round < 8; ++round) {
+      const std::size_t n = socket.recv_batch(batch);
+      if (n == 0) break;
+      const Time now = EventLoop::now();
+      for (std::size_t i = 0; i < n; ++i) deliver(batch.bytes(i), now);
+      flush();
+      if (n < batch.capacity()) break;
+    }
+  }
+
+  void deliver(std::span<const std::uint8_t> bytes, Time now) {
+    ++counters.datagrams_received;
+    Header h;
+    if (decode_header(bytes, h) != DecodeError::kOk) {
+      ++counters.malformed;
+      return;
+    }
+    const auto it = jobs.find(h.job);
+    if (it == jobs.end()) {
+      ++counters.unknown_job;
+      return;
+    }
+    it->second.on_packet(bytes, now, out);  // the endpoint counts and drops what it cannot use
+  }
+
+  void flush() {
+    const auto [sent, failed] = out.flush(socket, config.uplink);
+    counters.datagrams_sent += sent;
+    counters.send_failures += failed;
+  }
+
+  Time next_deadline() const {
+    Time earliest = kNever;
+    for (const auto& [id, endpoint] : jobs) earliest = std::min(earliest, endpoint.next_deadline());
+    return earliest;
+  }
+
+  void on_deadline(Time now) {
+    for (auto& [id, endpoint] : jobs) {
+      if (endpoint.next_deadline() <= now) endpoint.on_timeout(now, out);
+    }
+    flush();
+  }
+
+  void add_job(const PsConfig& job) {
+    if (config.address != 0 && job.self != config.address) {
+      throw PsJobError("job " + std::to_string(job.job) + " is for PS " + format_address(job.self) +
+                       ", but this PS is " + format_address(config.address));
+    }
+    if (jobs.contains(job.job)) {
+      throw PsJobError("job " + std::to_string(job.job) + " is already installed; remove it first");
+    }
+    try {
+      jobs.emplace(job.job, PsEndpoint(job));
+    } catch (const std::exception& e) {
+      throw PsJobError("job " + std::to_string(job.job) + ": " + e.what());
+    }
+  }
+
+  void start_http() {
+    http = std::make_unique<httplib::Server>();
+    // httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same control
+    // port silently; SO_REUSEADDR alone still allows a quick restart and makes "in use" an error.
+    http->set_socket_options([](int fd) {
+      const int yes = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    http->Post("/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        const PsConfig job = control::ps_job_from_json(req.body);
+        call([this, &job] { add_job(job); });
+        res.status = 201;
+        res.set_content("{\"installed\":" + std::to_string(job.job) + "}\n", "application/json");
+      } catch (const control::ControlError& e) {
+        reply_error(res, 400, e.what());
+      } catch (const PsJobError& e) {
+        reply_error(res, 409, e.what());
+      }
+    });
+    http->Delete(R"(/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const unsigned long id = std::stoul(req.matches[1].str());
+      if (id > 0xFFFF || !call([this, id] { return jobs.erase(static_cast<JobId>(id)) > 0; })) {
+        reply_error(res, 404, "job " + req.matches[1].str() + " is not installed");
+        return;
+      }
+      res.set_content("{\"removed\":" + std::to_string(id) + "}\n", "application/json");
+    });
+    http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4");
+    });
+    http->Get("/stats",
+              [this](const httplib::Request&, httplib::Response& res) { res.set_content(json(), "application/json"); });
+    const std::string host = UdpEndpoint{config.control.ip, 0}.to_string();
+    const std::string ip = host.substr(0, host.rfind(':'));
+    int port = config.control.port;
+    bool ok = false;
+    if (port == 0) {
+      port = http->bind_to_any_port(ip);
+      ok = port > 0;
+    } else {
+      ok = http->bind_to_port(ip, port);
+    }
+    if (!ok) {
+      std::string reason = std::strerror(errno);  // "Address already in use": lower case, as UdpSetupError
+      if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+      throw std::runtime_error("cannot bind HTTP " + config.control.to_string() + ": " + reason);
+    }
+    control_bound = {config.control.ip, static_cast<std::uint16_t>(port)};
+  }
+
+  // Runs the HTTP server on its thread and returns once it accepts, so that a stop() right after
+  // cannot miss it (httplib's stop() does nothing to a server that is not running yet).
+  void start_http_thread() {
+    if (!http) return;
+    http_thread = std::thread([this] {
+      http->listen_after_bind();
+      http_returned = true;
+    });
+    while (!http->is_running() && !http_returned) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+
+  static void reply_error(httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
+  }
+
+  PsDaemonStats snapshot() {
+    return call([this] {
+      PsDaemonStats s;
+      s.daemon = counters;
+      for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
+      return s;
+    });
+  }
+
+  std::string metrics() {
+    const PsDaemonStats s = snapshot();
+    std::ostringstream o;
+    const auto daemon_counter = [&](const char* name, const char* help, std::uint64_t v) {
+      o << "# HELP atp_ps_" << name << " " << help << "\n# TYPE atp_ps_" << name << " counter\natp_ps_" << name << " "
+        << v << "\n";
+    };
+    daemon_counter("datagrams_received_total", "UDP datagrams received.", s.daemon.datagrams_received);
+    daemon_counter("malformed_total", "Datagrams that are not ATP packets, dropped.", s.daemon.malformed);
+    daemon_counter("unknown_job_total", "ATP packets of jobs not installed here, dropped.", s.daemon.unknown_job);
+    daemon_counter("datagrams_sent_total", "UDP datagrams sent to the uplink.", s.daemon.datagrams_sent);
+    daemon_counter("send_failures_total", "Datagrams the kernel refused, lost.", s.daemon.send_failures);
+    o << "# HELP atp_ps_jobs Jobs installed.\n# TYPE atp_ps_jobs gauge\natp_ps_jobs " << s.jobs.size() << "\n";
+    const std::pair<const char*, std::uint64_t PsStats::*> job_counters[] = {
+        {"packets_received", &PsStats::packets_received},
+        {"aggregations", &PsStats::aggregations},
+        {"overlaps_dropped", &PsStats::overlaps_dropped},
+        {"completions", &PsStats::completions},
+        {"parameters_sent", &PsStats::parameters_sent},
+        {"results_resent", &PsStats::results_resent},
+        {"collisions", &PsStats::collisions},
+        {"overflows", &PsStats::overflows},
+        {"stale", &PsStats::stale},
+        {"dropped", &PsStats::dropped},
+    };
+    for (const auto& [name, field] : job_counters) {
+      o << "# TYPE atp_ps_job_" << name << "_total counter\n";
+      for (const auto& [id, stats] : s.jobs) {
+        o << "atp_ps_job_" << name << "_total{job=\"" << id << "\"} " << stats.*field << "\n";
+      }
+    }
+    return o.str();
+  }
+
+  std::string json() {
+    const PsDaemonStats s = snapshot();
+    nlohmann::json j;
+    j["daemon"] = {{"datagrams_received", s.daemon.datagrams_received},
+                   {"malformed", s.daemon.malformed},
+                   {"unknown_job", s.daemon.unknown_job},
+                   {"datagrams_sent", s.daemon.datagrams_sent},
+                   {"send_failures", s.daemon.send_failures}};
+    j["jobs"] = nlohmann::json::object();
+    for (const auto& [id, st] : s.jobs) {
+      j["jobs"][std::to_string(id)] = {
+          {"packets_received", st.packets_received},
+          {"aggregations", st.aggregations},
+          {"overlaps_dropped", st.overlaps_dropped},
+          {"completions", st.completions},
+          {"parameters_sent", st.parameters_sent},
+          {"results_resent", st.results_resent},
+          {"collisions", st.collisions},
+          {"overflows", st.overflows},
+          {"stale", st.stale},
+          {"dropped", st.dropped},
+      };
+    }
+    return j.dump(2) + "\n";
+  }
+};
+
+PsDaemon::PsDaemon(const PsDaemonConfig& config) : impl_(std::make_unique<Impl>(config)) {
+  if (config.serve_control) impl_->start_http();
+}
+
+PsDaemon::~PsDaemon() { stop(); }
+
+void PsDaemon::start() {
+  std::lock_guard lifecycle(impl_->lifecycle_mutex);
+  if (impl_->started) return;
+  impl_->started = true;
+  {
+    std::lock_guard lock(impl_->task_mutex);
+    impl_->loop_running = true;
+  }
+  impl_->loop_thread = std::thread([impl = impl_.get()] { impl->loop.run(); });
+  impl_->start_http_thread();
+}
+
+void PsDaemon::stop() {
+  std::lock_guard lifecycle(impl_->lifecycle_mutex);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  // A server that never listened must still close its bound socket, and httplib only does that
+  // in stop() of a running server.
+  if (!impl_->started) impl_->start_http_thread();
+  // HTTP first: its handlers may be waiting for the loop thread.
+  if (impl_->http) impl_->http->stop();
+  if (impl_->http_thread.joinable()) impl_->http_thread.join();
+  impl_->loop.stop();
+  if (impl_->loop_thread.joinable()) impl_->loop_thread.join();
+  std::lock_guard lock(impl_->task_mutex);
+  impl_->loop_running = false;
+  for (auto& task : impl_->tasks) task();  // requests that raced with stop() still get an answer
+  impl_->tasks.clear();
+}
+
+UdpEndpoint PsDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }
+UdpEndpoint PsDaemon::control_endpoint() const { return impl_->control_bound; }
+
+void PsDaemon::add_job(const PsConfig& config) {
+  impl_->call([this, &config] { impl_->add_job(config); });
+}
+
+bool PsDaemon::remove_job(JobId job) {
+  return impl_->call([this, job] { return impl_->jobs.erase(job) > 0; });
+}
+
+PsDaemonStats PsDaemon::stats() const { return impl_->snapshot(); }
+std::string PsDaemon::metrics_text() const { return impl_->metrics(); }
+std::string PsDaemon::stats_json() const { return impl_->json(); }
+
+}  // namespace atp

@@ -1,0 +1,52 @@
+// The worker library: allreduce of float32 buffers over ATP on real UDP sockets. One
+// Communicator per worker process and job; it runs a WorkerEndpoint on its own loop thread.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <stdexcept>
+
+#include "atp/runtime/udp_socket.h"
+#include "atp/worker.h"
+
+namespace atp {
+
+// An allreduce that cannot complete: what() is one sentence, e.g. "allreduce failed: job 1: no
+// parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable".
+class CommunicatorError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Communicator {
+ public:
+  // `config` is this worker's part of plan_job(); `local` the UDP address to bind (port 0: the
+  // kernel picks one); `uplink` where every packet goes (the worker's ToR switch, or the PS when
+  // there is no switch). Throws std::invalid_argument for a config the endpoint refuses and
+  // UdpSetupError if the socket cannot be bound. Starts the loop thread.
+  Communicator(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink);
+  // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Sums `inout` over every worker of the job and writes the sum back in place. Blocks; throws
+  // CommunicatorError when the job makes no progress for the config's progress_timeout. A failed
+  // endpoint stays failed: every later call throws the same error. Thread-safe: concurrent calls
+  // run one round at a time, in the order they were made.
+  void allreduce(std::span<float> inout);
+  // The same without blocking: the buffer must stay alive and untouched until the future is
+  // ready; the future throws CommunicatorError on failure.
+  std::future<void> allreduce_async(std::span<float> inout);
+
+  UdpEndpoint local_endpoint() const;  // the bound address (its port when `local` had port 0)
+  WorkerStats stats() const;           // a snapshot, taken on the loop thread
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp

@@ -1,0 +1,82 @@
+// The `atp ps` daemon: one PsEndpoint per installed job on a UDP socket and an event-loop thread,
+// with an HTTP control plane (install/remove jobs, metrics). An adapter: no protocol logic here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "atp/ps.h"
+#include "atp/runtime/udp_socket.h"
+#include "atp/wire.h"
+
+namespace atp {
+
+struct PsDaemonConfig {
+  UdpEndpoint data;           // UDP bind address of the data plane; port 0: the kernel picks one
+  UdpEndpoint control;        // HTTP bind address of the control plane; port 0: the kernel picks one
+  bool serve_control = true;  // false: no HTTP server (jobs only through the C++ API)
+  // Every packet any endpoint sends goes here: the PS host's ToR switch (or, in tests without a
+  // switch, anything that forwards by the ATP header's dst).
+  UdpEndpoint uplink;
+  // The PS host's overlay address (10.0.0.x). 0: accept jobs whatever their PsConfig::self;
+  // else a job whose self differs is refused, so a job meant for another PS is not installed here.
+  Address address = 0;
+};
+
+// Counters of the daemon itself (the endpoints count their own in PsStats).
+struct PsDaemonCounters {
+  std::uint64_t datagrams_received = 0;
+  std::uint64_t malformed = 0;    // not an ATP packet (decode_header failed): dropped
+  std::uint64_t unknown_job = 0;  // valid ATP packet of a job not installed here: dropped
+  std::uint64_t datagrams_sent = 0;
+  std::uint64_t send_failures = 0;  // packets the kernel refused (full send buffer or an error): lost
+};
+
+struct PsDaemonStats {
+  PsDaemonCounters daemon;
+  std::map<JobId, PsStats> jobs;
+};
+
+// A job that cannot be installed (already installed, or meant for another PS address), or that
+// the endpoint refused: what() is one sentence.
+class PsJobError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Threads: start() runs the data plane on its own event-loop thread and the HTTP server on
+// another. Every public method is thread-safe; the endpoints are only touched by the loop
+// thread (API calls are handed over through a queue and wait for the answer).
+class PsDaemon {
+ public:
+  // Binds the UDP socket and the HTTP port now, so the endpoints are known before start().
+  // Throws UdpSetupError or std::runtime_error ("cannot bind HTTP 127.0.0.1:80: ...").
+  explicit PsDaemon(const PsDaemonConfig& config);
+  ~PsDaemon();  // stop()
+  PsDaemon(const PsDaemon&) = delete;
+  PsDaemon& operator=(const PsDaemon&) = delete;
+
+  void start();  // starts the threads; once
+  void stop();   // stops and joins them; idempotent, safe without start()
+
+  UdpEndpoint data_endpoint() const;
+  UdpEndpoint control_endpoint() const;  // port 0 if serve_control is false
+
+  // Installs a job (throws PsJobError) / removes it (false if it was not installed).
+  void add_job(const PsConfig& config);
+  bool remove_job(JobId job);
+  PsDaemonStats stats() const;
+
+  // What GET /metrics and GET /stats answer.
+  std::string metrics_text() const;  // Prometheus text format
+  std::string stats_json() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp
