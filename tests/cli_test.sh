@@ -78,8 +78,8 @@ sed 's/values_per_packet: 62/values_per_packet: 2000/' "$SRC/examples/quickstart
 check_bad_file "plan error (fragment wider than the aggregators)" "jobs[0]:"
 expect_exit 2 "missing file" "$ATP" run "$TMP/does-not-exist.yaml"
 
-# Backends that do not exist yet: exit 2 with one clear line.
-for backend in udp ns3 carrier-pigeon; do
+# Backends that do not exist (yet): exit 2 with one clear line.
+for backend in ns3 carrier-pigeon; do
   if expect_exit 2 "backend $backend" "$ATP" run --backend "$backend" "$SRC/examples/quickstart.yaml"; then
     grep -q "backend '$backend'" "$TMP/err" || fail "backend $backend: message does not name it: $(cat "$TMP/err")"
     [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "backend $backend: expected one line on stderr"
@@ -92,6 +92,15 @@ for f in "$SRC"/examples/*.yaml; do
   code=$?
   [ "$code" -eq 2 ] && fail "example $f is rejected: $(cat "$TMP/err")"
 done
+
+# The daemons: --help works; a bad config names the key and exits 2.
+expect_exit 0 "atp switch --help" "$ATP" switch --help
+expect_exit 0 "atp ps --help" "$ATP" ps --help
+printf 'name: s\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\nports: [{peer: "127.0.0.1:9", rate_gbs: 1}]\n' >"$TMP/switch.yaml"
+if expect_exit 2 "switch config with a typo" "$ATP" switch --config "$TMP/switch.yaml"; then
+  grep -q "rate_gbs" "$TMP/err" || fail "switch config error does not name the key: $(cat "$TMP/err")"
+fi
+expect_exit 2 "atp ps without --uplink" "$ATP" ps --listen 127.0.0.1:0
 
 # The demo says which backend it runs on (small workload to keep the test quick).
 if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 1; then
