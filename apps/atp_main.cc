@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -73,20 +74,29 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 }
 
 int run_command(const std::string& backend, const std::string& file, bool json) {
-  if (backend != "inproc") {
+  if (backend != "inproc" && backend != "udp") {
     std::cerr << "atp run: backend '" << backend
-              << "' is not available yet; use --backend inproc (udp and ns3 are planned)\n";
+              << "' is not available yet; use --backend inproc or udp (ns3 is planned)\n";
     return kExitBadInput;
   }
   atp::ScenarioResult result;
   try {
     const atp::Scenario scenario = atp::load_scenario_file(file);
-    result = atp::run_inproc(scenario);
+    // The udp backend starts this same binary as its daemons and workers, by its real path so
+    // that they show up as `atp switch ...` (not `exe`) in ps and pgrep.
+    std::error_code ignored;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+    result = backend == "udp" ? atp::run_udp(scenario, self.empty() ? "/proc/self/exe" : self.string())
+                              : atp::run_inproc(scenario);
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
     // Errors from the parser that already start with the file name are not prefixed twice.
     std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
     return kExitBadInput;
+  } catch (const std::runtime_error& e) {
+    if (backend != "udp") throw;
+    std::cerr << "atp run: " << e.what() << "\n";  // a process that did not start, or Ctrl-C
+    return kExitIncorrect;
   }
   std::cout << (json ? atp::to_json(result) : atp::to_summary(result));
   return atp::all_correct(result) ? kExitOk : kExitIncorrect;
@@ -135,7 +145,8 @@ int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
   app.require_subcommand(1);
   app.footer(
-      "Backends: inproc (a deterministic simulated network inside this process); udp and ns3 are planned.\n"
+      "Backends: inproc (a deterministic simulated network inside this process), udp (real processes on\n"
+      "127.0.0.1); ns3 is planned.\n"
       "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
   std::string backend = "inproc";
@@ -144,7 +155,8 @@ int main(int argc, char** argv) {
   CLI::App* run =
       app.add_subcommand("run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
   run->add_option("--backend", backend,
-                  "Where to run it: inproc (in-process simulated network; udp and ns3 are planned)")
+                  "Where to run it: inproc (in-process simulated network) or udp (real processes on 127.0.0.1; "
+                  "times are wall-clock; ns3 is planned)")
       ->capture_default_str();
   run->add_option("file", file, "Scenario file (YAML)")->required();
   run->add_flag("--json", json, "Print the results as JSON instead of a table");
@@ -164,6 +176,12 @@ int main(int argc, char** argv) {
   const atp::cli::Command switch_command = atp::cli::add_switch_command(app);
   const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
 
+  // Hidden (empty group): the worker process `atp run --backend udp` starts per worker host.
+  std::string worker_spec;
+  CLI::App* worker = app.add_subcommand("worker", "internal: one worker process of `atp run --backend udp`");
+  worker->group("");
+  worker->add_option("--spec", worker_spec, "worker spec (JSON) written by atp run")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -173,6 +191,7 @@ int main(int argc, char** argv) {
 
   try {
     if (run->parsed()) return run_command(backend, file, json);
+    if (worker->parsed()) return atp::run_udp_worker(worker_spec);
     if (demo->parsed()) return demo_command(demo_elements, demo_rounds);
     if (switch_command.app->parsed()) return switch_command.run();
     if (ps_command.app->parsed()) return ps_command.run();

@@ -111,6 +111,19 @@ struct ScenarioResult {
 // prefixed with the key it came from).
 ScenarioResult run_inproc(const Scenario& scenario);
 
+// The udp backend: the same scenario as real processes on 127.0.0.1, started from `atp_binary`
+// (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker host). Results come
+// from the worker processes (each checks its own results exactly) and the daemons' /stats;
+// `seconds` and `algbw_gbps` are wall-clock. time_limit is used as a wall-clock bound. Every
+// child is stopped and reaped before it returns or throws (also on SIGINT/SIGTERM, which then
+// throw std::runtime_error). Throws ScenarioError for a scenario it cannot run (a host with two
+// roles: one UDP peer per host) and std::runtime_error when a process cannot be started.
+ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary);
+
+// The body of the hidden `atp worker --spec FILE` subcommand run_udp starts: reads the spec
+// (JSON written by run_udp), runs the rounds, prints one JSON line of results. Returns the exit code.
+int run_udp_worker(const std::string& spec_path);
+
 bool all_correct(const ScenarioResult& result);
 std::string to_json(const ScenarioResult& result);     // pretty, stable key order
 std::string to_summary(const ScenarioResult& result);  // a short human table

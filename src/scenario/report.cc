@@ -73,9 +73,14 @@ std::string format(const char* fmt, auto... args) {
 
 std::string to_summary(const ScenarioResult& result) {
   std::ostringstream out;
-  out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), "
-      << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, "
-      << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
+  out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), ";
+  // The udp backend has no simulated clock: its job seconds are wall-clock.
+  if (result.backend == "udp") {
+    out << "real processes, wall-clock seconds, ";
+  } else {
+    out << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, ";
+  }
+  out << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
       << "\n";
   out << format("%-12s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "correct", "rounds", "fragments", "float",
                 "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");

@@ -12,40 +12,15 @@
 
 #include "atp/fixed_point.h"
 #include "atp/scenario.h"
+#include "inputs.h"
 
 namespace atp {
 namespace {
 
 using inproc::NodeId;
 
-// --- seeded inputs
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// One independent stream per (scenario seed, job, worker, round), so that a worker's input
-// does not depend on event order and the checker can regenerate it.
-std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round) {
-  std::uint64_t s = splitmix64(seed);
-  s = splitmix64(s ^ job);
-  s = splitmix64(s ^ worker);
-  return splitmix64(s ^ round);
-}
-
-// Uniform in [-magnitude, magnitude), drawn by hand: std::uniform_real_distribution's output
-// differs between standard libraries, and the same seed must give the same inputs everywhere.
-void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out) {
-  std::mt19937_64 rng(seed);
-  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
-  for (float& v : out) {
-    const double u = static_cast<double>(rng() >> 11) * kUnit;  // [0, 1), 53 random bits
-    v = static_cast<float>(magnitude * (2.0 * u - 1.0));
-  }
-}
+using scenario_inputs::generate_input;
+using scenario_inputs::input_seed;
 
 double to_seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
 
@@ -149,11 +124,9 @@ class RoundDriver {
   std::vector<float> input_;
 };
 
-// The exact answer of one round, computed when its first worker completes it.
-struct RoundReference {
-  std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
-  std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
-  std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
+// The exact answer of one round, computed when its first worker completes it, and how many
+// workers still have to check against it.
+struct RoundReference : scenario_inputs::RoundReference {
   std::size_t checks_left = 0;
 };
 
@@ -178,22 +151,9 @@ struct JobRuntime {
     auto it = references.find(round);
     if (it != references.end()) return it->second;
     RoundReference& ref = references[round];
-    const std::size_t n = job->elements;
-    ref.int_sum.assign(n, 0);
-    ref.float_sum.assign(n, 0.0);
-    ref.abs_sum.assign(n, 0.0);
+    static_cast<scenario_inputs::RoundReference&>(ref) = scenario_inputs::make_reference(
+        seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude, job->spec.scale);
     ref.checks_left = drivers.size();
-    std::vector<float> input(n);
-    std::vector<std::int32_t> quantized(n);
-    for (std::size_t w = 0; w < drivers.size(); ++w) {
-      generate_input(input_seed(seed, job->spec.id, w, round), job->magnitude, input);
-      quantize(input, job->spec.scale, quantized);
-      for (std::size_t i = 0; i < n; ++i) {
-        ref.int_sum[i] += quantized[i];
-        ref.float_sum[i] += input[i];
-        ref.abs_sum[i] += std::fabs(static_cast<double>(input[i]));
-      }
-    }
     // Every worker gets the same set of float fragments; count them once per round.
     float_fragments += first_finisher.float_fragments().size();
     return ref;
@@ -304,51 +264,22 @@ void RoundDriver::verify() {
   WorkerEndpoint& ep = endpoint();
   RoundReference& ref = job_.reference(round_, ep);
   const auto result = ep.result();
-  const std::size_t n = job_.job->elements;
-  const std::size_t vpp = job_.job->spec.values_per_packet;
-  const double scale = job_.job->spec.scale;
-  auto report = [&](const std::string& what) {
-    if (!mismatch) {
-      mismatch = true;
-      error = "worker '" + host_.name + "' round " + std::to_string(round_) + ": " + what;
+  std::vector<bool> is_float(job_.fragments_per_round(), false);
+  std::string wrong;
+  for (std::uint32_t f : ep.float_fragments()) {
+    if (f >= is_float.size()) {
+      if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
+    } else {
+      is_float[f] = true;
     }
-  };
-  if (result.size() != n) {
-    report("result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n));
-  } else {
-    std::vector<bool> is_float(job_.fragments_per_round(), false);
-    for (std::uint32_t f : ep.float_fragments()) {
-      if (f >= is_float.size()) {
-        report("float fragment index " + std::to_string(f) + " is out of range");
-      } else {
-        is_float[f] = true;
-      }
-    }
-    // Rounding bound of the float path: the PS sums float32 values in double and rounds once to
-    // float32 (<= 2^-24 relative), plus the double sums' own error; 2^-23 x sum|x| covers both.
-    constexpr double kFloatBound = 1.0 / 8388608.0;
-    for (std::size_t i = 0; i < n && !mismatch; ++i) {
-      const float got = result[i];
-      if (is_float[i / vpp]) {
-        const double expected = static_cast<float>(ref.float_sum[i]);
-        const double tolerance = ref.abs_sum[i] * kFloatBound + std::numeric_limits<float>::denorm_min();
-        if (!(got == expected || std::fabs(static_cast<double>(got) - expected) <= tolerance)) {
-          std::ostringstream s;
-          s.precision(9);
-          s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within " << tolerance;
-          report(s.str());
-        }
-      } else {
-        const float expected = dequantize_one(ref.int_sum[i], scale);
-        if (!(got == expected)) {
-          std::ostringstream s;
-          s.precision(9);
-          s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
-            << " / scale)";
-          report(s.str());
-        }
-      }
-    }
+  }
+  if (wrong.empty()) {
+    wrong =
+        scenario_inputs::check_result(ref, result, is_float, job_.job->spec.values_per_packet, job_.job->spec.scale);
+  }
+  if (!wrong.empty() && !mismatch) {
+    mismatch = true;
+    error = "worker '" + host_.name + "' round " + std::to_string(round_) + ": " + wrong;
   }
   if (--ref.checks_left == 0) job_.references.erase(round_);
 }

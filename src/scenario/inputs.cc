@@ -1,0 +1,114 @@
+// Seeded allreduce inputs and the exact result check shared by the scenario backends
+// (see inputs.h for why they live in one place).
+#include "inputs.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "atp/fixed_point.h"
+
+namespace atp::scenario_inputs {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Rounding bound of the float path: the PS sums float32 values in double and rounds once to
+// float32 (<= 2^-24 relative), plus the double sums' own error; 2^-23 x sum|x| covers both.
+constexpr double kFloatBound = 1.0 / 8388608.0;
+
+bool float_ok(const RoundReference& ref, std::size_t i, float got, double* expected_out, double* tolerance_out) {
+  const double expected = static_cast<float>(ref.float_sum[i]);
+  const double tolerance = ref.abs_sum[i] * kFloatBound + std::numeric_limits<float>::denorm_min();
+  if (expected_out) *expected_out = expected;
+  if (tolerance_out) *tolerance_out = tolerance;
+  return got == expected || std::fabs(static_cast<double>(got) - expected) <= tolerance;
+}
+
+}  // namespace
+
+std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round) {
+  std::uint64_t s = splitmix64(seed);
+  s = splitmix64(s ^ job);
+  s = splitmix64(s ^ worker);
+  return splitmix64(s ^ round);
+}
+
+void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out) {
+  std::mt19937_64 rng(seed);
+  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
+  for (float& v : out) {
+    const double u = static_cast<double>(rng() >> 11) * kUnit;  // [0, 1), 53 random bits
+    v = static_cast<float>(magnitude * (2.0 * u - 1.0));
+  }
+}
+
+RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round,
+                              std::size_t elements, double magnitude, double scale) {
+  RoundReference ref;
+  ref.int_sum.assign(elements, 0);
+  ref.float_sum.assign(elements, 0.0);
+  ref.abs_sum.assign(elements, 0.0);
+  std::vector<float> input(elements);
+  std::vector<std::int32_t> quantized(elements);
+  for (std::size_t w = 0; w < workers; ++w) {
+    generate_input(input_seed(seed, job, w, round), magnitude, input);
+    quantize(input, scale, quantized);
+    for (std::size_t i = 0; i < elements; ++i) {
+      ref.int_sum[i] += quantized[i];
+      ref.float_sum[i] += input[i];
+      ref.abs_sum[i] += std::fabs(static_cast<double>(input[i]));
+    }
+  }
+  return ref;
+}
+
+std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
+                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen) {
+  const std::size_t n = ref.int_sum.size();
+  if (result.size() != n) {
+    return "result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n);
+  }
+  const std::size_t vpp = values_per_packet;
+  for (std::size_t begin = 0; begin < n; begin += vpp) {
+    const std::size_t end = std::min(n, begin + vpp);
+    const std::size_t fragment = begin / vpp;
+    // Which path to hold the fragment to: known, or (unknown) the int path unless a value differs.
+    bool as_float = !is_float.empty() && is_float[fragment];
+    if (is_float.empty()) {
+      for (std::size_t i = begin; i < end && !as_float; ++i) {
+        as_float = !(result[i] == dequantize_one(ref.int_sum[i], scale));
+      }
+      if (as_float && float_fragments_seen) ++*float_fragments_seen;
+    }
+    for (std::size_t i = begin; i < end; ++i) {
+      const float got = result[i];
+      std::ostringstream s;
+      s.precision(9);
+      if (as_float) {
+        double expected = 0, tolerance = 0;
+        if (!float_ok(ref, i, got, &expected, &tolerance)) {
+          s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within " << tolerance;
+          if (is_float.empty()) s << " (or exactly " << dequantize_one(ref.int_sum[i], scale) << ")";
+          return s.str();
+        }
+      } else {
+        const float expected = dequantize_one(ref.int_sum[i], scale);
+        if (!(got == expected)) {
+          s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
+            << " / scale)";
+          return s.str();
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace atp::scenario_inputs

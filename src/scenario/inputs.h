@@ -1,0 +1,40 @@
+// Seeded allreduce inputs and the exact check of a result, shared by every scenario backend
+// (in-process and udp worker processes), so that all backends check the same thing the same way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atp/wire.h"
+
+namespace atp::scenario_inputs {
+
+// One independent stream per (scenario seed, job, worker, round), so that a worker's input
+// does not depend on event order and the checker can regenerate it.
+std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round);
+
+// Uniform in [-magnitude, magnitude), drawn by hand: std::uniform_real_distribution's output
+// differs between standard libraries, and the same seed must give the same inputs everywhere.
+void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out);
+
+// The exact answer of one round of a job.
+struct RoundReference {
+  std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
+  std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
+  std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
+};
+
+RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round,
+                              std::size_t elements, double magnitude, double scale);
+
+// Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
+// an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must
+// match either path as a whole, and `float_fragments_seen` counts those that matched only the
+// float path. Returns "" if exact, else one sentence about the first wrong value.
+std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
+                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr);
+
+}  // namespace atp::scenario_inputs

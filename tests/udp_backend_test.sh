@@ -1,0 +1,72 @@
+#!/bin/sh
+# `atp run --backend udp`: example scenarios as real processes on loopback give exact results,
+# and no process of the run is left behind. Usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR
+set -u
+
+ATP=${1:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
+SRC=${2:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILURES=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  FAILURES=$((FAILURES + 1))
+}
+
+# The children run from this binary's absolute path with these subcommands.
+ATP_ABS=$(cd "$(dirname "$ATP")" && pwd)/$(basename "$ATP")
+leftovers() {
+  pgrep -f "$ATP_ABS (switch|ps|worker) " || true
+}
+
+# run_example FILE EXIT-CODE: runs it (bounded by `timeout`), checks the exit code and cleanup.
+run_example() {
+  file=$1
+  want=$2
+  timeout 120 "$ATP" run --backend udp --json "$SRC/examples/$file" >"$TMP/out" 2>"$TMP/err"
+  got=$?
+  [ "$got" -eq "$want" ] || fail "$file: exit code $got, expected $want (stderr: $(head -c 300 "$TMP/err"))"
+  grep -q '"backend": "udp"' "$TMP/out" || fail "$file: JSON does not name the udp backend"
+  grep -q '"algbw_gbps"' "$TMP/out" || fail "$file: JSON has no algbw_gbps"
+  left=$(leftovers)
+  [ -z "$left" ] || fail "$file: processes left behind: $left"
+}
+
+run_example quickstart.yaml 0
+grep -q '"correct": true' "$TMP/out" || fail "quickstart: no \"correct\": true"
+grep -q '"correct": false' "$TMP/out" && fail "quickstart: a \"correct\": false: $(cat "$TMP/out")"
+grep -q '"leaked_aggregators": 0' "$TMP/out" || fail "quickstart: aggregators leaked"
+
+# Loss, duplication and reordering on several switch egress ports, sharded PS.
+run_example lossy.yaml 0
+grep -q '"correct": false' "$TMP/out" && fail "lossy: a \"correct\": false: $(cat "$TMP/out")"
+
+# A worker process that stops before round 1: its job fails, the other job completes.
+run_example crash.yaml 1
+grep -q '"correct": false' "$TMP/out" || fail "crash: no \"correct\": false"
+grep -q 'crashed' "$TMP/out" || fail "crash: the error does not say the host crashed"
+
+# Ctrl-C (SIGINT to the parent alone) stops every child and exits 1 with one line.
+sed 's/elements: 100000, rounds: 2/elements: 2000000, rounds: 200/' "$SRC/examples/quickstart.yaml" >"$TMP/long.yaml"
+"$ATP" run --backend udp "$TMP/long.yaml" >"$TMP/out" 2>"$TMP/err" &
+parent=$!
+# Wait (up to 10 s) until the workers run, then interrupt.
+i=0
+while [ $i -lt 100 ] && ! pgrep -f "$ATP_ABS worker " >/dev/null; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -INT $parent
+wait $parent
+code=$?
+[ "$code" -eq 1 ] || fail "SIGINT: exit code $code, expected 1"
+grep -q "interrupted" "$TMP/err" || fail "SIGINT: stderr does not say it was interrupted: $(cat "$TMP/err")"
+left=$(leftovers)
+[ -z "$left" ] || fail "SIGINT: processes left behind: $left"
+
+if [ "$FAILURES" -ne 0 ]; then
+  echo "udp_backend_test: $FAILURES failure(s)" >&2
+  exit 1
+fi
+echo "udp_backend_test: all passed"
