@@ -38,6 +38,8 @@ struct LinkOverrides {
   std::optional<double> loss;       // probability
   std::optional<double> duplicate;  // probability
   std::optional<double> reorder;    // probability
+
+  void apply_to(EgressConfig& link) const;  // replaces the fields that are set
 };
 
 struct LinkFault {

@@ -292,14 +292,7 @@ inproc::ChannelConfig channel_settings(const Scenario& s, const std::vector<std:
     const LinkFault& fault = s.link_faults[f];
     const Duration t = now.time_since_epoch();
     if (t < fault.from || (fault.until && t >= *fault.until)) continue;
-    const LinkOverrides& o = fault.overrides;
-    if (o.delay) c.delay = *o.delay;
-    if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
-    if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;
-    if (o.ecn_threshold_packets) c.ecn_threshold_packets = *o.ecn_threshold_packets;
-    if (o.loss) c.loss = *o.loss;
-    if (o.duplicate) c.duplicate = *o.duplicate;
-    if (o.reorder) c.reorder = *o.reorder;
+    fault.overrides.apply_to(c);
   }
   return c;
 }

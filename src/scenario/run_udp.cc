@@ -281,14 +281,7 @@ EgressConfig direction_settings(const Scenario& s, const std::string& from, cons
     const bool forward = f.a == from && f.b == to;
     const bool backward = f.a == to && f.b == from;
     if (!(forward || (backward && !f.one_way)) || f.from > Duration::zero()) continue;
-    const LinkOverrides& o = f.overrides;
-    if (o.delay) c.delay = *o.delay;
-    if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
-    if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;
-    if (o.ecn_threshold_packets) c.ecn_threshold_packets = *o.ecn_threshold_packets;
-    if (o.loss) c.loss = *o.loss;
-    if (o.duplicate) c.duplicate = *o.duplicate;
-    if (o.reorder) c.reorder = *o.reorder;
+    f.overrides.apply_to(c);
   }
   return c;
 }

@@ -511,4 +511,14 @@ Scenario load_scenario_file(const std::string& path) {
   return parse_scenario_yaml(text.str(), path);
 }
 
+void LinkOverrides::apply_to(EgressConfig& c) const {
+  if (delay) c.delay = *delay;
+  if (rate_gbps) c.rate_gbps = *rate_gbps;
+  if (buffer_packets) c.buffer_packets = *buffer_packets;
+  if (ecn_threshold_packets) c.ecn_threshold_packets = *ecn_threshold_packets;
+  if (loss) c.loss = *loss;
+  if (duplicate) c.duplicate = *duplicate;
+  if (reorder) c.reorder = *reorder;
+}
+
 }  // namespace atp
