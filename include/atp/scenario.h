@@ -127,6 +127,8 @@ ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary);
 int run_udp_worker(const std::string& spec_path);
 
 bool all_correct(const ScenarioResult& result);
+// Fills algbw_gbps and in_network_share from the counts and seconds a runner measured.
+void derive_rates(JobResult& job);
 std::string to_json(const ScenarioResult& result);     // pretty, stable key order
 std::string to_summary(const ScenarioResult& result);  // a short human table
 

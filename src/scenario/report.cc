@@ -1,5 +1,6 @@
 // Writes a scenario's results: JSON for scripts (stable key order, so equal runs give equal
 // text) and a short table for people.
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -110,6 +111,20 @@ std::string to_summary(const ScenarioResult& result) {
   out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes << " ATP bytes, "
       << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
   return out.str();
+}
+
+void derive_rates(JobResult& r) {
+  if (r.seconds > 0) {
+    r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * r.completed_rounds / r.seconds / 1e9;
+  }
+  if (r.workers > 1 && r.fragments > 0) {
+    // Of the packets the switches could have absorbed (all but one per fragment), the share
+    // that never reached a PS.
+    const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
+    const double absorbed = contributions - static_cast<double>(r.ps_packets_received);
+    const double absorbable = contributions - static_cast<double>(r.fragments);
+    r.in_network_share = std::clamp(absorbed / absorbable, 0.0, 1.0);
+  }
 }
 
 }  // namespace atp

@@ -489,15 +489,7 @@ ScenarioResult run_inproc(const Scenario& scenario) {
     r.float_fragments = rt->float_fragments;
     r.fragments = rt->fragments_per_round() * r.completed_rounds;
     if (rt->first_start && rt->last_completion) r.seconds = to_seconds(*rt->last_completion - *rt->first_start);
-    if (r.seconds > 0) {
-      r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * r.completed_rounds / r.seconds / 1e9;
-    }
-    if (r.workers > 1 && r.fragments > 0) {
-      const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
-      const double absorbed = contributions - static_cast<double>(r.ps_packets_received);
-      const double absorbable = contributions - static_cast<double>(r.fragments);
-      r.in_network_share = std::clamp(absorbed / absorbable, 0.0, 1.0);
-    }
+    derive_rates(r);
     result.jobs.push_back(std::move(r));
   }
 

@@ -583,15 +583,7 @@ ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary) 
     const std::uint64_t vpp = scenario.jobs[j].spec.values_per_packet;
     r.fragments = (scenario.jobs[j].elements + vpp - 1) / vpp * r.completed_rounds;
     if (last_end[j] > first_start[j]) r.seconds = ns_to_s(last_end[j] - first_start[j]);
-    if (r.seconds > 0) {
-      r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * r.completed_rounds / r.seconds / 1e9;
-    }
-    if (r.workers > 1 && r.fragments > 0) {
-      const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
-      const double absorbed = contributions - static_cast<double>(r.ps_packets_received);
-      const double absorbable = contributions - static_cast<double>(r.fragments);
-      r.in_network_share = std::clamp(absorbed / absorbable, 0.0, 1.0);
-    }
+    derive_rates(r);
   }
 
   // Links, per direction in planned-link order: a switch's egress counters for switch -> peer,
