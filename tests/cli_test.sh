@@ -5,14 +5,8 @@ set -u
 
 ATP=${1:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
 SRC=${2:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-FAILURES=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  FAILURES=$((FAILURES + 1))
-}
+TEST_NAME=cli_test
+. "$(dirname "$0")/shell_test_lib.sh"
 
 # expect_exit CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $TMP/out, $TMP/err.
 expect_exit() {
@@ -108,8 +102,4 @@ if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 1; then
   grep -q "PS only" "$TMP/out" || fail "atp demo has no side-by-side table"
 fi
 
-if [ "$FAILURES" -ne 0 ]; then
-  echo "cli_test: $FAILURES failure(s)" >&2
-  exit 1
-fi
-echo "cli_test: all passed"
+finish

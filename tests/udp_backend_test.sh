@@ -5,14 +5,8 @@ set -u
 
 ATP=${1:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
 SRC=${2:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-FAILURES=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  FAILURES=$((FAILURES + 1))
-}
+TEST_NAME=udp_backend_test
+. "$(dirname "$0")/shell_test_lib.sh"
 
 # The children run from this binary's absolute path with these subcommands.
 ATP_ABS=$(cd "$(dirname "$ATP")" && pwd)/$(basename "$ATP")
@@ -65,8 +59,4 @@ grep -q "interrupted" "$TMP/err" || fail "SIGINT: stderr does not say it was int
 left=$(leftovers)
 [ -z "$left" ] || fail "SIGINT: processes left behind: $left"
 
-if [ "$FAILURES" -ne 0 ]; then
-  echo "udp_backend_test: $FAILURES failure(s)" >&2
-  exit 1
-fi
-echo "udp_backend_test: all passed"
+finish

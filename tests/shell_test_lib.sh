@@ -1,0 +1,19 @@
+# Shared by the shell tests (sourced, not run): a scratch folder removed on exit, failure
+# counting, and the final verdict. Each test script sets its name in TEST_NAME first.
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+FAILURES=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  FAILURES=$((FAILURES + 1))
+}
+
+# Ends the script: exit 1 if anything failed.
+finish() {
+  if [ "$FAILURES" -ne 0 ]; then
+    echo "$TEST_NAME: $FAILURES failure(s)" >&2
+    exit 1
+  fi
+  echo "$TEST_NAME: all passed"
+}
