@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "atp/runtime/switch_daemon.h"
@@ -32,21 +33,29 @@ int run_switch(const std::string& config_path) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // The constructor binds the config's data and control addresses: failing there (an address in
+  // use or not on this host) is the config's fault, as for `atp ps`.
+  std::unique_ptr<SwitchDaemon> daemon;
   try {
-    SwitchDaemon daemon(config);
-    daemon.start();
-    std::cout << "atp switch " << config.name << ": data " << daemon.data_endpoint().to_string() << ", control http://"
-              << daemon.control_endpoint() << ", " << config.ports.size() << " ports" << std::endl;
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    daemon.stop();
+    daemon = std::make_unique<SwitchDaemon>(config);
   } catch (const UdpSetupError& e) {
     std::cerr << "atp switch: " << e.what() << "; choose another `listen:` address\n";
     return kExitBadInput;
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {  // the control address; its message names it and the key
+    std::cerr << "atp switch: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  try {
+    daemon->start();
+  } catch (const std::exception& e) {
     std::cerr << "atp switch: " << e.what() << "\n";
     return kExitFailed;
   }
+  std::cout << "atp switch " << config.name << ": data " << daemon->data_endpoint().to_string() << ", control http://"
+            << daemon->control_endpoint() << ", " << config.ports.size() << " ports" << std::endl;
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  daemon->stop();
   return kExitOk;
 }
 

@@ -6,6 +6,8 @@
 #include <httplib.h>
 #include <poll.h>
 
+#include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@ namespace atp {
 namespace {
 
 using nlohmann::json;
+using namespace std::chrono_literals;
 
 // The next datagram on `socket`, waiting at most `timeout_ms`; nullopt if none came.
 std::optional<std::vector<std::uint8_t>> receive(UdpSocket& socket, int timeout_ms = 2000) {
@@ -57,12 +60,18 @@ class SwitchDaemonTest : public ::testing::Test {
     job_ = plan_job(network_, spec);
 
     for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
-    SwitchDaemonConfig config;
-    config.name = "s0";
-    config.pipeline = sc;
-    for (auto& h : hosts_) config.ports.push_back({h.local_endpoint(), {}});
-    for (const auto& [dst, port] : network_.routes.at("s0")) config.routes.emplace_back(dst, port);
-    daemon_.emplace(config);
+    config_.name = "s0";
+    config_.pipeline = sc;
+    for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}});
+    for (const auto& [dst, port] : network_.routes.at("s0")) config_.routes.emplace_back(dst, port);
+    start_daemon();
+  }
+
+  // (Re)starts s0 with config_ (a test may change it first), on new data and control ports.
+  void start_daemon() {
+    client_.reset();
+    daemon_.reset();
+    daemon_.emplace(config_);
     daemon_->start();
     const std::string control = daemon_->control_endpoint();
     client_.emplace(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
@@ -74,9 +83,10 @@ class SwitchDaemonTest : public ::testing::Test {
     return res ? json::parse(res->body) : json{};
   }
   // Polls /stats until pred holds (bounded: the packets were sent before, loopback delivers).
-  json stats_when(const std::function<bool(const json&)>& pred) {
+  json stats_when(const std::function<bool(const json&)>& pred, std::chrono::milliseconds bound = 5s) {
     json s;
-    for (int i = 0; i < 500; ++i) {
+    const auto give_up = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < give_up) {
       s = stats();
       if (pred(s)) return s;
       pollfd none{-1, 0, 0};
@@ -86,10 +96,26 @@ class SwitchDaemonTest : public ::testing::Test {
     return s;
   }
 
+  httplib::Result put_port(const std::string& port, const std::string& body) {
+    return client_->Put("/ports/" + port, body, "application/json");
+  }
+
   void install_job() {
     auto res = client_->Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
+  }
+
+  // The PS's parameter packet for fragment `seq`, to the job's multicast group.
+  std::vector<std::uint8_t> parameter(Seq seq, const std::vector<std::int32_t>& values) {
+    Header p;
+    p.is_ack = true;
+    p.job = 1;
+    p.seq = seq;
+    p.aggregator_index = seq % 16;
+    p.src = job_.ps[0].self;
+    p.dst = multicast_group_address(1);
+    return build_packet(p, values);
   }
 
   // Worker w's gradient packet for fragment `seq` (header fields from the job plan).
@@ -117,6 +143,7 @@ class SwitchDaemonTest : public ::testing::Test {
   NetworkPlan network_;
   JobPlan job_;
   std::vector<UdpSocket> hosts_;  // w0, w1, ps0, h3
+  SwitchDaemonConfig config_;
   std::optional<SwitchDaemon> daemon_;
   std::optional<httplib::Client> client_;
 };
@@ -211,7 +238,10 @@ TEST_F(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   send(0, gradient(0, 1, {1, 1, 1, 1}));
-  stats_when([](const json& j) { return j["switch"]["unknown_job"] == 2; });
+  send(2, parameter(0, {3, 3, 3, 3}));  // the PS's result: neither worker gets it
+  s = stats_when([](const json& j) { return j["switch"]["unknown_job"] == 3; });
+  EXPECT_EQ(s["ports"][0]["tx_packets"], 0);
+  EXPECT_EQ(s["ports"][1]["tx_packets"], 0);
 }
 
 TEST_F(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
@@ -229,6 +259,151 @@ TEST_F(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
   res = client_->Post("/jobs", "not json", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
+}
+
+TEST_F(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
+  // A plain switch forwards by dst alone, so only the group decides whether a result goes out.
+  config_.pipeline.atp_capable = false;
+  start_daemon();
+  install_job();
+  send(2, parameter(0, {1, 2, 3, 4}));
+  for (std::size_t w : {0u, 1u}) ASSERT_TRUE(receive(hosts_[w])) << "worker " << w;
+
+  auto del = client_->Delete("/jobs/1");
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200) << del->body;
+  send(2, parameter(1, {1, 2, 3, 4}));
+  // Counted when processed, on the thread that would have queued its copies: none were.
+  const json s = stats_when([](const json& j) { return j["switch"]["no_route"] == 1; });
+  EXPECT_EQ(s["ports"][0]["tx_packets"], 1);
+  EXPECT_EQ(s["ports"][1]["tx_packets"], 1);
+}
+
+TEST_F(SwitchDaemonTest, IngressLossDropsEverythingFromThatPeer) {
+  config_.ports[0].ingress = EgressConfig{.loss = 1};
+  start_daemon();
+  install_job();
+  for (Seq seq = 0; seq < 5; ++seq) send(0, gradient(0, seq, {1, 1, 1, 1}));
+  send(1, gradient(1, 0, {2, 2, 2, 2}));  // port 1 has no ingress queue: straight in
+
+  const json s =
+      stats_when([](const json& j) { return j["ports"][0]["ingress_lost"] == 5 && j["switch"]["packets"] == 1; });
+  EXPECT_EQ(s["ports"][0]["rx_packets"], 5);  // received, then lost on the way in
+  EXPECT_GT(s["ports"][0]["rx_bytes"], 0);
+  EXPECT_EQ(s["ports"][1]["ingress_lost"], 0);
+  EXPECT_EQ(s["jobs"][0]["aggregations"], 1);  // w1's packet only
+  EXPECT_EQ(s["jobs"][0]["completions"], 0);
+
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("atp_switch_port_ingress_lost_total{switch=\"s0\",port=\"0\"} 5"), std::string::npos);
+  EXPECT_NE(metrics->body.find("# TYPE atp_switch_port_ingress_queue_depth gauge"), std::string::npos);
+}
+
+TEST_F(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
+  constexpr auto kDelay = 2s;
+  config_.ports[0].ingress = EgressConfig{.delay = kDelay};
+  config_.pipeline.reclaim_timeout = 10 * kDelay;  // w1's partial sum must wait for w0's packet
+  start_daemon();
+  install_job();
+  const auto sent = std::chrono::steady_clock::now();
+  send(0, gradient(0, 0, {1, 2, 3, 4}));  // held for kDelay on its way in
+  send(1, gradient(1, 0, {10, 20, 30, 40}));
+
+  const json held = stats_when([](const json& j) {
+    return j["ports"][0]["rx_packets"] == 1 && !j["jobs"].empty() && j["jobs"][0]["aggregations"] >= 1;
+  });
+  // Whether w0's packet is still held depends on how long that took; within kDelay it must be.
+  if (std::chrono::steady_clock::now() - sent < kDelay) {
+    EXPECT_EQ(held["jobs"][0]["aggregations"], 1) << "w0's packet passed its ingress delay early";
+    EXPECT_EQ(held["ports"][2]["tx_packets"], 0);
+  }
+
+  auto sum = receive(hosts_[2], 10'000);
+  ASSERT_TRUE(sum);
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, kDelay);
+  Header h;
+  EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{11, 22, 33, 44}));
+}
+
+TEST_F(SwitchDaemonTest, PutPortsChangesLossAndBack) {
+  install_job();
+  const std::string lossless =
+      R"({"rate_gbps": 0, "buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 0,
+          "duplicate": 0, "reorder": 0})";
+  const std::string lossy =
+      R"({"rate_gbps": 0, "buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 1,
+          "duplicate": 0, "reorder": 0})";
+
+  // Ingress of w0's port (it had no ingress queue): w0's packet never reaches the pipeline.
+  auto res = put_port("0", R"({"ingress": )" + lossy + "}");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json applied = json::parse(res->body);
+  EXPECT_EQ(applied["ingress"]["loss"], 1.0);
+  EXPECT_EQ(applied["egress"]["loss"], 0.0);  // the direction not in the request is left as it was
+  send(0, gradient(0, 0, {1, 1, 1, 1}));
+  json s = stats_when([](const json& j) { return j["ports"][0]["ingress_lost"] == 1; });
+  EXPECT_EQ(s["switch"]["packets"], 0);
+
+  // Back to lossless: w0's resend and w1's packet complete the fragment.
+  res = put_port("0", R"({"ingress": )" + lossless + "}");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  send(0, gradient(0, 0, {1, 1, 1, 1}));
+  send(1, gradient(1, 0, {2, 2, 2, 2}));
+  auto sum = receive(hosts_[2]);
+  ASSERT_TRUE(sum);
+
+  // Egress of the PS's port: the next fragment's sum is lost on its way out, then not.
+  res = put_port("2", R"({"egress": )" + lossy + "}");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_FALSE(json::parse(res->body).contains("ingress"));  // port 2 has no ingress queue
+  send(0, gradient(0, 1, {1, 1, 1, 1}));
+  send(1, gradient(1, 1, {2, 2, 2, 2}));
+  s = stats_when([](const json& j) { return j["ports"][2]["lost"] == 1; });
+  EXPECT_EQ(s["jobs"][0]["completions"], 2);
+  res = put_port("2", R"({"egress": )" + lossless + "}");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  send(0, gradient(0, 2, {1, 1, 1, 1}));
+  send(1, gradient(1, 2, {2, 2, 2, 2}));
+  sum = receive(hosts_[2]);
+  ASSERT_TRUE(sum);
+  Header h;
+  EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{3, 3, 3, 3}));
+  EXPECT_EQ(h.seq, 2u);
+  EXPECT_EQ(stats()["ports"][2]["lost"], 1);
+}
+
+TEST_F(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
+  auto expect_error = [&](const std::string& port, const std::string& body, int status, const std::string& field) {
+    auto res = put_port(port, body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, status) << body;
+    EXPECT_NE(res->body.find(field), std::string::npos) << res->body;
+  };
+  const std::string rest = R"("buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "duplicate": 0,
+                              "reorder": 0)";
+  expect_error("0", R"({"egress": {"rate_gbps": 0, "los": 1, )" + rest + "}}", 400, "egress.los: unknown key");
+  expect_error("0", R"({"ingress": {"rate_gbps": 0, "loss": 2, )" + rest + "}}", 400,
+               "ingress.loss: must be between 0 and 1");
+  expect_error("0", R"({"ingress": {"rate_gbps": -1, "loss": 0, )" + rest + "}}", 400, "ingress.rate_gbps");
+  expect_error("0", R"({"egress": {"loss": 0, )" + rest + "}}", 400, "egress.rate_gbps: missing");
+  expect_error("0", R"({"egres": {}})", 400, "egres: unknown key");
+  expect_error("0", R"({"egress": 1})", 400, "egress: expected an object");
+  expect_error("0", "not json", 400, "not valid JSON");
+  expect_error("4", "{}", 404, "port 4 does not exist (the switch has 4 ports)");
+  expect_error("99999999999999999999999", "{}", 404, "port 99999999999999999999999 does not exist");
+
+  // Nothing was applied: port 0 still has no ingress queue and a lossless egress.
+  auto res = put_port("0", "{}");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json now = json::parse(res->body);
+  EXPECT_FALSE(now.contains("ingress"));
+  EXPECT_EQ(now["egress"]["loss"], 0.0);
 }
 
 TEST(ControlCodec, RoundTripsAndNamesBadFields) {
@@ -283,6 +458,25 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_NE(
       error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
       std::string::npos);
+
+  control::PortSettings settings;
+  settings.egress = EgressConfig{.rate_gbps = 2.5,
+                                 .buffer_packets = 64,
+                                 .ecn_threshold_packets = 16,
+                                 .delay = std::chrono::microseconds(30),
+                                 .loss = 0.1,
+                                 .duplicate = 0.2,
+                                 .reorder = 0.3};
+  const control::PortSettings settings_back = control::port_settings_from_json(control::to_json(settings));
+  ASSERT_TRUE(settings_back.egress);
+  EXPECT_FALSE(settings_back.ingress);
+  EXPECT_EQ(settings_back.egress->rate_gbps, 2.5);
+  EXPECT_EQ(settings_back.egress->buffer_packets, 64u);
+  EXPECT_EQ(settings_back.egress->ecn_threshold_packets, 16u);
+  EXPECT_EQ(settings_back.egress->delay, std::chrono::microseconds(30));
+  EXPECT_EQ(settings_back.egress->loss, 0.1);
+  EXPECT_EQ(settings_back.egress->duplicate, 0.2);
+  EXPECT_EQ(settings_back.egress->reorder, 0.3);
 }
 
 std::string config_error(const std::string& yaml) {
@@ -313,6 +507,8 @@ ports:
     loss: 0.01
     duplicate: 0.02
     reorder: 0.03
+    ingress: {rate_gbps: 1, buffer_packets: 8, ecn_threshold_packets: 4, delay_us: 7, loss: 0.04, duplicate: 0.05,
+              reorder: 0.06}
   - {peer: 127.0.0.1:9002}
 routes:
   - {dst: 10.0.0.1, port: 0}
@@ -334,6 +530,15 @@ routes:
   EXPECT_DOUBLE_EQ(c.ports[0].egress.loss, 0.01);
   EXPECT_DOUBLE_EQ(c.ports[0].egress.duplicate, 0.02);
   EXPECT_DOUBLE_EQ(c.ports[0].egress.reorder, 0.03);
+  ASSERT_TRUE(c.ports[0].ingress);
+  EXPECT_EQ(c.ports[0].ingress->rate_gbps, 1);
+  EXPECT_EQ(c.ports[0].ingress->buffer_packets, 8u);
+  EXPECT_EQ(c.ports[0].ingress->ecn_threshold_packets, 4u);
+  EXPECT_EQ(c.ports[0].ingress->delay, std::chrono::microseconds(7));
+  EXPECT_DOUBLE_EQ(c.ports[0].ingress->loss, 0.04);
+  EXPECT_DOUBLE_EQ(c.ports[0].ingress->duplicate, 0.05);
+  EXPECT_DOUBLE_EQ(c.ports[0].ingress->reorder, 0.06);
+  EXPECT_FALSE(c.ports[1].ingress);  // no ingress queue: packets go straight to the pipeline
   ASSERT_EQ(c.routes.size(), 2u);
   EXPECT_EQ(c.routes[1], (std::pair<Address, PortId>{0x0A000002u, 1}));
 }
@@ -343,6 +548,11 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
   EXPECT_NE(config_error("aggregatorz: 4\n" + port).find("s.yaml: aggregatorz: unknown key"), std::string::npos);
   EXPECT_NE(config_error(port + "    rate_gbs: 1\n").find("s.yaml: ports[0].rate_gbs: unknown key"), std::string::npos);
   EXPECT_NE(config_error(port + "    loss: 2\n").find("ports[0].loss: must be between 0 and 1"), std::string::npos);
+  EXPECT_NE(config_error(port + "    ingress: {los: 1}\n").find("s.yaml: ports[0].ingress.los: unknown key"),
+            std::string::npos);
+  EXPECT_NE(config_error(port + "    ingress: {delay_us: -1}\n").find("ports[0].ingress.delay_us: must be between"),
+            std::string::npos);
+  EXPECT_NE(config_error(port + "    ingress: 1\n").find("ports[0].ingress: expected a mapping"), std::string::npos);
   EXPECT_NE(config_error("width: many\n" + port).find("width: expected an integer"), std::string::npos);
   EXPECT_NE(config_error("name: x\n").find("ports: must list at least one port"), std::string::npos);
   EXPECT_NE(config_error("listen: nowhere\n" + port).find("listen: expected an address"), std::string::npos);
@@ -356,7 +566,7 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
 TEST(SwitchDaemonSetup, PortInUseNamesTheAddress) {
   UdpSocket taken(UdpEndpoint::loopback(0));
   SwitchDaemonConfig config;
-  config.ports.push_back({UdpEndpoint::loopback(9), {}});
+  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}});
   config.listen = taken.local_endpoint();
   try {
     SwitchDaemon daemon(config);

@@ -648,6 +648,26 @@ TEST_F(SwitchTest, MulticastExcludesTheIngressPort) {
   EXPECT_EQ(sw.job_counters(kJob).forwarded, 2u);
 }
 
+TEST_F(SwitchTest, RemovedMulticastGroupIsNoRoute) {
+  SwitchConfig plain = config();
+  plain.atp_capable = false;  // forwards by dst alone: only the group decides where a result goes
+  SwitchPipeline s(plain);
+  install_network(s);
+  feed(s, kPsPort, parameter(100, 3), {1, 2, 3, 4}, us(1));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+
+  EXPECT_TRUE(s.remove_multicast_group(multicast_group_address(kJob)));
+  EXPECT_FALSE(s.remove_multicast_group(multicast_group_address(kJob)));
+  sink.sent.clear();
+  feed(s, kPsPort, parameter(101, 4), {1, 2, 3, 4}, us(2));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(s.counters().no_route, 1u);
+
+  // The other job's group is untouched.
+  feed(s, kPsPort, parameter(100, 3, kOtherJob), {1, 2, 3, 4}, us(3));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+}
+
 TEST_F(SwitchTest, UnicastParameterPacketIsForwardedAndDeallocates) {
   for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {1, 2, 3, 4}, us(1));
   sink.sent.clear();

@@ -143,6 +143,8 @@ class SwitchPipeline {
   // Forwarding state, installed by the control plane (the job plan computes it).
   void add_route(Address dst, PortId port);
   void add_multicast_group(Address group, std::vector<PortId> ports);
+  // Packets to `group` are then dropped as no_route. Returns false if there was no such group.
+  bool remove_multicast_group(Address group);
   // Replaces an entry with the same job id. Aggregators the job holds stay held (its parameter
   // packets or the timeout free them).
   void install_job(const SwitchJobEntry& entry);

@@ -88,6 +88,8 @@ void SwitchPipeline::add_multicast_group(Address group, std::vector<PortId> port
   multicast_groups_[group] = std::move(ports);
 }
 
+bool SwitchPipeline::remove_multicast_group(Address group) { return multicast_groups_.erase(group) > 0; }
+
 void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
   JobState& job = jobs_[entry.job];
   job.admitted_ports = entry.admitted_ports;

@@ -1,13 +1,17 @@
-// The JSON codec of the daemons' control plane (nlohmann-json): job plans for switches and PSs.
+// The JSON codec of the daemons' control plane (nlohmann-json): job plans for switches and PSs,
+// switch port settings.
 // Parsing is strict (unknown keys, wrong types and out-of-range numbers are one-sentence errors).
 #include "atp/runtime/control.h"
 
 #include <arpa/inet.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string_view>
 
 namespace atp::control {
@@ -61,6 +65,19 @@ std::vector<T> get_unsigned_list(const json& object, const std::string& where, c
         to_unsigned(list[i], where + key + "[" + std::to_string(i) + "]", std::numeric_limits<T>::max())));
   }
   return out;
+}
+
+// A number field (integer or not) in [min, max].
+double get_number(const json& object, const std::string& where, const char* key, double min, double max) {
+  const json& value = require(object, where, key);
+  if (!value.is_number()) throw ControlError(where + key + ": expected a number, got " + value.dump());
+  const double v = value.get<double>();
+  if (!std::isfinite(v) || v < min || v > max) {
+    std::ostringstream range;  // 0 and 1, not json's 0.0 and 1.0
+    range << where << key << ": must be between " << min << " and " << max << ", got " << value.dump();
+    throw ControlError(range.str());
+  }
+  return v;
 }
 
 Address get_address(const json& object, const std::string& where, const char* key) {
@@ -138,6 +155,53 @@ std::string to_json(const PsConfig& config) {
               {"num_aggregators", config.num_aggregators},
               {"max_window_seqs", config.max_window_seqs}};
   return doc.dump();
+}
+
+namespace {
+
+json egress_to_json(const EgressConfig& e) {
+  return {{"rate_gbps", e.rate_gbps},
+          {"buffer_packets", e.buffer_packets},
+          {"ecn_threshold_packets", e.ecn_threshold_packets},
+          {"delay_us", std::chrono::duration_cast<std::chrono::microseconds>(e.delay).count()},
+          {"loss", e.loss},
+          {"duplicate", e.duplicate},
+          {"reorder", e.reorder}};
+}
+
+EgressConfig egress_from_json(const json& doc, const char* direction) {
+  const std::string where = std::string(direction) + ".";
+  if (!doc.is_object()) throw ControlError(std::string(direction) + ": expected an object, got " + doc.dump());
+  check_keys(doc, where,
+             {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+  EgressConfig e;
+  e.rate_gbps = get_number(doc, where, "rate_gbps", 0, kMaxPortRateGbps);
+  e.buffer_packets = get_unsigned<std::uint32_t>(doc, where, "buffer_packets");
+  e.ecn_threshold_packets = get_unsigned<std::uint32_t>(doc, where, "ecn_threshold_packets");
+  e.delay = std::chrono::microseconds(
+      to_unsigned(require(doc, where, "delay_us"), where + "delay_us", static_cast<std::uint64_t>(kMaxPortDelayUs)));
+  e.loss = get_number(doc, where, "loss", 0, 1);
+  e.duplicate = get_number(doc, where, "duplicate", 0, 1);
+  e.reorder = get_number(doc, where, "reorder", 0, 1);
+  return e;
+}
+
+}  // namespace
+
+std::string to_json(const PortSettings& settings) {
+  json doc = json::object();
+  if (settings.egress) doc["egress"] = egress_to_json(*settings.egress);
+  if (settings.ingress) doc["ingress"] = egress_to_json(*settings.ingress);
+  return doc.dump();
+}
+
+PortSettings port_settings_from_json(const std::string& text) {
+  const json doc = parse_object(text, "port settings");
+  check_keys(doc, "", {"egress", "ingress"});
+  PortSettings settings;
+  if (doc.contains("egress")) settings.egress = egress_from_json(doc["egress"], "egress");
+  if (doc.contains("ingress")) settings.ingress = egress_from_json(doc["ingress"], "ingress");
+  return settings;
 }
 
 PsConfig ps_job_from_json(const std::string& text) {

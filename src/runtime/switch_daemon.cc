@@ -1,15 +1,19 @@
-// The software ATP switch: UDP datagrams in, SwitchPipeline::process, per-port EgressQueue,
-// batched sends out; an HTTP control plane whose requests run on the dataplane thread.
+// The software ATP switch: UDP datagrams in, optional per-port ingress EgressQueue,
+// SwitchPipeline::process, per-port egress EgressQueue, batched sends out; an HTTP control plane
+// whose requests run on the dataplane thread.
 #include "atp/runtime/switch_daemon.h"
 
 #include <httplib.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -19,6 +23,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -105,11 +110,33 @@ class YamlReader {
   std::string where_;
 };
 
+// The seven keys of a port direction's settings (the port's egress, or its `ingress:` mapping).
+EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix) {
+  EgressConfig e;
+  if (map["rate_gbps"]) e.rate_gbps = r.number(map["rate_gbps"], prefix + "rate_gbps", 0, control::kMaxPortRateGbps);
+  if (map["buffer_packets"]) {
+    e.buffer_packets =
+        static_cast<std::uint32_t>(r.integer(map["buffer_packets"], prefix + "buffer_packets", 0, UINT32_MAX));
+  }
+  if (map["ecn_threshold_packets"]) {
+    e.ecn_threshold_packets = static_cast<std::uint32_t>(
+        r.integer(map["ecn_threshold_packets"], prefix + "ecn_threshold_packets", 0, UINT32_MAX));
+  }
+  if (map["delay_us"]) {
+    e.delay = std::chrono::microseconds(r.integer(map["delay_us"], prefix + "delay_us", 0, control::kMaxPortDelayUs));
+  }
+  if (map["loss"]) e.loss = r.number(map["loss"], prefix + "loss", 0, 1);
+  if (map["duplicate"]) e.duplicate = r.number(map["duplicate"], prefix + "duplicate", 0, 1);
+  if (map["reorder"]) e.reorder = r.number(map["reorder"], prefix + "reorder", 0, 1);
+  return e;
+}
+
 // ---- stats ----------------------------------------------------------------------------------
 
 // Counters that are levels, not running totals (Prometheus gauges).
 bool is_gauge(std::string_view key) {
-  return key == "aggregators" || key == "aggregators_in_use" || key == "queue_depth" || key == "installed";
+  return key == "aggregators" || key == "aggregators_in_use" || key == "queue_depth" || key == "ingress_queue_depth" ||
+         key == "installed";
 }
 
 // Prometheus text exposition of stats_json()'s document: one metric family per counter,
@@ -144,6 +171,19 @@ std::string to_prometheus(const json& stats) {
 }
 
 std::uint64_t peer_key(const UdpEndpoint& e) { return (std::uint64_t{e.ip} << 16) | e.port; }
+
+// Port i's ingress queue draws from stream kIngressStreams + i, its egress queue from stream i:
+// a fixed offset rather than "after the last port", so that neither an ingress queue (added in
+// the config or by PUT /ports) nor another port changes any other queue's trace.
+constexpr std::uint64_t kIngressStreams = std::uint64_t{1} << 32;
+
+// The number a route matched with (\d+); nullopt when it does not fit in 64 bits.
+std::optional<std::uint64_t> parse_index(const std::string& digits) {
+  std::uint64_t v = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
 
 }  // namespace
 
@@ -193,29 +233,21 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string p = "ports[" + std::to_string(i) + "].";
     const YAML::Node port = ports[i];
-    r.check_keys(
-        port, p,
-        {"peer", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+    r.check_keys(port, p,
+                 {"peer", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate",
+                  "reorder", "ingress"});
     SwitchPortConfig pc;
     if (!port["peer"]) r.fail(p + "peer", "missing (the UDP address of the host or switch on this port)");
     pc.peer = r.endpoint(port["peer"], p + "peer");
     if (!peers.insert(peer_key(pc.peer)).second)
       r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
-    EgressConfig& e = pc.egress;
-    if (port["rate_gbps"]) e.rate_gbps = r.number(port["rate_gbps"], p + "rate_gbps", 0, 1e6);
-    if (port["buffer_packets"]) {
-      e.buffer_packets =
-          static_cast<std::uint32_t>(r.integer(port["buffer_packets"], p + "buffer_packets", 0, UINT32_MAX));
+    pc.egress = egress_settings(r, port, p);
+    if (const YAML::Node ingress = port["ingress"]) {
+      r.check_keys(
+          ingress, p + "ingress.",
+          {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+      pc.ingress = egress_settings(r, ingress, p + "ingress.");
     }
-    if (port["ecn_threshold_packets"]) {
-      e.ecn_threshold_packets = static_cast<std::uint32_t>(
-          r.integer(port["ecn_threshold_packets"], p + "ecn_threshold_packets", 0, UINT32_MAX));
-    }
-    if (port["delay_us"])
-      e.delay = std::chrono::microseconds(r.integer(port["delay_us"], p + "delay_us", 0, 10'000'000));
-    if (port["loss"]) e.loss = r.number(port["loss"], p + "loss", 0, 1);
-    if (port["duplicate"]) e.duplicate = r.number(port["duplicate"], p + "duplicate", 0, 1);
-    if (port["reorder"]) e.reorder = r.number(port["reorder"], p + "reorder", 0, 1);
     c.ports.push_back(pc);
   }
 
@@ -269,14 +301,16 @@ struct SwitchDaemon::Impl {
   };
 
   struct PortCounters {
-    std::uint64_t rx_packets = 0;  // datagrams received from the port's peer
+    std::uint64_t rx_packets = 0;  // datagrams received from the port's peer (before its ingress queue)
     std::uint64_t rx_bytes = 0;
   };
 
   explicit Impl(SwitchDaemonConfig c)
       : config(std::move(c)), pipeline(config.pipeline), socket(config.listen), sink(*this) {
+    ingress_queues.resize(config.ports.size());
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
       queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i));
+      if (config.ports[i].ingress) set_ingress(static_cast<PortId>(i), *config.ports[i].ingress);
       port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
     }
     port_counters.resize(config.ports.size());
@@ -329,22 +363,51 @@ struct SwitchDaemon::Impl {
         const std::span<std::uint8_t> bytes = batch.bytes(i);
         port_counters[it->second].rx_packets++;
         port_counters[it->second].rx_bytes += bytes.size();
-        pipeline.process(it->second, bytes, now, sink);
+        if (std::optional<EgressQueue>& ingress = ingress_queues[it->second]) {
+          ingress->enqueue(bytes, now);
+        } else {
+          pipeline.process(it->second, bytes, now, sink);
+        }
       }
+      process_ingress(now);  // an ingress queue without rate or delay releases at once
       flush(now);
       if (n < batch.capacity()) break;
+    }
+  }
+
+  // Hands the packets the ingress queues release by `now` to the pipeline.
+  void process_ingress(Time now) {
+    for (std::size_t p = 0; p < ingress_queues.size(); ++p) {
+      if (!ingress_queues[p]) continue;
+      ingress_queues[p]->release(
+          now, [&](std::span<std::uint8_t> packet) { pipeline.process(static_cast<PortId>(p), packet, now, sink); });
     }
   }
 
   Time next_deadline() const {
     Time t = pipeline.next_deadline();
     for (const EgressQueue& q : queues) t = std::min(t, q.next_release());
+    for (const std::optional<EgressQueue>& q : ingress_queues) {
+      if (q) t = std::min(t, q->next_release());
+    }
     return t;
   }
 
   void on_deadline(Time now) {
     pipeline.on_timeout(now);
+    sink.now = now;
+    process_ingress(now);
     flush(now);
+  }
+
+  // Port `port`'s ingress settings from now on; creates its ingress queue if it had none.
+  void set_ingress(PortId port, const EgressConfig& settings) {
+    std::optional<EgressQueue>& q = ingress_queues[port];
+    if (q) {
+      q->config() = settings;
+    } else {
+      q.emplace(settings, EgressQueue::stream_seed(config.seed, kIngressStreams + port));
+    }
   }
 
   // Sends every packet the queues release by `now`, in one sendmmsg batch.
@@ -419,6 +482,7 @@ struct SwitchDaemon::Impl {
     doc["ports"] = json::array();
     for (std::size_t p = 0; p < queues.size(); ++p) {
       const EgressCounters& e = queues[p].counters();
+      const EgressCounters in = ingress_queues[p] ? ingress_queues[p]->counters() : EgressCounters{};
       doc["ports"].push_back({{"port", p},
                               {"peer", config.ports[p].peer.to_string()},
                               {"rx_packets", port_counters[p].rx_packets},
@@ -431,7 +495,13 @@ struct SwitchDaemon::Impl {
                               {"duplicated", e.duplicated},
                               {"reordered", e.reordered},
                               {"ecn_marked", e.ecn_marked},
-                              {"queue_depth", e.depth}});
+                              {"queue_depth", e.depth},
+                              {"ingress_lost", in.lost},
+                              {"ingress_queue_drops", in.queue_drops},
+                              {"ingress_duplicated", in.duplicated},
+                              {"ingress_reordered", in.reordered},
+                              {"ingress_ecn_marked", in.ecn_marked},
+                              {"ingress_queue_depth", in.depth}});
     }
     return doc;
   }
@@ -483,7 +553,8 @@ struct SwitchDaemon::Impl {
         }
       }
       try {
-        on_loop([this, &plan] {
+        // By value: a task that outlives a timed-out request must not point into its stack.
+        on_loop([this, plan] {
           pipeline.install_job(plan.entry);
           pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
           installed.insert(plan.entry.job);
@@ -494,19 +565,49 @@ struct SwitchDaemon::Impl {
       res.set_content(json{{"installed", plan.entry.job}}.dump() + "\n", "application/json");
     });
     http.Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
-      const unsigned long id = std::stoul(req.matches[1].str());
-      if (id > 0xFFFF) return fail(res, 404, "job " + std::to_string(id) + " is not installed");
+      const std::optional<std::uint64_t> id = parse_index(req.matches[1].str());
+      if (!id || *id > 0xFFFF) return fail(res, 404, "job " + req.matches[1].str() + " is not installed");
+      const auto job = static_cast<JobId>(*id);
       bool removed = false;
       try {
-        removed = on_loop([this, id] {
-          installed.erase(static_cast<JobId>(id));
-          return pipeline.remove_job(static_cast<JobId>(id));
+        removed = on_loop([this, job] {
+          installed.erase(job);
+          pipeline.remove_multicast_group(multicast_group_address(job));
+          return pipeline.remove_job(job);
         });
       } catch (const std::exception& e) {
         return fail(res, 503, e.what());
       }
-      if (!removed) return fail(res, 404, "job " + std::to_string(id) + " is not installed");
-      res.set_content(json{{"removed", id}}.dump() + "\n", "application/json");
+      if (!removed) return fail(res, 404, "job " + std::to_string(job) + " is not installed");
+      res.set_content(json{{"removed", job}}.dump() + "\n", "application/json");
+    });
+    http.Put(R"(/ports/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
+      const std::optional<std::uint64_t> port = parse_index(req.matches[1].str());
+      if (!port || *port >= config.ports.size()) {
+        return fail(res, 404,
+                    "port " + req.matches[1].str() + " does not exist (the switch has " +
+                        std::to_string(config.ports.size()) + " ports)");
+      }
+      control::PortSettings settings;
+      try {
+        settings = control::port_settings_from_json(req.body);
+      } catch (const control::ControlError& e) {
+        return fail(res, 400, e.what());
+      }
+      const auto p = static_cast<PortId>(*port);
+      control::PortSettings now_in_force;
+      try {
+        now_in_force = on_loop([this, p, settings] {  // by value, as in POST /jobs
+          if (settings.egress) queues[p].config() = *settings.egress;
+          if (settings.ingress) set_ingress(p, *settings.ingress);
+          control::PortSettings s{queues[p].config(), std::nullopt};
+          if (ingress_queues[p]) s.ingress = ingress_queues[p]->config();
+          return s;
+        });
+      } catch (const std::exception& e) {
+        return fail(res, 503, e.what());
+      }
+      res.set_content(control::to_json(now_in_force) + "\n", "application/json");
     });
     http.Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
       try {
@@ -527,7 +628,8 @@ struct SwitchDaemon::Impl {
   SwitchDaemonConfig config;
   SwitchPipeline pipeline;
   UdpSocket socket;
-  std::vector<EgressQueue> queues;
+  std::vector<EgressQueue> queues;                         // port i's egress
+  std::vector<std::optional<EgressQueue>> ingress_queues;  // port i's ingress, if it has one
   std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port
   std::vector<PortCounters> port_counters;
   QueueSink sink;
@@ -589,6 +691,14 @@ std::string SwitchDaemon::control_endpoint() const {
 
 std::string SwitchDaemon::stats_json() {
   return impl_->on_loop([this] { return impl_->stats(); }).dump(2);
+}
+
+double SwitchDaemon::dataplane_cpu_seconds() const {
+  clockid_t clock{};
+  if (!impl_->started || ::pthread_getcpuclockid(impl_->loop_thread.native_handle(), &clock) != 0) return 0;
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace atp

@@ -1,11 +1,14 @@
 // Messages of the daemons' HTTP control plane, as JSON: what `atp run --backend udp` (or a user)
-// sends a switch or PS to install a job, and the stats they report. One codec for both sides.
+// sends a switch or PS to install a job or change a switch port. One codec for both sides.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "atp/plan.h"
+#include "atp/runtime/egress_queue.h"
 
 namespace atp::control {
 
@@ -35,5 +38,23 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 // max_window_seqs (PsConfig's defaults); unknown keys are errors.
 std::string to_json(const PsConfig& config);
 PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
+
+// Bounds of a switch port's settings, the same in the switch config file and in PUT /ports.
+inline constexpr double kMaxPortRateGbps = 1e6;
+inline constexpr std::int64_t kMaxPortDelayUs = 10'000'000;
+
+// A switch port's rate limit, buffer, ECN threshold and faults at run time (PUT /ports/<i>). A
+// present direction replaces that direction's settings for packets enqueued from then on; an
+// absent one is left as it is. Shape (every key of a present direction is required):
+//   {"egress": {"rate_gbps": 10, "buffer_packets": 64, "ecn_threshold_packets": 16, "delay_us": 5,
+//               "loss": 0.01, "duplicate": 0, "reorder": 0},
+//    "ingress": {...the same keys...}}
+// delay_us is whole microseconds (to_json truncates a finer EgressConfig::delay).
+struct PortSettings {
+  std::optional<EgressConfig> egress;   // switch -> peer
+  std::optional<EgressConfig> ingress;  // peer -> switch
+};
+std::string to_json(const PortSettings& settings);
+PortSettings port_settings_from_json(const std::string& text);  // throws ControlError
 
 }  // namespace atp::control

@@ -1,9 +1,11 @@
 // The software ATP switch process (`atp switch`): SwitchPipeline on UDP ports with per-port
-// egress queues, driven by an EventLoop, plus an HTTP control plane. An adapter, no protocol logic.
+// egress (and optional ingress) queues, driven by an EventLoop, plus an HTTP control plane. An
+// adapter, no protocol logic.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,10 +23,14 @@ class SwitchConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One switch port: a UDP peer (a host process or another switch) and its egress queue.
+// One switch port: a UDP peer (a host process or another switch), its egress queue and
+// optionally an ingress queue.
 struct SwitchPortConfig {
   UdpEndpoint peer;     // datagrams from here arrive on this port; packets out of it go here
   EgressConfig egress;  // rate limit, buffer, ECN threshold and faults of the port's egress
+  // The peer -> switch direction (the link's other half, which the peer's own process does not
+  // model): datagrams from the peer pass this queue before the pipeline. Absent: straight in.
+  std::optional<EgressConfig> ingress;
 };
 
 struct SwitchDaemonConfig {
@@ -35,7 +41,7 @@ struct SwitchDaemonConfig {
   std::uint16_t control_port = 0;                  // 0: kernel-chosen
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
-  std::uint64_t seed = 0;                          // seeds the egress queues' fault draws
+  std::uint64_t seed = 0;                          // seeds the port queues' fault draws
 };
 
 // Parses the YAML config (`where` names it in errors, e.g. the file name). Strict: unknown keys,
@@ -44,7 +50,8 @@ struct SwitchDaemonConfig {
 //   reclaim_timeout_us: 100000                        atp_capable: true
 //   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1
 //   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_packets: 0, ecn_threshold_packets: 0,
-//            delay_us: 0, loss: 0, duplicate: 0, reorder: 0}]
+//            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
+//            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
 //   routes: [{dst: 10.0.0.1, port: 0}]
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
 SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the file; throws SwitchConfigError
@@ -54,8 +61,17 @@ SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the fi
 // in use); start() runs the dataplane and the control plane on their own threads; stop() (or
 // the destructor) ends both. The pipeline is only ever touched by the dataplane thread.
 //
-// Control plane (HTTP): POST /jobs (body: control::to_json(SwitchJobPlan)), DELETE /jobs/<id>,
-// GET /metrics (Prometheus text), GET /stats (JSON, the same counters).
+// Control plane (HTTP):
+//   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
+//   DELETE /jobs/<id>  removes the job (freeing its aggregators) and its multicast group.
+//   PUT /ports/<i>   body: control::to_json(control::PortSettings); replaces port i's egress and/or
+//                    ingress settings for packets enqueued from then on (creating the ingress queue
+//                    if the port had none) and answers the port's settings now in force, same shape.
+//                    The way to apply a scenario's time-windowed faults (from_us/until_us) to a
+//                    running switch (`atp run --backend udp`): one PUT at each window's start and
+//                    end. 400 names a bad field, 404 a port the switch does not have.
+//   GET /metrics     Prometheus text; GET /stats: JSON, the same counters (per port: egress
+//                    counters, and ingress_* for the ingress queue, zero when the port has none).
 class SwitchDaemon {
  public:
   explicit SwitchDaemon(SwitchDaemonConfig config);
@@ -66,13 +82,16 @@ class SwitchDaemon {
   void start();
   void stop();  // idempotent; not from a signal handler (block signals and sigwait instead)
 
-  const SwitchDaemonConfig& config() const;
-  UdpEndpoint data_endpoint() const;     // where hosts and peer switches send (kernel port resolved)
-  std::string control_endpoint() const;  // "host:port" of the HTTP control plane
+  const SwitchDaemonConfig& config() const;  // as started: PUT /ports changes the queues, not this
+  UdpEndpoint data_endpoint() const;         // where hosts and peer switches send (kernel port resolved)
+  std::string control_endpoint() const;      // "host:port" of the HTTP control plane
 
   // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
   // throws std::runtime_error if it does not answer within a second.
   std::string stats_json();
+  // CPU time (s) the dataplane thread has used since start(); 0 when it is not running. What
+  // `atp bench` divides packets by for a per-core rate.
+  double dataplane_cpu_seconds() const;
 
  private:
   struct Impl;
