@@ -69,13 +69,15 @@ class Hub {
 // A job of `workers` workers and one PS under a plain switch, running over a Hub.
 class Cluster {
  public:
-  explicit Cluster(int workers, Duration progress_timeout = std::chrono::seconds(5)) {
+  explicit Cluster(int workers, Duration progress_timeout = std::chrono::seconds(5),
+                   Duration retransmit_timeout = std::chrono::milliseconds(1)) {
     SwitchConfig plain;
     plain.atp_capable = false;
     topology_.switches.push_back({"tor", plain});
     JobSpec spec;
     spec.id = 7;
     spec.progress_timeout = progress_timeout;
+    spec.retransmit_timeout = retransmit_timeout;
     for (int w = 0; w < workers; ++w) {
       topology_.hosts.push_back({"w" + std::to_string(w), "tor"});
       spec.workers.push_back("w" + std::to_string(w));
@@ -227,6 +229,25 @@ TEST(Communicator, LargeTensorIsExact) {
     f.get();
   }
   for (std::size_t w = 0; w < 3; ++w) expect_exact(buffers[w], want, "worker " + std::to_string(w));
+}
+
+TEST(Communicator, EveryPacketLeavesBeforeTheLoopSleeps) {
+  // A communicator batches what the endpoint sends during one event and sends it when the event
+  // ends. A packet left behind would wait for the next event, which a retransmission timer would
+  // provide within milliseconds and so hide; with the first retransmission a minute away, the
+  // rounds can only complete if every packet leaves at the end of its own event.
+  Cluster cluster(2, std::chrono::seconds(120), std::chrono::seconds(60));
+  for (int round = 0; round < 2; ++round) {
+    auto buffers = random_inputs(2, 5'000, 100 + round);
+    const std::vector<float> want = reference(buffers, cluster.scale());
+    std::vector<std::future<void>> futures;
+    for (std::size_t w = 0; w < 2; ++w) futures.push_back(cluster.worker(w).allreduce_async(buffers[w]));
+    for (auto& f : futures) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "round " << round;
+      f.get();
+    }
+    for (std::size_t w = 0; w < 2; ++w) expect_exact(buffers[w], want, "worker " + std::to_string(w));
+  }
 }
 
 TEST(Communicator, EmptyBufferCompletesAtOnce) {

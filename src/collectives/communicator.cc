@@ -19,17 +19,37 @@
 namespace atp {
 namespace {
 
-// The worker's single uplink; packets are sent at once (the endpoint sends at most a window per
-// event, and the kernel's send buffer is large). A refused datagram is lost: the worker's own
-// retransmission recovers it, as for a loss on the wire.
+// The worker's single uplink. What the endpoint sends during one event (a received batch, a
+// timer, a wake-up) is copied into a reusable pool and leaves in one sendmmsg when the event ends:
+// one system call per event instead of one per packet, and no allocation once the pool has grown
+// to the largest event. A datagram the kernel refuses is lost, not retried (UdpSocket counts it in
+// send_would_block): the worker's own retransmission recovers it, as for a loss on the wire.
 class UplinkSink final : public PacketSink {
  public:
   UplinkSink(UdpSocket& socket, const UdpEndpoint& uplink) : socket_(socket), uplink_(uplink) {}
-  void send(std::span<const std::uint8_t> packet) override { socket_.send_to(uplink_, packet); }
+
+  void send(std::span<const std::uint8_t> packet) override {
+    if (pending_ == pool_.size()) pool_.emplace_back();
+    pool_[pending_].assign(packet.begin(), packet.end());
+    ++pending_;
+  }
+
+  // Sends every packet collected since the last flush. Called at the end of every event-loop
+  // callback, so nothing waits in the pool while the loop sleeps.
+  void flush() {
+    if (pending_ == 0) return;
+    outgoing_.clear();
+    for (std::size_t i = 0; i < pending_; ++i) outgoing_.push_back({uplink_, pool_[i]});
+    socket_.send_batch(outgoing_);
+    pending_ = 0;
+  }
 
  private:
   UdpSocket& socket_;
   UdpEndpoint uplink_;
+  std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold this event's packets
+  std::size_t pending_ = 0;
+  std::vector<UdpOutgoing> outgoing_;  // flush()'s reusable batch, pointing into pool_
 };
 
 struct Round {
@@ -67,6 +87,7 @@ struct Communicator::Impl {
                    [this](Time now) {
                      endpoint.on_timeout(now, sink);
                      after_event(now);
+                     sink.flush();
                    });
   }
   ~Impl() {
@@ -88,6 +109,7 @@ struct Communicator::Impl {
     }
     for (auto& task : ready) task();
     after_event(EventLoop::now());
+    sink.flush();
   }
 
   void on_readable() {
@@ -99,6 +121,7 @@ struct Communicator::Impl {
         endpoint.on_packet(batch.bytes(i), now, sink);
         after_event(now);
       }
+      sink.flush();
       if (n < batch.capacity()) break;
     }
   }
