@@ -196,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"jobs:\n", "jobs: []\nx:\n", "x: unknown key ..."},
         // Bad faults.
         ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{loss: 0.1}]",
-                  "faults[0]: must have either 'link' (a link fault) or 'crash' (a host crash)"},
+                  "faults[0]: must have one of 'link' (a link fault), ..."},
         ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, tor0], loss: 1.5}]",
                   "faults[0].loss: must be a probability between 0 and 1, got 1.5"},
         ErrorCase{"rounds: 2}", "rounds: 2}\nfaults: [{link: [w0, core], loss: 0.1}]",
@@ -213,6 +213,51 @@ INSTANTIATE_TEST_SUITE_P(
                   "faults[0].until_us: must be after from_us"},
         // Not YAML at all.
         ErrorCase{"rounds: 2}", "rounds: 2", "scenario: line ..."}));
+
+// The restart and noise faults: every mistake names its key. The base has a host without a role.
+TEST(ScenarioYaml, RestartAndNoiseErrorsNameTheKey) {
+  const std::string base = replaced("{name: ps0, switch: core}]",
+                                    "{name: ps0, switch: core}, {name: n0, switch: tor0}, {name: n1, switch: core}]");
+  const std::pair<const char*, const char*> cases[] = {
+      {"{restart: tor9, at_us: 5}", "faults[0].restart: unknown switch 'tor9'"},
+      {"{restart: w0, at_us: 5}", "faults[0].restart: unknown switch 'w0'"},
+      {"{restart: tor0}", "faults[0]: missing required key 'at_us'"},
+      {"{restart: tor0, at_us: 5, down: 3}", "faults[0].down: unknown key ..."},
+      {"{noise: w1}", "faults[0].noise: host 'w1' is a worker or PS of a job; noise needs a host of its own"},
+      {"{noise: ps0}", "faults[0].noise: host 'ps0' is a worker or PS of a job; noise needs a host of its own"},
+      {"{noise: tor0}", "faults[0].noise: 'tor0' is a switch; noise comes from a host"},
+      {"{noise: n9}", "faults[0].noise: unknown host 'n9'"},
+      {"{noise: n1}",
+       "faults[0].noise: host 'n1' is under switch 'core', which has atp: false; only ATP switches check where a "
+       "job's packets come from, so noise must enter at one"},
+      {"{noise: n0, rate_pps: 0}", "faults[0].rate_pps: must be packets per second, 1 to 1e6, got 0"},
+      {"{noise: n0, from_us: 10, until_us: 10}", "faults[0].until_us: must be after from_us"},
+      {"{noise: n0, restart: tor0, at_us: 5}", "faults[0]: must have exactly one of 'link' (a link fault), ..."},
+  };
+  for (const auto& [fault, expected_text] : cases) {
+    SCOPED_TRACE(fault);
+    const std::string message = parse_error(base + "faults: [" + fault + "]\n");
+    std::string expected = expected_text;
+    if (expected.ends_with("...")) {
+      expected.resize(expected.size() - 3);
+      EXPECT_EQ(message.substr(0, expected.size()), expected) << message;
+    } else {
+      EXPECT_EQ(message, expected);
+    }
+  }
+  // And the valid forms parse into the scenario.
+  const Scenario s = parse_scenario_yaml(
+      base + "faults: [{restart: tor0, at_us: 5, down_us: 7}, {noise: n0, rate_pps: 300, from_us: 1, until_us: 9}]\n");
+  ASSERT_EQ(s.restarts.size(), 1u);
+  EXPECT_EQ(s.restarts[0].switch_name, "tor0");
+  EXPECT_EQ(s.restarts[0].at, std::chrono::microseconds(5));
+  EXPECT_EQ(s.restarts[0].down, std::chrono::microseconds(7));
+  ASSERT_EQ(s.noise.size(), 1u);
+  EXPECT_EQ(s.noise[0].host, "n0");
+  EXPECT_EQ(s.noise[0].rate_pps, 300);
+  EXPECT_EQ(s.noise[0].from, std::chrono::microseconds(1));
+  EXPECT_EQ(*s.noise[0].until, std::chrono::microseconds(9));
+}
 
 TEST(ScenarioYaml, NotAMapAndMissingFile) {
   EXPECT_EQ(parse_error("- 1\n- 2\n").substr(0, 40), "scenario: the file must be a YAML map wi");
@@ -403,6 +448,121 @@ TEST(ScenarioRun, ComputeTimeAndStartTimeDelayRounds) {
   EXPECT_GT(r.simulated_seconds, 2100e-6);
 }
 
+TEST(ScenarioRun, CrashedJobsAggregatorsAreReclaimed) {
+  // Job a's partial sums wait for a worker that is gone: the switch's timeout must free them.
+  const ScenarioResult r = run_example("crash.yaml");
+  EXPECT_GT(job_named(r, "a").reclaimed_aggregators, 0u);
+  EXPECT_EQ(job_named(r, "b").reclaimed_aggregators, 0u);  // b finished: its parameter packets freed all
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+double to_seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Packets the links lost or dropped from a full queue, over every direction.
+std::uint64_t link_losses(const ScenarioResult& r) {
+  std::uint64_t n = 0;
+  for (const auto& l : r.links) n += l.lost + l.queue_drops;
+  return n;
+}
+
+// The shared ToR restarts mid-job: it loses its aggregators and drops everything while down.
+// Retransmission and the PS must still give exact results, over several seeds.
+class ScenarioRestart : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(ScenarioRestart, JobsSurviveTheirSwitchLosingAllState) {
+  Scenario s = load_scenario_file(example("switch-restart.yaml"));
+  s.seed = GetParam();
+  ASSERT_EQ(s.restarts.size(), 1u);
+  const SwitchRestart restart = s.restarts[0];
+  Scenario without = s;
+  without.restarts.clear();
+  const ScenarioResult base = run_inproc(without);
+  const ScenarioResult r = run_inproc(s);
+  EXPECT_EQ(link_losses(r), 0u);  // so every packet lost was lost by the switch
+  for (std::size_t j = 0; j < r.jobs.size(); ++j) {
+    const JobResult& job = r.jobs[j];
+    SCOPED_TRACE(job.name);
+    EXPECT_TRUE(job.correct) << job.error;
+    EXPECT_EQ(job.completed_rounds, job.rounds);
+    // Mid-job: without the restart the job was still running at `at` and needed no timeout;
+    // with it, it needed timeouts and finished only after the switch came back.
+    EXPECT_GT(base.jobs[j].seconds, to_seconds(restart.at));
+    EXPECT_EQ(base.jobs[j].timeouts, 0u);
+    EXPECT_GT(job.timeouts, 0u);
+    EXPECT_GT(job.seconds, to_seconds(restart.at + restart.down));
+    // Aggregations before the restart are kept and the fresh switch aggregates again.
+    EXPECT_GT(job.switch_aggregations.at("tor"), 0u);
+  }
+  // The switch came back knowing its jobs: nothing rejected as unknown or not admitted.
+  EXPECT_EQ(r.rejected_packets, 0u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_EQ(r.host_dropped_packets, 0u);
+  EXPECT_EQ(to_json(r), to_json(run_inproc(s)));  // same seed, same trace
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ScenarioRestart, ::testing::Values(21, 1, 2, 3));
+
+TEST(ScenarioRun, RestartKeepsTheCountersOfTheLostPipeline) {
+  // A restart after the job finished changes nothing the job did: every count must be the same
+  // as without it, although the pipeline that counted them was thrown away.
+  Scenario s = load_scenario_file(example("noise.yaml"));
+  const ScenarioResult base = run_inproc(s);
+  ASSERT_LT(base.simulated_seconds, 0.05);
+  s.restarts.push_back(SwitchRestart{"tor", std::chrono::milliseconds(50), std::chrono::milliseconds(1)});
+  const ScenarioResult r = run_inproc(s);
+  const JobResult& job = r.jobs.at(0);
+  EXPECT_TRUE(job.correct) << job.error;
+  EXPECT_EQ(job.switch_aggregations, base.jobs[0].switch_aggregations);
+  EXPECT_EQ(job.collisions, base.jobs[0].collisions);
+  EXPECT_GT(r.noise_packets, 0u);
+  EXPECT_EQ(r.rejected_packets, base.rejected_packets);
+  EXPECT_EQ(r.noise_packets, base.noise_packets);
+}
+
+// A host floods its ToR with every kind of bad packet noise_packet makes (random bytes, spoofed
+// gradients and parameter packets of the installed job, unknown jobs, corrupted headers): the
+// switch must reject each one, and the job must not notice.
+class ScenarioNoise : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(ScenarioNoise, SwitchRejectsEveryNoisePacket) {
+  Scenario s = load_scenario_file(example("noise.yaml"));
+  s.seed = GetParam();
+  const ScenarioResult r = run_inproc(s);
+  const JobResult& job = r.jobs.at(0);
+  EXPECT_TRUE(job.correct) << job.error;
+  EXPECT_EQ(job.completed_rounds, job.rounds);
+  EXPECT_GT(r.noise_packets, 100u);  // at 20k pps over the ~30 ms the job runs
+  EXPECT_EQ(r.rejected_packets, r.noise_packets);
+  EXPECT_EQ(r.host_dropped_packets, 0u);  // none got past the switch to a host
+  EXPECT_EQ(link_losses(r), 0u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  // The noise stopped with the job instead of running to the time limit.
+  EXPECT_FALSE(r.time_limit_reached);
+  EXPECT_LT(r.simulated_seconds, job.seconds + 1e-3);
+  EXPECT_EQ(to_json(r), to_json(run_inproc(s)));  // same seed, same trace
+
+  // The noise touches nothing the job computes: same counts as the same run without it.
+  Scenario quiet = s;
+  quiet.noise.clear();
+  const JobResult& alone = run_inproc(quiet).jobs.at(0);
+  EXPECT_EQ(job.switch_aggregations, alone.switch_aggregations);
+  EXPECT_EQ(job.ps_packets_received, alone.ps_packets_received);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ScenarioNoise, ::testing::Values(17, 1, 2, 3));
+
+TEST(ScenarioRun, NoiseWindowIsRespected) {
+  // from/until bound the noise: 10k pps for 5 ms is 50 packets, all inside the job's run.
+  Scenario s = load_scenario_file(example("noise.yaml"));
+  s.noise[0].rate_pps = 10000;
+  s.noise[0].from = std::chrono::milliseconds(2);
+  s.noise[0].until = std::chrono::milliseconds(7);
+  const ScenarioResult r = run_inproc(s);
+  EXPECT_TRUE(r.jobs.at(0).correct) << r.jobs.at(0).error;
+  EXPECT_EQ(r.noise_packets, 50u);
+  EXPECT_EQ(r.rejected_packets, 50u);
+}
+
 // A sweep over the shapes a job can take: workers spread over three racks (two levels), one or
 // two PS shards, clean or lossy links, a roomy or a tiny aggregator table, inputs that fit int32
 // or overflow it. Every combination must give exact results and leave no aggregator behind.
@@ -463,13 +623,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ScenarioSweep,
 TEST(ScenarioReport, JsonHasEveryRequiredKey) {
   const ScenarioResult r = run_example("crash.yaml");
   const auto j = nlohmann::json::parse(to_json(r));
-  for (const char* key : {"backend", "leaked_aggregators", "jobs", "links", "simulated_seconds"}) {
+  for (const char* key :
+       {"backend", "leaked_aggregators", "noise_packets", "rejected_packets", "jobs", "links", "simulated_seconds"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   ASSERT_EQ(j["jobs"].size(), 2u);
   for (const auto& job : j["jobs"]) {
-    for (const char* key : {"name", "correct", "completed_rounds", "switch_aggregations", "ps_packets_received",
-                            "retransmissions", "collisions", "float_fragments", "fragments", "seconds", "error"}) {
+    for (const char* key :
+         {"name", "correct", "completed_rounds", "switch_aggregations", "ps_packets_received", "retransmissions",
+          "collisions", "reclaimed_aggregators", "float_fragments", "fragments", "seconds", "error"}) {
       EXPECT_TRUE(job.contains(key)) << key;
     }
     EXPECT_TRUE(job["switch_aggregations"].contains("tor"));
@@ -495,6 +657,16 @@ TEST(ScenarioReport, SummaryNamesEveryJob) {
   EXPECT_NE(s.find("\na "), std::string::npos);
   EXPECT_NE(s.find("\nb "), std::string::npos);
   EXPECT_NE(s.find("crashed"), std::string::npos);
+  EXPECT_NE(s.find("aggregators reclaimed by switch timeouts: "), std::string::npos) << s;
+  EXPECT_EQ(s.find("noise:"), std::string::npos) << s;  // no noise, no noise line
+}
+
+TEST(ScenarioReport, SummaryCountsNoise) {
+  const ScenarioResult r = run_example("noise.yaml");
+  const std::string s = to_summary(r);
+  const std::string line = "noise: " + std::to_string(r.noise_packets) + " packets sent, " +
+                           std::to_string(r.rejected_packets) + " rejected by switches";
+  EXPECT_NE(s.find(line), std::string::npos) << s;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -56,6 +57,25 @@ struct CrashFault {
   std::optional<Duration> at_time;        // stops at this simulated time
 };
 
+// A switch losing all its state at `at`, as when its process restarts: for `down` it drops every
+// packet, then it comes back with an empty aggregator table and the control plane installs its
+// jobs again. Jobs must complete through retransmission and PS fallback.
+struct SwitchRestart {
+  std::string switch_name;
+  Duration at{0};
+  Duration down{0};
+};
+
+// A host sending bad packets to its switch from `from` until `until`: malformed bytes, packets
+// of installed jobs with spoofed worker and PS addresses, and packets of jobs nobody installed.
+// Switches must count and drop every one without touching any job's result.
+struct NoiseSource {
+  std::string host;  // a host with no worker or PS role
+  double rate_pps = 1000;
+  Duration from{0};
+  std::optional<Duration> until;
+};
+
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
@@ -63,6 +83,8 @@ struct Scenario {
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
+  std::vector<SwitchRestart> restarts;
+  std::vector<NoiseSource> noise;
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
 
@@ -79,14 +101,17 @@ struct JobResult {
   std::uint64_t tensor_bytes = 0;                            // float32 bytes per worker per round
   std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
   std::uint64_t ps_packets_received = 0;
-  std::uint64_t retransmissions = 0;   // over all workers, any reason (incl. float resends)
-  std::uint64_t fast_retransmits = 0;  // of those, after 3 out-of-order parameter packets
-  std::uint64_t timeouts = 0;          // retransmission timeouts fired, over all workers' flows
-  std::uint64_t collisions = 0;        // packets forwarded past a busy aggregator, over all switches
-  std::uint64_t float_fragments = 0;   // fragments that took the float32 overflow path, all rounds
-  std::uint64_t fragments = 0;         // fragments per round x completed rounds
-  double seconds = 0;                  // simulated time from first start to last completion
-  double algbw_gbps = 0;               // tensor bits x completed rounds / seconds (nccl-tests' algbw)
+  std::uint64_t retransmissions = 0;        // over all workers, any reason (incl. float resends)
+  std::uint64_t fast_retransmits = 0;       // of those, after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;               // retransmission timeouts fired, over all workers' flows
+  std::uint64_t collisions = 0;             // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;        // fragments that took the float32 overflow path, all rounds
+  std::uint64_t reclaimed_aggregators = 0;  // of this job, freed by switches' reclaim timeout
+  std::uint64_t fragments = 0;              // fragments per round x completed rounds
+  // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest
+  // worker spent inside allreduce calls (not the checking between rounds)
+  double seconds = 0;
+  double algbw_gbps = 0;                    // tensor bits x completed rounds / seconds (nccl-tests' algbw)
   // Share of the worker packets that switches absorbed: (contributions - PS packets) /
   // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
   double in_network_share = 0;
@@ -104,6 +129,10 @@ struct ScenarioResult {
   std::vector<LinkResult> links;           // one per direction, in planned-link order
   std::uint64_t leaked_aggregators = 0;    // still held after the final reclaim sweep
   std::uint64_t host_dropped_packets = 0;  // packets hosts could not hand to any endpoint
+  std::uint64_t noise_packets = 0;         // bad packets noise sources sent
+  // Packets switches counted and dropped as malformed, of an unknown job or not admitted on
+  // their ingress port (noise, or packets of a job a restarted switch has not been given yet).
+  std::uint64_t rejected_packets = 0;
   bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;
@@ -113,17 +142,29 @@ struct ScenarioResult {
 // prefixed with the key it came from).
 ScenarioResult run_inproc(const Scenario& scenario);
 
-// The udp backend: the same scenario as real processes on 127.0.0.1, started from `atp_binary`
-// (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker host). Results come
-// from the worker processes (each checks its own results exactly) and the daemons' /stats;
-// `seconds` and `algbw_gbps` are wall-clock. time_limit is used as a wall-clock bound. Every
-// child is stopped and reaped before it returns or throws (also on SIGINT/SIGTERM, which then
-// throw std::runtime_error). Throws ScenarioError for a scenario it cannot run (a host with two
-// roles: one UDP peer per host) and std::runtime_error when a process cannot be started.
-ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary);
+// run_udp's live report, for progress displays: worker `worker` (index within the job) of job
+// `job` (index into Scenario::jobs) completed round `round` (0-based), `seconds` after the start.
+struct RoundDone {
+  std::size_t job = 0, worker = 0;
+  std::uint32_t round = 0;
+  double seconds = 0;
+};
+using RoundCallback = std::function<void(const RoundDone&)>;
 
-// The body of the hidden `atp worker --spec FILE` subcommand run_udp starts: reads the spec
-// (JSON written by run_udp), runs the rounds, prints one JSON line of results. Returns the exit code.
+// The udp backend: the same scenario as real processes on 127.0.0.1, started from `atp_binary`
+// (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker host). Every worker
+// binds, then all start together. Results come from the worker processes (each checks its own
+// results exactly) and the daemons' /stats; `seconds` and `algbw_gbps` are wall-clock.
+// time_limit is a wall-clock bound. Faults: link settings on the switches' ports (time windows
+// through their control plane), crashes and switch restarts as SIGKILL (a restarted switch gets
+// its jobs again), noise sent by this process. `on_round` is called on this thread. Every child
+// is stopped and reaped before it returns or throws (also on SIGINT/SIGTERM, which then throw
+// std::runtime_error). Throws ScenarioError for a scenario it cannot run (a host with two
+// roles: one UDP peer per host) and std::runtime_error when a process cannot be started.
+ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round = {});
+
+// The body of the hidden `atp worker --spec FILE` subcommand run_udp starts (src/scenario/
+// udp_worker.h has its protocol). Returns the exit code.
 int run_udp_worker(const std::string& spec_path);
 
 bool all_correct(const ScenarioResult& result);

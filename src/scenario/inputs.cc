@@ -2,6 +2,7 @@
 // (see inputs.h for why they live in one place).
 #include "inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -89,11 +90,16 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
     }
     for (std::size_t i = begin; i < end; ++i) {
       const float got = result[i];
-      std::ostringstream s;
-      s.precision(9);
+      // Only built for the message: a stream per value would cost more than the whole check.
+      auto message = [] {
+        std::ostringstream s;
+        s.precision(9);
+        return s;
+      };
       if (as_float) {
         double expected = 0, tolerance = 0;
         if (!float_ok(ref, i, got, &expected, &tolerance)) {
+          std::ostringstream s = message();
           s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within " << tolerance;
           if (is_float.empty()) s << " (or exactly " << dequantize_one(ref.int_sum[i], scale) << ")";
           return s.str();
@@ -101,6 +107,7 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
       } else {
         const float expected = dequantize_one(ref.int_sum[i], scale);
         if (!(got == expected)) {
+          std::ostringstream s = message();
           s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
             << " / scale)";
           return s.str();
@@ -109,6 +116,83 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
     }
   }
   return "";
+}
+
+NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans) {
+  NoiseTargets t;
+  for (const JobPlan* plan : plans) {
+    if (plan->workers.empty()) continue;
+    t.jobs.push_back(plan->workers.front().job);
+    for (const WorkerConfig& w : plan->workers) t.members.push_back(w.self);
+    for (const PsConfig& p : plan->ps) t.members.push_back(p.self);
+  }
+  if (!plans.empty() && !plans.front()->workers.empty())
+    t.values_per_packet = plans.front()->workers.front().values_per_packet;
+  return t;
+}
+
+std::uint64_t noise_seed(std::uint64_t scenario_seed, std::size_t index) {
+  return splitmix64(scenario_seed ^ (0x6E6F697365ull + index));  // "noise" in ASCII, plus the index
+}
+
+std::vector<std::uint8_t> noise_packet(std::uint64_t seed, std::uint64_t n, const NoiseTargets& targets) {
+  std::mt19937_64 rng(splitmix64(splitmix64(seed) ^ n));
+  auto pick = [&rng](const auto& list) { return list[rng() % list.size()]; };
+  const bool have_jobs = !targets.jobs.empty() && !targets.members.empty();
+  const std::uint16_t vpp = std::max<std::uint16_t>(1, targets.values_per_packet);
+  std::vector<std::int32_t> values(vpp);
+  for (auto& v : values) v = static_cast<std::int32_t>(rng());
+
+  Header h;
+  h.seq = static_cast<Seq>(rng() % 4096);
+  h.aggregator_index = static_cast<std::uint32_t>(rng() % 4096);
+  h.bitmap0 = 1u << (rng() % 32);
+  h.fan_in0 = static_cast<std::uint8_t>(1 + rng() % 32);
+  switch (have_jobs ? n % 5 : (n % 2 == 0 ? 0 : 3)) {
+    case 0: {  // random bytes, mostly around the header size
+      std::vector<std::uint8_t> bytes(rng() % (2 * kHeaderBytes + 8));
+      for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+      return bytes;
+    }
+    case 1:  // an installed job's gradient, claiming to come from one of its members
+      h.job = pick(targets.jobs);
+      h.src = pick(targets.members);
+      h.dst = pick(targets.members);
+      h.resend = rng() % 2 == 0;
+      return build_packet(h, values);
+    case 2:  // an installed job's parameter packet, claiming to come from a member (its PS)
+      h.job = pick(targets.jobs);
+      h.is_ack = true;
+      h.src = pick(targets.members);
+      h.dst = multicast_group_address(h.job);
+      return build_packet(h, values);
+    case 3: {  // a gradient of a job nobody installed
+      JobId job = static_cast<JobId>(rng());
+      while (job == 0 || std::find(targets.jobs.begin(), targets.jobs.end(), job) != targets.jobs.end()) ++job;
+      h.job = job;
+      h.src = have_jobs ? pick(targets.members) : 0x0A000001u;
+      h.dst = have_jobs ? pick(targets.members) : 0x0A000002u;
+      return build_packet(h, values);
+    }
+    default: {  // a real-looking header with one field corrupted: magic, version or length
+      h.job = pick(targets.jobs);
+      h.src = pick(targets.members);
+      h.dst = pick(targets.members);
+      std::vector<std::uint8_t> bytes = build_packet(h, values);
+      switch (rng() % 3) {
+        case 0:
+          bytes[0] ^= 0xFF;
+          break;  // magic
+        case 1:
+          bytes[2] ^= 0x7F;
+          break;  // version
+        default:
+          bytes.resize(bytes.size() - 1 - rng() % 4);
+          break;
+      }
+      return bytes;
+    }
+  }
 }
 
 }  // namespace atp::scenario_inputs

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "atp/plan.h"
 #include "atp/wire.h"
 
 namespace atp::scenario_inputs {
@@ -36,5 +37,26 @@ RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers
 // float path. Returns "" if exact, else one sentence about the first wrong value.
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
                          std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr);
+
+// What a noise source (Scenario::noise) imitates: the jobs' real ids and member addresses, so
+// that its spoofed packets look like the jobs' own and only the switch's checks stop them.
+struct NoiseTargets {
+  std::vector<JobId> jobs;       // installed job ids
+  std::vector<Address> members;  // addresses of their workers and PSes
+  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+};
+
+// The targets of every job of a scenario, from their plans: ids, worker and PS addresses, and
+// the first job's values per packet.
+NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans);
+
+// The seed of a scenario's noise source number `index`: both backends send the same packets.
+std::uint64_t noise_seed(std::uint64_t scenario_seed, std::size_t index);
+
+// Bad packet number `n` of a noise source seeded with `seed`, cycling through: random bytes of
+// random length, a gradient of an installed job with a spoofed worker address, a parameter
+// packet of an installed job with a spoofed PS address, a gradient of a job nobody installed,
+// and a valid-looking header with a corrupted field. Deterministic in (seed, n).
+std::vector<std::uint8_t> noise_packet(std::uint64_t seed, std::uint64_t n, const NoiseTargets& targets);
 
 }  // namespace atp::scenario_inputs

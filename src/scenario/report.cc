@@ -20,6 +20,8 @@ std::string to_json(const ScenarioResult& result) {
   root["simulated_seconds"] = result.simulated_seconds;
   root["events"] = result.events;
   root["host_dropped_packets"] = result.host_dropped_packets;
+  root["noise_packets"] = result.noise_packets;
+  root["rejected_packets"] = result.rejected_packets;
   ordered_json jobs = ordered_json::array();
   for (const JobResult& j : result.jobs) {
     ordered_json o;
@@ -40,6 +42,7 @@ std::string to_json(const ScenarioResult& result) {
     o["fast_retransmits"] = j.fast_retransmits;
     o["timeouts"] = j.timeouts;
     o["collisions"] = j.collisions;
+    o["reclaimed_aggregators"] = j.reclaimed_aggregators;
     o["seconds"] = j.seconds;
     o["algbw_gbps"] = j.algbw_gbps;
     o["error"] = j.error;
@@ -98,6 +101,9 @@ std::string to_summary(const ScenarioResult& result) {
       aggregations += (aggregations.empty() ? "" : ", ") + name + "=" + std::to_string(count);
     }
     if (!aggregations.empty()) out << "  aggregated in switches: " << aggregations << "\n";
+    if (j.reclaimed_aggregators > 0) {
+      out << "  aggregators reclaimed by switch timeouts: " << j.reclaimed_aggregators << "\n";
+    }
     if (!j.error.empty()) out << "  error: " << j.error << "\n";
   }
   std::uint64_t packets = 0, bytes = 0, lost = 0, drops = 0, ecn = 0;
@@ -110,6 +116,12 @@ std::string to_summary(const ScenarioResult& result) {
   }
   out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes << " ATP bytes, "
       << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
+  if (result.noise_packets > 0) {
+    out << "noise: " << result.noise_packets << " packets sent, " << result.rejected_packets
+        << " rejected by switches (malformed, unknown job or not admitted)\n";
+  } else if (result.rejected_packets > 0) {
+    out << "switches rejected " << result.rejected_packets << " packets (malformed, unknown job or not admitted)\n";
+  }
   return out.str();
 }
 

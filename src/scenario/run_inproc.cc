@@ -2,6 +2,7 @@
 // the protocol core, drives allreduce rounds with seeded inputs and checks every result exactly.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -43,29 +44,163 @@ struct Activity {
   void saw(Time now) { last = std::max(last, now); }
 };
 
+// A switch's control-plane state (routes, multicast groups, job entries) in the order it was
+// installed, kept so that a restarted switch can be given the same state again.
+struct SwitchSetup {
+  struct Job {
+    Address group = 0;
+    std::vector<PortId> multicast_ports;
+    SwitchJobEntry entry;
+  };
+  std::vector<std::pair<Address, PortId>> routes;
+  std::vector<Job> jobs;
+
+  void install(SwitchPipeline& pipeline) const {
+    for (const auto& [dst, port] : routes) pipeline.add_route(dst, port);
+    for (const Job& job : jobs) {
+      pipeline.add_multicast_group(job.group, job.multicast_ports);
+      pipeline.install_job(job.entry);
+    }
+  }
+};
+
+// Sums of counters, so that a restarted switch's report includes what the pipelines it threw
+// away had counted. The static_asserts catch a counter added to switch.h but not summed here.
+void add_counters(SwitchCounters& sum, const SwitchCounters& c) {
+  static_assert(sizeof(SwitchCounters) == 7 * sizeof(std::uint64_t), "sum every SwitchCounters field");
+  sum.packets += c.packets;
+  sum.malformed += c.malformed;
+  sum.unknown_job += c.unknown_job;
+  sum.not_admitted += c.not_admitted;
+  sum.no_route += c.no_route;
+  sum.too_wide += c.too_wide;
+  sum.reclaimed += c.reclaimed;
+}
+
+void add_counters(SwitchJobCounters& sum, const SwitchJobCounters& c) {
+  static_assert(sizeof(SwitchJobCounters) == 9 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
+  sum.aggregations += c.aggregations;
+  sum.completions += c.completions;
+  sum.collisions += c.collisions;
+  sum.resend_flushes += c.resend_flushes;
+  sum.duplicates += c.duplicates;
+  sum.forwarded += c.forwarded;
+  sum.deallocations += c.deallocations;
+  sum.reclaimed += c.reclaimed;
+  sum.ecn_merged += c.ecn_merged;
+}
+
+// A switch process: its pipeline, and what a restart (Scenario::restarts) does to it. While down
+// it drops every packet that arrives; packets it had already sent stay in its egress queues and
+// on the links and are still delivered (they left the switch before its process died).
 class SwitchNode final : public inproc::Node {
  public:
-  SwitchNode(const SwitchConfig& config, Activity& activity) : pipeline(config), activity_(activity) {}
+  SwitchNode(const SwitchConfig& config, Activity& activity)
+      : pipeline_(std::make_unique<SwitchPipeline>(config)), activity_(activity) {}
   void on_packet(PortId port, std::span<std::uint8_t> packet, Time now, PortSink& out) override {
     activity_.saw(now);
-    pipeline.process(port, packet, now, out);
+    if (state_ == State::kDown) return;
+    pipeline_->process(port, packet, now, out);
   }
   void on_timeout(Time now, PortSink&) override {
     activity_.saw(now);
-    pipeline.on_timeout(now);
+    pipeline_->on_timeout(now);
   }
-  Time next_deadline() const override { return pipeline.next_deadline(); }
+  Time next_deadline() const override { return state_ == State::kDown ? kNever : pipeline_->next_deadline(); }
 
-  SwitchPipeline pipeline;
+  // The process dies at `now` with all its state and stays down until now + down, then comes back
+  // with a fresh pipeline given `setup` again (by restart() itself when down is zero, else by
+  // come_back(), which the caller schedules). A restart while down extends the down time.
+  void restart(Time now, Duration down) {
+    add_counters(retired_counters_, pipeline_->counters());
+    for (const auto& [job, c] : pipeline_->all_job_counters()) add_counters(retired_job_counters_[job], c);
+    pipeline_ = std::make_unique<SwitchPipeline>(pipeline_->config());
+    state_ = State::kDown;
+    down_until_ = std::max(down_until_, now + down);
+    come_back(now);
+  }
+  void come_back(Time now) {
+    if (state_ != State::kDown || now < down_until_) return;
+    setup.install(*pipeline_);
+    state_ = State::kUp;
+  }
+
+  SwitchPipeline& pipeline() { return *pipeline_; }
+  // Counters over the switch's whole life: the running pipeline's plus those restarts threw away.
+  SwitchCounters counters() const {
+    SwitchCounters sum = retired_counters_;
+    add_counters(sum, pipeline_->counters());
+    return sum;
+  }
+  SwitchJobCounters job_counters(JobId job) const {
+    SwitchJobCounters sum = pipeline_->job_counters(job);
+    const auto it = retired_job_counters_.find(job);
+    if (it != retired_job_counters_.end()) add_counters(sum, it->second);
+    return sum;
+  }
+
+  SwitchSetup setup;
 
  private:
+  enum class State { kUp, kDown };
+
+  std::unique_ptr<SwitchPipeline> pipeline_;
   Activity& activity_;
+  State state_ = State::kUp;
+  Time down_until_{};
+  SwitchCounters retired_counters_;
+  std::map<JobId, SwitchJobCounters> retired_job_counters_;
+};
+
+// A noise source (Scenario::noise): bad packets at a fixed rate from `from` until `until`, or
+// until no job is running any more, so that it cannot keep the simulation alive on its own.
+class NoiseSender {
+ public:
+  NoiseSender(const NoiseSource& source, std::uint64_t seed, scenario_inputs::NoiseTargets targets,
+              std::function<bool()> jobs_running)
+      : source_(source), seed_(seed), targets_(std::move(targets)), jobs_running_(std::move(jobs_running)) {}
+
+  // The time of the next packet; kNever once the source has stopped.
+  Time next_deadline() const {
+    if (stopped_) return kNever;
+    const Time next = send_time(sent_);
+    return source_.until && next >= Time(*source_.until) ? kNever : next;
+  }
+  // Sends the packets due at `now`. Returns whether it sent any.
+  bool on_timeout(Time now, PacketSink& out) {
+    bool sent_any = false;
+    while (next_deadline() <= now) {
+      if (!jobs_running_()) {
+        stopped_ = true;
+        break;
+      }
+      out.send(scenario_inputs::noise_packet(seed_, sent_, targets_));
+      ++sent_;
+      sent_any = true;
+    }
+    return sent_any;
+  }
+  std::uint64_t sent() const { return sent_; }
+
+ private:
+  // Packet n leaves at from + n / rate: computed from n rather than accumulated, so no drift.
+  Time send_time(std::uint64_t n) const {
+    return Time(source_.from) + Duration(static_cast<Duration::rep>(std::llround(n * 1e9 / source_.rate_pps)));
+  }
+
+  const NoiseSource& source_;
+  std::uint64_t seed_;
+  scenario_inputs::NoiseTargets targets_;
+  std::function<bool()> jobs_running_;
+  std::uint64_t sent_ = 0;
+  bool stopped_ = false;
 };
 
 class RoundDriver;
 
 // One end host: the worker and PS endpoints of every job placed on it. Parameter packets go to
-// the job's worker, gradient packets to the job's PS. A crashed host ignores everything.
+// the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
+// crashed host ignores everything and sends nothing.
 class HostNode final : public inproc::Node {
  public:
   HostNode(std::string host_name, Activity& activity) : name(std::move(host_name)), activity_(activity) {}
@@ -81,6 +216,7 @@ class HostNode final : public inproc::Node {
   std::string name;
   std::map<JobId, LocalWorker> workers;
   std::map<JobId, PsEndpoint> ps;
+  std::vector<NoiseSender> noise;
   bool crashed = false;
   Time crash_time{};
   std::optional<std::uint32_t> crash_round;  // crash when a worker here would start this round
@@ -191,22 +327,33 @@ void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortS
 
 void HostNode::on_timeout(Time now, PortSink& out) {
   if (crashed) return;
-  activity_.saw(now);
   HostUplink uplink(out);
+  // Only what happens counts as activity: a noise source that finds every job finished and stops
+  // must not stretch the run's end.
+  bool acted = false;
+  for (NoiseSender& n : noise) {
+    if (n.next_deadline() <= now) acted = n.on_timeout(now, uplink) || acted;
+  }
   for (auto& [job, w] : workers) {
     if (w.endpoint.next_deadline() <= now) {
+      acted = true;
       w.endpoint.on_timeout(now, uplink);
       w.driver->after_endpoint_call(now);
     }
   }
   for (auto& [job, p] : ps) {
-    if (p.next_deadline() <= now) p.on_timeout(now, uplink);
+    if (p.next_deadline() <= now) {
+      acted = true;
+      p.on_timeout(now, uplink);
+    }
   }
+  if (acted) activity_.saw(now);
 }
 
 Time HostNode::next_deadline() const {
   if (crashed) return kNever;
   Time t = kNever;
+  for (const NoiseSender& n : noise) t = std::min(t, n.next_deadline());
   for (const auto& [job, w] : workers) t = std::min(t, w.endpoint.next_deadline());
   for (const auto& [job, p] : ps) t = std::min(t, p.next_deadline());
   return t;
@@ -391,15 +538,22 @@ ScenarioResult run_inproc(const Scenario& scenario) {
   for (const auto& [name, node] : switches) {
     auto routes = network_plan.routes.find(name);
     if (routes == network_plan.routes.end()) continue;
-    for (const auto& [dst, port] : routes->second) node->pipeline.add_route(dst, port);
+    node->setup.routes.assign(routes->second.begin(), routes->second.end());
   }
   for (auto& rt : jobs) {
     const JobId id = rt->job->spec.id;
     for (const auto& [name, sw] : rt->plan.switches) {
-      SwitchNode& node = *switches.at(name);
-      node.pipeline.add_multicast_group(multicast_group_address(id), sw.multicast_ports);
-      node.pipeline.install_job(sw.entry);
+      switches.at(name)->setup.jobs.push_back(
+          SwitchSetup::Job{multicast_group_address(id), sw.multicast_ports, sw.entry});
     }
+  }
+  for (const auto& [name, node] : switches) node->setup.install(node->pipeline());
+  for (const SwitchRestart& restart : scenario.restarts) {
+    SwitchNode& node = *switches.at(restart.switch_name);
+    network.schedule(Time(restart.at), [&node, &network, down = restart.down](Time t) {
+      node.restart(t, down);
+      if (down > Duration::zero()) network.schedule(t + down, [&node](Time back) { node.come_back(back); });
+    });
   }
 
   // Endpoints and round drivers.
@@ -427,6 +581,24 @@ ScenarioResult run_inproc(const Scenario& scenario) {
       rt->ps_hosts.push_back(&host);
     }
   }
+  // Noise sources imitate every job's id and member addresses (see NoiseTargets), each from its
+  // own stream: the scenario seed mixed with the source's index in the file.
+  std::vector<const JobPlan*> plans;
+  for (const auto& rt : jobs) plans.push_back(&rt->plan);
+  const scenario_inputs::NoiseTargets noise_targets = scenario_inputs::noise_targets(plans);
+  const auto jobs_running = [&jobs] {
+    return std::any_of(jobs.begin(), jobs.end(), [](const auto& rt) {
+      return std::any_of(rt->drivers.begin(), rt->drivers.end(), [&rt](const auto& d) {
+        return !d->stopped && !d->host().crashed && d->rounds_completed < rt->job->rounds;
+      });
+    });
+  };
+  for (std::size_t i = 0; i < scenario.noise.size(); ++i) {
+    const NoiseSource& source = scenario.noise[i];
+    hosts.at(source.host)
+        ->noise.emplace_back(source, scenario_inputs::noise_seed(scenario.seed, i), noise_targets, jobs_running);
+  }
+
   for (const auto& [name, id] : node_ids) network.wake(id);
 
   const Time limit = Time(scenario.time_limit);
@@ -481,9 +653,10 @@ ScenarioResult run_inproc(const Scenario& scenario) {
     }
     r.correct = r.error.empty() && r.completed_rounds == job.rounds;
     for (const auto& [name, sw] : rt->plan.switches) {
-      const SwitchJobCounters c = switches.at(name)->pipeline.job_counters(id);
+      const SwitchJobCounters c = switches.at(name)->job_counters(id);
       r.switch_aggregations[name] = c.aggregations;
       r.collisions += c.collisions;
+      r.reclaimed_aggregators += c.reclaimed;
     }
     for (const HostNode* h : rt->ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
     r.float_fragments = rt->float_fragments;
@@ -497,16 +670,24 @@ ScenarioResult run_inproc(const Scenario& scenario) {
     const inproc::ChannelCounters& c = network.channel_counters(ch.id);
     result.links.push_back(LinkResult{ch.from, ch.to, c.packets, c.bytes, c.lost, c.queue_drops, c.ecn_marked});
   }
-  for (const auto& [name, host] : hosts) result.host_dropped_packets += host->dropped;
+  for (const auto& [name, host] : hosts) {
+    result.host_dropped_packets += host->dropped;
+    for (const NoiseSender& n : host->noise) result.noise_packets += n.sent();
+  }
+  for (const auto& [name, node] : switches) {
+    const SwitchCounters c = node->counters();
+    result.rejected_packets += c.malformed + c.unknown_job + c.not_admitted;
+  }
 
   // Leak check: move every switch's clock past its reclaim timeout and sweep. Whatever is still
   // held then would stay held forever.
   for (const auto& [name, node] : switches) {
     // (A switch with reclaim disabled, timeout <= 0, keeps what it holds: that is a leak too.)
-    const Duration timeout = std::max(node->pipeline.config().reclaim_timeout, Duration::zero());
+    SwitchPipeline& pipeline = node->pipeline();
+    const Duration timeout = std::max(pipeline.config().reclaim_timeout, Duration::zero());
     const Time sweep = activity.last + timeout + std::chrono::microseconds(1);
-    node->pipeline.on_timeout(sweep);
-    result.leaked_aggregators += node->pipeline.table().in_use();
+    pipeline.on_timeout(sweep);
+    result.leaked_aggregators += pipeline.table().in_use();
   }
   return result;
 }

@@ -2,6 +2,7 @@
 // types, ranges, names, unknown keys. Every error is one sentence that starts with the key path.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -384,9 +385,26 @@ bool hosts_or_switches_linked(const Topology& t, const std::string& a, const std
   return false;
 }
 
+// The key that says what kind of fault a faults[] entry is.
+constexpr const char* kFaultKinds[] = {"link", "crash", "restart", "noise"};
+constexpr const char* kFaultKindList =
+    "'link' (a link fault), 'crash' (a host crash), 'restart' (a switch restart) or "
+    "'noise' (a host sending bad packets)";
+
+bool has_role(const Scenario& scenario, const std::string& host) {
+  for (const auto& j : scenario.jobs) {
+    for (const auto* hosts : {&j.spec.workers, &j.spec.ps}) {
+      if (std::find(hosts->begin(), hosts->end(), host) != hosts->end()) return true;
+    }
+  }
+  return false;
+}
+
 void parse_fault(const YAML::Node& node, const std::string& path, const Names& names, Scenario& scenario) {
-  if (!node.IsMap()) fail(path, "must be a map with 'link' or 'crash', got " + describe(node));
-  if (node["link"] && node["crash"]) fail(path, "must have either 'link' or 'crash', not both");
+  if (!node.IsMap()) fail(path, std::string("must be a map with ") + kFaultKindList + ", got " + describe(node));
+  int kinds = 0;
+  for (const char* k : kFaultKinds) kinds += node[k] ? 1 : 0;
+  if (kinds > 1) fail(path, std::string("must have exactly one of ") + kFaultKindList);
   if (node["link"]) {
     expect_map(node, path,
                {"link", "one_way", "loss", "duplicate", "reorder", "delay_us", "rate_gbps", "buffer_packets",
@@ -437,7 +455,52 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
     scenario.crashes.push_back(std::move(crash));
     return;
   }
-  fail(path, "must have either 'link' (a link fault) or 'crash' (a host crash)");
+  if (node["restart"]) {
+    expect_map(node, path, {"restart", "at_us", "down_us"});
+    SwitchRestart restart;
+    const std::string p = child(path, "restart");
+    restart.switch_name = as_string(node["restart"], p);
+    if (!names.is_switch(restart.switch_name)) fail(p, "unknown switch '" + restart.switch_name + "'");
+    require(node, path, "at_us");
+    restart.at = as_microseconds(node["at_us"], child(path, "at_us"), true);
+    if (node["down_us"]) restart.down = as_microseconds(node["down_us"], child(path, "down_us"), true);
+    scenario.restarts.push_back(std::move(restart));
+    return;
+  }
+  if (node["noise"]) {
+    expect_map(node, path, {"noise", "rate_pps", "from_us", "until_us"});
+    NoiseSource noise;
+    const std::string p = child(path, "noise");
+    noise.host = as_string(node["noise"], p);
+    if (names.is_switch(noise.host)) fail(p, "'" + noise.host + "' is a switch; noise comes from a host");
+    if (!names.is_host(noise.host)) fail(p, "unknown host '" + noise.host + "'");
+    if (has_role(scenario, noise.host)) {
+      fail(p, "host '" + noise.host + "' is a worker or PS of a job; noise needs a host of its own");
+    }
+    // Admission (which ports a job's packets may arrive on) is checked by ATP switches only; a
+    // plain switch forwards spoofed packets to the jobs' hosts, which cannot tell them apart.
+    const auto& hosts = scenario.topology.hosts;
+    const auto host = std::find_if(hosts.begin(), hosts.end(), [&](const HostSpec& h) { return h.name == noise.host; });
+    const auto& switches = scenario.topology.switches;
+    const auto tor = std::find_if(switches.begin(), switches.end(),
+                                  [&](const SwitchSpec& sw) { return sw.name == host->switch_name; });
+    if (!tor->config.atp_capable) {
+      fail(p, "host '" + noise.host + "' is under switch '" + tor->name +
+                  "', which has atp: false; only ATP switches check where a job's packets come from, so "
+                  "noise must enter at one");
+    }
+    if (node["rate_pps"]) {
+      noise.rate_pps = as_number(node["rate_pps"], child(path, "rate_pps"), 1, 1e6, "packets per second, 1 to 1e6");
+    }
+    if (node["from_us"]) noise.from = as_microseconds(node["from_us"], child(path, "from_us"), true);
+    if (node["until_us"]) {
+      noise.until = as_microseconds(node["until_us"], child(path, "until_us"), true);
+      if (*noise.until <= noise.from) fail(child(path, "until_us"), "must be after from_us");
+    }
+    scenario.noise.push_back(std::move(noise));
+    return;
+  }
+  fail(path, std::string("must have one of ") + kFaultKindList);
 }
 
 Scenario parse_root(const YAML::Node& root) {

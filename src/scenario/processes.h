@@ -1,0 +1,93 @@
+// Child processes of the udp backend (`atp switch`, `atp ps`, `atp worker`): started from the
+// `atp` binary, their stdout read line by line, and every one stopped and reaped on every way
+// out, including Ctrl-C.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace atp::processes {
+
+using Clock = std::chrono::steady_clock;
+
+// SIGINT or SIGTERM arrived while a StopSignals was alive; what() says every process was stopped.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted by a signal; every process it started was stopped") {}
+};
+
+// Catches SIGINT and SIGTERM for its lifetime (restoring the old handlers after): a signal
+// makes the next ChildSet::wait_lines throw Interrupted. One at a time per process.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+};
+
+struct Child {
+  std::string name;    // "switch tor0", "ps ps0", "worker w1": how errors name it
+  pid_t pid = -1;      // -1 once reaped
+  int out = -1;        // read end of its stdout
+  int in = -1;         // write end of its stdin (-1: it reads /dev/null)
+  std::string buffer;  // stdout read but not yet split into lines
+  bool eof = false;
+  int status = 0;  // waitpid status once reaped
+};
+
+// Every child started through it; the destructor stops (SIGTERM, then SIGKILL after 2 s) and
+// reaps them all. Children also get PR_SET_PDEATHSIG(SIGKILL), so even a parent killed with
+// SIGKILL leaves no process behind.
+class ChildSet {
+ public:
+  ChildSet() = default;
+  ~ChildSet();
+  ChildSet(const ChildSet&) = delete;
+  ChildSet& operator=(const ChildSet&) = delete;
+
+  // Starts args[0] with args; its stdout is a pipe read by wait_lines, its stderr is ours. With
+  // `with_stdin`, Child::in is a pipe to its stdin. The Child stays valid as long as the set.
+  Child& start(const std::string& name, const std::vector<std::string>& args, bool with_stdin = false);
+  // SIGKILL and reap at once (a crash, not a shutdown). No-op for a child already reaped.
+  void kill(Child& child);
+  // Writes `text` to the child's stdin; false if it is gone.
+  bool write(Child& child, const std::string& text);
+
+  // Reads the children's stdout until one of `children` has a complete line, or `deadline`
+  // passes. Returns every complete line read (child, line), possibly none at the deadline; a
+  // child whose stdout closed has eof set (and is not waited for). Throws Interrupted on a stop
+  // signal.
+  std::vector<std::pair<Child*, std::string>> wait_lines(const std::vector<Child*>& children,
+                                                         Clock::time_point deadline);
+  // wait_lines until every one of `children` has one line (or eof, or the deadline); returns
+  // their first lines in order ("" for none). Lines after the first stay buffered.
+  std::vector<std::string> first_lines(const std::vector<Child*>& children, Clock::time_point deadline);
+
+ private:
+  std::vector<std::unique_ptr<Child>> children_;  // unique_ptr: callers keep Child& across start()
+};
+
+// A temporary directory (for generated configs), removed with everything in it on every exit.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace atp::processes

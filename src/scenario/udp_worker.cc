@@ -1,0 +1,227 @@
+// The worker process of the udp backend: an atp::Communicator running a scenario job's rounds
+// on seeded inputs and checking every result exactly, reporting on stdout (udp_worker.h).
+#include "udp_worker.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atp/collectives/communicator.h"
+#include "atp/runtime/event_loop.h"
+#include "atp/scenario.h"
+#include "inputs.h"
+
+namespace atp::udp_worker {
+namespace {
+
+using nlohmann::json;
+
+json config_to_json(const WorkerConfig& c) {
+  json ps = json::array();
+  for (const PsRoute& r : c.ps) {
+    ps.push_back({{"ps", r.ps},
+                  {"bitmap0", r.bitmap0},
+                  {"bitmap1", r.bitmap1},
+                  {"fan_in0", r.fan_in0},
+                  {"fan_in1", r.fan_in1},
+                  {"edge_switch_identifier", r.edge_switch_identifier}});
+  }
+  return {{"job", c.job},
+          {"self", c.self},
+          {"ps", ps},
+          {"values_per_packet", c.values_per_packet},
+          {"scale", c.scale},
+          {"num_aggregators", c.num_aggregators},
+          {"index_policy", c.index_policy == IndexPolicy::kHashed ? "hashed" : "linear"},
+          {"cc_enabled", c.congestion.enabled},
+          {"initial_window", c.congestion.initial_window},
+          {"min_window", c.congestion.min_window},
+          {"max_window", c.congestion.max_window},
+          {"initial_ssthresh", c.congestion.initial_ssthresh},
+          {"mtu_bytes", c.congestion.mtu_bytes},
+          {"retransmit_timeout_ns", c.retransmit_timeout.count()},
+          {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
+          {"progress_timeout_ns", c.progress_timeout.count()},
+          {"initial_seq", c.initial_seq}};
+}
+
+WorkerConfig config_from_json(const json& j) {
+  WorkerConfig c;
+  c.job = j.at("job").get<JobId>();
+  c.self = j.at("self").get<Address>();
+  for (const json& r : j.at("ps")) {
+    PsRoute route;
+    route.ps = r.at("ps").get<Address>();
+    route.bitmap0 = r.at("bitmap0").get<std::uint32_t>();
+    route.bitmap1 = r.at("bitmap1").get<std::uint32_t>();
+    route.fan_in0 = r.at("fan_in0").get<std::uint8_t>();
+    route.fan_in1 = r.at("fan_in1").get<std::uint8_t>();
+    route.edge_switch_identifier = r.at("edge_switch_identifier").get<std::uint8_t>();
+    c.ps.push_back(route);
+  }
+  c.values_per_packet = j.at("values_per_packet").get<std::uint16_t>();
+  c.scale = j.at("scale").get<double>();
+  c.num_aggregators = j.at("num_aggregators").get<std::uint32_t>();
+  c.index_policy = j.at("index_policy").get<std::string>() == "hashed" ? IndexPolicy::kHashed : IndexPolicy::kLinear;
+  c.congestion.enabled = j.at("cc_enabled").get<bool>();
+  c.congestion.initial_window = j.at("initial_window").get<std::uint32_t>();
+  c.congestion.min_window = j.at("min_window").get<std::uint32_t>();
+  c.congestion.max_window = j.at("max_window").get<std::uint32_t>();
+  c.congestion.initial_ssthresh = j.at("initial_ssthresh").get<std::uint32_t>();
+  c.congestion.mtu_bytes = j.at("mtu_bytes").get<std::uint32_t>();
+  c.retransmit_timeout = Duration(j.at("retransmit_timeout_ns").get<std::int64_t>());
+  c.max_retransmit_timeout = Duration(j.at("max_retransmit_timeout_ns").get<std::int64_t>());
+  c.progress_timeout = Duration(j.at("progress_timeout_ns").get<std::int64_t>());
+  c.initial_seq = j.at("initial_seq").get<Seq>();
+  return c;
+}
+
+void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl: the parent reads line by line
+
+}  // namespace
+
+std::string to_json(const WorkerSpec& s) {
+  return json{{"config", config_to_json(s.config)},
+              {"local", s.local.to_string()},
+              {"uplink", s.uplink.to_string()},
+              {"seed", s.seed},
+              {"worker", s.worker},
+              {"workers", s.workers},
+              {"elements", s.elements},
+              {"rounds", s.rounds},
+              {"magnitude", s.magnitude},
+              {"compute_ns", s.compute.count()},
+              {"start_ns", s.start.count()},
+              {"crash_round", s.crash_round ? json(*s.crash_round) : json()}}
+      .dump();
+}
+
+WorkerSpec spec_from_json(const std::string& text) {
+  const json j = json::parse(text);
+  WorkerSpec s;
+  s.config = config_from_json(j.at("config"));
+  s.local = UdpEndpoint::parse(j.at("local").get<std::string>());
+  s.uplink = UdpEndpoint::parse(j.at("uplink").get<std::string>());
+  s.seed = j.at("seed").get<std::uint64_t>();
+  s.worker = j.at("worker").get<std::size_t>();
+  s.workers = j.at("workers").get<std::size_t>();
+  s.elements = j.at("elements").get<std::uint64_t>();
+  s.rounds = j.at("rounds").get<std::uint32_t>();
+  s.magnitude = j.at("magnitude").get<double>();
+  s.compute = Duration(j.at("compute_ns").get<std::int64_t>());
+  s.start = Duration(j.at("start_ns").get<std::int64_t>());
+  if (!j.at("crash_round").is_null()) s.crash_round = j["crash_round"].get<std::uint32_t>();
+  return s;
+}
+
+std::string result_line(const WorkerResult& r) {
+  return json{{"event", "result"},
+              {"correct", r.correct},
+              {"crashed", r.crashed},
+              {"completed_rounds", r.completed_rounds},
+              {"retransmissions", r.retransmissions},
+              {"fast_retransmits", r.fast_retransmits},
+              {"timeouts", r.timeouts},
+              {"float_fragments", r.float_fragments},
+              {"allreduce_ns", r.allreduce_ns},
+              {"error", r.error}}
+      .dump();
+}
+
+WorkerLine parse_line(const std::string& text) {
+  WorkerLine line;
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return line;
+  try {
+    line.event = j["event"].get<std::string>();
+    if (line.event == "round") line.round = j.at("round").get<std::uint32_t>();
+    if (line.event == "result") {
+      WorkerResult& r = line.result;
+      r.correct = j.at("correct").get<bool>();
+      r.crashed = j.at("crashed").get<bool>();
+      r.completed_rounds = j.at("completed_rounds").get<std::uint32_t>();
+      r.retransmissions = j.at("retransmissions").get<std::uint64_t>();
+      r.fast_retransmits = j.at("fast_retransmits").get<std::uint64_t>();
+      r.timeouts = j.at("timeouts").get<std::uint64_t>();
+      r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
+      r.allreduce_ns = j.at("allreduce_ns").get<std::int64_t>();
+      r.error = j.at("error").get<std::string>();
+    }
+  } catch (const json::exception&) {
+    line.event.clear();  // not one of ours
+  }
+  return line;
+}
+
+}  // namespace atp::udp_worker
+
+namespace atp {
+
+int run_udp_worker(const std::string& spec_path) {
+  using namespace udp_worker;
+  WorkerSpec spec;
+  try {
+    std::ifstream f(spec_path);
+    std::stringstream text;
+    text << f.rdbuf();
+    if (!f) throw std::runtime_error("cannot read the file");
+    spec = spec_from_json(text.str());
+  } catch (const std::exception& e) {
+    std::cerr << "atp worker: " << spec_path << ": " << e.what() << "\n";
+    return 2;
+  }
+  const WorkerConfig& config = spec.config;
+  WorkerResult r;
+  try {
+    Communicator comm(config, spec.local, spec.uplink);
+    print({{"event", "ready"}});
+    std::string go;
+    if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
+    std::this_thread::sleep_for(spec.start);
+    std::vector<float> buffer(spec.elements);
+    for (std::uint32_t round = 0; round < spec.rounds && r.error.empty(); ++round) {
+      if (spec.crash_round && round >= *spec.crash_round) {
+        r.crashed = true;
+        r.error = "host crashed (at_round " + std::to_string(*spec.crash_round) + ") after " +
+                  std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
+        break;
+      }
+      if (round > 0) std::this_thread::sleep_for(spec.compute);
+      scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, config.job, spec.worker, round),
+                                      spec.magnitude, buffer);
+      const Time t0 = EventLoop::now();
+      comm.allreduce(buffer);
+      r.allreduce_ns += (EventLoop::now() - t0).count();
+      const auto ref = scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements,
+                                                       spec.magnitude, config.scale);
+      std::uint64_t floats = 0;
+      const std::string wrong =
+          scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale, &floats);
+      r.float_fragments += floats;
+      if (!wrong.empty()) {
+        r.error = "round " + std::to_string(round) + ": " + wrong;
+        break;
+      }
+      ++r.completed_rounds;
+      print({{"event", "round"}, {"round", round}});
+    }
+    const WorkerStats st = comm.stats();
+    r.retransmissions = st.retransmissions;
+    r.fast_retransmits = st.fast_retransmits;
+    r.timeouts = st.timeouts;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  r.correct = r.error.empty() && r.completed_rounds == spec.rounds;
+  if (!r.error.empty()) {
+    r.error = "worker " + std::to_string(spec.worker) + " of job " + std::to_string(config.job) + ": " + r.error;
+  }
+  std::cout << result_line(r) << std::endl;
+  return r.correct ? 0 : 1;
+}
+
+}  // namespace atp
