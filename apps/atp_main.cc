@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
 
   const atp::cli::Command switch_command = atp::cli::add_switch_command(app);
   const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
+  const atp::cli::Command bench_command = atp::cli::add_bench_command(app);
 
   // Hidden (empty group): the worker process `atp run --backend udp` starts per worker host.
   std::string worker_spec;
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
     if (demo->parsed()) return demo_command(demo_elements, demo_rounds);
     if (switch_command.app->parsed()) return switch_command.run();
     if (ps_command.app->parsed()) return ps_command.run();
+    if (bench_command.app->parsed()) return bench_command.run();
   } catch (const atp::ScenarioError& e) {
     std::cerr << "atp: " << e.what() << "\n";
     return kExitBadInput;

@@ -18,5 +18,6 @@ struct Command {
 
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`
 Command add_ps_command(CLI::App& parent);      // apps/ps_command.cc: `atp ps`
+Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp bench`
 
 }  // namespace atp::cli

@@ -102,4 +102,17 @@ if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 1; then
   grep -q "PS only" "$TMP/out" || fail "atp demo has no side-by-side table"
 fi
 
+# The benchmark runs briefly and reports positive rates and a positive ratio for both sizes.
+if expect_exit 0 "atp bench --json" "$ATP" bench --seconds 0.2 --json; then
+  head -c 1 "$TMP/out" | grep -q '{' || fail "atp bench JSON does not start with {"
+  for key in mpps_per_core gbps_per_core wall_mpps ratio; do
+    # How many "key": lines there are, or -1 if any value is not positive.
+    count=$(awk -v key="\"$key\":" '$1 == key { n++; if ($2 + 0 <= 0) bad++ } END { print (bad ? -1 : n + 0) }' \
+      "$TMP/out")
+    want=4
+    [ "$key" = ratio ] && want=2
+    [ "$count" -eq "$want" ] || fail "atp bench JSON: expected $want positive \"$key\" values, got: $(grep "\"$key\"" "$TMP/out")"
+  done
+fi
+
 finish
