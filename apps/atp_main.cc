@@ -16,29 +16,6 @@ using atp::cli::kExitBadInput;
 using atp::cli::kExitOk;
 constexpr int kExitIncorrect = atp::cli::kExitFailed;  // a job failed or produced a wrong result
 
-// The demo's workload: two jobs of four workers sharing one ATP switch, one PS each.
-// %ELEMENTS% and %ROUNDS% are filled in from the command line.
-constexpr const char* kDemoScenario = R"(
-seed: 7
-link: {delay_us: 1, rate_gbps: 100, buffer_packets: 4000, ecn_threshold_packets: 300}
-topology:
-  switches: [{name: tor, atp: true, aggregators: 4096}]
-  hosts:
-    - {name: a0, switch: tor}
-    - {name: a1, switch: tor}
-    - {name: a2, switch: tor}
-    - {name: a3, switch: tor}
-    - {name: b0, switch: tor}
-    - {name: b1, switch: tor}
-    - {name: b2, switch: tor}
-    - {name: b3, switch: tor}
-    - {name: ps_a, switch: tor}
-    - {name: ps_b, switch: tor}
-jobs:
-  - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: %ELEMENTS%, rounds: %ROUNDS%}
-  - {name: b, workers: [b0, b1, b2, b3], ps: [ps_b], elements: %ELEMENTS%, rounds: %ROUNDS%}
-)";
-
 // Every key of a scenario file, for `atp run --help`. Times are microseconds unless named _s.
 constexpr const char* kScenarioKeys = R"(
 Scenario file keys (YAML; unknown or repeated keys are errors; defaults in parentheses):
@@ -70,13 +47,6 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
 Exit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.
 )";
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-  return text;
-}
-
 int run_command(const std::string& backend, const std::string& file, bool json) {
   if (backend != "inproc" && backend != "udp") {
     std::cerr << "atp run: backend '" << backend
@@ -86,12 +56,7 @@ int run_command(const std::string& backend, const std::string& file, bool json) 
   atp::ScenarioResult result;
   try {
     const atp::Scenario scenario = atp::load_scenario_file(file);
-    // The udp backend starts this same binary as its daemons and workers, by its real path so
-    // that they show up as `atp switch ...` (not `exe`) in ps and pgrep.
-    std::error_code ignored;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
-    result = backend == "udp" ? atp::run_udp(scenario, self.empty() ? "/proc/self/exe" : self.string())
-                              : atp::run_inproc(scenario);
+    result = backend == "udp" ? atp::run_udp(scenario, atp::cli::self_path()) : atp::run_inproc(scenario);
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
     // Errors from the parser that already start with the file name are not prefixed twice.
@@ -106,44 +71,17 @@ int run_command(const std::string& backend, const std::string& file, bool json) 
   return atp::all_correct(result) ? kExitOk : kExitIncorrect;
 }
 
-int demo_command(std::uint64_t elements, std::uint32_t rounds) {
-  std::string text = replace_all(kDemoScenario, "%ELEMENTS%", std::to_string(elements));
-  text = replace_all(text, "%ROUNDS%", std::to_string(rounds));
-  const atp::Scenario with_atp = atp::parse_scenario_yaml(text, "demo");
-  atp::Scenario without_atp = with_atp;
-  for (auto& s : without_atp.topology.switches) s.config.atp_capable = false;
+}  // namespace
 
-  std::printf(
-      "ATP demo on the in-process backend: a deterministic simulated network inside this process\n"
-      "(simulated time; the udp and ns3 backends are planned).\n"
-      "Workload: 2 jobs x 4 workers, one PS each, all under one switch 'tor' (100 Gbit/s links,\n"
-      "1 us delay, ECN at 300 queued packets), %.1f MB of float32 per allreduce, %u round(s).\n\n",
-      static_cast<double>(elements) * 4.0 / 1e6, rounds);
+namespace atp::cli {
 
-  const atp::ScenarioResult on = atp::run_inproc(with_atp);
-  std::printf("With in-network aggregation (switch atp: true):\n%s\n", atp::to_summary(on).c_str());
-  const atp::ScenarioResult off = atp::run_inproc(without_atp);
-  std::printf("Same workload, in-network aggregation off (switch atp: false, the PS aggregates everything):\n%s\n",
-              atp::to_summary(off).c_str());
-
-  std::printf(
-      "Side by side (algbw = tensor bits per simulated second; in-switch = share of worker packets\n"
-      "the switch absorbed):\n");
-  std::printf("%-4s %-13s %-7s %-7s %11s %10s %10s %8s\n", "job", "aggregation", "correct", "rounds", "algbw_Gbps",
-              "in-switch", "collisions", "retrans");
-  for (std::size_t j = 0; j < on.jobs.size(); ++j) {
-    for (const auto* r : {&on.jobs[j], &off.jobs[j]}) {
-      const std::string rounds_done = std::to_string(r->completed_rounds) + "/" + std::to_string(r->rounds);
-      std::printf("%-4s %-13s %-7s %-7s %11.2f %9.1f%% %10llu %8llu\n", r->name.c_str(),
-                  r == &on.jobs[j] ? "ATP switch" : "PS only", r->correct ? "yes" : "NO", rounds_done.c_str(),
-                  r->algbw_gbps, r->in_network_share * 100.0, static_cast<unsigned long long>(r->collisions),
-                  static_cast<unsigned long long>(r->retransmissions));
-    }
-  }
-  return atp::all_correct(on) && atp::all_correct(off) ? kExitOk : kExitIncorrect;
+std::string self_path() {
+  std::error_code ignored;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+  return self.empty() ? "/proc/self/exe" : self.string();
 }
 
-}  // namespace
+}  // namespace atp::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
@@ -166,17 +104,7 @@ int main(int argc, char** argv) {
   run->add_flag("--json", json, "Print the results as JSON instead of a table");
   run->footer(kScenarioKeys);
 
-  std::uint64_t demo_elements = 1'000'000;
-  std::uint32_t demo_rounds = 2;
-  CLI::App* demo = app.add_subcommand(
-      "demo", "Two jobs of four workers sharing one switch, with and without in-network aggregation");
-  demo->add_option("--elements", demo_elements, "float32 values per allreduce")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 24));  // 64 MiB per worker, 8 workers
-  demo->add_option("--rounds", demo_rounds, "allreduce rounds per job")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100u));
-
+  const atp::cli::Command demo_command = atp::cli::add_demo_command(app);
   const atp::cli::Command switch_command = atp::cli::add_switch_command(app);
   const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
   const atp::cli::Command bench_command = atp::cli::add_bench_command(app);
@@ -197,7 +125,7 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(backend, file, json);
     if (worker->parsed()) return atp::run_udp_worker(worker_spec);
-    if (demo->parsed()) return demo_command(demo_elements, demo_rounds);
+    if (demo_command.app->parsed()) return demo_command.run();
     if (switch_command.app->parsed()) return switch_command.run();
     if (ps_command.app->parsed()) return ps_command.run();
     if (bench_command.app->parsed()) return bench_command.run();

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace atp::cli {
 
@@ -16,6 +17,11 @@ struct Command {
   std::function<int()> run;
 };
 
+// This binary's real path: the udp backend starts it again as its daemons and workers, so that
+// they show up as `atp switch ...` (not `exe`) in ps and pgrep. apps/atp_main.cc.
+std::string self_path();
+
+Command add_demo_command(CLI::App& parent);    // apps/demo_command.cc: `atp demo`
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`
 Command add_ps_command(CLI::App& parent);      // apps/ps_command.cc: `atp ps`
 Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp bench`

@@ -96,10 +96,13 @@ if expect_exit 2 "switch config with a typo" "$ATP" switch --config "$TMP/switch
 fi
 expect_exit 2 "atp ps without --uplink" "$ATP" ps --listen 127.0.0.1:0
 
-# The demo says which backend it runs on (small workload to keep the test quick).
-if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 1; then
-  grep -q "in-process backend" "$TMP/out" || fail "atp demo does not say it is the in-process backend"
+# The demo runs real processes, shows progress, checks results and compares (small workload).
+if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 4; then
+  grep -q "real processes" "$TMP/out" || fail "atp demo does not say it runs real processes"
+  grep -q "job a: 4/4 rounds" "$TMP/out" || fail "atp demo shows no progress for job a"
   grep -q "PS only" "$TMP/out" || fail "atp demo has no side-by-side table"
+  grep -q "fewer packets with ATP" "$TMP/out" || fail "atp demo does not compare the PS's packets"
+  grep -q " NO " "$TMP/out" && fail "atp demo reports a wrong result: $(cat "$TMP/out")"
 fi
 
 # The benchmark runs briefly and reports positive rates and a positive ratio for both sizes.

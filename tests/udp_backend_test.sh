@@ -32,22 +32,29 @@ run_example crash.yaml 1
 grep -q '"correct": false' "$TMP/out" || fail "crash: no \"correct\": false"
 grep -q 'crashed' "$TMP/out" || fail "crash: the error does not say the host crashed"
 
-# Ctrl-C (SIGINT to the parent alone) stops every child and exits 1 with one line.
+# Ctrl-C (SIGINT to the parent alone) stops every child and exits 1 with one line: for
+# `atp run` and for `atp demo`, which runs the same way.
 sed 's/elements: 100000, rounds: 2/elements: 2000000, rounds: 200/' "$SRC/examples/quickstart.yaml" >"$TMP/long.yaml"
-"$ATP" run --backend udp "$TMP/long.yaml" >"$TMP/out" 2>"$TMP/err" &
-parent=$!
-# Wait (up to 10 s) until the workers run, then interrupt.
-i=0
-while [ $i -lt 100 ] && ! pgrep -f "$ATP_ABS worker " >/dev/null; do
-  sleep 0.1
-  i=$((i + 1))
-done
-kill -INT $parent
-wait $parent
-code=$?
-[ "$code" -eq 1 ] || fail "SIGINT: exit code $code, expected 1"
-grep -q "interrupted" "$TMP/err" || fail "SIGINT: stderr does not say it was interrupted: $(cat "$TMP/err")"
-left=$(leftovers)
-[ -z "$left" ] || fail "SIGINT: processes left behind: $left"
+interrupt() {
+  what=$1
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err" &
+  parent=$!
+  # Wait (up to 10 s) until the workers run, then interrupt.
+  i=0
+  while [ $i -lt 100 ] && ! pgrep -f "$ATP_ABS worker " >/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -INT $parent
+  wait $parent
+  code=$?
+  [ "$code" -eq 1 ] || fail "$what, SIGINT: exit code $code, expected 1"
+  grep -q "interrupted" "$TMP/err" || fail "$what, SIGINT: stderr does not say it was interrupted: $(cat "$TMP/err")"
+  left=$(leftovers)
+  [ -z "$left" ] || fail "$what, SIGINT: processes left behind: $left"
+}
+interrupt "atp run" "$ATP" run --backend udp "$TMP/long.yaml"
+interrupt "atp demo" "$ATP" demo --rounds 10000
 
 finish
