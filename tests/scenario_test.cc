@@ -502,6 +502,28 @@ TEST_P(ScenarioRestart, JobsSurviveTheirSwitchLosingAllState) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ScenarioRestart, ::testing::Values(21, 1, 2, 3));
 
+TEST(ScenarioRun, AWorkerLinkDownForAMillisecondCostsRttsNotAWindowOfRtos) {
+  // Every packet on a0's link is lost for 1 ms: a0 loses its whole window of results. Recovery
+  // resends the next fragment as each resent one completes (one RTT each); one RTO (500 us) per
+  // fragment would take about a window x RTO (0.9 s here, past the 200 ms progress timeout).
+  const Scenario s = parse_scenario_yaml(R"(
+seed: 21
+link: {delay_us: 2, rate_gbps: 10}
+topology:
+  switches: [{name: tor, atp: true, reclaim_timeout_us: 5000}]
+  hosts: [{name: a0, switch: tor}, {name: a1, switch: tor}, {name: ps_a, switch: tor}]
+jobs:
+  - {name: a, workers: [a0, a1], ps: [ps_a], elements: 250000, rounds: 3, rto_us: 500, progress_timeout_us: 200000}
+faults:
+  - {link: [a0, tor], loss: 1.0, from_us: 600, until_us: 1600}
+)");
+  const ScenarioResult r = run_inproc(s);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
+  EXPECT_GT(r.jobs[0].timeouts, 0u);
+  EXPECT_LT(r.simulated_seconds, 0.1) << to_summary(r);
+}
+
 TEST(ScenarioRun, RestartKeepsTheCountersOfTheLostPipeline) {
   // A restart after the job finished changes nothing the job did: every count must be the same
   // as without it, although the pipeline that counted them was thrown away.

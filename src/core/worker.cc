@@ -19,6 +19,7 @@ constexpr std::uint8_t kReceived = 1u << 0;     // its result is in `result`
 constexpr std::uint8_t kFastResent = 1u << 1;   // the one fast retransmit of this fragment was used
 constexpr std::uint8_t kFloatMode = 1u << 2;    // the PS asked for float32: every (re)send is float32
 constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the float32 path
+constexpr std::uint8_t kResent = 1u << 4;       // sent again at least once (any reason)
 
 // Out-of-order parameter packets that declare the expected fragment lost (paper §3.7).
 constexpr std::uint32_t kOutOfOrderThreshold = 3;
@@ -82,7 +83,15 @@ struct WorkerEndpoint::Impl {
     // again for the next expected fragment when the window slides (they overtook that one too),
     // so that a second hole in one window is found without waiting for new packets (as SACK does).
     std::uint32_t out_of_order = 0;
-    std::uint32_t received_end = 0;   // one past the newest local index with a result (0: none yet)
+    std::uint32_t received_end = 0;  // one past the newest local index with a result (0: none yet)
+    // After a timeout, the fragments sent before it (local index < recover) may all be lost, as
+    // when a link or switch was down for a while. While results arrive only for resent fragments
+    // (none for a fragment sent once, none for a later one), each that advances `expected` below
+    // `recover` resends the new expected fragment at once (as TCP NewReno's partial acks do): a
+    // window lost whole is recovered one RTT per fragment instead of one RTO per fragment. A
+    // result for a fragment sent once shows the pipe is flowing: recovery ends (recover = 0) and
+    // out-of-order detection and the RTO take over again.
+    std::uint32_t recover = 0;
     Duration rto{};                   // current retransmission timeout (backs off)
     Time rto_deadline = kNever;       // armed while fragments are unacknowledged
     Time progress_deadline = kNever;  // last new result + progress_timeout
@@ -120,6 +129,7 @@ struct WorkerEndpoint::Impl {
     Fragment& frag = fragments[i];
     const Seq seq = seq_of_fragment(i);
     if (!resend) frag.aggregator_index = aggregator_index_for(seq);
+    if (resend) frag.flags |= kResent;
     const PsRoute& route = config.ps[i % num_flows()];
     Header h;
     h.resend = resend;
@@ -186,6 +196,7 @@ struct WorkerEndpoint::Impl {
       f.next_to_send = 0;
       f.out_of_order = 0;
       f.received_end = 0;
+      f.recover = 0;
       f.rto = config.retransmit_timeout;
       f.rto_deadline = kNever;
       f.progress_deadline = f.fragment_count > 0 ? deadline_after(now, config.progress_timeout) : kNever;
@@ -289,6 +300,8 @@ struct WorkerEndpoint::Impl {
       return;
     }
 
+    // A result for a fragment sent only once shows the pipe is flowing: no more recovery resends.
+    if ((frag.flags & kResent) == 0) f.recover = 0;
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
     if (h.collision) learn_remap(h.seq, h.bitmap0);
@@ -296,6 +309,7 @@ struct WorkerEndpoint::Impl {
     // Every new result acknowledges data, so it feeds the window (and its ECN mark is not lost).
     f.cc.on_ack(h.seq, h.ecn, next_seq(f, k));
     if (j == f.expected) {
+      const std::uint32_t old_expected = f.expected;
       ++f.expected;
       while (f.expected < f.next_to_send && (fragments[fragment_of(k, f.expected)].flags & kReceived) != 0) {
         ++f.expected;
@@ -304,6 +318,11 @@ struct WorkerEndpoint::Impl {
       f.rto = config.retransmit_timeout;  // progress resets the backoff
       f.rto_deadline = f.expected < f.next_to_send ? deadline_after(now, f.rto) : kNever;
       if (f.expected == f.fragment_count) f.progress_deadline = kNever;
+      // Partial ack: this result, for a resent fragment, moved `expected` by one and nothing
+      // later has a result.
+      if (f.expected < f.recover && f.expected == old_expected + 1 && f.received_end <= f.expected) {
+        resend_after_partial_ack(k, out);
+      }
     } else {
       ++f.out_of_order;
     }
@@ -326,6 +345,17 @@ struct WorkerEndpoint::Impl {
     ++stats.fast_retransmits;
     send_fragment(i, /*resend=*/true, out);
     f.cc.on_loss(seq_of_fragment(i), next_seq(f, k));
+  }
+
+  // A result moved `expected` forward during timeout recovery: the new expected fragment was
+  // sent before the timeout and most likely lost with the others, so it goes now instead of an
+  // RTO later. Once per fragment (it counts as the fragment's fast resend).
+  void resend_after_partial_ack(std::uint32_t k, PacketSink& out) {
+    Flow& f = flows[k];
+    const std::uint32_t i = fragment_of(k, f.expected);
+    if ((fragments[i].flags & (kReceived | kFastResent)) != 0) return;
+    fragments[i].flags |= kFastResent;
+    send_fragment(i, /*resend=*/true, out);
   }
 
   void fail(std::uint32_t k) {
@@ -355,6 +385,7 @@ struct WorkerEndpoint::Impl {
       // every worker that missed the same results resends at once, and an uncapped burst can
       // fill a drop-tail queue and lose the very fragment everyone waits for, every time.
       f.cc.on_timeout(next_seq(f, k));
+      f.recover = f.next_to_send;
       // Resend the holes, expected fragment first: unacknowledged fragments older than the
       // newest result. Not the fragments after the newest result: nothing says they are lost,
       // and they may sit in switch aggregators waiting for slower workers. A resend would flush
