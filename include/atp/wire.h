@@ -20,6 +20,9 @@ inline constexpr std::uint8_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 36;
 inline constexpr std::uint16_t kDefaultValuesPerPacket = 62;  // 248 B of values, as in the paper
 inline constexpr std::uint16_t kMaxValuesPerPacket = 4096;    // 16 KiB: fits a UDP datagram
+// The UDP port ATP packets travel on (both ends) where hosts address each other by IP (the
+// namespace testbed, real networks); switches classify ATP traffic by it.
+inline constexpr std::uint16_t kUdpPort = 9700;
 // Ethernet (14) + IPv4 (20) + UDP (8): what a real network adds around every ATP packet.
 inline constexpr std::size_t kEncapsulationBytes = 42;
 // Parameter packets of a job are multicast to this group address (224.0.0.0/8 | job id).
