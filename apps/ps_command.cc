@@ -19,7 +19,7 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
   try {
     config.data = UdpEndpoint::parse(listen);
     config.control = UdpEndpoint::parse(control);
-    config.uplink = UdpEndpoint::parse(uplink);
+    if (!uplink.empty()) config.uplink = UdpEndpoint::parse(uplink);
   } catch (const std::invalid_argument& e) {
     std::cerr << "atp ps: " << e.what() << "\n";
     return kExitBadInput;
@@ -51,7 +51,8 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
   daemon->start();
   // One line a parent process can parse to learn kernel-chosen ports.
   std::cout << "atp ps: data " << daemon->data_endpoint().to_string() << " control "
-            << daemon->control_endpoint().to_string() << " uplink " << config.uplink.to_string() << std::endl;
+            << daemon->control_endpoint().to_string() << " uplink "
+            << (config.uplink ? config.uplink->to_string() : "none (to each packet's destination IP)") << std::endl;
   int signal = 0;
   sigwait(&stop_signals, &signal);
   daemon->stop();
@@ -75,8 +76,10 @@ Command add_ps_command(CLI::App& parent) {
       ->capture_default_str();
   c.app->add_option("--control", options->control, "HTTP address of the control plane (port 0: any free port)")
       ->capture_default_str();
-  c.app->add_option("--uplink", options->uplink, "UDP address every packet is sent to: the PS host's ToR switch")
-      ->required();
+  c.app->add_option("--uplink", options->uplink,
+                    "UDP address every packet is sent to: the PS host's ToR switch (loopback runs). Without it, "
+                    "each packet goes to its destination's IP at UDP port " +
+                        std::to_string(kUdpPort) + " (parameter packets: the job's multicast group)");
   c.app->add_option("--address", options->address,
                     "This PS host's overlay address (10.0.0.x); jobs for another address are refused");
   c.app->footer(

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +29,9 @@ inline constexpr std::size_t kEncapsulationBytes = 42;
 // Parameter packets of a job are multicast to this group address (224.0.0.0/8 | job id).
 inline constexpr Address multicast_group_address(JobId job) { return 0xE0000000u | job; }
 inline constexpr bool is_multicast(Address a) { return (a & 0xF0000000u) == 0xE0000000u; }
+
+// "10.0.0.3": an address as a dotted quad (overlay addresses are IPv4 addresses).
+std::string format_address(Address a);
 
 // Serial-number order on sequence numbers (RFC 1982): a is before b if b is less than 2^31 ahead.
 inline constexpr bool seq_before(Seq a, Seq b) { return static_cast<std::int32_t>(a - b) < 0; }

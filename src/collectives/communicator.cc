@@ -15,42 +15,10 @@
 #include <vector>
 
 #include "atp/runtime/event_loop.h"
+#include "atp/runtime/udp_sink.h"
 
 namespace atp {
 namespace {
-
-// The worker's single uplink. What the endpoint sends during one event (a received batch, a
-// timer, a wake-up) is copied into a reusable pool and leaves in one sendmmsg when the event ends:
-// one system call per event instead of one per packet, and no allocation once the pool has grown
-// to the largest event. A datagram the kernel refuses is lost, not retried (UdpSocket counts it in
-// send_would_block): the worker's own retransmission recovers it, as for a loss on the wire.
-class UplinkSink final : public PacketSink {
- public:
-  UplinkSink(UdpSocket& socket, const UdpEndpoint& uplink) : socket_(socket), uplink_(uplink) {}
-
-  void send(std::span<const std::uint8_t> packet) override {
-    if (pending_ == pool_.size()) pool_.emplace_back();
-    pool_[pending_].assign(packet.begin(), packet.end());
-    ++pending_;
-  }
-
-  // Sends every packet collected since the last flush. Called at the end of every event-loop
-  // callback, so nothing waits in the pool while the loop sleeps.
-  void flush() {
-    if (pending_ == 0) return;
-    outgoing_.clear();
-    for (std::size_t i = 0; i < pending_; ++i) outgoing_.push_back({uplink_, pool_[i]});
-    socket_.send_batch(outgoing_);
-    pending_ = 0;
-  }
-
- private:
-  UdpSocket& socket_;
-  UdpEndpoint uplink_;
-  std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold this event's packets
-  std::size_t pending_ = 0;
-  std::vector<UdpOutgoing> outgoing_;  // flush()'s reusable batch, pointing into pool_
-};
 
 struct Round {
   std::span<float> buffer;
@@ -62,7 +30,7 @@ struct Round {
 struct Communicator::Impl {
   WorkerEndpoint endpoint;  // loop thread only
   UdpSocket socket;
-  UplinkSink sink;
+  UdpBatchSink sink;  // what one event sends leaves in one sendmmsg at its end
   EventLoop loop;
   UdpRecvBatch batch{64};
 
@@ -77,8 +45,10 @@ struct Communicator::Impl {
 
   std::thread thread;
 
-  Impl(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink)
-      : endpoint(std::move(config)), socket(local), sink(socket, uplink) {
+  Impl(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
+      : endpoint(config), socket(local), sink(socket, uplink) {
+    // Addressed by IP: parameter packets come to the job's multicast group.
+    if (!uplink) socket.join_multicast(multicast_group_address(config.job), config.self);
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the communicator eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });
@@ -174,7 +144,7 @@ struct Communicator::Impl {
   }
 };
 
-Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink)
+Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
     : impl_(std::make_unique<Impl>(std::move(config), local, uplink)) {
   impl_->thread = std::thread([impl = impl_.get()] {
     try {

@@ -2,6 +2,7 @@
 // the layout (byte offsets) is defined once, here.
 #include "atp/wire.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace atp {
@@ -50,6 +51,12 @@ void put32(std::uint8_t* p, std::uint32_t v) {
 }
 
 }  // namespace
+
+std::string format_address(Address a) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xFF, (a >> 8) & 0xFF, a & 0xFF);
+  return text;
+}
 
 std::string_view to_string(DecodeError e) {
   switch (e) {

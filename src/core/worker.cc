@@ -32,12 +32,6 @@ Time deadline_after(Time now, Duration d) {
   return now + d;
 }
 
-std::string format_address(Address a) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xFF, (a >> 8) & 0xFF, a & 0xFF);
-  return text;
-}
-
 std::string format_duration(Duration d) {
   char text[32];
   const double seconds = std::chrono::duration<double>(d).count();

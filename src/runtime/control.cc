@@ -100,11 +100,6 @@ json parse_object(const std::string& text, const char* what) {
 
 }  // namespace
 
-std::string address_to_string(Address address) {
-  return std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xFF) + "." +
-         std::to_string((address >> 8) & 0xFF) + "." + std::to_string(address & 0xFF);
-}
-
 Address parse_address(const std::string& text, const std::string& field) {
   in_addr parsed{};
   if (inet_pton(AF_INET, text.c_str(), &parsed) != 1) {
@@ -115,8 +110,7 @@ Address parse_address(const std::string& text, const std::string& field) {
 
 std::string to_json(const SwitchJobPlan& plan) {
   json roles = json::array();
-  for (const AggregationRole& r : plan.entry.roles)
-    roles.push_back({{"ps", address_to_string(r.ps)}, {"level", r.level}});
+  for (const AggregationRole& r : plan.entry.roles) roles.push_back({{"ps", format_address(r.ps)}, {"level", r.level}});
   json doc = {{"job", plan.entry.job},
               {"admitted_ports", plan.entry.admitted_ports},
               {"roles", roles},
@@ -148,8 +142,8 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
 
 std::string to_json(const PsConfig& config) {
   json doc = {{"job", config.job},
-              {"self", address_to_string(config.self)},
-              {"multicast_group", address_to_string(config.multicast_group)},
+              {"self", format_address(config.self)},
+              {"multicast_group", format_address(config.multicast_group)},
               {"group_sizes", config.group_sizes},
               {"values_per_packet", config.values_per_packet},
               {"num_aggregators", config.num_aggregators},

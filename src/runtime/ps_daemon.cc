@@ -24,51 +24,16 @@
 
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
+#include "atp/runtime/udp_sink.h"
 
 namespace atp {
-namespace {
-
-std::string format_address(Address a) {
-  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xFF) + "." + std::to_string((a >> 8) & 0xFF) +
-         "." + std::to_string(a & 0xFF);
-}
-
-// Collects what the endpoints send during one receive batch, so it leaves in one sendmmsg.
-// The core never keeps the span, so every packet is copied into a pooled buffer.
-class UplinkBatch final : public PacketSink {
- public:
-  void send(std::span<const std::uint8_t> packet) override {
-    if (count_ == buffers_.size()) buffers_.emplace_back();
-    buffers_[count_].assign(packet.begin(), packet.end());
-    ++count_;
-  }
-
-  // Sends everything collected to `to`; returns {sent, failed}.
-  std::pair<std::size_t, std::size_t> flush(UdpSocket& socket, const UdpEndpoint& to) {
-    outgoing_.clear();
-    for (std::size_t i = 0; i < count_; ++i) outgoing_.push_back({to, buffers_[i]});
-    // What the kernel does not take (a full send buffer, an error) is lost, as on a congested
-    // link: the PS must not stall its loop, and the workers retransmit.
-    const std::size_t sent = outgoing_.empty() ? 0 : socket.send_batch(outgoing_);
-    const std::size_t failed = outgoing_.size() - sent;
-    count_ = 0;
-    return {sent, failed};
-  }
-
- private:
-  std::vector<std::vector<std::uint8_t>> buffers_;  // reused across batches
-  std::size_t count_ = 0;
-  std::vector<UdpOutgoing> outgoing_;
-};
-
-}  // namespace
 
 struct PsDaemon::Impl {
   PsDaemonConfig config;
   UdpSocket socket;
   EventLoop loop;
   UdpRecvBatch batch{64};
-  UplinkBatch out;
+  UdpBatchSink out{socket, config.uplink};
   std::map<JobId, PsEndpoint> jobs;  // loop thread only (or the caller's while not running)
   PsDaemonCounters counters;         // loop thread only
 
@@ -159,7 +124,7 @@ struct PsDaemon::Impl {
   }
 
   void flush() {
-    const auto [sent, failed] = out.flush(socket, config.uplink);
+    const auto [sent, failed] = out.flush();
     counters.datagrams_sent += sent;
     counters.send_failures += failed;
   }

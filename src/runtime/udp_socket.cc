@@ -14,6 +14,8 @@
 #include <tuple>
 #include <utility>
 
+#include "atp/wire.h"
+
 namespace atp {
 namespace {
 
@@ -57,10 +59,7 @@ UdpEndpoint UdpEndpoint::parse(const std::string& text) {
   return {ntohl(addr.s_addr), static_cast<std::uint16_t>(port)};
 }
 
-std::string UdpEndpoint::to_string() const {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 0xFF) + "." + std::to_string((ip >> 8) & 0xFF) +
-         "." + std::to_string(ip & 0xFF) + ":" + std::to_string(port);
-}
+std::string UdpEndpoint::to_string() const { return format_address(ip) + ":" + std::to_string(port); }
 
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
     : max_bytes_(max_bytes), storage_(capacity * max_bytes), length_(capacity, 0), from_(capacity) {
@@ -130,6 +129,18 @@ int UdpSocket::send_buffer_bytes() const {
   socklen_t len = sizeof v;
   ::getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &v, &len);
   return v;
+}
+
+void UdpSocket::join_multicast(std::uint32_t group, std::uint32_t interface_ip) {
+  ip_mreq request{};
+  request.imr_multiaddr.s_addr = htonl(group);
+  request.imr_interface.s_addr = htonl(interface_ip);
+  if (::setsockopt(fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof request) != 0) {
+    const int error = errno;
+    throw UdpSetupError("cannot join multicast group " + format_address(group) + " on the interface of " +
+                            format_address(interface_ip) + ": " + std::strerror(error),
+                        error);
+  }
 }
 
 std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {

@@ -256,7 +256,7 @@ class UdpRun {
     }
     y << "routes:\n";
     for (const auto& [dst, port] : network_.routes.at(name)) {
-      y << "  - {dst: \"" << control::address_to_string(dst) << "\", port: " << port << "}\n";
+      y << "  - {dst: \"" << format_address(dst) << "\", port: " << port << "}\n";
     }
     return y.str();
   }
@@ -303,7 +303,7 @@ class UdpRun {
       started.push_back(&children_.start(
           "ps " + host,
           {binary_, "ps", "--listen", data_[host].to_string(), "--control", "127.0.0.1:0", "--uplink",
-           data_[tor_[host]].to_string(), "--address", control::address_to_string(network_.host_address.at(host))}));
+           data_[tor_[host]].to_string(), "--address", format_address(network_.host_address.at(host))}));
       names.push_back(host);
     }
     const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 
@@ -23,10 +24,13 @@ class CommunicatorError : public std::runtime_error {
 class Communicator {
  public:
   // `config` is this worker's part of plan_job(); `local` the UDP address to bind (port 0: the
-  // kernel picks one); `uplink` where every packet goes (the worker's ToR switch, or the PS when
-  // there is no switch). Throws std::invalid_argument for a config the endpoint refuses and
-  // UdpSetupError if the socket cannot be bound. Starts the loop thread.
-  Communicator(WorkerConfig config, const UdpEndpoint& local, const UdpEndpoint& uplink);
+  // kernel picks one). `uplink`: where every packet goes (the worker's ToR switch, or the PS when
+  // there is no switch); nullopt: each packet goes to its destination's IP at kUdpPort and the
+  // worker joins the job's multicast group on its own address (config.self), for networks where
+  // the overlay addresses are the hosts' IPs (bind `local` to 0.0.0.0:kUdpPort then). Throws
+  // std::invalid_argument for a config the endpoint refuses and UdpSetupError if the socket
+  // cannot be bound or join the group. Starts the loop thread.
+  Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
   ~Communicator();
   Communicator(const Communicator&) = delete;

@@ -19,8 +19,7 @@ class ControlError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Overlay host addresses are written as dotted quads ("10.0.0.1"), as plan_network prints them.
-std::string address_to_string(Address address);
+// Overlay host addresses are written as dotted quads ("10.0.0.1", format_address in wire.h).
 // Throws ControlError naming `field` if `text` is not a dotted quad.
 Address parse_address(const std::string& text, const std::string& field = "address");
 

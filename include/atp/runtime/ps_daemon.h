@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -19,8 +20,10 @@ struct PsDaemonConfig {
   UdpEndpoint control;        // HTTP bind address of the control plane; port 0: the kernel picks one
   bool serve_control = true;  // false: no HTTP server (jobs only through the C++ API)
   // Every packet any endpoint sends goes here: the PS host's ToR switch (or, in tests without a
-  // switch, anything that forwards by the ATP header's dst).
-  UdpEndpoint uplink;
+  // switch, anything that forwards by the ATP header's dst). nullopt: each packet goes to its
+  // ATP destination's IP at kUdpPort (the job's multicast group for parameter packets), for
+  // networks where the overlay addresses are the hosts' IPs.
+  std::optional<UdpEndpoint> uplink;
   // The PS host's overlay address (10.0.0.x). 0: accept jobs whatever their PsConfig::self;
   // else a job whose self differs is refused, so a job meant for another PS is not installed here.
   Address address = 0;

@@ -96,6 +96,10 @@ class UdpSocket {
   int recv_buffer_bytes() const;  // what the kernel granted (bytes)
   int send_buffer_bytes() const;
 
+  // Receives datagrams sent to the IPv4 multicast `group` (host order) on the interface that
+  // has address `interface_ip`. Throws UdpSetupError naming both.
+  void join_multicast(std::uint32_t group, std::uint32_t interface_ip);
+
   // Reads up to batch.capacity() waiting datagrams with one recvmmsg; never blocks. Returns how
   // many were handed out (also batch.size()); 0 when none was waiting.
   std::size_t recv_batch(UdpRecvBatch& batch);
