@@ -22,21 +22,24 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   seed (1)                       seeds inputs and link faults: same seed, same run
   time_limit_s (60)              simulated seconds before unfinished jobs are reported
   description                    free text
-  link: {delay_us (2), rate_gbps (0: unlimited), buffer_packets (0: unlimited),
+  link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (0: unlimited),
          ecn_threshold_packets (0: off)}          defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (1024 values),
                 reclaim_timeout_us (100000; 0: never)}]
     hosts:    [{name, switch}]   each host has one link, to its switch
     links:    [[switch, switch]] switch-to-switch links; they must form a tree
-  jobs: [{name (jobN), workers: [hosts], ps: [hosts], elements (float32 values),
+  jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
           rounds (1), values_per_packet (62), scale (1e8), magnitude (1.0: inputs uniform
           in [-magnitude, magnitude]), index (hashed|linear), congestion_control (true),
           window (200), max_window (1024), compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000), progress_timeout_us (2000000), initial_seq (0)}]
-          job ids are 1, 2, ... in file order
+          job ids are 1, 2, ... in file order. algorithm: atp (in-network aggregation), ps (same
+          hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
+          hosts), ring (ring allreduce over TCP), gloo or gloo_hd (Gloo's ring or halving-
+          doubling over TCP); ring and gloo have no ps and run on the udp and netns backends
   faults:
-    - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps,
+    - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps | rate_mbps,
        buffer_packets, ecn_threshold_packets, one_way (false: both directions),
        from_us (0), until_us (forever)}
     - {crash: host, at_round: N | at_us: T}   the host stops for good (before round N, 0-based)
@@ -44,26 +47,34 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
                                               down_us, then gets its jobs installed again
     - {noise: host, rate_pps (1000), from_us (0), until_us (forever)}
                                   a host with no job role sends malformed and spoofed packets
+  background: [{from: host, to: host, kind (tcp), from_us (0), until_us (when all jobs end)}]
+                                  a TCP flow through the same switches (netns backend only)
 Exit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.
 )";
 
 int run_command(const std::string& backend, const std::string& file, bool json) {
-  if (backend != "inproc" && backend != "udp") {
+  if (backend != "inproc" && backend != "udp" && backend != "netns") {
     std::cerr << "atp run: backend '" << backend
-              << "' is not available yet; use --backend inproc or udp (ns3 is planned)\n";
+              << "' is not available yet; use --backend inproc, udp or netns (ns3 is planned)\n";
     return kExitBadInput;
   }
   atp::ScenarioResult result;
   try {
     const atp::Scenario scenario = atp::load_scenario_file(file);
-    result = backend == "udp" ? atp::run_udp(scenario, atp::cli::self_path()) : atp::run_inproc(scenario);
+    if (backend == "udp") {
+      result = atp::run_udp(scenario, atp::cli::self_path());
+    } else if (backend == "netns") {
+      result = atp::run_netns(scenario, atp::cli::self_path());
+    } else {
+      result = atp::run_inproc(scenario);
+    }
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
     // Errors from the parser that already start with the file name are not prefixed twice.
     std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
     return kExitBadInput;
   } catch (const std::runtime_error& e) {
-    if (backend != "udp") throw;
+    if (backend == "inproc") throw;
     std::cerr << "atp run: " << e.what() << "\n";  // a process that did not start, or Ctrl-C
     return kExitIncorrect;
   }
@@ -88,7 +99,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Backends: inproc (a deterministic simulated network inside this process), udp (real processes on\n"
-      "127.0.0.1); ns3 is planned.\n"
+      "127.0.0.1), netns (real processes in network namespaces joined by veth links; needs root); ns3 is\n"
+      "planned.\n"
       "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
   std::string backend = "inproc";
@@ -97,8 +109,9 @@ int main(int argc, char** argv) {
   CLI::App* run =
       app.add_subcommand("run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
   run->add_option("--backend", backend,
-                  "Where to run it: inproc (in-process simulated network) or udp (real processes on 127.0.0.1; "
-                  "times are wall-clock; ns3 is planned)")
+                  "Where to run it: inproc (in-process simulated network), udp (real processes on 127.0.0.1) or "
+                  "netns (real processes in network namespaces and veth links, switches on Ethernet ports; needs "
+                  "root). udp and netns times are wall-clock; ns3 is planned")
       ->capture_default_str();
   run->add_option("file", file, "Scenario file (YAML)")->required();
   run->add_flag("--json", json, "Print the results as JSON instead of a table");
@@ -115,6 +128,14 @@ int main(int argc, char** argv) {
   worker->group("");
   worker->add_option("--spec", worker_spec, "worker spec (JSON) written by atp run")->required();
 
+  // Hidden: the two ends of a background TCP flow of `atp run --backend netns`.
+  std::string flow_listen, flow_connect;
+  CLI::App* flow =
+      app.add_subcommand("flow", "internal: one end of a background TCP flow of `atp run --backend netns`");
+  flow->group("");
+  flow->add_option("--listen", flow_listen, "receive on IP:PORT and report goodput when the sender closes");
+  flow->add_option("--connect", flow_connect, "send to IP:PORT until stdin closes");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -125,6 +146,7 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(backend, file, json);
     if (worker->parsed()) return atp::run_udp_worker(worker_spec);
+    if (flow->parsed()) return atp::run_background_flow(flow_listen, flow_connect);
     if (demo_command.app->parsed()) return demo_command.run();
     if (switch_command.app->parsed()) return switch_command.run();
     if (ps_command.app->parsed()) return ps_command.run();

@@ -72,6 +72,10 @@ struct JobSpec {
   Duration retransmit_timeout = std::chrono::milliseconds(1);
   Duration progress_timeout = std::chrono::seconds(2);
   Seq initial_seq = 0;
+  // false: no switch aggregates this job (its switches only admit and forward its packets and
+  // multicast its results), so every worker packet reaches the PS: the parameter-server
+  // baseline on the same hosts, protocol and switches.
+  bool in_network_aggregation = true;
 };
 
 struct SwitchJobPlan {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "atp/plan.h"
@@ -21,8 +22,23 @@ class ScenarioError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a job's allreduce is done (`algorithm:` of a job). Every one runs on the same hosts and
+// switches, so they can be compared in one scenario.
+enum class Algorithm : std::uint8_t {
+  kAtp,                  // in-network aggregation with PS fallback (the default)
+  kPs,                   // ATP's hosts and protocol with no switch aggregating: BytePS-style PS (one or sharded)
+  kRing,                 // bandwidth-optimal ring allreduce over TCP (RingAllreduce), no PS
+  kGloo,                 // Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs), no PS
+  kGlooHalvingDoubling,  // Gloo's halving-doubling allreduce over TCP, no PS
+};
+std::string_view to_string(Algorithm a);  // "atp", "ps", "ring", "gloo", "gloo_hd": the file's names
+// Whether the algorithm uses ATP's protocol (workers, PSes, switch job entries); else it is a
+// host-only collective over TCP that the switches forward like any traffic.
+inline bool uses_atp_protocol(Algorithm a) { return a == Algorithm::kAtp || a == Algorithm::kPs; }
+
 struct ScenarioJob {
-  JobSpec spec;                // name, id (1.. in file order), hosts, protocol settings
+  JobSpec spec;  // name, id (1.. in file order), hosts, protocol settings
+  Algorithm algorithm = Algorithm::kAtp;
   std::uint64_t elements = 0;  // float32 values per allreduce
   std::uint32_t rounds = 1;    // allreduce rounds
   double magnitude = 1.0;      // inputs are uniform in [-magnitude, magnitude]
@@ -76,6 +92,15 @@ struct NoiseSource {
   std::optional<Duration> until;
 };
 
+// A TCP flow between two hosts (`background:`), sharing the links and switch queues with the
+// jobs: the competing traffic of the paper's Fig. 16. Runs from `from` until `until` or until
+// every job has finished.
+struct BackgroundFlow {
+  std::string from, to;  // hosts
+  Duration start{0};
+  std::optional<Duration> until;
+};
+
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
@@ -85,6 +110,7 @@ struct Scenario {
   std::vector<CrashFault> crashes;
   std::vector<SwitchRestart> restarts;
   std::vector<NoiseSource> noise;
+  std::vector<BackgroundFlow> background;
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
 
@@ -111,11 +137,25 @@ struct JobResult {
   // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest
   // worker spent inside allreduce calls (not the checking between rounds)
   double seconds = 0;
-  double algbw_gbps = 0;                    // tensor bits x completed rounds / seconds (nccl-tests' algbw)
+  double algbw_gbps = 0;  // tensor bits x completed rounds / seconds (nccl-tests' algbw)
   // Share of the worker packets that switches absorbed: (contributions - PS packets) /
   // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
   double in_network_share = 0;
-  std::string error;  // why the job is not correct, if it is not
+  std::string error;              // why the job is not correct, if it is not
+  std::string algorithm = "atp";  // to_string(Algorithm)
+  // Seconds from the start at which each round was completed by every worker (process
+  // backends): the job's progress over time, for goodput plots.
+  std::vector<double> round_end_seconds;
+};
+
+// A background flow's outcome (netns backend).
+struct FlowResult {
+  std::string from, to;
+  std::uint64_t bytes = 0;           // received by `to`
+  double seconds = 0;                // from its first to its last byte
+  double goodput_gbps = 0;           // bytes * 8 / seconds
+  double interval_s = 0;             // the width of one goodput_mbps sample
+  std::vector<double> goodput_mbps;  // received rate per interval, from the flow's start
 };
 
 struct LinkResult {
@@ -127,6 +167,7 @@ struct ScenarioResult {
   std::string backend;
   std::vector<JobResult> jobs;
   std::vector<LinkResult> links;           // one per direction, in planned-link order
+  std::vector<FlowResult> flows;           // one per background flow, in file order
   std::uint64_t leaked_aggregators = 0;    // still held after the final reclaim sweep
   std::uint64_t host_dropped_packets = 0;  // packets hosts could not hand to any endpoint
   std::uint64_t noise_packets = 0;         // bad packets noise sources sent
@@ -163,9 +204,22 @@ using RoundCallback = std::function<void(const RoundDone&)>;
 // roles: one UDP peer per host) and std::runtime_error when a process cannot be started.
 ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round = {});
 
+// The netns backend: the same processes as run_udp, each in its own network namespace (one per
+// host and per switch, veth pairs as links, rates from the scenario's link settings; switches
+// run on the namespaces' interfaces as Ethernet switches and hosts address each other by IP),
+// plus background TCP flows. Needs root: throws std::runtime_error saying so otherwise.
+// Everything it creates (namespaces, veths, processes) is removed before it returns or throws,
+// also after SIGINT/SIGTERM; namespaces a killed run left behind are removed by the next run.
+ScenarioResult run_netns(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round = {});
+
 // The body of the hidden `atp worker --spec FILE` subcommand run_udp starts (src/scenario/
 // udp_worker.h has its protocol). Returns the exit code.
 int run_udp_worker(const std::string& spec_path);
+
+// The body of the hidden `atp flow` subcommand run_netns starts for background traffic: with
+// `listen` (IP:PORT) the receiving end, with `connect` the sending end (src/scenario/tcp_flow.h
+// has its protocol). Returns the exit code (2: not exactly one of them, or not an address).
+int run_background_flow(const std::string& listen, const std::string& connect);
 
 bool all_correct(const ScenarioResult& result);
 // Fills algbw_gbps and in_network_share from the counts and seconds a runner measured.

@@ -185,7 +185,11 @@ struct PsTree {
 PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
   const Address ps_address = network.host_address.at(ps);
   const std::string& ps_tor = g.tor.at(ps);
-  const bool ps_tor_atp = g.switch_config.at(ps_tor)->atp_capable;
+  // Whether switch s may aggregate this job.
+  auto aggregates = [&](const std::string& s) {
+    return job.in_network_aggregation && g.switch_config.at(s)->atp_capable;
+  };
+  const bool ps_tor_atp = aggregates(ps_tor);
   const bool single_rack = ps_tor_atp && std::all_of(job.workers.begin(), job.workers.end(),
                                                      [&](const std::string& w) { return g.tor.at(w) == ps_tor; });
 
@@ -193,7 +197,7 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
   std::set<std::string> level0_tors;
   for (const std::string& w : job.workers) {
     const std::string& tor = g.tor.at(w);
-    if (tor != ps_tor && g.switch_config.at(tor)->atp_capable) level0_tors.insert(tor);
+    if (tor != ps_tor && aggregates(tor)) level0_tors.insert(tor);
   }
   // A level-0 ToR must not lie on another level-0 ToR's path to the PS: resends that pass a
   // level-0 switch unaggregated keep edgeSwitchIdentifier 0, and the role {ps, level 0} at the

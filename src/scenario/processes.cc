@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -97,12 +98,20 @@ ChildSet::~ChildSet() {
   }
 }
 
-Child& ChildSet::start(const std::string& name, const std::vector<std::string>& args, bool with_stdin) {
+Child& ChildSet::start(const std::string& name, const std::vector<std::string>& args, bool with_stdin,
+                       const std::string& netns) {
+  int ns = -1;
+  if (!netns.empty()) {
+    ns = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0)
+      throw std::runtime_error("cannot open the network namespace " + netns + " for " + name + ": " +
+                               std::strerror(errno));
+  }
   int out[2] = {-1, -1};
   int in[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0 || (with_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
     const std::string why = std::strerror(errno);
-    for (int* fd : {&out[0], &out[1], &in[0], &in[1]}) close_fd(*fd);
+    for (int* fd : {&out[0], &out[1], &in[0], &in[1], &ns}) close_fd(*fd);
     throw std::runtime_error("cannot create a pipe for " + name + ": " + why);
   }
   // argv is built before fork: between fork and exec only async-signal-safe calls.
@@ -113,12 +122,17 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
   const pid_t pid = ::fork();
   if (pid < 0) {
     const std::string why = std::strerror(errno);
-    for (int* fd : {&out[0], &out[1], &in[0], &in[1]}) close_fd(*fd);
+    for (int* fd : {&out[0], &out[1], &in[0], &in[1], &ns}) close_fd(*fd);
     throw std::runtime_error("cannot fork for " + name + ": " + why);
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    if (ns >= 0 && ::setns(ns, CLONE_NEWNET) != 0) {
+      static const char kMessage[] = "cannot enter the network namespace\n";
+      [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+      ::_exit(127);
+    }
     ::dup2(out[1], STDOUT_FILENO);
     if (in[0] >= 0) {
       ::dup2(in[0], STDIN_FILENO);
@@ -136,6 +150,7 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
   }
   close_fd(out[1]);
   close_fd(in[0]);
+  close_fd(ns);
   children_.push_back(std::make_unique<Child>());
   Child& c = *children_.back();
   c.name = name;
@@ -150,6 +165,8 @@ void ChildSet::kill(Child& child) {
   reap(child, true);
   close_fd(child.in);
 }
+
+void ChildSet::close_stdin(Child& child) { close_fd(child.in); }
 
 bool ChildSet::write(Child& child, const std::string& text) {
   if (child.in < 0) return false;
@@ -239,6 +256,68 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
   if (!f) throw std::runtime_error("cannot write " + path.string());
+}
+
+int run_command(const std::vector<std::string>& args, const std::string& input, std::string* output) {
+  int out[2] = {-1, -1};
+  int in[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) {
+    for (int* fd : {&out[0], &out[1], &in[0], &in[1]}) close_fd(*fd);
+    throw std::runtime_error("cannot create a pipe for `" + args.at(0) + "`");
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int* fd : {&out[0], &out[1], &in[0], &in[1]}) close_fd(*fd);
+    throw std::runtime_error("cannot fork for `" + args.at(0) + "`");
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(in[0], STDIN_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  close_fd(out[1]);
+  close_fd(in[0]);
+  // Set-up commands read little input: write it all, then read everything they print. A command
+  // that exits without reading must not kill us with SIGPIPE: the write then fails with EPIPE.
+  struct sigaction ignore {};
+  struct sigaction old {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, &old);
+  std::size_t done = 0;
+  while (done < input.size()) {
+    const ssize_t n = ::write(in[1], input.data() + done, input.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  close_fd(in[1]);
+  ::sigaction(SIGPIPE, &old, nullptr);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  close_fd(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (output) *output = std::move(text);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 }  // namespace atp::processes

@@ -54,10 +54,15 @@ class ChildSet {
   ChildSet& operator=(const ChildSet&) = delete;
 
   // Starts args[0] with args; its stdout is a pipe read by wait_lines, its stderr is ours. With
-  // `with_stdin`, Child::in is a pipe to its stdin. The Child stays valid as long as the set.
-  Child& start(const std::string& name, const std::vector<std::string>& args, bool with_stdin = false);
+  // `with_stdin`, Child::in is a pipe to its stdin. With `netns` (a path such as
+  // /var/run/netns/NAME), the child runs in that network namespace. The Child stays valid as
+  // long as the set. Throws std::runtime_error naming the child if it cannot be started.
+  Child& start(const std::string& name, const std::vector<std::string>& args, bool with_stdin = false,
+               const std::string& netns = "");
   // SIGKILL and reap at once (a crash, not a shutdown). No-op for a child already reaped.
   void kill(Child& child);
+  // Closes the child's stdin (it reads EOF: for children that run until told to stop).
+  void close_stdin(Child& child);
   // Writes `text` to the child's stdin; false if it is gone.
   bool write(Child& child, const std::string& text);
 
@@ -89,5 +94,10 @@ class TempDir {
 };
 
 void write_file(const std::filesystem::path& path, const std::string& text);
+
+// Runs args[0] with args to completion (a set-up command such as `ip`), `input` on its stdin.
+// Returns its exit code (128 + signal if killed) and, in `output`, its stdout and stderr together.
+// Throws std::runtime_error if it cannot be started.
+int run_command(const std::vector<std::string>& args, const std::string& input = "", std::string* output = nullptr);
 
 }  // namespace atp::processes

@@ -26,6 +26,7 @@ std::string to_json(const ScenarioResult& result) {
   for (const JobResult& j : result.jobs) {
     ordered_json o;
     o["name"] = j.name;
+    o["algorithm"] = j.algorithm;
     o["correct"] = j.correct;
     o["rounds"] = j.rounds;
     o["completed_rounds"] = j.completed_rounds;
@@ -45,6 +46,7 @@ std::string to_json(const ScenarioResult& result) {
     o["reclaimed_aggregators"] = j.reclaimed_aggregators;
     o["seconds"] = j.seconds;
     o["algbw_gbps"] = j.algbw_gbps;
+    o["round_end_seconds"] = j.round_end_seconds;
     o["error"] = j.error;
     jobs.push_back(std::move(o));
   }
@@ -62,6 +64,19 @@ std::string to_json(const ScenarioResult& result) {
     links.push_back(std::move(o));
   }
   root["links"] = std::move(links);
+  ordered_json flows = ordered_json::array();
+  for (const FlowResult& f : result.flows) {
+    ordered_json o;
+    o["from"] = f.from;
+    o["to"] = f.to;
+    o["bytes"] = f.bytes;
+    o["seconds"] = f.seconds;
+    o["goodput_gbps"] = f.goodput_gbps;
+    o["interval_s"] = f.interval_s;
+    o["goodput_mbps"] = f.goodput_mbps;
+    flows.push_back(std::move(o));
+  }
+  root["flows"] = std::move(flows);
   return root.dump(2) + "\n";
 }
 
@@ -78,21 +93,21 @@ std::string format(const char* fmt, auto... args) {
 std::string to_summary(const ScenarioResult& result) {
   std::ostringstream out;
   out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), ";
-  // The udp backend has no simulated clock: its job seconds are wall-clock.
-  if (result.backend == "udp") {
+  // The process backends have no simulated clock: their job seconds are wall-clock.
+  if (result.backend != "inproc") {
     out << "real processes, wall-clock seconds, ";
   } else {
     out << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, ";
   }
   out << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
       << "\n";
-  out << format("%-12s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "correct", "rounds", "fragments", "float",
-                "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
+  out << format("%-12s %-7s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "algo", "correct", "rounds",
+                "fragments", "float", "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
   for (const JobResult& j : result.jobs) {
     const std::string rounds = std::to_string(j.completed_rounds) + "/" + std::to_string(j.rounds);
-    out << format("%-12s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(),
-                  j.correct ? "yes" : "NO", rounds.c_str(), static_cast<unsigned long long>(j.fragments),
-                  static_cast<unsigned long long>(j.float_fragments),
+    out << format("%-12s %-7s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(),
+                  j.algorithm.c_str(), j.correct ? "yes" : "NO", rounds.c_str(),
+                  static_cast<unsigned long long>(j.fragments), static_cast<unsigned long long>(j.float_fragments),
                   static_cast<unsigned long long>(j.ps_packets_received), j.in_network_share * 100.0,
                   static_cast<unsigned long long>(j.retransmissions), static_cast<unsigned long long>(j.collisions),
                   j.seconds, j.algbw_gbps);
@@ -116,6 +131,10 @@ std::string to_summary(const ScenarioResult& result) {
   }
   out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes << " ATP bytes, "
       << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
+  for (const FlowResult& f : result.flows) {
+    out << format("background tcp %s -> %s: %.1f MB in %.2f s, %.3f Gbit/s goodput\n", f.from.c_str(), f.to.c_str(),
+                  static_cast<double>(f.bytes) / 1e6, f.seconds, f.goodput_gbps);
+  }
   if (result.noise_packets > 0) {
     out << "noise: " << result.noise_packets << " packets sent, " << result.rejected_packets
         << " rejected by switches (malformed, unknown job or not admitted)\n";

@@ -453,6 +453,16 @@ struct Channel {
 }  // namespace
 
 ScenarioResult run_inproc(const Scenario& scenario) {
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
+      throw ScenarioError("jobs[" + std::to_string(j) +
+                          "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
+                          " runs over TCP, which the in-process network does not carry; use --backend udp or netns");
+    }
+  }
+  if (!scenario.background.empty()) {
+    throw ScenarioError("background: background TCP flows need real links; use --backend netns");
+  }
   // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
   NetworkPlan network_plan;
   try {
@@ -614,6 +624,7 @@ ScenarioResult run_inproc(const Scenario& scenario) {
     const JobId id = job.spec.id;
     JobResult r;
     r.name = job.spec.name;
+    r.algorithm = std::string(to_string(job.algorithm));
     r.rounds = job.rounds;
     r.workers = job.spec.workers.size();
     r.tensor_bytes = job.elements * sizeof(float);

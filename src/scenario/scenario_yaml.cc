@@ -253,9 +253,15 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
 // Reads the keys of a link setting that are present in `node` into `o`.
 void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOverrides& o, bool faults_allowed) {
   if (node["delay_us"]) o.delay = as_microseconds(node["delay_us"], child(path, "delay_us"), true);
+  if (node["rate_gbps"] && node["rate_mbps"]) fail(path, "has both rate_gbps and rate_mbps; give one");
   if (node["rate_gbps"]) {
     o.rate_gbps = as_number(node["rate_gbps"], child(path, "rate_gbps"), 0, 1e6,
                             "a non-negative number of Gbit/s (0: unlimited)");
+  }
+  if (node["rate_mbps"]) {
+    o.rate_gbps = as_number(node["rate_mbps"], child(path, "rate_mbps"), 0, 1e9,
+                            "a non-negative number of Mbit/s (0: unlimited)") /
+                  1000;
   }
   if (node["buffer_packets"]) {
     o.buffer_packets =
@@ -273,7 +279,7 @@ void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOv
 }
 
 inproc::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {
-  expect_map(node, path, {"delay_us", "rate_gbps", "buffer_packets", "ecn_threshold_packets"});
+  expect_map(node, path, {"delay_us", "rate_gbps", "rate_mbps", "buffer_packets", "ecn_threshold_packets"});
   LinkOverrides o;
   parse_link_settings(node, path, o, false);
   inproc::ChannelConfig c;
@@ -305,16 +311,35 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   expect_map(node, path,
              {"name", "workers", "ps", "elements", "rounds", "values_per_packet", "scale", "magnitude", "index",
               "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us", "progress_timeout_us",
-              "initial_seq"});
+              "initial_seq", "algorithm"});
   require(node, path, "workers");
-  require(node, path, "ps");
   require(node, path, "elements");
   ScenarioJob job;
+  if (node["algorithm"]) {
+    const std::string p = child(path, "algorithm");
+    const std::string name = as_string(node["algorithm"], p);
+    bool known = false;
+    for (Algorithm a :
+         {Algorithm::kAtp, Algorithm::kPs, Algorithm::kRing, Algorithm::kGloo, Algorithm::kGlooHalvingDoubling}) {
+      if (name == to_string(a)) {
+        job.algorithm = a;
+        known = true;
+      }
+    }
+    if (!known) fail(p, "must be atp, ps, ring, gloo or gloo_hd, got '" + name + "'");
+  }
   JobSpec& spec = job.spec;
+  spec.in_network_aggregation = job.algorithm == Algorithm::kAtp;
   spec.id = static_cast<JobId>(index + 1);
   spec.name = node["name"] ? as_string(node["name"], child(path, "name")) : "job" + std::to_string(spec.id);
   spec.workers = parse_host_list(node["workers"], child(path, "workers"), names);
-  spec.ps = parse_host_list(node["ps"], child(path, "ps"), names);
+  if (uses_atp_protocol(job.algorithm)) {
+    require(node, path, "ps");
+    spec.ps = parse_host_list(node["ps"], child(path, "ps"), names);
+  } else if (node["ps"]) {
+    fail(child(path, "ps"),
+         "algorithm " + std::string(to_string(job.algorithm)) + " has no parameter server; remove ps");
+  }
   for (std::size_t i = 0; i < spec.ps.size(); ++i) {
     for (const auto& w : spec.workers) {
       if (w == spec.ps[i]) fail(item(child(path, "ps"), i), "host '" + w + "' is also a worker of this job");
@@ -407,8 +432,8 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
   if (kinds > 1) fail(path, std::string("must have exactly one of ") + kFaultKindList);
   if (node["link"]) {
     expect_map(node, path,
-               {"link", "one_way", "loss", "duplicate", "reorder", "delay_us", "rate_gbps", "buffer_packets",
-                "ecn_threshold_packets", "from_us", "until_us"});
+               {"link", "one_way", "loss", "duplicate", "reorder", "delay_us", "rate_gbps", "rate_mbps",
+                "buffer_packets", "ecn_threshold_packets", "from_us", "until_us"});
     const std::string p = child(path, "link");
     const YAML::Node l = node["link"];
     if (!l.IsSequence() || l.size() != 2) fail(p, "must be a pair of node names like [w0, tor0], got " + describe(l));
@@ -503,6 +528,29 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
   fail(path, std::string("must have one of ") + kFaultKindList);
 }
 
+BackgroundFlow parse_background(const YAML::Node& node, const std::string& path, const Names& names) {
+  expect_map(node, path, {"from", "to", "kind", "from_us", "until_us"});
+  require(node, path, "from");
+  require(node, path, "to");
+  BackgroundFlow flow;
+  for (auto [key, field] : {std::pair{"from", &flow.from}, std::pair{"to", &flow.to}}) {
+    *field = as_string(node[key], child(path, key));
+    if (!names.is_host(*field)) fail(child(path, key), "unknown host '" + *field + "'");
+  }
+  if (flow.from == flow.to) fail(child(path, "to"), "a flow needs two different hosts");
+  if (node["kind"]) {
+    const std::string kind = as_string(node["kind"], child(path, "kind"));
+    if (kind != "tcp")
+      fail(child(path, "kind"), "must be tcp (the only kind of background traffic), got '" + kind + "'");
+  }
+  if (node["from_us"]) flow.start = as_microseconds(node["from_us"], child(path, "from_us"), true);
+  if (node["until_us"]) {
+    flow.until = as_microseconds(node["until_us"], child(path, "until_us"), true);
+    if (*flow.until <= flow.start) fail(child(path, "until_us"), "must be after from_us");
+  }
+  return flow;
+}
+
 Scenario parse_root(const YAML::Node& root) {
   if (!root.IsMap()) {
     throw ScenarioError(
@@ -510,7 +558,7 @@ Scenario parse_root(const YAML::Node& root) {
         "link, faults, time_limit_s), got " +
         describe(root));
   }
-  expect_map(root, "", {"description", "seed", "time_limit_s", "link", "topology", "jobs", "faults"});
+  expect_map(root, "", {"description", "seed", "time_limit_s", "link", "topology", "jobs", "faults", "background"});
   require(root, "", "topology");
   require(root, "", "jobs");
   Scenario scenario;
@@ -540,6 +588,12 @@ Scenario parse_root(const YAML::Node& root) {
   if (root["faults"]) {
     const YAML::Node faults = expect_list(root["faults"], "faults", false);
     for (std::size_t i = 0; i < faults.size(); ++i) parse_fault(faults[i], item("faults", i), names, scenario);
+  }
+  if (root["background"]) {
+    const YAML::Node flows = expect_list(root["background"], "background", false);
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      scenario.background.push_back(parse_background(flows[i], item("background", i), names));
+    }
   }
   return scenario;
 }
@@ -572,6 +626,22 @@ Scenario load_scenario_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw ScenarioError(path + ": cannot read the scenario file");
   return parse_scenario_yaml(text.str(), path);
+}
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kAtp:
+      return "atp";
+    case Algorithm::kPs:
+      return "ps";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kGloo:
+      return "gloo";
+    case Algorithm::kGlooHalvingDoubling:
+      return "gloo_hd";
+  }
+  return "?";
 }
 
 void LinkOverrides::apply_to(EgressConfig& c) const {

@@ -85,9 +85,14 @@ void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl
 }  // namespace
 
 std::string to_json(const WorkerSpec& s) {
-  return json{{"config", config_to_json(s.config)},
+  json ranks = json::array();
+  for (const UdpEndpoint& r : s.ranks) ranks.push_back(r.to_string());
+  return json{{"algorithm", s.algorithm},
+              {"config", config_to_json(s.config)},
               {"local", s.local.to_string()},
-              {"uplink", s.uplink.to_string()},
+              {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
+              {"ranks", ranks},
+              {"store_dir", s.store_dir},
               {"seed", s.seed},
               {"worker", s.worker},
               {"workers", s.workers},
@@ -103,9 +108,12 @@ std::string to_json(const WorkerSpec& s) {
 WorkerSpec spec_from_json(const std::string& text) {
   const json j = json::parse(text);
   WorkerSpec s;
+  s.algorithm = j.at("algorithm").get<std::string>();
   s.config = config_from_json(j.at("config"));
   s.local = UdpEndpoint::parse(j.at("local").get<std::string>());
-  s.uplink = UdpEndpoint::parse(j.at("uplink").get<std::string>());
+  if (!j.at("uplink").is_null()) s.uplink = UdpEndpoint::parse(j["uplink"].get<std::string>());
+  for (const json& r : j.at("ranks")) s.ranks.push_back(UdpEndpoint::parse(r.get<std::string>()));
+  s.store_dir = j.at("store_dir").get<std::string>();
   s.seed = j.at("seed").get<std::uint64_t>();
   s.worker = j.at("worker").get<std::size_t>();
   s.workers = j.at("workers").get<std::size_t>();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "atp/runtime/udp_socket.h"
 #include "atp/worker.h"
@@ -18,9 +19,15 @@
 namespace atp::udp_worker {
 
 struct WorkerSpec {
-  WorkerConfig config;  // this worker's part of plan_job()
-  UdpEndpoint local;    // its data address
-  UdpEndpoint uplink;   // its ToR switch's data address
+  std::string algorithm = "atp";  // to_string(Algorithm): atp and ps run a Communicator, the others a TCP collective
+  WorkerConfig config;            // this worker's part of plan_job() (ring/gloo: only job and scale are used)
+  UdpEndpoint local;              // its data address (atp/ps)
+  // Its ToR switch's data address (loopback); nullopt: hosts address each other by IP (netns).
+  std::optional<UdpEndpoint> uplink;
+  // ring/gloo: every rank's TCP address (ring) or this host's IP (gloo, ranks[worker]), and
+  // gloo's rendezvous directory.
+  std::vector<UdpEndpoint> ranks;
+  std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
   std::uint64_t seed = 0;
   std::size_t worker = 0;   // index within the job

@@ -1,8 +1,14 @@
-// The udp backend of `atp run`: a scenario as real processes on 127.0.0.1 (one `atp switch` per
-// switch, one `atp ps` per PS host, one `atp worker` per worker host), with the scenario's
-// faults applied while it runs: link settings through the switches' ports (also in time
-// windows), host crashes and switch restarts as SIGKILL, noise from this process.
+// The process backends of `atp run`: a scenario as real processes (one `atp switch` per switch,
+// one `atp ps` per PS host, one `atp worker` per worker host), either on 127.0.0.1 (udp: switch
+// ports are UDP peers) or in network namespaces joined by veth links (netns: switch ports are
+// interfaces, hosts address each other by IP), with the scenario's faults applied while it
+// runs: link settings through the switches' ports (also in time windows), host crashes and
+// switch restarts as SIGKILL, noise from this process, background TCP flows (netns).
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +25,9 @@
 #include "atp/runtime/udp_socket.h"
 #include "atp/scenario.h"
 #include "inputs.h"
+#include "netns.h"
 #include "processes.h"
+#include "tcp_flow.h"
 #include "udp_worker.h"
 
 namespace atp {
@@ -30,6 +38,26 @@ using processes::Child;
 using processes::Clock;
 
 constexpr auto kStartupTimeout = std::chrono::seconds(10);
+// The TCP port of the ring and gloo collectives in the netns backend (each host has its own address).
+constexpr std::uint16_t kTcpCollectivePort = 9800;
+// How long the runner waits for a background flow's receiver to report after its sender stopped.
+constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
+
+// A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
+UdpEndpoint free_tcp_port(std::vector<int>& held) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
+  }
+  held.push_back(fd);
+  return UdpEndpoint::loopback(ntohs(a.sin_port));
+}
 
 double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
@@ -134,14 +162,34 @@ void add_counters(json& total, const json& retired) {
 
 // --- one run
 
-class UdpRun {
+// Where the processes run.
+enum class Placement {
+  kLoopback,    // 127.0.0.1; every switch port is a UDP peer; hosts send to their ToR's address
+  kNamespaces,  // a network namespace per node, veth links; hosts send to each other's IP
+};
+
+class ProcessRun {
  public:
-  UdpRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round)
-      : s_(scenario), binary_(std::move(binary)), on_round_(on_round), dir_("atp-udp") {}
+  ProcessRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round, Placement placement)
+      : s_(scenario),
+        binary_(std::move(binary)),
+        on_round_(on_round),
+        placement_(placement),
+        dir_(placement == Placement::kLoopback ? "atp-udp" : "atp-netns") {}
 
   ScenarioResult run() {
     plan();
-    pick_ports();
+    if (netns()) {
+      netns::remove_stale();
+      testbed_.emplace(network_);
+      for (const auto& h : s_.topology.hosts) {
+        testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, Duration::zero()).rate_gbps);
+        data_[h.name] = {network_.host_address.at(h.name), kUdpPort};
+      }
+      make_noise_sockets();
+    } else {
+      pick_ports();
+    }
     for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
     wait_switches();
     start_ps();
@@ -175,6 +223,21 @@ class UdpRun {
     std::function<void()> run;
   };
 
+  bool netns() const { return placement_ == Placement::kNamespaces; }
+  const char* backend() const { return netns() ? "netns" : "udp"; }
+
+  // Runs `request` (an HTTP call to a daemon on `node`) from inside the node's namespace, where
+  // the daemon's control address (its own 127.0.0.1) is; on loopback, as it is.
+  template <class Request>
+  auto at(const std::string& node, Request&& request) {
+    if (!netns()) return request();
+    netns::ThreadInNamespace in(testbed_->namespace_path(node));
+    return request();
+  }
+  std::string namespace_of(const std::string& node) const {
+    return netns() ? testbed_->namespace_path(node) : std::string();
+  }
+
   void plan() {
     try {
       network_ = plan_network(s_.topology);
@@ -182,21 +245,28 @@ class UdpRun {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      if (!uses_atp_protocol(s_.jobs[j].algorithm)) {
+        plans_.emplace_back();  // a TCP collective: nothing for switches or PSes
+        continue;
+      }
       try {
         plans_.push_back(plan_job(network_, s_.jobs[j].spec));
       } catch (const PlanError& e) {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
     }
-    // One UDP peer per host at its switch port, so a host runs one process: a worker of one
-    // job, or a PS (of any number of jobs).
+    if (!netns() && !s_.background.empty()) {
+      throw ScenarioError("background: background flows need real links; use --backend netns");
+    }
+    // One UDP peer per host at its switch port (loopback) or one ATP port per host address
+    // (netns), so a host runs one process: a worker of one job, or a PS (of any number of jobs).
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const JobSpec& spec = s_.jobs[j].spec;
       auto claim = [&](const std::string& host, const std::string& what) {
         auto [it, fresh] = role_.emplace(host, what);
         if (!fresh && !(it->second == "ps" && what == "ps")) {
           throw ScenarioError("jobs[" + std::to_string(j) + "]: host '" + host + "' is both " + it->second + " and " +
-                              what + "; the udp backend runs one process per host (use separate hosts)");
+                              what + "; the " + backend() + " backend runs one process per host (use separate hosts)");
         }
       };
       for (const std::string& w : spec.workers) claim(w, "a worker of job '" + spec.name + "'");
@@ -236,20 +306,42 @@ class UdpRun {
     }
   }
 
+  // netns: a noise host's socket lives in its namespace, bound to its address; its packets go to
+  // the first PS's address (any address behind the switch would do: the switch routes ATP
+  // packets by their header, and its checks must stop every one).
+  void make_noise_sockets() {
+    for (const NoiseSource& n : s_.noise) {
+      netns::ThreadInNamespace in(testbed_->namespace_path(n.host));
+      noise_sockets_.emplace(n.host, UdpSocket({network_.host_address.at(n.host), 0}));
+    }
+  }
+  UdpEndpoint noise_destination(const std::string& host) const {
+    if (!netns()) return data_.at(tor_.at(host));
+    for (const ScenarioJob& j : s_.jobs) {
+      if (!j.spec.ps.empty()) return {network_.host_address.at(j.spec.ps.front()), kUdpPort};
+    }
+    return {network_.host_address.at(host) + 1, kUdpPort};
+  }
+
   std::string switch_config(const std::string& name, Duration t) const {
     const SwitchSpec& sw = *std::find_if(s_.topology.switches.begin(), s_.topology.switches.end(),
                                          [&](const SwitchSpec& x) { return x.name == name; });
     std::ostringstream y;
     y << "name: " << name << "\naggregators: " << sw.config.num_aggregators << "\nwidth: " << sw.config.aggregator_width
       << "\nreclaim_timeout_us: " << std::max<std::int64_t>(0, sw.config.reclaim_timeout.count() / 1000)
-      << "\natp_capable: " << (sw.config.atp_capable ? "true" : "false") << "\nlisten: " << data_.at(name).to_string()
-      << "\ncontrol: 127.0.0.1:0\nseed: " << s_.seed << "\nports:\n";
+      << "\natp_capable: " << (sw.config.atp_capable ? "true" : "false");
+    if (!netns()) y << "\nlisten: " << data_.at(name).to_string();
+    y << "\ncontrol: 127.0.0.1:0\nseed: " << s_.seed << "\nports:\n";
     for (const auto& [peer, port] : switches_.at(name).ports) {
       json p = settings_json(direction_settings(s_, name, peer, t));
-      p["peer"] = data_.at(peer).to_string();
+      if (netns()) {
+        p["interface"] = netns::switch_interface(port);
+      } else {
+        p["peer"] = data_.at(peer).to_string();
+      }
       // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
       if (!switches_.contains(peer)) {
-        const EgressConfig in = direction_settings(s_, peer, name, t);
+        const EgressConfig in = host_ingress(peer, name, t);
         if (!is_plain(in)) p["ingress"] = settings_json(in);
       }
       y << "  - " << p.dump() << "\n";
@@ -261,13 +353,22 @@ class UdpRun {
     return y.str();
   }
 
+  // The host -> switch direction as the switch's ingress queue applies it. netns: the host's own
+  // NIC (tc tbf in its namespace) already paces it, so the queue only adds the faults.
+  EgressConfig host_ingress(const std::string& host, const std::string& sw, Duration t) const {
+    EgressConfig in = direction_settings(s_, host, sw, t);
+    if (netns()) in.rate_gbps = 0;
+    return in;
+  }
+
   // Starts the switch process with the settings active at `t`; with `wait`, also reads its
   // control address (else wait_switches does, for all at once).
   void start_switch(const std::string& name, Duration t, bool wait) {
     const auto path = dir_.path() / (name + ".yaml");
     processes::write_file(path, switch_config(name, t));
     Switch& sw = switches_[name];
-    sw.child = &children_.start("switch " + name, {binary_, "switch", "--config", path.string()});
+    sw.child =
+        &children_.start("switch " + name, {binary_, "switch", "--config", path.string()}, false, namespace_of(name));
     if (wait) read_control({name});
   }
   void wait_switches() {
@@ -290,8 +391,10 @@ class UdpRun {
     for (const JobPlan& plan : plans_) {
       const auto it = plan.switches.find(name);
       if (it == plan.switches.end()) continue;
-      expect_ok(client_for(sw.control).Post("/jobs", control::to_json(it->second), "application/json"), "install a job",
-                "switch '" + name + "'");
+      expect_ok(
+          at(name,
+             [&] { return client_for(sw.control).Post("/jobs", control::to_json(it->second), "application/json"); }),
+          "install a job", "switch '" + name + "'");
     }
   }
 
@@ -300,10 +403,14 @@ class UdpRun {
     std::vector<std::string> names;
     for (const auto& [host, what] : role_) {
       if (what != "ps") continue;
-      started.push_back(&children_.start(
-          "ps " + host,
-          {binary_, "ps", "--listen", data_[host].to_string(), "--control", "127.0.0.1:0", "--uplink",
-           data_[tor_[host]].to_string(), "--address", format_address(network_.host_address.at(host))}));
+      std::vector<std::string> args = {binary_,       "ps",        "--control",
+                                       "127.0.0.1:0", "--address", format_address(network_.host_address.at(host))};
+      if (netns()) {  // receives on every address (multicast included), sends to each packet's destination IP
+        args.insert(args.end(), {"--listen", UdpEndpoint{0, kUdpPort}.to_string()});
+      } else {
+        args.insert(args.end(), {"--listen", data_[host].to_string(), "--uplink", data_[tor_[host]].to_string()});
+      }
+      started.push_back(&children_.start("ps " + host, args, false, namespace_of(host)));
       names.push_back(host);
     }
     const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
@@ -315,7 +422,11 @@ class UdpRun {
   void install_job_on_ps(std::size_t j) {
     for (std::size_t p = 0; p < plans_[j].ps.size(); ++p) {
       const std::string& host = s_.jobs[j].spec.ps[p];
-      expect_ok(client_for(ps_.at(host).second).Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json"),
+      expect_ok(at(host,
+                   [&] {
+                     return client_for(ps_.at(host).second)
+                         .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
+                   }),
                 "install a job", "ps '" + host + "'");
     }
   }
@@ -333,9 +444,22 @@ class UdpRun {
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         udp_worker::WorkerSpec spec;
-        spec.config = plans_[j].workers[w];
-        spec.local = data_[host];
-        spec.uplink = data_[tor_[host]];
+        spec.algorithm = std::string(to_string(job.algorithm));
+        if (uses_atp_protocol(job.algorithm)) {
+          spec.config = plans_[j].workers[w];
+          if (netns()) {
+            spec.local = {0, kUdpPort};  // 0.0.0.0: also receives the job's multicast parameter packets
+          } else {
+            spec.local = data_[host];
+            spec.uplink = data_[tor_[host]];
+          }
+        } else {
+          spec.config.job = job.spec.id;
+          spec.config.scale = job.spec.scale;
+          spec.config.values_per_packet = job.spec.values_per_packet;
+          spec.ranks = tcp_ranks(j);
+          spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
+        }
         spec.seed = s_.seed;
         spec.worker = w;
         spec.workers = job.spec.workers.size();
@@ -351,7 +475,8 @@ class UdpRun {
         worker.job = j;
         worker.index = w;
         worker.host = host;
-        worker.child = &children_.start("worker " + host, {binary_, "worker", "--spec", path.string()}, true);
+        worker.child =
+            &children_.start("worker " + host, {binary_, "worker", "--spec", path.string()}, true, namespace_of(host));
         started.push_back(worker.child);
         workers_.push_back(std::move(worker));
       }
@@ -365,6 +490,22 @@ class UdpRun {
     }
     start_ = Clock::now();
     for (Worker& w : workers_) children_.write(*w.child, "go\n");
+  }
+
+  // TCP addresses of job j's ranks (ring, gloo). netns: each host's own address at a fixed port;
+  // loopback: free ports picked now (the same short window as pick_ports).
+  std::vector<UdpEndpoint> tcp_ranks(std::size_t j) {
+    std::vector<UdpEndpoint> ranks;
+    std::vector<int> held;
+    for (const std::string& host : s_.jobs[j].spec.workers) {
+      if (netns()) {
+        ranks.push_back({network_.host_address.at(host), kTcpCollectivePort});
+      } else {
+        ranks.push_back(free_tcp_port(held));
+      }
+    }
+    for (int fd : held) ::close(fd);
+    return ranks;
   }
 
   // --- while it runs: worker lines, and the scenario's timed actions
@@ -391,6 +532,10 @@ class UdpRun {
       if (f.until) boundaries.insert(*f.until);
     }
     for (Duration t : boundaries) add(t, [this, t] { apply_link_settings(t); });
+    for (std::size_t i = 0; i < s_.background.size(); ++i) {
+      add(s_.background[i].start, [this, i] { start_flow(i); });
+      if (s_.background[i].until) add(*s_.background[i].until, [this, i] { stop_flow(i); });
+    }
     std::sort(actions.begin(), actions.end(),
               [](const Action& a, const Action& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
     return actions;
@@ -417,7 +562,7 @@ class UdpRun {
   void stop_switch(const std::string& name) {
     Switch& sw = switches_.at(name);
     if (!sw.up) return;
-    add_counters(sw.retired, get_stats(sw.control));
+    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control); }));
     children_.kill(*sw.child);
     sw.up = false;
   }
@@ -427,11 +572,52 @@ class UdpRun {
       if (!sw.up) continue;  // it gets the settings of its restart time when it comes back
       for (const auto& [peer, port] : sw.ports) {
         control::PortSettings settings{direction_settings(s_, name, peer, t), std::nullopt};
-        if (!switches_.contains(peer)) settings.ingress = direction_settings(s_, peer, name, t);
-        expect_ok(client_for(sw.control)
-                      .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json"),
+        if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
+        expect_ok(at(name,
+                     [&] {
+                       return client_for(sw.control)
+                           .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
+                     }),
                   "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
       }
+    }
+    if (netns()) {
+      for (const auto& h : s_.topology.hosts) {
+        testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, t).rate_gbps);
+      }
+    }
+  }
+
+  // --- background flows (netns): a receiver in the destination's namespace, then the sender
+
+  struct Flow {
+    Child* receiver = nullptr;
+    Child* sender = nullptr;
+    bool stopped = false;
+  };
+
+  void start_flow(std::size_t i) {
+    const BackgroundFlow& f = s_.background[i];
+    const UdpEndpoint to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
+    Flow& flow = flows_[i];
+    flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
+                                     namespace_of(f.to));
+    expect_line(*flow.receiver, "listening");
+    flow.sender = &children_.start("flow sender " + f.from, {binary_, "flow", "--connect", to.to_string()}, true,
+                                   namespace_of(f.from));
+    expect_line(*flow.sender, "connected");
+  }
+  void stop_flow(std::size_t i) {
+    Flow& flow = flows_[i];
+    if (flow.sender == nullptr || flow.stopped) return;
+    children_.close_stdin(*flow.sender);  // the sender closes the connection; the receiver reports
+    flow.stopped = true;
+  }
+  void expect_line(Child& child, const std::string& event) {
+    const std::string line = children_.first_lines({&child}, Clock::now() + kStartupTimeout).front();
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("event", "") != event) {
+      throw std::runtime_error(child.name + " did not start (its first line: '" + line + "')");
     }
   }
 
@@ -451,7 +637,7 @@ class UdpRun {
       for (; sent < due; ++sent) {
         const auto packet =
             scenario_inputs::noise_packet(scenario_inputs::noise_seed(s_.seed, i), sent, noise_targets());
-        socket->second.send_to(data_[tor_[n.host]], packet);
+        socket->second.send_to(noise_destination(n.host), packet);
       }
       if (!n.until || elapsed < *n.until) next = std::min(next, elapsed + std::chrono::milliseconds(1));
     }
@@ -477,7 +663,10 @@ class UdpRun {
       for (Worker& w : workers_) {
         if (!w.finished) running.push_back(w.child);
       }
-      if (running.empty()) return;
+      if (running.empty()) {
+        finish_flows();
+        return;
+      }
       const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start_);
       while (next_action < actions.size() && actions[next_action].at <= elapsed) actions[next_action++].run();
       Duration wake = send_noise(elapsed);
@@ -486,6 +675,7 @@ class UdpRun {
       if (wake != Duration::max()) until = std::min(until, start_ + wake);
       if (Clock::now() >= deadline) {
         time_limit_reached_ = true;
+        finish_flows();
         return;
       }
       for (auto& [child, text] : children_.wait_lines(running, until)) on_worker_line(*child, text);
@@ -499,6 +689,31 @@ class UdpRun {
     }
   }
 
+  // Every job is done: flows still running stop now; then each receiver's report is read.
+  void finish_flows() {
+    for (std::size_t i = 0; i < flows_.size(); ++i) stop_flow(i);
+    for (std::size_t i = 0; i < flows_.size(); ++i) {
+      FlowResult& r = flow_results_[i];
+      r.from = s_.background[i].from;
+      r.to = s_.background[i].to;
+      if (flows_[i].receiver == nullptr) continue;
+      const auto give_up = Clock::now() + kFlowReportTimeout;
+      tcp_flow::FlowReport report;
+      bool got = false;
+      while (!got && Clock::now() < give_up && !flows_[i].receiver->eof) {
+        for (auto& [child, line] : children_.wait_lines({flows_[i].receiver}, give_up)) {
+          got = got || tcp_flow::parse_report(line, report);
+        }
+      }
+      if (!got) continue;
+      r.bytes = report.bytes;
+      r.seconds = report.seconds;
+      r.goodput_gbps = report.seconds > 0 ? static_cast<double>(report.bytes) * 8 / report.seconds / 1e9 : 0;
+      r.interval_s = report.interval_s;
+      r.goodput_mbps = std::move(report.mbps);
+    }
+  }
+
   void on_worker_line(Child& child, const std::string& text) {
     const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.child == &child; });
     if (it == workers_.end() || it->finished) return;
@@ -506,6 +721,11 @@ class UdpRun {
     const udp_worker::WorkerLine line = udp_worker::parse_line(text);
     if (line.event == "round") {
       w.rounds_done = line.round + 1;
+      // The job's round ends when its slowest worker ends it.
+      std::vector<double>& ends = round_end_[w.job];
+      if (ends.size() <= line.round) ends.resize(line.round + 1, 0);
+      ends[line.round] =
+          std::max(ends[line.round], ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count()));
       if (on_round_) {
         on_round_(
             {w.job, w.index, line.round, ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count())});
@@ -521,7 +741,7 @@ class UdpRun {
 
   ScenarioResult collect() {
     ScenarioResult result;
-    result.backend = "udp";
+    result.backend = backend();
     result.simulated_seconds = 0;  // no simulated clock: job seconds are wall-clock
     result.time_limit_reached = time_limit_reached_;
     result.jobs.resize(s_.jobs.size());
@@ -532,7 +752,10 @@ class UdpRun {
       r.completed_rounds = r.rounds;
       r.workers = s_.jobs[j].spec.workers.size();
       r.tensor_bytes = s_.jobs[j].elements * sizeof(float);
+      r.algorithm = std::string(to_string(s_.jobs[j].algorithm));
+      r.round_end_seconds = round_end_[j];
     }
+    result.flows = flow_results_;
     std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
     std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size());
     for (const Worker& w : workers_) {
@@ -565,7 +788,7 @@ class UdpRun {
     std::this_thread::sleep_for(reclaim + std::chrono::milliseconds(50));
     std::map<std::string, json> stats;
     for (auto& [name, sw] : switches_) {
-      json live = sw.up ? get_stats(sw.control) : json();
+      json live = sw.up ? at(name, [&] { return get_stats(sw.control); }) : json();
       if (live.is_object() && live.contains("switch")) {
         result.leaked_aggregators += live["switch"].value("aggregators_in_use", std::uint64_t{0});
       }
@@ -594,7 +817,7 @@ class UdpRun {
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const json st = get_stats(ps_.at(host).second);
+        const json st = at(host, [&] { return get_stats(ps_.at(host).second); });
         const std::string key = std::to_string(id);
         if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
           r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
@@ -609,7 +832,9 @@ class UdpRun {
       }
       r.correct = r.error.empty();
       const std::uint64_t vpp = s_.jobs[j].spec.values_per_packet;
-      r.fragments = (s_.jobs[j].elements + vpp - 1) / vpp * r.completed_rounds;
+      // TCP collectives have no fragments (nor PS packets, nor an in-network share).
+      if (uses_atp_protocol(s_.jobs[j].algorithm))
+        r.fragments = (s_.jobs[j].elements + vpp - 1) / vpp * r.completed_rounds;
       r.seconds = ns_to_s(allreduce_ns[j]);
       derive_rates(r);
     }
@@ -654,8 +879,10 @@ class UdpRun {
   RoundCallback on_round_;
   // Declaration order matters for the way out: children are stopped (ChildSet's destructor)
   // before the signal handlers are restored and the config directory is removed.
+  Placement placement_;
   processes::StopSignals signals_;
   processes::TempDir dir_;
+  std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
   processes::ChildSet children_;
 
   NetworkPlan network_;
@@ -669,6 +896,9 @@ class UdpRun {
   std::map<std::string, UdpSocket> noise_sockets_;  // noise host -> its socket (closed when it crashes)
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
   scenario_inputs::NoiseTargets targets_;
+  std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
+  std::vector<FlowResult> flow_results_ = std::vector<FlowResult>(s_.background.size());
+  std::vector<std::vector<double>> round_end_ = std::vector<std::vector<double>>(s_.jobs.size());
   Clock::time_point start_;
   bool time_limit_reached_ = false;
 };
@@ -676,7 +906,14 @@ class UdpRun {
 }  // namespace
 
 ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
-  return UdpRun(scenario, atp_binary, on_round).run();  // ~UdpRun stops and reaps every process
+  // ~ProcessRun stops and reaps every process
+  return ProcessRun(scenario, atp_binary, on_round, Placement::kLoopback).run();
+}
+
+ScenarioResult run_netns(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
+  if (const std::string why = netns::unavailable_reason(); !why.empty()) throw std::runtime_error(why);
+  // ~ProcessRun stops and reaps every process, then removes every namespace and veth
+  return ProcessRun(scenario, atp_binary, on_round, Placement::kNamespaces).run();
 }
 
 }  // namespace atp

@@ -1,0 +1,75 @@
+// The network of `atp run --backend netns`: one Linux network namespace per host and per switch,
+// veth pairs as links, host addresses = the plan's overlay addresses, host NIC rates with tc tbf.
+// Everything it creates is named after the run's pid and removed on every way out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "atp/plan.h"
+#include "atp/runtime/egress_queue.h"
+
+namespace atp::netns {
+
+// "" when this process can build namespaces; else one sentence saying why not (not root, no
+// `ip` command), for a test to skip with or a command to print.
+std::string unavailable_reason();
+
+// Removes what earlier runs left behind (namespaces named atp<pid>-* whose process is gone,
+// e.g. after a SIGKILL). Returns how many namespaces it removed.
+int remove_stale();
+
+// Moves the calling thread into a network namespace for its lifetime and back afterwards.
+// Sockets created meanwhile stay in that namespace, so this is how a process talks to a daemon
+// listening on a namespace's own 127.0.0.1. Throws std::runtime_error naming the namespace.
+class ThreadInNamespace {
+ public:
+  explicit ThreadInNamespace(const std::string& path);
+  ~ThreadInNamespace();
+  ThreadInNamespace(const ThreadInNamespace&) = delete;
+  ThreadInNamespace& operator=(const ThreadInNamespace&) = delete;
+
+ private:
+  int home_ = -1;  // the thread's namespace before
+};
+
+// Interface names inside the namespaces (each namespace has its own, so they are short and fixed).
+inline constexpr const char* kHostInterface = "eth0";
+inline std::string switch_interface(PortId port) { return "p" + std::to_string(port); }
+// veth MTU: a fragment of 1024 values (4 KiB + headers) fits in one frame (PLATFORM-NOTES).
+inline constexpr int kMtu = 9000;
+
+// The namespaces and links of one planned network. Per namespace: loopback up, IPv6 off (no
+// router or neighbour discovery chatter on the links), every veth up with MTU kMtu and with
+// checksum and segmentation offloads off (a software switch reading raw frames must see real
+// frames with real checksums, not 64 KiB super-frames); per host: its overlay address as
+// 10.x.y.z/8 on eth0, a route for multicast (the job's parameter packets) out of eth0, reverse
+// path filtering off. Hosts have no default route: nothing leaves the testbed.
+class Testbed {
+ public:
+  // Throws std::runtime_error naming the command that failed (after removing what it built) and
+  // for node names that cannot name a namespace (letters, digits, '.', '_', '-' only).
+  explicit Testbed(const NetworkPlan& network);
+  ~Testbed();  // removes every namespace it created, and with them every veth
+  Testbed(const Testbed&) = delete;
+  Testbed& operator=(const Testbed&) = delete;
+
+  std::string namespace_name(const std::string& node) const { return prefix_ + node; }
+  std::string namespace_path(const std::string& node) const { return "/var/run/netns/" + namespace_name(node); }
+  const std::string& prefix() const { return prefix_; }  // "atp<pid>-"
+
+  // The host NIC's rate (the host -> switch direction of its link): tc tbf on the host's eth0;
+  // rate_gbps 0 removes the limit. Throws std::runtime_error naming the command that failed.
+  void set_host_rate(const std::string& host, double rate_gbps);
+
+  // Every namespace with this run's prefix that still exists (for tests: empty after teardown).
+  static std::vector<std::string> namespaces_with_prefix(const std::string& prefix);
+
+ private:
+  void remove_all() noexcept;
+
+  std::string prefix_;
+  std::vector<std::string> created_;  // namespace names, in creation order
+};
+
+}  // namespace atp::netns
