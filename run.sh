@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
+          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev ethtool iproute2
+          libgloo-dev)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
 
 install_missing() {

@@ -458,8 +458,13 @@ int run_bench(double seconds, bool as_json) {
 
 Command add_bench_command(CLI::App& parent) {
   Command c;
-  c.app = parent.add_subcommand("bench", "measure the software switch's packets/s per core against raw UDP forwarding");
-  c.app->footer(
+  c.app = parent.add_subcommand("bench",
+                                "benchmarks: `atp bench switch` (software switch vs raw UDP forwarding), "
+                                "`atp bench allreduce` (allreduce algbw per size, nccl-tests style)");
+  c.app->require_subcommand(1);
+  CLI::App* sw =
+      c.app->add_subcommand("switch", "measure the software switch's packets/s per core against raw UDP forwarding");
+  sw->footer(
       "In one process on 127.0.0.1: a software switch (the `atp switch` daemon, one ATP job with 4 workers\n"
       "and a PS, fan-in 4) on its dataplane thread, a generator sending the 4 workers' gradient packets\n"
       "(64 per sendmmsg, a window of fragments in flight), and a PS stand-in answering every aggregate with\n"
@@ -471,13 +476,14 @@ Command add_bench_command(CLI::App& parent) {
       "thread's CPU time) Mpps and Gbit/s of gradient values, the wall-clock rate, and switch/raw.");
   auto seconds = std::make_shared<double>(2.0);
   auto as_json = std::make_shared<bool>(false);
-  c.app
-      ->add_option("--seconds", *seconds,
-                   "measured time per configuration (4 of them), in alternating slices after warm-ups")
+  sw->add_option("--seconds", *seconds,
+                 "measured time per configuration (4 of them), in alternating slices after warm-ups")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
-  c.app->add_flag("--json", *as_json, "print the figures as JSON instead of a table");
-  c.run = [seconds, as_json] { return run_bench(*seconds, *as_json); };
+  sw->add_flag("--json", *as_json, "print the figures as JSON instead of a table");
+  auto allreduce_run = std::make_shared<std::function<int()>>();
+  CLI::App* allreduce = add_bench_allreduce_command(*c.app, *allreduce_run);
+  c.run = [=] { return allreduce->parsed() ? (*allreduce_run)() : run_bench(*seconds, *as_json); };
   return c;
 }
 

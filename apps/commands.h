@@ -24,6 +24,8 @@ std::string self_path();
 Command add_demo_command(CLI::App& parent);    // apps/demo_command.cc: `atp demo`
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`
 Command add_ps_command(CLI::App& parent);      // apps/ps_command.cc: `atp ps`
-Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp bench`
+Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp bench switch` and `allreduce`
+// apps/bench_allreduce_command.cc: adds `allreduce` under `atp bench`; `run` is what it runs.
+CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run);
 
 }  // namespace atp::cli

@@ -106,7 +106,7 @@ if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 4; then
 fi
 
 # The benchmark runs briefly and reports positive rates and a positive ratio for both sizes.
-if expect_exit 0 "atp bench --json" "$ATP" bench --seconds 0.2 --json; then
+if expect_exit 0 "atp bench switch --json" "$ATP" bench switch --seconds 0.2 --json; then
   head -c 1 "$TMP/out" | grep -q '{' || fail "atp bench JSON does not start with {"
   for key in mpps_per_core gbps_per_core wall_mpps ratio; do
     # How many "key": lines there are, or -1 if any value is not positive.

@@ -41,9 +41,12 @@ struct ScenarioJob {
   Algorithm algorithm = Algorithm::kAtp;
   std::uint64_t elements = 0;  // float32 values per allreduce
   std::uint32_t rounds = 1;    // allreduce rounds
-  double magnitude = 1.0;      // inputs are uniform in [-magnitude, magnitude]
-  Duration compute_time{0};    // the "off" phase between a worker's rounds
-  Duration start_time{0};      // when every worker starts round 0
+  // The first rounds run and are checked but not timed (process backends): connection set-up,
+  // ARP and cold caches stay out of seconds and algbw, as in nccl-tests' warm-up iterations.
+  std::uint32_t warmup_rounds = 0;
+  double magnitude = 1.0;    // inputs are uniform in [-magnitude, magnitude]
+  Duration compute_time{0};  // the "off" phase between a worker's rounds
+  Duration start_time{0};    // when every worker starts round 0
 };
 
 // Link settings a fault replaces; an unset field keeps the scenario's default.
@@ -134,10 +137,11 @@ struct JobResult {
   std::uint64_t float_fragments = 0;        // fragments that took the float32 overflow path, all rounds
   std::uint64_t reclaimed_aggregators = 0;  // of this job, freed by switches' reclaim timeout
   std::uint64_t fragments = 0;              // fragments per round x completed rounds
+  std::uint32_t warmup_rounds = 0;          // of the completed rounds, not timed (not in seconds, algbw)
   // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest
   // worker spent inside allreduce calls (not the checking between rounds)
   double seconds = 0;
-  double algbw_gbps = 0;  // tensor bits x completed rounds / seconds (nccl-tests' algbw)
+  double algbw_gbps = 0;  // tensor bits x timed completed rounds / seconds (nccl-tests' algbw)
   // Share of the worker packets that switches absorbed: (contributions - PS packets) /
   // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
   double in_network_share = 0;

@@ -26,6 +26,7 @@ struct RoundReference {
   std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
   std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
   std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
+  std::size_t addends = 0;            // workers: how many values each sum adds
 };
 
 RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round,
@@ -34,9 +35,12 @@ RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers
 // Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
 // an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must
 // match either path as a whole, and `float_fragments_seen` counts those that matched only the
-// float path. Returns "" if exact, else one sentence about the first wrong value.
+// float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo), so
+// the float path's bound grows by the workers' count of float32 roundings.
+// Returns "" if exact, else one sentence about the first wrong value.
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
-                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr);
+                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr,
+                         bool float32_sums = false);
 
 // What a noise source (Scenario::noise) imitates: the jobs' real ids and member addresses, so
 // that its spoofed packets look like the jobs' own and only the switch's checks stop them.

@@ -146,7 +146,8 @@ std::string to_summary(const ScenarioResult& result) {
 
 void derive_rates(JobResult& r) {
   if (r.seconds > 0) {
-    r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * r.completed_rounds / r.seconds / 1e9;
+    const std::uint32_t timed = r.completed_rounds - std::min(r.completed_rounds, r.warmup_rounds);
+    r.algbw_gbps = static_cast<double>(r.tensor_bytes) * 8.0 * timed / r.seconds / 1e9;
   }
   if (r.workers > 1 && r.fragments > 0) {
     // Of the packets the switches could have absorbed (all but one per fragment), the share

@@ -208,7 +208,8 @@ class ProcessRun {
     std::uint32_t rounds_done = 0;  // from its "round" lines
     bool finished = false;          // result line read, or killed
     udp_worker::WorkerResult result;
-    bool reported = false;  // it printed its result line
+    bool reported = false;                 // it printed its result line
+    std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
   };
   struct Switch {
     Child* child = nullptr;
@@ -441,6 +442,8 @@ class ProcessRun {
     std::vector<Child*> started;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
+      const std::vector<UdpEndpoint> ranks =
+          uses_atp_protocol(job.algorithm) ? std::vector<UdpEndpoint>() : tcp_ranks(j);
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         udp_worker::WorkerSpec spec;
@@ -457,14 +460,16 @@ class ProcessRun {
           spec.config.job = job.spec.id;
           spec.config.scale = job.spec.scale;
           spec.config.values_per_packet = job.spec.values_per_packet;
-          spec.ranks = tcp_ranks(j);
+          spec.ranks = ranks;
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
+          std::filesystem::create_directories(spec.store_dir);
         }
         spec.seed = s_.seed;
         spec.worker = w;
         spec.workers = job.spec.workers.size();
         spec.elements = job.elements;
         spec.rounds = job.rounds;
+        spec.warmup_rounds = job.warmup_rounds;
         spec.magnitude = job.magnitude;
         spec.compute = job.compute_time;
         spec.start = job.start_time;
@@ -553,6 +558,7 @@ class ProcessRun {
                        " after " + std::to_string(w.rounds_done) + " of " + std::to_string(s_.jobs[w.job].rounds) +
                        " rounds";
     }
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) release_barrier(j);  // the others go on without it
     if (ps_.contains(host)) children_.kill(*ps_[host].first);
     noise_sockets_.erase(host);
   }
@@ -684,8 +690,25 @@ class ProcessRun {
           w.finished = true;  // exited without a result line (killed from outside, or a crash)
           w.result.completed_rounds = w.rounds_done;
           w.result.error = "worker '" + w.host + "' exited without reporting";
+          release_barrier(w.job);
         }
       }
+    }
+  }
+
+  // Once every live worker of `job` waits to start a round, all of them start it.
+  void release_barrier(std::size_t job) {
+    bool any = false;
+    for (const Worker& w : workers_) {
+      if (w.job != job || w.finished) continue;
+      if (!w.waiting) return;
+      any = true;
+    }
+    if (!any) return;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished || !w.waiting) continue;
+      w.waiting.reset();
+      children_.write(*w.child, "go\n");
     }
   }
 
@@ -730,10 +753,14 @@ class ProcessRun {
         on_round_(
             {w.job, w.index, line.round, ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count())});
       }
+    } else if (line.event == "wait") {
+      w.waiting = line.round;
+      release_barrier(w.job);
     } else if (line.event == "result") {
       w.result = line.result;
       w.finished = true;
       w.reported = true;
+      release_barrier(w.job);
     }
   }
 
@@ -753,6 +780,7 @@ class ProcessRun {
       r.workers = s_.jobs[j].spec.workers.size();
       r.tensor_bytes = s_.jobs[j].elements * sizeof(float);
       r.algorithm = std::string(to_string(s_.jobs[j].algorithm));
+      r.warmup_rounds = s_.jobs[j].warmup_rounds;
       r.round_end_seconds = round_end_[j];
     }
     result.flows = flow_results_;

@@ -311,7 +311,7 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   expect_map(node, path,
              {"name", "workers", "ps", "elements", "rounds", "values_per_packet", "scale", "magnitude", "index",
               "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us", "progress_timeout_us",
-              "initial_seq", "algorithm"});
+              "initial_seq", "algorithm", "warmup_rounds"});
   require(node, path, "workers");
   require(node, path, "elements");
   ScenarioJob job;
@@ -349,6 +349,13 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   job.elements = as_integer(node["elements"], child(path, "elements"), 1, std::uint64_t(1) << 30);
   if (node["rounds"]) {
     job.rounds = static_cast<std::uint32_t>(as_integer(node["rounds"], child(path, "rounds"), 1, 1u << 20));
+  }
+  if (node["warmup_rounds"]) {
+    job.warmup_rounds =
+        static_cast<std::uint32_t>(as_integer(node["warmup_rounds"], child(path, "warmup_rounds"), 0, 1u << 20));
+    if (job.warmup_rounds >= job.rounds) {
+      fail(child(path, "warmup_rounds"), "must be fewer than rounds (" + std::to_string(job.rounds) + ")");
+    }
   }
   if (node["values_per_packet"]) {
     spec.values_per_packet = static_cast<std::uint16_t>(

@@ -2,8 +2,10 @@
 // on seeded inputs and checking every result exactly, reporting on stdout (udp_worker.h).
 #include "udp_worker.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "atp/collectives/communicator.h"
+#include "atp/collectives/gloo_allreduce.h"
+#include "atp/collectives/ring_allreduce.h"
 #include "atp/runtime/event_loop.h"
 #include "atp/scenario.h"
 #include "inputs.h"
@@ -82,6 +86,36 @@ WorkerConfig config_from_json(const json& j) {
 
 void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl: the parent reads line by line
 
+// Setup (rendezvous, connections) of the TCP collectives is bounded by this; so is any stall.
+constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
+
+// The worker's allreduce: ATP's Communicator (atp, ps) or a TCP baseline (ring, gloo, gloo_hd).
+std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
+  if (spec.algorithm == "atp" || spec.algorithm == "ps") {
+    return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
+  }
+  const int rank = static_cast<int>(spec.worker);
+  const int size = static_cast<int>(spec.workers);
+  if (spec.ranks.size() != spec.workers) throw std::invalid_argument("the spec lists the wrong number of ranks");
+  if (spec.algorithm == "ring") {
+    std::vector<std::string> addresses;
+    for (const UdpEndpoint& e : spec.ranks) addresses.push_back(e.to_string());
+    return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
+  }
+  if (spec.algorithm == "gloo" || spec.algorithm == "gloo_hd") {
+    GlooAllreduceConfig c;
+    c.rank = rank;
+    c.size = size;
+    c.local_ip = format_address(spec.ranks[spec.worker].ip);
+    c.store_dir = spec.store_dir;
+    c.run_prefix = "job" + std::to_string(spec.config.job);
+    c.algorithm = spec.algorithm == "gloo" ? GlooAlgorithm::kRing : GlooAlgorithm::kHalvingDoubling;
+    c.timeout = kCollectiveTimeout;
+    return std::make_unique<GlooAllreduce>(c);
+  }
+  throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
+}
+
 }  // namespace
 
 std::string to_json(const WorkerSpec& s) {
@@ -98,6 +132,7 @@ std::string to_json(const WorkerSpec& s) {
               {"workers", s.workers},
               {"elements", s.elements},
               {"rounds", s.rounds},
+              {"warmup_rounds", s.warmup_rounds},
               {"magnitude", s.magnitude},
               {"compute_ns", s.compute.count()},
               {"start_ns", s.start.count()},
@@ -119,6 +154,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   s.workers = j.at("workers").get<std::size_t>();
   s.elements = j.at("elements").get<std::uint64_t>();
   s.rounds = j.at("rounds").get<std::uint32_t>();
+  s.warmup_rounds = j.at("warmup_rounds").get<std::uint32_t>();
   s.magnitude = j.at("magnitude").get<double>();
   s.compute = Duration(j.at("compute_ns").get<std::int64_t>());
   s.start = Duration(j.at("start_ns").get<std::int64_t>());
@@ -146,7 +182,7 @@ WorkerLine parse_line(const std::string& text) {
   if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return line;
   try {
     line.event = j["event"].get<std::string>();
-    if (line.event == "round") line.round = j.at("round").get<std::uint32_t>();
+    if (line.event == "round" || line.event == "wait") line.round = j.at("round").get<std::uint32_t>();
     if (line.event == "result") {
       WorkerResult& r = line.result;
       r.correct = j.at("correct").get<bool>();
@@ -185,7 +221,8 @@ int run_udp_worker(const std::string& spec_path) {
   const WorkerConfig& config = spec.config;
   WorkerResult r;
   try {
-    Communicator comm(config, spec.local, spec.uplink);
+    std::unique_ptr<Allreduce> collective = make_collective(spec);
+    Communicator* comm = dynamic_cast<Communicator*>(collective.get());
     print({{"event", "ready"}});
     std::string go;
     if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
@@ -198,18 +235,28 @@ int run_udp_worker(const std::string& spec_path) {
                   std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
         break;
       }
-      if (round > 0) std::this_thread::sleep_for(spec.compute);
+      if (round > 0) {
+        std::this_thread::sleep_for(spec.compute);
+        // Every worker of the job starts the round together, as nccl-tests' ranks do: the time
+        // one worker spends checking the last round must not count as another's allreduce time.
+        print({{"event", "wait"}, {"round", round}});
+        if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
+      }
       scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, config.job, spec.worker, round),
                                       spec.magnitude, buffer);
       const Time t0 = EventLoop::now();
-      comm.allreduce(buffer);
-      r.allreduce_ns += (EventLoop::now() - t0).count();
+      collective->allreduce(buffer);
+      if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
       const auto ref = scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements,
                                                        spec.magnitude, config.scale);
       std::uint64_t floats = 0;
+      // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
+      // collective's sum is held to the float path's rounding bound everywhere.
+      const std::vector<bool> all_float(
+          comm ? 0 : (spec.elements + config.values_per_packet - 1) / config.values_per_packet, true);
       const std::string wrong =
-          scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale, &floats);
-      r.float_fragments += floats;
+          scenario_inputs::check_result(ref, buffer, all_float, config.values_per_packet, config.scale, &floats, !comm);
+      if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;
         break;
@@ -217,10 +264,13 @@ int run_udp_worker(const std::string& spec_path) {
       ++r.completed_rounds;
       print({{"event", "round"}, {"round", round}});
     }
-    const WorkerStats st = comm.stats();
-    r.retransmissions = st.retransmissions;
-    r.fast_retransmits = st.fast_retransmits;
-    r.timeouts = st.timeouts;
+    if (r.error.empty()) collective->close();
+    if (comm) {
+      const WorkerStats st = comm->stats();
+      r.retransmissions = st.retransmissions;
+      r.fast_retransmits = st.fast_retransmits;
+      r.timeouts = st.timeouts;
+    }
   } catch (const std::exception& e) {
     r.error = e.what();
   }

@@ -4,6 +4,8 @@
 // Protocol, one JSON object per stdout line:
 //   {"event": "ready"}                      its Communicator is bound; it now waits for "go\n" on stdin
 //   {"event": "round", "round": k}          round k (0-based) completed and checked
+//   {"event": "wait", "round": k}           (k >= 1) it waits for "go\n" to start round k: the
+//                                           runner answers once every live worker of the job waits
 //   {"event": "result", ...}                the last line: see WorkerResult
 // Every worker waits for "go" so that all start together: process start-up is not measured.
 #pragma once
@@ -34,6 +36,7 @@ struct WorkerSpec {
   std::size_t workers = 0;  // the job's worker count
   std::uint64_t elements = 0;
   std::uint32_t rounds = 0;
+  std::uint32_t warmup_rounds = 0;  // the first rounds are not counted in allreduce_ns
   double magnitude = 1;
   Duration compute{0};                       // between rounds
   Duration start{0};                         // after "go", before round 0
@@ -58,7 +61,7 @@ std::string result_line(const WorkerResult& result);
 // A line the worker printed: its event ("ready", "round", "result"; "" if not one of its lines).
 struct WorkerLine {
   std::string event;
-  std::uint32_t round = 0;  // "round"
+  std::uint32_t round = 0;  // "round", "wait"
   WorkerResult result;      // "result"
 };
 WorkerLine parse_line(const std::string& line);

@@ -9,6 +9,7 @@
 #include <span>
 #include <stdexcept>
 
+#include "atp/collectives/allreduce.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/worker.h"
 
@@ -16,12 +17,15 @@ namespace atp {
 
 // An allreduce that cannot complete: what() is one sentence, e.g. "allreduce failed: job 1: no
 // parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable".
-class CommunicatorError : public std::runtime_error {
+// A CollectiveError, so that code written against Allreduce catches it like any other.
+class CommunicatorError : public CollectiveError {
  public:
-  using std::runtime_error::runtime_error;
+  using CollectiveError::CollectiveError;
 };
 
-class Communicator {
+// ATP's allreduce (and the PS baseline's: the same endpoint, with a job plan in which no switch
+// aggregates).
+class Communicator : public Allreduce {
  public:
   // `config` is this worker's part of plan_job(); `local` the UDP address to bind (port 0: the
   // kernel picks one). `uplink`: where every packet goes (the worker's ToR switch, or the PS when
@@ -32,7 +36,7 @@ class Communicator {
   // cannot be bound or join the group. Starts the loop thread.
   Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
-  ~Communicator();
+  ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -40,7 +44,8 @@ class Communicator {
   // CommunicatorError when the job makes no progress for the config's progress_timeout. A failed
   // endpoint stays failed: every later call throws the same error. Thread-safe: concurrent calls
   // run one round at a time, in the order they were made.
-  void allreduce(std::span<float> inout);
+  void allreduce(std::span<float> inout) override;
+  std::string_view algorithm() const override { return "atp"; }
   // The same without blocking: the buffer must stay alive and untouched until the future is
   // ready; the future throws CommunicatorError on failure.
   std::future<void> allreduce_async(std::span<float> inout);

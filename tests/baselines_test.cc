@@ -1,0 +1,416 @@
+// Tests of the allreduce baselines (the hand-written TCP ring, Gloo's ring and halving-doubling)
+// on 127.0.0.1, one thread per rank in one process: exact sums, and peers that never join or die.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "atp/collectives/gloo_allreduce.h"
+#include "atp/collectives/ring_allreduce.h"
+
+namespace atp {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+enum class Kind { kRing, kGlooRing, kGlooHalvingDoubling };
+
+std::string kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::kRing:
+      return "ring";
+    case Kind::kGlooRing:
+      return "gloo_ring";
+    case Kind::kGlooHalvingDoubling:
+      return "gloo_hd";
+  }
+  return "?";
+}
+
+// `n` distinct free TCP ports on 127.0.0.1: all bound to port 0 at once (so the kernel hands out
+// different ones), then released for the ring to bind again (it sets SO_REUSEADDR).
+std::vector<std::string> free_loopback_addresses(int n) {
+  std::vector<int> fds;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("cannot bind a TCP socket to 127.0.0.1:0");
+    fds.push_back(fd);
+    addresses.push_back("127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  }
+  for (int fd : fds) ::close(fd);
+  return addresses;
+}
+
+// One job's rendezvous: loopback ports for the ring, a fresh FileStore directory for Gloo.
+class Job {
+ public:
+  Job(Kind kind, int size, Duration timeout) : kind_(kind), size_(size), timeout_(timeout) {
+    if (kind == Kind::kRing) {
+      addresses_ = free_loopback_addresses(size);
+    } else {
+      std::string pattern = (std::filesystem::path(::testing::TempDir()) / "atp-gloo-XXXXXX").string();
+      if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a store directory");
+      store_dir_ = pattern;
+    }
+  }
+  ~Job() {
+    std::error_code ignored;
+    if (!store_dir_.empty()) std::filesystem::remove_all(store_dir_, ignored);
+  }
+
+  std::unique_ptr<Allreduce> join(int rank) const {
+    if (kind_ == Kind::kRing) return std::make_unique<RingAllreduce>(rank, size_, addresses_, timeout_);
+    GlooAllreduceConfig config;
+    config.rank = rank;
+    config.size = size_;
+    config.local_ip = "127.0.0.1";
+    config.store_dir = store_dir_;
+    config.run_prefix = "test";
+    config.algorithm = kind_ == Kind::kGlooRing ? GlooAlgorithm::kRing : GlooAlgorithm::kHalvingDoubling;
+    config.timeout = timeout_;
+    return std::make_unique<GlooAllreduce>(config);
+  }
+
+ private:
+  Kind kind_;
+  int size_;
+  Duration timeout_;
+  std::vector<std::string> addresses_;
+  std::string store_dir_;
+};
+
+// Runs body(rank) on one thread per rank and returns what each thread threw (null: nothing).
+std::vector<std::exception_ptr> run_ranks(int size, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        body(rank);
+      } catch (...) {
+        errors[static_cast<std::size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::string describe(const std::exception_ptr& error) {
+  if (!error) return "no exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// What CollectiveError said, or "" if `error` is not one (or nothing was thrown).
+std::string collective_error(const std::exception_ptr& error) {
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const CollectiveError& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "";
+}
+
+// Rank `rank`'s input in call `call`: integers in [-8, 8], different per rank, element and call
+// (a chunk summed into the wrong place or a stale result changes the sum). Sums of up to 8 ranks
+// stay below 2^24, so float addition is exact in any order and results compare with ==.
+float small_integer(int rank, std::size_t i, int call) {
+  return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 13 + call * 5) % 17) - 8);
+}
+
+// ranks x elements x algorithm.
+using SumParams = std::tuple<int, std::size_t, Kind>;
+
+class BaselineSumTest : public ::testing::TestWithParam<SumParams> {};
+
+// Two calls in a row on the same connections, each compared element by element with the integer
+// sum computed here; every rank must end with the same, exact result.
+TEST_P(BaselineSumTest, SumsSmallIntegersExactly) {
+  const auto [size, count, kind] = GetParam();
+  constexpr int kCalls = 2;
+  const Job job(kind, size, 20s);
+  std::vector<std::vector<std::vector<float>>> results(static_cast<std::size_t>(size));  // [rank][call]
+  const auto errors = run_ranks(size, [&](int rank) {
+    const auto allreduce = job.join(rank);
+    for (int call = 0; call < kCalls; ++call) {
+      std::vector<float> data(count);
+      for (std::size_t i = 0; i < count; ++i) data[i] = small_integer(rank, i, call);
+      allreduce->allreduce(data);
+      results[static_cast<std::size_t>(rank)].push_back(std::move(data));
+    }
+    allreduce->close();
+  });
+  for (int rank = 0; rank < size; ++rank)
+    ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
+
+  for (int call = 0; call < kCalls; ++call) {
+    for (int rank = 0; rank < size; ++rank) {
+      const std::vector<float>& got = results[static_cast<std::size_t>(rank)][static_cast<std::size_t>(call)];
+      std::size_t wrong = 0, first_wrong = count;
+      for (std::size_t i = 0; i < count; ++i) {
+        std::int64_t expected = 0;
+        for (int r = 0; r < size; ++r) expected += static_cast<std::int64_t>(small_integer(r, i, call));
+        if (got[i] != static_cast<float>(expected)) {
+          if (wrong++ == 0) first_wrong = i;
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "call " << call << ", rank " << rank << ": " << wrong << " of " << count
+                           << " elements wrong, the first at index " << first_wrong;
+    }
+  }
+}
+
+// Gloo's ring over 127.0.0.1 (MTU 65536) can wait about 42 ms for writability per step
+// (PLATFORM-NOTES); the sizes stay at about 4 MiB so the whole file runs in seconds.
+INSTANTIATE_TEST_SUITE_P(
+    RanksSizesAlgorithms, BaselineSumTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                       ::testing::Values(std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{(1 << 20) + 3}),
+                       ::testing::Values(Kind::kRing, Kind::kGlooRing, Kind::kGlooHalvingDoubling)),
+    [](const ::testing::TestParamInfo<SumParams>& p) {
+      return kind_name(std::get<2>(p.param)) + "_" + std::to_string(std::get<0>(p.param)) + "ranks_" +
+             std::to_string(std::get<1>(p.param)) + "floats";
+    });
+
+class BaselineTest : public ::testing::TestWithParam<Kind> {};
+
+// Random floats: the float sum differs from the exact one by rounding only. Each of the n-1
+// additions of an element rounds by at most FLT_EPSILON/2 of a partial sum, and every partial sum
+// is at most sum|x|, so |float sum - exact| <= (n-1) * FLT_EPSILON/2 * sum|x|; the test allows
+// twice that. A misplaced or missing chunk is off by about |x| itself, far above the bound.
+TEST_P(BaselineTest, RandomFloatsWithinRoundingOfTheExactSum) {
+  constexpr int kSize = 4;
+  constexpr std::size_t kCount = 100003;  // not a multiple of 4: chunks of different sizes
+  const Job job(GetParam(), kSize, 20s);
+  std::vector<std::vector<float>> inputs(kSize), results(kSize);
+  for (int rank = 0; rank < kSize; ++rank) {
+    std::mt19937 random(1234 + static_cast<unsigned>(rank));
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (std::size_t i = 0; i < kCount; ++i) inputs[rank].push_back(value(random));
+  }
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    const auto allreduce = job.join(rank);
+    results[rank] = inputs[rank];
+    allreduce->allreduce(results[rank]);
+    allreduce->close();
+  });
+  for (int rank = 0; rank < kSize; ++rank)
+    ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
+
+  std::size_t outside = 0;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < kSize; ++r) {
+      exact += inputs[r][i];
+      magnitude += std::fabs(inputs[r][i]);
+    }
+    const double bound = (kSize - 1) * static_cast<double>(FLT_EPSILON) * magnitude;
+    if (std::fabs(results[0][i] - exact) > bound) ++outside;
+  }
+  EXPECT_EQ(outside, 0u) << "elements further from the exact sum than rounding allows";
+  // Each chunk is summed once and then copied around, so every rank holds the same bits.
+  for (int rank = 1; rank < kSize; ++rank) EXPECT_EQ(results[rank], results[0]) << "rank " << rank;
+}
+
+// A rank that never starts: the others must give up with CollectiveError about the timeout
+// (Gloo's FileStore counts its wait in whole seconds: up to 1 s more) instead of hanging.
+TEST_P(BaselineTest, RankThatNeverJoinsFailsTheOthersWithinTheTimeout) {
+  constexpr int kSize = 3;
+  constexpr Duration kTimeout = 2s;
+  const Job job(GetParam(), kSize, kTimeout);
+  const auto start = Clock::now();
+  const auto errors = run_ranks(kSize - 1, [&](int rank) {  // rank 2 never joins
+    const auto allreduce = job.join(rank);
+    std::vector<float> data(1000, 1.0f);
+    allreduce->allreduce(data);
+  });
+  const auto elapsed = Clock::now() - start;
+  for (int rank = 0; rank < kSize - 1; ++rank) {
+    const std::string message = collective_error(errors[rank]);
+    EXPECT_NE(message, "") << "rank " << rank << ": " << describe(errors[rank]);
+    // The ring names the missing neighbour; Gloo says a rank did not join.
+    if (GetParam() == Kind::kRing && rank == 0) {
+      EXPECT_NE(message.find("rank 2"), std::string::npos) << message;
+    }
+    if (GetParam() != Kind::kRing) {
+      EXPECT_NE(message.find("did not join"), std::string::npos) << message;
+    }
+  }
+  EXPECT_LT(elapsed, kTimeout + 3s);  // 1 s of FileStore rounding, 2 s for a loaded machine
+}
+
+// A rank that joins and then dies (its object is destroyed without close(), its connections
+// close): the others' next allreduce throws CollectiveError, well before the timeout. 4 ranks:
+// with 3, Gloo's halving-doubling waits out its timeout before it reports "Connection closed by
+// peer" (its non-power-of-two path; measured, see docs/baselines.md), which the ring does not.
+TEST_P(BaselineTest, RankThatDiesFailsTheOthersQuickly) {
+  constexpr int kSize = 4;
+  constexpr Duration kTimeout = 5s;
+  const Job job(GetParam(), kSize, kTimeout);
+  std::latch joined(kSize), died(1);
+  Clock::time_point start;
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    auto allreduce = job.join(rank);
+    joined.arrive_and_wait();
+    if (rank == kSize - 1) {
+      allreduce.reset();
+      start = Clock::now();
+      died.count_down();
+      return;
+    }
+    died.wait();
+    std::vector<float> data(100000, 1.0f);
+    allreduce->allreduce(data);
+  });
+  const auto elapsed = Clock::now() - start;
+  EXPECT_FALSE(errors[kSize - 1]) << describe(errors[kSize - 1]);
+  for (int rank = 0; rank < kSize - 1; ++rank)
+    EXPECT_NE(collective_error(errors[rank]), "") << "rank " << rank << ": " << describe(errors[rank]);
+  EXPECT_LT(elapsed, kTimeout) << "the survivors only noticed by their timeout";
+}
+
+// A rank that joins but never calls allreduce (stuck, not dead): the others' allreduce throws
+// CollectiveError once nothing moved for the timeout, and not much earlier.
+TEST_P(BaselineTest, StuckRankTimesOut) {
+  constexpr int kSize = 2;
+  constexpr Duration kTimeout = 1s;
+  const Job job(GetParam(), kSize, kTimeout);
+  std::latch joined(kSize), gave_up(1);
+  Duration waited{};
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    const auto allreduce = job.join(rank);
+    joined.arrive_and_wait();
+    if (rank == 1) {
+      gave_up.wait();  // stays alive, connections open, until rank 0 has given up
+      return;
+    }
+    std::vector<float> data(1000, 1.0f);
+    const auto start = Clock::now();
+    try {
+      allreduce->allreduce(data);
+    } catch (...) {
+      waited = Clock::now() - start;
+      gave_up.count_down();
+      throw;
+    }
+    gave_up.count_down();
+  });
+  EXPECT_NE(collective_error(errors[0]), "") << describe(errors[0]);
+  EXPECT_GE(waited, kTimeout * 9 / 10);
+  EXPECT_LT(waited, kTimeout + 2s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, BaselineTest,
+                         ::testing::Values(Kind::kRing, Kind::kGlooRing, Kind::kGlooHalvingDoubling),
+                         [](const ::testing::TestParamInfo<Kind>& p) { return kind_name(p.param); });
+
+// Ranks that disagree on the buffer size get one clear sentence, not a corrupted sum.
+TEST(RingAllreduceTest, DifferentSizesOnDifferentRanksFail) {
+  const auto addresses = free_loopback_addresses(2);
+  const auto errors = run_ranks(2, [&](int rank) {
+    RingAllreduce ring(rank, 2, addresses, 5s);
+    std::vector<float> data(rank == 0 ? 10 : 11, 1.0f);
+    ring.allreduce(data);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string message = collective_error(errors[rank]);
+    EXPECT_NE(message.find("every rank must pass the same size"), std::string::npos)
+        << "rank " << rank << ": " << describe(errors[rank]);
+  }
+}
+
+// Tiny pieces and small kernel buffers: many send()/recv() calls per chunk, sends that would
+// block, and pieces forwarded before their chunk is complete; the sum must stay exact.
+TEST(RingAllreduceTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
+  constexpr int kSize = 3;
+  constexpr std::size_t kCount = 100001;
+  const auto addresses = free_loopback_addresses(kSize);
+  RingAllreduceOptions options;
+  options.segment_bytes = 12;  // 3 floats per call
+  options.socket_buffer_bytes = 4096;
+  std::vector<std::vector<float>> results(kSize);
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    RingAllreduce ring(rank, kSize, addresses, 10s, options);
+    results[rank].resize(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) results[rank][i] = small_integer(rank, i, 0);
+    ring.allreduce(results[rank]);
+  });
+  for (int rank = 0; rank < kSize; ++rank)
+    ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
+  std::size_t wrong = 0;
+  for (int rank = 0; rank < kSize; ++rank)
+    for (std::size_t i = 0; i < kCount; ++i)
+      if (results[rank][i] != small_integer(0, i, 0) + small_integer(1, i, 0) + small_integer(2, i, 0)) ++wrong;
+  EXPECT_EQ(wrong, 0u);
+}
+
+// After a failure the object stays failed: the next call throws the same error at once.
+TEST(RingAllreduceTest, StaysFailedAfterAnError) {
+  const auto addresses = free_loopback_addresses(2);
+  std::string first, second;
+  const auto errors = run_ranks(2, [&](int rank) {
+    auto ring = std::make_unique<RingAllreduce>(rank, 2, addresses, 5s);
+    if (rank == 1) return;  // dies: its connections close when `ring` goes
+    std::vector<float> data(10, 1.0f);
+    try {
+      ring->allreduce(data);
+    } catch (const CollectiveError& e) {
+      first = e.what();
+    }
+    try {
+      ring->allreduce(data);
+    } catch (const CollectiveError& e) {
+      second = e.what();
+    }
+  });
+  EXPECT_NE(first, "");
+  EXPECT_EQ(second, first);
+}
+
+TEST(RingAllreduceTest, RejectsBadArguments) {
+  EXPECT_THROW(RingAllreduce(2, 2, {"127.0.0.1:1", "127.0.0.1:2"}, 1s), std::invalid_argument);
+  EXPECT_THROW(RingAllreduce(0, 2, {"127.0.0.1:1"}, 1s), std::invalid_argument);
+  EXPECT_THROW(RingAllreduce(0, 1, {"localhost:1"}, 1s), std::invalid_argument);
+  EXPECT_EQ(RingAllreduce(0, 1, {"127.0.0.1:1"}, 1s).algorithm(), "ring");
+}
+
+TEST(GlooAllreduceTest, ParsesAlgorithmNames) {
+  EXPECT_EQ(parse_gloo_algorithm("ring"), GlooAlgorithm::kRing);
+  EXPECT_EQ(parse_gloo_algorithm("halving_doubling"), GlooAlgorithm::kHalvingDoubling);
+  EXPECT_THROW(parse_gloo_algorithm("bcube"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp

@@ -1,0 +1,206 @@
+// Integration tests of the netns backend: a small multi-rack testbed (2 racks of 2 workers, a
+// core switch, the PS under the core) built from network namespaces and veth links, with `atp
+// switch` on the namespaces' interfaces. Checks exact results with two-level aggregation, a TCP
+// connection forwarded transparently through the same switches, and that nothing (namespace,
+// veth, process) is left behind. Needs root: skipped with a message otherwise.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../src/scenario/netns.h"
+#include "../src/scenario/processes.h"
+#include "atp/scenario.h"
+
+namespace atp {
+namespace {
+
+constexpr const char* kTwoRacks = R"(
+seed: 4
+link: {rate_mbps: %RATE%}
+topology:
+  switches:
+    - {name: tor0, aggregators: 4096}
+    - {name: tor1, aggregators: 4096}
+    - {name: core, aggregators: 4096}
+  hosts:
+    - {name: w0, switch: tor0}
+    - {name: w1, switch: tor0}
+    - {name: w2, switch: tor1}
+    - {name: w3, switch: tor1}
+    - {name: ps, switch: core}
+    - {name: x, switch: tor1}
+  links: [[tor0, core], [tor1, core]]
+)";
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+Scenario two_racks(const std::string& rest, int rate_mbps = 1000) {
+  return parse_scenario_yaml(replace_all(kTwoRacks, "%RATE%", std::to_string(rate_mbps)) + rest, "test");
+}
+
+// Interfaces of this process's own namespace: a run must not add (or leave) any.
+std::string own_links() {
+  std::string out;
+  processes::run_command({"ip", "-o", "link", "show"}, "", &out);
+  // Drop per-run counters that change on their own; keep names and flags.
+  std::string names;
+  for (std::size_t at = 0; at < out.size();) {
+    const std::size_t end = out.find('\n', at);
+    const std::string line = out.substr(at, end - at);
+    names += line.substr(0, line.find(" mtu ")) + "\n";
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return names;
+}
+
+// Processes whose parent is this test process (the runner's children are reaped by it).
+std::vector<std::string> own_children() {
+  std::string out;
+  processes::run_command({"pgrep", "-P", std::to_string(::getpid())}, "", &out);
+  std::vector<std::string> pids;
+  for (std::size_t at = 0; at < out.size();) {
+    const std::size_t end = out.find('\n', at);
+    if (end > at) pids.push_back(out.substr(at, end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return pids;
+}
+
+class NetnsIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = netns::unavailable_reason(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
+    links_before_ = own_links();
+  }
+  // Every test: nothing of the run is left, whatever it did.
+  void TearDown() override {
+    if (IsSkipped()) return;
+    const std::string prefix = "atp" + std::to_string(::getpid()) + "-";
+    EXPECT_TRUE(netns::Testbed::namespaces_with_prefix(prefix).empty()) << "namespaces left behind";
+    EXPECT_EQ(own_links(), links_before_) << "interfaces appeared in the test's own namespace";
+    EXPECT_TRUE(own_children().empty()) << "processes left behind";
+  }
+  std::string links_before_;
+};
+
+TEST_F(NetnsIntegration, TwoRacksTwoLevelAggregationIsExact) {
+  // linear indices: in-flight fragments get distinct aggregators, so every fragment is
+  // aggregated completely in the switches and the PS gets exactly one packet per fragment.
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 100000, rounds: 3, values_per_packet: 1024,
+     index: linear, rto_us: 20000}
+)"),
+                                     ATP_BINARY);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const JobResult& j = r.jobs[0];
+  EXPECT_EQ(r.backend, "netns");
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(j.completed_rounds, 3u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  // Level 0 at both ToRs, level 1 at the core: every worker packet was absorbed by a switch
+  // unless it was a retransmission that went around them.
+  EXPECT_GT(j.switch_aggregations.at("tor0"), 0u);
+  EXPECT_GT(j.switch_aggregations.at("tor1"), 0u);
+  EXPECT_GT(j.switch_aggregations.at("core"), 0u);
+  EXPECT_GT(j.in_network_share, 0.5) << to_summary(r);
+  EXPECT_GT(j.algbw_gbps, 0.0);
+}
+
+TEST_F(NetnsIntegration, PsBaselineOnTheSameSwitchesIsExactAndAggregatesNothing) {
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: p, algorithm: ps, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 2,
+     values_per_packet: 1024, rto_us: 20000}
+)"),
+                                     ATP_BINARY);
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  for (const auto& [name, count] : j.switch_aggregations) EXPECT_EQ(count, 0u) << name;
+  // Every worker's packet reached the PS: at least workers x fragments.
+  EXPECT_GE(j.ps_packets_received, j.fragments * 4);
+}
+
+TEST_F(NetnsIntegration, TcpFlowIsForwardedThroughTheSwitchesAlongsideAJob) {
+  // x (rack 1) -> w0 (rack 0): the flow crosses tor1, core and tor0 while job a runs.
+  const ScenarioResult r = run_netns(two_racks(R"(
+background: [{from: x, to: w0}]
+jobs:
+  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 100000, rounds: 4, values_per_packet: 1024,
+     rto_us: 20000}
+)",
+                                               200),
+                                     ATP_BINARY);
+  EXPECT_TRUE(r.jobs.at(0).correct) << to_summary(r);
+  ASSERT_EQ(r.flows.size(), 1u);
+  const FlowResult& f = r.flows[0];
+  EXPECT_EQ(f.from, "x");
+  EXPECT_EQ(f.to, "w0");
+  EXPECT_GT(f.bytes, 100'000u) << to_summary(r);
+  // A 200 Mbit/s path: the flow cannot beat it (the switches' rate limits apply to TCP too).
+  EXPECT_LT(f.goodput_gbps, 0.2 * 1.05) << to_summary(r);
+  EXPECT_FALSE(f.goodput_mbps.empty());
+}
+
+// The TCP baselines run on the same hosts through the same switches (as plain Ethernet traffic):
+// every worker checks its float32 sum against the reference within the rounding bound.
+class NetnsBaselines : public NetnsIntegration, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(NetnsBaselines, TcpCollectiveCrossesTheSwitchesAndIsCorrect) {
+  const ScenarioResult r = run_netns(two_racks(std::string(R"(
+jobs:
+  - {name: b, algorithm: )") + GetParam() + R"(, workers: [w0, w1, w2, w3], elements: 300000, rounds: 2}
+)"),
+                                     ATP_BINARY);
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_EQ(j.algorithm, GetParam());
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(j.ps_packets_received, 0u);
+  // Ring and Gloo's rings send 2(n-1)/n of the tensor per worker per round; every byte crossed a
+  // switch port (rack to rack through the core).
+  std::uint64_t core_bytes = 0;
+  for (const LinkResult& l : r.links) {
+    if (l.from == "core" || l.to == "core") core_bytes += l.bytes;
+  }
+  EXPECT_GT(core_bytes, 300000u * 4) << to_summary(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, NetnsBaselines, ::testing::Values("ring", "gloo", "gloo_hd"));
+
+TEST_F(NetnsIntegration, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
+  // A namespace named like a run whose process is gone (pid 4194303 is above any pid_max in use).
+  const std::string stale = "atp4194303-leftover";
+  ASSERT_EQ(processes::run_command({"ip", "netns", "add", stale}), 0);
+  run_netns(two_racks(R"(
+jobs:
+  - {name: a, workers: [w0, w1], ps: [ps], elements: 1000, rounds: 1}
+)"),
+            ATP_BINARY);
+  const bool still_there = !netns::Testbed::namespaces_with_prefix(stale).empty();
+  if (still_there) processes::run_command({"ip", "netns", "del", stale});
+  EXPECT_FALSE(still_there);
+}
+
+TEST_F(NetnsIntegration, BackgroundFlowsAreRefusedWhereThereAreNoLinks) {
+  const Scenario s = two_racks(R"(
+background: [{from: x, to: w0}]
+jobs:
+  - {name: a, workers: [w0, w1], ps: [ps], elements: 1000}
+)");
+  EXPECT_THROW(run_inproc(s), ScenarioError);
+  EXPECT_THROW(run_udp(s, ATP_BINARY), ScenarioError);
+}
+
+}  // namespace
+}  // namespace atp
