@@ -1,4 +1,5 @@
-// `atp switch --config FILE`: runs a software ATP switch until SIGINT/SIGTERM;
+// `atp switch --config FILE`: runs a software ATP switch (on UDP peers or Linux interfaces) until
+// SIGINT/SIGTERM;
 // `atp switch stats --control HOST:PORT`: prints a running switch's counters as JSON.
 #include <httplib.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "atp/runtime/packet_socket.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
 #include "commands.h"
@@ -41,6 +43,9 @@ int run_switch(const std::string& config_path) {
   } catch (const UdpSetupError& e) {
     std::cerr << "atp switch: " << e.what() << "; choose another `listen:` address\n";
     return kExitBadInput;
+  } catch (const PacketSetupError& e) {  // an `interface:` port: the message names the interface
+    std::cerr << "atp switch: " << e.what() << "\n";
+    return kExitBadInput;
   } catch (const std::exception& e) {  // the control address; its message names it and the key
     std::cerr << "atp switch: " << e.what() << "\n";
     return kExitBadInput;
@@ -51,8 +56,13 @@ int run_switch(const std::string& config_path) {
     std::cerr << "atp switch: " << e.what() << "\n";
     return kExitFailed;
   }
-  std::cout << "atp switch " << config.name << ": data " << daemon->data_endpoint().to_string() << ", control http://"
-            << daemon->control_endpoint() << ", " << config.ports.size() << " ports" << std::endl;
+  std::string data = "data " + daemon->data_endpoint().to_string();
+  if (config.interface_ports()) {
+    data = "interfaces";
+    for (const SwitchPortConfig& port : config.ports) data += " " + port.interface;
+  }
+  std::cout << "atp switch " << config.name << ": " << data << ", control http://" << daemon->control_endpoint() << ", "
+            << config.ports.size() << " ports" << std::endl;
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   daemon->stop();
@@ -89,10 +99,14 @@ int print_stats(const std::string& control) {
 
 Command add_switch_command(CLI::App& parent) {
   Command c;
-  c.app = parent.add_subcommand("switch", "run a software ATP switch on UDP ports (until Ctrl-C)");
+  c.app = parent.add_subcommand("switch", "run a software ATP switch on UDP ports or Linux interfaces (until Ctrl-C)");
   auto config_path = std::make_shared<std::string>();
   auto control = std::make_shared<std::string>();
-  c.app->add_option("--config", *config_path, "switch config (YAML): aggregators, ports, routes, control address");
+  c.app->add_option("--config", *config_path,
+                    "switch config (YAML): aggregators, ports, routes, control address. A port is `peer: IP:PORT` "
+                    "(a UDP peer) or `interface: NAME` (a Linux interface such as a veth end, read and written as "
+                    "Ethernet frames; needs root or CAP_NET_RAW, offloads off: ethtool -K NAME tx off rx off tso off "
+                    "gso off gro off); all ports of a switch are of one kind");
   c.app->require_subcommand(0, 1);
   CLI::App* stats = c.app->add_subcommand("stats", "print a running switch's counters as JSON");
   stats->add_option("--control", *control, "the switch's control endpoint HOST:PORT")->required();

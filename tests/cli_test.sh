@@ -94,7 +94,8 @@ printf 'name: s\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\nports: [{peer: "127.
 if expect_exit 2 "switch config with a typo" "$ATP" switch --config "$TMP/switch.yaml"; then
   grep -q "rate_gbs" "$TMP/err" || fail "switch config error does not name the key: $(cat "$TMP/err")"
 fi
-expect_exit 2 "atp ps without --uplink" "$ATP" ps --listen 127.0.0.1:0
+expect_exit 2 "atp ps with a bad --listen address" "$ATP" ps --listen 127.0.0.1:99999
+grep -q "127.0.0.1:99999" "$TMP/err" || fail "atp ps does not name the bad address: $(cat "$TMP/err")"
 
 # The demo runs real processes, shows progress, checks results and compares (small workload).
 if expect_exit 0 "atp demo" "$ATP" demo --elements 20000 --rounds 4; then

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "atp/runtime/ethernet.h"
 #include "atp/wire.h"
 
 namespace atp {
@@ -86,6 +87,19 @@ TEST(EgressQueue, RateSerializesIncludingEncapsulation) {
   EXPECT_EQ(q.counters().depth, 1u);  // the first three were sent by then
 }
 
+TEST(EgressQueue, EthernetFramingCountsTheFrameAsItsWireSize) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  EgressQueue q(c, 0, Framing::kEthernet);
+  EXPECT_EQ(q.framing(), Framing::kEthernet);
+  std::vector<std::uint8_t> frame;
+  build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), frame);  // 326 B: the same wire size as above
+  ASSERT_EQ(frame.size(), 326u);
+  std::vector<std::int64_t> release;
+  for (int i = 0; i < 3; ++i) release.push_back(to_ns(q.enqueue(frame, time_from_ns(0)).release));
+  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 79}));  // no encapsulation added twice
+}
+
 TEST(EgressQueue, DropTailCountsAgainstPacketsNotYetSent) {
   EgressConfig c;
   c.rate_gbps = 100;
@@ -127,6 +141,52 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
   for (Seq s = 1; s <= 3; ++s) fast.enqueue(packet(s), time_from_ns(0));
   for (const Released& r : drain(fast)) EXPECT_FALSE(r.ecn);
   EXPECT_EQ(fast.counters().ecn_marked, 0u);
+}
+
+// With Ethernet framing the queue marks the ATP header inside an ATP frame, and CE in the IPv4
+// header of an ECN-capable (ECT) frame, fixing its checksum; other frames pass unmarked.
+TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  c.ecn_threshold_packets = 1;
+  EgressQueue q(c, 0, Framing::kEthernet);
+  std::vector<std::uint8_t> atp;
+  build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), atp);
+  // An ECT(0) IPv4/TCP frame: the same frame with protocol TCP and TOS 0x02, checksum refreshed.
+  std::vector<std::uint8_t> ect = atp;
+  ect[kEthernetHeaderBytes + 1] = 0x02;
+  ect[kEthernetHeaderBytes + 9] = 6;
+  ect[kEthernetHeaderBytes + 10] = ect[kEthernetHeaderBytes + 11] = 0;
+  const std::uint16_t sum = internet_checksum(std::span(ect).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes));
+  ect[kEthernetHeaderBytes + 10] = static_cast<std::uint8_t>(sum >> 8);
+  ect[kEthernetHeaderBytes + 11] = static_cast<std::uint8_t>(sum);
+  std::vector<std::uint8_t> not_ect = ect;
+  not_ect[kEthernetHeaderBytes + 1] = 0;  // checksum now wrong, but not-ECT is never marked anyway
+
+  q.enqueue(atp, time_from_ns(0));  // depth 0: not marked
+  q.enqueue(atp, time_from_ns(0));
+  q.enqueue(ect, time_from_ns(0));
+  q.enqueue(not_ect, time_from_ns(0));
+  EXPECT_EQ(q.counters().ecn_marked, 2u);
+  std::vector<std::vector<std::uint8_t>> out;
+  while (q.next_release() != kNever) {
+    q.release(q.next_release(), [&](std::span<std::uint8_t> f) { out.emplace_back(f.begin(), f.end()); });
+  }
+  ASSERT_EQ(out.size(), 4u);
+  const auto atp_ecn = [](const std::vector<std::uint8_t>& f) {
+    return header_of(std::span(f).subspan(kEncapsulationBytes)).ecn;
+  };
+  EXPECT_FALSE(atp_ecn(out[0]));
+  EXPECT_TRUE(atp_ecn(out[1]));
+  EXPECT_EQ(out[2][kEthernetHeaderBytes + 1], 0x03);  // CE
+  EXPECT_EQ(internet_checksum(std::span(out[2]).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes)), 0);
+  EXPECT_EQ(out[3], not_ect);
+
+  // The default (ATP) framing does not know frames: it marks nothing in them.
+  EgressQueue atp_framed(c);
+  atp_framed.enqueue(atp, time_from_ns(0));
+  atp_framed.enqueue(atp, time_from_ns(0));
+  EXPECT_EQ(atp_framed.counters().ecn_marked, 0u);
 }
 
 TEST(EgressQueue, CertainFaults) {

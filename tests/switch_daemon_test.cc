@@ -62,7 +62,7 @@ class SwitchDaemonTest : public ::testing::Test {
     for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
     config_.name = "s0";
     config_.pipeline = sc;
-    for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}});
+    for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}, {}});
     for (const auto& [dst, port] : network_.routes.at("s0")) config_.routes.emplace_back(dst, port);
     start_daemon();
   }
@@ -563,10 +563,48 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
             std::string::npos);
 }
 
+TEST(SwitchConfigFile, InterfacePorts) {
+  const SwitchDaemonConfig c = parse_switch_config(R"(
+ports:
+  - {interface: sw0-p1, rate_gbps: 0.1, ingress: {loss: 0.5}}
+  - interface: sw0-p2
+routes:
+  - {dst: 10.0.0.1, port: 1}
+)",
+                                                   "s.yaml");
+  ASSERT_EQ(c.ports.size(), 2u);
+  EXPECT_TRUE(c.interface_ports());
+  EXPECT_EQ(c.ports[0].interface, "sw0-p1");
+  EXPECT_EQ(c.ports[1].interface, "sw0-p2");
+  EXPECT_DOUBLE_EQ(c.ports[0].egress.rate_gbps, 0.1);
+  ASSERT_TRUE(c.ports[0].ingress);
+  EXPECT_DOUBLE_EQ(c.ports[0].ingress->loss, 0.5);
+  EXPECT_FALSE(parse_switch_config("ports: [{peer: 127.0.0.1:9}]", "s.yaml").interface_ports());
+
+  // One kind per switch, one error naming the port; no UDP listen address; valid, distinct names.
+  EXPECT_NE(config_error("ports:\n  - interface: a0\n  - peer: 127.0.0.1:9\n")
+                .find("s.yaml: ports[1].peer: all ports of a switch are of one kind, and ports[0] has interface:"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - peer: 127.0.0.1:9\n  - interface: a0\n")
+                .find("s.yaml: ports[1].interface: all ports of a switch are of one kind, and ports[0] has peer:"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - {interface: a0, peer: 127.0.0.1:9}\n").find("ports[0].interface: a port has"),
+            std::string::npos);
+  EXPECT_NE(config_error("listen: 127.0.0.1:0\nports:\n  - interface: a0\n")
+                .find("s.yaml: listen: a switch on interface ports has no UDP data socket"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - interface: a0\n  - interface: a0\n").find("ports[1].interface: a0 is already"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - interface: this-name-is-too-long\n").find("ports[0].interface: 'this-name"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - interface: a/b\n").find("is not a Linux interface name"), std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - {rate_gbps: 1}\n").find("ports[0].peer: missing"), std::string::npos);
+}
+
 TEST(SwitchDaemonSetup, PortInUseNamesTheAddress) {
   UdpSocket taken(UdpEndpoint::loopback(0));
   SwitchDaemonConfig config;
-  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}});
+  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}, {}});
   config.listen = taken.local_endpoint();
   try {
     SwitchDaemon daemon(config);

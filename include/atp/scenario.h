@@ -155,6 +155,7 @@ struct JobResult {
 // A background flow's outcome (netns backend).
 struct FlowResult {
   std::string from, to;
+  double start_seconds = 0;          // when its sender started, from the start of the run (the jobs' clock)
   std::uint64_t bytes = 0;           // received by `to`
   double seconds = 0;                // from its first to its last byte
   double goodput_gbps = 0;           // bytes * 8 / seconds

@@ -42,14 +42,6 @@ std::string seconds(Duration d) {
   return text;
 }
 
-sockaddr_in to_sockaddr(const UdpEndpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
 // Milliseconds until `deadline` for poll(), rounded up so that a wait never ends early; >= 0.
 int ms_until(Clock::time_point deadline) {
   const auto left = deadline - Clock::now();

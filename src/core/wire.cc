@@ -5,8 +5,15 @@
 #include <cstdio>
 #include <cstring>
 
+#include "atp/big_endian.h"
+
 namespace atp {
 namespace {
+
+using big_endian::get16;
+using big_endian::get32;
+using big_endian::put16;
+using big_endian::put32;
 
 // Byte offsets of the header fields.
 constexpr std::size_t kOffMagic = 0;      // u16
@@ -34,21 +41,6 @@ constexpr std::uint8_t kFlagOverflow = 1u << 4;
 constexpr std::uint8_t kFlagFloat = 1u << 5;
 constexpr std::uint8_t kFlagEdgeSwitch = 1u << 6;
 constexpr std::uint8_t kFlagsKnown = 0x7F;
-
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
-std::uint32_t get32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-}
-void put16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  p[0] = static_cast<std::uint8_t>(v >> 24);
-  p[1] = static_cast<std::uint8_t>(v >> 16);
-  p[2] = static_cast<std::uint8_t>(v >> 8);
-  p[3] = static_cast<std::uint8_t>(v);
-}
 
 }  // namespace
 

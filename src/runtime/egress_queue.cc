@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "atp/runtime/ethernet.h"
 #include "atp/wire.h"
 
 namespace atp {
@@ -36,7 +37,8 @@ Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 
 
 }  // namespace
 
-EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed) : config_(config), rng_(seed) {}
+EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed, Framing framing)
+    : config_(config), framing_(framing), rng_(seed) {}
 
 std::uint64_t EgressQueue::stream_seed(std::uint64_t seed, std::uint64_t index) {
   return splitmix64(seed ^ splitmix64(index));
@@ -78,7 +80,8 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     }
     mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
     // bits / (Gbit/s) = ns; x1000 for ps.
-    const double bits = 8.0 * static_cast<double>(packet.size() + kEncapsulationBytes);
+    const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
+    const double bits = 8.0 * static_cast<double>(wire_bytes);
     const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
     busy_until_ps_ = std::max(busy_until_ps_, now_ps) + serialization_ps;
     sending_done_ps_.push_back(busy_until_ps_);
@@ -107,7 +110,9 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
   result.release = sent + cfg.delay + extra;
   const std::uint32_t slot = store(packet);
   // The queue marks its own copy; the sender's bytes (e.g. one copy of a multicast) stay as they were.
-  if (mark && mark_ecn(slots_[slot])) ++counters_.ecn_marked;
+  if (mark && (framing_ == Framing::kAtp ? mark_ecn(slots_[slot]) : mark_ecn_frame(slots_[slot]))) {
+    ++counters_.ecn_marked;
+  }
   hold(result.release, slot);
   if (duplicate) {
     ++counters_.duplicated;

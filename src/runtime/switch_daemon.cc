@@ -1,6 +1,6 @@
-// The software ATP switch: UDP datagrams in, optional per-port ingress EgressQueue,
-// SwitchPipeline::process, per-port egress EgressQueue, batched sends out; an HTTP control plane
-// whose requests run on the dataplane thread.
+// The software ATP switch: UDP datagrams (or Ethernet frames on interface ports) in, optional
+// per-port ingress EgressQueue, SwitchPipeline::process (or Ethernet switching for non-ATP frames),
+// per-port egress EgressQueue, batched sends out; an HTTP control plane run on the dataplane thread.
 #include "atp/runtime/switch_daemon.h"
 
 #include <httplib.h>
@@ -136,7 +136,7 @@ EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const s
 // Counters that are levels, not running totals (Prometheus gauges).
 bool is_gauge(std::string_view key) {
   return key == "aggregators" || key == "aggregators_in_use" || key == "queue_depth" || key == "ingress_queue_depth" ||
-         key == "installed";
+         key == "installed" || key == "mac_addresses" || key == "neighbors";
 }
 
 // Prometheus text exposition of stats_json()'s document: one metric family per counter,
@@ -230,17 +230,40 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   const YAML::Node ports = doc["ports"];
   if (!ports || !ports.IsSequence() || ports.size() == 0) r.fail("ports", "must list at least one port");
   std::set<std::uint64_t> peers;
+  std::set<std::string> interfaces;
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string p = "ports[" + std::to_string(i) + "].";
     const YAML::Node port = ports[i];
     r.check_keys(port, p,
-                 {"peer", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate",
-                  "reorder", "ingress"});
+                 {"peer", "interface", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss",
+                  "duplicate", "reorder", "ingress"});
     SwitchPortConfig pc;
-    if (!port["peer"]) r.fail(p + "peer", "missing (the UDP address of the host or switch on this port)");
-    pc.peer = r.endpoint(port["peer"], p + "peer");
-    if (!peers.insert(peer_key(pc.peer)).second)
-      r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+    if (port["peer"] && port["interface"]) {
+      r.fail(p + "interface", "a port has either peer: (a UDP peer) or interface: (a Linux interface), not both");
+    }
+    if (port["interface"]) {
+      pc.interface = r.string(port["interface"], p + "interface");
+      // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface names.
+      if (pc.interface.empty() || pc.interface.size() > 15 ||
+          pc.interface.find_first_of("/ \t:") != std::string::npos) {
+        r.fail(p + "interface", "'" + pc.interface + "' is not a Linux interface name (1-15 characters)");
+      }
+      if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
+    } else {
+      if (!port["peer"]) {
+        r.fail(p + "peer",
+               "missing (the UDP address of the host or switch on this port, or interface: NAME for a Linux "
+               "interface)");
+      }
+      pc.peer = r.endpoint(port["peer"], p + "peer");
+      if (!peers.insert(peer_key(pc.peer)).second)
+        r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+    }
+    if (i > 0 && pc.is_interface() != c.ports.front().is_interface()) {
+      r.fail(p + (pc.is_interface() ? "interface" : "peer"),
+             std::string("all ports of a switch are of one kind, and ports[0] has ") +
+                 (pc.is_interface() ? "peer:" : "interface:"));
+    }
     pc.egress = egress_settings(r, port, p);
     if (const YAML::Node ingress = port["ingress"]) {
       r.check_keys(
@@ -249,6 +272,9 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
       pc.ingress = egress_settings(r, ingress, p + "ingress.");
     }
     c.ports.push_back(pc);
+  }
+  if (c.interface_ports() && doc["listen"]) {
+    r.fail("listen", "a switch on interface ports has no UDP data socket: remove listen:");
   }
 
   if (const YAML::Node routes = doc["routes"]) {
@@ -283,7 +309,8 @@ SwitchDaemonConfig load_switch_config(const std::string& path) {
 // ---- the daemon ------------------------------------------------------------------------------
 
 struct SwitchDaemon::Impl {
-  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch.
+  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch. On
+  // interface ports each packet is first put in an Ethernet frame (encapsulate()).
   class QueueSink final : public PortSink {
    public:
     explicit QueueSink(Impl& impl) : impl_(impl) {}
@@ -292,7 +319,11 @@ struct SwitchDaemon::Impl {
         ++impl_.no_port;  // a route or group naming a port the config does not have
         return;
       }
-      impl_.queues[port].enqueue(packet, now);
+      if (!impl_.interface_ports) {
+        impl_.queues[port].enqueue(packet, now);
+      } else if (impl_.encapsulate(port, packet)) {
+        impl_.queues[port].enqueue(impl_.encapsulated, now);
+      }
     }
     Time now{};
 
@@ -301,24 +332,57 @@ struct SwitchDaemon::Impl {
   };
 
   struct PortCounters {
-    std::uint64_t rx_packets = 0;  // datagrams received from the port's peer (before its ingress queue)
+    // Datagrams (frames on interface ports) received from the port's peer, before its ingress queue.
+    std::uint64_t rx_packets = 0;
     std::uint64_t rx_bytes = 0;
   };
 
+  // What an interface-port switch does with frames that are not ATP's (all zero on UDP ports).
+  struct EthernetCounters {
+    std::uint64_t atp_frames = 0;        // frames handed to the pipeline
+    std::uint64_t non_atp_frames = 0;    // frames switched as plain Ethernet (ARP, TCP, other UDP, IPv6, ...)
+    std::uint64_t malformed_frames = 0;  // runts, and frames to ATP's UDP port that are not a valid ATP packet: dropped
+    std::uint64_t l2_forwarded = 0;      // non-ATP frames sent to the one port their destination MAC is behind
+    std::uint64_t l2_flooded = 0;    // non-ATP frames to broadcast, multicast or unknown MACs: sent to all other ports
+    std::uint64_t l2_same_port = 0;  // non-ATP frames whose destination is behind their ingress port: dropped
+    std::uint64_t no_neighbor = 0;   // pipeline sends to an IP whose MAC the switch has not learned: dropped
+    std::uint64_t neighbor_refused = 0;  // IP -> MAC not learned: the IP's route points to another port
+  };
+
   explicit Impl(SwitchDaemonConfig c)
-      : config(std::move(c)), pipeline(config.pipeline), socket(config.listen), sink(*this) {
+      : config(std::move(c)), interface_ports(config.interface_ports()), pipeline(config.pipeline), sink(*this) {
+    if (interface_ports) {
+      for (const SwitchPortConfig& port : config.ports) port_sockets.emplace_back(port.interface);
+      // Frames up to the largest MTU among the ports; a larger one (e.g. a GRO super-frame from an
+      // interface with offloads on) is counted as truncated.
+      std::size_t max_frame = 0;
+      for (const PacketSocket& s : port_sockets) max_frame = std::max(max_frame, s.max_frame_bytes());
+      frame_batch.emplace(64, max_frame);
+    } else {
+      socket.emplace(config.listen);
+    }
+    const Framing framing = interface_ports ? Framing::kEthernet : Framing::kAtp;
     ingress_queues.resize(config.ports.size());
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
-      queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i));
+      queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i), framing);
       if (config.ports[i].ingress) set_ingress(static_cast<PortId>(i), *config.ports[i].ingress);
-      port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
+      if (!interface_ports) port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
     }
     port_counters.resize(config.ports.size());
-    for (const auto& [dst, port] : config.routes) pipeline.add_route(dst, port);
+    for (const auto& [dst, port] : config.routes) {
+      pipeline.add_route(dst, port);
+      route_port[dst] = port;
+    }
 
     task_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    loop.add_readable(socket.fd(), [this] { on_readable(); });
+    if (interface_ports) {
+      for (std::size_t p = 0; p < port_sockets.size(); ++p) {
+        loop.add_readable(port_sockets[p].fd(), [this, p] { on_frames(static_cast<PortId>(p)); });
+      }
+    } else {
+      loop.add_readable(socket->fd(), [this] { on_readable(); });
+    }
     loop.add_readable(task_fd, [this] { run_tasks(); });
     loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
 
@@ -350,7 +414,7 @@ struct SwitchDaemon::Impl {
   void on_readable() {
     // A few batches per wakeup, then back to the loop so control requests and timers are served.
     for (int round = 0; round < 8; ++round) {
-      const std::size_t n = socket.recv_batch(batch);
+      const std::size_t n = socket->recv_batch(batch);
       if (n == 0) break;
       const Time now = EventLoop::now();
       sink.now = now;
@@ -379,8 +443,13 @@ struct SwitchDaemon::Impl {
   void process_ingress(Time now) {
     for (std::size_t p = 0; p < ingress_queues.size(); ++p) {
       if (!ingress_queues[p]) continue;
-      ingress_queues[p]->release(
-          now, [&](std::span<std::uint8_t> packet) { pipeline.process(static_cast<PortId>(p), packet, now, sink); });
+      ingress_queues[p]->release(now, [&](std::span<std::uint8_t> packet) {
+        if (interface_ports) {
+          on_frame(static_cast<PortId>(p), packet, now);
+        } else {
+          pipeline.process(static_cast<PortId>(p), packet, now, sink);
+        }
+      });
     }
   }
 
@@ -406,11 +475,13 @@ struct SwitchDaemon::Impl {
     if (q) {
       q->config() = settings;
     } else {
-      q.emplace(settings, EgressQueue::stream_seed(config.seed, kIngressStreams + port));
+      q.emplace(settings, EgressQueue::stream_seed(config.seed, kIngressStreams + port),
+                interface_ports ? Framing::kEthernet : Framing::kAtp);
     }
   }
 
-  // Sends every packet the queues release by `now`, in one sendmmsg batch.
+  // Sends every packet the queues release by `now`: in one sendmmsg batch to the UDP peers, or
+  // one batch per interface port.
   void flush(Time now) {
     std::size_t count = 0;
     for (std::size_t p = 0; p < queues.size(); ++p) {
@@ -421,11 +492,123 @@ struct SwitchDaemon::Impl {
         tx[count].to = config.ports[p].peer;
         ++count;
       });
+      if (interface_ports && count > 0) {
+        tx_frames.resize(count);
+        for (std::size_t i = 0; i < count; ++i) tx_frames[i] = tx_bytes[i];
+        send_failed += count - port_sockets[p].send_batch(tx_frames);  // a full buffer: dropped
+        count = 0;
+      }
     }
     if (count == 0) return;
     for (std::size_t i = 0; i < count; ++i) tx[i].bytes = tx_bytes[i];
-    const std::size_t sent = socket.send_batch(std::span<const UdpOutgoing>(tx.data(), count));
+    const std::size_t sent = socket->send_batch(std::span<const UdpOutgoing>(tx.data(), count));
     send_failed += count - sent;  // a full kernel buffer: dropped, as a switch's full port would
+  }
+
+  // ---- interface ports (dataplane thread) ----
+
+  // Frames waiting on port `port`'s interface.
+  void on_frames(PortId port) {
+    for (int round = 0; round < 8; ++round) {  // as on_readable: then back to the loop
+      const std::size_t n = port_sockets[port].recv_batch(*frame_batch);
+      if (n == 0) break;
+      const Time now = EventLoop::now();
+      sink.now = now;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::span<std::uint8_t> bytes = frame_batch->bytes(i);
+        port_counters[port].rx_packets++;
+        port_counters[port].rx_bytes += bytes.size();
+        // Where a source MAC is, is learned on arrival, like a hardware switch's ingress does.
+        if (bytes.size() >= kEthernetHeaderBytes) {
+          MacAddress src;
+          std::copy_n(bytes.begin() + 6, src.size(), src.begin());
+          macs.learn(src, port);
+        }
+        if (std::optional<EgressQueue>& ingress = ingress_queues[port]) {
+          ingress->enqueue(bytes, now);
+        } else {
+          on_frame(port, bytes, now);
+        }
+      }
+      process_ingress(now);
+      flush(now);
+      if (n < frame_batch->capacity()) break;
+    }
+  }
+
+  // One frame from port `port` (past its ingress queue): ATP frames to the pipeline, the rest
+  // switched as Ethernet.
+  void on_frame(PortId port, std::span<std::uint8_t> frame, Time now) {
+    const std::optional<ParsedFrame> parsed = parse_frame(frame);
+    if (!parsed) {  // a runt without even an Ethernet header
+      ++ethernet.malformed_frames;
+      return;
+    }
+    const FrameClass kind = classify(*parsed, frame);
+    switch (kind.kind) {
+      case FrameKind::kAtp:
+        ++ethernet.atp_frames;
+        learn_neighbor(parsed->ipv4->src, parsed->src, port);
+        pipeline.process(port, frame.subspan(kind.atp_offset, kind.atp_bytes), now, sink);
+        return;
+      case FrameKind::kMalformedAtp:
+        ++ethernet.malformed_frames;
+        return;
+      case FrameKind::kOther:
+        break;
+    }
+    ++ethernet.non_atp_frames;
+    if (parsed->arp) learn_neighbor(parsed->arp->sender_ip, parsed->arp->sender_mac, port);
+    if (!is_group_mac(parsed->dst)) {
+      if (const std::optional<PortId> to = macs.lookup(parsed->dst)) {
+        if (*to == port) {
+          ++ethernet.l2_same_port;  // both ends are behind this port: not the switch's to deliver
+        } else {
+          ++ethernet.l2_forwarded;
+          queues[*to].enqueue(frame, now);
+        }
+        return;
+      }
+    }
+    ++ethernet.l2_flooded;
+    for (std::size_t q = 0; q < queues.size(); ++q) {
+      if (q != port) queues[q].enqueue(frame, now);
+    }
+  }
+
+  // Learns that `ip` is at `mac`, unless the routes say `ip` lives behind another port than the
+  // one it came from: a host cannot redirect the switch's frames to another host's IP by
+  // claiming it (in ARP or as an ATP source) from its own port.
+  void learn_neighbor(Address ip, const MacAddress& mac, PortId port) {
+    if (auto it = route_port.find(ip); it != route_port.end() && it->second != port) {
+      ++ethernet.neighbor_refused;
+      return;
+    }
+    neighbors.learn(ip, mac);
+  }
+
+  // Puts the ATP packet the pipeline sends on `port` into `encapsulated`: IP from the ATP header,
+  // destination MAC the group's multicast MAC or the learned one of the header's dst, source MAC
+  // the learned one of its src (the port's own when unknown). False (counted) when dst's MAC is
+  // unknown: the switch does not ARP itself; the hosts' own ARP teaches it their MACs.
+  bool encapsulate(PortId port, std::span<const std::uint8_t> packet) {
+    Header h;
+    if (decode_header(packet, h) != DecodeError::kOk) {  // the pipeline only sends valid packets
+      ++ethernet.malformed_frames;
+      return false;
+    }
+    MacAddress dst;
+    if (is_multicast(h.dst)) {
+      dst = multicast_mac(h.dst);
+    } else if (const std::optional<MacAddress> m = neighbors.lookup(h.dst)) {
+      dst = *m;
+    } else {
+      ++ethernet.no_neighbor;
+      return false;
+    }
+    const MacAddress src = neighbors.lookup(h.src).value_or(port_sockets[port].mac());
+    build_atp_frame(dst, src, packet, encapsulated);
+    return true;
   }
 
   void run_tasks() {
@@ -442,9 +625,15 @@ struct SwitchDaemon::Impl {
   json stats() const {
     json doc;
     doc["name"] = config.name;
-    doc["data"] = socket.local_endpoint().to_string();
+    if (interface_ports) {
+      doc["interfaces"] = json::array();
+      for (const SwitchPortConfig& port : config.ports) doc["interfaces"].push_back(port.interface);
+    } else {
+      doc["data"] = socket->local_endpoint().to_string();
+    }
     const SwitchCounters& c = pipeline.counters();
-    const UdpSocketCounters& s = socket.counters();
+    UdpSocketCounters s = socket ? socket->counters() : UdpSocketCounters{};
+    for (const PacketSocket& port : port_sockets) s.truncated += port.counters().truncated;
     doc["switch"] = {{"packets", c.packets},
                      {"malformed", c.malformed},
                      {"unknown_job", c.unknown_job},
@@ -457,7 +646,17 @@ struct SwitchDaemon::Impl {
                      {"truncated", s.truncated},
                      {"send_failed", send_failed},
                      {"aggregators", pipeline.table().size()},
-                     {"aggregators_in_use", pipeline.table().in_use()}};
+                     {"aggregators_in_use", pipeline.table().in_use()},
+                     {"atp_frames", ethernet.atp_frames},
+                     {"non_atp_frames", ethernet.non_atp_frames},
+                     {"malformed_frames", ethernet.malformed_frames},
+                     {"l2_forwarded", ethernet.l2_forwarded},
+                     {"l2_flooded", ethernet.l2_flooded},
+                     {"l2_same_port", ethernet.l2_same_port},
+                     {"no_neighbor", ethernet.no_neighbor},
+                     {"neighbor_refused", ethernet.neighbor_refused},
+                     {"mac_addresses", macs.size()},
+                     {"neighbors", neighbors.size()}};
     std::vector<JobId> ids;
     for (const auto& [id, counters] : pipeline.all_job_counters()) ids.push_back(id);
     for (JobId id : installed) {
@@ -484,7 +683,8 @@ struct SwitchDaemon::Impl {
       const EgressCounters& e = queues[p].counters();
       const EgressCounters in = ingress_queues[p] ? ingress_queues[p]->counters() : EgressCounters{};
       doc["ports"].push_back({{"port", p},
-                              {"peer", config.ports[p].peer.to_string()},
+                              {interface_ports ? "interface" : "peer",
+                               interface_ports ? config.ports[p].interface : config.ports[p].peer.to_string()},
                               {"rx_packets", port_counters[p].rx_packets},
                               {"rx_bytes", port_counters[p].rx_bytes},
                               {"tx_packets", e.packets},
@@ -626,8 +826,17 @@ struct SwitchDaemon::Impl {
   }
 
   SwitchDaemonConfig config;
+  bool interface_ports;  // config.interface_ports(): frames on Linux interfaces, not UDP datagrams
   SwitchPipeline pipeline;
-  UdpSocket socket;
+  std::optional<UdpSocket> socket;                 // UDP ports: the one data socket
+  std::vector<PacketSocket> port_sockets;          // interface ports: port i's raw socket
+  std::optional<FrameBatch> frame_batch;           // interface ports: receive buffers, sized for the largest MTU
+  MacTable macs;                                   // interface ports: where each source MAC was seen
+  NeighborTable neighbors;                         // interface ports: IPv4 -> MAC, for the frames the pipeline sends
+  std::unordered_map<Address, PortId> route_port;  // config.routes as a map (learn_neighbor's check)
+  std::vector<std::uint8_t> encapsulated;          // encapsulate()'s output, reused
+  std::vector<std::span<const std::uint8_t>> tx_frames;  // flush()'s batch for one interface port
+  EthernetCounters ethernet;
   std::vector<EgressQueue> queues;                         // port i's egress
   std::vector<std::optional<EgressQueue>> ingress_queues;  // port i's ingress, if it has one
   std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port
@@ -683,7 +892,9 @@ void SwitchDaemon::stop() {
 
 const SwitchDaemonConfig& SwitchDaemon::config() const { return impl_->config; }
 
-UdpEndpoint SwitchDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }
+UdpEndpoint SwitchDaemon::data_endpoint() const {
+  return impl_->socket ? impl_->socket->local_endpoint() : UdpEndpoint{};
+}
 
 std::string SwitchDaemon::control_endpoint() const {
   return impl_->config.control_host + ":" + std::to_string(impl_->control_port);

@@ -11,34 +11,15 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <tuple>
 #include <utility>
 
 #include "atp/wire.h"
+#include "socket_batch.h"
 
 namespace atp {
 namespace {
 
-// sendmmsg/recvmmsg take at most this many messages per call here (UIO_MAXIOV is 1024; 64 keeps
-// the headers on the stack and is already past the point where the per-call cost stops mattering).
-constexpr std::size_t kMaxBatch = 64;
-
-// strerror, with a lower-case first letter so that it reads as the end of a sentence.
-std::string reason(int error) {
-  std::string s = std::strerror(error);
-  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && !(s.size() > 1 && s[1] >= 'A' && s[1] <= 'Z')) s[0] += 'a' - 'A';
-  return s;
-}
-
-sockaddr_in to_sockaddr(const UdpEndpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
-UdpEndpoint from_sockaddr(const sockaddr_in& a) { return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)}; }
+using detail::errno_reason;
 
 }  // namespace
 
@@ -59,6 +40,16 @@ UdpEndpoint UdpEndpoint::parse(const std::string& text) {
   return {ntohl(addr.s_addr), static_cast<std::uint16_t>(port)};
 }
 
+sockaddr_in to_sockaddr(const UdpEndpoint& e) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(e.ip);
+  a.sin_port = htons(e.port);
+  return a;
+}
+
+UdpEndpoint from_sockaddr(const sockaddr_in& a) { return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)}; }
+
 std::string UdpEndpoint::to_string() const { return format_address(ip) + ":" + std::to_string(port); }
 
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
@@ -69,26 +60,19 @@ UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
 UdpSocket::UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options) {
   const std::string where = "UDP " + local.to_string();
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) throw UdpSetupError("cannot open a socket for " + where + ": " + reason(errno), errno);
+  if (fd_ < 0) throw UdpSetupError("cannot open a socket for " + where + ": " + errno_reason(errno), errno);
   const auto fail = [&](const std::string& what) {
     const int error = errno;
     ::close(fd_);
     fd_ = -1;
-    return UdpSetupError(what + ": " + reason(error), error);
+    return UdpSetupError(what + ": " + errno_reason(error), error);
   };
   const int one = 1;
   if (options.reuse_address && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
     throw fail("cannot set SO_REUSEADDR on " + where);
   }
-  // Ask for the large buffer; without CAP_NET_ADMIN the *FORCE variant fails with EPERM, and the
-  // plain option silently caps at the sysctl maximum: both are acceptable.
-  for (const auto& [force, plain, bytes] : {std::tuple{SO_RCVBUFFORCE, SO_RCVBUF, options.recv_buffer_bytes},
-                                            std::tuple{SO_SNDBUFFORCE, SO_SNDBUF, options.send_buffer_bytes}}) {
-    if (bytes <= 0) continue;
-    if (::setsockopt(fd_, SOL_SOCKET, force, &bytes, sizeof bytes) != 0 &&
-        ::setsockopt(fd_, SOL_SOCKET, plain, &bytes, sizeof bytes) != 0) {
-      throw fail("cannot set the socket buffer size of " + where);
-    }
+  if (!detail::set_buffer_sizes(fd_, options.recv_buffer_bytes, options.send_buffer_bytes)) {
+    throw fail("cannot set the socket buffer size of " + where);
   }
   const sockaddr_in addr = to_sockaddr(local);
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) throw fail("cannot bind " + where);
@@ -145,79 +129,36 @@ void UdpSocket::join_multicast(std::uint32_t group, std::uint32_t interface_ip) 
 
 std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {
   batch.count_ = 0;
-  const std::size_t n = std::min(batch.capacity(), kMaxBatch);
-  std::array<mmsghdr, kMaxBatch> msgs{};
-  std::array<iovec, kMaxBatch> iovs{};
-  std::array<sockaddr_in, kMaxBatch> addrs{};
-  for (std::size_t i = 0; i < n; ++i) {
-    iovs[i].iov_base = batch.storage_.data() + i * batch.max_bytes_;
-    iovs[i].iov_len = batch.max_bytes_;
-    msgs[i].msg_hdr.msg_iov = &iovs[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-    msgs[i].msg_hdr.msg_name = &addrs[i];
-    msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
-  }
-  const int got = ::recvmmsg(fd_, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT, nullptr);
-  if (got < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.recv_errors;
-    return 0;
-  }
-  // Truncated datagrams are dropped; the others are compacted to the front of the batch. The
-  // source slot of a kept datagram is always at or after its destination, so memmove is safe.
-  for (std::size_t i = 0; i < static_cast<std::size_t>(got); ++i) {
-    if ((msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0) {
-      ++counters_.truncated;
-      continue;
-    }
-    const std::size_t k = batch.count_++;
-    if (k != i) {
-      std::memmove(batch.storage_.data() + k * batch.max_bytes_, batch.storage_.data() + i * batch.max_bytes_,
-                   msgs[i].msg_len);
-    }
-    batch.length_[k] = msgs[i].msg_len;
-    batch.from_[k] = from_sockaddr(addrs[i]);
-    ++counters_.received;
-    counters_.received_bytes += msgs[i].msg_len;
-  }
+  std::array<sockaddr_in, detail::kMaxBatch> addrs{};
+  const detail::RecvOutcome got =
+      detail::recv_batch(fd_, batch.storage_.data(), batch.max_bytes_, batch.capacity(), addrs,
+                         [&](std::size_t k, const sockaddr_in& from, std::size_t bytes) {
+                           batch.length_[k] = bytes;
+                           batch.from_[k] = from_sockaddr(from);
+                         });
+  if (got.error) ++counters_.recv_errors;
+  counters_.truncated += got.truncated;
+  counters_.received += got.kept;
+  counters_.received_bytes += got.kept_bytes;
+  batch.count_ = got.kept;
   return batch.count_;
 }
 
 std::size_t UdpSocket::send_batch(std::span<const UdpOutgoing> datagrams) {
-  std::size_t accepted = 0;
-  std::size_t next = 0;
-  std::array<mmsghdr, kMaxBatch> msgs;
-  std::array<iovec, kMaxBatch> iovs;
-  std::array<sockaddr_in, kMaxBatch> addrs;
-  while (next < datagrams.size()) {
-    const std::size_t n = std::min(datagrams.size() - next, kMaxBatch);
-    for (std::size_t i = 0; i < n; ++i) {
-      const UdpOutgoing& d = datagrams[next + i];
-      addrs[i] = to_sockaddr(d.to);
-      iovs[i].iov_base = const_cast<std::uint8_t*>(d.bytes.data());  // sendmmsg does not write
-      iovs[i].iov_len = d.bytes.size();
-      msgs[i] = mmsghdr{};
-      msgs[i].msg_hdr.msg_iov = &iovs[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-      msgs[i].msg_hdr.msg_name = &addrs[i];
-      msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
-    }
-    const int sent = ::sendmmsg(fd_, msgs.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
-    if (sent > 0) {
-      for (int i = 0; i < sent; ++i) counters_.sent_bytes += datagrams[next + static_cast<std::size_t>(i)].bytes.size();
-      counters_.sent += static_cast<std::uint64_t>(sent);
-      accepted += static_cast<std::size_t>(sent);
-      next += static_cast<std::size_t>(sent);
-      continue;  // a short count: the next call reports why the next datagram failed
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
-      counters_.send_would_block += datagrams.size() - next;
-      break;
-    }
-    ++counters_.send_errors;  // e.g. EMSGSIZE, EACCES (broadcast), ENETUNREACH: skip this one
-    ++next;
-  }
-  return accepted;
+  std::array<sockaddr_in, detail::kMaxBatch> addrs;
+  const detail::SendOutcome out =
+      detail::send_batch(fd_, datagrams.size(), [&](std::size_t i, std::size_t slot, msghdr& m, iovec& iov) {
+        addrs[slot] = to_sockaddr(datagrams[i].to);
+        iov.iov_base = const_cast<std::uint8_t*>(datagrams[i].bytes.data());  // sendmmsg does not write
+        iov.iov_len = datagrams[i].bytes.size();
+        m.msg_name = &addrs[slot];
+        m.msg_namelen = sizeof addrs[slot];
+      });
+  counters_.sent += out.accepted;
+  counters_.sent_bytes += out.accepted_bytes;
+  counters_.send_would_block += out.would_block;
+  counters_.send_errors += out.errors;
+  return out.accepted;
 }
 
 bool UdpSocket::send_to(const UdpEndpoint& to, std::span<const std::uint8_t> bytes) {

@@ -69,6 +69,7 @@ std::string to_json(const ScenarioResult& result) {
     ordered_json o;
     o["from"] = f.from;
     o["to"] = f.to;
+    o["start_seconds"] = f.start_seconds;
     o["bytes"] = f.bytes;
     o["seconds"] = f.seconds;
     o["goodput_gbps"] = f.goodput_gbps;

@@ -606,6 +606,7 @@ class ProcessRun {
     const BackgroundFlow& f = s_.background[i];
     const UdpEndpoint to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
     Flow& flow = flows_[i];
+    flow_results_[i].start_seconds = ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count());
     flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
                                      namespace_of(f.to));
     expect_line(*flow.receiver, "listening");

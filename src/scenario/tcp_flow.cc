@@ -23,14 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-sockaddr_in to_sockaddr(const UdpEndpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
 int fail(const std::string& what) {
   std::cerr << "atp flow: " << what << ": " << std::strerror(errno) << "\n";
   return 1;

@@ -15,14 +15,24 @@
 
 namespace atp {
 
+// What a queue holds, which decides how a packet's wire size is counted and how it is ECN-marked.
+enum class Framing : std::uint8_t {
+  // Bare ATP packets (the in-process network, the loopback UDP backend): the wire adds
+  // kEncapsulationBytes of Ethernet/IPv4/UDP headers; marking sets the ATP header's ECN flag.
+  kAtp,
+  // Whole Ethernet frames (interface ports): the bytes are the wire size; marking sets the ATP
+  // flag of an ATP frame, or CE in the IPv4 header of an ECN-capable one (mark_ecn_frame).
+  kEthernet,
+};
+
 struct EgressConfig {
-  // Gbit/s; a packet takes (bytes + kEncapsulationBytes) * 8 / rate_gbps ns to send.
+  // Gbit/s; a packet takes wire bytes * 8 / rate_gbps ns to send (wire bytes: see Framing).
   // 0: infinitely fast, no queue builds up (buffer and ECN threshold do not apply).
   double rate_gbps = 0;
   // The queue holds the packets accepted but not yet fully sent (including the one being sent).
   // Both limits compare against its length when a packet is enqueued.
   std::uint32_t buffer_packets = 0;         // drop-tail limit; 0: unlimited
-  std::uint32_t ecn_threshold_packets = 0;  // mark ATP packets when the queue holds this many; 0: off
+  std::uint32_t ecn_threshold_packets = 0;  // mark packets (see Framing) when the queue holds this many; 0: off
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
   Duration delay{0};
@@ -60,7 +70,8 @@ struct EnqueueResult {
 // fate is drawn at enqueue from the queue's own mt19937_64, in a fixed order.
 class EgressQueue {
  public:
-  explicit EgressQueue(const EgressConfig& config = {}, std::uint64_t seed = 0);
+  // `framing` is fixed for the queue's life (a port's kind), unlike the settings in config().
+  explicit EgressQueue(const EgressConfig& config = {}, std::uint64_t seed = 0, Framing framing = Framing::kAtp);
 
   // The seed of queue number `index` of a runtime seeded with `seed`: independent streams, so
   // that adding a queue or a fault elsewhere leaves every other queue's trace unchanged.
@@ -70,6 +81,7 @@ class EgressQueue {
   EgressConfig& config() { return config_; }
   const EgressConfig& config() const { return config_; }
   const EgressCounters& counters() const { return counters_; }
+  Framing framing() const { return framing_; }
 
   // Takes a copy of `packet` at `now` (never earlier than a previous call's `now`). The queue
   // marks its own copy for ECN; the caller's bytes are left as they were.
@@ -117,6 +129,7 @@ class EgressQueue {
   void drain_sent(std::int64_t now_ps);
 
   EgressConfig config_;
+  Framing framing_;
   EgressCounters counters_;
   std::mt19937_64 rng_;
   std::int64_t busy_until_ps_ = 0;            // when the transmitter finishes the last accepted packet (ps)

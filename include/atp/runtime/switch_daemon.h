@@ -1,6 +1,6 @@
-// The software ATP switch process (`atp switch`): SwitchPipeline on UDP ports with per-port
-// egress (and optional ingress) queues, driven by an EventLoop, plus an HTTP control plane. An
-// adapter, no protocol logic.
+// The software ATP switch process (`atp switch`): SwitchPipeline on UDP peers or Linux interfaces
+// as ports, per-port egress (and optional ingress) queues, an EventLoop, an HTTP control plane.
+// An adapter, no protocol logic.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "atp/runtime/egress_queue.h"
+#include "atp/runtime/packet_socket.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/switch.h"
 
@@ -23,25 +24,33 @@ class SwitchConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One switch port: a UDP peer (a host process or another switch), its egress queue and
-// optionally an ingress queue.
+// One switch port, of one of two kinds (all ports of a switch are of the same kind):
+// - a UDP peer (a host process or another switch on loopback): ATP packets in UDP datagrams;
+// - a Linux interface (e.g. one end of a veth pair in the switch's network namespace), read and
+//   written as whole Ethernet frames: the switch is then an Ethernet switch for every frame and
+//   runs the pipeline on the ATP ones (IPv4/UDP to kUdpPort), see docs/testbed.md.
+// Each port has its egress queue and optionally an ingress queue.
 struct SwitchPortConfig {
-  UdpEndpoint peer;     // datagrams from here arrive on this port; packets out of it go here
+  UdpEndpoint peer;     // UDP ports: datagrams from here arrive on this port; packets out of it go here
   EgressConfig egress;  // rate limit, buffer, ECN threshold and faults of the port's egress
   // The peer -> switch direction (the link's other half, which the peer's own process does not
-  // model): datagrams from the peer pass this queue before the pipeline. Absent: straight in.
+  // model): datagrams (frames) from the peer pass this queue before the pipeline. Absent: straight in.
   std::optional<EgressConfig> ingress;
+  std::string interface;  // interface ports: the Linux interface's name; empty on UDP ports
+  bool is_interface() const { return !interface.empty(); }
 };
 
 struct SwitchDaemonConfig {
   std::string name = "switch";
   SwitchConfig pipeline;                           // aggregators, width, reclaim timeout, ATP-capable or not
-  UdpEndpoint listen = UdpEndpoint::loopback(0);   // the data socket (port 0: kernel-chosen)
+  UdpEndpoint listen = UdpEndpoint::loopback(0);   // the data socket of UDP ports (port 0: kernel-chosen)
   std::string control_host = "127.0.0.1";          // HTTP control endpoint
   std::uint16_t control_port = 0;                  // 0: kernel-chosen
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
   std::uint64_t seed = 0;                          // seeds the port queues' fault draws
+  // True when the ports are Linux interfaces (then `listen` is not used: there is no UDP socket).
+  bool interface_ports() const { return !ports.empty() && ports.front().is_interface(); }
 };
 
 // Parses the YAML config (`where` names it in errors, e.g. the file name). Strict: unknown keys,
@@ -53,13 +62,17 @@ struct SwitchDaemonConfig {
 //            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
 //            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
 //   routes: [{dst: 10.0.0.1, port: 0}]
+// A port names either `peer: IP:PORT` (a UDP peer) or `interface: NAME` (a Linux interface, e.g.
+// `interface: sw0-p1`; needs root or CAP_NET_RAW); all ports of one switch are of one kind, and a
+// switch on interfaces has no `listen:` (it has no UDP socket).
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
 SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the file; throws SwitchConfigError
 
-// The switch process's reusable part. The constructor binds the data socket and the control
-// endpoint (throws UdpSetupError, or std::runtime_error naming the control address, when one is
-// in use); start() runs the dataplane and the control plane on their own threads; stop() (or
-// the destructor) ends both. The pipeline is only ever touched by the dataplane thread.
+// The switch process's reusable part. The constructor binds the data socket (or opens every
+// interface port's packet socket, in the calling thread's network namespace) and the control
+// endpoint (throws UdpSetupError, PacketSetupError naming the interface, or std::runtime_error
+// naming the control address, when one is in use); start() runs the dataplane and the control plane on their own
+// threads; stop() (or the destructor) ends both. The pipeline is only ever touched by the dataplane thread.
 //
 // Control plane (HTTP):
 //   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
@@ -71,7 +84,8 @@ SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the fi
 //                    running switch (`atp run --backend udp`): one PUT at each window's start and
 //                    end. 400 names a bad field, 404 a port the switch does not have.
 //   GET /metrics     Prometheus text; GET /stats: JSON, the same counters (per port: egress
-//                    counters, and ingress_* for the ingress queue, zero when the port has none).
+//                    counters, and ingress_* for the ingress queue, zero when the port has none;
+//                    per switch also the Ethernet counters of interface ports, zero on UDP ports).
 class SwitchDaemon {
  public:
   explicit SwitchDaemon(SwitchDaemonConfig config);
@@ -83,8 +97,9 @@ class SwitchDaemon {
   void stop();  // idempotent; not from a signal handler (block signals and sigwait instead)
 
   const SwitchDaemonConfig& config() const;  // as started: PUT /ports changes the queues, not this
-  UdpEndpoint data_endpoint() const;         // where hosts and peer switches send (kernel port resolved)
-  std::string control_endpoint() const;      // "host:port" of the HTTP control plane
+  // Where hosts and peer switches send (kernel port resolved); {0, 0} on interface ports.
+  UdpEndpoint data_endpoint() const;
+  std::string control_endpoint() const;  // "host:port" of the HTTP control plane
 
   // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
   // throws std::runtime_error if it does not answer within a second.

@@ -2,6 +2,8 @@
 // real runtimes. Setup errors throw one clear sentence; data-path failures are only counted.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,6 +24,10 @@ struct UdpEndpoint {
   std::string to_string() const;
   friend bool operator==(const UdpEndpoint&, const UdpEndpoint&) = default;
 };
+
+// The socket API's form of an endpoint, and back (also for TCP: an IPv4 address and port).
+sockaddr_in to_sockaddr(const UdpEndpoint& e);
+UdpEndpoint from_sockaddr(const sockaddr_in& a);
 
 // A setup failure (socket, bind, buffer sizes): what() is one sentence, e.g. "cannot bind UDP
 // 127.0.0.1:9000: address already in use"; error() is the errno.
