@@ -36,8 +36,9 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           start_us (0), rto_us (1000), progress_timeout_us (2000000), initial_seq (0)}]
           job ids are 1, 2, ... in file order. algorithm: atp (in-network aggregation), ps (same
           hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
-          hosts), ring (ring allreduce over TCP), gloo or gloo_hd (Gloo's ring or halving-
-          doubling over TCP); ring and gloo have no ps and run on the udp and netns backends
+          hosts, which may be the workers' own hosts on netns: N-to-N), ring (ring allreduce over
+          TCP), gloo or gloo_hd (Gloo's ring or halving-doubling over TCP); ring and gloo have no
+          ps and run on the udp and netns backends
   faults:
     - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps | rate_mbps,
        buffer_packets, ecn_threshold_packets, one_way (false: both directions),

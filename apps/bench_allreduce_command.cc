@@ -58,10 +58,13 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   y << "  links: [";
   for (int r = 0; r < o.racks; ++r) y << (r ? ", " : "") << "[tor" << r << ", core]";
   const std::uint64_t elements = std::max<std::uint64_t>(1, bytes / 4);
-  y << "]\njobs:\n  - {name: bench, algorithm: " << algorithm << ", workers: [" << workers << "], ";
-  if (algorithm == "atp" || algorithm == "ps") {
-    y << "ps: [ps], rto_us: " << o.rto_us << ", window: " << o.window << ", max_window: " << o.max_window
-      << ", index: " << o.index << ", ";
+  // ps_nn: BytePS's N-to-N layout, a PS shard on every worker's host (netns only).
+  const bool colocated = algorithm == "ps_nn";
+  y << "]\njobs:\n  - {name: bench, algorithm: " << (colocated ? "ps" : algorithm) << ", workers: [" << workers
+    << "], ";
+  if (algorithm == "atp" || algorithm == "ps" || colocated) {
+    y << "ps: [" << (colocated ? workers : "ps") << "], rto_us: " << o.rto_us << ", window: " << o.window
+      << ", max_window: " << o.max_window << ", index: " << o.index << ", ";
   }
   y << "elements: " << elements << ", rounds: " << o.iters + o.warmup << ", warmup_rounds: " << o.warmup
     << ", values_per_packet: " << o.values_per_packet << "}\n";
@@ -187,10 +190,12 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--backend", o->backend, "netns (namespaces and veth links), udp (loopback) or inproc (simulated)")
       ->capture_default_str()
       ->check(CLI::IsMember({"netns", "udp", "inproc"}));
-  app->add_option("--algorithms", o->algorithms, "comma-separated: atp, ps, ring, gloo, gloo_hd")
+  app->add_option("--algorithms", o->algorithms,
+                  "comma-separated: atp, ps (one PS under the core), ps_nn (a PS shard on every worker's host, "
+                  "BytePS's N-to-N; netns only), ring, gloo, gloo_hd")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"atp", "ps", "ring", "gloo", "gloo_hd"}));
+      ->check(CLI::IsMember({"atp", "ps", "ps_nn", "ring", "gloo", "gloo_hd"}));
   app->add_option("--workers", o->workers, "workers (one host each)")->capture_default_str()->check(CLI::Range(1, 64));
   app->add_option("--racks", o->racks, "racks the workers are spread over")
       ->capture_default_str()

@@ -132,6 +132,21 @@ jobs:
   EXPECT_GE(j.ps_packets_received, j.fragments * 4);
 }
 
+TEST_F(NetnsIntegration, PsShardsOnTheWorkersHostsNToNAreExact) {
+  // BytePS's N-to-N: every worker's host also runs a PS shard; each shard gets every worker's
+  // packets of its fragments (its own host's through the kernel, the others' through switches).
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: nn, algorithm: ps, workers: [w0, w1, w2, w3], ps: [w0, w1, w2, w3], elements: 50000, rounds: 2,
+     values_per_packet: 1024, rto_us: 20000}
+)"),
+                                     ATP_BINARY);
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_GE(j.ps_packets_received, j.fragments * 4) << to_summary(r);
+  for (const auto& [name, count] : j.switch_aggregations) EXPECT_EQ(count, 0u) << name;
+}
+
 TEST_F(NetnsIntegration, TcpFlowIsForwardedThroughTheSwitchesAlongsideAJob) {
   // x (rack 1) -> w0 (rack 0): the flow crosses tor1, core and tor0 while job a runs.
   const ScenarioResult r = run_netns(two_racks(R"(
@@ -200,6 +215,28 @@ jobs:
 )");
   EXPECT_THROW(run_inproc(s), ScenarioError);
   EXPECT_THROW(run_udp(s, ATP_BINARY), ScenarioError);
+}
+
+TEST_F(NetnsIntegration, AWorkerHostRunsNoPsWhereItHasOneAddressForBoth) {
+  // On loopback a host is one UDP peer of its switch: a colocated PS shard is refused there
+  // (and in process, below), with a sentence that names the backend that can.
+  const Scenario s = two_racks(R"(
+jobs:
+  - {name: nn, algorithm: ps, workers: [w0, w1], ps: [w0, w1], elements: 1000}
+)");
+  try {
+    run_udp(s, ATP_BINARY);
+    FAIL() << "a worker host with a PS shard ran on the udp backend";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend netns"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_inproc(s), ScenarioError);  // no kernel there to loop the PS's multicast back
+  // With in-network aggregation, a colocated PS would bypass the switches: refused when parsed.
+  EXPECT_THROW(two_racks(R"(
+jobs:
+  - {name: nn, workers: [w0, w1], ps: [w0], elements: 1000}
+)"),
+               ScenarioError);
 }
 
 }  // namespace

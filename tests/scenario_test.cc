@@ -175,7 +175,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"workers: [w0, w1]", "workers: [w0, w1, w9]", "jobs[0].workers[2]: unknown host 'w9'"},
         ErrorCase{"workers: [w0, w1]", "workers: [w0, tor0]", "jobs[0].workers[1]: 'tor0' is a switch, not a host"},
         ErrorCase{"workers: [w0, w1]", "workers: [w0, w0]", "jobs[0].workers[1]: host 'w0' is listed twice"},
-        ErrorCase{"ps: [ps0]", "ps: [w1]", "jobs[0].ps[0]: host 'w1' is also a worker of this job"},
+        ErrorCase{"ps: [ps0]", "ps: [w1]",
+                  "jobs[0].ps[0]: host 'w1' is also a worker of this job; only algorithm ps (no in-network "
+                  "aggregation) may put a PS shard on a worker's host"},
         ErrorCase{"{name: w1, switch: tor0}", "{name: w1, switch: tor9}",
                   "topology.hosts[1].switch: unknown switch 'tor9'"},
         ErrorCase{"{name: w1, switch: tor0}", "{name: core, switch: tor0}",

@@ -34,6 +34,7 @@
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
+#include "../src/scenario/netns.h"
 
 namespace atp {
 namespace {
@@ -242,7 +243,7 @@ Transfer tcp_transfer(const std::string& server_ns, Address server_ip, const std
 class SwitchL2Test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+    if (const std::string why = netns::unavailable_reason(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
     SwitchConfig sc;
     sc.num_aggregators = 16;
     sc.aggregator_width = 8;

@@ -78,7 +78,7 @@ def plot_two_jobs(results, images):
         ax.step([p[0] for p in points], [p[1] for p in points], where="pre", label=label)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("goodput per round (Mbit/s)")
-    ax.set_title("two jobs on a 256-aggregator switch (netns)")
+    ax.set_title("two jobs on a 48-aggregator switch (netns)")
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

@@ -156,8 +156,12 @@ void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
       throw PlanError(name + " names parameter server " + quoted(p) + ", which is not a host in the topology");
     }
     if (!servers.insert(p).second) throw PlanError(name + " lists parameter server " + quoted(p) + " twice");
-    if (workers.contains(p)) {
-      throw PlanError(name + " uses host " + quoted(p) + " as both a worker and a parameter server");
+    // A colocated worker's packets reach its PS without crossing a switch, so no switch could
+    // aggregate them: only a job without in-network aggregation (BytePS-style N-to-N) may.
+    if (workers.contains(p) && job.in_network_aggregation) {
+      throw PlanError(name + " uses host " + quoted(p) +
+                      " as both a worker and a parameter server; only a job without in-network aggregation "
+                      "(algorithm ps) may put them together");
     }
   }
   if (job.values_per_packet == 0 || job.values_per_packet > kMaxValuesPerPacket) {

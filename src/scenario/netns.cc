@@ -55,6 +55,13 @@ std::string unavailable_reason() {
   if (processes::run_command({"ethtool", "--version"}, "", &output) != 0) {
     return "the `ethtool` command (Debian package ethtool) is missing";
   }
+  // Root is not always enough (a container without CAP_SYS_ADMIN): try one namespace.
+  const std::string probe = "atp" + std::to_string(::getpid()) + "-probe";
+  if (processes::run_command({"ip", "netns", "add", probe}, "", &output) != 0) {
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    return "cannot create a network namespace here (`ip netns add` said: " + output + ")";
+  }
+  processes::run_command({"ip", "netns", "del", probe}, "", &output);
   return "";
 }
 

@@ -11,8 +11,9 @@
 
 namespace atp::netns {
 
-// "" when this process can build namespaces; else one sentence saying why not (not root, no
-// `ip` command), for a test to skip with or a command to print.
+// "" when this process can build namespaces (it creates and removes one to find out); else one
+// sentence saying why not (not root, no `ip` or `ethtool`, namespaces not permitted, as in some
+// containers), for a test to skip with or a command to print.
 std::string unavailable_reason();
 
 // Removes what earlier runs left behind (namespaces named atp<pid>-* whose process is gone,

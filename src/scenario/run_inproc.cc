@@ -463,6 +463,17 @@ ScenarioResult run_inproc(const Scenario& scenario) {
   if (!scenario.background.empty()) {
     throw ScenarioError("background: background TCP flows need real links; use --backend netns");
   }
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    const JobSpec& spec = scenario.jobs[j].spec;
+    for (const std::string& p : spec.ps) {
+      // In-process hosts have no kernel to loop a PS's multicast back to a worker on the same
+      // host (the switch never sends a packet back out of its ingress port).
+      if (std::find(spec.workers.begin(), spec.workers.end(), p) != spec.workers.end()) {
+        throw ScenarioError("jobs[" + std::to_string(j) + "].ps: host '" + p +
+                            "' is also a worker; PS shards on workers' hosts (N-to-N) need --backend netns");
+      }
+    }
+  }
   // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
   NetworkPlan network_plan;
   try {

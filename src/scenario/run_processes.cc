@@ -259,19 +259,30 @@ class ProcessRun {
     if (!netns() && !s_.background.empty()) {
       throw ScenarioError("background: background flows need real links; use --backend netns");
     }
-    // One UDP peer per host at its switch port (loopback) or one ATP port per host address
-    // (netns), so a host runs one process: a worker of one job, or a PS (of any number of jobs).
+    // A host runs at most one worker (of one job) and one PS (of any number of jobs). On
+    // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
+    // both can share the host's address (the worker's socket is bound to its job's multicast
+    // group, the PS's to the host's address), as BytePS's colocated PS shards (N-to-N).
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const JobSpec& spec = s_.jobs[j].spec;
-      auto claim = [&](const std::string& host, const std::string& what) {
-        auto [it, fresh] = role_.emplace(host, what);
-        if (!fresh && !(it->second == "ps" && what == "ps")) {
-          throw ScenarioError("jobs[" + std::to_string(j) + "]: host '" + host + "' is both " + it->second + " and " +
-                              what + "; the " + backend() + " backend runs one process per host (use separate hosts)");
+      const std::string where = "jobs[" + std::to_string(j) + "]: host '";
+      for (const std::string& w : spec.workers) {
+        const auto [it, fresh] = worker_job_.emplace(w, spec.name);
+        if (!fresh) {
+          throw ScenarioError(where + w + "' is a worker of job '" + it->second + "' and of job '" + spec.name +
+                              "'; a host runs one worker (use separate hosts)");
         }
-      };
-      for (const std::string& w : spec.workers) claim(w, "a worker of job '" + spec.name + "'");
-      for (const std::string& p : spec.ps) claim(p, "ps");
+      }
+      for (const std::string& p : spec.ps) ps_hosts_.insert(p);
+    }
+    if (!netns()) {
+      for (const std::string& p : ps_hosts_) {
+        if (worker_job_.contains(p)) {
+          throw ScenarioError("host '" + p + "' is both a worker of job '" + worker_job_.at(p) +
+                              "' and a PS; the udp backend runs one process per host (use separate hosts, or "
+                              "--backend netns)");
+        }
+      }
     }
     for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
     for (const PlannedLink& l : network_.links) {
@@ -402,12 +413,11 @@ class ProcessRun {
   void start_ps() {
     std::vector<Child*> started;
     std::vector<std::string> names;
-    for (const auto& [host, what] : role_) {
-      if (what != "ps") continue;
+    for (const std::string& host : ps_hosts_) {
       std::vector<std::string> args = {binary_,       "ps",        "--control",
                                        "127.0.0.1:0", "--address", format_address(network_.host_address.at(host))};
-      if (netns()) {  // receives on every address (multicast included), sends to each packet's destination IP
-        args.insert(args.end(), {"--listen", UdpEndpoint{0, kUdpPort}.to_string()});
+      if (netns()) {  // receives on its host's address, sends to each packet's destination IP
+        args.insert(args.end(), {"--listen", UdpEndpoint{network_.host_address.at(host), kUdpPort}.to_string()});
       } else {
         args.insert(args.end(), {"--listen", data_[host].to_string(), "--uplink", data_[tor_[host]].to_string()});
       }
@@ -451,7 +461,9 @@ class ProcessRun {
         if (uses_atp_protocol(job.algorithm)) {
           spec.config = plans_[j].workers[w];
           if (netns()) {
-            spec.local = {0, kUdpPort};  // 0.0.0.0: also receives the job's multicast parameter packets
+            // Bound to the job's multicast group: it receives the parameter packets, and a PS on
+            // the same host (bound to the host's address) the gradients.
+            spec.local = {multicast_group_address(job.spec.id), kUdpPort};
           } else {
             spec.local = data_[host];
             spec.uplink = data_[tor_[host]];
@@ -916,9 +928,10 @@ class ProcessRun {
 
   NetworkPlan network_;
   std::vector<JobPlan> plans_;
-  std::map<std::string, std::string> role_;  // host -> "worker of job a" / "ps"
-  std::map<std::string, std::string> tor_;   // host -> its switch
-  std::map<std::string, UdpEndpoint> data_;  // node -> its data address
+  std::map<std::string, std::string> worker_job_;  // host -> the job it is a worker of
+  std::set<std::string> ps_hosts_;                 // hosts that run a PS
+  std::map<std::string, std::string> tor_;         // host -> its switch
+  std::map<std::string, UdpEndpoint> data_;        // node -> its data address
   std::map<std::string, Switch> switches_;
   std::map<std::string, std::pair<Child*, UdpEndpoint>> ps_;  // host -> process, control address
   std::vector<Worker> workers_;

@@ -342,7 +342,11 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   }
   for (std::size_t i = 0; i < spec.ps.size(); ++i) {
     for (const auto& w : spec.workers) {
-      if (w == spec.ps[i]) fail(item(child(path, "ps"), i), "host '" + w + "' is also a worker of this job");
+      if (w == spec.ps[i] && job.algorithm != Algorithm::kPs) {
+        fail(item(child(path, "ps"), i), "host '" + w +
+                                             "' is also a worker of this job; only algorithm ps (no in-network "
+                                             "aggregation) may put a PS shard on a worker's host");
+      }
     }
   }
   // A few GiB of float32 per worker is far beyond what an in-process run can hold.

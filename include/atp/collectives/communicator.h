@@ -31,7 +31,8 @@ class Communicator : public Allreduce {
   // kernel picks one). `uplink`: where every packet goes (the worker's ToR switch, or the PS when
   // there is no switch); nullopt: each packet goes to its destination's IP at kUdpPort and the
   // worker joins the job's multicast group on its own address (config.self), for networks where
-  // the overlay addresses are the hosts' IPs (bind `local` to 0.0.0.0:kUdpPort then). Throws
+  // the overlay addresses are the hosts' IPs (bind `local` to the group's address, or 0.0.0.0, at
+  // kUdpPort then: a socket bound to a unicast address never receives multicast). Throws
   // std::invalid_argument for a config the endpoint refuses and UdpSetupError if the socket
   // cannot be bound or join the group. Starts the loop thread.
   Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink);
