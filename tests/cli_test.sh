@@ -119,4 +119,15 @@ if expect_exit 0 "atp bench switch --json" "$ATP" bench switch --seconds 0.2 --j
   done
 fi
 
+# The allreduce benchmark, small, on loopback: every size and algorithm correct, positive algbw.
+if expect_exit 0 "atp bench allreduce --json" "$ATP" bench allreduce --backend udp --workers 3 --racks 1 \
+  --min-bytes 4K --max-bytes 64K --factor 16 --iters 2 --algorithms atp,ring --json; then
+  rows=$(grep -c '"algorithm"' "$TMP/out")
+  [ "$rows" -eq 4 ] || fail "atp bench allreduce JSON: expected 4 rows (2 sizes x 2 algorithms), got $rows"
+  grep -q '"correct": false' "$TMP/out" && fail "atp bench allreduce reports a wrong result: $(cat "$TMP/out")"
+  bad=$(awk '$1 == "\"algbw_gbps\":" && $2 + 0 <= 0' "$TMP/out")
+  [ -z "$bad" ] || fail "atp bench allreduce JSON: an algbw is not positive: $bad"
+fi
+expect_exit 2 "atp bench allreduce with more racks than workers" "$ATP" bench allreduce --workers 2 --racks 3
+
 finish

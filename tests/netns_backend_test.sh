@@ -65,8 +65,10 @@ wait $parent 2>/dev/null
 sleep 0.5
 [ -z "$(processes_left)" ] || fail "SIGKILL: processes left: $(processes_left)"
 [ -n "$(namespaces_of $parent)" ] || fail "SIGKILL: expected the killed run's namespaces to remain until the next run"
+ls -d "${TMPDIR:-/tmp}"/atp-netns-$parent-* >/dev/null 2>&1 || fail "SIGKILL: expected the killed run's config directory to remain until the next run"
 timeout 120 "$ATP" run --backend netns "$SRC/examples/netns-two-racks.yaml" >"$TMP/out" 2>"$TMP/err"
 [ -z "$(namespaces_of $parent)" ] || fail "SIGKILL: the next run did not remove $(namespaces_of $parent)"
+! ls -d "${TMPDIR:-/tmp}"/atp-netns-$parent-* >/dev/null 2>&1 || fail "SIGKILL: the next run did not remove "${TMPDIR:-/tmp}"/atp-netns-$parent-*"
 
 links_after=$(ip -o link show | cut -d: -f2 | sort)
 [ "$links_before" = "$links_after" ] || fail "interfaces of the root namespace changed: before '$links_before', after '$links_after'"

@@ -242,9 +242,29 @@ std::vector<std::string> ChildSet::first_lines(const std::vector<Child*>& childr
 }
 
 TempDir::TempDir(const std::string& prefix) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory in " + tmpl);
   path_ = tmpl;
+}
+
+void TempDir::remove_stale(const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix + "-", 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size() + 1);
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos ||
+        !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dash),
+                     [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // still running
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
 }
 
 TempDir::~TempDir() {

@@ -80,10 +80,14 @@ class ChildSet {
   std::vector<std::unique_ptr<Child>> children_;  // unique_ptr: callers keep Child& across start()
 };
 
-// A temporary directory (for generated configs), removed with everything in it on every exit.
+// A temporary directory (for generated configs), removed with everything in it on every exit
+// but SIGKILL. Its name is <prefix>-<pid>-XXXXXX, so that remove_stale_temp_dirs can tell the
+// ones of processes that are gone.
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix);
+  // Removes <prefix>-<pid>-* directories (from TempDir(prefix)) whose process no longer exists.
+  static void remove_stale(const std::string& prefix);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

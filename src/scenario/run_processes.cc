@@ -175,7 +175,7 @@ class ProcessRun {
         binary_(std::move(binary)),
         on_round_(on_round),
         placement_(placement),
-        dir_(placement == Placement::kLoopback ? "atp-udp" : "atp-netns") {}
+        dir_(fresh_temp_prefix(placement)) {}
 
   ScenarioResult run() {
     plan();
@@ -223,6 +223,13 @@ class ProcessRun {
     int order;  // among actions at the same time: in the order they were added
     std::function<void()> run;
   };
+
+  // The config directory's prefix; directories a SIGKILLed run left under it are removed first.
+  static std::string fresh_temp_prefix(Placement placement) {
+    const std::string prefix = placement == Placement::kLoopback ? "atp-udp" : "atp-netns";
+    processes::TempDir::remove_stale(prefix);
+    return prefix;
+  }
 
   bool netns() const { return placement_ == Placement::kNamespaces; }
   const char* backend() const { return netns() ? "netns" : "udp"; }
