@@ -17,6 +17,7 @@
 #include "atp/runtime/control.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
+#include "test_packets.h"
 
 namespace atp {
 namespace {
@@ -120,19 +121,7 @@ class SwitchDaemonTest : public ::testing::Test {
 
   // Worker w's gradient packet for fragment `seq` (header fields from the job plan).
   std::vector<std::uint8_t> gradient(std::size_t w, Seq seq, const std::vector<std::int32_t>& values) {
-    const WorkerConfig& wc = job_.workers[w];
-    Header h;
-    h.job = wc.job;
-    h.seq = seq;
-    h.bitmap0 = wc.ps[0].bitmap0;
-    h.bitmap1 = wc.ps[0].bitmap1;
-    h.fan_in0 = wc.ps[0].fan_in0;
-    h.fan_in1 = wc.ps[0].fan_in1;
-    h.edge_switch_identifier = wc.ps[0].edge_switch_identifier;
-    h.aggregator_index = seq % 16;
-    h.src = wc.self;
-    h.dst = wc.ps[0].ps;
-    return build_packet(h, values);
+    return test::gradient_packet(job_.workers[w], seq, seq % 16, values);
   }
 
   void send(std::size_t host, const std::vector<std::uint8_t>& packet) {
