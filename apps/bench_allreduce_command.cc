@@ -30,7 +30,10 @@ struct BenchOptions {
   int warmup = 1;
   int values_per_packet = 1024;
   int aggregators = 4096;
-  int ecn_threshold = 0;
+  // Switches mark ECN above this queue (packets), as ATP's congestion control expects (§3.7):
+  // without it, a queue that hash collisions overload (the PS's link) grows until the fixed RTO
+  // fires spuriously.
+  int ecn_threshold = 16;
   int buffer_packets = 0;
   // ATP's defaults (200, 1024 packets) are sized for 100 Gbit/s NICs; on emulated links of a few
   // hundred Mbit/s they overflow the hosts' NIC queues (tc tbf: 10 ms, no ECN) and outlast the

@@ -171,11 +171,12 @@ struct LinkResult {
 struct ScenarioResult {
   std::string backend;
   std::vector<JobResult> jobs;
-  std::vector<LinkResult> links;           // one per direction, in planned-link order
-  std::vector<FlowResult> flows;           // one per background flow, in file order
-  std::uint64_t leaked_aggregators = 0;    // still held after the final reclaim sweep
-  std::uint64_t host_dropped_packets = 0;  // packets hosts could not hand to any endpoint
-  std::uint64_t noise_packets = 0;         // bad packets noise sources sent
+  std::vector<LinkResult> links;         // one per direction, in planned-link order
+  std::vector<FlowResult> flows;         // one per background flow, in file order
+  std::uint64_t leaked_aggregators = 0;  // still held after the final reclaim sweep
+  // Packets hosts could not hand to any endpoint (netns: also what their sockets had no buffer for)
+  std::uint64_t host_dropped_packets = 0;
+  std::uint64_t noise_packets = 0;  // bad packets noise sources sent
   // Packets switches counted and dropped as malformed, of an unknown job or not admitted on
   // their ingress port (noise, or packets of a job a restarted switch has not been given yet).
   std::uint64_t rejected_packets = 0;

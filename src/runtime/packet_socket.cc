@@ -74,7 +74,8 @@ PacketSocket::PacketSocket(PacketSocket&& other) noexcept
       ifindex_(other.ifindex_),
       mac_(other.mac_),
       mtu_(other.mtu_),
-      counters_(other.counters_) {}
+      counters_(other.counters_),
+      kernel_drops_(other.kernel_drops_) {}
 
 PacketSocket& PacketSocket::operator=(PacketSocket&& other) noexcept {
   if (this != &other) {
@@ -85,8 +86,16 @@ PacketSocket& PacketSocket::operator=(PacketSocket&& other) noexcept {
     mac_ = other.mac_;
     mtu_ = other.mtu_;
     counters_ = other.counters_;
+    kernel_drops_ = other.kernel_drops_;
   }
   return *this;
+}
+
+std::uint64_t PacketSocket::kernel_drops() const {
+  tpacket_stats stats{};
+  socklen_t len = sizeof stats;
+  if (fd_ >= 0 && ::getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &stats, &len) == 0) kernel_drops_ += stats.tp_drops;
+  return kernel_drops_;
 }
 
 std::size_t PacketSocket::recv_batch(FrameBatch& batch) {

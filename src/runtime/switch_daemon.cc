@@ -701,7 +701,9 @@ struct SwitchDaemon::Impl {
                               {"ingress_duplicated", in.duplicated},
                               {"ingress_reordered", in.reordered},
                               {"ingress_ecn_marked", in.ecn_marked},
-                              {"ingress_queue_depth", in.depth}});
+                              {"ingress_queue_depth", in.depth},
+                              // Frames the kernel dropped before the switch read them (interface ports).
+                              {"rx_kernel_drops", interface_ports ? port_sockets[p].kernel_drops() : 0}});
     }
     return doc;
   }

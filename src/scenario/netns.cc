@@ -191,6 +191,39 @@ void Testbed::remove_all() noexcept {
   created_.clear();
 }
 
+Testbed::HostDrops Testbed::host_drops(const std::string& host) const {
+  HostDrops drops;
+  std::string out;
+  if (processes::run_command({"tc", "-n", namespace_name(host), "-s", "qdisc", "show", "dev", kHostInterface}, "",
+                             &out) == 0) {
+    // " Sent 123 bytes 4 pkt (dropped 5, overlimits ..." once per qdisc (one here).
+    for (std::size_t at = out.find("(dropped "); at != std::string::npos; at = out.find("(dropped ", at + 1)) {
+      drops.nic_queue += std::strtoull(out.c_str() + at + 9, nullptr, 10);
+    }
+  }
+  try {
+    ThreadInNamespace in(namespace_path(host));
+    std::ifstream snmp("/proc/net/snmp");
+    std::string header, values;
+    // Two "Udp:" lines: the field names, then the values.
+    for (std::string line; std::getline(snmp, line);) {
+      if (line.rfind("Udp:", 0) != 0) continue;
+      if (header.empty()) {
+        header = line;
+      } else {
+        values = line;
+        break;
+      }
+    }
+    std::istringstream names(header), numbers(values);
+    for (std::string name, number; names >> name && numbers >> number;) {
+      if (name == "RcvbufErrors") drops.socket_buffers = std::strtoull(number.c_str(), nullptr, 10);
+    }
+  } catch (const std::exception&) {
+  }
+  return drops;
+}
+
 void Testbed::set_host_rate(const std::string& host, double rate_gbps) {
   if (rate_gbps <= 0) {
     std::string ignored;  // no qdisc to delete is fine

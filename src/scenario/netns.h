@@ -3,6 +3,7 @@
 // Everything it creates is named after the run's pid and removed on every way out.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,14 @@ class Testbed {
   // The host NIC's rate (the host -> switch direction of its link): tc tbf on the host's eth0;
   // rate_gbps 0 removes the limit. Throws std::runtime_error naming the command that failed.
   void set_host_rate(const std::string& host, double rate_gbps);
+
+  // What a host's own network stack dropped, which no switch sees: its NIC queue (tc tbf) when
+  // full, and UDP datagrams its sockets had no buffer room for. Zeros if it cannot be read.
+  struct HostDrops {
+    std::uint64_t nic_queue = 0;       // packets the host's tbf dropped (its link's sending queue)
+    std::uint64_t socket_buffers = 0;  // UDP RcvbufErrors: arrived, but the socket was full
+  };
+  HostDrops host_drops(const std::string& host) const;
 
   // Every namespace with this run's prefix that still exists (for tests: empty after teardown).
   static std::vector<std::string> namespaces_with_prefix(const std::string& prefix);

@@ -887,6 +887,16 @@ class ProcessRun {
       derive_rates(r);
     }
     collect_links(result, stats);
+    if (netns()) {
+      // The hosts' own drops: their NIC queues are the host -> switch links' sending queues.
+      for (const auto& h : s_.topology.hosts) {
+        const netns::Testbed::HostDrops drops = testbed_->host_drops(h.name);
+        result.host_dropped_packets += drops.socket_buffers;
+        for (LinkResult& l : result.links) {
+          if (l.from == h.name && l.to == h.switch_name) l.queue_drops += drops.nic_queue;
+        }
+      }
+    }
     return result;
   }
 
@@ -910,11 +920,17 @@ class ProcessRun {
           lr.lost = p->value("lost", std::uint64_t{0});
           lr.queue_drops = p->value("queue_drops", std::uint64_t{0});
           lr.ecn_marked = p->value("ecn_marked", std::uint64_t{0});
+          // Switch to switch: frames the receiving switch's kernel had no buffer for.
+          if (const json* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
+            lr.queue_drops += q->value("rx_kernel_drops", std::uint64_t{0});
+          }
         } else if (const json* q = port_stats(to.node, to.port)) {
           lr.packets = q->value("rx_packets", std::uint64_t{0});
           lr.bytes = q->value("rx_bytes", std::uint64_t{0});
           lr.lost = q->value("ingress_lost", std::uint64_t{0});
-          lr.queue_drops = q->value("ingress_queue_drops", std::uint64_t{0});
+          // Frames the switch's kernel had no buffer for arrived and were lost on the way in.
+          lr.queue_drops =
+              q->value("ingress_queue_drops", std::uint64_t{0}) + q->value("rx_kernel_drops", std::uint64_t{0});
           lr.ecn_marked = q->value("ingress_ecn_marked", std::uint64_t{0});
         }
         result.links.push_back(lr);

@@ -86,6 +86,9 @@ class PacketSocket {
   bool send(std::span<const std::uint8_t> frame);  // one frame; true if the kernel accepted it
 
   const PacketSocketCounters& counters() const { return counters_; }
+  // Frames the kernel dropped before this socket read them (its receive buffer was full), since
+  // the socket was opened: PACKET_STATISTICS, which the kernel resets on every read, summed.
+  std::uint64_t kernel_drops() const;
 
  private:
   int fd_ = -1;
@@ -94,6 +97,7 @@ class PacketSocket {
   MacAddress mac_{};
   int mtu_ = 0;
   PacketSocketCounters counters_;
+  mutable std::uint64_t kernel_drops_ = 0;  // kernel_drops()' running sum
 };
 
 }  // namespace atp
