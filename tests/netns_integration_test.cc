@@ -118,6 +118,29 @@ jobs:
   EXPECT_GT(j.algbw_gbps, 0.0);
 }
 
+TEST_F(NetnsIntegration, LossDuplicationAndReorderingOnLinksKeepResultsExact) {
+  // Both directions of two workers' links and of a switch link lose, duplicate and reorder:
+  // lost parameter packets are recovered by resends the PS answers by unicast, lost gradients
+  // by retransmission; every worker checks its results exactly.
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 3, values_per_packet: 256,
+     rto_us: 20000}
+faults:
+  - {link: [w0, tor0], loss: 0.02, duplicate: 0.01, reorder: 0.02}
+  - {link: [w3, tor1], loss: 0.02, duplicate: 0.01, reorder: 0.02}
+  - {link: [tor0, core], loss: 0.01}
+)"),
+                                     ATP_BINARY);
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  std::uint64_t lost = 0;
+  for (const LinkResult& l : r.links) lost += l.lost;
+  EXPECT_GT(lost, 0u) << "the faults did not apply: " << to_summary(r);
+  EXPECT_GT(j.retransmissions, 0u);
+}
+
 TEST_F(NetnsIntegration, PsBaselineOnTheSameSwitchesIsExactAndAggregatesNothing) {
   const ScenarioResult r = run_netns(two_racks(R"(
 jobs:

@@ -20,6 +20,15 @@
 namespace atp {
 namespace {
 
+// Addressed by IP, the worker binds 0.0.0.0:kUdpPort (it receives its job's multicast parameter
+// packets and the PS's unicast answers to its resends there), and a PS on the same host binds the
+// host's address at the same port: both need SO_REUSEADDR to coexist.
+UdpSocketOptions addressed_by_ip_options(const std::optional<UdpEndpoint>& uplink) {
+  UdpSocketOptions options;
+  options.reuse_address = !uplink;
+  return options;
+}
+
 struct Round {
   std::span<float> buffer;
   std::promise<void> done;
@@ -46,7 +55,7 @@ struct Communicator::Impl {
   std::thread thread;
 
   Impl(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
-      : endpoint(config), socket(local), sink(socket, uplink) {
+      : endpoint(config), socket(local, addressed_by_ip_options(uplink)), sink(socket, uplink) {
     // Addressed by IP: parameter packets come to the job's multicast group.
     if (!uplink) socket.join_multicast(multicast_group_address(config.job), config.self);
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -53,7 +53,15 @@ struct PsDaemon::Impl {
   bool stopped = false;
   std::mutex lifecycle_mutex;
 
-  explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data) {
+  // Addressed by IP (no uplink), a worker on the same host may bind 0.0.0.0 at the same port:
+  // SO_REUSEADDR lets both sockets exist (unicast to this address then comes here).
+  static UdpSocketOptions socket_options(const PsDaemonConfig& c) {
+    UdpSocketOptions options;
+    options.reuse_address = !c.uplink;
+    return options;
+  }
+
+  explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data, socket_options(c)) {
     task_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the PS task eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });

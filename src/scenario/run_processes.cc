@@ -268,8 +268,10 @@ class ProcessRun {
     }
     // A host runs at most one worker (of one job) and one PS (of any number of jobs). On
     // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
-    // both can share the host's address (the worker's socket is bound to its job's multicast
-    // group, the PS's to the host's address), as BytePS's colocated PS shards (N-to-N).
+    // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
+    // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
+    // Limit: a PS's unicast answer to a resend, addressed to the host, reaches the PS's socket,
+    // not the worker's, so N-to-N jobs recover only from losses their own multicast repairs.
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const JobSpec& spec = s_.jobs[j].spec;
       const std::string where = "jobs[" + std::to_string(j) + "]: host '";
@@ -468,9 +470,9 @@ class ProcessRun {
         if (uses_atp_protocol(job.algorithm)) {
           spec.config = plans_[j].workers[w];
           if (netns()) {
-            // Bound to the job's multicast group: it receives the parameter packets, and a PS on
-            // the same host (bound to the host's address) the gradients.
-            spec.local = {multicast_group_address(job.spec.id), kUdpPort};
+            // 0.0.0.0: it receives its job's multicast parameter packets and the PS's unicast
+            // answers to its resends. A PS on the same host binds the host's address.
+            spec.local = {0, kUdpPort};
           } else {
             spec.local = data_[host];
             spec.uplink = data_[tor_[host]];
