@@ -158,15 +158,20 @@ jobs:
 TEST_F(NetnsIntegration, PsShardsOnTheWorkersHostsNToNAreExact) {
   // BytePS's N-to-N: every worker's host also runs a PS shard; each shard gets every worker's
   // packets of its fragments (its own host's through the kernel, the others' through switches).
+  // Losses on w0's link make workers resend; a PS answers by unicast to the worker's host,
+  // where the PS shard's socket receives it and relays it to the worker.
   const ScenarioResult r = run_netns(two_racks(R"(
 jobs:
-  - {name: nn, algorithm: ps, workers: [w0, w1, w2, w3], ps: [w0, w1, w2, w3], elements: 50000, rounds: 2,
+  - {name: nn, algorithm: ps, workers: [w0, w1, w2, w3], ps: [w0, w1, w2, w3], elements: 50000, rounds: 3,
      values_per_packet: 1024, rto_us: 20000}
+faults:
+  - {link: [w0, tor0], loss: 0.03}
 )"),
                                      ATP_BINARY);
   const JobResult& j = r.jobs.at(0);
   EXPECT_TRUE(j.correct) << to_summary(r);
   EXPECT_GE(j.ps_packets_received, j.fragments * 4) << to_summary(r);
+  EXPECT_GT(j.retransmissions, 0u) << "the losses did not apply: " << to_summary(r);
   for (const auto& [name, count] : j.switch_aggregations) EXPECT_EQ(count, 0u) << name;
 }
 

@@ -7,6 +7,10 @@
 set -eu
 cd "$(dirname "$0")/../.."
 ATP=${ATP:-./build/atp}
+# Checked first, so a missing piece is not found after twelve minutes of measurements.
+[ -x "$ATP" ] || { echo "run.sh: $ATP is not built; run ./run.sh test (or set ATP=...)" >&2; exit 2; }
+/usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
+  { echo "run.sh: the plots need Debian's python3-matplotlib (apt-get install python3-matplotlib)" >&2; exit 2; }
 OUT=experiments/netns/results
 mkdir -p "$OUT"
 MAX=64M

@@ -123,6 +123,13 @@ struct PsDaemon::Impl {
       ++counters.malformed;
       return;
     }
+    if (h.is_ack && !config.uplink && h.dst == config.address) {
+      // A PS receives no parameter packets: this one is for the worker beside it (see
+      // PsDaemonCounters::relayed_to_local_worker). The kernel's demux, not protocol logic.
+      const UdpOutgoing relay{UdpEndpoint::loopback(kUdpPort), bytes};
+      if (socket.send_batch(std::span<const UdpOutgoing>(&relay, 1)) == 1) ++counters.relayed_to_local_worker;
+      return;
+    }
     const auto it = jobs.find(h.job);
     if (it == jobs.end()) {
       ++counters.unknown_job;
@@ -282,7 +289,8 @@ struct PsDaemon::Impl {
                    {"malformed", s.daemon.malformed},
                    {"unknown_job", s.daemon.unknown_job},
                    {"datagrams_sent", s.daemon.datagrams_sent},
-                   {"send_failures", s.daemon.send_failures}};
+                   {"send_failures", s.daemon.send_failures},
+                   {"relayed_to_local_worker", s.daemon.relayed_to_local_worker}};
     j["jobs"] = nlohmann::json::object();
     for (const auto& [id, st] : s.jobs) {
       j["jobs"][std::to_string(id)] = {

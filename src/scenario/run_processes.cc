@@ -270,8 +270,8 @@ class ProcessRun {
     // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
     // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
     // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
-    // Limit: a PS's unicast answer to a resend, addressed to the host, reaches the PS's socket,
-    // not the worker's, so N-to-N jobs recover only from losses their own multicast repairs.
+    // A PS's unicast answer to a resend, addressed to the host, reaches the PS's socket, which
+    // relays it to the worker (PsDaemonCounters::relayed_to_local_worker).
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const JobSpec& spec = s_.jobs[j].spec;
       const std::string where = "jobs[" + std::to_string(j) + "]: host '";

@@ -36,6 +36,10 @@ struct PsDaemonCounters {
   std::uint64_t unknown_job = 0;  // valid ATP packet of a job not installed here: dropped
   std::uint64_t datagrams_sent = 0;
   std::uint64_t send_failures = 0;  // packets the kernel refused (full send buffer or an error): lost
+  // Addressed by IP: parameter packets for a worker on this host (another PS's answer to that
+  // worker's resend, sent to the host's address, which this socket's more specific bind
+  // receives), handed on to 127.0.0.1 where the worker's 0.0.0.0 socket gets them.
+  std::uint64_t relayed_to_local_worker = 0;
 };
 
 struct PsDaemonStats {
