@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,14 +78,7 @@ std::vector<std::string> Testbed::namespaces_with_prefix(const std::string& pref
 int remove_stale() {
   int removed = 0;
   for (const std::string& name : Testbed::namespaces_with_prefix("atp")) {
-    // atp<pid>-<node>: stale when no process <pid> exists any more.
-    const std::size_t dash = name.find('-');
-    if (dash == std::string::npos || dash <= 3) continue;
-    const std::string digits = name.substr(3, dash - 3);
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-      continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(digits));
-    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // still running
+    if (!processes::left_by_dead_process(name, "atp")) continue;  // atp<pid>-<node>
     std::string ignored;
     if (processes::run_command({"ip", "netns", "del", name}, "", &ignored) == 0) ++removed;
   }

@@ -45,6 +45,22 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// The end of a forked child: the signal state exec does not reset, then exec (`search_path`: look
+// argv[0] up in PATH). Only async-signal-safe calls. Exits 127 if exec fails.
+[[noreturn]] void exec_child(char* const* argv, bool search_path) {
+  // Handlers are reset by exec, but ignored signals and the signal mask are inherited.
+  ::signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (search_path) {
+    ::execvp(argv[0], argv);
+  } else {
+    ::execv(argv[0], argv);
+  }
+  ::_exit(127);
+}
+
 // Moves complete lines of `c` into `out`.
 void take_lines(Child& c, std::vector<std::pair<Child*, std::string>>& out) {
   for (std::size_t nl = c.buffer.find('\n'); nl != std::string::npos; nl = c.buffer.find('\n')) {
@@ -140,13 +156,7 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
       const int null = ::open("/dev/null", O_RDONLY);
       if (null >= 0) ::dup2(null, STDIN_FILENO);
     }
-    // Handlers are reset by exec, but ignored signals and the signal mask are inherited.
-    ::signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+    exec_child(argv.data(), false);
   }
   close_fd(out[1]);
   close_fd(in[0]);
@@ -248,20 +258,22 @@ TempDir::TempDir(const std::string& prefix) {
   path_ = tmpl;
 }
 
+bool left_by_dead_process(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0) return false;
+  const std::size_t dash = name.find('-', prefix.size());
+  if (dash == std::string::npos || dash == prefix.size() || dash - prefix.size() > 9) return false;
+  if (!std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()),
+                   name.begin() + static_cast<std::ptrdiff_t>(dash), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const auto pid = static_cast<pid_t>(std::stol(name.substr(prefix.size(), dash - prefix.size())));
+  return ::kill(pid, 0) != 0 && errno != EPERM;  // EPERM: it exists, under another user
+}
+
 void TempDir::remove_stale(const std::string& prefix) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix + "-", 0) != 0) continue;
-    const std::string rest = name.substr(prefix.size() + 1);
-    const std::size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string::npos ||
-        !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dash),
-                     [](char c) { return c >= '0' && c <= '9'; })) {
-      continue;
-    }
-    const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
-    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // still running
+    if (!left_by_dead_process(entry.path().filename().string(), prefix + "-")) continue;
     std::error_code ignored;
     std::filesystem::remove_all(entry.path(), ignored);
   }
@@ -298,12 +310,7 @@ int run_command(const std::vector<std::string>& args, const std::string& input, 
     ::dup2(in[0], STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(out[1], STDERR_FILENO);
-    ::signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
+    exec_child(argv.data(), true);
   }
   close_fd(out[1]);
   close_fd(in[0]);

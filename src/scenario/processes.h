@@ -80,6 +80,10 @@ class ChildSet {
   std::vector<std::unique_ptr<Child>> children_;  // unique_ptr: callers keep Child& across start()
 };
 
+// Whether `name` is `<prefix><pid>-...` (what a run names the things it creates) and no process
+// <pid> exists any more: something a killed run left behind.
+bool left_by_dead_process(const std::string& name, const std::string& prefix);
+
 // A temporary directory (for generated configs), removed with everything in it on every exit
 // but SIGKILL. Its name is <prefix>-<pid>-XXXXXX, so that remove_stale_temp_dirs can tell the
 // ones of processes that are gone.

@@ -4,7 +4,6 @@
 // interfaces, hosts address each other by IP), with the scenario's faults applied while it
 // runs: link settings through the switches' ports (also in time windows), host crashes and
 // switch restarts as SIGKILL, noise from this process, background TCP flows (netns).
-#include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -46,9 +45,7 @@ constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
 // A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
 UdpEndpoint free_tcp_port(std::vector<int>& held) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a = to_sockaddr(UdpEndpoint::loopback(0));
   socklen_t len = sizeof a;
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
@@ -56,7 +53,7 @@ UdpEndpoint free_tcp_port(std::vector<int>& held) {
     throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
   }
   held.push_back(fd);
-  return UdpEndpoint::loopback(ntohs(a.sin_port));
+  return from_sockaddr(a);
 }
 
 double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
