@@ -131,7 +131,8 @@ json settings_json(const EgressConfig& c) {
 // (what the table or a queue holds now) and identities are not added.
 void add_counters(json& total, const json& retired) {
   static const std::set<std::string> kNotCounters = {
-      "aggregators", "aggregators_in_use", "queue_depth", "ingress_queue_depth", "installed", "job", "port"};
+      "aggregators", "aggregators_in_use", "queue_depth", "ingress_queue_depth", "installed", "job",
+      "port",        "mac_addresses",      "neighbors"};  // the gauges of SwitchDaemon's is_gauge, and identities
   if (!retired.is_object()) return;
   if (!total.is_object()) total = json::object();
   for (const auto& [key, value] : retired.items()) {
