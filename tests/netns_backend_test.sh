@@ -37,16 +37,9 @@ grep -q '"backend": "netns"' "$TMP/out" || fail "netns-two-racks: JSON does not 
 
 # A long run, interrupted once its workers run: exit 1 saying so, nothing left.
 sed 's/elements: 200000, rounds: 3/elements: 2000000, rounds: 1000/' "$SRC/examples/netns-two-racks.yaml" >"$TMP/long.yaml"
-wait_for_workers() {
-  i=0
-  while [ $i -lt 200 ] && ! pgrep -f "$ATP_ABS worker " >/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-  done
-}
 "$ATP" run --backend netns "$TMP/long.yaml" >"$TMP/out" 2>"$TMP/err" &
 parent=$!
-wait_for_workers
+wait_for_process "$ATP_ABS worker " 20
 kill -INT $parent
 wait $parent
 code=$?
@@ -59,7 +52,7 @@ grep -q "interrupted" "$TMP/err" || fail "SIGINT: stderr does not say it was int
 # the next run removes them.
 "$ATP" run --backend netns "$TMP/long.yaml" >"$TMP/out" 2>"$TMP/err" &
 parent=$!
-wait_for_workers
+wait_for_process "$ATP_ABS worker " 20
 kill -KILL $parent
 wait $parent 2>/dev/null
 sleep 0.5

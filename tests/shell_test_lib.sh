@@ -9,6 +9,18 @@ fail() {
   FAILURES=$((FAILURES + 1))
 }
 
+# wait_for_process PATTERN SECONDS: waits until a process matching PATTERN (pgrep -f) runs, for
+# at most SECONDS (whole seconds); returns 1 if none appeared in time.
+wait_for_process() {
+  tries=$(($2 * 10))
+  while [ "$tries" -gt 0 ]; do
+    pgrep -f "$1" >/dev/null && return 0
+    sleep 0.1
+    tries=$((tries - 1))
+  done
+  return 1
+}
+
 # Ends the script: exit 1 if anything failed.
 finish() {
   if [ "$FAILURES" -ne 0 ]; then

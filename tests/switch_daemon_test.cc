@@ -46,19 +46,8 @@ std::vector<std::int32_t> values_of(const std::vector<std::uint8_t>& packet, Hea
 class SwitchDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SwitchConfig sc;
-    sc.num_aggregators = 16;
-    sc.aggregator_width = 8;
-    topology_.switches = {{"s0", sc}};
-    topology_.hosts = {{"w0", "s0"}, {"w1", "s0"}, {"ps0", "s0"}, {"h3", "s0"}};
-    network_ = plan_network(topology_);
-    JobSpec spec;
-    spec.name = "j1";
-    spec.id = 1;
-    spec.workers = {"w0", "w1"};
-    spec.ps = {"ps0"};
-    spec.values_per_packet = 4;
-    job_ = plan_job(network_, spec);
+    job_ = test::plan_one_switch_job({}, topology_, network_);
+    const SwitchConfig& sc = topology_.switches[0].config;
 
     for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
     config_.name = "s0";

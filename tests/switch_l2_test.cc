@@ -245,20 +245,10 @@ class SwitchL2Test : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = netns::unavailable_reason(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
-    SwitchConfig sc;
-    sc.num_aggregators = 16;
-    sc.aggregator_width = 8;
-    sc.reclaim_timeout = 10s;  // longer than the test's bounded waits: nothing is reclaimed under it
-    topology_.switches = {{"s0", sc}};
-    topology_.hosts = {{"w0", "s0"}, {"w1", "s0"}, {"ps0", "s0"}, {"h3", "s0"}};
-    network_ = plan_network(topology_);
-    JobSpec spec;
-    spec.name = "j1";
-    spec.id = 1;
-    spec.workers = {"w0", "w1"};
-    spec.ps = {"ps0"};
-    spec.values_per_packet = 4;
-    job_ = plan_job(network_, spec);
+    SwitchConfig reclaim_later;
+    reclaim_later.reclaim_timeout = 10s;  // longer than the test's bounded waits: nothing is reclaimed under it
+    job_ = test::plan_one_switch_job(reclaim_later, topology_, network_);
+    const SwitchConfig& sc = topology_.switches[0].config;
     for (int i = 0; i < 4; ++i) ASSERT_EQ(network_.host_address.at(topology_.hosts[i].name), Testbed::ip(i));
 
     testbed_.emplace(4);

@@ -1,5 +1,5 @@
-// Packets the daemon tests send by hand, built from a job plan the way the endpoints build them,
-// shared by the switch tests on UDP ports (switch_daemon_test) and on interfaces (switch_l2_test).
+// The job plan and the packets the switch tests send by hand (built the way the endpoints build
+// them), shared by the tests on UDP ports (switch_daemon_test) and on interfaces (switch_l2_test).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,24 @@
 #include "atp/wire.h"
 
 namespace atp::test {
+
+// The plan both switch tests use: one switch s0 (16 aggregators of 8 values, `sc` otherwise)
+// with hosts w0, w1, ps0, h3 on ports 0..3; job j1 (id 1, 4 values per packet) has workers w0,
+// w1 and PS ps0. `network` points into `topology`, so the caller keeps both alive.
+inline JobPlan plan_one_switch_job(SwitchConfig sc, Topology& topology, NetworkPlan& network) {
+  sc.num_aggregators = 16;
+  sc.aggregator_width = 8;
+  topology.switches = {{"s0", sc}};
+  topology.hosts = {{"w0", "s0"}, {"w1", "s0"}, {"ps0", "s0"}, {"h3", "s0"}};
+  network = plan_network(topology);
+  JobSpec spec;
+  spec.name = "j1";
+  spec.id = 1;
+  spec.workers = {"w0", "w1"};
+  spec.ps = {"ps0"};
+  spec.values_per_packet = 4;
+  return plan_job(network, spec);
+}
 
 // Worker `wc`'s gradient packet for fragment `seq` towards its first PS, at aggregator
 // `aggregator_index` (header fields from the job plan).

@@ -41,11 +41,7 @@ interrupt() {
   "$@" >"$TMP/out" 2>"$TMP/err" &
   parent=$!
   # Wait (up to 10 s) until the workers run, then interrupt.
-  i=0
-  while [ $i -lt 100 ] && ! pgrep -f "$ATP_ABS worker " >/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-  done
+  wait_for_process "$ATP_ABS worker " 10
   kill -INT $parent
   wait $parent
   code=$?
