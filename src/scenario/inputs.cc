@@ -89,8 +89,8 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
     const std::size_t end = std::min(n, begin + vpp);
     const std::size_t fragment = begin / vpp;
     // Which path to hold the fragment to: known, or (unknown) the int path unless a value differs.
-    bool as_float = !is_float.empty() && is_float[fragment];
-    if (is_float.empty()) {
+    bool as_float = float32_sums || (!is_float.empty() && is_float[fragment]);
+    if (is_float.empty() && !float32_sums) {
       for (std::size_t i = begin; i < end && !as_float; ++i) {
         as_float = !(result[i] == dequantize_one(ref.int_sum[i], scale));
       }

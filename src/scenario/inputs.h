@@ -35,8 +35,9 @@ RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers
 // Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
 // an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must
 // match either path as a whole, and `float_fragments_seen` counts those that matched only the
-// float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo), so
-// the float path's bound grows by the workers' count of float32 roundings.
+// float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo): every
+// value is held to the float path's bound, grown by the workers' count of float32 roundings
+// (`is_float` is then not read).
 // Returns "" if exact, else one sentence about the first wrong value.
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
                          std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr,
