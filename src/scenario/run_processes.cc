@@ -180,10 +180,7 @@ class ProcessRun {
     if (netns()) {
       netns::remove_stale();
       testbed_.emplace(network_);
-      for (const auto& h : s_.topology.hosts) {
-        testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, Duration::zero()).rate_gbps);
-        data_[h.name] = {network_.host_address.at(h.name), kUdpPort};
-      }
+      set_host_rates(Duration::zero());
       make_noise_sockets();
     } else {
       pick_ports();
@@ -606,10 +603,13 @@ class ProcessRun {
                   "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
       }
     }
-    if (netns()) {
-      for (const auto& h : s_.topology.hosts) {
-        testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, t).rate_gbps);
-      }
+    if (netns()) set_host_rates(t);
+  }
+
+  // netns: every host's NIC rate (its link's host -> switch direction) as of time t.
+  void set_host_rates(Duration t) {
+    for (const auto& h : s_.topology.hosts) {
+      testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, t).rate_gbps);
     }
   }
 
@@ -954,7 +954,7 @@ class ProcessRun {
   std::map<std::string, std::string> worker_job_;  // host -> the job it is a worker of
   std::set<std::string> ps_hosts_;                 // hosts that run a PS
   std::map<std::string, std::string> tor_;         // host -> its switch
-  std::map<std::string, UdpEndpoint> data_;        // node -> its data address
+  std::map<std::string, UdpEndpoint> data_;        // loopback: node -> its data address (UDP peer)
   std::map<std::string, Switch> switches_;
   std::map<std::string, std::pair<Child*, UdpEndpoint>> ps_;  // host -> process, control address
   std::vector<Worker> workers_;
