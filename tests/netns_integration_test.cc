@@ -141,6 +141,22 @@ faults:
   EXPECT_GT(j.retransmissions, 0u);
 }
 
+TEST_F(NetnsIntegration, BadPacketsFromAHostAreAllRejectedAndHarmless) {
+  // x sends garbage, spoofed and unknown-job packets to the ATP port: every one must be counted
+  // by a switch (the unparseable ones as malformed frames) and the job must stay exact.
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 3, values_per_packet: 256,
+     rto_us: 20000}
+faults:
+  - {noise: x, rate_pps: 2000}
+)"),
+                                     ATP_BINARY);
+  EXPECT_TRUE(r.jobs.at(0).correct) << to_summary(r);
+  EXPECT_GT(r.noise_packets, 0u);
+  EXPECT_EQ(r.rejected_packets, r.noise_packets) << to_summary(r);
+}
+
 TEST_F(NetnsIntegration, PsBaselineOnTheSameSwitchesIsExactAndAggregatesNothing) {
   const ScenarioResult r = run_netns(two_racks(R"(
 jobs:

@@ -844,7 +844,8 @@ class ProcessRun {
       stats[name] = live;
       if (live.is_object() && live.contains("switch")) {
         const json& c = live["switch"];
-        for (const char* key : {"malformed", "unknown_job", "not_admitted"}) {
+        // malformed_frames: frames to the ATP port an interface-port switch could not even parse
+        for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
           result.rejected_packets += c.value(key, std::uint64_t{0});
         }
       }
