@@ -78,12 +78,9 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
 }
 
 struct Measurement {
-  std::string algorithm;
-  std::uint64_t bytes = 0;
   JobResult job;
-  double time_us = 0;
+  double time_us = 0;  // per timed iteration, slowest worker
   double busbw_gbps = 0;
-  double line_fraction = 0;  // algbw / link rate
 };
 
 int run_allreduce_bench(const BenchOptions& o) {
@@ -128,8 +125,6 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::vector<Measurement> row;
     for (const std::string& algorithm : o.algorithms) {
       Measurement m;
-      m.algorithm = algorithm;
-      m.bytes = bytes;
       const Scenario s = parse_scenario_yaml(scenario_text(o, algorithm, bytes), "atp bench allreduce");
       const ScenarioResult r = o.backend == "netns" ? run_netns(s, self_path())
                                : o.backend == "udp" ? run_udp(s, self_path())
@@ -138,7 +133,6 @@ int run_allreduce_bench(const BenchOptions& o) {
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
       m.busbw_gbps = m.job.algbw_gbps * bus_factor;
-      m.line_fraction = m.job.algbw_gbps * 1000 / o.rate_mbps;
       all_ok = all_ok && m.job.correct;
       rows.push_back({{"size_bytes", bytes},
                       {"algorithm", algorithm},
@@ -146,7 +140,7 @@ int run_allreduce_bench(const BenchOptions& o) {
                       {"time_us", m.time_us},
                       {"algbw_gbps", m.job.algbw_gbps},
                       {"busbw_gbps", m.busbw_gbps},
-                      {"algbw_over_link", m.line_fraction},
+                      {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
                       {"retransmissions", m.job.retransmissions},
                       {"collisions", m.job.collisions},
                       {"in_network_share", m.job.in_network_share},
