@@ -568,7 +568,8 @@ TEST_P(ScenarioNoise, SwitchRejectsEveryNoisePacket) {
   // The noise touches nothing the job computes: same counts as the same run without it.
   Scenario quiet = s;
   quiet.noise.clear();
-  const JobResult& alone = run_inproc(quiet).jobs.at(0);
+  const ScenarioResult quiet_result = run_inproc(quiet);
+  const JobResult& alone = quiet_result.jobs.at(0);
   EXPECT_EQ(job.switch_aggregations, alone.switch_aggregations);
   EXPECT_EQ(job.ps_packets_received, alone.ps_packets_received);
 }
