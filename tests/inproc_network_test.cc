@@ -195,7 +195,7 @@ TEST(InprocNetwork, LossRateIsCloseToTheConfiguredProbability) {
   const auto p = packet(0, 1);
   for (int i = 0; i < kPackets; ++i) pair.send_from_a(p);
   pair.net.run_until_idle();
-  const ChannelCounters& k = pair.net.channel_counters(pair.a_to_b);
+  const ChannelCounters k = pair.net.channel_counters(pair.a_to_b);
   EXPECT_EQ(k.packets, std::uint64_t{kPackets});
   EXPECT_EQ(pair.b->got.size() + k.lost, std::uint64_t{kPackets});
   // 5 standard deviations of a binomial(100000, 0.1): about 474 packets.
@@ -298,15 +298,14 @@ TEST(InprocNetwork, DropTailAtTheBufferLimit) {
   Pair pair(1, c);
   const auto p = packet(0);
   for (int i = 0; i < 10; ++i) pair.send_from_a(p);
-  const ChannelCounters& k = pair.net.channel_counters(pair.a_to_b);
-  EXPECT_EQ(k.packets, 4u);
-  EXPECT_EQ(k.queue_drops, 6u);
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).packets, 4u);
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 6u);
   // After the first packet left (2608 ns) there is room for exactly one more.
   pair.net.run_until(time_from_ns(2608));
   pair.send_from_a(p);
   pair.send_from_a(p);
-  EXPECT_EQ(k.packets, 5u);
-  EXPECT_EQ(k.queue_drops, 7u);
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).packets, 5u);
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 7u);
   pair.net.run_until_idle();
   EXPECT_EQ(pair.b->got.size(), 5u);
 }
@@ -423,7 +422,9 @@ TEST(InprocNetwork, UnconnectedPortsAndDoubleConnects) {
   EXPECT_THROW(pair.net.connect(pair.ia, 0, pair.ib, 7, link_of(Duration{0}), link_of(Duration{0})),
                std::invalid_argument);
   // Faults can change between events.
-  pair.net.channel_config(pair.a_to_b).loss = 1;
+  ChannelConfig lossy = link_of(microseconds(1));
+  lossy.loss = 1;
+  pair.net.set_channel_config(pair.a_to_b, lossy);
   pair.send_from_a(packet(2));
   pair.net.run_until_idle();
   EXPECT_TRUE(pair.b->got.empty());

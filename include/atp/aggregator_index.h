@@ -13,11 +13,24 @@ enum class IndexPolicy : std::uint8_t {
   kLinear,  // seq % n: the baseline of the paper's Fig. 14
 };
 
-// The index every worker of `job` derives for `seq` before any remapping. n must be > 0.
-std::uint32_t base_aggregator_index(JobId job, Seq seq, std::uint32_t n, IndexPolicy policy);
+// The aggregator indices a job may use: [first, first + count). ATP's dynamic sharing gives
+// every job the whole table ({0, n}); static sharing (SwitchML-style, the baseline of the
+// paper's Fig. 13a/14) gives each job a fixed slice of its own (plan.h, JobSpec::aggregator_share).
+struct AggregatorRange {
+  std::uint32_t first = 0;  // lowest index of the range
+  std::uint32_t count = 1;  // aggregators in the range; must be > 0 where indices are derived
 
-// The PS's new index after a collision at `index`: HASH(index) % n, different from `index`
-// whenever n > 1.
-std::uint32_t rehash_aggregator_index(std::uint32_t index, std::uint32_t n);
+  bool contains(std::uint32_t index) const { return index - first < count; }  // unsigned: below first wraps
+  friend bool operator==(const AggregatorRange&, const AggregatorRange&) = default;
+};
+
+// The index every worker of `job` derives for `seq` before any remapping: first + HASH(job, seq)
+// % count (kHashed) or first + seq % count (kLinear). range.count must be > 0.
+std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy);
+
+// The PS's new index after a collision at `index`: first + HASH(index - first) % count, inside
+// the range even for an index outside it, and different from `index` whenever count > 1 and
+// `index` is in the range. A range of count 0 gives `first`.
+std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range);
 
 }  // namespace atp

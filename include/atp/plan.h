@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -60,6 +61,17 @@ struct NetworkPlan {
 
 NetworkPlan plan_network(const Topology& topology);
 
+// One of `count` equal, fixed shares of the aggregator tables: SwitchML-style static
+// allocation, the baseline of the paper's Fig. 13a/14. Share k of K of a job whose smallest
+// aggregating table has n aggregators is [k * c, k * c + c) with c = floor(n / K): the last
+// n mod K aggregators of that table are nobody's. Jobs sharing switches get disjoint shares when
+// their smallest tables are equal (one switch, or switches of one size); a job whose smallest
+// table is larger has a larger c and can reach into another job's share.
+struct AggregatorShare {
+  std::uint32_t index = 0;  // which share, 0..count-1
+  std::uint32_t count = 1;  // shares the tables are cut into (a scenario: its jobs with algorithm atp)
+};
+
 struct JobSpec {
   std::string name;
   JobId id = 0;
@@ -76,6 +88,9 @@ struct JobSpec {
   // multicast its results), so every worker packet reaches the PS: the parameter-server
   // baseline on the same hosts, protocol and switches.
   bool in_network_aggregation = true;
+  // Unset: dynamic sharing (ATP's design), the job's indices span the whole smallest table on
+  // its paths and collide with other jobs' at random. Set: the job only ever uses its share.
+  std::optional<AggregatorShare> aggregator_share;
 };
 
 struct SwitchJobPlan {
@@ -87,11 +102,12 @@ struct JobPlan {
   std::vector<WorkerConfig> workers;              // same order as JobSpec::workers
   std::vector<PsConfig> ps;                       // same order as JobSpec::ps
   std::map<std::string, SwitchJobPlan> switches;  // every switch on the job's paths
-  std::uint32_t num_aggregators = 1;              // modulus used for aggregator indices
+  std::uint32_t num_aggregators = 1;              // smallest table among the job's aggregating switches (1: none)
+  AggregatorRange aggregators;  // the indices its workers and PSes use: {0, num_aggregators} or its static share
 };
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
-// fragment wider than an aggregating switch's aggregators).
+// fragment wider than an aggregating switch's aggregators, a static share of no aggregators).
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
 
 }  // namespace atp

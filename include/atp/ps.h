@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "atp/aggregator_index.h"
 #include "atp/packet_sink.h"
 #include "atp/time.h"
 #include "atp/wire.h"
@@ -22,7 +23,7 @@ struct PsConfig {
   // group_sizes[g] members (bits 0..size-1 of bitmap0). Every worker is in exactly one group.
   std::vector<std::uint8_t> group_sizes;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
-  std::uint32_t num_aggregators = 1;  // rehashed indices are taken modulo this
+  AggregatorRange aggregators;  // the job's aggregator indices (as its workers'): rehashed indices stay inside
   // Largest distance in sequence numbers between fragments a worker has in flight towards this
   // PS (the job's max window x number of PS shards). Bounds the PS's memory.
   std::uint32_t max_window_seqs = 1024;

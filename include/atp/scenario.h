@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "atp/plan.h"
-#include "atp/runtime/inproc_network.h"
+#include "atp/runtime/simulated_network.h"
 
 namespace atp {
 
@@ -107,7 +107,7 @@ struct BackgroundFlow {
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
-  inproc::ChannelConfig default_link;  // delay/rate/buffer/ECN of every link (no faults)
+  sim::ChannelConfig default_link;    // delay/rate/buffer/ECN of every link (no faults)
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
@@ -163,6 +163,18 @@ struct FlowResult {
   std::vector<double> goodput_mbps;  // received rate per interval, from the flow's start
 };
 
+// A job's progress per interval (`atp run --series`), for plots. One entry per interval from the
+// start; the last may cover the time after the job finished.
+struct JobSeries {
+  std::string name;
+  // Allreduce bytes each worker got back (mean over workers, distinct parameter packets x
+  // values x 4 B) x 8 / interval
+  std::vector<double> goodput_gbps;
+  std::vector<double> window_packets;               // workers' mean congestion window at the interval's end
+  std::vector<std::uint64_t> switch_aggregations;  // gradient packets switches aggregated, over all switches
+  std::vector<std::uint64_t> ps_packets;           // gradient packets its PSes received
+};
+
 struct LinkResult {
   std::string from, to;
   std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
@@ -183,11 +195,28 @@ struct ScenarioResult {
   bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;
+  double wall_seconds = 0;          // ns3: wall-clock time the simulation took
+  std::uint64_t link_packets = 0;   // ns3: packets sent on all links (simulator speed = this / wall_seconds)
+  double series_interval_s = 0;     // 0: no series recorded
+  std::vector<JobSeries> series;    // one per ATP job, in file order
+};
+
+// Options of the simulated backends (inproc, ns3).
+struct SimulationOptions {
+  Duration series_interval{0};  // > 0: record ScenarioResult::series at this simulated interval
 };
 
 // Throws ScenarioError for a topology or job that cannot be planned (PlanError's sentence,
 // prefixed with the key it came from).
-ScenarioResult run_inproc(const Scenario& scenario);
+ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& options = {});
+
+// The ns3 backend: the same nodes as run_inproc on ns-3 3.37 (src/ns3/): point-to-point links
+// with the scenario's rates and delays, switch ports whose device queues drop and ECN-mark,
+// hosts with ns-3's IPv4/UDP/TCP stack, ATP in UDP to port kUdpPort. Ring jobs run as ns-3
+// applications over ns-3 TCP and background flows as ns-3 bulk TCP senders. ns-3's simulator is
+// a process-wide singleton: one run at a time. Throws ScenarioError for what it cannot model
+// (gloo jobs, duplication and reordering faults, PS shards on workers' hosts).
+ScenarioResult run_ns3(const Scenario& scenario, const SimulationOptions& options = {});
 
 // run_udp's live report, for progress displays: worker `worker` (index within the job) of job
 // `job` (index into Scenario::jobs) completed round `round` (0-based), `seconds` after the start.

@@ -34,7 +34,9 @@ struct WorkerConfig {
   std::vector<PsRoute> ps;  // fragment i goes to ps[i % ps.size()]; at least one
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   double scale = 1e8;
-  std::uint32_t num_aggregators = 1;  // table size the indices are taken modulo
+  // Aggregator indices this job may use (plan: the whole smallest table on its paths, or its
+  // static share of it); count >= 1. Remaps from the PS outside it are ignored.
+  AggregatorRange aggregators;
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
   Duration retransmit_timeout = std::chrono::milliseconds(1);  // first RTO; doubles while nothing progresses
@@ -66,8 +68,8 @@ struct WorkerStats {
 class WorkerEndpoint {
  public:
   // Throws std::invalid_argument (one sentence naming the field) if the config cannot work:
-  // no PS, values_per_packet outside 1..kMaxValuesPerPacket, num_aggregators 0, a scale that is
-  // not positive and finite, or a non-positive timeout.
+  // no PS, values_per_packet outside 1..kMaxValuesPerPacket, an empty aggregator range or one
+  // past index 2^32 - 1, a scale that is not positive and finite, or a non-positive timeout.
   explicit WorkerEndpoint(WorkerConfig config);
   ~WorkerEndpoint();
   WorkerEndpoint(WorkerEndpoint&&) noexcept;

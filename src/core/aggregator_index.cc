@@ -16,16 +16,19 @@ std::uint64_t mix64(std::uint64_t x) {
 
 }  // namespace
 
-std::uint32_t base_aggregator_index(JobId job, Seq seq, std::uint32_t n, IndexPolicy policy) {
-  if (policy == IndexPolicy::kLinear) return seq % n;
-  return static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | seq) % n);
+// Offsets within the range are computed exactly as over a whole table of `count` aggregators,
+// so the range {0, n} (dynamic sharing) gives the same indices as a table of n.
+std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy) {
+  if (policy == IndexPolicy::kLinear) return range.first + seq % range.count;
+  return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | seq) % range.count);
 }
 
-std::uint32_t rehash_aggregator_index(std::uint32_t index, std::uint32_t n) {
-  if (n <= 1) return 0;
-  auto next = static_cast<std::uint32_t>(mix64(0x9E3779B97F4A7C15ull ^ index) % n);
-  if (next == index) next = (next + 1) % n;
-  return next;
+std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range) {
+  if (range.count <= 1) return range.first;
+  const std::uint32_t offset = index - range.first;  // wraps for an index below the range: still hashed into it
+  auto next = static_cast<std::uint32_t>(mix64(0x9E3779B97F4A7C15ull ^ offset) % range.count);
+  if (next == offset) next = (next + 1) % range.count;
+  return range.first + next;
 }
 
 }  // namespace atp

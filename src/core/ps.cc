@@ -348,7 +348,7 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   // The switches free the aggregator the gradients used; on a collision, workers move this
   // fragment's base index to the rehashed one carried in bitmap0 (§3.6).
   h.collision = slot.collision;
-  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.num_aggregators) : 0;
+  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;

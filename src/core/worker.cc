@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -49,7 +50,10 @@ void validate(const WorkerConfig& c) {
   if (c.values_per_packet == 0 || c.values_per_packet > kMaxValuesPerPacket) {
     throw std::invalid_argument(job + "values_per_packet must be between 1 and " + std::to_string(kMaxValuesPerPacket));
   }
-  if (c.num_aggregators == 0) throw std::invalid_argument(job + "num_aggregators must be at least 1");
+  if (c.aggregators.count == 0) throw std::invalid_argument(job + "the aggregator range must hold at least 1 aggregator");
+  if (c.aggregators.first > std::numeric_limits<std::uint32_t>::max() - (c.aggregators.count - 1)) {
+    throw std::invalid_argument(job + "the aggregator range must end at index 2^32 - 1 or below");
+  }
   if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
     throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
   }
@@ -113,7 +117,7 @@ struct WorkerEndpoint::Impl {
   }
 
   std::uint32_t aggregator_index_for(Seq seq) const {
-    const std::uint32_t base = base_aggregator_index(config.job, seq, config.num_aggregators, config.index_policy);
+    const std::uint32_t base = base_aggregator_index(config.job, seq, config.aggregators, config.index_policy);
     const auto it = remap.find(base);
     return it == remap.end() ? base : it->second;
   }
@@ -207,8 +211,8 @@ struct WorkerEndpoint::Impl {
   }
 
   void learn_remap(Seq seq, std::uint32_t new_index) {
-    if (new_index >= config.num_aggregators) return;  // not an index of this job's tables: ignore
-    const std::uint32_t base = base_aggregator_index(config.job, seq, config.num_aggregators, config.index_policy);
+    if (!config.aggregators.contains(new_index)) return;  // not an index of this job's range: ignore
+    const std::uint32_t base = base_aggregator_index(config.job, seq, config.aggregators, config.index_policy);
     const auto [it, inserted] = remap.try_emplace(base, new_index);
     if (inserted || it->second != new_index) {
       it->second = new_index;

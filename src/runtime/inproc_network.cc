@@ -202,8 +202,10 @@ std::pair<std::size_t, std::size_t> Network::connect(NodeId a, PortId port_a, No
   return {ab, ba};
 }
 
-ChannelConfig& Network::channel_config(std::size_t channel) { return impl_->channels.at(channel).config; }
-const ChannelCounters& Network::channel_counters(std::size_t channel) const {
+void Network::set_channel_config(std::size_t channel, const ChannelConfig& config) {
+  impl_->channels.at(channel).config = config;
+}
+ChannelCounters Network::channel_counters(std::size_t channel) const {
   return impl_->channels.at(channel).queue.counters();
 }
 std::size_t Network::channel_count() const { return impl_->channels.size(); }

@@ -78,6 +78,31 @@ std::string to_json(const ScenarioResult& result) {
     flows.push_back(std::move(o));
   }
   root["flows"] = std::move(flows);
+  if (result.backend == "ns3") {
+    // Wall-clock figures differ between equal runs: only ns3 reports them, as the simulator's speed.
+    ordered_json sim;
+    sim["wall_seconds"] = result.wall_seconds;
+    sim["link_packets"] = result.link_packets;
+    sim["packets_per_wall_second"] =
+        result.wall_seconds > 0 ? static_cast<double>(result.link_packets) / result.wall_seconds : 0.0;
+    root["simulator"] = std::move(sim);
+  }
+  if (!result.series.empty()) {
+    ordered_json series;
+    series["interval_s"] = result.series_interval_s;
+    ordered_json per_job = ordered_json::array();
+    for (const JobSeries& js : result.series) {
+      ordered_json o;
+      o["name"] = js.name;
+      o["goodput_gbps"] = js.goodput_gbps;
+      o["window_packets"] = js.window_packets;
+      o["switch_aggregations"] = js.switch_aggregations;
+      o["ps_packets"] = js.ps_packets;
+      per_job.push_back(std::move(o));
+    }
+    series["jobs"] = std::move(per_job);
+    root["series"] = std::move(series);
+  }
   return root.dump(2) + "\n";
 }
 
@@ -95,10 +120,14 @@ std::string to_summary(const ScenarioResult& result) {
   std::ostringstream out;
   out << "backend " << result.backend << ": " << result.jobs.size() << " job(s), ";
   // The process backends have no simulated clock: their job seconds are wall-clock.
-  if (result.backend != "inproc") {
+  if (result.backend != "inproc" && result.backend != "ns3") {
     out << "real processes, wall-clock seconds, ";
   } else {
     out << format("%.6f", result.simulated_seconds) << " s simulated, " << result.events << " events, ";
+    if (result.wall_seconds > 0) {
+      out << format("%.2f s wall (%.0f link packets/s), ", result.wall_seconds,
+                    static_cast<double>(result.link_packets) / result.wall_seconds);
+    }
   }
   out << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
       << "\n";

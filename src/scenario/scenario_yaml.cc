@@ -278,11 +278,11 @@ void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOv
   if (node["reorder"]) o.reorder = as_number(node["reorder"], child(path, "reorder"), 0, 1, kProbability);
 }
 
-inproc::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {
+sim::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {
   expect_map(node, path, {"delay_us", "rate_gbps", "rate_mbps", "buffer_packets", "ecn_threshold_packets"});
   LinkOverrides o;
   parse_link_settings(node, path, o, false);
-  inproc::ChannelConfig c;
+  sim::ChannelConfig c;
   if (o.delay) c.delay = *o.delay;
   if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
   if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;

@@ -1,5 +1,7 @@
-// Runs a scenario on the in-process network: plans the jobs, wires switch and host nodes around
-// the protocol core, drives allreduce rounds with seeded inputs and checks every result exactly.
+// The scenario runner over a simulated network: switch and host nodes around the protocol core,
+// round drivers with seeded inputs and exact checks, faults, reports (simulated_scenario.h).
+#include "simulated_scenario.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,13 +14,14 @@
 #include <tuple>
 
 #include "atp/fixed_point.h"
+#include "atp/runtime/inproc_network.h"
 #include "atp/scenario.h"
 #include "inputs.h"
 
 namespace atp {
 namespace {
 
-using inproc::NodeId;
+using sim::NodeId;
 
 using scenario_inputs::generate_input;
 using scenario_inputs::input_seed;
@@ -93,7 +96,7 @@ void add_counters(SwitchJobCounters& sum, const SwitchJobCounters& c) {
 // A switch process: its pipeline, and what a restart (Scenario::restarts) does to it. While down
 // it drops every packet that arrives; packets it had already sent stay in its egress queues and
 // on the links and are still delivered (they left the switch before its process died).
-class SwitchNode final : public inproc::Node {
+class SwitchNode final : public sim::Node {
  public:
   SwitchNode(const SwitchConfig& config, Activity& activity)
       : pipeline_(std::make_unique<SwitchPipeline>(config)), activity_(activity) {}
@@ -201,7 +204,7 @@ class RoundDriver;
 // One end host: the worker and PS endpoints of every job placed on it. Parameter packets go to
 // the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
 // crashed host ignores everything and sends nothing.
-class HostNode final : public inproc::Node {
+class HostNode final : public sim::Node {
  public:
   HostNode(std::string host_name, Activity& activity) : name(std::move(host_name)), activity_(activity) {}
 
@@ -270,7 +273,7 @@ struct JobRuntime {
   const ScenarioJob* job = nullptr;
   std::size_t file_index = 0;
   JobPlan plan;
-  inproc::Network* network = nullptr;
+  sim::Network* network = nullptr;
   std::uint64_t seed = 0;
   std::vector<std::unique_ptr<RoundDriver>> drivers;
   std::vector<HostNode*> ps_hosts;
@@ -297,6 +300,14 @@ struct JobRuntime {
 };
 
 JobId RoundDriver::job_id() const { return job_.job->spec.id; }
+
+bool any_job_running(const std::vector<std::unique_ptr<JobRuntime>>& jobs) {
+  return std::any_of(jobs.begin(), jobs.end(), [](const auto& rt) {
+    return std::any_of(rt->drivers.begin(), rt->drivers.end(), [&rt](const auto& d) {
+      return !d->stopped && !d->host().crashed && d->rounds_completed < rt->job->rounds;
+    });
+  });
+}
 
 void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) {
   if (crashed) return;
@@ -359,7 +370,7 @@ Time HostNode::next_deadline() const {
   return t;
 }
 
-void crash_host(HostNode& host, Time now, inproc::Network& network, NodeId node) {
+void crash_host(HostNode& host, Time now, sim::Network& network, NodeId node) {
   if (host.crashed) return;
   host.crashed = true;
   host.crash_time = now;
@@ -433,8 +444,8 @@ void RoundDriver::verify() {
 
 // The channel settings of a link direction at time `now`: the defaults, then every fault active
 // at `now` on that direction, in file order.
-inproc::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, Time now) {
-  inproc::ChannelConfig c = s.default_link;
+sim::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, Time now) {
+  sim::ChannelConfig c = s.default_link;
   for (std::size_t f : faults) {
     const LinkFault& fault = s.link_faults[f];
     const Duration t = now.time_since_epoch();
@@ -452,37 +463,48 @@ struct Channel {
 
 }  // namespace
 
-ScenarioResult run_inproc(const Scenario& scenario) {
-  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
-      throw ScenarioError("jobs[" + std::to_string(j) +
-                          "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
-                          " runs over TCP, which the in-process network does not carry; use --backend udp or netns");
-    }
-  }
-  if (!scenario.background.empty()) {
-    throw ScenarioError("background: background TCP flows need real links; use --backend netns");
-  }
-  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    const JobSpec& spec = scenario.jobs[j].spec;
-    for (const std::string& p : spec.ps) {
-      // In-process hosts have no kernel to loop a PS's multicast back to a worker on the same
-      // host (the switch never sends a packet back out of its ingress port).
-      if (std::find(spec.workers.begin(), spec.workers.end(), p) != spec.workers.end()) {
-        throw ScenarioError("jobs[" + std::to_string(j) + "].ps: host '" + p +
-                            "' is also a worker; PS shards on workers' hosts (N-to-N) need --backend netns");
-      }
-    }
-  }
-  // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
+struct SimulatedScenario::Impl {
+  Impl(const Scenario& s, sim::Network& n) : scenario(s), network(n) {}
+
+  void build();
+  void sample_series(Time now);
+  JobResult job_result(const JobRuntime& rt) const;
+
+  const Scenario& scenario;
+  sim::Network& network;
   NetworkPlan network_plan;
+  std::vector<std::unique_ptr<JobRuntime>> jobs;  // the ATP-protocol jobs, in file order
+  Activity activity;
+  std::map<std::string, NodeId> node_ids;
+  std::map<std::string, SwitchNode*> switches;
+  std::map<std::string, HostNode*> hosts;
+  std::vector<Channel> channels;
+
+  // Series (record_series): the interval, and per job its samples and the counts at the last one.
+  Duration series_interval{0};
+  struct SeriesState {
+    JobSeries series;
+    std::uint64_t parameters = 0, aggregations = 0, ps_packets = 0;
+  };
+  std::vector<SeriesState> series;  // parallel to `jobs`
+};
+
+SimulatedScenario::SimulatedScenario(const Scenario& scenario, sim::Network& network)
+    : impl_(std::make_unique<Impl>(scenario, network)) {
+  impl_->build();
+}
+
+SimulatedScenario::~SimulatedScenario() = default;
+
+void SimulatedScenario::Impl::build() {
+  // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
   try {
     network_plan = plan_network(scenario.topology);
   } catch (const PlanError& e) {
     throw ScenarioError(std::string("topology: ") + e.what());
   }
-  std::vector<std::unique_ptr<JobRuntime>> jobs;
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) continue;
     auto rt = std::make_unique<JobRuntime>();
     rt->job = &scenario.jobs[j];
     rt->file_index = j;
@@ -494,32 +516,29 @@ ScenarioResult run_inproc(const Scenario& scenario) {
     jobs.push_back(std::move(rt));
   }
 
-  inproc::Network network(scenario.seed);
-  Activity activity;
-  std::map<std::string, NodeId> node_ids;
-  std::map<std::string, SwitchNode*> switches;
-  std::map<std::string, HostNode*> hosts;
   for (const auto& s : scenario.topology.switches) {
     auto node = std::make_unique<SwitchNode>(s.config, activity);
     switches[s.name] = node.get();
-    node_ids[s.name] = network.add_node(s.name, std::move(node));
+    const auto routes = network_plan.routes.find(s.name);
+    node_ids[s.name] = network.add_switch(
+        s.name, std::move(node),
+        routes == network_plan.routes.end() ? std::map<Address, PortId>{} : routes->second);
   }
   for (const auto& h : scenario.topology.hosts) {
     auto node = std::make_unique<HostNode>(h.name, activity);
     hosts[h.name] = node.get();
-    node_ids[h.name] = network.add_node(h.name, std::move(node));
+    node_ids[h.name] = network.add_host(h.name, std::move(node), network_plan.host_address.at(h.name));
   }
   for (const auto& c : scenario.crashes) {
     HostNode& host = *hosts.at(c.host);
     if (c.at_round) host.crash_round = std::min(host.crash_round.value_or(*c.at_round), *c.at_round);
     if (c.at_time) {
       const NodeId id = node_ids.at(c.host);
-      network.schedule(Time(*c.at_time), [&host, &network, id](Time t) { crash_host(host, t, network, id); });
+      network.schedule(Time(*c.at_time), [&host, this, id](Time t) { crash_host(host, t, network, id); });
     }
   }
 
   // Links, with the faults that apply to each direction.
-  std::vector<Channel> channels;
   for (const auto& link : network_plan.links) {
     Channel ab{0, link.a.node, link.b.node, {}};
     Channel ba{0, link.b.node, link.a.node, {}};
@@ -548,8 +567,8 @@ ScenarioResult run_inproc(const Scenario& scenario) {
       if (fault.from > Duration::zero()) boundaries.push_back(fault.from);
       if (fault.until) boundaries.push_back(*fault.until);
       for (Duration b : boundaries) {
-        network.schedule(Time(b), [&network, &scenario, &ch](Time t) {
-          network.channel_config(ch.id) = channel_settings(scenario, ch.faults, t);
+        network.schedule(Time(b), [this, &ch](Time t) {
+          network.set_channel_config(ch.id, channel_settings(scenario, ch.faults, t));
         });
       }
     }
@@ -571,7 +590,7 @@ ScenarioResult run_inproc(const Scenario& scenario) {
   for (const auto& [name, node] : switches) node->setup.install(node->pipeline());
   for (const SwitchRestart& restart : scenario.restarts) {
     SwitchNode& node = *switches.at(restart.switch_name);
-    network.schedule(Time(restart.at), [&node, &network, down = restart.down](Time t) {
+    network.schedule(Time(restart.at), [&node, this, down = restart.down](Time t) {
       node.restart(t, down);
       if (down > Duration::zero()) network.schedule(t + down, [&node](Time back) { node.come_back(back); });
     });
@@ -607,111 +626,211 @@ ScenarioResult run_inproc(const Scenario& scenario) {
   std::vector<const JobPlan*> plans;
   for (const auto& rt : jobs) plans.push_back(&rt->plan);
   const scenario_inputs::NoiseTargets noise_targets = scenario_inputs::noise_targets(plans);
-  const auto jobs_running = [&jobs] {
-    return std::any_of(jobs.begin(), jobs.end(), [](const auto& rt) {
-      return std::any_of(rt->drivers.begin(), rt->drivers.end(), [&rt](const auto& d) {
-        return !d->stopped && !d->host().crashed && d->rounds_completed < rt->job->rounds;
-      });
-    });
-  };
   for (std::size_t i = 0; i < scenario.noise.size(); ++i) {
     const NoiseSource& source = scenario.noise[i];
     hosts.at(source.host)
-        ->noise.emplace_back(source, scenario_inputs::noise_seed(scenario.seed, i), noise_targets, jobs_running);
+        ->noise.emplace_back(source, scenario_inputs::noise_seed(scenario.seed, i), noise_targets,
+                             [this] { return any_job_running(jobs); });
   }
 
   for (const auto& [name, id] : node_ids) network.wake(id);
+}
 
-  const Time limit = Time(scenario.time_limit);
-  network.run_until(limit);
+sim::NodeId SimulatedScenario::node_id(const std::string& name) const { return impl_->node_ids.at(name); }
+Address SimulatedScenario::address_of(const std::string& host) const {
+  return impl_->network_plan.host_address.at(host);
+}
+bool SimulatedScenario::jobs_running() const { return any_job_running(impl_->jobs); }
+void SimulatedScenario::saw_activity(Time now) { impl_->activity.saw(now); }
 
+void SimulatedScenario::record_series(Duration interval) {
+  if (interval <= Duration::zero()) throw std::invalid_argument("record_series: the interval must be positive");
+  Impl& s = *impl_;
+  s.series_interval = interval;
+  s.series.assign(s.jobs.size(), {});
+  for (std::size_t j = 0; j < s.jobs.size(); ++j) s.series[j].series.name = s.jobs[j]->job->spec.name;
+  s.network.schedule(Time(interval), [&s](Time t) { s.sample_series(t); });
+}
+
+// One sample per job: what happened since the last one. Stops once no job runs, so that it
+// cannot keep the simulation alive on its own.
+void SimulatedScenario::Impl::sample_series(Time now) {
+  const double seconds = to_seconds(series_interval);
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const JobRuntime& rt = *jobs[j];
+    SeriesState& st = series[j];
+    std::uint64_t parameters = 0, aggregations = 0, ps_packets = 0;
+    double window = 0;
+    for (const auto& d : rt.drivers) {
+      const WorkerEndpoint& ep = d->endpoint();
+      parameters += ep.stats().parameters_received - ep.stats().duplicate_parameters;
+      window += ep.window();
+    }
+    for (const auto& [name, sw] : rt.plan.switches) aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
+    for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
+    const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
+    const double bytes = static_cast<double>(parameters - st.parameters) / workers * rt.job->spec.values_per_packet * 4;
+    st.series.goodput_gbps.push_back(bytes * 8 / seconds / 1e9);
+    st.series.window_packets.push_back(window / workers);
+    st.series.switch_aggregations.push_back(aggregations - st.aggregations);
+    st.series.ps_packets.push_back(ps_packets - st.ps_packets);
+    st.parameters = parameters;
+    st.aggregations = aggregations;
+    st.ps_packets = ps_packets;
+  }
+  if (any_job_running(jobs)) network.schedule(now + series_interval, [this](Time t) { sample_series(t); });
+}
+
+JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
+  const ScenarioJob& job = *rt.job;
+  const JobId id = job.spec.id;
+  JobResult r;
+  r.name = job.spec.name;
+  r.algorithm = std::string(to_string(job.algorithm));
+  r.rounds = job.rounds;
+  r.workers = job.spec.workers.size();
+  r.tensor_bytes = job.elements * sizeof(float);
+  r.completed_rounds = job.rounds;
+  std::string crash_error, mismatch_error, failure_error, unfinished_error;
+  for (const auto& d : rt.drivers) {
+    r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
+    const WorkerEndpoint& ep = d->endpoint();
+    r.retransmissions += ep.stats().retransmissions;
+    r.fast_retransmits += ep.stats().fast_retransmits;
+    r.timeouts += ep.stats().timeouts;
+    const bool finished = d->rounds_completed == job.rounds;
+    // The first reason of each kind; a crash explains the others' failures, so it wins.
+    if (d->host().crashed && !finished) {
+      if (crash_error.empty()) {
+        std::ostringstream s;
+        s << "host '" << d->host().name << "' crashed at " << to_seconds(d->host().crash_time.time_since_epoch())
+          << " s (simulated) after " << d->rounds_completed << " of " << job.rounds << " rounds";
+        crash_error = s.str();
+      }
+    } else if (d->mismatch) {
+      if (mismatch_error.empty()) mismatch_error = d->error;
+    } else if (!d->error.empty()) {
+      if (failure_error.empty()) failure_error = d->error;
+    } else if (!finished) {
+      if (unfinished_error.empty()) {
+        std::ostringstream s;
+        s << "worker '" << d->host().name << "' did not finish round " << d->rounds_completed
+          << " within the time limit of " << to_seconds(scenario.time_limit) << " s (simulated)";
+        unfinished_error = s.str();
+      }
+    }
+  }
+  for (const std::string* e : {&crash_error, &mismatch_error, &failure_error, &unfinished_error}) {
+    if (r.error.empty()) r.error = *e;
+  }
+  r.correct = r.error.empty() && r.completed_rounds == job.rounds;
+  for (const auto& [name, sw] : rt.plan.switches) {
+    const SwitchJobCounters c = switches.at(name)->job_counters(id);
+    r.switch_aggregations[name] = c.aggregations;
+    r.collisions += c.collisions;
+    r.reclaimed_aggregators += c.reclaimed;
+  }
+  for (const HostNode* h : rt.ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
+  r.float_fragments = rt.float_fragments;
+  r.fragments = rt.fragments_per_round() * r.completed_rounds;
+  if (rt.first_start && rt.last_completion) r.seconds = to_seconds(*rt.last_completion - *rt.first_start);
+  derive_rates(r);
+  return r;
+}
+
+ScenarioResult SimulatedScenario::run(const std::string& backend) {
+  Impl& s = *impl_;
+  s.network.run_until(Time(s.scenario.time_limit));
   ScenarioResult result;
-  result.backend = "inproc";
-  result.simulated_seconds = to_seconds(activity.last.time_since_epoch());
-  result.events = network.events_processed();
+  result.backend = backend;
+  result.simulated_seconds = to_seconds(s.activity.last.time_since_epoch());
+  result.events = s.network.events_processed();
 
-  for (auto& rt : jobs) {
-    const ScenarioJob& job = *rt->job;
-    const JobId id = job.spec.id;
+  for (std::size_t j = 0; j < s.scenario.jobs.size(); ++j) {
+    const auto rt = std::find_if(s.jobs.begin(), s.jobs.end(), [j](const auto& r) { return r->file_index == j; });
+    if (rt != s.jobs.end()) {
+      result.jobs.push_back(s.job_result(**rt));
+      continue;
+    }
+    const ScenarioJob& job = s.scenario.jobs[j];
     JobResult r;
     r.name = job.spec.name;
     r.algorithm = std::string(to_string(job.algorithm));
     r.rounds = job.rounds;
     r.workers = job.spec.workers.size();
     r.tensor_bytes = job.elements * sizeof(float);
-    r.completed_rounds = job.rounds;
-    std::string crash_error, mismatch_error, failure_error, unfinished_error;
+    result.jobs.push_back(std::move(r));
+  }
+  // A job that neither finished nor failed ran into the time limit.
+  for (const auto& rt : s.jobs) {
     for (const auto& d : rt->drivers) {
-      r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
-      WorkerEndpoint& ep = d->endpoint();
-      r.retransmissions += ep.stats().retransmissions;
-      r.fast_retransmits += ep.stats().fast_retransmits;
-      r.timeouts += ep.stats().timeouts;
-      const bool finished = d->rounds_completed == job.rounds;
-      // The first reason of each kind; a crash explains the others' failures, so it wins.
-      if (d->host().crashed && !finished) {
-        if (crash_error.empty()) {
-          std::ostringstream s;
-          s << "host '" << d->host().name << "' crashed at " << to_seconds(d->host().crash_time.time_since_epoch())
-            << " s (simulated) after " << d->rounds_completed << " of " << job.rounds << " rounds";
-          crash_error = s.str();
-        }
-      } else if (d->mismatch) {
-        if (mismatch_error.empty()) mismatch_error = d->error;
-      } else if (!d->error.empty()) {
-        if (failure_error.empty()) failure_error = d->error;
-      } else if (!finished) {
-        if (unfinished_error.empty()) {
-          std::ostringstream s;
-          s << "worker '" << d->host().name << "' did not finish round " << d->rounds_completed
-            << " within the time limit of " << to_seconds(scenario.time_limit) << " s (simulated)";
-          unfinished_error = s.str();
-        }
+      if (d->rounds_completed < rt->job->rounds && !d->stopped && !d->host().crashed && !d->mismatch &&
+          d->error.empty()) {
         result.time_limit_reached = true;
       }
     }
-    for (const std::string* e : {&crash_error, &mismatch_error, &failure_error, &unfinished_error}) {
-      if (r.error.empty()) r.error = *e;
-    }
-    r.correct = r.error.empty() && r.completed_rounds == job.rounds;
-    for (const auto& [name, sw] : rt->plan.switches) {
-      const SwitchJobCounters c = switches.at(name)->job_counters(id);
-      r.switch_aggregations[name] = c.aggregations;
-      r.collisions += c.collisions;
-      r.reclaimed_aggregators += c.reclaimed;
-    }
-    for (const HostNode* h : rt->ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
-    r.float_fragments = rt->float_fragments;
-    r.fragments = rt->fragments_per_round() * r.completed_rounds;
-    if (rt->first_start && rt->last_completion) r.seconds = to_seconds(*rt->last_completion - *rt->first_start);
-    derive_rates(r);
-    result.jobs.push_back(std::move(r));
   }
 
-  for (const Channel& ch : channels) {
-    const inproc::ChannelCounters& c = network.channel_counters(ch.id);
+  for (const Channel& ch : s.channels) {
+    const sim::ChannelCounters c = s.network.channel_counters(ch.id);
     result.links.push_back(LinkResult{ch.from, ch.to, c.packets, c.bytes, c.lost, c.queue_drops, c.ecn_marked});
   }
-  for (const auto& [name, host] : hosts) {
+  for (const auto& [name, host] : s.hosts) {
     result.host_dropped_packets += host->dropped;
     for (const NoiseSender& n : host->noise) result.noise_packets += n.sent();
   }
-  for (const auto& [name, node] : switches) {
+  for (const auto& [name, node] : s.switches) {
     const SwitchCounters c = node->counters();
     result.rejected_packets += c.malformed + c.unknown_job + c.not_admitted;
+  }
+  if (s.series_interval > Duration::zero()) {
+    result.series_interval_s = to_seconds(s.series_interval);
+    for (const Impl::SeriesState& st : s.series) result.series.push_back(st.series);
   }
 
   // Leak check: move every switch's clock past its reclaim timeout and sweep. Whatever is still
   // held then would stay held forever.
-  for (const auto& [name, node] : switches) {
+  for (const auto& [name, node] : s.switches) {
     // (A switch with reclaim disabled, timeout <= 0, keeps what it holds: that is a leak too.)
     SwitchPipeline& pipeline = node->pipeline();
     const Duration timeout = std::max(pipeline.config().reclaim_timeout, Duration::zero());
-    const Time sweep = activity.last + timeout + std::chrono::microseconds(1);
+    const Time sweep = s.activity.last + timeout + std::chrono::microseconds(1);
     pipeline.on_timeout(sweep);
     result.leaked_aggregators += pipeline.table().in_use();
   }
   return result;
+}
+
+ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& options) {
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
+      throw ScenarioError("jobs[" + std::to_string(j) +
+                          "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
+                          " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns");
+    }
+  }
+  if (!scenario.background.empty()) {
+    throw ScenarioError("background: background TCP flows need a TCP stack; use --backend ns3 or netns");
+  }
+  reject_worker_hosted_ps(scenario, "the in-process network");
+  inproc::Network network(scenario.seed);
+  SimulatedScenario run(scenario, network);
+  if (options.series_interval > Duration::zero()) run.record_series(options.series_interval);
+  return run.run("inproc");
+}
+
+void reject_worker_hosted_ps(const Scenario& scenario, const std::string& network) {
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    const JobSpec& spec = scenario.jobs[j].spec;
+    for (const std::string& p : spec.ps) {
+      // Simulated hosts have no kernel to loop a PS's multicast back to a worker on the same
+      // host (the switch never sends a packet back out of its ingress port).
+      if (std::find(spec.workers.begin(), spec.workers.end(), p) != spec.workers.end()) {
+        throw ScenarioError("jobs[" + std::to_string(j) + "].ps: host '" + p + "' is also a worker; " + network +
+                            " cannot run PS shards on workers' hosts (N-to-N): use --backend netns");
+      }
+    }
+  }
 }
 
 bool all_correct(const ScenarioResult& result) {

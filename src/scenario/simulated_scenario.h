@@ -1,0 +1,51 @@
+// Runs a scenario's ATP jobs on a simulated network (the in-process one or ns-3): plans the
+// jobs, builds switch and host nodes around the protocol core, drives rounds with seeded inputs,
+// applies faults, checks every result exactly and reports. The network only moves packets and time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "atp/runtime/simulated_network.h"
+#include "atp/scenario.h"
+
+namespace atp {
+
+class SimulatedScenario {
+ public:
+  // Plans the scenario and builds it on `network`, which must be empty. Jobs whose algorithm
+  // does not use ATP's protocol (ring, gloo) get no endpoints here: a network with TCP runs them
+  // itself, the others refuse such scenarios before. Throws ScenarioError for a topology or job
+  // that cannot be planned, std::invalid_argument (from the network) for link settings it
+  // cannot model.
+  SimulatedScenario(const Scenario& scenario, sim::Network& network);
+  ~SimulatedScenario();
+  SimulatedScenario(const SimulatedScenario&) = delete;
+  SimulatedScenario& operator=(const SimulatedScenario&) = delete;
+
+  sim::NodeId node_id(const std::string& name) const;  // a host or switch of the topology
+  Address address_of(const std::string& host) const;
+  // Whether some ATP job still has a worker with rounds to run (not crashed, not failed).
+  bool jobs_running() const;
+  // Something the caller runs (a TCP collective, a background flow) acted at `now`: the run's
+  // simulated_seconds covers it.
+  void saw_activity(Time now);
+  // Samples every ATP job's progress every `interval` while jobs run (ScenarioResult::series).
+  // Call before run().
+  void record_series(Duration interval);
+
+  // Runs until nothing is left to do or the scenario's time limit, then reports (once). Jobs
+  // are in file order; those this class did not run have only their name, algorithm, rounds,
+  // workers and tensor_bytes filled in.
+  ScenarioResult run(const std::string& backend);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Throws ScenarioError if a job puts a PS shard on one of its workers' hosts: simulated hosts
+// have no kernel to loop the PS's multicast back to the worker. `network` names the backend.
+void reject_worker_hosted_ps(const Scenario& scenario, const std::string& network);
+
+}  // namespace atp
