@@ -6,7 +6,9 @@ cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev ethtool iproute2
-          libgloo-dev)
+          libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib)
+# (ns3 and libgsl-dev: CMake's find_package(ns3) fails without them. python3-yaml and matplotlib:
+# the ns-3 experiments' scripts, which the tests smoke-run.)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
 
 install_missing() {

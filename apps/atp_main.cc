@@ -30,7 +30,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
     hosts:    [{name, switch}]   each host has one link, to its switch
     links:    [[switch, switch]] switch-to-switch links; they must form a tree
   jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
-          rounds (1), warmup_rounds (0: untimed first rounds, udp/netns), values_per_packet (62), scale (1e8), magnitude (1.0: inputs uniform
+          rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (62), scale (1e8), magnitude (1.0: inputs uniform
           in [-magnitude, magnitude]), index (hashed|linear), congestion_control (true),
           window (200), max_window (1024), compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000), progress_timeout_us (2000000), initial_seq (0)}]
@@ -38,7 +38,12 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
           hosts, which may be the workers' own hosts on netns: N-to-N), ring (ring allreduce over
           TCP), gloo or gloo_hd (Gloo's ring or halving-doubling over TCP); ring and gloo have no
-          ps and run on the udp and netns backends
+          ps and run on the udp and netns backends (ring also on ns3)
+  aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
+                                 (ATP); static: the K atp jobs get fixed equal shares, job k (file
+                                 order) only [k*c, k*c + c) with c = its smallest table / K rounded
+                                 down, its index (hashed|linear) inside it (the baseline of the
+                                 paper's Fig. 13a/14); a share of 0 aggregators is an error
   faults:
     - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps | rate_mbps,
        buffer_packets, ecn_threshold_packets, one_way (false: both directions),
@@ -49,16 +54,22 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
     - {noise: host, rate_pps (1000), from_us (0), until_us (forever)}
                                   a host with no job role sends malformed and spoofed packets
   background: [{from: host, to: host, kind (tcp), from_us (0), until_us (when all jobs end)}]
-                                  a TCP flow through the same switches (netns backend only)
+                                  a TCP flow through the same switches (netns and ns3)
 Exit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.
 )";
 
-int run_command(const std::string& backend, const std::string& file, bool json) {
-  if (backend != "inproc" && backend != "udp" && backend != "netns") {
-    std::cerr << "atp run: backend '" << backend
-              << "' is not available yet; use --backend inproc, udp or netns (ns3 is planned)\n";
+int run_command(const std::string& backend, const std::string& file, bool json, double series_ms) {
+  if (backend != "inproc" && backend != "ns3" && backend != "udp" && backend != "netns") {
+    std::cerr << "atp run: unknown backend '" << backend << "'; use --backend inproc, ns3, udp or netns\n";
     return kExitBadInput;
   }
+  const bool simulated = backend == "inproc" || backend == "ns3";
+  if (series_ms != 0 && (!simulated || !(series_ms > 0))) {
+    std::cerr << "atp run: --series takes a positive interval in ms and needs --backend inproc or ns3\n";
+    return kExitBadInput;
+  }
+  atp::SimulationOptions options;
+  options.series_interval = atp::Duration(static_cast<atp::Duration::rep>(series_ms * 1e6));
   atp::ScenarioResult result;
   try {
     const atp::Scenario scenario = atp::load_scenario_file(file);
@@ -66,8 +77,10 @@ int run_command(const std::string& backend, const std::string& file, bool json) 
       result = atp::run_udp(scenario, atp::cli::self_path());
     } else if (backend == "netns") {
       result = atp::run_netns(scenario, atp::cli::self_path());
+    } else if (backend == "ns3") {
+      result = atp::run_ns3(scenario, options);
     } else {
-      result = atp::run_inproc(scenario);
+      result = atp::run_inproc(scenario, options);
     }
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
@@ -75,7 +88,7 @@ int run_command(const std::string& backend, const std::string& file, bool json) 
     std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
     return kExitBadInput;
   } catch (const std::runtime_error& e) {
-    if (backend == "inproc") throw;
+    if (simulated) throw;
     std::cerr << "atp run: " << e.what() << "\n";  // a process that did not start, or Ctrl-C
     return kExitIncorrect;
   }
@@ -99,23 +112,28 @@ int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
   app.require_subcommand(1);
   app.footer(
-      "Backends: inproc (a deterministic simulated network inside this process), udp (real processes on\n"
-      "127.0.0.1), netns (real processes in network namespaces joined by veth links; needs root); ns3 is\n"
-      "planned.\n"
+      "Backends: inproc (a deterministic simulated network inside this process), ns3 (the same nodes on\n"
+      "ns-3's simulator: point-to-point links, IPv4/UDP/TCP hosts), udp (real processes on 127.0.0.1),\n"
+      "netns (real processes in network namespaces joined by veth links; needs root).\n"
       "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
   std::string backend = "inproc";
   std::string file;
   bool json = false;
+  double series_ms = 0;
   CLI::App* run =
       app.add_subcommand("run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
   run->add_option("--backend", backend,
-                  "Where to run it: inproc (in-process simulated network), udp (real processes on 127.0.0.1) or "
-                  "netns (real processes in network namespaces and veth links, switches on Ethernet ports; needs "
-                  "root). udp and netns times are wall-clock; ns3 is planned")
+                  "Where to run it: inproc (in-process simulated network), ns3 (ns-3 simulation with TCP: ring "
+                  "jobs and background flows too), udp (real processes on 127.0.0.1) or netns (real processes in "
+                  "network namespaces and veth links, switches on Ethernet ports; needs root). udp and netns times "
+                  "are wall-clock")
       ->capture_default_str();
   run->add_option("file", file, "Scenario file (YAML)")->required();
   run->add_flag("--json", json, "Print the results as JSON instead of a table");
+  run->add_option("--series", series_ms,
+                  "inproc and ns3: record each job's goodput, window and switch vs PS packets every this many "
+                  "simulated ms (JSON key series; background flow goodput at the same interval)");
   run->footer(kScenarioKeys);
 
   const atp::cli::Command demo_command = atp::cli::add_demo_command(app);
@@ -145,7 +163,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (run->parsed()) return run_command(backend, file, json);
+    if (run->parsed()) return run_command(backend, file, json, series_ms);
     if (worker->parsed()) return atp::run_udp_worker(worker_spec);
     if (flow->parsed()) return atp::run_background_flow(flow_listen, flow_connect);
     if (demo_command.app->parsed()) return demo_command.run();

@@ -128,6 +128,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       const Scenario s = parse_scenario_yaml(scenario_text(o, algorithm, bytes), "atp bench allreduce");
       const ScenarioResult r = o.backend == "netns" ? run_netns(s, self_path())
                                : o.backend == "udp" ? run_udp(s, self_path())
+                               : o.backend == "ns3" ? run_ns3(s)
                                                     : run_inproc(s);
       m.job = r.jobs.at(0);
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
@@ -187,16 +188,18 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       "workers under a core switch, the PS under the core, every link at --rate-mbps. Each worker checks\n"
       "every result (exact for atp and ps, within float32 rounding for ring and gloo). The ratio columns\n"
       "divide the first algorithm's algbw by each other's, measured in the same run. netns needs root.");
-  app->add_option("--backend", o->backend, "netns (namespaces and veth links), udp (loopback) or inproc (simulated)")
+  app->add_option("--backend", o->backend,
+                  "netns (namespaces and veth links), udp (loopback), ns3 (simulated, with TCP for ring) or inproc "
+                  "(simulated, atp and ps only)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"netns", "udp", "inproc"}));
+      ->check(CLI::IsMember({"netns", "udp", "ns3", "inproc"}));
   app->add_option("--algorithms", o->algorithms,
                   "comma-separated: atp, ps (one PS under the core), ps_nn (a PS shard on every worker's host, "
                   "BytePS's N-to-N; netns only), ring, gloo, gloo_hd")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember({"atp", "ps", "ps_nn", "ring", "gloo", "gloo_hd"}));
-  app->add_option("--workers", o->workers, "workers (one host each)")->capture_default_str()->check(CLI::Range(1, 64));
+  app->add_option("--workers", o->workers, "workers (one host each)")->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--racks", o->racks, "racks the workers are spread over")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));

@@ -280,6 +280,7 @@ struct JobRuntime {
   std::map<std::uint32_t, RoundReference> references;
   std::uint64_t float_fragments = 0;
   std::optional<Time> first_start, last_completion;
+  std::vector<Time> round_end;  // per round: when its last worker completed it (so far)
 
   std::uint64_t fragments_per_round() const {
     const std::uint64_t vpp = job->spec.values_per_packet;
@@ -413,6 +414,8 @@ void RoundDriver::after_endpoint_call(Time now) {
   ++rounds_completed;
   ++round_;
   if (!job_.last_completion || now > *job_.last_completion) job_.last_completion = now;
+  if (job_.round_end.size() < round_) job_.round_end.resize(round_);
+  job_.round_end[round_ - 1] = std::max(job_.round_end[round_ - 1], now);
   if (round_ < job_.job->rounds) {
     job_.network->schedule(now + job_.job->compute_time, [this](Time t) { start_round(t); });
   }
@@ -733,7 +736,14 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   for (const HostNode* h : rt.ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
   r.float_fragments = rt.float_fragments;
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
-  if (rt.first_start && rt.last_completion) r.seconds = to_seconds(*rt.last_completion - *rt.first_start);
+  // Timed from the end of the warm-up rounds (or the first start) to the last completion.
+  r.warmup_rounds = std::min(job.warmup_rounds, r.completed_rounds);
+  const std::optional<Time> timed_from = r.warmup_rounds > 0 ? std::optional(rt.round_end[r.warmup_rounds - 1])
+                                                             : rt.first_start;
+  if (timed_from && rt.last_completion) r.seconds = to_seconds(*rt.last_completion - *timed_from);
+  for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
+    r.round_end_seconds.push_back(to_seconds(rt.round_end[k] - rt.first_start.value_or(Time{})));
+  }
   derive_rates(r);
   return r;
 }

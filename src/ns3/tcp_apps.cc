@@ -1,0 +1,306 @@
+// Ring allreduce ranks and background flows as ns-3 TCP applications (tcp_apps.h).
+#include "tcp_apps.h"
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+// Single headers, not *-module.h (see ns3_network.cc).
+#include <ns3/inet-socket-address.h>
+#include <ns3/packet.h>
+#include <ns3/simulator.h>
+#include <ns3/socket.h>
+#include <ns3/tcp-socket-factory.h>
+
+namespace atp::ns3adapter {
+namespace {
+
+constexpr std::uint16_t kRingPortBase = 40000;  // + job id: one listening port per ring job
+constexpr std::uint16_t kFlowPortBase = 50000;  // + flow index
+constexpr std::uint32_t kMaxSend = 64 << 10;     // bytes per Send() call
+// Goodput samples of background flows when no series interval is given.
+constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
+
+Time now() { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
+double seconds_of(Duration d) { return static_cast<double>(d.count()) / 1e9; }
+ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
+
+// Sends up to `limit` more bytes on `socket` as far as its buffer allows. Returns bytes sent.
+std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
+  std::uint64_t sent = 0;
+  while (sent < limit) {
+    const auto n = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({limit - sent, socket->GetTxAvailable(), std::uint64_t{kMaxSend}}));
+    if (n == 0) break;
+    const int r = socket->Send(ns3::Create<ns3::Packet>(n));
+    if (r <= 0) break;
+    sent += static_cast<std::uint64_t>(r);
+  }
+  return sent;
+}
+
+struct RingRank {
+  ns3::Ptr<ns3::Node> node;
+  ns3::Ptr<ns3::Socket> listener, to_next, from_prev;
+  bool connected = false;              // to_next is up
+  std::uint64_t sent = 0, received = 0;  // bytes, over all rounds
+  std::uint32_t rounds_done = 0;
+  bool running = false;  // inside a round
+  bool failed = false;   // its connection failed
+};
+
+struct RingJob {
+  const ScenarioJob* job = nullptr;
+  std::size_t file_index = 0;
+  std::uint64_t chunk = 0;      // bytes per step: the tensor / n, rounded up
+  std::uint64_t per_round = 0;  // bytes each rank sends (and receives) per round: 2(n-1) chunks
+  std::vector<RingRank> ranks;
+  std::optional<Time> first_start, last_end;
+  std::vector<Time> round_end;  // per round: when its last rank completed it (so far)
+};
+
+struct Flow {
+  const BackgroundFlow* spec = nullptr;
+  ns3::Ptr<ns3::Socket> sender, listener;
+  bool started = false, stopped = false;
+  std::uint64_t received = 0, sampled = 0;  // bytes
+  std::optional<Time> first_byte, last_byte;
+  std::vector<double> goodput_mbps;
+};
+
+}  // namespace
+
+struct TcpApps::Impl {
+  Impl(const Scenario& s, Ns3Network& n, SimulatedScenario& r) : scenario(s), network(n), run(r) {}
+
+  bool jobs_running() const {
+    if (run.jobs_running()) return true;
+    for (const RingJob& j : rings) {
+      for (const RingRank& r : j.ranks) {
+        if (!r.failed && r.rounds_done < j.job->rounds) return true;
+      }
+    }
+    return false;
+  }
+
+  // --- ring
+
+  void start_round(RingJob& job, std::size_t i) {
+    RingRank& r = job.ranks[i];
+    if (r.failed) return;
+    r.running = true;
+    const Time t = now();
+    if (!job.first_start || t < *job.first_start) job.first_start = t;
+    pump(job, i);
+  }
+
+  // Sends what the ring's dependency allows: within round k (base = k * per_round), the bytes of
+  // step s+1 at offset o need the bytes of step s at offset o, so a rank may be at most one
+  // chunk ahead of what it received. Then checks whether the round is complete.
+  void pump(RingJob& job, std::size_t i) {
+    RingRank& r = job.ranks[i];
+    if (!r.running) return;
+    const std::uint64_t base = std::uint64_t{r.rounds_done} * job.per_round;
+    const std::uint64_t got = std::min(job.per_round, r.received - base);
+    const std::uint64_t allowed = base + std::min(job.per_round, job.chunk + got);
+    if (r.connected && r.sent < allowed) r.sent += fill(r.to_next, allowed - r.sent);
+    if (r.sent == base + job.per_round && r.received >= base + job.per_round) {
+      r.running = false;
+      ++r.rounds_done;
+      const Time t = now();
+      job.last_end = t;
+      if (job.round_end.size() < r.rounds_done) job.round_end.resize(r.rounds_done);
+      job.round_end[r.rounds_done - 1] = std::max(job.round_end[r.rounds_done - 1], t);
+      run.saw_activity(t);
+      if (r.rounds_done < job.job->rounds) {
+        ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
+      }
+    }
+  }
+
+  void install_ring(const ScenarioJob& spec, std::size_t file_index) {
+    RingJob& job = rings.emplace_back();
+    job.job = &spec;
+    job.file_index = file_index;
+    const std::size_t n = spec.spec.workers.size();
+    job.chunk = (spec.elements * sizeof(float) + n - 1) / n;
+    job.per_round = 2 * (n - 1) * job.chunk;
+    job.ranks.resize(n);
+    const std::uint16_t port = kRingPortBase + spec.spec.id;
+    for (std::size_t i = 0; i < n; ++i) {
+      RingRank& r = job.ranks[i];
+      r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
+      if (n == 1) continue;
+      r.listener = ns3::Socket::CreateSocket(r.node, ns3::TcpSocketFactory::GetTypeId());
+      r.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
+      r.listener->Listen();
+      r.listener->SetAcceptCallback(
+          ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
+              [this, &job, i](ns3::Ptr<ns3::Socket> s, const ns3::Address&) {
+                job.ranks[i].from_prev = s;
+                s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket> s2) {
+                  while (ns3::Ptr<ns3::Packet> p = s2->Recv()) job.ranks[i].received += p->GetSize();
+                  run.saw_activity(now());
+                  pump(job, i);
+                }));
+              }));
+    }
+    for (std::size_t i = 0; i < n && n > 1; ++i) {
+      RingRank& r = job.ranks[i];
+      r.to_next = ns3::Socket::CreateSocket(r.node, ns3::TcpSocketFactory::GetTypeId());
+      r.to_next->Bind();
+      r.to_next->SetConnectCallback(
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
+            job.ranks[i].connected = true;
+            pump(job, i);
+          }),
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([&job, i](ns3::Ptr<ns3::Socket>) {
+            job.ranks[i].failed = true;
+          }));
+      r.to_next->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
+          [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
+      const Address next = run.address_of(spec.spec.workers[(i + 1) % n]);
+      r.to_next->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(next), port));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ns3::Simulator::Schedule(to_ns3(spec.start_time), [this, &job, i] { start_round(job, i); });
+    }
+  }
+
+  JobResult ring_result(const RingJob& job) const {
+    JobResult r;
+    r.name = job.job->spec.name;
+    r.algorithm = std::string(to_string(job.job->algorithm));
+    r.rounds = job.job->rounds;
+    r.workers = job.ranks.size();
+    r.tensor_bytes = job.job->elements * sizeof(float);
+    r.warmup_rounds = job.job->warmup_rounds;
+    r.completed_rounds = job.job->rounds;
+    for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+      const RingRank& rank = job.ranks[i];
+      r.completed_rounds = std::min(r.completed_rounds, rank.rounds_done);
+      if (!r.error.empty() || rank.rounds_done == job.job->rounds) continue;
+      std::ostringstream s;
+      s << "ring rank " << i << " ('" << job.job->spec.workers[i] << "') "
+        << (rank.failed ? "could not connect to the next rank" : "did not finish round " + std::to_string(rank.rounds_done) +
+                                                                     " within the time limit of " +
+                                                                     std::to_string(seconds_of(scenario.time_limit)) +
+                                                                     " s (simulated)");
+      r.error = s.str();
+    }
+    r.correct = r.error.empty();
+    // Timed as the ATP jobs: from the end of the warm-up rounds (or the first start).
+    r.warmup_rounds = std::min(r.warmup_rounds, r.completed_rounds);
+    const std::optional<Time> timed_from =
+        r.warmup_rounds > 0 ? std::optional(job.round_end[r.warmup_rounds - 1]) : job.first_start;
+    if (timed_from && job.last_end) r.seconds = seconds_of(*job.last_end - *timed_from);
+    for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
+      r.round_end_seconds.push_back(seconds_of(job.round_end[k] - job.first_start.value_or(Time{})));
+    }
+    derive_rates(r);
+    return r;
+  }
+
+  // --- background flows
+
+  void install_flow(const BackgroundFlow& spec, std::size_t index) {
+    Flow& f = flows.emplace_back();
+    f.spec = &spec;
+    const std::uint16_t port = static_cast<std::uint16_t>(kFlowPortBase + index);
+    f.listener = ns3::Socket::CreateSocket(network.ns3_node(run.node_id(spec.to)), ns3::TcpSocketFactory::GetTypeId());
+    f.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
+    f.listener->Listen();
+    f.listener->SetAcceptCallback(
+        ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
+        ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
+            [this, &f](ns3::Ptr<ns3::Socket> s, const ns3::Address&) {
+              s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &f](ns3::Ptr<ns3::Socket> s2) {
+                while (ns3::Ptr<ns3::Packet> p = s2->Recv()) f.received += p->GetSize();
+                const Time t = now();
+                if (!f.first_byte) f.first_byte = t;
+                f.last_byte = t;
+                run.saw_activity(t);
+              }));
+            }));
+    const Address to = run.address_of(spec.to);
+    ns3::Simulator::Schedule(to_ns3(spec.start), [this, &f, to, port] {
+      if (!jobs_running()) return;  // nothing to compete with any more
+      f.started = true;
+      f.sender = ns3::Socket::CreateSocket(network.ns3_node(run.node_id(f.spec->from)), ns3::TcpSocketFactory::GetTypeId());
+      f.sender->Bind();
+      f.sender->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
+          [&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
+            if (!f.stopped) fill(s, ~std::uint64_t{0});
+          }));
+      f.sender->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));
+      sample_flow(f);
+    });
+    if (spec.until) ns3::Simulator::Schedule(to_ns3(*spec.until), [&f] { stop_flow(f); });
+  }
+
+  static void stop_flow(Flow& f) {
+    if (f.stopped || !f.started) return;
+    f.stopped = true;
+    f.sender->Close();
+  }
+
+  // One goodput sample per interval from the flow's start; stops the flow once no job runs.
+  void sample_flow(Flow& f) {
+    ns3::Simulator::Schedule(to_ns3(interval), [this, &f] {
+      f.goodput_mbps.push_back(static_cast<double>(f.received - f.sampled) * 8 / seconds_of(interval) / 1e6);
+      f.sampled = f.received;
+      if (!jobs_running()) stop_flow(f);
+      if (!f.stopped) sample_flow(f);
+    });
+  }
+
+  FlowResult flow_result(const Flow& f) const {
+    FlowResult r;
+    r.from = f.spec->from;
+    r.to = f.spec->to;
+    r.start_seconds = seconds_of(f.spec->start);
+    r.bytes = f.received;
+    if (f.first_byte && f.last_byte) r.seconds = seconds_of(*f.last_byte - *f.first_byte);
+    if (r.seconds > 0) r.goodput_gbps = static_cast<double>(r.bytes) * 8 / r.seconds / 1e9;
+    r.interval_s = seconds_of(interval);
+    r.goodput_mbps = f.goodput_mbps;
+    return r;
+  }
+
+  const Scenario& scenario;
+  Ns3Network& network;
+  SimulatedScenario& run;
+  Duration interval = kDefaultFlowInterval;
+  std::vector<RingJob> rings;  // reserved up front: callbacks hold references
+  std::vector<Flow> flows;     // likewise
+};
+
+TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run,
+                 const SimulationOptions& options)
+    : impl_(std::make_unique<Impl>(scenario, network, run)) {
+  Impl& s = *impl_;
+  if (options.series_interval > Duration::zero()) s.interval = options.series_interval;
+  s.rings.reserve(scenario.jobs.size());
+  s.flows.reserve(scenario.background.size());
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    if (scenario.jobs[j].algorithm == Algorithm::kRing) s.install_ring(scenario.jobs[j], j);
+  }
+  for (std::size_t i = 0; i < scenario.background.size(); ++i) s.install_flow(scenario.background[i], i);
+}
+
+TcpApps::~TcpApps() = default;
+
+void TcpApps::report(ScenarioResult& result) const {
+  for (const RingJob& job : impl_->rings) {
+    result.jobs.at(job.file_index) = impl_->ring_result(job);
+    if (!result.jobs[job.file_index].correct) {
+      const bool failed = std::any_of(job.ranks.begin(), job.ranks.end(), [](const RingRank& r) { return r.failed; });
+      if (!failed) result.time_limit_reached = true;
+    }
+  }
+  for (const Flow& f : impl_->flows) result.flows.push_back(impl_->flow_result(f));
+}
+
+}  // namespace atp::ns3adapter
