@@ -22,9 +22,6 @@ void check_ns3_can_model(const Scenario& scenario) {
                           "application), or --backend netns");
     }
   }
-  if (scenario.default_link.duplicate > 0 || scenario.default_link.reorder > 0) {
-    throw ScenarioError("link: the ns3 backend does not model duplication or reordering");
-  }
   for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
     const LinkFault& fault = scenario.link_faults[f];
     const std::string key = "faults[" + std::to_string(f) + "]";

@@ -1,0 +1,227 @@
+// Tests of the ns3 backend: the same counts as the in-process network where timing does not
+// matter, exact results under loss, congestion control under incast, TCP ring jobs and background
+// flows, determinism, series, and what it refuses.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "atp/scenario.h"
+
+namespace atp {
+namespace {
+
+// Two racks of two workers under a core switch with the PS; 10 Gbit/s links.
+std::string two_racks(const std::string& job_extra, const std::string& link_extra = "") {
+  return "seed: 3\nlink: {rate_gbps: 10, delay_us: 2" + link_extra +
+         "}\n"
+         "topology:\n"
+         "  switches: [{name: core}, {name: tor0}, {name: tor1}]\n"
+         "  hosts:\n"
+         "    - {name: w0, switch: tor0}\n    - {name: w1, switch: tor0}\n"
+         "    - {name: w2, switch: tor1}\n    - {name: w3, switch: tor1}\n"
+         "    - {name: ps, switch: core}\n    - {name: x, switch: tor0}\n"
+         "  links: [[tor0, core], [tor1, core]]\n"
+         "jobs:\n"
+         "  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 2" +
+         job_extra + "}\n";
+}
+
+std::uint64_t total(const std::map<std::string, std::uint64_t>& m) {
+  std::uint64_t n = 0;
+  for (const auto& [k, v] : m) n += v;
+  return n;
+}
+
+// --- same counts as inproc
+
+struct Shape {
+  const char* name;
+  std::string yaml;
+};
+
+class Ns3SameAsInproc : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Ns3SameAsInproc, CorrectAggregationAndPacketCountsAreEqual) {
+  const Scenario s = parse_scenario_yaml(GetParam().yaml);
+  const ScenarioResult in = run_inproc(s);
+  const ScenarioResult ns = run_ns3(s);
+  ASSERT_EQ(in.jobs.size(), ns.jobs.size());
+  for (std::size_t j = 0; j < in.jobs.size(); ++j) {
+    const JobResult& a = in.jobs[j];
+    const JobResult& b = ns.jobs[j];
+    EXPECT_TRUE(a.correct) << a.error;
+    EXPECT_TRUE(b.correct) << b.error;
+    EXPECT_EQ(a.completed_rounds, b.completed_rounds);
+    EXPECT_EQ(a.fragments, b.fragments);
+    EXPECT_EQ(a.switch_aggregations, b.switch_aggregations);
+    EXPECT_EQ(a.ps_packets_received, b.ps_packets_received);
+    EXPECT_EQ(a.collisions, b.collisions);
+    EXPECT_EQ(a.retransmissions, 0u);
+    EXPECT_EQ(b.retransmissions, 0u);
+  }
+  ASSERT_EQ(in.links.size(), ns.links.size());
+  for (std::size_t l = 0; l < in.links.size(); ++l) {
+    EXPECT_EQ(in.links[l].packets, ns.links[l].packets) << in.links[l].from << " -> " << in.links[l].to;
+    EXPECT_EQ(ns.links[l].lost + ns.links[l].queue_drops, 0u);
+  }
+  EXPECT_EQ(ns.leaked_aggregators, 0u);
+  EXPECT_GT(ns.simulated_seconds, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Ns3SameAsInproc,
+    ::testing::Values(
+        Shape{"TwoLevel", two_racks(", index: linear")},
+        Shape{"OneRack", "seed: 1\nlink: {rate_gbps: 100}\ntopology:\n  switches: [{name: tor}]\n"
+                         "  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: c, switch: tor}, "
+                         "{name: p, switch: tor}]\n"
+                         "jobs:\n  - {workers: [a, b, c], ps: [p], elements: 20000, rounds: 3, index: linear, "
+                         "compute_us: 50}\n"},
+        Shape{"PsBaseline", two_racks(", algorithm: ps")},
+        Shape{"TwoJobs", two_racks(", index: linear") +
+                             "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear}\n"}),
+    [](const auto& test) { return std::string(test.param.name); });
+
+// --- behaviour only ns-3 shows
+
+TEST(Ns3Backend, ResultsStayExactUnderLossAcrossSeeds) {
+  for (std::uint64_t seed : {1, 2, 3, 4}) {
+    Scenario s = parse_scenario_yaml(two_racks("") + "faults:\n  - {link: [w2, tor1], loss: 0.01}\n");
+    s.seed = seed;
+    const ScenarioResult r = run_ns3(s);
+    const JobResult& j = r.jobs.at(0);
+    EXPECT_TRUE(j.correct) << "seed " << seed << ": " << j.error;
+    EXPECT_GT(j.retransmissions, 0u) << "seed " << seed;
+    std::uint64_t lost = 0;
+    for (const LinkResult& l : r.links) lost += l.lost;
+    EXPECT_GT(lost, 0u) << "seed " << seed;
+    EXPECT_EQ(r.leaked_aggregators, 0u);
+  }
+}
+
+TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
+  // Eight workers send to one PS without aggregation (ps): the PS's downlink is the incast
+  // bottleneck, with a 64-packet buffer that marks ECN from 16 packets on.
+  std::string hosts, workers;
+  for (int w = 0; w < 8; ++w) {
+    hosts += "    - {name: w" + std::to_string(w) + ", switch: tor}\n";
+    workers += (w ? ", w" : "w") + std::to_string(w);
+  }
+  const auto scenario = [&](bool cc) {
+    return parse_scenario_yaml("seed: 5\nlink: {rate_gbps: 10, buffer_packets: 64, ecn_threshold_packets: 16}\n"
+                               "topology:\n  switches: [{name: tor}]\n  hosts:\n" +
+                               hosts + "    - {name: ps, switch: tor}\njobs:\n  - {algorithm: ps, workers: [" +
+                               workers + "], ps: [ps], elements: 200000, congestion_control: " +
+                               (cc ? "true" : "false") + "}\n");
+  };
+  const auto drops = [](const ScenarioResult& r) {
+    std::uint64_t n = 0;
+    for (const LinkResult& l : r.links) n += l.queue_drops;
+    return n;
+  };
+  const ScenarioResult on = run_ns3(scenario(true));
+  const ScenarioResult off = run_ns3(scenario(false));
+  ASSERT_TRUE(on.jobs[0].correct) << on.jobs[0].error;
+  ASSERT_TRUE(off.jobs[0].correct) << off.jobs[0].error;
+  EXPECT_GT(drops(off), 0u);
+  EXPECT_LT(drops(on) * 4, drops(off)) << "on: " << drops(on) << ", off: " << drops(off);
+  EXPECT_LT(on.jobs[0].retransmissions, off.jobs[0].retransmissions);
+}
+
+TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
+  Scenario s = parse_scenario_yaml(two_racks(""));
+  s.jobs[0].algorithm = Algorithm::kRing;
+  s.jobs[0].spec.ps.clear();
+  s.jobs[0].elements = 2'000'000;  // 8 MB: slow start is a small part of it
+  const ScenarioResult r = run_ns3(s);
+  const JobResult& j = r.jobs.at(0);
+  ASSERT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 2u);
+  ASSERT_EQ(j.round_end_seconds.size(), 2u);
+  // Each rank sends 2(n-1)/n of the tensor: at most 10 x 4/6 Gbit/s of algbw, TCP headers aside.
+  const double bound = 10.0 * 4 / 6;
+  EXPECT_LT(j.algbw_gbps, bound);
+  EXPECT_GT(j.algbw_gbps, 0.7 * bound);
+}
+
+TEST(Ns3Backend, BackgroundFlowSharesALinkAndStopsWithTheJobs) {
+  const Scenario s = parse_scenario_yaml(two_racks("", ", buffer_packets: 200") +
+                                         "background:\n  - {from: x, to: w1, kind: tcp}\n");
+  const ScenarioResult r = run_ns3(s);
+  ASSERT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
+  ASSERT_EQ(r.flows.size(), 1u);
+  const FlowResult& f = r.flows[0];
+  EXPECT_GT(f.bytes, 1'000'000u);
+  EXPECT_GT(f.goodput_gbps, 1.0);
+  EXPECT_LE(f.goodput_gbps, 10.0);
+  EXPECT_FALSE(f.goodput_mbps.empty());
+  EXPECT_FALSE(r.time_limit_reached);
+  // The flow stops once the job is done: the run ends within a few sample intervals of it.
+  EXPECT_LT(r.simulated_seconds, r.jobs[0].seconds + 0.01);
+}
+
+TEST(Ns3Backend, SameSeedGivesTheSameResult) {
+  const Scenario s = parse_scenario_yaml(two_racks("") + "faults:\n  - {link: [w0, tor0], loss: 0.02}\n");
+  ScenarioResult a = run_ns3(s);
+  ScenarioResult b = run_ns3(s);
+  a.wall_seconds = b.wall_seconds = 0;  // the only wall-clock figure
+  EXPECT_EQ(to_json(a), to_json(b));
+}
+
+TEST(Ns3Backend, SeriesAddUpToTheTotals) {
+  SimulationOptions options;
+  options.series_interval = std::chrono::microseconds(50);
+  const ScenarioResult r = run_ns3(parse_scenario_yaml(two_racks("")), options);
+  ASSERT_EQ(r.series.size(), 1u);
+  const JobSeries& js = r.series[0];
+  EXPECT_DOUBLE_EQ(r.series_interval_s, 50e-6);
+  ASSERT_FALSE(js.goodput_gbps.empty());
+  EXPECT_EQ(js.window_packets.size(), js.goodput_gbps.size());
+  std::uint64_t aggregations = 0, ps = 0;
+  for (std::size_t i = 0; i < js.switch_aggregations.size(); ++i) {
+    aggregations += js.switch_aggregations[i];
+    ps += js.ps_packets[i];
+  }
+  EXPECT_EQ(aggregations, total(r.jobs[0].switch_aggregations));
+  EXPECT_EQ(ps, r.jobs[0].ps_packets_received);
+  // Mean goodput over the samples x their time = the bytes of two rounds (within one interval's worth).
+  double bits = 0;
+  for (double g : js.goodput_gbps) bits += g * 1e9 * r.series_interval_s;
+  const double expected = 2.0 * r.jobs[0].fragments / 2 * 62 * 4 * 8;
+  EXPECT_NEAR(bits, expected, expected * 0.01);
+}
+
+TEST(Ns3Backend, NoiseIsRejectedByTheSwitches) {
+  const Scenario s = parse_scenario_yaml(two_racks("") + "faults:\n  - {noise: x, rate_pps: 1000000}\n");
+  const ScenarioResult r = run_ns3(s);
+  EXPECT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
+  EXPECT_GT(r.noise_packets, 10u);
+  EXPECT_EQ(r.rejected_packets, r.noise_packets);
+}
+
+TEST(Ns3Backend, RefusesWhatItCannotModelInOneSentence) {
+  const auto refusal = [](const std::string& yaml) {
+    try {
+      run_ns3(parse_scenario_yaml(yaml));
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  Scenario gloo = parse_scenario_yaml(two_racks(""));
+  gloo.jobs[0].algorithm = Algorithm::kGloo;
+  gloo.jobs[0].spec.ps.clear();
+  try {
+    run_ns3(gloo);
+    ADD_FAILURE() << "gloo ran on ns3";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("gloo"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(refusal(two_racks("") + "faults:\n  - {link: [w0, tor0], duplicate: 0.01}\n").find("duplication"),
+            std::string::npos);
+  EXPECT_NE(refusal(two_racks("") + "faults:\n  - {link: [w0, tor0], delay_us: 9, one_way: true}\n").find("delay"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace atp
