@@ -65,7 +65,7 @@ struct Harness {
     c.self = kWorker;
     c.ps = {PsRoute{kPs, 1, 1, 2, 2, 0}};
     c.values_per_packet = 8;
-    c.num_aggregators = 16;
+    c.aggregators = {0, 16};
     c.congestion.initial_window = 4;
     return c;
   }
@@ -76,7 +76,7 @@ struct Harness {
     c.multicast_group = multicast_group_address(kJob);
     c.group_sizes = {2, 2};
     c.values_per_packet = 8;
-    c.num_aggregators = 16;
+    c.aggregators = {0, 16};
     c.max_window_seqs = 32;
     return c;
   }

@@ -1,5 +1,5 @@
-// Tests of aggregator index hashing: stable, in range, spread across jobs and sequences, and
-// rehashing after a collision always moves to another index.
+// Tests of aggregator index hashing: stable, in range (a whole table or a job's static share),
+// spread across jobs and sequences, and rehashing after a collision always moves to another index.
 #include "atp/aggregator_index.h"
 
 #include <gtest/gtest.h>
@@ -12,21 +12,21 @@ namespace {
 TEST(AggregatorIndex, HashIsStableAndInRange) {
   // The hash is part of the protocol (every host of a job must agree, across versions too):
   // these values are pinned.
-  EXPECT_EQ(base_aggregator_index(1, 0, 20000, IndexPolicy::kHashed), 11743u);
-  EXPECT_EQ(base_aggregator_index(1, 1, 20000, IndexPolicy::kHashed), 11105u);
-  EXPECT_EQ(base_aggregator_index(7, 123456, 4096, IndexPolicy::kHashed), 3061u);
-  EXPECT_EQ(rehash_aggregator_index(42, 20000), 15413u);
+  EXPECT_EQ(base_aggregator_index(1, 0, {0, 20000}, IndexPolicy::kHashed), 11743u);
+  EXPECT_EQ(base_aggregator_index(1, 1, {0, 20000}, IndexPolicy::kHashed), 11105u);
+  EXPECT_EQ(base_aggregator_index(7, 123456, {0, 4096}, IndexPolicy::kHashed), 3061u);
+  EXPECT_EQ(rehash_aggregator_index(42, {0, 20000}), 15413u);
   for (Seq s = 0; s < 1000; ++s) {
-    EXPECT_LT(base_aggregator_index(3, s, 97, IndexPolicy::kHashed), 97u);
+    EXPECT_LT(base_aggregator_index(3, s, {0, 97}, IndexPolicy::kHashed), 97u);
   }
-  EXPECT_EQ(base_aggregator_index(3, 205, 100, IndexPolicy::kLinear), 5u);
+  EXPECT_EQ(base_aggregator_index(3, 205, {0, 100}, IndexPolicy::kLinear), 5u);
 }
 
 TEST(AggregatorIndex, HashSpreadsConsecutiveSequencesAndJobs) {
   std::set<std::uint32_t> job1, job2;
   for (Seq s = 0; s < 200; ++s) {
-    job1.insert(base_aggregator_index(1, s, 4096, IndexPolicy::kHashed));
-    job2.insert(base_aggregator_index(2, s, 4096, IndexPolicy::kHashed));
+    job1.insert(base_aggregator_index(1, s, {0, 4096}, IndexPolicy::kHashed));
+    job2.insert(base_aggregator_index(2, s, {0, 4096}, IndexPolicy::kHashed));
   }
   EXPECT_GT(job1.size(), 190u);  // few self-collisions among 200 of 4096
   std::size_t common = 0;
@@ -36,11 +36,70 @@ TEST(AggregatorIndex, HashSpreadsConsecutiveSequencesAndJobs) {
 
 TEST(AggregatorIndex, RehashMovesTheIndex) {
   for (std::uint32_t i = 0; i < 500; ++i) {
-    const auto r = rehash_aggregator_index(i, 500);
+    const auto r = rehash_aggregator_index(i, {0, 500});
     EXPECT_LT(r, 500u);
     EXPECT_NE(r, i);
   }
-  EXPECT_EQ(rehash_aggregator_index(0, 1), 0u);
+  EXPECT_EQ(rehash_aggregator_index(0, {0, 1}), 0u);
+}
+
+TEST(AggregatorIndex, RangeContainsItsIndicesOnly) {
+  const AggregatorRange r{100, 50};
+  EXPECT_FALSE(r.contains(99));
+  EXPECT_TRUE(r.contains(100));
+  EXPECT_TRUE(r.contains(149));
+  EXPECT_FALSE(r.contains(150));
+  EXPECT_FALSE(r.contains(0));
+  EXPECT_TRUE((AggregatorRange{0xFFFFFFF0u, 16}).contains(0xFFFFFFFFu));
+  EXPECT_FALSE((AggregatorRange{0, 0}).contains(0));
+}
+
+// A slice of a table behaves as a table of its own size moved to its first index: the offsets
+// are the ones a whole table of `count` would give, so the range {0, n} is today's table of n.
+TEST(AggregatorIndex, ARangeIsATableOfItsSizeMovedToItsFirstIndex) {
+  for (const AggregatorRange r : {AggregatorRange{0, 4096}, AggregatorRange{1024, 1024}, AggregatorRange{3000, 97}}) {
+    for (Seq s = 0; s < 300; ++s) {
+      for (const IndexPolicy policy : {IndexPolicy::kHashed, IndexPolicy::kLinear}) {
+        EXPECT_EQ(base_aggregator_index(5, s, r, policy), r.first + base_aggregator_index(5, s, {0, r.count}, policy));
+      }
+      const std::uint32_t offset = s % r.count;
+      EXPECT_EQ(rehash_aggregator_index(r.first + offset, r), r.first + rehash_aggregator_index(offset, {0, r.count}));
+    }
+  }
+}
+
+// Static sharing's promise: a job's indices never leave its range, hashed or linear, first
+// sent or rehashed after a collision (also rehashed again, and from an index outside it).
+TEST(AggregatorIndex, IndicesAndRehashesStayInsideTheRange) {
+  const AggregatorRange ranges[] = {{0, 1},       {7, 1},       {0, 64},    {64, 64},
+                                    {1365, 1365}, {2730, 1366}, {4000, 96}, {0xFFFFFF00u, 256}};
+  for (const AggregatorRange r : ranges) {
+    SCOPED_TRACE(testing::Message() << "range [" << r.first << ", +" << r.count << ")");
+    for (const IndexPolicy policy : {IndexPolicy::kHashed, IndexPolicy::kLinear}) {
+      // Seqs from 0 and across the 2^32 wrap.
+      for (const Seq start : {Seq{0}, Seq{0xFFFFF000u}}) {
+        for (Seq s = start; s != start + 5000; ++s) {
+          const std::uint32_t index = base_aggregator_index(9, s, r, policy);
+          ASSERT_TRUE(r.contains(index)) << "seq " << s << " -> " << index;
+          std::uint32_t rehashed = index;
+          for (int hop = 0; hop < 3; ++hop) {
+            const std::uint32_t next = rehash_aggregator_index(rehashed, r);
+            ASSERT_TRUE(r.contains(next)) << "seq " << s << " hop " << hop << " -> " << next;
+            if (r.count > 1) {
+              ASSERT_NE(next, rehashed);
+            }
+            rehashed = next;
+          }
+        }
+      }
+    }
+    // An index of no job (a corrupt header) is still rehashed into the range.
+    for (const std::uint32_t outside : {0u, r.first - 1, r.first + r.count, 0xFFFFFFFFu}) {
+      if (!r.contains(outside)) {
+        EXPECT_TRUE(r.contains(rehash_aggregator_index(outside, r))) << outside;
+      }
+    }
+  }
 }
 
 }  // namespace

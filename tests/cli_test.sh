@@ -72,8 +72,8 @@ sed 's/values_per_packet: 62/values_per_packet: 2000/' "$SRC/examples/quickstart
 check_bad_file "plan error (fragment wider than the aggregators)" "jobs[0]:"
 expect_exit 2 "missing file" "$ATP" run "$TMP/does-not-exist.yaml"
 
-# Backends that do not exist (yet): exit 2 with one clear line.
-for backend in ns3 carrier-pigeon; do
+# Backends that do not exist: exit 2 with one clear line.
+for backend in ns2 carrier-pigeon; do
   if expect_exit 2 "backend $backend" "$ATP" run --backend "$backend" "$SRC/examples/quickstart.yaml"; then
     grep -q "backend '$backend'" "$TMP/err" || fail "backend $backend: message does not name it: $(cat "$TMP/err")"
     [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "backend $backend: expected one line on stderr"

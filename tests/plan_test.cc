@@ -505,18 +505,61 @@ TEST(PlanJob, CopiesJobSettingsIntoEndpoints) {
   EXPECT_GE(w.max_retransmit_timeout, w.retransmit_timeout);
   EXPECT_EQ(w.progress_timeout, std::chrono::seconds(9));
   EXPECT_EQ(w.initial_seq, 0xFFFFFFF0u);
-  EXPECT_EQ(w.num_aggregators, p.num_aggregators);
+  EXPECT_EQ(w.aggregators, (AggregatorRange{0, p.num_aggregators}));  // dynamic sharing: the whole table
   const PsConfig& ps = p.ps[0];
   EXPECT_EQ(ps.job, 513);
   EXPECT_EQ(ps.self, ip(7));
   EXPECT_EQ(ps.multicast_group, multicast_group_address(513));
   EXPECT_EQ(ps.values_per_packet, 100);
-  EXPECT_EQ(ps.num_aggregators, p.num_aggregators);
+  EXPECT_EQ(ps.aggregators, w.aggregators);
   EXPECT_EQ(ps.max_window_seqs, job.congestion.max_window);
   EXPECT_EQ(p.num_aggregators, 1000u);
 
   job.retransmit_timeout = std::chrono::seconds(1);  // above the default cap: the cap follows
   EXPECT_EQ(plan_job(n, job).workers[0].max_retransmit_timeout, std::chrono::seconds(1));
+}
+
+// Static sharing: share k of K is [k * c, k * c + c) of the smallest aggregating table (sw0's
+// 1000 here), c = floor(1000 / K); workers and the PS get the same range.
+TEST(PlanJob, StaticShareIsAnEqualSliceOfTheSmallestTable) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});
+  const JobPlan dynamic = plan_job(n, job);
+  EXPECT_EQ(dynamic.aggregators, (AggregatorRange{0, 1000}));
+
+  // 1000 = 3 x 333 + 1: with three shares, aggregator 999 is nobody's.
+  const std::pair<AggregatorShare, AggregatorRange> cases[] = {{{0, 1}, {0, 1000}},  {{0, 2}, {0, 500}},
+                                                               {{1, 2}, {500, 500}}, {{0, 3}, {0, 333}},
+                                                               {{2, 3}, {666, 333}}, {{999, 1000}, {999, 1}}};
+  for (const auto& [share, range] : cases) {
+    SCOPED_TRACE(testing::Message() << "share " << share.index << " of " << share.count);
+    job.aggregator_share = share;
+    const JobPlan p = plan_job(n, job);
+    EXPECT_EQ(p.num_aggregators, 1000u);  // still the smallest table
+    EXPECT_EQ(p.aggregators, range);
+    for (const WorkerConfig& w : p.workers) EXPECT_EQ(w.aggregators, range);
+    ASSERT_EQ(p.ps.size(), 1u);
+    EXPECT_EQ(p.ps[0].aggregators, range);
+  }
+
+  // Nothing aggregates a PS-baseline job: a share changes nothing and costs nothing.
+  job.in_network_aggregation = false;
+  job.aggregator_share = AggregatorShare{1, 2000};
+  EXPECT_EQ(plan_job(n, job).aggregators, (AggregatorRange{0, 1}));
+}
+
+TEST(PlanJob, RejectsStaticSharesOfNoAggregators) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2"}, {"ps"});
+  job.aggregator_share = AggregatorShare{0, 1001};  // sw0 has 1000
+  expect_plan_error([&] { (void)plan_job(n, job); },
+                    {"job 'a'", "1 of 1001 static shares", "switch 'sw0'", "only 1000", "at least 1001 aggregators"});
+  job.aggregator_share = AggregatorShare{2, 2};
+  expect_plan_error([&] { (void)plan_job(n, job); }, {"job 'a'", "share 2 of 2"});
+  job.aggregator_share = AggregatorShare{0, 0};
+  expect_plan_error([&] { (void)plan_job(n, job); }, {"job 'a'", "share 0 of 0"});
 }
 
 TEST(PlanJob, ThirtyTwoWorkersPerTorAndThirtyTwoGroups) {

@@ -49,7 +49,7 @@ PsConfig make_config(std::vector<std::uint8_t> group_sizes, std::uint16_t values
   c.multicast_group = multicast_group_address(kJob);
   c.group_sizes = std::move(group_sizes);
   c.values_per_packet = values_per_packet;
-  c.num_aggregators = kAggregators;
+  c.aggregators = {0, kAggregators};
   c.max_window_seqs = max_window_seqs;
   return c;
 }
@@ -62,7 +62,7 @@ Header gradient(Seq seq, std::uint32_t bitmap0, std::uint32_t bitmap1, Address s
   h.bitmap0 = bitmap0;
   h.bitmap1 = bitmap1;
   h.edge_switch_identifier = 1;
-  h.aggregator_index = base_aggregator_index(kJob, seq, kAggregators, IndexPolicy::kHashed);
+  h.aggregator_index = base_aggregator_index(kJob, seq, {0, kAggregators}, IndexPolicy::kHashed);
   h.src = src;
   h.dst = kPs;
   return h;
@@ -127,7 +127,7 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
   EXPECT_FALSE(ack.header.collision);
   EXPECT_FALSE(ack.header.ecn);
   EXPECT_EQ(ack.header.bitmap0, 0u);
-  EXPECT_EQ(ack.header.aggregator_index, base_aggregator_index(kJob, 100, kAggregators, IndexPolicy::kHashed));
+  EXPECT_EQ(ack.header.aggregator_index, base_aggregator_index(kJob, 100, {0, kAggregators}, IndexPolicy::kHashed));
   EXPECT_EQ(ack.header.value_count, 4u);
   const PsStats& s = t.ps.stats();
   EXPECT_EQ(s.packets_received, 4u);
@@ -256,7 +256,7 @@ TEST(PsEndpoint, BadPacketsAreCountedDrops) {
 
 TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
   PsUnderTest t(make_config({3}));
-  const std::uint32_t index = base_aggregator_index(kJob, 77, kAggregators, IndexPolicy::kHashed);
+  const std::uint32_t index = base_aggregator_index(kJob, 77, {0, kAggregators}, IndexPolicy::kHashed);
   t.individual(77, 0, 0, kWorker0, {1, 0, 0, 0});
   // Worker 1's packet found the aggregator busy with another fragment: forwarded with the flag.
   Header collided = gradient(77, 0b10, 1, kWorker0 + 1);
@@ -268,10 +268,42 @@ TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
   const auto& ack = t.sink.packets[0];
   expect_multicast_result(ack, 77, {6, 0, 0, 0});
   EXPECT_TRUE(ack.header.collision);
-  EXPECT_EQ(ack.header.bitmap0, rehash_aggregator_index(index, kAggregators));
+  EXPECT_EQ(ack.header.bitmap0, rehash_aggregator_index(index, {0, kAggregators}));
   EXPECT_NE(ack.header.bitmap0, index);
   EXPECT_EQ(ack.header.aggregator_index, index);  // switches free the aggregator the gradients used
   EXPECT_EQ(t.ps.stats().collisions, 1u);
+}
+
+// Static sharing: the job owns [32, 48) of the table. Whatever index a collision was reported
+// at (in the share, or a corrupt one outside it), the rehashed index the workers move to is
+// in the share, and it moves whenever it can.
+TEST(PsEndpoint, CollisionRehashStaysInsideTheJobsShare) {
+  const AggregatorRange share{32, 16};
+  PsConfig c = make_config({2}, 4, 1024);
+  c.aggregators = share;
+  PsUnderTest t(c);
+  for (Seq seq = 0; seq < 600; ++seq) {
+    // Every third fragment collided at an index of another job (seq % 64 spans the table).
+    const std::uint32_t index = seq % 3 == 0 ? seq % 64 : base_aggregator_index(kJob, seq, share, IndexPolicy::kHashed);
+    Header first = gradient(seq, 0b01, 1, kWorker0);
+    first.aggregator_index = index;
+    t.deliver(first, {1, 0, 0, 0});
+    Header collided = gradient(seq, 0b10, 1, kWorker0 + 1);
+    collided.aggregator_index = index;
+    collided.collision = true;
+    collided.resend = true;
+    t.deliver(collided, {2, 0, 0, 0});
+    ASSERT_EQ(t.sink.packets.size(), 1u) << "seq " << seq;
+    const Header& ack = t.sink.packets[0].header;
+    EXPECT_TRUE(ack.collision);
+    EXPECT_TRUE(share.contains(ack.bitmap0)) << "seq " << seq << ": " << index << " -> " << ack.bitmap0;
+    if (share.contains(index)) {
+      EXPECT_NE(ack.bitmap0, index);
+    }
+    EXPECT_EQ(ack.aggregator_index, index);  // switches free the aggregator the gradients used
+    t.sink.packets.clear();
+  }
+  EXPECT_EQ(t.ps.stats().collisions, 600u);
 }
 
 TEST(PsEndpoint, EcnIsCopiedIntoTheResult) {
@@ -580,7 +612,7 @@ TEST(PsEndpoint, CorruptedPacketsNeverCrash) {
 
 TEST(PsEndpoint, BadConfigDoesNotCrash) {
   PsConfig c = make_config(std::vector<std::uint8_t>(40, 200), 4, 0);
-  c.num_aggregators = 0;
+  c.aggregators = {0, 0};
   PsUnderTest t(c);
   t.deliver(gradient(1, ~0u, 1, kWorker0), {1, 1, 1, 1});  // group 0 clamped to 32 members
   t.deliver(gradient(1, 1, ~0u, kWorker0), {1, 1, 1, 1});  // every one of the 32 groups

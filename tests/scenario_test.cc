@@ -162,6 +162,10 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"atp: true", "atp: maybe", "topology.switches[0].atp: must be true or false, got maybe"},
         ErrorCase{"workers: [w0, w1]", "workers: w0", "jobs[0].workers: must be a list, got w0"},
         ErrorCase{"rounds: 2", "rounds: 2, index: random", "jobs[0].index: must be 'hashed' or 'linear', got random"},
+        ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: fixed",
+                  "aggregator_sharing: must be 'dynamic' or 'static', got fixed"},
+        ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",
+                  "aggregator_sharing: must be a non-empty string, got a list"},
         ErrorCase{"seed: 1", "seed: 1\nlink: {rate_gbps: -1}",
                   "link.rate_gbps: must be a non-negative number of Gbit/s (0: unlimited), got -1"},
         ErrorCase{"rounds: 2", "rounds: 2, scale: 0", "jobs[0].scale: must be a positive number, got 0"},
@@ -271,6 +275,36 @@ TEST(ScenarioYaml, NotAMapAndMissingFile) {
   }
 }
 
+// `aggregator_sharing: static` gives the jobs with in-network aggregation shares 0..K-1 of K in
+// file order; ps and ring jobs use no aggregators and get none. Dynamic is the default.
+TEST(ScenarioYaml, AggregatorSharingGivesEachAtpJobItsShare) {
+  const std::string jobs = R"(
+topology:
+  switches: [{name: t, aggregators: 100}]
+  hosts: [{name: h0, switch: t}, {name: h1, switch: t}, {name: h2, switch: t}, {name: h3, switch: t}]
+jobs:
+  - {name: a, workers: [h0, h1], ps: [h2], elements: 10}
+  - {name: p, algorithm: ps, workers: [h0, h1], ps: [h3], elements: 10}
+  - {name: r, algorithm: ring, workers: [h0, h1], elements: 10}
+  - {name: b, workers: [h1, h3], ps: [h2], elements: 10}
+)";
+  for (const std::string& dynamic : {std::string(), std::string("aggregator_sharing: dynamic\n")}) {
+    for (const ScenarioJob& j : parse_scenario_yaml(dynamic + jobs).jobs) {
+      EXPECT_FALSE(j.spec.aggregator_share.has_value()) << j.spec.name;
+    }
+  }
+  const Scenario s = parse_scenario_yaml("aggregator_sharing: static\n" + jobs);
+  ASSERT_EQ(s.jobs.size(), 4u);
+  ASSERT_TRUE(s.jobs[0].spec.aggregator_share.has_value());
+  EXPECT_EQ(s.jobs[0].spec.aggregator_share->index, 0u);
+  EXPECT_EQ(s.jobs[0].spec.aggregator_share->count, 2u);
+  EXPECT_FALSE(s.jobs[1].spec.aggregator_share.has_value());
+  EXPECT_FALSE(s.jobs[2].spec.aggregator_share.has_value());
+  ASSERT_TRUE(s.jobs[3].spec.aggregator_share.has_value());
+  EXPECT_EQ(s.jobs[3].spec.aggregator_share->index, 1u);
+  EXPECT_EQ(s.jobs[3].spec.aggregator_share->count, 2u);
+}
+
 TEST(ScenarioYaml, ExamplesParse) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() / "examples")) {
@@ -372,6 +406,81 @@ TEST(ScenarioRun, SmallTableCollidesAndStaysCorrect) {
     EXPECT_GT(j.collisions, 0u) << j.name;
   }
   EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+// Two ATP jobs and a PS-baseline job on one switch of 64 aggregators, linear indices and a
+// fixed window of 32 fragments. With static sharing each ATP job gets 32 aggregators of its own
+// (the ps job counts for no share): a window of linear indices fits its share, so neither job
+// ever finds an aggregator busy, its own or the other's. With dynamic sharing both jobs' windows
+// land on the same aggregators and collide. Every result is exact either way.
+std::string two_jobs_on_one_small_switch(const std::string& sharing) {
+  return "aggregator_sharing: " + sharing + R"(
+seed: 4
+link: {delay_us: 1, rate_gbps: 100}
+topology:
+  switches: [{name: tor, aggregators: 64}]
+  hosts: [{name: a0, switch: tor}, {name: a1, switch: tor}, {name: a2, switch: tor}, {name: b0, switch: tor},
+          {name: b1, switch: tor}, {name: pa, switch: tor}, {name: pb, switch: tor}, {name: pc, switch: tor}]
+jobs:
+  - {name: a, workers: [a0, a1, a2], ps: [pa], elements: 40000, rounds: 2, index: linear, congestion_control: false,
+     window: 32}
+  - {name: c, algorithm: ps, workers: [a0, b0], ps: [pc], elements: 5000}
+  - {name: b, workers: [b0, b1], ps: [pb], elements: 30000, rounds: 3, index: linear, congestion_control: false,
+     window: 32, compute_us: 3}
+)";
+}
+
+TEST(ScenarioRun, StaticSharingKeepsTwoJobsOffEachOthersAggregators) {
+  const ScenarioResult r = run_inproc(parse_scenario_yaml(two_jobs_on_one_small_switch("static")));
+  for (const char* name : {"a", "b"}) {
+    const JobResult& j = job_named(r, name);
+    EXPECT_TRUE(j.correct) << name << ": " << j.error;
+    EXPECT_EQ(j.collisions, 0u) << name;
+    EXPECT_EQ(j.retransmissions, 0u) << name;
+    EXPECT_EQ(j.ps_packets_received, j.fragments) << name;  // every fragment fully aggregated in the switch
+    EXPECT_EQ(j.switch_aggregations.at("tor"), j.workers * j.fragments) << name;
+    EXPECT_DOUBLE_EQ(j.in_network_share, 1.0) << name;
+  }
+  EXPECT_TRUE(job_named(r, "c").correct) << job_named(r, "c").error;
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+
+  // The same jobs sharing the whole table dynamically: their linear windows overlap.
+  const ScenarioResult d = run_inproc(parse_scenario_yaml(two_jobs_on_one_small_switch("dynamic")));
+  std::uint64_t collisions = 0;
+  for (const JobResult& j : d.jobs) {
+    EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
+    collisions += j.collisions;
+  }
+  EXPECT_GT(collisions, 0u);
+}
+
+// Hashed indices inside a share collide with the job's own fragments only; with a table too
+// small for two shares of a window, both jobs still finish exact through the PS.
+TEST(ScenarioRun, StaticSharingExampleIsCorrect) {
+  const ScenarioResult r = run_example("static-sharing.yaml");
+  for (const JobResult& j : r.jobs) EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+// A share of no aggregators is one ScenarioError sentence naming the job and the switch.
+TEST(ScenarioRun, StaticShareOfNoAggregatorsNamesTheJob) {
+  const Scenario s = parse_scenario_yaml(R"(
+aggregator_sharing: static
+topology:
+  switches: [{name: tor, aggregators: 1}]
+  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: p, switch: tor}]
+jobs:
+  - {name: a, workers: [w0], ps: [p], elements: 10}
+  - {name: b, workers: [w1], ps: [p], elements: 10}
+)");
+  try {
+    run_inproc(s);
+    FAIL() << "expected a ScenarioError";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "jobs[0]: job 'a' gets 1 of 2 static shares of the aggregators, but switch 'tor', the smallest table "
+              "that aggregates it, has only 1; give it at least 2 aggregators or share the tables dynamically");
+  }
 }
 
 // Regression: after a timeout every worker of a job resends at once; uncapped, unjittered

@@ -404,7 +404,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   ps.multicast_group = multicast_group_address(3);
   ps.group_sizes = {4, 2};
   ps.values_per_packet = 256;
-  ps.num_aggregators = 100;
+  ps.aggregators = {40, 100};
   ps.max_window_seqs = 77;
   const PsConfig ps_back = control::ps_job_from_json(control::to_json(ps));
   EXPECT_EQ(ps_back.job, 3);
@@ -412,7 +412,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(ps_back.multicast_group, ps.multicast_group);
   EXPECT_EQ(ps_back.group_sizes, ps.group_sizes);
   EXPECT_EQ(ps_back.values_per_packet, 256);
-  EXPECT_EQ(ps_back.num_aggregators, 100u);
+  EXPECT_EQ(ps_back.aggregators, (AggregatorRange{40, 100}));
   EXPECT_EQ(ps_back.max_window_seqs, 77u);
 
   auto error_of = [](const std::string& text) {

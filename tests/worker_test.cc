@@ -65,7 +65,7 @@ WorkerConfig base_config() {
   c.ps = {route0()};
   c.values_per_packet = 4;
   c.scale = 1e6;
-  c.num_aggregators = 1000;
+  c.aggregators = {0, 1000};
   c.congestion.enabled = false;
   c.congestion.initial_window = 4;
   c.retransmit_timeout = std::chrono::milliseconds(1);
@@ -153,7 +153,7 @@ TEST(Worker, FragmentsArePaddedNumberedAndIndexed) {
     EXPECT_EQ(h.seq, seq);
     EXPECT_EQ(h.value_count, 4);
     EXPECT_EQ(out.packets[i].size(), packet_size(4));
-    EXPECT_EQ(h.aggregator_index, base_aggregator_index(kJob, seq, 1000, IndexPolicy::kHashed));
+    EXPECT_EQ(h.aggregator_index, base_aggregator_index(kJob, seq, {0, 1000}, IndexPolicy::kHashed));
     std::vector<float> expected_floats(4, 0.0f);
     for (std::size_t v = 0; v < 4 && i * 4 + v < input.size(); ++v) expected_floats[v] = input[i * 4 + v];
     EXPECT_EQ(values_of(out.packets[i]), quantized(expected_floats, c.scale)) << "fragment " << i;
@@ -165,7 +165,7 @@ TEST(Worker, FragmentsArePaddedNumberedAndIndexed) {
 TEST(Worker, LinearIndexPolicyUsesSeqModuloTableSize) {
   WorkerConfig c = base_config();
   c.index_policy = IndexPolicy::kLinear;
-  c.num_aggregators = 7;
+  c.aggregators = {0, 7};
   WorkerEndpoint w(c);
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(16), kStart, out));
@@ -457,7 +457,7 @@ TEST(Worker, ProgressTimeoutRestartsOnEveryNewResult) {
 TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
   WorkerConfig c = base_config();
   c.index_policy = IndexPolicy::kLinear;  // base index = seq % 4, so the bases are easy to see
-  c.num_aggregators = 4;
+  c.aggregators = {0, 4};
   c.initial_seq = 0;
   c.congestion.initial_window = 3;
   WorkerEndpoint w(c);
@@ -509,7 +509,7 @@ TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
 TEST(Worker, ResendsKeepTheIndexTheFragmentWasFirstSentWith) {
   WorkerConfig c = base_config();
   c.index_policy = IndexPolicy::kLinear;
-  c.num_aggregators = 2;
+  c.aggregators = {0, 2};
   c.initial_seq = 0;
   c.congestion.initial_window = 3;
   WorkerEndpoint w(c);
@@ -532,6 +532,68 @@ TEST(Worker, ResendsKeepTheIndexTheFragmentWasFirstSentWith) {
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(decoded(sent[1]).seq, 4u);
   EXPECT_EQ(decoded(sent[1]).aggregator_index, 1u);  // new fragments with base 0 use the new index
+}
+
+// Static sharing: the job's slice [300, 350) of a table. First sends (hashed and linear) and
+// remaps learned from the PS stay inside it; a remap to an index outside it is not this job's.
+TEST(Worker, StaticShareKeepsFirstAndRemappedIndicesInsideItsRange) {
+  const AggregatorRange share{300, 50};
+  for (const IndexPolicy policy : {IndexPolicy::kHashed, IndexPolicy::kLinear}) {
+    SCOPED_TRACE(policy == IndexPolicy::kHashed ? "hashed" : "linear");
+    WorkerConfig c = base_config();
+    c.aggregators = share;
+    c.index_policy = policy;
+    c.initial_seq = 0;
+    c.congestion.initial_window = 400;  // every fragment in the first window
+    WorkerEndpoint w(c);
+    RecordingSink out;
+    ASSERT_TRUE(w.start(ramp(4 * 400), kStart, out));
+    std::vector<Bytes> sent = out.take();
+    ASSERT_EQ(sent.size(), 400u);
+    for (const Bytes& p : sent) {
+      const Header h = decoded(p);
+      EXPECT_TRUE(share.contains(h.aggregator_index)) << "seq " << h.seq << " -> " << h.aggregator_index;
+      EXPECT_EQ(h.aggregator_index, base_aggregator_index(kJob, h.seq, share, policy));
+      if (policy == IndexPolicy::kLinear) {
+        EXPECT_EQ(h.aggregator_index, 300 + h.seq % 50);
+      }
+    }
+
+    // Collisions on seqs 0, 1 and 2: the remap into the range is learned, those outside it ignored.
+    const std::uint32_t base0 = base_aggregator_index(kJob, 0, share, policy);
+    const std::uint32_t moved = rehash_aggregator_index(base0, share);
+    Header h = parameter_header(0);
+    h.collision = true;
+    h.bitmap0 = moved;
+    w.on_packet(parameter_with(h), kStart, out);
+    EXPECT_EQ(w.stats().remaps, 1u);
+    h = parameter_header(1);
+    h.collision = true;
+    h.bitmap0 = 299;  // the next job's share
+    w.on_packet(parameter_with(h), kStart, out);
+    h.seq = 2;
+    h.bitmap0 = 350;
+    w.on_packet(parameter_with(h), kStart, out);
+    EXPECT_EQ(w.stats().remaps, 1u);
+
+    // The next round reuses the base indices: fragments with seq 0's base move, all stay in the share.
+    for (Seq seq = 3; seq < 400; ++seq) w.on_packet(parameter(seq), kStart, out);
+    ASSERT_EQ(w.state(), WorkerState::kIdle);
+    out.take();
+    ASSERT_TRUE(w.start(ramp(4 * 400), kStart, out));
+    sent = out.take();
+    ASSERT_EQ(sent.size(), 400u);
+    std::size_t moved_fragments = 0;
+    for (const Bytes& p : sent) {
+      const Header g = decoded(p);
+      EXPECT_TRUE(share.contains(g.aggregator_index)) << "seq " << g.seq << " -> " << g.aggregator_index;
+      if (base_aggregator_index(kJob, g.seq, share, policy) == base0) {
+        EXPECT_EQ(g.aggregator_index, moved) << "seq " << g.seq;
+        ++moved_fragments;
+      }
+    }
+    EXPECT_GT(moved_fragments, 0u);
+  }
 }
 
 TEST(Worker, OverflowNoticeResendsTheFragmentAsFloat32) {

@@ -276,6 +276,28 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
   return tree;
 }
 
+// The indices a job uses: the whole smallest table on its paths (`table` aggregators, at switch
+// `table_switch`), or its static share of it. A job no switch aggregates (table_switch null)
+// keeps {0, 1}: its indices reach no aggregator, so a share would not change anything.
+AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, const std::string* table_switch) {
+  if (!job.aggregator_share) return AggregatorRange{0, table};
+  const auto [share, shares] = *job.aggregator_share;
+  const std::string name = "job " + quoted(job.name);
+  if (share >= shares) {
+    throw PlanError(name + " has static aggregator share " + std::to_string(share) + " of " + std::to_string(shares) +
+                    "; a share must be below the number of shares");
+  }
+  if (table_switch == nullptr) return AggregatorRange{0, table};
+  const std::uint32_t count = table / shares;  // rounded down: the last table % shares aggregators are nobody's
+  if (count == 0) {
+    throw PlanError(name + " gets 1 of " + std::to_string(shares) + " static shares of the aggregators, but switch " +
+                    quoted(*table_switch) + ", the smallest table that aggregates it, has only " +
+                    std::to_string(table) + "; give it at least " + std::to_string(shares) +
+                    " aggregators or share the tables dynamically");
+  }
+  return AggregatorRange{share * count, count};
+}
+
 }  // namespace
 
 NetworkPlan plan_network(const Topology& topology) {
@@ -360,9 +382,9 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   std::vector<PsTree> trees;
   for (const std::string& ps : job.ps) trees.push_back(build_ps_tree(network, graph, job, ps));
 
-  // Aggregating switches bound the fragment width and the index modulus.
+  // Aggregating switches bound the fragment width and the index range.
   JobPlan plan;
-  std::optional<std::uint32_t> smallest_table;
+  const std::string* smallest_switch = nullptr;  // the first aggregating switch with the smallest table
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {
       const SwitchConfig& config = *graph.switch_config.at(switch_name);
@@ -371,10 +393,13 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
                         quoted(switch_name) + ", which aggregates it, has aggregators only " +
                         std::to_string(config.aggregator_width) + " values wide");
       }
-      smallest_table = std::min(smallest_table.value_or(config.num_aggregators), config.num_aggregators);
+      if (smallest_switch == nullptr || config.num_aggregators < plan.num_aggregators) {
+        smallest_switch = &switch_name;
+        plan.num_aggregators = config.num_aggregators;
+      }
     }
   }
-  plan.num_aggregators = smallest_table.value_or(1);
+  plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch);
 
   // The PS keeps up to max_window fragments of every shard; sequence numbers of one worker's
   // in-flight fragments therefore span max_window x number of PSs.
@@ -389,7 +414,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     for (const PsTree& tree : trees) w.ps.push_back(tree.worker_routes[i]);
     w.values_per_packet = job.values_per_packet;
     w.scale = job.scale;
-    w.num_aggregators = plan.num_aggregators;
+    w.aggregators = plan.aggregators;
     w.index_policy = job.index_policy;
     w.congestion = job.congestion;
     w.retransmit_timeout = job.retransmit_timeout;
@@ -406,7 +431,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.multicast_group = multicast_group_address(job.id);
     for (const Group& group : trees[k].groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
     p.values_per_packet = job.values_per_packet;
-    p.num_aggregators = plan.num_aggregators;
+    p.aggregators = plan.aggregators;
     p.max_window_seqs = max_window_seqs;
     plan.ps.push_back(std::move(p));
   }

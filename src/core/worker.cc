@@ -50,7 +50,9 @@ void validate(const WorkerConfig& c) {
   if (c.values_per_packet == 0 || c.values_per_packet > kMaxValuesPerPacket) {
     throw std::invalid_argument(job + "values_per_packet must be between 1 and " + std::to_string(kMaxValuesPerPacket));
   }
-  if (c.aggregators.count == 0) throw std::invalid_argument(job + "the aggregator range must hold at least 1 aggregator");
+  if (c.aggregators.count == 0) {
+    throw std::invalid_argument(job + "the aggregator range must hold at least 1 aggregator");
+  }
   if (c.aggregators.first > std::numeric_limits<std::uint32_t>::max() - (c.aggregators.count - 1)) {
     throw std::invalid_argument(job + "the aggregator range must end at index 2^32 - 1 or below");
   }

@@ -146,7 +146,8 @@ std::string to_json(const PsConfig& config) {
               {"multicast_group", format_address(config.multicast_group)},
               {"group_sizes", config.group_sizes},
               {"values_per_packet", config.values_per_packet},
-              {"num_aggregators", config.num_aggregators},
+              {"first_aggregator", config.aggregators.first},
+              {"num_aggregators", config.aggregators.count},
               {"max_window_seqs", config.max_window_seqs}};
   return doc.dump();
 }
@@ -200,9 +201,9 @@ PortSettings port_settings_from_json(const std::string& text) {
 
 PsConfig ps_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS job");
-  check_keys(
-      doc, "",
-      {"job", "self", "multicast_group", "group_sizes", "values_per_packet", "num_aggregators", "max_window_seqs"});
+  check_keys(doc, "",
+             {"job", "self", "multicast_group", "group_sizes", "values_per_packet", "first_aggregator",
+              "num_aggregators", "max_window_seqs"});
   PsConfig config;
   config.job = get_unsigned<JobId>(doc, "", "job");
   config.self = get_address(doc, "", "self");
@@ -223,9 +224,12 @@ PsConfig ps_job_from_json(const std::string& text) {
                          std::to_string(config.values_per_packet));
     }
   }
+  if (doc.contains("first_aggregator")) {
+    config.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
+  }
   if (doc.contains("num_aggregators")) {
-    config.num_aggregators = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
-    if (config.num_aggregators == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
+    config.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
+    if (config.aggregators.count == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
   }
   if (doc.contains("max_window_seqs")) {
     config.max_window_seqs = get_unsigned<std::uint32_t>(doc, "", "max_window_seqs");

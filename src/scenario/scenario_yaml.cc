@@ -562,6 +562,21 @@ BackgroundFlow parse_background(const YAML::Node& node, const std::string& path,
   return flow;
 }
 
+// `aggregator_sharing: static` gives the jobs with in-network aggregation (algorithm atp), in
+// file order, shares 0..K-1 of K of the aggregator tables (plan.h, AggregatorShare); `dynamic`,
+// the default, lets every job hash over the whole table. Other algorithms use no aggregators.
+void parse_aggregator_sharing(const YAML::Node& node, const std::string& path, Scenario& scenario) {
+  const std::string sharing = as_string(node, path);
+  if (sharing == "dynamic") return;
+  if (sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
+  auto aggregates = [](const ScenarioJob& job) { return job.algorithm == Algorithm::kAtp; };
+  const auto shares = static_cast<std::uint32_t>(std::count_if(scenario.jobs.begin(), scenario.jobs.end(), aggregates));
+  std::uint32_t next = 0;
+  for (ScenarioJob& job : scenario.jobs) {
+    if (aggregates(job)) job.spec.aggregator_share = AggregatorShare{next++, shares};
+  }
+}
+
 Scenario parse_root(const YAML::Node& root) {
   if (!root.IsMap()) {
     throw ScenarioError(
@@ -569,7 +584,9 @@ Scenario parse_root(const YAML::Node& root) {
         "link, faults, time_limit_s), got " +
         describe(root));
   }
-  expect_map(root, "", {"description", "seed", "time_limit_s", "link", "topology", "jobs", "faults", "background"});
+  expect_map(root, "",
+             {"description", "seed", "time_limit_s", "link", "topology", "jobs", "aggregator_sharing", "faults",
+              "background"});
   require(root, "", "topology");
   require(root, "", "jobs");
   Scenario scenario;
@@ -595,6 +612,7 @@ Scenario parse_root(const YAML::Node& root) {
     }
     scenario.jobs.push_back(std::move(job));
   }
+  if (root["aggregator_sharing"]) parse_aggregator_sharing(root["aggregator_sharing"], "aggregator_sharing", scenario);
 
   if (root["faults"]) {
     const YAML::Node faults = expect_list(root["faults"], "faults", false);

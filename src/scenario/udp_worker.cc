@@ -38,7 +38,8 @@ json config_to_json(const WorkerConfig& c) {
           {"ps", ps},
           {"values_per_packet", c.values_per_packet},
           {"scale", c.scale},
-          {"num_aggregators", c.num_aggregators},
+          {"first_aggregator", c.aggregators.first},
+          {"num_aggregators", c.aggregators.count},
           {"index_policy", c.index_policy == IndexPolicy::kHashed ? "hashed" : "linear"},
           {"cc_enabled", c.congestion.enabled},
           {"initial_window", c.congestion.initial_window},
@@ -68,7 +69,8 @@ WorkerConfig config_from_json(const json& j) {
   }
   c.values_per_packet = j.at("values_per_packet").get<std::uint16_t>();
   c.scale = j.at("scale").get<double>();
-  c.num_aggregators = j.at("num_aggregators").get<std::uint32_t>();
+  c.aggregators.first = j.at("first_aggregator").get<std::uint32_t>();
+  c.aggregators.count = j.at("num_aggregators").get<std::uint32_t>();
   c.index_policy = j.at("index_policy").get<std::string>() == "hashed" ? IndexPolicy::kHashed : IndexPolicy::kLinear;
   c.congestion.enabled = j.at("cc_enabled").get<bool>();
   c.congestion.initial_window = j.at("initial_window").get<std::uint32_t>();
