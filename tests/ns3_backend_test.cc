@@ -70,16 +70,17 @@ TEST_P(Ns3SameAsInproc, CorrectAggregationAndPacketCountsAreEqual) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Ns3SameAsInproc,
-    ::testing::Values(
-        Shape{"TwoLevel", two_racks(", index: linear")},
-        Shape{"OneRack", "seed: 1\nlink: {rate_gbps: 100}\ntopology:\n  switches: [{name: tor}]\n"
-                         "  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: c, switch: tor}, "
-                         "{name: p, switch: tor}]\n"
-                         "jobs:\n  - {workers: [a, b, c], ps: [p], elements: 20000, rounds: 3, index: linear, "
-                         "compute_us: 50}\n"},
-        Shape{"PsBaseline", two_racks(", algorithm: ps")},
-        Shape{"TwoJobs", two_racks(", index: linear") +
-                             "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear}\n"}),
+    ::testing::Values(Shape{"TwoLevel", two_racks(", index: linear")},
+                      Shape{"OneRack",
+                            "seed: 1\nlink: {rate_gbps: 100}\ntopology:\n  switches: [{name: tor}]\n"
+                            "  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: c, switch: tor}, "
+                            "{name: p, switch: tor}]\n"
+                            "jobs:\n  - {workers: [a, b, c], ps: [p], elements: 20000, rounds: 3, index: linear, "
+                            "compute_us: 50}\n"},
+                      Shape{"PsBaseline", two_racks(", algorithm: ps")},
+                      Shape{"TwoJobs",
+                            two_racks(", index: linear") +
+                                "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear}\n"}),
     [](const auto& test) { return std::string(test.param.name); });
 
 // --- behaviour only ns-3 shows
@@ -108,11 +109,11 @@ TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
     workers += (w ? ", w" : "w") + std::to_string(w);
   }
   const auto scenario = [&](bool cc) {
-    return parse_scenario_yaml("seed: 5\nlink: {rate_gbps: 10, buffer_packets: 64, ecn_threshold_packets: 16}\n"
-                               "topology:\n  switches: [{name: tor}]\n  hosts:\n" +
-                               hosts + "    - {name: ps, switch: tor}\njobs:\n  - {algorithm: ps, workers: [" +
-                               workers + "], ps: [ps], elements: 200000, congestion_control: " +
-                               (cc ? "true" : "false") + "}\n");
+    return parse_scenario_yaml(
+        "seed: 5\nlink: {rate_gbps: 10, buffer_packets: 64, ecn_threshold_packets: 16}\n"
+        "topology:\n  switches: [{name: tor}]\n  hosts:\n" +
+        hosts + "    - {name: ps, switch: tor}\njobs:\n  - {algorithm: ps, workers: [" + workers +
+        "], ps: [ps], elements: 200000, congestion_control: " + (cc ? "true" : "false") + "}\n");
   };
   const auto drops = [](const ScenarioResult& r) {
     std::uint64_t n = 0;
@@ -145,8 +146,8 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
 }
 
 TEST(Ns3Backend, BackgroundFlowSharesALinkAndStopsWithTheJobs) {
-  const Scenario s = parse_scenario_yaml(two_racks("", ", buffer_packets: 200") +
-                                         "background:\n  - {from: x, to: w1, kind: tcp}\n");
+  const Scenario s =
+      parse_scenario_yaml(two_racks("", ", buffer_packets: 200") + "background:\n  - {from: x, to: w1, kind: tcp}\n");
   const ScenarioResult r = run_ns3(s);
   ASSERT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
   ASSERT_EQ(r.flows.size(), 1u);

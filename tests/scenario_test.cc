@@ -805,3 +805,43 @@ TEST(ScenarioReport, SummaryCountsNoise) {
 
 }  // namespace
 }  // namespace atp
+
+namespace atp {
+namespace {
+
+// loss_recovery: timeout is SwitchML's recovery (the baseline of Fig. 10): with loss, results
+// stay exact but nothing is resent before the RTO; ATP's own recovery resends on out-of-order results.
+TEST(ScenarioRun, TimeoutOnlyRecoveryResendsOnlyAfterTimeouts) {
+  Scenario s = load_scenario_file(example("lossy.yaml"));
+  const ScenarioResult atp = run_inproc(s);
+  for (ScenarioJob& job : s.jobs) job.spec.loss_recovery = LossRecovery::kTimeoutOnly;
+  const ScenarioResult timeout = run_inproc(s);
+  for (std::size_t j = 0; j < s.jobs.size(); ++j) {
+    EXPECT_TRUE(atp.jobs[j].correct) << atp.jobs[j].error;
+    EXPECT_TRUE(timeout.jobs[j].correct) << timeout.jobs[j].error;
+    EXPECT_GT(atp.jobs[j].fast_retransmits, 0u);
+    EXPECT_EQ(timeout.jobs[j].fast_retransmits, 0u);
+    EXPECT_GT(timeout.jobs[j].timeouts, atp.jobs[j].timeouts);
+    EXPECT_GT(timeout.jobs[j].seconds, atp.jobs[j].seconds);
+  }
+}
+
+TEST(ScenarioYaml, LossRecoveryKey) {
+  const std::string base =
+      "seed: 1\ntopology:\n  switches: [{name: t}]\n  hosts: [{name: a, switch: t}, {name: p, switch: t}]\n"
+      "jobs:\n  - {workers: [a], ps: [p], elements: 10";
+  EXPECT_EQ(parse_scenario_yaml(base + "}\n").jobs[0].spec.loss_recovery, LossRecovery::kAtp);
+  EXPECT_EQ(parse_scenario_yaml(base + ", loss_recovery: timeout}\n").jobs[0].spec.loss_recovery,
+            LossRecovery::kTimeoutOnly);
+  try {
+    parse_scenario_yaml(base + ", loss_recovery: magic}\n");
+    ADD_FAILURE() << "accepted loss_recovery: magic";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("jobs[0].loss_recovery: must be 'atp' or 'timeout', got magic"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace atp

@@ -81,6 +81,7 @@ struct JobSpec {
   double scale = 1e8;
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
+  LossRecovery loss_recovery = LossRecovery::kAtp;
   Duration retransmit_timeout = std::chrono::milliseconds(1);
   Duration progress_timeout = std::chrono::seconds(2);
   Seq initial_seq = 0;

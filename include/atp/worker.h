@@ -28,6 +28,12 @@ struct PsRoute {
   std::uint8_t edge_switch_identifier = 0;
 };
 
+// How a worker finds lost fragments.
+enum class LossRecovery : std::uint8_t {
+  kAtp,          // 3 out-of-order parameter packets or the RTO (paper §3.7); resends after partial acks
+  kTimeoutOnly,  // the RTO alone, as SwitchML: the baseline of the paper's Fig. 10
+};
+
 struct WorkerConfig {
   JobId job = 0;
   Address self = 0;
@@ -39,6 +45,7 @@ struct WorkerConfig {
   AggregatorRange aggregators;
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
+  LossRecovery loss_recovery = LossRecovery::kAtp;
   Duration retransmit_timeout = std::chrono::milliseconds(1);  // first RTO; doubles while nothing progresses
   Duration max_retransmit_timeout = std::chrono::milliseconds(64);
   Duration progress_timeout = std::chrono::seconds(2);  // no progress this long: the round fails

@@ -417,6 +417,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.aggregators = plan.aggregators;
     w.index_policy = job.index_policy;
     w.congestion = job.congestion;
+    w.loss_recovery = job.loss_recovery;
     w.retransmit_timeout = job.retransmit_timeout;
     // JobSpec has no cap of its own: keep the default cap unless the first RTO is already above it.
     w.max_retransmit_timeout = std::max(w.max_retransmit_timeout, job.retransmit_timeout);

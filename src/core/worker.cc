@@ -338,7 +338,7 @@ struct WorkerEndpoint::Impl {
   // aggregation stalled): resend it, once per fragment, and tell the congestion control.
   void detect_loss(std::uint32_t k, PacketSink& out) {
     Flow& f = flows[k];
-    if (f.out_of_order < kOutOfOrderThreshold) return;
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly || f.out_of_order < kOutOfOrderThreshold) return;
     const std::uint32_t i = fragment_of(k, f.expected);
     if ((fragments[i].flags & kFastResent) != 0) return;
     fragments[i].flags |= kFastResent;
@@ -351,6 +351,7 @@ struct WorkerEndpoint::Impl {
   // sent before the timeout and most likely lost with the others, so it goes now instead of an
   // RTO later. Once per fragment (it counts as the fragment's fast resend).
   void resend_after_partial_ack(std::uint32_t k, PacketSink& out) {
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly) return;
     Flow& f = flows[k];
     const std::uint32_t i = fragment_of(k, f.expected);
     if ((fragments[i].flags & (kReceived | kFastResent)) != 0) return;

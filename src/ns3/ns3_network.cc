@@ -18,9 +18,9 @@
 #include <ns3/ipv4-static-routing-helper.h>
 #include <ns3/ipv4.h>
 #include <ns3/packet.h>
+#include <ns3/point-to-point-channel.h>
 #include <ns3/point-to-point-helper.h>
 #include <ns3/point-to-point-net-device.h>
-#include <ns3/point-to-point-channel.h>
 #include <ns3/rng-seed-manager.h>
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
@@ -37,7 +37,7 @@ constexpr std::uint16_t kIpv4Protocol = 0x0800;
 constexpr std::uint8_t kUdpProtocol = 17;
 constexpr std::int32_t kNoChannel = -1;
 // Settings that mean "no limit" in EgressConfig (0) need a number on a device.
-constexpr double kUnlimitedRateGbps = 10000;     // 10 Tbit/s: a 300-byte packet takes 0.24 ns
+constexpr double kUnlimitedRateGbps = 10000;          // 10 Tbit/s: a 300-byte packet takes 0.24 ns
 constexpr std::uint32_t kUnlimitedBuffer = 1u << 20;  // packets
 // Devices carry whole ATP packets unfragmented (up to kMaxValuesPerPacket values): a jumbo MTU.
 constexpr std::uint16_t kMtu = 65000;
@@ -66,13 +66,13 @@ struct Ns3Network::Impl {
   struct NodeState {
     std::string name;
     bool is_host = false;
-    Address address = 0;                 // hosts
-    std::map<Address, PortId> routes;    // switches: where non-ATP IPv4 goes
+    Address address = 0;               // hosts
+    std::map<Address, PortId> routes;  // switches: where non-ATP IPv4 goes
     std::unique_ptr<sim::Node> node;
     std::unique_ptr<NodeSink> sink;
     ns3::Ptr<ns3::Node> ns3;
-    ns3::Ptr<ns3::Socket> socket;                    // hosts: UDP on kUdpPort
-    std::vector<std::int32_t> channel_by_port;       // egress channel per port
+    ns3::Ptr<ns3::Socket> socket;               // hosts: UDP on kUdpPort
+    std::vector<std::int32_t> channel_by_port;  // egress channel per port
     Time armed_timer = kNever;
     std::uint64_t timer_generation = 0;
   };
@@ -250,7 +250,8 @@ Ns3Network::~Ns3Network() {
   g_alive = false;
 }
 
-sim::NodeId Ns3Network::add_switch(std::string name, std::unique_ptr<sim::Node> node, std::map<Address, PortId> routes) {
+sim::NodeId Ns3Network::add_switch(std::string name, std::unique_ptr<sim::Node> node,
+                                   std::map<Address, PortId> routes) {
   const NodeId id = impl_->add(std::move(name), std::move(node));
   impl_->nodes[id].routes = std::move(routes);
   return id;
@@ -270,8 +271,8 @@ sim::NodeId Ns3Network::add_host(std::string name, std::unique_ptr<sim::Node> no
     throw std::runtime_error("host '" + n.name + "': cannot bind its UDP socket");
   }
   Impl* impl = impl_.get();
-  n.socket->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>(
-      [impl, id](ns3::Ptr<ns3::Socket> s) { impl->host_receive(id, s); }));
+  n.socket->SetRecvCallback(
+      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([impl, id](ns3::Ptr<ns3::Socket> s) { impl->host_receive(id, s); }));
   return id;
 }
 
@@ -315,24 +316,22 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     net.channels.push_back(std::move(c));
     // Counters and the transmitter's state from the device's traces.
     Impl* impl = &net;
-    tx->TraceConnectWithoutContext("PhyTxBegin", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                                                     [impl, cid](ns3::Ptr<const ns3::Packet>) {
-                                                       impl->channels[cid].transmitting = true;
-                                                     }));
-    tx->TraceConnectWithoutContext("PhyTxEnd", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                                                   [impl, cid](ns3::Ptr<const ns3::Packet> p) {
-                                                     Impl::Channel& ch = impl->channels[cid];
-                                                     ch.transmitting = false;
-                                                     ++ch.counters.packets;
-                                                     ch.counters.bytes += p->GetSize();
-                                                   }));
+    tx->TraceConnectWithoutContext(
+        "PhyTxBegin", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                          [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->channels[cid].transmitting = true; }));
+    tx->TraceConnectWithoutContext(
+        "PhyTxEnd", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
+          Impl::Channel& ch = impl->channels[cid];
+          ch.transmitting = false;
+          ++ch.counters.packets;
+          ch.counters.bytes += p->GetSize();
+        }));
     c.tx->GetQueue()->TraceConnectWithoutContext(
         "Drop", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
                     [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.queue_drops; }));
-    rx->TraceConnectWithoutContext("PhyRxDrop", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                                                    [impl, cid](ns3::Ptr<const ns3::Packet>) {
-                                                      ++impl->channels[cid].counters.lost;
-                                                    }));
+    rx->TraceConnectWithoutContext(
+        "PhyRxDrop", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                         [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
     auto& ports = net.nodes[from].channel_by_port;
     if (ports.size() <= from_port) ports.resize(std::size_t{from_port} + 1, kNoChannel);
     ports[from_port] = static_cast<std::int32_t>(cid);
@@ -364,8 +363,8 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
       const NodeId node_id = id;
       const PortId p = port;
       n.ns3->RegisterProtocolHandler(
-          ns3::Callback<void, ns3::Ptr<ns3::NetDevice>, ns3::Ptr<const ns3::Packet>, std::uint16_t,
-                            const ns3::Address&, const ns3::Address&, ns3::NetDevice::PacketType>(
+          ns3::Callback<void, ns3::Ptr<ns3::NetDevice>, ns3::Ptr<const ns3::Packet>, std::uint16_t, const ns3::Address&,
+                        const ns3::Address&, ns3::NetDevice::PacketType>(
               [impl, node_id, p](ns3::Ptr<ns3::NetDevice>, ns3::Ptr<const ns3::Packet> packet, std::uint16_t protocol,
                                  const ns3::Address&, const ns3::Address&, ns3::NetDevice::PacketType) {
                 if (protocol == kIpv4Protocol) impl->switch_receive(node_id, p, packet);
@@ -416,9 +415,7 @@ std::uint64_t Ns3Network::run_until(Time limit) {
   return ns3::Simulator::GetEventCount() - before;
 }
 
-std::uint64_t Ns3Network::events_processed() const {
-  return ns3::Simulator::GetEventCount() - impl_->events_at_start;
-}
+std::uint64_t Ns3Network::events_processed() const { return ns3::Simulator::GetEventCount() - impl_->events_at_start; }
 
 ns3::Ptr<ns3::Node> Ns3Network::ns3_node(sim::NodeId node) const { return impl_->nodes.at(node).ns3; }
 

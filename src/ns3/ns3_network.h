@@ -12,11 +12,11 @@
 // for ATP packets, CE for ECN-capable IPv4.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-
 #include <ns3/node.h>
 #include <ns3/ptr.h>
+
+#include <cstdint>
+#include <memory>
 
 #include "atp/runtime/simulated_network.h"
 

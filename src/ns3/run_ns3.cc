@@ -29,8 +29,9 @@ void check_ns3_can_model(const Scenario& scenario) {
       throw ScenarioError(key + ": the ns3 backend does not model duplication or reordering");
     }
     if (fault.overrides.delay && (fault.one_way || fault.from > Duration::zero() || fault.until)) {
-      throw ScenarioError(key + ": on ns3 a link has one delay for both directions for the whole run; "
-                                "a delay fault must be two-way and last from the start");
+      throw ScenarioError(key +
+                          ": on ns3 a link has one delay for both directions for the whole run; "
+                          "a delay fault must be two-way and last from the start");
     }
   }
   reject_worker_hosted_ps(scenario, "the ns3 backend");

@@ -18,7 +18,7 @@ namespace {
 
 constexpr std::uint16_t kRingPortBase = 40000;  // + job id: one listening port per ring job
 constexpr std::uint16_t kFlowPortBase = 50000;  // + flow index
-constexpr std::uint32_t kMaxSend = 64 << 10;     // bytes per Send() call
+constexpr std::uint32_t kMaxSend = 64 << 10;    // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
 
@@ -43,7 +43,7 @@ std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
 struct RingRank {
   ns3::Ptr<ns3::Node> node;
   ns3::Ptr<ns3::Socket> listener, to_next, from_prev;
-  bool connected = false;              // to_next is up
+  bool connected = false;                // to_next is up
   std::uint64_t sent = 0, received = 0;  // bytes, over all rounds
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
@@ -137,15 +137,15 @@ struct TcpApps::Impl {
       r.listener->Listen();
       r.listener->SetAcceptCallback(
           ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
-              [this, &job, i](ns3::Ptr<ns3::Socket> s, const ns3::Address&) {
-                job.ranks[i].from_prev = s;
-                s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket> s2) {
-                  while (ns3::Ptr<ns3::Packet> p = s2->Recv()) job.ranks[i].received += p->GetSize();
-                  run.saw_activity(now());
-                  pump(job, i);
-                }));
-              }));
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>([this, &job, i](ns3::Ptr<ns3::Socket> s,
+                                                                                          const ns3::Address&) {
+            job.ranks[i].from_prev = s;
+            s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket> s2) {
+              while (ns3::Ptr<ns3::Packet> p = s2->Recv()) job.ranks[i].received += p->GetSize();
+              run.saw_activity(now());
+              pump(job, i);
+            }));
+          }));
     }
     for (std::size_t i = 0; i < n && n > 1; ++i) {
       RingRank& r = job.ranks[i];
@@ -156,9 +156,7 @@ struct TcpApps::Impl {
             job.ranks[i].connected = true;
             pump(job, i);
           }),
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([&job, i](ns3::Ptr<ns3::Socket>) {
-            job.ranks[i].failed = true;
-          }));
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
       r.to_next->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
           [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
       const Address next = run.address_of(spec.spec.workers[(i + 1) % n]);
@@ -184,10 +182,9 @@ struct TcpApps::Impl {
       if (!r.error.empty() || rank.rounds_done == job.job->rounds) continue;
       std::ostringstream s;
       s << "ring rank " << i << " ('" << job.job->spec.workers[i] << "') "
-        << (rank.failed ? "could not connect to the next rank" : "did not finish round " + std::to_string(rank.rounds_done) +
-                                                                     " within the time limit of " +
-                                                                     std::to_string(seconds_of(scenario.time_limit)) +
-                                                                     " s (simulated)");
+        << (rank.failed ? "could not connect to the next rank"
+                        : "did not finish round " + std::to_string(rank.rounds_done) + " within the time limit of " +
+                              std::to_string(seconds_of(scenario.time_limit)) + " s (simulated)");
       r.error = s.str();
     }
     r.correct = r.error.empty();
@@ -228,10 +225,11 @@ struct TcpApps::Impl {
     ns3::Simulator::Schedule(to_ns3(spec.start), [this, &f, to, port] {
       if (!jobs_running()) return;  // nothing to compete with any more
       f.started = true;
-      f.sender = ns3::Socket::CreateSocket(network.ns3_node(run.node_id(f.spec->from)), ns3::TcpSocketFactory::GetTypeId());
+      f.sender =
+          ns3::Socket::CreateSocket(network.ns3_node(run.node_id(f.spec->from)), ns3::TcpSocketFactory::GetTypeId());
       f.sender->Bind();
-      f.sender->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
-          [&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
+      f.sender->SetSendCallback(
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>([&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
             if (!f.stopped) fill(s, ~std::uint64_t{0});
           }));
       f.sender->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));

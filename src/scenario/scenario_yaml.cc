@@ -309,9 +309,26 @@ std::vector<std::string> parse_host_list(const YAML::Node& node, const std::stri
 
 ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size_t index, const Names& names) {
   expect_map(node, path,
-             {"name", "workers", "ps", "elements", "rounds", "values_per_packet", "scale", "magnitude", "index",
-              "congestion_control", "window", "max_window", "compute_us", "start_us", "rto_us", "progress_timeout_us",
-              "initial_seq", "algorithm", "warmup_rounds"});
+             {"name",
+              "workers",
+              "ps",
+              "elements",
+              "rounds",
+              "values_per_packet",
+              "scale",
+              "magnitude",
+              "index",
+              "congestion_control",
+              "loss_recovery",
+              "window",
+              "max_window",
+              "compute_us",
+              "start_us",
+              "rto_us",
+              "progress_timeout_us",
+              "initial_seq",
+              "algorithm",
+              "warmup_rounds"});
   require(node, path, "workers");
   require(node, path, "elements");
   ScenarioJob job;
@@ -379,6 +396,17 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
       spec.index_policy = IndexPolicy::kLinear;
     } else {
       fail(p, "must be 'hashed' or 'linear', got " + policy);
+    }
+  }
+  if (node["loss_recovery"]) {
+    const std::string p = child(path, "loss_recovery");
+    const std::string recovery = as_string(node["loss_recovery"], p);
+    if (recovery == "atp") {
+      spec.loss_recovery = LossRecovery::kAtp;
+    } else if (recovery == "timeout") {
+      spec.loss_recovery = LossRecovery::kTimeoutOnly;
+    } else {
+      fail(p, "must be 'atp' or 'timeout', got " + recovery);
     }
   }
   if (node["congestion_control"]) {

@@ -524,8 +524,7 @@ void SimulatedScenario::Impl::build() {
     switches[s.name] = node.get();
     const auto routes = network_plan.routes.find(s.name);
     node_ids[s.name] = network.add_switch(
-        s.name, std::move(node),
-        routes == network_plan.routes.end() ? std::map<Address, PortId>{} : routes->second);
+        s.name, std::move(node), routes == network_plan.routes.end() ? std::map<Address, PortId>{} : routes->second);
   }
   for (const auto& h : scenario.topology.hosts) {
     auto node = std::make_unique<HostNode>(h.name, activity);
@@ -669,7 +668,8 @@ void SimulatedScenario::Impl::sample_series(Time now) {
       parameters += ep.stats().parameters_received - ep.stats().duplicate_parameters;
       window += ep.window();
     }
-    for (const auto& [name, sw] : rt.plan.switches) aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
+    for (const auto& [name, sw] : rt.plan.switches)
+      aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
     for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
     const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
     const double bytes = static_cast<double>(parameters - st.parameters) / workers * rt.job->spec.values_per_packet * 4;
@@ -738,8 +738,8 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
   // Timed from the end of the warm-up rounds (or the first start) to the last completion.
   r.warmup_rounds = std::min(job.warmup_rounds, r.completed_rounds);
-  const std::optional<Time> timed_from = r.warmup_rounds > 0 ? std::optional(rt.round_end[r.warmup_rounds - 1])
-                                                             : rt.first_start;
+  const std::optional<Time> timed_from =
+      r.warmup_rounds > 0 ? std::optional(rt.round_end[r.warmup_rounds - 1]) : rt.first_start;
   if (timed_from && rt.last_completion) r.seconds = to_seconds(*rt.last_completion - *timed_from);
   for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
     r.round_end_seconds.push_back(to_seconds(rt.round_end[k] - rt.first_start.value_or(Time{})));
@@ -814,9 +814,9 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
 ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& options) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
     if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
-      throw ScenarioError("jobs[" + std::to_string(j) +
-                          "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
-                          " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns");
+      throw ScenarioError(
+          "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
+          " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns");
     }
   }
   if (!scenario.background.empty()) {

@@ -42,6 +42,7 @@ json config_to_json(const WorkerConfig& c) {
           {"num_aggregators", c.aggregators.count},
           {"index_policy", c.index_policy == IndexPolicy::kHashed ? "hashed" : "linear"},
           {"cc_enabled", c.congestion.enabled},
+          {"timeout_only", c.loss_recovery == LossRecovery::kTimeoutOnly},
           {"initial_window", c.congestion.initial_window},
           {"min_window", c.congestion.min_window},
           {"max_window", c.congestion.max_window},
@@ -73,6 +74,7 @@ WorkerConfig config_from_json(const json& j) {
   c.aggregators.count = j.at("num_aggregators").get<std::uint32_t>();
   c.index_policy = j.at("index_policy").get<std::string>() == "hashed" ? IndexPolicy::kHashed : IndexPolicy::kLinear;
   c.congestion.enabled = j.at("cc_enabled").get<bool>();
+  c.loss_recovery = j.at("timeout_only").get<bool>() ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
   c.congestion.initial_window = j.at("initial_window").get<std::uint32_t>();
   c.congestion.min_window = j.at("min_window").get<std::uint32_t>();
   c.congestion.max_window = j.at("max_window").get<std::uint32_t>();
