@@ -549,6 +549,20 @@ TEST(PlanJob, StaticShareIsAnEqualSliceOfTheSmallestTable) {
   EXPECT_EQ(plan_job(n, job).aggregators, (AggregatorRange{0, 1}));
 }
 
+TEST(PlanJob, StaticSharesAreCutFromTheSmallestAtpTableSoTheyAreDisjointEverywhere) {
+  // A job of w2,w3 only crosses sw1 (2000) and sw2 (3000), but sw0 has 1000: shares of 500 for
+  // both jobs, so the first job's range cannot reach into the second's on sw2.
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec a = job_of({"w2", "w3"}, {"ps"});
+  a.aggregator_share = AggregatorShare{0, 2};
+  JobSpec b = job_of({"w0", "w1"}, {"ps"});
+  b.aggregator_share = AggregatorShare{1, 2};
+  EXPECT_EQ(plan_job(n, a).num_aggregators, 2000u);
+  EXPECT_EQ(plan_job(n, a).aggregators, (AggregatorRange{0, 500}));
+  EXPECT_EQ(plan_job(n, b).aggregators, (AggregatorRange{500, 500}));
+}
+
 TEST(PlanJob, RejectsStaticSharesOfNoAggregators) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);

@@ -478,8 +478,8 @@ jobs:
     FAIL() << "expected a ScenarioError";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "jobs[0]: job 'a' gets 1 of 2 static shares of the aggregators, but switch 'tor', the smallest table "
-              "that aggregates it, has only 1; give it at least 2 aggregators or share the tables dynamically");
+              "jobs[0]: job 'a' gets 1 of 2 static shares of the aggregators, but switch 'tor', the smallest ATP "
+              "table, has only 1; give it at least 2 aggregators or share the tables dynamically");
   }
 }
 

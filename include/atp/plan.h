@@ -62,11 +62,10 @@ struct NetworkPlan {
 NetworkPlan plan_network(const Topology& topology);
 
 // One of `count` equal, fixed shares of the aggregator tables: SwitchML-style static
-// allocation, the baseline of the paper's Fig. 13a/14. Share k of K of a job whose smallest
-// aggregating table has n aggregators is [k * c, k * c + c) with c = floor(n / K): the last
-// n mod K aggregators of that table are nobody's. Jobs sharing switches get disjoint shares when
-// their smallest tables are equal (one switch, or switches of one size); a job whose smallest
-// table is larger has a larger c and can reach into another job's share.
+// allocation, the baseline of the paper's Fig. 13a/14. With n the smallest table of any
+// ATP-capable switch in the topology, share k of K is [k * c, k * c + c) with c = floor(n / K):
+// disjoint on every switch (the last n mod K aggregators, and what larger tables have beyond n,
+// are nobody's).
 struct AggregatorShare {
   std::uint32_t index = 0;  // which share, 0..count-1
   std::uint32_t count = 1;  // shares the tables are cut into (a scenario: its jobs with algorithm atp)

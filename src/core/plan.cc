@@ -276,10 +276,11 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
   return tree;
 }
 
-// The indices a job uses: the whole smallest table on its paths (`table` aggregators, at switch
-// `table_switch`), or its static share of it. A job no switch aggregates (table_switch null)
-// keeps {0, 1}: its indices reach no aggregator, so a share would not change anything.
-AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, const std::string* table_switch) {
+// The indices a job uses: the whole smallest table on its paths (`table` aggregators; none
+// aggregates it when `aggregated` is false), or its static share of the smallest ATP table in
+// the topology, which makes the shares of all jobs disjoint on every switch. A job no switch
+// aggregates keeps {0, 1}: its indices reach no aggregator, so a share would not change anything.
+AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, bool aggregated, const Topology& topology) {
   if (!job.aggregator_share) return AggregatorRange{0, table};
   const auto [share, shares] = *job.aggregator_share;
   const std::string name = "job " + quoted(job.name);
@@ -287,13 +288,19 @@ AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, const s
     throw PlanError(name + " has static aggregator share " + std::to_string(share) + " of " + std::to_string(shares) +
                     "; a share must be below the number of shares");
   }
-  if (table_switch == nullptr) return AggregatorRange{0, table};
-  const std::uint32_t count = table / shares;  // rounded down: the last table % shares aggregators are nobody's
+  if (!aggregated) return AggregatorRange{0, table};
+  const SwitchSpec* smallest = nullptr;
+  for (const SwitchSpec& s : topology.switches) {
+    if (s.config.atp_capable && (smallest == nullptr || s.config.num_aggregators < smallest->config.num_aggregators)) {
+      smallest = &s;
+    }
+  }
+  const std::uint32_t all = smallest->config.num_aggregators;  // aggregated: some switch is ATP-capable
+  const std::uint32_t count = all / shares;  // rounded down: the last all % shares aggregators are nobody's
   if (count == 0) {
     throw PlanError(name + " gets 1 of " + std::to_string(shares) + " static shares of the aggregators, but switch " +
-                    quoted(*table_switch) + ", the smallest table that aggregates it, has only " +
-                    std::to_string(table) + "; give it at least " + std::to_string(shares) +
-                    " aggregators or share the tables dynamically");
+                    quoted(smallest->name) + ", the smallest ATP table, has only " + std::to_string(all) +
+                    "; give it at least " + std::to_string(shares) + " aggregators or share the tables dynamically");
   }
   return AggregatorRange{share * count, count};
 }
@@ -399,7 +406,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
       }
     }
   }
-  plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch);
+  plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch != nullptr, *network.topology);
 
   // The PS keeps up to max_window fragments of every shard; sequence numbers of one worker's
   // in-flight fragments therefore span max_window x number of PSs.
