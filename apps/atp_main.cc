@@ -42,8 +42,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           ps and run on the udp and netns backends (ring also on ns3)
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
                                  (ATP); static: the K atp jobs get fixed equal shares, job k (file
-                                 order) only [k*c, k*c + c) with c = its smallest table / K rounded
-                                 down, its index (hashed|linear) inside it (the baseline of the
+                                 order) only [k*c, k*c + c) with c = the smallest ATP table / K
+                                 rounded down, its index (hashed|linear) inside it (the baseline of the
                                  paper's Fig. 13a/14); a share of 0 aggregators is an error
   faults:
     - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps | rate_mbps,
