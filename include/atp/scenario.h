@@ -175,6 +175,8 @@ struct JobSeries {
   std::vector<std::uint64_t> ps_packets;           // gradient packets its PSes received
 };
 
+// One direction of a link. bytes: inproc and the process backends count ATP bytes; ns3 whole
+// packets as sent (IPv4/UDP or TCP headers and the 2-byte PPP header).
 struct LinkResult {
   std::string from, to;
   std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
@@ -213,9 +215,10 @@ ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& opt
 // The ns3 backend: the same nodes as run_inproc on ns-3 3.37 (src/ns3/): point-to-point links
 // with the scenario's rates and delays, switch ports whose device queues drop and ECN-mark,
 // hosts with ns-3's IPv4/UDP/TCP stack, ATP in UDP to port kUdpPort. Ring jobs run as ns-3
-// applications over ns-3 TCP and background flows as ns-3 bulk TCP senders. ns-3's simulator is
-// a process-wide singleton: one run at a time. Throws ScenarioError for what it cannot model
-// (gloo jobs, duplication and reordering faults, PS shards on workers' hosts).
+// applications over ns-3 TCP and background flows as ns-3 TCP senders. ns-3's simulator is a
+// process-wide singleton: one run at a time. Throws ScenarioError for what it cannot model
+// (gloo jobs, delays that differ by direction or change during the run, PS shards on workers'
+// hosts).
 ScenarioResult run_ns3(const Scenario& scenario, const SimulationOptions& options = {});
 
 // run_udp's live report, for progress displays: worker `worker` (index within the job) of job

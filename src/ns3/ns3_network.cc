@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -84,6 +85,7 @@ struct Ns3Network::Impl {
     sim::ChannelConfig config;
     sim::ChannelCounters counters;
     bool transmitting = false;
+    std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
@@ -94,10 +96,12 @@ struct Ns3Network::Impl {
     return c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
   }
 
+  // Sends onto the channel's device (a switch's egress).
+  static auto device_sender(const Channel& c) {
+    return [tx = c.tx](ns3::Ptr<ns3::Packet> q) { tx->Send(q, tx->GetBroadcast(), kIpv4Protocol); };
+  }
+
   void apply(Channel& c, const sim::ChannelConfig& config, bool initial) {
-    if (config.duplicate > 0 || config.reorder > 0) {
-      throw std::invalid_argument("the ns3 backend does not model duplication or reordering on links");
-    }
     c.config = config;
     const double gbps = config.rate_gbps > 0 ? config.rate_gbps : kUnlimitedRateGbps;
     c.tx->SetDataRate(ns3::DataRate(static_cast<std::uint64_t>(gbps * 1e9)));
@@ -125,7 +129,8 @@ struct Ns3Network::Impl {
     if (over_ecn_threshold(c) && mark_ecn(scratch)) ++c.counters.ecn_marked;
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(scratch.data(), static_cast<std::uint32_t>(scratch.size()));
     if (n.is_host) {
-      n.socket->SendTo(p, 0, ns3::InetSocketAddress(ns3::Ipv4Address(h.dst), kUdpPort));
+      const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
+      emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
       return;
     }
     ns3::UdpHeader udp;
@@ -139,7 +144,34 @@ struct Ns3Network::Impl {
     ip.SetPayloadSize(p->GetSize());
     ip.SetTtl(64);
     p->AddHeader(ip);
-    c.tx->Send(p, c.tx->GetBroadcast(), kIpv4Protocol);
+    emit(c, p, device_sender(c));
+  }
+
+  // Hands `p` to `send` (its channel's device or host socket), with the channel's duplication and
+  // reordering: as in EgressQueue, a duplicate follows 100 ns later and a reordered packet is held
+  // back by 1-3 link delays (at least 1 us); here both happen before the queue, so a duplicate
+  // uses the link twice. Draws come from the channel's own seeded stream.
+  template <class Send>
+  void emit(Channel& c, ns3::Ptr<ns3::Packet> p, Send send) {
+    if (c.config.duplicate <= 0 && c.config.reorder <= 0) {
+      send(p);
+      return;
+    }
+    std::uniform_real_distribution<double> uniform01(0, 1);
+    const bool duplicate = c.config.duplicate > 0 && uniform01(c.rng) < c.config.duplicate;
+    if (c.config.reorder > 0 && uniform01(c.rng) < c.config.reorder) {
+      const double factor = 1.0 + 2.0 * uniform01(c.rng);
+      const Duration hold = std::max<Duration>(std::chrono::microseconds(1),
+                                               Duration(static_cast<std::int64_t>(factor * c.config.delay.count())));
+      ++c.counters.reordered;
+      ns3::Simulator::Schedule(to_ns3(hold), [send, q = p->Copy()] { send(q); });
+    } else {
+      send(p->Copy());
+    }
+    if (duplicate) {
+      ++c.counters.duplicated;
+      ns3::Simulator::Schedule(ns3::NanoSeconds(100), [send, q = p->Copy()] { send(q); });
+    }
   }
 
   // Every IPv4 packet a switch's device receives.
@@ -175,7 +207,7 @@ struct Ns3Network::Impl {
       ++c.counters.ecn_marked;
     }
     p->AddHeader(ip);
-    c.tx->Send(p, c.tx->GetBroadcast(), kIpv4Protocol);
+    emit(c, p, device_sender(c));
   }
 
   void host_receive(NodeId id, ns3::Ptr<ns3::Socket> socket) {
@@ -311,6 +343,7 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     c.loss = ns3::CreateObject<ns3::RateErrorModel>();
     c.loss->SetUnit(ns3::RateErrorModel::ERROR_UNIT_PACKET);
     c.loss->AssignStreams(static_cast<std::int64_t>(cid));  // one stream per channel: same seed, same losses
+    c.rng.seed(EgressQueue::stream_seed(net.seed, cid));
     c.rx->SetReceiveErrorModel(c.loss);
     net.apply(c, config, /*initial=*/true);
     net.channels.push_back(std::move(c));

@@ -34,7 +34,7 @@ class Ns3Network final : public sim::Network {
   sim::NodeId add_switch(std::string name, std::unique_ptr<sim::Node> node, std::map<Address, PortId> routes) override;
   sim::NodeId add_host(std::string name, std::unique_ptr<sim::Node> node, Address address) override;
   // Throws std::invalid_argument for what a point-to-point link cannot model: different delays
-  // in the two directions, duplication, reordering.
+  // in the two directions.
   std::pair<std::size_t, std::size_t> connect(sim::NodeId a, PortId port_a, sim::NodeId b, PortId port_b,
                                               const sim::ChannelConfig& a_to_b,
                                               const sim::ChannelConfig& b_to_a) override;

@@ -25,9 +25,6 @@ void check_ns3_can_model(const Scenario& scenario) {
   for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
     const LinkFault& fault = scenario.link_faults[f];
     const std::string key = "faults[" + std::to_string(f) + "]";
-    if (fault.overrides.duplicate.value_or(0) > 0 || fault.overrides.reorder.value_or(0) > 0) {
-      throw ScenarioError(key + ": the ns3 backend does not model duplication or reordering");
-    }
     if (fault.overrides.delay && (fault.one_way || fault.from > Duration::zero() || fault.until)) {
       throw ScenarioError(key +
                           ": on ns3 a link has one delay for both directions for the whole run; "

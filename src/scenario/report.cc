@@ -159,8 +159,10 @@ std::string to_summary(const ScenarioResult& result) {
     drops += l.queue_drops;
     ecn += l.ecn_marked;
   }
-  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes << " ATP bytes, "
-      << lost << " lost, " << drops << " queue drops, " << ecn << " ECN-marked\n";
+  // inproc counts ATP bytes; ns3 whole packets with their IPv4/UDP (or TCP) and PPP headers.
+  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes
+      << (result.backend == "ns3" ? " bytes, " : " ATP bytes, ") << lost << " lost, " << drops << " queue drops, "
+      << ecn << " ECN-marked\n";
   for (const FlowResult& f : result.flows) {
     out << format("background tcp %s -> %s: %.1f MB in %.2f s, %.3f Gbit/s goodput\n", f.from.c_str(), f.to.c_str(),
                   static_cast<double>(f.bytes) / 1e6, f.seconds, f.goodput_gbps);
