@@ -845,3 +845,23 @@ TEST(ScenarioYaml, LossRecoveryKey) {
 
 }  // namespace
 }  // namespace atp
+
+namespace atp {
+namespace {
+
+TEST(ScenarioRun, WarmupRoundsAreCheckedButNotTimed) {
+  Scenario s = load_scenario_file(example("fig9.yaml"));
+  s.jobs[0].rounds = 3;
+  s.jobs[0].warmup_rounds = 1;
+  s.jobs[0].compute_time = std::chrono::microseconds(10);
+  const JobResult j = run_inproc(s).jobs.at(0);
+  ASSERT_TRUE(j.correct) << j.error;
+  ASSERT_EQ(j.round_end_seconds.size(), 3u);
+  EXPECT_LT(j.round_end_seconds[0], j.round_end_seconds[1]);
+  EXPECT_DOUBLE_EQ(j.seconds, j.round_end_seconds[2] - j.round_end_seconds[0]);
+  EXPECT_EQ(j.warmup_rounds, 1u);
+  EXPECT_DOUBLE_EQ(j.algbw_gbps, j.tensor_bytes * 8.0 * 2 / j.seconds / 1e9);
+}
+
+}  // namespace
+}  // namespace atp

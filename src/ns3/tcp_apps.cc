@@ -56,8 +56,7 @@ struct RingJob {
   std::uint64_t chunk = 0;      // bytes per step: the tensor / n, rounded up
   std::uint64_t per_round = 0;  // bytes each rank sends (and receives) per round: 2(n-1) chunks
   std::vector<RingRank> ranks;
-  std::optional<Time> first_start, last_end;
-  std::vector<Time> round_end;  // per round: when its last rank completed it (so far)
+  RoundTimes times;
 };
 
 struct Flow {
@@ -91,7 +90,7 @@ struct TcpApps::Impl {
     if (r.failed) return;
     r.running = true;
     const Time t = now();
-    if (!job.first_start || t < *job.first_start) job.first_start = t;
+    job.times.started(t);
     pump(job, i);
   }
 
@@ -109,9 +108,7 @@ struct TcpApps::Impl {
       r.running = false;
       ++r.rounds_done;
       const Time t = now();
-      job.last_end = t;
-      if (job.round_end.size() < r.rounds_done) job.round_end.resize(r.rounds_done);
-      job.round_end[r.rounds_done - 1] = std::max(job.round_end[r.rounds_done - 1], t);
+      job.times.completed(r.rounds_done - 1, t);
       run.saw_activity(t);
       if (r.rounds_done < job.job->rounds) {
         ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
@@ -188,14 +185,7 @@ struct TcpApps::Impl {
       r.error = s.str();
     }
     r.correct = r.error.empty();
-    // Timed as the ATP jobs: from the end of the warm-up rounds (or the first start).
-    r.warmup_rounds = std::min(r.warmup_rounds, r.completed_rounds);
-    const std::optional<Time> timed_from =
-        r.warmup_rounds > 0 ? std::optional(job.round_end[r.warmup_rounds - 1]) : job.first_start;
-    if (timed_from && job.last_end) r.seconds = seconds_of(*job.last_end - *timed_from);
-    for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
-      r.round_end_seconds.push_back(seconds_of(job.round_end[k] - job.first_start.value_or(Time{})));
-    }
+    job.times.report(r, r.warmup_rounds);
     derive_rates(r);
     return r;
   }

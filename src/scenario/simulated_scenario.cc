@@ -279,8 +279,7 @@ struct JobRuntime {
   std::vector<HostNode*> ps_hosts;
   std::map<std::uint32_t, RoundReference> references;
   std::uint64_t float_fragments = 0;
-  std::optional<Time> first_start, last_completion;
-  std::vector<Time> round_end;  // per round: when its last worker completed it (so far)
+  RoundTimes times;
 
   std::uint64_t fragments_per_round() const {
     const std::uint64_t vpp = job->spec.values_per_packet;
@@ -393,7 +392,7 @@ void RoundDriver::start_round(Time now) {
     error = "worker '" + host_.name + "' could not start round " + std::to_string(round_) + " (still busy)";
     return;
   }
-  if (!job_.first_start || now < *job_.first_start) job_.first_start = now;
+  job_.times.started(now);
   running = true;
   job_.network->wake(node_);
   after_endpoint_call(now);
@@ -413,9 +412,7 @@ void RoundDriver::after_endpoint_call(Time now) {
   verify();
   ++rounds_completed;
   ++round_;
-  if (!job_.last_completion || now > *job_.last_completion) job_.last_completion = now;
-  if (job_.round_end.size() < round_) job_.round_end.resize(round_);
-  job_.round_end[round_ - 1] = std::max(job_.round_end[round_ - 1], now);
+  job_.times.completed(round_ - 1, now);
   if (round_ < job_.job->rounds) {
     job_.network->schedule(now + job_.job->compute_time, [this](Time t) { start_round(t); });
   }
@@ -465,6 +462,27 @@ struct Channel {
 };
 
 }  // namespace
+
+void RoundTimes::started(Time t) {
+  if (!first_start_ || t < *first_start_) first_start_ = t;
+}
+
+void RoundTimes::completed(std::uint32_t round, Time t) {
+  if (!last_end_ || t > *last_end_) last_end_ = t;
+  if (round_end_.size() <= round) round_end_.resize(std::size_t{round} + 1);
+  round_end_[round] = std::max(round_end_[round], t);
+}
+
+void RoundTimes::report(JobResult& r, std::uint32_t warmup_rounds) const {
+  r.warmup_rounds = std::min(warmup_rounds, r.completed_rounds);
+  const std::optional<Time> timed_from =
+      r.warmup_rounds > 0 ? std::optional(round_end_[r.warmup_rounds - 1]) : first_start_;
+  if (timed_from && last_end_) r.seconds = to_seconds(*last_end_ - *timed_from);
+  r.round_end_seconds.clear();
+  for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
+    r.round_end_seconds.push_back(to_seconds(round_end_[k] - first_start_.value_or(Time{})));
+  }
+}
 
 struct SimulatedScenario::Impl {
   Impl(const Scenario& s, sim::Network& n) : scenario(s), network(n) {}
@@ -736,14 +754,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   for (const HostNode* h : rt.ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
   r.float_fragments = rt.float_fragments;
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
-  // Timed from the end of the warm-up rounds (or the first start) to the last completion.
-  r.warmup_rounds = std::min(job.warmup_rounds, r.completed_rounds);
-  const std::optional<Time> timed_from =
-      r.warmup_rounds > 0 ? std::optional(rt.round_end[r.warmup_rounds - 1]) : rt.first_start;
-  if (timed_from && rt.last_completion) r.seconds = to_seconds(*rt.last_completion - *timed_from);
-  for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
-    r.round_end_seconds.push_back(to_seconds(rt.round_end[k] - rt.first_start.value_or(Time{})));
-  }
+  rt.times.report(r, job.warmup_rounds);
   derive_rates(r);
   return r;
 }

@@ -3,13 +3,31 @@
 // applies faults, checks every result exactly and reports. The network only moves packets and time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "atp/runtime/simulated_network.h"
 #include "atp/scenario.h"
 
 namespace atp {
+
+// When a simulated job's rounds began and ended (each the earliest start or the latest
+// completion over its workers), and the job's timing from that.
+class RoundTimes {
+ public:
+  void started(Time t);
+  void completed(std::uint32_t round, Time t);  // `round` is 0-based
+  // seconds: from the end of the warm-up rounds (or the first start) to the last completion;
+  // warmup_rounds (at most the completed rounds) and round_end_seconds. Needs completed_rounds.
+  void report(JobResult& r, std::uint32_t warmup_rounds) const;
+
+ private:
+  std::optional<Time> first_start_, last_end_;
+  std::vector<Time> round_end_;
+};
 
 class SimulatedScenario {
  public:
