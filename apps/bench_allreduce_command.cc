@@ -88,6 +88,19 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::cerr << "atp bench allreduce: --racks must be between 1 and --workers\n";
     return kExitBadInput;
   }
+  // What the simulated backends cannot run, said before the table starts.
+  for (const std::string& a : o.algorithms) {
+    std::string why;
+    if (a == "ps_nn" && o.backend != "netns") why = "PS shards on the workers' hosts need --backend netns";
+    if ((a == "gloo" || a == "gloo_hd") && (o.backend == "ns3" || o.backend == "inproc")) {
+      why = "Gloo runs on real sockets only (--backend udp or netns; ring is the same algorithm on ns3)";
+    }
+    if (a == "ring" && o.backend == "inproc") why = "the in-process network has no TCP (--backend ns3, udp or netns)";
+    if (!why.empty()) {
+      std::cerr << "atp bench allreduce: --backend " << o.backend << " cannot run " << a << ": " << why << "\n";
+      return kExitBadInput;
+    }
+  }
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
     std::cerr << "atp bench allreduce: sizes must satisfy 4 <= --min-bytes <= --max-bytes\n";
     return kExitBadInput;

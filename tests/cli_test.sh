@@ -129,5 +129,15 @@ if expect_exit 0 "atp bench allreduce --json" "$ATP" bench allreduce --backend u
   [ -z "$bad" ] || fail "atp bench allreduce JSON: an algbw is not positive: $bad"
 fi
 expect_exit 2 "atp bench allreduce with more racks than workers" "$ATP" bench allreduce --workers 2 --racks 3
+# On ns3 at 100 Gbit/s: atp, ps and the ns-3 TCP ring, all correct, ATP faster than the PS.
+if expect_exit 0 "atp bench allreduce --backend ns3" "$ATP" bench allreduce --backend ns3 --workers 4 --racks 2 \
+  --rate-mbps 100000 --min-bytes 256K --max-bytes 256K --iters 2 --algorithms atp,ps,ring --json; then
+  rows=$(grep -c '"algorithm"' "$TMP/out")
+  [ "$rows" -eq 3 ] || fail "atp bench allreduce ns3 JSON: expected 3 rows, got $rows"
+  grep -q '"correct": false' "$TMP/out" && fail "atp bench allreduce ns3 reports a wrong result: $(cat "$TMP/out")"
+fi
+if expect_exit 2 "atp bench allreduce --backend ns3 with gloo" "$ATP" bench allreduce --backend ns3 --algorithms atp,gloo; then
+  grep -q "cannot run gloo" "$TMP/err" || fail "bench ns3 gloo: the message does not say why: $(cat "$TMP/err")"
+fi
 
 finish
