@@ -111,6 +111,9 @@ int run_allreduce_bench(const BenchOptions& o) {
   for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0000001; b *= o.factor) {
     sizes.push_back(static_cast<std::uint64_t>(b) / 4 * 4);
   }
+  // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP, or on ns-3's point-to-point
+  // links PPP (2) + IPv4 (20) + UDP (8).
+  const double encapsulation = o.backend == "ns3" ? 30 : kEncapsulationBytes;
   if (!o.json) {
     std::printf(
         "# atp bench allreduce: backend %s, %d workers in %d rack(s) under a core switch, PS under the core,\n"
@@ -118,7 +121,7 @@ int run_allreduce_bench(const BenchOptions& o) {
         "# worker; algbw = size / time; busbw = algbw x 2(n-1)/n (nccl-tests); ATP's best possible algbw\n"
         "# is the link rate x %.3f (values per frame with %d-value fragments).\n",
         o.backend.c_str(), o.workers, o.racks, o.rate_mbps, o.warmup, o.iters,
-        4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + kEncapsulationBytes),
+        4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation),
         o.values_per_packet);
     std::printf("%12s", "size(B)");
     for (const std::string& a : o.algorithms) {
