@@ -105,6 +105,23 @@ TEST(Ns3Backend, ResultsStayExactUnderLossDuplicationAndReorderingAcrossSeeds) {
   }
 }
 
+TEST(Ns3Backend, HostQueueDropsAreCountedLikeInproc) {
+  // A window of 1500 packets into a 1000-packet NIC queue: 500 drops at each worker's host.
+  const Scenario s = parse_scenario_yaml(
+      "seed: 1\nlink: {rate_gbps: 100, buffer_packets: 1000}\ntopology:\n  switches: [{name: tor}]\n"
+      "  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: ps, switch: tor}]\n"
+      "jobs:\n  - {workers: [w0, w1], ps: [ps], elements: 124000, index: linear, window: 1500, max_window: 1500, "
+      "congestion_control: false}\n");
+  const ScenarioResult in = run_inproc(s);
+  const ScenarioResult ns = run_ns3(s);
+  ASSERT_TRUE(ns.jobs[0].correct) << ns.jobs[0].error;
+  ASSERT_EQ(in.links.size(), ns.links.size());
+  for (std::size_t l = 0; l < in.links.size(); ++l) {
+    EXPECT_EQ(in.links[l].queue_drops, ns.links[l].queue_drops) << in.links[l].from << " -> " << in.links[l].to;
+  }
+  EXPECT_EQ(ns.links[0].queue_drops, 500u);  // w0 -> tor
+}
+
 TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
   // Eight workers send to one PS without aggregation (ps): the PS's downlink is the incast
   // bottleneck, with a 64-packet buffer that marks ECN from 16 packets on.

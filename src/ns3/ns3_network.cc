@@ -25,6 +25,7 @@
 #include <ns3/rng-seed-manager.h>
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
+#include <ns3/traffic-control-layer.h>
 #include <ns3/udp-header.h>
 #include <ns3/udp-socket-factory.h>
 #include <ns3/uinteger.h>
@@ -49,6 +50,15 @@ constexpr Address kUnparsableDestination = 0x0AFFFFFEu;  // 10.255.255.254
 std::atomic<bool> g_alive{false};  // one simulation per process
 
 ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
+
+// Connects a trace source, which ns-3 would otherwise skip silently when the name is wrong
+// (trace names change between ns-3 versions).
+template <class Object, class Callback>
+void connect_trace(const Object& object, const char* name, Callback callback) {
+  if (!object->TraceConnectWithoutContext(name, callback)) {
+    throw std::logic_error(std::string("ns-3 has no trace source '") + name + "' here (ns-3 version?)");
+  }
+}
 
 }  // namespace
 
@@ -349,22 +359,22 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     net.channels.push_back(std::move(c));
     // Counters and the transmitter's state from the device's traces.
     Impl* impl = &net;
-    tx->TraceConnectWithoutContext(
-        "PhyTxBegin", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                          [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->channels[cid].transmitting = true; }));
-    tx->TraceConnectWithoutContext(
-        "PhyTxEnd", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
-          Impl::Channel& ch = impl->channels[cid];
-          ch.transmitting = false;
-          ++ch.counters.packets;
-          ch.counters.bytes += p->GetSize();
-        }));
-    c.tx->GetQueue()->TraceConnectWithoutContext(
-        "Drop", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                    [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.queue_drops; }));
-    rx->TraceConnectWithoutContext(
-        "PhyRxDrop", ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                         [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
+    connect_trace(tx, "PhyTxBegin",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->channels[cid].transmitting = true; }));
+    connect_trace(tx, "PhyTxEnd",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
+                    Impl::Channel& ch = impl->channels[cid];
+                    ch.transmitting = false;
+                    ++ch.counters.packets;
+                    ch.counters.bytes += p->GetSize();
+                  }));
+    connect_trace(c.tx->GetQueue(), "Drop",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.queue_drops; }));
+    connect_trace(rx, "PhyRxDrop",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
     auto& ports = net.nodes[from].channel_by_port;
     if (ports.size() <= from_port) ports.resize(std::size_t{from_port} + 1, kNoChannel);
     ports[from_port] = static_cast<std::int32_t>(cid);
@@ -391,6 +401,14 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
       // Parameter packets go to 224.0.0.<job>, link-local multicast, which ns-3 only sends from a
       // socket that names its device.
       n.socket->BindToNetDevice(device);
+      // With no queue disc, ns-3's traffic control layer drops what the full device queue refuses
+      // (the device stops its queue first): those are this host's egress queue drops.
+      const std::size_t egress = static_cast<std::size_t>(n.channel_by_port[0]);
+      Impl* impl = &net;
+      connect_trace(n.ns3->GetObject<ns3::TrafficControlLayer>(), "TcDrop",
+                    ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, egress](ns3::Ptr<const ns3::Packet>) {
+                      ++impl->channels[egress].counters.queue_drops;
+                    }));
     } else {
       Impl* impl = &net;
       const NodeId node_id = id;
