@@ -147,8 +147,8 @@ struct JobResult {
   double in_network_share = 0;
   std::string error;              // why the job is not correct, if it is not
   std::string algorithm = "atp";  // to_string(Algorithm)
-  // Seconds from the start at which each round was completed by every worker (process
-  // backends): the job's progress over time, for goodput plots.
+  // Seconds from the start of the run at which each round was completed by every worker: the
+  // job's progress over time, for goodput plots.
   std::vector<double> round_end_seconds;
 };
 

@@ -408,9 +408,22 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   }
   plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch != nullptr, *network.topology);
 
+  // A static share is SwitchML's pool of slots: a job never has more fragments in flight than
+  // aggregators in its share (split evenly over its PS shards' flows), so that its own
+  // fragments never compete for one.
+  CongestionConfig congestion = job.congestion;
+  if (job.aggregator_share && smallest_switch != nullptr) {
+    const auto flows = static_cast<std::uint32_t>(job.ps.size());
+    const std::uint32_t cap = std::max<std::uint32_t>(1, plan.aggregators.count / flows);
+    congestion.max_window = std::min(congestion.max_window, cap);
+    congestion.initial_window = std::min(congestion.initial_window, cap);
+    congestion.min_window = std::min(congestion.min_window, cap);
+    congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, cap);
+  }
+
   // The PS keeps up to max_window fragments of every shard; sequence numbers of one worker's
   // in-flight fragments therefore span max_window x number of PSs.
-  const std::uint64_t window_seqs = std::uint64_t{job.congestion.max_window} * job.ps.size();
+  const std::uint64_t window_seqs = std::uint64_t{congestion.max_window} * job.ps.size();
   const auto max_window_seqs =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
 
@@ -423,7 +436,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.scale = job.scale;
     w.aggregators = plan.aggregators;
     w.index_policy = job.index_policy;
-    w.congestion = job.congestion;
+    w.congestion = congestion;
     w.loss_recovery = job.loss_recovery;
     w.retransmit_timeout = job.retransmit_timeout;
     // JobSpec has no cap of its own: keep the default cap unless the first RTO is already above it.

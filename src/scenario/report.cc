@@ -32,6 +32,7 @@ std::string to_json(const ScenarioResult& result) {
     o["completed_rounds"] = j.completed_rounds;
     o["workers"] = j.workers;
     o["tensor_bytes"] = j.tensor_bytes;
+    o["warmup_rounds"] = j.warmup_rounds;
     o["fragments"] = j.fragments;
     o["float_fragments"] = j.float_fragments;
     ordered_json aggregations = ordered_json::object();

@@ -480,7 +480,7 @@ void RoundTimes::report(JobResult& r, std::uint32_t warmup_rounds) const {
   if (timed_from && last_end_) r.seconds = to_seconds(*last_end_ - *timed_from);
   r.round_end_seconds.clear();
   for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
-    r.round_end_seconds.push_back(to_seconds(round_end_[k] - first_start_.value_or(Time{})));
+    r.round_end_seconds.push_back(to_seconds(round_end_[k].time_since_epoch()));  // from the run's start
   }
 }
 
