@@ -23,7 +23,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   time_limit_s (60)              simulated seconds before unfinished jobs are reported
   description                    free text
   link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (0: unlimited),
-         ecn_threshold_packets (0: off)}          defaults of every link, both directions
+         ecn_threshold_packets (0: off; switch ports only: a host's queue marks only where a fault
+         sets it)}                                defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (1024 values),
                 reclaim_timeout_us (100000; 0: never)}]

@@ -865,3 +865,27 @@ TEST(ScenarioRun, WarmupRoundsAreCheckedButNotTimed) {
 
 }  // namespace
 }  // namespace atp
+
+namespace atp {
+namespace {
+
+TEST(ScenarioRun, OnlySwitchPortsMarkEcnByTheLinkDefault) {
+  const Scenario s = parse_scenario_yaml(R"(
+seed: 2
+link: {rate_gbps: 10, ecn_threshold_packets: 2}
+topology:
+  switches: [{name: tor}]
+  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: c, switch: tor}, {name: p, switch: tor}]
+jobs:
+  - {algorithm: ps, workers: [a, b, c], ps: [p], elements: 50000}
+)");
+  const ScenarioResult r = run_inproc(s);
+  ASSERT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
+  std::uint64_t at_hosts = 0, at_switch = 0;
+  for (const LinkResult& l : r.links) (l.from == "tor" ? at_switch : at_hosts) += l.ecn_marked;
+  EXPECT_EQ(at_hosts, 0u);   // the workers' windows queue at their NICs, unmarked
+  EXPECT_GT(at_switch, 0u);  // the PS's port is the incast queue
+}
+
+}  // namespace
+}  // namespace atp

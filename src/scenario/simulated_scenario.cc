@@ -443,9 +443,12 @@ void RoundDriver::verify() {
 }
 
 // The channel settings of a link direction at time `now`: the defaults, then every fault active
-// at `now` on that direction, in file order.
-sim::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, Time now) {
+// at `now` on that direction, in file order. ECN marking is the switches' job (§3.7): a host's
+// NIC queue only marks where a fault says so, not by the default link's threshold.
+sim::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, bool from_host,
+                                    Time now) {
   sim::ChannelConfig c = s.default_link;
+  if (from_host) c.ecn_threshold_packets = 0;
   for (std::size_t f : faults) {
     const LinkFault& fault = s.link_faults[f];
     const Duration t = now.time_since_epoch();
@@ -459,6 +462,7 @@ struct Channel {
   std::size_t id = 0;
   std::string from, to;
   std::vector<std::size_t> faults;  // indices into Scenario::link_faults
+  bool from_host = false;           // a host's NIC queue, else a switch port
 };
 
 }  // namespace
@@ -560,8 +564,8 @@ void SimulatedScenario::Impl::build() {
 
   // Links, with the faults that apply to each direction.
   for (const auto& link : network_plan.links) {
-    Channel ab{0, link.a.node, link.b.node, {}};
-    Channel ba{0, link.b.node, link.a.node, {}};
+    Channel ab{0, link.a.node, link.b.node, {}, hosts.count(link.a.node) > 0};
+    Channel ba{0, link.b.node, link.a.node, {}, hosts.count(link.b.node) > 0};
     for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
       const LinkFault& fault = scenario.link_faults[f];
       if (fault.a == link.a.node && fault.b == link.b.node) {
@@ -575,7 +579,8 @@ void SimulatedScenario::Impl::build() {
     const Time start{};
     std::tie(ab.id, ba.id) =
         network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node), link.b.port,
-                        channel_settings(scenario, ab.faults, start), channel_settings(scenario, ba.faults, start));
+                        channel_settings(scenario, ab.faults, ab.from_host, start),
+                        channel_settings(scenario, ba.faults, ba.from_host, start));
     channels.push_back(std::move(ab));
     channels.push_back(std::move(ba));
   }
@@ -588,7 +593,7 @@ void SimulatedScenario::Impl::build() {
       if (fault.until) boundaries.push_back(*fault.until);
       for (Duration b : boundaries) {
         network.schedule(Time(b), [this, &ch](Time t) {
-          network.set_channel_config(ch.id, channel_settings(scenario, ch.faults, t));
+          network.set_channel_config(ch.id, channel_settings(scenario, ch.faults, ch.from_host, t));
         });
       }
     }
