@@ -28,6 +28,7 @@
 #include <ns3/traffic-control-layer.h>
 #include <ns3/udp-header.h>
 #include <ns3/udp-socket-factory.h>
+#include <ns3/string.h>
 #include <ns3/uinteger.h>
 
 namespace atp::ns3adapter {
@@ -280,7 +281,14 @@ Ns3Network::Ns3Network(std::uint64_t seed) {
   // ns-3 seeds must be non-zero; the run number picks the substream.
   ns3::RngSeedManager::SetSeed(static_cast<std::uint32_t>(seed % 0x7FFFFFFFu) + 1);
   ns3::RngSeedManager::SetRun(1 + seed / 0x7FFFFFFFu);
-  // TCP (collectives, background flows) with Ethernet-sized segments and buffers for 100 Gbit/s.
+  // TCP (collectives, background flows): ns-3's CUBIC (its default, named so the docs stay true)
+  // with ECN on, so that it backs off at the switches' marks as ATP does, and a data-centre
+  // minimum RTO of 1 ms (ns-3's default of 1 s would silence a flow for the rest of a
+  // millisecond-scale run after one timeout); Ethernet-sized segments, buffers for 100 Gbit/s.
+  ns3::Config::SetDefault("ns3::TcpL4Protocol::SocketType", ns3::StringValue("ns3::TcpCubic"));
+  ns3::Config::SetDefault("ns3::TcpSocketBase::UseEcn", ns3::StringValue("On"));
+  ns3::Config::SetDefault("ns3::TcpSocketBase::MinRto", ns3::TimeValue(ns3::MilliSeconds(1)));
+  ns3::Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", ns3::TimeValue(ns3::MicroSeconds(10)));
   ns3::Config::SetDefault("ns3::TcpSocket::SegmentSize", ns3::UintegerValue(1448));
   ns3::Config::SetDefault("ns3::TcpSocket::SndBufSize", ns3::UintegerValue(4 << 20));
   ns3::Config::SetDefault("ns3::TcpSocket::RcvBufSize", ns3::UintegerValue(4 << 20));
