@@ -1,0 +1,124 @@
+"""Plots of the Fig. 13a reproduction (experiments/ns3/fig13a/run.sh): reads its JSON, writes PNGs.
+
+Usage: plot.py RESULTS_DIR IMAGE_DIR
+  ns3-fig13a-sweep.png  the sweep that finds one job's need (the PTA)
+  ns3-fig13a.png        training throughput per job and in-switch share vs % of the PTA
+Also prints the numbers as a Markdown table (docs/ns3-reproductions-aggregation.md).
+"""
+import glob
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LABELS = {
+    "dynamic-hashed": "ATP: dynamic sharing, hashed index",
+    "static-linear": "static shares, linear index, window <= share (SwitchML)",
+    "static-hashed": "static shares, hashed index, window <= share",
+}
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def summary(doc):
+    """Mean over jobs: timed iterations per simulated second, algbw (Gbit/s), in-switch share."""
+    jobs = doc["jobs"]
+    # algbw = tensor bytes x timed rounds / timed seconds (the JSON has no warm-up count).
+    rates = [j["algbw_gbps"] * 1e9 / (8 * j["tensor_bytes"]) for j in jobs]
+    return {
+        "ips": sum(rates) / len(rates),
+        "algbw": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
+        "in_net": sum(j["in_network_share"] for j in jobs) / len(jobs),
+        "collisions": sum(j["collisions"] for j in jobs),
+        "correct": all(j["correct"] for j in jobs),
+        "aggregators": None,
+    }
+
+
+def points(results, prefix):
+    """{number after prefix: summary} for RESULTS/prefix<number>.json."""
+    out = {}
+    for path in glob.glob(os.path.join(results, prefix + "*.json")):
+        key = os.path.basename(path)[len(prefix) : -len(".json")]
+        if key.isdigit():
+            out[int(key)] = summary(load(path))
+    return dict(sorted(out.items()))
+
+
+def plot_sweep(results, images, pta):
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for prefix, label in [("sweep-alone-", "one job alone"), ("sweep-static-", "three jobs, static shares")]:
+        p = points(results, prefix)
+        ax.plot(list(p), [v["ips"] for v in p.values()], marker="o", label=label)
+    ax.axvline(pta["share_per_job"], color="gray", linestyle="--", linewidth=1,
+               label=f"chosen share: {pta['share_per_job']} (PTA = {pta['pta']})")
+    ax.set_xlabel("aggregators per job (linear index, window <= aggregators)")
+    ax.set_ylabel("iterations / s per job")
+    ax.set_title("Fig. 13a step 1: one job's need (ns-3, 100 Gbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(images, "ns3-fig13a-sweep.png"), dpi=120)
+
+
+def plot_compare(results, images, pta):
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for scheme, label in LABELS.items():
+        p = points(results, scheme + "-")
+        if not p:
+            continue
+        xs = list(p)
+        ax.plot(xs, [v["ips"] for v in p.values()], marker="o", label=label)
+        ax2.plot(xs, [v["in_net"] * 100 for v in p.values()], marker="o", label=label)
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xticks([33, 50, 67, 100, 200, 400, 800, 1600])
+        a.set_xticklabels(["33", "50", "67", "100", "200", "400", "800", "1600"])
+        a.minorticks_off()
+        a.invert_xaxis()  # the paper's axis: from 100% down to 33%
+        a.axvline(100, color="gray", linestyle=":", linewidth=1)
+        a.set_xlabel(f"aggregators, % of PTA ({pta['pta']} = 100%)")
+        a.grid(True, alpha=0.3)
+        a.set_ylim(bottom=0)
+    ax.set_ylabel("training throughput (iterations / s per job)")
+    ax2.set_ylabel("gradient packets aggregated in the switch (%)")
+    ax.set_title("Fig. 13a: 3 jobs, one switch (ns-3)")
+    ax2.set_title("in-network aggregation share")
+    ax.legend(fontsize=7, loc="center left")
+    fig.tight_layout()
+    fig.savefig(os.path.join(images, "ns3-fig13a.png"), dpi=120)
+
+
+def table(results, pta):
+    base = points(results, "static-linear-").get(100)
+    print(f"PTA = {pta['pta']} aggregators ({pta['share_per_job']} per job)")
+    print("| % of PTA | aggregators | scheme | iterations/s per job | vs static 100% | algbw Gbit/s | in-switch | collisions |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    for scheme in LABELS:
+        for percent, v in points(results, scheme + "-").items():
+            rel = f"{v['ips'] / base['ips']:.2f}" if base else "-"
+            print(f"| {percent} | {round(pta['pta'] * percent / 100)} | {scheme} | {v['ips']:.0f} | {rel} | "
+                  f"{v['algbw']:.1f} | {v['in_net'] * 100:.0f}% | {v['collisions']} |")
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__)
+    results, images = argv
+    os.makedirs(images, exist_ok=True)
+    pta = load(os.path.join(results, "pta.json"))
+    plot_sweep(results, images, pta)
+    plot_compare(results, images, pta)
+    table(results, pta)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,133 @@
+"""Scenario variants of the Fig. 13a reproduction (experiments/ns3/fig13a/run.sh).
+
+Usage:
+  variants.py sweep [--smoke] OUT_DIR
+      one-job.yaml and three-jobs.yaml (static, SwitchML-style) with 48..384 aggregators per job:
+      sweep-alone-<share>.yaml and sweep-static-<share>.yaml
+  variants.py compare [--smoke] RESULTS_DIR OUT_DIR
+      reads RESULTS_DIR/sweep-static-*.json, picks the PTA (written to RESULTS_DIR/pta.json) and
+      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP at 2x..16x:
+      <scheme>-<percent>.yaml
+"""
+import glob
+import json
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARES = [48, 64, 96, 128, 160, 192, 256, 384]  # aggregators per job in the sweeps
+SMOKE_SHARES = [64, 192]
+PERCENTS = [100, 83, 67, 50, 33]  # of the PTA, as in the paper's x axis
+BEYOND = [200, 400, 800, 1600]  # ATP's hashed index only: how far beyond the PTA it must go
+# A share is "at peak" when its throughput is within this fraction of the sweep's best.
+PEAK_TOLERANCE = 0.02
+
+# scheme -> (aggregator_sharing, index, window capped at the job's share)
+SCHEMES = {
+    "dynamic-hashed": ("dynamic", "hashed", False),  # ATP
+    "static-linear": ("static", "linear", True),  # SwitchML: own slots, one packet per slot
+    "static-hashed": ("static", "hashed", True),  # ATP's index inside fixed shares
+}
+
+
+def load(name):
+    with open(os.path.join(HERE, name)) as f:
+        return yaml.safe_load(f)
+
+
+def shrink(doc):
+    """The smoke version: tiny tensors, 1 warm-up and 1 timed round."""
+    for job in doc["jobs"]:
+        job["elements"] = 20000
+        job["rounds"] = 2
+        job["warmup_rounds"] = 1
+    return doc
+
+
+def configure(doc, table, scheme):
+    sharing, index, cap = SCHEMES[scheme]
+    doc["aggregator_sharing"] = sharing
+    doc["topology"]["switches"][0]["aggregators"] = table
+    share = table // len(doc["jobs"])
+    for job in doc["jobs"]:
+        job["index"] = index
+        if cap:
+            job["max_window"] = share
+            job["window"] = min(200, share)
+    return doc
+
+
+def write(doc, out, name):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, name + ".yaml"), "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+
+
+def sweep(smoke, out):
+    for share in SMOKE_SHARES if smoke else SHARES:
+        alone = load("one-job.yaml")
+        configure(alone, share, "static-linear")
+        write(shrink(alone) if smoke else alone, out, f"sweep-alone-{share}")
+        three = load("three-jobs.yaml")
+        configure(three, 3 * share, "static-linear")
+        write(shrink(three) if smoke else three, out, f"sweep-static-{share}")
+
+
+def iterations_per_second(doc):
+    """Mean over the jobs of timed iterations per simulated second (the paper's training throughput)."""
+    # algbw = tensor bytes x timed rounds / timed seconds (the JSON has no warm-up count).
+    rates = [j["algbw_gbps"] * 1e9 / (8 * j["tensor_bytes"]) for j in doc["jobs"]]
+    return sum(rates) / len(rates)
+
+
+def pick_pta(results):
+    """The smallest static share within PEAK_TOLERANCE of the sweep's best throughput, times 3."""
+    points = []
+    for path in glob.glob(os.path.join(results, "sweep-static-*.json")):
+        share = int(os.path.basename(path)[len("sweep-static-") : -len(".json")])
+        with open(path) as f:
+            points.append((share, iterations_per_second(json.load(f))))
+    if not points:
+        sys.exit(f"variants.py: no sweep-static-*.json in {results}; run the sweep first")
+    points.sort()
+    best = max(rate for _, rate in points)
+    share = next(s for s, rate in points if rate >= (1 - PEAK_TOLERANCE) * best)
+    return {
+        "share_per_job": share,
+        "pta": 3 * share,
+        "best_iterations_per_second": best,
+        "rule": f"smallest static share per job within {PEAK_TOLERANCE:.0%} of the best mean "
+        "iterations/s of the three-job static sweep; PTA = 3 x that share",
+        "sweep": [{"share": s, "iterations_per_second": r} for s, r in points],
+    }
+
+
+def compare(smoke, results, out):
+    pta = pick_pta(results)
+    with open(os.path.join(results, "pta.json"), "w") as f:
+        json.dump(pta, f, indent=2)
+    runs = [(s, p) for s in SCHEMES for p in ([100, 33] if smoke else PERCENTS)]
+    if not smoke:
+        runs += [("dynamic-hashed", p) for p in BEYOND]
+    for scheme, percent in runs:
+        if smoke and scheme == "static-hashed":
+            continue
+        doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
+        write(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
+
+
+def main(argv):
+    smoke = "--smoke" in argv
+    args = [a for a in argv if a != "--smoke"]
+    if len(args) == 2 and args[0] == "sweep":
+        sweep(smoke, args[1])
+    elif len(args) == 3 and args[0] == "compare":
+        compare(smoke, args[1], args[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

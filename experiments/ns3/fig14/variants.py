@@ -1,0 +1,57 @@
+"""Scenario variants of the Fig. 14 reproduction (experiments/ns3/fig14/run.sh).
+
+Usage: variants.py [--smoke] OUT_DIR
+  writes <scheme>-<n>.yaml: the first n jobs of jobs.yaml (n = 1..8; smoke: 1 and 2 with tiny
+  tensors) on a table of n x PTA_PER_JOB aggregators, for each scheme.
+"""
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# One job's peak throughput aggregators at 100 Gbit/s, 4 workers, these links: the sweep of
+# experiments/ns3/fig13a (docs/ns3-reproductions-aggregation.md), where a job alone stops
+# gaining throughput at 192 aggregators.
+PTA_PER_JOB = 192
+
+# scheme -> (aggregator_sharing, index, window capped at the job's share)
+SCHEMES = {
+    "hashed": ("dynamic", "hashed", False),  # ATP
+    "linear": ("dynamic", "linear", False),  # index = seq % N over the shared table
+    "static": ("static", "linear", True),  # SwitchML: own slots, one packet per slot
+}
+
+
+def variant(n, scheme, smoke):
+    with open(os.path.join(HERE, "jobs.yaml")) as f:
+        doc = yaml.safe_load(f)
+    sharing, index, cap = SCHEMES[scheme]
+    doc["aggregator_sharing"] = sharing
+    doc["topology"]["switches"][0]["aggregators"] = n * PTA_PER_JOB
+    doc["jobs"] = doc["jobs"][:n]
+    for job in doc["jobs"]:
+        job["index"] = index
+        if cap:
+            job["max_window"] = PTA_PER_JOB
+            job["window"] = min(200, PTA_PER_JOB)
+        if smoke:
+            job["elements"] = 20000
+            job["rounds"] = 2
+    return doc
+
+
+def main(argv):
+    smoke = "--smoke" in argv
+    args = [a for a in argv if a != "--smoke"]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    os.makedirs(args[0], exist_ok=True)
+    for scheme in SCHEMES:
+        for n in [1, 2] if smoke else range(1, 9):
+            with open(os.path.join(args[0], f"{scheme}-{n}.yaml"), "w") as f:
+                yaml.safe_dump(variant(n, scheme, smoke), f, sort_keys=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,75 @@
+"""Scenario variants of the multi-rack scale experiment (experiments/ns3/scale/run.sh).
+
+Usage: variants.py [--smoke] OUT_DIR
+  writes, from scale.yaml (its link and job settings, a topology rebuilt per size):
+    r<R>-<algorithm>.yaml   R = 2, 4, 8, 16 racks of 8 workers; algorithm atp, ring, and ps for
+                            at most 32 workers (the PS's 32-bit bitmap: one group per worker)
+    hashed-a<N>.yaml        2 racks, ATP with the paper's hashed indices on N = 4096, 16384,
+                            65536 aggregators per switch
+  --smoke: racks of 2 workers, R = 2 and 4, hashed at 4096 only, 100 fragments, 2 rounds.
+"""
+import copy
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RACKS = [2, 4, 8, 16]
+TABLES = [4096, 16384, 65536]
+MAX_PS_WORKERS = 32
+
+
+def build(base, racks, per_rack, algorithm, aggregators=None, index=None):
+    doc = copy.deepcopy(base)
+    table = aggregators or base["topology"]["switches"][0]["aggregators"]
+    workers = [f"w{i}" for i in range(racks * per_rack)]
+    doc["topology"] = {
+        "switches": [{"name": "core", "aggregators": table}] +
+                    [{"name": f"tor{r}", "aggregators": table} for r in range(racks)],
+        "hosts": [{"name": "ps", "switch": "core"}] +
+                 [{"name": w, "switch": f"tor{i // per_rack}"} for i, w in enumerate(workers)],
+        "links": [[f"tor{r}", "core"] for r in range(racks)],
+    }
+    template = base["faults"][0]  # the PS's NIC: the same settings for every host
+    doc["faults"] = [dict(template, link=[h["name"], h["switch"]]) for h in doc["topology"]["hosts"]]
+    job = doc["jobs"][0]
+    job["workers"] = workers
+    job["algorithm"] = algorithm
+    if algorithm == "ring":  # TCP between the workers: no PS, none of ATP's packet settings
+        for key in ["ps", "values_per_packet", "index", "magnitude"]:
+            job.pop(key, None)
+    if index:
+        job["index"] = index
+    return doc
+
+
+def main(argv):
+    smoke = "--smoke" in argv
+    args = [a for a in argv if a != "--smoke"]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    os.makedirs(args[0], exist_ok=True)
+    with open(os.path.join(HERE, "scale.yaml")) as f:
+        base = yaml.safe_load(f)
+    per_rack = 8
+    racks, tables = RACKS, TABLES
+    if smoke:
+        per_rack, racks, tables = 2, [2, 4], [4096]
+        base["jobs"][0]["elements"] = 62 * 100
+        base["jobs"][0]["rounds"] = 2
+    out = {}
+    for r in racks:
+        for algorithm in ["atp", "ps", "ring"]:
+            if algorithm == "ps" and r * per_rack > MAX_PS_WORKERS:
+                continue
+            out[f"r{r}-{algorithm}"] = build(base, r, per_rack, algorithm)
+    for n in tables:
+        out[f"hashed-a{n}"] = build(base, 2, per_rack, "atp", aggregators=n, index="hashed")
+    for name, doc in out.items():
+        with open(os.path.join(args[0], name + ".yaml"), "w") as f:
+            yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=None, width=120)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
