@@ -251,7 +251,7 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--rto-us", o->rto_us, "ATP workers' retransmission timeout (us)")->capture_default_str();
   app->add_option("--index", o->index, "ATP aggregator indices: hashed (the paper) or linear")
       ->capture_default_str()
-      ->check(CLI::IsMember({"hashed", "linear"}));
+      ->check(CLI::IsMember({"hashed", "linear", "hashed_slots"}));
   app->add_flag("--json", o->json, "print the figures as JSON instead of a table");
   run = [o] { return run_allreduce_bench(*o); };
   return app;

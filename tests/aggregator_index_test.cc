@@ -104,3 +104,39 @@ TEST(AggregatorIndex, IndicesAndRehashesStayInsideTheRange) {
 
 }  // namespace
 }  // namespace atp
+
+namespace atp {
+namespace {
+
+TEST(AggregatorIndex, HashedSlotsReusesAnIndexEverySlotsSequenceNumbers) {
+  const AggregatorRange range{100, 5000};
+  for (Seq seq = 0; seq < 3000; ++seq) {
+    const std::uint32_t i = base_aggregator_index(9, seq, range, IndexPolicy::kHashedSlots, 256);
+    EXPECT_TRUE(range.contains(i));
+    EXPECT_EQ(i, base_aggregator_index(9, seq + 256, range, IndexPolicy::kHashedSlots, 256));
+    EXPECT_EQ(i, base_aggregator_index(9, seq % 256, range, IndexPolicy::kHashed));
+  }
+  EXPECT_NE(base_aggregator_index(9, 300, range, IndexPolicy::kHashedSlots, 256),
+            base_aggregator_index(9, 300, range, IndexPolicy::kHashed));
+}
+
+TEST(AggregatorIndex, SaltedRehashesSeparateSlotsThatCollidedAtOneIndex) {
+  const AggregatorRange range{0, 100000};
+  EXPECT_EQ(rehash_aggregator_index(77, range), rehash_aggregator_index(77, range, 0));
+  EXPECT_NE(rehash_aggregator_index(77, range, 1), rehash_aggregator_index(77, range, 2));
+  for (std::uint64_t salt = 0; salt < 100; ++salt) {
+    const std::uint32_t r = rehash_aggregator_index(77, range, salt);
+    EXPECT_TRUE(range.contains(r));
+    EXPECT_NE(r, 77u);
+  }
+}
+
+TEST(AggregatorIndex, PolicyNamesRoundTrip) {
+  for (IndexPolicy p : {IndexPolicy::kHashed, IndexPolicy::kLinear, IndexPolicy::kHashedSlots}) {
+    EXPECT_EQ(parse_index_policy(to_string(p)), p);
+  }
+  EXPECT_EQ(parse_index_policy("random"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace atp

@@ -161,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rounds: 2", "rounds: [2]", "jobs[0].rounds: must be a positive integer, got a list"},
         ErrorCase{"atp: true", "atp: maybe", "topology.switches[0].atp: must be true or false, got maybe"},
         ErrorCase{"workers: [w0, w1]", "workers: w0", "jobs[0].workers: must be a list, got w0"},
-        ErrorCase{"rounds: 2", "rounds: 2, index: random", "jobs[0].index: must be 'hashed' or 'linear', got random"},
+        ErrorCase{"rounds: 2", "rounds: 2, index: random",
+                  "jobs[0].index: must be 'hashed', 'linear' or 'hashed_slots', got random"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: fixed",
                   "aggregator_sharing: must be 'dynamic' or 'static', got fixed"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",
@@ -885,6 +886,33 @@ jobs:
   for (const LinkResult& l : r.links) (l.from == "tor" ? at_switch : at_hosts) += l.ecn_marked;
   EXPECT_EQ(at_hosts, 0u);   // the workers' windows queue at their NICs, unmarked
   EXPECT_GT(at_switch, 0u);  // the PS's port is the incast queue
+}
+
+}  // namespace
+}  // namespace atp
+
+namespace atp {
+namespace {
+
+// The authors' slot hashing: a job's in-flight fragments never share a slot, and remaps stick
+// per slot, so one job on a table twice its window collides far less than with per-sequence
+// hashing (whose every new sequence number is a new draw), and both stay exact.
+TEST(ScenarioRun, HashedSlotsSettleWherePerSequenceHashingKeepsColliding) {
+  const std::string yaml = R"(
+seed: 4
+link: {rate_gbps: 100, delay_us: 1}
+topology:
+  switches: [{name: tor, aggregators: 512}]
+  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: p, switch: tor}]
+jobs:
+  - {workers: [a, b], ps: [p], elements: 200000, rounds: 4, window: 256, max_window: 256, congestion_control: false, index: )";
+  const JobResult hashed = run_inproc(parse_scenario_yaml(yaml + "hashed}\n")).jobs.at(0);
+  const JobResult slots = run_inproc(parse_scenario_yaml(yaml + "hashed_slots}\n")).jobs.at(0);
+  EXPECT_TRUE(hashed.correct) << hashed.error;
+  EXPECT_TRUE(slots.correct) << slots.error;
+  EXPECT_GT(hashed.collisions, 5000u);
+  EXPECT_LT(slots.collisions * 10, hashed.collisions) << slots.collisions << " vs " << hashed.collisions;
+  EXPECT_GT(slots.in_network_share, 0.95);
 }
 
 }  // namespace

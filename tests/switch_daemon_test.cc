@@ -406,7 +406,9 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   ps.values_per_packet = 256;
   ps.aggregators = {40, 100};
   ps.max_window_seqs = 77;
+  ps.index_policy = IndexPolicy::kHashedSlots;
   const PsConfig ps_back = control::ps_job_from_json(control::to_json(ps));
+  EXPECT_EQ(ps_back.index_policy, IndexPolicy::kHashedSlots);
   EXPECT_EQ(ps_back.job, 3);
   EXPECT_EQ(ps_back.self, ps.self);
   EXPECT_EQ(ps_back.multicast_group, ps.multicast_group);
@@ -436,6 +438,10 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_NE(
       error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
       std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+                         "index": "random"})")
+                .find("index: must be"),
+            std::string::npos);
 
   control::PortSettings settings;
   settings.egress = EgressConfig{.rate_gbps = 2.5,

@@ -3,15 +3,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "atp/wire.h"
 
 namespace atp {
 
 enum class IndexPolicy : std::uint8_t {
-  kHashed,  // HASH(job, seq) % n: ATP's default
+  kHashed,  // HASH(job, seq) % n: the paper's text (§3.5), ATP's default
   kLinear,  // seq % n: the baseline of the paper's Fig. 14
+  // HASH(job, seq % slots) % n, slots = the job's bound on sequence numbers in flight: the
+  // authors' code. A job's in-flight fragments have distinct slots, each slot is reused, and
+  // remaps are kept per slot (the PS's rehash is salted with the slot), so they settle.
+  kHashedSlots,
 };
+// "hashed", "linear", "hashed_slots": the names in scenario files and specs.
+std::string_view to_string(IndexPolicy policy);
+std::optional<IndexPolicy> parse_index_policy(std::string_view name);  // nullopt: not a name
 
 // The aggregator indices a job may use: [first, first + count). ATP's dynamic sharing gives
 // every job the whole table ({0, n}); static sharing (SwitchML-style, the baseline of the
@@ -25,12 +34,16 @@ struct AggregatorRange {
 };
 
 // The index every worker of `job` derives for `seq` before any remapping: first + HASH(job, seq)
-// % count (kHashed) or first + seq % count (kLinear). range.count must be > 0.
-std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy);
+// % count (kHashed), first + seq % count (kLinear), or first + HASH(job, seq % slots) % count
+// (kHashedSlots, slots > 0). range.count must be > 0.
+std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy,
+                                    std::uint32_t slots = 1);
 
 // The PS's new index after a collision at `index`: first + HASH(index - first) % count, inside
 // the range even for an index outside it, and different from `index` whenever count > 1 and
 // `index` is in the range. A range of count 0 gives `first`.
-std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range);
+// `salt` (kHashedSlots: the slot + 1; else 0) makes fragments of different slots that collided at
+// one index move to different ones.
+std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range, std::uint64_t salt = 0);
 
 }  // namespace atp

@@ -24,6 +24,7 @@ struct PsConfig {
   std::vector<std::uint8_t> group_sizes;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   AggregatorRange aggregators;  // the job's aggregator indices (as its workers'): rehashed indices stay inside
+  IndexPolicy index_policy = IndexPolicy::kHashed;  // kHashedSlots: rehashes are salted with the slot
   // Largest distance in sequence numbers between fragments a worker has in flight towards this
   // PS (the job's max window x number of PS shards). Bounds the PS's memory.
   std::uint32_t max_window_seqs = 1024;

@@ -18,15 +18,36 @@ std::uint64_t mix64(std::uint64_t x) {
 
 // Offsets within the range are computed exactly as over a whole table of `count` aggregators,
 // so the range {0, n} (dynamic sharing) gives the same indices as a table of n.
-std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy) {
-  if (policy == IndexPolicy::kLinear) return range.first + seq % range.count;
-  return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | seq) % range.count);
+std::string_view to_string(IndexPolicy policy) {
+  switch (policy) {
+    case IndexPolicy::kHashed:
+      return "hashed";
+    case IndexPolicy::kLinear:
+      return "linear";
+    case IndexPolicy::kHashedSlots:
+      return "hashed_slots";
+  }
+  return "?";
 }
 
-std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range) {
+std::optional<IndexPolicy> parse_index_policy(std::string_view name) {
+  for (IndexPolicy p : {IndexPolicy::kHashed, IndexPolicy::kLinear, IndexPolicy::kHashedSlots}) {
+    if (to_string(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
+std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy,
+                                    std::uint32_t slots) {
+  if (policy == IndexPolicy::kLinear) return range.first + seq % range.count;
+  const Seq key = policy == IndexPolicy::kHashedSlots ? seq % slots : seq;
+  return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | key) % range.count);
+}
+
+std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range, std::uint64_t salt) {
   if (range.count <= 1) return range.first;
   const std::uint32_t offset = index - range.first;  // wraps for an index below the range: still hashed into it
-  auto next = static_cast<std::uint32_t>(mix64(0x9E3779B97F4A7C15ull ^ offset) % range.count);
+  auto next = static_cast<std::uint32_t>(mix64(0x9E3779B97F4A7C15ull ^ offset ^ (salt << 32)) % range.count);
   if (next == offset) next = (next + 1) % range.count;
   return range.first + next;
 }

@@ -453,6 +453,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     for (const Group& group : trees[k].groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
     p.values_per_packet = job.values_per_packet;
     p.aggregators = plan.aggregators;
+    p.index_policy = job.index_policy;
     p.max_window_seqs = max_window_seqs;
     plan.ps.push_back(std::move(p));
   }

@@ -348,7 +348,9 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   // The switches free the aggregator the gradients used; on a collision, workers move this
   // fragment's base index to the rehashed one carried in bitmap0 (§3.6).
   h.collision = slot.collision;
-  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators) : 0;
+  const std::uint64_t salt =
+      config.index_policy == IndexPolicy::kHashedSlots ? slot.seq % config.max_window_seqs + 1 : 0;
+  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;

@@ -118,10 +118,25 @@ struct WorkerEndpoint::Impl {
     return f.next_to_send == 0 ? seq_of(k, 0) : seq_of(k, f.next_to_send - 1) + 1;
   }
 
+  // Sequence numbers this worker can have in flight at once: max_window per flow (the PS's
+  // max_window_seqs). kHashedSlots reuses an index every this many.
+  std::uint32_t index_slots() const {
+    return static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(std::uint64_t{config.congestion.max_window} * num_flows(), 1, 0xFFFFFFFFu));
+  }
+  // Remaps are kept per base index (§3.6: "any subsequent gradient that would have been sent with
+  // the old index"), or per slot with kHashedSlots, whose slots may share a base index.
+  std::uint32_t remap_key(Seq seq) const {
+    return config.index_policy == IndexPolicy::kHashedSlots
+               ? seq % index_slots()
+               : base_aggregator_index(config.job, seq, config.aggregators, config.index_policy);
+  }
+
   std::uint32_t aggregator_index_for(Seq seq) const {
-    const std::uint32_t base = base_aggregator_index(config.job, seq, config.aggregators, config.index_policy);
-    const auto it = remap.find(base);
-    return it == remap.end() ? base : it->second;
+    const auto it = remap.find(remap_key(seq));
+    return it != remap.end()
+               ? it->second
+               : base_aggregator_index(config.job, seq, config.aggregators, config.index_policy, index_slots());
   }
 
   // Builds fragment i in the reusable buffer and sends it.
@@ -214,8 +229,7 @@ struct WorkerEndpoint::Impl {
 
   void learn_remap(Seq seq, std::uint32_t new_index) {
     if (!config.aggregators.contains(new_index)) return;  // not an index of this job's range: ignore
-    const std::uint32_t base = base_aggregator_index(config.job, seq, config.aggregators, config.index_policy);
-    const auto [it, inserted] = remap.try_emplace(base, new_index);
+    const auto [it, inserted] = remap.try_emplace(remap_key(seq), new_index);
     if (inserted || it->second != new_index) {
       it->second = new_index;
       ++stats.remaps;

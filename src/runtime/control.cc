@@ -148,7 +148,8 @@ std::string to_json(const PsConfig& config) {
               {"values_per_packet", config.values_per_packet},
               {"first_aggregator", config.aggregators.first},
               {"num_aggregators", config.aggregators.count},
-              {"max_window_seqs", config.max_window_seqs}};
+              {"max_window_seqs", config.max_window_seqs},
+              {"index", to_string(config.index_policy)}};
   return doc.dump();
 }
 
@@ -203,7 +204,7 @@ PsConfig ps_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS job");
   check_keys(doc, "",
              {"job", "self", "multicast_group", "group_sizes", "values_per_packet", "first_aggregator",
-              "num_aggregators", "max_window_seqs"});
+              "num_aggregators", "max_window_seqs", "index"});
   PsConfig config;
   config.job = get_unsigned<JobId>(doc, "", "job");
   config.self = get_address(doc, "", "self");
@@ -230,6 +231,13 @@ PsConfig ps_job_from_json(const std::string& text) {
   if (doc.contains("num_aggregators")) {
     config.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
     if (config.aggregators.count == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
+  }
+  if (doc.contains("index")) {
+    const json& value = doc.at("index");
+    const std::optional<IndexPolicy> policy =
+        value.is_string() ? parse_index_policy(value.get<std::string>()) : std::nullopt;
+    if (!policy) throw ControlError("index: must be \"hashed\", \"linear\" or \"hashed_slots\", got " + value.dump());
+    config.index_policy = *policy;
   }
   if (doc.contains("max_window_seqs")) {
     config.max_window_seqs = get_unsigned<std::uint32_t>(doc, "", "max_window_seqs");

@@ -390,13 +390,9 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   if (node["index"]) {
     const std::string p = child(path, "index");
     const std::string policy = as_string(node["index"], p);
-    if (policy == "hashed") {
-      spec.index_policy = IndexPolicy::kHashed;
-    } else if (policy == "linear") {
-      spec.index_policy = IndexPolicy::kLinear;
-    } else {
-      fail(p, "must be 'hashed' or 'linear', got " + policy);
-    }
+    const std::optional<IndexPolicy> parsed = parse_index_policy(policy);
+    if (!parsed) fail(p, "must be 'hashed', 'linear' or 'hashed_slots', got " + policy);
+    spec.index_policy = *parsed;
   }
   if (node["loss_recovery"]) {
     const std::string p = child(path, "loss_recovery");

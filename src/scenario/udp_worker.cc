@@ -40,7 +40,7 @@ json config_to_json(const WorkerConfig& c) {
           {"scale", c.scale},
           {"first_aggregator", c.aggregators.first},
           {"num_aggregators", c.aggregators.count},
-          {"index_policy", c.index_policy == IndexPolicy::kHashed ? "hashed" : "linear"},
+          {"index_policy", to_string(c.index_policy)},
           {"cc_enabled", c.congestion.enabled},
           {"timeout_only", c.loss_recovery == LossRecovery::kTimeoutOnly},
           {"initial_window", c.congestion.initial_window},
@@ -72,7 +72,9 @@ WorkerConfig config_from_json(const json& j) {
   c.scale = j.at("scale").get<double>();
   c.aggregators.first = j.at("first_aggregator").get<std::uint32_t>();
   c.aggregators.count = j.at("num_aggregators").get<std::uint32_t>();
-  c.index_policy = j.at("index_policy").get<std::string>() == "hashed" ? IndexPolicy::kHashed : IndexPolicy::kLinear;
+  const std::optional<IndexPolicy> policy = parse_index_policy(j.at("index_policy").get<std::string>());
+  if (!policy) throw std::invalid_argument("index_policy: not a policy name");
+  c.index_policy = *policy;
   c.congestion.enabled = j.at("cc_enabled").get<bool>();
   c.loss_recovery = j.at("timeout_only").get<bool>() ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
   c.congestion.initial_window = j.at("initial_window").get<std::uint32_t>();

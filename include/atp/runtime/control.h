@@ -32,10 +32,11 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 
 // A PS's part of a job plan. Shape:
 //   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "group_sizes": [2],
-//    "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096, "max_window_seqs": 1024}
+//    "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096, "max_window_seqs": 1024,
+//    "index": "hashed"}
 // first_aggregator and num_aggregators are PsConfig::aggregators (the job's index range). Every
-// key is required when parsing except values_per_packet, first_aggregator, num_aggregators and
-// max_window_seqs (PsConfig's defaults); unknown keys are errors.
+// key is required when parsing except values_per_packet, first_aggregator, num_aggregators,
+// max_window_seqs and index (PsConfig's defaults); unknown keys are errors.
 std::string to_json(const PsConfig& config);
 PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 
