@@ -30,8 +30,8 @@ def load(path):
 def summary(doc):
     """Mean over jobs: timed iterations per simulated second, algbw (Gbit/s), in-switch share."""
     jobs = doc["jobs"]
-    # algbw = tensor bytes x timed rounds / timed seconds (the JSON has no warm-up count).
-    rates = [j["algbw_gbps"] * 1e9 / (8 * j["tensor_bytes"]) for j in jobs]
+    # Timed rounds over timed seconds (0 for a job that never finished a timed round).
+    rates = [(j["completed_rounds"] - j["warmup_rounds"]) / j["seconds"] if j["seconds"] else 0.0 for j in jobs]
     return {
         "ips": sum(rates) / len(rates),
         "algbw": sum(j["algbw_gbps"] for j in jobs) / len(jobs),

@@ -24,11 +24,12 @@ BEYOND = [200, 400, 800, 1600]  # ATP's hashed index only: how far beyond the PT
 # A share is "at peak" when its throughput is within this fraction of the sweep's best.
 PEAK_TOLERANCE = 0.02
 
-# scheme -> (aggregator_sharing, index, window capped at the job's share)
+# scheme -> (aggregator_sharing, index). A static share also caps the job's window at its size
+# (the simulator does it: SwitchML's pool of slots, one packet in flight per slot).
 SCHEMES = {
-    "dynamic-hashed": ("dynamic", "hashed", False),  # ATP
-    "static-linear": ("static", "linear", True),  # SwitchML: own slots, one packet per slot
-    "static-hashed": ("static", "hashed", True),  # ATP's index inside fixed shares
+    "dynamic-hashed": ("dynamic", "hashed"),  # ATP
+    "static-linear": ("static", "linear"),  # SwitchML: own slots, one packet per slot
+    "static-hashed": ("static", "hashed"),  # ATP's index inside fixed shares
 }
 
 
@@ -47,15 +48,11 @@ def shrink(doc):
 
 
 def configure(doc, table, scheme):
-    sharing, index, cap = SCHEMES[scheme]
+    sharing, index = SCHEMES[scheme]
     doc["aggregator_sharing"] = sharing
     doc["topology"]["switches"][0]["aggregators"] = table
-    share = table // len(doc["jobs"])
     for job in doc["jobs"]:
         job["index"] = index
-        if cap:
-            job["max_window"] = share
-            job["window"] = min(200, share)
     return doc
 
 
@@ -77,8 +74,8 @@ def sweep(smoke, out):
 
 def iterations_per_second(doc):
     """Mean over the jobs of timed iterations per simulated second (the paper's training throughput)."""
-    # algbw = tensor bytes x timed rounds / timed seconds (the JSON has no warm-up count).
-    rates = [j["algbw_gbps"] * 1e9 / (8 * j["tensor_bytes"]) for j in doc["jobs"]]
+    # Timed rounds over timed seconds (0 for a job that never finished a timed round).
+    rates = [(j["completed_rounds"] - j["warmup_rounds"]) / j["seconds"] if j["seconds"] else 0.0 for j in doc["jobs"]]
     return sum(rates) / len(rates)
 
 

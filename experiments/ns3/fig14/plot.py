@@ -28,7 +28,7 @@ GOODPUT_BOUND_GBPS = 100 * 248 / 314
 
 
 def start_seconds():
-    """{job name: start time (s)} from jobs.yaml (round_end_seconds count from a job's own start)."""
+    """{job name: start time (s)} from jobs.yaml (the JSON does not report start_us)."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs.yaml")) as f:
         return {j["name"]: j.get("start_us", 0) / 1e6 for j in yaml.safe_load(f)["jobs"]}
 
@@ -39,7 +39,7 @@ def while_all_run(doc, starts):
     (tiny runs), its algbw."""
     jobs = doc["jobs"]
     last_start = max(starts[j["name"]] for j in jobs)
-    first_end = min(starts[j["name"]] + j["round_end_seconds"][-1] for j in jobs if j["round_end_seconds"])
+    first_end = min(j["round_end_seconds"][-1] for j in jobs if j["round_end_seconds"])  # from time 0
     series = doc.get("series")
     if series:
         dt = series["interval_s"]
@@ -54,8 +54,9 @@ def summary(path):
         doc = json.load(f)
     jobs = doc["jobs"]
     starts = start_seconds()
-    # Aggregate: every job's bytes over the time from the first start until the last job finished.
-    makespan = max(starts[j["name"]] + j["round_end_seconds"][-1] for j in jobs if j["round_end_seconds"])
+    # Aggregate: every job's bytes over the time from the first start (time 0) until the last job
+    # finished (round_end_seconds count from the run's start).
+    makespan = max(j["round_end_seconds"][-1] for j in jobs if j["round_end_seconds"])
     total_bits = sum(j["tensor_bytes"] * 8 * j["completed_rounds"] for j in jobs)
     per_job = while_all_run(doc, starts)
     return {

@@ -15,26 +15,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # gaining throughput at 192 aggregators.
 PTA_PER_JOB = 192
 
-# scheme -> (aggregator_sharing, index, window capped at the job's share)
+# scheme -> (aggregator_sharing, index). A static share also caps the job's window at its size
+# (the simulator does it: SwitchML's pool of slots, one packet in flight per slot).
 SCHEMES = {
-    "hashed": ("dynamic", "hashed", False),  # ATP
-    "linear": ("dynamic", "linear", False),  # index = seq % N over the shared table
-    "static": ("static", "linear", True),  # SwitchML: own slots, one packet per slot
+    "hashed": ("dynamic", "hashed"),  # ATP
+    "linear": ("dynamic", "linear"),  # index = seq % N over the shared table
+    "static": ("static", "linear"),  # SwitchML: own slots, one packet per slot
 }
 
 
 def variant(n, scheme, smoke):
     with open(os.path.join(HERE, "jobs.yaml")) as f:
         doc = yaml.safe_load(f)
-    sharing, index, cap = SCHEMES[scheme]
+    sharing, index = SCHEMES[scheme]
     doc["aggregator_sharing"] = sharing
     doc["topology"]["switches"][0]["aggregators"] = n * PTA_PER_JOB
     doc["jobs"] = doc["jobs"][:n]
     for job in doc["jobs"]:
         job["index"] = index
-        if cap:
-            job["max_window"] = PTA_PER_JOB
-            job["window"] = min(200, PTA_PER_JOB)
         if smoke:
             job["elements"] = 20000
             job["rounds"] = 2
