@@ -2,7 +2,7 @@
 # Paper Fig. 16 on ns-3: an ATP job and a TCP flow share the link to one worker at 100 Gbit/s,
 # ATP's congestion control on and off, and on with higher ECN thresholds; goodput over time.
 # Usage: experiments/ns3/fig16/run.sh [--smoke] [OUT_DIR]
-#   full (about 2 minutes): JSON to experiments/ns3/fig16/results/, PNGs to docs/img/ns3-fig16*.png
+#   full (about 2.5 minutes): JSON to experiments/ns3/fig16/results/, PNGs to docs/img/ns3-fig16*.png
 #   --smoke (a few seconds): a 3 ms run; JSON and PNGs only into OUT_DIR (default: a new temp dir)
 #   OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
 set -eu

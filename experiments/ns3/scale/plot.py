@@ -2,7 +2,8 @@
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-scale.png         algbw of ATP, the PS without aggregation and ring allreduce against the
-                        number of workers (8 per rack), with each one's bound; ATP's ratios
+                        number of workers (8 per rack), with each one's bound (the ring's: the
+                        lower of its bandwidth and latency bounds); ATP's ratios
   ns3-scale-hashed.png  ATP with hashed indices at 2 racks: algbw and PS packets per fragment
                         against aggregators per switch (linear indices for reference)
 Also prints the numbers as Markdown tables (docs/ns3-reproductions-network.md).
@@ -19,21 +20,38 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 LINK_GBPS = 100.0
+LINK_DELAY_S = 1e-6
 ATP_EFFICIENCY = 248 / 314   # values per wire byte of a 62-value fragment on a point-to-point link
 TCP_EFFICIENCY = 1448 / 1502  # payload per wire byte of a full TCP segment (timestamps, IPv4, PPP)
+SEGMENT_WIRE_BYTES = 1502
 NAME = re.compile(r"r(\d+)-(atp|ps|ring)\.json$")
 HASHED = re.compile(r"hashed-a(\d+)\.json$")
 STYLE = {"atp": ("ATP", "tab:blue", "o"), "ring": ("ring allreduce (TCP)", "tab:red", "s"),
          "ps": ("PS, no aggregation", "tab:gray", "^")}
 
 
-def bound(algorithm, n):
-    """Best possible algbw (Gbit/s) of n workers on LINK_GBPS links."""
+def ring_latency_bound(n, racks, tensor_bytes):
+    """The ring's algbw (Gbit/s) if only its chain of 2(n-1) dependent steps counted: a step's first
+    segment leaves a rank after the previous step's first segment arrived from its left neighbour,
+    one hop of 2 links in a rack (w -> ToR -> w) or 4 across racks (n - racks and racks of the n
+    hops), each link 1 us plus one segment's serialisation."""
+    per_link = LINK_DELAY_S + SEGMENT_WIRE_BYTES * 8 / (LINK_GBPS * 1e9)
+    hops = (n - racks) * 2 + racks * 4 if racks > 1 else n * 2
+    chain = 2 * (n - 1) * per_link * hops / n
+    return tensor_bytes * 8 / chain / 1e9
+
+
+def bound(algorithm, n, racks=None, tensor_bytes=None):
+    """Best possible algbw (Gbit/s) of n workers on LINK_GBPS links; for the ring, the lower of its
+    bandwidth bound and (given racks and tensor_bytes) its latency bound."""
     if algorithm == "atp":
         return LINK_GBPS * ATP_EFFICIENCY
     if algorithm == "ps":
         return LINK_GBPS * ATP_EFFICIENCY / n
-    return LINK_GBPS * TCP_EFFICIENCY * n / (2 * (n - 1))
+    bandwidth = LINK_GBPS * TCP_EFFICIENCY * n / (2 * (n - 1))
+    if racks is None or tensor_bytes is None:
+        return bandwidth
+    return min(bandwidth, ring_latency_bound(n, racks, tensor_bytes))
 
 
 def load(results):
@@ -46,6 +64,7 @@ def load(results):
                "ps_packets": job["ps_packets_received"], "fragments": job["fragments"],
                "collisions": job["collisions"], "retransmissions": job["retransmissions"],
                "timeouts": job["timeouts"], "seconds": job["seconds"],
+               "tensor_bytes": job["tensor_bytes"],
                "wall": doc.get("simulator", {}).get("wall_seconds", 0),
                "link_packets": doc.get("simulator", {}).get("link_packets", 0)}
         m = NAME.search(os.path.basename(path))
@@ -68,13 +87,21 @@ def tables(sweep, hashed):
             row = sweep.get((r, a))
             if row:
                 n = row["workers"]
-                cells += [f"{row['algbw']:.2f}", f"{row['algbw'] / bound(a, n):.3f}"]
+                cells += [f"{row['algbw']:.2f}", f"{row['algbw'] / bound(a, n, r, row['tensor_bytes']):.3f}"]
             else:
                 cells += ["-", "-"]
         atp, ps, ring = (sweep.get((r, a)) for a in ["atp", "ps", "ring"])
         cells.append(f"{atp['algbw'] / ps['algbw']:.1f}x" if atp and ps else "-")
         cells.append(f"{atp['algbw'] / ring['algbw']:.2f}x" if atp and ring else "-")
         print(f"| {r} | {n} | " + " | ".join(cells) + " |")
+    print()
+    print("| racks | workers | ring bound: bandwidth | ring bound: latency (2(n-1) dependent steps) |")
+    print("|---:|---:|---:|---:|")
+    for r in racks:
+        ring = sweep.get((r, "ring"))
+        if ring:
+            n = ring["workers"]
+            print(f"| {r} | {n} | {bound('ring', n):.1f} | {ring_latency_bound(n, r, ring['tensor_bytes']):.1f} |")
     print()
     print("| run | workers | algbw (Gbit/s) | PS packets / fragment | collisions | retransmissions | timeouts "
           "| link packets | wall (s) | packets / wall s | correct |")
@@ -98,8 +125,9 @@ def plot_sweep(sweep, path):
             continue
         label, color, marker = STYLE[a]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=label)
-        ns = sorted({row["workers"] for row in sweep.values()})
-        ax.plot(ns, [bound(a, n) for n in ns], linestyle="--", color=color, linewidth=0.9, alpha=0.7)
+        sizes = sorted({(row["workers"], r, row["tensor_bytes"]) for (r, _), row in sweep.items()})
+        ax.plot([n for n, _, _ in sizes], [bound(a, n, r, b) for n, r, b in sizes], linestyle="--", color=color,
+                linewidth=0.9, alpha=0.7)
     ax.set_xscale("log", base=2)
     ns = sorted({row["workers"] for row in sweep.values()})
     ax.set_xticks(ns)
@@ -107,7 +135,8 @@ def plot_sweep(sweep, path):
     ax.set_xlabel("workers (8 per rack)")
     ax.set_ylabel("algbw (Gbit/s)")
     ax.set_ylim(0, 85)
-    ax.set_title("allreduce of 4 MB at 100 Gbit/s (dashed: each one's bound)", fontsize=10)
+    mb = next(iter(sweep.values()))["tensor_bytes"] / 2**20
+    ax.set_title(f"allreduce of {mb:g} MB at 100 Gbit/s (dashed: bounds; ring: bandwidth or latency)", fontsize=10)
     if any(alg == "ps" for _, alg in sweep) and max(ns) > 32:
         ax.annotate("PS not run above 32 workers\n(its 32-bit bitmap)", (40, 8), fontsize=8, color="tab:gray")
     ax.grid(alpha=0.3)
