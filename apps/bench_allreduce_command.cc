@@ -101,6 +101,20 @@ int run_allreduce_bench(const BenchOptions& o) {
       return kExitBadInput;
     }
   }
+  // Every algorithm's scenario must plan (e.g. the PS baseline has at most 32 workers per PS), so
+  // that a refusal comes before the table, not after the first algorithms ran.
+  for (const std::string& a : o.algorithms) {
+    try {
+      const Scenario s = parse_scenario_yaml(scenario_text(o, a, o.min_bytes), "atp bench allreduce");
+      const NetworkPlan network = plan_network(s.topology);
+      for (const ScenarioJob& job : s.jobs) {
+        if (uses_atp_protocol(job.algorithm)) plan_job(network, job.spec);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "atp bench allreduce: " << a << " cannot run this setup: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
     std::cerr << "atp bench allreduce: sizes must satisfy 4 <= --min-bytes <= --max-bytes\n";
     return kExitBadInput;
