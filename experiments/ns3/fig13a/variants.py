@@ -6,8 +6,8 @@ Usage:
       sweep-alone-<share>.yaml and sweep-static-<share>.yaml
   variants.py compare [--smoke] RESULTS_DIR OUT_DIR
       reads RESULTS_DIR/sweep-static-*.json, picks the PTA (written to RESULTS_DIR/pta.json) and
-      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP at 2x..16x:
-      <scheme>-<percent>.yaml
+      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP (both hashed indices)
+      at 2x..16x: <scheme>-<percent>.yaml
 """
 import glob
 import json
@@ -20,17 +20,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARES = [48, 64, 96, 128, 160, 192, 256, 384]  # aggregators per job in the sweeps
 SMOKE_SHARES = [64, 192]
 PERCENTS = [100, 83, 67, 50, 33]  # of the PTA, as in the paper's x axis
-BEYOND = [200, 400, 800, 1600]  # ATP's hashed index only: how far beyond the PTA it must go
+BEYOND = [200, 400, 800, 1600]  # ATP's hashed indices only: how far beyond the PTA they must go
 # A share is "at peak" when its throughput is within this fraction of the sweep's best.
 PEAK_TOLERANCE = 0.02
 
 # scheme -> (aggregator_sharing, index). A static share also caps the job's window at its size
 # (the simulator does it: SwitchML's pool of slots, one packet in flight per slot).
 SCHEMES = {
-    "dynamic-hashed": ("dynamic", "hashed"),  # ATP
+    "dynamic-hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "static-linear": ("static", "linear"),  # SwitchML: own slots, one packet per slot
     "static-hashed": ("static", "hashed"),  # ATP's index inside fixed shares
+    # ATP as the authors' code does it: HASH(job, seq mod slots), slots = max_window (one PS).
+    "dynamic-hashed_slots": ("dynamic", "hashed_slots"),
 }
+# Schemes whose jobs get `window` = `max_window` = the PTA's share per job (pta.json). With
+# hashed_slots, max_window is also the number of slots a job cycles through; the authors' code has
+# one slot per packet of its (fixed) window, and a window of one job's need is what a static share
+# at 100% of the PTA allows too (AIMD still moves the window below it). The
+# default (200 growing to 1024) would give 1024 slots per job: 3,072 slots hashed into a table of
+# 480 or fewer, and windows beyond the hosts' 1000-packet NIC queues (the doc's "Oddities", 1).
+WINDOW_AT_SHARE = {"dynamic-hashed_slots"}
 
 
 def load(name):
@@ -47,12 +56,15 @@ def shrink(doc):
     return doc
 
 
-def configure(doc, table, scheme):
+def configure(doc, table, scheme, window=None):
     sharing, index = SCHEMES[scheme]
     doc["aggregator_sharing"] = sharing
     doc["topology"]["switches"][0]["aggregators"] = table
     for job in doc["jobs"]:
         job["index"] = index
+        if window is not None:
+            job["window"] = window
+            job["max_window"] = window
     return doc
 
 
@@ -107,11 +119,12 @@ def compare(smoke, results, out):
         json.dump(pta, f, indent=2)
     runs = [(s, p) for s in SCHEMES for p in ([100, 33] if smoke else PERCENTS)]
     if not smoke:
-        runs += [("dynamic-hashed", p) for p in BEYOND]
+        runs += [(s, p) for s in ("dynamic-hashed", "dynamic-hashed_slots") for p in BEYOND]
     for scheme, percent in runs:
         if smoke and scheme == "static-hashed":
             continue
-        doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
+        window = pta["share_per_job"] if scheme in WINDOW_AT_SHARE else None
+        doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme, window)
         write(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
 
 
