@@ -10,10 +10,10 @@ import os
 import re
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 LABELS = {"atp": "ATP recovery (3 out-of-order or RTO)", "timeout": "timeout only, RTO 1 ms (SwitchML-style)"}
 NAME = re.compile(r"(atp|timeout)-([0-9.e-]+)-s(\d+)\.json$")
@@ -61,9 +61,7 @@ def mean(xs):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    results, images = argv
+    results, images = common.plot_dirs(argv, __doc__)
     os.makedirs(images, exist_ok=True)
     base, data = groups(results)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))

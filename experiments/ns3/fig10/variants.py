@@ -8,25 +8,20 @@ Usage: variants.py [--smoke] OUT_DIR
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 # loss rate (%) -> seeds
 SEEDS = {0: 1, 0.001: 8, 0.003: 4, 0.01: 4, 0.03: 2, 0.1: 2, 0.3: 2, 1: 2}
 SMOKE_SEEDS = {0: 1, 1: 1}
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
     for recovery in ["atp", "timeout"]:
         for percent, seeds in (SMOKE_SEEDS if smoke else SEEDS).items():
             for seed in range(1, seeds + 1):
-                with open(os.path.join(HERE, "lossy-worker.yaml")) as f:
-                    doc = yaml.safe_load(f)
+                doc = common.load_yaml(os.path.join(HERE, "lossy-worker.yaml"))
                 doc["seed"] = seed
                 job = doc["jobs"][0]
                 job["loss_recovery"] = recovery
@@ -37,9 +32,7 @@ def main(argv):
                     doc["faults"][0]["loss"] = percent / 100
                 else:
                     del doc["faults"]
-                name = f"{recovery}-{percent:g}-s{seed}.yaml"
-                with open(os.path.join(args[0], name), "w") as f:
-                    yaml.safe_dump(doc, f, sort_keys=False)
+                common.write_yaml(doc, out, f"{recovery}-{percent:g}-s{seed}")
 
 
 if __name__ == "__main__":

@@ -6,14 +6,13 @@ Usage: plot.py RESULTS_DIR IMAGE_DIR
 Also prints the numbers as a Markdown table (docs/ns3-reproductions-aggregation.md).
 """
 import glob
-import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 LABELS = {
     "dynamic-hashed": "ATP: dynamic sharing, hashed index",
@@ -23,18 +22,11 @@ LABELS = {
 }
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 def summary(doc):
     """Mean over jobs: timed iterations per simulated second, algbw (Gbit/s), in-switch share."""
     jobs = doc["jobs"]
-    # Timed rounds over timed seconds (0 for a job that never finished a timed round).
-    rates = [(j["completed_rounds"] - j["warmup_rounds"]) / j["seconds"] if j["seconds"] else 0.0 for j in jobs]
     return {
-        "ips": sum(rates) / len(rates),
+        "ips": common.iterations_per_second(jobs),
         "algbw": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
         "in_net": sum(j["in_network_share"] for j in jobs) / len(jobs),
         "collisions": sum(j["collisions"] for j in jobs),
@@ -49,7 +41,7 @@ def points(results, prefix):
     for path in glob.glob(os.path.join(results, prefix + "*.json")):
         key = os.path.basename(path)[len(prefix) : -len(".json")]
         if key.isdigit():
-            out[int(key)] = summary(load(path))
+            out[int(key)] = summary(common.load_json(path))
     return dict(sorted(out.items()))
 
 
@@ -111,11 +103,9 @@ def table(results, pta):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    results, images = argv
+    results, images = common.plot_dirs(argv, __doc__)
     os.makedirs(images, exist_ok=True)
-    pta = load(os.path.join(results, "pta.json"))
+    pta = common.load_json(os.path.join(results, "pta.json"))
     plot_sweep(results, images, pta)
     plot_compare(results, images, pta)
     table(results, pta)

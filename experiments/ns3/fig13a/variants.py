@@ -9,14 +9,13 @@ Usage:
       writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP (both hashed indices)
       at 2x..16x: <scheme>-<percent>.yaml
 """
-import glob
 import json
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 SHARES = [48, 64, 96, 128, 160, 192, 256, 384]  # aggregators per job in the sweeps
 SMOKE_SHARES = [64, 192]
 PERCENTS = [100, 83, 67, 50, 33]  # of the PTA, as in the paper's x axis
@@ -43,8 +42,7 @@ WINDOW_AT_SHARE = {"dynamic-hashed_slots"}
 
 
 def load(name):
-    with open(os.path.join(HERE, name)) as f:
-        return yaml.safe_load(f)
+    return common.load_yaml(os.path.join(HERE, name))
 
 
 def shrink(doc):
@@ -68,41 +66,20 @@ def configure(doc, table, scheme, window=None):
     return doc
 
 
-def write(doc, out, name):
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, name + ".yaml"), "w") as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
-
-
 def sweep(smoke, out):
     for share in SMOKE_SHARES if smoke else SHARES:
         alone = load("one-job.yaml")
         configure(alone, share, "static-linear")
-        write(shrink(alone) if smoke else alone, out, f"sweep-alone-{share}")
+        common.write_yaml(shrink(alone) if smoke else alone, out, f"sweep-alone-{share}")
         three = load("three-jobs.yaml")
         configure(three, 3 * share, "static-linear")
-        write(shrink(three) if smoke else three, out, f"sweep-static-{share}")
-
-
-def iterations_per_second(doc):
-    """Mean over the jobs of timed iterations per simulated second (the paper's training throughput)."""
-    # Timed rounds over timed seconds (0 for a job that never finished a timed round).
-    rates = [(j["completed_rounds"] - j["warmup_rounds"]) / j["seconds"] if j["seconds"] else 0.0 for j in doc["jobs"]]
-    return sum(rates) / len(rates)
+        common.write_yaml(shrink(three) if smoke else three, out, f"sweep-static-{share}")
 
 
 def pick_pta(results):
     """The smallest static share within PEAK_TOLERANCE of the sweep's best throughput, times 3."""
-    points = []
-    for path in glob.glob(os.path.join(results, "sweep-static-*.json")):
-        share = int(os.path.basename(path)[len("sweep-static-") : -len(".json")])
-        with open(path) as f:
-            points.append((share, iterations_per_second(json.load(f))))
-    if not points:
-        sys.exit(f"variants.py: no sweep-static-*.json in {results}; run the sweep first")
-    points.sort()
-    best = max(rate for _, rate in points)
-    share = next(s for s, rate in points if rate >= (1 - PEAK_TOLERANCE) * best)
+    points = common.sweep_points(results, "sweep-static-", lambda doc: common.iterations_per_second(doc["jobs"]))
+    best, share = common.smallest_at_peak(points, PEAK_TOLERANCE)
     return {
         "share_per_job": share,
         "pta": 3 * share,
@@ -125,12 +102,11 @@ def compare(smoke, results, out):
             continue
         window = pta["share_per_job"] if scheme in WINDOW_AT_SHARE else None
         doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme, window)
-        write(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
+        common.write_yaml(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
+    smoke, args = common.split_smoke(argv)
     if len(args) == 2 and args[0] == "sweep":
         sweep(smoke, args[1])
     elif len(args) == 3 and args[0] == "compare":

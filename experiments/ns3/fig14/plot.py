@@ -6,16 +6,14 @@ Usage: plot.py RESULTS_DIR IMAGE_DIR
 Also prints the numbers as a Markdown table (docs/ns3-reproductions-aggregation.md).
 """
 import glob
-import json
 import math
 import os
 import sys
 
-import matplotlib
-import yaml
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 LABELS = {
     "hashed": "hash-based dynamic (ATP)",
@@ -30,8 +28,8 @@ GOODPUT_BOUND_GBPS = 100 * 248 / 314
 
 def start_seconds():
     """{job name: start time (s)} from jobs.yaml (the JSON does not report start_us)."""
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs.yaml")) as f:
-        return {j["name"]: j.get("start_us", 0) / 1e6 for j in yaml.safe_load(f)["jobs"]}
+    jobs = common.load_yaml(os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs.yaml"))["jobs"]
+    return {j["name"]: j.get("start_us", 0) / 1e6 for j in jobs}
 
 
 def while_all_run(doc, starts):
@@ -51,8 +49,7 @@ def while_all_run(doc, starts):
 
 
 def summary(path):
-    with open(path) as f:
-        doc = json.load(f)
+    doc = common.load_json(path)
     jobs = doc["jobs"]
     starts = start_seconds()
     # Aggregate: every job's bytes over the time from the first start (time 0) until the last job
@@ -80,9 +77,7 @@ def series(results, scheme):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    results, images = argv
+    results, images = common.plot_dirs(argv, __doc__)
     os.makedirs(images, exist_ok=True)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.4))
     for scheme, label in LABELS.items():

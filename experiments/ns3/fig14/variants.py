@@ -7,9 +7,9 @@ Usage: variants.py [--smoke] OUT_DIR
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 # One job's peak throughput aggregators at 100 Gbit/s, 4 workers, these links: the sweep of
 # experiments/ns3/fig13a (docs/ns3-reproductions-aggregation.md), where a job alone stops
 # gaining throughput at 192 aggregators.
@@ -33,8 +33,7 @@ WINDOW_AT_SHARE = {"hashed_slots"}
 
 
 def variant(n, scheme, smoke):
-    with open(os.path.join(HERE, "jobs.yaml")) as f:
-        doc = yaml.safe_load(f)
+    doc = common.load_yaml(os.path.join(HERE, "jobs.yaml"))
     sharing, index = SCHEMES[scheme]
     doc["aggregator_sharing"] = sharing
     doc["topology"]["switches"][0]["aggregators"] = n * PTA_PER_JOB
@@ -51,15 +50,10 @@ def variant(n, scheme, smoke):
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
     for scheme in SCHEMES:
         for n in [1, 2] if smoke else range(1, 9):
-            with open(os.path.join(args[0], f"{scheme}-{n}.yaml"), "w") as f:
-                yaml.safe_dump(variant(n, scheme, smoke), f, sort_keys=False)
+            common.write_yaml(variant(n, scheme, smoke), out, f"{scheme}-{n}")
 
 
 if __name__ == "__main__":

@@ -5,25 +5,16 @@ Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig15-sweep.png  the sweep that finds the job's need
 Also prints the numbers as a Markdown table (docs/ns3-reproductions-aggregation.md).
 """
-import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 RUNS = [("cc-on-half", "CC on, half the aggregators"), ("cc-off-half", "CC off, half the aggregators"),
         ("cc-on-full", "CC on, all it needs (reference)")]
-
-
-def load(results, name):
-    path = os.path.join(results, name + ".json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def binned(xs, n):
@@ -36,7 +27,7 @@ def plot_series(results, images, need):
     colors = {"cc-on-half": "tab:blue", "cc-off-half": "tab:red", "cc-on-full": "tab:gray"}
     bin_ms = 0.5  # the thick lines: means over 0.5 ms (the paper averages per second)
     for name, label in RUNS:
-        doc = load(results, name)
+        doc = common.load_result(results, name)
         if not doc or "series" not in doc:
             continue
         step = doc["series"]["interval_s"] * 1e3  # ms
@@ -88,12 +79,9 @@ def plot_sweep(images, need):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    results, images = argv
+    results, images = common.plot_dirs(argv, __doc__)
     os.makedirs(images, exist_ok=True)
-    with open(os.path.join(results, "need.json")) as f:
-        need = json.load(f)
+    need = common.load_json(os.path.join(results, "need.json"))
     plot_sweep(images, need)
     plot_series(results, images, need)
     print(f"need = {need['need']} aggregators (best {need['best_algbw_gbps']:.1f} Gbit/s); half = {need['half']}")
@@ -101,7 +89,7 @@ def main(argv):
           "fast retransmits | timeouts |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, label in RUNS:
-        doc = load(results, name)
+        doc = common.load_result(results, name)
         if not doc:
             continue
         j = doc["jobs"][0]

@@ -7,14 +7,13 @@ Usage:
       reads RESULTS_DIR/sweep-*.json, picks the need (written to RESULTS_DIR/need.json) and writes
       cc-on-full.yaml (the need, CC on), cc-on-half.yaml and cc-off-half.yaml (half of it)
 """
-import glob
 import json
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 TABLES = [64, 72, 80, 88, 96, 128, 192]
 SMOKE_TABLES = [64, 128]
 # A table is "at peak" when its throughput is within this fraction of the sweep's best.
@@ -22,8 +21,7 @@ PEAK_TOLERANCE = 0.02
 
 
 def variant(aggregators, cc, smoke, rounds=None):
-    with open(os.path.join(HERE, "half-table.yaml")) as f:
-        doc = yaml.safe_load(f)
+    doc = common.load_yaml(os.path.join(HERE, "half-table.yaml"))
     doc["topology"]["switches"][0]["aggregators"] = aggregators
     job = doc["jobs"][0]
     job["congestion_control"] = cc
@@ -35,23 +33,9 @@ def variant(aggregators, cc, smoke, rounds=None):
     return doc
 
 
-def write(doc, out, name):
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, name + ".yaml"), "w") as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
-
-
 def pick_need(results):
-    points = []
-    for path in glob.glob(os.path.join(results, "sweep-*.json")):
-        with open(path) as f:
-            doc = json.load(f)
-        points.append((int(os.path.basename(path)[len("sweep-") : -len(".json")]), doc["jobs"][0]["algbw_gbps"]))
-    if not points:
-        sys.exit(f"variants.py: no sweep-*.json in {results}; run the sweep first")
-    points.sort()
-    best = max(g for _, g in points)
-    need = next(a for a, g in points if g >= (1 - PEAK_TOLERANCE) * best)
+    points = common.sweep_points(results, "sweep-", lambda doc: doc["jobs"][0]["algbw_gbps"])
+    best, need = common.smallest_at_peak(points, PEAK_TOLERANCE)
     return {
         "need": need,
         "half": need // 2,
@@ -62,18 +46,17 @@ def pick_need(results):
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
+    smoke, args = common.split_smoke(argv)
     if len(args) == 2 and args[0] == "sweep":
         for a in SMOKE_TABLES if smoke else TABLES:
-            write(variant(a, True, smoke, rounds=4), args[1], f"sweep-{a}")
+            common.write_yaml(variant(a, True, smoke, rounds=4), args[1], f"sweep-{a}")
     elif len(args) == 3 and args[0] == "runs":
         need = pick_need(args[1])
         with open(os.path.join(args[1], "need.json"), "w") as f:
             json.dump(need, f, indent=2)
-        write(variant(need["need"], True, smoke), args[2], "cc-on-full")
-        write(variant(need["half"], True, smoke), args[2], "cc-on-half")
-        write(variant(need["half"], False, smoke), args[2], "cc-off-half")
+        common.write_yaml(variant(need["need"], True, smoke), args[2], "cc-on-full")
+        common.write_yaml(variant(need["half"], True, smoke), args[2], "cc-on-half")
+        common.write_yaml(variant(need["half"], False, smoke), args[2], "cc-off-half")
     else:
         sys.exit(__doc__)
 

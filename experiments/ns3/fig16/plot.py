@@ -9,26 +9,17 @@ Usage: plot.py RESULTS_DIR IMAGE_DIR
                            round's end, and the final 2 ms of that), against the ECN threshold
 Also prints the numbers as a Markdown table (docs/ns3-reproductions-network.md).
 """
-import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 PANELS = [("cc-on", "ATP CC on, ECN above 200 packets"), ("cc-off", "ATP CC off (window 200), ECN above 200"),
           ("ecn-800", "ATP CC on, ECN above 800 packets"), ("ecn-1000", "ATP CC on, ECN only at a full buffer")]
 FINAL_S = 0.002  # the "final" means: the last 2 ms of the overlap, where it has settled (if it has)
-
-
-def load(results, name):
-    path = os.path.join(results, name + ".json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def curves(doc):
@@ -89,17 +80,15 @@ def tcp_alone(doc, start_s):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    results, images = argv
-    alone = load(results, "alone")
+    results, images = common.plot_dirs(argv, __doc__)
+    alone = common.load_result(results, "alone")
     if alone is None:
         sys.exit(f"plot.py: no Fig. 16 results in {results}")
     os.makedirs(images, exist_ok=True)
     start = job_start_s(alone)
     alone_mean = window_means(alone, start, job_end_s(alone))[0]
 
-    panels = [(name, title, load(results, name)) for name, title in PANELS]
+    panels = [(name, title, common.load_result(results, name)) for name, title in PANELS]
     panels = [p for p in panels if p[2] is not None]
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.4 * len(panels) + 0.6), sharex=True, squeeze=False)
     for ax, (name, title, doc) in zip(axes[:, 0], panels):
@@ -127,7 +116,7 @@ def main(argv):
     rows = []
     for name, k, cc in [("cc-on", 200, True), ("cc-off", 200, False), ("ecn-400", 400, True), ("ecn-600", 600, True),
                         ("ecn-800", 800, True), ("ecn-1000", 1000, True)]:
-        doc = load(results, name)
+        doc = common.load_result(results, name)
         if doc is None:
             continue
         (a, t), (a_final, t_final) = overlap(doc, start)
@@ -136,7 +125,7 @@ def main(argv):
         rows.append((name, k, cc, a, t, a_final, t_final, job, to_w0, job_end_s(doc)))
     print(f"ATP job alone: {alone_mean:.1f} Gbit/s per worker (algbw {alone['jobs'][0]['algbw_gbps']:.1f}); "
           f"job start {start * 1e3:.1f} ms, end {job_end_s(alone) * 1e3:.2f} ms")
-    cc_on = load(results, "cc-on")
+    cc_on = common.load_result(results, "cc-on")
     if cc_on is not None:
         print(f"TCP alone (cc-on, before the job starts): {tcp_alone(cc_on, start):.1f} Gbit/s")
     print("| run | ECN threshold | ATP CC | ATP, overlap | TCP, overlap | ATP, final 2 ms | TCP, final 2 ms "

@@ -6,47 +6,15 @@
 #   --smoke (a few seconds): a 3 ms run; JSON and PNGs only into OUT_DIR (default: a new temp dir)
 #   OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
 set -eu
-SMOKE=
-if [ "${1:-}" = "--smoke" ]; then SMOKE=--smoke; shift; fi
-OUT=${1:-}
-if [ -n "$OUT" ]; then
-  mkdir -p "$OUT"
-  OUT=$(cd "$OUT" && pwd)
-fi
-cd "$(dirname "$0")/../../.."
-ATP=${ATP:-./build/atp}
-HERE=experiments/ns3/fig16
-[ -x "$ATP" ] || { echo "run.sh: $ATP is not built; build the atp target (or set ATP=path/to/atp)" >&2; exit 2; }
-/usr/bin/python3 -c "import matplotlib, yaml" 2>/dev/null ||
-  { echo "run.sh: the plots need Debian's python3-matplotlib and python3-yaml (apt-get install python3-matplotlib python3-yaml)" >&2; exit 2; }
-if [ -n "$OUT" ]; then
-  RESULTS=$OUT IMAGES=$OUT
-elif [ -n "$SMOKE" ]; then
-  RESULTS=$(mktemp -d) IMAGES=$RESULTS
-else
-  RESULTS=$HERE/results IMAGES=docs/img
-fi
-mkdir -p "$RESULTS" "$IMAGES"
-GEN=$(mktemp -d)
-trap 'rm -rf "$GEN"' EXIT
+. "$(dirname "$0")/../lib.sh"
+setup fig16 "$@"
 # Goodput samples every SERIES ms (job: --series; the TCP flow uses the same interval).
 SERIES=0.5
 [ -n "$SMOKE" ] && SERIES=0.1
+# A job that does not finish within the time limit (exit 1: ATP starved by the flow) is recorded,
+# not fatal: its JSON has the series.
+INCOMPLETE="the job did not complete within the time limit (see its JSON)"
 
-# Runs one scenario on ns-3: its JSON next to the others. A job that does not finish within the
-# time limit (exit 1: ATP starved by the flow) is recorded, not fatal: its JSON has the series.
-# Anything else (a bad file, a crash) stops the experiment.
-run_one() {
-  rc=0
-  "$ATP" run --backend ns3 --json --series "$SERIES" "$1" >"$RESULTS/$(basename "$1" .yaml).json" || rc=$?
-  case $rc in
-    0) ;;
-    1) echo "run.sh: $(basename "$1"): the job did not complete within the time limit (see its JSON)" >&2 ;;
-    *) echo "run.sh: $ATP failed on $1 (exit $rc)" >&2; exit 1 ;;
-  esac
-}
-
-/usr/bin/python3 $HERE/variants.py $SMOKE "$GEN"
-for f in "$GEN"/*.yaml; do run_one "$f"; done
-/usr/bin/python3 $HERE/plot.py "$RESULTS" "$IMAGES"
-echo "run.sh: results in $RESULTS, plots in $IMAGES"
+variants $SMOKE "$GEN"
+for f in "$GEN"/*.yaml; do run_one "$f" --series "$SERIES"; done
+plot_and_report

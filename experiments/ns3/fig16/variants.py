@@ -12,20 +12,15 @@ import copy
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 THRESHOLDS = [400, 600, 800, 1000]
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
-    with open(os.path.join(HERE, "fig16.yaml")) as f:
-        base = yaml.safe_load(f)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
+    base = common.load_yaml(os.path.join(HERE, "fig16.yaml"))
     if smoke:
         base["time_limit_s"] = 0.003
         base["jobs"][0]["start_us"] = 500
@@ -41,8 +36,7 @@ def main(argv):
             doc["link"]["ecn_threshold_packets"] = k
             variants[f"ecn-{k}"] = doc
     for name, doc in variants.items():
-        with open(os.path.join(args[0], name + ".yaml"), "w") as f:
-            yaml.safe_dump(doc, f, sort_keys=False)
+        common.write_yaml(doc, out, name)
 
 
 if __name__ == "__main__":

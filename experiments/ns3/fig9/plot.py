@@ -9,10 +9,10 @@ import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 SCHEMES = [("two-level", "ATP two-level"), ("rss", "RSS (paper's)"), ("rack-only", "rack-only")]
 INDICES = [("linear", "linear indices", "tab:blue"), ("hashed", "hashed indices (paper's)", "tab:orange")]
@@ -93,14 +93,13 @@ def plot(rows, path):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    rows = load(argv[0])
+    results, images = common.plot_dirs(argv, __doc__)
+    rows = load(results)
     if not rows:
-        sys.exit(f"plot.py: no Fig. 9 results in {argv[0]}")
+        sys.exit(f"plot.py: no Fig. 9 results in {results}")
     table(rows)
-    os.makedirs(argv[1], exist_ok=True)
-    plot(rows, os.path.join(argv[1], "ns3-fig9.png"))
+    os.makedirs(images, exist_ok=True)
+    plot(rows, os.path.join(images, "ns3-fig9.png"))
 
 
 if __name__ == "__main__":

@@ -8,29 +8,23 @@ Usage: variants.py [--smoke] OUT_DIR
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 SCHEMES = ["two-level", "rss", "rack-only"]
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
     for scheme in SCHEMES:
         for index in ["linear", "hashed"]:
-            with open(os.path.join(HERE, scheme + ".yaml")) as f:
-                doc = yaml.safe_load(f)
+            doc = common.load_yaml(os.path.join(HERE, scheme + ".yaml"))
             job = doc["jobs"][0]
             job["index"] = index
             if smoke:
                 job["elements"] = 62 * 200
                 job["rounds"] = 2
-            with open(os.path.join(args[0], f"{scheme}-{index}.yaml"), "w") as f:
-                yaml.safe_dump(doc, f, sort_keys=False)
+            common.write_yaml(doc, out, f"{scheme}-{index}")
 
 
 if __name__ == "__main__":

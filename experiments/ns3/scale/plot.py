@@ -14,10 +14,10 @@ import os
 import re
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 LINK_GBPS = 100.0
 LINK_DELAY_S = 1e-6
@@ -197,16 +197,15 @@ def plot_hashed(sweep, hashed, path):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    sweep, hashed = load(argv[0])
+    results, images = common.plot_dirs(argv, __doc__)
+    sweep, hashed = load(results)
     if not sweep:
-        sys.exit(f"plot.py: no scale results in {argv[0]}")
+        sys.exit(f"plot.py: no scale results in {results}")
     tables(sweep, hashed)
-    os.makedirs(argv[1], exist_ok=True)
-    plot_sweep(sweep, os.path.join(argv[1], "ns3-scale.png"))
+    os.makedirs(images, exist_ok=True)
+    plot_sweep(sweep, os.path.join(images, "ns3-scale.png"))
     if hashed:
-        plot_hashed(sweep, hashed, os.path.join(argv[1], "ns3-scale-hashed.png"))
+        plot_hashed(sweep, hashed, os.path.join(images, "ns3-scale-hashed.png"))
 
 
 if __name__ == "__main__":

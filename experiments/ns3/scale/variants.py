@@ -12,9 +12,9 @@ import copy
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 RACKS = [2, 4, 8, 16]
 TABLES = [4096, 16384, 65536]
 MAX_PS_WORKERS = 32
@@ -45,30 +45,24 @@ def build(base, racks, per_rack, algorithm, aggregators=None, index=None):
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
-    with open(os.path.join(HERE, "scale.yaml")) as f:
-        base = yaml.safe_load(f)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
+    base = common.load_yaml(os.path.join(HERE, "scale.yaml"))
     per_rack = 8
     racks, tables = RACKS, TABLES
     if smoke:
         per_rack, racks, tables = 2, [2, 4], [4096]
         base["jobs"][0]["elements"] = 62 * 100
         base["jobs"][0]["rounds"] = 2
-    out = {}
+    docs = {}
     for r in racks:
         for algorithm in ["atp", "ps", "ring"]:
             if algorithm == "ps" and r * per_rack > MAX_PS_WORKERS:
                 continue
-            out[f"r{r}-{algorithm}"] = build(base, r, per_rack, algorithm)
+            docs[f"r{r}-{algorithm}"] = build(base, r, per_rack, algorithm)
     for n in tables:
-        out[f"hashed-a{n}"] = build(base, 2, per_rack, "atp", aggregators=n, index="hashed")
-    for name, doc in out.items():
-        with open(os.path.join(args[0], name + ".yaml"), "w") as f:
-            yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=None, width=120)
+        docs[f"hashed-a{n}"] = build(base, 2, per_rack, "atp", aggregators=n, index="hashed")
+    for name, doc in docs.items():
+        common.write_yaml(doc, out, name, default_flow_style=None, width=120)
 
 
 if __name__ == "__main__":

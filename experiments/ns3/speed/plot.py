@@ -9,10 +9,10 @@ import json
 import os
 import sys
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = common.pyplot()
 
 BACKENDS = [("ns3", "ns-3", "tab:blue"), ("inproc", "in-process", "tab:green")]
 
@@ -44,11 +44,10 @@ def load(results):
 
 
 def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__)
-    rows = load(argv[0])
+    results, images = common.plot_dirs(argv, __doc__)
+    rows = load(results)
     if not rows:
-        sys.exit(f"plot.py: no speed results in {argv[0]}")
+        sys.exit(f"plot.py: no speed results in {results}")
     print("| backend | link packets | simulated (ms) | events | wall (s) | CPU (s) | packets / wall s "
           "| packets / CPU s | wall s per simulated ms | algbw (Gbit/s) | correct |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -81,8 +80,8 @@ def main(argv):
     fig.suptitle(f"Simulator speed: one ATP job of {any_row['workers']} workers, "
                  f"{any_row['packets'] / 1e6:.1f} M link packets")
     fig.tight_layout()
-    os.makedirs(argv[1], exist_ok=True)
-    fig.savefig(os.path.join(argv[1], "ns3-speed.png"), dpi=110)
+    os.makedirs(images, exist_ok=True)
+    fig.savefig(os.path.join(images, "ns3-speed.png"), dpi=110)
     plt.close(fig)
 
 

@@ -7,24 +7,18 @@ Usage: variants.py [--smoke] OUT_DIR
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # noqa: E402
 
 
 def main(argv):
-    smoke = "--smoke" in argv
-    args = [a for a in argv if a != "--smoke"]
-    if len(args) != 1:
-        sys.exit(__doc__)
-    os.makedirs(args[0], exist_ok=True)
-    with open(os.path.join(HERE, "speed.yaml")) as f:
-        doc = yaml.safe_load(f)
+    smoke, out = common.smoke_and_out_dir(argv, __doc__)
+    doc = common.load_yaml(os.path.join(HERE, "speed.yaml"))
     if smoke:
         doc["jobs"][0]["elements"] = 62 * 50
         doc["jobs"][0]["rounds"] = 2
-    with open(os.path.join(args[0], "speed.yaml"), "w") as f:
-        yaml.safe_dump(doc, f, sort_keys=False, default_flow_style=None, width=120)
+    common.write_yaml(doc, out, "speed", default_flow_style=None, width=120)
 
 
 if __name__ == "__main__":
