@@ -64,16 +64,7 @@ void connect_trace(const Object& object, const char* name, Callback callback) {
 }  // namespace
 
 struct Ns3Network::Impl {
-  // A node's PortSink: send(port) hands the bytes to the node's device on that port.
-  class NodeSink final : public PortSink {
-   public:
-    NodeSink(Impl* net, NodeId node) : net_(net), node_(node) {}
-    void send(PortId port, std::span<const std::uint8_t> packet) override { net_->transmit(node_, port, packet); }
-
-   private:
-    Impl* net_;
-    NodeId node_;
-  };
+  using NodeSink = sim::NodeSink<Impl>;
 
   struct NodeState {
     std::string name;

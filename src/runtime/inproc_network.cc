@@ -32,16 +32,7 @@ struct LaterFirst {
 }  // namespace
 
 struct Network::Impl {
-  // The PortSink handed to a node: send(port) puts the bytes on the channel leaving that port.
-  class NodeSink final : public PortSink {
-   public:
-    NodeSink(Impl* net, NodeId node) : net_(net), node_(node) {}
-    void send(PortId port, std::span<const std::uint8_t> packet) override { net_->transmit(node_, port, packet); }
-
-   private:
-    Impl* net_;
-    NodeId node_;
-  };
+  using NodeSink = sim::NodeSink<Impl>;
 
   struct NodeState {
     std::string name;

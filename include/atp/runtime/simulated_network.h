@@ -37,6 +37,19 @@ struct ChannelConfig : EgressConfig {
 
 using ChannelCounters = EgressCounters;
 
+// The PortSink a network hands to its node `node`: send(port) becomes
+// net->transmit(node, port, packet), which puts the bytes on the link leaving that port.
+template <class Net>
+class NodeSink final : public PortSink {
+ public:
+  NodeSink(Net* net, NodeId node) : net_(net), node_(node) {}
+  void send(PortId port, std::span<const std::uint8_t> packet) override { net_->transmit(node_, port, packet); }
+
+ private:
+  Net* net_;
+  NodeId node_;
+};
+
 class Network {
  public:
   virtual ~Network() = default;
