@@ -135,8 +135,7 @@ int run_allreduce_bench(const BenchOptions& o) {
         "# worker; algbw = size / time; busbw = algbw x 2(n-1)/n (nccl-tests); ATP's best possible algbw\n"
         "# is the link rate x %.3f (values per frame with %d-value fragments).\n",
         o.backend.c_str(), o.workers, o.racks, o.rate_mbps, o.warmup, o.iters,
-        4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation),
-        o.values_per_packet);
+        4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation), o.values_per_packet);
     std::printf("%12s", "size(B)");
     for (const std::string& a : o.algorithms) {
       std::printf(" | %-8s %10s %9s %9s %6s", a.c_str(), "time(us)", "algbw", "busbw", "ok");
@@ -229,7 +228,9 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember({"atp", "ps", "ps_nn", "ring", "gloo", "gloo_hd"}));
-  app->add_option("--workers", o->workers, "workers (one host each)")->capture_default_str()->check(CLI::Range(1, 1024));
+  app->add_option("--workers", o->workers, "workers (one host each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app->add_option("--racks", o->racks, "racks the workers are spread over")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));

@@ -107,7 +107,7 @@ struct BackgroundFlow {
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
-  sim::ChannelConfig default_link;    // delay/rate/buffer/ECN of every link (no faults)
+  sim::ChannelConfig default_link;  // delay/rate/buffer/ECN of every link (no faults)
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
@@ -170,7 +170,7 @@ struct JobSeries {
   // Allreduce bytes each worker got back (mean over workers, distinct parameter packets x
   // values x 4 B) x 8 / interval
   std::vector<double> goodput_gbps;
-  std::vector<double> window_packets;               // workers' mean congestion window at the interval's end
+  std::vector<double> window_packets;              // workers' mean congestion window at the interval's end
   std::vector<std::uint64_t> switch_aggregations;  // gradient packets switches aggregated, over all switches
   std::vector<std::uint64_t> ps_packets;           // gradient packets its PSes received
 };
@@ -197,10 +197,10 @@ struct ScenarioResult {
   bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;
-  double wall_seconds = 0;          // ns3: wall-clock time the simulation took
-  std::uint64_t link_packets = 0;   // ns3: packets sent on all links (simulator speed = this / wall_seconds)
-  double series_interval_s = 0;     // 0: no series recorded
-  std::vector<JobSeries> series;    // one per ATP job, in file order
+  double wall_seconds = 0;         // ns3: wall-clock time the simulation took
+  std::uint64_t link_packets = 0;  // ns3: packets sent on all links (simulator speed = this / wall_seconds)
+  double series_interval_s = 0;    // 0: no series recorded
+  std::vector<JobSeries> series;   // one per ATP job, in file order
 };
 
 // Options of the simulated backends (inproc, ns3).

@@ -25,10 +25,10 @@
 #include <ns3/rng-seed-manager.h>
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
+#include <ns3/string.h>
 #include <ns3/traffic-control-layer.h>
 #include <ns3/udp-header.h>
 #include <ns3/udp-socket-factory.h>
-#include <ns3/string.h>
 #include <ns3/uinteger.h>
 
 namespace atp::ns3adapter {

@@ -577,10 +577,9 @@ void SimulatedScenario::Impl::build() {
       }
     }
     const Time start{};
-    std::tie(ab.id, ba.id) =
-        network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node), link.b.port,
-                        channel_settings(scenario, ab.faults, ab.from_host, start),
-                        channel_settings(scenario, ba.faults, ba.from_host, start));
+    std::tie(ab.id, ba.id) = network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node),
+                                             link.b.port, channel_settings(scenario, ab.faults, ab.from_host, start),
+                                             channel_settings(scenario, ba.faults, ba.from_host, start));
     channels.push_back(std::move(ab));
     channels.push_back(std::move(ba));
   }
