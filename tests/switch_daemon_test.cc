@@ -25,15 +25,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// The next datagram on `socket`, waiting at most `timeout_ms`; nullopt if none came.
-std::optional<std::vector<std::uint8_t>> receive(UdpSocket& socket, int timeout_ms = 2000) {
-  UdpRecvBatch batch(1);
-  pollfd p{socket.fd(), POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) <= 0 || socket.recv_batch(batch) == 0) return std::nullopt;
-  auto bytes = batch.bytes(0);
-  return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
-}
-
 std::vector<std::int32_t> values_of(const std::vector<std::uint8_t>& packet, Header& h) {
   EXPECT_EQ(decode_header(packet, h), DecodeError::kOk);
   std::vector<std::int32_t> values(h.value_count);
@@ -132,7 +123,7 @@ TEST_F(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   send(0, gradient(0, 0, a));
   send(1, gradient(1, 0, b));
 
-  auto sum = receive(hosts_[2]);
+  auto sum = test::receive(hosts_[2], 2000);
   ASSERT_TRUE(sum);
   Header h;
   EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{11, 22, 33, 36}));
@@ -150,7 +141,7 @@ TEST_F(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   const std::vector<std::int32_t> result{11, 22, 33, 36};
   send(2, build_packet(p, result));
   for (std::size_t w : {0u, 1u}) {
-    auto got = receive(hosts_[w]);
+    auto got = test::receive(hosts_[w], 2000);
     ASSERT_TRUE(got) << "worker " << w;
     Header g;
     EXPECT_EQ(values_of(*got, g), result);
@@ -201,7 +192,7 @@ TEST_F(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
 
   send(0, gradient(0, 0, {1, 1, 1, 1}));
   send(1, gradient(1, 0, {2, 2, 2, 2}));
-  auto sum = receive(hosts_[2]);
+  auto sum = test::receive(hosts_[2], 2000);
   ASSERT_TRUE(sum);
   Header r;
   EXPECT_EQ(values_of(*sum, r), (std::vector<std::int32_t>{3, 3, 3, 3}));
@@ -245,7 +236,7 @@ TEST_F(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
   start_daemon();
   install_job();
   send(2, parameter(0, {1, 2, 3, 4}));
-  for (std::size_t w : {0u, 1u}) ASSERT_TRUE(receive(hosts_[w])) << "worker " << w;
+  for (std::size_t w : {0u, 1u}) ASSERT_TRUE(test::receive(hosts_[w], 2000)) << "worker " << w;
 
   auto del = client_->Delete("/jobs/1");
   ASSERT_TRUE(del);
@@ -297,7 +288,7 @@ TEST_F(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
     EXPECT_EQ(held["ports"][2]["tx_packets"], 0);
   }
 
-  auto sum = receive(hosts_[2], 10'000);
+  auto sum = test::receive(hosts_[2], 10'000);
   ASSERT_TRUE(sum);
   EXPECT_GE(std::chrono::steady_clock::now() - sent, kDelay);
   Header h;
@@ -330,7 +321,7 @@ TEST_F(SwitchDaemonTest, PutPortsChangesLossAndBack) {
   ASSERT_EQ(res->status, 200) << res->body;
   send(0, gradient(0, 0, {1, 1, 1, 1}));
   send(1, gradient(1, 0, {2, 2, 2, 2}));
-  auto sum = receive(hosts_[2]);
+  auto sum = test::receive(hosts_[2], 2000);
   ASSERT_TRUE(sum);
 
   // Egress of the PS's port: the next fragment's sum is lost on its way out, then not.
@@ -347,7 +338,7 @@ TEST_F(SwitchDaemonTest, PutPortsChangesLossAndBack) {
   ASSERT_EQ(res->status, 200) << res->body;
   send(0, gradient(0, 2, {1, 1, 1, 1}));
   send(1, gradient(1, 2, {2, 2, 2, 2}));
-  sum = receive(hosts_[2]);
+  sum = test::receive(hosts_[2], 2000);
   ASSERT_TRUE(sum);
   Header h;
   EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{3, 3, 3, 3}));

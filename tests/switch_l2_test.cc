@@ -144,15 +144,6 @@ class Testbed {
   std::vector<std::string> namespaces_;  // created so far: what the destructor deletes
 };
 
-// The next datagram on `socket` within `timeout_ms`; nullopt if none came.
-std::optional<std::vector<std::uint8_t>> receive(UdpSocket& socket, int timeout_ms = 3000) {
-  UdpRecvBatch batch(1);
-  pollfd p{socket.fd(), POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) <= 0 || socket.recv_batch(batch) == 0) return std::nullopt;
-  auto bytes = batch.bytes(0);
-  return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
-}
-
 struct Transfer {
   std::vector<std::uint8_t> received;
   double seconds = 0;  // first byte to end of stream at the receiver
@@ -382,7 +373,7 @@ TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   const std::vector<std::int32_t> a{1, 2, 3, -4}, b{10, 20, 30, 40};
   ASSERT_TRUE(w0.send_to({Testbed::ip(2), kUdpPort}, gradient(0, 0, a)));
   ASSERT_TRUE(w1.send_to({Testbed::ip(2), kUdpPort}, gradient(1, 0, b)));
-  auto sum = receive(ps);
+  auto sum = test::receive(ps, 3000);
   ASSERT_TRUE(sum) << stats().dump();
   Header h;
   ASSERT_EQ(decode_header(*sum, h), DecodeError::kOk);
@@ -394,7 +385,7 @@ TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   EXPECT_EQ(s["jobs"][0]["aggregations"], 2);
   EXPECT_EQ(s["switch"]["atp_frames"], 2);
   EXPECT_EQ(s["switch"]["no_neighbor"], 0);
-  EXPECT_FALSE(receive(ps, 100)) << "more than the one aggregate reached the PS";
+  EXPECT_FALSE(test::receive(ps, 100)) << "more than the one aggregate reached the PS";
 
   // The PS's result to the job's group reaches both workers (one copy each), not h3.
   UdpSocket& h3 = host_socket(3, true);
@@ -407,7 +398,7 @@ TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   p.dst = group;
   ASSERT_TRUE(ps.send_to({group, kUdpPort}, build_packet(p, values)));
   for (UdpSocket* w : {&w0, &w1}) {
-    auto got = receive(*w);
+    auto got = test::receive(*w, 3000);
     ASSERT_TRUE(got) << stats().dump();
     Header g;
     ASSERT_EQ(decode_header(*got, g), DecodeError::kOk);
@@ -415,11 +406,11 @@ TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
     std::vector<std::int32_t> result(g.value_count);
     load_values(*got, result);
     EXPECT_EQ(result, values);
-    EXPECT_FALSE(receive(*w, 50)) << "a worker got the result twice";
+    EXPECT_FALSE(test::receive(*w, 50)) << "a worker got the result twice";
   }
   s = stats_when([](const json& j) { return j["jobs"][0]["deallocations"] == 1; });
   EXPECT_EQ(s["switch"]["aggregators_in_use"], 0);
-  EXPECT_FALSE(receive(h3, 100)) << "the job's multicast reached a host outside it";
+  EXPECT_FALSE(test::receive(h3, 100)) << "the job's multicast reached a host outside it";
 
   // The Ethernet counters are in /metrics too.
   const auto [status, metrics] = http("GET", "/metrics");
@@ -465,7 +456,7 @@ TEST_F(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
   EXPECT_EQ(s["switch"]["atp_frames"], 2);
   EXPECT_EQ(s["jobs"][0]["aggregations"], 0);
   EXPECT_EQ(s["switch"]["aggregators_in_use"], 0);
-  EXPECT_FALSE(receive(ps, 100)) << "a bad or spoofed packet reached the PS";
+  EXPECT_FALSE(test::receive(ps, 100)) << "a bad or spoofed packet reached the PS";
   FrameBatch wire;
   std::size_t atp_port_frames = 0;
   while (ps_wire.recv_batch(wire) > 0) {
@@ -480,7 +471,7 @@ TEST_F(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
   UdpSocket& w1 = host_socket(1);
   ASSERT_TRUE(w0.send_to(to_ps, gradient(0, 0, {1, 1, 1, 1})));
   ASSERT_TRUE(w1.send_to(to_ps, gradient(1, 0, {2, 2, 2, 2})));
-  auto sum = receive(ps);
+  auto sum = test::receive(ps, 3000);
   ASSERT_TRUE(sum) << stats().dump();
   std::vector<std::int32_t> values(4);
   load_values(*sum, values);

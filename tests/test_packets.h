@@ -2,13 +2,26 @@
 // them), shared by the tests on UDP ports (switch_daemon_test) and on interfaces (switch_l2_test).
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "atp/plan.h"
+#include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
 
 namespace atp::test {
+
+// The next datagram on `socket`, waiting at most `timeout_ms`; nullopt if none came.
+inline std::optional<std::vector<std::uint8_t>> receive(UdpSocket& socket, int timeout_ms) {
+  UdpRecvBatch batch(1);
+  pollfd p{socket.fd(), POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) <= 0 || socket.recv_batch(batch) == 0) return std::nullopt;
+  auto bytes = batch.bytes(0);
+  return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
+}
 
 // The plan both switch tests use: one switch s0 (16 aggregators of 8 values, `sc` otherwise)
 // with hosts w0, w1, ps0, h3 on ports 0..3; job j1 (id 1, 4 values per packet) has workers w0,
