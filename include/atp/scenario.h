@@ -260,6 +260,9 @@ int run_udp_worker(const std::string& spec_path);
 int run_background_flow(const std::string& listen, const std::string& connect);
 
 bool all_correct(const ScenarioResult& result);
+// A result for `job` holding what the scenario says of it (name, algorithm, rounds, workers,
+// tensor_bytes); every runner fills in the rest.
+JobResult job_result_for(const ScenarioJob& job);
 // Fills algbw_gbps and in_network_share from the counts and seconds a runner measured.
 void derive_rates(JobResult& job);
 std::string to_json(const ScenarioResult& result);     // pretty, stable key order

@@ -165,13 +165,7 @@ struct TcpApps::Impl {
   }
 
   JobResult ring_result(const RingJob& job) const {
-    JobResult r;
-    r.name = job.job->spec.name;
-    r.algorithm = std::string(to_string(job.job->algorithm));
-    r.rounds = job.job->rounds;
-    r.workers = job.ranks.size();
-    r.tensor_bytes = job.job->elements * sizeof(float);
-    r.warmup_rounds = job.job->warmup_rounds;
+    JobResult r = job_result_for(*job.job);
     r.completed_rounds = job.job->rounds;
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       const RingRank& rank = job.ranks[i];
@@ -185,7 +179,7 @@ struct TcpApps::Impl {
       r.error = s.str();
     }
     r.correct = r.error.empty();
-    job.times.report(r, r.warmup_rounds);
+    job.times.report(r, job.job->warmup_rounds);
     derive_rates(r);
     return r;
   }

@@ -177,6 +177,16 @@ std::string to_summary(const ScenarioResult& result) {
   return out.str();
 }
 
+JobResult job_result_for(const ScenarioJob& job) {
+  JobResult r;
+  r.name = job.spec.name;
+  r.algorithm = std::string(to_string(job.algorithm));
+  r.rounds = job.rounds;
+  r.workers = job.spec.workers.size();
+  r.tensor_bytes = job.elements * sizeof(float);
+  return r;
+}
+
 void derive_rates(JobResult& r) {
   if (r.seconds > 0) {
     const std::uint32_t timed = r.completed_rounds - std::min(r.completed_rounds, r.warmup_rounds);

@@ -791,15 +791,9 @@ class ProcessRun {
     result.backend = backend();
     result.simulated_seconds = 0;  // no simulated clock: job seconds are wall-clock
     result.time_limit_reached = time_limit_reached_;
-    result.jobs.resize(s_.jobs.size());
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
-      JobResult& r = result.jobs[j];
-      r.name = s_.jobs[j].spec.name;
-      r.rounds = s_.jobs[j].rounds;
+      JobResult& r = result.jobs.emplace_back(job_result_for(s_.jobs[j]));
       r.completed_rounds = r.rounds;
-      r.workers = s_.jobs[j].spec.workers.size();
-      r.tensor_bytes = s_.jobs[j].elements * sizeof(float);
-      r.algorithm = std::string(to_string(s_.jobs[j].algorithm));
       r.warmup_rounds = s_.jobs[j].warmup_rounds;
       r.round_end_seconds = round_end_[j];
     }

@@ -709,12 +709,7 @@ void SimulatedScenario::Impl::sample_series(Time now) {
 JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   const ScenarioJob& job = *rt.job;
   const JobId id = job.spec.id;
-  JobResult r;
-  r.name = job.spec.name;
-  r.algorithm = std::string(to_string(job.algorithm));
-  r.rounds = job.rounds;
-  r.workers = job.spec.workers.size();
-  r.tensor_bytes = job.elements * sizeof(float);
+  JobResult r = job_result_for(job);
   r.completed_rounds = job.rounds;
   std::string crash_error, mismatch_error, failure_error, unfinished_error;
   for (const auto& d : rt.drivers) {
@@ -777,14 +772,7 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
       result.jobs.push_back(s.job_result(**rt));
       continue;
     }
-    const ScenarioJob& job = s.scenario.jobs[j];
-    JobResult r;
-    r.name = job.spec.name;
-    r.algorithm = std::string(to_string(job.algorithm));
-    r.rounds = job.rounds;
-    r.workers = job.spec.workers.size();
-    r.tensor_bytes = job.elements * sizeof(float);
-    result.jobs.push_back(std::move(r));
+    result.jobs.push_back(job_result_for(s.scenario.jobs[j]));
   }
   // A job that neither finished nor failed ran into the time limit.
   for (const auto& rt : s.jobs) {
