@@ -127,9 +127,16 @@ struct Ns3Network::Impl {
       h.src = n.address;
       h.dst = kUnparsableDestination;
     }
-    scratch.assign(bytes.begin(), bytes.end());
-    if (over_ecn_threshold(c) && mark_ecn(scratch)) ++c.counters.ecn_marked;
-    ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(scratch.data(), static_cast<std::uint32_t>(scratch.size()));
+    // A marked packet is a marked copy: the node's bytes (one copy of a multicast) stay as they were.
+    std::span<const std::uint8_t> wire = bytes;
+    if (over_ecn_threshold(c)) {
+      marked.assign(bytes.begin(), bytes.end());
+      if (mark_ecn(marked)) {
+        ++c.counters.ecn_marked;
+        wire = marked;
+      }
+    }
+    ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
     if (n.is_host) {
       const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
       emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
@@ -187,11 +194,9 @@ struct Ns3Network::Impl {
       p->PeekHeader(udp);
       if (udp.GetDestinationPort() == kUdpPort) {
         p->RemoveHeader(udp);
-        scratch.resize(p->GetSize());
-        p->CopyData(scratch.data(), scratch.size());
-        std::vector<std::uint8_t> bytes = std::move(scratch);  // the node may send (and reuse scratch)
-        n.node->on_packet(port, bytes, now(), *n.sink);
-        scratch = std::move(bytes);
+        received.resize(p->GetSize());
+        p->CopyData(received.data(), received.size());
+        n.node->on_packet(port, received, now(), *n.sink);
         rearm(id);
         return;
       }
@@ -215,9 +220,9 @@ struct Ns3Network::Impl {
   void host_receive(NodeId id, ns3::Ptr<ns3::Socket> socket) {
     NodeState& n = nodes[id];
     while (ns3::Ptr<ns3::Packet> p = socket->Recv()) {
-      std::vector<std::uint8_t> bytes(p->GetSize());
-      p->CopyData(bytes.data(), bytes.size());
-      n.node->on_packet(0, bytes, now(), *n.sink);
+      received.resize(p->GetSize());
+      p->CopyData(received.data(), received.size());
+      n.node->on_packet(0, received, now(), *n.sink);
     }
     rearm(id);
   }
@@ -262,7 +267,10 @@ struct Ns3Network::Impl {
   std::uint64_t seed;
   std::vector<NodeState> nodes;
   std::vector<Channel> channels;
-  std::vector<std::uint8_t> scratch;
+  // Reused buffers. A node's sends never deliver synchronously (devices and sockets schedule),
+  // so a packet being handled is never overwritten by the next one.
+  std::vector<std::uint8_t> received;  // the packet a node is handling
+  std::vector<std::uint8_t> marked;    // an ECN-marked copy on its way out
   std::uint64_t events_at_start = 0;
 };
 
