@@ -375,6 +375,181 @@ TEST_F(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
   EXPECT_EQ(now["egress"]["loss"], 0.0);
 }
 
+TEST_F(SwitchDaemonTest, DuplicateJobIsRefusedUntilRemoved) {
+  install_job();
+  auto res = client_->Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 409);
+  EXPECT_EQ(json::parse(res->body)["error"], "job 1 is already installed; remove it first");
+  auto del = client_->Delete("/jobs/1");
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200) << del->body;
+  install_job();
+}
+
+// Hosts attached at run time (POST /hosts) to s0 started with one configured port and no
+// routes: the configured port's peer is h3 (hosts_[3]); w0, w1 and ps0 are attached.
+class SwitchHostsTest : public SwitchDaemonTest {
+ protected:
+  void SetUp() override {
+    SwitchDaemonTest::SetUp();
+    config_.ports = {{hosts_[3].local_endpoint(), {}, {}, {}}};
+    config_.routes.clear();
+    start_daemon();
+  }
+
+  httplib::Result post_host(const std::string& body) { return client_->Post("/hosts", body, "application/json"); }
+  // POST /hosts for `peer`; the answer's body (a failure when it is not 200).
+  json attach(const UdpEndpoint& peer) {
+    auto res = post_host(json{{"peer", peer.to_string()}}.dump());
+    EXPECT_TRUE(res);
+    if (!res) return json{};
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body);
+  }
+};
+
+TEST_F(SwitchHostsTest, AttachGivesDistinctPortsAndAddressesAndIsIdempotent) {
+  const json w0 = attach(hosts_[0].local_endpoint());
+  EXPECT_EQ(w0["port"], 1);  // port 0 is the configured one
+  EXPECT_EQ(w0["address"], "10.0.0.1");
+  EXPECT_EQ(w0["switch"], (json{{"name", "s0"}, {"atp_capable", true}, {"aggregators", 16}, {"aggregator_width", 8}}));
+  const json w1 = attach(hosts_[1].local_endpoint());
+  EXPECT_EQ(w1["port"], 2);
+  EXPECT_EQ(w1["address"], "10.0.0.2");
+  EXPECT_EQ(attach(hosts_[0].local_endpoint()), w0);  // again: the same port and address
+
+  // The configured port's peer: its port, and an address now (no route named one), kept after.
+  const json h3 = attach(hosts_[3].local_endpoint());
+  EXPECT_EQ(h3["port"], 0);
+  EXPECT_EQ(h3["address"], "10.0.0.3");
+  EXPECT_EQ(attach(hosts_[3].local_endpoint())["address"], "10.0.0.3");
+
+  const json s = stats();
+  ASSERT_EQ(s["ports"].size(), 3u);
+  EXPECT_EQ(s["ports"][1]["peer"], hosts_[0].local_endpoint().to_string());
+  EXPECT_EQ(s["ports"][2]["peer"], hosts_[1].local_endpoint().to_string());
+  EXPECT_EQ(s["ports"][2]["tx_packets"], 0);
+}
+
+TEST_F(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) {
+  // Attached in plan order, the hosts get the plan's addresses (10.0.0.1-3) on ports 1-3.
+  for (std::size_t h = 0; h < 3; ++h) {
+    const json a = attach(hosts_[h].local_endpoint());
+    EXPECT_EQ(a["port"], h + 1);
+    const Address planned = h < 2 ? job_.workers[h].self : job_.ps[0].self;
+    ASSERT_EQ(a["address"], format_address(planned)) << "host " << h;
+  }
+  SwitchJobPlan plan = job_.switches.at("s0");
+  plan.entry.admitted_ports = {1, 2, 3};
+  plan.multicast_ports = {1, 2};
+  auto res = client_->Post("/jobs", control::to_json(plan), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+
+  send(0, gradient(0, 0, {1, 2, 3, 4}));
+  send(1, gradient(1, 0, {10, 20, 30, 40}));
+  auto sum = test::receive(hosts_[2], 2000);
+  ASSERT_TRUE(sum);
+  Header h;
+  EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{11, 22, 33, 44}));
+  send(2, parameter(0, {11, 22, 33, 44}));
+  for (std::size_t w : {0u, 1u}) ASSERT_TRUE(test::receive(hosts_[w], 2000)) << "worker " << w;
+  json s = stats_when([](const json& j) { return j["ports"][2]["tx_packets"] == 1; });
+  EXPECT_EQ(s["jobs"][0]["aggregations"], 2);
+  EXPECT_EQ(s["jobs"][0]["completions"], 1);
+  EXPECT_EQ(s["ports"][3]["tx_packets"], 1);  // one packet reached the PS: the sum
+
+  // Detach w1 (port 2): its datagrams are then unknown, and sends to its port are dropped.
+  auto del = client_->Delete("/hosts/2");
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200) << del->body;
+  EXPECT_EQ(json::parse(del->body), (json{{"detached", 2}}));
+  del = client_->Delete("/hosts/2");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 404);
+  EXPECT_EQ(json::parse(del->body)["error"], "port 2 is already detached");
+  del = client_->Delete("/hosts/4");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 404);
+  EXPECT_EQ(json::parse(del->body)["error"], "port 4 does not exist (the switch has 4 ports)");
+
+  send(1, gradient(1, 1, {1, 1, 1, 1}));
+  send(2, parameter(1, {1, 1, 1, 1}));  // to the group {1, 2}: w0 only
+  ASSERT_TRUE(test::receive(hosts_[0], 2000));
+  s = stats_when([](const json& j) { return j["switch"]["unknown_source"] == 1 && j["switch"]["no_port"] == 1; });
+  EXPECT_EQ(s["ports"][2]["peer"], "");
+  EXPECT_EQ(s["ports"][2]["tx_packets"], 0);  // reset when detached
+  EXPECT_EQ(s["ports"][2]["rx_packets"], 0);
+
+  // Its route went with it: a unicast to w1's address has none.
+  Header to_w1;
+  to_w1.is_ack = true;
+  to_w1.job = 1;
+  to_w1.seq = 2;
+  to_w1.src = job_.ps[0].self;
+  to_w1.dst = job_.workers[1].self;
+  send(2, build_packet(to_w1, std::vector<std::int32_t>{1, 1, 1, 1}));
+  stats_when([](const json& j) { return j["switch"]["no_route"] == 1; });
+
+  // A new peer takes the detached port and the lowest free address: w1's old ones.
+  UdpSocket newcomer(UdpEndpoint::loopback(0));
+  const json again = attach(newcomer.local_endpoint());
+  EXPECT_EQ(again["port"], 2);
+  EXPECT_EQ(again["address"], format_address(job_.workers[1].self));
+  send(2, build_packet(to_w1, std::vector<std::int32_t>{1, 1, 1, 1}));
+  EXPECT_TRUE(test::receive(newcomer, 2000));
+  EXPECT_FALSE(test::receive(hosts_[1], 0));
+  // The old peer, attached again, gets a new port.
+  EXPECT_EQ(attach(hosts_[1].local_endpoint())["port"], 4);
+}
+
+TEST_F(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
+  auto expect_error = [&](const std::string& body, const std::string& error) {
+    auto res = post_host(body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << body;
+    EXPECT_NE(res->body.find(error), std::string::npos) << res->body;
+  };
+  expect_error(R"({"peer": "127.0.0.1"})", "peer: '127.0.0.1' is not an IPv4 address and UDP port");
+  expect_error(R"({"peer": "127.0.0.1:70000"})", "peer: '127.0.0.1:70000'");
+  expect_error(R"({"peer": "127.0.0.1:0"})", "peer: 127.0.0.1:0 is not a host's address");
+  expect_error(R"({"peer": 40001})", "peer: expected an address like");
+  expect_error(R"({"peer": "127.0.0.1:40001", "port": 3})", "port: unknown key (expected one of peer)");
+  expect_error("{}", "peer: missing");
+  expect_error("[1]", "host: expected a JSON object");
+  expect_error("not json", "host: not valid JSON");
+  expect_error(json{{"peer", daemon_->data_endpoint().to_string()}}.dump(), "is this switch's own data address");
+  auto res = client_->Delete("/hosts/99999999999999999999999");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 404);
+  EXPECT_EQ(stats()["ports"].size(), 1u);  // nothing was attached
+}
+
+TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
+  SwitchDaemonConfig config;
+  config.ports.push_back({{}, {}, {}, "lo"});  // any interface: no frame is sent in this test
+  std::optional<SwitchDaemon> daemon;
+  try {
+    daemon.emplace(config);
+  } catch (const PacketSetupError& e) {
+    GTEST_SKIP() << "skipped: " << e.what();
+  }
+  daemon->start();
+  const std::string control = daemon->control_endpoint();
+  httplib::Client client(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
+  const std::string refusal =
+      "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
+  auto res = client.Post("/hosts", R"({"peer": "127.0.0.1:40001"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"], refusal);
+  res = client.Delete("/hosts/0");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"], refusal);
+}
+
 TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   SwitchJobPlan plan;
   plan.entry.job = 7;
@@ -529,7 +704,8 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error(port + "    ingress: 1\n").find("ports[0].ingress: expected a mapping"), std::string::npos);
   EXPECT_NE(config_error("width: many\n" + port).find("width: expected an integer"), std::string::npos);
-  EXPECT_NE(config_error("name: x\n").find("ports: must list at least one port"), std::string::npos);
+  EXPECT_NE(config_error("ports: 3\n").find("ports: expected a list of ports"), std::string::npos);
+  EXPECT_TRUE(parse_switch_config("name: x\n", "s.yaml").ports.empty());  // hosts attach by POST /hosts
   EXPECT_NE(config_error("listen: nowhere\n" + port).find("listen: expected an address"), std::string::npos);
   EXPECT_NE(
       config_error(port + "routes:\n  - {dst: 10.0.0.1, port: 3}\n").find("routes[0].port: must be between 0 and 0"),

@@ -668,6 +668,30 @@ TEST_F(SwitchTest, RemovedMulticastGroupIsNoRoute) {
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
 }
 
+TEST_F(SwitchTest, RemovedRouteIsNoRoute) {
+  Header ack = parameter(100, 3);
+  ack.dst = kWorkers[1];  // unicast, so only the route decides where it goes
+  feed(kPsPort, ack, {1, 2, 3, 4}, us(1));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{2}));
+
+  EXPECT_TRUE(sw.remove_route(kWorkers[1]));
+  EXPECT_FALSE(sw.remove_route(kWorkers[1]));
+  sink.sent.clear();
+  feed(kPsPort, ack, {1, 2, 3, 4}, us(2));
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.counters().no_route, 1u);
+
+  // The other hosts' routes are untouched, and the route can be installed again.
+  ack.dst = kWorkers[2];
+  feed(kPsPort, ack, {1, 2, 3, 4}, us(3));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{3}));
+  sw.add_route(kWorkers[1], 2);
+  sink.sent.clear();
+  ack.dst = kWorkers[1];
+  feed(kPsPort, ack, {1, 2, 3, 4}, us(4));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{2}));
+}
+
 TEST_F(SwitchTest, UnicastParameterPacketIsForwardedAndDeallocates) {
   for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {1, 2, 3, 4}, us(1));
   sink.sent.clear();

@@ -142,6 +142,9 @@ class SwitchPipeline {
 
   // Forwarding state, installed by the control plane (the job plan computes it).
   void add_route(Address dst, PortId port);
+  // Packets to `dst` are then dropped as no_route (a host detached from the switch at run time).
+  // Returns false if there was no route to `dst`.
+  bool remove_route(Address dst);
   void add_multicast_group(Address group, std::vector<PortId> ports);
   // Packets to `group` are then dropped as no_route. Returns false if there was no such group.
   bool remove_multicast_group(Address group);

@@ -84,6 +84,8 @@ SwitchPipeline::SwitchPipeline(const SwitchConfig& config)
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
 
+bool SwitchPipeline::remove_route(Address dst) { return routes_.erase(dst) > 0; }
+
 void SwitchPipeline::add_multicast_group(Address group, std::vector<PortId> ports) {
   multicast_groups_[group] = std::move(ports);
 }

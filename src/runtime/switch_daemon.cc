@@ -185,6 +185,54 @@ std::optional<std::uint64_t> parse_index(const std::string& digits) {
   return v;
 }
 
+// At most this many ports: PortId is 16 bits.
+constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
+
+// Where POST /hosts allocates overlay addresses: as plan_network, inside 10.0.0.0/8.
+constexpr Address kFirstHostAddress = 0x0A000001;  // 10.0.0.1
+constexpr Address kLastHostAddress = 0x0AFFFFFE;   // 10.255.255.254
+
+constexpr const char* kInterfacePortsHaveNoHosts =
+    "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
+
+// A control request's answer, computed on the dataplane thread: a status and a JSON body.
+struct Reply {
+  int status = 200;
+  std::string body;  // JSON text
+  static Reply ok(const json& body) { return {200, body.dump()}; }
+  static Reply error(int status, const std::string& message) { return {status, json{{"error", message}}.dump()}; }
+};
+
+// POST /hosts' body, {"peer": "127.0.0.1:40001"}. Strict: throws control::ControlError naming the field.
+UdpEndpoint host_peer_from_json(const std::string& text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw control::ControlError(std::string("host: not valid JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) throw control::ControlError("host: expected a JSON object, got " + doc.dump());
+  for (const auto& item : doc.items()) {
+    if (item.key() != "peer") throw control::ControlError(item.key() + ": unknown key (expected one of peer)");
+  }
+  const auto it = doc.find("peer");
+  if (it == doc.end()) throw control::ControlError("peer: missing (the host's UDP address, like \"127.0.0.1:40001\")");
+  if (!it->is_string()) {
+    throw control::ControlError("peer: expected an address like \"127.0.0.1:40001\", got " + it->dump());
+  }
+  UdpEndpoint peer;
+  try {
+    peer = UdpEndpoint::parse(it->get<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw control::ControlError(std::string("peer: ") + e.what());
+  }
+  if (peer.ip == 0 || peer.port == 0) {
+    throw control::ControlError("peer: " + peer.to_string() +
+                                " is not a host's address (neither IP nor port may be 0)");
+  }
+  return peer;
+}
+
 }  // namespace
 
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
@@ -227,8 +275,9 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   }
   if (doc["seed"]) c.seed = static_cast<std::uint64_t>(r.integer(doc["seed"], "seed", 0, INT64_MAX));
 
-  const YAML::Node ports = doc["ports"];
-  if (!ports || !ports.IsSequence() || ports.size() == 0) r.fail("ports", "must list at least one port");
+  // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
+  const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
+  if (!ports.IsSequence()) r.fail("ports", "expected a list of ports (or none: hosts attach by POST /hosts)");
   std::set<std::uint64_t> peers;
   std::set<std::string> interfaces;
   for (std::size_t i = 0; i < ports.size(); ++i) {
@@ -315,8 +364,9 @@ struct SwitchDaemon::Impl {
    public:
     explicit QueueSink(Impl& impl) : impl_(impl) {}
     void send(PortId port, std::span<const std::uint8_t> packet) override {
-      if (port >= impl_.queues.size()) {
-        ++impl_.no_port;  // a route or group naming a port the config does not have
+      // A route or group naming a port the switch does not have, or one detached by DELETE /hosts.
+      if (port >= impl_.queues.size() || (!impl_.interface_ports && !impl_.peers[port])) {
+        ++impl_.no_port;
         return;
       }
       if (!impl_.interface_ports) {
@@ -366,7 +416,10 @@ struct SwitchDaemon::Impl {
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
       queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i), framing);
       if (config.ports[i].ingress) set_ingress(static_cast<PortId>(i), *config.ports[i].ingress);
-      if (!interface_ports) port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
+      if (!interface_ports) {
+        port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
+        peers.emplace_back(config.ports[i].peer);
+      }
     }
     port_counters.resize(config.ports.size());
     for (const auto& [dst, port] : config.routes) {
@@ -489,7 +542,8 @@ struct SwitchDaemon::Impl {
         if (tx_bytes.size() <= count) tx_bytes.emplace_back();
         tx_bytes[count].assign(packet.begin(), packet.end());
         if (tx.size() <= count) tx.emplace_back();
-        tx[count].to = config.ports[p].peer;
+        // A detached port's queue is empty (reset, and the sink drops sends to it): peers[p] is set.
+        if (!interface_ports) tx[count].to = *peers[p];
         ++count;
       });
       if (interface_ports && count > 0) {
@@ -611,6 +665,106 @@ struct SwitchDaemon::Impl {
     return true;
   }
 
+  // ---- hosts attached at run time: POST and DELETE /hosts (dataplane thread, UDP ports) ----
+
+  // Port p as new: an empty egress queue with default settings (unlimited) on its own stream, no
+  // ingress queue, counters zero.
+  void reset_port(PortId p) {
+    queues[p] = EgressQueue(EgressConfig{}, EgressQueue::stream_seed(config.seed, p), Framing::kAtp);
+    ingress_queues[p].reset();
+    port_counters[p] = {};
+  }
+
+  // The overlay address of the host on port p: the lowest destination routed to p, if any.
+  std::optional<Address> address_of(PortId p) const {
+    std::optional<Address> lowest;
+    for (const auto& [dst, port] : route_port) {
+      if (port == p && (!lowest || dst < *lowest)) lowest = dst;
+    }
+    return lowest;
+  }
+
+  // The lowest host address that is no route's destination; nullopt when 10.0.0.0/8 is full.
+  std::optional<Address> free_address() const {
+    for (Address a = kFirstHostAddress; a <= kLastHostAddress; ++a) {
+      if (!route_port.contains(a)) return a;
+    }
+    return std::nullopt;
+  }
+
+  // POST /hosts: the port `peer` is on (attaching it if it is on none) and its overlay address.
+  Reply attach_host(const UdpEndpoint& peer) {
+    if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
+    if (peer == socket->local_endpoint()) {
+      return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
+    }
+    const auto known = port_by_peer.find(peer_key(peer));
+    std::optional<Address> address;
+    if (known != port_by_peer.end()) address = address_of(known->second);
+    const bool new_address = !address;
+    if (new_address && !(address = free_address())) {
+      return Reply::error(503, "no overlay address is left in 10.0.0.0/8 for " + peer.to_string());
+    }
+    PortId port = 0;
+    if (known != port_by_peer.end()) {
+      port = known->second;
+    } else if (!detached_ports.empty()) {
+      port = *detached_ports.begin();  // lowest first; reset when it was detached
+      detached_ports.erase(detached_ports.begin());
+    } else if (queues.size() >= kMaxPorts) {
+      return Reply::error(503, "the switch has " + std::to_string(kMaxPorts) +
+                                   " ports, the most it can have; detach one with DELETE /hosts/<port> first");
+    } else {
+      port = static_cast<PortId>(queues.size());
+      queues.emplace_back();
+      ingress_queues.emplace_back();
+      port_counters.emplace_back();
+      peers.emplace_back();
+      reset_port(port);
+    }
+    if (known == port_by_peer.end()) {
+      peers[port] = peer;
+      port_by_peer[peer_key(peer)] = port;
+    }
+    if (new_address) {
+      pipeline.add_route(*address, port);
+      route_port[*address] = port;
+    }
+    const SwitchConfig& sc = config.pipeline;
+    return Reply::ok(json{{"port", port},
+                          {"address", format_address(*address)},
+                          {"switch",
+                           {{"name", config.name},
+                            {"atp_capable", sc.atp_capable},
+                            {"aggregators", sc.num_aggregators},
+                            {"aggregator_width", sc.aggregator_width}}}});
+  }
+
+  // DELETE /hosts/<port>: port `text` (parsed: `port`) loses its peer and routes and is reset;
+  // POST /hosts reuses it.
+  Reply detach_host(std::optional<std::uint64_t> port, const std::string& text) {
+    if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
+    if (!port || *port >= queues.size()) {
+      return Reply::error(
+          404, "port " + text + " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
+    }
+    const auto p = static_cast<PortId>(*port);
+    if (!peers[p]) return Reply::error(404, "port " + text + " is already detached");
+    port_by_peer.erase(peer_key(*peers[p]));  // its datagrams now count as unknown_source
+    peers[p].reset();
+    for (auto it = route_port.begin(); it != route_port.end();) {
+      if (it->second == p) {
+        pipeline.remove_route(it->first);
+        it = route_port.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    reset_port(p);  // drops what its queues held
+    detached_ports.insert(p);
+    return Reply::ok(json{{"detached", p}});
+  }
+
   void run_tasks() {
     std::uint64_t ignored = 0;
     [[maybe_unused]] const ssize_t r = ::read(task_fd, &ignored, sizeof ignored);
@@ -682,28 +836,29 @@ struct SwitchDaemon::Impl {
     for (std::size_t p = 0; p < queues.size(); ++p) {
       const EgressCounters& e = queues[p].counters();
       const EgressCounters in = ingress_queues[p] ? ingress_queues[p]->counters() : EgressCounters{};
-      doc["ports"].push_back({{"port", p},
-                              {interface_ports ? "interface" : "peer",
-                               interface_ports ? config.ports[p].interface : config.ports[p].peer.to_string()},
-                              {"rx_packets", port_counters[p].rx_packets},
-                              {"rx_bytes", port_counters[p].rx_bytes},
-                              {"tx_packets", e.packets},
-                              {"tx_bytes", e.bytes},
-                              {"drops", e.queue_drops + e.lost},
-                              {"queue_drops", e.queue_drops},
-                              {"lost", e.lost},
-                              {"duplicated", e.duplicated},
-                              {"reordered", e.reordered},
-                              {"ecn_marked", e.ecn_marked},
-                              {"queue_depth", e.depth},
-                              {"ingress_lost", in.lost},
-                              {"ingress_queue_drops", in.queue_drops},
-                              {"ingress_duplicated", in.duplicated},
-                              {"ingress_reordered", in.reordered},
-                              {"ingress_ecn_marked", in.ecn_marked},
-                              {"ingress_queue_depth", in.depth},
-                              // Frames the kernel dropped before the switch read them (interface ports).
-                              {"rx_kernel_drops", interface_ports ? port_sockets[p].kernel_drops() : 0}});
+      doc["ports"].push_back(
+          {{"port", p},
+           {interface_ports ? "interface" : "peer",
+            interface_ports ? config.ports[p].interface : (peers[p] ? peers[p]->to_string() : std::string())},
+           {"rx_packets", port_counters[p].rx_packets},
+           {"rx_bytes", port_counters[p].rx_bytes},
+           {"tx_packets", e.packets},
+           {"tx_bytes", e.bytes},
+           {"drops", e.queue_drops + e.lost},
+           {"queue_drops", e.queue_drops},
+           {"lost", e.lost},
+           {"duplicated", e.duplicated},
+           {"reordered", e.reordered},
+           {"ecn_marked", e.ecn_marked},
+           {"queue_depth", e.depth},
+           {"ingress_lost", in.lost},
+           {"ingress_queue_drops", in.queue_drops},
+           {"ingress_duplicated", in.duplicated},
+           {"ingress_reordered", in.reordered},
+           {"ingress_ecn_marked", in.ecn_marked},
+           {"ingress_queue_depth", in.depth},
+           // Frames the kernel dropped before the switch read them (interface ports).
+           {"rx_kernel_drops", interface_ports ? port_sockets[p].kernel_drops() : 0}});
     }
     return doc;
   }
@@ -727,44 +882,56 @@ struct SwitchDaemon::Impl {
     return result.get();
   }
 
+  // POST /jobs' 400 when `ports` (the request's field `field`) names a port the switch does not have.
+  std::optional<Reply> missing_port(const char* field, const std::vector<PortId>& ports) const {
+    for (PortId p : ports) {
+      if (p >= queues.size()) {
+        return Reply::error(400, std::string(field) + ": port " + std::to_string(p) +
+                                     " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
+      }
+    }
+    return std::nullopt;
+  }
+
   // ---- control plane (HTTP thread) ----
+  // Every check that reads the ports (their number changes with POST /hosts) runs on the
+  // dataplane thread, inside the task; the HTTP thread only parses.
   void setup_http() {
     auto fail = [](httplib::Response& res, int status, const std::string& message) {
       res.status = status;
       res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
     };
-    http.Post("/jobs", [this, fail](const httplib::Request& req, httplib::Response& res) {
+    // Runs `task` (returning a Reply) on the dataplane thread and answers with its Reply.
+    auto answer = [this, fail](httplib::Response& res, auto task) {
+      Reply reply;
+      try {
+        reply = on_loop(std::move(task));
+      } catch (const std::exception& e) {
+        return fail(res, 503, e.what());
+      }
+      res.status = reply.status;
+      res.set_content(reply.body + "\n", "application/json");
+    };
+    http.Post("/jobs", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       SwitchJobPlan plan;
       try {
         plan = control::switch_job_from_json(req.body);
       } catch (const control::ControlError& e) {
         return fail(res, 400, e.what());
       }
-      for (PortId p : plan.entry.admitted_ports) {
-        if (p >= config.ports.size()) {
-          return fail(res, 400,
-                      "admitted_ports: port " + std::to_string(p) + " does not exist (the switch has " +
-                          std::to_string(config.ports.size()) + " ports)");
+      // By value: a task that outlives a timed-out request must not point into its stack.
+      answer(res, [this, plan] {
+        if (auto bad = missing_port("admitted_ports", plan.entry.admitted_ports)) return *bad;
+        if (auto bad = missing_port("multicast_ports", plan.multicast_ports)) return *bad;
+        // Replacing a job in place would keep its aggregators' partial sums under new roles.
+        if (installed.contains(plan.entry.job)) {
+          return Reply::error(409, "job " + std::to_string(plan.entry.job) + " is already installed; remove it first");
         }
-      }
-      for (PortId p : plan.multicast_ports) {
-        if (p >= config.ports.size()) {
-          return fail(res, 400,
-                      "multicast_ports: port " + std::to_string(p) + " does not exist (the switch has " +
-                          std::to_string(config.ports.size()) + " ports)");
-        }
-      }
-      try {
-        // By value: a task that outlives a timed-out request must not point into its stack.
-        on_loop([this, plan] {
-          pipeline.install_job(plan.entry);
-          pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
-          installed.insert(plan.entry.job);
-        });
-      } catch (const std::exception& e) {
-        return fail(res, 503, e.what());
-      }
-      res.set_content(json{{"installed", plan.entry.job}}.dump() + "\n", "application/json");
+        pipeline.install_job(plan.entry);
+        pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
+        installed.insert(plan.entry.job);
+        return Reply::ok(json{{"installed", plan.entry.job}});
+      });
     });
     http.Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
       const std::optional<std::uint64_t> id = parse_index(req.matches[1].str());
@@ -783,33 +950,44 @@ struct SwitchDaemon::Impl {
       if (!removed) return fail(res, 404, "job " + std::to_string(job) + " is not installed");
       res.set_content(json{{"removed", job}}.dump() + "\n", "application/json");
     });
-    http.Put(R"(/ports/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
+    http.Put(R"(/ports/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
       const std::optional<std::uint64_t> port = parse_index(req.matches[1].str());
-      if (!port || *port >= config.ports.size()) {
-        return fail(res, 404,
-                    "port " + req.matches[1].str() + " does not exist (the switch has " +
-                        std::to_string(config.ports.size()) + " ports)");
-      }
-      control::PortSettings settings;
+      // Parsed here, reported after the port check (a missing port is the first thing to say).
+      std::optional<control::PortSettings> settings;
+      std::string bad_body;
       try {
         settings = control::port_settings_from_json(req.body);
       } catch (const control::ControlError& e) {
-        return fail(res, 400, e.what());
+        bad_body = e.what();
       }
-      const auto p = static_cast<PortId>(*port);
-      control::PortSettings now_in_force;
+      answer(res, [this, port, text = req.matches[1].str(), settings, bad_body] {  // by value, as in POST /jobs
+        if (!port || *port >= queues.size()) {
+          return Reply::error(
+              404, "port " + text + " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
+        }
+        if (!settings) return Reply::error(400, bad_body);
+        const auto p = static_cast<PortId>(*port);
+        if (settings->egress) queues[p].config() = *settings->egress;
+        if (settings->ingress) set_ingress(p, *settings->ingress);
+        control::PortSettings s{queues[p].config(), std::nullopt};
+        if (ingress_queues[p]) s.ingress = ingress_queues[p]->config();
+        return Reply{200, control::to_json(s)};
+      });
+    });
+    http.Post("/hosts", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
+      UdpEndpoint peer;
       try {
-        now_in_force = on_loop([this, p, settings] {  // by value, as in POST /jobs
-          if (settings.egress) queues[p].config() = *settings.egress;
-          if (settings.ingress) set_ingress(p, *settings.ingress);
-          control::PortSettings s{queues[p].config(), std::nullopt};
-          if (ingress_queues[p]) s.ingress = ingress_queues[p]->config();
-          return s;
-        });
-      } catch (const std::exception& e) {
-        return fail(res, 503, e.what());
+        peer = host_peer_from_json(req.body);
+      } catch (const control::ControlError& e) {
+        // A switch on interfaces refuses any body: say that, not what is wrong with the body.
+        return fail(res, 400, interface_ports ? kInterfacePortsHaveNoHosts : e.what());
       }
-      res.set_content(control::to_json(now_in_force) + "\n", "application/json");
+      answer(res, [this, peer] { return attach_host(peer); });
+    });
+    http.Delete(R"(/hosts/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
+      answer(res, [this, port = parse_index(req.matches[1].str()), text = req.matches[1].str()] {
+        return detach_host(port, text);
+      });
     });
     http.Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
       try {
@@ -830,25 +1008,31 @@ struct SwitchDaemon::Impl {
   SwitchDaemonConfig config;
   bool interface_ports;  // config.interface_ports(): frames on Linux interfaces, not UDP datagrams
   SwitchPipeline pipeline;
-  std::optional<UdpSocket> socket;                 // UDP ports: the one data socket
-  std::vector<PacketSocket> port_sockets;          // interface ports: port i's raw socket
-  std::optional<FrameBatch> frame_batch;           // interface ports: receive buffers, sized for the largest MTU
-  MacTable macs;                                   // interface ports: where each source MAC was seen
-  NeighborTable neighbors;                         // interface ports: IPv4 -> MAC, for the frames the pipeline sends
-  std::unordered_map<Address, PortId> route_port;  // config.routes as a map (learn_neighbor's check)
-  std::vector<std::uint8_t> encapsulated;          // encapsulate()'s output, reused
+  std::optional<UdpSocket> socket;         // UDP ports: the one data socket
+  std::vector<PacketSocket> port_sockets;  // interface ports: port i's raw socket
+  std::optional<FrameBatch> frame_batch;   // interface ports: receive buffers, sized for the largest MTU
+  MacTable macs;                           // interface ports: where each source MAC was seen
+  NeighborTable neighbors;                 // interface ports: IPv4 -> MAC, for the frames the pipeline sends
+  // Every route the pipeline has (config.routes, then POST and DELETE /hosts): learn_neighbor's
+  // check, and where POST /hosts finds a host's address and a free one.
+  std::unordered_map<Address, PortId> route_port;
+  std::vector<std::uint8_t> encapsulated;                // encapsulate()'s output, reused
   std::vector<std::span<const std::uint8_t>> tx_frames;  // flush()'s batch for one interface port
   EthernetCounters ethernet;
   std::vector<EgressQueue> queues;                         // port i's egress
   std::vector<std::optional<EgressQueue>> ingress_queues;  // port i's ingress, if it has one
-  std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port
+  std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port, attached ports only
+  // UDP ports: port i's peer (from the config or POST /hosts); nullopt once DELETE /hosts detached
+  // it. Empty on interface ports.
+  std::vector<std::optional<UdpEndpoint>> peers;
+  std::set<PortId> detached_ports;  // detached UDP ports, reused lowest first by POST /hosts
   std::vector<PortCounters> port_counters;
   QueueSink sink;
   UdpRecvBatch batch;
   std::vector<std::vector<std::uint8_t>> tx_bytes;  // flush()'s reusable copies of released packets
   std::vector<UdpOutgoing> tx;
   std::uint64_t unknown_source = 0;  // datagrams from an address that is no port's peer: dropped
-  std::uint64_t no_port = 0;         // sends to a port number the config lacks: dropped
+  std::uint64_t no_port = 0;         // sends to a port number the switch lacks, or to a detached port: dropped
   std::uint64_t send_failed = 0;     // released packets the kernel refused: dropped
   std::set<JobId> installed;
 

@@ -64,7 +64,8 @@ struct SwitchDaemonConfig {
 //   routes: [{dst: 10.0.0.1, port: 0}]
 // A port names either `peer: IP:PORT` (a UDP peer) or `interface: NAME` (a Linux interface, e.g.
 // `interface: sw0-p1`; needs root or CAP_NET_RAW); all ports of one switch are of one kind, and a
-// switch on interfaces has no `listen:` (it has no UDP socket).
+// switch on interfaces has no `listen:` (it has no UDP socket). Without `ports:` the switch is a
+// UDP switch whose hosts attach at run time (POST /hosts).
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
 SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the file; throws SwitchConfigError
 
@@ -76,6 +77,8 @@ SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the fi
 //
 // Control plane (HTTP):
 //   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
+//                    400 names a bad field or a port the switch does not have; 409 when the job is
+//                    already installed ("job N is already installed; remove it first").
 //   DELETE /jobs/<id>  removes the job (freeing its aggregators) and its multicast group.
 //   PUT /ports/<i>   body: control::to_json(control::PortSettings); replaces port i's egress and/or
 //                    ingress settings for packets enqueued from then on (creating the ingress queue
@@ -83,9 +86,26 @@ SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the fi
 //                    The way to apply a scenario's time-windowed faults (from_us/until_us) to a
 //                    running switch (`atp run --backend udp`): one PUT at each window's start and
 //                    end. 400 names a bad field, 404 a port the switch does not have.
+//   POST /hosts      body: {"peer": "127.0.0.1:40001"}; attaches a UDP peer (a worker or PS process
+//                    on an ephemeral port) to the running switch and answers
+//                      {"port": P, "address": "10.0.0.7", "switch": {"name": "s0", "atp_capable": true,
+//                       "aggregators": 4096, "aggregator_width": 1024}}.
+//                    A peer that already is a port's peer gets that port again (idempotent). Else it
+//                    takes the lowest detached port, or a new port (unlimited egress, no ingress
+//                    queue, counters zero); at most 65536 ports (then 503). Its overlay address is
+//                    the lowest of 10.0.0.1 upwards that no route has (a port that has routes: the
+//                    lowest of them), and a route to the port is installed. 400 names a bad field;
+//                    a switch on interface ports answers 400 (hosts are attached by cable there).
+//   DELETE /hosts/<port>  detaches a UDP port (attached or configured): its peer's datagrams then
+//                    count as unknown_source, every route to the port is removed, its queues are
+//                    reset (held packets dropped, default settings, counters zero) and sends to it
+//                    count as no_port until POST /hosts reuses it. Jobs and multicast groups naming
+//                    the port are left as they are. Answers {"detached": P}; 404 for a port the
+//                    switch does not have or one already detached.
 //   GET /metrics     Prometheus text; GET /stats: JSON, the same counters (per port: egress
 //                    counters, and ingress_* for the ingress queue, zero when the port has none;
-//                    per switch also the Ethernet counters of interface ports, zero on UDP ports).
+//                    per switch also the Ethernet counters of interface ports, zero on UDP ports;
+//                    a detached port's "peer" is "").
 class SwitchDaemon {
  public:
   explicit SwitchDaemon(SwitchDaemonConfig config);
@@ -96,7 +116,8 @@ class SwitchDaemon {
   void start();
   void stop();  // idempotent; not from a signal handler (block signals and sigwait instead)
 
-  const SwitchDaemonConfig& config() const;  // as started: PUT /ports changes the queues, not this
+  // As started: PUT /ports and POST/DELETE /hosts change the queues, peers and routes, not this.
+  const SwitchDaemonConfig& config() const;
   // Where hosts and peer switches send (kernel port resolved); {0, 0} on interface ports.
   UdpEndpoint data_endpoint() const;
   std::string control_endpoint() const;  // "host:port" of the HTTP control plane
