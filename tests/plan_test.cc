@@ -245,6 +245,38 @@ TEST(PlanJob, SingleRackIsOneGroupAtLevelZero) {
   EXPECT_EQ(s.multicast_ports, ports({0, 1, 3}));  // the workers, not the PS
 }
 
+// Hosts attached to a running switch (the PyTorch backend's workers and PS) keep the address
+// and port that switch gave them; the job's entries name those ports.
+TEST(PlanJob, AttachedHostsKeepTheirAddressesAndPorts) {
+  Topology t;
+  t.switches = {atp_switch("tor0", 500)};
+  t.hosts = {{"w0", "tor0", HostAttachment{ip(9), 5}},
+             {"w1", "tor0", HostAttachment{ip(4), 2}},
+             {"ps", "tor0", HostAttachment{ip(1), 0}}};
+  const NetworkPlan n = plan_network(t);
+  EXPECT_EQ(n.host_address.at("w0"), ip(9));
+  EXPECT_EQ(n.routes.at("tor0").at(ip(9)), 5);
+  EXPECT_EQ(n.routes.at("tor0").at(ip(4)), 2);
+  EXPECT_EQ(n.switch_port_count.at("tor0"), 6);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, {"ps"}));
+  EXPECT_EQ(p.workers[0].self, ip(9));
+  EXPECT_EQ(p.workers[1].ps[0].ps, ip(1));
+  EXPECT_EQ(p.workers[1].ps[0].bitmap0, 2u);
+  const SwitchJobPlan& s = p.switches.at("tor0");
+  EXPECT_EQ(s.entry.admitted_ports, ports({0, 2, 5}));
+  EXPECT_EQ(s.multicast_ports, ports({2, 5}));
+
+  Topology mixed = t;
+  mixed.hosts[1].attached.reset();
+  expect_plan_error([&] { plan_network(mixed); }, {"'w1' has no attachment", "every host"});
+  Topology same_port = t;
+  same_port.hosts[1].attached->port = 5;
+  expect_plan_error([&] { plan_network(same_port); }, {"'w1'", "port 5", "another host"});
+  Topology same_address = t;
+  same_address.hosts[2].attached->address = ip(9);
+  expect_plan_error([&] { plan_network(same_address); }, {"'w0' and 'ps'", "10.0.0.9"});
+}
+
 TEST(PlanJob, Figure9TwoLevels) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);

@@ -29,9 +29,19 @@ struct SwitchSpec {
   std::string name;
   SwitchConfig config;
 };
+// A host already plugged into a running switch (the switch daemon's POST /hosts): the overlay
+// address and the switch port that switch gave it, which a plan must keep.
+struct HostAttachment {
+  Address address = 0;
+  PortId port = 0;  // on the host's ToR
+};
+
 struct HostSpec {
   std::string name;
   std::string switch_name;  // the host's ToR: every host has one link, to this switch
+  // Unset: plan_network numbers the host (10.0.0.1, ... in host order; ToR ports in host order).
+  // Either every host of a topology has one or none does.
+  std::optional<HostAttachment> attached = std::nullopt;
 };
 struct Topology {
   std::vector<SwitchSpec> switches;

@@ -54,8 +54,8 @@ struct Communicator::Impl {
 
   std::thread thread;
 
-  Impl(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
-      : endpoint(config), socket(local, addressed_by_ip_options(uplink)), sink(socket, uplink) {
+  Impl(WorkerConfig config, UdpSocket bound, std::optional<UdpEndpoint> uplink)
+      : endpoint(config), socket(std::move(bound)), sink(socket, uplink) {
     // Addressed by IP: parameter packets come to the job's multicast group.
     if (!uplink) socket.join_multicast(multicast_group_address(config.job), config.self);
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -154,7 +154,10 @@ struct Communicator::Impl {
 };
 
 Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
-    : impl_(std::make_unique<Impl>(std::move(config), local, uplink)) {
+    : Communicator(std::move(config), UdpSocket(local, addressed_by_ip_options(uplink)), uplink) {}
+
+Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
   impl_->thread = std::thread([impl = impl_.get()] {
     try {
       impl->loop.run();

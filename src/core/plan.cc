@@ -326,14 +326,35 @@ NetworkPlan plan_network(const Topology& topology) {
     return static_cast<PortId>(next_port[s]++);
   };
 
-  // Host ports first, in host order; hosts get addresses in the same order.
+  // Host ports first, in host order; hosts get addresses in the same order, unless they are
+  // attached to a running switch already (then they keep its address and port, and switch links
+  // come after the highest such port).
+  const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
+  std::set<std::pair<std::size_t, PortId>> attached_ports;
   std::vector<PortId> host_port(topology.hosts.size());
   for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
     const HostSpec& host = topology.hosts[h];
-    const Address address = kFirstHostAddress + static_cast<Address>(h);
+    if (host.attached.has_value() != attached) {
+      throw PlanError("host " + quoted(host.name) + (attached ? " has no" : " has an") +
+                      " attachment (address and port); either every host has one or none does");
+    }
+    const std::size_t tor = switch_index.at(host.switch_name);
+    const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
+    if (!plan.host_by_address.emplace(address, host.name).second) {
+      throw PlanError("hosts " + quoted(plan.host_by_address.at(address)) + " and " + quoted(host.name) +
+                      " have the same address " + format_address(address));
+    }
     plan.host_address[host.name] = address;
-    plan.host_by_address[address] = host.name;
-    host_port[h] = take_port(switch_index.at(host.switch_name));
+    if (attached) {
+      host_port[h] = host.attached->port;
+      if (!attached_ports.insert({tor, host_port[h]}).second) {
+        throw PlanError("host " + quoted(host.name) + " is attached to port " + std::to_string(host_port[h]) +
+                        " of switch " + quoted(host.switch_name) + ", as is another host");
+      }
+      next_port[tor] = std::max<std::uint32_t>(next_port[tor], std::uint32_t{host_port[h]} + 1);
+    } else {
+      host_port[h] = take_port(tor);
+    }
     plan.links.push_back(PlannedLink{PortRef{host.name, 0}, PortRef{host.switch_name, host_port[h]}});
   }
   // Then switch links, in link order. adjacency[s] = (neighbour switch, local port).

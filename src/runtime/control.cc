@@ -87,6 +87,14 @@ Address get_address(const json& object, const std::string& where, const char* ke
   return parse_address(value.get<std::string>(), where + key);
 }
 
+// The "index" field: an IndexPolicy's name.
+IndexPolicy index_policy(const json& value) {
+  const std::optional<IndexPolicy> policy =
+      value.is_string() ? parse_index_policy(value.get<std::string>()) : std::nullopt;
+  if (!policy) throw ControlError("index: must be \"hashed\", \"linear\" or \"hashed_slots\", got " + value.dump());
+  return *policy;
+}
+
 json parse_object(const std::string& text, const char* what) {
   json doc;
   try {
@@ -184,6 +192,97 @@ EgressConfig egress_from_json(const json& doc, const char* direction) {
 
 }  // namespace
 
+std::string to_json(const WorkerConfig& c) {
+  json ps = json::array();
+  for (const PsRoute& r : c.ps) {
+    ps.push_back({{"ps", format_address(r.ps)},
+                  {"bitmap0", r.bitmap0},
+                  {"bitmap1", r.bitmap1},
+                  {"fan_in0", r.fan_in0},
+                  {"fan_in1", r.fan_in1},
+                  {"edge_switch_identifier", r.edge_switch_identifier}});
+  }
+  const CongestionConfig& cc = c.congestion;
+  json doc = {{"job", c.job},
+              {"self", format_address(c.self)},
+              {"ps", ps},
+              {"values_per_packet", c.values_per_packet},
+              {"scale", c.scale},
+              {"first_aggregator", c.aggregators.first},
+              {"num_aggregators", c.aggregators.count},
+              {"index", to_string(c.index_policy)},
+              {"loss_recovery", c.loss_recovery == LossRecovery::kTimeoutOnly ? "timeout" : "atp"},
+              {"congestion",
+               {{"enabled", cc.enabled},
+                {"initial_window", cc.initial_window},
+                {"min_window", cc.min_window},
+                {"max_window", cc.max_window},
+                {"initial_ssthresh", cc.initial_ssthresh},
+                {"mtu_bytes", cc.mtu_bytes}}},
+              {"retransmit_timeout_ns", c.retransmit_timeout.count()},
+              {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
+              {"progress_timeout_ns", c.progress_timeout.count()},
+              {"initial_seq", c.initial_seq}};
+  return doc.dump();
+}
+
+WorkerConfig worker_config_from_json(const std::string& text) {
+  const json doc = parse_object(text, "worker config");
+  check_keys(doc, "",
+             {"job", "self", "ps", "values_per_packet", "scale", "first_aggregator", "num_aggregators", "index",
+              "loss_recovery", "congestion", "retransmit_timeout_ns", "max_retransmit_timeout_ns",
+              "progress_timeout_ns", "initial_seq"});
+  WorkerConfig c;
+  c.job = get_unsigned<JobId>(doc, "", "job");
+  c.self = get_address(doc, "", "self");
+  const json& routes = require(doc, "", "ps");
+  if (!routes.is_array()) throw ControlError("ps: expected a list, got " + routes.dump());
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const std::string where = "ps[" + std::to_string(i) + "].";
+    if (!routes[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
+    check_keys(routes[i], where, {"ps", "bitmap0", "bitmap1", "fan_in0", "fan_in1", "edge_switch_identifier"});
+    PsRoute r;
+    r.ps = get_address(routes[i], where, "ps");
+    r.bitmap0 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap0");
+    r.bitmap1 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap1");
+    r.fan_in0 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in0");
+    r.fan_in1 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in1");
+    r.edge_switch_identifier = get_unsigned<std::uint8_t>(routes[i], where, "edge_switch_identifier");
+    c.ps.push_back(r);
+  }
+  c.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
+  c.scale = get_number(doc, "", "scale", 0, std::numeric_limits<double>::max());
+  c.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
+  c.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
+  c.index_policy = index_policy(require(doc, "", "index"));
+  const json& recovery = require(doc, "", "loss_recovery");
+  if (recovery != "atp" && recovery != "timeout") {
+    throw ControlError("loss_recovery: must be \"atp\" or \"timeout\", got " + recovery.dump());
+  }
+  c.loss_recovery = recovery == "timeout" ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
+  const json& cc = require(doc, "", "congestion");
+  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + cc.dump());
+  check_keys(cc, "congestion.",
+             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
+  const json& enabled = require(cc, "congestion.", "enabled");
+  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + enabled.dump());
+  c.congestion.enabled = enabled.get<bool>();
+  c.congestion.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
+  c.congestion.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
+  c.congestion.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
+  c.congestion.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
+  c.congestion.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
+  auto nanoseconds = [&doc](const char* key) {
+    return Duration(
+        static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
+  };
+  c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
+  c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
+  c.progress_timeout = nanoseconds("progress_timeout_ns");
+  c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");
+  return c;
+}
+
 std::string to_json(const PortSettings& settings) {
   json doc = json::object();
   if (settings.egress) doc["egress"] = egress_to_json(*settings.egress);
@@ -233,11 +332,7 @@ PsConfig ps_job_from_json(const std::string& text) {
     if (config.aggregators.count == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
   }
   if (doc.contains("index")) {
-    const json& value = doc.at("index");
-    const std::optional<IndexPolicy> policy =
-        value.is_string() ? parse_index_policy(value.get<std::string>()) : std::nullopt;
-    if (!policy) throw ControlError("index: must be \"hashed\", \"linear\" or \"hashed_slots\", got " + value.dump());
-    config.index_policy = *policy;
+    config.index_policy = index_policy(doc.at("index"));
   }
   if (doc.contains("max_window_seqs")) {
     config.max_window_seqs = get_unsigned<std::uint32_t>(doc, "", "max_window_seqs");

@@ -285,6 +285,8 @@ struct PsDaemon::Impl {
   std::string json() {
     const PsDaemonStats s = snapshot();
     nlohmann::json j;
+    // Where jobs' workers reach it: what a job planner attaches to the PS's switch (POST /hosts).
+    j["data"] = socket.local_endpoint().to_string();
     j["daemon"] = {{"datagrams_received", s.daemon.datagrams_received},
                    {"malformed", s.daemon.malformed},
                    {"unknown_job", s.daemon.unknown_job},

@@ -14,6 +14,7 @@
 #include "atp/collectives/communicator.h"
 #include "atp/collectives/gloo_allreduce.h"
 #include "atp/collectives/ring_allreduce.h"
+#include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
 #include "atp/scenario.h"
 #include "inputs.h"
@@ -22,72 +23,6 @@ namespace atp::udp_worker {
 namespace {
 
 using nlohmann::json;
-
-json config_to_json(const WorkerConfig& c) {
-  json ps = json::array();
-  for (const PsRoute& r : c.ps) {
-    ps.push_back({{"ps", r.ps},
-                  {"bitmap0", r.bitmap0},
-                  {"bitmap1", r.bitmap1},
-                  {"fan_in0", r.fan_in0},
-                  {"fan_in1", r.fan_in1},
-                  {"edge_switch_identifier", r.edge_switch_identifier}});
-  }
-  return {{"job", c.job},
-          {"self", c.self},
-          {"ps", ps},
-          {"values_per_packet", c.values_per_packet},
-          {"scale", c.scale},
-          {"first_aggregator", c.aggregators.first},
-          {"num_aggregators", c.aggregators.count},
-          {"index_policy", to_string(c.index_policy)},
-          {"cc_enabled", c.congestion.enabled},
-          {"timeout_only", c.loss_recovery == LossRecovery::kTimeoutOnly},
-          {"initial_window", c.congestion.initial_window},
-          {"min_window", c.congestion.min_window},
-          {"max_window", c.congestion.max_window},
-          {"initial_ssthresh", c.congestion.initial_ssthresh},
-          {"mtu_bytes", c.congestion.mtu_bytes},
-          {"retransmit_timeout_ns", c.retransmit_timeout.count()},
-          {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
-          {"progress_timeout_ns", c.progress_timeout.count()},
-          {"initial_seq", c.initial_seq}};
-}
-
-WorkerConfig config_from_json(const json& j) {
-  WorkerConfig c;
-  c.job = j.at("job").get<JobId>();
-  c.self = j.at("self").get<Address>();
-  for (const json& r : j.at("ps")) {
-    PsRoute route;
-    route.ps = r.at("ps").get<Address>();
-    route.bitmap0 = r.at("bitmap0").get<std::uint32_t>();
-    route.bitmap1 = r.at("bitmap1").get<std::uint32_t>();
-    route.fan_in0 = r.at("fan_in0").get<std::uint8_t>();
-    route.fan_in1 = r.at("fan_in1").get<std::uint8_t>();
-    route.edge_switch_identifier = r.at("edge_switch_identifier").get<std::uint8_t>();
-    c.ps.push_back(route);
-  }
-  c.values_per_packet = j.at("values_per_packet").get<std::uint16_t>();
-  c.scale = j.at("scale").get<double>();
-  c.aggregators.first = j.at("first_aggregator").get<std::uint32_t>();
-  c.aggregators.count = j.at("num_aggregators").get<std::uint32_t>();
-  const std::optional<IndexPolicy> policy = parse_index_policy(j.at("index_policy").get<std::string>());
-  if (!policy) throw std::invalid_argument("index_policy: not a policy name");
-  c.index_policy = *policy;
-  c.congestion.enabled = j.at("cc_enabled").get<bool>();
-  c.loss_recovery = j.at("timeout_only").get<bool>() ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
-  c.congestion.initial_window = j.at("initial_window").get<std::uint32_t>();
-  c.congestion.min_window = j.at("min_window").get<std::uint32_t>();
-  c.congestion.max_window = j.at("max_window").get<std::uint32_t>();
-  c.congestion.initial_ssthresh = j.at("initial_ssthresh").get<std::uint32_t>();
-  c.congestion.mtu_bytes = j.at("mtu_bytes").get<std::uint32_t>();
-  c.retransmit_timeout = Duration(j.at("retransmit_timeout_ns").get<std::int64_t>());
-  c.max_retransmit_timeout = Duration(j.at("max_retransmit_timeout_ns").get<std::int64_t>());
-  c.progress_timeout = Duration(j.at("progress_timeout_ns").get<std::int64_t>());
-  c.initial_seq = j.at("initial_seq").get<Seq>();
-  return c;
-}
 
 void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl: the parent reads line by line
 
@@ -127,7 +62,7 @@ std::string to_json(const WorkerSpec& s) {
   json ranks = json::array();
   for (const UdpEndpoint& r : s.ranks) ranks.push_back(r.to_string());
   return json{{"algorithm", s.algorithm},
-              {"config", config_to_json(s.config)},
+              {"config", json::parse(control::to_json(s.config))},
               {"local", s.local.to_string()},
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
@@ -149,7 +84,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   const json j = json::parse(text);
   WorkerSpec s;
   s.algorithm = j.at("algorithm").get<std::string>();
-  s.config = config_from_json(j.at("config"));
+  s.config = control::worker_config_from_json(j.at("config").dump());
   s.local = UdpEndpoint::parse(j.at("local").get<std::string>());
   if (!j.at("uplink").is_null()) s.uplink = UdpEndpoint::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(UdpEndpoint::parse(r.get<std::string>()));

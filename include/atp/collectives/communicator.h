@@ -36,6 +36,9 @@ class Communicator : public Allreduce {
   // std::invalid_argument for a config the endpoint refuses and UdpSetupError if the socket
   // cannot be bound or join the group. Starts the loop thread.
   Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink);
+  // The same on a socket bound already: for a worker that must tell its address to the job's
+  // planner (the PyTorch backend's rendezvous) before the plan, and so its config, exists.
+  Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
   ~Communicator() override;
   Communicator(const Communicator&) = delete;

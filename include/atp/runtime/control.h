@@ -40,6 +40,20 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 std::string to_json(const PsConfig& config);
 PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 
+// One worker's part of a job plan (plan_job's WorkerConfig), for a process that did not plan the
+// job itself (a PyTorch rank gets it from rank 0 through the rendezvous store). Shape:
+//   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "bitmap0": 1, "bitmap1": 1, "fan_in0": 2,
+//    "fan_in1": 1, "edge_switch_identifier": 0}], "values_per_packet": 62, "scale": 1e8,
+//    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed", "loss_recovery": "atp",
+//    "congestion": {"enabled": true, "initial_window": 200, "min_window": 1, "max_window": 1024,
+//                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
+//    "retransmit_timeout_ns": 1000000, "max_retransmit_timeout_ns": 64000000,
+//    "progress_timeout_ns": 2000000000, "initial_seq": 0}
+// Every key is required; unknown keys are errors. The values are not checked against each other
+// (WorkerEndpoint's constructor does that).
+std::string to_json(const WorkerConfig& config);
+WorkerConfig worker_config_from_json(const std::string& text);  // throws ControlError
+
 // Bounds of a switch port's settings, the same in the switch config file and in PUT /ports.
 inline constexpr double kMaxPortRateGbps = 1e6;
 inline constexpr std::int64_t kMaxPortDelayUs = 10'000'000;

@@ -1,0 +1,284 @@
+// ClusterJob: the rendezvous of a job's ranks through a Store, rank 0's planning and installing
+// of the job over the daemons' HTTP control planes, and its removal at the end.
+#include "atp/collectives/cluster_job.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "atp/plan.h"
+#include "atp/runtime/control.h"
+#include "atp/runtime/ps_daemon.h"
+#include "atp/runtime/switch_daemon.h"
+
+namespace atp {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint16_t kDefaultMaxValuesPerPacket = 1024;  // the default's cap (ClusterJobOptions::values_per_packet)
+constexpr int kJobIdAttempts = 64;
+constexpr Duration kSetupMargin = std::chrono::seconds(30);
+
+// One HTTP request to a daemon's control plane; a daemon that does not answer is a ClusterJobError.
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+Reply request(const UdpEndpoint& control, const char* method, const std::string& path, const std::string& body = "") {
+  const std::string where = control.to_string();
+  httplib::Client client(where.substr(0, where.rfind(':')), control.port);
+  client.set_connection_timeout(std::chrono::seconds(2));
+  client.set_read_timeout(std::chrono::seconds(5));
+  httplib::Result r = std::string(method) == "GET"    ? client.Get(path)
+                      : std::string(method) == "POST" ? client.Post(path, body, "application/json")
+                                                      : client.Delete(path);
+  if (!r) {
+    throw ClusterJobError(std::string(method) + " http://" + where + path + " failed (" +
+                          httplib::to_string(r.error()) + "): is the daemon running there?");
+  }
+  Reply reply{r->status, json::parse(r->body, nullptr, false)};
+  if (reply.body.is_discarded()) reply.body = json::object();
+  return reply;
+}
+
+// The answer's body, or a ClusterJobError with the daemon's own error sentence.
+json expect_ok(const Reply& reply, const std::string& what) {
+  if (reply.status / 100 == 2) return reply.body;
+  const std::string error = reply.body.is_object() && reply.body.contains("error") && reply.body["error"].is_string()
+                                ? reply.body["error"].get<std::string>()
+                                : "HTTP " + std::to_string(reply.status);
+  throw ClusterJobError(what + ": " + error);
+}
+
+UdpEndpoint endpoint_field(const json& doc, const char* key, const std::string& who) {
+  try {
+    return UdpEndpoint::parse(doc.at(key).get<std::string>());
+  } catch (const std::exception&) {
+    throw ClusterJobError(who + " did not say its data address (\"" + key + "\" in GET /stats): is it an atp daemon?");
+  }
+}
+
+struct Attachment {
+  HostAttachment host;
+  json switch_info;  // {"name", "atp_capable", "aggregators", "aggregator_width"}
+};
+
+Attachment attach(const UdpEndpoint& switch_control, const UdpEndpoint& peer, const std::string& who) {
+  const json reply = expect_ok(request(switch_control, "POST", "/hosts", json{{"peer", peer.to_string()}}.dump()),
+                               "the switch at " + switch_control.to_string() + " refused to attach " + who);
+  try {
+    Attachment a;
+    a.host.address = control::parse_address(reply.at("address").get<std::string>());
+    a.host.port = reply.at("port").get<PortId>();
+    a.switch_info = reply.at("switch");
+    return a;
+  } catch (const std::exception& e) {
+    throw ClusterJobError("the switch at " + switch_control.to_string() + " answered POST /hosts with " + reply.dump() +
+                          ": " + e.what());
+  }
+}
+
+// A switch and a PS as threads of this process (ClusterJobOptions::local).
+struct LocalCluster {
+  std::unique_ptr<SwitchDaemon> switch_daemon;
+  std::unique_ptr<PsDaemon> ps_daemon;
+
+  explicit LocalCluster(std::uint32_t aggregators) {
+    SwitchDaemonConfig s;
+    s.name = "local";
+    s.pipeline.num_aggregators = aggregators;
+    switch_daemon = std::make_unique<SwitchDaemon>(s);  // no ports yet: ranks are attached (POST /hosts)
+    switch_daemon->start();
+    PsDaemonConfig p;
+    p.data = UdpEndpoint::loopback(0);
+    p.control = UdpEndpoint::loopback(0);
+    p.uplink = switch_daemon->data_endpoint();
+    ps_daemon = std::make_unique<PsDaemon>(p);
+    ps_daemon->start();
+  }
+  UdpEndpoint switch_control() const { return UdpEndpoint::parse(switch_daemon->control_endpoint()); }
+  UdpEndpoint ps_control() const { return ps_daemon->control_endpoint(); }
+};
+
+}  // namespace
+
+struct ClusterJob::Coordinator {
+  std::unique_ptr<LocalCluster> local;
+  UdpEndpoint switch_control, ps_control;
+  std::optional<JobId> installed;    // on both the switch and the PS
+  std::vector<PortId> worker_ports;  // attached for this job (the PS's port is shared with other jobs)
+
+  // Removes what plan_and_install() did; never throws.
+  void uninstall() noexcept {
+    try {
+      if (installed) {
+        request(switch_control, "DELETE", "/jobs/" + std::to_string(*installed));
+        request(ps_control, "DELETE", "/jobs/" + std::to_string(*installed));
+      }
+      for (PortId p : worker_ports) request(switch_control, "DELETE", "/hosts/" + std::to_string(p));
+    } catch (const std::exception&) {  // the daemons are gone: nothing left to remove
+    }
+    installed.reset();
+    worker_ports.clear();
+  }
+
+  ~Coordinator() { uninstall(); }
+
+  // Attaches the PS and every rank's data endpoint to the switch, plans the job and installs it.
+  // Returns each rank's worker config and the switch's data address (the ranks' uplink).
+  std::pair<std::vector<WorkerConfig>, UdpEndpoint> plan_and_install(const std::vector<UdpEndpoint>& ranks,
+                                                                     const ClusterJobOptions& options) {
+    const UdpEndpoint switch_data = endpoint_field(
+        expect_ok(request(switch_control, "GET", "/stats"), "the switch at " + switch_control.to_string()), "data",
+        "the switch at " + switch_control.to_string());
+    const UdpEndpoint ps_data =
+        endpoint_field(expect_ok(request(ps_control, "GET", "/stats"), "the PS at " + ps_control.to_string()), "data",
+                       "the PS at " + ps_control.to_string());
+    const Attachment ps = attach(switch_control, ps_data, "the PS " + ps_data.to_string());
+
+    Topology topology;
+    SwitchSpec tor;
+    tor.name = ps.switch_info.value("name", "switch");
+    tor.config.atp_capable = ps.switch_info.value("atp_capable", true);
+    tor.config.num_aggregators = ps.switch_info.value("aggregators", 4096u);
+    tor.config.aggregator_width = ps.switch_info.value("aggregator_width", std::uint16_t{1024});
+    topology.switches.push_back(tor);
+    JobSpec spec;
+    spec.name = "torch";
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const std::string name = "rank" + std::to_string(r);
+      const Attachment a =
+          attach(switch_control, ranks[r], "rank " + std::to_string(r) + " at " + ranks[r].to_string());
+      worker_ports.push_back(a.host.port);
+      topology.hosts.push_back({name, tor.name, a.host});
+      spec.workers.push_back(name);
+    }
+    topology.hosts.push_back({"ps", tor.name, ps.host});
+    spec.ps = {"ps"};
+    spec.values_per_packet = options.values_per_packet != 0
+                                 ? options.values_per_packet
+                                 : std::min(kDefaultMaxValuesPerPacket, tor.config.aggregator_width);
+    spec.scale = options.scale;
+    spec.retransmit_timeout = options.retransmit_timeout;
+    spec.progress_timeout = options.timeout;
+    const NetworkPlan network = plan_network(topology);
+
+    std::mt19937 random{std::random_device{}()};
+    for (int attempt = 0; attempt < kJobIdAttempts; ++attempt) {
+      spec.id = options.job_id ? *options.job_id : static_cast<JobId>(1 + random() % 0xFFFE);
+      const JobPlan plan = plan_job(network, spec);  // PlanError: e.g. more than 32 ranks
+      const Reply on_switch = request(switch_control, "POST", "/jobs", control::to_json(plan.switches.at(tor.name)));
+      if (on_switch.status == 409 && !options.job_id) continue;  // the id is taken: try another
+      expect_ok(on_switch, "the switch refused job " + std::to_string(spec.id));
+      const Reply on_ps = request(ps_control, "POST", "/jobs", control::to_json(plan.ps.front()));
+      if (on_ps.status / 100 != 2) request(switch_control, "DELETE", "/jobs/" + std::to_string(spec.id));
+      if (on_ps.status == 409 && !options.job_id) continue;
+      expect_ok(on_ps, "the PS refused job " + std::to_string(spec.id));
+      installed = spec.id;
+      return {plan.workers, switch_data};
+    }
+    throw ClusterJobError("no free job id after " + std::to_string(kJobIdAttempts) +
+                          " tries: the switch or PS has too many jobs installed");
+  }
+};
+
+ClusterJob::ClusterJob(Store& store, int rank, int size, Duration timeout)
+    : store_(store), rank_(rank), size_(size), timeout_(timeout) {}
+
+ClusterJob::~ClusterJob() { close(); }
+
+std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, const ClusterJobOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw ClusterJobError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank of the job");
+  }
+  if (!options.local && (!options.switch_control || !options.ps_control)) {
+    throw ClusterJobError(
+        "no ATP cluster given: name a running switch and PS (their control addresses), or start a local one on rank 0");
+  }
+  std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
+  UdpSocket socket({options.bind_ip, 0});
+  store.set("endpoint/" + std::to_string(rank), socket.local_endpoint().to_string());
+
+  if (rank == 0) {
+    std::vector<json> replies(static_cast<std::size_t>(size));
+    try {
+      auto coordinator = std::make_unique<Coordinator>();
+      if (options.local) {
+        coordinator->local = std::make_unique<LocalCluster>(options.local_aggregators);
+        coordinator->switch_control = coordinator->local->switch_control();
+        coordinator->ps_control = coordinator->local->ps_control();
+      } else {
+        coordinator->switch_control = *options.switch_control;
+        coordinator->ps_control = *options.ps_control;
+      }
+      // Every rank has `timeout` from now to show up (not each: one deadline for all).
+      const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+      std::vector<UdpEndpoint> ranks{socket.local_endpoint()};
+      for (int r = 1; r < size; ++r) {
+        const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
+        ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
+      }
+      auto [configs, uplink] = coordinator->plan_and_install(ranks, options);
+      for (int r = 0; r < size; ++r) {
+        replies[static_cast<std::size_t>(r)] = {
+            {"config", json::parse(control::to_json(configs[static_cast<std::size_t>(r)]))},
+            {"uplink", uplink.to_string()}};
+      }
+      job->job_ = *coordinator->installed;
+      job->coordinator_ = std::move(coordinator);
+    } catch (const std::exception& e) {
+      const std::string why = std::string("rank 0 could not set up the ATP job: ") + e.what();
+      for (int r = 1; r < size; ++r) store.set("config/" + std::to_string(r), json{{"error", why}}.dump());
+      throw ClusterJobError(why);
+    }
+    for (int r = 1; r < size; ++r)
+      store.set("config/" + std::to_string(r), replies[static_cast<std::size_t>(r)].dump());
+    job->communicator_ =
+        std::make_unique<Communicator>(control::worker_config_from_json(replies[0]["config"].dump()), std::move(socket),
+                                       UdpEndpoint::parse(replies[0]["uplink"].get<std::string>()));
+    return job;
+  }
+
+  // Rank 0 may spend the timeout waiting for a missing rank, then a few requests to the daemons
+  // (each bounded: connect 2 s, read 5 s): wait longer than that, so that its verdict arrives.
+  const json reply = json::parse(store.get("config/" + std::to_string(rank), 2 * options.timeout + kSetupMargin));
+  store.erase("config/" + std::to_string(rank));
+  store.erase("endpoint/" + std::to_string(rank));
+  if (reply.contains("error")) throw ClusterJobError(reply["error"].get<std::string>());
+  const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
+  job->job_ = config.job;
+  job->communicator_ =
+      std::make_unique<Communicator>(config, std::move(socket), UdpEndpoint::parse(reply["uplink"].get<std::string>()));
+  return job;
+}
+
+void ClusterJob::close() {
+  if (closed_) return;
+  closed_ = true;
+  try {
+    const std::int64_t done = store_.add("closed", 1);
+    if (rank_ == 0) {
+      // Wait for the others, so that none loses its switch and PS in the middle of a last round.
+      const auto deadline = std::chrono::steady_clock::now() + std::min<Duration>(timeout_, std::chrono::seconds(10));
+      for (std::int64_t n = done; n < size_ && std::chrono::steady_clock::now() < deadline;
+           n = store_.add("closed", 0)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      store_.erase("closed");
+      store_.erase("endpoint/0");
+    }
+  } catch (const std::exception&) {  // the store is gone (rank 0 exited): nothing to wait for
+  }
+  communicator_.reset();
+  coordinator_.reset();
+}
+
+}  // namespace atp

@@ -1,0 +1,258 @@
+// Tests of the rendezvous layer under the PyTorch backend: StoreCollectives over an in-memory
+// store, and ClusterJob's ranks (threads here) meeting through it to run exact ATP allreduces on a
+// local cluster, on running daemons shared by two jobs, and failing with one sentence when they cannot.
+#include "atp/collectives/cluster_job.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atp/runtime/ps_daemon.h"
+#include "atp/runtime/switch_daemon.h"
+#include "reference_sum.h"
+
+namespace atp {
+namespace {
+
+using namespace std::chrono_literals;
+
+// torch's TCPStore in miniature: a map every thread shares.
+class MemoryStore : public Store {
+ public:
+  void set(const std::string& key, const std::string& value) override {
+    std::lock_guard lock(mutex_);
+    map_[key] = value;
+    changed_.notify_all();
+  }
+  std::string get(const std::string& key, Duration timeout) override {
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, timeout, [&] { return map_.contains(key); })) {
+      throw CollectiveError("key " + key + " was not set within the timeout");
+    }
+    return map_.at(key);
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    std::lock_guard lock(mutex_);
+    const std::int64_t value = (map_.contains(key) ? std::stoll(map_[key]) : 0) + delta;
+    map_[key] = std::to_string(value);
+    changed_.notify_all();
+    return value;
+  }
+  void erase(const std::string& key) override {
+    std::lock_guard lock(mutex_);
+    map_.erase(key);
+  }
+  std::size_t size() {
+    std::lock_guard lock(mutex_);
+    return map_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> map_;
+};
+
+// Runs body(rank) on `size` threads; returns each rank's exception (or null).
+std::vector<std::exception_ptr> run_ranks(int size, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+std::string message(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+  return "";
+}
+
+TEST(StoreCollectives, BroadcastAllgatherBarrierAndNoKeysLeft) {
+  MemoryStore store;
+  constexpr int kSize = 3;
+  std::vector<std::string> broadcast(kSize);
+  std::vector<std::vector<std::string>> gathered(kSize);
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    StoreCollectives c(store, "g", rank, kSize, 5s);
+    for (int i = 0; i < 3; ++i) {
+      broadcast[static_cast<std::size_t>(rank)] = c.broadcast(1, rank == 1 ? "from one " + std::to_string(i) : "");
+      gathered[static_cast<std::size_t>(rank)] = c.allgather(std::string(static_cast<std::size_t>(rank) + 1, 'x'));
+      c.barrier();
+    }
+  });
+  for (const auto& e : errors) EXPECT_FALSE(e) << message(e);
+  for (int r = 0; r < kSize; ++r) {
+    EXPECT_EQ(broadcast[static_cast<std::size_t>(r)], "from one 2");
+    EXPECT_EQ(gathered[static_cast<std::size_t>(r)], (std::vector<std::string>{"x", "xx", "xxx"}));
+  }
+  EXPECT_EQ(store.size(), 0u) << "every key is erased by its last reader";
+}
+
+TEST(StoreCollectives, AMissingRankIsATimeoutNamingIt) {
+  MemoryStore store;
+  const auto errors = run_ranks(2, [&](int rank) {
+    StoreCollectives c(store, "g", rank, 3, 200ms);  // rank 2 never comes
+    c.allgather("a");
+  });
+  for (const auto& e : errors) {
+    ASSERT_TRUE(e);
+    EXPECT_NE(message(e).find("waited for rank 2"), std::string::npos) << message(e);
+  }
+  const auto barrier = run_ranks(1, [&](int rank) { StoreCollectives(store, "b", rank, 2, 200ms).barrier(); });
+  EXPECT_NE(message(barrier[0]).find("only 1 ranks arrived"), std::string::npos) << message(barrier[0]);
+}
+
+// Every rank allreduces seeded inputs `rounds` times; each result must be the exact reference.
+void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& options, std::uint64_t seed,
+                         std::vector<JobId>* jobs = nullptr) {
+  const int rounds = 3;
+  std::vector<std::vector<std::vector<float>>> inputs;
+  for (int round = 0; round < rounds; ++round) {
+    inputs.push_back(random_inputs(static_cast<std::size_t>(size), 5000 + 17 * static_cast<std::size_t>(round),
+                                   seed + static_cast<std::uint64_t>(round)));
+  }
+  if (jobs) jobs->assign(static_cast<std::size_t>(size), 0);
+  const auto errors = run_ranks(size, [&](int rank) {
+    auto job = ClusterJob::join(store, rank, size, options);
+    if (jobs) (*jobs)[static_cast<std::size_t>(rank)] = job->job();
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<float> data = inputs[static_cast<std::size_t>(round)][static_cast<std::size_t>(rank)];
+      job->communicator().allreduce(data);
+      expect_exact(data, reference(inputs[static_cast<std::size_t>(round)], options.scale),
+                   "rank " + std::to_string(rank) + " round " + std::to_string(round));
+    }
+    job->close();
+  });
+  for (const auto& e : errors) EXPECT_FALSE(e) << message(e);
+}
+
+TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
+  for (int size : {1, 2, 4}) {
+    MemoryStore store;
+    ClusterJobOptions options;
+    options.local = true;
+    options.timeout = 10s;
+    expect_exact_rounds(store, size, options, 40 + static_cast<std::uint64_t>(size));
+    EXPECT_EQ(store.size(), 0u) << "size " << size << ": the rendezvous keys are erased";
+  }
+}
+
+// A running switch and PS (as `atp switch` and `atp ps` would be), two jobs at once: distinct job
+// ids, both exact, and nothing left installed once both closed.
+TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
+  SwitchDaemonConfig sc;
+  sc.pipeline.num_aggregators = 2048;
+  SwitchDaemon sw(sc);
+  sw.start();
+  PsDaemonConfig pc{UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
+  PsDaemon ps(pc);
+  ps.start();
+  ClusterJobOptions options;
+  options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
+  options.ps_control = ps.control_endpoint();
+  options.timeout = 10s;
+
+  MemoryStore store_a, store_b;
+  std::vector<JobId> jobs_a, jobs_b;
+  std::thread a([&] { expect_exact_rounds(store_a, 3, options, 7, &jobs_a); });
+  std::thread b([&] { expect_exact_rounds(store_b, 2, options, 8, &jobs_b); });
+  a.join();
+  b.join();
+  ASSERT_EQ(jobs_a.size(), 3u);
+  EXPECT_EQ(jobs_a[0], jobs_a[2]);
+  EXPECT_NE(jobs_a[0], jobs_b[0]);
+  EXPECT_TRUE(ps.stats().jobs.empty()) << "the PS still has jobs installed";
+  EXPECT_EQ(sw.stats_json().find("\"installed\": 1"), std::string::npos) << sw.stats_json();
+}
+
+TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
+  ClusterJobOptions none;
+  MemoryStore store;
+  try {
+    ClusterJob::join(store, 0, 1, none);
+    ADD_FAILURE() << "joined without a cluster";
+  } catch (const ClusterJobError& e) {
+    EXPECT_NE(std::string(e.what()).find("no ATP cluster given"), std::string::npos) << e.what();
+  }
+
+  // Nobody listens at the switch's control address: rank 0 says so, and so do the others.
+  ClusterJobOptions unreachable;
+  unreachable.switch_control = UdpEndpoint::loopback(1);
+  unreachable.ps_control = UdpEndpoint::loopback(1);
+  unreachable.timeout = 5s;
+  MemoryStore store2;
+  const auto errors = run_ranks(3, [&](int rank) { ClusterJob::join(store2, rank, 3, unreachable); });
+  for (const auto& e : errors) {
+    ASSERT_TRUE(e);
+    EXPECT_NE(message(e).find("rank 0 could not set up the ATP job: GET http://127.0.0.1:1/stats failed"),
+              std::string::npos)
+        << message(e);
+  }
+
+  // A rank that never joins: rank 0 gives up after the timeout and tells the others why.
+  ClusterJobOptions local;
+  local.local = true;
+  local.timeout = 300ms;
+  MemoryStore store3;
+  const auto missing = run_ranks(2, [&](int rank) { ClusterJob::join(store3, rank, 3, local); });
+  for (const auto& e : missing) {
+    ASSERT_TRUE(e);
+    EXPECT_NE(message(e).find("endpoint/2"), std::string::npos) << message(e);
+  }
+}
+
+// A rank that dies mid-job (its ClusterJob destroyed without a round): the others' allreduce
+// fails within the timeout instead of hanging.
+TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
+  MemoryStore store;
+  ClusterJobOptions options;
+  options.local = true;
+  options.timeout = 1s;
+  std::promise<void> joined;
+  std::shared_future<void> all_joined = joined.get_future().share();
+  std::atomic<int> count{0};
+  std::vector<std::chrono::steady_clock::duration> waited(3);
+  const auto errors = run_ranks(3, [&](int rank) {
+    auto job = ClusterJob::join(store, rank, 3, options);
+    if (++count == 3) joined.set_value();
+    all_joined.wait();
+    if (rank == 2) return;  // dies: never contributes
+    std::vector<float> data(10000, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      job->communicator().allreduce(data);
+    } catch (...) {
+      waited[static_cast<std::size_t>(rank)] = std::chrono::steady_clock::now() - start;
+      throw;
+    }
+  });
+  EXPECT_FALSE(errors[2]);
+  for (int r : {0, 1}) {
+    ASSERT_TRUE(errors[static_cast<std::size_t>(r)]) << "rank " << r << " completed a round without rank 2";
+    EXPECT_NE(message(errors[static_cast<std::size_t>(r)]).find("allreduce failed"), std::string::npos)
+        << message(errors[static_cast<std::size_t>(r)]);
+    EXPECT_LT(waited[static_cast<std::size_t>(r)], 3s);
+  }
+}
+
+}  // namespace
+}  // namespace atp
