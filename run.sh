@@ -6,9 +6,11 @@ cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev ethtool iproute2
-          libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib)
+          libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib
+          python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-sklearn)
 # (ns3 and libgsl-dev: CMake's find_package(ns3) fails without them. python3-yaml and matplotlib:
-# the ns-3 experiments' scripts, which the tests smoke-run.)
+# the ns-3 experiments' scripts, which the tests smoke-run. torch, pybind11, python3-dev: the
+# PyTorch backend atp_torch; pytest and sklearn: its tests and training example.)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
 
 install_missing() {
@@ -29,12 +31,16 @@ build() {
   [[ "${CI:-}" == "true" ]] && werror=ON
   cmake -S . -B build -G Ninja -DATP_WERROR="$werror" >/dev/null
   cmake --build build
+  # The PyTorch backend into Debian python3's site-packages: `/usr/bin/python3 -c "import atp_torch"`.
+  local sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  "${sudo[@]}" cmake --install build --component python >/dev/null
 }
 
 fuzz() {
   # libFuzzer needs clang; the seeded random-bytes test in ctest covers the same code with g++.
   install_missing "${FUZZ_PACKAGES[@]}"
-  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF >/dev/null
+  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF >/dev/null
   cmake --build build-fuzz --target packet_fuzzer
   ctest --test-dir build-fuzz -R '^packet_fuzzer$' --output-on-failure
 }

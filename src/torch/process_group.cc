@@ -172,13 +172,14 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
   }
 
   ~ProcessGroupAtp() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
+    // Python drops the group holding the GIL, and the group's thread may need the GIL to free a
+    // tensor that has a Python object: let go of it while waiting for that thread and the others.
+    if (PyGILState_Check() != 0) {
+      pybind11::gil_scoped_release release;
+      shut_down();
+    } else {
+      shut_down();
     }
-    wake_.notify_all();
-    thread_.join();
-    job_->close();
   }
 
   const std::string getBackendName() const override { return "atp"; }
@@ -306,6 +307,16 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
     }
     wake_.notify_one();
     return work;
+  }
+
+  void shut_down() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    job_->close();
   }
 
   void run() {

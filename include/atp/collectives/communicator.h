@@ -16,7 +16,8 @@
 namespace atp {
 
 // An allreduce that cannot complete: what() is one sentence, e.g. "allreduce failed: job 1: no
-// parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable".
+// parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable, or another worker of the job
+// stopped".
 // A CollectiveError, so that code written against Allreduce catches it like any other.
 class CommunicatorError : public CollectiveError {
  public:

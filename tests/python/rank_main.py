@@ -1,0 +1,150 @@
+"""One rank of a test job: ``rank_main.py SCENARIO RANK SIZE PORT TIMEOUT_S``.
+
+Runs SCENARIO (a function below) with the "atp" default group (and a gloo group where it
+compares), then prints one JSON line {"rank", "ok", ...results} or {"rank", "ok": false, "error"}.
+Run by test_atp_backend.py, one process per rank, on 127.0.0.1.
+"""
+import datetime
+import faulthandler
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import atp_torch  # noqa: F401  registers "atp"
+
+SCALE = 1e8  # ATP's default fixed-point scale
+
+
+def inputs(rank, n, seed):
+    """Rank `rank`'s input: seeded normals, with a few values large enough to saturate int32 at
+    SCALE (|x| > 21.47), which makes ATP take its float32 overflow path for those fragments."""
+    x = np.random.default_rng(seed * 1000 + rank).normal(0, 1, n).astype(np.float32)
+    x[::997] *= 100
+    return x
+
+
+def allreduce_vs_gloo(rank, size, gloo):
+    out = {}
+    for op_name, op in (("sum", dist.ReduceOp.SUM), ("avg", dist.ReduceOp.AVG)):
+        for n in (1, 1000, 100_003):
+            x = inputs(rank, n, seed=n)
+            a = torch.from_numpy(x.copy())
+            dist.all_reduce(a, op=op)
+            if op == dist.ReduceOp.AVG:
+                g = torch.from_numpy(x.copy())
+                dist.all_reduce(g, group=gloo)
+                g /= size
+            else:
+                g = torch.from_numpy(x.copy())
+                dist.all_reduce(g, group=gloo)
+            every = np.stack([inputs(r, n, seed=n) for r in range(size)]).astype(np.float64)
+            exact = every.sum(axis=0) / (size if op == dist.ReduceOp.AVG else 1)
+            out[f"{op_name}_{n}"] = {
+                "atp_vs_exact": float(np.max(np.abs(a.numpy() - exact))),
+                "gloo_vs_exact": float(np.max(np.abs(g.numpy() - exact))),
+                "atp_vs_gloo": float(np.max(np.abs(a.numpy() - g.numpy()))),
+                "max_abs_sum": float(np.max(np.abs(every).sum(axis=0))),
+            }
+    # A non-contiguous tensor is reduced in place like a contiguous one.
+    t = torch.arange(20, dtype=torch.float32).reshape(4, 5).t()
+    dist.all_reduce(t)
+    out["non_contiguous_ok"] = bool(torch.equal(t, torch.arange(20, dtype=torch.float32).reshape(4, 5).t() * size))
+    return out
+
+
+def ddp(rank, size, gloo):
+    """A few DDP steps with the atp group and with gloo, from the same start and data."""
+    results = {}
+    for name, group in (("atp", None), ("gloo", gloo)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        if rank != 0:  # different on purpose: DDP's start-up broadcast must make them equal
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(rank)
+        model = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(100 + rank)
+        for _ in range(5):
+            x = torch.randn(32, 20, generator=gen)
+            loss = ((model(x) - x[:, :1]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        everyone = [torch.zeros_like(flat) for _ in range(size)]
+        dist.all_gather(everyone, flat)
+        results[name] = flat
+        results[name + "_identical_on_every_rank"] = all(torch.equal(everyone[0], e) for e in everyone)
+    return {
+        "atp_identical_on_every_rank": results["atp_identical_on_every_rank"],
+        "gloo_identical_on_every_rank": results["gloo_identical_on_every_rank"],
+        "atp_vs_gloo": float((results["atp"] - results["gloo"]).abs().max()),
+    }
+
+
+def unsupported(rank, size, gloo):
+    errors = {}
+    calls = {
+        "reduce": lambda: dist.reduce(torch.ones(4), 0),
+        "int64": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64)),
+        "max": lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.MAX),
+        "reduce_scatter": lambda: dist.reduce_scatter(torch.ones(1), [torch.ones(1)] * size),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            errors[name] = None
+        except RuntimeError as e:
+            errors[name] = str(e).splitlines()[0]
+    # The group still works after refusing them.
+    t = torch.ones(8)
+    dist.all_reduce(t)
+    errors["after"] = t.tolist()
+    return errors
+
+
+def dead_rank(rank, size, gloo):
+    """The last rank dies right after the job started; the others' allreduce must fail."""
+    dist.barrier()
+    if rank == size - 1:
+        os._exit(17)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(100_000))
+        return {"failed": False, "seconds": time.monotonic() - start}
+    except RuntimeError as e:
+        return {"failed": True, "seconds": time.monotonic() - start, "error": str(e).splitlines()[0]}
+
+
+SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, unsupported, dead_rank)}
+
+
+def main():
+    scenario, rank, size, port, timeout = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # A rank that hangs prints where (every thread's Python stack) and exits, well before the test's limit.
+    faulthandler.dump_traceback_later(3 * timeout + 20, exit=True)
+    line = {"rank": rank}
+    try:
+        dist.init_process_group("atp", rank=rank, world_size=size, timeout=datetime.timedelta(seconds=timeout))
+        gloo = dist.new_group(backend="gloo")
+        line.update(ok=True, **SCENARIOS[scenario](rank, size, gloo))
+    except Exception as e:  # reported to the test, which decides
+        line.update(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    print(json.dumps(line), flush=True)
+    # os._exit: a scenario that broke the job (dead_rank) must not wait in interpreter teardown;
+    # destroy_process_group ends a healthy job the way users do.
+    if line.get("ok") and scenario != "dead_rank":
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

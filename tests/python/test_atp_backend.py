@@ -1,0 +1,159 @@
+"""The PyTorch backend "atp" across real processes on 127.0.0.1: results against gloo's, DDP,
+refusals, a dead rank, and a running `atp switch` / `atp ps` found through ATP_SWITCH / ATP_PS.
+
+Run by ctest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python and ATP_BINARY=<build>/atp:
+    /usr/bin/python3 -m pytest tests/python
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ATP_BINARY = os.environ.get("ATP_BINARY", str(HERE.parents[1] / "build" / "atp"))
+SCALE = 1e8
+HARD_LIMIT_S = 120  # no test may hang: every process is killed after this
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(scenario, size, env=None, timeout_s=30):
+    """Starts `size` rank processes of `scenario`; returns their JSON lines by rank (None for a
+    rank that printed none) and the wall seconds until the last one exited."""
+    port = free_port()
+    full_env = dict(os.environ, **(env if env is not None else {"ATP_LOCAL": "1"}))
+    if env is not None:
+        for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS"):
+            if key not in env:
+                full_env.pop(key, None)
+    start = time.monotonic()
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "rank_main.py"), scenario, str(r), str(size), str(port),
+                          str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+        for r in range(size)
+    ]
+    lines = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=max(1.0, HARD_LIMIT_S - (time.monotonic() - start)))
+            found = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            lines.append(found[-1] if found else {"ok": False, "error": "no result line", "stderr": err[-3000:]})
+            if p.returncode not in (0, 17):  # 17: dead_rank's rank that dies on purpose
+                lines[-1]["exit"] = f"exit status {p.returncode}; stderr: {err[-3000:]}"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                pytest.fail(f"rank process {p.args} still ran after {HARD_LIMIT_S} s: a hang; "
+                            f"stderr: {p.stderr.read()[-3000:]}")
+    return lines, time.monotonic() - start
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
+    lines, _ = run_ranks("allreduce_vs_gloo", size)
+    for r, line in enumerate(lines):
+        assert line["ok"] and "exit" not in line, line
+        assert line["non_contiguous_ok"], line
+        for key, d in line.items():
+            if not isinstance(d, dict):
+                continue
+            divisor = size if key.startswith("avg") else 1
+            # ATP: each input rounds to a multiple of 1/SCALE (error <= 0.5/SCALE each), the sum is
+            # rounded once to float32; gloo: float32 additions, each rounding by <= 2^-24 of a partial sum.
+            float_rounding = 2.0 ** -24 * d["max_abs_sum"] / divisor
+            atp_bound = size * 0.5 / SCALE / divisor + 2 * float_rounding
+            gloo_bound = size * float_rounding + float_rounding
+            assert d["atp_vs_exact"] <= atp_bound, (r, key, d, atp_bound)
+            assert d["gloo_vs_exact"] <= gloo_bound, (r, key, d, gloo_bound)
+            assert d["atp_vs_gloo"] <= atp_bound + gloo_bound, (r, key, d)
+
+
+def test_ddp_steps_leave_identical_parameters_on_every_rank():
+    lines, _ = run_ranks("ddp", 3)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        assert line["atp_identical_on_every_rank"], line
+        assert line["gloo_identical_on_every_rank"], line
+        # Gradients differ from gloo's by fixed-point rounding only (about 1e-8 per step).
+        assert line["atp_vs_gloo"] < 1e-5, line
+
+
+def test_unsupported_calls_raise_a_clear_error_and_the_group_still_works():
+    lines, _ = run_ranks("unsupported", 2)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        assert line["reduce"].startswith("not supported by atp: reduce"), line
+        assert "not supported by atp: allreduce of Long tensors" in line["int64"], line
+        assert "not supported by atp: allreduce with this reduce op" in line["max"], line
+        assert "not supported by atp: reduce_scatter" in line["reduce_scatter"], line
+        assert line["after"] == [2.0] * 8, line
+
+
+def test_a_dead_rank_makes_the_others_fail_within_the_timeout():
+    timeout_s = 4
+    lines, wall = run_ranks("dead_rank", 3, timeout_s=timeout_s)
+    assert lines[2].get("rank") is None, "the dead rank printed a result"
+    for line in lines[:2]:
+        assert line["ok"] and "exit" not in line, line
+        assert line["failed"], line
+        assert "allreduce failed" in line["error"] and "no parameter packet" in line["error"], line
+        assert timeout_s - 0.5 <= line["seconds"] <= timeout_s + 3, line
+    assert wall < 4 * timeout_s + 20
+
+
+def test_missing_or_bad_cluster_settings_are_one_sentence():
+    lines, _ = run_ranks("unsupported", 1, env={})
+    assert not lines[0]["ok"]
+    assert "set ATP_SWITCH and ATP_PS" in lines[0]["error"], lines[0]
+    lines, _ = run_ranks("unsupported", 1, env={"ATP_SWITCH": "localhost", "ATP_PS": "127.0.0.1:1"})
+    assert "ATP_SWITCH='localhost' is not HOST:PORT" in lines[0]["error"], lines[0]
+    lines, _ = run_ranks("unsupported", 2, env={"ATP_SWITCH": "127.0.0.1:1", "ATP_PS": "127.0.0.1:1"})
+    for line in lines:
+        assert "rank 0 could not set up the ATP job" in line["error"], line
+
+
+def start_daemon(args, pattern):
+    """Starts an `atp` daemon; returns (process, the groups of `pattern` in its first line)."""
+    p = subprocess.Popen([ATP_BINARY, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(pattern, line)
+    if not m:
+        p.kill()
+        pytest.fail(f"`atp {' '.join(args)}` printed {line!r}; stderr: {p.stderr.read()}")
+    return p, m.groups()
+
+
+def test_jobs_on_a_running_switch_and_ps(tmp_path):
+    config = tmp_path / "switch.yaml"
+    config.write_text("name: tor\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\n")
+    switch, (switch_data, switch_control) = start_daemon(
+        ["switch", "--config", str(config)], r"data (\S+), control http://(\S+),")
+    ps = None
+    try:
+        ps, (ps_control,) = start_daemon(["ps", "--uplink", switch_data], r"control (\S+) ")
+        env = {"ATP_SWITCH": switch_control, "ATP_PS": ps_control}
+        for _ in range(2):  # a second job after the first: nothing of the first is in the way
+            lines, _ = run_ranks("unsupported", 2, env=env)
+            for line in lines:
+                assert line["ok"] and line["after"] == [2.0] * 8, line
+        stats = json.loads(subprocess.run([ATP_BINARY, "switch", "stats", "--control", switch_control],
+                                          capture_output=True, text=True, timeout=10).stdout)
+        assert all(j["installed"] == 0 for j in stats["jobs"]), stats["jobs"]
+        assert len(stats["jobs"]) == 2 and all(j["completions"] > 0 for j in stats["jobs"]), stats["jobs"]
+        assert all(p["peer"] == "" for p in stats["ports"][1:]), "the ranks' ports are detached after each job"
+    finally:
+        for p in (ps, switch):
+            if p:
+                p.terminate()
+                p.wait(timeout=10)
