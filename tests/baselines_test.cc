@@ -25,6 +25,7 @@
 
 #include "atp/collectives/gloo_allreduce.h"
 #include "atp/collectives/ring_allreduce.h"
+#include "run_ranks.h"
 
 namespace atp {
 namespace {
@@ -105,22 +106,7 @@ class Job {
   std::string store_dir_;
 };
 
-// Runs body(rank) on one thread per rank and returns what each thread threw (null: nothing).
-std::vector<std::exception_ptr> run_ranks(int size, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        body(rank);
-      } catch (...) {
-        errors[static_cast<std::size_t>(rank)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
-}
+using test::run_ranks;
 
 std::string describe(const std::exception_ptr& error) {
   if (!error) return "no exception";

@@ -17,6 +17,7 @@
 #include "atp/runtime/ps_daemon.h"
 #include "atp/runtime/switch_daemon.h"
 #include "reference_sum.h"
+#include "run_ranks.h"
 
 namespace atp {
 namespace {
@@ -60,22 +61,7 @@ class MemoryStore : public Store {
   std::map<std::string, std::string> map_;
 };
 
-// Runs body(rank) on `size` threads; returns each rank's exception (or null).
-std::vector<std::exception_ptr> run_ranks(int size, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return errors;
-}
+using test::run_ranks;
 
 std::string message(const std::exception_ptr& e) {
   try {
