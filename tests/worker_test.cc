@@ -431,7 +431,9 @@ TEST(Worker, FailsAfterProgressTimeoutWithAClearError) {
   }
   ASSERT_EQ(w.state(), WorkerState::kFailed);
   EXPECT_EQ(now, kStart + std::chrono::seconds(2));
-  EXPECT_EQ(w.error(), "job 3: no parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable, or another worker of the job stopped");
+  EXPECT_EQ(w.error(),
+            "job 3: no parameter packet from PS 10.0.0.9 for 2.0 s; the PS or switch is unreachable, or another worker "
+            "of the job stopped");
   EXPECT_EQ(w.next_deadline(), kNever);
   out.take();
   w.on_packet(parameter(kInitialSeq), now, out);  // terminal: nothing revives it

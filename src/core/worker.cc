@@ -376,7 +376,8 @@ struct WorkerEndpoint::Impl {
   void fail(std::uint32_t k) {
     state = WorkerState::kFailed;
     error = "job " + std::to_string(config.job) + ": no parameter packet from PS " + format_address(config.ps[k].ps) +
-            " for " + format_duration(config.progress_timeout) + "; the PS or switch is unreachable, or another worker of the job stopped";
+            " for " + format_duration(config.progress_timeout) +
+            "; the PS or switch is unreachable, or another worker of the job stopped";
     for (Flow& f : flows) {
       f.rto_deadline = kNever;
       f.progress_deadline = kNever;
