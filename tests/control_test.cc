@@ -1,5 +1,5 @@
-// Tests of the control-plane codec for worker configs: what rank 0 of a PyTorch job hands every
-// other rank through the rendezvous store (control.h).
+// Tests of the daemons' control-plane codec (control.h): switch and PS job plans, port settings,
+// and the worker configs rank 0 of a PyTorch job hands the other ranks through the rendezvous store.
 #include "atp/runtime/control.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,85 @@
 
 namespace atp::control {
 namespace {
+
+TEST(ControlCodec, RoundTripsAndNamesBadFields) {
+  SwitchJobPlan plan;
+  plan.entry.job = 7;
+  plan.entry.admitted_ports = {0, 2};
+  plan.entry.roles = {{0x0A000003u, 1}};
+  plan.multicast_ports = {0, 1};
+  const SwitchJobPlan back = switch_job_from_json(to_json(plan));
+  EXPECT_EQ(back.entry.job, 7);
+  EXPECT_EQ(back.entry.admitted_ports, plan.entry.admitted_ports);
+  ASSERT_EQ(back.entry.roles.size(), 1u);
+  EXPECT_EQ(back.entry.roles[0].ps, 0x0A000003u);
+  EXPECT_EQ(back.entry.roles[0].level, 1);
+  EXPECT_EQ(back.multicast_ports, plan.multicast_ports);
+
+  PsConfig ps;
+  ps.job = 3;
+  ps.self = 0x0A000005u;
+  ps.multicast_group = multicast_group_address(3);
+  ps.group_sizes = {4, 2};
+  ps.values_per_packet = 256;
+  ps.aggregators = {40, 100};
+  ps.max_window_seqs = 77;
+  ps.index_policy = IndexPolicy::kHashedSlots;
+  const PsConfig ps_back = ps_job_from_json(to_json(ps));
+  EXPECT_EQ(ps_back.index_policy, IndexPolicy::kHashedSlots);
+  EXPECT_EQ(ps_back.job, 3);
+  EXPECT_EQ(ps_back.self, ps.self);
+  EXPECT_EQ(ps_back.multicast_group, ps.multicast_group);
+  EXPECT_EQ(ps_back.group_sizes, ps.group_sizes);
+  EXPECT_EQ(ps_back.values_per_packet, 256);
+  EXPECT_EQ(ps_back.aggregators, (AggregatorRange{40, 100}));
+  EXPECT_EQ(ps_back.max_window_seqs, 77u);
+
+  auto error_of = [](const std::string& text) {
+    try {
+      ps_job_from_json(text);
+    } catch (const ControlError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+                         "windoww": 3})")
+                .find("windoww: unknown key"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"job": 1, "self": "10.0.0", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("self:"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 70000, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})")
+                .find("job: must be between 0 and 65535"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+                         "index": "random"})")
+                .find("index: must be"),
+            std::string::npos);
+
+  PortSettings settings;
+  settings.egress = EgressConfig{.rate_gbps = 2.5,
+                                 .buffer_packets = 64,
+                                 .ecn_threshold_packets = 16,
+                                 .delay = std::chrono::microseconds(30),
+                                 .loss = 0.1,
+                                 .duplicate = 0.2,
+                                 .reorder = 0.3};
+  const PortSettings settings_back = port_settings_from_json(to_json(settings));
+  ASSERT_TRUE(settings_back.egress);
+  EXPECT_FALSE(settings_back.ingress);
+  EXPECT_EQ(settings_back.egress->rate_gbps, 2.5);
+  EXPECT_EQ(settings_back.egress->buffer_packets, 64u);
+  EXPECT_EQ(settings_back.egress->ecn_threshold_packets, 16u);
+  EXPECT_EQ(settings_back.egress->delay, std::chrono::microseconds(30));
+  EXPECT_EQ(settings_back.egress->loss, 0.1);
+  EXPECT_EQ(settings_back.egress->duplicate, 0.2);
+  EXPECT_EQ(settings_back.egress->reorder, 0.3);
+}
 
 WorkerConfig sample() {
   WorkerConfig c;
