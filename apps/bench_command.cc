@@ -20,6 +20,7 @@
 
 #include "atp/plan.h"
 #include "atp/runtime/control.h"
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/event_loop.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
@@ -313,10 +314,7 @@ Rate measure_switch(std::uint16_t values, double seconds) {
   SwitchDaemon daemon(config);
   daemon.start();
 
-  const std::string control = daemon.control_endpoint();
-  httplib::Client client(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
-  client.set_connection_timeout(2);
-  client.set_read_timeout(5);
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon.control_endpoint()));
   const httplib::Result installed =
       client.Post("/jobs", control::to_json(net.job.switches.at("s0")), "application/json");
   if (!installed || installed->status != 200) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/packet_socket.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
@@ -78,9 +79,7 @@ int print_stats(const std::string& control) {
     return kExitBadInput;
   }
   const std::string text = endpoint.to_string();
-  httplib::Client client(text.substr(0, text.rfind(':')), endpoint.port);
-  client.set_connection_timeout(2);
-  client.set_read_timeout(5);
+  httplib::Client client = control::client(endpoint);
   const httplib::Result result = client.Get("/stats");
   if (!result) {
     std::cerr << "atp switch stats: cannot reach the switch control endpoint " << text << " ("

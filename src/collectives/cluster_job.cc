@@ -2,18 +2,18 @@
 // of the job over the daemons' HTTP control planes, and its removal at the end.
 #include "atp/collectives/cluster_job.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "atp/plan.h"
 #include "atp/runtime/control.h"
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/ps_daemon.h"
 #include "atp/runtime/switch_daemon.h"
 
@@ -34,9 +34,7 @@ struct Reply {
 
 Reply request(const UdpEndpoint& control, const char* method, const std::string& path, const std::string& body = "") {
   const std::string where = control.to_string();
-  httplib::Client client(where.substr(0, where.rfind(':')), control.port);
-  client.set_connection_timeout(std::chrono::seconds(2));
-  client.set_read_timeout(std::chrono::seconds(5));
+  httplib::Client client = control::client(control);
   httplib::Result r = std::string(method) == "GET"    ? client.Get(path)
                       : std::string(method) == "POST" ? client.Post(path, body, "application/json")
                                                       : client.Delete(path);

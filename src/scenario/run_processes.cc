@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "atp/runtime/control.h"
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/event_loop.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/scenario.h"
@@ -60,18 +61,6 @@ double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // --- the daemons' HTTP control plane
 
-std::string http_host(const UdpEndpoint& e) {
-  const std::string text = e.to_string();
-  return text.substr(0, text.rfind(':'));
-}
-
-httplib::Client client_for(const UdpEndpoint& control) {
-  httplib::Client client(http_host(control), control.port);
-  client.set_connection_timeout(2);
-  client.set_read_timeout(5);
-  return client;
-}
-
 void expect_ok(const httplib::Result& r, const std::string& what, const std::string& who) {
   if (!r) throw std::runtime_error("cannot " + what + " on " + who + ": " + httplib::to_string(r.error()));
   if (r->status < 200 || r->status >= 300) {
@@ -80,7 +69,7 @@ void expect_ok(const httplib::Result& r, const std::string& what, const std::str
 }
 
 json get_stats(const UdpEndpoint& control) {
-  httplib::Result r = client_for(control).Get("/stats");
+  httplib::Result r = control::client(control).Get("/stats");
   if (!r || r->status != 200) return json();
   return json::parse(r->body, nullptr, false);
 }
@@ -407,10 +396,11 @@ class ProcessRun {
     for (const JobPlan& plan : plans_) {
       const auto it = plan.switches.find(name);
       if (it == plan.switches.end()) continue;
-      expect_ok(
-          at(name,
-             [&] { return client_for(sw.control).Post("/jobs", control::to_json(it->second), "application/json"); }),
-          "install a job", "switch '" + name + "'");
+      expect_ok(at(name,
+                   [&] {
+                     return control::client(sw.control).Post("/jobs", control::to_json(it->second), "application/json");
+                   }),
+                "install a job", "switch '" + name + "'");
     }
   }
 
@@ -439,7 +429,7 @@ class ProcessRun {
       const std::string& host = s_.jobs[j].spec.ps[p];
       expect_ok(at(host,
                    [&] {
-                     return client_for(ps_.at(host).second)
+                     return control::client(ps_.at(host).second)
                          .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
                    }),
                 "install a job", "ps '" + host + "'");
@@ -597,7 +587,7 @@ class ProcessRun {
         if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
         expect_ok(at(name,
                      [&] {
-                       return client_for(sw.control)
+                       return control::client(sw.control)
                            .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
                      }),
                   "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");

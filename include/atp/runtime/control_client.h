@@ -1,0 +1,23 @@
+// An HTTP client for a daemon's control plane (`atp switch`, `atp ps`): what the runners, the
+// `atp` command and ClusterJob talk to the daemons with. One place for its address and timeouts.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "atp/runtime/udp_socket.h"
+
+namespace atp::control {
+
+// A daemon that does not accept the connection within 2 s, or answer within 5 s, is a failed
+// request (httplib::Result without a response), not a hang.
+inline httplib::Client client(const UdpEndpoint& control) {
+  const std::string text = control.to_string();
+  httplib::Client c(text.substr(0, text.rfind(':')), control.port);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  return c;
+}
+
+}  // namespace atp::control
