@@ -88,6 +88,12 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(settings_back.egress->reorder, 0.3);
 }
 
+TEST(HostCodec, RoundTripsAndRefusesPortZero) {
+  const UdpEndpoint peer = UdpEndpoint::parse("127.0.0.1:40001");
+  EXPECT_EQ(host_from_json(host_to_json(peer)), peer);
+  EXPECT_THROW(host_from_json(host_to_json(UdpEndpoint::loopback(0))), ControlError);
+}
+
 WorkerConfig sample() {
   WorkerConfig c;
   c.job = 513;

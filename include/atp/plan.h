@@ -29,6 +29,11 @@ struct SwitchSpec {
   std::string name;
   SwitchConfig config;
 };
+// Overlay host addresses stay inside 10.0.0.0/8: plan_network numbers hosts from the first, and a
+// switch daemon gives hosts attached at run time (POST /hosts) the lowest one it does not route yet.
+inline constexpr Address kFirstHostAddress = 0x0A000001;  // 10.0.0.1
+inline constexpr Address kLastHostAddress = 0x0AFFFFFE;   // 10.255.255.254
+
 // A host already plugged into a running switch (the switch daemon's POST /hosts): the overlay
 // address and the switch port that switch gave it, which a plan must keep.
 struct HostAttachment {

@@ -70,7 +70,7 @@ struct Attachment {
 };
 
 Attachment attach(const UdpEndpoint& switch_control, const UdpEndpoint& peer, const std::string& who) {
-  const json reply = expect_ok(request(switch_control, "POST", "/hosts", json{{"peer", peer.to_string()}}.dump()),
+  const json reply = expect_ok(request(switch_control, "POST", "/hosts", control::host_to_json(peer)),
                                "the switch at " + switch_control.to_string() + " refused to attach " + who);
   try {
     Attachment a;

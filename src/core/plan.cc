@@ -15,8 +15,6 @@
 namespace atp {
 namespace {
 
-constexpr Address kFirstHostAddress = 0x0A000001;  // 10.0.0.1
-constexpr Address kLastHostAddress = 0x0AFFFFFE;   // 10.255.255.254: stay inside 10.0.0.0/8
 // bitmap0 and bitmap1 are 32-bit one-hot fields: at most 32 members per group and 32 groups.
 constexpr std::size_t kMaxBitmapPositions = 32;
 

@@ -283,6 +283,26 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   return c;
 }
 
+std::string host_to_json(const UdpEndpoint& peer) { return json{{"peer", peer.to_string()}}.dump(); }
+
+UdpEndpoint host_from_json(const std::string& text) {
+  const json doc = parse_object(text, "host");
+  check_keys(doc, "", {"peer"});
+  const auto it = doc.find("peer");
+  if (it == doc.end()) throw ControlError("peer: missing (the host's UDP address, like \"127.0.0.1:40001\")");
+  if (!it->is_string()) throw ControlError("peer: expected an address like \"127.0.0.1:40001\", got " + it->dump());
+  UdpEndpoint peer;
+  try {
+    peer = UdpEndpoint::parse(it->get<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw ControlError(std::string("peer: ") + e.what());
+  }
+  if (peer.ip == 0 || peer.port == 0) {
+    throw ControlError("peer: " + peer.to_string() + " is not a host's address (neither IP nor port may be 0)");
+  }
+  return peer;
+}
+
 std::string to_json(const PortSettings& settings) {
   json doc = json::object();
   if (settings.egress) doc["egress"] = egress_to_json(*settings.egress);

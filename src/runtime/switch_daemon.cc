@@ -188,10 +188,6 @@ std::optional<std::uint64_t> parse_index(const std::string& digits) {
 // At most this many ports: PortId is 16 bits.
 constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
 
-// Where POST /hosts allocates overlay addresses: as plan_network, inside 10.0.0.0/8.
-constexpr Address kFirstHostAddress = 0x0A000001;  // 10.0.0.1
-constexpr Address kLastHostAddress = 0x0AFFFFFE;   // 10.255.255.254
-
 constexpr const char* kInterfacePortsHaveNoHosts =
     "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
 
@@ -202,36 +198,6 @@ struct Reply {
   static Reply ok(const json& body) { return {200, body.dump()}; }
   static Reply error(int status, const std::string& message) { return {status, json{{"error", message}}.dump()}; }
 };
-
-// POST /hosts' body, {"peer": "127.0.0.1:40001"}. Strict: throws control::ControlError naming the field.
-UdpEndpoint host_peer_from_json(const std::string& text) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw control::ControlError(std::string("host: not valid JSON (") + e.what() + ")");
-  }
-  if (!doc.is_object()) throw control::ControlError("host: expected a JSON object, got " + doc.dump());
-  for (const auto& item : doc.items()) {
-    if (item.key() != "peer") throw control::ControlError(item.key() + ": unknown key (expected one of peer)");
-  }
-  const auto it = doc.find("peer");
-  if (it == doc.end()) throw control::ControlError("peer: missing (the host's UDP address, like \"127.0.0.1:40001\")");
-  if (!it->is_string()) {
-    throw control::ControlError("peer: expected an address like \"127.0.0.1:40001\", got " + it->dump());
-  }
-  UdpEndpoint peer;
-  try {
-    peer = UdpEndpoint::parse(it->get<std::string>());
-  } catch (const std::invalid_argument& e) {
-    throw control::ControlError(std::string("peer: ") + e.what());
-  }
-  if (peer.ip == 0 || peer.port == 0) {
-    throw control::ControlError("peer: " + peer.to_string() +
-                                " is not a host's address (neither IP nor port may be 0)");
-  }
-  return peer;
-}
 
 }  // namespace
 
@@ -977,7 +943,7 @@ struct SwitchDaemon::Impl {
     http.Post("/hosts", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       UdpEndpoint peer;
       try {
-        peer = host_peer_from_json(req.body);
+        peer = control::host_from_json(req.body);
       } catch (const control::ControlError& e) {
         // A switch on interfaces refuses any body: say that, not what is wrong with the body.
         return fail(res, 400, interface_ports ? kInterfacePortsHaveNoHosts : e.what());

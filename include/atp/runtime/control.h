@@ -9,6 +9,7 @@
 
 #include "atp/plan.h"
 #include "atp/runtime/egress_queue.h"
+#include "atp/runtime/udp_socket.h"
 
 namespace atp::control {
 
@@ -53,6 +54,12 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 // (WorkerEndpoint's constructor does that).
 std::string to_json(const WorkerConfig& config);
 WorkerConfig worker_config_from_json(const std::string& text);  // throws ControlError
+
+// A host to attach to a switch at run time (the switch's POST /hosts): its UDP address. Shape:
+//   {"peer": "127.0.0.1:40001"}
+// Neither the IP nor the port may be 0; unknown keys are errors.
+std::string host_to_json(const UdpEndpoint& peer);
+UdpEndpoint host_from_json(const std::string& text);  // throws ControlError
 
 // Bounds of a switch port's settings, the same in the switch config file and in PUT /ports.
 inline constexpr double kMaxPortRateGbps = 1e6;
