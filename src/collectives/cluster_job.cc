@@ -206,7 +206,8 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   store.set("endpoint/" + std::to_string(rank), socket.local_endpoint().to_string());
 
   if (rank == 0) {
-    std::vector<json> replies(static_cast<std::size_t>(size));
+    std::vector<WorkerConfig> configs;
+    UdpEndpoint uplink;
     try {
       auto coordinator = std::make_unique<Coordinator>();
       if (options.local) {
@@ -224,12 +225,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
         ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
       }
-      auto [configs, uplink] = coordinator->plan_and_install(ranks, options);
-      for (int r = 0; r < size; ++r) {
-        replies[static_cast<std::size_t>(r)] = {
-            {"config", json::parse(control::to_json(configs[static_cast<std::size_t>(r)]))},
-            {"uplink", uplink.to_string()}};
-      }
+      std::tie(configs, uplink) = coordinator->plan_and_install(ranks, options);
       job->job_ = *coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {
@@ -237,11 +233,12 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       for (int r = 1; r < size; ++r) store.set("config/" + std::to_string(r), json{{"error", why}}.dump());
       throw ClusterJobError(why);
     }
-    for (int r = 1; r < size; ++r)
-      store.set("config/" + std::to_string(r), replies[static_cast<std::size_t>(r)].dump());
-    job->communicator_ =
-        std::make_unique<Communicator>(control::worker_config_from_json(replies[0]["config"].dump()), std::move(socket),
-                                       UdpEndpoint::parse(replies[0]["uplink"].get<std::string>()));
+    for (int r = 1; r < size; ++r) {
+      const json reply = {{"config", json::parse(control::to_json(configs[static_cast<std::size_t>(r)]))},
+                          {"uplink", uplink.to_string()}};
+      store.set("config/" + std::to_string(r), reply.dump());
+    }
+    job->communicator_ = std::make_unique<Communicator>(configs[0], std::move(socket), uplink);
     return job;
   }
 
