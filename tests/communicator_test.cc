@@ -260,6 +260,72 @@ TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
   EXPECT_THROW(c.allreduce(data), CommunicatorError);
 }
 
+// Another process on the host sends well-formed parameter packets (zero values, every seq the
+// worker has sent) to the worker's port before the real ones arrive: they must not count. Before
+// the worker's socket accepted only its uplink, they made the round's result all zeros.
+TEST(Communicator, ParameterPacketsFromAnyoneButTheUplinkAreIgnored) {
+  UdpSocket uplink(UdpEndpoint::loopback(0));  // stands in for the switch; the test answers as the PS
+  SwitchConfig plain;
+  plain.atp_capable = false;
+  Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"ps", "tor"}}, {}};
+  JobSpec spec;
+  spec.id = 3;
+  spec.workers = {"w0"};
+  spec.ps = {"ps"};
+  spec.values_per_packet = 8;
+  const JobPlan plan = plan_job(plan_network(topology), spec);
+  Communicator c(plan.workers[0], UdpEndpoint::loopback(0), uplink.local_endpoint());
+
+  std::vector<float> data(32);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.25f * static_cast<float>(i + 1);
+  const std::vector<float> input = data;
+  std::future<void> done = c.allreduce_async(data);
+
+  // Collect the four gradient packets (the first window holds them all).
+  std::vector<std::vector<std::uint8_t>> gradients;
+  UdpRecvBatch batch(64);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (gradients.size() < 4 && std::chrono::steady_clock::now() < give_up) {
+    for (std::size_t i = 0, n = uplink.recv_batch(batch); i < n; ++i) {
+      Header h;
+      ASSERT_EQ(decode_header(batch.bytes(i), h), DecodeError::kOk);
+      if (!h.resend) gradients.emplace_back(batch.bytes(i).begin(), batch.bytes(i).end());
+    }
+  }
+  ASSERT_EQ(gradients.size(), 4u);
+
+  UdpSocket forger(UdpEndpoint::loopback(0));
+  for (const auto& g : gradients) {
+    Header h;
+    ASSERT_EQ(decode_header(g, h), DecodeError::kOk);
+    Header ack;
+    ack.is_ack = true;
+    ack.job = h.job;
+    ack.seq = h.seq;
+    ack.src = h.dst;
+    ack.dst = multicast_group_address(h.job);
+    forger.send_to(c.local_endpoint(), build_packet(ack, std::vector<std::int32_t>(8, 0)));
+  }
+  // The real results: a one-worker job's sum is its own quantized input.
+  for (auto g : gradients) {
+    Header h;
+    ASSERT_EQ(decode_header(g, h), DecodeError::kOk);
+    h.is_ack = true;
+    h.src = h.dst;
+    h.dst = multicast_group_address(h.job);
+    encode_header(h, g);
+    uplink.send_to(c.local_endpoint(), g);
+  }
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  done.get();
+  std::vector<std::int32_t> quantized(input.size());
+  quantize(input, plan.workers[0].scale, quantized);
+  std::vector<float> expected(input.size());
+  dequantize(quantized, plan.workers[0].scale, expected);
+  EXPECT_EQ(data, expected);
+  EXPECT_EQ(c.foreign_datagrams(), 0u) << "the kernel drops them on a connected socket";
+}
+
 TEST(Communicator, DestructorFailsQueuedRoundsAndJoins) {
   std::future<void> f;
   std::vector<float> data(50, 1.0f);

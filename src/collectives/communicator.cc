@@ -39,7 +39,11 @@ struct Round {
 struct Communicator::Impl {
   WorkerEndpoint endpoint;  // loop thread only
   UdpSocket socket;
-  UdpBatchSink sink;  // what one event sends leaves in one sendmmsg at its end
+  // Addressed by IP (no uplink to connect to): the only senders whose datagrams reach the
+  // endpoint. Empty with an uplink (the connected socket filters).
+  std::vector<UdpEndpoint> accepted_sources;
+  std::uint64_t foreign_datagrams = 0;  // loop thread only: datagrams from anyone else, dropped
+  UdpBatchSink sink;                    // what one event sends leaves in one sendmmsg at its end
   EventLoop loop;
   UdpRecvBatch batch{64};
 
@@ -56,8 +60,17 @@ struct Communicator::Impl {
 
   Impl(WorkerConfig config, UdpSocket bound, std::optional<UdpEndpoint> uplink)
       : endpoint(config), socket(std::move(bound)), sink(socket, uplink) {
-    // Addressed by IP: parameter packets come to the job's multicast group.
-    if (!uplink) socket.join_multicast(multicast_group_address(config.job), config.self);
+    if (uplink) {
+      // Every parameter packet comes through the uplink: the kernel drops anyone else's datagrams,
+      // so another process on the host cannot forge results.
+      socket.connect(*uplink);
+    } else {
+      // Addressed by IP: parameter packets come to the job's multicast group, from the job's PSes
+      // (or relayed by a PS on this host, from this host's own address at kUdpPort).
+      socket.join_multicast(multicast_group_address(config.job), config.self);
+      for (const PsRoute& route : config.ps) accepted_sources.push_back({route.ps, kUdpPort});
+      accepted_sources.push_back({config.self, kUdpPort});
+    }
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the communicator eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });
@@ -97,6 +110,11 @@ struct Communicator::Impl {
       if (n == 0) break;
       const Time now = EventLoop::now();
       for (std::size_t i = 0; i < n; ++i) {
+        if (!accepted_sources.empty() &&
+            std::find(accepted_sources.begin(), accepted_sources.end(), batch.from(i)) == accepted_sources.end()) {
+          ++foreign_datagrams;
+          continue;
+        }
         endpoint.on_packet(batch.bytes(i), now, sink);
         after_event(now);
       }
@@ -196,10 +214,11 @@ void Communicator::allreduce(std::span<float> inout) { allreduce_async(inout).ge
 
 UdpEndpoint Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
 
-WorkerStats Communicator::stats() const {
-  // The endpoint belongs to the loop thread: the copy is taken there.
-  std::packaged_task<WorkerStats()> task([impl = impl_.get()] { return impl->endpoint.stats(); });
-  std::future<WorkerStats> result = task.get_future();
+// Runs `read` on the loop thread (which owns the endpoint and its counters) and returns its value.
+template <class F>
+auto Communicator::on_loop(F read) const {
+  std::packaged_task<decltype(read())()> task(read);
+  auto result = task.get_future();
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->loop_alive) {
@@ -210,6 +229,14 @@ WorkerStats Communicator::stats() const {
   }
   impl_->wake();
   return result.get();
+}
+
+WorkerStats Communicator::stats() const {
+  return on_loop([impl = impl_.get()] { return impl->endpoint.stats(); });
+}
+
+std::uint64_t Communicator::foreign_datagrams() const {
+  return on_loop([impl = impl_.get()] { return impl->foreign_datagrams; });
 }
 
 }  // namespace atp

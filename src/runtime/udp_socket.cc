@@ -115,6 +115,15 @@ int UdpSocket::send_buffer_bytes() const {
   return v;
 }
 
+void UdpSocket::connect(const UdpEndpoint& peer) {
+  const sockaddr_in addr = to_sockaddr(peer);
+  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int error = errno;
+    throw UdpSetupError(
+        "cannot connect UDP " + local_.to_string() + " to " + peer.to_string() + ": " + errno_reason(error), error);
+  }
+}
+
 void UdpSocket::join_multicast(std::uint32_t group, std::uint32_t interface_ip) {
   ip_mreq request{};
   request.imr_multiaddr.s_addr = htonl(group);

@@ -57,8 +57,13 @@ class Communicator : public Allreduce {
 
   UdpEndpoint local_endpoint() const;  // the bound address (its port when `local` had port 0)
   WorkerStats stats() const;           // a snapshot, taken on the loop thread
+  // Datagrams dropped before the endpoint because they came from neither a PS of the job nor this
+  // host's PS relay (addressed by IP). With an uplink the kernel drops them instead: always 0.
+  std::uint64_t foreign_datagrams() const;
 
  private:
+  template <class F>
+  auto on_loop(F read) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

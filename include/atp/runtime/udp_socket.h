@@ -102,6 +102,12 @@ class UdpSocket {
   int recv_buffer_bytes() const;  // what the kernel granted (bytes)
   int send_buffer_bytes() const;
 
+  // Accepts datagrams from `peer` only: the kernel drops whatever anyone else sends to this
+  // socket, so another process on the host cannot inject packets (it cannot send from `peer`'s
+  // address while `peer` holds it). Sends with an explicit address still go where they say.
+  // Throws UdpSetupError naming the peer.
+  void connect(const UdpEndpoint& peer);
+
   // Receives datagrams sent to the IPv4 multicast `group` (host order) on the interface that
   // has address `interface_ip`. Throws UdpSetupError naming both.
   void join_multicast(std::uint32_t group, std::uint32_t interface_ip);
