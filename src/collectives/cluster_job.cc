@@ -258,6 +258,12 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
 void ClusterJob::close() {
   if (closed_) return;
   closed_ = true;
+  // A job that never started (join() failed on this rank) has no round for the others to finish:
+  // waiting for them here only delayed join()'s error by the timeout.
+  if (!communicator_) {
+    coordinator_.reset();
+    return;
+  }
   try {
     const std::int64_t done = store_.add("closed", 1);
     if (rank_ == 0) {

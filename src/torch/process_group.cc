@@ -5,6 +5,8 @@
 #include <pybind11/chrono.h>
 #include <torch/python.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +46,10 @@ class TorchStore : public Store {
   }
   std::string get(const std::string& key, Duration timeout) override {
     try {
-      store_->wait({"atp/" + key}, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+      // c10d reads a wait of 0 ms as "no timeout" (the store's own, as long as init_process_group's):
+      // a deadline that has passed, or is under a millisecond away, waits 1 ms instead.
+      store_->wait({"atp/" + key},
+                   std::max(std::chrono::ceil<std::chrono::milliseconds>(timeout), std::chrono::milliseconds(1)));
       const std::vector<std::uint8_t> value = store_->get("atp/" + key);
       return std::string(value.begin(), value.end());
     } catch (const std::exception& e) {  // a timeout, or the store's server (rank 0) is gone
