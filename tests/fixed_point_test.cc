@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -40,13 +41,27 @@ TEST(FixedPoint, SaturatesAtBothEnds) {
   EXPECT_EQ(q(21.474838f), kSaturatedMax);  // just above
 }
 
-TEST(FixedPoint, NanBecomesZero) { EXPECT_EQ(q(std::numeric_limits<float>::quiet_NaN()), 0); }
+// NaN must not vanish (NaN + 1 = 1 in a result): it saturates, so that the PS sends its
+// fragment over the float32 path, where the NaN survives. Any NaN: quiet, signalling, negative.
+TEST(FixedPoint, NanSaturatesSoThePsTakesTheFloatPath) {
+  const float quiet = std::numeric_limits<float>::quiet_NaN();
+  const float signalling = std::numeric_limits<float>::signaling_NaN();
+  const float payload = std::bit_cast<float>(0x7FC12345u);
+  for (const float nan : {quiet, -quiet, signalling, payload}) {
+    for (const double scale : {kDefaultScale, 1.0, 1e-3}) {
+      EXPECT_EQ(q(nan, scale), kSaturatedMin) << "scale " << scale;
+      EXPECT_TRUE(is_saturated(q(nan, scale)));
+    }
+  }
+}
 
 // Arrays go through the 4-wide SIMD loop and a scalar tail; both must agree with one-at-a-time.
 TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> in = {nan, inf, -inf, 21.5f, -21.5f, 1.25f, -1.25f, 0.5e-8f, 1.5e-8f, -0.0f, 3.0f};
+  // NaNs in different SIMD lanes and in the scalar tail (13 values: 3 SIMD steps + 1).
+  const std::vector<float> in = {nan,     inf,     -inf, 21.5f, -21.5f, 1.25f, -1.25f,
+                                 0.5e-8f, 1.5e-8f, -nan, -0.0f, 3.0f,   nan};
   for (double scale : {kDefaultScale, 2.0}) {
     std::vector<std::int32_t> out(in.size());
     quantize(in, scale, out);
@@ -54,11 +69,13 @@ TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
   }
   std::vector<std::int32_t> out(in.size());
   quantize(in, 2.0, out);
-  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(out[0], kSaturatedMin);  // NaN
   EXPECT_EQ(out[1], kSaturatedMax);
   EXPECT_EQ(out[2], kSaturatedMin);
   EXPECT_EQ(out[5], 2);  // 2.5 -> 2 inside the SIMD loop too
   EXPECT_EQ(out[6], -2);
+  EXPECT_EQ(out[9], kSaturatedMin);   // -NaN
+  EXPECT_EQ(out[12], kSaturatedMin);  // NaN in the scalar tail
 }
 
 TEST(FixedPoint, MatchesReferenceOnRandomInputs) {

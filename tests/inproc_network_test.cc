@@ -1,5 +1,6 @@
 // Tests of the in-process network: event order, link delay, serialization, drop-tail, ECN,
-// seeded loss / duplication / reordering (statistics and determinism), timers and scripts.
+// seeded loss / duplication / reordering (statistics and determinism), timers and scripts; and
+// ATP jobs run end to end on it (PS shards, NaN and infinities, workers' tensors that differ).
 #include "atp/runtime/inproc_network.h"
 
 #include <gtest/gtest.h>
@@ -7,9 +8,20 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
+
+#include "atp/fixed_point.h"
+#include "atp/plan.h"
+#include "atp/ps.h"
+#include "atp/scenario.h"
+#include "atp/switch.h"
+#include "atp/worker.h"
 
 namespace atp::inproc {
 namespace {
@@ -450,6 +462,366 @@ TEST(InprocNetwork, AMillionPacketsRun) {
   pair.net.run_until_idle();
   EXPECT_GE(bounces, 1000000u);
 }
+
+// ---------------------------------------------------------------------------------------------
+// ATP jobs end to end on the in-process network.
+
+// A job with `shards` PSes and two workers under one ToR (aggregating or not), `fragments`
+// fragments per round (the last one padded), windows fixed at `window`.
+Scenario sharded_scenario(std::uint32_t shards, std::uint32_t fragments, std::uint32_t window, bool atp_switch) {
+  Scenario s;
+  s.seed = 7 + shards * 100 + fragments * 10 + window;
+  SwitchConfig tor;
+  tor.atp_capable = atp_switch;
+  s.topology.switches.push_back({"tor", tor});
+  ScenarioJob job;
+  job.spec.name = "j";
+  job.spec.id = 1;
+  job.spec.values_per_packet = 7;
+  for (const char* w : {"w0", "w1"}) {
+    s.topology.hosts.push_back({w, "tor"});
+    job.spec.workers.push_back(w);
+  }
+  for (std::uint32_t k = 0; k < shards; ++k) {
+    s.topology.hosts.push_back({"p" + std::to_string(k), "tor"});
+    job.spec.ps.push_back("p" + std::to_string(k));
+  }
+  job.spec.congestion.initial_window = window;
+  job.spec.congestion.max_window = window;
+  job.elements = std::uint64_t{fragments} * 7 - 3;
+  job.rounds = 4;
+  s.jobs.push_back(job);
+  return s;
+}
+
+// Shards 1-4 x fragments per round (multiples of the shard count and not, fewer than the shards
+// too) x windows 1-3 x with and without an aggregating switch: every round completes, exact.
+class ShardedJob : public ::testing::TestWithParam<std::tuple<std::uint32_t, std::uint32_t, bool>> {};
+
+TEST_P(ShardedJob, EveryRoundCompletesExactly) {
+  const auto [shards, window, atp_switch] = GetParam();
+  for (const std::uint32_t fragments : {1u, 2u, 3u, 4u, 5u, 7u, 10u}) {
+    const ScenarioResult r = run_inproc(sharded_scenario(shards, fragments, window, atp_switch));
+    ASSERT_EQ(r.jobs.size(), 1u);
+    EXPECT_TRUE(r.jobs[0].correct) << fragments << " fragments per round: " << r.jobs[0].error;
+    EXPECT_EQ(r.jobs[0].completed_rounds, 4u) << fragments << " fragments per round";
+    EXPECT_FALSE(r.time_limit_reached);
+    EXPECT_EQ(r.leaked_aggregators, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ShardsWindowsSwitch, ShardedJob,
+                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u), ::testing::Values(1u, 2u, 3u),
+                                            ::testing::Bool()));
+
+// The reproducer of the deadlock: one worker, two PSes, 3 fragments per round, window 1.
+TEST(AtpJobs, OneWorkerTwoShardsThreeFragmentsWindowOne) {
+  const Scenario s = parse_scenario_yaml(R"(
+topology:
+  switches: [{name: tor, atp: true}]
+  hosts: [{name: h0, switch: tor}, {name: p0, switch: tor}, {name: p1, switch: tor}]
+jobs: [{name: j, workers: [h0], ps: [p0, p1], elements: 21, rounds: 2,
+        values_per_packet: 7, window: 1, max_window: 1}]
+)");
+  const ScenarioResult r = run_inproc(s);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
+  EXPECT_EQ(r.jobs[0].completed_rounds, 2u);
+}
+
+// A switch node of a hand-built job: the pipeline with the plan's routes, groups and job entry.
+class SwitchHost final : public Node {
+ public:
+  SwitchHost(const SwitchConfig& config, const std::map<Address, PortId>& routes, const SwitchJobPlan* job,
+             JobId job_id)
+      : pipeline(config) {
+    for (const auto& [dst, port] : routes) pipeline.add_route(dst, port);
+    if (job != nullptr) {
+      pipeline.add_multicast_group(multicast_group_address(job_id), job->multicast_ports);
+      pipeline.install_job(job->entry);
+    }
+  }
+  void on_packet(PortId port, std::span<std::uint8_t> p, Time now, PortSink& out) override {
+    pipeline.process(port, p, now, out);
+  }
+  void on_timeout(Time now, PortSink&) override { pipeline.on_timeout(now); }
+  Time next_deadline() const override { return pipeline.next_deadline(); }
+
+  SwitchPipeline pipeline;
+};
+
+// A host's single uplink: whatever an endpoint sends leaves on port 0.
+class Uplink final : public PacketSink {
+ public:
+  explicit Uplink(PortSink& ports) : ports_(ports) {}
+  void send(std::span<const std::uint8_t> p) override { ports_.send(0, p); }
+
+ private:
+  PortSink& ports_;
+};
+
+// An end host with a worker (which runs `inputs`, one allreduce after the other, and keeps each
+// result) or a PS.
+class EndpointHost final : public Node {
+ public:
+  void on_packet(PortId, std::span<std::uint8_t> p, Time now, PortSink& out) override {
+    Uplink uplink(out);
+    if (worker) {
+      worker->on_packet(p, now, uplink);
+      next_round(now, uplink);
+    }
+    if (ps) ps->on_packet(p, now, uplink);
+  }
+  void on_timeout(Time now, PortSink& out) override {
+    Uplink uplink(out);
+    if (worker) worker->on_timeout(now, uplink);
+    if (ps) ps->on_timeout(now, uplink);
+  }
+  Time next_deadline() const override {
+    return std::min(worker ? worker->next_deadline() : kNever, ps ? ps->next_deadline() : kNever);
+  }
+  // Keeps the result of a completed round and starts the next one, while inputs are left.
+  void next_round(Time now, PacketSink& out) {
+    while (worker->state() == WorkerState::kIdle && started > results.size()) {
+      results.emplace_back(worker->result().begin(), worker->result().end());
+      if (started < inputs.size()) {
+        ASSERT_TRUE(worker->start(inputs[started++], now, out));
+      }
+    }
+  }
+
+  std::optional<WorkerEndpoint> worker;
+  std::optional<PsEndpoint> ps;
+  std::vector<std::vector<float>> inputs;   // one per round
+  std::size_t started = 0;                  // rounds started
+  std::vector<std::vector<float>> results;  // one per completed round
+};
+
+struct WorkerOutcome {
+  WorkerState state = WorkerState::kIdle;
+  std::string error;
+  std::vector<std::vector<float>> results;  // of the rounds completed
+};
+
+// Runs `spec` on `topology` (default links, no faults), worker w running inputs[w] round after
+// round, until every worker is done or failed.
+std::vector<WorkerOutcome> run_job(const Topology& topology, const JobSpec& spec,
+                                   const std::vector<std::vector<std::vector<float>>>& inputs) {
+  const NetworkPlan network_plan = plan_network(topology);
+  const JobPlan plan = plan_job(network_plan, spec);
+  Network net(1);
+  std::map<std::string, NodeId> ids;
+  std::vector<EndpointHost*> workers;
+  for (const SwitchSpec& sw : topology.switches) {
+    const auto job = plan.switches.find(sw.name);
+    const auto routes = network_plan.routes.find(sw.name);
+    ids[sw.name] = net.add_node(
+        sw.name, std::make_unique<SwitchHost>(sw.config, routes->second,
+                                              job == plan.switches.end() ? nullptr : &job->second, spec.id));
+  }
+  for (const HostSpec& h : topology.hosts) {
+    auto host = std::make_unique<EndpointHost>();
+    for (std::size_t w = 0; w < spec.workers.size(); ++w) {
+      if (spec.workers[w] != h.name) continue;
+      host->worker.emplace(plan.workers[w]);
+      host->inputs = inputs[w];
+      workers.push_back(host.get());
+    }
+    for (std::size_t k = 0; k < spec.ps.size(); ++k) {
+      if (spec.ps[k] == h.name) host->ps.emplace(plan.ps[k]);
+    }
+    ids[h.name] = net.add_node(h.name, std::move(host));
+  }
+  for (const PlannedLink& link : network_plan.links) {
+    net.connect(ids.at(link.a.node), link.a.port, ids.at(link.b.node), link.b.port, ChannelConfig{}, ChannelConfig{});
+  }
+  net.schedule(Time{}, [&](Time now) {
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      Uplink uplink(net.sink_for(ids.at(spec.workers[w])));
+      workers[w]->started = 1;
+      EXPECT_TRUE(workers[w]->worker->start(workers[w]->inputs.at(0), now, uplink));
+      workers[w]->next_round(now, uplink);
+    }
+  });
+  net.run_until(time_from_ns(60'000'000'000));
+  std::vector<WorkerOutcome> outcomes;
+  for (EndpointHost* w : workers) outcomes.push_back({w->worker->state(), w->worker->error(), w->results});
+  return outcomes;
+}
+
+// h0..h{n-1} and the PS p0 under one ATP ToR, or (two_level) the workers split over two ATP
+// racks under a core switch and the PS in a third rack: aggregation at both levels.
+Topology job_topology(std::size_t workers, bool two_level) {
+  Topology t;
+  SwitchConfig atp;
+  atp.aggregator_width = 64;
+  if (!two_level) {
+    t.switches.push_back({"tor", atp});
+    for (std::size_t w = 0; w < workers; ++w) t.hosts.push_back({"h" + std::to_string(w), "tor"});
+    t.hosts.push_back({"p0", "tor"});
+    return t;
+  }
+  for (const char* s : {"rack0", "rack1", "rack2"}) t.switches.push_back({s, atp});
+  SwitchConfig core = atp;
+  core.atp_capable = false;
+  t.switches.push_back({"core", core});
+  for (const char* s : {"rack0", "rack1", "rack2"}) t.switch_links.emplace_back(s, "core");
+  for (std::size_t w = 0; w < workers; ++w)
+    t.hosts.push_back({"h" + std::to_string(w), w % 2 == 0 ? "rack0" : "rack1"});
+  t.hosts.push_back({"p0", "rack2"});
+  return t;
+}
+
+JobSpec job_spec(std::size_t workers, std::uint16_t values_per_packet) {
+  JobSpec spec;
+  spec.name = "j";
+  spec.id = 1;
+  for (std::size_t w = 0; w < workers; ++w) spec.workers.push_back("h" + std::to_string(w));
+  spec.ps = {"p0"};
+  spec.values_per_packet = values_per_packet;
+  return spec;
+}
+
+// What a worker must get for `inputs` (one per worker): fragments holding a value that is not
+// finite take the float32 path (their values are the float32 rounding of the double sum);
+// every other fragment is the exact sum of the quantized values.
+std::vector<float> expected_sum(const std::vector<std::vector<float>>& inputs, std::size_t values_per_packet,
+                                double scale) {
+  const std::size_t n = inputs[0].size();
+  std::vector<float> want(n);
+  for (std::size_t begin = 0; begin < n; begin += values_per_packet) {
+    const std::size_t end = std::min(n, begin + values_per_packet);
+    bool special = false;
+    for (const auto& in : inputs) {
+      for (std::size_t x = begin; x < end; ++x) special = special || !std::isfinite(in[x]);
+    }
+    for (std::size_t x = begin; x < end; ++x) {
+      double float_sum = 0;
+      std::int64_t int_sum = 0;
+      for (const auto& in : inputs) {
+        float_sum += in[x];
+        std::int32_t q = 0;
+        quantize(std::span(&in[x], 1), scale, std::span(&q, 1));
+        int_sum += q;
+      }
+      want[x] = special ? static_cast<float>(float_sum) : dequantize_one(int_sum, scale);
+    }
+  }
+  return want;
+}
+
+// NaN and infinities are never silently wrong: a NaN anywhere gives NaN at its position, +Inf
+// and -Inf give NaN, +Inf alone +Inf, in every worker's result; the rest of that fragment is the
+// float32 path's sum and every other fragment is exact. One rack and two levels of aggregation.
+class NonFiniteInputs : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NonFiniteInputs, ReachTheResultAsIeeeArithmeticSays) {
+  const bool two_level = GetParam();
+  constexpr std::size_t kWorkers = 3;
+  constexpr std::uint16_t kValues = 8;
+  constexpr std::size_t kN = 4 * kValues - 3;  // 4 fragments, the last one padded
+  constexpr std::size_t kAt = kValues + 3;     // in fragment 1
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    const char* what;
+    std::vector<std::pair<std::size_t, float>> specials;  // (worker, value at kAt)
+    bool want_nan;
+  };
+  const Case cases[] = {
+      {"NaN in one worker", {{1, nan}}, true},
+      {"+Inf and -Inf", {{0, inf}, {2, -inf}}, true},
+      {"+Inf alone", {{2, inf}}, false},
+      {"-Inf alone", {{0, -inf}}, false},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::vector<float>> round(kWorkers, std::vector<float>(kN));
+    for (std::size_t w = 0; w < kWorkers; ++w) {
+      for (std::size_t x = 0; x < kN; ++x) round[w][x] = 0.001f * static_cast<float>((x * 37 + w * 11) % 200) - 0.1f;
+    }
+    for (const auto& [w, v] : c.specials) round[w][kAt] = v;
+    // A second, finite round: the float path of the first leaves nothing behind.
+    std::vector<std::vector<float>> finite(kWorkers, std::vector<float>(kN, 0.25f));
+    std::vector<std::vector<std::vector<float>>> inputs(kWorkers);
+    for (std::size_t w = 0; w < kWorkers; ++w) inputs[w] = {round[w], finite[w]};
+
+    const JobSpec spec = job_spec(kWorkers, kValues);
+    const auto outcomes = run_job(job_topology(kWorkers, two_level), spec, inputs);
+    const std::vector<float> want = expected_sum(round, kValues, spec.scale);
+    const std::vector<float> want_finite = expected_sum(finite, kValues, spec.scale);
+    ASSERT_EQ(outcomes.size(), kWorkers);
+    for (std::size_t w = 0; w < kWorkers; ++w) {
+      const WorkerOutcome& o = outcomes[w];
+      ASSERT_EQ(o.state, WorkerState::kIdle) << c.what << ", worker " << w << ": " << o.error;
+      ASSERT_EQ(o.results.size(), 2u) << c.what;
+      const std::vector<float>& got = o.results[0];
+      ASSERT_EQ(got.size(), kN);
+      if (c.want_nan) {
+        EXPECT_TRUE(std::isnan(got[kAt])) << c.what << ", worker " << w << ": " << got[kAt];
+      } else {
+        EXPECT_EQ(got[kAt], want[kAt]) << c.what << ", worker " << w;
+        EXPECT_TRUE(std::isinf(got[kAt])) << c.what << ", worker " << w;
+      }
+      for (std::size_t x = 0; x < kN; ++x) {
+        if (x != kAt) {
+          EXPECT_EQ(got[x], want[x]) << c.what << ", worker " << w << ", value " << x;
+        }
+      }
+      EXPECT_EQ(o.results[1], want_finite) << c.what << ", worker " << w;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneRackAndTwoLevels, NonFiniteInputs, ::testing::Bool());
+
+// Workers that all-reduce tensors of different sizes all fail their round with one sentence
+// (never a "success" with values mixed from both calls), whether their rounds differ in
+// fragment count (1000 vs 2000 values) or only in the last fragment's (1000 vs 1001), with one
+// worker out of three different, on one rack and with two levels of aggregation.
+class DifferentSizes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DifferentSizes, FailEveryWorkersRoundWithOneSentence) {
+  const bool two_level = GetParam();
+  const std::vector<std::vector<std::size_t>> cases = {{1000, 2000}, {1000, 1001}, {2000, 1000}, {1000, 1000, 1001}};
+  for (const auto& sizes : cases) {
+    // The torch reproducer: rank r passes ones(sizes[r]), then full(5000, r + 1).
+    std::vector<std::vector<std::vector<float>>> inputs;
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      inputs.push_back({std::vector<float>(sizes[r], 1.0f), std::vector<float>(5000, static_cast<float>(r + 1))});
+    }
+    const auto outcomes = run_job(job_topology(sizes.size(), two_level), job_spec(sizes.size(), 62), inputs);
+    ASSERT_EQ(outcomes.size(), sizes.size());
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      EXPECT_EQ(outcomes[r].state, WorkerState::kFailed) << "sizes[0] " << sizes[0] << ", worker " << r;
+      EXPECT_EQ(outcomes[r].error,
+                "job 1: the workers all-reduce tensors of different sizes (this worker: " + std::to_string(sizes[r]) +
+                    " values in this call); every worker must pass the same number of values");
+      EXPECT_TRUE(outcomes[r].results.empty()) << "no round may complete";
+    }
+  }
+}
+
+TEST_P(DifferentSizes, EqualSizesStayExact) {
+  const bool two_level = GetParam();
+  constexpr std::size_t kWorkers = 3;
+  std::vector<std::vector<std::vector<float>>> inputs(kWorkers);
+  std::vector<std::vector<float>> first(kWorkers), second(kWorkers);
+  for (std::size_t r = 0; r < kWorkers; ++r) {
+    first[r].assign(1001, 0.5f + static_cast<float>(r));
+    for (std::size_t x = 0; x < 5000; ++x) second[r].push_back(0.001f * static_cast<float>((x * 7 + r) % 1000));
+    inputs[r] = {first[r], second[r]};
+  }
+  const JobSpec spec = job_spec(kWorkers, 62);
+  const auto outcomes = run_job(job_topology(kWorkers, two_level), spec, inputs);
+  for (const WorkerOutcome& o : outcomes) {
+    ASSERT_EQ(o.state, WorkerState::kIdle) << o.error;
+    ASSERT_EQ(o.results.size(), 2u);
+    EXPECT_EQ(o.results[0], expected_sum(first, 62, spec.scale));
+    EXPECT_EQ(o.results[1], expected_sum(second, 62, spec.scale));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneRackAndTwoLevels, DifferentSizes, ::testing::Bool());
 
 }  // namespace
 }  // namespace atp::inproc

@@ -676,5 +676,30 @@ TEST(PlanJob, RejectsBadJobs) {
   EXPECT_THROW((void)plan_job(no_topology, job_of({"w0"}, {"ps"})), PlanError);
 }
 
+// A job whose PSs could be made to hold more than kPsJobMemoryBudget fails at planning, with
+// the numbers to change; the default window stays well inside it.
+TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
+  Topology t;
+  t.switches = {plain_switch("tor")};
+  t.hosts = {{"w0", "tor"}, {"w1", "tor"}};
+  std::vector<std::string> servers;
+  for (int k = 0; k < 8; ++k) {
+    servers.push_back("ps" + std::to_string(k));
+    t.hosts.push_back({servers.back(), "tor"});
+  }
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1"}, servers);
+  job.values_per_packet = kMaxValuesPerPacket;  // 1024 x 8 x 4096 values: about 512 MiB per PS
+  expect_plan_error([&] { (void)plan_job(n, job); },
+                    {"job 'a'", "max_window 1024 x 8 PS shards", "4096 values per packet", "256 MiB"});
+  job.congestion.max_window = 256;
+  const JobPlan p = plan_job(n, job);
+  EXPECT_LE(ps_job_memory_bound(p.ps[0]), kPsJobMemoryBudget);
+  job = job_of({"w0", "w1"}, {"ps0"});  // the default window and packet: well inside
+  EXPECT_LT(ps_job_memory_bound(plan_job(n, job).ps[0]), kPsJobMemoryBudget / 50);
+  job.congestion.max_window = kMaxWindowSeqs + 1;
+  expect_plan_error([&] { (void)plan_job(n, job); }, {"max_window 1048577"});
+}
+
 }  // namespace
 }  // namespace atp

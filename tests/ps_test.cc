@@ -10,11 +10,15 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "atp/aggregator_index.h"
 #include "atp/fixed_point.h"
 #include "atp/wire.h"
+#include "atp/worker.h"
 
 namespace atp {
 namespace {
@@ -545,6 +549,88 @@ TEST(PsEndpoint, ShardSeesEveryOtherSequenceNumber) {
   EXPECT_EQ(t.ps.stats().stale + t.ps.stats().dropped, 0u);
 }
 
+// Real workers against P PS shards, directly connected (no switch), max_window_seqs = window x
+// P as plan_job sets it: every round completes exactly and no PS drops a packet, for shard
+// counts 1-4, rounds whose fragment count is not a multiple of P (some below it), windows 1-3.
+class PsShardsWithWorkers : public ::testing::TestWithParam<std::tuple<std::uint32_t, std::uint32_t>> {};
+
+TEST_P(PsShardsWithWorkers, EveryRoundCompletesExactlyWithoutDrops) {
+  const auto [shards, window] = GetParam();
+  constexpr std::uint32_t kWorkers = 2;
+  constexpr std::uint16_t kValues = 4;
+  std::vector<PsEndpoint> servers;
+  for (std::uint32_t k = 0; k < shards; ++k) {
+    PsConfig c = make_config({kWorkers}, kValues, window * shards);
+    c.self = kPs + k;
+    servers.emplace_back(c);
+  }
+  std::vector<WorkerEndpoint> workers;
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    WorkerConfig c;
+    c.job = kJob;
+    c.self = kWorker0 + w;
+    for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs + k, 1u << w, 1, kWorkers, 1, 1});
+    c.values_per_packet = kValues;
+    c.aggregators = {0, kAggregators};
+    c.congestion.initial_window = window;
+    c.congestion.max_window = window;
+    c.initial_seq = 0xFFFFFFF0u;  // across the wrap, too
+    workers.emplace_back(c);
+  }
+  // Packets in flight, delivered in FIFO order: worker packets to their PS, multicasts to all.
+  struct Queue final : PacketSink {
+    void send(std::span<const std::uint8_t> p) override { packets.emplace_back(p.begin(), p.end()); }
+    std::vector<std::vector<std::uint8_t>> packets;
+  } queue;
+  Time now = time_from_ns(1'000'000);
+  const std::uint32_t rounds[] = {3, 1, 5, 2, 7, 1, 1, 6};
+  for (const std::uint32_t fragments : rounds) {
+    std::vector<std::vector<float>> inputs(kWorkers);
+    for (std::uint32_t w = 0; w < kWorkers; ++w) {
+      for (std::uint32_t x = 0; x < kValues * fragments - 1; ++x)
+        inputs[w].push_back(0.125f * (x + 1) * (w + 1) - 0.5f);
+      ASSERT_TRUE(workers[w].start(inputs[w], now, queue));
+    }
+    for (std::size_t next = 0; next < queue.packets.size(); ++next) {
+      const std::vector<std::uint8_t> p = queue.packets[next];
+      Header h;
+      ASSERT_EQ(decode_header(p, h), DecodeError::kOk);
+      now += Duration(1000);
+      if (!h.is_ack) {
+        ASSERT_GE(h.dst, kPs);
+        ASSERT_LT(h.dst, kPs + shards);
+        servers[h.dst - kPs].on_packet(p, now, queue);
+      } else {
+        for (WorkerEndpoint& w : workers) {
+          if (h.dst == multicast_group_address(kJob) || h.dst == w.config().self) w.on_packet(p, now, queue);
+        }
+      }
+    }
+    queue.packets.clear();
+    for (std::uint32_t w = 0; w < kWorkers; ++w) {
+      ASSERT_EQ(workers[w].state(), WorkerState::kIdle)
+          << "worker " << w << ", a round of " << fragments << " fragments: " << workers[w].error();
+    }
+    std::vector<std::int32_t> q0(inputs[0].size()), q1(inputs[1].size());
+    quantize(inputs[0], 1e8, q0);
+    quantize(inputs[1], 1e8, q1);
+    for (const WorkerEndpoint& w : workers) {
+      ASSERT_EQ(w.result().size(), q0.size());
+      for (std::size_t x = 0; x < q0.size(); ++x) {
+        ASSERT_EQ(w.result()[x], dequantize_one(std::int64_t{q0[x]} + q1[x], 1e8)) << "value " << x;
+      }
+    }
+  }
+  for (const PsEndpoint& ps : servers) {
+    EXPECT_EQ(ps.stats().dropped, 0u);
+    EXPECT_EQ(ps.stats().stale, 0u);
+    EXPECT_LE(ps.stored_fragments(), 2 * window * shards + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ShardsByWindow, PsShardsWithWorkers,
+                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u), ::testing::Values(1u, 2u, 3u)));
+
 TEST(PsEndpoint, SequenceNumbersWrapAround) {
   constexpr std::uint32_t kWindow = 16;
   constexpr Seq kFirst = 0xFFFFFF00u;
@@ -622,6 +708,144 @@ TEST(PsEndpoint, BadConfigDoesNotCrash) {
   PsUnderTest none(make_config({}));
   none.deliver(gradient(1, 1, 1, kWorker0), {1, 1, 1, 1});
   EXPECT_EQ(none.ps.stats().dropped, 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round shape (docs/protocol.md): contributions whose round_shape differs never merge.
+
+void expect_mismatch_notice(const RecordingSink::Packet& p, Seq seq, Address dst) {
+  EXPECT_TRUE(p.header.is_ack);
+  EXPECT_EQ(p.header.round_shape, kRoundShapeMismatch);
+  EXPECT_EQ(p.header.seq, seq);
+  EXPECT_EQ(p.header.dst, dst);
+  EXPECT_EQ(p.header.value_count, 0);
+  EXPECT_FALSE(p.header.overflow);
+  EXPECT_FALSE(p.header.float_payload);
+  EXPECT_FALSE(p.header.collision);
+}
+
+TEST(PsEndpoint, DifferentRoundShapesFailTheFragmentAndMulticastTheNotice) {
+  PsUnderTest t(make_config({3}));
+  Header last = gradient(100, 1u << 0, 1, kWorker0);
+  last.round_shape = 3;  // worker 0: its round's last fragment, 3 real values
+  t.deliver(last, {1, 2, 3, 0});
+  Header not_last = gradient(100, 1u << 1, 1, kWorker0 + 1);  // worker 1: its round goes on
+  t.deliver(not_last, {4, 5, 6, 7});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_mismatch_notice(t.sink.packets[0], 100, multicast_group_address(kJob));
+  EXPECT_EQ(t.sink.packets[0].header.aggregator_index, last.aggregator_index);  // frees the switches' aggregator
+  EXPECT_EQ(t.ps.stats().shape_mismatches, 1u);
+  EXPECT_EQ(t.ps.stats().parameters_sent, 1u);
+  EXPECT_EQ(t.ps.stats().completions, 0u);
+
+  // Worker 2's packet, of either shape, does not complete it: it gets the notice, to it only.
+  Header third = gradient(100, 1u << 2, 1, kWorker0 + 2);
+  third.round_shape = 3;
+  t.deliver(third, {1, 1, 1, 1});
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  expect_mismatch_notice(t.sink.packets[1], 100, kWorker0 + 2);
+  t.deliver(not_last, {4, 5, 6, 7});  // a resend
+  ASSERT_EQ(t.sink.packets.size(), 3u);
+  expect_mismatch_notice(t.sink.packets[2], 100, kWorker0 + 1);
+  EXPECT_EQ(t.ps.stats().shape_mismatches, 1u);
+  EXPECT_EQ(t.ps.stats().results_resent, 2u);
+  EXPECT_EQ(t.ps.stats().completions, 0u);
+
+  // Another fragment whose contributions agree (all last, 4 values) completes as always.
+  for (std::uint32_t w = 0; w < 3; ++w) {
+    Header h = gradient(101, 1u << w, 1, kWorker0 + w);
+    h.round_shape = 4;
+    t.deliver(h, {1, 1, 1, 1});
+  }
+  ASSERT_EQ(t.sink.packets.size(), 4u);
+  expect_multicast_result(t.sink.packets[3], 101, {3, 3, 3, 3});
+  EXPECT_EQ(t.sink.packets[3].header.round_shape, 0);
+}
+
+// A partial aggregate (a switch's) with one shape and an individual with another: no mix.
+TEST(PsEndpoint, PartialAggregateAndIndividualOfDifferentShapesDoNotMerge) {
+  PsUnderTest t(make_config({2, 1}));
+  Header partial = gradient(7, 0b11, 0b01, kWorker0);
+  partial.round_shape = 2;
+  t.deliver(partial, {2, 2, 0, 0});
+  Header single = gradient(7, 1, 0b10, kWorker0 + 2);
+  single.round_shape = 0;
+  t.deliver(single, {5, 5, 5, 5});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_mismatch_notice(t.sink.packets[0], 7, multicast_group_address(kJob));
+  EXPECT_EQ(t.ps.stats().aggregations, 1u);
+}
+
+// Float32 resends carry the shape too: a float contribution with another shape fails the slot.
+TEST(PsEndpoint, DifferentRoundShapesInTheFloatPhase) {
+  PsUnderTest t(make_config({2}));
+  Header h0 = gradient(50, 1, 1, kWorker0);
+  Header h1 = gradient(50, 2, 1, kWorker0 + 1);
+  t.deliver(h0, {kSaturatedMax, 0, 0, 0});
+  t.deliver(h1, {1, 0, 0, 0});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  EXPECT_TRUE(t.sink.packets[0].header.overflow);
+  h0.float_payload = true;
+  t.deliver(h0, float_bits({1.0f, 0, 0, 0}));
+  h1.float_payload = true;
+  h1.round_shape = 1;
+  t.deliver(h1, float_bits({2.0f, 0, 0, 0}));
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  expect_mismatch_notice(t.sink.packets[1], 50, multicast_group_address(kJob));
+  EXPECT_EQ(t.ps.stats().completions, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: bounded by the config whatever packets claim; configs beyond the budget are refused.
+
+std::string constructor_error(const PsConfig& c) {
+  try {
+    PsEndpoint ps(c);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PsEndpoint, ConfigsBeyondTheMemoryBudgetAreRefusedWithOneSentence) {
+  PsConfig c;
+  c.job = kJob;
+  c.group_sizes = {4};
+  EXPECT_LT(ps_job_memory_bound(c), 4u << 20);  // the default: 1024 x 62 values, about 2 MiB
+  EXPECT_EQ(constructor_error(c), "");
+  for (const std::uint32_t window : {0xFFFFFFFFu, kMaxWindowSeqs + 1}) {
+    c.max_window_seqs = window;
+    EXPECT_EQ(constructor_error(c), "job 7: max_window_seqs " + std::to_string(window) +
+                                        " is above 1048576, the most a PS takes; lower it (it is the job's "
+                                        "max_window x PS shards)");
+  }
+  // At 2^20 the pool could hold 2^21 + 1 fragments of 62 int64 sums: about 1.3 GiB.
+  c.max_window_seqs = kMaxWindowSeqs;
+  const std::string error = constructor_error(c);
+  EXPECT_NE(error.find("job 7: max_window_seqs 1048576 with values_per_packet 62 lets a PS hold up to "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("above the 256.0 MiB a PS job may use; lower max_window_seqs"), std::string::npos) << error;
+  EXPECT_GT(ps_job_memory_bound(c), std::uint64_t{1} << 30);
+  // The bound grows with window x values: the largest window that fits is accepted.
+  c.values_per_packet = kMaxValuesPerPacket;
+  c.max_window_seqs = 4096;
+  EXPECT_GT(ps_job_memory_bound(c), kPsJobMemoryBudget);
+  EXPECT_NE(constructor_error(c), "");
+  c.max_window_seqs = 2048;
+  EXPECT_LT(ps_job_memory_bound(c), kPsJobMemoryBudget);
+  EXPECT_EQ(constructor_error(c), "");
+}
+
+// Forged packets at every sequence number the window allows, with every slot driven into the
+// float phase: the slots held never pass 2 x window + 1, as ps_job_memory_bound assumes.
+TEST(PsEndpoint, ForgedPacketsKeepTheSlotPoolWithinItsBound) {
+  constexpr std::uint32_t kWindow = 32;
+  PsUnderTest t(make_config({2}, 4, kWindow));
+  for (Seq seq = 0; seq < 100'000; seq += 7) {
+    t.individual(seq, 0, 0, kWorker0, {kSaturatedMax, 1, 1, 1});
+    ASSERT_LE(t.ps.stored_fragments(), 2 * kWindow + 1);
+  }
 }
 
 }  // namespace

@@ -1201,5 +1201,128 @@ TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
   EXPECT_GT(sw.counters().reclaimed, 0u);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Round shape (docs/protocol.md): packets whose round_shape differs from the aggregator's are
+// never added to it; the partial aggregate and the packet both go on to the PS at once.
+
+TEST_F(SwitchTest, CompletedAggregateCarriesItsRoundShape) {
+  for (int k = 0; k < 3; ++k) {
+    Header h = gradient(k, 100, 3);
+    h.round_shape = 2;  // the last fragment of the round, 2 real values
+    from_worker(k, h, {k + 1, 1, 0, 0}, us(1));
+  }
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].header().round_shape, 2);
+  EXPECT_EQ(sink.sent[0].values(), (Values{6, 3, 0, 0}));
+  EXPECT_EQ(sw.table().at(3).round_shape, 2);
+  EXPECT_EQ(sw.round_shape_mismatches(kJob), 0u);
+}
+
+TEST_F(SwitchTest, PacketOfAnotherRoundShapeIsKeptApartAndFlushesThePartialAggregate) {
+  Header last0 = gradient(0, 100, 3);
+  last0.round_shape = 3;
+  last0.ecn = true;
+  from_worker(0, last0, {1, 2, 3, 0}, us(1));
+  Header last1 = gradient(1, 100, 3);
+  last1.round_shape = 3;
+  from_worker(1, last1, {10, 20, 30, 0}, us(2));
+  ASSERT_TRUE(sink.sent.empty());
+
+  // Worker 2's round is longer: seq 100 is not its last fragment.
+  from_worker(2, gradient(2, 100, 3), {100, 200, 300, 400}, us(3));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  // First the partial aggregate of workers 0 and 1, with their shape, as a flushed resend.
+  Header partial = gradient(2, 100, 3);
+  partial.bitmap0 = 0b11;
+  partial.round_shape = 3;
+  partial.ecn = true;
+  partial.resend = true;
+  partial.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[0].port, kPsPort);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(partial, Values{11, 22, 33, 0}));
+  // Then worker 2's packet, not added to anything: its own values and shape.
+  Header apart = gradient(2, 100, 3);
+  apart.resend = true;
+  apart.edge_switch_identifier = 1;
+  EXPECT_EQ(sink.sent[1].port, kPsPort);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(apart, Values{100, 200, 300, 400}));
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+  EXPECT_EQ(sw.job_counters(kJob).completions, 0u);
+}
+
+TEST_F(SwitchTest, ResendOfAnotherRoundShapeIsNotMergedIntoTheFlush) {
+  Header first = gradient(0, 100, 3);
+  first.round_shape = 4;
+  from_worker(0, first, {1, 1, 1, 1}, us(1));
+  from_worker(1, resend(1, 100, 3), {5, 5, 5, 5}, us(2));  // shape 0: not added, not a box-5 merge
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b1u);
+  EXPECT_EQ(sink.sent[0].header().round_shape, 4);
+  EXPECT_EQ(sink.sent[0].values(), (Values{1, 1, 1, 1}));
+  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b10u);
+  EXPECT_EQ(sink.sent[1].header().round_shape, 0);
+  EXPECT_EQ(sink.sent[1].values(), (Values{5, 5, 5, 5}));
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
+  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+}
+
+TEST_F(SwitchTest, AfterCompletionAPacketOfAnotherShapeOnlyPassesThrough) {
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 3), {1, 1, 1, 1}, us(1));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header other = resend(1, 100, 3);
+  other.round_shape = 2;
+  from_worker(1, other, {7, 7, 0, 0}, us(2));
+  ASSERT_EQ(sink.sent.size(), 2u);  // the complete aggregate already went: not sent again
+  EXPECT_EQ(sink.sent[1].values(), (Values{7, 7, 0, 0}));
+  EXPECT_EQ(sink.sent[1].header().round_shape, 2);
+  EXPECT_TRUE(sw.table().at(3).in_use);  // held until the PS's parameter packet
+  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+}
+
+TEST_F(SwitchTwoLevel, SecondLevelKeepsGroupsOfAnotherShapeApart) {
+  // Group 0 (workers 0-1) completes at A with shape 3; the singleton's round is longer (shape 0).
+  for (int k = 0; k < 2; ++k) {
+    Header h = member(k, 100, 3);
+    h.round_shape = 3;
+    feed(rack_a, static_cast<PortId>(k + 1), h, {1, 1, 1, 1}, us(1));
+  }
+  ASSERT_EQ(sink.sent.size(), 1u);
+  a_to_b(us(2));
+  ASSERT_TRUE(sink.sent.empty());
+  feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(3));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  // B's partial aggregate, one group: it carries the group's members in bitmap0 for the PS.
+  const Header flushed = sink.sent[0].header();
+  EXPECT_EQ(flushed.bitmap1, 0b01u);
+  EXPECT_EQ(flushed.bitmap0, 0b11u);
+  EXPECT_EQ(flushed.round_shape, 3);
+  EXPECT_EQ(flushed.edge_switch_identifier, 1);
+  EXPECT_EQ(sink.sent[0].values(), (Values{2, 2, 2, 2}));
+  const Header apart = sink.sent[1].header();
+  EXPECT_EQ(apart.bitmap1, 0b10u);
+  EXPECT_EQ(apart.round_shape, 0);
+  EXPECT_EQ(sink.sent[1].values(), (Values{100, 100, 100, 100}));
+  EXPECT_EQ(rack_b.table().in_use(), 0u);
+  EXPECT_EQ(rack_b.round_shape_mismatches(kJob), 1u);
+}
+
+TEST_F(SwitchTest, RoundShapeMismatchPathDoesNotAllocate) {
+  std::vector<std::vector<std::uint8_t>> packets;
+  for (Seq seq = 0; seq < 64; ++seq) {
+    Header last = gradient(0, seq, seq);
+    last.round_shape = 1;
+    packets.push_back(build_packet(last, Values{1, 0, 0, 0}));
+    packets.push_back(build_packet(gradient(1, seq, seq), Values{1, 2, 3, 4}));
+  }
+  NullPortSink null_sink;
+  const std::uint64_t before = g_allocations.load();
+  for (auto& p : packets) sw.process(1, p, us(1), null_sink);
+  EXPECT_EQ(g_allocations.load(), before);
+  EXPECT_EQ(sw.round_shape_mismatches(kJob), 64u);
+  EXPECT_EQ(null_sink.sent, 128u);
+}
+
 }  // namespace
 }  // namespace atp

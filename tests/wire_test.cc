@@ -25,6 +25,7 @@ Header full_header() {
   h.bitmap1 = 0x12345678;
   h.fan_in0 = 32;
   h.fan_in1 = 7;
+  h.round_shape = kRoundShapeMismatch;
   h.aggregator_index = 19999;
   h.src = 0x0A000001;
   h.dst = multicast_group_address(0xBEEF);
@@ -46,6 +47,7 @@ TEST(Wire, EveryFieldRoundTrips) {
   EXPECT_EQ(h.bitmap1, want.bitmap1);
   EXPECT_EQ(h.fan_in0, want.fan_in0);
   EXPECT_EQ(h.fan_in1, want.fan_in1);
+  EXPECT_EQ(h.round_shape, want.round_shape);
   EXPECT_EQ(h.aggregator_index, want.aggregator_index);
   EXPECT_EQ(h.src, want.src);
   EXPECT_EQ(h.dst, want.dst);
@@ -133,9 +135,68 @@ TEST(Wire, GarbledHeadersAreRejected) {
   auto bad_flag = good;
   bad_flag[3] = 0x80;  // reserved flag bit
   EXPECT_EQ(decode_header(bad_flag, h), DecodeError::kBadFlags);
-  auto bad_reserved = good;
-  bad_reserved[23] = 1;
-  EXPECT_EQ(decode_header(bad_reserved, h), DecodeError::kBadFlags);
+}
+
+// round_shape: a gradient's last fragment carries its real value count (1..value_count), every
+// other packet 0; a parameter packet 0 or kRoundShapeMismatch. Both round-trip at offset 22.
+TEST(Wire, RoundShapeRoundTrips) {
+  Header gradient;
+  gradient.round_shape = 62;
+  auto packet = build_packet(gradient, std::vector<std::int32_t>(62));
+  EXPECT_EQ(packet[22], 0);
+  EXPECT_EQ(packet[23], 62);
+  Header h;
+  ASSERT_EQ(decode_header(packet, h), DecodeError::kOk);
+  EXPECT_EQ(h.round_shape, 62);
+  gradient.round_shape = 1;
+  gradient.float_payload = true;
+  gradient.resend = true;
+  ASSERT_EQ(decode_header(build_packet(gradient, std::vector<std::int32_t>(kMaxValuesPerPacket)), h), DecodeError::kOk);
+  EXPECT_EQ(h.round_shape, 1);
+  gradient.round_shape = kMaxValuesPerPacket;
+  ASSERT_EQ(decode_header(build_packet(gradient, std::vector<std::int32_t>(kMaxValuesPerPacket)), h), DecodeError::kOk);
+  EXPECT_EQ(h.round_shape, kMaxValuesPerPacket);
+
+  Header mismatch;
+  mismatch.is_ack = true;
+  mismatch.round_shape = kRoundShapeMismatch;
+  packet = build_packet(mismatch, {});
+  EXPECT_EQ(packet[22], 0xFF);
+  EXPECT_EQ(packet[23], 0xFF);
+  ASSERT_EQ(decode_header(packet, h), DecodeError::kOk);
+  EXPECT_TRUE(h.is_ack);
+  EXPECT_EQ(h.round_shape, kRoundShapeMismatch);
+  EXPECT_EQ(h.value_count, 0);
+  ASSERT_EQ(decode_header(build_packet(Header{}, {}), h), DecodeError::kOk);
+  EXPECT_EQ(h.round_shape, 0);
+}
+
+TEST(Wire, RoundShapeOutOfRangeIsRejected) {
+  Header h;
+  auto with_shape = [](bool ack, std::uint16_t shape, std::size_t values) {
+    Header header;
+    header.is_ack = ack;
+    auto packet = build_packet(header, std::vector<std::int32_t>(values));
+    packet[22] = static_cast<std::uint8_t>(shape >> 8);
+    packet[23] = static_cast<std::uint8_t>(shape & 0xFF);
+    return packet;
+  };
+  // Gradients: more real values than the packet has, or above any packet's maximum.
+  EXPECT_EQ(decode_header(with_shape(false, 3, 2), h), DecodeError::kBadRoundShape);
+  EXPECT_EQ(decode_header(with_shape(false, 63, 62), h), DecodeError::kBadRoundShape);
+  EXPECT_EQ(decode_header(with_shape(false, kMaxValuesPerPacket + 1, kMaxValuesPerPacket), h),
+            DecodeError::kBadRoundShape);
+  EXPECT_EQ(decode_header(with_shape(false, kRoundShapeMismatch, 62), h), DecodeError::kBadRoundShape);
+  EXPECT_EQ(decode_header(with_shape(false, 1, 0), h), DecodeError::kBadRoundShape);
+  EXPECT_EQ(decode_header(with_shape(false, 62, 62), h), DecodeError::kOk);
+  // Parameter packets: anything but 0 and the mismatch notice.
+  for (const std::uint16_t shape : {1, 62, 4096, 4097, 0xFFFE, 0x8000}) {
+    EXPECT_EQ(decode_header(with_shape(true, shape, 62), h), DecodeError::kBadRoundShape) << shape;
+    EXPECT_EQ(decode_header(with_shape(true, shape, 0), h), DecodeError::kBadRoundShape) << shape;
+  }
+  EXPECT_EQ(decode_header(with_shape(true, kRoundShapeMismatch, 0), h), DecodeError::kOk);
+  auto bad = with_shape(true, 7, 0);
+  EXPECT_FALSE(mark_ecn(bad));
 }
 
 TEST(Wire, MarkEcnSetsOnlyTheEcnFlag) {
@@ -177,7 +238,8 @@ TEST(Wire, MulticastGroups) {
 
 TEST(Wire, DecodeErrorsHaveText) {
   for (auto e : {DecodeError::kOk, DecodeError::kTruncated, DecodeError::kBadMagic, DecodeError::kBadVersion,
-                 DecodeError::kBadFlags, DecodeError::kTooManyValues, DecodeError::kLengthMismatch}) {
+                 DecodeError::kBadFlags, DecodeError::kBadRoundShape, DecodeError::kTooManyValues,
+                 DecodeError::kLengthMismatch}) {
     EXPECT_FALSE(to_string(e).empty());
   }
 }

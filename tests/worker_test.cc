@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "atp/fixed_point.h"
@@ -196,6 +197,56 @@ TEST(Worker, EachPsGetsItsShardWithItsHeaderTemplate) {
   EXPECT_EQ(w.window(0), 8u);
   EXPECT_EQ(w.window(1), 8u);
 }
+
+// The PS bounds its memory by the spacing of its shard's sequence numbers: every flow must send
+// every P-th sequence number, across round boundaries too, even with rounds whose fragment count
+// is not a multiple of P (or is below it, so that a flow has nothing to send in some rounds).
+// Shards 1-4 x fragments per round x windows 1-3, each fragment acknowledged as soon as it is sent.
+class WorkerShardSpacing : public ::testing::TestWithParam<std::tuple<std::uint32_t, std::uint32_t>> {};
+
+TEST_P(WorkerShardSpacing, EachFlowSendsEveryPthSequenceNumberAcrossRounds) {
+  const auto [shards, window] = GetParam();
+  WorkerConfig c = base_config();
+  c.ps.clear();
+  for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs0 + k, 1, 1, 1, 1, 1});
+  c.congestion.initial_window = window;
+  c.congestion.max_window = window;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  std::vector<std::vector<Seq>> sent(shards);  // per PS: the seqs of first sends, in order
+  const std::uint32_t rounds[] = {3, 5, 1, 7, 2, 2, 4, 1, 1, 1, 6};
+  for (const std::uint32_t fragments : rounds) {
+    ASSERT_TRUE(w.start(ramp(4 * fragments - 1), kStart, out));
+    while (!out.packets.empty()) {
+      for (const Bytes& packet : out.take()) {
+        const Header h = decoded(packet);
+        ASSERT_FALSE(h.resend);
+        ASSERT_GE(h.dst, kPs0);
+        ASSERT_LT(h.dst, kPs0 + shards);
+        sent[h.dst - kPs0].push_back(h.seq);
+        Header ack = parameter_header(h.seq);
+        ack.src = h.dst;
+        w.on_packet(parameter_with(ack), kStart, out);
+      }
+    }
+    ASSERT_EQ(w.state(), WorkerState::kIdle) << "a round of " << fragments << " fragments";
+  }
+  Seq total = 0;
+  for (const std::uint32_t fragments : rounds) total += fragments;
+  for (std::uint32_t k = 0; k < shards; ++k) {
+    ASSERT_FALSE(sent[k].empty()) << "PS " << k;
+    EXPECT_EQ(sent[k].front(), kInitialSeq + k) << "PS " << k;
+    for (std::size_t x = 1; x < sent[k].size(); ++x) {
+      ASSERT_EQ(sent[k][x] - sent[k][x - 1], shards) << "PS " << k << ", its fragment " << x;
+    }
+    EXPECT_GT(sent[k].back() + shards, kInitialSeq + total - 1) << "PS " << k << " missed the last seqs";
+  }
+  EXPECT_EQ(w.stats().retransmissions, 0u);
+  EXPECT_EQ(w.stats().dropped, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ShardsByWindow, WorkerShardSpacing,
+                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u), ::testing::Values(1u, 2u, 3u)));
 
 TEST(Worker, FlowsHaveSeparateWindows) {
   WorkerConfig c = base_config();
@@ -849,6 +900,89 @@ TEST(Worker, EmptyInputCompletesAtOnce) {
   EXPECT_EQ(w.next_deadline(), kNever);
   ASSERT_TRUE(w.start(ramp(4), kStart, out));
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));  // no seq consumed
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round shape (docs/protocol.md): the last fragment of a round says how many of its values are
+// real; a mismatch notice from the PS fails the round with one sentence.
+
+TEST(Worker, LastFragmentOfTheRoundCarriesItsRealValueCount) {
+  WorkerConfig c = base_config();
+  c.retransmit_timeout = std::chrono::milliseconds(1);
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(10), kStart, out));  // 4 + 4 + 2 real values
+  std::vector<Bytes> sent = out.take();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(decoded(sent[0]).round_shape, 0);
+  EXPECT_EQ(decoded(sent[1]).round_shape, 0);
+  EXPECT_EQ(decoded(sent[2]).round_shape, 2);
+  // Every resend of it carries the same: the timeout's, and the float32 one after an overflow.
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 1), kStart, out);
+  w.on_timeout(kStart + c.retransmit_timeout, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(decoded(sent[0]).resend);
+  EXPECT_EQ(decoded(sent[0]).round_shape, 2);
+  Header overflow = parameter_header(kInitialSeq + 2);
+  overflow.overflow = true;
+  w.on_packet(build_packet(overflow, {}), kStart, out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(decoded(sent[0]).float_payload);
+  EXPECT_EQ(decoded(sent[0]).round_shape, 2);
+
+  // A round of whole fragments: the last one's values are all real. One fragment: it is the last.
+  WorkerEndpoint whole(base_config());
+  ASSERT_TRUE(whole.start(ramp(8), kStart, out));
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(decoded(sent[0]).round_shape, 0);
+  EXPECT_EQ(decoded(sent[1]).round_shape, 4);
+  WorkerEndpoint single(base_config());
+  ASSERT_TRUE(single.start(ramp(1), kStart, out));
+  EXPECT_EQ(decoded(out.take().at(0)).round_shape, 1);
+}
+
+TEST(Worker, RoundShapeMismatchNoticeFailsTheRoundWithOneSentence) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(1000), kStart, out));  // 250 fragments, 4 sent
+  out.take();
+  Header notice = parameter_header(kInitialSeq + 2);
+  notice.round_shape = kRoundShapeMismatch;
+  // For a fragment not sent yet, or of no round: not about this worker's round.
+  notice.seq = kInitialSeq + 100;
+  w.on_packet(build_packet(notice, {}), kStart, out);
+  notice.seq = kInitialSeq - 1;
+  w.on_packet(build_packet(notice, {}), kStart, out);
+  EXPECT_EQ(w.state(), WorkerState::kRunning);
+  EXPECT_EQ(w.stats().dropped, 2u);
+
+  notice.seq = kInitialSeq + 2;
+  w.on_packet(build_packet(notice, {}), kStart, out);
+  EXPECT_EQ(w.state(), WorkerState::kFailed);
+  EXPECT_EQ(w.error(),
+            "job 3: the workers all-reduce tensors of different sizes (this worker: 1000 values in this call); "
+            "every worker must pass the same number of values");
+  EXPECT_EQ(w.next_deadline(), kNever);
+  EXPECT_TRUE(out.packets.empty());
+  w.on_packet(parameter(kInitialSeq), kStart, out);  // terminal: nothing is taken any more
+  EXPECT_EQ(w.state(), WorkerState::kFailed);
+  EXPECT_TRUE(out.packets.empty());
+}
+
+TEST(Worker, RoundShapeMismatchForAFragmentWithAResultIsNotAFailure) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));
+  w.on_packet(parameter(kInitialSeq), kStart, out);
+  Header notice = parameter_header(kInitialSeq);
+  notice.round_shape = kRoundShapeMismatch;
+  w.on_packet(build_packet(notice, {}), kStart, out);
+  EXPECT_EQ(w.state(), WorkerState::kRunning);
+  EXPECT_EQ(w.stats().dropped, 1u);
 }
 
 }  // namespace

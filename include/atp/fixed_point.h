@@ -12,8 +12,12 @@ inline constexpr double kDefaultScale = 1e8;
 inline constexpr std::int32_t kSaturatedMax = std::numeric_limits<std::int32_t>::max();
 inline constexpr std::int32_t kSaturatedMin = std::numeric_limits<std::int32_t>::min();
 
-// out[i] = round_to_nearest_even(in[i] * scale), clamped to [INT32_MIN, INT32_MAX]; NaN -> 0.
-// Requires out.size() >= in.size(). The loop vectorises (no branches, no libm calls).
+// out[i] = round_to_nearest_even(in[i] * scale), clamped to [INT32_MIN, INT32_MAX]; NaN ->
+// INT32_MIN. Infinities and NaN thus give saturated values, which make the PS take the float32
+// path for their fragment (§3.8): the workers resend it as float32 and the PS sums the floats,
+// so an Inf or NaN reaches the result as IEEE arithmetic says (NaN + 1 = NaN, Inf - Inf = NaN)
+// instead of vanishing into an integer. Requires out.size() >= in.size(). The loop vectorises
+// (no branches, no libm calls).
 void quantize(std::span<const float> in, double scale, std::span<std::int32_t> out);
 
 // out[i] = float(double(in[i]) / scale). Requires out.size() >= in.size().

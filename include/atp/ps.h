@@ -26,9 +26,27 @@ struct PsConfig {
   AggregatorRange aggregators;  // the job's aggregator indices (as its workers'): rehashed indices stay inside
   IndexPolicy index_policy = IndexPolicy::kHashed;  // kHashedSlots: rehashes are salted with the slot
   // Largest distance in sequence numbers between fragments a worker has in flight towards this
-  // PS (the job's max window x number of PS shards). Bounds the PS's memory.
+  // PS (the job's max window x number of PS shards). Bounds the PS's memory: at most 2 x this
+  // + 1 fragments of values_per_packet int64 sums each, which must fit kPsJobMemoryBudget.
+  // 0 counts as 1; at most kMaxWindowSeqs.
   std::uint32_t max_window_seqs = 1024;
 };
+
+// The largest max_window_seqs a PS takes, so that the ring of slot references (2 x window + 1
+// entries rounded up to a power of two, 4 B each) stays at most 16 MiB and serial-number
+// comparisons over the stored range stay meaningful (far below 2^31). The memory budget is
+// usually the tighter limit.
+inline constexpr std::uint32_t kMaxWindowSeqs = 1u << 20;
+
+// The most memory one PS job may hold, whatever packets claim: with forged sequence numbers
+// its slot pool reaches its bound. The default config (1024 x 62 values) needs about 2 MiB.
+inline constexpr std::uint64_t kPsJobMemoryBudget = std::uint64_t{256} << 20;  // bytes
+
+// An upper bound, in bytes, of what a PsEndpoint with `config` ever holds: the ring of slot
+// references and the slot pool at its bound of 2 x max_window_seqs + 1 slots (sums, group
+// members, bookkeeping), per-worker state and buffers. Grows with max_window_seqs x
+// values_per_packet.
+std::uint64_t ps_job_memory_bound(const PsConfig& config);
 
 struct PsStats {
   std::uint64_t packets_received = 0;  // valid gradient packets of this job (incl. stale)
@@ -40,12 +58,18 @@ struct PsStats {
   std::uint64_t collisions = 0;        // fragments completed with the collision flag: index rehashed
   std::uint64_t overflows = 0;         // fragments that saturated and took the float32 path
   std::uint64_t stale = 0;             // packets for fragments already forgotten (behind the window)
-  std::uint64_t dropped = 0;           // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
-                                       // floats not from one worker or not asked for, too far ahead
+  // Fragments whose contributions had different round_shape fields (the workers all-reduce
+  // tensors of different sizes): the mismatch notice was multicast instead of a result.
+  std::uint64_t shape_mismatches = 0;
+  std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
+                              // floats not from one worker or not asked for, too far ahead
 };
 
 class PsEndpoint {
  public:
+  // Throws std::invalid_argument (one sentence naming max_window_seqs and values_per_packet)
+  // when max_window_seqs is above 2^20 or ps_job_memory_bound(config) above kPsJobMemoryBudget.
+  // Anything else a config gets wrong is tolerated: groups past 32 are ignored, sizes clamped.
   explicit PsEndpoint(PsConfig config);
   ~PsEndpoint();
   PsEndpoint(PsEndpoint&&) noexcept;

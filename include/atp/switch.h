@@ -34,6 +34,11 @@ struct Aggregator {
   std::uint8_t counter = 0;  // number of children added
   bool ecn = false;          // OR of the ECN flags of the packets added or dropped here
   std::uint16_t value_count = 0;
+  // Header::round_shape of the packet that claimed it: packets with another one are never added.
+  std::uint16_t round_shape = 0;
+  // bitmap0 of the first packet added. At level 1 that is its group's members, which a partial
+  // aggregate holding that one group must carry to the PS when it is flushed.
+  std::uint32_t first_bitmap0 = 0;
   Time timestamp{};  // last time a packet was aggregated here
 };
 
@@ -58,7 +63,7 @@ class AggregatorTable {
   void release(std::uint32_t i);  // all fields back to empty; no-op on a free aggregator
   std::uint32_t in_use() const { return in_use_; }
   // Holds aggregator i for <job, seq> (releasing whatever it held), empty, timestamp = now.
-  void claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, Time now);
+  void claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape, Time now);
   // Records an aggregation into held aggregator i at `now` (timestamp = now).
   void touch(std::uint32_t i, Time now);
   // The held aggregator with the oldest timestamp, or kNone when none is held.
@@ -172,12 +177,17 @@ class SwitchPipeline {
   // Counters of `job` (zeros if never seen); kept after remove_job so that runs can report them.
   SwitchJobCounters job_counters(JobId job) const;
   const std::unordered_map<JobId, SwitchJobCounters>& all_job_counters() const { return job_counters_; }
+  // Gradient packets of `job` that met an aggregator holding their <job, seq> with another
+  // round_shape (its workers all-reduce tensors of different sizes), so were kept apart: the
+  // aggregator's partial sum and the packet both went on to the PS. Kept after remove_job.
+  std::uint64_t round_shape_mismatches(JobId job) const;
 
  private:
   struct JobState {
     std::vector<PortId> admitted_ports;
     std::vector<AggregationRole> roles;
-    SwitchJobCounters* counters = nullptr;  // into job_counters_ (node-based map: stable address)
+    SwitchJobCounters* counters = nullptr;            // into job_counters_ (node-based map: stable address)
+    std::uint64_t* round_shape_mismatches = nullptr;  // into round_shape_mismatches_ (idem)
   };
 
   // Sends `packet` towards h.dst: to every port of its multicast group except `ingress`, or to
@@ -188,6 +198,10 @@ class SwitchPipeline {
   // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment.
   void flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
                        std::span<std::uint8_t> packet, Time now, PortSink& out);
+  // A packet of aggregator i's <job, seq> whose round_shape differs from the aggregator's: sends
+  // the held partial aggregate on to the PS, frees the aggregator, forwards the packet unadded.
+  void separate_round_shapes(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
+                             std::span<std::uint8_t> packet, PortSink& out);
   void process_parameter(PortId ingress, const Header& h, const JobState& job, std::span<const std::uint8_t> packet,
                          Time now, PortSink& out);
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
@@ -200,11 +214,13 @@ class SwitchPipeline {
   SwitchConfig config_;
   AggregatorTable table_;
   std::vector<std::int32_t> incoming_values_;  // one packet's values in host order (width values)
+  std::vector<std::uint8_t> flush_packet_;     // a partial aggregate sent besides the packet in hand
   std::unordered_map<Address, PortId> routes_;
   std::unordered_map<Address, std::vector<PortId>> multicast_groups_;
   std::unordered_map<JobId, JobState> jobs_;
   SwitchCounters counters_;
   std::unordered_map<JobId, SwitchJobCounters> job_counters_;
+  std::unordered_map<JobId, std::uint64_t> round_shape_mismatches_;
 };
 
 }  // namespace atp

@@ -1,5 +1,5 @@
-// The ATP packet on the wire: the header of the paper's Fig. 5 plus magic, version, addresses
-// and a value count, followed by value_count 32-bit values, all in network byte order.
+// The ATP packet on the wire: the header of the paper's Fig. 5 plus magic, version, addresses,
+// a value count and a round shape, followed by value_count 32-bit values, in network byte order.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,9 @@ inline constexpr std::uint8_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 36;
 inline constexpr std::uint16_t kDefaultValuesPerPacket = 62;  // 248 B of values, as in the paper
 inline constexpr std::uint16_t kMaxValuesPerPacket = 4096;    // 16 KiB: fits a UDP datagram
+// Header::round_shape of a parameter packet that says "the workers' rounds differ in size":
+// workers all-reduce tensors of different sizes, so this fragment has no result. No values.
+inline constexpr std::uint16_t kRoundShapeMismatch = 0xFFFF;
 // The UDP port ATP packets travel on (both ends) where hosts address each other by IP (the
 // namespace testbed, real networks); switches classify ATP traffic by it.
 inline constexpr std::uint16_t kUdpPort = 9700;
@@ -57,6 +60,15 @@ struct Header {
   std::uint32_t bitmap1 = 0;
   std::uint8_t fan_in0 = 0;  // packets that complete the first-level aggregate
   std::uint8_t fan_in1 = 0;  // packets that complete the second-level aggregate
+  // The shape of the round the fragment belongs to, so that fragments of allreduce calls of
+  // different sizes never merge (sequence numbers only say a fragment's position). Gradient:
+  // 0, except on the last fragment of its round, which carries the number of real (not
+  // padding) values in it, 1..value_count; resends and float32 resends carry the same. Two
+  // workers' rounds of different sizes always meet at some seq with different values here (a
+  // last fragment against a non-last one, or two last ones with different counts), and
+  // switches and PSs never add packets whose round_shape differs. Parameter packet: 0, or
+  // kRoundShapeMismatch.
+  std::uint16_t round_shape = 0;
   std::uint32_t aggregator_index = 0;
   Address src = 0;
   Address dst = 0;  // a host, or multicast_group_address(job) for parameter packets
@@ -67,7 +79,8 @@ enum class DecodeError : std::uint8_t {
   kTruncated,       // shorter than the header
   kBadMagic,        // not an ATP packet
   kBadVersion,      // an ATP version this code does not speak
-  kBadFlags,        // reserved flag or header bits set, or edge_switch_identifier > 1
+  kBadFlags,        // reserved flag bits set
+  kBadRoundShape,   // gradient: round_shape above value_count; parameter: neither 0 nor kRoundShapeMismatch
   kTooManyValues,   // value_count above kMaxValuesPerPacket
   kLengthMismatch,  // packet length differs from kHeaderBytes + 4 * value_count
 };

@@ -37,7 +37,9 @@ enum class LossRecovery : std::uint8_t {
 struct WorkerConfig {
   JobId job = 0;
   Address self = 0;
-  std::vector<PsRoute> ps;  // fragment i goes to ps[i % ps.size()]; at least one
+  // At least one. The job's n-th fragment (counted over all rounds from 0) goes to
+  // ps[n % ps.size()], so each PS gets every ps.size()-th sequence number, across rounds too.
+  std::vector<PsRoute> ps;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   double scale = 1e8;
   // Aggregator indices this job may use (plan: the whole smallest table on its paths, or its
@@ -55,7 +57,9 @@ struct WorkerConfig {
 enum class WorkerState : std::uint8_t {
   kIdle,     // no round running; result() holds the last completed round
   kRunning,  // a round is in flight
-  kFailed,   // no progress for progress_timeout; error() says why. Terminal.
+  // No progress for progress_timeout, or the PS said the workers' rounds differ in size (they
+  // all-reduce tensors of different sizes); error() says which, in one sentence. Terminal.
+  kFailed,
 };
 
 struct WorkerStats {
@@ -91,6 +95,8 @@ class WorkerEndpoint {
   // job for a fragment this worker has sent is counted in stats().dropped and ignored: malformed
   // packets, other jobs, gradient packets, wrong value counts, seqs not (yet) sent. A result for a
   // fragment already complete (this round or an earlier one) counts in duplicate_parameters.
+  // A round-shape mismatch notice (round_shape == kRoundShapeMismatch) for a fragment of this
+  // round it sent and has no result of fails the round: state() becomes kFailed.
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
 
   // Call when now >= next_deadline(): retransmission timeouts (each flow resends its holes, the

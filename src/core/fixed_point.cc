@@ -14,13 +14,14 @@ namespace {
 constexpr double kMax = 2147483647.0;
 constexpr double kMin = -2147483648.0;
 
-// One value: clamp (which also maps +-inf), NaN -> 0, round to nearest even. lrint rounds in
-// the current mode, which is to-nearest-even unless the program changed it.
+// One value: clamp (which also maps +-inf), NaN -> INT32_MIN (saturated: the PS's cue for the
+// float32 path), round to nearest even. lrint rounds in the current mode, which is
+// to-nearest-even unless the program changed it.
 std::int32_t quantize_one(float x, double scale) {
   double v = static_cast<double>(x) * scale;  // float x double: exact, the product fits 53 bits
   v = v < kMin ? kMin : v;
   v = v > kMax ? kMax : v;
-  v = v == v ? v : 0.0;
+  v = v == v ? v : kMin;
   return static_cast<std::int32_t>(std::lrint(v));
 }
 
@@ -32,16 +33,15 @@ void quantize(std::span<const float> in, double scale, std::span<std::int32_t> o
   std::int32_t* dst = out.data();
   std::size_t i = 0;
 #if defined(__SSE2__)
-  // cvtpd2dq converts with the same round-to-nearest-even as lrint; min/max clamp first, and
-  // a "compare ordered" mask zeroes NaNs (min/max would pass them on as the bound).
+  // cvtpd2dq converts with the same round-to-nearest-even as lrint; max/min clamp first.
+  // maxpd returns its second operand when either is NaN, so max(NaN, kMin) = kMin: a NaN
+  // leaves the clamp as INT32_MIN, as in quantize_one, without a branch or a mask.
   const __m128d vscale = _mm_set1_pd(scale);
   const __m128d vmax = _mm_set1_pd(kMax);
   const __m128d vmin = _mm_set1_pd(kMin);
   auto convert2 = [&](__m128 two_floats) {
-    __m128d v = _mm_mul_pd(_mm_cvtps_pd(two_floats), vscale);
-    const __m128d ordered = _mm_cmpord_pd(v, v);
-    v = _mm_min_pd(_mm_max_pd(v, vmin), vmax);
-    return _mm_cvtpd_epi32(_mm_and_pd(v, ordered));  // two int32 in the low half
+    const __m128d v = _mm_mul_pd(_mm_cvtps_pd(two_floats), vscale);
+    return _mm_cvtpd_epi32(_mm_min_pd(_mm_max_pd(v, vmin), vmax));  // two int32 in the low half
   };
   for (; i + 4 <= n; i += 4) {
     const __m128 f = _mm_loadu_ps(src + i);

@@ -440,8 +440,8 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, cap);
   }
 
-  // The PS keeps up to max_window fragments of every shard; sequence numbers of one worker's
-  // in-flight fragments therefore span max_window x number of PSs.
+  // A PS gets every P-th sequence number of the job (P = its number of PSs, worker.h), so the
+  // max_window fragments a worker's flow has in flight to it span max_window x P of them.
   const std::uint64_t window_seqs = std::uint64_t{congestion.max_window} * job.ps.size();
   const auto max_window_seqs =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
@@ -474,6 +474,14 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.aggregators = plan.aggregators;
     p.index_policy = job.index_policy;
     p.max_window_seqs = max_window_seqs;
+    // Checked here too (PsEndpoint throws), so that a scenario or job spec fails at planning.
+    if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {
+      throw PlanError(name + " lets each parameter server hold up to " + std::to_string(ps_job_memory_bound(p) >> 20) +
+                      " MiB (max_window " + std::to_string(congestion.max_window) + " x " +
+                      std::to_string(job.ps.size()) + " PS shards, " + std::to_string(job.values_per_packet) +
+                      " values per packet), above the " + std::to_string(kPsJobMemoryBudget >> 20) +
+                      " MiB a PS job may use; lower max_window or values_per_packet");
+    }
     plan.ps.push_back(std::move(p));
   }
 

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "atp/aggregator_index.h"
@@ -16,10 +19,8 @@ namespace {
 // 32-bit bitmaps: at most 32 groups of at most 32 workers (docs/protocol.md "Aggregation tree").
 constexpr std::size_t kMaxGroups = 32;
 constexpr std::uint32_t kMaxGroupSize = 32;
-// max_window_seqs is clamped to this (and to at least 1) so that the ring of slot references,
-// 2 x window + 1 entries rounded up to a power of two, stays at most 8 MiB (4 B per entry) and
-// serial-number comparisons over the stored range stay meaningful (range far below 2^31).
-constexpr std::uint32_t kMaxWindowSeqs = 1u << 20;
+// What malloc keeps per heap block besides the bytes asked for (glibc: 8-16 B), for the bound.
+constexpr std::uint64_t kHeapBlockOverhead = 16;
 constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 
 // Bits 0..n-1 set; n may be 32.
@@ -29,6 +30,10 @@ enum class SlotState : std::uint8_t {
   kAggregating,       // collecting int32 gradients (individual or partially aggregated)
   kCollectingFloats,  // saturated: the overflow request went out, collecting float32 fragments
   kComplete,          // the result went out; kept to answer late resends until forgotten
+  // Contributions with different round_shape fields: the workers all-reduce tensors of different
+  // sizes. The mismatch notice went out; terminal (never completes, never forgotten, so every
+  // later packet for the seq gets the notice again).
+  kShapeMismatch,
 };
 
 // What the PS knows about one fragment (one sequence number). Slots are pooled: the vectors are
@@ -39,14 +44,19 @@ struct Slot {
   bool ecn = false;                    // OR of the ECN flags of the packets merged (copied into the result)
   bool collision = false;              // some merged packet had the collision flag
   bool saturated = false;              // a contributed value was INT32_MAX or INT32_MIN
-  bool float_result = false;           // kComplete via the float32 path: float_sums hold the result
+  bool float_result = false;           // kComplete via the float32 path: `sums` hold double sums
+  std::uint16_t round_shape = 0;       // of the first merged packet: every other must carry the same
   std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
   std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
   std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
   std::vector<std::uint32_t> members;  // per group: bitmap0 positions merged so far
-  std::vector<std::int64_t> sums;      // int phase: exact sums of the quantized values
-  std::vector<double> float_sums;      // float phase: sums of the float32 values (sized lazily)
+  // Int phase: exact sums of the quantized values. Float phase (the int sums are of no use any
+  // more): the bit patterns of the double sums of the float32 values, so that a slot holds 8 B
+  // per value whatever its phase (the PS's memory bound, ps_job_memory_bound, counts on it).
+  std::vector<std::int64_t> sums;
 };
+
+double float_sum(const Slot& slot, std::size_t i) { return std::bit_cast<double>(slot.sums[i]); }
 
 // The workers a gradient packet speaks for, decoded from its bitmaps.
 struct Contributors {
@@ -58,8 +68,50 @@ struct Contributors {
 
 }  // namespace
 
+std::uint64_t ps_job_memory_bound(const PsConfig& config) {
+  const std::uint64_t window = std::max<std::uint32_t>(config.max_window_seqs, 1);
+  const std::uint64_t slots = 2 * window + 1;  // the pool's bound: every stored seq is in [base, base + 2 x window]
+  const std::uint64_t groups = std::min(config.group_sizes.size(), kMaxGroups);
+  const std::uint64_t per_slot = sizeof(Slot) + sizeof(std::uint32_t) +                 // pool and free list
+                                 groups * sizeof(std::uint32_t) + kHeapBlockOverhead +  // members
+                                 config.values_per_packet * sizeof(std::int64_t) + kHeapBlockOverhead;  // sums
+  const std::uint64_t per_worker = sizeof(Seq) + 1;  // highest_seen, worker_seen
+  return std::bit_ceil(slots) * sizeof(std::uint32_t) + slots * per_slot + groups * kMaxGroupSize * per_worker +
+         packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket));
+}
+
+namespace {
+
+std::string mebibytes(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
+  return text;
+}
+
+// Throws std::invalid_argument (one sentence) for a config whose memory could exceed the budget.
+void check_memory(const PsConfig& c) {
+  const std::string job = "job " + std::to_string(c.job) + ": ";
+  if (c.max_window_seqs > kMaxWindowSeqs) {
+    throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) + " is above " +
+                                std::to_string(kMaxWindowSeqs) +
+                                ", the most a PS takes; lower it (it is the job's max_window x PS shards)");
+  }
+  const std::uint64_t bound = ps_job_memory_bound(c);
+  if (bound > kPsJobMemoryBudget) {
+    throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) +
+                                " with values_per_packet " + std::to_string(c.values_per_packet) +
+                                " lets a PS hold up to " + mebibytes(bound) + ", above the " +
+                                mebibytes(kPsJobMemoryBudget) +
+                                " a PS job may use; lower max_window_seqs (the job's max_window x PS shards) or "
+                                "values_per_packet");
+  }
+}
+
+}  // namespace
+
 struct PsEndpoint::Impl {
   explicit Impl(PsConfig c) : config(std::move(c)) {
+    check_memory(config);
     // A bad configuration must not crash the PS: groups past 32 are ignored, sizes clamped to 32.
     const std::size_t groups = std::min(config.group_sizes.size(), kMaxGroups);
     for (std::size_t g = 0; g < groups; ++g) {
@@ -71,6 +123,10 @@ struct PsEndpoint::Impl {
     }
     window = std::clamp<std::uint32_t>(config.max_window_seqs, 1, kMaxWindowSeqs);
     ring.assign(std::bit_ceil(2 * window + 1), kNoSlot);
+    // Reserved whole (address space; pages are touched as slots are made), so that the pool
+    // never reallocates: ps_job_memory_bound counts it at its bound, not at twice it.
+    pool.reserve(2 * window + 1);
+    free_slots.reserve(2 * window + 1);
     highest_seen.assign(num_workers, 0);
     worker_seen.assign(num_workers, 0);
     packet_buffer.resize(packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket)));
@@ -85,7 +141,7 @@ struct PsEndpoint::Impl {
   void note_worker_seen(std::uint32_t worker, Seq seq);
 
   Slot* find_slot(Seq seq);
-  Slot& create_slot(Seq seq, std::uint32_t aggregator_index);
+  Slot& create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape);
   void forget_old_slots();
   bool refresh_forget_limit();
 
@@ -94,6 +150,7 @@ struct PsEndpoint::Impl {
   void merge_float(Slot& slot, const Header& h, std::span<const std::uint8_t> packet, const Contributors& c,
                    PacketSink& out);
   void complete_int(Slot& slot, PacketSink& out);
+  void fail_round_shape(Slot& slot, PacketSink& out);
   void send_parameter(const Slot& slot, Address dst, PacketSink& out);
 
   PsConfig config;
@@ -199,17 +256,16 @@ Slot* PsEndpoint::Impl::find_slot(Seq seq) {
 }
 
 // Takes a pooled slot (allocating only while the pool grows towards its bound of 2 x window + 1).
-Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index) {
+Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape) {
   std::uint32_t index;
   if (!free_slots.empty()) {
     index = free_slots.back();
     free_slots.pop_back();
   } else {
     index = static_cast<std::uint32_t>(pool.size());
-    Slot& fresh = pool.emplace_back();
+    Slot& fresh = pool.emplace_back();  // within the capacity reserved: never reallocates
     fresh.members.resize(group_full.size());
     fresh.sums.resize(config.values_per_packet);
-    free_slots.reserve(pool.size());  // releasing never allocates
   }
   Slot& slot = pool[index];
   slot.seq = seq;
@@ -218,6 +274,7 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index) {
   slot.collision = false;
   slot.saturated = false;
   slot.float_result = false;
+  slot.round_shape = round_shape;
   slot.aggregator_index = aggregator_index;
   slot.collided_index = 0;
   slot.missing_workers = num_workers;
@@ -303,7 +360,7 @@ void PsEndpoint::Impl::complete_int(Slot& slot, PacketSink& out) {
     slot.state = SlotState::kCollectingFloats;
     std::fill(slot.members.begin(), slot.members.end(), 0u);
     slot.missing_workers = num_workers;
-    slot.float_sums.assign(slot.sums.size(), 0.0);  // allocates once per pool entry
+    std::fill(slot.sums.begin(), slot.sums.end(), std::bit_cast<std::int64_t>(0.0));  // the double sums
     ++stats.overflows;
   } else {
     slot.state = SlotState::kComplete;
@@ -320,8 +377,9 @@ void PsEndpoint::Impl::merge_float(Slot& slot, const Header& h, std::span<const 
     ++stats.overlaps_dropped;
     return;
   }
-  for (std::size_t i = 0; i < slot.float_sums.size(); ++i) {
-    slot.float_sums[i] += std::bit_cast<float>(load_value(packet, i));
+  for (std::size_t i = 0; i < slot.sums.size(); ++i) {
+    const double sum = float_sum(slot, i) + std::bit_cast<float>(load_value(packet, i));
+    slot.sums[i] = std::bit_cast<std::int64_t>(sum);
   }
   merge_members(slot, c);
   ++stats.aggregations;
@@ -333,24 +391,37 @@ void PsEndpoint::Impl::merge_float(Slot& slot, const Header& h, std::span<const 
   ++stats.parameters_sent;
 }
 
+// A contribution's round_shape differs from the slot's: fragments of allreduce calls of
+// different sizes met at this seq (docs/protocol.md "Round shape"). Nothing is summed any more;
+// the workers learn it from the multicast notice and fail their round.
+void PsEndpoint::Impl::fail_round_shape(Slot& slot, PacketSink& out) {
+  slot.state = SlotState::kShapeMismatch;
+  ++stats.shape_mismatches;
+  send_parameter(slot, config.multicast_group, out);
+  ++stats.parameters_sent;
+}
+
 // The parameter packet for the slot's state: the overflow request (no values) while collecting
-// floats, else the result, int32 or float32 (the double sums rounded to float once, here).
+// floats, the round-shape mismatch notice (no values), else the result, int32 or float32 (the
+// double sums rounded to float once, here).
 void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink& out) {
   const bool overflow_request = slot.state == SlotState::kCollectingFloats;
+  const bool mismatch = slot.state == SlotState::kShapeMismatch;
   Header h;
   h.is_ack = true;
   h.ecn = slot.ecn;
   h.overflow = overflow_request;
-  h.float_payload = !overflow_request && slot.float_result;
+  h.float_payload = !overflow_request && !mismatch && slot.float_result;
   h.job = config.job;
-  h.value_count = overflow_request ? 0 : static_cast<std::uint16_t>(slot.sums.size());
+  h.round_shape = mismatch ? kRoundShapeMismatch : 0;
+  h.value_count = overflow_request || mismatch ? 0 : static_cast<std::uint16_t>(slot.sums.size());
   h.seq = slot.seq;
   // The switches free the aggregator the gradients used; on a collision, workers move this
   // fragment's base index to the rehashed one carried in bitmap0 (§3.6).
-  h.collision = slot.collision;
+  h.collision = slot.collision && !mismatch;
   const std::uint64_t salt =
       config.index_policy == IndexPolicy::kHashedSlots ? slot.seq % config.max_window_seqs + 1 : 0;
-  h.bitmap0 = slot.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
+  h.bitmap0 = h.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;
@@ -358,7 +429,7 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   encode_header(h, packet);
   for (std::size_t i = 0; i < h.value_count; ++i) {
     const std::int32_t v = slot.float_result
-                               ? std::bit_cast<std::int32_t>(static_cast<float>(slot.float_sums[i]))
+                               ? std::bit_cast<std::int32_t>(static_cast<float>(float_sum(slot, i)))
                                : static_cast<std::int32_t>(slot.sums[i]);  // in range: checked at completion
     store_value(packet, i, v);
   }
@@ -405,8 +476,12 @@ void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSin
     if (h.float_payload) {
       ++stats.dropped;  // floats only answer an overflow request of a fragment we hold
     } else {
-      merge_int(create_slot(h.seq, h.aggregator_index), h, packet, c, out);
+      merge_int(create_slot(h.seq, h.aggregator_index, h.round_shape), h, packet, c, out);
     }
+  } else if (slot->state != SlotState::kComplete && slot->state != SlotState::kShapeMismatch &&
+             h.round_shape != slot->round_shape) {
+    slot->ecn = slot->ecn || h.ecn;
+    fail_round_shape(*slot, out);
   } else {
     switch (slot->state) {
       case SlotState::kAggregating:
@@ -426,7 +501,8 @@ void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSin
         }
         break;
       case SlotState::kComplete:
-        // The sender missed the result (lost parameter packet): send it again, to it only.
+      case SlotState::kShapeMismatch:
+        // The sender missed the result or the notice (lost parameter packet): again, to it only.
         send_parameter(*slot, h.src, out);
         ++stats.results_resent;
         break;

@@ -36,13 +36,15 @@ void AggregatorTable::release(std::uint32_t i) {
   --in_use_;
 }
 
-void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, Time now) {
+void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape,
+                            Time now) {
   release(i);
   Aggregator& a = slots_[i];
   a.in_use = true;
   a.job = job;
   a.seq = seq;
   a.value_count = value_count;
+  a.round_shape = round_shape;
   a.timestamp = now;
   append_newest(i);
   ++in_use_;
@@ -80,7 +82,8 @@ std::int32_t accumulate(std::int32_t sum, std::int32_t value) {
 SwitchPipeline::SwitchPipeline(const SwitchConfig& config)
     : config_(config),
       table_(config.atp_capable ? config.num_aggregators : 0, config.atp_capable ? config.aggregator_width : 0),
-      incoming_values_(table_.width()) {}
+      incoming_values_(table_.width()),
+      flush_packet_(packet_size(table_.width())) {}
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
 
@@ -98,6 +101,7 @@ void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
   job.roles = entry.roles;
   // Created here, not on the packet path, so that processing a packet never allocates.
   job.counters = &job_counters_[entry.job];
+  job.round_shape_mismatches = &round_shape_mismatches_[entry.job];
 }
 
 bool SwitchPipeline::remove_job(JobId job) {
@@ -111,6 +115,11 @@ bool SwitchPipeline::remove_job(JobId job) {
 SwitchJobCounters SwitchPipeline::job_counters(JobId job) const {
   const auto it = job_counters_.find(job);
   return it == job_counters_.end() ? SwitchJobCounters{} : it->second;
+}
+
+std::uint64_t SwitchPipeline::round_shape_mismatches(JobId job) const {
+  const auto it = round_shape_mismatches_.find(job);
+  return it == round_shape_mismatches_.end() ? 0 : it->second;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,6 +242,7 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
     load_values(packet, incoming);
     for (std::size_t k = 0; k < row.size(); ++k) row[k] = accumulate(row[k], incoming[k]);
   }
+  if (a.counter == 0) a.first_bitmap0 = h.bitmap0;
   a.bitmap |= bit;
   ++a.counter;
   a.ecn = a.ecn || h.ecn;
@@ -263,6 +273,40 @@ void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounter
   encode_header(h, packet);
   table_.release(i);
   forward(h, ingress, packet, out);
+}
+
+void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
+                                           std::span<std::uint8_t> packet, PortSink& out) {
+  ++*job.round_shape_mismatches;
+  const Aggregator& a = table_.at(i);
+  const bool level0 = h.edge_switch_identifier == 0;
+  if (a.counter < (level0 ? h.fan_in0 : h.fan_in1)) {
+    // A partial aggregate: on to the PS now, as a resend flushes it (Fig. 17 boxes 4-7, without
+    // adding the packet), so that the PS sees both shapes at once instead of after the workers'
+    // timeouts. resend + edgeSwitchIdentifier 1: no later switch adds it to anything. A level-1
+    // partial of several groups counts them whole at the PS; of one group, carries its members.
+    Header flushed = h;
+    if (level0) {
+      flushed.bitmap0 = a.bitmap;
+    } else {
+      flushed.bitmap1 = a.bitmap;
+      flushed.bitmap0 = a.first_bitmap0;
+    }
+    flushed.ecn = a.ecn;
+    flushed.resend = true;
+    flushed.edge_switch_identifier = 1;
+    flushed.round_shape = a.round_shape;
+    const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
+    encode_header(flushed, bytes);
+    store_values(bytes, table_.values(i).first(a.value_count));
+    forward(flushed, ingress, bytes, out);
+    table_.release(i);
+  }
+  // A complete aggregate already went on; its aggregator waits for the PS's parameter packet.
+  h.resend = true;
+  h.edge_switch_identifier = 1;
+  encode_header(h, packet);
+  if (forward(h, ingress, packet, out)) ++job.counters->forwarded;
 }
 
 void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
@@ -299,6 +343,12 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     ++counters_.malformed;  // every packet of a job has the same length
     return;
   }
+  if (holds_fragment && a.round_shape != h.round_shape) {
+    // Fragments of allreduce calls of different sizes share the seq: never add them together
+    // (docs/protocol.md "Round shape"). The PS, which gets both, fails the workers' round.
+    separate_round_shapes(ingress, h, job, i, packet, out);
+    return;
+  }
 
   if (h.resend) {
     // Fig. 17 box 1: a resend flushes the aggregator of its fragment, and never claims one.
@@ -311,7 +361,7 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   }
 
   if (!a.in_use) {
-    table_.claim(i, h.job, h.seq, h.value_count, now);  // first come, first served
+    table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);  // first come, first served
   } else if (!holds_fragment) {
     // Box 1 -> box 2: held by another fragment. The PS aggregates this packet; resend keeps
     // the next level from aggregating it, collision makes the PS rehash the index.
@@ -339,6 +389,7 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   store_values(packet, table_.values(i).first(a.value_count));
   (level0 ? h.bitmap0 : h.bitmap1) = a.bitmap;
   h.ecn = a.ecn;
+  h.round_shape = a.round_shape;  // the same as the packet's: others are never added
   h.edge_switch_identifier = 1;
   encode_header(h, packet);
   ++counters.completions;

@@ -16,20 +16,20 @@ using big_endian::put16;
 using big_endian::put32;
 
 // Byte offsets of the header fields.
-constexpr std::size_t kOffMagic = 0;      // u16
-constexpr std::size_t kOffVersion = 2;    // u8
-constexpr std::size_t kOffFlags = 3;      // u8
-constexpr std::size_t kOffJob = 4;        // u16
-constexpr std::size_t kOffCount = 6;      // u16
-constexpr std::size_t kOffSeq = 8;        // u32
-constexpr std::size_t kOffBitmap0 = 12;   // u32
-constexpr std::size_t kOffBitmap1 = 16;   // u32
-constexpr std::size_t kOffFanIn0 = 20;    // u8
-constexpr std::size_t kOffFanIn1 = 21;    // u8
-constexpr std::size_t kOffReserved = 22;  // u16, zero
-constexpr std::size_t kOffIndex = 24;     // u32
-constexpr std::size_t kOffSrc = 28;       // u32
-constexpr std::size_t kOffDst = 32;       // u32
+constexpr std::size_t kOffMagic = 0;     // u16
+constexpr std::size_t kOffVersion = 2;   // u8
+constexpr std::size_t kOffFlags = 3;     // u8
+constexpr std::size_t kOffJob = 4;       // u16
+constexpr std::size_t kOffCount = 6;     // u16
+constexpr std::size_t kOffSeq = 8;       // u32
+constexpr std::size_t kOffBitmap0 = 12;  // u32
+constexpr std::size_t kOffBitmap1 = 16;  // u32
+constexpr std::size_t kOffFanIn0 = 20;   // u8
+constexpr std::size_t kOffFanIn1 = 21;   // u8
+constexpr std::size_t kOffShape = 22;    // u16, round_shape
+constexpr std::size_t kOffIndex = 24;    // u32
+constexpr std::size_t kOffSrc = 28;      // u32
+constexpr std::size_t kOffDst = 32;      // u32
 static_assert(kOffDst + 4 == kHeaderBytes);
 
 // Flag bits of the flags byte.
@@ -62,6 +62,8 @@ std::string_view to_string(DecodeError e) {
       return "unsupported ATP version";
     case DecodeError::kBadFlags:
       return "reserved header bits set";
+    case DecodeError::kBadRoundShape:
+      return "round shape out of range";
     case DecodeError::kTooManyValues:
       return "value count above the maximum";
     case DecodeError::kLengthMismatch:
@@ -76,10 +78,13 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (get16(p + kOffMagic) != kMagic) return DecodeError::kBadMagic;
   if (p[kOffVersion] != kVersion) return DecodeError::kBadVersion;
   const std::uint8_t flags = p[kOffFlags];
-  if ((flags & ~kFlagsKnown) != 0 || get16(p + kOffReserved) != 0) return DecodeError::kBadFlags;
+  if ((flags & ~kFlagsKnown) != 0) return DecodeError::kBadFlags;
   const std::uint16_t count = get16(p + kOffCount);
   if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
   if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
+  const std::uint16_t shape = get16(p + kOffShape);
+  const bool ack = (flags & kFlagAck) != 0;
+  if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
 
   out.is_ack = (flags & kFlagAck) != 0;
   out.resend = (flags & kFlagResend) != 0;
@@ -95,6 +100,7 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.bitmap1 = get32(p + kOffBitmap1);
   out.fan_in0 = p[kOffFanIn0];
   out.fan_in1 = p[kOffFanIn1];
+  out.round_shape = shape;
   out.aggregator_index = get32(p + kOffIndex);
   out.src = get32(p + kOffSrc);
   out.dst = get32(p + kOffDst);
@@ -121,7 +127,7 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put32(p + kOffBitmap1, h.bitmap1);
   p[kOffFanIn0] = h.fan_in0;
   p[kOffFanIn1] = h.fan_in1;
-  put16(p + kOffReserved, 0);
+  put16(p + kOffShape, h.round_shape);
   put32(p + kOffIndex, h.aggregator_index);
   put32(p + kOffSrc, h.src);
   put32(p + kOffDst, h.dst);

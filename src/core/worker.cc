@@ -72,8 +72,11 @@ struct WorkerEndpoint::Impl {
     std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult
   };
 
-  // One PS shard: fragments k, k + P, k + 2P, ... of the round, addressed by local index j
-  // (fragment k + j * P). The window is anchored at `expected`, as in the paper's §3.6.
+  // One PS shard: the fragments whose job-wide number (fragments of earlier rounds + index in
+  // the round) is k modulo P, so that the shard's sequence numbers are exactly P apart across
+  // round boundaries too (the PS bounds its memory by that spacing). Addressed by local index j:
+  // fragment first_fragment(k) + j * P of the round. The window is anchored at `expected`, as
+  // in the paper's §3.6.
   struct Flow {
     AimdWindow cc;
     std::uint32_t fragment_count = 0;  // this flow's fragments in the current round
@@ -110,7 +113,15 @@ struct WorkerEndpoint::Impl {
   }
 
   std::uint32_t num_flows() const { return static_cast<std::uint32_t>(flows.size()); }
-  std::uint32_t fragment_of(std::uint32_t k, std::uint32_t j) const { return k + j * num_flows(); }
+  // The flow of fragment i of the current round, and the round's first fragment of flow k.
+  std::uint32_t flow_of(std::uint32_t i) const {
+    return static_cast<std::uint32_t>((seqs_before_round + i) % num_flows());
+  }
+  std::uint32_t first_fragment(std::uint32_t k) const {
+    const auto shift = static_cast<std::uint32_t>(seqs_before_round % num_flows());
+    return k >= shift ? k - shift : k + num_flows() - shift;
+  }
+  std::uint32_t fragment_of(std::uint32_t k, std::uint32_t j) const { return first_fragment(k) + j * num_flows(); }
   Seq seq_of_fragment(std::uint32_t i) const { return round_base + i; }  // wraps by design
   Seq seq_of(std::uint32_t k, std::uint32_t j) const { return seq_of_fragment(fragment_of(k, j)); }
   // One past the newest seq the flow has sent: everything from here on is sent later.
@@ -145,7 +156,7 @@ struct WorkerEndpoint::Impl {
     const Seq seq = seq_of_fragment(i);
     if (!resend) frag.aggregator_index = aggregator_index_for(seq);
     if (resend) frag.flags |= kResent;
-    const PsRoute& route = config.ps[i % num_flows()];
+    const PsRoute& route = config.ps[flow_of(i)];
     Header h;
     h.resend = resend;
     h.float_payload = (frag.flags & kFloatMode) != 0;
@@ -157,6 +168,7 @@ struct WorkerEndpoint::Impl {
     h.bitmap1 = route.bitmap1;
     h.fan_in0 = route.fan_in0;
     h.fan_in1 = route.fan_in1;
+    h.round_shape = i + 1 == round_fragments ? last_fragment_values() : 0;  // same on every (re)send
     h.aggregator_index = frag.aggregator_index;
     h.src = config.self;
     h.dst = route.ps;
@@ -171,6 +183,11 @@ struct WorkerEndpoint::Impl {
     out.send(packet);
     ++stats.gradient_packets_sent;
     if (resend) ++stats.retransmissions;
+  }
+
+  // Real (not padding) values in the round's last fragment: 1..values_per_packet.
+  std::uint16_t last_fragment_values() const {
+    return static_cast<std::uint16_t>(result.size() - std::size_t{round_fragments - 1} * config.values_per_packet);
   }
 
   // Sends new fragments of flow k while the window has room.
@@ -206,7 +223,8 @@ struct WorkerEndpoint::Impl {
     state = WorkerState::kRunning;
     for (std::uint32_t k = 0; k < num_flows(); ++k) {
       Flow& f = flows[k];
-      f.fragment_count = round_fragments > k ? (round_fragments - k + num_flows() - 1) / num_flows() : 0;
+      const std::uint32_t first = first_fragment(k);
+      f.fragment_count = round_fragments > first ? (round_fragments - first + num_flows() - 1) / num_flows() : 0;
       f.expected = 0;
       f.next_to_send = 0;
       f.out_of_order = 0;
@@ -269,6 +287,10 @@ struct WorkerEndpoint::Impl {
       ++stats.dropped;
       return;
     }
+    if (h.round_shape == kRoundShapeMismatch) {
+      on_shape_mismatch(h);
+      return;
+    }
     // An overflow notice carries no values; results carry exactly one fragment.
     if (!h.overflow && h.value_count != config.values_per_packet) {
       ++stats.dropped;
@@ -285,8 +307,8 @@ struct WorkerEndpoint::Impl {
       }
       return;
     }
-    const std::uint32_t k = i % num_flows();
-    const std::uint32_t j = i / num_flows();
+    const std::uint32_t k = flow_of(i);
+    const std::uint32_t j = i / num_flows();  // i = first_fragment(k) + j * P, first_fragment(k) < P
     Flow& f = flows[k];
     if (j >= f.next_to_send) {  // never sent, so no PS can have its result: forged or corrupt
       ++stats.dropped;
@@ -373,11 +395,24 @@ struct WorkerEndpoint::Impl {
     send_fragment(i, /*resend=*/true, out);
   }
 
-  void fail(std::uint32_t k) {
+  // The PS says the workers' rounds differ in size at h.seq (docs/protocol.md "Round shape"). For
+  // a fragment of this round that this worker sent and has no result of, that ends the round:
+  // no result will ever come. Anything else is not about this round: counted as a drop.
+  void on_shape_mismatch(const Header& h) {
+    const std::uint32_t i = h.seq - round_base;
+    if (state != WorkerState::kRunning || i >= round_fragments || i / num_flows() >= flows[flow_of(i)].next_to_send ||
+        (fragments[i].flags & kReceived) != 0) {
+      ++stats.dropped;
+      return;
+    }
+    ++stats.parameters_received;
+    fail("job " + std::to_string(config.job) + ": the workers all-reduce tensors of different sizes (this worker: " +
+         std::to_string(result.size()) + " values in this call); every worker must pass the same number of values");
+  }
+
+  void fail(std::string why) {
     state = WorkerState::kFailed;
-    error = "job " + std::to_string(config.job) + ": no parameter packet from PS " + format_address(config.ps[k].ps) +
-            " for " + format_duration(config.progress_timeout) +
-            "; the PS or switch is unreachable, or another worker of the job stopped";
+    error = std::move(why);
     for (Flow& f : flows) {
       f.rto_deadline = kNever;
       f.progress_deadline = kNever;
@@ -388,7 +423,9 @@ struct WorkerEndpoint::Impl {
     if (state != WorkerState::kRunning) return;
     for (std::uint32_t k = 0; k < num_flows(); ++k) {
       if (flows[k].progress_deadline <= now) {
-        fail(k);
+        fail("job " + std::to_string(config.job) + ": no parameter packet from PS " + format_address(config.ps[k].ps) +
+             " for " + format_duration(config.progress_timeout) +
+             "; the PS or switch is unreachable, or another worker of the job stopped");
         return;
       }
     }
