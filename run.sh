@@ -38,11 +38,13 @@ build() {
 }
 
 fuzz() {
-  # libFuzzer needs clang; the seeded random-bytes test in ctest covers the same code with g++.
+  # libFuzzer needs clang; the seeded random-bytes tests in ctest cover the same code with g++.
+  # packet_fuzzer: packets into the core (30 s); control_fuzzer: the daemons' control input,
+  # JSON, switch configs and HTTP requests (20 s).
   install_missing "${FUZZ_PACKAGES[@]}"
   CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF >/dev/null
-  cmake --build build-fuzz --target packet_fuzzer
-  ctest --test-dir build-fuzz -R '^packet_fuzzer$' --output-on-failure
+  cmake --build build-fuzz --target packet_fuzzer control_fuzzer
+  ctest --test-dir build-fuzz -R '^(packet|control)_fuzzer$' --output-on-failure
 }
 
 case "${1:-}" in

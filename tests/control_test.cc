@@ -1,10 +1,26 @@
 // Tests of the daemons' control-plane codec (control.h): switch and PS job plans, port settings,
-// and the worker configs rank 0 of a PyTorch job hands the other ranks through the rendezvous store.
+// and the worker configs rank 0 of a PyTorch job hands the other ranks through the rendezvous
+// store; and of the HTTP server both daemons use (limits, error bodies, slow clients).
 #include "atp/runtime/control.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "atp/runtime/control_client.h"
 
 namespace atp::control {
 namespace {
@@ -176,6 +192,265 @@ TEST(WorkerConfigCodec, NamesBadFields) {
       EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what() << " for " << c.text;
     }
   }
+}
+
+// Every parser of a control message, by name: each must parse its input or throw ControlError.
+const std::vector<std::pair<const char*, std::function<void(const std::string&)>>>& parsers() {
+  static const std::vector<std::pair<const char*, std::function<void(const std::string&)>>> all = {
+      {"switch_job_from_json", [](const std::string& t) { switch_job_from_json(t); }},
+      {"ps_job_from_json", [](const std::string& t) { ps_job_from_json(t); }},
+      {"port_settings_from_json", [](const std::string& t) { port_settings_from_json(t); }},
+      {"host_from_json", [](const std::string& t) { host_from_json(t); }},
+      {"worker_config_from_json", [](const std::string& t) { worker_config_from_json(t); }},
+  };
+  return all;
+}
+
+// What `parse` throws for `text`: ControlError's sentence, or a failure for anything else.
+std::string control_error(const std::function<void(const std::string&)>& parse, const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ControlError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a ControlError: " << e.what();
+    return "";
+  }
+  return "no error";
+}
+
+// The adversarial pass's reproducer: a value nested 100,000 arrays deep crashed the daemons
+// (error messages dumped it recursively). Refused before anything recurses, by every parser.
+TEST(ControlCodec, DeepNestingIsRefusedWithOneSentence) {
+  for (const char* key : {"job", "peer", "egress", "ps", "self"}) {
+    const std::string body =
+        std::string("{\"") + key + "\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+    for (const auto& [name, parse] : parsers()) {
+      EXPECT_NE(control_error(parse, body).find("body nests deeper than 32 levels"), std::string::npos) << name;
+    }
+  }
+  // Objects count as levels too, and a bracket inside a string does not.
+  std::string objects;
+  for (int i = 0; i < 40; ++i) objects += "{\"a\": ";
+  objects += "1" + std::string(40, '}');
+  EXPECT_NE(control_error(parsers()[0].second, objects).find("nests deeper"), std::string::npos);
+  EXPECT_EQ(control_error(parsers()[3].second, R"({"peer": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})")
+                .find("nests deeper"),
+            std::string::npos);
+  // 32 levels are parsed (and refused for what they are).
+  const std::string at_limit = "{\"job\": " + std::string(31, '[') + std::string(31, ']') + "}";
+  EXPECT_NE(control_error(parsers()[0].second, at_limit).find("job: expected an integer, got [[[["), std::string::npos);
+}
+
+// Numbers JSON allows but a double cannot hold (1e400), bytes that are not UTF-8, empty and
+// truncated documents: each a ControlError naming the message, never another exception.
+TEST(ControlCodec, EveryJsonFailureIsAControlError) {
+  for (const std::string text : {"{\"job\": 1e400}", "{\"job\": -1e400}", "[1e400]", "{\"job\": \"\xff\"}", "\xff", "",
+                                 "{", "{\"job\": 1", "null", "{\"job\": 1}}", "{\"\xc3\": 1}"}) {
+    for (const auto& [name, parse] : parsers()) {
+      const std::string error = control_error(parse, text);
+      EXPECT_FALSE(error.empty()) << name << " on " << text;
+      EXPECT_NE(error, "no error") << name << " on " << text;
+    }
+  }
+  EXPECT_NE(control_error(parsers()[0].second, "{\"job\": 1e400}").find("switch job: not valid JSON"),
+            std::string::npos);
+}
+
+// A bad value may be a megabyte: the sentence quotes a bounded excerpt of it.
+TEST(ControlCodec, ErrorsQuoteABoundedExcerptOfTheBadValue) {
+  const std::string long_string = std::string(1 << 20, 'x');
+  std::string long_list = "[";
+  for (int i = 0; i < 100000; ++i) long_list += (i ? "," : "") + std::to_string(i);
+  long_list += "]";
+  const struct {
+    std::function<void(const std::string&)> parse;
+    std::string text, starts;
+  } cases[] = {
+      {parsers()[0].second, "{\"job\": \"" + long_string + "\"}", "job: expected an integer, got \"xxxx"},
+      {parsers()[0].second, "{\"job\": " + long_list + "}", "job: expected an integer, got [0,1,2,"},
+      {parsers()[0].second, "{\"job\": 1, \"admitted_ports\": " + long_list + "}",
+       "admitted_ports[65536]: must be between 0 and 65535, got 65536"},
+      {parsers()[1].second, "{\"job\": 1, \"self\": \"" + long_string + "\"}", "self: expected an address"},
+      {parsers()[3].second, "{\"peer\": \"" + long_string + "\"}", "peer: "},
+      {parsers()[3].second, "{\"peer\": " + long_list + "}", "peer: expected an address"},
+      {parsers()[2].second, "{\"egress\": " + long_list + "}", "egress: expected an object, got [0,1,"},
+      {parsers()[0].second, "{\"job\": 1, \"" + long_string + "\": 1}", "xxxx"},
+      {parsers()[0].second, "{\"job\": \"" + long_string + "\xff\"}", "switch job: not valid JSON"},
+  };
+  for (const auto& c : cases) {
+    const std::string error = control_error(c.parse, c.text);
+    EXPECT_EQ(error.substr(0, c.starts.size()), c.starts) << error.substr(0, 300);
+    EXPECT_LT(error.size(), 400u) << error.substr(0, 300);
+  }
+}
+
+// ---- the control server ----
+
+using namespace std::chrono_literals;
+
+// A control server with `limits` and one route (POST /echo answers its body) on 127.0.0.1,
+// listening on its own thread until destroyed.
+class TestServer {
+ public:
+  explicit TestServer(const ServerLimits& limits = {}) : server_(make_server(limits)) {
+    server_->Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.body, "application/json");
+    });
+    server_->Get("/throw", [](const httplib::Request&, httplib::Response&) { throw std::length_error("vector"); });
+    port_ = server_->bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    while (!server_->is_running()) std::this_thread::yield();
+  }
+  ~TestServer() {
+    server_->stop();
+    thread_.join();
+  }
+  UdpEndpoint endpoint() const { return UdpEndpoint::parse("127.0.0.1:" + std::to_string(port_)); }
+  httplib::Server& server() { return *server_; }
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A connection to `server` that sends `bytes` now and nothing more (a slow client that has
+// started its request); closed when destroyed.
+class SlowClient {
+ public:
+  SlowClient(const UdpEndpoint& server, const std::string& bytes) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server.port);
+    addr.sin_addr.s_addr = htonl(server.ip);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  ~SlowClient() { ::close(fd_); }
+  // Waits at most `bound` for the server to answer or close; what it sent ("" when it closed
+  // without answering), or nullopt if it still holds the connection open.
+  std::optional<std::string> answer_within(std::chrono::milliseconds bound) {
+    std::string got;
+    const auto until = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+      char buffer[4096];
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) return got;
+      got.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+TEST(ControlServer, AnswersEveryErrorWithOneSentence) {
+  TestServer server;
+  auto error_of = [&](const std::string& request) {
+    const std::string answer = answer_request(server.server(), request);
+    const std::size_t body = answer.find("\r\n\r\n");
+    const nlohmann::json doc = nlohmann::json::parse(answer.substr(body + 4), nullptr, false);
+    return answer.substr(9, 3) + " " + (doc.is_object() ? doc.value("error", "") : "no JSON body: " + answer);
+  };
+  EXPECT_EQ(error_of("GET /nowhere HTTP/1.1\r\n\r\n"), "404 no such endpoint: GET /nowhere");
+  EXPECT_EQ(error_of("GET /throw HTTP/1.1\r\n\r\n"), "500 internal error: vector");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\n\r\n"), "411 POST needs a Content-Length header");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Length: 2x\r\n\r\n{}"),
+            "400 Content-Length: expected a number of bytes, got '2x'");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n"),
+            "413 the request body is 1048577 bytes, more than the 1048576 bytes a control request may have");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n").substr(0, 4), "400 ");
+  // curl -d's default type: httplib would refuse it above 8 KiB with no word on why.
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: "
+                     "8193\r\n\r\n" +
+                     std::string(8193, 'a')),
+            "413 the request body is 8193 bytes, more than the 8192 bytes a form (Content-Type: "
+            "application/x-www-form-urlencoded) may have; send it with Content-Type: application/json");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+            "411 send the request body with a Content-Length header, not Transfer-Encoding: chunked");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx"),
+            "415 request bodies must not be compressed (Content-Encoding: br)");
+  EXPECT_EQ(error_of("POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nshort").substr(0, 27),
+            "400 malformed HTTP request ");
+  EXPECT_EQ(error_of("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n").substr(0, 27),
+            "400 malformed HTTP request ");
+  EXPECT_EQ(error_of("GET /" + std::string(9000, 'a') + " HTTP/1.1\r\n\r\n"),
+            "414 the request line is longer than 8192 bytes");
+  // A body of exactly the limit is read.
+  const std::string body(kMaxBodyBytes, 'b');
+  const std::string answer = answer_request(
+      server.server(), "POST /echo HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200");
+  EXPECT_EQ(answer.substr(answer.size() - body.size()), body);
+  // Headers without end: cut at the request's byte bound, not read into memory without one.
+  EXPECT_EQ(error_of("GET / HTTP/1.1\r\n" + std::string(3 << 20, 'h')).substr(0, 4), "400 ");
+}
+
+// A request must arrive whole within the deadline: a client that has sent part of its header
+// and stops is disconnected (with a 400 sentence), and so is one that sends nothing.
+TEST(ControlServer, AClientThatStopsHalfwayIsDisconnectedAtTheDeadline) {
+  TestServer server({.workers = 4, .queued_connections = 4, .request_deadline = 500ms, .slow_request = 10s});
+  SlowClient half(server.endpoint(), "POST /echo HTTP/1.1\r\nContent-Len");
+  SlowClient silent(server.endpoint(), "");
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::string> answer = half.answer_within(3s);
+  ASSERT_TRUE(answer) << "still connected after 3 s";
+  EXPECT_NE(answer->find("400 Bad Request"), std::string::npos) << *answer;
+  EXPECT_TRUE(silent.answer_within(1s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+// More slow clients than threads: while another connection waits for a thread, requests that
+// have been arriving for longer than slow_request give theirs up, so the waiting client is
+// answered long before the deadline would have freed a thread.
+TEST(ControlServer, SlowClientsGiveTheirThreadsUpToWaitingOnes) {
+  TestServer server({.workers = 2, .queued_connections = 8, .request_deadline = 10s, .slow_request = 200ms});
+  std::vector<std::unique_ptr<SlowClient>> slow;
+  for (int i = 0; i < 4; ++i)
+    slow.push_back(std::make_unique<SlowClient>(server.endpoint(), "POST /echo HTTP/1.1\r\n"));
+  httplib::Client client = control::client(server.endpoint());
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client.Post("/echo", "{}", "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "{}");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+// Connections beyond the threads and the queue are answered 503 at once, not left waiting.
+TEST(ControlServer, ConnectionsBeyondTheQueueAreRefusedAtOnce) {
+  TestServer server({.workers = 1, .queued_connections = 1, .request_deadline = 10s, .slow_request = 10s});
+  SlowClient busy(server.endpoint(), "POST /echo HTTP/1.1\r\n");
+  // Until the thread takes `busy` up, it may be the one waiting: then `queued` is refused.
+  std::this_thread::sleep_for(100ms);
+  SlowClient queued(server.endpoint(), "POST /echo HTTP/1.1\r\n");
+  SlowClient refused(server.endpoint(), "GET /echo HTTP/1.1\r\n\r\n");
+  const std::optional<std::string> answer = refused.answer_within(2s);
+  ASSERT_TRUE(answer);
+  EXPECT_NE(answer->find("503 Service Unavailable"), std::string::npos) << *answer;
+  EXPECT_NE(answer->find("the control plane is busy"), std::string::npos) << *answer;
+  EXPECT_FALSE(queued.answer_within(100ms));
+}
+
+// stop() does not wait for slow clients' deadlines.
+TEST(ControlServer, StopsPromptlyWithSlowClientsConnected) {
+  auto server = std::make_unique<TestServer>(ServerLimits{.request_deadline = 60s, .slow_request = 60s});
+  std::vector<std::unique_ptr<SlowClient>> slow;
+  for (int i = 0; i < 8; ++i)
+    slow.push_back(std::make_unique<SlowClient>(server->endpoint(), "POST /echo HTTP/1.1\r\n"));
+  std::this_thread::sleep_for(100ms);
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST(ControlServer, AnswerRequestNeedsAControlServer) {
+  httplib::Server plain;
+  EXPECT_THROW(answer_request(plain, "GET / HTTP/1.1\r\n\r\n"), std::invalid_argument);
 }
 
 }  // namespace

@@ -9,9 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atp/plan.h"
@@ -284,6 +288,159 @@ TEST(PsDaemon, InstallsRemovesAndReportsJobsOverHttp) {
   EXPECT_TRUE(daemon.stats().jobs.empty());
   daemon.stop();
   daemon.stop();  // idempotent
+}
+
+// The error sentence of an answer from http(), "" when the body has none.
+std::string error_of(const std::string& answer) {
+  const nlohmann::json body =
+      nlohmann::json::parse(answer.substr(std::min<std::size_t>(4, answer.size())), nullptr, false);
+  return body.is_object() && body.contains("error") && body["error"].is_string() ? body["error"].get<std::string>()
+                                                                                 : "";
+}
+
+// A body nested 100,000 deep killed the PS (depth 50,000 got a 400); 1e400 answered 500 with an
+// empty body; a job id too large for an unsigned long threw out of the handler. Each is now a
+// status and one sentence, and the daemon goes on.
+TEST(PsDaemon, BadRequestsAreAStatusAndOneSentence) {
+  const auto p = plan(3, 2, 4);
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, true));
+  daemon.start();
+  const UdpEndpoint control = daemon.control_endpoint();
+  const std::string deep = "{\"job\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const struct {
+    std::string method, path, body, status, error;
+  } cases[] = {
+      {"POST", "/jobs", deep, "400", "PS job: body nests deeper than 32 levels"},
+      {"POST", "/jobs", R"({"job": 1e400})", "400", "PS job: not valid JSON"},
+      {"POST", "/jobs", "{\"job\": \"\xff\"}", "400", "PS job: not valid JSON"},
+      {"POST", "/jobs", std::string(2 << 20, ' '), "413", "the request body is 2097152 bytes, more than the 1048576"},
+      {"DELETE", "/jobs/99999999999999999999999", "", "404", "job 99999999999999999999999 is not installed"},
+      {"GET", "/nowhere", "", "404", "no such endpoint: GET /nowhere"},
+  };
+  for (const auto& c : cases) {
+    const std::string answer = http(control, c.method, c.path, c.body);
+    EXPECT_EQ(answer.substr(0, 3), c.status) << c.method << " " << c.path << ": " << answer.substr(0, 200);
+    EXPECT_EQ(error_of(answer).substr(0, c.error.size()), c.error) << answer.substr(0, 200);
+  }
+  EXPECT_EQ(http(control, "POST", "/jobs", control::to_json(p->job.ps[0])).substr(0, 3), "201");
+}
+
+// PsEndpoint's constructor refuses a job whose worst-case memory exceeds its per-job budget
+// (std::invalid_argument): POST /jobs answers 400 with that sentence, not 409 (a conflict) and
+// not a PS that later runs out of memory.
+TEST(PsDaemon, AJobTheEndpointRefusesIsA400WithItsSentence) {
+  const auto p = plan(4, 2, 4);
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, true));
+  daemon.start();
+  PsConfig huge = p->job.ps[0];
+  huge.max_window_seqs = 4294967295u;
+  huge.values_per_packet = 4096;
+  const std::string answer = http(daemon.control_endpoint(), "POST", "/jobs", control::to_json(huge));
+  EXPECT_EQ(answer.substr(0, 3), "400") << answer;
+  EXPECT_EQ(error_of(answer).substr(0, 7), "job 4: ") << answer;
+  EXPECT_TRUE(daemon.stats().jobs.empty());
+  EXPECT_THROW(daemon.add_job(huge), PsJobRefused);
+  EXPECT_EQ(http(daemon.control_endpoint(), "POST", "/jobs", control::to_json(p->job.ps[0])).substr(0, 3), "201");
+}
+
+// What POST /jobs can make the PS hold is bounded: past max_jobs a job is refused with a sentence.
+TEST(PsDaemon, AtMostMaxJobsAreInstalled) {
+  Host uplink;
+  PsDaemonConfig c = config_for(uplink, true);
+  c.max_jobs = 2;
+  PsDaemon daemon(c);
+  daemon.start();
+  for (JobId id : {1, 2}) daemon.add_job(plan(id, 2, 4)->job.ps[0]);
+  const std::string answer =
+      http(daemon.control_endpoint(), "POST", "/jobs", control::to_json(plan(3, 2, 4)->job.ps[0]));
+  EXPECT_EQ(answer.substr(0, 3), "409") << answer;
+  EXPECT_EQ(error_of(answer), "job 3: this PS already serves 2 jobs, the most it takes; remove one first");
+  EXPECT_TRUE(daemon.remove_job(1));
+  daemon.add_job(plan(3, 2, 4)->job.ps[0]);
+}
+
+// Each job within its per-job budget: all of them at their bound must still fit the machine's
+// memory, or forged packets could grow them past it together.
+TEST(PsDaemon, JobsWhoseBoundsTogetherExceedTheMachinesMemoryAreRefused) {
+  Host uplink;
+  PsDaemonConfig c = config_for(uplink, false);
+  c.max_jobs = 1 << 16;
+  PsDaemon daemon(c);
+  PsConfig big = plan(1, 2, 4)->job.ps[0];
+  big.values_per_packet = 4096;
+  std::uint32_t lo = 1, hi = kMaxWindowSeqs;  // the largest window within the per-job budget
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo + 1) / 2;
+    big.max_window_seqs = mid;
+    if (ps_job_memory_bound(big) <= kPsJobMemoryBudget) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  big.max_window_seqs = lo;
+  const std::uint64_t fit = control::physical_memory_bytes() / ps_job_memory_bound(big);
+  if (fit > 4096) GTEST_SKIP() << "this machine's memory takes " << fit << " such jobs";
+  for (std::uint64_t i = 1; i <= fit; ++i) {
+    big.job = static_cast<JobId>(i);
+    daemon.add_job(big);
+  }
+  big.job = static_cast<JobId>(fit + 1);
+  try {
+    daemon.add_job(big);
+    FAIL() << "job " << fit + 1 << " was installed";
+  } catch (const PsJobError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of memory; remove a job first"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(daemon.remove_job(1));
+  daemon.add_job(big);
+}
+
+// 48 clients trickling a request header one byte a second (more than the server has threads)
+// do not keep another client's job install and stats waiting more than a few seconds.
+TEST(PsDaemon, SlowClientsDoNotStarveTheControlPlane) {
+  const auto p = plan(5, 2, 4);
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, true));
+  daemon.start();
+  const UdpEndpoint control = daemon.control_endpoint();
+  std::vector<int> slow;
+  for (int i = 0; i < 48; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(control.port);
+    addr.sin_addr.s_addr = htonl(control.ip);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string header = "POST /jobs HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(1000, 'a');
+    for (std::size_t i = 0; !stop; ++i) {
+      for (int fd : slow) ::send(fd, header.data() + i % header.size(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      for (int k = 0; k < 10 && !stop; ++k) {
+        pollfd none{-1, 0, 0};
+        ::poll(&none, 0, 100);
+      }
+    }
+  });
+  pollfd none{-1, 0, 0};
+  ::poll(&none, 0, 1500);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string installed = http(control, "POST", "/jobs", control::to_json(p->job.ps[0]));
+  const auto middle = std::chrono::steady_clock::now();
+  const std::string stats = http(control, "GET", "/stats");
+  const auto end = std::chrono::steady_clock::now();
+  stop = true;
+  trickle.join();
+  for (int fd : slow) ::close(fd);
+  EXPECT_EQ(installed.substr(0, 3), "201") << installed;
+  EXPECT_EQ(stats.substr(0, 3), "200") << stats.substr(0, 200);
+  EXPECT_LT(middle - start, std::chrono::seconds(3));
+  EXPECT_LT(end - middle, std::chrono::seconds(3));
 }
 
 TEST(PsDaemon, AControlPortInUseIsOneClearError) {

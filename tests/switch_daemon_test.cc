@@ -2,19 +2,32 @@
 // kernel-chosen ports, fake workers and PS, jobs installed over HTTP. Polls with bounds, no sleeps.
 #include "atp/runtime/switch_daemon.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <array>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atp/plan.h"
 #include "atp/runtime/control.h"
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
 #include "test_packets.h"
@@ -31,6 +44,97 @@ std::vector<std::int32_t> values_of(const std::vector<std::uint8_t>& packet, Hea
   load_values(packet, values);
   return values;
 }
+
+// A TCP connection to `control` ("host:port"); -1 if it cannot be made.
+int connect_to(const std::string& control) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(control.substr(control.rfind(':') + 1))));
+  ::inet_pton(AF_INET, control.substr(0, control.rfind(':')).c_str(), &addr.sin_addr);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// Sends `request` as it is (any bytes: not necessarily valid HTTP) and returns what the server
+// answers until it closes the connection (at most 5 s).
+std::string raw_http(const std::string& control, const std::string& request) {
+  const int fd = connect_to(control);
+  if (fd < 0) return "connect failed";
+  for (std::size_t sent = 0; sent < request.size();) {
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  ::shutdown(fd, SHUT_WR);
+  std::string response;
+  char buffer[4096];
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < give_up) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    response.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return response;
+}
+
+// The status of a raw HTTP answer (after an interim 100 Continue) and its body's "error"
+// sentence ("" when the body is not a JSON object with one).
+std::pair<int, std::string> status_and_error(std::string response) {
+  const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";  // before the answer, to Expect: 100-continue
+  if (response.rfind(interim, 0) == 0) response.erase(0, interim.size());
+  const std::size_t body_at = response.find("\r\n\r\n");
+  if (response.size() < 12 || body_at == std::string::npos) return {0, "no HTTP answer: " + response.substr(0, 200)};
+  const int status = std::atoi(response.substr(9, 3).c_str());
+  const json body = json::parse(response.substr(body_at + 4), nullptr, false);
+  const bool has_error = body.is_object() && body.contains("error") && body["error"].is_string();
+  return {status, has_error ? body["error"].get<std::string>() : ""};
+}
+
+// Clients that send a request one byte a second (a "slowloris"), from one thread, until
+// destroyed: each holds a connection to the control plane open for as long as it trickles.
+class SlowClients {
+ public:
+  SlowClients(const std::string& control, int count) {
+    for (int i = 0; i < count; ++i) fds_.push_back(connect_to(control));
+    thread_ = std::thread([this] {
+      const std::string request =
+          "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + std::string(1000, 'a') +
+          "\r\n";
+      for (std::size_t i = 0; !stop_; ++i) {
+        for (int fd : fds_) ::send(fd, request.data() + i % request.size(), 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        for (int k = 0; k < 10 && !stop_; ++k) {
+          pollfd none{-1, 0, 0};
+          ::poll(&none, 0, 100);  // one byte per second per client
+        }
+      }
+    });
+  }
+  ~SlowClients() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  // How many connections the server has closed so far (a read returns end of file or an error).
+  int closed() {
+    int n = 0;
+    for (int fd : fds_) {
+      char byte;
+      const ssize_t r = ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+      n += r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    return n;
+  }
+
+ private:
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // One switch s0 with hosts w0, w1 (the job's workers), ps0 (its PS) and h3 (not in the job):
 // ports 0..3 in host order, each a fake host socket.
@@ -228,6 +332,146 @@ TEST_F(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
   res = client_->Post("/jobs", "not json", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
+}
+
+// The adversarial pass's reproducer: a body nested 100,000 arrays deep killed the switch
+// (SIGSEGV). Now a 400 with one sentence, on every route that takes a body.
+TEST_F(SwitchDaemonTest, DeeplyNestedBodiesAreRefusedWithOneSentence) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const auto& [method, path, key] : std::vector<std::array<std::string, 3>>{
+           {"POST", "/jobs", "job"}, {"POST", "/hosts", "peer"}, {"PUT", "/ports/0", "egress"}}) {
+    const std::string body = "{\"" + key + "\": " + deep + "}";
+    auto res =
+        method == "POST" ? client_->Post(path, body, "application/json") : client_->Put(path, body, "application/json");
+    ASSERT_TRUE(res) << path << ": the switch did not answer";
+    EXPECT_EQ(res->status, 400) << path;
+    EXPECT_NE(json::parse(res->body)["error"].get<std::string>().find("body nests deeper than 32 levels"),
+              std::string::npos)
+        << res->body;
+  }
+  EXPECT_EQ(stats()["switch"]["packets"], 0);  // still running
+}
+
+// Every failure answers with a status and a JSON body of one sentence: bad JSON of any kind
+// (1e400 threw an exception the handlers did not catch: 500, empty body), bad bytes, unknown
+// routes, requests httplib itself refuses.
+TEST_F(SwitchDaemonTest, EveryErrorIsAStatusWithOneSentence) {
+  const std::string control = daemon_->control_endpoint();
+  auto request = [](const std::string& method, const std::string& path, const std::string& body) {
+    return method + " " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  const struct {
+    std::string request;
+    int status;
+    std::string error;
+  } cases[] = {
+      {request("POST", "/jobs", R"({"job": 1e400})"), 400, "switch job: not valid JSON"},
+      {request("POST", "/hosts", R"({"peer": -1e400})"), 400, "host: not valid JSON"},
+      {request("PUT", "/ports/0", R"({"egress": {"rate_gbps": 1e999}})"), 400, "port settings: not valid JSON"},
+      {request("POST", "/jobs", "{\"job\": \"\xff\"}"), 400, "switch job: not valid JSON"},
+      {request("POST", "/jobs", "{\"\xc3\": 1}"), 400, "switch job: not valid JSON"},
+      {request("POST", "/hosts", "{\"peer\": \"\xc3\xa9\"}"), 400, "peer: "},
+      {request("GET", "/nowhere", ""), 404, "no such endpoint: GET /nowhere"},
+      {request("DELETE", "/jobs/x", ""), 404, "no such endpoint: DELETE /jobs/x"},
+      {request("DELETE", "/jobs/99999999999999999999999", ""), 404, "job 99999999999999999999999 is not installed"},
+      {"NONSENSE\r\n\r\n", 400, "malformed HTTP request"},
+  };
+  for (const auto& c : cases) {
+    const auto [status, error] = status_and_error(raw_http(control, c.request));
+    EXPECT_EQ(status, c.status) << c.request;
+    EXPECT_EQ(error.substr(0, c.error.size()), c.error) << c.request;
+  }
+}
+
+// Control messages are small: a body over 1 MiB is refused with 413 before it is read (it was
+// read whole, however large: 256 MB took 6.6 GB), and so are bodies whose size is not known
+// up front or that would be decompressed.
+TEST_F(SwitchDaemonTest, LargeChunkedAndCompressedBodiesAreRefused) {
+  const std::string control = daemon_->control_endpoint();
+  auto res = client_->Post("/jobs", std::string(2 << 20, ' '), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413);
+  EXPECT_EQ(json::parse(res->body)["error"],
+            "the request body is 2097152 bytes, more than the 1048576 bytes a control request may have");
+  // Announced, not sent: refused before the body arrives.
+  auto [status, error] = status_and_error(
+      raw_http(control, "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 268435456\r\nExpect: 100-continue\r\n\r\n"));
+  EXPECT_EQ(status, 413);
+  EXPECT_EQ(error, "the request body is 268435456 bytes, more than the 1048576 bytes a control request may have");
+  std::tie(status, error) = status_and_error(raw_http(
+      control, "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 268435456\r\n\r\n" + std::string(1 << 16, ' ')));
+  EXPECT_EQ(status, 413);
+  std::tie(status, error) = status_and_error(
+      raw_http(control, "POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"));
+  EXPECT_EQ(status, 411);
+  EXPECT_NE(error.find("Content-Length"), std::string::npos) << error;
+  std::tie(status, error) = status_and_error(
+      raw_http(control, "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}"));
+  EXPECT_EQ(status, 415);
+  EXPECT_NE(error.find("compressed"), std::string::npos) << error;
+  // A client that asks before sending a body it may send is told to go on, and is answered.
+  const std::string body = control::to_json(job_.switches.at("s0"));
+  std::tie(status, error) =
+      status_and_error(raw_http(control, "POST /jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                                             std::to_string(body.size()) + "\r\n\r\n" + body));
+  EXPECT_EQ(status, 200) << error;
+  EXPECT_EQ(stats()["jobs"][0]["installed"], 1);
+}
+
+// Slow clients (a "slowloris": a request header one byte a second) held all of httplib's eight
+// threads, so that job installs and stats hung while they trickled. With more of them than the
+// server has threads, another client's requests are still answered within a few seconds.
+TEST_F(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
+  SlowClients slow(daemon_->control_endpoint(), 48);
+  pollfd none{-1, 0, 0};
+  ::poll(&none, 0, 1500);  // they are slow now
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()));
+  const auto start = std::chrono::steady_clock::now();
+  auto res = client.Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
+  const auto installed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200) << res->body;
+  res = client.Get("/stats");
+  const auto answered = std::chrono::steady_clock::now();
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(installed - start, 3s);
+  EXPECT_LT(answered - installed, 3s);
+  // More of them than threads: those that had one when others waited were let go.
+  EXPECT_GT(slow.closed(), 0);
+  std::cout << "POST /jobs took " << std::chrono::duration<double>(installed - start).count() << " s, GET /stats "
+            << std::chrono::duration<double>(answered - installed).count() << " s beside 48 slow clients\n";
+}
+
+// What POST /jobs makes the switch hold is bounded (65536 job ids times a 1 MiB body each was
+// not): past max_job_entries a job is refused with 507, and removing one frees its share.
+TEST_F(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
+  SwitchJobPlan plan = job_.switches.at("s0");
+  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
+  config_.max_job_entries = 2 * entries;
+  start_daemon();
+  for (JobId id : {1, 2, 3}) {
+    plan.entry.job = id;
+    auto res = client_->Post("/jobs", control::to_json(plan), "application/json");
+    ASSERT_TRUE(res);
+    if (id < 3) {
+      EXPECT_EQ(res->status, 200) << res->body;
+    } else {
+      EXPECT_EQ(res->status, 507);
+      EXPECT_EQ(json::parse(res->body)["error"],
+                "job 3 names " + std::to_string(entries) + " ports and roles, and the installed jobs " +
+                    std::to_string(2 * entries) + ": more than the " + std::to_string(2 * entries) +
+                    " this switch holds; remove a job first");
+    }
+  }
+  auto del = client_->Delete("/jobs/1");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200);
+  auto res = client_->Post("/jobs", control::to_json(plan), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
 }
 
 TEST_F(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
@@ -633,6 +877,78 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
       std::string::npos);
   EXPECT_NE(config_error(port + "  - peer: 127.0.0.1:9001\n").find("ports[1].peer: 127.0.0.1:9001 is already"),
             std::string::npos);
+}
+
+// The file is read with read_config_file: `--config /dev/zero` was read until memory ran out.
+TEST(SwitchConfigFile, OnlyARegularFileOfBoundedSizeIsRead) {
+  auto load_error = [](const std::string& path) {
+    try {
+      load_switch_config(path);
+    } catch (const SwitchConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(load_error("/dev/zero").substr(0, 30), "/dev/zero: not a regular file ");
+  EXPECT_EQ(load_error("/").substr(0, 22), "/: not a regular file ");
+  EXPECT_NE(load_error("/nonexistent/s.yaml").find("/nonexistent/s.yaml: cannot open the file"), std::string::npos);
+  // Sparse: 64 MiB of zeros costs no disk.
+  const std::string big = ::testing::TempDir() + "switch_daemon_test_big.yaml";
+  { std::ofstream out(big); }
+  ASSERT_EQ(::truncate(big.c_str(), 64 << 20), 0);
+  EXPECT_NE(load_error(big).find("too large for a config file"), std::string::npos) << load_error(big);
+  ::unlink(big.c_str());
+}
+
+// 16777216 aggregators of 4096 values need 256 GiB: refused when the config is parsed, naming
+// the key and the bytes (it ended in "internal error: std::bad_alloc").
+TEST(SwitchConfigFile, AnAggregatorTableLargerThanMemoryIsRefused) {
+  const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+  if (memory > (std::uint64_t{300} << 30)) GTEST_SKIP() << "this machine has " << memory << " bytes of memory";
+  const std::string error = config_error("aggregators: 16777216\nwidth: 4096\n");
+  EXPECT_EQ(error.substr(0, 29), "s.yaml: aggregators: 16777216") << error;
+  EXPECT_NE(error.find("bytes"), std::string::npos) << error;
+  EXPECT_TRUE(parse_switch_config("aggregators: 65536\nwidth: 1024\n", "s.yaml").ports.empty());  // 256 MiB
+}
+
+// PortId is 16 bits: a config with more ports than that is refused, not wrapped around.
+TEST(SwitchConfigFile, AtMost65536Ports) {
+  std::string yaml = "ports:\n";
+  for (int i = 0; i < 65537; ++i)
+    yaml += "  - {peer: 127.0.0." + std::to_string(1 + i / 60000) + ":" + std::to_string(1 + i % 60000) + "}\n";
+  EXPECT_NE(config_error(yaml).find("s.yaml: ports: at most 65536 ports, got 65537"), std::string::npos)
+      << config_error(yaml).substr(0, 300);
+}
+
+// A daemon made and destroyed without start() gives its control port back (it stayed bound
+// until the process ended).
+TEST(SwitchDaemonSetup, AnUnstartedDaemonReleasesItsControlPort) {
+  SwitchDaemonConfig config;
+  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}, {}});
+  std::string control;
+  {
+    SwitchDaemon first(config);
+    control = first.control_endpoint();
+  }
+  config.control_port = static_cast<std::uint16_t>(std::stoi(control.substr(control.rfind(':') + 1)));
+  SwitchDaemon second(config);
+  EXPECT_EQ(second.control_endpoint(), control);
+}
+
+// Built from a config in C++ (ClusterJob's local switch), a table too large for the machine is
+// the same sentence, not std::bad_alloc.
+TEST(SwitchDaemonSetup, ATableLargerThanMemoryIsAConfigError) {
+  const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+  if (memory > (std::uint64_t{300} << 30)) GTEST_SKIP() << "this machine has " << memory << " bytes of memory";
+  SwitchDaemonConfig config;
+  config.pipeline.num_aggregators = 1 << 24;
+  config.pipeline.aggregator_width = 4096;
+  try {
+    SwitchDaemon daemon(config);
+    FAIL() << "a 256 GiB aggregator table was made";
+  } catch (const SwitchConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("aggregators: 16777216"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SwitchConfigFile, InterfacePorts) {

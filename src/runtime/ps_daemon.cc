@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -73,25 +75,33 @@ struct PsDaemon::Impl {
   }
 
   // Runs `f` on the loop thread (or here if no loop thread runs) and returns its result;
-  // exceptions of `f` are rethrown to the caller.
+  // exceptions of `f` are rethrown to the caller. With a `timeout`, a loop thread that has not
+  // run `f` by then is a std::runtime_error ("... did not answer within 5 s") and `f` runs later
+  // unwatched: so `f` must then hold its data by value. The C++ API waits without a timeout.
   template <class F>
-  auto call(F f) -> decltype(f()) {
+  auto call(F f, std::optional<std::chrono::milliseconds> timeout = std::nullopt) -> decltype(f()) {
     using R = decltype(f());
-    std::packaged_task<R()> task(std::move(f));
-    std::future<R> result = task.get_future();
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(f));
+    std::future<R> result = task->get_future();
     {
       std::unique_lock lock(task_mutex);
       if (!loop_running) {
-        task();  // no loop thread: this thread is the only one touching the endpoints
+        (*task)();  // no loop thread: this thread is the only one touching the endpoints
         return result.get();
       }
-      auto shared = std::make_shared<std::packaged_task<R()>>(std::move(task));
-      tasks.emplace_back([shared] { (*shared)(); });
+      tasks.emplace_back([task] { (*task)(); });
     }
     const std::uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(task_fd, &one, sizeof one);
+    if (timeout && result.wait_for(*timeout) != std::future_status::ready) {
+      throw std::runtime_error("the PS's loop thread did not answer within " + std::to_string(timeout->count()) +
+                               " ms");
+    }
     return result.get();
   }
+
+  // What HTTP handlers wait for the loop thread: a control request never hangs.
+  static constexpr std::chrono::milliseconds kHttpTimeout{5000};
 
   void run_tasks() {
     std::uint64_t value = 0;
@@ -165,46 +175,82 @@ struct PsDaemon::Impl {
     if (jobs.contains(job.job)) {
       throw PsJobError("job " + std::to_string(job.job) + " is already installed; remove it first");
     }
-    try {
-      jobs.emplace(job.job, PsEndpoint(job));
-    } catch (const std::exception& e) {
-      throw PsJobError("job " + std::to_string(job.job) + ": " + e.what());
+    if (jobs.size() >= config.max_jobs) {
+      throw PsJobError("job " + std::to_string(job.job) + ": this PS already serves " + std::to_string(jobs.size()) +
+                       " jobs, the most it takes; remove one first");
     }
+    const std::string name = "job " + std::to_string(job.job) + ": ";
+    std::optional<PsEndpoint> endpoint;
+    try {
+      endpoint.emplace(job);
+    } catch (const std::logic_error& e) {  // invalid_argument: e.g. over the endpoint's memory budget
+      const std::string why = e.what();
+      throw PsJobRefused(why.rfind(name, 0) == 0 ? why : name + why);  // its sentence may name the job
+    } catch (const std::bad_alloc&) {
+      throw PsJobRefused(name + "not enough memory for its PS state");
+    }
+    // Each job is within its budget; all of them at their bound must fit the machine too, or
+    // forged packets could grow them past its memory together.
+    std::uint64_t installed_bound = 0;
+    for (const auto& [id, installed] : jobs) installed_bound += ps_job_memory_bound(installed.config());
+    const std::uint64_t bound = ps_job_memory_bound(job);
+    const std::uint64_t memory = control::physical_memory_bytes();
+    if (installed_bound + bound > memory) {
+      throw PsJobError(name + "its PS state may grow to " + std::to_string(bound) + " bytes, and the " +
+                       std::to_string(jobs.size()) + " installed jobs' to " + std::to_string(installed_bound) +
+                       ": more than this machine's " + std::to_string(memory) + " bytes of memory; remove a job first");
+    }
+    jobs.emplace(job.job, std::move(*endpoint));
   }
 
   void start_http() {
-    http = std::make_unique<httplib::Server>();
-    // httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same control
-    // port silently; SO_REUSEADDR alone still allows a quick restart and makes "in use" an error.
-    http->set_socket_options([](int fd) {
-      const int yes = 1;
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
+    http = control::make_server();
     http->Post("/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       try {
         const PsConfig job = control::ps_job_from_json(req.body);
-        call([this, &job] { add_job(job); });
+        call([this, job] { add_job(job); }, kHttpTimeout);  // by value: it may outlive the request
         res.status = 201;
         res.set_content("{\"installed\":" + std::to_string(job.job) + "}\n", "application/json");
       } catch (const control::ControlError& e) {
         reply_error(res, 400, e.what());
+      } catch (const PsJobRefused& e) {
+        reply_error(res, 400, e.what());
       } catch (const PsJobError& e) {
         reply_error(res, 409, e.what());
+      } catch (const std::runtime_error& e) {  // the loop thread did not answer
+        reply_error(res, 503, e.what());
       }
     });
     http->Delete(R"(/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-      const unsigned long id = std::stoul(req.matches[1].str());
-      if (id > 0xFFFF || !call([this, id] { return jobs.erase(static_cast<JobId>(id)) > 0; })) {
-        reply_error(res, 404, "job " + req.matches[1].str() + " is not installed");
+      const std::string digits = req.matches[1].str();
+      std::uint64_t id = 0;
+      const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+      try {
+        if (error != std::errc() || id > 0xFFFF ||
+            !call([this, id] { return jobs.erase(static_cast<JobId>(id)) > 0; }, kHttpTimeout)) {
+          reply_error(res, 404, "job " + control::excerpt(digits) + " is not installed");
+          return;
+        }
+      } catch (const std::runtime_error& e) {
+        reply_error(res, 503, e.what());
         return;
       }
       res.set_content("{\"removed\":" + std::to_string(id) + "}\n", "application/json");
     });
     http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics(), "text/plain; version=0.0.4");
+      try {
+        res.set_content(metrics(kHttpTimeout), "text/plain; version=0.0.4");
+      } catch (const std::runtime_error& e) {
+        reply_error(res, 503, e.what());
+      }
     });
-    http->Get("/stats",
-              [this](const httplib::Request&, httplib::Response& res) { res.set_content(json(), "application/json"); });
+    http->Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
+      try {
+        res.set_content(json(kHttpTimeout), "application/json");
+      } catch (const std::runtime_error& e) {
+        reply_error(res, 503, e.what());
+      }
+    });
     const std::string host = UdpEndpoint{config.control.ip, 0}.to_string();
     const std::string ip = host.substr(0, host.rfind(':'));
     int port = config.control.port;
@@ -236,20 +282,22 @@ struct PsDaemon::Impl {
 
   static void reply_error(httplib::Response& res, int status, const std::string& message) {
     res.status = status;
-    res.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
+    res.set_content(control::error_body(message) + "\n", "application/json");
   }
 
-  PsDaemonStats snapshot() {
-    return call([this] {
-      PsDaemonStats s;
-      s.daemon = counters;
-      for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
-      return s;
-    });
+  PsDaemonStats snapshot(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    return call(
+        [this] {
+          PsDaemonStats s;
+          s.daemon = counters;
+          for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
+          return s;
+        },
+        timeout);
   }
 
-  std::string metrics() {
-    const PsDaemonStats s = snapshot();
+  std::string metrics(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    const PsDaemonStats s = snapshot(timeout);
     std::ostringstream o;
     const auto daemon_counter = [&](const char* name, const char* help, std::uint64_t v) {
       o << "# HELP atp_ps_" << name << " " << help << "\n# TYPE atp_ps_" << name << " counter\natp_ps_" << name << " "
@@ -282,8 +330,8 @@ struct PsDaemon::Impl {
     return o.str();
   }
 
-  std::string json() {
-    const PsDaemonStats s = snapshot();
+  std::string json(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    const PsDaemonStats s = snapshot(timeout);
     nlohmann::json j;
     // Where jobs' workers reach it: what a job planner attaches to the PS's switch (POST /hosts).
     j["data"] = socket.local_endpoint().to_string();
@@ -346,6 +394,11 @@ void PsDaemon::stop() {
   impl_->loop_running = false;
   for (auto& task : impl_->tasks) task();  // requests that raced with stop() still get an answer
   impl_->tasks.clear();
+}
+
+std::string PsDaemon::answer_control_request(std::string_view request) {
+  if (!impl_->http) throw std::logic_error("answer_control_request: this PS serves no control plane (serve_control)");
+  return control::answer_request(*impl_->http, request);
 }
 
 UdpEndpoint PsDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }

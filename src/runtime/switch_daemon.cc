@@ -17,10 +17,11 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <initializer_list>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "atp/runtime/config_file.h"
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
 
@@ -53,11 +55,12 @@ class YamlReader {
                   std::initializer_list<std::string_view> allowed) const {
     if (!map.IsMap()) fail(prefix.empty() ? "top level" : prefix.substr(0, prefix.size() - 1), "expected a mapping");
     for (const auto& item : map) {
+      if (!item.first.IsScalar()) fail(prefix + "?", "a key must be a name, not a list or mapping");
       const std::string key = item.first.as<std::string>();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(prefix + key, "unknown key (expected one of " + list + ")");
+        fail(prefix + control::excerpt(key), "unknown key (expected one of " + list + ")");
       }
     }
   }
@@ -101,12 +104,15 @@ class YamlReader {
     try {
       return UdpEndpoint::parse(text);
     } catch (const std::invalid_argument&) {
-      fail(field, "expected an address like 127.0.0.1:9000, got '" + text + "'");
+      fail(field, "expected an address like 127.0.0.1:9000, got '" + control::excerpt(text) + "'");
     }
   }
 
  private:
-  static std::string scalar(const YAML::Node& node) { return node.IsScalar() ? node.Scalar() : "a non-scalar"; }
+  // A value for an error message: a bounded excerpt of it.
+  static std::string scalar(const YAML::Node& node) {
+    return node.IsScalar() ? control::excerpt(node.Scalar()) : "a non-scalar";
+  }
   std::string where_;
 };
 
@@ -188,6 +194,23 @@ std::optional<std::uint64_t> parse_index(const std::string& digits) {
 // At most this many ports: PortId is 16 bits.
 constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
 
+// Why the aggregator table of `pipeline` cannot be made on this machine ("aggregators: ...",
+// naming the bytes it needs), or nullopt. The value rows are reserved, not touched, when the
+// table is made, but a busy switch touches them all: a table larger than the machine's memory
+// would end in std::bad_alloc or in the kernel's OOM killer.
+std::optional<std::string> table_too_large(const SwitchConfig& pipeline) {
+  if (!pipeline.atp_capable) return std::nullopt;  // a plain switch has an empty table
+  // Per aggregator: its value row (int32 each), its state and its two oldest-first links.
+  const std::uint64_t per_aggregator =
+      std::uint64_t{pipeline.aggregator_width} * sizeof(std::int32_t) + sizeof(Aggregator) + 2 * sizeof(std::uint32_t);
+  const std::uint64_t needed = std::uint64_t{pipeline.num_aggregators} * per_aggregator;
+  const std::uint64_t memory = control::physical_memory_bytes();
+  if (needed <= memory) return std::nullopt;
+  return "aggregators: " + std::to_string(pipeline.num_aggregators) + " aggregators of width " +
+         std::to_string(pipeline.aggregator_width) + " need " + std::to_string(needed) +
+         " bytes, more than this machine's " + std::to_string(memory) + " bytes of memory";
+}
+
 constexpr const char* kInterfacePortsHaveNoHosts =
     "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
 
@@ -196,7 +219,7 @@ struct Reply {
   int status = 200;
   std::string body;  // JSON text
   static Reply ok(const json& body) { return {200, body.dump()}; }
-  static Reply error(int status, const std::string& message) { return {status, json{{"error", message}}.dump()}; }
+  static Reply error(int status, const std::string& message) { return {status, control::error_body(message)}; }
 };
 
 }  // namespace
@@ -214,7 +237,16 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
                {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
                 "routes", "seed"});
   SwitchDaemonConfig c;
-  if (doc["name"]) c.name = r.string(doc["name"], "name");
+  if (doc["name"]) {
+    c.name = r.string(doc["name"], "name");
+    // It labels every metric (switch="NAME", unescaped) and every stats document (JSON: UTF-8).
+    const bool printable = std::all_of(c.name.begin(), c.name.end(),
+                                       [](char ch) { return ch >= ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
+    if (c.name.empty() || c.name.size() > 255 || !printable) {
+      r.fail("name", "'" + control::excerpt(c.name) +
+                         "' is not a switch name (1-255 printable ASCII characters, no quotes or backslashes)");
+    }
+  }
   if (doc["aggregators"]) {
     c.pipeline.num_aggregators = static_cast<std::uint32_t>(r.integer(doc["aggregators"], "aggregators", 1, 1 << 24));
   }
@@ -244,6 +276,9 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
   const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
   if (!ports.IsSequence()) r.fail("ports", "expected a list of ports (or none: hosts attach by POST /hosts)");
+  if (ports.size() > kMaxPorts) {  // PortId is 16 bits
+    r.fail("ports", "at most " + std::to_string(kMaxPorts) + " ports, got " + std::to_string(ports.size()));
+  }
   std::set<std::uint64_t> peers;
   std::set<std::string> interfaces;
   for (std::size_t i = 0; i < ports.size(); ++i) {
@@ -258,10 +293,14 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     }
     if (port["interface"]) {
       pc.interface = r.string(port["interface"], p + "interface");
-      // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface names.
-      if (pc.interface.empty() || pc.interface.size() > 15 ||
-          pc.interface.find_first_of("/ \t:") != std::string::npos) {
-        r.fail(p + "interface", "'" + pc.interface + "' is not a Linux interface name (1-15 characters)");
+      // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface
+      // names, and printable ASCII keeps the stats JSON (UTF-8) and metrics labels well-formed.
+      const bool printable = std::all_of(pc.interface.begin(), pc.interface.end(),
+                                         [](char ch) { return ch > ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
+      if (pc.interface.empty() || pc.interface.size() > 15 || !printable ||
+          pc.interface.find_first_of("/:") != std::string::npos) {
+        r.fail(p + "interface",
+               "'" + control::excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
       }
       if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
     } else {
@@ -310,15 +349,20 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
       c.routes.emplace_back(dst, port);
     }
   }
+  if (const std::optional<std::string> too_large = table_too_large(c.pipeline)) {
+    throw SwitchConfigError(where + ": " + *too_large);
+  }
   return c;
 }
 
 SwitchDaemonConfig load_switch_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw SwitchConfigError(path + ": cannot read the file (" + std::generic_category().message(errno) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_switch_config(text.str(), path);
+  std::string text;
+  try {
+    text = read_config_file(path);  // a regular file of bounded size: not /dev/zero
+  } catch (const ConfigFileError& e) {
+    throw SwitchConfigError(e.what());  // names the path
+  }
+  return parse_switch_config(text, path);
 }
 
 // ---- the daemon ------------------------------------------------------------------------------
@@ -365,8 +409,25 @@ struct SwitchDaemon::Impl {
     std::uint64_t neighbor_refused = 0;  // IP -> MAC not learned: the IP's route points to another port
   };
 
+  // `config`'s pipeline settings, or SwitchConfigError when its table is too large for the
+  // machine (a config built in C++, not parsed: ClusterJob's local switch).
+  static const SwitchConfig& checked(const SwitchDaemonConfig& config) {
+    if (const std::optional<std::string> too_large = table_too_large(config.pipeline)) {
+      throw SwitchConfigError(config.name + ": " + *too_large);
+    }
+    if (config.ports.size() > kMaxPorts) {
+      throw SwitchConfigError(config.name + ": ports: at most " + std::to_string(kMaxPorts) + " ports, got " +
+                              std::to_string(config.ports.size()));
+    }
+    return config.pipeline;
+  }
+
   explicit Impl(SwitchDaemonConfig c)
-      : config(std::move(c)), interface_ports(config.interface_ports()), pipeline(config.pipeline), sink(*this) {
+      : config(std::move(c)),
+        interface_ports(config.interface_ports()),
+        pipeline(checked(config)),
+        sink(*this),
+        http(control::make_server()) {
     if (interface_ports) {
       for (const SwitchPortConfig& port : config.ports) port_sockets.emplace_back(port.interface);
       // Frames up to the largest MTU among the ports; a larger one (e.g. a GRO super-frame from an
@@ -406,16 +467,10 @@ struct SwitchDaemon::Impl {
     loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
 
     setup_http();
-    // httplib's default sets SO_REUSEPORT, which would let a second daemon share a control port
-    // in use; SO_REUSEADDR alone allows a quick restart but refuses a port someone listens on.
-    http.set_socket_options([](int sock) {
-      int yes = 1;
-      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
     // Port 0: bind_to_any_port tells the kernel's choice (bind_to_port only says yes or no).
     control_port = config.control_port == 0
-                       ? http.bind_to_any_port(config.control_host)
-                       : (http.bind_to_port(config.control_host, config.control_port) ? config.control_port : -1);
+                       ? http->bind_to_any_port(config.control_host)
+                       : (http->bind_to_port(config.control_host, config.control_port) ? config.control_port : -1);
     if (control_port <= 0) {
       ::close(task_fd);
       task_fd = -1;
@@ -779,7 +834,7 @@ struct SwitchDaemon::Impl {
                      {"neighbors", neighbors.size()}};
     std::vector<JobId> ids;
     for (const auto& [id, counters] : pipeline.all_job_counters()) ids.push_back(id);
-    for (JobId id : installed) {
+    for (const auto& [id, entries] : installed) {
       if (!pipeline.all_job_counters().contains(id)) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());
@@ -865,7 +920,7 @@ struct SwitchDaemon::Impl {
   void setup_http() {
     auto fail = [](httplib::Response& res, int status, const std::string& message) {
       res.status = status;
-      res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+      res.set_content(control::error_body(message) + "\n", "application/json");
     };
     // Runs `task` (returning a Reply) on the dataplane thread and answers with its Reply.
     auto answer = [this, fail](httplib::Response& res, auto task) {
@@ -878,7 +933,7 @@ struct SwitchDaemon::Impl {
       res.status = reply.status;
       res.set_content(reply.body + "\n", "application/json");
     };
-    http.Post("/jobs", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
+    http->Post("/jobs", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       SwitchJobPlan plan;
       try {
         plan = control::switch_job_from_json(req.body);
@@ -893,20 +948,33 @@ struct SwitchDaemon::Impl {
         if (installed.contains(plan.entry.job)) {
           return Reply::error(409, "job " + std::to_string(plan.entry.job) + " is already installed; remove it first");
         }
+        const std::size_t entries =
+            plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
+        if (entries > config.max_job_entries - installed_entries) {
+          return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
+                                       " ports and roles, and the installed jobs " + std::to_string(installed_entries) +
+                                       ": more than the " + std::to_string(config.max_job_entries) +
+                                       " this switch holds; remove a job first");
+        }
         pipeline.install_job(plan.entry);
         pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
-        installed.insert(plan.entry.job);
+        installed.emplace(plan.entry.job, entries);
+        installed_entries += entries;
         return Reply::ok(json{{"installed", plan.entry.job}});
       });
     });
-    http.Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
+    http->Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
       const std::optional<std::uint64_t> id = parse_index(req.matches[1].str());
-      if (!id || *id > 0xFFFF) return fail(res, 404, "job " + req.matches[1].str() + " is not installed");
+      if (!id || *id > 0xFFFF)
+        return fail(res, 404, "job " + control::excerpt(req.matches[1].str()) + " is not installed");
       const auto job = static_cast<JobId>(*id);
       bool removed = false;
       try {
         removed = on_loop([this, job] {
-          installed.erase(job);
+          if (const auto it = installed.find(job); it != installed.end()) {
+            installed_entries -= it->second;
+            installed.erase(it);
+          }
           pipeline.remove_multicast_group(multicast_group_address(job));
           return pipeline.remove_job(job);
         });
@@ -916,7 +984,7 @@ struct SwitchDaemon::Impl {
       if (!removed) return fail(res, 404, "job " + std::to_string(job) + " is not installed");
       res.set_content(json{{"removed", job}}.dump() + "\n", "application/json");
     });
-    http.Put(R"(/ports/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
+    http->Put(R"(/ports/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
       const std::optional<std::uint64_t> port = parse_index(req.matches[1].str());
       // Parsed here, reported after the port check (a missing port is the first thing to say).
       std::optional<control::PortSettings> settings;
@@ -926,7 +994,7 @@ struct SwitchDaemon::Impl {
       } catch (const control::ControlError& e) {
         bad_body = e.what();
       }
-      answer(res, [this, port, text = req.matches[1].str(), settings, bad_body] {  // by value, as in POST /jobs
+      answer(res, [this, port, text = control::excerpt(req.matches[1].str()), settings, bad_body] {  // by value
         if (!port || *port >= queues.size()) {
           return Reply::error(
               404, "port " + text + " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
@@ -940,7 +1008,7 @@ struct SwitchDaemon::Impl {
         return Reply{200, control::to_json(s)};
       });
     });
-    http.Post("/hosts", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
+    http->Post("/hosts", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       UdpEndpoint peer;
       try {
         peer = control::host_from_json(req.body);
@@ -950,19 +1018,19 @@ struct SwitchDaemon::Impl {
       }
       answer(res, [this, peer] { return attach_host(peer); });
     });
-    http.Delete(R"(/hosts/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
-      answer(res, [this, port = parse_index(req.matches[1].str()), text = req.matches[1].str()] {
+    http->Delete(R"(/hosts/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
+      answer(res, [this, port = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str())] {
         return detach_host(port, text);
       });
     });
-    http.Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
+    http->Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(on_loop([this] { return stats(); }).dump(2) + "\n", "application/json");
       } catch (const std::exception& e) {
         fail(res, 503, e.what());
       }
     });
-    http.Get("/metrics", [this, fail](const httplib::Request&, httplib::Response& res) {
+    http->Get("/metrics", [this, fail](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(to_prometheus(on_loop([this] { return stats(); })), "text/plain; version=0.0.4");
       } catch (const std::exception& e) {
@@ -997,10 +1065,11 @@ struct SwitchDaemon::Impl {
   UdpRecvBatch batch;
   std::vector<std::vector<std::uint8_t>> tx_bytes;  // flush()'s reusable copies of released packets
   std::vector<UdpOutgoing> tx;
-  std::uint64_t unknown_source = 0;  // datagrams from an address that is no port's peer: dropped
-  std::uint64_t no_port = 0;         // sends to a port number the switch lacks, or to a detached port: dropped
-  std::uint64_t send_failed = 0;     // released packets the kernel refused: dropped
-  std::set<JobId> installed;
+  std::uint64_t unknown_source = 0;        // datagrams from an address that is no port's peer: dropped
+  std::uint64_t no_port = 0;               // sends to a port number the switch lacks, or to a detached port: dropped
+  std::uint64_t send_failed = 0;           // released packets the kernel refused: dropped
+  std::map<JobId, std::size_t> installed;  // installed jobs -> the ports and roles each names
+  std::size_t installed_entries = 0;       // their sum, at most config.max_job_entries
 
   EventLoop loop;
   int task_fd = -1;  // eventfd: the HTTP thread wrote a task
@@ -1008,7 +1077,7 @@ struct SwitchDaemon::Impl {
   std::deque<std::function<void()>> tasks;
   std::atomic<bool> loop_running{false};
 
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> http;  // control::make_server's
   int control_port = 0;
   std::thread loop_thread;
   std::thread http_thread;
@@ -1025,9 +1094,9 @@ void SwitchDaemon::start() {
   d.started = true;
   d.loop_running = true;
   d.loop_thread = std::thread([&d] { d.loop.run(); });
-  d.http_thread = std::thread([&d] { d.http.listen_after_bind(); });
+  d.http_thread = std::thread([&d] { d.http->listen_after_bind(); });
   // httplib's stop() only works once the server runs: wait for it (bounded; it is immediate).
-  for (int i = 0; i < 5000 && !d.http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 5000 && !d.http->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void SwitchDaemon::stop() {
@@ -1035,7 +1104,7 @@ void SwitchDaemon::stop() {
   if (!d.started) return;
   d.started = false;
   // The control plane first: its handlers wait on the loop, so the loop must still run.
-  d.http.stop();
+  d.http->stop();
   if (d.http_thread.joinable()) d.http_thread.join();
   d.loop.stop();
   if (d.loop_thread.joinable()) d.loop_thread.join();
@@ -1050,6 +1119,10 @@ UdpEndpoint SwitchDaemon::data_endpoint() const {
 
 std::string SwitchDaemon::control_endpoint() const {
   return impl_->config.control_host + ":" + std::to_string(impl_->control_port);
+}
+
+std::string SwitchDaemon::answer_control_request(std::string_view request) {
+  return control::answer_request(*impl_->http, request);
 }
 
 std::string SwitchDaemon::stats_json() {

@@ -1,15 +1,24 @@
 // Messages of the daemons' HTTP control plane, as JSON: what `atp run --backend udp` (or a user)
-// sends a switch or PS to install a job or change a switch port. One codec for both sides.
+// sends a switch or PS to install a job or change a switch port. One codec for both sides, and
+// the one HTTP server both daemons serve them with (its limits against bad and slow clients).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "atp/plan.h"
 #include "atp/runtime/egress_queue.h"
 #include "atp/runtime/udp_socket.h"
+
+namespace httplib {
+class Server;
+}
 
 namespace atp::control {
 
@@ -19,6 +28,22 @@ class ControlError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Control messages are small (a job plan naming 1,000 ports is about 10 KB): a larger request
+// body is refused (HTTP 413) before it is read.
+inline constexpr std::size_t kMaxBodyBytes = std::size_t{1} << 20;
+// The deepest a control message nests ({"roles": [{"ps": ...}]} is 3). Every *_from_json below
+// refuses a deeper document before building it ("body nests deeper than 32 levels"), so that
+// nothing recurses once per level of an attacker's nesting.
+inline constexpr int kMaxJsonDepth = 32;
+
+// `text` for an error message: whole if it is short, else its first bytes (cut at a UTF-8
+// character boundary) and "...". A bad value in a request may be a megabyte long.
+std::string excerpt(std::string_view text, std::size_t max_bytes = 64);
+
+// The machine's memory in bytes (sysconf: physical pages x page size): what the daemons check
+// the memory a config or a request would make them hold against. The largest uint64 if unknown.
+std::uint64_t physical_memory_bytes();
 
 // Overlay host addresses are written as dotted quads ("10.0.0.1", format_address in wire.h).
 // Throws ControlError naming `field` if `text` is not a dotted quad.
@@ -78,5 +103,48 @@ struct PortSettings {
 };
 std::string to_json(const PortSettings& settings);
 PortSettings port_settings_from_json(const std::string& text);  // throws ControlError
+
+// ---- the daemons' HTTP server ----------------------------------------------------------------
+
+// How a control server treats its clients. The defaults are what the daemons use; tests shrink
+// the times.
+struct ServerLimits {
+  // Connections served at once, one thread each (started as connections come, up to this many).
+  std::size_t workers = 32;
+  // Accepted connections waiting for a thread; one more is answered 503 at once and closed.
+  std::size_t queued_connections = 128;
+  // A request must arrive whole (request line, headers and body) within this much time of its
+  // connection being taken up, and the answer must be written within as much again; else the
+  // connection is closed. Bounds what one slow client costs whatever it trickles.
+  std::chrono::milliseconds request_deadline{5000};
+  // A request still arriving (or an answer still being written) after this long gives its
+  // thread up when other connections wait for one: slow clients cannot starve the others.
+  std::chrono::milliseconds slow_request{1000};
+};
+
+// An HTTP server for a daemon's control plane (cpp-httplib), for every route the daemon then
+// adds. Beyond httplib's defaults it:
+// - serves one request per connection (the answer says Connection: close), under
+//   ServerLimits' deadlines and thread bounds, on a socket with SO_REUSEADDR but not
+//   SO_REUSEPORT (a second daemon on a control port in use fails to bind);
+// - refuses, before reading a body: one over kMaxBodyBytes, or over 8192 bytes as a form
+//   (application/x-www-form-urlencoded, which httplib parses) (413), a POST/PUT without
+//   Content-Length or with chunked transfer encoding (411), a compressed one (415);
+// - listens with a backlog of SOMAXCONN (httplib's 5 drops a burst's SYNs for a second);
+// - answers every error with a JSON body {"error": "one sentence"}: httplib's own (400 for a
+//   malformed request, 404 for an unknown route, ...) and, as a last resort, 500 for an
+//   exception a route handler let through.
+// A route handler gets a body of at most kMaxBodyBytes.
+std::unique_ptr<httplib::Server> make_server(const ServerLimits& limits = {});
+
+// Answers one HTTP/1.1 request, `request` being the bytes a client would send (request line,
+// headers, body), with `server`'s routes and checks but without a socket: the bytes of the
+// answer. What the fuzzer and tests drive a daemon's control plane with. `server` must come
+// from make_server (else std::invalid_argument).
+std::string answer_request(httplib::Server& server, std::string_view request);
+
+// Reply bodies: {"error": message} as JSON text. Never throws: bytes of `message` that are not
+// UTF-8 are replaced.
+std::string error_body(const std::string& message);
 
 }  // namespace atp::control

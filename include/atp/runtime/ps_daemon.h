@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "atp/ps.h"
 #include "atp/runtime/udp_socket.h"
@@ -27,6 +28,10 @@ struct PsDaemonConfig {
   // The PS host's overlay address (10.0.0.x). 0: accept jobs whatever their PsConfig::self;
   // else a job whose self differs is refused, so a job meant for another PS is not installed here.
   Address address = 0;
+  // The most jobs installed at once (each holds a PsEndpoint, up to its per-job memory budget):
+  // what POST /jobs can make the PS hold is bounded by this, not by 65536 job ids. One more is
+  // refused (PsJobError, 409).
+  std::size_t max_jobs = 1024;
 };
 
 // Counters of the daemon itself (the endpoints count their own in PsStats).
@@ -48,15 +53,34 @@ struct PsDaemonStats {
 };
 
 // A job that cannot be installed (already installed, or meant for another PS address), or that
-// the endpoint refused: what() is one sentence.
+// the endpoint refused (PsJobRefused): what() is one sentence.
 class PsJobError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
+// A job whose configuration PsEndpoint's constructor refused (std::invalid_argument, e.g. a
+// worst-case memory over its per-job budget) or that does not fit in memory: "job 3: <why>".
+// POST /jobs answers it 400, where other PsJobErrors are 409 (a conflict with what is installed).
+class PsJobRefused : public PsJobError {
+ public:
+  using PsJobError::PsJobError;
+};
+
 // Threads: start() runs the data plane on its own event-loop thread and the HTTP server on
 // another. Every public method is thread-safe; the endpoints are only touched by the loop
-// thread (API calls are handed over through a queue and wait for the answer).
+// thread (API calls are handed over through a queue and wait for the answer; HTTP requests
+// wait at most 5 s, then answer 503).
+//
+// Control plane (HTTP, control::make_server: request bodies of at most 1 MiB, every error a
+// status and {"error": "one sentence"}, slow clients bounded by control::ServerLimits):
+//   POST /jobs       body: control::to_json(PsConfig); 201 {"installed": id}. 400 names a bad
+//                    field, or is the endpoint's refusal (PsJobRefused); 409 for a job already
+//                    installed, one meant for another PS address, one past max_jobs, or one
+//                    whose ps_job_memory_bound with the installed jobs' exceeds the machine's
+//                    memory.
+//   DELETE /jobs/<id>  200 {"removed": id}; 404 when it is not installed.
+//   GET /metrics     Prometheus text; GET /stats: JSON (the data endpoint, daemon and job counters).
 class PsDaemon {
  public:
   // Binds the UDP socket and the HTTP port now, so the endpoints are known before start().
@@ -72,7 +96,7 @@ class PsDaemon {
   UdpEndpoint data_endpoint() const;
   UdpEndpoint control_endpoint() const;  // port 0 if serve_control is false
 
-  // Installs a job (throws PsJobError) / removes it (false if it was not installed).
+  // Installs a job (throws PsJobError, PsJobRefused) / removes it (false if it was not installed).
   void add_job(const PsConfig& config);
   bool remove_job(JobId job);
   PsDaemonStats stats() const;
@@ -80,6 +104,12 @@ class PsDaemon {
   // What GET /metrics and GET /stats answer.
   std::string metrics_text() const;  // Prometheus text format
   std::string stats_json() const;
+
+  // Answers one control request given as the bytes an HTTP client sends, as the control plane
+  // would over a connection (control::answer_request), and returns the answer's bytes. Before
+  // start() the request runs on the calling thread. For the fuzzer and tests; throws
+  // std::logic_error when serve_control is false.
+  std::string answer_control_request(std::string_view request);
 
  private:
   struct Impl;

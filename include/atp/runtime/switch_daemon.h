@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "atp/runtime/egress_queue.h"
@@ -49,12 +50,17 @@ struct SwitchDaemonConfig {
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
   std::uint64_t seed = 0;                          // seeds the port queues' fault draws
+  // The most ports and roles all installed jobs may name together (every job's admitted_ports,
+  // multicast_ports and roles): what POST /jobs can make the switch hold is bounded by this,
+  // not by 65536 job ids times a body's worth each. A job beyond it is refused (507).
+  std::size_t max_job_entries = std::size_t{1} << 22;
   // True when the ports are Linux interfaces (then `listen` is not used: there is no UDP socket).
   bool interface_ports() const { return !ports.empty() && ports.front().is_interface(); }
 };
 
 // Parses the YAML config (`where` names it in errors, e.g. the file name). Strict: unknown keys,
-// wrong types and impossible values throw SwitchConfigError.
+// wrong types and impossible values throw SwitchConfigError, and so do more than 65536 ports and
+// an aggregator table (aggregators x width) larger than the machine's memory.
 //   name: s0                 aggregators: 4096        width: 1024
 //   reclaim_timeout_us: 100000                        atp_capable: true
 //   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1
@@ -67,18 +73,24 @@ struct SwitchDaemonConfig {
 // switch on interfaces has no `listen:` (it has no UDP socket). Without `ports:` the switch is a
 // UDP switch whose hosts attach at run time (POST /hosts).
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
-SwitchDaemonConfig load_switch_config(const std::string& path);  // reads the file; throws SwitchConfigError
+// Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes) and parses
+// it; throws SwitchConfigError naming the file.
+SwitchDaemonConfig load_switch_config(const std::string& path);
 
 // The switch process's reusable part. The constructor binds the data socket (or opens every
 // interface port's packet socket, in the calling thread's network namespace) and the control
 // endpoint (throws UdpSetupError, PacketSetupError naming the interface, or std::runtime_error
-// naming the control address, when one is in use); start() runs the dataplane and the control plane on their own
-// threads; stop() (or the destructor) ends both. The pipeline is only ever touched by the dataplane thread.
+// naming the control address, when one is in use; SwitchConfigError for a config
+// parse_switch_config would refuse for its size); start() runs the dataplane and the control
+// plane on their own threads; stop() (or the destructor) ends both. The pipeline is only ever
+// touched by the dataplane thread.
 //
-// Control plane (HTTP):
+// Control plane (HTTP, control::make_server: request bodies of at most 1 MiB, every error a
+// status and {"error": "one sentence"}, slow clients bounded by control::ServerLimits):
 //   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
 //                    400 names a bad field or a port the switch does not have; 409 when the job is
-//                    already installed ("job N is already installed; remove it first").
+//                    already installed ("job N is already installed; remove it first"); 507 when
+//                    it would take the installed jobs past SwitchDaemonConfig::max_job_entries.
 //   DELETE /jobs/<id>  removes the job (freeing its aggregators) and its multicast group.
 //   PUT /ports/<i>   body: control::to_json(control::PortSettings); replaces port i's egress and/or
 //                    ingress settings for packets enqueued from then on (creating the ingress queue
@@ -121,6 +133,11 @@ class SwitchDaemon {
   // Where hosts and peer switches send (kernel port resolved); {0, 0} on interface ports.
   UdpEndpoint data_endpoint() const;
   std::string control_endpoint() const;  // "host:port" of the HTTP control plane
+
+  // Answers one control request given as the bytes an HTTP client sends, as the control plane
+  // would over a connection (control::answer_request), and returns the answer's bytes. Before
+  // start() the request runs on the calling thread. For the fuzzer and tests.
+  std::string answer_control_request(std::string_view request);
 
   // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
   // throws std::runtime_error if it does not answer within a second.
