@@ -122,7 +122,54 @@ def dead_rank(rank, size, gloo):
         return {"failed": True, "seconds": time.monotonic() - start, "error": str(e).splitlines()[0]}
 
 
-SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, unsupported, dead_rank)}
+def late_rank(rank, size, gloo):
+    """Never reached: the last rank comes long after the timeout, so init_process_group fails."""
+    return {}
+
+
+def all_reduce_outcome(n):
+    try:
+        dist.all_reduce(torch.ones(n))
+        return {"failed": False}
+    except RuntimeError as e:
+        return {"failed": True, "error": str(e).splitlines()[0]}
+
+
+def sizes_differ_in_fragments(rank, size, gloo):
+    """Ranks all-reduce tensors of different sizes: every rank must fail, none may succeed with
+    values mixed from several calls."""
+    return all_reduce_outcome(1000 * (rank + 1))
+
+
+def sizes_differ_in_the_last_fragment(rank, size, gloo):
+    """The same number of packets, but not of values: the padding of one is another's value."""
+    return all_reduce_outcome(1000 + rank)
+
+
+def nan_and_inf(rank, size, gloo):
+    """NaN and Inf survive the fixed point: a NaN anywhere gives NaN, +Inf and -Inf give NaN,
+    +Inf alone gives +Inf; the values around them stay exact."""
+    t = torch.full((300,), float(rank + 1))
+    if rank == 0:
+        t[10] = float("nan")
+        t[20] = float("inf")
+        t[30] = float("inf")
+    if rank == 1:
+        t[20] = float("-inf")
+    dist.all_reduce(t)
+    expected = float(sum(r + 1 for r in range(size)))
+    others = [i for i in range(300) if i not in (10, 20, 30)]
+    return {
+        "nan": str(t[10].item()),
+        "inf_minus_inf": str(t[20].item()),
+        "inf": str(t[30].item()),
+        "others_exact": bool(all(t[i].item() == expected for i in others)),
+    }
+
+
+SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, unsupported, dead_rank, late_rank,
+                                     sizes_differ_in_fragments, sizes_differ_in_the_last_fragment,
+                                     nan_and_inf)}
 
 
 def main():
@@ -131,12 +178,16 @@ def main():
     # A rank that hangs prints where (every thread's Python stack) and exits, well before the test's limit.
     faulthandler.dump_traceback_later(3 * timeout + 20, exit=True)
     line = {"rank": rank}
+    if scenario == "late_rank" and rank == size - 1:
+        time.sleep(3 * timeout + 2)
+    start = time.monotonic()
     try:
         dist.init_process_group("atp", rank=rank, world_size=size, timeout=datetime.timedelta(seconds=timeout))
         gloo = dist.new_group(backend="gloo")
         line.update(ok=True, **SCENARIOS[scenario](rank, size, gloo))
     except Exception as e:  # reported to the test, which decides
-        line.update(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        line.update(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                    seconds=time.monotonic() - start)
     print(json.dumps(line), flush=True)
     # os._exit: a scenario that broke the job (dead_rank) must not wait in interpreter teardown;
     # destroy_process_group ends a healthy job the way users do.

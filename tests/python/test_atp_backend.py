@@ -112,6 +112,35 @@ def test_a_dead_rank_makes_the_others_fail_within_the_timeout():
     assert wall < 4 * timeout_s + 20
 
 
+def test_a_late_rank_fails_the_others_within_about_the_timeout():
+    timeout_s = 4
+    lines, _ = run_ranks("late_rank", 3, timeout_s=timeout_s)
+    for line in lines[:2]:
+        assert not line["ok"], line
+    assert "rank 0 could not set up the ATP job" in lines[0]["error"] and "endpoint/2" in lines[0]["error"], lines[0]
+    # torch's own store waits the timeout once (gloo fails after about 2 x timeout too), ATP's rank
+    # 0 once more for the missing rank, and not a third time while its half-made job closed.
+    assert lines[0]["seconds"] < 2 * timeout_s + 3, lines[0]
+
+
+@pytest.mark.parametrize("scenario", ["sizes_differ_in_fragments", "sizes_differ_in_the_last_fragment"])
+def test_tensors_of_different_sizes_fail_every_rank(scenario):
+    lines, _ = run_ranks(scenario, 2)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        assert line["failed"], line
+        assert "different sizes" in line["error"], line
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_nan_and_inf_propagate_as_in_a_float_sum(size):
+    lines, _ = run_ranks("nan_and_inf", size)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        assert line["nan"] == "nan" and line["inf_minus_inf"] == "nan" and line["inf"] == "inf", line
+        assert line["others_exact"], line
+
+
 def test_missing_or_bad_cluster_settings_are_one_sentence():
     lines, _ = run_ranks("unsupported", 1, env={})
     assert not lines[0]["ok"]
