@@ -3,21 +3,30 @@
 #include "atp/scenario.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 
+#include "atp/runtime/control.h"
+
 namespace atp {
 namespace {
 
-// The examples live in the source tree: found next to this file (CMake compiles it by absolute
-// path), or where ATP_SOURCE_DIR says.
+// The examples live in the source tree: where ATP_SOURCE_DIR says, or CMake's source directory,
+// or next to this file.
 std::filesystem::path source_dir() {
   if (const char* env = std::getenv("ATP_SOURCE_DIR")) return env;
+#ifdef ATP_TEST_SOURCE_DIR
+  return ATP_TEST_SOURCE_DIR;  // CMake's; __FILE__ is relative under ccache's base_dir
+#else
   return std::filesystem::path(__FILE__).parent_path().parent_path();
+#endif
 }
 
 std::string example(const std::string& name) { return (source_dir() / "examples" / name).string(); }
@@ -272,7 +281,7 @@ TEST(ScenarioYaml, NotAMapAndMissingFile) {
     load_scenario_file("/nonexistent/x.yaml");
     FAIL();
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "/nonexistent/x.yaml: cannot open the scenario file");
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/x.yaml: cannot open the file (No such file or directory)");
   }
 }
 
@@ -913,6 +922,152 @@ jobs:
   EXPECT_GT(hashed.collisions, 5000u);
   EXPECT_LT(slots.collisions * 10, hashed.collisions) << slots.collisions << " vs " << hashed.collisions;
   EXPECT_GT(slots.in_network_share, 0.95);
+}
+
+}  // namespace
+}  // namespace atp
+
+namespace atp {
+namespace {
+
+// --- limits: a scenario that needs more memory than the machine has is refused by its key
+// before anything is allocated; a scenario "file" that is a device is refused before it is read.
+
+std::string refusal(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(no ScenarioError)";
+}
+
+// `workers` workers of one job with `elements` values each, on one ToR of `aggregators` x `width`.
+std::string sized_scenario(int workers, const std::string& elements, const std::string& table) {
+  std::string hosts, list;
+  for (int w = 0; w < workers; ++w) {
+    hosts += "{name: w" + std::to_string(w) + ", switch: tor}, ";
+    list += (w ? ", w" : "w") + std::to_string(w);
+  }
+  return "topology:\n  switches: [{name: tor" + table + "}]\n  hosts: [" + hosts +
+         "{name: p, switch: tor}]\njobs:\n  - {name: a, workers: [" + list + "], ps: [p], elements: " + elements +
+         "}\n";
+}
+
+TEST(ScenarioLimits, ElementsBeyondTheMachinesMemoryAreRefusedByTheParser) {
+  // 2^30 values (the documented maximum) x 32 workers: about 1.5 TB for inputs, results and
+  // reference sums. Before, the parser took it and the run was killed for memory.
+  const std::string m = refusal([] { parse_scenario_yaml(sized_scenario(32, "1073741824", "")); });
+  EXPECT_EQ(m.rfind("jobs[0].elements: the scenario needs at least ", 0), 0u) << m;
+  EXPECT_NE(m.find(" bytes of memory"), std::string::npos) << m;
+  EXPECT_NE(m.find("bytes this machine has"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
+TEST(ScenarioLimits, AnAggregatorTableBeyondTheMachinesMemoryIsRefusedByTheParser) {
+  // 2^24 aggregators x 4096 values x 4 B: 256 GiB. Before: "internal error: std::bad_alloc".
+  const std::string m =
+      refusal([] { parse_scenario_yaml(sized_scenario(2, "10", ", aggregators: 16777216, width: 4096")); });
+  EXPECT_EQ(m.rfind("topology.switches[0].aggregators: the scenario needs at least ", 0), 0u) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  // A plain switch allocates no table: the same numbers on atp: false are fine.
+  EXPECT_NO_THROW(parse_scenario_yaml(sized_scenario(2, "10", ", atp: false, aggregators: 16777216, width: 4096")));
+}
+
+TEST(ScenarioLimits, TheNeedIsCheckedAgainstTheGivenMemoryAndNamesTheLargestPart) {
+  // The documented maximum on two workers: about 95 GB, more than a 64 GiB machine has.
+  const Scenario s = parse_scenario_yaml(sized_scenario(2, "1000", ""));
+  Scenario big = s;
+  big.jobs[0].elements = std::uint64_t{1} << 30;
+  const std::uint64_t need = scenario_memory_bytes(big);
+  EXPECT_GT(need, 2 * 44 * (std::uint64_t{1} << 30));  // 44 B per value per worker, and more
+  Scenario no_jobs = big;
+  no_jobs.jobs.clear();
+  const std::uint64_t tables = scenario_memory_bytes(no_jobs);  // the ToR's table alone
+  EXPECT_GT(tables, 4096u * 1024u * 4u);
+  const std::uint64_t machine = std::uint64_t{64} << 30;
+  const std::string m = refusal([&] { check_scenario_memory(big, machine); });
+  EXPECT_EQ(m, "jobs[0].elements: the scenario needs at least " + std::to_string(need) +
+                   " bytes of memory (inputs, results and reference sums of every worker, and every ATP switch's "
+                   "aggregator table; " +
+                   std::to_string(need - tables) + " of them here), more than the " + std::to_string(machine) +
+                   " bytes this machine has")
+      << m;
+  EXPECT_NO_THROW(check_scenario_memory(big, need));  // exactly enough is enough
+  EXPECT_NO_THROW(check_scenario_memory(big, 0));     // unknown memory: no check
+  EXPECT_GT(control::physical_memory_bytes(), 0u);
+}
+
+TEST(ScenarioLimits, RunInprocRefusesAScenarioBuiltInCodeBeforeAllocating) {
+  Scenario s = parse_scenario_yaml(kValid);
+  s.topology.switches[0].config.num_aggregators = 1u << 24;
+  s.topology.switches[0].config.aggregator_width = 4096;
+  const std::string m = refusal([&] { run_inproc(s); });
+  EXPECT_EQ(m.rfind("topology.switches[0].aggregators: the scenario needs at least ", 0), 0u) << m;
+}
+
+TEST(ScenarioLimits, ADeviceIsNotReadAsAScenario) {
+  // Before, /dev/zero was read until memory ran out.
+  EXPECT_EQ(refusal([] { load_scenario_file("/dev/zero"); }),
+            "/dev/zero: not a regular file (a config must be a file, not a device, pipe or directory)");
+  const std::string dir = source_dir().string();
+  EXPECT_EQ(refusal([&] { load_scenario_file(dir); }),
+            dir + ": not a regular file (a config must be a file, not a device, pipe or directory)");
+  // A FIFO with no writer: refused at once, not waited on.
+  const std::string fifo =
+      (std::filesystem::temp_directory_path() / ("atp-scenario-fifo-" + std::to_string(::getpid()))).string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string m = refusal([&] { load_scenario_file(fifo); });
+  std::filesystem::remove(fifo);
+  EXPECT_EQ(m, fifo + ": not a regular file (a config must be a file, not a device, pipe or directory)");
+}
+
+TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {
+  // `atp worker --spec /dev/zero`: exit 2 at once instead of reading until memory runs out.
+  EXPECT_EQ(run_udp_worker("/dev/zero"), 2);
+  EXPECT_EQ(run_udp_worker("/nonexistent/spec.json"), 2);
+}
+
+}  // namespace
+}  // namespace atp
+
+namespace atp {
+namespace {
+
+// Regression (found by the sweep): float_fragments counted a round as soon as its first worker
+// completed it, so a job whose other worker crashed before completing that round reported more
+// float fragments than fragments (which counts only rounds every worker completed). Every value
+// overflows int32 here, so every fragment takes the float path; w1, one hop further from the PS
+// than w0, crashes at times around the end of the round, some of them after w0 got its last
+// result and before w1 did.
+TEST(ScenarioRun, FloatFragmentsCountOnlyRoundsEveryWorkerCompleted) {
+  const Scenario base = parse_scenario_yaml(R"(
+link: {delay_us: 2}
+topology:
+  switches: [{name: tor0}, {name: tor1}]
+  hosts: [{name: w0, switch: tor0}, {name: p, switch: tor0}, {name: w1, switch: tor1}]
+  links: [[tor0, tor1]]
+jobs:
+  - {name: a, workers: [w0, w1], ps: [p], elements: 248, magnitude: 100, progress_timeout_us: 1000}
+)");
+  const JobResult clean = run_inproc(base).jobs.at(0);
+  ASSERT_TRUE(clean.correct) << clean.error;
+  ASSERT_EQ(clean.float_fragments, clean.fragments);
+  const auto end = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(clean.round_end_seconds.at(0)));
+  int failed = 0;
+  for (Duration back{0}; back <= std::chrono::microseconds(8); back += std::chrono::nanoseconds(250)) {
+    Scenario s = base;
+    s.crashes.push_back(CrashFault{"w1", std::nullopt, end - back});
+    const JobResult j = run_inproc(s).jobs.at(0);
+    SCOPED_TRACE("w1 crashes at " + std::to_string((end - back).count()) + " ns: " + j.error);
+    EXPECT_LE(j.float_fragments, j.fragments);
+    if (!j.correct) {
+      ++failed;
+      EXPECT_EQ(j.completed_rounds, 0u);
+      EXPECT_EQ(j.float_fragments, 0u);
+    }
+  }
+  EXPECT_GT(failed, 0);  // the scan reached crashes before w1's end
 }
 
 }  // namespace

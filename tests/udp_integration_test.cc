@@ -5,9 +5,18 @@
 // Ports are kernel-chosen, every process is reaped by run_udp, and nothing depends on timing
 // luck: where an event must hit mid-job, the test checks from the rounds' progress that it did.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atp/scenario.h"
@@ -184,6 +193,152 @@ faults:
   expect_all_correct(r.result);
   EXPECT_GT(r.result.noise_packets, 100u) << describe(r.result);
   EXPECT_EQ(r.result.rejected_packets, r.result.noise_packets) << "every noise packet must be counted as rejected";
+  EXPECT_EQ(r.result.noise_packets_received, r.result.noise_packets);
+  EXPECT_EQ(r.result.restart_rejected_packets, 0u);
+}
+
+// The pid of a child of this process whose command line contains `needle` (run_udp's switch,
+// PS and worker processes are its children), if there is one.
+std::optional<pid_t> child_pid(const std::string& needle) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: the comm may hold spaces, so read after its closing bracket.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (!(rest >> state >> ppid) || ppid != ::getpid()) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::replace(args.begin(), args.end(), '\0', ' ');
+    if (args.find(needle) != std::string::npos) return static_cast<pid_t>(std::stoi(pid));
+  }
+  return std::nullopt;
+}
+
+// Job a (four workers, one round of 8 MB on 200 Mbit/s links: it runs for seconds) and job b
+// (one worker, a few values: done within milliseconds of the start), so that b's round end is a
+// moment at which a is surely mid-round.
+constexpr const char* kLongAndShortJob = R"(
+seed: 23
+time_limit_s: 30
+link: {rate_mbps: 200}
+jobs:
+  - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: 2000000, %A%}
+  - {name: b, workers: [b0], ps: [ps_b], elements: 1000}
+)";
+
+// When job b completes its round, `act` runs (once) on the runner's thread.
+Outcome run_acting_after_b(const Scenario& s, const std::function<void()>& act) {
+  Outcome r;
+  bool done = false;
+  r.result = run_udp(s, ATP_BINARY, [&](const RoundDone& d) {
+    r.rounds.push_back(d);
+    if (d.job == 1 && !done) {
+      done = true;
+      act();
+    }
+  });
+  return r;
+}
+
+TEST(UdpIntegration, ASwitchStoppedForThreeSecondsLeaksNothing) {
+  // The switch process is stopped (SIGSTOP) for 3 s while job a is mid-round: a fails by its 2 s
+  // progress timeout. When the switch runs again it takes in the gradients that waited in its
+  // socket and claims aggregators for them, which its reclaim timer frees 100 ms later: nothing
+  // leaks. Read once right away, they were counted as 30-40 leaked aggregators.
+  const Scenario s = one_switch(4096, replace(kLongAndShortJob, "%A%", "rounds: 1"));
+  std::jthread resume;
+  const Outcome r = run_acting_after_b(s, [&] {
+    const std::optional<pid_t> sw = child_pid("switch --config");
+    ASSERT_TRUE(sw.has_value());
+    ASSERT_EQ(::kill(*sw, SIGSTOP), 0);
+    resume = std::jthread([pid = *sw] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      ::kill(pid, SIGCONT);
+    });
+  });
+  const JobResult& a = r.result.jobs[0];
+  const JobResult& b = r.result.jobs[1];
+  EXPECT_TRUE(b.correct) << b.error;
+  EXPECT_FALSE(a.correct);
+  EXPECT_NE(a.error.find("no parameter packet"), std::string::npos) << a.error;
+  EXPECT_EQ(r.result.leaked_aggregators, 0u) << describe(r.result);
+  EXPECT_FALSE(r.result.time_limit_reached);
+}
+
+TEST(UdpIntegration, AStoppedWorkerDoesNotHoldTheReportUntilTheTimeLimit) {
+  // Worker a1 is stopped (SIGSTOP) mid-round and never answers again: a0, a2 and a3 fail by
+  // their 0.5 s progress timeout, so job a has failed; the runner stops a1 instead of waiting
+  // for it until the 30 s time limit.
+  const Scenario s = one_switch(4096, replace(kLongAndShortJob, "%A%", "rounds: 1, progress_timeout_us: 500000"));
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome r = run_acting_after_b(s, [] {
+    const std::optional<pid_t> a1 = child_pid("worker-a1.json");
+    ASSERT_TRUE(a1.has_value());
+    ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const JobResult& a = r.result.jobs[0];
+  EXPECT_TRUE(r.result.jobs[1].correct) << r.result.jobs[1].error;
+  EXPECT_FALSE(a.correct);
+  EXPECT_NE(a.error.find("no parameter packet"), std::string::npos) << a.error;  // the failure, not the stop
+  EXPECT_FALSE(r.result.time_limit_reached) << describe(r.result);
+  EXPECT_LT(seconds, 15.0) << describe(r.result);
+  EXPECT_EQ(r.result.leaked_aggregators, 0u) << describe(r.result);
+}
+
+TEST(UdpIntegration, AWorkerStoppedBetweenRoundsDoesNotHoldTheOthersAtTheBarrier) {
+  // a1 is stopped right after its round 0, during its 200 ms compute phase: it never asks to
+  // start round 1, so the others wait for it at the round barrier, where no progress timeout of
+  // theirs runs. After the job's progress timeout (0.5 s) of waiting, a1 has failed.
+  const Scenario s = one_switch(4096, R"(
+seed: 29
+time_limit_s: 30
+jobs:
+  - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: 20000, rounds: 2, compute_us: 200000,
+     progress_timeout_us: 500000}
+)");
+  const auto start = std::chrono::steady_clock::now();
+  bool stopped = false;
+  const ScenarioResult r = run_udp(s, ATP_BINARY, [&](const RoundDone& d) {
+    if (d.worker != 1 || stopped) return;
+    stopped = true;
+    const std::optional<pid_t> a1 = child_pid("worker-a1.json");
+    ASSERT_TRUE(a1.has_value());
+    ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(stopped);
+  const JobResult& a = r.jobs[0];
+  EXPECT_FALSE(a.correct);
+  EXPECT_EQ(a.completed_rounds, 1u);
+  EXPECT_NE(a.error.find("worker 'a1' did not come to start round 1"), std::string::npos) << a.error;
+  EXPECT_FALSE(r.time_limit_reached) << describe(r);
+  EXPECT_LT(seconds, 15.0) << describe(r);
+}
+
+TEST(UdpIntegration, NoiseAtARestartedSwitchIsAccountedExactly) {
+  // Host x sends 20k bad packets/s; the switch is down from 50 to 80 ms. What x sent meanwhile
+  // never reached a switch; what the restarted switch rejected before its jobs were installed
+  // again includes the jobs' own packets. Every rejected packet is one or the other.
+  const Outcome r = run(one_switch(4096, R"(
+seed: 19
+jobs:
+  - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: 50000, rounds: 20}
+  - {name: b, workers: [b0, b1, b2, b3], ps: [ps_b], elements: 50000, rounds: 20}
+faults:
+  - {noise: x, rate_pps: 20000}
+  - {restart: tor, at_us: 50000, down_us: 30000}
+)"));
+  expect_all_correct(r.result);
+  const ScenarioResult& res = r.result;
+  EXPECT_GT(res.noise_packets_received, 100u) << describe(res);
+  EXPECT_LT(res.noise_packets_received, res.noise_packets) << "noise sent while the switch was down was received?";
+  EXPECT_EQ(res.rejected_packets, res.noise_packets_received + res.restart_rejected_packets) << describe(res);
 }
 
 }  // namespace

@@ -117,9 +117,24 @@ struct Scenario {
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
 
-// Throws ScenarioError. `source` names the text in syntax errors (a file name).
+// Throws ScenarioError. `source` names the text in syntax errors (a file name). A parsed
+// scenario's memory need is checked against this machine's (check_scenario_memory).
 Scenario parse_scenario_yaml(const std::string& text, const std::string& source = "scenario");
+// Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes: not a
+// device, FIFO or directory) and parses it. Throws ScenarioError naming the path or the key.
 Scenario load_scenario_file(const std::string& path);
+
+// A lower bound of the memory (bytes) a run of `scenario` needs where one process holds every
+// worker (inproc; the process backends hold the same on one machine, spread over processes):
+// each worker's input, its endpoint's copy and result and its reference sums (44 B per value,
+// plus 32 B per fragment), and every ATP switch's aggregator table (aggregators x (width x 4 B
+// + the aggregator's state)). Saturates at 2^64 - 1.
+std::uint64_t scenario_memory_bytes(const Scenario& scenario);
+// Throws ScenarioError when scenario_memory_bytes exceeds `available` (0: unknown, no check): one
+// sentence naming the key of the largest need (jobs[i].elements or topology.switches[i].aggregators)
+// and the bytes needed, so that a run is refused before anything is allocated instead of being
+// killed for memory.
+void check_scenario_memory(const Scenario& scenario, std::uint64_t available);
 
 struct JobResult {
   std::string name;
@@ -180,6 +195,7 @@ struct JobSeries {
 struct LinkResult {
   std::string from, to;
   std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
+  std::uint64_t duplicated = 0;  // extra copies the link's duplicate setting made (inproc, ns3)
 };
 
 struct ScenarioResult {
@@ -191,9 +207,17 @@ struct ScenarioResult {
   // Packets hosts could not hand to any endpoint (netns: also what their sockets had no buffer for)
   std::uint64_t host_dropped_packets = 0;
   std::uint64_t noise_packets = 0;  // bad packets noise sources sent
+  // Of those (with the copies a duplicating link made), the ones that reached a running switch:
+  // not lost on the noise host's link and not arriving while its switch was down (a restart).
+  // Every one must be rejected, so rejected_packets equals it when no job packet is rejected.
+  std::uint64_t noise_packets_received = 0;
   // Packets switches counted and dropped as malformed, of an unknown job or not admitted on
   // their ingress port (noise, or packets of a job a restarted switch has not been given yet).
+  // rejected_packets == noise_packets_received + restart_rejected_packets: anything else is a bug.
   std::uint64_t rejected_packets = 0;
+  // Of those, the jobs' own packets that a restarted switch received before the control plane
+  // had installed its jobs again (udp, netns; the simulated switches come back with their jobs).
+  std::uint64_t restart_rejected_packets = 0;
   bool time_limit_reached = false;
   double simulated_seconds = 0;
   std::uint64_t events = 0;

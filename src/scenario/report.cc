@@ -21,7 +21,9 @@ std::string to_json(const ScenarioResult& result) {
   root["events"] = result.events;
   root["host_dropped_packets"] = result.host_dropped_packets;
   root["noise_packets"] = result.noise_packets;
+  root["noise_packets_received"] = result.noise_packets_received;
   root["rejected_packets"] = result.rejected_packets;
+  root["restart_rejected_packets"] = result.restart_rejected_packets;
   ordered_json jobs = ordered_json::array();
   for (const JobResult& j : result.jobs) {
     ordered_json o;
@@ -62,6 +64,7 @@ std::string to_json(const ScenarioResult& result) {
     o["lost"] = l.lost;
     o["queue_drops"] = l.queue_drops;
     o["ecn_marked"] = l.ecn_marked;
+    o["duplicated"] = l.duplicated;
     links.push_back(std::move(o));
   }
   root["links"] = std::move(links);
@@ -171,8 +174,17 @@ std::string to_summary(const ScenarioResult& result) {
   if (result.noise_packets > 0) {
     out << "noise: " << result.noise_packets << " packets sent, " << result.rejected_packets
         << " rejected by switches (malformed, unknown job or not admitted)\n";
+    if (result.noise_packets_received != result.noise_packets) {
+      out << "  of the noise, " << result.noise_packets_received
+          << " packets reached a running switch (the others were lost on the way, duplicated or met a "
+             "switch that was down)\n";
+    }
   } else if (result.rejected_packets > 0) {
     out << "switches rejected " << result.rejected_packets << " packets (malformed, unknown job or not admitted)\n";
+  }
+  if (result.restart_rejected_packets > 0) {
+    out << "  of the rejected, " << result.restart_rejected_packets
+        << " were the jobs' own packets at a restarted switch before its jobs were installed again\n";
   }
   return out.str();
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -194,6 +195,8 @@ class ProcessRun {
     udp_worker::WorkerResult result;
     bool reported = false;                 // it printed its result line
     std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
+    Clock::time_point waiting_since;       // when its "wait" line came
+    bool stopped = false;                  // killed by the runner because its job had already failed
   };
   struct Switch {
     Child* child = nullptr;
@@ -201,6 +204,8 @@ class ProcessRun {
     std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
     bool up = false;
     json retired;  // counters of its processes before restarts
+    // Packets of the jobs its restarted processes rejected before the jobs were installed again.
+    std::uint64_t restart_rejected = 0;
   };
   struct Action {
     Duration at;
@@ -534,6 +539,7 @@ class ProcessRun {
       add(r.at + r.down, [this, r] {
         start_switch(r.switch_name, r.at + r.down, true);
         install_jobs_on(r.switch_name);
+        count_restart_rejections(r.switch_name);
       });
     }
     // A fault's window opens or closes: every switch port gets the settings of that time.
@@ -577,6 +583,47 @@ class ProcessRun {
     add_counters(sw.retired, at(name, [&] { return get_stats(sw.control); }));
     children_.kill(*sw.child);
     sw.up = false;
+  }
+
+  // What a switch's counters say it rejected (malformed, unknown job, not admitted).
+  static std::uint64_t rejected_in(const json& stats) {
+    if (!stats.is_object() || !stats.contains("switch")) return 0;
+    std::uint64_t n = 0;
+    // malformed_frames: frames to the ATP port an interface-port switch could not even parse
+    for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
+      n += stats["switch"].value(key, std::uint64_t{0});
+    }
+    return n;
+  }
+
+  // Noise packets that reached the pipeline of switch `name` by its counters `stats`: what its
+  // noise hosts' ports received, less what their ingress queues lost, dropped or still hold, plus
+  // the copies they made.
+  std::uint64_t noise_received_in(const std::string& name, const json& stats) const {
+    if (!stats.is_object() || !stats.contains("ports")) return 0;
+    std::int64_t n = 0;
+    for (const auto& [peer, port] : switches_.at(name).ports) {
+      const bool noisy =
+          std::any_of(s_.noise.begin(), s_.noise.end(), [&](const NoiseSource& src) { return src.host == peer; });
+      if (!noisy) continue;
+      for (const json& p : stats["ports"]) {
+        if (p.value("port", -1) != static_cast<int>(port)) continue;
+        auto v = [&p](const char* key) { return static_cast<std::int64_t>(p.value(key, std::uint64_t{0})); };
+        n += v("rx_packets") - v("ingress_lost") - v("ingress_queue_drops") + v("ingress_duplicated") -
+             v("ingress_queue_depth");
+      }
+    }
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
+  }
+
+  // Right after a restarted switch got its jobs again: everything it rejected so far that was
+  // not noise was a job's packet arriving before its job was installed (counted apart, so that
+  // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
+  void count_restart_rejections(const std::string& name) {
+    Switch& sw = switches_.at(name);
+    const json stats = at(name, [&] { return get_stats(sw.control); });
+    const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
+    sw.restart_rejected += rejected > noise ? rejected - noise : 0;
   }
 
   void apply_link_settings(Duration t) {
@@ -675,6 +722,12 @@ class ProcessRun {
     // time_limit is a wall-clock bound here.
     const Clock::time_point deadline = start_ + s_.time_limit;
     for (;;) {
+      // Jobs that have failed stop here, before the workers still to wait for are listed.
+      Clock::time_point barrier_wake = Clock::time_point::max();
+      for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+        barrier_wake = std::min(barrier_wake, fail_barrier_laggards(j));
+        stop_failed_job(j);
+      }
       std::vector<Child*> running;
       for (Worker& w : workers_) {
         if (!w.finished) running.push_back(w.child);
@@ -689,6 +742,7 @@ class ProcessRun {
       if (next_action < actions.size()) wake = std::min(wake, actions[next_action].at);
       Clock::time_point until = deadline;
       if (wake != Duration::max()) until = std::min(until, start_ + wake);
+      until = std::min(until, barrier_wake);
       if (Clock::now() >= deadline) {
         time_limit_reached_ = true;
         finish_flows();
@@ -703,6 +757,53 @@ class ProcessRun {
           release_barrier(w.job);
         }
       }
+    }
+  }
+
+  // The round barrier has no timer of its own: when some of `job`'s live workers have waited to
+  // start a round for the job's progress timeout and others never came, those are failed (they
+  // hang, or died without a word), as a worker fails when its round makes no progress that long.
+  // Returns when to look again (time_point::max: nobody waits).
+  Clock::time_point fail_barrier_laggards(std::size_t job) {
+    std::optional<Clock::time_point> first_wait;
+    for (const Worker& w : workers_) {
+      if (w.job == job && !w.finished && w.waiting) {
+        first_wait = std::min(first_wait.value_or(w.waiting_since), w.waiting_since);
+      }
+    }
+    if (!first_wait) return Clock::time_point::max();
+    const Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
+    if (Clock::now() < give_up) return give_up;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished || w.waiting) continue;
+      children_.kill(*w.child);
+      w.finished = true;
+      w.result.completed_rounds = w.rounds_done;
+      w.result.error = "worker '" + w.host + "' did not come to start round " + std::to_string(w.rounds_done) +
+                       " within the progress timeout of " +
+                       std::to_string(ns_to_s(s_.jobs[job].spec.progress_timeout.count())) +
+                       " s while the job's other workers waited for it";
+    }
+    return Clock::time_point::max();
+  }
+
+  // Once a worker of `job` has failed (not by the scenario's crash: the others then fail by
+  // their own progress timeout), the job has failed: its other workers are stopped instead of
+  // waited for, since one that hangs (stopped, or stuck) would hold the report back until the
+  // time limit.
+  void stop_failed_job(std::size_t job) {
+    const auto failed = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) {
+      return w.job == job && w.finished && !w.stopped && !w.result.crashed && !w.result.correct;
+    });
+    if (failed == workers_.end()) return;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished) continue;
+      children_.kill(*w.child);
+      w.finished = true;
+      w.stopped = true;
+      w.result.completed_rounds = w.rounds_done;
+      w.result.error = "worker '" + w.host + "' was stopped after " + std::to_string(w.rounds_done) + " of " +
+                       std::to_string(s_.jobs[job].rounds) + " rounds: worker '" + failed->host + "' had failed";
     }
   }
 
@@ -765,6 +866,7 @@ class ProcessRun {
       }
     } else if (line.event == "wait") {
       w.waiting = line.round;
+      w.waiting_since = Clock::now();
       release_barrier(w.job);
     } else if (line.event == "result") {
       w.result = line.result;
@@ -789,7 +891,7 @@ class ProcessRun {
     }
     result.flows = flow_results_;
     std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
-    std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size());
+    std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size()), stop_error(s_.jobs.size());
     for (const Worker& w : workers_) {
       JobResult& r = result.jobs[w.job];
       const udp_worker::WorkerResult& out = w.result;
@@ -808,31 +910,24 @@ class ProcessRun {
         }
       } else if (out.crashed) {
         if (crash_error[w.job].empty()) crash_error[w.job] = out.error;
+      } else if (w.stopped) {
+        if (stop_error[w.job].empty()) stop_error[w.job] = out.error;  // the failure that stopped it comes first
       } else if (!out.correct && other.empty()) {
         other = out.error.empty() ? "worker '" + w.host + "' was not correct" : out.error;
       }
     }
 
-    // Counters from the daemons. Aggregators still held after the reclaim timeout are leaks, so
-    // wait that long first (the switches' own timers reclaim them).
-    Duration reclaim{0};
-    for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
-    std::this_thread::sleep_for(reclaim + std::chrono::milliseconds(50));
-    std::map<std::string, json> stats;
+    // Counters from the daemons, once their aggregator tables have settled (settled_stats).
+    std::map<std::string, json> stats = settled_stats();
     for (auto& [name, sw] : switches_) {
-      json live = sw.up ? at(name, [&] { return get_stats(sw.control); }) : json();
+      json& live = stats[name];
       if (live.is_object() && live.contains("switch")) {
         result.leaked_aggregators += live["switch"].value("aggregators_in_use", std::uint64_t{0});
       }
       add_counters(live, sw.retired);
-      stats[name] = live;
-      if (live.is_object() && live.contains("switch")) {
-        const json& c = live["switch"];
-        // malformed_frames: frames to the ATP port an interface-port switch could not even parse
-        for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
-          result.rejected_packets += c.value(key, std::uint64_t{0});
-        }
-      }
+      result.rejected_packets += rejected_in(live);
+      result.noise_packets_received += noise_received_in(name, live);
+      result.restart_rejected_packets += sw.restart_rejected;
     }
     for (std::uint64_t sent : noise_sent_) result.noise_packets += sent;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
@@ -856,7 +951,7 @@ class ProcessRun {
           r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
         }
       }
-      for (const std::string* e : {&crash_error[j], &other_error[j]}) {
+      for (const std::string* e : {&crash_error[j], &other_error[j], &stop_error[j]}) {
         if (r.error.empty()) r.error = *e;
       }
       if (r.error.empty() && r.completed_rounds < r.rounds) {
@@ -885,6 +980,46 @@ class ProcessRun {
     return result;
   }
 
+  // The live switches' /stats once every aggregator that will be freed has been: aggregators
+  // still held a whole reclaim timeout after the switch last saw a packet are leaks. Reading
+  // once, a reclaim timeout after the jobs ended, is not enough: a switch that was stopped or
+  // slow (SIGSTOP, a loaded machine) processes the packets waiting in its socket only when it
+  // runs again, claiming aggregators afresh that its timer frees one timeout later. So the
+  // tables are read until no packet arrived between two reads a timeout apart (or nothing is
+  // held), at most a few times.
+  std::map<std::string, json> settled_stats() {
+    Duration reclaim{0};
+    for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
+    const Duration wait = reclaim + std::chrono::milliseconds(50);
+    auto read = [this](const std::string& name) {
+      Switch& sw = switches_.at(name);
+      return sw.up ? at(name, [&] { return get_stats(sw.control); }) : json();
+    };
+    auto held = [](const json& st) {
+      return st.is_object() && st.contains("switch") ? st["switch"].value("aggregators_in_use", std::uint64_t{0}) : 0;
+    };
+    auto packets = [](const json& st) {
+      return st.is_object() && st.contains("switch") ? st["switch"].value("packets", std::uint64_t{0}) : 0;
+    };
+    std::map<std::string, json> stats;
+    std::set<std::string> unsettled;
+    for (const auto& [name, sw] : switches_) {
+      stats[name] = read(name);  // waits for a switch that is not running right now to answer
+      if (held(stats[name]) > 0) unsettled.insert(name);
+    }
+    constexpr int kMaxReads = 6;
+    for (int k = 0; k < kMaxReads && !unsettled.empty(); ++k) {
+      std::this_thread::sleep_for(wait);
+      for (auto it = unsettled.begin(); it != unsettled.end();) {
+        json now = read(*it);
+        const bool quiet = packets(now) == packets(stats[*it]);
+        if (now.is_object()) stats[*it] = std::move(now);
+        it = held(stats[*it]) == 0 || quiet ? unsettled.erase(it) : std::next(it);
+      }
+    }
+    return stats;
+  }
+
   // Links, per direction in planned-link order: a switch's egress counters for switch -> peer,
   // its ingress counters for host -> switch.
   void collect_links(ScenarioResult& result, const std::map<std::string, json>& stats) const {
@@ -898,13 +1033,14 @@ class ProcessRun {
     };
     for (const PlannedLink& l : network_.links) {
       for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
-        LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0};
+        LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
         if (const json* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
           lr.packets = p->value("tx_packets", std::uint64_t{0});
           lr.bytes = p->value("tx_bytes", std::uint64_t{0});
           lr.lost = p->value("lost", std::uint64_t{0});
           lr.queue_drops = p->value("queue_drops", std::uint64_t{0});
           lr.ecn_marked = p->value("ecn_marked", std::uint64_t{0});
+          lr.duplicated = p->value("duplicated", std::uint64_t{0});
           // Switch to switch: frames the receiving switch's kernel had no buffer for.
           if (const json* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
             lr.queue_drops += q->value("rx_kernel_drops", std::uint64_t{0});
@@ -917,6 +1053,7 @@ class ProcessRun {
           lr.queue_drops =
               q->value("ingress_queue_drops", std::uint64_t{0}) + q->value("rx_kernel_drops", std::uint64_t{0});
           lr.ecn_marked = q->value("ingress_ecn_marked", std::uint64_t{0});
+          lr.duplicated = q->value("ingress_duplicated", std::uint64_t{0});
         }
         result.links.push_back(lr);
       }

@@ -1,17 +1,19 @@
 // Reads scenario files (YAML) into a Scenario and checks everything the file alone can tell:
 // types, ranges, names, unknown keys. Every error is one sentence that starts with the key path.
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "atp/runtime/config_file.h"
+#include "atp/runtime/control.h"
 #include "atp/scenario.h"
 
 namespace atp {
@@ -648,10 +650,78 @@ Scenario parse_root(const YAML::Node& root) {
       scenario.background.push_back(parse_background(flows[i], item("background", i), names));
     }
   }
+  check_scenario_memory(scenario, control::physical_memory_bytes());
   return scenario;
 }
 
+// --- memory
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) ? std::numeric_limits<std::uint64_t>::max() : s;
+}
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t p = 0;
+  return __builtin_mul_overflow(a, b, &p) ? std::numeric_limits<std::uint64_t>::max() : p;
+}
+
+// Per value of a worker's tensor: the round driver's input (4 B), the endpoint's copy (4 B) and
+// result (4 B), and the round's reference (int64 sum, double float sum and |x| sum: 24 B) with
+// the inputs and quantized values make_reference regenerates (8 B). A process backend's worker
+// holds a reference of its own, so it is counted per worker.
+constexpr std::uint64_t kBytesPerWorkerValue = 44;
+constexpr std::uint64_t kBytesPerWorkerFragment = 32;  // the endpoint's per-fragment state, about
+// An aggregator's state besides its values: the Aggregator and its place on the age list.
+constexpr std::uint64_t kBytesPerAggregator = sizeof(Aggregator) + 2 * sizeof(std::uint32_t);
+
+std::uint64_t job_memory_bytes(const ScenarioJob& job) {
+  const std::uint64_t vpp = std::max<std::uint64_t>(job.spec.values_per_packet, 1);
+  const std::uint64_t fragments = job.elements / vpp + 1;
+  const std::uint64_t per_worker = saturating_add(saturating_mul(job.elements, kBytesPerWorkerValue),
+                                                  saturating_mul(fragments, kBytesPerWorkerFragment));
+  return saturating_mul(per_worker, job.spec.workers.size());
+}
+
+std::uint64_t switch_memory_bytes(const SwitchSpec& sw) {
+  if (!sw.config.atp_capable) return 0;  // a plain switch allocates no table
+  const std::uint64_t per = std::uint64_t{sw.config.aggregator_width} * sizeof(std::int32_t) + kBytesPerAggregator;
+  return saturating_mul(sw.config.num_aggregators, per);
+}
+
 }  // namespace
+
+std::uint64_t scenario_memory_bytes(const Scenario& scenario) {
+  std::uint64_t total = 0;
+  for (const ScenarioJob& job : scenario.jobs) total = saturating_add(total, job_memory_bytes(job));
+  for (const SwitchSpec& sw : scenario.topology.switches) total = saturating_add(total, switch_memory_bytes(sw));
+  return total;
+}
+
+void check_scenario_memory(const Scenario& scenario, std::uint64_t available) {
+  const std::uint64_t needed = scenario_memory_bytes(scenario);
+  if (available == 0 || needed <= available) return;
+  std::string key;
+  std::uint64_t largest = 0;
+  for (std::size_t i = 0; i < scenario.jobs.size(); ++i) {
+    const std::uint64_t b = job_memory_bytes(scenario.jobs[i]);
+    if (b > largest) {
+      largest = b;
+      key = item("jobs", i) + ".elements";
+    }
+  }
+  for (std::size_t i = 0; i < scenario.topology.switches.size(); ++i) {
+    const std::uint64_t b = switch_memory_bytes(scenario.topology.switches[i]);
+    if (b > largest) {
+      largest = b;
+      key = item("topology.switches", i) + ".aggregators";
+    }
+  }
+  fail(key, "the scenario needs at least " + std::to_string(needed) +
+                " bytes of memory (inputs, results and reference sums of every worker, and every ATP switch's "
+                "aggregator table; " +
+                std::to_string(largest) + " of them here), more than the " + std::to_string(available) +
+                " bytes this machine has");
+}
 
 Scenario parse_scenario_yaml(const std::string& text, const std::string& source) {
   YAML::Node root;
@@ -673,12 +743,13 @@ Scenario parse_scenario_yaml(const std::string& text, const std::string& source)
 }
 
 Scenario load_scenario_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(path + ": cannot open the scenario file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ScenarioError(path + ": cannot read the scenario file");
-  return parse_scenario_yaml(text.str(), path);
+  std::string text;
+  try {
+    text = read_config_file(path);
+  } catch (const ConfigFileError& e) {
+    throw ScenarioError(e.what());  // one sentence naming the path
+  }
+  return parse_scenario_yaml(text, path);
 }
 
 std::string_view to_string(Algorithm a) {

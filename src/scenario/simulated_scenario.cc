@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
 
 #include "atp/fixed_point.h"
+#include "atp/runtime/control.h"
 #include "atp/runtime/inproc_network.h"
 #include "atp/scenario.h"
 #include "inputs.h"
@@ -103,6 +105,7 @@ class SwitchNode final : public sim::Node {
   void on_packet(PortId port, std::span<std::uint8_t> packet, Time now, PortSink& out) override {
     activity_.saw(now);
     if (state_ == State::kDown) return;
+    if (noise_ports.contains(port)) ++noise_received;
     pipeline_->process(port, packet, now, out);
   }
   void on_timeout(Time now, PortSink&) override {
@@ -143,6 +146,10 @@ class SwitchNode final : public sim::Node {
   }
 
   SwitchSetup setup;
+  // Ports of noise hosts, and the packets that arrived on them while the switch was up: the
+  // noise that reached a running switch (ScenarioResult::noise_packets_received).
+  std::set<PortId> noise_ports;
+  std::uint64_t noise_received = 0;
 
  private:
   enum class State { kUp, kDown };
@@ -278,7 +285,9 @@ struct JobRuntime {
   std::vector<std::unique_ptr<RoundDriver>> drivers;
   std::vector<HostNode*> ps_hosts;
   std::map<std::uint32_t, RoundReference> references;
-  std::uint64_t float_fragments = 0;
+  // Float32-path fragments per round (every worker gets the same set), counted when the round's
+  // first worker completes it; the report sums the rounds every worker completed, like `fragments`.
+  std::vector<std::uint64_t> float_fragments_by_round;
   RoundTimes times;
 
   std::uint64_t fragments_per_round() const {
@@ -294,7 +303,8 @@ struct JobRuntime {
         seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude, job->spec.scale);
     ref.checks_left = drivers.size();
     // Every worker gets the same set of float fragments; count them once per round.
-    float_fragments += first_finisher.float_fragments().size();
+    if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
+    float_fragments_by_round[round] = first_finisher.float_fragments().size();
     return ref;
   }
 };
@@ -655,6 +665,9 @@ void SimulatedScenario::Impl::build() {
     hosts.at(source.host)
         ->noise.emplace_back(source, scenario_inputs::noise_seed(scenario.seed, i), noise_targets,
                              [this] { return any_job_running(jobs); });
+    for (const PlannedLink& link : network_plan.links) {
+      if (link.a.node == source.host) switches.at(link.b.node)->noise_ports.insert(link.b.port);
+    }
   }
 
   for (const auto& [name, id] : node_ids) network.wake(id);
@@ -751,7 +764,9 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     r.reclaimed_aggregators += c.reclaimed;
   }
   for (const HostNode* h : rt.ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
-  r.float_fragments = rt.float_fragments;
+  for (std::uint32_t k = 0; k < r.completed_rounds && k < rt.float_fragments_by_round.size(); ++k) {
+    r.float_fragments += rt.float_fragments_by_round[k];
+  }
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
   rt.times.report(r, job.warmup_rounds);
   derive_rates(r);
@@ -786,7 +801,8 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
 
   for (const Channel& ch : s.channels) {
     const sim::ChannelCounters c = s.network.channel_counters(ch.id);
-    result.links.push_back(LinkResult{ch.from, ch.to, c.packets, c.bytes, c.lost, c.queue_drops, c.ecn_marked});
+    result.links.push_back(
+        LinkResult{ch.from, ch.to, c.packets, c.bytes, c.lost, c.queue_drops, c.ecn_marked, c.duplicated});
   }
   for (const auto& [name, host] : s.hosts) {
     result.host_dropped_packets += host->dropped;
@@ -795,6 +811,7 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
   for (const auto& [name, node] : s.switches) {
     const SwitchCounters c = node->counters();
     result.rejected_packets += c.malformed + c.unknown_job + c.not_admitted;
+    result.noise_packets_received += node->noise_received;
   }
   if (s.series_interval > Duration::zero()) {
     result.series_interval_s = to_seconds(s.series_interval);
@@ -826,6 +843,8 @@ ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& opt
     throw ScenarioError("background: background TCP flows need a TCP stack; use --backend ns3 or netns");
   }
   reject_worker_hosted_ps(scenario, "the in-process network");
+  // A scenario built in code has not met the parser's check: refuse it before allocating.
+  check_scenario_memory(scenario, control::physical_memory_bytes());
   inproc::Network network(scenario.seed);
   SimulatedScenario run(scenario, network);
   if (options.series_interval > Duration::zero()) run.record_series(options.series_interval);

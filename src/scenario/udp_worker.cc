@@ -2,11 +2,9 @@
 // on seeded inputs and checking every result exactly, reporting on stdout (udp_worker.h).
 #include "udp_worker.h"
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "atp/collectives/communicator.h"
 #include "atp/collectives/gloo_allreduce.h"
 #include "atp/collectives/ring_allreduce.h"
+#include "atp/runtime/config_file.h"
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
 #include "atp/scenario.h"
@@ -149,11 +148,11 @@ int run_udp_worker(const std::string& spec_path) {
   using namespace udp_worker;
   WorkerSpec spec;
   try {
-    std::ifstream f(spec_path);
-    std::stringstream text;
-    text << f.rdbuf();
-    if (!f) throw std::runtime_error("cannot read the file");
-    spec = spec_from_json(text.str());
+    // Bounded: a regular file of at most kMaxConfigFileBytes, not /dev/zero read until memory runs out.
+    spec = spec_from_json(read_config_file(spec_path));
+  } catch (const ConfigFileError& e) {
+    std::cerr << "atp worker: " << e.what() << "\n";  // names the path already
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "atp worker: " << spec_path << ": " << e.what() << "\n";
     return 2;
