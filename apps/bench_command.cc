@@ -311,10 +311,11 @@ Rate measure_switch(std::uint16_t values, double seconds) {
   for (const UdpSocket& w : net.workers) add_port(w);
   add_port(net.ps);
   for (const auto& [dst, port] : net.network.routes.at("s0")) config.routes.emplace_back(dst, port);
+  config.access.operator_token = control::random_token();  // only this process talks to it
   SwitchDaemon daemon(config);
   daemon.start();
 
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon.control_endpoint()));
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon.control_endpoint()), config.access.operator_token);
   const httplib::Result installed =
       client.Post("/jobs", control::to_json(net.job.switches.at("s0")), "application/json");
   if (!installed || installed->status != 200) {

@@ -4,7 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "atp/runtime/control_auth.h"
 
 namespace atp::cli {
 
@@ -20,6 +23,20 @@ struct Command {
 // This binary's real path: the udp backend starts it again as its daemons and workers, so that
 // they show up as `atp switch ...` (not `exe`) in ps and pgrep. apps/atp_main.cc.
 std::string self_path();
+
+// The control-plane flags of `atp switch` and `atp ps` (apps/access_flags.cc): --token-file,
+// --tenants, --metrics-open.
+struct AccessFlags {
+  std::string token_file;
+  std::string tenants_file;
+  bool metrics_open = false;
+};
+void add_access_flags(CLI::App& app, AccessFlags& flags);
+// What the flags name, read (and the default token generated if need be), and in `origin` where
+// the token is ("/root/.atp/token", "ATP_TOKEN", "... (new)") for the daemon's start-up line; or
+// nullopt after one sentence on stderr, prefixed with `command`.
+std::optional<control::AccessConfig> resolve_access(const std::string& command, const AccessFlags& flags,
+                                                    std::string& origin);
 
 Command add_demo_command(CLI::App& parent);    // apps/demo_command.cc: `atp demo`
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -13,8 +14,8 @@
 namespace atp::cli {
 namespace {
 
-int run_ps(const std::string& listen, const std::string& control, const std::string& uplink,
-           const std::string& address) {
+int run_ps(const std::string& listen, const std::string& control, const std::string& uplink, const std::string& address,
+           const AccessFlags& flags) {
   PsDaemonConfig config;
   try {
     config.data = UdpEndpoint::parse(listen);
@@ -32,6 +33,10 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
     }
     config.address = ntohl(parsed.s_addr);
   }
+  std::string token_origin;
+  const std::optional<control::AccessConfig> access = resolve_access("atp ps", flags, token_origin);
+  if (!access) return kExitBadInput;
+  config.access = *access;
 
   // Block the stop signals before any thread exists, so every thread inherits the mask and only
   // sigwait() below sees them.
@@ -52,7 +57,8 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
   // One line a parent process can parse to learn kernel-chosen ports.
   std::cout << "atp ps: data " << daemon->data_endpoint().to_string() << " control "
             << daemon->control_endpoint().to_string() << " uplink "
-            << (config.uplink ? config.uplink->to_string() : "none (to each packet's destination IP)") << std::endl;
+            << (config.uplink ? config.uplink->to_string() : "none (to each packet's destination IP)") << ", token "
+            << token_origin << std::endl;
   int signal = 0;
   sigwait(&stop_signals, &signal);
   daemon->stop();
@@ -67,6 +73,7 @@ Command add_ps_command(CLI::App& parent) {
     std::string control = "127.0.0.1:0";
     std::string uplink;
     std::string address;
+    AccessFlags access;
   };
   auto options = std::make_shared<Options>();
   Command c;
@@ -82,10 +89,14 @@ Command add_ps_command(CLI::App& parent) {
                         std::to_string(kUdpPort) + " (parameter packets: the job's multicast group)");
   c.app->add_option("--address", options->address,
                     "This PS host's overlay address (10.0.0.x); jobs for another address are refused");
+  add_access_flags(*c.app, options->access);
   c.app->footer(
-      "Control plane: POST /jobs (a PsConfig as JSON), DELETE /jobs/<id>, GET /metrics (Prometheus), GET /stats "
-      "(JSON).\nPrints 'atp ps: data IP:PORT control IP:PORT ...' once ready; SIGINT or SIGTERM stops it.");
-  c.run = [options] { return run_ps(options->listen, options->control, options->uplink, options->address); };
+      "Control plane (every request with 'Authorization: Bearer TOKEN'): POST /jobs (a PsConfig as JSON), DELETE "
+      "/jobs/<id>, POST /leases, GET /metrics (Prometheus), GET /stats (JSON).\nPrints 'atp ps: data IP:PORT "
+      "control IP:PORT ...' once ready; SIGINT or SIGTERM stops it.");
+  c.run = [options] {
+    return run_ps(options->listen, options->control, options->uplink, options->address, options->access);
+  };
   return c;
 }
 

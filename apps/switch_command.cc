@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "atp/runtime/control_client.h"
@@ -17,7 +18,7 @@
 namespace atp::cli {
 namespace {
 
-int run_switch(const std::string& config_path) {
+int run_switch(const std::string& config_path, const AccessFlags& flags) {
   if (config_path.empty()) {
     std::cerr << "atp switch: --config FILE is required (or use `atp switch stats --control HOST:PORT`)\n";
     return kExitBadInput;
@@ -29,6 +30,10 @@ int run_switch(const std::string& config_path) {
     std::cerr << "atp switch: " << e.what() << "\n";
     return kExitBadInput;
   }
+  std::string token_origin;
+  const std::optional<control::AccessConfig> access = resolve_access("atp switch", flags, token_origin);
+  if (!access) return kExitBadInput;
+  config.access = *access;
   // Signals are taken synchronously by sigwait below: blocked here, before any thread starts,
   // so that every thread of the daemon inherits the mask and none is interrupted.
   sigset_t signals;
@@ -63,7 +68,7 @@ int run_switch(const std::string& config_path) {
     for (const SwitchPortConfig& port : config.ports) data += " " + port.interface;
   }
   std::cout << "atp switch " << config.name << ": " << data << ", control http://" << daemon->control_endpoint() << ", "
-            << config.ports.size() << " ports" << std::endl;
+            << config.ports.size() << " ports, token " << token_origin << std::endl;
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   daemon->stop();
@@ -79,7 +84,14 @@ int print_stats(const std::string& control) {
     return kExitBadInput;
   }
   const std::string text = endpoint.to_string();
-  httplib::Client client = control::client(endpoint);
+  std::string token;
+  try {
+    token = control::client_token();
+  } catch (const control::AuthError& e) {
+    std::cerr << "atp switch stats: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  httplib::Client client = control::client(endpoint, token);
   const httplib::Result result = client.Get("/stats");
   if (!result) {
     std::cerr << "atp switch stats: cannot reach the switch control endpoint " << text << " ("
@@ -101,15 +113,19 @@ Command add_switch_command(CLI::App& parent) {
   c.app = parent.add_subcommand("switch", "run a software ATP switch on UDP ports or Linux interfaces (until Ctrl-C)");
   auto config_path = std::make_shared<std::string>();
   auto control = std::make_shared<std::string>();
+  auto access = std::make_shared<AccessFlags>();
   c.app->add_option("--config", *config_path,
                     "switch config (YAML): aggregators, ports, routes, control address. A port is `peer: IP:PORT` "
                     "(a UDP peer) or `interface: NAME` (a Linux interface such as a veth end, read and written as "
                     "Ethernet frames; needs root or CAP_NET_RAW, offloads off: ethtool -K NAME tx off rx off tso off "
                     "gso off gro off); all ports of a switch are of one kind");
+  add_access_flags(*c.app, *access);
   c.app->require_subcommand(0, 1);
   CLI::App* stats = c.app->add_subcommand("stats", "print a running switch's counters as JSON");
   stats->add_option("--control", *control, "the switch's control endpoint HOST:PORT")->required();
-  c.run = [config_path, control, stats] { return stats->parsed() ? print_stats(*control) : run_switch(*config_path); };
+  c.run = [config_path, control, stats, access] {
+    return stats->parsed() ? print_stats(*control) : run_switch(*config_path, *access);
+  };
   return c;
 }
 

@@ -93,9 +93,13 @@ inline void check_answer(const char* daemon, std::string_view request, std::stri
   }
 }
 
+// The daemons' operator token and a tenant's, for requests that get past authentication.
+inline constexpr std::string_view kOperatorToken = "fuzz-operator-token-0123456789";
+inline constexpr std::string_view kTenantToken = "fuzz-tenant-token-0123456789";
+
 // A switch (4 UDP ports, 16 aggregators of 8 values) and a PS, not started: a request runs on
-// the fuzzer's thread. Rebuilt every kRequestsPerDaemons requests, so that what earlier inputs
-// installed (ports, jobs) stays small.
+// the fuzzer's thread. Both know the operator and tenant "t". Rebuilt every kRequestsPerDaemons
+// requests, so that what earlier inputs installed (ports, jobs, leases) stays small.
 class Daemons {
  public:
   static constexpr int kRequestsPerDaemons = 512;
@@ -130,11 +134,14 @@ class Daemons {
     s.pipeline.aggregator_width = 8;
     for (std::uint16_t p = 1; p <= 4; ++p) s.ports.push_back({UdpEndpoint::loopback(p), {}, {}, {}});
     s.routes = {{0x0A000001, 0}, {0x0A000002, 1}, {0x0A000003, 2}};
+    const control::AccessConfig access{std::string(kOperatorToken), {{"t", std::string(kTenantToken)}}, false};
+    s.access = access;
     switch_ = std::make_unique<SwitchDaemon>(s);
     PsDaemonConfig c;
     c.data = UdpEndpoint::loopback(0);
     c.control = UdpEndpoint::loopback(0);
     c.uplink = UdpEndpoint::loopback(9);
+    c.access = access;
     ps_ = std::make_unique<PsDaemon>(c);
   }
 
@@ -151,16 +158,38 @@ struct BodyRoute {
   const char* path;
 };
 inline constexpr BodyRoute kBodyRoutes[] = {
-    {true, "POST", "/jobs"},      {true, "POST", "/hosts"},     {true, "PUT", "/ports/0"}, {true, "PUT", "/ports/3"},
-    {true, "DELETE", "/jobs/1"},  {true, "DELETE", "/hosts/1"}, {true, "GET", "/stats"},   {false, "POST", "/jobs"},
-    {false, "DELETE", "/jobs/1"}, {false, "GET", "/metrics"},
+    {true, "POST", "/jobs"},
+    {true, "POST", "/hosts"},
+    {true, "PUT", "/ports/0"},
+    {true, "PUT", "/ports/3"},
+    {true, "DELETE", "/jobs/1"},
+    {true, "DELETE", "/hosts/1"},
+    {true, "GET", "/stats"},
+    {false, "POST", "/jobs"},
+    {false, "DELETE", "/jobs/1"},
+    {false, "GET", "/metrics"},
+    {true, "POST", "/leases"},
+    {false, "POST", "/leases"},
+    {true, "POST", "/leases/1/keepalive"},
+    {true, "DELETE", "/leases/1"},
+    {false, "DELETE", "/leases/1"},
+    {true, "POST", "/jobs?lease=1"},
+    {true, "POST", "/hosts?lease=1"},
+    {false, "POST", "/jobs?lease=1"},
 };
 
+// "Authorization: ...\r\n" for the operator (0), tenant t (1) or nobody (2).
+inline std::string authorization(unsigned who) {
+  if (who == 2) return "";
+  return "Authorization: Bearer " + std::string(who == 0 ? kOperatorToken : kTenantToken) + "\r\n";
+}
+
 // The first byte picks what the rest is: JSON for every codec, a switch config, a raw HTTP
-// request to the switch or the PS, or a body for one of kBodyRoutes (second byte).
+// request to the switch or the PS (as it is, or with the operator's or the tenant's token added
+// after its first line), or a body for one of kBodyRoutes (second byte: the route and who sends it).
 inline void feed(Daemons& daemons, std::span<const std::uint8_t> data) {
   if (data.empty()) return;
-  const std::uint8_t mode = data[0] % 5;
+  const std::uint8_t mode = data[0] % 6;
   std::string rest(reinterpret_cast<const char*>(data.data()) + 1, data.size() - 1);
   switch (mode) {
     case 0:
@@ -175,13 +204,24 @@ inline void feed(Daemons& daemons, std::span<const std::uint8_t> data) {
     case 3:
       daemons.to_ps(rest);
       return;
+    case 5: {
+      if (rest.empty()) return;
+      const auto choice = static_cast<std::uint8_t>(rest[0]);
+      std::string request = rest.substr(1);
+      const std::size_t line_end = request.find("\r\n");
+      request.insert(line_end == std::string::npos ? request.size() : line_end + 2, authorization((choice >> 1) & 1));
+      (choice & 1) != 0 ? daemons.to_ps(request) : daemons.to_switch(request);
+      return;
+    }
     default: {
       if (rest.empty()) return;
-      const BodyRoute& route = kBodyRoutes[static_cast<std::uint8_t>(rest[0]) % std::size(kBodyRoutes)];
+      const auto choice = static_cast<std::uint8_t>(rest[0]);
+      const BodyRoute& route = kBodyRoutes[choice % std::size(kBodyRoutes)];
       const std::string body = rest.substr(1);
-      const std::string request = std::string(route.method) + " " + route.path +
-                                  " HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\nContent-Length: " +
-                                  std::to_string(body.size()) + "\r\n\r\n" + body;
+      const std::string request = std::string(route.method) + " " + route.path + " HTTP/1.1\r\nHost: fuzz\r\n" +
+                                  authorization(choice / std::size(kBodyRoutes) % 3) +
+                                  "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                                  "\r\n\r\n" + body;
       route.to_switch ? daemons.to_switch(request) : daemons.to_ps(request);
       // The same body through the codecs directly, for the fuzzer's coverage of both.
       parse_messages(body);

@@ -4,12 +4,15 @@
 #include "atp/collectives/cluster_job.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <functional>
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,6 +244,54 @@ TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
         << message(errors[static_cast<std::size_t>(r)]);
     EXPECT_LT(waited[static_cast<std::size_t>(r)], 3s);
   }
+}
+
+// Rank 0 dies (a process that exits without closing its job): what it installed on the shared
+// daemons hangs on leases it no longer keeps alive, so within their time to live the switch and
+// the PS hold nothing of it.
+TEST(ClusterJob, ADeadRankZeroLeavesNothingInstalled) {
+  SwitchDaemonConfig sc;
+  sc.pipeline.num_aggregators = 256;
+  SwitchDaemon sw(sc);
+  sw.start();
+  PsDaemonConfig pc{UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
+  PsDaemon ps(pc);
+  ps.start();
+  ClusterJobOptions options;
+  options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
+  options.ps_control = ps.control_endpoint();
+  options.timeout = 10s;
+  options.lease_ttl = 1s;
+
+  // The child joins as the only rank, runs a round and exits without close(): as a killed process.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      MemoryStore store;
+      auto job = ClusterJob::join(store, 0, 1, options);
+      std::vector<float> data(3000, 1.0f);
+      job->communicator().allreduce(data);
+      ::_exit(data[0] == 1.0f ? 0 : 2);  // here, with the job open: no destructor runs
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's job failed: " << status;
+  EXPECT_EQ(ps.stats().jobs.size(), 1u) << "the dead rank's job is still installed right after it died";
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while ((!ps.stats().jobs.empty() || sw.stats_json().find("\"installed\": 1") != std::string::npos) &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(ps.stats().jobs.empty()) << "the PS still has the dead rank's job";
+  const std::string stats = sw.stats_json();
+  EXPECT_EQ(stats.find("\"installed\": 1"), std::string::npos) << stats;
+  // The rank's port is detached (its peer ""); the PS's, shared by every job, stays.
+  EXPECT_EQ(nlohmann::json::parse(stats)["ports"].size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(stats)["ports"][1]["peer"], "") << stats;
 }
 
 }  // namespace

@@ -79,13 +79,14 @@ TEST(ControlFuzz, RandomAndMutatedControlInputNeverCrashOrGoUnanswered) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 5000; ++i) {
-      std::string input(1, static_cast<char>(rng() % 5));  // feed()'s mode byte
+      std::string input(1, static_cast<char>(rng() % 6));  // feed()'s mode byte
       if (rng() % 4 == 0) {
         input.resize(1 + rng() % 200);
         for (std::size_t b = 1; b < input.size(); ++b) input[b] = static_cast<char>(rng());
       } else {
         const std::string& start = starts[rng() % starts.size()];
-        if (input[0] == 4) input += static_cast<char>(rng() % std::size(kBodyRoutes));
+        if (input[0] == 4) input += static_cast<char>(rng() % (3 * std::size(kBodyRoutes)));  // route, who
+        if (input[0] == 5) input += static_cast<char>(rng() % 4);  // switch or PS, operator or tenant
         input += mutate(start, rng);
       }
       feed(daemons, std::span(reinterpret_cast<const std::uint8_t*>(input.data()), input.size()));

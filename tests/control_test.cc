@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "atp/runtime/control_client.h"
+#include "test_access.h"
 
 namespace atp::control {
 namespace {
@@ -289,14 +290,21 @@ TEST(ControlCodec, ErrorsQuoteABoundedExcerptOfTheBadValue) {
 
 using namespace std::chrono_literals;
 
-// A control server with `limits` and one route (POST /echo answers its body) on 127.0.0.1,
+// A control server with `limits` and test::test_access()'s tokens, and routes POST /echo
+// (answers its body), GET /throw and GET /whoami (answers the requester's name), on 127.0.0.1,
 // listening on its own thread until destroyed.
 class TestServer {
  public:
-  explicit TestServer(const ServerLimits& limits = {}) : server_(make_server(limits)) {
+  explicit TestServer(const ServerLimits& limits = {}, bool metrics_open = false)
+      : server_(make_server(access(metrics_open), limits)) {
     server_->Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.body, "application/json");
     });
+    server_->Get("/whoami", [this](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(requester(*server_, req), "text/plain");
+    });
+    server_->Get("/metrics",
+                 [](const httplib::Request&, httplib::Response& res) { res.set_content("m 1\n", "text/plain"); });
     server_->Get("/throw", [](const httplib::Request&, httplib::Response&) { throw std::length_error("vector"); });
     port_ = server_->bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -310,6 +318,12 @@ class TestServer {
   httplib::Server& server() { return *server_; }
 
  private:
+  static ServerAccess access(bool metrics_open) {
+    control::AccessConfig config = test::test_access();
+    config.metrics_open = metrics_open;
+    return server_access(config);
+  }
+
   std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
   std::thread thread_;
@@ -351,7 +365,7 @@ class SlowClient {
 TEST(ControlServer, AnswersEveryErrorWithOneSentence) {
   TestServer server;
   auto error_of = [&](const std::string& request) {
-    const std::string answer = answer_request(server.server(), request);
+    const std::string answer = answer_request(server.server(), test::with_token(request));
     const std::size_t body = answer.find("\r\n\r\n");
     const nlohmann::json doc = nlohmann::json::parse(answer.substr(body + 4), nullptr, false);
     return answer.substr(9, 3) + " " + (doc.is_object() ? doc.value("error", "") : "no JSON body: " + answer);
@@ -383,11 +397,45 @@ TEST(ControlServer, AnswersEveryErrorWithOneSentence) {
   // A body of exactly the limit is read.
   const std::string body(kMaxBodyBytes, 'b');
   const std::string answer = answer_request(
-      server.server(), "POST /echo HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+      server.server(),
+      test::with_token("POST /echo HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
   EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200");
   EXPECT_EQ(answer.substr(answer.size() - body.size()), body);
   // Headers without end: cut at the request's byte bound, not read into memory without one.
   EXPECT_EQ(error_of("GET / HTTP/1.1\r\n" + std::string(3 << 20, 'h')).substr(0, 4), "400 ");
+}
+
+// Every request needs a known bearer token, loopback included (other local users are other
+// tenants), and is refused before its route runs or its body is read.
+TEST(ControlServer, RequestsWithoutAKnownTokenAre401) {
+  TestServer server;
+  auto status_of = [&](const std::string& request) { return answer_request(server.server(), request).substr(9, 3); };
+  EXPECT_EQ(status_of("GET /whoami HTTP/1.1\r\n\r\n"), "401");
+  EXPECT_EQ(status_of("POST /echo HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"), "401");
+  EXPECT_EQ(status_of("GET /metrics HTTP/1.1\r\n\r\n"), "401") << "/metrics is closed unless the operator opens it";
+  EXPECT_EQ(status_of("GET /whoami HTTP/1.1\r\nAuthorization: Bearer not-a-token-of-this-daemon\r\n\r\n"), "401");
+  EXPECT_EQ(status_of("GET /whoami HTTP/1.1\r\nAuthorization: Basic " + test::kOperatorToken + "\r\n\r\n"), "401");
+  // A body too large for anyone: still 401 first (nothing is said to a stranger about the route).
+  EXPECT_EQ(status_of("POST /echo HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"), "401");
+  const std::string answer = answer_request(server.server(), "GET /whoami HTTP/1.1\r\n\r\n");
+  EXPECT_NE(answer.find("WWW-Authenticate: Bearer"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("this control plane needs a token"), std::string::npos) << answer;
+
+  // Over a socket too, with the client every atp program uses.
+  auto whoami = [&](const std::string& token) {
+    auto res = control::client(server.endpoint(), token).Get("/whoami");
+    return res ? std::to_string(res->status) + " " + res->body : "no answer";
+  };
+  EXPECT_EQ(whoami(test::kOperatorToken), "200 operator");
+  EXPECT_EQ(whoami(test::kAliceToken), "200 alice");
+  EXPECT_EQ(whoami(test::kBobToken), "200 bob");
+  EXPECT_EQ(whoami("x" + test::kOperatorToken).substr(0, 4), "401 ");
+}
+
+TEST(ControlServer, MetricsAreOpenOnlyWhenTheOperatorSaysSo) {
+  TestServer open({}, /*metrics_open=*/true);
+  EXPECT_EQ(answer_request(open.server(), "GET /metrics HTTP/1.1\r\n\r\n").substr(9, 3), "200");
+  EXPECT_EQ(answer_request(open.server(), "GET /whoami HTTP/1.1\r\n\r\n").substr(9, 3), "401") << "only /metrics";
 }
 
 // A request must arrive whole within the deadline: a client that has sent part of its header
@@ -412,7 +460,7 @@ TEST(ControlServer, SlowClientsGiveTheirThreadsUpToWaitingOnes) {
   std::vector<std::unique_ptr<SlowClient>> slow;
   for (int i = 0; i < 4; ++i)
     slow.push_back(std::make_unique<SlowClient>(server.endpoint(), "POST /echo HTTP/1.1\r\n"));
-  httplib::Client client = control::client(server.endpoint());
+  httplib::Client client = control::client(server.endpoint(), test::kOperatorToken);
   const auto start = std::chrono::steady_clock::now();
   auto res = client.Post("/echo", "{}", "application/json");
   ASSERT_TRUE(res) << httplib::to_string(res.error());

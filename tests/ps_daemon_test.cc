@@ -1,5 +1,5 @@
-// Tests of the `atp ps` daemon on loopback: fake workers send gradient packets straight to a
-// PsDaemon, whose results must reach its uplink; jobs installed through the API and over HTTP.
+// Tests of the `atp ps` daemon on loopback: fake workers' gradient packets come from its uplink
+// (the only source it accepts), and its results must reach it; jobs installed by API and HTTP.
 #include "atp/runtime/ps_daemon.h"
 
 #include <arpa/inet.h>
@@ -21,6 +21,7 @@
 #include "atp/plan.h"
 #include "atp/runtime/control.h"
 #include "atp/wire.h"
+#include "test_access.h"
 
 namespace atp {
 namespace {
@@ -115,13 +116,14 @@ PsDaemonConfig config_for(const Host& uplink, bool serve_control) {
   c.control = UdpEndpoint::loopback(0);
   c.serve_control = serve_control;
   c.uplink = uplink.endpoint();
+  c.access = test::test_access();
   return c;
 }
 
-// A minimal HTTP/1.1 client (the test does not depend on the daemon's HTTP library):
-// returns "STATUS BODY", e.g. "201 {...}".
+// A minimal HTTP/1.1 client (the test does not depend on the daemon's HTTP library), sending
+// `token`: returns "STATUS BODY", e.g. "201 {...}".
 std::string http(const UdpEndpoint& server, const std::string& method, const std::string& path,
-                 const std::string& body = "") {
+                 const std::string& body = "", const std::string& token = test::kOperatorToken) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return "socket failed";
   sockaddr_in addr{};
@@ -134,9 +136,9 @@ std::string http(const UdpEndpoint& server, const std::string& method, const std
     ::close(fd);
     return "connect failed";
   }
-  const std::string request = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" +
-                              "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                              "\r\n\r\n" + body;
+  const std::string request =
+      method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" + test::bearer(token) +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   std::size_t written = 0;
   while (written < request.size()) {
     const ssize_t n = ::write(fd, request.data() + written, request.size() - written);
@@ -155,21 +157,21 @@ std::string http(const UdpEndpoint& server, const std::string& method, const std
 
 TEST(PsDaemon, SumsTwoWorkersAndSendsTheMulticastResultToTheUplink) {
   const auto p = plan(1, 2, 4);
-  Host uplink, w0, w1;
+  Host uplink;
   PsDaemon daemon(config_for(uplink, false));
   daemon.add_job(p->job.ps[0]);
   daemon.start();
   const UdpEndpoint ps = daemon.data_endpoint();
 
   const std::vector<std::int32_t> a{1, -2, 2147483000, 7}, b{10, 20, 600, -7};
-  w0.send(ps, gradient(*p, 0, 0, a));
-  w1.send(ps, gradient(*p, 1, 0, b));
+  uplink.send(ps, gradient(*p, 0, 0, a));
+  uplink.send(ps, gradient(*p, 1, 0, b));
   expect_result(uplink.receive(), 1, 0, {11, 18, 2147483600, 0});
 
   // A second fragment, arriving in the other order.
   const std::vector<std::int32_t> c{1, 2, 3, 4};
-  w1.send(ps, gradient(*p, 1, 1, c));
-  w0.send(ps, gradient(*p, 0, 1, c));
+  uplink.send(ps, gradient(*p, 1, 1, c));
+  uplink.send(ps, gradient(*p, 0, 1, c));
   expect_result(uplink.receive(), 1, 1, {2, 4, 6, 8});
 
   const PsDaemonStats stats = daemon.stats();
@@ -183,7 +185,7 @@ TEST(PsDaemon, SumsTwoWorkersAndSendsTheMulticastResultToTheUplink) {
 TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   const auto p = plan(1, 2, 4);
   const auto other = plan(99, 2, 4);
-  Host uplink, w0, w1;
+  Host uplink;
   PsDaemon daemon(config_for(uplink, false));
   daemon.add_job(p->job.ps[0]);
   daemon.start();
@@ -198,14 +200,14 @@ TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   ASSERT_EQ(decode_header(wrong_dst, h), DecodeError::kOk);
   h.dst = 0x0A0000FE;
   encode_header(h, wrong_dst);
-  w0.send(ps, garbage);
-  w0.send(ps, truncated);
-  w0.send(ps, std::vector<std::uint8_t>{});  // an empty datagram
-  w0.send(ps, gradient(*other, 0, 0, a));    // job 99 is not installed
-  w0.send(ps, wrong_dst);                    // the endpoint's own check
+  uplink.send(ps, garbage);
+  uplink.send(ps, truncated);
+  uplink.send(ps, std::vector<std::uint8_t>{});  // an empty datagram
+  uplink.send(ps, gradient(*other, 0, 0, a));    // job 99 is not installed
+  uplink.send(ps, wrong_dst);                    // the endpoint's own check
   // The same socket's datagrams are handled in order: once the result is out, all were seen.
-  w0.send(ps, gradient(*p, 0, 0, a));
-  w1.send(ps, gradient(*p, 1, 0, a));
+  uplink.send(ps, gradient(*p, 0, 0, a));
+  uplink.send(ps, gradient(*p, 1, 0, a));
   expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
 
   const PsDaemonStats stats = daemon.stats();
@@ -218,7 +220,7 @@ TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
 TEST(PsDaemon, ServesTwoJobsAtOnce) {
   const auto one = plan(1, 2, 4);
   const auto two = plan(2, 3, 8);
-  Host uplink, w0, w1, w2;
+  Host uplink;
   PsDaemon daemon(config_for(uplink, false));
   daemon.add_job(one->job.ps[0]);
   daemon.add_job(two->job.ps[0]);
@@ -226,17 +228,77 @@ TEST(PsDaemon, ServesTwoJobsAtOnce) {
   const UdpEndpoint ps = daemon.data_endpoint();
 
   const std::vector<std::int32_t> a{1, 2, 3, 4}, b{5, 6, 7, 8, 9, 10, 11, 12};
-  w0.send(ps, gradient(*two, 0, 5, b));
-  w0.send(ps, gradient(*one, 0, 5, a));
-  w1.send(ps, gradient(*two, 1, 5, b));
-  w1.send(ps, gradient(*one, 1, 5, a));
+  uplink.send(ps, gradient(*two, 0, 5, b));
+  uplink.send(ps, gradient(*one, 0, 5, a));
+  uplink.send(ps, gradient(*two, 1, 5, b));
+  uplink.send(ps, gradient(*one, 1, 5, a));
   expect_result(uplink.receive(), 1, 5, {2, 4, 6, 8});  // job 1 completes first: job 2 waits for w2
-  w2.send(ps, gradient(*two, 2, 5, b));
+  uplink.send(ps, gradient(*two, 2, 5, b));
   expect_result(uplink.receive(), 2, 5, {15, 18, 21, 24, 27, 30, 33, 36});
 
   EXPECT_TRUE(daemon.remove_job(1));
   EXPECT_FALSE(daemon.remove_job(1));
   EXPECT_EQ(daemon.stats().jobs.size(), 1u);
+}
+
+// With an uplink, the PS's socket is connected to it: another local process's datagrams do not
+// reach the PS. Before, forged gradients sent ahead of the workers' were summed into the result.
+TEST(PsDaemon, AcceptsDatagramsFromItsUplinkOnly) {
+  const auto p = plan(1, 2, 4);
+  Host uplink, intruder;
+  PsDaemon daemon(config_for(uplink, false));
+  daemon.add_job(p->job.ps[0]);
+  daemon.start();
+  const UdpEndpoint ps = daemon.data_endpoint();
+
+  const std::vector<std::int32_t> forged{1000, 1000, 1000, 1000}, a{1, 2, 3, 4};
+  intruder.send(ps, gradient(*p, 0, 0, forged));
+  intruder.send(ps, gradient(*p, 1, 0, forged));
+  uplink.send(ps, gradient(*p, 0, 0, a));
+  uplink.send(ps, gradient(*p, 1, 0, a));
+  expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
+  PsDaemonStats stats = daemon.stats();
+  EXPECT_EQ(stats.daemon.datagrams_received, 2u);
+  EXPECT_EQ(stats.jobs.at(1).packets_received, 2u);
+
+  // The same packets, for the next fragment, from the uplink: received and summed.
+  uplink.send(ps, gradient(*p, 0, 1, forged));
+  uplink.send(ps, gradient(*p, 1, 1, forged));
+  expect_result(uplink.receive(), 1, 1, {2000, 2000, 2000, 2000});
+  stats = daemon.stats();
+  EXPECT_EQ(stats.daemon.datagrams_received, 4u);
+  EXPECT_EQ(stats.jobs.at(1).completions, 2u);
+}
+
+// PsStats::shape_mismatches is in GET /stats and GET /metrics like the other job counters.
+TEST(PsDaemon, ReportsShapeMismatchesInStatsAndMetrics) {
+  const auto p = plan(1, 2, 4);
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, false));
+  daemon.add_job(p->job.ps[0]);
+  daemon.start();
+  const UdpEndpoint ps = daemon.data_endpoint();
+
+  // Worker 0's round ends at seq 0 with 2 real values; worker 1's goes on.
+  const std::vector<std::int32_t> a{1, 2, 0, 0};
+  std::vector<std::uint8_t> last = gradient(*p, 0, 0, a);
+  Header h;
+  ASSERT_EQ(decode_header(last, h), DecodeError::kOk);
+  h.round_shape = 2;
+  encode_header(h, last);
+  uplink.send(ps, last);
+  uplink.send(ps, gradient(*p, 1, 0, a));
+  const auto notice = uplink.receive();
+  ASSERT_TRUE(notice.has_value()) << "no mismatch notice within " << kWaitMs << " ms";
+  Header n;
+  ASSERT_EQ(decode_header(*notice, n), DecodeError::kOk);
+  EXPECT_EQ(n.round_shape, kRoundShapeMismatch);
+
+  EXPECT_EQ(daemon.stats().jobs.at(1).shape_mismatches, 1u);
+  const nlohmann::json stats = nlohmann::json::parse(daemon.stats_json());
+  EXPECT_EQ(stats["jobs"]["1"]["shape_mismatches"], 1) << stats.dump();
+  const std::string metrics = daemon.metrics_text();
+  EXPECT_NE(metrics.find("atp_ps_job_shape_mismatches_total{job=\"1\"} 1"), std::string::npos) << metrics;
 }
 
 TEST(PsDaemon, RefusesADuplicateJobAndAJobForAnotherAddress) {
@@ -261,7 +323,7 @@ TEST(PsDaemon, RefusesADuplicateJobAndAJobForAnotherAddress) {
 
 TEST(PsDaemon, InstallsRemovesAndReportsJobsOverHttp) {
   const auto p = plan(3, 2, 4);
-  Host uplink, w0, w1;
+  Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
   const UdpEndpoint control = daemon.control_endpoint();
@@ -272,8 +334,8 @@ TEST(PsDaemon, InstallsRemovesAndReportsJobsOverHttp) {
   EXPECT_EQ(http(control, "POST", "/jobs", "{not json").substr(0, 3), "400");
 
   const std::vector<std::int32_t> a{1, 2, 3, 4};
-  w0.send(daemon.data_endpoint(), gradient(*p, 0, 0, a));
-  w1.send(daemon.data_endpoint(), gradient(*p, 1, 0, a));
+  uplink.send(daemon.data_endpoint(), gradient(*p, 0, 0, a));
+  uplink.send(daemon.data_endpoint(), gradient(*p, 1, 0, a));
   expect_result(uplink.receive(), 3, 0, {2, 4, 6, 8});
 
   const std::string metrics = http(control, "GET", "/metrics");
@@ -441,6 +503,54 @@ TEST(PsDaemon, SlowClientsDoNotStarveTheControlPlane) {
   EXPECT_EQ(stats.substr(0, 3), "200") << stats.substr(0, 200);
   EXPECT_LT(middle - start, std::chrono::seconds(3));
   EXPECT_LT(end - middle, std::chrono::seconds(3));
+}
+
+// Tenants alice and bob: each removes or replaces only its own jobs; the operator any.
+TEST(PsDaemon, TenantsChangeOnlyTheirOwnJobs) {
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, true));
+  daemon.start();
+  const UdpEndpoint control = daemon.control_endpoint();
+  const std::string job = control::to_json(plan(3, 2, 4)->job.ps[0]);
+  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken).substr(0, 3), "201");
+  EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kBobToken),
+            "403 " +
+                control::error_body("job 3 belongs to another tenant; only its owner or the operator may change "
+                                    "or remove it") +
+                "\n");
+  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kBobToken).substr(0, 3), "403");
+  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken).substr(0, 3), "409");
+  EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", "not-a-token-of-this-daemon").substr(0, 3), "401");
+  EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kAliceToken).substr(0, 3), "200");
+  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kBobToken).substr(0, 3), "201");
+  EXPECT_EQ(http(control, "DELETE", "/jobs/3").substr(0, 3), "200") << "the operator removes anyone's";
+}
+
+// A job on a lease its holder stops keeping alive is removed (a dead rank 0 leaves nothing).
+TEST(PsDaemon, AJobOnAnExpiredLeaseIsRemoved) {
+  Host uplink;
+  PsDaemon daemon(config_for(uplink, true));
+  daemon.start();
+  const UdpEndpoint control = daemon.control_endpoint();
+  const std::string granted = http(control, "POST", "/leases", R"({"ttl_ms": 1000})", test::kAliceToken);
+  ASSERT_EQ(granted.substr(0, 3), "201") << granted;
+  const std::string lease = std::to_string(nlohmann::json::parse(granted.substr(4))["lease"].get<std::uint64_t>());
+  EXPECT_EQ(http(control, "POST", "/jobs?lease=" + lease, control::to_json(plan(3, 2, 4)->job.ps[0]), test::kBobToken)
+                .substr(0, 3),
+            "403");
+  EXPECT_EQ(http(control, "POST", "/jobs?lease=" + lease, control::to_json(plan(3, 2, 4)->job.ps[0]), test::kAliceToken)
+                .substr(0, 3),
+            "201");
+  EXPECT_EQ(http(control, "POST", "/jobs", control::to_json(plan(4, 2, 4)->job.ps[0]), test::kAliceToken).substr(0, 3),
+            "201");
+  EXPECT_EQ(daemon.stats().jobs.size(), 2u);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (daemon.stats().jobs.contains(3) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(daemon.stats().jobs.contains(3)) << "the lease expired 1 s after its grant";
+  EXPECT_TRUE(daemon.stats().jobs.contains(4)) << "on no lease";
+  EXPECT_EQ(http(control, "POST", "/leases/" + lease + "/keepalive", "", test::kAliceToken).substr(0, 3), "404");
 }
 
 TEST(PsDaemon, AControlPortInUseIsOneClearError) {

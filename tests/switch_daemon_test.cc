@@ -30,6 +30,7 @@
 #include "atp/runtime/control_client.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
+#include "test_access.h"
 #include "test_packets.h"
 
 namespace atp {
@@ -57,9 +58,10 @@ int connect_to(const std::string& control) {
   return -1;
 }
 
-// Sends `request` as it is (any bytes: not necessarily valid HTTP) and returns what the server
-// answers until it closes the connection (at most 5 s).
-std::string raw_http(const std::string& control, const std::string& request) {
+// Sends `request` (any bytes: not necessarily valid HTTP) with the operator's token after its
+// first line and returns what the server answers until it closes the connection (at most 5 s).
+std::string raw_http(const std::string& control, const std::string& bare_request) {
+  const std::string request = test::with_token(bare_request);
   const int fd = connect_to(control);
   if (fd < 0) return "connect failed";
   for (std::size_t sent = 0; sent < request.size();) {
@@ -146,6 +148,7 @@ class SwitchDaemonTest : public ::testing::Test {
 
     for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
     config_.name = "s0";
+    config_.access = test::test_access();
     config_.pipeline = sc;
     for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}, {}});
     for (const auto& [dst, port] : network_.routes.at("s0")) config_.routes.emplace_back(dst, port);
@@ -159,7 +162,7 @@ class SwitchDaemonTest : public ::testing::Test {
     daemon_.emplace(config_);
     daemon_->start();
     const std::string control = daemon_->control_endpoint();
-    client_.emplace(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
+    client_.emplace(control::client(UdpEndpoint::parse(control), test::kOperatorToken));
   }
 
   json stats() {
@@ -273,6 +276,31 @@ TEST_F(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   EXPECT_NE(metrics->body.find("atp_switch_port_tx_packets_total{switch=\"s0\",port=\"2\"} 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("atp_switch_port_queue_depth{switch=\"s0\",port=\"0\"}"), std::string::npos);
   EXPECT_NE(metrics->body.find("atp_switch_malformed_total{switch=\"s0\"} 0"), std::string::npos);
+}
+
+// SwitchJobCounters::round_shape_mismatches is in GET /stats and GET /metrics like the other
+// job counters.
+TEST_F(SwitchDaemonTest, ReportsRoundShapeMismatchesInStatsAndMetrics) {
+  install_job();
+  // w0's round ends at seq 0 with 2 real values; w1's goes on: kept apart, both go to the PS.
+  std::vector<std::uint8_t> last = gradient(0, 0, {1, 2, 0, 0});
+  Header h;
+  ASSERT_EQ(decode_header(last, h), DecodeError::kOk);
+  h.round_shape = 2;
+  encode_header(h, last);
+  send(0, last);
+  send(1, gradient(1, 0, {3, 4, 5, 6}));
+  for (int k = 0; k < 2; ++k) ASSERT_TRUE(test::receive(hosts_[2], 2000)) << "packet " << k << " to the PS";
+
+  const json s = stats_when([](const json& j) { return !j["jobs"].empty(); });
+  EXPECT_EQ(s["jobs"][0]["round_shape_mismatches"], 1) << s.dump();
+  EXPECT_EQ(s["jobs"][0]["completions"], 0);
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("atp_switch_job_round_shape_mismatches_total{switch=\"s0\",job=\"1\"} 1"),
+            std::string::npos)
+      << metrics->body;
 }
 
 TEST_F(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
@@ -427,7 +455,7 @@ TEST_F(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
   SlowClients slow(daemon_->control_endpoint(), 48);
   pollfd none{-1, 0, 0};
   ::poll(&none, 0, 1500);  // they are slow now
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()));
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), test::kOperatorToken);
   const auto start = std::chrono::steady_clock::now();
   auto res = client.Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
   const auto installed = std::chrono::steady_clock::now();
@@ -770,8 +798,144 @@ TEST_F(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
   EXPECT_EQ(stats()["ports"].size(), 1u);  // nothing was attached
 }
 
+// Tenants alice and bob on s0 (SwitchHostsTest's): each changes only what its own requests
+// installed; the operator changes anything; port settings are the operator's alone.
+class SwitchTenancyTest : public SwitchHostsTest {
+ protected:
+  void SetUp() override {
+    SwitchHostsTest::SetUp();
+    const UdpEndpoint control = UdpEndpoint::parse(daemon_->control_endpoint());
+    alice_.emplace(control::client(control, test::kAliceToken));
+    bob_.emplace(control::client(control, test::kBobToken));
+  }
+  // The status and body of a request by `client`.
+  static std::pair<int, std::string> call(httplib::Client& client, const std::string& method, const std::string& path,
+                                          const std::string& body = "") {
+    httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
+                        : method == "PUT" ? client.Put(path, body, "application/json")
+                                          : client.Delete(path);
+    return r ? std::pair<int, std::string>{r->status, r->body} : std::pair<int, std::string>{0, "no answer"};
+  }
+  static std::string host(const UdpSocket& s) { return json{{"peer", s.local_endpoint().to_string()}}.dump(); }
+  // Job 1 on ports `ports` (admitted and multicast), its PS role from the plan.
+  std::string job_on(const std::vector<PortId>& ports, JobId id = 1) const {
+    SwitchJobPlan plan = job_.switches.at("s0");
+    plan.entry.job = id;
+    plan.entry.admitted_ports = ports;
+    plan.multicast_ports = ports;
+    return control::to_json(plan);
+  }
+  static bool installed_in(const json& stats, JobId id) {
+    for (const json& j : stats["jobs"]) {
+      if (j["job"] == id && j["installed"] == 1) return true;
+    }
+    return false;
+  }
+  bool installed(JobId id) { return installed_in(stats(), id); }
+
+  std::optional<httplib::Client> alice_, bob_;
+};
+
+TEST_F(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
+  // alice attaches w0 and installs job 1 on it and on the configured port 0 (the operator's, which
+  // any tenant's job may name).
+  auto [status, body] = call(*alice_, "POST", "/hosts", host(hosts_[0]));
+  ASSERT_EQ(status, 200) << body;
+  const PortId w0 = json::parse(body)["port"];
+  std::tie(status, body) = call(*alice_, "POST", "/jobs", job_on({0, w0}));
+  ASSERT_EQ(status, 200) << body;
+
+  // bob can neither remove nor replace them, nor take alice's port into a job of his, nor attach
+  // her peer again; and no tenant changes a port's settings.
+  EXPECT_EQ(call(*bob_, "DELETE", "/jobs/1"),
+            std::pair(403, control::error_body("job 1 belongs to another tenant; only its owner or the operator may "
+                                               "change or remove it") +
+                               "\n"));
+  EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({0, w0})).first, 403);
+  EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({w0}, 2)).first, 403);
+  EXPECT_EQ(call(*bob_, "DELETE", "/hosts/" + std::to_string(w0)).first, 403);
+  EXPECT_EQ(call(*bob_, "POST", "/hosts", host(hosts_[0])).first, 403);
+  EXPECT_EQ(call(*bob_, "DELETE", "/hosts/0").first, 403) << "a configured port is the operator's";
+  const std::string settings = control::to_json(control::PortSettings{EgressConfig{.loss = 1}, std::nullopt});
+  EXPECT_EQ(call(*bob_, "PUT", "/ports/" + std::to_string(w0), settings).first, 403);
+  EXPECT_EQ(call(*alice_, "PUT", "/ports/" + std::to_string(w0), settings).first, 403) << "the link is shared";
+  EXPECT_TRUE(installed(1));
+
+  // bob's own job on the operator's port and his own host is his; attaching the configured port's
+  // peer answers its port without making it his.
+  std::tie(status, body) = call(*bob_, "POST", "/hosts", host(hosts_[1]));
+  ASSERT_EQ(status, 200) << body;
+  const PortId w1 = json::parse(body)["port"];
+  EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({0, w1}, 2)).first, 200);
+  EXPECT_EQ(call(*bob_, "POST", "/hosts", host(hosts_[3])).first, 200);
+  EXPECT_EQ(call(*bob_, "DELETE", "/hosts/0").first, 403);
+  EXPECT_EQ(call(*alice_, "DELETE", "/jobs/2").first, 403);
+
+  // Owners remove their own; the operator anyone's.
+  EXPECT_EQ(call(*alice_, "DELETE", "/jobs/1").first, 200);
+  EXPECT_EQ(call(*alice_, "DELETE", "/hosts/" + std::to_string(w0)).first, 200);
+  EXPECT_EQ(call(*client_, "DELETE", "/jobs/2").first, 200);
+  EXPECT_EQ(call(*client_, "PUT", "/ports/" + std::to_string(w1), settings).first, 200);
+  EXPECT_FALSE(installed(1));
+  EXPECT_FALSE(installed(2));
+}
+
+// A lease that its holder stops keeping alive takes what hangs on it with it: a dead rank 0
+// leaves nothing installed.
+TEST_F(SwitchTenancyTest, AnExpiredLeaseRemovesItsJobsAndHosts) {
+  auto [status, body] = call(*alice_, "POST", "/leases", R"({"ttl_ms": 1000})");
+  ASSERT_EQ(status, 201) << body;
+  const std::uint64_t lease = json::parse(body)["lease"];
+  EXPECT_EQ(json::parse(body)["ttl_ms"], 1000);
+  const std::string on_lease = "?lease=" + std::to_string(lease);
+  std::tie(status, body) = call(*alice_, "POST", "/hosts" + on_lease, host(hosts_[0]));
+  ASSERT_EQ(status, 200) << body;
+  const PortId w0 = json::parse(body)["port"];
+  ASSERT_EQ(call(*alice_, "POST", "/jobs" + on_lease, job_on({0, w0})).first, 200);
+  // Not bob's to use or keep.
+  EXPECT_EQ(call(*bob_, "POST", "/jobs" + on_lease, job_on({0}, 2)).first, 403);
+  EXPECT_EQ(call(*bob_, "POST", "/leases/" + std::to_string(lease) + "/keepalive").first, 403);
+  EXPECT_EQ(call(*alice_, "POST", "/jobs?lease=x", job_on({0}, 2)).first, 400);
+
+  // Kept alive past its first second: still there.
+  const auto granted = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - granted < 1500ms) {
+    ASSERT_EQ(call(*alice_, "POST", "/leases/" + std::to_string(lease) + "/keepalive").first, 200);
+    std::this_thread::sleep_for(300ms);
+  }
+  EXPECT_TRUE(installed(1));
+  // Then left: within its ttl (and a margin for a loaded machine) the job and the host are gone.
+  stats_when([](const json& s) { return !installed_in(s, 1); }, 5s);
+  EXPECT_FALSE(installed(1));
+  EXPECT_EQ(call(*client_, "DELETE", "/hosts/" + std::to_string(w0)),
+            std::pair(404, control::error_body("port " + std::to_string(w0) + " is already detached") + "\n"));
+  EXPECT_EQ(call(*alice_, "POST", "/jobs" + on_lease, job_on({0})).first, 404) << "the lease is gone";
+}
+
+TEST_F(SwitchTenancyTest, RevokingALeaseRemovesWhatHangsOnIt) {
+  auto [status, body] = call(*alice_, "POST", "/leases", R"({"ttl_ms": 60000})");
+  ASSERT_EQ(status, 201) << body;
+  const std::string lease = std::to_string(json::parse(body)["lease"].get<std::uint64_t>());
+  std::tie(status, body) = call(*alice_, "POST", "/hosts?lease=" + lease, host(hosts_[0]));
+  ASSERT_EQ(status, 200) << body;
+  const PortId w0 = json::parse(body)["port"];
+  ASSERT_EQ(call(*alice_, "POST", "/jobs?lease=" + lease, job_on({0, w0})).first, 200);
+  ASSERT_EQ(call(*alice_, "POST", "/jobs", job_on({0}, 3)).first, 200);  // on no lease: stays
+  EXPECT_EQ(call(*bob_, "DELETE", "/leases/" + lease).first, 403);
+  EXPECT_EQ(
+      call(*alice_, "DELETE", "/leases/" + lease),
+      std::pair(
+          200, json{{"revoked", std::stoull(lease)}, {"removed", {"job 1", "host port " + std::to_string(w0)}}}.dump() +
+                   "\n"));
+  EXPECT_FALSE(installed(1));
+  EXPECT_TRUE(installed(3));
+  EXPECT_EQ(call(*alice_, "DELETE", "/leases/" + lease).first, 404);
+  EXPECT_EQ(call(*alice_, "POST", "/leases", R"({"ttl": 5})").first, 400);
+}
+
 TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
   SwitchDaemonConfig config;
+  config.access = test::test_access();
   config.ports.push_back({{}, {}, {}, "lo"});  // any interface: no frame is sent in this test
   std::optional<SwitchDaemon> daemon;
   try {
@@ -780,8 +944,7 @@ TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
     GTEST_SKIP() << "skipped: " << e.what();
   }
   daemon->start();
-  const std::string control = daemon->control_endpoint();
-  httplib::Client client(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon->control_endpoint()), test::kOperatorToken);
   const std::string refusal =
       "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
   auto res = client.Post("/hosts", R"({"peer": "127.0.0.1:40001"})", "application/json");

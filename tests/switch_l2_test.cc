@@ -30,11 +30,13 @@
 #include "../src/scenario/netns.h"
 #include "atp/plan.h"
 #include "atp/runtime/control.h"
+#include "atp/runtime/control_client.h"
 #include "atp/runtime/ethernet.h"
 #include "atp/runtime/packet_socket.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
+#include "test_access.h"
 #include "test_packets.h"
 
 namespace atp {
@@ -244,6 +246,7 @@ class SwitchL2Test : public ::testing::Test {
 
     testbed_.emplace(4);
     config_.name = "s0";
+    config_.access = test::test_access();
     config_.pipeline = sc;
     for (int i = 0; i < 4; ++i) {
       SwitchPortConfig port;
@@ -271,8 +274,7 @@ class SwitchL2Test : public ::testing::Test {
   // An HTTP request to the switch's control plane, made from inside the switch namespace.
   std::pair<int, std::string> http(const std::string& method, const std::string& path, const std::string& body = "") {
     return in_netns(testbed_->sw(), [&] {
-      const std::string control = daemon_->control_endpoint();
-      httplib::Client client(control.substr(0, control.rfind(':')), std::stoi(control.substr(control.rfind(':') + 1)));
+      httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), test::kOperatorToken);
       httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
                           : method == "PUT" ? client.Put(path, body, "application/json")
                                             : client.Get(path);

@@ -1215,7 +1215,7 @@ TEST_F(SwitchTest, CompletedAggregateCarriesItsRoundShape) {
   EXPECT_EQ(sink.sent[0].header().round_shape, 2);
   EXPECT_EQ(sink.sent[0].values(), (Values{6, 3, 0, 0}));
   EXPECT_EQ(sw.table().at(3).round_shape, 2);
-  EXPECT_EQ(sw.round_shape_mismatches(kJob), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 0u);
 }
 
 TEST_F(SwitchTest, PacketOfAnotherRoundShapeIsKeptApartAndFlushesThePartialAggregate) {
@@ -1247,7 +1247,7 @@ TEST_F(SwitchTest, PacketOfAnotherRoundShapeIsKeptApartAndFlushesThePartialAggre
   EXPECT_EQ(sink.sent[1].port, kPsPort);
   EXPECT_EQ(sink.sent[1].bytes, build_packet(apart, Values{100, 200, 300, 400}));
   EXPECT_FALSE(sw.table().at(3).in_use);
-  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 1u);
   EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
   EXPECT_EQ(sw.job_counters(kJob).completions, 0u);
 }
@@ -1265,7 +1265,7 @@ TEST_F(SwitchTest, ResendOfAnotherRoundShapeIsNotMergedIntoTheFlush) {
   EXPECT_EQ(sink.sent[1].header().round_shape, 0);
   EXPECT_EQ(sink.sent[1].values(), (Values{5, 5, 5, 5}));
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
-  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 1u);
 }
 
 TEST_F(SwitchTest, AfterCompletionAPacketOfAnotherShapeOnlyPassesThrough) {
@@ -1278,7 +1278,7 @@ TEST_F(SwitchTest, AfterCompletionAPacketOfAnotherShapeOnlyPassesThrough) {
   EXPECT_EQ(sink.sent[1].values(), (Values{7, 7, 0, 0}));
   EXPECT_EQ(sink.sent[1].header().round_shape, 2);
   EXPECT_TRUE(sw.table().at(3).in_use);  // held until the PS's parameter packet
-  EXPECT_EQ(sw.round_shape_mismatches(kJob), 1u);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 1u);
 }
 
 TEST_F(SwitchTwoLevel, SecondLevelKeepsGroupsOfAnotherShapeApart) {
@@ -1305,7 +1305,7 @@ TEST_F(SwitchTwoLevel, SecondLevelKeepsGroupsOfAnotherShapeApart) {
   EXPECT_EQ(apart.round_shape, 0);
   EXPECT_EQ(sink.sent[1].values(), (Values{100, 100, 100, 100}));
   EXPECT_EQ(rack_b.table().in_use(), 0u);
-  EXPECT_EQ(rack_b.round_shape_mismatches(kJob), 1u);
+  EXPECT_EQ(rack_b.job_counters(kJob).round_shape_mismatches, 1u);
 }
 
 TEST_F(SwitchTest, RoundShapeMismatchPathDoesNotAllocate) {
@@ -1320,7 +1320,7 @@ TEST_F(SwitchTest, RoundShapeMismatchPathDoesNotAllocate) {
   const std::uint64_t before = g_allocations.load();
   for (auto& p : packets) sw.process(1, p, us(1), null_sink);
   EXPECT_EQ(g_allocations.load(), before);
-  EXPECT_EQ(sw.round_shape_mismatches(kJob), 64u);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 64u);
   EXPECT_EQ(null_sink.sent, 128u);
 }
 

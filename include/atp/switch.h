@@ -125,6 +125,10 @@ struct SwitchJobCounters {
   std::uint64_t deallocations = 0;   // aggregators freed by a matching parameter packet
   std::uint64_t reclaimed = 0;       // aggregators of this job freed by the timestamp timeout
   std::uint64_t ecn_merged = 0;      // ECN-marked packets whose mark was OR-ed into an aggregator
+  // Gradient packets that met an aggregator holding their <job, seq> with another round_shape
+  // (the job's workers all-reduce tensors of different sizes), so were kept apart: the
+  // aggregator's partial sum and the packet both went on to the PS.
+  std::uint64_t round_shape_mismatches = 0;
 };
 
 struct SwitchCounters {
@@ -177,17 +181,12 @@ class SwitchPipeline {
   // Counters of `job` (zeros if never seen); kept after remove_job so that runs can report them.
   SwitchJobCounters job_counters(JobId job) const;
   const std::unordered_map<JobId, SwitchJobCounters>& all_job_counters() const { return job_counters_; }
-  // Gradient packets of `job` that met an aggregator holding their <job, seq> with another
-  // round_shape (its workers all-reduce tensors of different sizes), so were kept apart: the
-  // aggregator's partial sum and the packet both went on to the PS. Kept after remove_job.
-  std::uint64_t round_shape_mismatches(JobId job) const;
 
  private:
   struct JobState {
     std::vector<PortId> admitted_ports;
     std::vector<AggregationRole> roles;
-    SwitchJobCounters* counters = nullptr;            // into job_counters_ (node-based map: stable address)
-    std::uint64_t* round_shape_mismatches = nullptr;  // into round_shape_mismatches_ (idem)
+    SwitchJobCounters* counters = nullptr;  // into job_counters_ (node-based map: stable address)
   };
 
   // Sends `packet` towards h.dst: to every port of its multicast group except `ingress`, or to
@@ -220,7 +219,6 @@ class SwitchPipeline {
   std::unordered_map<JobId, JobState> jobs_;
   SwitchCounters counters_;
   std::unordered_map<JobId, SwitchJobCounters> job_counters_;
-  std::unordered_map<JobId, std::uint64_t> round_shape_mismatches_;
 };
 
 }  // namespace atp

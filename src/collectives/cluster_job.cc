@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -32,9 +34,10 @@ struct Reply {
   json body;
 };
 
-Reply request(const UdpEndpoint& control, const char* method, const std::string& path, const std::string& body = "") {
+Reply request(const UdpEndpoint& control, const std::string& token, const char* method, const std::string& path,
+              const std::string& body = "") {
   const std::string where = control.to_string();
-  httplib::Client client = control::client(control);
+  httplib::Client client = control::client(control, token);
   httplib::Result r = std::string(method) == "GET"    ? client.Get(path)
                       : std::string(method) == "POST" ? client.Post(path, body, "application/json")
                                                       : client.Delete(path);
@@ -69,8 +72,11 @@ struct Attachment {
   json switch_info;  // {"name", "atp_capable", "aggregators", "aggregator_width"}
 };
 
-Attachment attach(const UdpEndpoint& switch_control, const UdpEndpoint& peer, const std::string& who) {
-  const json reply = expect_ok(request(switch_control, "POST", "/hosts", control::host_to_json(peer)),
+// Attaches `peer` to the switch, hung on `lease` (0: none).
+Attachment attach(const UdpEndpoint& switch_control, const std::string& token, LeaseTable::Id lease,
+                  const UdpEndpoint& peer, const std::string& who) {
+  const std::string path = lease == 0 ? "/hosts" : "/hosts?lease=" + std::to_string(lease);
+  const json reply = expect_ok(request(switch_control, token, "POST", path, control::host_to_json(peer)),
                                "the switch at " + switch_control.to_string() + " refused to attach " + who);
   try {
     Attachment a;
@@ -84,8 +90,10 @@ Attachment attach(const UdpEndpoint& switch_control, const UdpEndpoint& peer, co
   }
 }
 
-// A switch and a PS as threads of this process (ClusterJobOptions::local).
+// A switch and a PS as threads of this process (ClusterJobOptions::local), with a token of their
+// own: only this process talks to them.
 struct LocalCluster {
+  std::string token = control::random_token();
   std::unique_ptr<SwitchDaemon> switch_daemon;
   std::unique_ptr<PsDaemon> ps_daemon;
 
@@ -93,12 +101,14 @@ struct LocalCluster {
     SwitchDaemonConfig s;
     s.name = "local";
     s.pipeline.num_aggregators = aggregators;
+    s.access.operator_token = token;
     switch_daemon = std::make_unique<SwitchDaemon>(s);  // no ports yet: ranks are attached (POST /hosts)
     switch_daemon->start();
     PsDaemonConfig p;
     p.data = UdpEndpoint::loopback(0);
     p.control = UdpEndpoint::loopback(0);
     p.uplink = switch_daemon->data_endpoint();
+    p.access.operator_token = token;
     ps_daemon = std::make_unique<PsDaemon>(p);
     ps_daemon->start();
   }
@@ -108,39 +118,89 @@ struct LocalCluster {
 
 }  // namespace
 
+// A lease on one daemon (POST /leases) for everything a job installs there: kept alive while the
+// job runs, revoked at its end, and expiring by itself if this process dies.
+struct Lease {
+  UdpEndpoint control;
+  LeaseTable::Id id = 0;
+};
+
 struct ClusterJob::Coordinator {
   std::unique_ptr<LocalCluster> local;
   UdpEndpoint switch_control, ps_control;
-  std::optional<JobId> installed;    // on both the switch and the PS
-  std::vector<PortId> worker_ports;  // attached for this job (the PS's port is shared with other jobs)
+  std::string token;  // for both daemons' control planes
+  Lease switch_lease, ps_lease;
+  std::optional<JobId> installed;  // on both the switch and the PS
 
-  // Removes what plan_and_install() did; never throws.
+  // The keep-alive thread: every third of the lease's time to live, one request per daemon.
+  std::thread keeper;
+  std::mutex keeper_mutex;
+  std::condition_variable keeper_wake;
+  bool stopping = false;
+
+  // Revokes the leases, which removes what plan_and_install() did; never throws.
   void uninstall() noexcept {
-    try {
-      if (installed) {
-        request(switch_control, "DELETE", "/jobs/" + std::to_string(*installed));
-        request(ps_control, "DELETE", "/jobs/" + std::to_string(*installed));
+    {
+      std::lock_guard lock(keeper_mutex);
+      stopping = true;
+    }
+    keeper_wake.notify_all();
+    if (keeper.joinable()) keeper.join();
+    for (Lease* lease : {&switch_lease, &ps_lease}) {
+      try {
+        if (lease->id != 0) request(lease->control, token, "DELETE", "/leases/" + std::to_string(lease->id));
+      } catch (const std::exception&) {  // the daemon is gone: nothing left to remove
       }
-      for (PortId p : worker_ports) request(switch_control, "DELETE", "/hosts/" + std::to_string(p));
-    } catch (const std::exception&) {  // the daemons are gone: nothing left to remove
+      lease->id = 0;
     }
     installed.reset();
-    worker_ports.clear();
   }
 
   ~Coordinator() { uninstall(); }
+
+  Lease grant(const UdpEndpoint& control, Duration ttl, const std::string& who) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
+    const json reply = expect_ok(request(control, token, "POST", "/leases", json{{"ttl_ms", ms}}.dump()),
+                                 who + " at " + control.to_string() + " granted no lease");
+    if (!reply.contains("lease") || !reply["lease"].is_number_unsigned()) {
+      throw ClusterJobError(who + " at " + control.to_string() + " answered POST /leases with " + reply.dump());
+    }
+    return {control, reply["lease"].get<LeaseTable::Id>()};
+  }
+
+  // Keeps both leases alive until uninstall(). A daemon that does not answer once is asked again
+  // at the next beat; a lease it no longer has means the job is gone, and the ranks' rounds fail.
+  void keep_alive(Duration ttl) {
+    keeper = std::thread([this, beat = ttl / 3] {
+      std::unique_lock lock(keeper_mutex);
+      while (!keeper_wake.wait_for(lock, beat, [this] { return stopping; })) {
+        lock.unlock();  // uninstall() need not wait for a slow daemon's answer to take the lock
+        for (const Lease* lease : {&switch_lease, &ps_lease}) {
+          try {
+            request(lease->control, token, "POST", "/leases/" + std::to_string(lease->id) + "/keepalive");
+          } catch (const std::exception&) {
+          }
+        }
+        lock.lock();
+      }
+    });
+  }
 
   // Attaches the PS and every rank's data endpoint to the switch, plans the job and installs it.
   // Returns each rank's worker config and the switch's data address (the ranks' uplink).
   std::pair<std::vector<WorkerConfig>, UdpEndpoint> plan_and_install(const std::vector<UdpEndpoint>& ranks,
                                                                      const ClusterJobOptions& options) {
     const UdpEndpoint switch_data = endpoint_field(
-        expect_ok(request(switch_control, "GET", "/stats"), "the switch at " + switch_control.to_string()), "data",
-        "the switch at " + switch_control.to_string());
+        expect_ok(request(switch_control, token, "GET", "/stats"), "the switch at " + switch_control.to_string()),
+        "data", "the switch at " + switch_control.to_string());
     const UdpEndpoint ps_data =
-        endpoint_field(expect_ok(request(ps_control, "GET", "/stats"), "the PS at " + ps_control.to_string()), "data",
-                       "the PS at " + ps_control.to_string());
-    const Attachment ps = attach(switch_control, ps_data, "the PS " + ps_data.to_string());
+        endpoint_field(expect_ok(request(ps_control, token, "GET", "/stats"), "the PS at " + ps_control.to_string()),
+                       "data", "the PS at " + ps_control.to_string());
+    switch_lease = grant(switch_control, options.lease_ttl, "the switch");
+    ps_lease = grant(ps_control, options.lease_ttl, "the PS");
+    keep_alive(options.lease_ttl);
+    // Not on the lease: the PS's port is shared with the other jobs that use this PS.
+    const Attachment ps = attach(switch_control, token, 0, ps_data, "the PS " + ps_data.to_string());
 
     Topology topology;
     SwitchSpec tor;
@@ -153,9 +213,8 @@ struct ClusterJob::Coordinator {
     spec.name = "torch";
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string name = "rank" + std::to_string(r);
-      const Attachment a =
-          attach(switch_control, ranks[r], "rank " + std::to_string(r) + " at " + ranks[r].to_string());
-      worker_ports.push_back(a.host.port);
+      const Attachment a = attach(switch_control, token, switch_lease.id, ranks[r],
+                                  "rank " + std::to_string(r) + " at " + ranks[r].to_string());
       topology.hosts.push_back({name, tor.name, a.host});
       spec.workers.push_back(name);
     }
@@ -173,12 +232,16 @@ struct ClusterJob::Coordinator {
     for (int attempt = 0; attempt < kJobIdAttempts; ++attempt) {
       spec.id = options.job_id ? *options.job_id : static_cast<JobId>(1 + random() % 0xFFFE);
       const JobPlan plan = plan_job(network, spec);  // PlanError: e.g. more than 32 ranks
-      const Reply on_switch = request(switch_control, "POST", "/jobs", control::to_json(plan.switches.at(tor.name)));
-      if (on_switch.status == 409 && !options.job_id) continue;  // the id is taken: try another
+      const std::string jobs = "/jobs?lease=";
+      const Reply on_switch = request(switch_control, token, "POST", jobs + std::to_string(switch_lease.id),
+                                      control::to_json(plan.switches.at(tor.name)));
+      // The id is taken (by this tenant: 409, or another: 403): try another.
+      if ((on_switch.status == 409 || on_switch.status == 403) && !options.job_id) continue;
       expect_ok(on_switch, "the switch refused job " + std::to_string(spec.id));
-      const Reply on_ps = request(ps_control, "POST", "/jobs", control::to_json(plan.ps.front()));
-      if (on_ps.status / 100 != 2) request(switch_control, "DELETE", "/jobs/" + std::to_string(spec.id));
-      if (on_ps.status == 409 && !options.job_id) continue;
+      const Reply on_ps =
+          request(ps_control, token, "POST", jobs + std::to_string(ps_lease.id), control::to_json(plan.ps.front()));
+      if (on_ps.status / 100 != 2) request(switch_control, token, "DELETE", "/jobs/" + std::to_string(spec.id));
+      if ((on_ps.status == 409 || on_ps.status == 403) && !options.job_id) continue;
       expect_ok(on_ps, "the PS refused job " + std::to_string(spec.id));
       installed = spec.id;
       return {plan.workers, switch_data};
@@ -214,6 +277,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         coordinator->local = std::make_unique<LocalCluster>(options.local_aggregators);
         coordinator->switch_control = coordinator->local->switch_control();
         coordinator->ps_control = coordinator->local->ps_control();
+        coordinator->token = coordinator->local->token;
       } else {
         coordinator->switch_control = *options.switch_control;
         coordinator->ps_control = *options.ps_control;
@@ -225,6 +289,8 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
         ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
       }
+      // After the rendezvous, so that a rank that joined hears why rank 0 gave up.
+      if (!options.local) coordinator->token = control::client_token();
       std::tie(configs, uplink) = coordinator->plan_and_install(ranks, options);
       job->job_ = *coordinator->installed;
       job->coordinator_ = std::move(coordinator);

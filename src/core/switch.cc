@@ -101,7 +101,6 @@ void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
   job.roles = entry.roles;
   // Created here, not on the packet path, so that processing a packet never allocates.
   job.counters = &job_counters_[entry.job];
-  job.round_shape_mismatches = &round_shape_mismatches_[entry.job];
 }
 
 bool SwitchPipeline::remove_job(JobId job) {
@@ -115,11 +114,6 @@ bool SwitchPipeline::remove_job(JobId job) {
 SwitchJobCounters SwitchPipeline::job_counters(JobId job) const {
   const auto it = job_counters_.find(job);
   return it == job_counters_.end() ? SwitchJobCounters{} : it->second;
-}
-
-std::uint64_t SwitchPipeline::round_shape_mismatches(JobId job) const {
-  const auto it = round_shape_mismatches_.find(job);
-  return it == round_shape_mismatches_.end() ? 0 : it->second;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,7 +271,7 @@ void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounter
 
 void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
                                            std::span<std::uint8_t> packet, PortSink& out) {
-  ++*job.round_shape_mismatches;
+  ++job.counters->round_shape_mismatches;
   const Aggregator& a = table_.at(i);
   const bool level0 = h.edge_switch_identifier == 0;
   if (a.counter < (level0 ? h.fan_in0 : h.fan_in1)) {

@@ -66,26 +66,6 @@ std::string read_secret_file(const std::string& path) {
   }
 }
 
-std::string random_token() {
-  unsigned char bytes[32];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw AuthError(std::string("cannot generate a control token: getrandom failed (") + std::strerror(errno) + ")");
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token += kHex[b >> 4];
-    token += kHex[b & 15];
-  }
-  return token;
-}
-
 // Writes `token` to `path` unless the file exists, atomically: a private temporary file is
 // hard-linked into place, so a concurrent daemon either wins (and this one reads its token) or
 // loses. Returns false when the file already existed.
@@ -120,6 +100,26 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string random_token() {
+  unsigned char bytes[32];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw AuthError(std::string("cannot generate a control token: getrandom failed (") + std::strerror(errno) + ")");
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
 
 std::string default_token_file() {
   std::string home = env("ATP_HOME");

@@ -42,6 +42,11 @@ Duration LeaseTable::ttl(Id id) const {
   return it == leases_.end() ? Duration::zero() : it->second.ttl;
 }
 
+std::string_view LeaseTable::owner(Id id) const {
+  const auto it = leases_.find(id);
+  return it == leases_.end() ? std::string_view() : std::string_view(it->second.owner);
+}
+
 std::vector<LeaseTable::Id> LeaseTable::expire(Time now) {
   std::vector<Id> expired;
   for (auto it = leases_.begin(); it != leases_.end();) {

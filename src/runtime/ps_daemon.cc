@@ -38,6 +38,7 @@ struct PsDaemon::Impl {
   UdpBatchSink out{socket, config.uplink};
   std::map<JobId, PsEndpoint> jobs;  // loop thread only (or the caller's while not running)
   PsDaemonCounters counters;         // loop thread only
+  control::Tenancy tenancy;          // loop thread only: who installed which job, and their leases
 
   // Tasks for the loop thread. `loop_running` (under task_mutex) says whether a loop thread will
   // run them; if not, the caller runs its task itself, since no other thread touches the endpoints.
@@ -64,6 +65,12 @@ struct PsDaemon::Impl {
   }
 
   explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data, socket_options(c)) {
+    if (c.uplink) {
+      // Every packet for this PS comes through its uplink: the kernel drops anyone else's
+      // datagrams, so another process on the host cannot forge gradients. The sink sends every
+      // packet to the uplink, the connected address, so sends are unaffected.
+      socket.connect(*c.uplink);
+    }
     task_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the PS task eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });
@@ -155,12 +162,13 @@ struct PsDaemon::Impl {
   }
 
   Time next_deadline() const {
-    Time earliest = kNever;
+    Time earliest = tenancy.next_deadline();
     for (const auto& [id, endpoint] : jobs) earliest = std::min(earliest, endpoint.next_deadline());
     return earliest;
   }
 
   void on_deadline(Time now) {
+    for (const control::Tenancy::Resource r : tenancy.expire(now)) remove_job(static_cast<JobId>(r.id));
     for (auto& [id, endpoint] : jobs) {
       if (endpoint.next_deadline() <= now) endpoint.on_timeout(now, out);
     }
@@ -203,14 +211,37 @@ struct PsDaemon::Impl {
     jobs.emplace(job.job, std::move(*endpoint));
   }
 
+  bool remove_job(JobId job) {
+    tenancy.release({control::Tenancy::Kind::kJob, job});
+    return jobs.erase(job) > 0;
+  }
+
+  // POST /jobs by `who`, hanging the job on `lease` (0: none). Throws as add_job.
+  control::Reply install_job(const PsConfig& job, const std::string& who, LeaseTable::Id lease) {
+    if (auto refused = control::refuse_lease(tenancy, who, lease)) return *refused;
+    const control::Tenancy::Resource resource{control::Tenancy::Kind::kJob, job.job};
+    if (jobs.contains(job.job)) {
+      if (auto forbidden = tenancy.forbids_change(who, resource)) return control::Reply::error(403, *forbidden);
+    }
+    add_job(job);
+    tenancy.claim(resource, who, lease);
+    return {201, "{\"installed\":" + std::to_string(job.job) + "}"};
+  }
+
   void start_http() {
-    http = control::make_server();
-    http->Post("/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    http = control::make_server(control::server_access(config.access));
+    const auto answer = [](httplib::Response& res, const control::Reply& reply) {
+      res.status = reply.status;
+      res.set_content(reply.body + "\n", "application/json");
+    };
+    http->Post("/jobs", [this, answer](const httplib::Request& req, httplib::Response& res) {
       try {
         const PsConfig job = control::ps_job_from_json(req.body);
-        call([this, job] { add_job(job); }, kHttpTimeout);  // by value: it may outlive the request
-        res.status = 201;
-        res.set_content("{\"installed\":" + std::to_string(job.job) + "}\n", "application/json");
+        const LeaseTable::Id lease = control::lease_param(req);
+        // By value: the task may outlive the request.
+        answer(res,
+               call([this, job, lease, who = control::requester(*http, req)] { return install_job(job, who, lease); },
+                    kHttpTimeout));
       } catch (const control::ControlError& e) {
         reply_error(res, 400, e.what());
       } catch (const PsJobRefused& e) {
@@ -221,22 +252,32 @@ struct PsDaemon::Impl {
         reply_error(res, 503, e.what());
       }
     });
-    http->Delete(R"(/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+    http->Delete(R"(/jobs/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
       const std::string digits = req.matches[1].str();
       std::uint64_t id = 0;
       const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
       try {
-        if (error != std::errc() || id > 0xFFFF ||
-            !call([this, id] { return jobs.erase(static_cast<JobId>(id)) > 0; }, kHttpTimeout)) {
-          reply_error(res, 404, "job " + control::excerpt(digits) + " is not installed");
-          return;
-        }
+        answer(res, call(
+                        [this, id, bad = error != std::errc() || id > 0xFFFF, text = control::excerpt(digits),
+                         who = control::requester(*http, req)] {
+                          const auto job = static_cast<JobId>(id);
+                          if (bad || !jobs.contains(job)) {
+                            return control::Reply::error(404, "job " + text + " is not installed");
+                          }
+                          if (auto forbidden = tenancy.forbids_change(who, {control::Tenancy::Kind::kJob, job})) {
+                            return control::Reply::error(403, *forbidden);
+                          }
+                          remove_job(job);
+                          return control::Reply{200, "{\"removed\":" + std::to_string(job) + "}"};
+                        },
+                        kHttpTimeout));
       } catch (const std::runtime_error& e) {
         reply_error(res, 503, e.what());
-        return;
       }
-      res.set_content("{\"removed\":" + std::to_string(id) + "}\n", "application/json");
     });
+    control::add_lease_routes(
+        *http, tenancy, [this](std::function<control::Reply()> task) { return call(std::move(task), kHttpTimeout); },
+        [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id)); });
     http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(metrics(kHttpTimeout), "text/plain; version=0.0.4");
@@ -319,6 +360,7 @@ struct PsDaemon::Impl {
         {"collisions", &PsStats::collisions},
         {"overflows", &PsStats::overflows},
         {"stale", &PsStats::stale},
+        {"shape_mismatches", &PsStats::shape_mismatches},
         {"dropped", &PsStats::dropped},
     };
     for (const auto& [name, field] : job_counters) {
@@ -353,6 +395,7 @@ struct PsDaemon::Impl {
           {"collisions", st.collisions},
           {"overflows", st.overflows},
           {"stale", st.stale},
+          {"shape_mismatches", st.shape_mismatches},
           {"dropped", st.dropped},
       };
     }
@@ -409,7 +452,7 @@ void PsDaemon::add_job(const PsConfig& config) {
 }
 
 bool PsDaemon::remove_job(JobId job) {
-  return impl_->call([this, job] { return impl_->jobs.erase(job) > 0; });
+  return impl_->call([this, job] { return impl_->remove_job(job); });
 }
 
 PsDaemonStats PsDaemon::stats() const { return impl_->snapshot(); }

@@ -215,12 +215,8 @@ constexpr const char* kInterfacePortsHaveNoHosts =
     "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
 
 // A control request's answer, computed on the dataplane thread: a status and a JSON body.
-struct Reply {
-  int status = 200;
-  std::string body;  // JSON text
-  static Reply ok(const json& body) { return {200, body.dump()}; }
-  static Reply error(int status, const std::string& message) { return {status, control::error_body(message)}; }
-};
+using control::Reply;
+Reply ok(const json& body) { return {200, body.dump()}; }
 
 }  // namespace
 
@@ -427,7 +423,7 @@ struct SwitchDaemon::Impl {
         interface_ports(config.interface_ports()),
         pipeline(checked(config)),
         sink(*this),
-        http(control::make_server()) {
+        http(control::make_server(control::server_access(config.access))) {
     if (interface_ports) {
       for (const SwitchPortConfig& port : config.ports) port_sockets.emplace_back(port.interface);
       // Frames up to the largest MTU among the ports; a larger one (e.g. a GRO super-frame from an
@@ -528,7 +524,7 @@ struct SwitchDaemon::Impl {
   }
 
   Time next_deadline() const {
-    Time t = pipeline.next_deadline();
+    Time t = std::min(pipeline.next_deadline(), tenancy.next_deadline());
     for (const EgressQueue& q : queues) t = std::min(t, q.next_release());
     for (const std::optional<EgressQueue>& q : ingress_queues) {
       if (q) t = std::min(t, q->next_release());
@@ -537,6 +533,7 @@ struct SwitchDaemon::Impl {
   }
 
   void on_deadline(Time now) {
+    for (const control::Tenancy::Resource r : tenancy.expire(now)) remove(r);
     pipeline.on_timeout(now);
     sink.now = now;
     process_ingress(now);
@@ -714,12 +711,22 @@ struct SwitchDaemon::Impl {
   }
 
   // POST /hosts: the port `peer` is on (attaching it if it is on none) and its overlay address.
-  Reply attach_host(const UdpEndpoint& peer) {
+  // POST /hosts by `who`, hanging the port on `lease` (0: none).
+  Reply attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease) {
     if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
     if (peer == socket->local_endpoint()) {
       return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
     }
+    if (auto refused = control::refuse_lease(tenancy, who, lease)) return *refused;
     const auto known = port_by_peer.find(peer_key(peer));
+    // Attaching a peer again changes nothing but its owner and lease: another tenant's port is
+    // refused, the operator's is answered as it is (a shared PS every job names).
+    bool claim = true;
+    if (known != port_by_peer.end()) {
+      const control::Tenancy::Resource r = host_resource(known->second);
+      if (auto forbidden = tenancy.forbids_use(who, r)) return Reply::error(403, *forbidden);
+      claim = !tenancy.forbids_change(who, r);
+    }
     std::optional<Address> address;
     if (known != port_by_peer.end()) address = address_of(known->second);
     const bool new_address = !address;
@@ -751,19 +758,20 @@ struct SwitchDaemon::Impl {
       pipeline.add_route(*address, port);
       route_port[*address] = port;
     }
+    if (claim) tenancy.claim(host_resource(port), who, lease);
     const SwitchConfig& sc = config.pipeline;
-    return Reply::ok(json{{"port", port},
-                          {"address", format_address(*address)},
-                          {"switch",
-                           {{"name", config.name},
-                            {"atp_capable", sc.atp_capable},
-                            {"aggregators", sc.num_aggregators},
-                            {"aggregator_width", sc.aggregator_width}}}});
+    return ok(json{{"port", port},
+                   {"address", format_address(*address)},
+                   {"switch",
+                    {{"name", config.name},
+                     {"atp_capable", sc.atp_capable},
+                     {"aggregators", sc.num_aggregators},
+                     {"aggregator_width", sc.aggregator_width}}}});
   }
 
   // DELETE /hosts/<port>: port `text` (parsed: `port`) loses its peer and routes and is reset;
   // POST /hosts reuses it.
-  Reply detach_host(std::optional<std::uint64_t> port, const std::string& text) {
+  Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who) {
     if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
     if (!port || *port >= queues.size()) {
       return Reply::error(
@@ -771,6 +779,14 @@ struct SwitchDaemon::Impl {
     }
     const auto p = static_cast<PortId>(*port);
     if (!peers[p]) return Reply::error(404, "port " + text + " is already detached");
+    if (auto forbidden = tenancy.forbids_change(who, host_resource(p))) return Reply::error(403, *forbidden);
+    detach(p);
+    return ok(json{{"detached", p}});
+  }
+
+  // Port `p` (attached) loses its peer, routes and owner, and is reset.
+  void detach(PortId p) {
+    tenancy.release(host_resource(p));
     port_by_peer.erase(peer_key(*peers[p]));  // its datagrams now count as unknown_source
     peers[p].reset();
     for (auto it = route_port.begin(); it != route_port.end();) {
@@ -783,8 +799,30 @@ struct SwitchDaemon::Impl {
     }
     reset_port(p);  // drops what its queues held
     detached_ports.insert(p);
-    return Reply::ok(json{{"detached", p}});
   }
+
+  // Removes job `job` (its aggregators, multicast group and owner); false if it was not installed.
+  bool remove_job(JobId job) {
+    if (const auto it = installed.find(job); it != installed.end()) {
+      installed_entries -= it->second;
+      installed.erase(it);
+    }
+    tenancy.release(job_resource(job));
+    pipeline.remove_multicast_group(multicast_group_address(job));
+    return pipeline.remove_job(job);
+  }
+
+  // What hung on a lease that expired or was revoked.
+  void remove(control::Tenancy::Resource r) {
+    if (r.kind == control::Tenancy::Kind::kJob) {
+      remove_job(static_cast<JobId>(r.id));
+    } else if (r.id < peers.size() && peers[r.id]) {
+      detach(static_cast<PortId>(r.id));
+    }
+  }
+
+  static control::Tenancy::Resource job_resource(JobId job) { return {control::Tenancy::Kind::kJob, job}; }
+  static control::Tenancy::Resource host_resource(PortId port) { return {control::Tenancy::Kind::kHost, port}; }
 
   void run_tasks() {
     std::uint64_t ignored = 0;
@@ -851,7 +889,8 @@ struct SwitchDaemon::Impl {
                              {"forwarded", j.forwarded},
                              {"deallocations", j.deallocations},
                              {"reclaimed", j.reclaimed},
-                             {"ecn_merged", j.ecn_merged}});
+                             {"ecn_merged", j.ecn_merged},
+                             {"round_shape_mismatches", j.round_shape_mismatches}});
     }
     doc["ports"] = json::array();
     for (std::size_t p = 0; p < queues.size(); ++p) {
@@ -935,54 +974,26 @@ struct SwitchDaemon::Impl {
     };
     http->Post("/jobs", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       SwitchJobPlan plan;
+      LeaseTable::Id lease = 0;
       try {
         plan = control::switch_job_from_json(req.body);
+        lease = control::lease_param(req);
       } catch (const control::ControlError& e) {
         return fail(res, 400, e.what());
       }
       // By value: a task that outlives a timed-out request must not point into its stack.
-      answer(res, [this, plan] {
-        if (auto bad = missing_port("admitted_ports", plan.entry.admitted_ports)) return *bad;
-        if (auto bad = missing_port("multicast_ports", plan.multicast_ports)) return *bad;
-        // Replacing a job in place would keep its aggregators' partial sums under new roles.
-        if (installed.contains(plan.entry.job)) {
-          return Reply::error(409, "job " + std::to_string(plan.entry.job) + " is already installed; remove it first");
-        }
-        const std::size_t entries =
-            plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
-        if (entries > config.max_job_entries - installed_entries) {
-          return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
-                                       " ports and roles, and the installed jobs " + std::to_string(installed_entries) +
-                                       ": more than the " + std::to_string(config.max_job_entries) +
-                                       " this switch holds; remove a job first");
-        }
-        pipeline.install_job(plan.entry);
-        pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
-        installed.emplace(plan.entry.job, entries);
-        installed_entries += entries;
-        return Reply::ok(json{{"installed", plan.entry.job}});
-      });
+      answer(res, [this, plan, lease, who = control::requester(*http, req)] { return install_job(plan, who, lease); });
     });
-    http->Delete(R"(/jobs/(\d+))", [this, fail](const httplib::Request& req, httplib::Response& res) {
-      const std::optional<std::uint64_t> id = parse_index(req.matches[1].str());
-      if (!id || *id > 0xFFFF)
-        return fail(res, 404, "job " + control::excerpt(req.matches[1].str()) + " is not installed");
-      const auto job = static_cast<JobId>(*id);
-      bool removed = false;
-      try {
-        removed = on_loop([this, job] {
-          if (const auto it = installed.find(job); it != installed.end()) {
-            installed_entries -= it->second;
-            installed.erase(it);
-          }
-          pipeline.remove_multicast_group(multicast_group_address(job));
-          return pipeline.remove_job(job);
-        });
-      } catch (const std::exception& e) {
-        return fail(res, 503, e.what());
-      }
-      if (!removed) return fail(res, 404, "job " + std::to_string(job) + " is not installed");
-      res.set_content(json{{"removed", job}}.dump() + "\n", "application/json");
+    http->Delete(R"(/jobs/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
+      answer(res, [this, id = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str()),
+                   who = control::requester(*http, req)] {
+        const auto job = static_cast<JobId>(id.value_or(0));
+        if (!id || *id > 0xFFFF || !installed.contains(job))
+          return Reply::error(404, "job " + text + " is not installed");
+        if (auto forbidden = tenancy.forbids_change(who, job_resource(job))) return Reply::error(403, *forbidden);
+        remove_job(job);
+        return ok(json{{"removed", job}});
+      });
     });
     http->Put(R"(/ports/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
       const std::optional<std::uint64_t> port = parse_index(req.matches[1].str());
@@ -994,10 +1005,15 @@ struct SwitchDaemon::Impl {
       } catch (const control::ControlError& e) {
         bad_body = e.what();
       }
-      answer(res, [this, port, text = control::excerpt(req.matches[1].str()), settings, bad_body] {  // by value
+      answer(res, [this, port, text = control::excerpt(req.matches[1].str()), settings, bad_body,
+                   who = control::requester(*http, req)] {  // by value
         if (!port || *port >= queues.size()) {
           return Reply::error(
               404, "port " + text + " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
+        }
+        // A port's rate, buffer and faults are the link's, shared by every tenant behind it.
+        if (who != control::Authenticator::kOperator) {
+          return Reply::error(403, "only the operator changes port settings");
         }
         if (!settings) return Reply::error(400, bad_body);
         const auto p = static_cast<PortId>(*port);
@@ -1010,19 +1026,23 @@ struct SwitchDaemon::Impl {
     });
     http->Post("/hosts", [this, fail, answer](const httplib::Request& req, httplib::Response& res) {
       UdpEndpoint peer;
+      LeaseTable::Id lease = 0;
       try {
         peer = control::host_from_json(req.body);
+        lease = control::lease_param(req);
       } catch (const control::ControlError& e) {
         // A switch on interfaces refuses any body: say that, not what is wrong with the body.
         return fail(res, 400, interface_ports ? kInterfacePortsHaveNoHosts : e.what());
       }
-      answer(res, [this, peer] { return attach_host(peer); });
+      answer(res, [this, peer, lease, who = control::requester(*http, req)] { return attach_host(peer, who, lease); });
     });
     http->Delete(R"(/hosts/(\d+))", [this, answer](const httplib::Request& req, httplib::Response& res) {
-      answer(res, [this, port = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str())] {
-        return detach_host(port, text);
-      });
+      answer(res, [this, port = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str()),
+                   who = control::requester(*http, req)] { return detach_host(port, text, who); });
     });
+    control::add_lease_routes(
+        *http, tenancy, [this](std::function<Reply()> task) { return on_loop(std::move(task)); },
+        [this](control::Tenancy::Resource r) { remove(r); });
     http->Get("/stats", [this, fail](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(on_loop([this] { return stats(); }).dump(2) + "\n", "application/json");
@@ -1037,6 +1057,39 @@ struct SwitchDaemon::Impl {
         fail(res, 503, e.what());
       }
     });
+  }
+
+  // POST /jobs by `who`, hanging the job on `lease` (0: none).
+  Reply install_job(const SwitchJobPlan& plan, const std::string& who, LeaseTable::Id lease) {
+    if (auto bad = missing_port("admitted_ports", plan.entry.admitted_ports)) return *bad;
+    if (auto bad = missing_port("multicast_ports", plan.multicast_ports)) return *bad;
+    for (const std::vector<PortId>* ports : {&plan.entry.admitted_ports, &plan.multicast_ports}) {
+      for (PortId p : *ports) {
+        if (auto forbidden = tenancy.forbids_use(who, host_resource(p))) return Reply::error(403, *forbidden);
+      }
+    }
+    if (auto refused = control::refuse_lease(tenancy, who, lease)) return *refused;
+    // Replacing a job in place would keep its aggregators' partial sums under new roles.
+    if (installed.contains(plan.entry.job)) {
+      if (auto forbidden = tenancy.forbids_change(who, job_resource(plan.entry.job))) {
+        return Reply::error(403, *forbidden);
+      }
+      return Reply::error(409, "job " + std::to_string(plan.entry.job) + " is already installed; remove it first");
+    }
+    const std::size_t entries =
+        plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
+    if (entries > config.max_job_entries - installed_entries) {
+      return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
+                                   " ports and roles, and the installed jobs " + std::to_string(installed_entries) +
+                                   ": more than the " + std::to_string(config.max_job_entries) +
+                                   " this switch holds; remove a job first");
+    }
+    pipeline.install_job(plan.entry);
+    pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
+    installed.emplace(plan.entry.job, entries);
+    installed_entries += entries;
+    tenancy.claim(job_resource(plan.entry.job), who, lease);
+    return ok(json{{"installed", plan.entry.job}});
   }
 
   SwitchDaemonConfig config;
@@ -1070,6 +1123,7 @@ struct SwitchDaemon::Impl {
   std::uint64_t send_failed = 0;           // released packets the kernel refused: dropped
   std::map<JobId, std::size_t> installed;  // installed jobs -> the ports and roles each names
   std::size_t installed_entries = 0;       // their sum, at most config.max_job_entries
+  control::Tenancy tenancy;                // who owns which job and attached host, and their leases
 
   EventLoop loop;
   int task_fd = -1;  // eventfd: the HTTP thread wrote a task

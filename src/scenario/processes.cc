@@ -290,6 +290,13 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   if (!f) throw std::runtime_error("cannot write " + path.string());
 }
 
+void write_private_file(const std::filesystem::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const bool written = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) throw std::runtime_error("cannot write " + path.string());
+}
+
 int run_command(const std::vector<std::string>& args, const std::string& input, std::string* output) {
   int out[2] = {-1, -1};
   int in[2] = {-1, -1};

@@ -102,6 +102,8 @@ class TempDir {
 };
 
 void write_file(const std::filesystem::path& path, const std::string& text);
+// A new file that only its owner can read or write (mode 0600): a secret, such as a token.
+void write_private_file(const std::filesystem::path& path, const std::string& text);
 
 // Runs args[0] with args to completion (a set-up command such as `ip`), `input` on its stdin.
 // Returns its exit code (128 + signal if killed) and, in `output`, its stdout and stderr together.

@@ -69,8 +69,8 @@ void expect_ok(const httplib::Result& r, const std::string& what, const std::str
   }
 }
 
-json get_stats(const UdpEndpoint& control) {
-  httplib::Result r = control::client(control).Get("/stats");
+json get_stats(const UdpEndpoint& control, const std::string& token) {
+  httplib::Result r = control::client(control, token).Get("/stats");
   if (!r || r->status != 200) return json();
   return json::parse(r->body, nullptr, false);
 }
@@ -163,7 +163,10 @@ class ProcessRun {
         binary_(std::move(binary)),
         on_round_(on_round),
         placement_(placement),
-        dir_(fresh_temp_prefix(placement)) {}
+        dir_(fresh_temp_prefix(placement)) {
+    // The daemons this run starts answer only to it: a token of its own, in a private file.
+    processes::write_private_file(token_file(), token_ + "\n");
+  }
 
   ScenarioResult run() {
     plan();
@@ -377,8 +380,9 @@ class ProcessRun {
     const auto path = dir_.path() / (name + ".yaml");
     processes::write_file(path, switch_config(name, t));
     Switch& sw = switches_[name];
-    sw.child =
-        &children_.start("switch " + name, {binary_, "switch", "--config", path.string()}, false, namespace_of(name));
+    sw.child = &children_.start("switch " + name,
+                                {binary_, "switch", "--config", path.string(), "--token-file", token_file().string()},
+                                false, namespace_of(name));
     if (wait) read_control({name});
   }
   void wait_switches() {
@@ -403,7 +407,8 @@ class ProcessRun {
       if (it == plan.switches.end()) continue;
       expect_ok(at(name,
                    [&] {
-                     return control::client(sw.control).Post("/jobs", control::to_json(it->second), "application/json");
+                     return control::client(sw.control, token_)
+                         .Post("/jobs", control::to_json(it->second), "application/json");
                    }),
                 "install a job", "switch '" + name + "'");
     }
@@ -413,8 +418,10 @@ class ProcessRun {
     std::vector<Child*> started;
     std::vector<std::string> names;
     for (const std::string& host : ps_hosts_) {
-      std::vector<std::string> args = {binary_,       "ps",        "--control",
-                                       "127.0.0.1:0", "--address", format_address(network_.host_address.at(host))};
+      std::vector<std::string> args = {binary_,        "ps",
+                                       "--control",    "127.0.0.1:0",
+                                       "--address",    format_address(network_.host_address.at(host)),
+                                       "--token-file", token_file().string()};
       if (netns()) {  // receives on its host's address, sends to each packet's destination IP
         args.insert(args.end(), {"--listen", UdpEndpoint{network_.host_address.at(host), kUdpPort}.to_string()});
       } else {
@@ -434,7 +441,7 @@ class ProcessRun {
       const std::string& host = s_.jobs[j].spec.ps[p];
       expect_ok(at(host,
                    [&] {
-                     return control::client(ps_.at(host).second)
+                     return control::client(ps_.at(host).second, token_)
                          .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
                    }),
                 "install a job", "ps '" + host + "'");
@@ -580,7 +587,7 @@ class ProcessRun {
   void stop_switch(const std::string& name) {
     Switch& sw = switches_.at(name);
     if (!sw.up) return;
-    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control); }));
+    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control, token_); }));
     children_.kill(*sw.child);
     sw.up = false;
   }
@@ -621,7 +628,7 @@ class ProcessRun {
   // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
   void count_restart_rejections(const std::string& name) {
     Switch& sw = switches_.at(name);
-    const json stats = at(name, [&] { return get_stats(sw.control); });
+    const json stats = at(name, [&] { return get_stats(sw.control, token_); });
     const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
     sw.restart_rejected += rejected > noise ? rejected - noise : 0;
   }
@@ -634,7 +641,7 @@ class ProcessRun {
         if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
         expect_ok(at(name,
                      [&] {
-                       return control::client(sw.control)
+                       return control::client(sw.control, token_)
                            .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
                      }),
                   "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
@@ -945,7 +952,7 @@ class ProcessRun {
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const json st = at(host, [&] { return get_stats(ps_.at(host).second); });
+        const json st = at(host, [&] { return get_stats(ps_.at(host).second, token_); });
         const std::string key = std::to_string(id);
         if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
           r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
@@ -993,7 +1000,7 @@ class ProcessRun {
     const Duration wait = reclaim + std::chrono::milliseconds(50);
     auto read = [this](const std::string& name) {
       Switch& sw = switches_.at(name);
-      return sw.up ? at(name, [&] { return get_stats(sw.control); }) : json();
+      return sw.up ? at(name, [&] { return get_stats(sw.control, token_); }) : json();
     };
     auto held = [](const json& st) {
       return st.is_object() && st.contains("switch") ? st["switch"].value("aggregators_in_use", std::uint64_t{0}) : 0;
@@ -1068,6 +1075,8 @@ class ProcessRun {
   Placement placement_;
   processes::StopSignals signals_;
   processes::TempDir dir_;
+  std::string token_ = control::random_token();  // the daemons' operator token
+  std::filesystem::path token_file() const { return dir_.path() / "token"; }
   std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
   processes::ChildSet children_;
 

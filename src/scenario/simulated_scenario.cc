@@ -83,7 +83,7 @@ void add_counters(SwitchCounters& sum, const SwitchCounters& c) {
 }
 
 void add_counters(SwitchJobCounters& sum, const SwitchJobCounters& c) {
-  static_assert(sizeof(SwitchJobCounters) == 9 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
+  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
   sum.aggregations += c.aggregations;
   sum.completions += c.completions;
   sum.collisions += c.collisions;
@@ -93,6 +93,7 @@ void add_counters(SwitchJobCounters& sum, const SwitchJobCounters& c) {
   sum.deallocations += c.deallocations;
   sum.reclaimed += c.reclaimed;
   sum.ecn_merged += c.ecn_merged;
+  sum.round_shape_mismatches += c.round_shape_mismatches;
 }
 
 // A switch process: its pipeline, and what a restart (Scenario::restarts) does to it. While down

@@ -37,6 +37,10 @@ struct ClusterJobOptions {
   // (a rank died): then it throws CollectiveError instead of hanging.
   Duration timeout = std::chrono::seconds(30);
   std::optional<JobId> job_id;  // unset: rank 0 picks one the switch and PS do not have
+  // What rank 0 installs on running daemons hangs on a lease with this time to live, which it
+  // keeps alive while the job runs: if rank 0 dies, the daemons remove the job and its hosts
+  // within this much time. The daemons clamp it to [1 s, 1 h].
+  Duration lease_ttl = std::chrono::seconds(10);
 };
 
 // Thrown for an impossible options set or a cluster that refuses the job (one sentence). Other

@@ -6,19 +6,24 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "atp/plan.h"
+#include "atp/runtime/control_auth.h"
 #include "atp/runtime/egress_queue.h"
+#include "atp/runtime/tenancy.h"
 #include "atp/runtime/udp_socket.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+}  // namespace httplib
 
 namespace atp::control {
 
@@ -122,8 +127,24 @@ struct ServerLimits {
   std::chrono::milliseconds slow_request{1000};
 };
 
+// Who may use a control server: the holders of a token its Authenticator knows (the operator's
+// and the tenants'), and anyone for GET /metrics when metrics_open.
+struct ServerAccess {
+  std::shared_ptr<const Authenticator> authenticator;  // required
+  // GET /metrics without a token, for a Prometheus scraper the operator lets in. Off by default:
+  // the counters name every job and port.
+  bool metrics_open = false;
+};
+
+// The ServerAccess for `config` (throws AuthError for a bad token).
+ServerAccess server_access(const AccessConfig& config);
+
 // An HTTP server for a daemon's control plane (cpp-httplib), for every route the daemon then
 // adds. Beyond httplib's defaults it:
+// - answers 401 (with WWW-Authenticate: Bearer) every request without "Authorization: Bearer T"
+//   for a token T that access.authenticator knows, before its route runs or its body is read
+//   (except GET /metrics when access.metrics_open); a route gets the requester's name from
+//   requester();
 // - serves one request per connection (the answer says Connection: close), under
 //   ServerLimits' deadlines and thread bounds, on a socket with SO_REUSEADDR but not
 //   SO_REUSEPORT (a second daemon on a control port in use fails to bind);
@@ -135,7 +156,11 @@ struct ServerLimits {
 //   malformed request, 404 for an unknown route, ...) and, as a last resort, 500 for an
 //   exception a route handler let through.
 // A route handler gets a body of at most kMaxBodyBytes.
-std::unique_ptr<httplib::Server> make_server(const ServerLimits& limits = {});
+std::unique_ptr<httplib::Server> make_server(ServerAccess access, const ServerLimits& limits = {});
+
+// The name of who sent `request` to `server` (from make_server): Authenticator::kOperator or a
+// tenant's; "" for a request let in without a token (GET /metrics when open).
+std::string requester(const httplib::Server& server, const httplib::Request& request);
 
 // Answers one HTTP/1.1 request, `request` being the bytes a client would send (request line,
 // headers, body), with `server`'s routes and checks but without a socket: the bytes of the
@@ -146,5 +171,37 @@ std::string answer_request(httplib::Server& server, std::string_view request);
 // Reply bodies: {"error": message} as JSON text. Never throws: bytes of `message` that are not
 // UTF-8 are replaced.
 std::string error_body(const std::string& message);
+
+// A route's answer computed on a daemon's dataplane thread: a status and a JSON body.
+struct Reply {
+  int status = 200;
+  std::string body;  // JSON text
+  static Reply error(int status, const std::string& message) { return {status, error_body(message)}; }
+};
+
+// ---- leases (tenancy.h), the same routes on both daemons ----------------------------------------
+//   POST /leases                {"ttl_ms": 10000} -> 201 {"lease": ID, "ttl_ms": 10000}: a lease of the
+//                               requester's, its time to live clamped to LeaseTable's bounds; 503
+//                               when the daemon holds LeaseTable::kMaxLeases.
+//   POST /leases/<id>/keepalive  -> {"lease": ID, "ttl_ms": T}: expires T from now.
+//   DELETE /leases/<id>         -> {"revoked": ID, "removed": ["job 3", "host port 5"]}: ends it
+//                               now and removes what hung on it.
+// 404 for a lease that does not exist (expired or revoked), 403 for another tenant's (the operator
+// may keep alive or revoke any). A job or host is hung on a lease by ?lease=ID on the request
+// that installs it (POST /jobs, POST /hosts; lease_param reads it).
+//
+// `on_loop` runs a task on the dataplane thread, where `tenancy` lives, and answers its Reply
+// (or throws when that thread does not answer); `remove` (called there) removes a resource that
+// hung on a revoked lease. Expired leases are the daemon's to sweep (Tenancy::expire).
+using OnLoop = std::function<Reply(std::function<Reply()>)>;
+void add_lease_routes(httplib::Server& server, Tenancy& tenancy, OnLoop on_loop,
+                      std::function<void(Tenancy::Resource)> remove);
+// A POST /leases body, {"ttl_ms": N}: N milliseconds (not yet clamped). Throws ControlError.
+Duration lease_ttl_from_json(const std::string& text);
+// The request's ?lease=ID: 0 when absent; throws ControlError ("lease: ...") for a bad one.
+LeaseTable::Id lease_param(const httplib::Request& request);
+// Why `who` may not hang what it installs on `lease` (404: it expired or was revoked; 403: another
+// tenant's), or nullopt.
+std::optional<Reply> refuse_lease(const Tenancy& tenancy, std::string_view who, LeaseTable::Id lease);
 
 }  // namespace atp::control

@@ -28,6 +28,9 @@ class AuthError : public std::runtime_error {
 std::string default_token_file();
 std::string read_token_file(const std::string& path);
 
+// A fresh token: 64 hex digits from getrandom(). Throws AuthError if the kernel gives no randomness.
+std::string random_token();
+
 // A client's token (the `atp` command, the runners, ClusterJob, the torch backend). Throws
 // AuthError when none is set and the default file does not exist.
 std::string client_token();
@@ -51,6 +54,16 @@ struct Tenant {
   std::string token;
 };
 std::vector<Tenant> read_tenants_file(const std::string& path);
+
+// How a daemon finds its operator token, its tenants and whether /metrics is open: what its
+// command line (--token-file, --tenants, --metrics-open) or its owner in C++ says.
+struct AccessConfig {
+  // Empty: daemon_token()'s (ATP_TOKEN, ATP_TOKEN_FILE, or the default file, written at the first
+  // start). An in-process daemon only its creator talks to may pass random_token().
+  std::string operator_token;
+  std::vector<Tenant> tenants;
+  bool metrics_open = false;
+};
 
 // Maps a request's Authorization header to the tenant it speaks for. The operator (the daemon's
 // own token) may do anything; a tenant only changes what it created (the daemons check).

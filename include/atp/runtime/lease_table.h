@@ -39,7 +39,8 @@ class LeaseTable {
   Outcome revoke(Id id, std::string_view owner);
   // kOk when `id` is a live lease of `owner` (something may be attached to it).
   Outcome check(Id id, std::string_view owner) const;
-  Duration ttl(Id id) const;  // zero for an unknown lease
+  Duration ttl(Id id) const;            // zero for an unknown lease
+  std::string_view owner(Id id) const;  // empty for an unknown lease
 
   // Removes the leases whose expiry is at or before `now` and returns their ids, oldest first.
   std::vector<Id> expire(Time now);

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "atp/ps.h"
+#include "atp/runtime/control_auth.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
 
@@ -21,9 +22,11 @@ struct PsDaemonConfig {
   UdpEndpoint control;        // HTTP bind address of the control plane; port 0: the kernel picks one
   bool serve_control = true;  // false: no HTTP server (jobs only through the C++ API)
   // Every packet any endpoint sends goes here: the PS host's ToR switch (or, in tests without a
-  // switch, anything that forwards by the ATP header's dst). nullopt: each packet goes to its
-  // ATP destination's IP at kUdpPort (the job's multicast group for parameter packets), for
-  // networks where the overlay addresses are the hosts' IPs.
+  // switch, anything that forwards by the ATP header's dst). The data socket is connected to it,
+  // so the PS accepts datagrams from the uplink only: another process on the host cannot inject
+  // gradients. nullopt: each packet goes to its ATP destination's IP at kUdpPort (the job's
+  // multicast group for parameter packets), for networks where the overlay addresses are the
+  // hosts' IPs; the socket then accepts datagrams from any address, as its peers are many hosts.
   std::optional<UdpEndpoint> uplink;
   // The PS host's overlay address (10.0.0.x). 0: accept jobs whatever their PsConfig::self;
   // else a job whose self differs is refused, so a job meant for another PS is not installed here.
@@ -32,6 +35,7 @@ struct PsDaemonConfig {
   // what POST /jobs can make the PS hold is bounded by this, not by 65536 job ids. One more is
   // refused (PsJobError, 409).
   std::size_t max_jobs = 1024;
+  control::AccessConfig access;  // who may use the control plane (control_auth.h)
 };
 
 // Counters of the daemon itself (the endpoints count their own in PsStats).
@@ -72,14 +76,17 @@ class PsJobRefused : public PsJobError {
 // thread (API calls are handed over through a queue and wait for the answer; HTTP requests
 // wait at most 5 s, then answer 503).
 //
-// Control plane (HTTP, control::make_server: request bodies of at most 1 MiB, every error a
-// status and {"error": "one sentence"}, slow clients bounded by control::ServerLimits):
+// Control plane (HTTP, control::make_server: a bearer token on every request (401 without one the
+// daemon knows: config.access), request bodies of at most 1 MiB, every error a status and
+// {"error": "one sentence"}, slow clients bounded by control::ServerLimits). A job belongs to the
+// tenant that installed it; the operator's token may do anything:
 //   POST /jobs       body: control::to_json(PsConfig); 201 {"installed": id}. 400 names a bad
 //                    field, or is the endpoint's refusal (PsJobRefused); 409 for a job already
 //                    installed, one meant for another PS address, one past max_jobs, or one
 //                    whose ps_job_memory_bound with the installed jobs' exceeds the machine's
-//                    memory.
-//   DELETE /jobs/<id>  200 {"removed": id}; 404 when it is not installed.
+//                    memory; 403 for another tenant's job. ?lease=ID hangs it on a lease.
+//   DELETE /jobs/<id>  200 {"removed": id}; 404 when it is not installed; 403 when another's.
+//   POST /leases, POST /leases/<id>/keepalive, DELETE /leases/<id>: control::add_lease_routes.
 //   GET /metrics     Prometheus text; GET /stats: JSON (the data endpoint, daemon and job counters).
 class PsDaemon {
  public:

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atp/runtime/control_auth.h"
 #include "atp/runtime/egress_queue.h"
 #include "atp/runtime/packet_socket.h"
 #include "atp/runtime/udp_socket.h"
@@ -50,6 +51,7 @@ struct SwitchDaemonConfig {
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
   std::uint64_t seed = 0;                          // seeds the port queues' fault draws
+  control::AccessConfig access;                    // who may use the control plane (control_auth.h)
   // The most ports and roles all installed jobs may name together (every job's admitted_ports,
   // multicast_ports and roles): what POST /jobs can make the switch hold is bounded by this,
   // not by 65536 job ids times a body's worth each. A job beyond it is refused (507).
@@ -85,19 +87,25 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 // plane on their own threads; stop() (or the destructor) ends both. The pipeline is only ever
 // touched by the dataplane thread.
 //
-// Control plane (HTTP, control::make_server: request bodies of at most 1 MiB, every error a
-// status and {"error": "one sentence"}, slow clients bounded by control::ServerLimits):
+// Control plane (HTTP, control::make_server: a bearer token on every request (401 without one the
+// daemon knows: config.access), request bodies of at most 1 MiB, every error a status and
+// {"error": "one sentence"}, slow clients bounded by control::ServerLimits). Each job and
+// attached host belongs to the tenant that installed it (control::Tenancy): another tenant's
+// request to change or name it is 403, the operator's token may do anything.
 //   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
 //                    400 names a bad field or a port the switch does not have; 409 when the job is
 //                    already installed ("job N is already installed; remove it first"); 507 when
-//                    it would take the installed jobs past SwitchDaemonConfig::max_job_entries.
+//                    it would take the installed jobs past SwitchDaemonConfig::max_job_entries;
+//                    403 when it names another tenant's host or is another tenant's job.
+//                    ?lease=ID hangs it on a lease (control.h, "leases").
 //   DELETE /jobs/<id>  removes the job (freeing its aggregators) and its multicast group.
 //   PUT /ports/<i>   body: control::to_json(control::PortSettings); replaces port i's egress and/or
 //                    ingress settings for packets enqueued from then on (creating the ingress queue
 //                    if the port had none) and answers the port's settings now in force, same shape.
 //                    The way to apply a scenario's time-windowed faults (from_us/until_us) to a
 //                    running switch (`atp run --backend udp`): one PUT at each window's start and
-//                    end. 400 names a bad field, 404 a port the switch does not have.
+//                    end. 400 names a bad field, 404 a port the switch does not have; 403 for a
+//                    tenant (a link's settings are the operator's).
 //   POST /hosts      body: {"peer": "127.0.0.1:40001"}; attaches a UDP peer (a worker or PS process
 //                    on an ephemeral port) to the running switch and answers
 //                      {"port": P, "address": "10.0.0.7", "switch": {"name": "s0", "atp_capable": true,
@@ -107,14 +115,17 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 //                    queue, counters zero); at most 65536 ports (then 503). Its overlay address is
 //                    the lowest of 10.0.0.1 upwards that no route has (a port that has routes: the
 //                    lowest of them), and a route to the port is installed. 400 names a bad field;
-//                    a switch on interface ports answers 400 (hosts are attached by cable there).
+//                    a switch on interface ports answers 400 (hosts are attached by cable there);
+//                    403 for another tenant's peer (the operator's is answered, not taken over).
+//                    ?lease=ID hangs the port on a lease.
 //   DELETE /hosts/<port>  detaches a UDP port (attached or configured): its peer's datagrams then
 //                    count as unknown_source, every route to the port is removed, its queues are
 //                    reset (held packets dropped, default settings, counters zero) and sends to it
 //                    count as no_port until POST /hosts reuses it. Jobs and multicast groups naming
 //                    the port are left as they are. Answers {"detached": P}; 404 for a port the
 //                    switch does not have or one already detached.
-//   GET /metrics     Prometheus text; GET /stats: JSON, the same counters (per port: egress
+//   POST /leases, POST /leases/<id>/keepalive, DELETE /leases/<id>: control::add_lease_routes.
+//   GET /metrics     Prometheus text (no token needed with access.metrics_open); GET /stats: JSON, the same counters (per port: egress
 //                    counters, and ingress_* for the ingress queue, zero when the port has none;
 //                    per switch also the Ethernet counters of interface ports, zero on UDP ports;
 //                    a detached port's "peer" is "").
