@@ -315,7 +315,8 @@ Rate measure_switch(std::uint16_t values, double seconds) {
   SwitchDaemon daemon(config);
   daemon.start();
 
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon.control_endpoint()), config.access.operator_token);
+  httplib::Client client =
+      control::client(UdpEndpoint::parse(daemon.control_endpoint()), {config.access.operator_token, ""});
   const httplib::Result installed =
       client.Post("/jobs", control::to_json(net.job.switches.at("s0")), "application/json");
   if (!installed || installed->status != 200) {

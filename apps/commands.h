@@ -25,11 +25,13 @@ struct Command {
 std::string self_path();
 
 // The control-plane flags of `atp switch` and `atp ps` (apps/access_flags.cc): --token-file,
-// --tenants, --metrics-open.
+// --tenants, --metrics-open, --tls-cert, --tls-key.
 struct AccessFlags {
   std::string token_file;
   std::string tenants_file;
   bool metrics_open = false;
+  std::string tls_cert_file;  // PEM; with tls_key_file, the control plane speaks https
+  std::string tls_key_file;
 };
 void add_access_flags(CLI::App& app, AccessFlags& flags);
 // What the flags name, read (and the default token generated if need be), and in `origin` where
@@ -37,6 +39,13 @@ void add_access_flags(CLI::App& app, AccessFlags& flags);
 // nullopt after one sentence on stderr, prefixed with `command`.
 std::optional<control::AccessConfig> resolve_access(const std::string& command, const AccessFlags& flags,
                                                     std::string& origin);
+// The control plane's scheme for a start-up line: "https://" when `access` names a TLS
+// certificate, else "http://".
+std::string control_scheme(const control::AccessConfig& access);
+// Warns on stderr, prefixed with `command`, when the control plane listens on `control`
+// ("IP:PORT") off loopback without TLS: tokens and job plans would cross the network in clear.
+void warn_if_clear_off_loopback(const std::string& command, const control::AccessConfig& access,
+                                const std::string& control);
 
 Command add_demo_command(CLI::App& parent);    // apps/demo_command.cc: `atp demo`
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`

@@ -54,11 +54,12 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
     return kExitBadInput;
   }
   daemon->start();
-  // One line a parent process can parse to learn kernel-chosen ports.
+  warn_if_clear_off_loopback("atp ps", config.access, daemon->control_endpoint().to_string());
+  // One line a parent process can parse to learn kernel-chosen ports ("control https://..." over TLS).
   std::cout << "atp ps: data " << daemon->data_endpoint().to_string() << " control "
-            << daemon->control_endpoint().to_string() << " uplink "
-            << (config.uplink ? config.uplink->to_string() : "none (to each packet's destination IP)") << ", token "
-            << token_origin << std::endl;
+            << (config.access.tls_cert_file.empty() ? "" : "https://") << daemon->control_endpoint().to_string()
+            << " uplink " << (config.uplink ? config.uplink->to_string() : "none (to each packet's destination IP)")
+            << ", token " << token_origin << std::endl;
   int signal = 0;
   sigwait(&stop_signals, &signal);
   daemon->stop();

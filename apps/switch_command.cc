@@ -67,8 +67,10 @@ int run_switch(const std::string& config_path, const AccessFlags& flags) {
     data = "interfaces";
     for (const SwitchPortConfig& port : config.ports) data += " " + port.interface;
   }
-  std::cout << "atp switch " << config.name << ": " << data << ", control http://" << daemon->control_endpoint() << ", "
-            << config.ports.size() << " ports, token " << token_origin << std::endl;
+  warn_if_clear_off_loopback("atp switch", config.access, daemon->control_endpoint());
+  std::cout << "atp switch " << config.name << ": " << data << ", control " << control_scheme(config.access)
+            << daemon->control_endpoint() << ", " << config.ports.size() << " ports, token " << token_origin
+            << std::endl;
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   daemon->stop();
@@ -84,14 +86,14 @@ int print_stats(const std::string& control) {
     return kExitBadInput;
   }
   const std::string text = endpoint.to_string();
-  std::string token;
+  control::ClientAccess access;
   try {
-    token = control::client_token();
+    access = control::client_access();
   } catch (const control::AuthError& e) {
     std::cerr << "atp switch stats: " << e.what() << "\n";
     return kExitBadInput;
   }
-  httplib::Client client = control::client(endpoint, token);
+  httplib::Client client = control::client(endpoint, access);
   const httplib::Result result = client.Get("/stats");
   if (!result) {
     std::cerr << "atp switch stats: cannot reach the switch control endpoint " << text << " ("

@@ -23,6 +23,16 @@
 #include "atp/runtime/control_client.h"
 #include "test_access.h"
 
+// The TLS tests make their certificates with OpenSSL's C API (no openssl command needed).
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
 namespace atp::control {
 namespace {
 
@@ -290,13 +300,20 @@ TEST(ControlCodec, ErrorsQuoteABoundedExcerptOfTheBadValue) {
 
 using namespace std::chrono_literals;
 
+// control::client as a program that reaches others' daemons makes it: the token given, and the
+// CA that ATP_TLS_CA names (control::tls_ca_file(), which throws AuthError for a bad one).
+httplib::Client client_for(const UdpEndpoint& server, const std::string& token) {
+  return control::client(server, {token, control::tls_ca_file()});
+}
+
 // A control server with `limits` and test::test_access()'s tokens, and routes POST /echo
 // (answers its body), GET /throw and GET /whoami (answers the requester's name), on 127.0.0.1,
-// listening on its own thread until destroyed.
+// listening on its own thread until destroyed. With `access`: its tokens and TLS instead.
 class TestServer {
  public:
   explicit TestServer(const ServerLimits& limits = {}, bool metrics_open = false)
-      : server_(make_server(access(metrics_open), limits)) {
+      : TestServer(limits, access(metrics_open)) {}
+  TestServer(const ServerLimits& limits, ServerAccess access) : server_(make_server(std::move(access), limits)) {
     server_->Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.body, "application/json");
     });
@@ -423,7 +440,7 @@ TEST(ControlServer, RequestsWithoutAKnownTokenAre401) {
 
   // Over a socket too, with the client every atp program uses.
   auto whoami = [&](const std::string& token) {
-    auto res = control::client(server.endpoint(), token).Get("/whoami");
+    auto res = client_for(server.endpoint(), token).Get("/whoami");
     return res ? std::to_string(res->status) + " " + res->body : "no answer";
   };
   EXPECT_EQ(whoami(test::kOperatorToken), "200 operator");
@@ -460,7 +477,7 @@ TEST(ControlServer, SlowClientsGiveTheirThreadsUpToWaitingOnes) {
   std::vector<std::unique_ptr<SlowClient>> slow;
   for (int i = 0; i < 4; ++i)
     slow.push_back(std::make_unique<SlowClient>(server.endpoint(), "POST /echo HTTP/1.1\r\n"));
-  httplib::Client client = control::client(server.endpoint(), test::kOperatorToken);
+  httplib::Client client = client_for(server.endpoint(), test::kOperatorToken);
   const auto start = std::chrono::steady_clock::now();
   auto res = client.Post("/echo", "{}", "application/json");
   ASSERT_TRUE(res) << httplib::to_string(res.error());
@@ -499,6 +516,212 @@ TEST(ControlServer, StopsPromptlyWithSlowClientsConnected) {
 TEST(ControlServer, AnswerRequestNeedsAControlServer) {
   httplib::Server plain;
   EXPECT_THROW(answer_request(plain, "GET / HTTP/1.1\r\n\r\n"), std::invalid_argument);
+}
+
+// ---- TLS ---------------------------------------------------------------------------------------
+
+// Self-signed certificates for IP 127.0.0.1 (subjectAltName, as `openssl req -x509 ... -addext
+// subjectAltName=IP:127.0.0.1` makes) and their keys, PEM files in a fresh temporary folder that
+// is removed when destroyed: "server"'s, and "other"'s, a CA the server's certificate is not from.
+class TlsFiles {
+ public:
+  TlsFiles() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "atp-tls-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
+    write_pair("server", 1);
+    write_pair("other", 2);
+  }
+  ~TlsFiles() { std::filesystem::remove_all(dir_); }
+  std::string cert(const std::string& name = "server") const { return (dir_ / (name + ".crt")).string(); }
+  std::string key(const std::string& name = "server") const { return (dir_ / (name + ".key")).string(); }
+  std::string path(const std::string& file) const { return (dir_ / file).string(); }
+
+ private:
+  void write_pair(const std::string& name, long serial) const {
+    std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("P-256"), EVP_PKEY_free);
+    std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), X509_free);
+    ASSERT_TRUE(key && cert);
+    X509_set_version(cert.get(), 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial);
+    X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(cert.get()), 86400);
+    X509_set_pubkey(cert.get(), key.get());
+    X509_NAME* subject = X509_get_subject_name(cert.get());
+    X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1,
+                               0);
+    X509_set_issuer_name(cert.get(), subject);
+    X509V3_CTX context;
+    X509V3_set_ctx_nodb(&context);
+    X509V3_set_ctx(&context, cert.get(), cert.get(), nullptr, nullptr, 0);
+    for (const auto& [nid, value] :
+         {std::pair{NID_subject_alt_name, "IP:127.0.0.1"}, std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+      X509_EXTENSION* extension = X509V3_EXT_conf_nid(nullptr, &context, nid, value);
+      ASSERT_NE(extension, nullptr);
+      X509_add_ext(cert.get(), extension, -1);
+      X509_EXTENSION_free(extension);
+    }
+    ASSERT_GT(X509_sign(cert.get(), key.get(), EVP_sha256()), 0);
+    std::unique_ptr<BIO, decltype(&BIO_free)> cert_file(BIO_new_file(this->cert(name).c_str(), "w"), BIO_free);
+    std::unique_ptr<BIO, decltype(&BIO_free)> key_file(BIO_new_file(this->key(name).c_str(), "w"), BIO_free);
+    ASSERT_TRUE(cert_file && key_file);
+    ASSERT_EQ(PEM_write_bio_X509(cert_file.get(), cert.get()), 1);
+    ASSERT_EQ(PEM_write_bio_PrivateKey(key_file.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr), 1);
+  }
+
+  std::filesystem::path dir_;
+};
+
+// Sets (or with nullopt unsets) an environment variable for a scope, and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+ServerAccess tls_access(const std::string& cert, const std::string& key) {
+  ServerAccess access = server_access(test::test_access());
+  access.tls_cert_file = cert;
+  access.tls_key_file = key;
+  return access;
+}
+
+// What GET /whoami with `token` gets from `server` with control::client: "200 operator", "401 ...",
+// or "failed: <httplib's error>".
+std::string whoami(const TestServer& server, const std::string& token) {
+  auto res = client_for(server.endpoint(), token).Get("/whoami");
+  return res ? std::to_string(res->status) + " " + res->body : "failed: " + httplib::to_string(res.error());
+}
+
+// With ATP_TLS_CA naming the server's certificate, control::client speaks https: the token is
+// checked as over plain HTTP.
+TEST(ControlServerTls, AnswersHttpsClientsAndStillNeedsTheToken) {
+  const TlsFiles files;
+  TestServer server({}, tls_access(files.cert(), files.key()));
+  const ScopedEnv ca("ATP_TLS_CA", files.cert());
+  EXPECT_EQ(whoami(server, test::kOperatorToken), "200 operator");
+  EXPECT_EQ(whoami(server, test::kAliceToken), "200 alice");
+  EXPECT_EQ(whoami(server, "x" + test::kOperatorToken).substr(0, 4), "401 ");
+  auto res = client_for(server.endpoint(), test::kOperatorToken).Post("/echo", "{\"a\": 1}", "application/json");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->body, "{\"a\": 1}");
+}
+
+// Nothing is served in clear on a TLS port: a plain HTTP client gets no HTTP answer.
+TEST(ControlServerTls, PlainHttpToATlsPortGetsNoAnswer) {
+  const TlsFiles files;
+  TestServer server({.request_deadline = 1000ms}, tls_access(files.cert(), files.key()));
+  const ScopedEnv ca("ATP_TLS_CA", std::nullopt);
+  EXPECT_EQ(whoami(server, test::kOperatorToken).substr(0, 7), "failed:");
+  SlowClient raw(server.endpoint(), test::with_token("GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::optional<std::string> answer = raw.answer_within(3s);
+  ASSERT_TRUE(answer) << "still connected after 3 s";
+  EXPECT_EQ(answer->find("HTTP/1.1"), std::string::npos) << *answer;
+}
+
+// The handshake is part of the request: a client that connects and never sends its ClientHello
+// gives its thread up to a waiting one after slow_request, and is dropped at request_deadline.
+TEST(ControlServerTls, AClientThatNeverStartsTheHandshakeBlocksNoOne) {
+  const TlsFiles files;
+  const ScopedEnv ca("ATP_TLS_CA", files.cert());
+  {
+    TestServer server({.workers = 1, .queued_connections = 4, .request_deadline = 10s, .slow_request = 200ms},
+                      tls_access(files.cert(), files.key()));
+    SlowClient silent(server.endpoint(), "");
+    std::this_thread::sleep_for(100ms);  // the only thread has taken `silent` up
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(whoami(server, test::kOperatorToken), "200 operator");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  }
+  TestServer server({.workers = 4, .queued_connections = 4, .request_deadline = 500ms, .slow_request = 10s},
+                    tls_access(files.cert(), files.key()));
+  SlowClient silent(server.endpoint(), "");
+  SlowClient half(server.endpoint(), std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(silent.answer_within(3s)) << "still connected after 3 s";
+  EXPECT_TRUE(half.answer_within(1s)) << "a half ClientHello: still connected";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+// A bad certificate or key is refused when the server is made, with one sentence naming the file.
+TEST(ControlServerTls, BadCertificateOrKeyFilesAreOneSentenceNamingTheFile) {
+  const TlsFiles files;
+  auto error_of = [](const std::string& cert, const std::string& key) {
+    try {
+      make_server(tls_access(cert, key));
+    } catch (const AuthError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string mismatch = error_of(files.cert(), files.key("other"));
+  EXPECT_NE(mismatch.find("the TLS key file '" + files.key("other") + "' does not hold the private key of the " +
+                          "certificate in '" + files.cert() + "'"),
+            std::string::npos)
+      << mismatch;
+  const std::string missing = error_of(files.path("nowhere.crt"), files.key());
+  EXPECT_NE(missing.find("cannot read the TLS certificate file '" + files.path("nowhere.crt") + "'"), std::string::npos)
+      << missing;
+  const std::string not_pem = error_of(files.key(), files.key());
+  EXPECT_NE(not_pem.find("the TLS certificate file '" + files.key() + "' holds no PEM certificate"), std::string::npos)
+      << not_pem;
+  const std::string key_not_pem = error_of(files.cert(), files.cert());
+  EXPECT_NE(key_not_pem.find("the TLS key file '" + files.cert() + "' holds no unencrypted PEM private key"),
+            std::string::npos)
+      << key_not_pem;
+  EXPECT_NE(error_of(files.cert(), "").find("only the certificate '" + files.cert() + "' was given"),
+            std::string::npos);
+  for (const std::string& e : {mismatch, missing, not_pem, key_not_pem}) {
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+// A client trusts only ATP_TLS_CA: a server whose certificate another CA signed fails
+// verification, and a bad ATP_TLS_CA is an error, not plain HTTP.
+TEST(ControlServerTls, ClientsVerifyTheServerAgainstAtpTlsCa) {
+  const TlsFiles files;
+  TestServer server({}, tls_access(files.cert(), files.key()));
+  {
+    const ScopedEnv ca("ATP_TLS_CA", files.cert("other"));
+    auto res = client_for(server.endpoint(), test::kOperatorToken).Get("/whoami");
+    ASSERT_FALSE(res);
+    EXPECT_EQ(res.error(), httplib::Error::SSLServerVerification);
+  }
+  {
+    const ScopedEnv ca("ATP_TLS_CA", files.path("nowhere.pem"));
+    try {
+      client_for(server.endpoint(), test::kOperatorToken);
+      ADD_FAILURE() << "a missing ATP_TLS_CA file was taken";
+    } catch (const AuthError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("ATP_TLS_CA names '" + files.path("nowhere.pem") + "', which cannot be read"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    const ScopedEnv ca("ATP_TLS_CA", files.key());
+    EXPECT_THROW(client_for(server.endpoint(), test::kOperatorToken), AuthError) << "a key is no certificate";
+  }
 }
 
 }  // namespace

@@ -162,7 +162,7 @@ class SwitchDaemonTest : public ::testing::Test {
     daemon_.emplace(config_);
     daemon_->start();
     const std::string control = daemon_->control_endpoint();
-    client_.emplace(control::client(UdpEndpoint::parse(control), test::kOperatorToken));
+    client_.emplace(control::client(UdpEndpoint::parse(control), {test::kOperatorToken, ""}));
   }
 
   json stats() {
@@ -455,7 +455,7 @@ TEST_F(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
   SlowClients slow(daemon_->control_endpoint(), 48);
   pollfd none{-1, 0, 0};
   ::poll(&none, 0, 1500);  // they are slow now
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), test::kOperatorToken);
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
   const auto start = std::chrono::steady_clock::now();
   auto res = client.Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
   const auto installed = std::chrono::steady_clock::now();
@@ -805,8 +805,8 @@ class SwitchTenancyTest : public SwitchHostsTest {
   void SetUp() override {
     SwitchHostsTest::SetUp();
     const UdpEndpoint control = UdpEndpoint::parse(daemon_->control_endpoint());
-    alice_.emplace(control::client(control, test::kAliceToken));
-    bob_.emplace(control::client(control, test::kBobToken));
+    alice_.emplace(control::client(control, {test::kAliceToken, ""}));
+    bob_.emplace(control::client(control, {test::kBobToken, ""}));
   }
   // The status and body of a request by `client`.
   static std::pair<int, std::string> call(httplib::Client& client, const std::string& method, const std::string& path,
@@ -944,7 +944,7 @@ TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
     GTEST_SKIP() << "skipped: " << e.what();
   }
   daemon->start();
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon->control_endpoint()), test::kOperatorToken);
+  httplib::Client client = control::client(UdpEndpoint::parse(daemon->control_endpoint()), {test::kOperatorToken, ""});
   const std::string refusal =
       "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
   auto res = client.Post("/hosts", R"({"peer": "127.0.0.1:40001"})", "application/json");

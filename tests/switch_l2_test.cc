@@ -274,7 +274,8 @@ class SwitchL2Test : public ::testing::Test {
   // An HTTP request to the switch's control plane, made from inside the switch namespace.
   std::pair<int, std::string> http(const std::string& method, const std::string& path, const std::string& body = "") {
     return in_netns(testbed_->sw(), [&] {
-      httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), test::kOperatorToken);
+      httplib::Client client =
+          control::client(UdpEndpoint::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
       httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
                           : method == "PUT" ? client.Put(path, body, "application/json")
                                             : client.Get(path);

@@ -34,16 +34,16 @@ struct Reply {
   json body;
 };
 
-Reply request(const UdpEndpoint& control, const std::string& token, const char* method, const std::string& path,
-              const std::string& body = "") {
+Reply request(const UdpEndpoint& control, const control::ClientAccess& access, const char* method,
+              const std::string& path, const std::string& body = "") {
   const std::string where = control.to_string();
-  httplib::Client client = control::client(control, token);
+  httplib::Client client = control::client(control, access);
   httplib::Result r = std::string(method) == "GET"    ? client.Get(path)
                       : std::string(method) == "POST" ? client.Post(path, body, "application/json")
                                                       : client.Delete(path);
   if (!r) {
-    throw ClusterJobError(std::string(method) + " http://" + where + path + " failed (" +
-                          httplib::to_string(r.error()) + "): is the daemon running there?");
+    throw ClusterJobError(std::string(method) + (access.tls_ca.empty() ? " http://" : " https://") + where + path +
+                          " failed (" + httplib::to_string(r.error()) + "): is the daemon running there?");
   }
   Reply reply{r->status, json::parse(r->body, nullptr, false)};
   if (reply.body.is_discarded()) reply.body = json::object();
@@ -73,10 +73,10 @@ struct Attachment {
 };
 
 // Attaches `peer` to the switch, hung on `lease` (0: none).
-Attachment attach(const UdpEndpoint& switch_control, const std::string& token, LeaseTable::Id lease,
+Attachment attach(const UdpEndpoint& switch_control, const control::ClientAccess& access, LeaseTable::Id lease,
                   const UdpEndpoint& peer, const std::string& who) {
   const std::string path = lease == 0 ? "/hosts" : "/hosts?lease=" + std::to_string(lease);
-  const json reply = expect_ok(request(switch_control, token, "POST", path, control::host_to_json(peer)),
+  const json reply = expect_ok(request(switch_control, access, "POST", path, control::host_to_json(peer)),
                                "the switch at " + switch_control.to_string() + " refused to attach " + who);
   try {
     Attachment a;
@@ -128,7 +128,7 @@ struct Lease {
 struct ClusterJob::Coordinator {
   std::unique_ptr<LocalCluster> local;
   UdpEndpoint switch_control, ps_control;
-  std::string token;  // for both daemons' control planes
+  control::ClientAccess access;  // for both daemons' control planes
   Lease switch_lease, ps_lease;
   std::optional<JobId> installed;  // on both the switch and the PS
 
@@ -148,7 +148,7 @@ struct ClusterJob::Coordinator {
     if (keeper.joinable()) keeper.join();
     for (Lease* lease : {&switch_lease, &ps_lease}) {
       try {
-        if (lease->id != 0) request(lease->control, token, "DELETE", "/leases/" + std::to_string(lease->id));
+        if (lease->id != 0) request(lease->control, access, "DELETE", "/leases/" + std::to_string(lease->id));
       } catch (const std::exception&) {  // the daemon is gone: nothing left to remove
       }
       lease->id = 0;
@@ -160,7 +160,7 @@ struct ClusterJob::Coordinator {
 
   Lease grant(const UdpEndpoint& control, Duration ttl, const std::string& who) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
-    const json reply = expect_ok(request(control, token, "POST", "/leases", json{{"ttl_ms", ms}}.dump()),
+    const json reply = expect_ok(request(control, access, "POST", "/leases", json{{"ttl_ms", ms}}.dump()),
                                  who + " at " + control.to_string() + " granted no lease");
     if (!reply.contains("lease") || !reply["lease"].is_number_unsigned()) {
       throw ClusterJobError(who + " at " + control.to_string() + " answered POST /leases with " + reply.dump());
@@ -177,7 +177,7 @@ struct ClusterJob::Coordinator {
         lock.unlock();  // uninstall() need not wait for a slow daemon's answer to take the lock
         for (const Lease* lease : {&switch_lease, &ps_lease}) {
           try {
-            request(lease->control, token, "POST", "/leases/" + std::to_string(lease->id) + "/keepalive");
+            request(lease->control, access, "POST", "/leases/" + std::to_string(lease->id) + "/keepalive");
           } catch (const std::exception&) {
           }
         }
@@ -191,16 +191,16 @@ struct ClusterJob::Coordinator {
   std::pair<std::vector<WorkerConfig>, UdpEndpoint> plan_and_install(const std::vector<UdpEndpoint>& ranks,
                                                                      const ClusterJobOptions& options) {
     const UdpEndpoint switch_data = endpoint_field(
-        expect_ok(request(switch_control, token, "GET", "/stats"), "the switch at " + switch_control.to_string()),
+        expect_ok(request(switch_control, access, "GET", "/stats"), "the switch at " + switch_control.to_string()),
         "data", "the switch at " + switch_control.to_string());
     const UdpEndpoint ps_data =
-        endpoint_field(expect_ok(request(ps_control, token, "GET", "/stats"), "the PS at " + ps_control.to_string()),
+        endpoint_field(expect_ok(request(ps_control, access, "GET", "/stats"), "the PS at " + ps_control.to_string()),
                        "data", "the PS at " + ps_control.to_string());
     switch_lease = grant(switch_control, options.lease_ttl, "the switch");
     ps_lease = grant(ps_control, options.lease_ttl, "the PS");
     keep_alive(options.lease_ttl);
     // Not on the lease: the PS's port is shared with the other jobs that use this PS.
-    const Attachment ps = attach(switch_control, token, 0, ps_data, "the PS " + ps_data.to_string());
+    const Attachment ps = attach(switch_control, access, 0, ps_data, "the PS " + ps_data.to_string());
 
     Topology topology;
     SwitchSpec tor;
@@ -213,7 +213,7 @@ struct ClusterJob::Coordinator {
     spec.name = "torch";
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string name = "rank" + std::to_string(r);
-      const Attachment a = attach(switch_control, token, switch_lease.id, ranks[r],
+      const Attachment a = attach(switch_control, access, switch_lease.id, ranks[r],
                                   "rank " + std::to_string(r) + " at " + ranks[r].to_string());
       topology.hosts.push_back({name, tor.name, a.host});
       spec.workers.push_back(name);
@@ -233,14 +233,14 @@ struct ClusterJob::Coordinator {
       spec.id = options.job_id ? *options.job_id : static_cast<JobId>(1 + random() % 0xFFFE);
       const JobPlan plan = plan_job(network, spec);  // PlanError: e.g. more than 32 ranks
       const std::string jobs = "/jobs?lease=";
-      const Reply on_switch = request(switch_control, token, "POST", jobs + std::to_string(switch_lease.id),
+      const Reply on_switch = request(switch_control, access, "POST", jobs + std::to_string(switch_lease.id),
                                       control::to_json(plan.switches.at(tor.name)));
       // The id is taken (by this tenant: 409, or another: 403): try another.
       if ((on_switch.status == 409 || on_switch.status == 403) && !options.job_id) continue;
       expect_ok(on_switch, "the switch refused job " + std::to_string(spec.id));
       const Reply on_ps =
-          request(ps_control, token, "POST", jobs + std::to_string(ps_lease.id), control::to_json(plan.ps.front()));
-      if (on_ps.status / 100 != 2) request(switch_control, token, "DELETE", "/jobs/" + std::to_string(spec.id));
+          request(ps_control, access, "POST", jobs + std::to_string(ps_lease.id), control::to_json(plan.ps.front()));
+      if (on_ps.status / 100 != 2) request(switch_control, access, "DELETE", "/jobs/" + std::to_string(spec.id));
       if ((on_ps.status == 409 || on_ps.status == 403) && !options.job_id) continue;
       expect_ok(on_ps, "the PS refused job " + std::to_string(spec.id));
       installed = spec.id;
@@ -277,7 +277,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         coordinator->local = std::make_unique<LocalCluster>(options.local_aggregators);
         coordinator->switch_control = coordinator->local->switch_control();
         coordinator->ps_control = coordinator->local->ps_control();
-        coordinator->token = coordinator->local->token;
+        coordinator->access = {coordinator->local->token, ""};
       } else {
         coordinator->switch_control = *options.switch_control;
         coordinator->ps_control = *options.ps_control;
@@ -290,7 +290,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
       }
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up.
-      if (!options.local) coordinator->token = control::client_token();
+      if (!options.local) coordinator->access = control::client_access();
       std::tie(configs, uplink) = coordinator->plan_and_install(ranks, options);
       job->job_ = *coordinator->installed;
       job->coordinator_ = std::move(coordinator);

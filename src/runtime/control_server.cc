@@ -1,11 +1,18 @@
 // The daemons' HTTP control server (cpp-httplib): bearer tokens checked before any route, one
-// request per connection under deadlines and thread bounds that slow clients cannot exhaust, every
-// error one JSON sentence; and the lease routes both daemons serve.
+// request per connection (in clear or over TLS) under deadlines and thread bounds that slow clients
+// cannot exhaust, every error one JSON sentence; and the lease routes both daemons serve.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,14 +20,17 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -54,23 +64,149 @@ struct ConnectionState {
 // the server then answers it 503 at once instead of serving it.
 thread_local bool t_refuse_connection = false;
 
-// One connection's byte stream for httplib, with ServerLimits' bounds: reading the request must
-// finish within request_deadline of the connection being taken up, writing the answer within
-// request_deadline of its first byte, and either gives up after slow_request when other
-// connections wait. At most kMaxRequestBytes are read.
+// How a connection's bytes cross its socket: as they are, or inside TLS. Each call does what it
+// can without blocking, and says what the socket must be ready for when it could not finish.
+class Transport {
+ public:
+  // What a call did: moved `bytes` (> 0; 0 from receive: the client closed), or must be called
+  // again once the socket is ready for `wait_for` (POLLIN or POLLOUT), or failed (bytes -1 and
+  // wait_for 0).
+  struct Step {
+    ssize_t bytes;
+    short wait_for;
+  };
+  virtual ~Transport() = default;
+  // Before the request's first byte: TLS's handshake (bytes 1 when done).
+  virtual Step open() { return {1, 0}; }
+  virtual Step receive(char* data, std::size_t size) = 0;
+  virtual Step send(const char* data, std::size_t size) = 0;
+  // Received bytes that receive() holds already, the socket being readable or not.
+  virtual bool holds_received() const { return false; }
+  // After the answer, before the socket shuts down: TLS's close_notify. Never waits.
+  virtual void close() {}
+};
+
+// The socket's own bytes (plain HTTP).
+class PlainTransport final : public Transport {
+ public:
+  explicit PlainTransport(int sock) : sock_(sock) {}
+  Step receive(char* data, std::size_t size) override { return step(::recv(sock_, data, size, MSG_DONTWAIT), POLLIN); }
+  Step send(const char* data, std::size_t size) override {
+    return step(::send(sock_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT), POLLOUT);
+  }
+
+ private:
+  static Step step(ssize_t n, short events) {
+    if (n >= 0) return {n, 0};
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {-1, events};
+    return {-1, 0};  // an error or a reset
+  }
+  int sock_;
+};
+
+// TLS over the socket (OpenSSL), the server's side. OpenSSL reads and writes the socket itself:
+// it is made non-blocking, so that every wait is ConnectionStream's, under its deadlines.
+class TlsTransport final : public Transport {
+ public:
+  TlsTransport(SSL_CTX* context, int sock) : ssl_(SSL_new(context), SSL_free) {
+    const int flags = ::fcntl(sock, F_GETFL);
+    if (flags < 0 || ::fcntl(sock, F_SETFL, flags | O_NONBLOCK) < 0 || (ssl_ && SSL_set_fd(ssl_.get(), sock) != 1)) {
+      ssl_.reset();
+    }
+  }
+  Step open() override {
+    if (!ssl_) return {-1, 0};
+    return call([this] { return SSL_accept(ssl_.get()); });
+  }
+  Step receive(char* data, std::size_t size) override {
+    return call([&] { return SSL_read(ssl_.get(), data, static_cast<int>(std::min<std::size_t>(size, INT_MAX))); });
+  }
+  Step send(const char* data, std::size_t size) override {
+    return call([&] { return SSL_write(ssl_.get(), data, static_cast<int>(std::min<std::size_t>(size, INT_MAX))); });
+  }
+  bool holds_received() const override { return ssl_ && SSL_pending(ssl_.get()) > 0; }
+  // One try: the client's own close_notify is not waited for (linger drops what it sends).
+  void close() override {
+    if (!ssl_) return;
+    ERR_clear_error();
+    SSL_shutdown(ssl_.get());
+    ERR_clear_error();
+  }
+
+ private:
+  // Runs one OpenSSL call; the thread's error queue must be empty for SSL_get_error to be right.
+  template <typename Call>
+  Step call(Call ssl_call) {
+    ERR_clear_error();
+    const int n = ssl_call();
+    if (n > 0) return {n, 0};
+    const int error = SSL_get_error(ssl_.get(), n);
+    ERR_clear_error();
+    switch (error) {
+      case SSL_ERROR_WANT_READ:
+        return {-1, POLLIN};
+      case SSL_ERROR_WANT_WRITE:
+        return {-1, POLLOUT};
+      case SSL_ERROR_ZERO_RETURN:  // the client's close_notify: it closed
+        return {0, 0};
+      default:  // not TLS, a bad handshake, a reset
+        return {-1, 0};
+    }
+  }
+
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl_;
+};
+
+// OpenSSL writes to the socket with write(), which raises SIGPIPE when the client has gone (the
+// daemons do not ignore it): the thread serving a TLS connection blocks SIGPIPE meanwhile, and
+// takes the one that came before unblocking it.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    if (!sigismember(&old_, SIGPIPE) && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+      const timespec now{};
+      ::sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+};
+
+// One connection's byte stream for httplib, over `transport`, with ServerLimits' bounds: opening
+// it (TLS's handshake) and reading the request must finish within request_deadline of the
+// connection being taken up, writing the answer within request_deadline of its first byte, and
+// either gives up after slow_request when other connections wait. At most kMaxRequestBytes are
+// read.
 class ConnectionStream final : public httplib::Stream {
  public:
-  ConnectionStream(int sock, const ConnectionState& state) : sock_(sock), state_(state), phase_start_(Clock::now()) {}
+  ConnectionStream(Transport& transport, int sock, const ConnectionState& state)
+      : transport_(transport), sock_(sock), state_(state), phase_start_(Clock::now()) {}
 
-  bool is_readable() const override { return used_ < filled_ || wait(POLLIN); }
+  // What comes before the request (TLS's handshake); false when it failed or ran out of time.
+  bool open() {
+    return run([this] { return transport_.open(); }) > 0;
+  }
+
+  bool is_readable() const override { return used_ < filled_ || transport_.holds_received() || wait(POLLIN); }
   bool is_writable() const override { return wait(POLLOUT); }
 
   // After an interim "100 Continue" the body is read under the answer's deadline: still bounded.
   ssize_t read(char* ptr, size_t size) override {
     if (used_ == filled_) {
-      if (received_ >= kMaxRequestBytes || !wait(POLLIN)) return -1;
-      const ssize_t n = ::recv(sock_, buffer_, std::min(sizeof buffer_, kMaxRequestBytes - received_), 0);
-      if (n <= 0) return n;  // 0: the client closed; -1: an error
+      if (received_ >= kMaxRequestBytes) return -1;
+      const std::size_t most = std::min(sizeof buffer_, kMaxRequestBytes - received_);
+      const ssize_t n = run([&] { return transport_.receive(buffer_, most); });
+      if (n <= 0) return n;  // 0: the client closed; -1: an error, or out of time
       received_ += static_cast<std::size_t>(n);
       used_ = 0;
       filled_ = static_cast<std::size_t>(n);
@@ -88,10 +224,9 @@ class ConnectionStream final : public httplib::Stream {
       phase_start_ = Clock::now();
     }
     for (std::size_t sent = 0; sent < size;) {
-      if (!wait(POLLOUT)) return -1;
-      const ssize_t n = ::send(sock_, ptr + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-      if (n > 0) sent += static_cast<std::size_t>(n);
+      const ssize_t n = run([&] { return transport_.send(ptr + sent, size - sent); });
+      if (n < 0) return -1;
+      sent += static_cast<std::size_t>(n);
     }
     return static_cast<ssize_t>(size);
   }
@@ -101,19 +236,34 @@ class ConnectionStream final : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
-  // Waits until the socket is ready for `events`; false when this phase (reading the request,
-  // or writing the answer) is out of time, or must give its thread up.
+  // True when this phase (reading the request, or writing the answer) is out of time, or must
+  // give its thread up, `in_phase` after it began.
+  bool out_of_time(Clock::duration in_phase) const {
+    return state_.stopping || in_phase >= state_.limits.request_deadline ||
+           (in_phase >= state_.limits.slow_request && state_.waiting > 0);
+  }
+
+  // Repeats a transport's `step` until it moves bytes or fails (its bytes), waiting for the
+  // socket in between; -1 when this phase is out of time, checked before every step.
+  template <typename Step>
+  ssize_t run(Step step) const {
+    for (;;) {
+      if (out_of_time(Clock::now() - phase_start_)) return -1;
+      const Transport::Step s = step();
+      if (s.wait_for == 0) return s.bytes;
+      if (!wait(s.wait_for)) return -1;
+    }
+  }
+
+  // Waits until the socket is ready for `events`; false when this phase is out of time.
   bool wait(short events) const {
     for (;;) {
       const Clock::duration in_phase = Clock::now() - phase_start_;
-      if (state_.stopping || in_phase >= state_.limits.request_deadline ||
-          (in_phase >= state_.limits.slow_request && state_.waiting > 0)) {
-        return false;
-      }
+      if (out_of_time(in_phase)) return false;
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(state_.limits.request_deadline - in_phase);
       pollfd p{sock_, events, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::chrono::milliseconds>(kPollSlice, left).count()));
-      if (ready > 0) return true;  // ready, or an error or hang-up that recv/send then reports
+      if (ready > 0) return true;  // ready, or an error or hang-up that the transport then reports
       if (ready < 0 && errno != EINTR) return false;
     }
   }
@@ -138,6 +288,7 @@ class ConnectionStream final : public httplib::Stream {
     ip = text;
   }
 
+  Transport& transport_;
   int sock_;
   const ConnectionState& state_;
   Clock::time_point phase_start_;  // when reading the request, then writing the answer, began
@@ -355,9 +506,68 @@ void answer_refusal(const Refusal& refusal, httplib::Response& res) {
   res.set_content(error_body(refusal.message) + "\n", "application/json");
 }
 
+// The thread's last OpenSSL error, for a message ("no start line"); empties the queue.
+std::string openssl_reason() {
+  const unsigned long error = ERR_peek_last_error();
+  const char* reason = error == 0 ? nullptr : ERR_reason_error_string(error);
+  ERR_clear_error();
+  return reason ? reason : "unknown error";
+}
+
+// Throws AuthError unless `path` is a regular file this process can open.
+void check_tls_file(const std::string& path, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw AuthError("cannot read the TLS " + what + " file '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (!regular) throw AuthError("the TLS " + what + " file '" + path + "' is not a regular file");
+}
+
+// The TLS context of a server with `access`'s certificate and key; null when it has neither.
+// Throws AuthError naming the file that is missing, unreadable, not PEM, or a key that is not the
+// certificate's.
+std::shared_ptr<SSL_CTX> tls_context(const ServerAccess& access) {
+  const std::string& cert = access.tls_cert_file;
+  const std::string& key = access.tls_key_file;
+  if (cert.empty() && key.empty()) return nullptr;
+  if (cert.empty() || key.empty()) {
+    throw AuthError("TLS needs both a certificate file and its private key file (--tls-cert and --tls-key); only " +
+                    (cert.empty() ? "the key '" + key + "'" : "the certificate '" + cert + "'") + " was given");
+  }
+  check_tls_file(cert, "certificate");
+  check_tls_file(key, "key");
+  ERR_clear_error();
+  std::shared_ptr<SSL_CTX> context(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+  if (!context) throw AuthError("cannot set up TLS (OpenSSL: " + openssl_reason() + ")");
+  SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
+  SSL_CTX_set_options(context.get(), SSL_OP_NO_RENEGOTIATION);  // one handshake per connection
+  SSL_CTX_set_mode(context.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (SSL_CTX_use_certificate_chain_file(context.get(), cert.c_str()) != 1) {
+    throw AuthError("the TLS certificate file '" + cert + "' holds no PEM certificate (OpenSSL: " + openssl_reason() +
+                    ")");
+  }
+  // A key with a passphrase fails here instead of asking for it on the daemon's terminal.
+  pem_password_cb* no_passphrase = [](char*, int, int, void*) { return 0; };
+  std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(key.c_str(), "r"), BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> private_key(
+      file ? PEM_read_bio_PrivateKey(file.get(), nullptr, no_passphrase, nullptr) : nullptr, EVP_PKEY_free);
+  if (!private_key) {
+    throw AuthError("the TLS key file '" + key +
+                    "' holds no unencrypted PEM private key (OpenSSL: " + openssl_reason() + ")");
+  }
+  if (SSL_CTX_use_PrivateKey(context.get(), private_key.get()) != 1 || SSL_CTX_check_private_key(context.get()) != 1) {
+    ERR_clear_error();
+    throw AuthError("the TLS key file '" + key + "' does not hold the private key of the certificate in '" + cert +
+                    "'");
+  }
+  return context;
+}
+
 class ControlServer final : public httplib::Server {
  public:
-  ControlServer(ServerAccess access, const ServerLimits& limits) : access_(std::move(access)), state_(limits) {
+  ControlServer(ServerAccess access, const ServerLimits& limits)
+      : access_(std::move(access)), tls_(tls_context(access_)), state_(limits) {
     if (!access_.authenticator) throw std::invalid_argument("make_server: no authenticator");
     // Called by listen_after_bind() on the listening thread, before its accept loop.
     new_task_queue = [this] {
@@ -436,12 +646,27 @@ class ControlServer final : public httplib::Server {
                "Content-Length: " +
                std::to_string(body.size()) + "\r\n\r\n" + body;
       }();
-      [[maybe_unused]] const ssize_t n = ::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      // Over TLS only closed: a 503 in clear means nothing to a TLS client, and a handshake here
+      // would hold up the accept loop; the client sees its handshake fail.
+      if (!tls_) {
+        [[maybe_unused]] const ssize_t n = ::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
     } else {
       try {
-        ConnectionStream stream(sock, state_);
-        bool closed = false;
-        served = process_request(stream, /*close_connection=*/true, closed, nullptr);
+        std::optional<SigpipeBlocked> no_sigpipe;
+        std::unique_ptr<Transport> transport;
+        if (tls_) {
+          no_sigpipe.emplace();
+          transport = std::make_unique<TlsTransport>(tls_.get(), sock);
+        } else {
+          transport = std::make_unique<PlainTransport>(sock);
+        }
+        ConnectionStream stream(*transport, sock, state_);
+        if (stream.open()) {
+          bool closed = false;
+          served = process_request(stream, /*close_connection=*/true, closed, nullptr);
+          transport->close();
+        }
       } catch (...) {  // httplib catches the handlers' exceptions; this is for its own (bad_alloc)
       }
       linger(sock);
@@ -468,6 +693,7 @@ class ControlServer final : public httplib::Server {
   }
 
   const ServerAccess access_;
+  const std::shared_ptr<SSL_CTX> tls_;  // null: plain HTTP
   ConnectionState state_;
 };
 
@@ -475,7 +701,8 @@ class ControlServer final : public httplib::Server {
 
 ServerAccess server_access(const AccessConfig& config) {
   const std::string token = config.operator_token.empty() ? daemon_token().token : config.operator_token;
-  return {std::make_shared<const Authenticator>(token, config.tenants), config.metrics_open};
+  return {std::make_shared<const Authenticator>(token, config.tenants), config.metrics_open, config.tls_cert_file,
+          config.tls_key_file};
 }
 
 std::unique_ptr<httplib::Server> make_server(ServerAccess access, const ServerLimits& limits) {

@@ -69,18 +69,20 @@ void expect_ok(const httplib::Result& r, const std::string& what, const std::str
   }
 }
 
-json get_stats(const UdpEndpoint& control, const std::string& token) {
-  httplib::Result r = control::client(control, token).Get("/stats");
+json get_stats(const UdpEndpoint& control, const control::ClientAccess& access) {
+  httplib::Result r = control::client(control, access).Get("/stats");
   if (!r || r->status != 200) return json();
   return json::parse(r->body, nullptr, false);
 }
 
-// "... control http://127.0.0.1:40123, ..." or "... control 127.0.0.1:40123 ...": the address.
+// "... control http://127.0.0.1:40123, ...", "... control https://127.0.0.1:40123, ..." (TLS) or
+// "... control 127.0.0.1:40123 ...": the address.
 UdpEndpoint control_from_line(const std::string& line, const std::string& who) {
   std::size_t at = line.find("control ");
   if (at == std::string::npos) throw std::runtime_error(who + " did not start (its first line: '" + line + "')");
   at += 8;
   if (line.compare(at, 7, "http://") == 0) at += 7;
+  if (line.compare(at, 8, "https://") == 0) at += 8;
   std::size_t end = at;
   while (end < line.size() &&
          (std::isdigit(static_cast<unsigned char>(line[end])) || line[end] == '.' || line[end] == ':')) {
@@ -165,7 +167,7 @@ class ProcessRun {
         placement_(placement),
         dir_(fresh_temp_prefix(placement)) {
     // The daemons this run starts answer only to it: a token of its own, in a private file.
-    processes::write_private_file(token_file(), token_ + "\n");
+    processes::write_private_file(token_file(), access_.token + "\n");
   }
 
   ScenarioResult run() {
@@ -407,7 +409,7 @@ class ProcessRun {
       if (it == plan.switches.end()) continue;
       expect_ok(at(name,
                    [&] {
-                     return control::client(sw.control, token_)
+                     return control::client(sw.control, access_)
                          .Post("/jobs", control::to_json(it->second), "application/json");
                    }),
                 "install a job", "switch '" + name + "'");
@@ -441,7 +443,7 @@ class ProcessRun {
       const std::string& host = s_.jobs[j].spec.ps[p];
       expect_ok(at(host,
                    [&] {
-                     return control::client(ps_.at(host).second, token_)
+                     return control::client(ps_.at(host).second, access_)
                          .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
                    }),
                 "install a job", "ps '" + host + "'");
@@ -587,7 +589,7 @@ class ProcessRun {
   void stop_switch(const std::string& name) {
     Switch& sw = switches_.at(name);
     if (!sw.up) return;
-    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control, token_); }));
+    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control, access_); }));
     children_.kill(*sw.child);
     sw.up = false;
   }
@@ -628,7 +630,7 @@ class ProcessRun {
   // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
   void count_restart_rejections(const std::string& name) {
     Switch& sw = switches_.at(name);
-    const json stats = at(name, [&] { return get_stats(sw.control, token_); });
+    const json stats = at(name, [&] { return get_stats(sw.control, access_); });
     const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
     sw.restart_rejected += rejected > noise ? rejected - noise : 0;
   }
@@ -641,7 +643,7 @@ class ProcessRun {
         if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
         expect_ok(at(name,
                      [&] {
-                       return control::client(sw.control, token_)
+                       return control::client(sw.control, access_)
                            .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
                      }),
                   "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
@@ -952,7 +954,7 @@ class ProcessRun {
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const json st = at(host, [&] { return get_stats(ps_.at(host).second, token_); });
+        const json st = at(host, [&] { return get_stats(ps_.at(host).second, access_); });
         const std::string key = std::to_string(id);
         if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
           r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
@@ -1000,7 +1002,7 @@ class ProcessRun {
     const Duration wait = reclaim + std::chrono::milliseconds(50);
     auto read = [this](const std::string& name) {
       Switch& sw = switches_.at(name);
-      return sw.up ? at(name, [&] { return get_stats(sw.control, token_); }) : json();
+      return sw.up ? at(name, [&] { return get_stats(sw.control, access_); }) : json();
     };
     auto held = [](const json& st) {
       return st.is_object() && st.contains("switch") ? st["switch"].value("aggregators_in_use", std::uint64_t{0}) : 0;
@@ -1075,7 +1077,8 @@ class ProcessRun {
   Placement placement_;
   processes::StopSignals signals_;
   processes::TempDir dir_;
-  std::string token_ = control::random_token();  // the daemons' operator token
+  // The daemons' operator token (plain HTTP: they are this run's own).
+  control::ClientAccess access_{control::random_token(), ""};
   std::filesystem::path token_file() const { return dir_.path() / "token"; }
   std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
   processes::ChildSet children_;

@@ -78,7 +78,8 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 //    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed", "loss_recovery": "atp",
 //    "congestion": {"enabled": true, "initial_window": 200, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
-//    "retransmit_timeout_ns": 1000000, "max_retransmit_timeout_ns": 64000000,
+//    "retransmit_timeout_ns": 10000000, "min_retransmit_timeout_ns": 1000000,
+//    "max_retransmit_timeout_ns": 1000000000,
 //    "progress_timeout_ns": 2000000000, "initial_seq": 0}
 // Every key is required; unknown keys are errors. The values are not checked against each other
 // (WorkerEndpoint's constructor does that).
@@ -134,6 +135,13 @@ struct ServerAccess {
   // GET /metrics without a token, for a Prometheus scraper the operator lets in. Off by default:
   // the counters name every job and port.
   bool metrics_open = false;
+  // TLS: the server's certificate (chain) and its private key, PEM files, both or neither. Set,
+  // every connection starts with a TLS handshake (under ServerLimits' deadlines, as a request)
+  // and nothing is served in clear. make_server reads them: a file that is missing, unreadable or
+  // not PEM, a key with a passphrase, or a key that is not the certificate's is an AuthError
+  // naming the file.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
 };
 
 // The ServerAccess for `config` (throws AuthError for a bad token).
@@ -145,6 +153,8 @@ ServerAccess server_access(const AccessConfig& config);
 //   for a token T that access.authenticator knows, before its route runs or its body is read
 //   (except GET /metrics when access.metrics_open); a route gets the requester's name from
 //   requester();
+// - speaks TLS on every connection when access names a certificate and key (a client over plain
+//   HTTP gets no answer; answer_request stays plain);
 // - serves one request per connection (the answer says Connection: close), under
 //   ServerLimits' deadlines and thread bounds, on a socket with SO_REUSEADDR but not
 //   SO_REUSEPORT (a second daemon on a control port in use fails to bind);

@@ -25,6 +25,9 @@ class AuthError : public std::runtime_error {
 // A token file must be a regular file that only its owner can read or write (mode 0600 or
 // stricter, as ssh demands of keys); its first line is the token: 16 to 256 characters of
 // letters, digits and -._~+/=.
+// A daemon serving TLS (--tls-cert, --tls-key) is reached over https by clients whose ATP_TLS_CA
+// names the PEM file of the CA that signed its certificate, or the self-signed certificate
+// itself; without ATP_TLS_CA clients speak plain HTTP (control_client.h).
 std::string default_token_file();
 std::string read_token_file(const std::string& path);
 
@@ -55,14 +58,20 @@ struct Tenant {
 };
 std::vector<Tenant> read_tenants_file(const std::string& path);
 
-// How a daemon finds its operator token, its tenants and whether /metrics is open: what its
-// command line (--token-file, --tenants, --metrics-open) or its owner in C++ says.
+// How a daemon finds its operator token, its tenants, whether /metrics is open and its TLS
+// certificate: what its command line (--token-file, --tenants, --metrics-open, --tls-cert,
+// --tls-key) or its owner in C++ says.
 struct AccessConfig {
   // Empty: daemon_token()'s (ATP_TOKEN, ATP_TOKEN_FILE, or the default file, written at the first
   // start). An in-process daemon only its creator talks to may pass random_token().
   std::string operator_token;
   std::vector<Tenant> tenants;
   bool metrics_open = false;
+  // The control plane's TLS certificate (chain) and private key, PEM files: both or neither.
+  // Empty: plain HTTP (control::ServerAccess). ({}: a brace list that stops before them, as
+  // tests' {token, tenants, open} does, stays free of -Wmissing-field-initializers.)
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
 };
 
 // Maps a request's Authorization header to the tenant it speaks for. The operator (the daemon's
