@@ -145,20 +145,36 @@ TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
   }
 }
 
+// A running switch (`aggregators` of 1024 values) and PS, as `atp switch` and `atp ps` would be,
+// and the options of a job on them (10 s timeout).
+struct RunningDaemons {
+  explicit RunningDaemons(std::uint32_t aggregators) : sw(switch_config(aggregators)), ps(ps_config(sw)) {
+    sw.start();
+    ps.start();
+    options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
+    options.ps_control = ps.control_endpoint();
+    options.timeout = 10s;
+  }
+  static SwitchDaemonConfig switch_config(std::uint32_t aggregators) {
+    SwitchDaemonConfig c;
+    c.pipeline.num_aggregators = aggregators;
+    return c;
+  }
+  static PsDaemonConfig ps_config(const SwitchDaemon& sw) {
+    return {UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
+  }
+  SwitchDaemon sw;
+  PsDaemon ps;
+  ClusterJobOptions options;
+};
+
 // A running switch and PS (as `atp switch` and `atp ps` would be), two jobs at once: distinct job
 // ids, both exact, and nothing left installed once both closed.
 TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
-  SwitchDaemonConfig sc;
-  sc.pipeline.num_aggregators = 2048;
-  SwitchDaemon sw(sc);
-  sw.start();
-  PsDaemonConfig pc{UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
-  PsDaemon ps(pc);
-  ps.start();
-  ClusterJobOptions options;
-  options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
-  options.ps_control = ps.control_endpoint();
-  options.timeout = 10s;
+  RunningDaemons cluster(2048);
+  SwitchDaemon& sw = cluster.sw;
+  PsDaemon& ps = cluster.ps;
+  const ClusterJobOptions& options = cluster.options;
 
   MemoryStore store_a, store_b;
   std::vector<JobId> jobs_a, jobs_b;
@@ -250,17 +266,10 @@ TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
 // daemons hangs on leases it no longer keeps alive, so within their time to live the switch and
 // the PS hold nothing of it.
 TEST(ClusterJob, ADeadRankZeroLeavesNothingInstalled) {
-  SwitchDaemonConfig sc;
-  sc.pipeline.num_aggregators = 256;
-  SwitchDaemon sw(sc);
-  sw.start();
-  PsDaemonConfig pc{UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
-  PsDaemon ps(pc);
-  ps.start();
-  ClusterJobOptions options;
-  options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
-  options.ps_control = ps.control_endpoint();
-  options.timeout = 10s;
+  RunningDaemons cluster(256);
+  SwitchDaemon& sw = cluster.sw;
+  PsDaemon& ps = cluster.ps;
+  ClusterJobOptions& options = cluster.options;
   options.lease_ttl = 1s;
 
   // The child joins as the only rank, runs a round and exits without close(): as a killed process.
