@@ -1,8 +1,11 @@
-// `atp bench allreduce`: an nccl-tests-style allreduce benchmark. For every size from --min-bytes
-// to --max-bytes and every algorithm asked for, one scenario run on the chosen backend (R racks
-// of workers under a core switch, the PS under the core), reporting time, algbw and busbw and,
-// side by side, each algorithm's algbw as a ratio to the first one's in the same run.
+// `atp bench allreduce`: an allreduce benchmark that reads like nccl-tests' all_reduce_perf. For
+// every size from --min-bytes to --max-bytes and every algorithm asked for, one scenario run on the
+// chosen backend (R racks of workers under a core switch, the PS under the core), reporting time,
+// algbw, busbw and #wrong in nccl-tests' units and, side by side, each algorithm's algbw as a
+// ratio to the first one's in the same run.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -63,7 +66,7 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   }
   y << "  links: [";
   for (int r = 0; r < o.racks; ++r) y << (r ? ", " : "") << "[tor" << r << ", core]";
-  const std::uint64_t elements = std::max<std::uint64_t>(1, bytes / 4);
+  const std::uint64_t elements = bytes / 4;  // a multiple of 4 (run_allreduce_bench refuses others)
   // ps_nn: BytePS's N-to-N layout, a PS shard on every worker's host (netns only).
   const bool colocated = algorithm == "ps_nn";
   y << "]\njobs:\n  - {name: bench, algorithm: " << (colocated ? "ps" : algorithm) << ", workers: [" << workers
@@ -77,16 +80,102 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   return y.str();
 }
 
+// What a backend's workers check of an algorithm's results.
+enum class Check {
+  kExact,          // every value against the exact integer sum (ATP, PS; or the float32 overflow path's)
+  kFloatRounding,  // every value against the float32 sum within its rounding bound (ring, Gloo)
+  kNotComputed,    // the result is not computed (the ns3 ring moves bytes, not values)
+};
+
+Check check_of(const std::string& backend, const std::string& algorithm) {
+  const bool tcp = algorithm == "ring" || algorithm == "gloo" || algorithm == "gloo_hd";
+  if (!tcp) return Check::kExact;
+  return backend == "ns3" ? Check::kNotComputed : Check::kFloatRounding;
+}
+
+const char* to_string(Check c) {
+  switch (c) {
+    case Check::kExact:
+      return "exact";
+    case Check::kFloatRounding:
+      return "float32_rounding";
+    case Check::kNotComputed:
+      return "not_computed";
+  }
+  return "?";
+}
+
 struct Measurement {
   JobResult job;
-  double time_us = 0;  // per timed iteration, slowest worker
-  double busbw_gbps = 0;
+  Check check = Check::kExact;
+  double time_us = 0;     // per timed iteration, slowest worker
+  double algbw_GBps = 0;  // bytes / time, 1e9 bytes per second (nccl-tests' GB/s)
+  double busbw_GBps = 0;  // algbw x 2(n-1)/n
+  // nccl-tests' #wrong: "0" where every value was checked and right, "N/A" where the result is
+  // not computed, "fail" where the job failed (workers stop at the first wrong value, so the
+  // count of wrong values is not known; the error is printed under the table).
+  std::string wrong() const {
+    if (!job.correct) return "fail";
+    return check == Check::kNotComputed ? "N/A" : "0";
+  }
 };
+
+// printf into a string.
+template <class... Args>
+std::string format(const char* fmt, Args... args) {
+  const int n = std::snprintf(nullptr, 0, fmt, args...);
+  std::string out(static_cast<std::size_t>(std::max(n, 0)), '\0');
+  std::snprintf(out.data(), out.size() + 1, fmt, args...);
+  return out;
+}
+
+// How ring and Gloo's TCP travels on each backend, next to ATP's packets (run_processes.cc,
+// tcp_apps.cc): said in the header, so that a ratio is read with it.
+std::string tcp_path(const std::string& backend) {
+  if (backend == "udp") return "direct TCP on loopback, not through the switches or their rate limits";
+  if (backend == "netns") {
+    return "TCP between the workers' addresses through the same links, switch processes and rate limits as ATP";
+  }
+  if (backend == "ns3") {
+    return "ns-3 TCP through the same simulated links and switches; its result is not computed (#wrong N/A)";
+  }
+  return "";
+}
 
 int run_allreduce_bench(const BenchOptions& o) {
   if (o.workers < 1 || o.racks < 1 || o.racks > o.workers) {
     std::cerr << "atp bench allreduce: --racks must be between 1 and --workers\n";
     return kExitBadInput;
+  }
+  // Sizes are float32 tensors: a size that is not a whole number of values is refused, not rounded.
+  if (o.min_bytes % 4 != 0) {
+    std::cerr << "atp bench allreduce: --min-bytes (-b) " << o.min_bytes
+              << " is not a multiple of 4 bytes (one float32 value)\n";
+    return kExitBadInput;
+  }
+  if (o.max_bytes % 4 != 0) {
+    std::cerr << "atp bench allreduce: --max-bytes (-e) " << o.max_bytes
+              << " is not a multiple of 4 bytes (one float32 value)\n";
+    return kExitBadInput;
+  }
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
+    std::cerr << "atp bench allreduce: sizes must satisfy 4 <= --min-bytes (-b) <= --max-bytes (-e)\n";
+    return kExitBadInput;
+  }
+  // The sizes: --min-bytes x factor^k up to --max-bytes, each a whole number of float32 values.
+  std::vector<std::uint64_t> sizes;
+  for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0000001; b *= o.factor) {
+    const double rounded = std::round(b);
+    // Within floating-point noise of a whole number (e.g. 4096 x 1.1 x 1.1), it is that number.
+    const double bytes = std::fabs(b - rounded) < 1e-6 * b ? rounded : b;
+    if (bytes != std::floor(bytes) || std::fmod(bytes, 4.0) != 0) {
+      std::cerr << "atp bench allreduce: --factor (-f) " << o.factor << " from --min-bytes " << o.min_bytes
+                << " gives a size of " << bytes
+                << " bytes, not a multiple of 4 (one float32 value); choose a factor that keeps every size a multiple "
+                   "of 4, such as 2\n";
+      return kExitBadInput;
+    }
+    sizes.push_back(static_cast<std::uint64_t>(bytes));
   }
   // What the simulated backends cannot run, said before the table starts.
   for (const std::string& a : o.algorithms) {
@@ -115,40 +204,78 @@ int run_allreduce_bench(const BenchOptions& o) {
       return kExitBadInput;
     }
   }
-  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
-    std::cerr << "atp bench allreduce: sizes must satisfy 4 <= --min-bytes <= --max-bytes\n";
-    return kExitBadInput;
-  }
   const double n = o.workers;
-  const double bus_factor = n > 1 ? 2 * (n - 1) / n : 1;  // nccl-tests' allreduce busbw = algbw x 2(n-1)/n
-  std::vector<std::uint64_t> sizes;
-  for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0000001; b *= o.factor) {
-    sizes.push_back(static_cast<std::uint64_t>(b) / 4 * 4);
-  }
+  const double bus_factor = 2 * (n - 1) / n;  // nccl-tests' allreduce: busbw = algbw x 2(n-1)/n
+  const double link_GBps = o.rate_mbps / 8e3;
   // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP, or on ns-3's point-to-point
   // links PPP (2) + IPv4 (20) + UDP (8).
   const double encapsulation = o.backend == "ns3" ? 30 : kEncapsulationBytes;
+  const double atp_ceiling = 4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation);
+  const bool simulated = o.backend == "ns3" || o.backend == "inproc";
+  // The algorithms whose busbw is nccl-tests' bus bandwidth (each worker's link carries 2(n-1)/n
+  // of the tensor each way), and those where the switches or one PS add (each worker sends and
+  // receives its tensor once), and of the first, those that run over TCP.
+  std::string host_based, aggregated, tcp;
+  auto add = [](std::string& list, const std::string& a) { list += (list.empty() ? "" : ", ") + a; };
+  for (const std::string& a : o.algorithms) {
+    const bool is_tcp = a == "ring" || a == "gloo" || a == "gloo_hd";
+    add(is_tcp || a == "ps_nn" ? host_based : aggregated, a);
+    if (is_tcp) add(tcp, a);
+  }
+  // One block of columns per algorithm (nccl-tests' out-of-place and in-place blocks), then
+  // the first algorithm's algbw over each other's.
+  const char* block_format = " %10s %9s %9s %7s";
   if (!o.json) {
     std::printf(
-        "# atp bench allreduce: backend %s, %d workers in %d rack(s) under a core switch, PS under the core,\n"
-        "# every link %.0f Mbit/s, %d warm-up + %d timed iterations per size; time = per iteration, slowest\n"
-        "# worker; algbw = size / time; busbw = algbw x 2(n-1)/n (nccl-tests); ATP's best possible algbw\n"
-        "# is the link rate x %.3f (values per frame with %d-value fragments).\n",
-        o.backend.c_str(), o.workers, o.racks, o.rate_mbps, o.warmup, o.iters,
-        4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation), o.values_per_packet);
-    std::printf("%12s", "size(B)");
+        "# atp bench allreduce: backend %s%s, %d workers in %d rack(s) under a core switch, PS under the core\n",
+        o.backend.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
+    std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, link_GBps);
+    if (o.ecn_threshold > 0) std::printf(", ECN at %d packets", o.ecn_threshold);
+    if (o.buffer_packets > 0) std::printf(", buffers of %d packets", o.buffer_packets);
+    std::printf("\n# minBytes %llu maxBytes %llu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
+                static_cast<unsigned long long>(o.min_bytes), static_cast<unsigned long long>(o.max_bytes), o.factor,
+                o.warmup, o.iters);
+    std::printf(
+        "# time: per iteration, slowest worker. algbw = size / time. busbw = algbw x 2(n-1)/n = algbw x %.3f.\n"
+        "# GB/s = 1e9 bytes/s, as nccl-tests.\n",
+        bus_factor);
+    if (!host_based.empty()) {
+      std::printf("# %s: busbw is nccl-tests' bus bandwidth, what each worker's link carries each way.\n",
+                  host_based.c_str());
+    }
+    if (!tcp.empty() && !tcp_path(o.backend).empty())
+      std::printf("# %s: %s.\n", tcp.c_str(), tcp_path(o.backend).c_str());
+    if (!aggregated.empty()) {
+      std::printf(
+          "# %s: busbw applies the same formula, to compare: each worker sends and receives its tensor\n"
+          "# once (the switches or the PS add), so busbw may exceed the link rate, as in nccl-tests'\n"
+          "# NVLS/SHARP runs. ATP's algbw is at most %.4f GB/s: the link x %.3f, the values' share of a\n"
+          "# frame with %d-value fragments.\n",
+          aggregated.c_str(), link_GBps * atp_ceiling, atp_ceiling, o.values_per_packet);
+    }
+    std::printf(
+        "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
+        "# rounding); 0 only where every value was checked; N/A: not computed; fail: the job failed (why: below).\n");
+    std::string names = "#" + std::string(41, ' ');
+    std::string columns = format("#%11s %13s %9s %5s", "size", "count", "type", "redop");
+    std::string units = format("#%11s %13s %9s %5s", "(B)", "(elements)", "", "");
     for (const std::string& a : o.algorithms) {
-      std::printf(" | %-8s %10s %9s %9s %6s", a.c_str(), "time(us)", "algbw", "busbw", "ok");
+      names += format(" %-38s", a.c_str());
+      columns += format(block_format, "time", "algbw", "busbw", "#wrong");
+      units += format(block_format, "(us)", "(GB/s)", "(GB/s)", "");
     }
     for (std::size_t i = 1; i < o.algorithms.size(); ++i) {
-      std::printf(" | %s/%s", o.algorithms[0].c_str(), o.algorithms[i].c_str());
+      columns += format(" %10s", (o.algorithms[0] + "/" + o.algorithms[i]).c_str());
     }
-    std::printf("\n%12s", "");
-    for (std::size_t i = 0; i < o.algorithms.size(); ++i)
-      std::printf(" | %-8s %10s %9s %9s %6s", "", "", "Gb/s", "Gb/s", "");
-    std::printf("\n");
+    std::printf("#\n");
+    for (std::string* line : {&names, &columns, &units}) {
+      line->erase(line->find_last_not_of(' ') + 1);
+      std::printf("%s\n", line->c_str());
+    }
   }
   nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::string> failures;
+  std::vector<double> busbw_sum(o.algorithms.size(), 0);
   bool all_ok = true;
   for (std::uint64_t bytes : sizes) {
     std::vector<Measurement> row;
@@ -160,16 +287,28 @@ int run_allreduce_bench(const BenchOptions& o) {
                                : o.backend == "ns3" ? run_ns3(s)
                                                     : run_inproc(s);
       m.job = r.jobs.at(0);
+      m.check = check_of(o.backend, algorithm);
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
-      m.busbw_gbps = m.job.algbw_gbps * bus_factor;
+      m.algbw_GBps = m.job.algbw_gbps / 8;
+      m.busbw_GBps = m.algbw_GBps * bus_factor;
       all_ok = all_ok && m.job.correct;
+      if (!m.job.correct) failures.push_back(algorithm + " at " + std::to_string(bytes) + " B: " + m.job.error);
       rows.push_back({{"size_bytes", bytes},
+                      {"count", bytes / 4},
+                      {"type", "float"},
+                      {"redop", "sum"},
                       {"algorithm", algorithm},
                       {"correct", m.job.correct},
+                      {"check", to_string(m.check)},
+                      // nccl-tests' #wrong: 0 where every value was checked and right, else null
+                      // (not computed, or the job failed; see "correct" and "error").
+                      {"wrong", m.wrong() == "0" ? nlohmann::json(0) : nlohmann::json()},
                       {"time_us", m.time_us},
+                      {"algbw_GBps", m.algbw_GBps},
+                      {"busbw_GBps", m.busbw_GBps},
                       {"algbw_gbps", m.job.algbw_gbps},
-                      {"busbw_gbps", m.busbw_gbps},
+                      {"busbw_gbps", m.job.algbw_gbps * bus_factor},
                       {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
                       {"retransmissions", m.job.retransmissions},
                       {"collisions", m.job.collisions},
@@ -177,17 +316,18 @@ int run_allreduce_bench(const BenchOptions& o) {
                       {"error", m.job.error}});
       row.push_back(std::move(m));
     }
+    for (std::size_t i = 0; i < row.size(); ++i) busbw_sum[i] += row[i].busbw_GBps;
     if (o.json) continue;
-    std::printf("%12llu", static_cast<unsigned long long>(bytes));
+    std::printf(" %11llu %13llu %9s %5s", static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(bytes / 4), "float", "sum");
     for (const Measurement& m : row) {
-      std::printf(" | %-8s %10.1f %9.3f %9.3f %6s", "", m.time_us, m.job.algbw_gbps, m.busbw_gbps,
-                  m.job.correct ? "yes" : "NO");
+      std::printf(" %10.1f %9.4f %9.4f %7s", m.time_us, m.algbw_GBps, m.busbw_GBps, m.wrong().c_str());
     }
     for (std::size_t i = 1; i < row.size(); ++i) {
-      if (row[i].job.algbw_gbps > 0) {
-        std::printf(" | %9.2fx", row[0].job.algbw_gbps / row[i].job.algbw_gbps);
+      if (row[i].algbw_GBps > 0 && row[0].algbw_GBps > 0) {
+        std::printf(" %9.2fx", row[0].algbw_GBps / row[i].algbw_GBps);
       } else {
-        std::printf(" | %10s", "-");
+        std::printf(" %10s", "-");
       }
     }
     std::printf("\n");
@@ -198,12 +338,25 @@ int run_allreduce_bench(const BenchOptions& o) {
                           {"workers", o.workers},
                           {"racks", o.racks},
                           {"rate_mbps", o.rate_mbps},
+                          {"link_GBps", link_GBps},
                           {"iters", o.iters},
                           {"warmup", o.warmup},
                           {"values_per_packet", o.values_per_packet},
+                          {"busbw_factor", bus_factor},
+                          {"atp_algbw_ceiling_GBps", link_GBps * atp_ceiling},
+                          {"tcp_path", tcp_path(o.backend)},
                           {"results", rows}};
     std::cout << doc.dump(2) << "\n";
+    return all_ok ? kExitOk : kExitFailed;
   }
+  // nccl-tests' closing lines: the failures, then the mean busbw over the sizes.
+  for (const std::string& f : failures) std::printf("# FAILED: %s\n", f.c_str());
+  std::printf("# Avg bus bandwidth (GB/s):");
+  for (std::size_t i = 0; i < o.algorithms.size(); ++i) {
+    std::printf(" %s %.4f%s", o.algorithms[i].c_str(), busbw_sum[i] / static_cast<double>(sizes.size()),
+                i + 1 < o.algorithms.size() ? "," : "");
+  }
+  std::printf("\n");
   return all_ok ? kExitOk : kExitFailed;
 }
 
@@ -214,9 +367,12 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   CLI::App* app = bench.add_subcommand("allreduce", "allreduce time, algbw and busbw per size (nccl-tests style)");
   app->footer(
       "One scenario run per size and algorithm on the chosen backend: --racks racks (tor0..) of --workers\n"
-      "workers under a core switch, the PS under the core, every link at --rate-mbps. Each worker checks\n"
-      "every result (exact for atp and ps, within float32 rounding for ring and gloo). The ratio columns\n"
-      "divide the first algorithm's algbw by each other's, measured in the same run. netns needs root.");
+      "workers under a core switch, the PS under the core, every link at --rate-mbps. Columns as nccl-tests'\n"
+      "all_reduce_perf (GB/s = 1e9 bytes/s; busbw = algbw x 2(n-1)/n), one block per algorithm, then the\n"
+      "first algorithm's algbw over each other's, measured in the same run. #wrong: 0 where the workers\n"
+      "checked every value (exact for atp and ps, within float32 rounding for ring and gloo), N/A where the\n"
+      "result is not computed (ring on ns3). On udp, ring and gloo use direct TCP on loopback, not the\n"
+      "switches or their rate limits. nccl-tests' -b -e -f -n -w work as aliases. netns needs root.");
   app->add_option("--backend", o->backend,
                   "netns (namespaces and veth links), udp (loopback), ns3 (simulated, with TCP for ring) or inproc "
                   "(simulated, atp and ps only)")
@@ -237,18 +393,22 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--rate-mbps", o->rate_mbps, "every link's rate (Mbit/s)")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
-  app->add_option("--min-bytes", o->min_bytes,
-                  "smallest tensor (bytes per worker; K, M, G suffixes are powers of 1024)")
+  app->add_option("-b,--min-bytes", o->min_bytes,
+                  "smallest tensor (bytes per worker, a multiple of 4; K, M, G suffixes are powers of 1024)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false));
-  app->add_option("--max-bytes", o->max_bytes, "largest tensor (bytes per worker)")
+  app->add_option("-e,--max-bytes", o->max_bytes, "largest tensor (bytes per worker, a multiple of 4)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false));
-  app->add_option("--factor", o->factor, "size step factor")->capture_default_str()->check(CLI::Range(1.1, 1024.0));
-  app->add_option("--iters", o->iters, "timed iterations per size")
+  app->add_option("-f,--factor", o->factor, "size step factor (every size must stay a multiple of 4)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.1, 1024.0));
+  app->add_option("-n,--iters", o->iters, "timed iterations per size")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app->add_option("--warmup", o->warmup, "untimed iterations first")->capture_default_str()->check(CLI::Range(0, 1000));
+  app->add_option("-w,--warmup", o->warmup, "untimed iterations first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app->add_option("--values-per-packet", o->values_per_packet, "ATP fragment width (int32 values)")
       ->capture_default_str()
       ->check(CLI::Range(1, static_cast<int>(kMaxValuesPerPacket)));
@@ -256,9 +416,11 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--ecn-threshold", o->ecn_threshold, "switch egress ECN threshold (packets; 0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--buffer-packets", o->buffer_packets, "switch egress buffer (packets; 0: unlimited)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--window", o->window,
                   "ATP workers' initial window (packets; small: emulated links drain slowly, see docs/testbed.md)")
       ->capture_default_str();

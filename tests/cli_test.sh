@@ -119,14 +119,38 @@ if expect_exit 0 "atp bench switch --json" "$ATP" bench switch --seconds 0.2 --j
   done
 fi
 
-# The allreduce benchmark, small, on loopback: every size and algorithm correct, positive algbw.
+# The allreduce benchmark, small, on loopback, with nccl-tests' short flags: every size and
+# algorithm correct and checked ("wrong": 0), positive algbw in both units.
 if expect_exit 0 "atp bench allreduce --json" "$ATP" bench allreduce --backend udp --workers 3 --racks 1 \
-  --min-bytes 4K --max-bytes 64K --factor 16 --iters 2 --algorithms atp,ring --json; then
+  -b 4K -e 64K -f 16 -n 2 -w 1 --algorithms atp,ring --json; then
   rows=$(grep -c '"algorithm"' "$TMP/out")
   [ "$rows" -eq 4 ] || fail "atp bench allreduce JSON: expected 4 rows (2 sizes x 2 algorithms), got $rows"
   grep -q '"correct": false' "$TMP/out" && fail "atp bench allreduce reports a wrong result: $(cat "$TMP/out")"
-  bad=$(awk '$1 == "\"algbw_gbps\":" && $2 + 0 <= 0' "$TMP/out")
-  [ -z "$bad" ] || fail "atp bench allreduce JSON: an algbw is not positive: $bad"
+  [ "$(grep -c '"wrong": 0' "$TMP/out")" -eq 4 ] || fail "atp bench allreduce JSON: not every row says \"wrong\": 0"
+  for key in algbw_gbps algbw_GBps busbw_GBps; do
+    bad=$(awk -v key="\"$key\":" '$1 == key && $2 + 0 <= 0' "$TMP/out")
+    [ -z "$bad" ] || fail "atp bench allreduce JSON: a $key is not positive: $bad"
+  done
+fi
+# The table reads like nccl-tests': '#' lines say what busbw means and that ring's TCP does not
+# cross the switches on udp; a row is size, count, type, redop, then per algorithm time, algbw,
+# busbw, #wrong (0: checked), then the ratio.
+if expect_exit 0 "atp bench allreduce (table)" "$ATP" bench allreduce --backend udp --workers 3 --racks 1 \
+  -b 4K -e 4K -n 1 --algorithms atp,ring; then
+  grep -q '^#.*size.*count.*type.*redop.*time.*algbw.*busbw.*#wrong.*time.*algbw.*busbw.*#wrong.*atp/ring' "$TMP/out" ||
+    fail "atp bench allreduce: no nccl-tests column header: $(cat "$TMP/out")"
+  grep -q '^# ring: direct TCP on loopback, not through the switches or their rate limits' "$TMP/out" ||
+    fail "atp bench allreduce on udp does not say that ring bypasses the switches: $(cat "$TMP/out")"
+  grep -q '^#.*may exceed the link rate' "$TMP/out" || fail "atp bench allreduce does not say what busbw means for atp"
+  row=$(awk '!/^#/ { print $1, $2, $3, $4, $8, $12 }' "$TMP/out")
+  [ "$row" = "4096 1024 float sum 0 0" ] || fail "atp bench allreduce: unexpected row (size count type redop #wrong #wrong): $row"
+fi
+# A size that is not a whole number of float32 values is refused, naming the flag, not rounded.
+if expect_exit 2 "atp bench allreduce -b 4097" "$ATP" bench allreduce -b 4097 -e 8K; then
+  grep -q -- "--min-bytes (-b) 4097 is not a multiple of 4" "$TMP/err" || fail "odd -b: $(cat "$TMP/err")"
+fi
+if expect_exit 2 "atp bench allreduce -f 1.5" "$ATP" bench allreduce -b 12 -e 64 -f 1.5; then
+  grep -q -- "--factor (-f) 1.5 .* 18 bytes" "$TMP/err" || fail "odd step: $(cat "$TMP/err")"
 fi
 expect_exit 2 "atp bench allreduce with more racks than workers" "$ATP" bench allreduce --workers 2 --racks 3
 # On ns3 at 100 Gbit/s: atp, ps and the ns-3 TCP ring, all correct, ATP faster than the PS.
@@ -135,6 +159,9 @@ if expect_exit 0 "atp bench allreduce --backend ns3" "$ATP" bench allreduce --ba
   rows=$(grep -c '"algorithm"' "$TMP/out")
   [ "$rows" -eq 3 ] || fail "atp bench allreduce ns3 JSON: expected 3 rows, got $rows"
   grep -q '"correct": false' "$TMP/out" && fail "atp bench allreduce ns3 reports a wrong result: $(cat "$TMP/out")"
+  # The ns-3 ring's result is not computed: its #wrong is not 0 but null, and says why.
+  grep -q '"check": "not_computed"' "$TMP/out" || fail "bench ns3: the ring row does not say it is not checked"
+  [ "$(grep -c '"wrong": 0' "$TMP/out")" -eq 2 ] || fail "bench ns3: expected \"wrong\": 0 for atp and ps only"
 fi
 if expect_exit 2 "atp bench allreduce --backend ns3 with gloo" "$ATP" bench allreduce --backend ns3 --algorithms atp,gloo; then
   grep -q "cannot run gloo" "$TMP/err" || fail "bench ns3 gloo: the message does not say why: $(cat "$TMP/err")"

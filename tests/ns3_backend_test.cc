@@ -268,5 +268,49 @@ TEST(Ns3Backend, RefusesWhatItCannotModelInOneSentence) {
             std::string::npos);
 }
 
+// A 1 MiB ring on slow links runs near its rate in every round: 4 and 6 workers on `atp bench
+// allreduce`'s links (2 racks, 200 Mbit/s, ECN at 16 packets) and 4 on 100 Mbit/s links of
+// 100 us. They once took 1.6-7.7 s per round instead of 65-130 ms: spurious 1 ms retransmission
+// timeouts, set off by a delayed ACK (ns-3's 200 ms) on a round's odd last segment or by a first
+// window that outlasts 1 ms on a slow link, then repeated one segment at a time (tcp_apps.cc,
+// TcpTimers).
+TEST(Ns3Backend, SmallRingRoundsRunNearTheRingsRateOnSlowLinks) {
+  struct Case {
+    int workers;
+    int rate_mbps;
+    int delay_us;
+  };
+  for (const Case c : {Case{4, 200, 2}, Case{6, 200, 2}, Case{4, 100, 100}}) {
+    const int n = c.workers;
+    SCOPED_TRACE(std::to_string(n) + " workers, " + std::to_string(c.rate_mbps) + " Mbit/s, " +
+                 std::to_string(c.delay_us) + " us");
+    std::string hosts, workers;
+    for (int w = 0; w < n; ++w) {
+      hosts += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w * 2 / n) + "}\n";
+      workers += (w ? ", w" : "w") + std::to_string(w);
+    }
+    const Scenario s = parse_scenario_yaml(
+        "seed: 1\nlink: {rate_mbps: " + std::to_string(c.rate_mbps) + ", delay_us: " + std::to_string(c.delay_us) +
+        ", ecn_threshold_packets: 16}\n"
+        "topology:\n  switches: [{name: core}, {name: tor0}, {name: tor1}]\n  hosts:\n" +
+        hosts + "  links: [[tor0, core], [tor1, core]]\njobs:\n  - {name: ring, algorithm: ring, workers: [" + workers +
+        "], elements: 262144, rounds: 4, warmup_rounds: 1}\n");
+    const ScenarioResult r = run_ns3(s);
+    const JobResult& j = r.jobs.at(0);
+    ASSERT_TRUE(j.correct) << j.error;
+    ASSERT_EQ(j.round_end_seconds.size(), 4u);
+    // Each rank sends 2(n-1)/n of the 1 MiB per round in segments of 1448 payload bytes in 1502
+    // on the wire (TCP with timestamps, IPv4, PPP).
+    const double round_bound_s = 2.0 * (n - 1) / n * (1 << 20) * 1502 / 1448 * 8 / (c.rate_mbps * 1e6);
+    double previous = 0;
+    for (const double end : j.round_end_seconds) {
+      EXPECT_LT(end - previous, 2 * round_bound_s) << "a round took " << end - previous << " s";
+      previous = end;
+    }
+    // algbw (the tensor per round time): at least half the ring's bound, n/(2(n-1)) x the link.
+    EXPECT_GT(j.algbw_gbps, 0.5 * n / (2.0 * (n - 1)) * c.rate_mbps / 1e3);
+  }
+}
+
 }  // namespace
 }  // namespace atp

@@ -281,12 +281,11 @@ Ns3Network::Ns3Network(std::uint64_t seed) {
   ns3::RngSeedManager::SetSeed(static_cast<std::uint32_t>(seed % 0x7FFFFFFFu) + 1);
   ns3::RngSeedManager::SetRun(1 + seed / 0x7FFFFFFFu);
   // TCP (collectives, background flows): ns-3's CUBIC (its default, named so the docs stay true)
-  // with ECN on, so that it backs off at the switches' marks as ATP does, and a data-centre
-  // minimum RTO of 1 ms (ns-3's default of 1 s would silence a flow for the rest of a
-  // millisecond-scale run after one timeout); Ethernet-sized segments, buffers for 100 Gbit/s.
+  // with ECN on, so that it backs off at the switches' marks as ATP does; Ethernet-sized
+  // segments, buffers for 100 Gbit/s. The minimum RTO and the delayed-ACK timeout depend on the
+  // scenario's link rates: tcp_apps.cc sets them on every socket (tcp_timers).
   ns3::Config::SetDefault("ns3::TcpL4Protocol::SocketType", ns3::StringValue("ns3::TcpCubic"));
   ns3::Config::SetDefault("ns3::TcpSocketBase::UseEcn", ns3::StringValue("On"));
-  ns3::Config::SetDefault("ns3::TcpSocketBase::MinRto", ns3::TimeValue(ns3::MilliSeconds(1)));
   ns3::Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", ns3::TimeValue(ns3::MicroSeconds(10)));
   ns3::Config::SetDefault("ns3::TcpSocket::SegmentSize", ns3::UintegerValue(1448));
   ns3::Config::SetDefault("ns3::TcpSocket::SndBufSize", ns3::UintegerValue(4 << 20));

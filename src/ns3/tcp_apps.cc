@@ -8,6 +8,7 @@
 
 // Single headers, not *-module.h (see ns3_network.cc).
 #include <ns3/inet-socket-address.h>
+#include <ns3/nstime.h>
 #include <ns3/packet.h>
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
@@ -21,10 +22,60 @@ constexpr std::uint16_t kFlowPortBase = 50000;  // + flow index
 constexpr std::uint32_t kMaxSend = 64 << 10;    // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
+// A full segment on the wire: 1448 bytes of payload (ns3_network.cc) + TCP 20 + timestamps 12 +
+// IPv4 20 + PPP 2.
+constexpr double kSegmentWireBytes = 1502;
+// The retransmission timeout's floor: a data-centre 1 ms (ns-3's default of 1 s would silence a
+// flow for the rest of a millisecond-scale run after one timeout), but never less than the time
+// this many full segments take on the slowest link (below).
+constexpr Duration kMinRtoFloor = std::chrono::milliseconds(1);
+constexpr double kMinRtoSegments = 100;
 
 Time now() { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
 double seconds_of(Duration d) { return static_cast<double>(d.count()) / 1e9; }
 ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
+
+// TCP's two timers for a scenario's links, set on every socket (use_timers). They must agree:
+// - A receiver acknowledges every second segment, or a lone one after the delayed-ACK timeout
+//   (ns-3's default: 200 ms). With a 1 ms RTO the sender's timer fires long before that on the
+//   odd last segment of a burst, as at the end of every ring round: a spurious timeout. ns-3
+//   then sets the window to one segment and resends from the first unacknowledged byte, what
+//   the receiver already has; on a ring every link also carries the next flow's ACKs, those
+//   duplicates hold them back past the next 1 ms timeout, and so on, one segment per timeout (a
+//   1 MiB ring of 4 workers on 200 Mbit/s links took 7.7 s per round, not 65 ms). So the
+//   delayed ACK waits a fifth of the minimum RTO, Linux's ratio (40 ms against 200 ms).
+// - Before a flow's first data is acknowledged, its RTO comes from the handshake's round trip,
+//   whose small packets take almost no time to send: on slow links the first window alone (10
+//   segments, 1.2 ms at 100 Mbit/s) outlasts 1 ms and sets off the same spiral. So the minimum
+//   RTO is at least the time kMinRtoSegments full segments take on the slowest link of the run
+//   (faults included): 1 ms from about 1.2 Gbit/s up, 6 ms at 200 Mbit/s, 12 ms at 100 Mbit/s.
+struct TcpTimers {
+  Duration min_rto{kMinRtoFloor};          // ns-3's TcpSocketBase::MinRto
+  Duration delayed_ack{kMinRtoFloor / 5};  // ns-3's TcpSocket::DelAckTimeout
+};
+
+TcpTimers tcp_timers(const Scenario& s) {
+  double slowest_gbps = 0;  // 0: no link has a rate (unlimited)
+  auto consider = [&](double gbps) {
+    if (gbps > 0 && (slowest_gbps == 0 || gbps < slowest_gbps)) slowest_gbps = gbps;
+  };
+  consider(s.default_link.rate_gbps);
+  for (const LinkFault& f : s.link_faults) {
+    if (f.overrides.rate_gbps) consider(*f.overrides.rate_gbps);
+  }
+  TcpTimers t;
+  if (slowest_gbps > 0) {
+    const auto drain = Duration(static_cast<std::int64_t>(kMinRtoSegments * kSegmentWireBytes * 8 / slowest_gbps));
+    t.min_rto = std::max(kMinRtoFloor, drain);
+  }
+  t.delayed_ack = t.min_rto / 5;
+  return t;
+}
+
+void use_timers(const ns3::Ptr<ns3::Socket>& socket, const TcpTimers& t) {
+  socket->SetAttribute("MinRto", ns3::TimeValue(to_ns3(t.min_rto)));
+  socket->SetAttribute("DelAckTimeout", ns3::TimeValue(to_ns3(t.delayed_ack)));
+}
 
 // Sends up to `limit` more bytes on `socket` as far as its buffer allows. Returns bytes sent.
 std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
@@ -71,7 +122,14 @@ struct Flow {
 }  // namespace
 
 struct TcpApps::Impl {
-  Impl(const Scenario& s, Ns3Network& n, SimulatedScenario& r) : scenario(s), network(n), run(r) {}
+  Impl(const Scenario& s, Ns3Network& n, SimulatedScenario& r)
+      : scenario(s), network(n), run(r), timers(tcp_timers(s)) {}
+
+  ns3::Ptr<ns3::Socket> tcp_socket(const ns3::Ptr<ns3::Node>& node) const {
+    ns3::Ptr<ns3::Socket> s = ns3::Socket::CreateSocket(node, ns3::TcpSocketFactory::GetTypeId());
+    use_timers(s, timers);
+    return s;
+  }
 
   bool jobs_running() const {
     if (run.jobs_running()) return true;
@@ -129,13 +187,14 @@ struct TcpApps::Impl {
       RingRank& r = job.ranks[i];
       r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
       if (n == 1) continue;
-      r.listener = ns3::Socket::CreateSocket(r.node, ns3::TcpSocketFactory::GetTypeId());
+      r.listener = tcp_socket(r.node);
       r.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
       r.listener->Listen();
       r.listener->SetAcceptCallback(
           ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
           ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>([this, &job, i](ns3::Ptr<ns3::Socket> s,
                                                                                           const ns3::Address&) {
+            use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
             job.ranks[i].from_prev = s;
             s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket> s2) {
               while (ns3::Ptr<ns3::Packet> p = s2->Recv()) job.ranks[i].received += p->GetSize();
@@ -146,7 +205,7 @@ struct TcpApps::Impl {
     }
     for (std::size_t i = 0; i < n && n > 1; ++i) {
       RingRank& r = job.ranks[i];
-      r.to_next = ns3::Socket::CreateSocket(r.node, ns3::TcpSocketFactory::GetTypeId());
+      r.to_next = tcp_socket(r.node);
       r.to_next->Bind();
       r.to_next->SetConnectCallback(
           ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
@@ -190,13 +249,14 @@ struct TcpApps::Impl {
     Flow& f = flows.emplace_back();
     f.spec = &spec;
     const std::uint16_t port = static_cast<std::uint16_t>(kFlowPortBase + index);
-    f.listener = ns3::Socket::CreateSocket(network.ns3_node(run.node_id(spec.to)), ns3::TcpSocketFactory::GetTypeId());
+    f.listener = tcp_socket(network.ns3_node(run.node_id(spec.to)));
     f.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
     f.listener->Listen();
     f.listener->SetAcceptCallback(
         ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
         ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
             [this, &f](ns3::Ptr<ns3::Socket> s, const ns3::Address&) {
+              use_timers(s, timers);
               s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &f](ns3::Ptr<ns3::Socket> s2) {
                 while (ns3::Ptr<ns3::Packet> p = s2->Recv()) f.received += p->GetSize();
                 const Time t = now();
@@ -209,8 +269,7 @@ struct TcpApps::Impl {
     ns3::Simulator::Schedule(to_ns3(spec.start), [this, &f, to, port] {
       if (!jobs_running()) return;  // nothing to compete with any more
       f.started = true;
-      f.sender =
-          ns3::Socket::CreateSocket(network.ns3_node(run.node_id(f.spec->from)), ns3::TcpSocketFactory::GetTypeId());
+      f.sender = tcp_socket(network.ns3_node(run.node_id(f.spec->from)));
       f.sender->Bind();
       f.sender->SetSendCallback(
           ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>([&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
@@ -254,6 +313,7 @@ struct TcpApps::Impl {
   const Scenario& scenario;
   Ns3Network& network;
   SimulatedScenario& run;
+  const TcpTimers timers;  // every TCP socket's
   Duration interval = kDefaultFlowInterval;
   std::vector<RingJob> rings;  // reserved up front: callbacks hold references
   std::vector<Flow> flows;     // likewise
