@@ -27,6 +27,9 @@ using nlohmann::json;
 constexpr std::uint16_t kDefaultMaxValuesPerPacket = 1024;  // the default's cap (ClusterJobOptions::values_per_packet)
 constexpr int kJobIdAttempts = 64;
 constexpr Duration kSetupMargin = std::chrono::seconds(30);
+// A failed rank 0 waits at most this long (or its timeout) for the others to read its error.
+constexpr Duration kErrorReadWait = std::chrono::seconds(5);
+constexpr const char* kErrorReadKey = "config/error_read";
 
 // One HTTP request to a daemon's control plane; a daemon that does not answer is a ClusterJobError.
 struct Reply {
@@ -271,6 +274,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   if (rank == 0) {
     std::vector<WorkerConfig> configs;
     UdpEndpoint uplink;
+    int joined = 0;  // other ranks whose endpoint rank 0 read: they wait for its verdict
     try {
       auto coordinator = std::make_unique<Coordinator>();
       if (options.local) {
@@ -288,6 +292,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       for (int r = 1; r < size; ++r) {
         const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
         ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
+        joined = r;
       }
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up.
       if (!options.local) coordinator->access = control::client_access();
@@ -297,6 +302,16 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     } catch (const std::exception& e) {
       const std::string why = std::string("rank 0 could not set up the ATP job: ") + e.what();
       for (int r = 1; r < size; ++r) store.set("config/" + std::to_string(r), json{{"error", why}}.dump());
+      // The store may live in this process (torch's TCPStore on rank 0): wait, bounded, until the
+      // others have read why, or they would only learn that the store went away.
+      const auto until = std::chrono::steady_clock::now() + std::min<Duration>(options.timeout, kErrorReadWait);
+      try {
+        while (store.add(kErrorReadKey, 0) < joined && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        store.erase(kErrorReadKey);
+      } catch (const std::exception&) {  // the store is gone: nothing more to do for the others
+      }
       throw ClusterJobError(why);
     }
     for (int r = 1; r < size; ++r) {
@@ -313,7 +328,10 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   const json reply = json::parse(store.get("config/" + std::to_string(rank), 2 * options.timeout + kSetupMargin));
   store.erase("config/" + std::to_string(rank));
   store.erase("endpoint/" + std::to_string(rank));
-  if (reply.contains("error")) throw ClusterJobError(reply["error"].get<std::string>());
+  if (reply.contains("error")) {
+    store.add(kErrorReadKey, 1);  // rank 0 waits for this before it goes (and its store with it)
+    throw ClusterJobError(reply["error"].get<std::string>());
+  }
   const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
   job->job_ = config.job;
   job->communicator_ =
