@@ -138,5 +138,53 @@ TEST(AimdWindow, DisabledKeepsTheInitialWindow) {
   EXPECT_EQ(AimdWindow(c, kPacketBytes).window(), 100u);
 }
 
+// RFC 6298's estimator with time given by hand.
+TEST(RttEstimator, FollowsRfc6298) {
+  using std::chrono::milliseconds;
+  RttEstimator e(milliseconds(10), milliseconds(1), milliseconds(1000));
+  EXPECT_FALSE(e.has_sample());
+  EXPECT_EQ(e.rto(), milliseconds(10)) << "the initial RTO before any sample";
+  e.on_sample(milliseconds(40));
+  EXPECT_EQ(e.srtt(), milliseconds(40));
+  EXPECT_EQ(e.rttvar(), milliseconds(20));
+  EXPECT_EQ(e.rto(), milliseconds(40 + 4 * 20));
+  e.on_sample(milliseconds(48));  // RTTVAR = 3/4 20 + 1/4 8 = 17; SRTT = 7/8 40 + 1/8 48 = 41
+  EXPECT_EQ(e.rttvar(), milliseconds(17));
+  EXPECT_EQ(e.srtt(), milliseconds(41));
+  EXPECT_EQ(e.rto(), milliseconds(41 + 68));
+}
+
+TEST(RttEstimator, SteadySamplesConvergeAndTheBoundsHold) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  RttEstimator e(milliseconds(10), microseconds(1), milliseconds(200));
+  for (int i = 0; i < 200; ++i) e.on_sample(microseconds(20));  // a simulated fabric's round trip
+  EXPECT_EQ(e.srtt(), microseconds(20));
+  // RTTVAR decays to 0; the variance term stays at its floor, and the bound holds.
+  EXPECT_EQ(e.rto(), microseconds(20) + RttEstimator::kMinVariance);
+  RttEstimator slow(milliseconds(10), milliseconds(1), milliseconds(200));
+  slow.on_sample(milliseconds(150));  // 150 + 4 x 75 ms: capped
+  EXPECT_EQ(slow.rto(), milliseconds(200));
+  RttEstimator tiny(milliseconds(10), milliseconds(5), milliseconds(200));
+  for (int i = 0; i < 100; ++i) tiny.on_sample(microseconds(1));
+  EXPECT_EQ(tiny.rto(), milliseconds(5)) << "never below min_rto";
+}
+
+// A passing lag (one worker stalled for a moment, so another's results waited) is clipped to
+// twice the recent least round trip; a lasting rise of every sample is followed.
+TEST(RttEstimator, PassingOutliersAreClippedLastingRisesFollowed) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  RttEstimator e(milliseconds(10), microseconds(100), milliseconds(1000));
+  for (int i = 0; i < 40; ++i) e.on_sample(microseconds(20));
+  for (int i = 0; i < 5; ++i) e.on_sample(milliseconds(30));  // another worker's recovery
+  EXPECT_LE(e.srtt(), microseconds(40));
+  EXPECT_LT(e.rto(), microseconds(200));
+  // Every sample now 30 ms (a queue that stands): within two blocks of samples the estimate is there.
+  for (int i = 0; i < 2 * RttEstimator::kMinWindow + 40; ++i) e.on_sample(milliseconds(30));
+  EXPECT_GT(e.srtt(), milliseconds(25));
+  EXPECT_GT(e.rto(), milliseconds(30));
+}
+
 }  // namespace
 }  // namespace atp

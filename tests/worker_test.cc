@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -373,8 +374,63 @@ TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
   EXPECT_EQ(w.stats().gradient_packets_sent, 10u);
 
   now += ms;
-  w.on_packet(parameter(kInitialSeq), now, out);  // progress resets the backoff
+  // Progress resets the backoff to the estimate (fragment 2's sample: 0 s, so the 1 ms floor).
+  w.on_packet(parameter(kInitialSeq), now, out);
   EXPECT_EQ(w.next_deadline(), now + ms);
+}
+
+// The RTO follows the measured round trips: on a path whose results take 30 ms (a slow link, a
+// deep queue), a fixed 1 ms RTO resent every window before its results could come; the measured
+// one waits. A path simulated by hand: every copy sent reaches the PS, and the result of a
+// fragment comes 30 ms after its first copy left; the timer fires at its deadline.
+TEST(Worker, TheTimeoutFollowsMeasuredRoundTrips) {
+  using std::chrono::milliseconds;
+  WorkerConfig c = base_config();
+  c.retransmit_timeout = milliseconds(10);
+  c.min_retransmit_timeout = milliseconds(1);
+  c.max_retransmit_timeout = milliseconds(1000);
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  std::map<Seq, Time> result_at;  // seq -> when its result arrives
+  auto record_sends = [&](Time now) {
+    for (const Bytes& p : out.take()) result_at.try_emplace(decoded(p).seq, now + milliseconds(30));
+  };
+  auto run_round = [&](std::size_t fragments, Time now) {
+    EXPECT_TRUE(w.start(ramp(4 * fragments), now, out));
+    record_sends(now);
+    while (w.state() == WorkerState::kRunning) {
+      Time next_result = kNever;
+      Seq seq = 0;
+      for (const auto& [s, at] : result_at) {
+        if (at < next_result) std::tie(next_result, seq) = std::pair(at, s);
+      }
+      if (w.next_deadline() < next_result) {
+        now = w.next_deadline();
+        w.on_timeout(now, out);
+      } else {
+        now = next_result;
+        result_at.erase(seq);
+        w.on_packet(parameter(seq), now, out);
+      }
+      record_sends(now);
+    }
+    return now;
+  };
+  Time now = run_round(12, kStart);  // window 4: three windows
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+  // The first window waited 30 ms against the initial 10 ms RTO: one timeout; its resend's result
+  // stands in for a sample (20 ms after the resend), the RTO becomes 60 ms, and no more fire.
+  EXPECT_EQ(w.stats().timeouts, 1u);
+  const std::uint64_t resent = w.stats().retransmissions;
+  // The next round on the same path: nothing resent, and the armed RTO is the measured one.
+  ASSERT_TRUE(w.start(ramp(4), now, out));
+  EXPECT_GE(w.next_deadline() - now, milliseconds(31));
+  EXPECT_LE(w.next_deadline() - now, milliseconds(1000));
+  record_sends(now);
+  result_at.erase(kInitialSeq + 12);
+  w.on_packet(parameter(kInitialSeq + 12), now + milliseconds(30), out);
+  run_round(12, now + milliseconds(30));
+  EXPECT_EQ(w.stats().retransmissions, resent) << "no spurious resend once the round trip is known";
 }
 
 TEST(Worker, TimeoutJitterDiffersBetweenWorkers) {

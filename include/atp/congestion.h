@@ -1,9 +1,12 @@
 // ATP's congestion control (paper §3.7): AIMD on a window of packets, driven by ECN marks
-// carried in parameter packets and by loss. All of it lives in this header and congestion.cc.
+// carried in parameter packets and by loss; and the retransmission timeout, from measured round
+// trips. All of it lives in this header and congestion.cc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "atp/time.h"
 #include "atp/wire.h"
 
 namespace atp {
@@ -65,6 +68,53 @@ class AimdWindow {
   std::uint32_t acks_since_growth_ = 0;
   bool in_recovery_ = false;
   Seq recovery_end_ = 0;  // signals about seqs before this belong to the last reduction
+};
+
+// A flow's retransmission timeout from the round trips it measures, as TCP's (RFC 6298):
+//   first sample R:  SRTT = R, RTTVAR = R / 2;
+//   then:            RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|,  SRTT = 7/8 SRTT + 1/8 R;
+//   RTO = SRTT + max(min_variance, 4 RTTVAR), within [min_rto, max_rto].
+// A worker's round trip is from sending a fragment to receiving its aggregate, which waits for the
+// slowest worker of the job. A lag that lasts (a worker always ahead of another) is path delay to
+// this worker, and its samples carry it. A passing one (another worker stalled for a moment, by
+// its own loss recovery) is not: fed to SRTT and RTTVAR it would stretch this worker's timeouts,
+// which then stall the others in turn. So each sample is first clipped to kClip times the least
+// of the recent ones (the last kMinWindow to 2 kMinWindow samples), as one that reflects lasting
+// delay is. Samples come only from fragments sent once (Karn's rule: a result for a resent
+// fragment may answer either copy). Before the first sample the RTO is `initial`.
+class RttEstimator {
+ public:
+  RttEstimator(Duration initial, Duration min_rto, Duration max_rto);
+
+  void on_sample(Duration rtt);
+  // A result's delay that is no sample (a resent fragment's, one that waited for another worker's
+  // resend), timed from the fragment's first send: never less than the round trip, so it counts
+  // towards the recent minimum the samples are clipped against.
+  void observe(Duration delay);
+  // Before the first sample: the RTO is at least `rto` from now on (a stand-in's evidence that the
+  // initial one is shorter than the round trip).
+  void raise_initial(Duration rto) { initial_ = std::max(initial_, rto); }
+  Duration rto() const;
+  bool has_sample() const { return has_sample_; }
+  Duration srtt() const { return srtt_; }
+  Duration rttvar() const { return rttvar_; }
+
+  // The least 4 RTTVAR counts for (RFC 6298's clock granularity G), so that a run of equal
+  // samples (RTTVAR near 0) does not put the RTO right at the mean. Small: a simulated fabric's
+  // round trips are microseconds; min_rto is what keeps a real host's scheduling noise out.
+  static constexpr Duration kMinVariance = std::chrono::microseconds(10);
+  static constexpr int kClip = 2;
+  static constexpr int kMinWindow = 256;
+
+ private:
+  Duration initial_, min_rto_, max_rto_;
+  bool has_sample_ = false;
+  // The least sample of the current block of kMinWindow samples and of the block before it.
+  Duration block_min_ = Duration::max();
+  Duration last_block_min_ = Duration::max();
+  int block_samples_ = 0;
+  Duration srtt_{};
+  Duration rttvar_{};
 };
 
 }  // namespace atp

@@ -96,7 +96,7 @@ struct JobSpec {
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
-  Duration retransmit_timeout = std::chrono::milliseconds(1);
+  Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;  // the RTO before one is measured
   Duration progress_timeout = std::chrono::seconds(2);
   Seq initial_seq = 0;
   // false: no switch aggregates this job (its switches only admit and forward its packets and

@@ -48,8 +48,15 @@ struct WorkerConfig {
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
-  Duration retransmit_timeout = std::chrono::milliseconds(1);  // first RTO; doubles while nothing progresses
-  Duration max_retransmit_timeout = std::chrono::milliseconds(64);
+  // The retransmission timeout is measured (RttEstimator: RFC 6298 from the round trips of
+  // fragments sent once, clipped to twice the recent least delay) and doubles while nothing
+  // progresses (at most 16x the estimate, and an eighth of progress_timeout); these bound it.
+  // retransmit_timeout is the RTO before the first sample, the paper's 1 ms: on a slower path the
+  // first timeouts' resends stand in for samples and raise it (worker.cc). The same defaults from
+  // a 200 Mbit/s veth (measured) to a simulated 100G fabric.
+  Duration retransmit_timeout = std::chrono::milliseconds(1);
+  Duration min_retransmit_timeout = std::chrono::milliseconds(1);
+  Duration max_retransmit_timeout = std::chrono::seconds(1);
   Duration progress_timeout = std::chrono::seconds(2);  // no progress this long: the round fails
   Seq initial_seq = 0;  // sequence number of the job's first fragment (same on every worker)
 };

@@ -69,4 +69,36 @@ void AimdWindow::decrease(Seq next_seq) {
   recovery_end_ = next_seq;
 }
 
+RttEstimator::RttEstimator(Duration initial, Duration min_rto, Duration max_rto)
+    : initial_(initial), min_rto_(min_rto), max_rto_(std::max(min_rto, max_rto)) {}
+
+void RttEstimator::observe(Duration delay) {
+  block_min_ = std::min(block_min_, std::max(delay, Duration::zero()));
+  if (++block_samples_ == kMinWindow) {
+    last_block_min_ = block_min_;
+    block_min_ = Duration::max();
+    block_samples_ = 0;
+  }
+}
+
+void RttEstimator::on_sample(Duration rtt) {
+  rtt = std::max(rtt, Duration::zero());
+  observe(rtt);
+  rtt = std::min(rtt, kClip * std::min(block_min_, last_block_min_));
+  if (!has_sample_) {
+    has_sample_ = true;
+    srtt_ = rtt;
+    rttvar_ = rtt / 2;
+    return;
+  }
+  const Duration error = srtt_ > rtt ? srtt_ - rtt : rtt - srtt_;
+  rttvar_ = (3 * rttvar_ + error) / 4;
+  srtt_ = (7 * srtt_ + rtt) / 8;
+}
+
+Duration RttEstimator::rto() const {
+  if (!has_sample_) return std::clamp(initial_, min_rto_, max_rto_);
+  return std::clamp(srtt_ + std::max(kMinVariance, 4 * rttvar_), min_rto_, max_rto_);
+}
+
 }  // namespace atp

@@ -458,7 +458,8 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.congestion = congestion;
     w.loss_recovery = job.loss_recovery;
     w.retransmit_timeout = job.retransmit_timeout;
-    // JobSpec has no cap of its own: keep the default cap unless the first RTO is already above it.
+    // JobSpec has no bounds of its own: keep the default ones unless its first RTO is outside them.
+    w.min_retransmit_timeout = std::min(w.min_retransmit_timeout, job.retransmit_timeout);
     w.max_retransmit_timeout = std::max(w.max_retransmit_timeout, job.retransmit_timeout);
     w.progress_timeout = job.progress_timeout;
     w.initial_seq = job.initial_seq;

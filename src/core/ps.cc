@@ -41,7 +41,10 @@ enum class SlotState : std::uint8_t {
 struct Slot {
   Seq seq = 0;
   SlotState state = SlotState::kAggregating;
-  bool ecn = false;                    // OR of the ECN flags of the packets merged (copied into the result)
+  bool ecn = false;  // OR of the ECN flags of the packets merged (copied into the result)
+  // Some merged packet was a worker's retransmission (or a partial aggregate a resend flushed): the
+  // result's `resend` flag, so that no worker takes its timing for a round trip (Karn's rule).
+  bool recovered = false;
   bool collision = false;              // some merged packet had the collision flag
   bool saturated = false;              // a contributed value was INT32_MAX or INT32_MIN
   bool float_result = false;           // kComplete via the float32 path: `sums` hold double sums
@@ -57,6 +60,11 @@ struct Slot {
 };
 
 double float_sum(const Slot& slot, std::size_t i) { return std::bit_cast<double>(slot.sums[i]); }
+
+// A contribution that loss recovery sent: a worker's resend, or a partial aggregate a resend
+// flushed from a switch. A collision's forwarded packet carries the resend flag too, but came on
+// time: not recovery.
+bool recovery(const Header& h) { return h.resend && !h.collision; }
 
 // The workers a gradient packet speaks for, decoded from its bitmaps.
 struct Contributors {
@@ -271,6 +279,7 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   slot.seq = seq;
   slot.state = SlotState::kAggregating;
   slot.ecn = false;
+  slot.recovered = false;
   slot.collision = false;
   slot.saturated = false;
   slot.float_result = false;
@@ -344,6 +353,7 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
     slot.collided_index = h.aggregator_index;
   }
   merge_members(slot, c);
+  slot.recovered = slot.recovered || recovery(h);
   ++stats.aggregations;
   if (slot.missing_workers == 0) complete_int(slot, out);
 }
@@ -382,6 +392,7 @@ void PsEndpoint::Impl::merge_float(Slot& slot, const Header& h, std::span<const 
     slot.sums[i] = std::bit_cast<std::int64_t>(sum);
   }
   merge_members(slot, c);
+  slot.recovered = slot.recovered || recovery(h);
   ++stats.aggregations;
   if (slot.missing_workers != 0) return;
   slot.state = SlotState::kComplete;
@@ -410,6 +421,8 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   Header h;
   h.is_ack = true;
   h.ecn = slot.ecn;
+  // A unicast answer is to a worker's resend of a fragment already complete.
+  h.resend = slot.recovered || dst != config.multicast_group;
   h.overflow = overflow_request;
   h.float_payload = !overflow_request && !mismatch && slot.float_result;
   h.job = config.job;

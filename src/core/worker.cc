@@ -22,11 +22,20 @@ constexpr std::uint8_t kFloatMode = 1u << 2;    // the PS asked for float32: eve
 constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the float32 path
 constexpr std::uint8_t kResent = 1u << 4;       // sent again at least once (any reason)
 
+// The most a flow's RTO backs off, in multiples of its estimate (RttEstimator::rto()).
+constexpr int kMaxBackoff = 16;
+
 // Out-of-order parameter packets that declare the expected fragment lost (paper §3.7).
 constexpr std::uint32_t kOutOfOrderThreshold = 3;
 
 // A round may not span more than half the sequence space, or serial arithmetic breaks.
 constexpr std::uint64_t kMaxRoundFragments = std::uint64_t{1} << 31;
+
+// The largest RTO a flow uses: the configured bound, and at most an eighth of the progress
+// timeout, so that a hole several workers must resend in turn is recovered before the job gives up.
+Duration max_retransmit_timeout(const WorkerConfig& c) {
+  return std::max(c.min_retransmit_timeout, std::min(c.max_retransmit_timeout, c.progress_timeout / 8));
+}
 
 Time deadline_after(Time now, Duration d) {
   if (now == kNever || d >= kNever - now) return kNever;  // saturate instead of overflowing
@@ -59,8 +68,13 @@ void validate(const WorkerConfig& c) {
   if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
     throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
   }
-  if (c.retransmit_timeout <= Duration::zero() || c.progress_timeout <= Duration::zero()) {
-    throw std::invalid_argument(job + "retransmit_timeout and progress_timeout must be positive");
+  if (c.retransmit_timeout <= Duration::zero() || c.min_retransmit_timeout <= Duration::zero() ||
+      c.progress_timeout <= Duration::zero()) {
+    throw std::invalid_argument(job +
+                                "retransmit_timeout, min_retransmit_timeout and progress_timeout must be positive");
+  }
+  if (c.max_retransmit_timeout < c.min_retransmit_timeout) {
+    throw std::invalid_argument(job + "max_retransmit_timeout must not be below min_retransmit_timeout");
   }
 }
 
@@ -68,8 +82,10 @@ void validate(const WorkerConfig& c) {
 
 struct WorkerEndpoint::Impl {
   struct Fragment {
+    Time first_sent = kNever;            // its first send
+    Time sent = kNever;                  // its latest send (the first, unless kResent)
     std::uint32_t aggregator_index = 0;  // fixed at the first send: resends must find the same aggregator
-    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult
+    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent
   };
 
   // One PS shard: the fragments whose job-wide number (fragments of earlier rounds + index in
@@ -79,6 +95,7 @@ struct WorkerEndpoint::Impl {
   // in the paper's §3.6.
   struct Flow {
     AimdWindow cc;
+    RttEstimator rtt;                  // this flow's measured round trips; kept across rounds
     std::uint32_t fragment_count = 0;  // this flow's fragments in the current round
     std::uint32_t expected = 0;        // local index of the first fragment without a result
     std::uint32_t next_to_send = 0;    // local index of the first fragment never sent
@@ -95,7 +112,7 @@ struct WorkerEndpoint::Impl {
     // result for a fragment sent once shows the pipe is flowing: recovery ends (recover = 0) and
     // out-of-order detection and the RTO take over again.
     std::uint32_t recover = 0;
-    Duration rto{};                   // current retransmission timeout (backs off)
+    Duration rto{};                   // current retransmission timeout: rtt.rto(), backed off by timeouts
     Time rto_deadline = kNever;       // armed while fragments are unacknowledged
     Time progress_deadline = kNever;  // last new result + progress_timeout
   };
@@ -105,7 +122,9 @@ struct WorkerEndpoint::Impl {
     const auto packet_bytes = static_cast<std::uint32_t>(packet_size(config.values_per_packet));
     flows.reserve(config.ps.size());
     for (std::size_t k = 0; k < config.ps.size(); ++k) {
-      flows.push_back(Flow{AimdWindow(config.congestion, packet_bytes)});
+      flows.push_back(
+          Flow{AimdWindow(config.congestion, packet_bytes),
+               RttEstimator(config.retransmit_timeout, config.min_retransmit_timeout, max_retransmit_timeout(config))});
     }
     packet.resize(packet_bytes);
     values.resize(config.values_per_packet);
@@ -156,6 +175,8 @@ struct WorkerEndpoint::Impl {
     const Seq seq = seq_of_fragment(i);
     if (!resend) frag.aggregator_index = aggregator_index_for(seq);
     if (resend) frag.flags |= kResent;
+    frag.sent = clock;
+    if (!resend) frag.first_sent = clock;
     const PsRoute& route = config.ps[flow_of(i)];
     Header h;
     h.resend = resend;
@@ -195,7 +216,8 @@ struct WorkerEndpoint::Impl {
     Flow& f = flows[k];
     const std::uint32_t window = f.cc.window();
     while (f.next_to_send < f.fragment_count && f.next_to_send - f.expected < window) {
-      send_fragment(fragment_of(k, f.next_to_send), /*resend=*/false, out);
+      const std::uint32_t i = fragment_of(k, f.next_to_send);
+      send_fragment(i, /*resend=*/false, out);
       ++f.next_to_send;
     }
     if (f.rto_deadline == kNever && f.expected < f.next_to_send) f.rto_deadline = deadline_after(now, f.rto);
@@ -203,6 +225,7 @@ struct WorkerEndpoint::Impl {
 
   bool start(std::span<const float> in, Time now, PacketSink& out) {
     if (state != WorkerState::kIdle) return false;
+    clock = now;
     const std::uint64_t vpp = config.values_per_packet;
     const std::uint64_t count = (in.size() + vpp - 1) / vpp;
     if (count > kMaxRoundFragments) return false;
@@ -230,7 +253,7 @@ struct WorkerEndpoint::Impl {
       f.out_of_order = 0;
       f.received_end = 0;
       f.recover = 0;
-      f.rto = config.retransmit_timeout;
+      f.rto = f.rtt.rto();
       f.rto_deadline = kNever;
       f.progress_deadline = f.fragment_count > 0 ? deadline_after(now, config.progress_timeout) : kNever;
       send_new(k, now, out);
@@ -281,6 +304,7 @@ struct WorkerEndpoint::Impl {
   }
 
   void on_packet(std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
+    clock = now;
     Header h;
     if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
         !h.is_ack) {
@@ -337,7 +361,28 @@ struct WorkerEndpoint::Impl {
     }
 
     // A result for a fragment sent only once shows the pipe is flowing: no more recovery resends.
-    if ((frag.flags & kResent) == 0) f.recover = 0;
+    // It is also a round trip sample; one for a resent fragment is not (Karn: which copy?), nor
+    // one that waited for another worker's resend (the PS sets the result's resend flag then):
+    // that is the other worker's loss, not this path's delay.
+    if ((frag.flags & kResent) == 0) {
+      f.recover = 0;
+      if (h.resend) {
+        f.rtt.observe(now - frag.first_sent);
+      } else {
+        f.rtt.on_sample(now - frag.sent);
+      }
+    } else if (!f.rtt.has_sample() && !h.resend) {
+      // Until a first clean sample, this worker's own resend stands in, timed from its latest
+      // send: the round trip if the result answers that copy; less if it answers an earlier one,
+      // but the resend went out an RTO after it, so the stand-in is the round trip less that RTO
+      // and the next RTO (the stand-in plus 4 x its half) is past the round trip whenever the RTO
+      // was at least a third of it. It breaks the loop of an initial RTO shorter than the round
+      // trip, where every fragment is resent before its result comes and none gives a sample.
+      f.rtt.raise_initial(2 * (now - frag.sent));
+      f.rtt.observe(now - frag.first_sent);
+    } else {
+      f.rtt.observe(now - frag.first_sent);
+    }
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
     if (h.collision) learn_remap(h.seq, h.bitmap0);
@@ -351,7 +396,8 @@ struct WorkerEndpoint::Impl {
         ++f.expected;
         --f.out_of_order;  // it was counted when it overtook the old expected fragment
       }
-      f.rto = config.retransmit_timeout;  // progress resets the backoff
+      // Progress resets the backoff to the estimate (the initial RTO before any sample).
+      f.rto = f.rtt.rto();
       f.rto_deadline = f.expected < f.next_to_send ? deadline_after(now, f.rto) : kNever;
       if (f.expected == f.fragment_count) f.progress_deadline = kNever;
       // Partial ack: this result, for a resent fragment, moved `expected` by one and nothing
@@ -421,6 +467,7 @@ struct WorkerEndpoint::Impl {
 
   void on_timeout(Time now, PacketSink& out) {
     if (state != WorkerState::kRunning) return;
+    clock = now;
     for (std::uint32_t k = 0; k < num_flows(); ++k) {
       if (flows[k].progress_deadline <= now) {
         fail("job " + std::to_string(config.job) + ": no parameter packet from PS " + format_address(config.ps[k].ps) +
@@ -429,7 +476,7 @@ struct WorkerEndpoint::Impl {
         return;
       }
     }
-    const Duration max_rto = std::max(config.max_retransmit_timeout, config.retransmit_timeout);
+    const Duration max_rto = max_retransmit_timeout(config);
     for (std::uint32_t k = 0; k < num_flows(); ++k) {
       Flow& f = flows[k];
       if (f.rto_deadline > now) continue;
@@ -452,7 +499,11 @@ struct WorkerEndpoint::Impl {
         send_fragment(i, /*resend=*/true, out);
         --budget;
       }
-      f.rto = f.rto > max_rto / 2 ? max_rto : f.rto * 2;  // exponential backoff, no overflow
+      // Exponential backoff, to at most kMaxBackoff times the estimate: far enough to get past a
+      // round trip that grew that much (a queue that built up, or no sample yet), and a hole never
+      // costs more than that many estimates, which several workers' holes in turn may each cost.
+      const Duration cap = std::min(max_rto, kMaxBackoff * f.rtt.rto());
+      f.rto = f.rto > cap / 2 ? cap : f.rto * 2;
       f.rto_deadline = deadline_after(now, f.rto + timeout_jitter(f.rto));
     }
   }
@@ -478,6 +529,7 @@ struct WorkerEndpoint::Impl {
 
   WorkerConfig config;
   WorkerState state = WorkerState::kIdle;
+  Time clock{};  // the time of the call being handled (start, on_packet, on_timeout)
   std::string error;
   WorkerStats stats;
   std::vector<Flow> flows;                                 // flows[k] sends to config.ps[k]

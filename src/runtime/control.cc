@@ -322,6 +322,7 @@ std::string to_json(const WorkerConfig& c) {
                 {"initial_ssthresh", cc.initial_ssthresh},
                 {"mtu_bytes", cc.mtu_bytes}}},
               {"retransmit_timeout_ns", c.retransmit_timeout.count()},
+              {"min_retransmit_timeout_ns", c.min_retransmit_timeout.count()},
               {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
               {"progress_timeout_ns", c.progress_timeout.count()},
               {"initial_seq", c.initial_seq}};
@@ -332,8 +333,8 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   const json doc = parse_object(text, "worker config");
   check_keys(doc, "",
              {"job", "self", "ps", "values_per_packet", "scale", "first_aggregator", "num_aggregators", "index",
-              "loss_recovery", "congestion", "retransmit_timeout_ns", "max_retransmit_timeout_ns",
-              "progress_timeout_ns", "initial_seq"});
+              "loss_recovery", "congestion", "retransmit_timeout_ns", "min_retransmit_timeout_ns",
+              "max_retransmit_timeout_ns", "progress_timeout_ns", "initial_seq"});
   WorkerConfig c;
   c.job = get_unsigned<JobId>(doc, "", "job");
   c.self = get_address(doc, "", "self");
@@ -379,6 +380,7 @@ WorkerConfig worker_config_from_json(const std::string& text) {
         static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
   };
   c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
+  c.min_retransmit_timeout = nanoseconds("min_retransmit_timeout_ns");
   c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
   c.progress_timeout = nanoseconds("progress_timeout_ns");
   c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");

@@ -30,9 +30,9 @@ struct ClusterJobOptions {
   // switch a packet costs the same system calls whatever its size; the paper's Tofino holds 62).
   std::uint16_t values_per_packet = 0;
   double scale = 1e8;  // fixed point: value x scale, rounded, as int32 (paper §3.8)
-  // First retransmission timeout. 20 ms, not the paper's 1 ms: processes share this host's cores
-  // with the training itself, and scheduling delays of a few ms would fire a 1 ms timer without loss.
-  Duration retransmit_timeout = std::chrono::milliseconds(20);
+  // The retransmission timeout before one is measured (WorkerConfig::retransmit_timeout); later
+  // ones come from the round trips the ranks measure, scheduling delays included.
+  Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;
   // The longest any rank waits: for the others in the store, and for a round that makes no progress
   // (a rank died): then it throws CollectiveError instead of hanging.
   Duration timeout = std::chrono::seconds(30);

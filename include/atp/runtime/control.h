@@ -78,7 +78,8 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 //    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed", "loss_recovery": "atp",
 //    "congestion": {"enabled": true, "initial_window": 200, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
-//    "retransmit_timeout_ns": 1000000, "max_retransmit_timeout_ns": 64000000,
+//    "retransmit_timeout_ns": 1000000, "min_retransmit_timeout_ns": 1000000,
+//    "max_retransmit_timeout_ns": 1000000000,
 //    "progress_timeout_ns": 2000000000, "initial_seq": 0}
 // Every key is required; unknown keys are errors. The values are not checked against each other
 // (WorkerEndpoint's constructor does that).
