@@ -120,6 +120,19 @@ PsDaemonConfig config_for(const Host& uplink, bool serve_control) {
   return c;
 }
 
+// A started PS without a control plane, with `job` installed: the uplink it sends to, the daemon
+// and its data endpoint.
+struct StartedPs {
+  explicit StartedPs(const PsConfig& job) : daemon(config_for(uplink, false)) {
+    daemon.add_job(job);
+    daemon.start();
+    data = daemon.data_endpoint();
+  }
+  Host uplink;
+  PsDaemon daemon;
+  UdpEndpoint data;
+};
+
 // A minimal HTTP/1.1 client (the test does not depend on the daemon's HTTP library), sending
 // `token`: returns "STATUS BODY", e.g. "201 {...}".
 std::string http(const UdpEndpoint& server, const std::string& method, const std::string& path,
@@ -157,11 +170,8 @@ std::string http(const UdpEndpoint& server, const std::string& method, const std
 
 TEST(PsDaemon, SumsTwoWorkersAndSendsTheMulticastResultToTheUplink) {
   const auto p = plan(1, 2, 4);
-  Host uplink;
-  PsDaemon daemon(config_for(uplink, false));
-  daemon.add_job(p->job.ps[0]);
-  daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  StartedPs started(p->job.ps[0]);
+  auto& [uplink, daemon, ps] = started;
 
   const std::vector<std::int32_t> a{1, -2, 2147483000, 7}, b{10, 20, 600, -7};
   uplink.send(ps, gradient(*p, 0, 0, a));
@@ -185,11 +195,8 @@ TEST(PsDaemon, SumsTwoWorkersAndSendsTheMulticastResultToTheUplink) {
 TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   const auto p = plan(1, 2, 4);
   const auto other = plan(99, 2, 4);
-  Host uplink;
-  PsDaemon daemon(config_for(uplink, false));
-  daemon.add_job(p->job.ps[0]);
-  daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  StartedPs started(p->job.ps[0]);
+  auto& [uplink, daemon, ps] = started;
 
   const std::vector<std::int32_t> a{1, 2, 3, 4};
   const std::vector<std::uint8_t> garbage{'h', 'e', 'l', 'l', 'o'};
@@ -245,11 +252,9 @@ TEST(PsDaemon, ServesTwoJobsAtOnce) {
 // reach the PS. Before, forged gradients sent ahead of the workers' were summed into the result.
 TEST(PsDaemon, AcceptsDatagramsFromItsUplinkOnly) {
   const auto p = plan(1, 2, 4);
-  Host uplink, intruder;
-  PsDaemon daemon(config_for(uplink, false));
-  daemon.add_job(p->job.ps[0]);
-  daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  Host intruder;
+  StartedPs started(p->job.ps[0]);
+  auto& [uplink, daemon, ps] = started;
 
   const std::vector<std::int32_t> forged{1000, 1000, 1000, 1000}, a{1, 2, 3, 4};
   intruder.send(ps, gradient(*p, 0, 0, forged));
@@ -273,11 +278,8 @@ TEST(PsDaemon, AcceptsDatagramsFromItsUplinkOnly) {
 // PsStats::shape_mismatches is in GET /stats and GET /metrics like the other job counters.
 TEST(PsDaemon, ReportsShapeMismatchesInStatsAndMetrics) {
   const auto p = plan(1, 2, 4);
-  Host uplink;
-  PsDaemon daemon(config_for(uplink, false));
-  daemon.add_job(p->job.ps[0]);
-  daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  StartedPs started(p->job.ps[0]);
+  auto& [uplink, daemon, ps] = started;
 
   // Worker 0's round ends at seq 0 with 2 real values; worker 1's goes on.
   const std::vector<std::int32_t> a{1, 2, 0, 0};
