@@ -161,7 +161,11 @@ struct RunningDaemons {
     return c;
   }
   static PsDaemonConfig ps_config(const SwitchDaemon& sw) {
-    return {UdpEndpoint::loopback(0), UdpEndpoint::loopback(0), true, sw.data_endpoint(), 0};
+    PsDaemonConfig c;
+    c.data = UdpEndpoint::loopback(0);
+    c.control = UdpEndpoint::loopback(0);
+    c.uplink = sw.data_endpoint();
+    return c;
   }
   SwitchDaemon sw;
   PsDaemon ps;
