@@ -374,9 +374,11 @@ TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
   EXPECT_EQ(w.stats().gradient_packets_sent, 10u);
 
   now += ms;
-  // Progress resets the backoff to the estimate (fragment 2's sample: 0 s, so the 1 ms floor).
+  // Progress resets the backoff to the estimate. There is no sample (fragment 2's result was the
+  // round's first, which waits for the other workers as much as for the path), so fragment 0's
+  // resend stands in: its result came 1 ms after the resend, and the RTO is twice that.
   w.on_packet(parameter(kInitialSeq), now, out);
-  EXPECT_EQ(w.next_deadline(), now + ms);
+  EXPECT_EQ(w.next_deadline(), now + 2 * ms);
 }
 
 // The RTO follows the measured round trips: on a path whose results take 30 ms (a slow link, a
@@ -431,6 +433,31 @@ TEST(Worker, TheTimeoutFollowsMeasuredRoundTrips) {
   w.on_packet(parameter(kInitialSeq + 12), now + milliseconds(30), out);
   run_round(12, now + milliseconds(30));
   EXPECT_EQ(w.stats().retransmissions, resent) << "no spurious resend once the round trip is known";
+}
+
+// A round's first result waits for the last worker to start the round: a worker 50 ms ahead of
+// the others sees its first window's results 50 ms after sending, however short the round trip.
+// Those delays are no round trip samples: the timeout stays the round trip's, so that a fragment
+// lost once results flow is resent after a round trip, not after the workers' skew.
+TEST(Worker, TheWaitForTheOtherWorkersIsNoRoundTrip) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  WorkerConfig c = base_config();  // a 1 ms first RTO
+  c.max_retransmit_timeout = WorkerConfig{}.max_retransmit_timeout;
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  Time now = kStart;
+  for (int round = 0; round < 3; ++round) {
+    const Seq first = kInitialSeq + 8 * round;
+    ASSERT_TRUE(w.start(ramp(4 * 8), now, out));
+    now += milliseconds(50);  // the other workers start: the aggregates of the window come
+    for (Seq s = 0; s < 7; ++s) w.on_packet(parameter(first + s), now, out);
+    EXPECT_EQ(w.next_deadline() - now, milliseconds(1)) << "round " << round;
+    now += microseconds(100);
+    w.on_packet(parameter(first + 7), now, out);
+    ASSERT_EQ(w.state(), WorkerState::kIdle);
+  }
 }
 
 TEST(Worker, TimeoutJitterDiffersBetweenWorkers) {

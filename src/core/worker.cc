@@ -112,6 +112,10 @@ struct WorkerEndpoint::Impl {
     // result for a fragment sent once shows the pipe is flowing: recovery ends (recover = 0) and
     // out-of-order detection and the RTO take over again.
     std::uint32_t recover = 0;
+    // When this round's first result for this flow came (kNever: none yet). Fragments sent before
+    // it waited for the last worker to start the round (compute skew, a slow start-up) as much as
+    // for the path, which can be far longer than a round trip: their delays are no samples.
+    Time first_result_at = kNever;
     Duration rto{};                   // current retransmission timeout: rtt.rto(), backed off by timeouts
     Time rto_deadline = kNever;       // armed while fragments are unacknowledged
     Time progress_deadline = kNever;  // last new result + progress_timeout
@@ -255,6 +259,7 @@ struct WorkerEndpoint::Impl {
       f.recover = 0;
       f.rto = f.rtt.rto();
       f.rto_deadline = kNever;
+      f.first_result_at = kNever;
       f.progress_deadline = f.fragment_count > 0 ? deadline_after(now, config.progress_timeout) : kNever;
       send_new(k, now, out);
     }
@@ -366,7 +371,8 @@ struct WorkerEndpoint::Impl {
     // that is the other worker's loss, not this path's delay.
     if ((frag.flags & kResent) == 0) {
       f.recover = 0;
-      if (h.resend) {
+      // Nor one sent before the round's first result (kNever until then): see first_result_at.
+      if (h.resend || frag.sent < f.first_result_at) {
         f.rtt.observe(now - frag.first_sent);
       } else {
         f.rtt.on_sample(now - frag.sent);
@@ -383,6 +389,7 @@ struct WorkerEndpoint::Impl {
     } else {
       f.rtt.observe(now - frag.first_sent);
     }
+    if (f.first_result_at == kNever) f.first_result_at = now;
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
     if (h.collision) learn_remap(h.seq, h.bitmap0);

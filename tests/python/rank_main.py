@@ -106,6 +106,9 @@ def unsupported(rank, size, gloo):
     t = torch.ones(8)
     dist.all_reduce(t)
     errors["after"] = t.tolist()
+    big = torch.ones(100_000)
+    dist.all_reduce(big)
+    errors["after_big"] = bool(torch.equal(big, torch.full_like(big, size)))
     return errors
 
 
