@@ -56,6 +56,40 @@ TEST(EventLoop, ReadableCallbacksRunUntilStop) {
   EXPECT_THROW(loop.add_readable(p.fds[0], [] {}), std::invalid_argument);
 }
 
+// A sender whose buffer is full asks once_writable: called once the buffer drains, not before,
+// and not again unless asked again.
+TEST(EventLoop, OnceWritableWaitsForRoomAndFiresOnce) {
+  EventLoop loop;
+  Pipe p;
+  const std::vector<char> chunk(4096, 'x');
+  while (::write(p.fds[1], chunk.data(), chunk.size()) > 0) {
+  }
+  ASSERT_EQ(errno, EAGAIN);
+  loop.add_readable(p.fds[1], [] {});  // a write end never reads: the watch is for once_writable
+  EXPECT_THROW(loop.once_writable(p.fds[0] + 100, [] {}), std::invalid_argument);
+  bool drained = false;
+  int calls = 0;
+  loop.once_writable(p.fds[1], [&] {
+    EXPECT_TRUE(drained) << "writable while the pipe was full";
+    ++calls;
+  });
+  const Time start = EventLoop::now();
+  int timer_calls = 0;
+  loop.set_timer([&] { return timer_calls == 0 ? start + milliseconds(20) : start + milliseconds(60); },
+                 [&](Time) {
+                   if (++timer_calls == 1) {
+                     std::vector<char> sink(1 << 20);
+                     while (::read(p.fds[0], sink.data(), sink.size()) > 0) {
+                     }
+                     drained = true;
+                   } else {
+                     loop.stop();
+                   }
+                 });
+  loop.run();
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(EventLoop, StopBeforeRunReturnsAndRunCanBeCalledAgain) {
   EventLoop loop;
   loop.stop();

@@ -79,7 +79,7 @@ struct Communicator::Impl {
                    [this](Time now) {
                      endpoint.on_timeout(now, sink);
                      after_event(now);
-                     sink.flush();
+                     sink.flush(loop);
                    });
   }
   ~Impl() {
@@ -101,7 +101,7 @@ struct Communicator::Impl {
     }
     for (auto& task : ready) task();
     after_event(EventLoop::now());
-    sink.flush();
+    sink.flush(loop);
   }
 
   void on_readable() {
@@ -118,7 +118,7 @@ struct Communicator::Impl {
         endpoint.on_packet(batch.bytes(i), now, sink);
         after_event(now);
       }
-      sink.flush();
+      sink.flush(loop);
       if (n < batch.capacity()) break;
     }
   }

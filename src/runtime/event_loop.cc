@@ -79,7 +79,21 @@ void EventLoop::add_readable(int fd, std::function<void()> on_readable) {
   ev.events = EPOLLIN;
   ev.data.u64 = std::uint64_t{generation} << 32 | static_cast<std::uint32_t>(fd);
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) fail("cannot watch fd " + std::to_string(fd));
-  watches_[fd] = std::make_shared<Watch>(Watch{std::move(on_readable), generation});
+  watches_[fd] = std::make_shared<Watch>(Watch{std::move(on_readable), generation, {}});
+}
+
+void EventLoop::set_events(int fd, const Watch& watch, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = std::uint64_t{watch.generation} << 32 | static_cast<std::uint32_t>(fd);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) fail("cannot change the events of fd " + std::to_string(fd));
+}
+
+void EventLoop::once_writable(int fd, std::function<void()> on_writable) {
+  const auto it = watches_.find(fd);
+  if (it == watches_.end()) throw std::invalid_argument("event loop: fd " + std::to_string(fd) + " is not watched");
+  if (!it->second->on_writable) set_events(fd, *it->second, EPOLLIN | EPOLLOUT);
+  it->second->on_writable = std::move(on_writable);
 }
 
 void EventLoop::remove(int fd) {
@@ -154,7 +168,16 @@ void EventLoop::run() {
       // Removed by an earlier callback of this round, or removed and re-added: skip.
       if (it == watches_.end() || it->second->generation != generation) continue;
       const std::shared_ptr<Watch> watch = it->second;  // survives remove() from inside the callback
-      watch->on_readable();
+      const std::uint32_t ready = events[static_cast<std::size_t>(i)].events;
+      if ((ready & EPOLLOUT) != 0 && watch->on_writable) {
+        std::function<void()> on_writable = std::move(watch->on_writable);
+        watch->on_writable = nullptr;
+        set_events(fd, *watch, EPOLLIN);
+        on_writable();  // may ask again, or remove fd
+        const auto still = watches_.find(fd);
+        if (still == watches_.end() || still->second != watch) continue;
+      }
+      if ((ready & ~std::uint32_t{EPOLLOUT}) != 0) watch->on_readable();
       if (stop_requested_.load(std::memory_order_relaxed)) break;
     }
   }

@@ -156,9 +156,10 @@ struct PsDaemon::Impl {
   }
 
   void flush() {
-    const auto [sent, failed] = out.flush();
-    counters.datagrams_sent += sent;
-    counters.send_failures += failed;
+    out.flush(loop, [this](std::size_t sent, std::size_t failed) {
+      counters.datagrams_sent += sent;
+      counters.send_failures += failed;
+    });
   }
 
   Time next_deadline() const {

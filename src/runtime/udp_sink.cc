@@ -1,6 +1,8 @@
 // UdpBatchSink: the one place host processes turn the core's packets into UDP datagrams.
 #include "atp/runtime/udp_sink.h"
 
+#include <utility>
+
 #include "atp/wire.h"
 
 namespace atp {
@@ -14,6 +16,10 @@ void UdpBatchSink::send(std::span<const std::uint8_t> packet) {
     if (decode_header(packet, h) != DecodeError::kOk) return;  // the core only sends valid packets
     to = {h.dst, kUdpPort};
   }
+  if (pending_ == kMaxBacklog) {
+    ++dropped_;
+    return;
+  }
   if (pending_ == pool_.size()) {
     pool_.emplace_back();
     to_.emplace_back();
@@ -24,12 +30,35 @@ void UdpBatchSink::send(std::span<const std::uint8_t> packet) {
 }
 
 std::pair<std::size_t, std::size_t> UdpBatchSink::flush() {
-  if (pending_ == 0) return {0, 0};
+  std::size_t refused = std::exchange(dropped_, 0);
+  if (pending_ == 0) return {0, refused};
   outgoing_.clear();
   for (std::size_t i = 0; i < pending_; ++i) outgoing_.push_back({to_[i], pool_[i]});
-  const std::size_t sent = socket_.send_batch(outgoing_);
-  pending_ = 0;
-  return {sent, outgoing_.size() - sent};
+  // send_batch stops at the first "would block"; every datagram before it was sent or skipped
+  // for an error of its own.
+  const std::uint64_t errors_before = socket_.counters().send_errors;
+  const std::size_t accepted = socket_.send_batch(outgoing_);
+  const auto errors = static_cast<std::size_t>(socket_.counters().send_errors - errors_before);
+  refused += errors;
+  // Keep what the full socket refused, in order, at the front (swapping buffers, no copies).
+  const std::size_t done = accepted + errors;
+  for (std::size_t i = done; i < pending_; ++i) {
+    std::swap(pool_[i - done], pool_[i]);
+    to_[i - done] = to_[i];
+  }
+  pending_ -= done;
+  return {accepted, refused};
+}
+
+void UdpBatchSink::flush(EventLoop& loop, std::function<void(std::size_t, std::size_t)> on_flushed) {
+  const auto [sent, refused] = flush();
+  if (on_flushed) on_flushed(sent, refused);
+  if (pending_ == 0 || waiting_for_writable_) return;
+  waiting_for_writable_ = true;
+  loop.once_writable(socket_.fd(), [this, &loop, on_flushed = std::move(on_flushed)]() mutable {
+    waiting_for_writable_ = false;
+    flush(loop, std::move(on_flushed));
+  });
 }
 
 }  // namespace atp

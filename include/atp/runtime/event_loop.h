@@ -28,6 +28,9 @@ class EventLoop {
   // Calls on_readable() whenever fd is readable (level-triggered: a callback that leaves data
   // unread is called again). The loop does not own fd. Throws if fd is already registered.
   void add_readable(int fd, std::function<void()> on_readable);
+  // Once fd (already watched) is writable, calls on_writable() once: for a sender whose socket
+  // buffer was full. A second call before that replaces the callback. Throws if fd is not watched.
+  void once_writable(int fd, std::function<void()> on_writable);
   // Stops watching fd; safe from inside any callback, including fd's own.
   void remove(int fd);
 
@@ -48,8 +51,10 @@ class EventLoop {
  private:
   struct Watch {
     std::function<void()> on_readable;
-    std::uint32_t generation;  // tells a re-registered fd from a stale epoll event
+    std::uint32_t generation;           // tells a re-registered fd from a stale epoll event
+    std::function<void()> on_writable;  // set while EPOLLOUT is asked for (once_writable)
   };
+  void set_events(int fd, const Watch& watch, std::uint32_t events);
   void arm(Time deadline);
   void close_all() noexcept;
 

@@ -2,16 +2,22 @@
 // one event and sent in one sendmmsg, either all to one uplink address (the loopback backend,
 // where the host's switch is a UDP peer) or each to its ATP destination's IP at kUdpPort
 // (networks where hosts address each other by IP and switches on the path aggregate).
+//
+// Back-pressure: what the kernel refuses because the socket's send buffer is full (its packets
+// still queued in the host's qdisc or NIC) is kept, in order, and sent when the socket drains,
+// instead of being lost on the sender's own host. The core's window bounds how much waits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "atp/packet_sink.h"
+#include "atp/runtime/event_loop.h"
 #include "atp/runtime/udp_socket.h"
 
 namespace atp {
@@ -21,19 +27,29 @@ class UdpBatchSink final : public PacketSink {
   // uplink: where every packet goes; nullopt: to {header dst, kUdpPort}.
   UdpBatchSink(UdpSocket& socket, std::optional<UdpEndpoint> uplink) : socket_(socket), uplink_(uplink) {}
 
+  // The most packets kept while the socket is full; beyond, the newest are dropped (counted as
+  // refused), as a full queue would: a core that keeps sending then is not bounded by a window.
+  static constexpr std::size_t kMaxBacklog = 1 << 16;
+
   // Copies the packet (the core does not keep the span alive); nothing is sent until flush().
   void send(std::span<const std::uint8_t> packet) override;
-  // Sends what was collected. A datagram the kernel refuses is lost, not retried, as on a
-  // congested link: the protocol's retransmission recovers it, and the caller's loop must not
-  // stall. Returns {sent, refused}.
+  // Sends what was collected, oldest first, until the socket's buffer is full; the rest waits for
+  // the next flush. A datagram refused for another reason (an unreachable address) is dropped.
+  // Returns {sent, refused}: refused counts the dropped ones only.
   std::pair<std::size_t, std::size_t> flush();
+  // flush(), and while packets wait, flush again when `loop` sees the socket writable (the
+  // socket's fd must be watched by `loop`). `on_flushed` gets each flush's {sent, refused}.
+  void flush(EventLoop& loop, std::function<void(std::size_t sent, std::size_t refused)> on_flushed = {});
+  std::size_t backlog() const { return pending_; }  // packets waiting to be sent
 
  private:
   UdpSocket& socket_;
   std::optional<UdpEndpoint> uplink_;
-  std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold this event's packets
+  std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold the packets not yet sent
   std::vector<UdpEndpoint> to_;                  // their destinations
   std::size_t pending_ = 0;
+  std::size_t dropped_ = 0;            // refused by send() since the last flush (backlog full)
+  bool waiting_for_writable_ = false;  // flush(loop) asked the loop to call back
   std::vector<UdpOutgoing> outgoing_;  // flush()'s reusable batch, pointing into pool_
 };
 
