@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,12 +39,10 @@ struct BenchOptions {
   // fires spuriously.
   int ecn_threshold = 16;
   int buffer_packets = 0;
-  // ATP's defaults (200, 1024 packets) are sized for 100 Gbit/s NICs; on emulated links of a few
-  // hundred Mbit/s they overflow the hosts' NIC queues (tc tbf: 10 ms, no ECN) and outlast the
-  // RTO: docs/testbed.md, "Window".
-  int window = 16;
-  int max_window = 32;
-  int rto_us = 20000;
+  // ATP workers' transport, for experiments only: unset, the workers' defaults (what users get).
+  std::optional<int> window;
+  std::optional<int> max_window;
+  std::optional<int> rto_us;
   std::string index = "hashed";
   bool json = false;
 };
@@ -72,8 +71,11 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   y << "]\njobs:\n  - {name: bench, algorithm: " << (colocated ? "ps" : algorithm) << ", workers: [" << workers
     << "], ";
   if (algorithm == "atp" || algorithm == "ps" || colocated) {
-    y << "ps: [" << (colocated ? workers : "ps") << "], rto_us: " << o.rto_us << ", window: " << o.window
-      << ", max_window: " << o.max_window << ", index: " << o.index << ", ";
+    y << "ps: [" << (colocated ? workers : "ps") << "], ";
+    if (o.rto_us) y << "rto_us: " << *o.rto_us << ", ";
+    if (o.window) y << "window: " << *o.window << ", ";
+    if (o.max_window) y << "max_window: " << *o.max_window << ", ";
+    y << "index: " << o.index << ", ";
   }
   y << "elements: " << elements << ", rounds: " << o.iters + o.warmup << ", warmup_rounds: " << o.warmup
     << ", values_per_packet: " << o.values_per_packet << "}\n";
@@ -421,11 +423,9 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--buffer-packets", o->buffer_packets, "switch egress buffer (packets; 0: unlimited)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--window", o->window,
-                  "ATP workers' initial window (packets; small: emulated links drain slowly, see docs/testbed.md)")
-      ->capture_default_str();
-  app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets)")->capture_default_str();
-  app->add_option("--rto-us", o->rto_us, "ATP workers' retransmission timeout (us)")->capture_default_str();
+  app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)");
+  app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)");
+  app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)");
   app->add_option("--index", o->index, "ATP aggregator indices: hashed (the paper) or linear")
       ->capture_default_str()
       ->check(CLI::IsMember({"hashed", "linear", "hashed_slots"}));
