@@ -29,7 +29,7 @@ void UdpBatchSink::send(std::span<const std::uint8_t> packet) {
   ++pending_;
 }
 
-std::pair<std::size_t, std::size_t> UdpBatchSink::flush() {
+std::pair<std::size_t, std::size_t> UdpBatchSink::send_pending() {
   std::size_t refused = std::exchange(dropped_, 0);
   if (pending_ == 0) return {0, refused};
   outgoing_.clear();
@@ -51,7 +51,7 @@ std::pair<std::size_t, std::size_t> UdpBatchSink::flush() {
 }
 
 void UdpBatchSink::flush(EventLoop& loop, std::function<void(std::size_t, std::size_t)> on_flushed) {
-  const auto [sent, refused] = flush();
+  const auto [sent, refused] = send_pending();
   if (on_flushed) on_flushed(sent, refused);
   if (pending_ == 0 || waiting_for_writable_) return;
   waiting_for_writable_ = true;

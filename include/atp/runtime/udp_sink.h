@@ -33,16 +33,15 @@ class UdpBatchSink final : public PacketSink {
 
   // Copies the packet (the core does not keep the span alive); nothing is sent until flush().
   void send(std::span<const std::uint8_t> packet) override;
-  // Sends what was collected, oldest first, until the socket's buffer is full; the rest waits for
-  // the next flush. A datagram refused for another reason (an unreachable address) is dropped.
-  // Returns {sent, refused}: refused counts the dropped ones only.
-  std::pair<std::size_t, std::size_t> flush();
-  // flush(), and while packets wait, flush again when `loop` sees the socket writable (the
-  // socket's fd must be watched by `loop`). `on_flushed` gets each flush's {sent, refused}.
+  // Sends what was collected, oldest first, until the socket's buffer is full; while packets
+  // wait, sends again when `loop` sees the socket writable (the socket's fd must be watched by
+  // `loop`). A datagram refused for another reason (an unreachable address) is dropped.
+  // `on_flushed` gets each attempt's {sent, refused}: refused counts the dropped ones only.
   void flush(EventLoop& loop, std::function<void(std::size_t sent, std::size_t refused)> on_flushed = {});
-  std::size_t backlog() const { return pending_; }  // packets waiting to be sent
 
  private:
+  std::pair<std::size_t, std::size_t> send_pending();  // one attempt: {sent, refused}
+
   UdpSocket& socket_;
   std::optional<UdpEndpoint> uplink_;
   std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold the packets not yet sent
