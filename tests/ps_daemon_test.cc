@@ -79,6 +79,16 @@ std::unique_ptr<Planned> plan(JobId id, int workers, std::uint16_t values_per_pa
 }
 
 // The gradient packet worker `w` of the plan sends for `seq`.
+// `packet` with its header changed by `edit` (the values stay).
+template <class Edit>
+std::vector<std::uint8_t> edited(std::vector<std::uint8_t> packet, Edit edit) {
+  Header h;
+  EXPECT_EQ(decode_header(packet, h), DecodeError::kOk);
+  edit(h);
+  encode_header(h, packet);
+  return packet;
+}
+
 std::vector<std::uint8_t> gradient(const Planned& p, std::size_t w, Seq seq, std::span<const std::int32_t> values) {
   const WorkerConfig& wc = p.job.workers[w];
   const PsRoute& route = wc.ps[0];
@@ -202,11 +212,7 @@ TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   const std::vector<std::uint8_t> garbage{'h', 'e', 'l', 'l', 'o'};
   std::vector<std::uint8_t> truncated = gradient(*p, 0, 0, a);
   truncated.pop_back();
-  std::vector<std::uint8_t> wrong_dst = gradient(*p, 0, 0, a);
-  Header h;
-  ASSERT_EQ(decode_header(wrong_dst, h), DecodeError::kOk);
-  h.dst = 0x0A0000FE;
-  encode_header(h, wrong_dst);
+  const std::vector<std::uint8_t> wrong_dst = edited(gradient(*p, 0, 0, a), [](Header& h) { h.dst = 0x0A0000FE; });
   uplink.send(ps, garbage);
   uplink.send(ps, truncated);
   uplink.send(ps, std::vector<std::uint8_t>{});  // an empty datagram
@@ -283,12 +289,7 @@ TEST(PsDaemon, ReportsShapeMismatchesInStatsAndMetrics) {
 
   // Worker 0's round ends at seq 0 with 2 real values; worker 1's goes on.
   const std::vector<std::int32_t> a{1, 2, 0, 0};
-  std::vector<std::uint8_t> last = gradient(*p, 0, 0, a);
-  Header h;
-  ASSERT_EQ(decode_header(last, h), DecodeError::kOk);
-  h.round_shape = 2;
-  encode_header(h, last);
-  uplink.send(ps, last);
+  uplink.send(ps, edited(gradient(*p, 0, 0, a), [](Header& h) { h.round_shape = 2; }));
   uplink.send(ps, gradient(*p, 1, 0, a));
   const auto notice = uplink.receive();
   ASSERT_TRUE(notice.has_value()) << "no mismatch notice within " << kWaitMs << " ms";
