@@ -24,6 +24,7 @@ std::vector<std::string> seeds() {
   ps.self = 0x0A000003;
   ps.multicast_group = multicast_group_address(1);
   ps.group_sizes = {2};
+  ps.workers = {0x0A000001, 0x0A000002};
   ps.values_per_packet = 4;
   ps.aggregators = {0, 16};
   ps.max_window_seqs = 64;

@@ -55,6 +55,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   ps.self = 0x0A000005u;
   ps.multicast_group = multicast_group_address(3);
   ps.group_sizes = {4, 2};
+  ps.workers = {0x0A000001u, 0x0A000002u};
   ps.values_per_packet = 256;
   ps.aggregators = {40, 100};
   ps.max_window_seqs = 77;
@@ -65,6 +66,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(ps_back.self, ps.self);
   EXPECT_EQ(ps_back.multicast_group, ps.multicast_group);
   EXPECT_EQ(ps_back.group_sizes, ps.group_sizes);
+  EXPECT_EQ(ps_back.workers, ps.workers);
   EXPECT_EQ(ps_back.values_per_packet, 256);
   EXPECT_EQ(ps_back.aggregators, (AggregatorRange{40, 100}));
   EXPECT_EQ(ps_back.max_window_seqs, 77u);
@@ -90,8 +92,20 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_NE(
       error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
       std::string::npos);
+  // A PS takes gradients only from the workers it is told of: the list is required.
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})")
+                .find("workers: missing"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
-                         "index": "random"})")
+                         "workers": []})")
+                .find("workers: must list"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+                         "workers": ["10.0.0.2", 7]})")
+                .find("workers[1]: expected an address"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+                         "workers": ["10.0.0.2"], "index": "random"})")
                 .find("index: must be"),
             std::string::npos);
 

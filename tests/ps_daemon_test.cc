@@ -31,7 +31,7 @@ constexpr int kWaitMs = 5000;  // bound on any wait: a lost packet fails the tes
 // A test socket on 127.0.0.1 with a bounded blocking receive.
 class Host {
  public:
-  Host() : socket_(UdpEndpoint::loopback(0)) {}
+  explicit Host(const UdpEndpoint& local = UdpEndpoint::loopback(0)) : socket_(local) {}
   UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
   void send(const UdpEndpoint& to, std::span<const std::uint8_t> bytes) { ASSERT_TRUE(socket_.send_to(to, bytes)); }
   // The next datagram, or nullopt after kWaitMs.
@@ -279,6 +279,49 @@ TEST(PsDaemon, AcceptsDatagramsFromItsUplinkOnly) {
   stats = daemon.stats();
   EXPECT_EQ(stats.daemon.datagrams_received, 4u);
   EXPECT_EQ(stats.jobs.at(1).completions, 2u);
+}
+
+// Addressed by IP (no uplink to connect to), the PS takes a gradient only from its header's src at
+// the ATP port, and only with one of the job's workers as src. Before, any local process could
+// send a job's gradients from any port and the PS summed them into the result. The "hosts" are
+// loopback addresses: 127.0.0.21-22 the workers, 127.0.0.24 stands in for the multicast group.
+TEST(PsDaemon, AddressedByIpTakesGradientsOnlyFromTheJobsWorkersAtTheAtpPort) {
+  const auto p = plan(1, 2, 4);
+  const Address w0 = 0x7F000015, w1 = 0x7F000016, stranger = 0x7F000017, group = 0x7F000018;
+  PsConfig job = p->job.ps[0];
+  job.workers = {w0, w1};
+  job.multicast_group = group;
+  PsDaemonConfig config;
+  config.data = UdpEndpoint{0x7F000014, 0};
+  config.serve_control = false;
+  config.access = test::test_access();
+  PsDaemon daemon(config);
+  daemon.add_job(job);
+  daemon.start();
+  const UdpEndpoint ps = daemon.data_endpoint();
+  Host worker0({w0, kUdpPort}), worker1({w1, kUdpPort}), outsider({stranger, kUdpPort}), results({group, kUdpPort});
+  Host any_port;  // 127.0.0.1, a port the kernel picks
+
+  const std::vector<std::int32_t> forged{1000, 1000, 1000, 1000}, a{1, 2, 3, 4}, b{10, 20, 30, 40};
+  const auto from = [&](std::size_t w, Address src, std::span<const std::int32_t> values) {
+    return edited(gradient(*p, w, 0, values), [src](Header& h) { h.src = src; });
+  };
+  any_port.send(ps, from(0, w0, forged));      // the worker's address, but not its socket
+  outsider.send(ps, from(1, stranger, forged));  // its own address, not one of the job's workers
+  worker0.send(ps, from(0, w0, a));
+  worker1.send(ps, from(1, w1, b));
+  const auto result = results.receive();
+  ASSERT_TRUE(result.has_value()) << "no result within " << kWaitMs << " ms";
+  Header h;
+  ASSERT_EQ(decode_header(*result, h), DecodeError::kOk);
+  EXPECT_TRUE(h.is_ack);
+  std::vector<std::int32_t> got(h.value_count);
+  load_values(*result, got);
+  EXPECT_EQ(got, (std::vector<std::int32_t>{11, 22, 33, 44}));
+  const PsDaemonStats stats = daemon.stats();
+  EXPECT_EQ(stats.daemon.foreign_source, 1u);
+  EXPECT_EQ(stats.jobs.at(1).dropped, 1u);
+  EXPECT_EQ(stats.jobs.at(1).aggregations, 2u);
 }
 
 // PsStats::shape_mismatches is in GET /stats and GET /metrics like the other job counters.

@@ -143,6 +143,22 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
   EXPECT_EQ(t.ps.next_deadline(), kNever);
 }
 
+// A PS that knows its job's workers takes gradients only with one of them as src: a packet with
+// another src, however valid otherwise, changes nothing.
+TEST(PsEndpoint, GradientsFromAnAddressNotAmongTheWorkersAreDropped) {
+  PsConfig config = make_config({2});
+  config.workers = {kWorker0 + 1, kWorker0};
+  PsUnderTest t(config);
+  t.individual(7, 0, 0, kWorker0 + 9, {100, 100, 100, 100});  // a stranger posing as worker 0
+  t.individual(7, 0, 1, kWorker0 + 1, {1, 2, 3, 4});
+  EXPECT_TRUE(t.sink.packets.empty());
+  EXPECT_EQ(t.ps.stats().dropped, 1u);
+  EXPECT_EQ(t.ps.stats().aggregations, 1u);
+  t.individual(7, 0, 0, kWorker0, {10, 20, 30, 40});
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 7, {11, 22, 33, 44});
+}
+
 TEST(PsEndpoint, PartialAggregateAndIndividualsComplete) {
   PsUnderTest t(make_config({4}));
   // The switch aggregated workers 0 and 2 (1 + 3, 10 + 30, ...) and then had to flush.

@@ -22,6 +22,10 @@ struct PsConfig {
   // Worker positions as seen in packets heading to this PS: group g (bit g of bitmap1) has
   // group_sizes[g] members (bits 0..size-1 of bitmap0). Every worker is in exactly one group.
   std::vector<std::uint8_t> group_sizes;
+  // The job's workers: a gradient packet's src must be one of them, or it is dropped (a switch
+  // forwards an aggregate with one member's src). Empty: not checked (in-process tests); the
+  // plan and the PS daemon's job codec always fill it.
+  std::vector<Address> workers;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   AggregatorRange aggregators;  // the job's aggregator indices (as its workers'): rehashed indices stay inside
   IndexPolicy index_policy = IndexPolicy::kHashed;  // kHashedSlots: rehashes are salted with the slot
@@ -62,7 +66,8 @@ struct PsStats {
   // tensors of different sizes): the mismatch notice was multicast instead of a result.
   std::uint64_t shape_mismatches = 0;
   std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
-                              // floats not from one worker or not asked for, too far ahead
+                              // a src not among the workers, floats not from one worker or not
+                              // asked for, too far ahead
 };
 
 class PsEndpoint {

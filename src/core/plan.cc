@@ -471,6 +471,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.self = network.host_address.at(job.ps[k]);
     p.multicast_group = multicast_group_address(job.id);
     for (const Group& group : trees[k].groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+    for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
     p.values_per_packet = job.values_per_packet;
     p.aggregators = plan.aggregators;
     p.index_policy = job.index_policy;

@@ -138,6 +138,11 @@ struct PsEndpoint::Impl {
     highest_seen.assign(num_workers, 0);
     worker_seen.assign(num_workers, 0);
     packet_buffer.resize(packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket)));
+    std::sort(config.workers.begin(), config.workers.end());  // for is_worker's binary search
+  }
+
+  bool is_worker(Address a) const {
+    return config.workers.empty() || std::binary_search(config.workers.begin(), config.workers.end(), a);
   }
 
   void on_packet(std::span<const std::uint8_t> packet, PacketSink& out);
@@ -452,7 +457,7 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
 void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSink& out) {
   Header h;
   if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack || h.dst != config.self ||
-      h.value_count != config.values_per_packet) {
+      h.value_count != config.values_per_packet || !is_worker(h.src)) {
     ++stats.dropped;
     return;
   }

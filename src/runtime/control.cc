@@ -167,6 +167,24 @@ Address get_address(const json& object, const std::string& where, const char* ke
   return parse_address(value.get<std::string>(), where + key);
 }
 
+// A list of addresses of at most `max` entries.
+std::vector<Address> get_address_list(const json& object, const std::string& where, const char* key,
+                                      std::size_t max) {
+  const json& list = require(object, where, key);
+  if (!list.is_array()) throw ControlError(where + key + ": expected a list of addresses, got " + shown(list));
+  if (list.size() > max) {
+    throw ControlError(where + key + ": at most " + std::to_string(max) + " addresses, got " +
+                       std::to_string(list.size()));
+  }
+  std::vector<Address> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string field = where + key + "[" + std::to_string(i) + "]";
+    if (!list[i].is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(list[i]));
+    out.push_back(parse_address(list[i].get<std::string>(), field));
+  }
+  return out;
+}
+
 // The "index" field: an IndexPolicy's name.
 IndexPolicy index_policy(const json& value) {
   const std::optional<IndexPolicy> policy =
@@ -251,10 +269,13 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
 }
 
 std::string to_json(const PsConfig& config) {
+  json workers = json::array();
+  for (const Address a : config.workers) workers.push_back(format_address(a));
   json doc = {{"job", config.job},
               {"self", format_address(config.self)},
               {"multicast_group", format_address(config.multicast_group)},
               {"group_sizes", config.group_sizes},
+              {"workers", workers},
               {"values_per_packet", config.values_per_packet},
               {"first_aggregator", config.aggregators.first},
               {"num_aggregators", config.aggregators.count},
@@ -430,7 +451,7 @@ PortSettings port_settings_from_json(const std::string& text) {
 PsConfig ps_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS job");
   check_keys(doc, "",
-             {"job", "self", "multicast_group", "group_sizes", "values_per_packet", "first_aggregator",
+             {"job", "self", "multicast_group", "group_sizes", "workers", "values_per_packet", "first_aggregator",
               "num_aggregators", "max_window_seqs", "index"});
   PsConfig config;
   config.job = get_unsigned<JobId>(doc, "", "job");
@@ -445,6 +466,9 @@ PsConfig ps_job_from_json(const std::string& text) {
     }
   }
   if (config.group_sizes.size() > 32) throw ControlError("group_sizes: at most 32 groups");
+  // Required: a job's PS accepts gradients only from its workers (docs/security.md).
+  config.workers = get_address_list(doc, "", "workers", std::size_t{32} * 32);
+  if (config.workers.empty()) throw ControlError("workers: must list the job's workers' addresses");
   if (doc.contains("values_per_packet")) {
     config.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
     if (config.values_per_packet < 1 || config.values_per_packet > kMaxValuesPerPacket) {

@@ -127,17 +127,26 @@ struct PsDaemon::Impl {
       const std::size_t n = socket.recv_batch(batch);
       if (n == 0) break;
       const Time now = EventLoop::now();
-      for (std::size_t i = 0; i < n; ++i) deliver(batch.bytes(i), now);
+      for (std::size_t i = 0; i < n; ++i) deliver(batch.bytes(i), batch.from(i), now);
       flush();
       if (n < batch.capacity()) break;
     }
   }
 
-  void deliver(std::span<const std::uint8_t> bytes, Time now) {
+  void deliver(std::span<const std::uint8_t> bytes, const UdpEndpoint& from, Time now) {
     ++counters.datagrams_received;
     Header h;
     if (decode_header(bytes, h) != DecodeError::kOk) {
       ++counters.malformed;
+      return;
+    }
+    if (!config.uplink && UdpEndpoint{h.src, kUdpPort} != from) {
+      // Addressed by IP, an ATP packet comes from its sender's socket at the ATP port, or from a
+      // switch that builds the datagram from the ATP header's src. Another local process cannot
+      // send from another host's address (the kernel refuses a source address the host does not
+      // have), so it can neither pass the job's check of src against its workers
+      // (PsConfig::workers) nor have a forged result relayed to the worker beside this PS.
+      ++counters.foreign_source;
       return;
     }
     if (h.is_ack && !config.uplink && h.dst == config.address) {
@@ -348,6 +357,9 @@ struct PsDaemon::Impl {
     daemon_counter("datagrams_received_total", "UDP datagrams received.", s.daemon.datagrams_received);
     daemon_counter("malformed_total", "Datagrams that are not ATP packets, dropped.", s.daemon.malformed);
     daemon_counter("unknown_job_total", "ATP packets of jobs not installed here, dropped.", s.daemon.unknown_job);
+    daemon_counter("foreign_source_total",
+                   "ATP packets not from their header's src at the ATP port (addressed by IP), dropped.",
+                   s.daemon.foreign_source);
     daemon_counter("datagrams_sent_total", "UDP datagrams sent to the uplink.", s.daemon.datagrams_sent);
     daemon_counter("send_failures_total", "Datagrams the kernel refused, lost.", s.daemon.send_failures);
     o << "# HELP atp_ps_jobs Jobs installed.\n# TYPE atp_ps_jobs gauge\natp_ps_jobs " << s.jobs.size() << "\n";
@@ -381,6 +393,7 @@ struct PsDaemon::Impl {
     j["daemon"] = {{"datagrams_received", s.daemon.datagrams_received},
                    {"malformed", s.daemon.malformed},
                    {"unknown_job", s.daemon.unknown_job},
+                   {"foreign_source", s.daemon.foreign_source},
                    {"datagrams_sent", s.daemon.datagrams_sent},
                    {"send_failures", s.daemon.send_failures},
                    {"relayed_to_local_worker", s.daemon.relayed_to_local_worker}};

@@ -63,7 +63,7 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 
 // A PS's part of a job plan. Shape:
 //   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "group_sizes": [2],
-//    "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096, "max_window_seqs": 1024,
+//    "workers": ["10.0.0.1", "10.0.0.2"], "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096, "max_window_seqs": 1024,
 //    "index": "hashed"}
 // first_aggregator and num_aggregators are PsConfig::aggregators (the job's index range). Every
 // key is required when parsing except values_per_packet, first_aggregator, num_aggregators,

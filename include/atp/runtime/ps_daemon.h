@@ -43,6 +43,9 @@ struct PsDaemonCounters {
   std::uint64_t datagrams_received = 0;
   std::uint64_t malformed = 0;    // not an ATP packet (decode_header failed): dropped
   std::uint64_t unknown_job = 0;  // valid ATP packet of a job not installed here: dropped
+  // Addressed by IP: a gradient whose datagram did not come from the ATP header's src at the ATP
+  // port (forged, or from a process other than the worker): dropped.
+  std::uint64_t foreign_source = 0;
   std::uint64_t datagrams_sent = 0;
   std::uint64_t send_failures = 0;  // packets the kernel refused (full send buffer or an error): lost
   // Addressed by IP: parameter packets for a worker on this host (another PS's answer to that
