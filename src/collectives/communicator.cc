@@ -60,6 +60,8 @@ struct Communicator::Impl {
 
   Impl(WorkerConfig config, UdpSocket bound, std::optional<UdpEndpoint> uplink)
       : endpoint(config), socket(std::move(bound)), sink(socket, uplink) {
+    // A window larger than the device's queue waits in the sink instead of being dropped there.
+    socket.report_full_queues();
     if (uplink) {
       // Every parameter packet comes through the uplink: the kernel drops anyone else's datagrams,
       // so another process on the host cannot forge results.

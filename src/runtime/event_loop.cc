@@ -107,6 +107,26 @@ void EventLoop::set_timer(std::function<Time()> next_deadline, std::function<voi
   on_deadline_ = std::move(on_deadline);
 }
 
+void EventLoop::once_at(Time when, std::function<void()> f) { once_at_.emplace_back(when, std::move(f)); }
+
+Time EventLoop::next_wakeup() const {
+  Time t = next_deadline_ ? next_deadline_() : kNever;
+  for (const auto& [when, f] : once_at_) t = std::min(t, when);
+  return t;
+}
+
+void EventLoop::run_due(Time now) {
+  // Taken out first: a callback may ask for another.
+  std::vector<std::function<void()>> due;
+  std::erase_if(once_at_, [&](auto& entry) {
+    if (entry.first > now) return false;
+    due.push_back(std::move(entry.second));
+    return true;
+  });
+  for (auto& f : due) f();
+  if (next_deadline_ && next_deadline_() <= now) on_deadline_(now);
+}
+
 void EventLoop::arm(Time deadline) {
   if (deadline == armed_) return;
   itimerspec spec{};  // all zero: disarm
@@ -134,17 +154,15 @@ void EventLoop::run() {
     // A due deadline runs first, without a trip through the kernel. If it is still due
     // afterwards, the timerfd armed in the past fires at once: fds are polled in between, so a
     // deadline that never moves cannot starve them.
-    if (next_deadline_) {
-      Time deadline = next_deadline_();
-      if (deadline != kNever) {
-        const Time t = now();
-        if (deadline <= t) {
-          on_deadline_(t);
-          deadline = next_deadline_();
-        }
+    Time deadline = next_wakeup();
+    if (deadline != kNever) {
+      const Time t = now();
+      if (deadline <= t) {
+        run_due(t);
+        deadline = next_wakeup();
       }
-      arm(deadline);
     }
+    arm(deadline);
     const int n = ::epoll_wait(epoll_fd_, events.data(), kMaxEvents, -1);
     if (n < 0) {
       if (errno == EINTR) continue;  // a signal (its handler may have called stop())

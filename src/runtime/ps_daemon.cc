@@ -65,6 +65,7 @@ struct PsDaemon::Impl {
   }
 
   explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data, socket_options(c)) {
+    socket.report_full_queues();  // a full device queue makes results wait in the sink, not vanish
     if (c.uplink) {
       // Every packet for this PS comes through its uplink: the kernel drops anyone else's
       // datagrams, so another process on the host cannot forge gradients. The sink sends every

@@ -75,7 +75,8 @@ RecvOutcome recv_batch(int fd, std::uint8_t* storage, std::size_t slot_bytes, st
 struct SendOutcome {
   std::size_t accepted = 0;  // messages the kernel accepted, in order
   std::uint64_t accepted_bytes = 0;
-  std::uint64_t would_block = 0;  // not sent because the send buffer was full (all after the first)
+  std::uint64_t would_block = 0;  // not sent because a buffer was full (all from the first refused)
+  bool queue_full = false;        // that buffer was the device's queue (ENOBUFS), not the socket's
   std::uint64_t errors = 0;       // refused for another reason (each skipped)
 };
 
@@ -106,6 +107,7 @@ SendOutcome send_batch(int fd, std::size_t count, Fill&& fill) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
       out.would_block += count - next;
+      out.queue_full = errno == ENOBUFS;
       break;
     }
     ++out.errors;  // e.g. EMSGSIZE, EACCES (broadcast), ENETUNREACH, ENXIO (interface down): skip it

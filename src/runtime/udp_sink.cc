@@ -51,14 +51,23 @@ std::pair<std::size_t, std::size_t> UdpBatchSink::send_pending() {
 }
 
 void UdpBatchSink::flush(EventLoop& loop, std::function<void(std::size_t, std::size_t)> on_flushed) {
+  const std::uint64_t queue_full_before = socket_.counters().send_queue_full;
   const auto [sent, refused] = send_pending();
   if (on_flushed) on_flushed(sent, refused);
-  if (pending_ == 0 || waiting_for_writable_) return;
-  waiting_for_writable_ = true;
-  loop.once_writable(socket_.fd(), [this, &loop, on_flushed = std::move(on_flushed)]() mutable {
-    waiting_for_writable_ = false;
+  if (pending_ == 0 || waiting_) return;
+  waiting_ = true;
+  auto again = [this, &loop, on_flushed = std::move(on_flushed)]() mutable {
+    waiting_ = false;
     flush(loop, std::move(on_flushed));
-  });
+  };
+  if (socket_.counters().send_queue_full != queue_full_before) {
+    // The device's queue is full, not the socket's buffer: the socket stays writable, so
+    // EPOLLOUT would fire at once and spin. Retry after a while (every flush() retries too, and
+    // results for the packets in that queue call it as the queue drains).
+    loop.once_at(EventLoop::now() + kQueueFullRetry, std::move(again));
+  } else {
+    loop.once_writable(socket_.fd(), std::move(again));
+  }
 }
 
 }  // namespace atp

@@ -89,7 +89,10 @@ UdpSocket::~UdpSocket() {
 }
 
 UdpSocket::UdpSocket(UdpSocket&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), local_(other.local_), counters_(other.counters_) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      local_(other.local_),
+      counters_(other.counters_),
+      reports_full_queues_(other.reports_full_queues_) {}
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& other) noexcept {
   if (this != &other) {
@@ -97,6 +100,7 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     local_ = other.local_;
     counters_ = other.counters_;
+    reports_full_queues_ = other.reports_full_queues_;
   }
   return *this;
 }
@@ -124,6 +128,15 @@ void UdpSocket::connect(const UdpEndpoint& peer) {
   }
 }
 
+void UdpSocket::report_full_queues() {
+  const int one = 1;
+  if (::setsockopt(fd_, IPPROTO_IP, IP_RECVERR, &one, sizeof one) != 0) {
+    const int error = errno;
+    throw UdpSetupError("cannot set IP_RECVERR on UDP " + local_.to_string() + ": " + errno_reason(error), error);
+  }
+  reports_full_queues_ = true;
+}
+
 void UdpSocket::join_multicast(std::uint32_t group, std::uint32_t interface_ip) {
   ip_mreq request{};
   request.imr_multiaddr.s_addr = htonl(group);
@@ -146,6 +159,19 @@ std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {
                            batch.from_[k] = from_sockaddr(from);
                          });
   if (got.error) ++counters_.recv_errors;
+  if (reports_full_queues_ && got.kept == 0) {
+    // Nothing (more) to read: read off the ICMP errors IP_RECVERR queued, or the error queue
+    // keeps the socket in EPOLLERR and the event loop would spin on it.
+    std::array<std::uint8_t, 512> bytes;
+    for (;;) {
+      iovec iov{bytes.data(), bytes.size()};
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      if (::recvmsg(fd_, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) break;
+      ++counters_.error_queue;
+    }
+  }
   counters_.truncated += got.truncated;
   counters_.received += got.kept;
   counters_.received_bytes += got.kept_bytes;
@@ -165,7 +191,7 @@ std::size_t UdpSocket::send_batch(std::span<const UdpOutgoing> datagrams) {
       });
   counters_.sent += out.accepted;
   counters_.sent_bytes += out.accepted_bytes;
-  counters_.send_would_block += out.would_block;
+  (out.queue_full ? counters_.send_queue_full : counters_.send_would_block) += out.would_block;
   counters_.send_errors += out.errors;
   return out.accepted;
 }

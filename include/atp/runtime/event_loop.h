@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "atp/time.h"
 
@@ -39,6 +41,11 @@ class EventLoop {
   // minimum of its core's next_deadline() and its egress queues' next_release().
   void set_timer(std::function<Time()> next_deadline, std::function<void(Time)> on_deadline);
 
+  // Calls f() once, at `when` or soon after (with the timer's deadline work): for a retry that no
+  // fd event announces, such as a sender whose device queue was full. A callback that is due runs
+  // before on_deadline. Any number may wait.
+  void once_at(Time when, std::function<void()> f);
+
   // Runs until stop(); then clears the stop request and returns, so run() may be called again.
   // A stop() before run() makes run() return after at most one round of callbacks. Callback
   // exceptions propagate out of run(); an epoll_wait failure other than EINTR throws std::system_error.
@@ -56,6 +63,8 @@ class EventLoop {
   };
   void set_events(int fd, const Watch& watch, std::uint32_t events);
   void arm(Time deadline);
+  Time next_wakeup() const;  // the earliest of next_deadline() and the once_at callbacks
+  void run_due(Time now);
   void close_all() noexcept;
 
   int epoll_fd_ = -1;
@@ -66,7 +75,8 @@ class EventLoop {
   std::uint32_t next_generation_ = 1;
   std::function<Time()> next_deadline_;
   std::function<void(Time)> on_deadline_;
-  Time armed_ = kNever;  // what the timerfd is set to
+  std::vector<std::pair<Time, std::function<void()>>> once_at_;  // not yet called, any order
+  Time armed_ = kNever;                                          // what the timerfd is set to
   std::uint64_t wakeups_ = 0;
 };
 

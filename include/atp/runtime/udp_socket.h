@@ -83,7 +83,11 @@ struct UdpSocketCounters {
   std::uint64_t sent = 0;         // datagrams the kernel accepted
   std::uint64_t sent_bytes = 0;
   std::uint64_t send_would_block = 0;  // datagrams not sent because the send buffer was full
-  std::uint64_t send_errors = 0;       // datagrams refused for another reason (skipped)
+  // Datagrams not sent because the host's queue for the device (qdisc, NIC) was full: the kernel
+  // says so only after report_full_queues(); before, it drops them in silence.
+  std::uint64_t send_queue_full = 0;
+  std::uint64_t error_queue = 0;  // ICMP errors read off the error queue (report_full_queues) and ignored
+  std::uint64_t send_errors = 0;  // datagrams refused for another reason (skipped)
 };
 
 class UdpSocket {
@@ -108,6 +112,13 @@ class UdpSocket {
   // Throws UdpSetupError naming the peer.
   void connect(const UdpEndpoint& peer);
 
+  // Sets IP_RECVERR, so that a datagram the host's full qdisc or NIC queue refuses is an error
+  // (ENOBUFS, counted in send_queue_full and kept for a retry by send_batch's caller) instead of
+  // a silent drop after sendmmsg said "sent": a sender can then wait for its queue as it waits for
+  // a full send buffer. ICMP errors, which the option also queues, are read off and counted.
+  // Throws UdpSetupError.
+  void report_full_queues();
+
   // Receives datagrams sent to the IPv4 multicast `group` (host order) on the interface that
   // has address `interface_ip`. Throws UdpSetupError naming both.
   void join_multicast(std::uint32_t group, std::uint32_t interface_ip);
@@ -117,7 +128,8 @@ class UdpSocket {
   std::size_t recv_batch(UdpRecvBatch& batch);
   // Sends with sendmmsg (in chunks of up to 64); never blocks. Returns how many datagrams the
   // kernel accepted, in order. It stops at the first "would block" (the rest counted in
-  // send_would_block, the caller may retry them); any other error skips that one datagram.
+  // send_would_block, or send_queue_full where the device's queue was full; the caller may retry
+  // them); any other error skips that one datagram.
   std::size_t send_batch(std::span<const UdpOutgoing> datagrams);
   // One datagram; true if the kernel accepted it.
   bool send_to(const UdpEndpoint& to, std::span<const std::uint8_t> bytes);
@@ -128,6 +140,7 @@ class UdpSocket {
   int fd_ = -1;
   UdpEndpoint local_;
   UdpSocketCounters counters_;
+  bool reports_full_queues_ = false;  // IP_RECVERR set: errors to read off the error queue
 };
 
 }  // namespace atp
