@@ -306,7 +306,7 @@ TEST(PsDaemon, AddressedByIpTakesGradientsOnlyFromTheJobsWorkersAtTheAtpPort) {
   const auto from = [&](std::size_t w, Address src, std::span<const std::int32_t> values) {
     return edited(gradient(*p, w, 0, values), [src](Header& h) { h.src = src; });
   };
-  any_port.send(ps, from(0, w0, forged));      // the worker's address, but not its socket
+  any_port.send(ps, from(0, w0, forged));        // the worker's address, but not its socket
   outsider.send(ps, from(1, stranger, forged));  // its own address, not one of the job's workers
   worker0.send(ps, from(0, w0, a));
   worker1.send(ps, from(1, w1, b));
