@@ -20,8 +20,10 @@ struct SwitchConfig {
   std::uint32_t num_aggregators = 4096;   // aggregators in the table
   std::uint16_t aggregator_width = 1024;  // int32 values per aggregator
   // An aggregator not aggregated into for this long counts as free (§3.7); zero or less: never.
-  // Longer than a worker's largest RTO (64 ms by default), so that a partial sum waiting for a
-  // backed-off worker is not wiped before that worker's resend arrives.
+  // Longer than a worker's usual RTO, so that a partial sum waiting for a backed-off worker is
+  // mostly not wiped before that worker's resend arrives. Not longer than the longest backoff
+  // (WorkerConfig: an eighth of the 2 s progress timeout, 250 ms): a sum wiped then is recovered
+  // by the workers' resends, as after any loss (issue 13's note).
   Duration reclaim_timeout = std::chrono::milliseconds(100);
 };
 
