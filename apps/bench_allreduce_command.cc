@@ -82,6 +82,11 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   return y.str();
 }
 
+// Ring and Gloo: allreduce over TCP between the workers, no switch adds.
+bool is_tcp(const std::string& algorithm) {
+  return algorithm == "ring" || algorithm == "gloo" || algorithm == "gloo_hd";
+}
+
 // What a backend's workers check of an algorithm's results.
 enum class Check {
   kExact,          // every value against the exact integer sum (ATP, PS; or the float32 overflow path's)
@@ -90,8 +95,7 @@ enum class Check {
 };
 
 Check check_of(const std::string& backend, const std::string& algorithm) {
-  const bool tcp = algorithm == "ring" || algorithm == "gloo" || algorithm == "gloo_hd";
-  if (!tcp) return Check::kExact;
+  if (!is_tcp(algorithm)) return Check::kExact;
   return backend == "ns3" ? Check::kNotComputed : Check::kFloatRounding;
 }
 
@@ -220,9 +224,8 @@ int run_allreduce_bench(const BenchOptions& o) {
   std::string host_based, aggregated, tcp;
   auto add = [](std::string& list, const std::string& a) { list += (list.empty() ? "" : ", ") + a; };
   for (const std::string& a : o.algorithms) {
-    const bool is_tcp = a == "ring" || a == "gloo" || a == "gloo_hd";
-    add(is_tcp || a == "ps_nn" ? host_based : aggregated, a);
-    if (is_tcp) add(tcp, a);
+    add(is_tcp(a) || a == "ps_nn" ? host_based : aggregated, a);
+    if (is_tcp(a)) add(tcp, a);
   }
   // One block of columns per algorithm (nccl-tests' out-of-place and in-place blocks), then
   // the first algorithm's algbw over each other's.

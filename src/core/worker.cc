@@ -220,8 +220,7 @@ struct WorkerEndpoint::Impl {
     Flow& f = flows[k];
     const std::uint32_t window = f.cc.window();
     while (f.next_to_send < f.fragment_count && f.next_to_send - f.expected < window) {
-      const std::uint32_t i = fragment_of(k, f.next_to_send);
-      send_fragment(i, /*resend=*/false, out);
+      send_fragment(fragment_of(k, f.next_to_send), /*resend=*/false, out);
       ++f.next_to_send;
     }
     if (f.rto_deadline == kNever && f.expected < f.next_to_send) f.rto_deadline = deadline_after(now, f.rto);

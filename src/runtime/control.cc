@@ -160,16 +160,18 @@ double get_number(const json& object, const std::string& where, const char* key,
   return v;
 }
 
+// An address field ("10.0.0.1") named `field` in errors.
+Address to_address(const json& value, const std::string& field) {
+  if (!value.is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(value));
+  return parse_address(value.get<std::string>(), field);
+}
+
 Address get_address(const json& object, const std::string& where, const char* key) {
-  const json& value = require(object, where, key);
-  if (!value.is_string())
-    throw ControlError(where + key + ": expected an address like \"10.0.0.1\", got " + shown(value));
-  return parse_address(value.get<std::string>(), where + key);
+  return to_address(require(object, where, key), where + key);
 }
 
 // A list of addresses of at most `max` entries.
-std::vector<Address> get_address_list(const json& object, const std::string& where, const char* key,
-                                      std::size_t max) {
+std::vector<Address> get_address_list(const json& object, const std::string& where, const char* key, std::size_t max) {
   const json& list = require(object, where, key);
   if (!list.is_array()) throw ControlError(where + key + ": expected a list of addresses, got " + shown(list));
   if (list.size() > max) {
@@ -177,11 +179,8 @@ std::vector<Address> get_address_list(const json& object, const std::string& whe
                        std::to_string(list.size()));
   }
   std::vector<Address> out;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string field = where + key + "[" + std::to_string(i) + "]";
-    if (!list[i].is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(list[i]));
-    out.push_back(parse_address(list[i].get<std::string>(), field));
-  }
+  for (std::size_t i = 0; i < list.size(); ++i)
+    out.push_back(to_address(list[i], where + key + "[" + std::to_string(i) + "]"));
   return out;
 }
 
