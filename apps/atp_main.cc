@@ -37,7 +37,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),
           window (54 KiB of packets: 200 of 62 values, 13 of 1024), max_window (1024),
           compute_us (0: off phase between rounds),
-          start_us (0), rto_us (1000: the first RTO; later ones are measured), progress_timeout_us (2000000), initial_seq (0)}]
+          start_us (0), rto_us (1000: the first RTO; later ones are measured),
+          progress_timeout_us (2000000), initial_seq (0)}]
           job ids are 1, 2, ... in file order. algorithm: atp (in-network aggregation), ps (same
           hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
           hosts, which may be the workers' own hosts on netns: N-to-N), ring (ring allreduce over

@@ -125,9 +125,9 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 //                    the port are left as they are. Answers {"detached": P}; 404 for a port the
 //                    switch does not have or one already detached.
 //   POST /leases, POST /leases/<id>/keepalive, DELETE /leases/<id>: control::add_lease_routes.
-//   GET /metrics     Prometheus text (no token needed with access.metrics_open); GET /stats: JSON, the same counters
-//   (per port: egress
-//                    counters, and ingress_* for the ingress queue, zero when the port has none;
+//   GET /metrics     Prometheus text (no token needed with access.metrics_open); GET /stats:
+//                    JSON, the same counters (per port: egress counters, and ingress_* for the
+//                    ingress queue, zero when the port has none;
 //                    per switch also the Ethernet counters of interface ports, zero on UDP ports;
 //                    a detached port's "peer" is "").
 class SwitchDaemon {

@@ -39,9 +39,9 @@ class UdpBatchSink final : public PacketSink {
   void send(std::span<const std::uint8_t> packet) override;
   // Sends what was collected, oldest first, until the socket's buffer or the device's queue is
   // full; while packets wait, sends again when `loop` sees the socket writable (the socket's fd
-  // must be watched by `loop`), or kQueueFullRetry later if the device's queue was full. A datagram refused for another
-  // reason (an unreachable address) is dropped. `on_flushed` gets each attempt's {sent, refused}: refused counts the
-  // dropped ones only.
+  // must be watched by `loop`), or kQueueFullRetry later if the device's queue was full. A
+  // datagram refused for another reason (an unreachable address) is dropped. `on_flushed` gets
+  // each attempt's {sent, refused}: refused counts the dropped ones only.
   void flush(EventLoop& loop, std::function<void(std::size_t sent, std::size_t refused)> on_flushed = {});
 
  private:
