@@ -19,27 +19,12 @@ CongestionConfig config_with(std::uint32_t initial_window, std::uint32_t initial
 
 TEST(AimdWindow, StartsAtInitialWindowWithOneMtuStep) {
   const AimdWindow w(CongestionConfig{}, kPacketBytes);
-  EXPECT_EQ(w.window(), kInitialWindowBytes / kPacketBytes);  // 195: the paper's 200 x 278 B in bytes
+  EXPECT_EQ(w.window(), 200u);
   EXPECT_EQ(w.ssthresh(), 1024u);
   EXPECT_EQ(w.step(), 5u);
   // Packets larger than the MTU still step by one packet.
   EXPECT_EQ(AimdWindow(CongestionConfig{}, 16420).step(), 1u);
   EXPECT_EQ(AimdWindow(CongestionConfig{}, 1500).step(), 1u);
-}
-
-// The default first window is the same bytes whatever the packet size: 200 packets of the
-// default 62 values, 13 of 1024 (a queue not yet drained holds a window of bytes, not packets),
-// at least one packet, within [min_window, max_window]; a window given in packets is kept.
-TEST(AimdWindow, TheDefaultFirstWindowIsTheSameBytesForAnyPacketSize) {
-  EXPECT_EQ(AimdWindow(CongestionConfig{}, packet_size(kDefaultValuesPerPacket)).window(), 200u);
-  EXPECT_EQ(AimdWindow(CongestionConfig{}, packet_size(1024)).window(), 13u);
-  EXPECT_EQ(AimdWindow(CongestionConfig{}, 1u << 20).window(), 1u);
-  CongestionConfig capped;
-  capped.max_window = 8;
-  EXPECT_EQ(AimdWindow(capped, packet_size(kDefaultValuesPerPacket)).window(), 8u);
-  CongestionConfig given;
-  given.initial_window = 300;
-  EXPECT_EQ(AimdWindow(given, packet_size(1024)).window(), 300u);
 }
 
 TEST(AimdWindow, SlowStartAddsOneMtuPerAck) {

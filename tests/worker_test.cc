@@ -460,37 +460,6 @@ TEST(Worker, TheWaitForTheOtherWorkersIsNoRoundTrip) {
   }
 }
 
-// Before a round's first result the flow waits for the last worker to start the round; its
-// backed-off timeouts then are no news about congestion. Before, each halved the window (and
-// ssthresh), so a 100 ms start-up skew left it at 1 packet for the rest of the job.
-TEST(Worker, TimeoutsBeforeTheRoundsFirstResultKeepTheWindow) {
-  WorkerConfig c = base_config();
-  c.congestion.enabled = true;  // the base config has congestion control off
-  c.congestion.initial_window = 8;
-  c.congestion.mtu_bytes = 52;  // one packet of 4 values: the additive step is 1 packet
-  c.max_retransmit_timeout = WorkerConfig{}.max_retransmit_timeout;
-  WorkerEndpoint w(c);
-  RecordingSink out;
-  ASSERT_TRUE(w.start(ramp(32 * 4), kStart, out));
-  EXPECT_EQ(out.take().size(), 8u);
-  Time now = kStart;
-  for (int timeout = 0; timeout < 6; ++timeout) {  // 1 + 2 + 4 + 8 + 16 + 16 ms: the others start
-    now = w.next_deadline();
-    w.on_timeout(now, out);
-    EXPECT_EQ(seqs_of(out.take()), std::vector<Seq>{kInitialSeq}) << "timeout " << timeout;
-  }
-  EXPECT_EQ(w.window(), 8u);
-  EXPECT_EQ(w.stats().timeouts, 6u);
-  // The results come: slow start goes on from 8, one packet more per result.
-  now += std::chrono::microseconds(100);
-  w.on_packet(parameter(kInitialSeq + 1), now, out);
-  EXPECT_EQ(w.window(), 9u);
-  // Once a result has come, a timeout is news again: the window halves.
-  now = w.next_deadline();
-  w.on_timeout(now, out);
-  EXPECT_EQ(w.window(), 4u);
-}
-
 TEST(Worker, TimeoutJitterDiffersBetweenWorkers) {
   WorkerConfig a = base_config();
   WorkerConfig b = base_config();

@@ -490,11 +490,7 @@ struct WorkerEndpoint::Impl {
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
       // every worker that missed the same results resends at once, and an uncapped burst can
       // fill a drop-tail queue and lose the very fragment everyone waits for, every time.
-      // Not before the round's first result, though: until then the flow waits for the last
-      // worker to start the round (compute skew, a slow start-up), which says nothing about
-      // congestion, and a window halved at every backed-off timeout of a 100 ms wait would be
-      // left at 1 packet, with ssthresh, for the rest of the job.
-      if (f.first_result_at != kNever) f.cc.on_timeout(next_seq(f, k));
+      f.cc.on_timeout(next_seq(f, k));
       f.recover = f.next_to_send;
       // Resend the holes, expected fragment first: unacknowledged fragments older than the
       // newest result. Not the fragments after the newest result: nothing says they are lost,
