@@ -84,17 +84,40 @@ TEST(AimdWindow, LossHalvesOncePerEpochAndSharesItWithEcn) {
   EXPECT_EQ(w.window(), 25u);
 }
 
-TEST(AimdWindow, TimeoutAlwaysHalvesAndStartsAnEpoch) {
+TEST(AimdWindow, TimeoutHalvesEvenInAnEcnEpochAndStartsItsOwn) {
   AimdWindow w(config_with(100, 1000), kPacketBytes);
   w.on_ack(0, true, 100);
   ASSERT_EQ(w.window(), 50u);
-  w.on_timeout(100);  // within the ECN epoch, but a timeout is news of its own
+  w.on_timeout(0, 100);  // within the ECN epoch, but a timeout is news of its own
   EXPECT_EQ(w.window(), 25u);
   EXPECT_EQ(w.ssthresh(), 25u);
-  w.on_timeout(100);
-  EXPECT_EQ(w.window(), 12u);
   w.on_ack(50, true, 100);  // before the timeout's epoch end
-  EXPECT_EQ(w.window(), 12u);
+  EXPECT_EQ(w.window(), 25u);
+}
+
+// RFC 5681: the same data timing out again holds ssthresh. In ATP a result often waits for
+// another worker's recovery; a cut at every backed-off timeout left windows at 1 packet.
+TEST(AimdWindow, TheSameDataTimingOutAgainCutsOnce) {
+  AimdWindow w(config_with(200, 1000), kPacketBytes);
+  w.on_timeout(0, 200);
+  ASSERT_EQ(w.window(), 100u);
+  for (int i = 0; i < 5; ++i) w.on_timeout(0, 200);  // backed-off timeouts of packet 0
+  EXPECT_EQ(w.window(), 100u);
+  EXPECT_EQ(w.ssthresh(), 100u);
+  w.on_timeout(150, 200);  // still data sent before the cut
+  EXPECT_EQ(w.window(), 100u);
+  w.on_timeout(200, 300);  // data sent after the cut timed out too: news
+  EXPECT_EQ(w.window(), 50u);
+}
+
+TEST(AimdWindow, ALossCutDoesNotHoldATimeoutsCut) {
+  AimdWindow w(config_with(200, 1000), kPacketBytes);
+  w.on_loss(0, 200);
+  ASSERT_EQ(w.window(), 100u);
+  w.on_timeout(0, 200);
+  EXPECT_EQ(w.window(), 50u);
+  w.on_timeout(0, 200);
+  EXPECT_EQ(w.window(), 50u);
 }
 
 TEST(AimdWindow, ClampsToMinAndMax) {
@@ -108,7 +131,7 @@ TEST(AimdWindow, ClampsToMinAndMax) {
   Seq next = 100;
   for (int i = 0; i < 10; ++i, next += 10) w.on_loss(next, next + 10);
   EXPECT_EQ(w.window(), 4u);
-  w.on_timeout(next);
+  w.on_timeout(next, next + 10);
   EXPECT_EQ(w.window(), 4u);
 }
 
@@ -131,7 +154,7 @@ TEST(AimdWindow, DisabledKeepsTheInitialWindow) {
   w.on_ack(0, false, 10);
   w.on_ack(1, true, 10);
   w.on_loss(2, 10);
-  w.on_timeout(10);
+  w.on_timeout(0, 10);
   EXPECT_EQ(w.window(), 200u);
   // max_window still holds: it also bounds the PS's memory for the job.
   c.max_window = 100;

@@ -496,6 +496,37 @@ TEST(Worker, TimeoutResendBurstIsCappedByTheWindow) {
   EXPECT_EQ(seqs_of(resent), want);
 }
 
+// A result that waits for another worker's loss recovery times out here again and again. The
+// first timeout halves the window; the backed-off ones for the same data do not (RFC 5681), or
+// a job of many workers at a few percent loss ends with every window at 1 packet and makes one
+// fragment of progress per RTO (property case seed326_w47_r2_j2_loss50permille_agg64 stalled so).
+TEST(Worker, BackedOffTimeoutsForTheSameDataCutTheWindowOnce) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 16;
+  c.congestion.mtu_bytes = 52;  // one packet of 4 values: the additive step is 1 packet
+  c.max_retransmit_timeout = std::chrono::milliseconds(100);
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(16 * 4), kStart, out));
+  out.take();
+  Time now = kStart;
+  for (int i = 0; i < 6; ++i) {
+    now = w.next_deadline();
+    w.on_timeout(now, out);
+    EXPECT_EQ(w.window(), 8u) << "timeout " << i;
+  }
+  EXPECT_EQ(w.stats().timeouts, 6u);
+  // Progress, then fragments sent after the cut time out too: that is news, and it halves again.
+  for (Seq s = 0; s < 16; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  const std::uint32_t grown = w.window();  // congestion avoidance from 8, one packet per window of results
+  ASSERT_EQ(grown, 9u);
+  ASSERT_TRUE(w.start(ramp(16 * 4), now, out));
+  w.on_timeout(w.next_deadline(), out);
+  EXPECT_EQ(w.window(), grown / 2);
+}
+
 TEST(Worker, RetransmissionTimeoutWithoutResultsResendsTheExpectedFragment) {
   WorkerEndpoint w(base_config());
   RecordingSink out;

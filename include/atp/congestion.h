@@ -45,10 +45,14 @@ class AimdWindow {
   void on_ack(Seq seq, bool ecn, Seq next_seq);
   // Loss of `seq` was detected from three out-of-order parameter packets.
   void on_loss(Seq seq, Seq next_seq);
-  // A retransmission timeout fired: the flow has heard nothing for a whole RTO. Always halves
-  // (a timeout is news beyond any earlier reduction: nothing at all got through) and starts a
-  // new recovery epoch.
-  void on_timeout(Seq next_seq);
+  // A retransmission timeout fired for the flow's oldest unacknowledged packet `oldest`: the flow
+  // has heard nothing for a whole RTO. Halves and starts a new recovery epoch (a timeout is news
+  // beyond an ECN or loss reduction: nothing at all got through), except when the last reduction
+  // was a timeout and `oldest` was sent before it: the same data timing out again, which says no
+  // more than the first timeout did (RFC 5681 holds ssthresh then). In ATP that is the common case
+  // of a result that waits for another worker's loss recovery, which backed-off timeouts must not
+  // turn into a window of 1 packet.
+  void on_timeout(Seq oldest, Seq next_seq);
 
  private:
   // True if a congestion signal about `seq` belongs to the reduction already made. News about a
@@ -67,7 +71,8 @@ class AimdWindow {
   // accumulated exactly in integers).
   std::uint32_t acks_since_growth_ = 0;
   bool in_recovery_ = false;
-  Seq recovery_end_ = 0;  // signals about seqs before this belong to the last reduction
+  bool timeout_epoch_ = false;  // the last reduction was a timeout's
+  Seq recovery_end_ = 0;        // signals about seqs before this belong to the last reduction
 };
 
 // A flow's retransmission timeout from the round trips it measures, as TCP's (RFC 6298):

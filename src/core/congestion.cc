@@ -56,9 +56,11 @@ void AimdWindow::on_loss(Seq seq, Seq next_seq) {
   decrease(next_seq);
 }
 
-void AimdWindow::on_timeout(Seq next_seq) {
+void AimdWindow::on_timeout(Seq oldest, Seq next_seq) {
   if (!enabled_) return;
+  if (timeout_epoch_ && in_recovery_epoch(oldest)) return;
   decrease(next_seq);
+  timeout_epoch_ = true;
 }
 
 void AimdWindow::decrease(Seq next_seq) {
@@ -67,6 +69,7 @@ void AimdWindow::decrease(Seq next_seq) {
   acks_since_growth_ = 0;
   in_recovery_ = true;
   recovery_end_ = next_seq;
+  timeout_epoch_ = false;
 }
 
 RttEstimator::RttEstimator(Duration initial, Duration min_rto, Duration max_rto)

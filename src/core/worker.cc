@@ -490,7 +490,7 @@ struct WorkerEndpoint::Impl {
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
       // every worker that missed the same results resends at once, and an uncapped burst can
       // fill a drop-tail queue and lose the very fragment everyone waits for, every time.
-      f.cc.on_timeout(next_seq(f, k));
+      f.cc.on_timeout(seq_of(k, f.expected), next_seq(f, k));
       f.recover = f.next_to_send;
       // Resend the holes, expected fragment first: unacknowledged fragments older than the
       // newest result. Not the fragments after the newest result: nothing says they are lost,
