@@ -625,8 +625,8 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ScenarioRestart, ::testing::Values(21, 1, 2, 3))
 
 TEST(ScenarioRun, AWorkerLinkDownForAMillisecondCostsRttsNotAWindowOfRtos) {
   // Every packet on a0's link is lost for 1 ms: a0 loses its whole window of results. Recovery
-  // resends the next fragment as each resent one completes (one RTT each); one RTO (500 us) per
-  // fragment would take about a window x RTO (0.9 s here, past the 200 ms progress timeout).
+  // resends the next fragments as resent ones complete (RTTs); one RTO (500 us) per fragment
+  // would take about a window x RTO (0.9 s here, past the 200 ms progress timeout).
   const Scenario s = parse_scenario_yaml(R"(
 seed: 21
 link: {delay_us: 2, rate_gbps: 10}
@@ -642,7 +642,10 @@ faults:
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_TRUE(r.jobs[0].correct) << r.jobs[0].error;
   EXPECT_GT(r.jobs[0].timeouts, 0u);
-  EXPECT_LT(r.simulated_seconds, 0.1) << to_summary(r);
+  // 0.12 s: the holes go as results come back, and a timeout of the same data again resends half
+  // as many as the one before. Full-window bursts at every backed-off timeout made this 0.09 s,
+  // and collapsed the 200 Mbit/s netns testbed (docs/benchmarks.md).
+  EXPECT_LT(r.simulated_seconds, 0.15) << to_summary(r);
 }
 
 TEST(ScenarioRun, RestartKeepsTheCountersOfTheLostPipeline) {

@@ -51,8 +51,9 @@ class AimdWindow {
   // was a timeout and `oldest` was sent before it: the same data timing out again, which says no
   // more than the first timeout did (RFC 5681 holds ssthresh then). In ATP that is the common case
   // of a result that waits for another worker's loss recovery, which backed-off timeouts must not
-  // turn into a window of 1 packet.
-  void on_timeout(Seq oldest, Seq next_seq);
+  // turn into a window of 1 packet. Returns false for such a repeated timeout (true when
+  // congestion control is off: every timeout is then treated alike).
+  bool on_timeout(Seq oldest, Seq next_seq);
 
  private:
   // True if a congestion signal about `seq` belongs to the reduction already made. News about a

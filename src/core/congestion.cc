@@ -56,11 +56,12 @@ void AimdWindow::on_loss(Seq seq, Seq next_seq) {
   decrease(next_seq);
 }
 
-void AimdWindow::on_timeout(Seq oldest, Seq next_seq) {
-  if (!enabled_) return;
-  if (timeout_epoch_ && in_recovery_epoch(oldest)) return;
+bool AimdWindow::on_timeout(Seq oldest, Seq next_seq) {
+  if (!enabled_) return true;
+  if (timeout_epoch_ && in_recovery_epoch(oldest)) return false;
   decrease(next_seq);
   timeout_epoch_ = true;
+  return true;
 }
 
 void AimdWindow::decrease(Seq next_seq) {

@@ -112,6 +112,13 @@ struct WorkerEndpoint::Impl {
     // result for a fragment sent once shows the pipe is flowing: recovery ends (recover = 0) and
     // out-of-order detection and the RTO take over again.
     std::uint32_t recover = 0;
+    // Holes a timeout found (local indices in [expected, rescue_end) without a result: each was
+    // older than a result and an RTO passed) that its burst did not resend: they are resent from
+    // rescue_next on as new results come back (rescue_holes), as RFC 6675's recovery does after a
+    // timeout: clocked by results, which a burst at every backed-off RTO is not.
+    std::uint32_t rescue_next = 0;
+    std::uint32_t rescue_end = 0;
+    std::uint32_t timeout_burst = 0;  // packets the last timeout could resend at most
     // When this round's first result for this flow came (kNever: none yet). Fragments sent before
     // it waited for the last worker to start the round (compute skew, a slow start-up) as much as
     // for the path, which can be far longer than a round trip: their delays are no samples.
@@ -256,6 +263,8 @@ struct WorkerEndpoint::Impl {
       f.out_of_order = 0;
       f.received_end = 0;
       f.recover = 0;
+      f.rescue_next = 0;
+      f.rescue_end = 0;
       f.rto = f.rtt.rto();
       f.rto_deadline = kNever;
       f.first_result_at = kNever;
@@ -414,6 +423,7 @@ struct WorkerEndpoint::Impl {
     } else {
       ++f.out_of_order;
     }
+    rescue_holes(k, out);
     if (f.expected < f.fragment_count) detect_loss(k, out);
     if (fragments_received == round_fragments) {
       complete_round();
@@ -445,6 +455,22 @@ struct WorkerEndpoint::Impl {
     if ((fragments[i].flags & (kReceived | kFastResent)) != 0) return;
     fragments[i].flags |= kFastResent;
     send_fragment(i, /*resend=*/true, out);
+  }
+
+  // A new result during recovery from a timeout: two more of the holes it found go out, as slow
+  // start grows a window (one for the result, one more), but none more than a window ahead of
+  // the expected fragment.
+  void rescue_holes(std::uint32_t k, PacketSink& out) {
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly) return;
+    Flow& f = flows[k];
+    f.rescue_next = std::max(f.rescue_next, f.expected);
+    const std::uint64_t end = std::min<std::uint64_t>(f.rescue_end, std::uint64_t{f.expected} + f.cc.window());
+    for (int budget = 2; budget > 0 && f.rescue_next < end;) {
+      const std::uint32_t i = fragment_of(k, f.rescue_next++);
+      if ((fragments[i].flags & kReceived) != 0) continue;
+      send_fragment(i, /*resend=*/true, out);
+      --budget;
+    }
   }
 
   // The PS says the workers' rounds differ in size at h.seq (docs/protocol.md "Round shape"). For
@@ -489,22 +515,32 @@ struct WorkerEndpoint::Impl {
       ++stats.timeouts;
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
       // every worker that missed the same results resends at once, and an uncapped burst can
-      // fill a drop-tail queue and lose the very fragment everyone waits for, every time.
-      f.cc.on_timeout(seq_of(k, f.expected), next_seq(f, k));
+      // fill a drop-tail queue and lose the very fragment everyone waits for, every time. The
+      // same data timing out again (the window holds) resends only the oldest hole: a window's
+      // worth at every backed-off RTO would fill the links with resends that flush the switches'
+      // aggregators, while the job waits for one worker's recovery.
+      // Recovering by timeouts alone, every timeout resends all the holes the window allows.
+      const bool news =
+          f.cc.on_timeout(seq_of(k, f.expected), next_seq(f, k)) || config.loss_recovery == LossRecovery::kTimeoutOnly;
       f.recover = f.next_to_send;
       // Resend the holes, expected fragment first: unacknowledged fragments older than the
       // newest result. Not the fragments after the newest result: nothing says they are lost,
       // and they may sit in switch aggregators waiting for slower workers. A resend would flush
       // those aggregates to the PS, so the slower workers' first copies would then stall in
-      // fresh aggregators until their own timeout, one window per RTO.
+      // fresh aggregators until their own timeout, one window per RTO. The holes past the burst
+      // go as results come back (rescue_holes).
       const std::uint32_t end = std::max(f.expected + 1, f.received_end);
-      std::uint32_t budget = f.cc.window();
-      for (std::uint32_t j = f.expected; j < end && budget > 0; ++j) {
+      f.timeout_burst = news ? f.cc.window() : std::max<std::uint32_t>(1, f.timeout_burst / 2);
+      std::uint32_t budget = f.timeout_burst;
+      std::uint32_t j = f.expected;
+      for (; j < end && budget > 0; ++j) {
         const std::uint32_t i = fragment_of(k, j);
         if ((fragments[i].flags & kReceived) != 0) continue;
         send_fragment(i, /*resend=*/true, out);
         --budget;
       }
+      f.rescue_next = news ? j : std::max(f.rescue_next, j);
+      f.rescue_end = std::max(f.rescue_end, end);
       // Exponential backoff, to at most kMaxBackoff times the estimate: far enough to get past a
       // round trip that grew that much (a queue that built up, or no sample yet), and a hole never
       // costs more than that many estimates, which several workers' holes in turn may each cost.
