@@ -34,12 +34,12 @@
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
 #include "switch_config.h"
+#include "switch_ports.h"
 
 namespace atp {
 namespace {
 
 using detail::kMaxPorts;
-using detail::peer_key;
 using nlohmann::json;
 
 // ---- stats ----------------------------------------------------------------------------------
@@ -106,22 +106,18 @@ Reply ok(const json& body) { return {200, body.dump()}; }
 // ---- the daemon ------------------------------------------------------------------------------
 
 struct SwitchDaemon::Impl {
-  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch. On
-  // interface ports each packet is first put in an Ethernet frame (encapsulate()).
+  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch, in
+  // the form the port carries (SwitchPorts::encapsulate).
   class QueueSink final : public PortSink {
    public:
     explicit QueueSink(Impl& impl) : impl_(impl) {}
     void send(PortId port, std::span<const std::uint8_t> packet) override {
       // A route or group naming a port the switch does not have, or one detached by DELETE /hosts.
-      if (port >= impl_.queues.size() || (!impl_.interface_ports && !impl_.peers[port])) {
+      if (port >= impl_.queues.size() || !impl_.switch_ports->attached(port)) {
         ++impl_.no_port;
         return;
       }
-      if (!impl_.interface_ports) {
-        impl_.queues[port].enqueue(packet, now);
-      } else if (impl_.encapsulate(port, packet)) {
-        impl_.queues[port].enqueue(impl_.encapsulated, now);
-      }
+      if (const auto bytes = impl_.switch_ports->encapsulate(port, packet)) impl_.queues[port].enqueue(*bytes, now);
     }
     Time now{};
 
@@ -135,18 +131,6 @@ struct SwitchDaemon::Impl {
     std::uint64_t rx_bytes = 0;
   };
 
-  // What an interface-port switch does with frames that are not ATP's (all zero on UDP ports).
-  struct EthernetCounters {
-    std::uint64_t atp_frames = 0;        // frames handed to the pipeline
-    std::uint64_t non_atp_frames = 0;    // frames switched as plain Ethernet (ARP, TCP, other UDP, IPv6, ...)
-    std::uint64_t malformed_frames = 0;  // runts, and frames to ATP's UDP port that are not a valid ATP packet: dropped
-    std::uint64_t l2_forwarded = 0;      // non-ATP frames sent to the one port their destination MAC is behind
-    std::uint64_t l2_flooded = 0;    // non-ATP frames to broadcast, multicast or unknown MACs: sent to all other ports
-    std::uint64_t l2_same_port = 0;  // non-ATP frames whose destination is behind their ingress port: dropped
-    std::uint64_t no_neighbor = 0;   // pipeline sends to an IP whose MAC the switch has not learned: dropped
-    std::uint64_t neighbor_refused = 0;  // IP -> MAC not learned: the IP's route points to another port
-  };
-
   // `config`'s pipeline settings, or SwitchConfigError when its table is too large for the
   // machine (a config built in C++, not parsed: ClusterJob's local switch).
   static const SwitchConfig& checked(const SwitchDaemonConfig& config) {
@@ -156,29 +140,15 @@ struct SwitchDaemon::Impl {
 
   explicit Impl(SwitchDaemonConfig c)
       : config(std::move(c)),
-        interface_ports(config.interface_ports()),
         pipeline(checked(config)),
         sink(*this),
         http(control::make_server(control::server_access(config.access))) {
-    if (interface_ports) {
-      for (const SwitchPortConfig& port : config.ports) port_sockets.emplace_back(port.interface);
-      // Frames up to the largest MTU among the ports; a larger one (e.g. a GRO super-frame from an
-      // interface with offloads on) is counted as truncated.
-      std::size_t max_frame = 0;
-      for (const PacketSocket& s : port_sockets) max_frame = std::max(max_frame, s.max_frame_bytes());
-      frame_batch.emplace(64, max_frame);
-    } else {
-      socket.emplace(config.listen);
-    }
-    const Framing framing = interface_ports ? Framing::kEthernet : Framing::kAtp;
+    switch_ports =
+        config.interface_ports() ? detail::open_ethernet_ports(config, route_port) : detail::open_udp_ports(config);
     ingress_queues.resize(config.ports.size());
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
-      queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i), framing);
+      queues.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(config.seed, i), switch_ports->framing());
       if (config.ports[i].ingress) set_ingress(static_cast<PortId>(i), *config.ports[i].ingress);
-      if (!interface_ports) {
-        port_by_peer.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
-        peers.emplace_back(config.ports[i].peer);
-      }
     }
     port_counters.resize(config.ports.size());
     for (const auto& [dst, port] : config.routes) {
@@ -188,13 +158,8 @@ struct SwitchDaemon::Impl {
 
     task_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    if (interface_ports) {
-      for (std::size_t p = 0; p < port_sockets.size(); ++p) {
-        loop.add_readable(port_sockets[p].fd(), [this, p] { on_frames(static_cast<PortId>(p)); });
-      }
-    } else {
-      loop.add_readable(socket->fd(), [this] { on_readable(); });
-    }
+    const std::vector<int> fds = switch_ports->fds();
+    for (std::size_t i = 0; i < fds.size(); ++i) loop.add_readable(fds[i], [this, i] { on_readable(i); });
     loop.add_readable(task_fd, [this] { run_tasks(); });
     loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
 
@@ -217,45 +182,58 @@ struct SwitchDaemon::Impl {
   }
 
   // ---- dataplane thread ----
-  void on_readable() {
-    // A few batches per wakeup, then back to the loop so control requests and timers are served.
+
+  // Packets waiting on switch_ports->fds()[source].
+  void on_readable(std::size_t source) {
+    // A few bursts per wakeup, then back to the loop so control requests and timers are served.
     for (int round = 0; round < 8; ++round) {
-      const std::size_t n = socket->recv_batch(batch);
-      if (n == 0) break;
+      const detail::SwitchPorts::Burst burst = switch_ports->receive_burst(source);
+      if (burst.read == 0) break;
       const Time now = EventLoop::now();
       sink.now = now;
-      for (std::size_t i = 0; i < n; ++i) {
-        auto it = port_by_peer.find(peer_key(batch.from(i)));
-        if (it == port_by_peer.end()) {
-          ++unknown_source;
-          continue;
-        }
-        const std::span<std::uint8_t> bytes = batch.bytes(i);
-        port_counters[it->second].rx_packets++;
-        port_counters[it->second].rx_bytes += bytes.size();
-        if (std::optional<EgressQueue>& ingress = ingress_queues[it->second]) {
-          ingress->enqueue(bytes, now);
+      for (const detail::SwitchPorts::Received& packet : burst.packets) {
+        port_counters[packet.port].rx_packets++;
+        port_counters[packet.port].rx_bytes += packet.bytes.size();
+        switch_ports->on_arrival(packet.port, packet.bytes);
+        if (std::optional<EgressQueue>& ingress = ingress_queues[packet.port]) {
+          ingress->enqueue(packet.bytes, now);
         } else {
-          pipeline.process(it->second, bytes, now, sink);
+          deliver(packet.port, packet.bytes, now);
         }
       }
       process_ingress(now);  // an ingress queue without rate or delay releases at once
       flush(now);
-      if (n < batch.capacity()) break;
+      if (!burst.full) break;
     }
   }
 
-  // Hands the packets the ingress queues release by `now` to the pipeline.
+  // Hands the packets the ingress queues release by `now` on to deliver().
   void process_ingress(Time now) {
     for (std::size_t p = 0; p < ingress_queues.size(); ++p) {
       if (!ingress_queues[p]) continue;
-      ingress_queues[p]->release(now, [&](std::span<std::uint8_t> packet) {
-        if (interface_ports) {
-          on_frame(static_cast<PortId>(p), packet, now);
-        } else {
-          pipeline.process(static_cast<PortId>(p), packet, now, sink);
+      ingress_queues[p]->release(now,
+                                 [&](std::span<std::uint8_t> packet) { deliver(static_cast<PortId>(p), packet, now); });
+    }
+  }
+
+  // One packet from port `from`, past its ingress queue: to the pipeline, or (interface ports,
+  // a frame that is not ATP's) switched to the egress queues as Ethernet.
+  void deliver(PortId from, std::span<std::uint8_t> packet, Time now) {
+    const detail::SwitchPorts::Destination to = switch_ports->destination(from, packet);
+    switch (to.kind) {
+      case detail::SwitchPorts::Destination::Kind::kPipeline:
+        pipeline.process(from, to.atp, now, sink);
+        return;
+      case detail::SwitchPorts::Destination::Kind::kPort:
+        queues[to.port].enqueue(packet, now);
+        return;
+      case detail::SwitchPorts::Destination::Kind::kAllOtherPorts:
+        for (std::size_t q = 0; q < queues.size(); ++q) {
+          if (q != from) queues[q].enqueue(packet, now);
         }
-      });
+        return;
+      case detail::SwitchPorts::Destination::Kind::kNowhere:
+        return;
     }
   }
 
@@ -282,13 +260,12 @@ struct SwitchDaemon::Impl {
     if (q) {
       q->config() = settings;
     } else {
-      q.emplace(settings, EgressQueue::stream_seed(config.seed, kIngressStreams + port),
-                interface_ports ? Framing::kEthernet : Framing::kAtp);
+      q.emplace(settings, EgressQueue::stream_seed(config.seed, kIngressStreams + port), switch_ports->framing());
     }
   }
 
-  // Sends every packet the queues release by `now`: in one sendmmsg batch to the UDP peers, or
-  // one batch per interface port.
+  // Sends every packet the queues release by `now`, port by port (SwitchPorts::send: in one
+  // sendmmsg batch to the UDP peers, or one batch per interface port).
   void flush(Time now) {
     std::size_t count = 0;
     for (std::size_t p = 0; p < queues.size(); ++p) {
@@ -296,127 +273,13 @@ struct SwitchDaemon::Impl {
         if (tx_bytes.size() <= count) tx_bytes.emplace_back();
         tx_bytes[count].assign(packet.begin(), packet.end());
         if (tx.size() <= count) tx.emplace_back();
-        // A detached port's queue is empty (reset, and the sink drops sends to it): peers[p] is set.
-        if (!interface_ports) tx[count].to = *peers[p];
+        tx[count].port = static_cast<PortId>(p);
         ++count;
       });
-      if (interface_ports && count > 0) {
-        tx_frames.resize(count);
-        for (std::size_t i = 0; i < count; ++i) tx_frames[i] = tx_bytes[i];
-        send_failed += count - port_sockets[p].send_batch(tx_frames);  // a full buffer: dropped
-        count = 0;
-      }
     }
     if (count == 0) return;
     for (std::size_t i = 0; i < count; ++i) tx[i].bytes = tx_bytes[i];
-    const std::size_t sent = socket->send_batch(std::span<const UdpOutgoing>(tx.data(), count));
-    send_failed += count - sent;  // a full kernel buffer: dropped, as a switch's full port would
-  }
-
-  // ---- interface ports (dataplane thread) ----
-
-  // Frames waiting on port `port`'s interface.
-  void on_frames(PortId port) {
-    for (int round = 0; round < 8; ++round) {  // as on_readable: then back to the loop
-      const std::size_t n = port_sockets[port].recv_batch(*frame_batch);
-      if (n == 0) break;
-      const Time now = EventLoop::now();
-      sink.now = now;
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::span<std::uint8_t> bytes = frame_batch->bytes(i);
-        port_counters[port].rx_packets++;
-        port_counters[port].rx_bytes += bytes.size();
-        // Where a source MAC is, is learned on arrival, like a hardware switch's ingress does.
-        if (bytes.size() >= kEthernetHeaderBytes) {
-          MacAddress src;
-          std::copy_n(bytes.begin() + 6, src.size(), src.begin());
-          macs.learn(src, port);
-        }
-        if (std::optional<EgressQueue>& ingress = ingress_queues[port]) {
-          ingress->enqueue(bytes, now);
-        } else {
-          on_frame(port, bytes, now);
-        }
-      }
-      process_ingress(now);
-      flush(now);
-      if (n < frame_batch->capacity()) break;
-    }
-  }
-
-  // One frame from port `port` (past its ingress queue): ATP frames to the pipeline, the rest
-  // switched as Ethernet.
-  void on_frame(PortId port, std::span<std::uint8_t> frame, Time now) {
-    const std::optional<ParsedFrame> parsed = parse_frame(frame);
-    if (!parsed) {  // a runt without even an Ethernet header
-      ++ethernet.malformed_frames;
-      return;
-    }
-    const FrameClass kind = classify(*parsed, frame);
-    switch (kind.kind) {
-      case FrameKind::kAtp:
-        ++ethernet.atp_frames;
-        learn_neighbor(parsed->ipv4->src, parsed->src, port);
-        pipeline.process(port, frame.subspan(kind.atp_offset, kind.atp_bytes), now, sink);
-        return;
-      case FrameKind::kMalformedAtp:
-        ++ethernet.malformed_frames;
-        return;
-      case FrameKind::kOther:
-        break;
-    }
-    ++ethernet.non_atp_frames;
-    if (parsed->arp) learn_neighbor(parsed->arp->sender_ip, parsed->arp->sender_mac, port);
-    if (!is_group_mac(parsed->dst)) {
-      if (const std::optional<PortId> to = macs.lookup(parsed->dst)) {
-        if (*to == port) {
-          ++ethernet.l2_same_port;  // both ends are behind this port: not the switch's to deliver
-        } else {
-          ++ethernet.l2_forwarded;
-          queues[*to].enqueue(frame, now);
-        }
-        return;
-      }
-    }
-    ++ethernet.l2_flooded;
-    for (std::size_t q = 0; q < queues.size(); ++q) {
-      if (q != port) queues[q].enqueue(frame, now);
-    }
-  }
-
-  // Learns that `ip` is at `mac`, unless the routes say `ip` lives behind another port than the
-  // one it came from: a host cannot redirect the switch's frames to another host's IP by
-  // claiming it (in ARP or as an ATP source) from its own port.
-  void learn_neighbor(Address ip, const MacAddress& mac, PortId port) {
-    if (auto it = route_port.find(ip); it != route_port.end() && it->second != port) {
-      ++ethernet.neighbor_refused;
-      return;
-    }
-    neighbors.learn(ip, mac);
-  }
-
-  // Puts the ATP packet the pipeline sends on `port` into `encapsulated`: IP from the ATP header,
-  // destination MAC the group's multicast MAC or the learned one of the header's dst, source MAC
-  // the learned one of its src (the port's own when unknown). False (counted) when dst's MAC is
-  // unknown: the switch does not ARP itself; the hosts' own ARP teaches it their MACs.
-  bool encapsulate(PortId port, std::span<const std::uint8_t> packet) {
-    Header h;
-    if (decode_header(packet, h) != DecodeError::kOk) {  // the pipeline only sends valid packets
-      ++ethernet.malformed_frames;
-      return false;
-    }
-    MacAddress dst;
-    if (is_multicast(h.dst)) {
-      dst = multicast_mac(h.dst);
-    } else if (const std::optional<MacAddress> m = neighbors.lookup(h.dst)) {
-      dst = *m;
-    } else {
-      ++ethernet.no_neighbor;
-      return false;
-    }
-    const MacAddress src = neighbors.lookup(h.src).value_or(port_sockets[port].mac());
-    build_atp_frame(dst, src, packet, encapsulated);
-    return true;
+    send_failed += switch_ports->send(std::span<const detail::SwitchPorts::Outgoing>(tx.data(), count));
   }
 
   // ---- hosts attached at run time: POST and DELETE /hosts (dataplane thread, UDP ports) ----
@@ -424,7 +287,7 @@ struct SwitchDaemon::Impl {
   // Port p as new: an empty egress queue with default settings (unlimited) on its own stream, no
   // ingress queue, counters zero.
   void reset_port(PortId p) {
-    queues[p] = EgressQueue(EgressConfig{}, EgressQueue::stream_seed(config.seed, p), Framing::kAtp);
+    queues[p] = EgressQueue(EgressConfig{}, EgressQueue::stream_seed(config.seed, p), switch_ports->framing());
     ingress_queues[p].reset();
     port_counters[p] = {};
   }
@@ -449,29 +312,29 @@ struct SwitchDaemon::Impl {
   // POST /hosts: the port `peer` is on (attaching it if it is on none) and its overlay address.
   // POST /hosts by `who`, hanging the port on `lease` (0: none).
   Reply attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease) {
-    if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
-    if (peer == socket->local_endpoint()) {
+    if (!switch_ports->supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
+    if (peer == switch_ports->data_endpoint()) {
       return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
     }
     if (auto refused = control::refuse_lease(tenancy, who, lease)) return *refused;
-    const auto known = port_by_peer.find(peer_key(peer));
+    const std::optional<PortId> known = switch_ports->port_of(peer);
     // Attaching a peer again changes nothing but its owner and lease: another tenant's port is
     // refused, the operator's is answered as it is (a shared PS every job names).
     bool claim = true;
-    if (known != port_by_peer.end()) {
-      const control::Tenancy::Resource r = host_resource(known->second);
+    if (known) {
+      const control::Tenancy::Resource r = host_resource(*known);
       if (auto forbidden = tenancy.forbids_use(who, r)) return Reply::error(403, *forbidden);
       claim = !tenancy.forbids_change(who, r);
     }
     std::optional<Address> address;
-    if (known != port_by_peer.end()) address = address_of(known->second);
+    if (known) address = address_of(*known);
     const bool new_address = !address;
     if (new_address && !(address = free_address())) {
       return Reply::error(503, "no overlay address is left in 10.0.0.0/8 for " + peer.to_string());
     }
     PortId port = 0;
-    if (known != port_by_peer.end()) {
-      port = known->second;
+    if (known) {
+      port = *known;
     } else if (!detached_ports.empty()) {
       port = *detached_ports.begin();  // lowest first; reset when it was detached
       detached_ports.erase(detached_ports.begin());
@@ -483,13 +346,9 @@ struct SwitchDaemon::Impl {
       queues.emplace_back();
       ingress_queues.emplace_back();
       port_counters.emplace_back();
-      peers.emplace_back();
       reset_port(port);
     }
-    if (known == port_by_peer.end()) {
-      peers[port] = peer;
-      port_by_peer[peer_key(peer)] = port;
-    }
+    if (!known) switch_ports->attach(port, peer);
     if (new_address) {
       pipeline.add_route(*address, port);
       route_port[*address] = port;
@@ -508,13 +367,13 @@ struct SwitchDaemon::Impl {
   // DELETE /hosts/<port>: port `text` (parsed: `port`) loses its peer and routes and is reset;
   // POST /hosts reuses it.
   Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who) {
-    if (interface_ports) return Reply::error(400, kInterfacePortsHaveNoHosts);
+    if (!switch_ports->supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
     if (!port || *port >= queues.size()) {
       return Reply::error(
           404, "port " + text + " does not exist (the switch has " + std::to_string(queues.size()) + " ports)");
     }
     const auto p = static_cast<PortId>(*port);
-    if (!peers[p]) return Reply::error(404, "port " + text + " is already detached");
+    if (!switch_ports->attached(p)) return Reply::error(404, "port " + text + " is already detached");
     if (auto forbidden = tenancy.forbids_change(who, host_resource(p))) return Reply::error(403, *forbidden);
     detach(p);
     return ok(json{{"detached", p}});
@@ -523,8 +382,7 @@ struct SwitchDaemon::Impl {
   // Port `p` (attached) loses its peer, routes and owner, and is reset.
   void detach(PortId p) {
     tenancy.release(host_resource(p));
-    port_by_peer.erase(peer_key(*peers[p]));  // its datagrams now count as unknown_source
-    peers[p].reset();
+    switch_ports->detach(p);  // its datagrams now count as unknown_source
     for (auto it = route_port.begin(); it != route_port.end();) {
       if (it->second == p) {
         pipeline.remove_route(it->first);
@@ -552,7 +410,7 @@ struct SwitchDaemon::Impl {
   void remove(control::Tenancy::Resource r) {
     if (r.kind == control::Tenancy::Kind::kJob) {
       remove_job(static_cast<JobId>(r.id));
-    } else if (r.id < peers.size() && peers[r.id]) {
+    } else if (r.id < queues.size() && switch_ports->attached(static_cast<PortId>(r.id))) {  // a host: UDP ports
       detach(static_cast<PortId>(r.id));
     }
   }
@@ -574,15 +432,10 @@ struct SwitchDaemon::Impl {
   json stats() const {
     json doc;
     doc["name"] = config.name;
-    if (interface_ports) {
-      doc["interfaces"] = json::array();
-      for (const SwitchPortConfig& port : config.ports) doc["interfaces"].push_back(port.interface);
-    } else {
-      doc["data"] = socket->local_endpoint().to_string();
-    }
+    switch_ports->describe(doc);
     const SwitchCounters& c = pipeline.counters();
-    UdpSocketCounters s = socket ? socket->counters() : UdpSocketCounters{};
-    for (const PacketSocket& port : port_sockets) s.truncated += port.counters().truncated;
+    const detail::SwitchPortsCounters s = switch_ports->counters();
+    const detail::EthernetCounters& ethernet = s.ethernet;
     doc["switch"] = {{"packets", c.packets},
                      {"malformed", c.malformed},
                      {"unknown_job", c.unknown_job},
@@ -590,7 +443,7 @@ struct SwitchDaemon::Impl {
                      {"no_route", c.no_route},
                      {"too_wide", c.too_wide},
                      {"reclaimed", c.reclaimed},
-                     {"unknown_source", unknown_source},
+                     {"unknown_source", s.unknown_source},
                      {"no_port", no_port},
                      {"truncated", s.truncated},
                      {"send_failed", send_failed},
@@ -604,8 +457,8 @@ struct SwitchDaemon::Impl {
                      {"l2_same_port", ethernet.l2_same_port},
                      {"no_neighbor", ethernet.no_neighbor},
                      {"neighbor_refused", ethernet.neighbor_refused},
-                     {"mac_addresses", macs.size()},
-                     {"neighbors", neighbors.size()}};
+                     {"mac_addresses", s.mac_addresses},
+                     {"neighbors", s.neighbors}};
     std::vector<JobId> ids;
     for (const auto& [id, counters] : pipeline.all_job_counters()) ids.push_back(id);
     for (const auto& [id, entries] : installed) {
@@ -632,29 +485,28 @@ struct SwitchDaemon::Impl {
     for (std::size_t p = 0; p < queues.size(); ++p) {
       const EgressCounters& e = queues[p].counters();
       const EgressCounters in = ingress_queues[p] ? ingress_queues[p]->counters() : EgressCounters{};
-      doc["ports"].push_back(
-          {{"port", p},
-           {interface_ports ? "interface" : "peer",
-            interface_ports ? config.ports[p].interface : (peers[p] ? peers[p]->to_string() : std::string())},
-           {"rx_packets", port_counters[p].rx_packets},
-           {"rx_bytes", port_counters[p].rx_bytes},
-           {"tx_packets", e.packets},
-           {"tx_bytes", e.bytes},
-           {"drops", e.queue_drops + e.lost},
-           {"queue_drops", e.queue_drops},
-           {"lost", e.lost},
-           {"duplicated", e.duplicated},
-           {"reordered", e.reordered},
-           {"ecn_marked", e.ecn_marked},
-           {"queue_depth", e.depth},
-           {"ingress_lost", in.lost},
-           {"ingress_queue_drops", in.queue_drops},
-           {"ingress_duplicated", in.duplicated},
-           {"ingress_reordered", in.reordered},
-           {"ingress_ecn_marked", in.ecn_marked},
-           {"ingress_queue_depth", in.depth},
-           // Frames the kernel dropped before the switch read them (interface ports).
-           {"rx_kernel_drops", interface_ports ? port_sockets[p].kernel_drops() : 0}});
+      json row = {{"port", p},
+                  {"rx_packets", port_counters[p].rx_packets},
+                  {"rx_bytes", port_counters[p].rx_bytes},
+                  {"tx_packets", e.packets},
+                  {"tx_bytes", e.bytes},
+                  {"drops", e.queue_drops + e.lost},
+                  {"queue_drops", e.queue_drops},
+                  {"lost", e.lost},
+                  {"duplicated", e.duplicated},
+                  {"reordered", e.reordered},
+                  {"ecn_marked", e.ecn_marked},
+                  {"queue_depth", e.depth},
+                  {"ingress_lost", in.lost},
+                  {"ingress_queue_drops", in.queue_drops},
+                  {"ingress_duplicated", in.duplicated},
+                  {"ingress_reordered", in.reordered},
+                  {"ingress_ecn_marked", in.ecn_marked},
+                  {"ingress_queue_depth", in.depth},
+                  // Frames the kernel dropped before the switch read them (interface ports).
+                  {"rx_kernel_drops", switch_ports->kernel_drops(static_cast<PortId>(p))}};
+      switch_ports->describe_port(static_cast<PortId>(p), row);
+      doc["ports"].push_back(std::move(row));
     }
     return doc;
   }
@@ -768,7 +620,7 @@ struct SwitchDaemon::Impl {
         lease = control::lease_param(req);
       } catch (const control::ControlError& e) {
         // A switch on interfaces refuses any body: say that, not what is wrong with the body.
-        return fail(res, 400, interface_ports ? kInterfacePortsHaveNoHosts : e.what());
+        return fail(res, 400, switch_ports->supports_hosts() ? e.what() : kInterfacePortsHaveNoHosts);
       }
       answer(res, [this, peer, lease, who = control::requester(*http, req)] { return attach_host(peer, who, lease); });
     });
@@ -829,32 +681,19 @@ struct SwitchDaemon::Impl {
   }
 
   SwitchDaemonConfig config;
-  bool interface_ports;  // config.interface_ports(): frames on Linux interfaces, not UDP datagrams
   SwitchPipeline pipeline;
-  std::optional<UdpSocket> socket;         // UDP ports: the one data socket
-  std::vector<PacketSocket> port_sockets;  // interface ports: port i's raw socket
-  std::optional<FrameBatch> frame_batch;   // interface ports: receive buffers, sized for the largest MTU
-  MacTable macs;                           // interface ports: where each source MAC was seen
-  NeighborTable neighbors;                 // interface ports: IPv4 -> MAC, for the frames the pipeline sends
-  // Every route the pipeline has (config.routes, then POST and DELETE /hosts): learn_neighbor's
-  // check, and where POST /hosts finds a host's address and a free one.
-  std::unordered_map<Address, PortId> route_port;
-  std::vector<std::uint8_t> encapsulated;                // encapsulate()'s output, reused
-  std::vector<std::span<const std::uint8_t>> tx_frames;  // flush()'s batch for one interface port
-  EthernetCounters ethernet;
+  // Every route the pipeline has (config.routes, then POST and DELETE /hosts): the interface
+  // ports' check before they learn an IP's MAC, and where POST /hosts finds a host's address and
+  // a free one.
+  detail::Routes route_port;
+  std::unique_ptr<detail::SwitchPorts> switch_ports;       // UDP peers or Linux interfaces
   std::vector<EgressQueue> queues;                         // port i's egress
   std::vector<std::optional<EgressQueue>> ingress_queues;  // port i's ingress, if it has one
-  std::unordered_map<std::uint64_t, PortId> port_by_peer;  // peer_key(peer) -> port, attached ports only
-  // UDP ports: port i's peer (from the config or POST /hosts); nullopt once DELETE /hosts detached
-  // it. Empty on interface ports.
-  std::vector<std::optional<UdpEndpoint>> peers;
-  std::set<PortId> detached_ports;  // detached UDP ports, reused lowest first by POST /hosts
+  std::set<PortId> detached_ports;                         // detached UDP ports, reused lowest first by POST /hosts
   std::vector<PortCounters> port_counters;
   QueueSink sink;
-  UdpRecvBatch batch;
   std::vector<std::vector<std::uint8_t>> tx_bytes;  // flush()'s reusable copies of released packets
-  std::vector<UdpOutgoing> tx;
-  std::uint64_t unknown_source = 0;        // datagrams from an address that is no port's peer: dropped
+  std::vector<detail::SwitchPorts::Outgoing> tx;    // flush()'s batch, pointing into tx_bytes
   std::uint64_t no_port = 0;               // sends to a port number the switch lacks, or to a detached port: dropped
   std::uint64_t send_failed = 0;           // released packets the kernel refused: dropped
   std::map<JobId, std::size_t> installed;  // installed jobs -> the ports and roles each names
@@ -903,9 +742,7 @@ void SwitchDaemon::stop() {
 
 const SwitchDaemonConfig& SwitchDaemon::config() const { return impl_->config; }
 
-UdpEndpoint SwitchDaemon::data_endpoint() const {
-  return impl_->socket ? impl_->socket->local_endpoint() : UdpEndpoint{};
-}
+UdpEndpoint SwitchDaemon::data_endpoint() const { return impl_->switch_ports->data_endpoint(); }
 
 std::string SwitchDaemon::control_endpoint() const {
   return impl_->config.control_host + ":" + std::to_string(impl_->control_port);
