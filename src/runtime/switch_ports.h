@@ -123,7 +123,7 @@ class SwitchPorts {
   // ---- hosts attached at run time (POST and DELETE /hosts) ----
 
   // Whether hosts attach at run time: UDP ports. A constant, safe to ask from any thread, like
-  // data_endpoint(). Without it, the rest of this section is not called.
+  // data_endpoint(). Without it, port_of, attach and detach are not called.
   virtual bool supports_hosts() const = 0;
   // Where hosts and peer switches send (the UDP socket's address); {0, 0} on interface ports.
   virtual UdpEndpoint data_endpoint() const = 0;
