@@ -1,0 +1,187 @@
+// The switch's interface ports: Linux interfaces read and written as whole Ethernet frames
+// (packet sockets); ATP frames go to the pipeline, the rest is switched by learned MAC addresses.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "atp/runtime/ethernet.h"
+#include "atp/runtime/packet_socket.h"
+#include "switch_ports.h"
+
+namespace atp::detail {
+namespace {
+
+class EthernetPorts final : public SwitchPorts {
+ public:
+  EthernetPorts(const SwitchDaemonConfig& config, const Routes& routes)
+      : sockets_(open_sockets(config)), batch_(64, largest_frame(sockets_)), routes_(routes) {}
+
+  std::vector<int> fds() const override {
+    std::vector<int> fds;
+    for (const PacketSocket& s : sockets_) fds.push_back(s.fd());
+    return fds;
+  }
+
+  // Frames waiting on port `source`'s interface.
+  Burst receive_burst(std::size_t source) override {
+    const std::size_t n = sockets_[source].recv_batch(batch_);
+    received_.clear();
+    for (std::size_t i = 0; i < n; ++i) received_.push_back({static_cast<PortId>(source), batch_.bytes(i)});
+    return {n, n == batch_.capacity(), received_};
+  }
+
+  // Where a source MAC is, is learned on arrival, like a hardware switch's ingress does.
+  void on_arrival(PortId port, std::span<const std::uint8_t> frame) override {
+    if (frame.size() >= kEthernetHeaderBytes) {
+      MacAddress src;
+      std::copy_n(frame.begin() + 6, src.size(), src.begin());
+      macs_.learn(src, port);
+    }
+  }
+
+  // ATP frames to the pipeline, the rest switched as Ethernet.
+  Destination destination(PortId from, std::span<std::uint8_t> frame) override {
+    const std::optional<ParsedFrame> parsed = parse_frame(frame);
+    if (!parsed) {  // a runt without even an Ethernet header
+      ++ethernet_.malformed_frames;
+      return {};
+    }
+    const FrameClass kind = classify(*parsed, frame);
+    switch (kind.kind) {
+      case FrameKind::kAtp:
+        ++ethernet_.atp_frames;
+        learn_neighbor(parsed->ipv4->src, parsed->src, from);
+        return {Destination::Kind::kPipeline, frame.subspan(kind.atp_offset, kind.atp_bytes)};
+      case FrameKind::kMalformedAtp:
+        ++ethernet_.malformed_frames;
+        return {};
+      case FrameKind::kOther:
+        break;
+    }
+    ++ethernet_.non_atp_frames;
+    if (parsed->arp) learn_neighbor(parsed->arp->sender_ip, parsed->arp->sender_mac, from);
+    if (!is_group_mac(parsed->dst)) {
+      if (const std::optional<PortId> to = macs_.lookup(parsed->dst)) {
+        if (*to == from) {
+          ++ethernet_.l2_same_port;  // both ends are behind this port: not the switch's to deliver
+          return {};
+        }
+        ++ethernet_.l2_forwarded;
+        return {Destination::Kind::kPort, {}, *to};
+      }
+    }
+    ++ethernet_.l2_flooded;
+    return {Destination::Kind::kAllOtherPorts};
+  }
+
+  Framing framing() const override { return Framing::kEthernet; }
+
+  bool attached(PortId) const override { return true; }
+
+  // The ATP packet the pipeline sends on `port` in an Ethernet frame: IP from the ATP header,
+  // destination MAC the group's multicast MAC or the learned one of the header's dst, source MAC
+  // the learned one of its src (the port's own when unknown). nullopt (counted) when dst's MAC is
+  // unknown: the switch does not ARP itself; the hosts' own ARP teaches it their MACs.
+  std::optional<std::span<const std::uint8_t>> encapsulate(PortId port, std::span<const std::uint8_t> packet) override {
+    Header h;
+    if (decode_header(packet, h) != DecodeError::kOk) {  // the pipeline only sends valid packets
+      ++ethernet_.malformed_frames;
+      return std::nullopt;
+    }
+    MacAddress dst;
+    if (is_multicast(h.dst)) {
+      dst = multicast_mac(h.dst);
+    } else if (const std::optional<MacAddress> m = neighbors_.lookup(h.dst)) {
+      dst = *m;
+    } else {
+      ++ethernet_.no_neighbor;
+      return std::nullopt;
+    }
+    const MacAddress src = neighbors_.lookup(h.src).value_or(sockets_[port].mac());
+    build_atp_frame(dst, src, packet, encapsulated_);
+    return encapsulated_;
+  }
+
+  // One sendmmsg batch per port.
+  std::uint64_t send(std::span<const Outgoing> packets) override {
+    std::uint64_t refused = 0;
+    for (std::size_t i = 0; i < packets.size();) {
+      const PortId port = packets[i].port;
+      tx_frames_.clear();
+      for (; i < packets.size() && packets[i].port == port; ++i) tx_frames_.push_back(packets[i].bytes);
+      refused += tx_frames_.size() - sockets_[port].send_batch(tx_frames_);
+    }
+    return refused;
+  }
+
+  SwitchPortsCounters counters() const override {
+    SwitchPortsCounters c;
+    for (const PacketSocket& s : sockets_) c.truncated += s.counters().truncated;
+    c.ethernet = ethernet_;
+    c.mac_addresses = macs_.size();
+    c.neighbors = neighbors_.size();
+    return c;
+  }
+
+  void describe(nlohmann::json& stats) const override {
+    stats["interfaces"] = nlohmann::json::array();
+    for (const PacketSocket& s : sockets_) stats["interfaces"].push_back(s.name());
+  }
+
+  void describe_port(PortId port, nlohmann::json& row) const override { row["interface"] = sockets_[port].name(); }
+
+  std::uint64_t kernel_drops(PortId port) const override { return sockets_[port].kernel_drops(); }
+
+  // Hosts are attached by cable here: SwitchControl asks supports_hosts() first.
+  bool supports_hosts() const override { return false; }
+  UdpEndpoint data_endpoint() const override { return {}; }
+  std::optional<PortId> port_of(const UdpEndpoint&) const override { return std::nullopt; }
+  void attach(PortId, const UdpEndpoint&) override { throw std::logic_error("interface ports have no hosts"); }
+  void detach(PortId) override { throw std::logic_error("interface ports have no hosts"); }
+
+ private:
+  static std::vector<PacketSocket> open_sockets(const SwitchDaemonConfig& config) {
+    std::vector<PacketSocket> sockets;
+    for (const SwitchPortConfig& port : config.ports) sockets.emplace_back(port.interface);
+    return sockets;
+  }
+
+  // Frames up to the largest MTU among the ports; a larger one (e.g. a GRO super-frame from an
+  // interface with offloads on) is counted as truncated.
+  static std::size_t largest_frame(const std::vector<PacketSocket>& sockets) {
+    std::size_t max_frame = 0;
+    for (const PacketSocket& s : sockets) max_frame = std::max(max_frame, s.max_frame_bytes());
+    return max_frame;
+  }
+
+  // Learns that `ip` is at `mac`, unless the routes say `ip` lives behind another port than the
+  // one it came from: a host cannot redirect the switch's frames to another host's IP by
+  // claiming it (in ARP or as an ATP source) from its own port.
+  void learn_neighbor(Address ip, const MacAddress& mac, PortId port) {
+    if (auto it = routes_.find(ip); it != routes_.end() && it->second != port) {
+      ++ethernet_.neighbor_refused;
+      return;
+    }
+    neighbors_.learn(ip, mac);
+  }
+
+  std::vector<PacketSocket> sockets_;                     // port i's raw socket
+  FrameBatch batch_;                                      // receive buffers, sized for the largest MTU
+  const Routes& routes_;                                  // the dataplane's: learn_neighbor's check
+  std::vector<Received> received_;                        // receive_burst()'s frames, reused
+  MacTable macs_;                                         // where each source MAC was seen
+  NeighborTable neighbors_;                               // IPv4 -> MAC, for the frames the pipeline sends
+  std::vector<std::uint8_t> encapsulated_;                // encapsulate()'s output, reused
+  std::vector<std::span<const std::uint8_t>> tx_frames_;  // send()'s batch for one port, reused
+  EthernetCounters ethernet_;
+};
+
+}  // namespace
+
+std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes) {
+  return std::make_unique<EthernetPorts>(config, routes);
+}
+
+}  // namespace atp::detail
