@@ -463,14 +463,22 @@ struct WorkerEndpoint::Impl {
   void rescue_holes(std::uint32_t k, PacketSink& out) {
     if (config.loss_recovery == LossRecovery::kTimeoutOnly) return;
     Flow& f = flows[k];
-    f.rescue_next = std::max(f.rescue_next, f.expected);
     const std::uint64_t end = std::min<std::uint64_t>(f.rescue_end, std::uint64_t{f.expected} + f.cc.window());
-    for (int budget = 2; budget > 0 && f.rescue_next < end;) {
-      const std::uint32_t i = fragment_of(k, f.rescue_next++);
+    f.rescue_next = resend_holes(k, std::max(f.rescue_next, f.expected), end, 2, out);
+  }
+
+  // Resends flow k's fragments without a result among local indices [from, end), oldest first,
+  // at most `budget` of them. Returns where it stopped: one past the last index it looked at.
+  std::uint32_t resend_holes(std::uint32_t k, std::uint32_t from, std::uint64_t end, std::uint32_t budget,
+                             PacketSink& out) {
+    std::uint32_t j = from;
+    while (j < end && budget > 0) {
+      const std::uint32_t i = fragment_of(k, j++);
       if ((fragments[i].flags & kReceived) != 0) continue;
       send_fragment(i, /*resend=*/true, out);
       --budget;
     }
+    return j;
   }
 
   // The PS says the workers' rounds differ in size at h.seq (docs/protocol.md "Round shape"). For
@@ -516,10 +524,10 @@ struct WorkerEndpoint::Impl {
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
       // every worker that missed the same results resends at once, and an uncapped burst can
       // fill a drop-tail queue and lose the very fragment everyone waits for, every time. The
-      // same data timing out again (the window holds) resends only the oldest hole: a window's
-      // worth at every backed-off RTO would fill the links with resends that flush the switches'
-      // aggregators, while the job waits for one worker's recovery.
-      // Recovering by timeouts alone, every timeout resends all the holes the window allows.
+      // same data timing out again (the window holds) resends half as many as the timeout before,
+      // at least the oldest hole: a window's worth at every backed-off RTO would fill the links
+      // with resends that flush the switches' aggregators, while the job waits for one worker's
+      // recovery. Recovering by timeouts alone, every timeout resends all the window allows.
       const bool news =
           f.cc.on_timeout(seq_of(k, f.expected), next_seq(f, k)) || config.loss_recovery == LossRecovery::kTimeoutOnly;
       f.recover = f.next_to_send;
@@ -531,15 +539,8 @@ struct WorkerEndpoint::Impl {
       // go as results come back (rescue_holes).
       const std::uint32_t end = std::max(f.expected + 1, f.received_end);
       f.timeout_burst = news ? f.cc.window() : std::max<std::uint32_t>(1, f.timeout_burst / 2);
-      std::uint32_t budget = f.timeout_burst;
-      std::uint32_t j = f.expected;
-      for (; j < end && budget > 0; ++j) {
-        const std::uint32_t i = fragment_of(k, j);
-        if ((fragments[i].flags & kReceived) != 0) continue;
-        send_fragment(i, /*resend=*/true, out);
-        --budget;
-      }
-      f.rescue_next = news ? j : std::max(f.rescue_next, j);
+      const std::uint32_t stop = resend_holes(k, f.expected, end, f.timeout_burst, out);
+      f.rescue_next = news ? stop : std::max(f.rescue_next, stop);
       f.rescue_end = std::max(f.rescue_end, end);
       // Exponential backoff, to at most kMaxBackoff times the estimate: far enough to get past a
       // round trip that grew that much (a queue that built up, or no sample yet), and a hole never
