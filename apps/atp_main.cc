@@ -31,7 +31,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
     hosts:    [{name, switch}]   each host has one link, to its switch
     links:    [[switch, switch]] switch-to-switch links; they must form a tree
   jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
-          rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (62), scale (1e8), magnitude (1.0: inputs uniform
+          rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (unset: the widest the
+          aggregating switches and the links' MTU take, at most 1024; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
           in [-magnitude, magnitude]), index (hashed: HASH(job, seq), the paper's text | linear: seq | hashed_slots: HASH(job, seq mod
           max_window x PS shards), the authors' code), congestion_control (true),
           loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),

@@ -32,7 +32,7 @@ struct BenchOptions {
   double factor = 2;
   int iters = 5;
   int warmup = 1;
-  int values_per_packet = 1024;
+  int values_per_packet = 0;  // 0: the run's choice (JobSpec::values_per_packet)
   int aggregators = 4096;
   // Switches mark ECN above this queue (packets), as ATP's congestion control expects (§3.7):
   // without it, a queue that hash collisions overload (the PS's link) grows until the fixed RTO
@@ -77,8 +77,9 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
     if (o.max_window) y << "max_window: " << *o.max_window << ", ";
     y << "index: " << o.index << ", ";
   }
-  y << "elements: " << elements << ", rounds: " << o.iters + o.warmup << ", warmup_rounds: " << o.warmup
-    << ", values_per_packet: " << o.values_per_packet << "}\n";
+  y << "elements: " << elements << ", rounds: " << o.iters + o.warmup << ", warmup_rounds: " << o.warmup;
+  if (o.values_per_packet != 0) y << ", values_per_packet: " << o.values_per_packet;
+  y << "}\n";
   return y.str();
 }
 
@@ -216,7 +217,12 @@ int run_allreduce_bench(const BenchOptions& o) {
   // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP, or on ns-3's point-to-point
   // links PPP (2) + IPv4 (20) + UDP (8).
   const double encapsulation = o.backend == "ns3" ? 30 : kEncapsulationBytes;
-  const double atp_ceiling = 4.0 * o.values_per_packet / (4.0 * o.values_per_packet + kHeaderBytes + encapsulation);
+  // The share of a frame that is values, for the fragment width the runs chose (0: no ATP run yet).
+  std::uint16_t values_per_packet = 0;
+  const auto atp_ceiling = [&] {
+    const double v = values_per_packet;
+    return v == 0 ? 0.0 : 4 * v / (4 * v + kHeaderBytes + encapsulation);
+  };
   const bool simulated = o.backend == "ns3" || o.backend == "inproc";
   // The algorithms whose busbw is nccl-tests' bus bandwidth (each worker's link carries 2(n-1)/n
   // of the tensor each way), and those where the switches or one PS add (each worker sends and
@@ -254,9 +260,9 @@ int run_allreduce_bench(const BenchOptions& o) {
       std::printf(
           "# %s: busbw applies the same formula, to compare: each worker sends and receives its tensor\n"
           "# once (the switches or the PS add), so busbw may exceed the link rate, as in nccl-tests'\n"
-          "# NVLS/SHARP runs. ATP's algbw is at most %.4f GB/s: the link x %.3f, the values' share of a\n"
-          "# frame with %d-value fragments.\n",
-          aggregated.c_str(), link_GBps * atp_ceiling, atp_ceiling, o.values_per_packet);
+          "# NVLS/SHARP runs. ATP's algbw is at most the link x the values' share of a frame (the last\n"
+          "# lines say how wide the fragments were, and so what that is).\n",
+          aggregated.c_str());
     }
     std::printf(
         "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
@@ -292,6 +298,7 @@ int run_allreduce_bench(const BenchOptions& o) {
                                : o.backend == "ns3" ? run_ns3(s)
                                                     : run_inproc(s);
       m.job = r.jobs.at(0);
+      if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
       m.check = check_of(o.backend, algorithm);
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
@@ -346,9 +353,9 @@ int run_allreduce_bench(const BenchOptions& o) {
                           {"link_GBps", link_GBps},
                           {"iters", o.iters},
                           {"warmup", o.warmup},
-                          {"values_per_packet", o.values_per_packet},
+                          {"values_per_packet", values_per_packet},
                           {"busbw_factor", bus_factor},
-                          {"atp_algbw_ceiling_GBps", link_GBps * atp_ceiling},
+                          {"atp_algbw_ceiling_GBps", link_GBps * atp_ceiling()},
                           {"tcp_path", tcp_path(o.backend)},
                           {"results", rows}};
     std::cout << doc.dump(2) << "\n";
@@ -362,6 +369,10 @@ int run_allreduce_bench(const BenchOptions& o) {
                 i + 1 < o.algorithms.size() ? "," : "");
   }
   std::printf("\n");
+  if (values_per_packet != 0) {
+    std::printf("# Fragments of %u values: ATP's algbw is at most %.4f GB/s, the link x %.3f.\n", values_per_packet,
+                link_GBps * atp_ceiling(), atp_ceiling());
+  }
   return all_ok ? kExitOk : kExitFailed;
 }
 
@@ -414,8 +425,8 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("-w,--warmup", o->warmup, "untimed iterations first")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  app->add_option("--values-per-packet", o->values_per_packet, "ATP fragment width (int32 values)")
-      ->capture_default_str()
+  app->add_option("--values-per-packet", o->values_per_packet,
+                  "ATP fragment width (int32 values); unset: the widest the switches and the links' MTU take")
       ->check(CLI::Range(1, static_cast<int>(kMaxValuesPerPacket)));
   app->add_option("--aggregators", o->aggregators, "aggregators per switch")
       ->capture_default_str()

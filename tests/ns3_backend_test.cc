@@ -24,7 +24,7 @@ std::string two_racks(const std::string& job_extra, const std::string& link_extr
          "    - {name: ps, switch: core}\n    - {name: x, switch: tor0}\n"
          "  links: [[tor0, core], [tor1, core]]\n"
          "jobs:\n"
-         "  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 2" +
+         "  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 2, values_per_packet: 62" +
          job_extra + "}\n";
 }
 
@@ -110,7 +110,8 @@ TEST(Ns3Backend, HostQueueDropsAreCountedLikeInproc) {
   const Scenario s = parse_scenario_yaml(
       "seed: 1\nlink: {rate_gbps: 100, buffer_packets: 1000}\ntopology:\n  switches: [{name: tor}]\n"
       "  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: ps, switch: tor}]\n"
-      "jobs:\n  - {workers: [w0, w1], ps: [ps], elements: 124000, index: linear, window: 1500, max_window: 1500, "
+      "jobs:\n  - {workers: [w0, w1], ps: [ps], elements: 124000, values_per_packet: 62, index: linear, window: 1500, "
+      "max_window: 1500, "
       "congestion_control: false}\n");
   const ScenarioResult in = run_inproc(s);
   const ScenarioResult ns = run_ns3(s);
@@ -135,7 +136,8 @@ TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
         "seed: 5\nlink: {rate_gbps: 10, buffer_packets: 64, ecn_threshold_packets: 16}\n"
         "topology:\n  switches: [{name: tor}]\n  hosts:\n" +
         hosts + "    - {name: ps, switch: tor}\njobs:\n  - {algorithm: ps, workers: [" + workers +
-        "], ps: [ps], elements: 200000, congestion_control: " + (cc ? "true" : "false") + "}\n");
+        "], ps: [ps], elements: 200000, values_per_packet: 62, congestion_control: " + (cc ? "true" : "false") +
+        "}\n");
   };
   const auto drops = [](const ScenarioResult& r) {
     std::uint64_t n = 0;

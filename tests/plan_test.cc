@@ -660,8 +660,6 @@ TEST(PlanJob, RejectsBadJobs) {
   expect_plan_error(plan(job_of({"w0", "w1"}, {"w1"})), {"'w1'", "both a worker and a parameter server"});
 
   JobSpec job = job_of({"w0", "w1"}, {"ps"});
-  job.values_per_packet = 0;
-  expect_plan_error(plan(job), {"values_per_packet 0"});
   job.values_per_packet = kMaxValuesPerPacket + 1;
   expect_plan_error(plan(job), {"values_per_packet 4097"});
   job.values_per_packet = kMaxValuesPerPacket;
@@ -674,6 +672,47 @@ TEST(PlanJob, RejectsBadJobs) {
   NetworkPlan no_topology = n;
   no_topology.topology = nullptr;
   EXPECT_THROW((void)plan_job(no_topology, job_of({"w0"}, {"ps"})), PlanError);
+}
+
+// Unset, a fragment is as wide as the switches that aggregate the job and the links' MTU take, and
+// at most kWidestChosenFragment; a width set by hand must fit the MTU too.
+TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
+  EXPECT_EQ(fragment_width(0, kMaxValuesPerPacket), kWidestChosenFragment);
+  EXPECT_EQ(fragment_width(1500, kMaxValuesPerPacket), 359);  // (1500 - 20 IPv4 - 8 UDP - 36 ATP) / 4
+  EXPECT_EQ(fragment_width(9000, kMaxValuesPerPacket), 1024);
+  EXPECT_EQ(fragment_width(65536, 300), 300);
+  EXPECT_EQ(fragment_width(20 + 8 + 36 + 4, kMaxValuesPerPacket), 1);
+  expect_plan_error([] { (void)fragment_width(20 + 8 + 36 + 3, kMaxValuesPerPacket); },
+                    {"MTU of 67 bytes", "no room for even one value"});
+
+  // sw0 and sw1 aggregate at level 0, sw2 at level 1; the core only forwards and, 8 values wide,
+  // bounds nothing.
+  Topology t = fig9(true);
+  t.switches[1].config.aggregator_width = 300;
+  NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w4"}, {"ps"});  // not under sw1
+  JobPlan p = plan_job(n, job);
+  EXPECT_EQ(p.values_per_packet, 1024);
+  EXPECT_EQ(p.workers[0].values_per_packet, 1024);
+  EXPECT_EQ(p.ps[0].values_per_packet, 1024);
+  job.workers.push_back("w2");  // under sw1
+  EXPECT_EQ(plan_job(n, job).values_per_packet, 300);
+  n.mtu_bytes = 1000;
+  EXPECT_EQ(plan_job(n, job).values_per_packet, 234);  // (1000 - 64) / 4
+
+  job.in_network_aggregation = false;  // the PS baseline: no switch bounds it, the same cap does
+  n.mtu_bytes = 0;
+  EXPECT_EQ(plan_job(n, job).values_per_packet, kWidestChosenFragment);
+
+  job.values_per_packet = 230;  // set by hand: kept where it fits
+  n.mtu_bytes = 1000;
+  EXPECT_EQ(plan_job(n, job).values_per_packet, 230);
+  job.values_per_packet = 250;  // 28 + 36 + 1000 bytes
+  expect_plan_error([&] { (void)plan_job(n, job); },
+                    {"job 'a'", "250 values per packet", "1064-byte IP packets", "MTU of 1000 bytes"});
+  n.mtu_bytes = 60;
+  job.values_per_packet = 0;
+  expect_plan_error([&] { (void)plan_job(n, job); }, {"job 'a'", "MTU of 60 bytes"});
 }
 
 // A job whose PSs could be made to hold more than kPsJobMemoryBudget fails at planning, with
@@ -695,8 +734,8 @@ TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
   job.congestion.max_window = 256;
   const JobPlan p = plan_job(n, job);
   EXPECT_LE(ps_job_memory_bound(p.ps[0]), kPsJobMemoryBudget);
-  job = job_of({"w0", "w1"}, {"ps0"});  // the default window and packet: well inside
-  EXPECT_LT(ps_job_memory_bound(plan_job(n, job).ps[0]), kPsJobMemoryBudget / 50);
+  job = job_of({"w0", "w1"}, {"ps0"});  // the default window and packet (1024 values): well inside
+  EXPECT_LT(ps_job_memory_bound(plan_job(n, job).ps[0]), kPsJobMemoryBudget / 10);
   job.congestion.max_window = kMaxWindowSeqs + 1;
   expect_plan_error([&] { (void)plan_job(n, job); }, {"max_window 1048577"});
 }

@@ -425,12 +425,14 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     b.job_workers.push_back(workers);
     b.job_ps.push_back(ps);
 
-    std::uint64_t vpp = 62;
-    if (rng.percent(75)) {
+    // A width the file sets, or (a quarter of jobs) none: planning picks one, at most
+    // kWidestChosenFragment and the narrowest aggregating switch's width; vpp is then that bound,
+    // for the sizes below.
+    const bool width_set = rng.percent(75);
+    std::uint64_t vpp = std::min<std::uint64_t>(kWidestChosenFragment, ps_algorithm ? 4096 : min_width);
+    if (width_set) {
       vpp = rng.pick(kValuesPerPacket);
       if (!ps_algorithm) vpp = std::min(vpp, min_width);
-    } else if (!ps_algorithm && min_width < 62) {
-      vpp = min_width;
     }
     const std::uint64_t rounds = rng.percent(30) ? 1 : rng.between(1, 3);
     // ... and of values (16M, 64 MB through the network): wide packets carry many values each.
@@ -445,8 +447,8 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
       put(m, "warmup_rounds", scalar(num(rng.below(rounds)), int_leaf(0, 1u << 20)));
     }
     b.job_rounds.push_back(rounds);
-    if (vpp != 62 || rng.percent(10)) put(m, "values_per_packet", scalar(num(vpp), int_leaf(1, 4096)));
-    ex.values_per_packet.push_back(vpp);
+    if (width_set) put(m, "values_per_packet", scalar(num(vpp), int_leaf(1, 4096)));
+    ex.values_per_packet.push_back(width_set ? vpp : 0);
     ex.elements.push_back(elements);
     ex.aggregated.push_back(!ps_algorithm);
 

@@ -382,7 +382,8 @@ TEST(ScenarioRun, CrashAtTimeOfThePs) {
   // The PS stops mid-round: its workers fail after their progress timeout, honestly reported.
   const Scenario s = parse_scenario_yaml(
       replaced("elements: 1000, rounds: 2}",
-               "elements: 20000, rounds: 2, progress_timeout_us: 20000}\nfaults: [{crash: ps0, at_us: 7}]"));
+               "elements: 20000, rounds: 2, values_per_packet: 62, progress_timeout_us: 20000}\n"
+               "faults: [{crash: ps0, at_us: 7}]"));
   const ScenarioResult r = run_inproc(s);
   const JobResult& a = r.jobs.at(0);
   EXPECT_FALSE(a.correct);
@@ -917,7 +918,8 @@ topology:
   switches: [{name: tor, aggregators: 512}]
   hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: p, switch: tor}]
 jobs:
-  - {workers: [a, b], ps: [p], elements: 200000, rounds: 4, window: 256, max_window: 256, congestion_control: false, index: )";
+  - {workers: [a, b], ps: [p], elements: 200000, rounds: 4, values_per_packet: 62, window: 256, max_window: 256,
+     congestion_control: false, index: )";
   const JobResult hashed = run_inproc(parse_scenario_yaml(yaml + "hashed}\n")).jobs.at(0);
   const JobResult slots = run_inproc(parse_scenario_yaml(yaml + "hashed_slots}\n")).jobs.at(0);
   EXPECT_TRUE(hashed.correct) << hashed.error;

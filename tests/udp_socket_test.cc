@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "atp/wire.h"
 
 namespace atp {
 namespace {
@@ -42,6 +46,17 @@ TEST(UdpEndpoint, ParseAndPrint) {
   for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "localhost:1", "1.2.3:4", "1.2.3.4:x"}) {
     EXPECT_THROW(UdpEndpoint::parse(bad), std::invalid_argument) << bad;
   }
+}
+
+// The kernel's MTU towards an address: the loopback's (65536 on Linux, which IPv4's 16-bit length
+// caps at 65535), well above Ethernet's, so that fragments on one host are as wide as the switch
+// takes.
+TEST(PathMtu, IsTheLoopbacksOnThisHost) {
+  std::ifstream lo("/sys/class/net/lo/mtu");
+  std::uint32_t expected = 0;
+  ASSERT_TRUE(lo >> expected);
+  EXPECT_EQ(path_mtu(UdpEndpoint::loopback(kUdpPort)), std::min<std::uint32_t>(expected, 65535));
+  EXPECT_GT(expected, 1500u);
 }
 
 TEST(UdpSocket, BindsAKernelPickedPort) {

@@ -72,6 +72,10 @@ struct NetworkPlan {
   std::vector<PlannedLink> links;                           // host links first, then switch links
   std::map<std::string, std::map<Address, PortId>> routes;  // switch -> dst host -> egress port
   const Topology* topology = nullptr;  // the planned topology; plan_job reads it, so it must outlive the plan
+  // The IP MTU of the links the job's packets cross (an IP header and what it carries), which
+  // plan_network cannot know: the backend that runs the plan sets it (a veth's MTU, the path MTU
+  // the kernel reports, a simulator's). 0: no limit. plan_job sizes fragments to fit.
+  std::uint32_t mtu_bytes = 0;
 };
 
 NetworkPlan plan_network(const Topology& topology);
@@ -91,7 +95,10 @@ struct JobSpec {
   JobId id = 0;
   std::vector<std::string> workers;  // host names; the order gives worker ids
   std::vector<std::string> ps;       // host names; fragments are sharded round-robin over them
-  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+  // 0: the widest fragment the job's path takes (plan_job: fragment_width). The paper's Tofino
+  // holds kDefaultValuesPerPacket (62); a software switch costs about the same per packet
+  // whatever its size, so wider fragments move more values for the same work.
+  std::uint16_t values_per_packet = 0;
   double scale = 1e8;
   IndexPolicy index_policy = IndexPolicy::kHashed;
   CongestionConfig congestion;
@@ -114,12 +121,23 @@ struct SwitchJobPlan {
 };
 
 struct JobPlan {
+  std::uint16_t values_per_packet = 0;            // JobSpec's, or the width fragment_width chose
   std::vector<WorkerConfig> workers;              // same order as JobSpec::workers
   std::vector<PsConfig> ps;                       // same order as JobSpec::ps
   std::map<std::string, SwitchJobPlan> switches;  // every switch on the job's paths
   std::uint32_t num_aggregators = 1;              // smallest table among the job's aggregating switches (1: none)
   AggregatorRange aggregators;  // the indices its workers and PSes use: {0, num_aggregators} or its static share
 };
+
+// The widest fragment chosen for a job that does not set one: the default aggregator width, so
+// that a job no switch aggregates (the PS baseline) moves the same packets as one they do.
+inline constexpr std::uint16_t kWidestChosenFragment = SwitchConfig{}.aggregator_width;
+
+// The width of a job's fragments when JobSpec::values_per_packet is 0: the largest that every
+// switch aggregating it accepts (its aggregator_width), that fits one IP packet of `mtu_bytes`
+// (IPv4 + UDP + ATP headers + the values; 0: no limit) and at most kWidestChosenFragment. Throws
+// PlanError when not even one value fits the MTU.
+std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator);
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
 // fragment wider than an aggregating switch's aggregators, a static share of no aggregators).

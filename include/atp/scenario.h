@@ -151,6 +151,7 @@ struct JobResult {
   std::uint64_t collisions = 0;             // packets forwarded past a busy aggregator, over all switches
   std::uint64_t float_fragments = 0;        // fragments that took the float32 overflow path, all rounds
   std::uint64_t reclaimed_aggregators = 0;  // of this job, freed by switches' reclaim timeout
+  std::uint16_t values_per_packet = 0;      // the fragment width planned (0: a TCP collective, no fragments)
   std::uint64_t fragments = 0;              // fragments per round x completed rounds
   std::uint32_t warmup_rounds = 0;          // of the completed rounds, not timed (not in seconds, algbw)
   // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest

@@ -24,7 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint16_t kDefaultMaxValuesPerPacket = 1024;  // the default's cap (ClusterJobOptions::values_per_packet)
 constexpr int kJobIdAttempts = 64;
 constexpr Duration kSetupMargin = std::chrono::seconds(30);
 // A failed rank 0 waits at most this long (or its timeout) for the others to read its error.
@@ -223,13 +222,12 @@ struct ClusterJob::Coordinator {
     }
     topology.hosts.push_back({"ps", tor.name, ps.host});
     spec.ps = {"ps"};
-    spec.values_per_packet = options.values_per_packet != 0
-                                 ? options.values_per_packet
-                                 : std::min(kDefaultMaxValuesPerPacket, tor.config.aggregator_width);
+    spec.values_per_packet = options.values_per_packet;
     spec.scale = options.scale;
     spec.retransmit_timeout = options.retransmit_timeout;
     spec.progress_timeout = options.timeout;
-    const NetworkPlan network = plan_network(topology);
+    NetworkPlan network = plan_network(topology);
+    network.mtu_bytes = path_mtu(switch_data);  // every rank reaches the switch as this one does
 
     std::mt19937 random{std::random_device{}()};
     for (int attempt = 0; attempt < kJobIdAttempts; ++attempt) {

@@ -17,6 +17,8 @@ namespace {
 
 // bitmap0 and bitmap1 are 32-bit one-hot fields: at most 32 members per group and 32 groups.
 constexpr std::size_t kMaxBitmapPositions = 32;
+// What an ATP packet travels in on a real network below the MTU: IPv4 (20) and UDP (8).
+constexpr std::size_t kIpUdpBytes = 20 + 8;
 
 std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
 
@@ -162,9 +164,9 @@ void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
                       "(algorithm ps) may put them together");
     }
   }
-  if (job.values_per_packet == 0 || job.values_per_packet > kMaxValuesPerPacket) {
+  if (job.values_per_packet > kMaxValuesPerPacket) {
     throw PlanError(name + " has values_per_packet " + std::to_string(job.values_per_packet) + "; it must be 1.." +
-                    std::to_string(kMaxValuesPerPacket));
+                    std::to_string(kMaxValuesPerPacket) + ", or 0 to fit the path");
   }
   if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
     throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
@@ -400,6 +402,18 @@ NetworkPlan plan_network(const Topology& topology) {
   return plan;
 }
 
+std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator) {
+  std::uint32_t width = std::min(kWidestChosenFragment, narrowest_aggregator);
+  if (mtu_bytes != 0) {
+    if (mtu_bytes < kIpUdpBytes + packet_size(1)) {
+      throw PlanError("an MTU of " + std::to_string(mtu_bytes) + " bytes leaves no room for even one value after the " +
+                      std::to_string(kIpUdpBytes + kHeaderBytes) + " bytes of IPv4, UDP and ATP headers");
+    }
+    width = std::min<std::uint32_t>(width, static_cast<std::uint32_t>((mtu_bytes - kIpUdpBytes - kHeaderBytes) / 4));
+  }
+  return static_cast<std::uint16_t>(std::max<std::uint32_t>(width, 1));
+}
+
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_hosts(network, job);
@@ -411,11 +425,29 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   // Aggregating switches bound the fragment width and the index range.
   JobPlan plan;
   const std::string* smallest_switch = nullptr;  // the first aggregating switch with the smallest table
+  std::uint16_t narrowest = kMaxValuesPerPacket;  // aggregator width
+  for (const PsTree& tree : trees) {
+    for (const auto& [switch_name, role] : tree.roles) {
+      narrowest = std::min(narrowest, graph.switch_config.at(switch_name)->aggregator_width);
+    }
+  }
+  try {
+    plan.values_per_packet =
+        job.values_per_packet != 0 ? job.values_per_packet : fragment_width(network.mtu_bytes, narrowest);
+  } catch (const PlanError& e) {
+    throw PlanError(name + ": " + e.what());
+  }
+  if (network.mtu_bytes != 0 && kIpUdpBytes + packet_size(plan.values_per_packet) > network.mtu_bytes) {
+    throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet: its " +
+                    std::to_string(kIpUdpBytes + packet_size(plan.values_per_packet)) +
+                    "-byte IP packets do not fit the links' MTU of " + std::to_string(network.mtu_bytes) +
+                    " bytes; leave values_per_packet out to fit the path");
+  }
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {
       const SwitchConfig& config = *graph.switch_config.at(switch_name);
-      if (job.values_per_packet > config.aggregator_width) {
-        throw PlanError(name + " uses " + std::to_string(job.values_per_packet) + " values per packet, but switch " +
+      if (plan.values_per_packet > config.aggregator_width) {
+        throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet, but switch " +
                         quoted(switch_name) + ", which aggregates it, has aggregators only " +
                         std::to_string(config.aggregator_width) + " values wide");
       }
@@ -451,7 +483,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.job = job.id;
     w.self = network.host_address.at(job.workers[i]);
     for (const PsTree& tree : trees) w.ps.push_back(tree.worker_routes[i]);
-    w.values_per_packet = job.values_per_packet;
+    w.values_per_packet = plan.values_per_packet;
     w.scale = job.scale;
     w.aggregators = plan.aggregators;
     w.index_policy = job.index_policy;
@@ -472,7 +504,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.multicast_group = multicast_group_address(job.id);
     for (const Group& group : trees[k].groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
     for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
-    p.values_per_packet = job.values_per_packet;
+    p.values_per_packet = plan.values_per_packet;
     p.aggregators = plan.aggregators;
     p.index_policy = job.index_policy;
     p.max_window_seqs = max_window_seqs;
@@ -480,7 +512,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {
       throw PlanError(name + " lets each parameter server hold up to " + std::to_string(ps_job_memory_bound(p) >> 20) +
                       " MiB (max_window " + std::to_string(congestion.max_window) + " x " +
-                      std::to_string(job.ps.size()) + " PS shards, " + std::to_string(job.values_per_packet) +
+                      std::to_string(job.ps.size()) + " PS shards, " + std::to_string(plan.values_per_packet) +
                       " values per packet), above the " + std::to_string(kPsJobMemoryBudget >> 20) +
                       " MiB a PS job may use; lower max_window or values_per_packet");
     }

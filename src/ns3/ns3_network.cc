@@ -472,6 +472,8 @@ std::uint64_t Ns3Network::run_until(Time limit) {
   return ns3::Simulator::GetEventCount() - before;
 }
 
+std::uint32_t Ns3Network::mtu_bytes() const { return kMtu; }
+
 std::uint64_t Ns3Network::events_processed() const { return ns3::Simulator::GetEventCount() - impl_->events_at_start; }
 
 ns3::Ptr<ns3::Node> Ns3Network::ns3_node(sim::NodeId node) const { return impl_->nodes.at(node).ns3; }

@@ -49,6 +49,7 @@ class Ns3Network final : public sim::Network {
   Time now() const override;
   std::uint64_t run_until(Time limit) override;
   std::uint64_t events_processed() const override;
+  std::uint32_t mtu_bytes() const override;
 
   // The ns-3 node behind a host or switch, for applications (TCP collectives, background flows).
   ns3::Ptr<ns3::Node> ns3_node(sim::NodeId node) const;

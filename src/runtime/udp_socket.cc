@@ -50,6 +50,21 @@ sockaddr_in to_sockaddr(const UdpEndpoint& e) {
 
 UdpEndpoint from_sockaddr(const sockaddr_in& a) { return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)}; }
 
+std::uint32_t path_mtu(const UdpEndpoint& to) {
+  const std::string where = "the path MTU towards " + to.to_string();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw UdpSetupError("cannot open a socket to read " + where + ": " + errno_reason(errno), errno);
+  const sockaddr_in a = to_sockaddr(to);
+  int mtu = 0;
+  socklen_t length = sizeof(mtu);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &length) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok || mtu <= 0) throw UdpSetupError("cannot read " + where + ": " + errno_reason(error), error);
+  return static_cast<std::uint32_t>(mtu);
+}
+
 std::string UdpEndpoint::to_string() const { return format_address(ip) + ":" + std::to_string(port); }
 
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)

@@ -35,6 +35,7 @@ std::string to_json(const ScenarioResult& result) {
     o["workers"] = j.workers;
     o["tensor_bytes"] = j.tensor_bytes;
     o["warmup_rounds"] = j.warmup_rounds;
+    o["values_per_packet"] = j.values_per_packet;
     o["fragments"] = j.fragments;
     o["float_fragments"] = j.float_fragments;
     ordered_json aggregations = ordered_json::object();

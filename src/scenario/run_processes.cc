@@ -243,6 +243,8 @@ class ProcessRun {
   void plan() {
     try {
       network_ = plan_network(s_.topology);
+      // netns: the testbed's veths; udp: every process on this host's loopback.
+      network_.mtu_bytes = netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(UdpEndpoint::loopback(kUdpPort));
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
@@ -478,8 +480,7 @@ class ProcessRun {
           }
         } else {
           spec.config.job = job.spec.id;
-          spec.config.scale = job.spec.scale;
-          spec.config.values_per_packet = job.spec.values_per_packet;
+          spec.config.scale = job.spec.scale;  // a float32 sum is checked value by value: no fragments
           spec.ranks = ranks;
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
@@ -968,10 +969,12 @@ class ProcessRun {
             "only " + std::to_string(r.completed_rounds) + " of " + std::to_string(r.rounds) + " rounds completed";
       }
       r.correct = r.error.empty();
-      const std::uint64_t vpp = s_.jobs[j].spec.values_per_packet;
       // TCP collectives have no fragments (nor PS packets, nor an in-network share).
-      if (uses_atp_protocol(s_.jobs[j].algorithm))
+      if (uses_atp_protocol(s_.jobs[j].algorithm)) {
+        r.values_per_packet = plans_[j].values_per_packet;
+        const std::uint64_t vpp = r.values_per_packet;
         r.fragments = (s_.jobs[j].elements + vpp - 1) / vpp * r.completed_rounds;
+      }
       r.seconds = ns_to_s(allreduce_ns[j]);
       derive_rates(r);
     }

@@ -292,7 +292,7 @@ struct JobRuntime {
   RoundTimes times;
 
   std::uint64_t fragments_per_round() const {
-    const std::uint64_t vpp = job->spec.values_per_packet;
+    const std::uint64_t vpp = plan.values_per_packet;
     return (job->elements + vpp - 1) / vpp;
   }
 
@@ -444,7 +444,7 @@ void RoundDriver::verify() {
   }
   if (wrong.empty()) {
     wrong =
-        scenario_inputs::check_result(ref, result, is_float, job_.job->spec.values_per_packet, job_.job->spec.scale);
+        scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale);
   }
   if (!wrong.empty() && !mismatch) {
     mismatch = true;
@@ -536,6 +536,7 @@ void SimulatedScenario::Impl::build() {
   // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
   try {
     network_plan = plan_network(scenario.topology);
+    network_plan.mtu_bytes = network.mtu_bytes();
   } catch (const PlanError& e) {
     throw ScenarioError(std::string("topology: ") + e.what());
   }
@@ -708,7 +709,7 @@ void SimulatedScenario::Impl::sample_series(Time now) {
       aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
     for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
     const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
-    const double bytes = static_cast<double>(parameters - st.parameters) / workers * rt.job->spec.values_per_packet * 4;
+    const double bytes = static_cast<double>(parameters - st.parameters) / workers * rt.plan.values_per_packet * 4;
     st.series.goodput_gbps.push_back(bytes * 8 / seconds / 1e9);
     st.series.window_packets.push_back(window / workers);
     st.series.switch_aggregations.push_back(aggregations - st.aggregations);
@@ -768,6 +769,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   for (std::uint32_t k = 0; k < r.completed_rounds && k < rt.float_fragments_by_round.size(); ++k) {
     r.float_fragments += rt.float_fragments_by_round[k];
   }
+  r.values_per_packet = rt.plan.values_per_packet;
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
   rt.times.report(r, job.warmup_rounds);
   derive_rates(r);

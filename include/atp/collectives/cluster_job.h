@@ -26,8 +26,7 @@ struct ClusterJobOptions {
   bool local = false;
   std::uint32_t local_aggregators = 4096;  // the local switch's table (aggregators of 1024 int32 values)
   std::uint32_t bind_ip = 0x7F000001;      // where every rank binds its data socket (the switch reaches it there)
-  // int32 values per packet. 0: as wide as the switch's aggregators, at most 1024 (on a software
-  // switch a packet costs the same system calls whatever its size; the paper's Tofino holds 62).
+  // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).
   std::uint16_t values_per_packet = 0;
   double scale = 1e8;  // fixed point: value x scale, rounded, as int32 (paper §3.8)
   // The retransmission timeout before one is measured (WorkerConfig::retransmit_timeout); later

@@ -54,6 +54,7 @@ class Network final : public sim::Network {
   std::uint64_t run_until(Time limit) override;
   std::uint64_t run_until_idle() { return run_until(kNever); }
   std::uint64_t events_processed() const override;
+  std::uint32_t mtu_bytes() const override { return 0; }  // a packet is bytes in memory: any size
   // Packets a node sent out of a port that connect() never wired up; dropped.
   std::uint64_t unconnected_drops() const;
 

@@ -81,6 +81,8 @@ class Network {
   // Returns events processed.
   virtual std::uint64_t run_until(Time limit) = 0;
   virtual std::uint64_t events_processed() const = 0;
+  // The largest IP packet (headers included) a link carries; 0: any size (NetworkPlan::mtu_bytes).
+  virtual std::uint32_t mtu_bytes() const = 0;
 };
 
 }  // namespace atp::sim

@@ -29,6 +29,11 @@ struct UdpEndpoint {
 sockaddr_in to_sockaddr(const UdpEndpoint& e);
 UdpEndpoint from_sockaddr(const sockaddr_in& a);
 
+// The largest IP packet this host sends towards `to` unfragmented, as its kernel knows it (the
+// route's MTU, else its interface's: IP_MTU of a UDP socket connected there), for
+// NetworkPlan::mtu_bytes. Throws UdpSetupError, e.g. when no route leads there.
+std::uint32_t path_mtu(const UdpEndpoint& to);
+
 // A setup failure (socket, bind, buffer sizes): what() is one sentence, e.g. "cannot bind UDP
 // 127.0.0.1:9000: address already in use"; error() is the errno.
 class UdpSetupError : public std::runtime_error {
