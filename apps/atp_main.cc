@@ -36,7 +36,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           in [-magnitude, magnitude]), index (hashed: HASH(job, seq), the paper's text | linear: seq | hashed_slots: HASH(job, seq mod
           max_window x PS shards), the authors' code), congestion_control (true),
           loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),
-          window (200), max_window (1024),
+          window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000: the first RTO; later ones are measured),
           progress_timeout_us (2000000), initial_seq (0)}]

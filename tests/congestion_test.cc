@@ -27,6 +27,21 @@ TEST(AimdWindow, StartsAtInitialWindowWithOneMtuStep) {
   EXPECT_EQ(AimdWindow(CongestionConfig{}, 1500).step(), 1u);
 }
 
+// The default first window is the same bytes whatever the packet size: 200 packets of the
+// default 62 values, 13 of 1024 (a queue not yet drained holds bytes, not packets), at least one
+// packet, within [min_window, max_window]; a window given in packets is kept.
+TEST(AimdWindow, TheDefaultFirstWindowIsTheSameBytesForAnyPacketSize) {
+  EXPECT_EQ(AimdWindow(CongestionConfig{}, packet_size(kDefaultValuesPerPacket)).window(), 200u);
+  EXPECT_EQ(AimdWindow(CongestionConfig{}, packet_size(1024)).window(), 13u);
+  EXPECT_EQ(AimdWindow(CongestionConfig{}, 1u << 20).window(), 1u);
+  CongestionConfig capped;
+  capped.max_window = 8;
+  EXPECT_EQ(AimdWindow(capped, packet_size(kDefaultValuesPerPacket)).window(), 8u);
+  CongestionConfig given;
+  given.initial_window = 300;
+  EXPECT_EQ(AimdWindow(given, packet_size(1024)).window(), 300u);
+}
+
 TEST(AimdWindow, SlowStartAddsOneMtuPerAck) {
   AimdWindow w(config_with(10, 100), kPacketBytes);
   w.on_ack(0, false, 10);

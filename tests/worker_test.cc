@@ -104,6 +104,12 @@ std::vector<std::int32_t> sums_for(Seq seq, std::size_t count = 4) {
 
 Bytes parameter(Seq seq, std::size_t count = 4) { return build_packet(parameter_header(seq), sums_for(seq, count)); }
 Bytes parameter_with(Header h, std::size_t count = 4) { return build_packet(h, sums_for(h.seq, count)); }
+// A result some worker's resend went into: the PS sets its resend flag.
+Bytes recovered_parameter(Seq seq) {
+  Header h = parameter_header(seq);
+  h.resend = true;
+  return parameter_with(h);
+}
 
 std::vector<std::int32_t> quantized(std::span<const float> in, double scale) {
   std::vector<std::int32_t> out(in.size());
@@ -589,9 +595,9 @@ TEST(Worker, AfterATimeoutEachResultOfAResentFragmentResendsTheNextAtOnce) {
   w.on_timeout(now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
   now += std::chrono::microseconds(10);
-  w.on_packet(parameter(kInitialSeq), now, out);
+  w.on_packet(recovered_parameter(kInitialSeq), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
-  w.on_packet(parameter(kInitialSeq + 1), now, out);
+  w.on_packet(recovered_parameter(kInitialSeq + 1), now, out);
   const auto next = out.take();
   EXPECT_EQ(seqs_of(next), (std::vector<Seq>{kInitialSeq + 2}));
   EXPECT_TRUE(decoded(next[0]).resend);
@@ -603,6 +609,27 @@ TEST(Worker, AfterATimeoutEachResultOfAResentFragmentResendsTheNextAtOnce) {
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{}));
   EXPECT_EQ(w.stats().timeouts, 1u);
   EXPECT_EQ(w.stats().retransmissions, 3u);
+}
+
+// A timeout that fired while nothing was lost (the round trip grew past the RTO): the result for
+// the resent fragment comes without the PS's resend flag, so the first copies made it, and the
+// results that follow in order resend nothing. Before, each of them resent the next fragment,
+// a whole window of resends that flushed the switches' partial sums to the PS.
+TEST(Worker, AResultWithoutTheResendFlagEndsTheRecoveryOfASpuriousTimeout) {
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 8;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // fragments 0..7 in flight, none lost
+  out.take();
+  Time now = kStart + std::chrono::milliseconds(1);
+  w.on_timeout(now, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
+  now += std::chrono::microseconds(10);
+  for (Seq s = 0; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{}));
+  EXPECT_EQ(w.stats().retransmissions, 1u);
+  EXPECT_EQ(w.state(), WorkerState::kIdle);  // the round is complete
 }
 
 TEST(Worker, ResultsThatOvertookTheLastHoleCountForTheNextOne) {

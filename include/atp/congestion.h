@@ -11,10 +11,19 @@
 
 namespace atp {
 
+// The default first window in bytes: the paper's 200 packets of 62 values (about one 100G BDP),
+// 13 packets of 1024 values.
+inline constexpr auto kInitialWindowBytes = static_cast<std::uint32_t>(200 * packet_size(kDefaultValuesPerPacket));
+
 struct CongestionConfig {
-  bool enabled = true;                    // false: the window stays at initial_window (Fig. 15 "off"),
-                                          // clamped to [min_window, max_window] like always
-  std::uint32_t initial_window = 200;     // packets (paper: 200 x 300 B is about one 100G BDP)
+  bool enabled = true;  // false: the window stays at initial_window (Fig. 15 "off"),
+                        // clamped to [min_window, max_window] like always
+  // Packets; 0 (the default): kInitialWindowBytes worth of the flow's packets. A first window is
+  // sized in bytes because what it must fit is bytes: a queue nothing has drained yet drops the
+  // rest, such as the kernel's queue for a neighbour not yet resolved (unres_qlen_bytes, 212 KB of
+  // buffers), which keeps the newest and costs all of a larger window but its tail. Slow start
+  // finds the path's capacity from there within a few round trips.
+  std::uint32_t initial_window = 0;
   std::uint32_t min_window = 1;           // packets
   std::uint32_t max_window = 1024;        // packets; also bounds PS memory per job
   std::uint32_t initial_ssthresh = 1024;  // packets; slow start below, congestion avoidance above

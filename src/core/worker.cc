@@ -374,11 +374,15 @@ struct WorkerEndpoint::Impl {
     }
 
     // A result for a fragment sent only once shows the pipe is flowing: no more recovery resends.
-    // It is also a round trip sample; one for a resent fragment is not (Karn: which copy?), nor
-    // one that waited for another worker's resend (the PS sets the result's resend flag then):
-    // that is the other worker's loss, not this path's delay.
+    // So does one without the PS's resend flag for a resent fragment: no resend went into it, so
+    // this worker's first copy did, and the timeout that resent it was spurious (a round trip that
+    // grew past the RTO). Recovery going on would resend every later fragment of the window as
+    // each result comes in order, each flushing the switches' partial sums to the PS.
+    if ((frag.flags & kResent) == 0 || !h.resend) f.recover = 0;
+    // A result for a fragment sent once is also a round trip sample; one for a resent fragment is
+    // not (Karn: which copy?), nor one that waited for another worker's resend (the PS sets the
+    // result's resend flag then): that is the other worker's loss, not this path's delay.
     if ((frag.flags & kResent) == 0) {
-      f.recover = 0;
       // Nor one sent before the round's first result (kNever until then): see first_result_at.
       if (h.resend || frag.sent < f.first_result_at) {
         f.rtt.observe(now - frag.first_sent);

@@ -76,7 +76,7 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 //   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "bitmap0": 1, "bitmap1": 1, "fan_in0": 2,
 //    "fan_in1": 1, "edge_switch_identifier": 0}], "values_per_packet": 62, "scale": 1e8,
 //    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed", "loss_recovery": "atp",
-//    "congestion": {"enabled": true, "initial_window": 200, "min_window": 1, "max_window": 1024,
+//    "congestion": {"enabled": true, "initial_window": 0, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
 //    "retransmit_timeout_ns": 1000000, "min_retransmit_timeout_ns": 1000000,
 //    "max_retransmit_timeout_ns": 1000000000,
