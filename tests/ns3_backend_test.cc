@@ -136,8 +136,7 @@ TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
         "seed: 5\nlink: {rate_gbps: 10, buffer_packets: 64, ecn_threshold_packets: 16}\n"
         "topology:\n  switches: [{name: tor}]\n  hosts:\n" +
         hosts + "    - {name: ps, switch: tor}\njobs:\n  - {algorithm: ps, workers: [" + workers +
-        "], ps: [ps], elements: 200000, values_per_packet: 62, congestion_control: " + (cc ? "true" : "false") +
-        "}\n");
+        "], ps: [ps], elements: 200000, values_per_packet: 62, congestion_control: " + (cc ? "true" : "false") + "}\n");
   };
   const auto drops = [](const ScenarioResult& r) {
     std::uint64_t n = 0;

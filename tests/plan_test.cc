@@ -595,7 +595,8 @@ TEST(PlanJob, StaticSharesAreCutFromTheSmallestAtpTableSoTheyAreDisjointEverywhe
   EXPECT_EQ(plan_job(n, b).aggregators, (AggregatorRange{500, 500}));
   // SwitchML's slots: no more fragments in flight than aggregators in the share.
   EXPECT_EQ(plan_job(n, a).workers[0].congestion.max_window, 500u);
-  EXPECT_EQ(plan_job(n, a).workers[0].congestion.initial_window, 0u);  // the default first window, capped by max_window
+  // The default first window (0), which AimdWindow caps by max_window.
+  EXPECT_EQ(plan_job(n, a).workers[0].congestion.initial_window, 0u);
   b.ps = {"ps", "w5"};  // two shards, two flows: 250 each
   EXPECT_EQ(plan_job(n, b).workers[0].congestion.max_window, 250u);
   a.aggregator_share.reset();

@@ -117,15 +117,15 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     }
     if (!job.correct) out.observed.insert(ex.may_fail[j] ? "job failed by a crash (expected)" : "job failed");
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
-    // Unset in the file (0): planning chose the width, at most kWidestChosenFragment.
-    if (uses_atp_protocol(sj.algorithm) && ex.values_per_packet[j] != 0 && job.values_per_packet != ex.values_per_packet[j]) {
-      fail(name + " has fragments of " + fmt(job.values_per_packet) + " values, but the file says " +
-           fmt(ex.values_per_packet[j]));
-    }
-    if (uses_atp_protocol(sj.algorithm) && (job.values_per_packet == 0 || job.values_per_packet > kWidestChosenFragment) &&
-        ex.values_per_packet[j] == 0) {
-      fail(name + " has fragments of " + fmt(job.values_per_packet) + " values; the width chosen must be 1.." +
-           fmt(kWidestChosenFragment));
+    // The width the file set, or (unset: 0) the one planning chose, at most kWidestChosenFragment.
+    if (uses_atp_protocol(sj.algorithm)) {
+      const std::uint64_t set = ex.values_per_packet[j];
+      if (set != 0 && job.values_per_packet != set) {
+        fail(name + " has fragments of " + fmt(job.values_per_packet) + " values, but the file says " + fmt(set));
+      } else if (set == 0 && (job.values_per_packet == 0 || job.values_per_packet > kWidestChosenFragment)) {
+        fail(name + " has fragments of " + fmt(job.values_per_packet) + " values; the width chosen must be 1.." +
+             fmt(kWidestChosenFragment));
+      }
     }
     const std::uint64_t vpp = std::max<std::uint64_t>(job.values_per_packet, 1);
     const std::uint64_t per_round = (ex.elements[j] + vpp - 1) / vpp;

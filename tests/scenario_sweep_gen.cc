@@ -429,7 +429,7 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     // kWidestChosenFragment and the narrowest aggregating switch's width; vpp is then that bound,
     // for the sizes below.
     const bool width_set = rng.percent(75);
-    std::uint64_t vpp = std::min<std::uint64_t>(kWidestChosenFragment, ps_algorithm ? 4096 : min_width);
+    std::uint64_t vpp = std::min<std::uint64_t>(kWidestChosenFragment, ps_algorithm ? kMaxValuesPerPacket : min_width);
     if (width_set) {
       vpp = rng.pick(kValuesPerPacket);
       if (!ps_algorithm) vpp = std::min(vpp, min_width);

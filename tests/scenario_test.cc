@@ -380,10 +380,10 @@ TEST(ScenarioRun, CrashFailsOnlyItsJob) {
 
 TEST(ScenarioRun, CrashAtTimeOfThePs) {
   // The PS stops mid-round: its workers fail after their progress timeout, honestly reported.
-  const Scenario s = parse_scenario_yaml(
-      replaced("elements: 1000, rounds: 2}",
-               "elements: 20000, rounds: 2, values_per_packet: 62, progress_timeout_us: 20000}\n"
-               "faults: [{crash: ps0, at_us: 7}]"));
+  const Scenario s =
+      parse_scenario_yaml(replaced("elements: 1000, rounds: 2}",
+                                   "elements: 20000, rounds: 2, values_per_packet: 62, progress_timeout_us: 20000}\n"
+                                   "faults: [{crash: ps0, at_us: 7}]"));
   const ScenarioResult r = run_inproc(s);
   const JobResult& a = r.jobs.at(0);
   EXPECT_FALSE(a.correct);

@@ -424,7 +424,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
 
   // Aggregating switches bound the fragment width and the index range.
   JobPlan plan;
-  const std::string* smallest_switch = nullptr;  // the first aggregating switch with the smallest table
+  const std::string* smallest_switch = nullptr;   // the first aggregating switch with the smallest table
   std::uint16_t narrowest = kMaxValuesPerPacket;  // aggregator width
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {

@@ -244,7 +244,8 @@ class ProcessRun {
     try {
       network_ = plan_network(s_.topology);
       // netns: the testbed's veths; udp: every process on this host's loopback.
-      network_.mtu_bytes = netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(UdpEndpoint::loopback(kUdpPort));
+      network_.mtu_bytes =
+          netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(UdpEndpoint::loopback(kUdpPort));
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
     }

@@ -443,8 +443,7 @@ void RoundDriver::verify() {
     }
   }
   if (wrong.empty()) {
-    wrong =
-        scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale);
+    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale);
   }
   if (!wrong.empty() && !mismatch) {
     mismatch = true;
