@@ -3,6 +3,7 @@
 #include "inputs.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -38,6 +39,14 @@ bool float_ok(const RoundReference& ref, std::size_t i, float got, double* expec
   return got == expected || std::fabs(static_cast<double>(got) - expected) <= tolerance;
 }
 
+float input_value(std::uint64_t seed, std::size_t index, double magnitude) {
+  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
+  // SplitMix64's output number `index` of the stream seeded with `seed`: any value can be drawn
+  // without the ones before it, so a reference is built block by block in cache.
+  const double u = static_cast<double>(splitmix64(seed + index * 0x9E3779B97F4A7C15ull) >> 11) * kUnit;  // [0, 1)
+  return static_cast<float>(magnitude * (2.0 * u - 1.0));
+}
+
 }  // namespace
 
 std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round) {
@@ -47,34 +56,35 @@ std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std:
   return splitmix64(s ^ round);
 }
 
-void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out) {
-  std::mt19937_64 rng(seed);
-  constexpr double kUnit = 1.0 / 9007199254740992.0;  // 2^-53
-  for (float& v : out) {
-    const double u = static_cast<double>(rng() >> 11) * kUnit;  // [0, 1), 53 random bits
-    v = static_cast<float>(magnitude * (2.0 * u - 1.0));
-  }
+void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, std::size_t first) {
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = input_value(seed, first + i, magnitude);
 }
 
-RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round,
-                              std::size_t elements, double magnitude, double scale) {
-  RoundReference ref;
+void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                    double magnitude, double scale, RoundReference& ref) {
   ref.int_sum.assign(elements, 0);
-  ref.addends = workers;
   ref.float_sum.assign(elements, 0.0);
   ref.abs_sum.assign(elements, 0.0);
-  std::vector<float> input(elements);
-  std::vector<std::int32_t> quantized(elements);
-  for (std::size_t w = 0; w < workers; ++w) {
-    generate_input(input_seed(seed, job, w, round), magnitude, input);
-    quantize(input, scale, quantized);
-    for (std::size_t i = 0; i < elements; ++i) {
-      ref.int_sum[i] += quantized[i];
-      ref.float_sum[i] += input[i];
-      ref.abs_sum[i] += std::fabs(static_cast<double>(input[i]));
+  ref.addends = workers;
+  std::vector<std::uint64_t> seeds(workers);
+  for (std::size_t w = 0; w < workers; ++w) seeds[w] = input_seed(seed, job, w, round);
+  // Block by block, every worker's share of the block: the sums stay in cache while they grow.
+  constexpr std::size_t kBlock = 2048;
+  std::array<float, kBlock> input{};
+  std::array<std::int32_t, kBlock> quantized{};
+  for (std::size_t begin = 0; begin < elements; begin += kBlock) {
+    const std::size_t n = std::min(kBlock, elements - begin);
+    const std::span<float> in(input.data(), n);
+    for (std::uint64_t s : seeds) {
+      generate_input(s, magnitude, in, begin);
+      quantize(in, scale, std::span<std::int32_t>(quantized.data(), n));
+      for (std::size_t i = 0; i < n; ++i) {
+        ref.int_sum[begin + i] += quantized[i];
+        ref.float_sum[begin + i] += input[i];
+        ref.abs_sum[begin + i] += std::fabs(static_cast<double>(input[i]));
+      }
     }
   }
-  return ref;
 }
 
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,

@@ -17,9 +17,11 @@ namespace atp::scenario_inputs {
 // does not depend on event order and the checker can regenerate it.
 std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round);
 
-// Uniform in [-magnitude, magnitude), drawn by hand: std::uniform_real_distribution's output
-// differs between standard libraries, and the same seed must give the same inputs everywhere.
-void generate_input(std::uint64_t seed, double magnitude, std::vector<float>& out);
+// Values first .. first + out.size() - 1 of the input stream `seed`: uniform in [-magnitude,
+// magnitude), drawn by hand (std::uniform_real_distribution's output differs between standard
+// libraries, and the same seed must give the same inputs everywhere) from a counter-based
+// generator, so that any block of a stream is drawn without the values before it.
+void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, std::size_t first = 0);
 
 // The exact answer of one round of a job.
 struct RoundReference {
@@ -29,8 +31,9 @@ struct RoundReference {
   std::size_t addends = 0;            // workers: how many values each sum adds
 };
 
-RoundReference make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round,
-                              std::size_t elements, double magnitude, double scale);
+// Fills `ref` (its vectors keep their storage from round to round).
+void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                    double magnitude, double scale, RoundReference& ref);
 
 // Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
 // an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must

@@ -300,8 +300,8 @@ struct JobRuntime {
     auto it = references.find(round);
     if (it != references.end()) return it->second;
     RoundReference& ref = references[round];
-    static_cast<scenario_inputs::RoundReference&>(ref) = scenario_inputs::make_reference(
-        seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude, job->spec.scale);
+    scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
+                                    job->spec.scale, ref);
     ref.checks_left = drivers.size();
     // Every worker gets the same set of float fragments; count them once per round.
     if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);

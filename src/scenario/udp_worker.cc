@@ -167,6 +167,7 @@ int run_udp_worker(const std::string& spec_path) {
     if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
     std::this_thread::sleep_for(spec.start);
     std::vector<float> buffer(spec.elements);
+    scenario_inputs::RoundReference ref;
     for (std::uint32_t round = 0; round < spec.rounds && r.error.empty(); ++round) {
       if (spec.crash_round && round >= *spec.crash_round) {
         r.crashed = true;
@@ -174,20 +175,19 @@ int run_udp_worker(const std::string& spec_path) {
                   std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
         break;
       }
-      if (round > 0) {
-        std::this_thread::sleep_for(spec.compute);
-        // Every worker of the job starts the round together, as nccl-tests' ranks do: the time
-        // one worker spends checking the last round must not count as another's allreduce time.
-        print({{"event", "wait"}, {"round", round}});
-        if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
-      }
+      if (round > 0) std::this_thread::sleep_for(spec.compute);
+      // The input and the answer come before the round's barrier: building the answer draws every
+      // worker's input, and that must not run beside another worker's timed allreduce. Then every
+      // worker of the job starts the round together, as nccl-tests' ranks do.
       scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, config.job, spec.worker, round),
                                       spec.magnitude, buffer);
+      scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements, spec.magnitude,
+                                      config.scale, ref);
+      print({{"event", "wait"}, {"round", round}});
+      if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
       const Time t0 = EventLoop::now();
       collective->allreduce(buffer);
       if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
-      const auto ref = scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements,
-                                                       spec.magnitude, config.scale);
       std::uint64_t floats = 0;
       // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
       // collective's sum is held to the float path's rounding bound everywhere.

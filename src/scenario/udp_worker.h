@@ -4,8 +4,9 @@
 // Protocol, one JSON object per stdout line:
 //   {"event": "ready"}                      its Communicator is bound; it now waits for "go\n" on stdin
 //   {"event": "round", "round": k}          round k (0-based) completed and checked
-//   {"event": "wait", "round": k}           (k >= 1) it waits for "go\n" to start round k: the
-//                                           runner answers once every live worker of the job waits
+//   {"event": "wait", "round": k}           its input and the answer of round k are ready; it waits
+//                                           for "go\n" to start round k: the runner answers once
+//                                           every live worker of the job waits
 //   {"event": "result", ...}                the last line: see WorkerResult
 // Every worker waits for "go" so that all start together: process start-up is not measured.
 #pragma once
