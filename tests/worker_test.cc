@@ -523,8 +523,10 @@ TEST(Worker, BackedOffTimeoutsForTheSameDataCutTheWindowOnce) {
     EXPECT_EQ(w.window(), 8u) << "timeout " << i;
   }
   EXPECT_EQ(w.stats().timeouts, 6u);
-  // Progress, then fragments sent after the cut time out too: that is news, and it halves again.
-  for (Seq s = 0; s < 16; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);
+  // Progress (the resend of fragment 0 went into its result), then fragments sent after the cut
+  // time out too: that is news, and it halves again.
+  w.on_packet(recovered_parameter(kInitialSeq), now, out);
+  for (Seq s = 1; s < 16; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);
   ASSERT_EQ(w.state(), WorkerState::kIdle);
   const std::uint32_t grown = w.window();  // congestion avoidance from 8, one packet per window of results
   ASSERT_EQ(grown, 9u);
@@ -553,9 +555,9 @@ TEST(Worker, AfterATimeoutTheHolesGoAsResultsComeBack) {
   ASSERT_EQ(w.window(), 8u);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}));
   // Each result lets out the next hole, up to a window (8) past the expected fragment.
-  w.on_packet(parameter(kInitialSeq + 0), now, out);
+  w.on_packet(recovered_parameter(kInitialSeq + 0), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 8}));
-  w.on_packet(parameter(kInitialSeq + 1), now, out);
+  w.on_packet(recovered_parameter(kInitialSeq + 1), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 9}));
   // The same data times out again: the window holds, and the burst is half the last one.
   now = w.next_deadline();
@@ -566,7 +568,7 @@ TEST(Worker, AfterATimeoutTheHolesGoAsResultsComeBack) {
   w.on_timeout(now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1002, 1003}));
   // Results keep the rescue going from where it stopped: hole 10 next.
-  w.on_packet(parameter(kInitialSeq + 2), now, out);
+  w.on_packet(recovered_parameter(kInitialSeq + 2), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 10}));
   EXPECT_EQ(w.stats().timeouts, 3u);
 }
@@ -632,6 +634,33 @@ TEST(Worker, AResultWithoutTheResendFlagEndsTheRecoveryOfASpuriousTimeout) {
   EXPECT_EQ(w.state(), WorkerState::kIdle);  // the round is complete
 }
 
+// start_in_place sends what start does and writes each fragment's sum over its own values as it
+// arrives, the short last fragment zero-padded on the wire and unpadded in the result.
+TEST(Worker, StartInPlaceSendsTheSameAndWritesTheSumsOverTheInput) {
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 8;
+  const std::vector<float> input = ramp(10);  // fragments of 4, 4 and 2 values
+  WorkerEndpoint copying(c), in_place(c);
+  RecordingSink copied, direct;
+  std::vector<float> values = input;
+  ASSERT_TRUE(copying.start(input, kStart, copied));
+  ASSERT_TRUE(in_place.start_in_place(values, kStart, direct));
+  ASSERT_EQ(direct.packets.size(), 3u);
+  EXPECT_EQ(direct.packets, copied.packets);
+  EXPECT_EQ(values_of(direct.packets[2]),
+            (std::vector<std::int32_t>{quantized(input, c.scale)[8], quantized(input, c.scale)[9], 0, 0}));
+  in_place.on_packet(parameter(kInitialSeq + 1), kStart, direct);
+  EXPECT_EQ(values[4], dequantize_one(sums_for(kInitialSeq + 1)[0], c.scale));
+  EXPECT_EQ(values[0], input[0]) << "fragment 0 has no sum yet: its values are still the input";
+  in_place.on_packet(parameter(kInitialSeq), kStart, direct);
+  in_place.on_packet(parameter(kInitialSeq + 2), kStart, direct);
+  ASSERT_EQ(in_place.state(), WorkerState::kIdle);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(values[i], dequantize_one(sums_for(kInitialSeq + i / 4)[i % 4], c.scale)) << i;
+  }
+  EXPECT_EQ(in_place.result().data(), values.data());
+}
+
 TEST(Worker, ResultsThatOvertookTheLastHoleCountForTheNextOne) {
   WorkerConfig c = base_config();
   c.congestion.initial_window = 8;
@@ -643,7 +672,7 @@ TEST(Worker, ResultsThatOvertookTheLastHoleCountForTheNextOne) {
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
   // Fragment 0's resend completes: 2, 3 and 4 overtook fragment 1 as well, so it is resent at
   // once, without waiting for new results (no new fragment is left to send).
-  w.on_packet(parameter(kInitialSeq), kStart, out);
+  w.on_packet(recovered_parameter(kInitialSeq), kStart, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
   EXPECT_EQ(w.stats().fast_retransmits, 2u);
 }

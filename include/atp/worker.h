@@ -93,10 +93,16 @@ class WorkerEndpoint {
   WorkerEndpoint(WorkerEndpoint&&) noexcept;
   WorkerEndpoint& operator=(WorkerEndpoint&&) noexcept;
 
-  // Starts one allreduce of `input` (copied). Sends the first window. Requires state() == kIdle
-  // and at most 2^31 fragments (returns false otherwise). An empty input completes at once.
-  // Sequence numbers continue where the previous round ended; windows carry over.
+  // Starts one allreduce of `input` (copied; the sums go to result()). Sends the first window.
+  // Requires state() == kIdle and at most 2^31 fragments (returns false otherwise). An empty
+  // input completes at once. Sequence numbers continue where the previous round ended; windows
+  // carry over.
   bool start(std::span<const float> input, Time now, PacketSink& out);
+  // The same without a copy: each fragment's sum overwrites its values as it arrives, so that a
+  // round costs no pass over the tensor beyond quantizing it. `values` must stay alive and
+  // untouched until the round ends; after a failure it holds some fragments' sums and the other
+  // fragments' inputs. result() is `values`.
+  bool start_in_place(std::span<float> values, Time now, PacketSink& out);
 
   // A packet arrived from the network. Anything that is not a valid parameter packet of this
   // job for a fragment this worker has sent is counted in stats().dropped and ignored: malformed

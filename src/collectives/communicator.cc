@@ -134,9 +134,7 @@ struct Communicator::Impl {
         return;
       }
       if (running_round) {
-        if (endpoint.state() != WorkerState::kIdle) return;
-        const std::span<const float> result = endpoint.result();
-        std::copy_n(result.begin(), std::min(result.size(), current.buffer.size()), current.buffer.begin());
+        if (endpoint.state() != WorkerState::kIdle) return;  // the sums are in the buffer already
         running_round = false;
         current.done.set_value();
       }
@@ -147,8 +145,9 @@ struct Communicator::Impl {
         queued.pop_front();
       }
       running_round = true;
-      // start() copies the input, so the caller's buffer is only written when the round completes.
-      if (!endpoint.start(current.buffer, now, sink)) {
+      // In place: no copy of the tensor, no pass over it but quantizing; each fragment's sum
+      // replaces its values as it arrives.
+      if (!endpoint.start_in_place(current.buffer, now, sink)) {
         running_round = false;
         current.done.set_exception(std::make_exception_ptr(CommunicatorError(
             "allreduce failed: a buffer of " + std::to_string(current.buffer.size()) + " floats is too large")));

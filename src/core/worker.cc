@@ -205,12 +205,16 @@ struct WorkerEndpoint::Impl {
     h.src = config.self;
     h.dst = route.ps;
     encode_header(h, packet);
-    const std::span<const float> in(input.data() + std::size_t{i} * config.values_per_packet, config.values_per_packet);
+    // The round's last fragment is zero-padded to the packet's width.
+    const std::size_t first = std::size_t{i} * config.values_per_packet;
+    const std::span<const float> in =
+        input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
     if (h.float_payload) {
       for (std::size_t v = 0; v < in.size(); ++v) values[v] = std::bit_cast<std::int32_t>(in[v]);
     } else {
-      quantize(in, config.scale, values);
+      quantize(in, config.scale, std::span(values).first(in.size()));
     }
+    std::fill(values.begin() + static_cast<std::ptrdiff_t>(in.size()), values.end(), 0);
     store_values(packet, values);
     out.send(packet);
     ++stats.gradient_packets_sent;
@@ -219,7 +223,7 @@ struct WorkerEndpoint::Impl {
 
   // Real (not padding) values in the round's last fragment: 1..values_per_packet.
   std::uint16_t last_fragment_values() const {
-    return static_cast<std::uint16_t>(result.size() - std::size_t{round_fragments - 1} * config.values_per_packet);
+    return static_cast<std::uint16_t>(input.size() - std::size_t{round_fragments - 1} * config.values_per_packet);
   }
 
   // Sends new fragments of flow k while the window has room.
@@ -233,8 +237,8 @@ struct WorkerEndpoint::Impl {
     if (f.rto_deadline == kNever && f.expected < f.next_to_send) f.rto_deadline = deadline_after(now, f.rto);
   }
 
-  bool start(std::span<const float> in, Time now, PacketSink& out) {
-    if (state != WorkerState::kIdle) return false;
+  bool start(std::span<const float> in, std::span<float> sums, Time now, PacketSink& out) {
+    if (state != WorkerState::kIdle || sums.size() != in.size()) return false;
     clock = now;
     const std::uint64_t vpp = config.values_per_packet;
     const std::uint64_t count = (in.size() + vpp - 1) / vpp;
@@ -244,9 +248,8 @@ struct WorkerEndpoint::Impl {
     seqs_before_round += round_fragments;
     round_fragments = static_cast<std::uint32_t>(count);
     fragments_received = 0;
-    input.assign(count * vpp, 0.0f);  // the last fragment is zero-padded
-    std::copy(in.begin(), in.end(), input.begin());
-    result.assign(in.size(), 0.0f);
+    input = in;
+    result = sums;
     fragments.assign(count, Fragment{});
     float_fragments.clear();
     if (count == 0) {
@@ -290,6 +293,8 @@ struct WorkerEndpoint::Impl {
     }
   }
 
+  // Writes fragment i's sum over its input, which is never read again: no later packet of the
+  // round carries fragment i (resends are only for fragments without a result).
   void store_result(std::uint32_t i, const Header& h, std::span<const std::uint8_t> bytes) {
     const std::size_t first = std::size_t{i} * config.values_per_packet;
     const std::size_t real = std::min<std::size_t>(config.values_per_packet, result.size() - first);  // no padding
@@ -587,9 +592,12 @@ struct WorkerEndpoint::Impl {
   std::uint32_t round_fragments = 0;    // fragments in the round
   std::uint64_t seqs_before_round = 0;  // seqs used by earlier rounds: their parameters are duplicates
   std::uint32_t fragments_received = 0;
-  std::vector<float> input;         // round_fragments x values_per_packet, zero-padded
-  std::vector<float> result;        // input's size, without padding
-  std::vector<Fragment> fragments;  // round_fragments entries
+  // The round's values and where their sums go (the caller's, or owned_*), the same size; they
+  // may be the same memory.
+  std::span<const float> input;
+  std::span<float> result;
+  std::vector<float> owned_input, owned_result;  // start() without a place for the sums
+  std::vector<Fragment> fragments;               // round_fragments entries
   std::vector<std::uint32_t> float_fragments;
 
   // Reused for every packet, so that sending allocates nothing.
@@ -603,7 +611,13 @@ WorkerEndpoint::WorkerEndpoint(WorkerEndpoint&&) noexcept = default;
 WorkerEndpoint& WorkerEndpoint::operator=(WorkerEndpoint&&) noexcept = default;
 
 bool WorkerEndpoint::start(std::span<const float> input, Time now, PacketSink& out) {
-  return impl_->start(input, now, out);
+  if (impl_->state != WorkerState::kIdle) return false;
+  impl_->owned_input.assign(input.begin(), input.end());
+  impl_->owned_result.resize(input.size());
+  return impl_->start(impl_->owned_input, impl_->owned_result, now, out);
+}
+bool WorkerEndpoint::start_in_place(std::span<float> values, Time now, PacketSink& out) {
+  return impl_->start(values, values, now, out);
 }
 void WorkerEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
   impl_->on_packet(packet, now, out);

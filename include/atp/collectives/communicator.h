@@ -46,13 +46,15 @@ class Communicator : public Allreduce {
   Communicator& operator=(const Communicator&) = delete;
 
   // Sums `inout` over every worker of the job and writes the sum back in place. Blocks; throws
-  // CommunicatorError when the job makes no progress for the config's progress_timeout. A failed
+  // CommunicatorError when the job makes no progress for the config's progress_timeout (`inout`
+  // then holds the sums of the fragments that completed, the inputs of the others). A failed
   // endpoint stays failed: every later call throws the same error. Thread-safe: concurrent calls
   // run one round at a time, in the order they were made.
   void allreduce(std::span<float> inout) override;
   std::string_view algorithm() const override { return "atp"; }
   // The same without blocking: the buffer must stay alive and untouched until the future is
-  // ready; the future throws CommunicatorError on failure.
+  // ready; the future throws CommunicatorError on failure (the buffer then holds the sums of
+  // some fragments and the inputs of the others).
   std::future<void> allreduce_async(std::span<float> inout);
 
   UdpEndpoint local_endpoint() const;  // the bound address (its port when `local` had port 0)
