@@ -135,6 +135,49 @@ TEST(AimdWindow, ALossCutDoesNotHoldATimeoutsCut) {
   EXPECT_EQ(w.window(), 50u);
 }
 
+// RFC 4015's response: a loss that was not one (the result came from the first copy) gives the
+// window and ssthresh from before its cut back, once; a cut for other news is not taken back.
+TEST(AimdWindow, UndoRestoresTheCutOfALossThatWasNotOne) {
+  AimdWindow w(config_with(100, 80), kPacketBytes);
+  w.on_loss(5, 100);
+  ASSERT_EQ(w.window(), 50u);
+  EXPECT_FALSE(w.undo(6));  // not the seq the cut was for
+  EXPECT_TRUE(w.undo(5));
+  EXPECT_EQ(w.window(), 100u);
+  EXPECT_EQ(w.ssthresh(), 80u);
+  EXPECT_FALSE(w.undo(5));  // once
+  w.on_loss(7, 100);        // the epoch ended with the undo: a new loss cuts again
+  EXPECT_EQ(w.window(), 50u);
+  w.on_timeout(7, 100);  // a timeout's cut for the same seq replaces the loss's
+  ASSERT_EQ(w.window(), 25u);
+  EXPECT_TRUE(w.undo(7));
+  EXPECT_EQ(w.window(), 50u);  // back to before the timeout's cut, not the loss's
+}
+
+TEST(AimdWindow, ACutForCongestionIsNotUndone) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_loss(5, 100);
+  w.on_ack(100, true, 160);  // an ECN mark of a later epoch cuts again
+  ASSERT_EQ(w.window(), 25u);
+  EXPECT_FALSE(w.undo(5));
+  EXPECT_EQ(w.window(), 25u);
+  w.on_congestion(200, 300);  // the host's queue full
+  ASSERT_EQ(w.window(), 12u);
+  EXPECT_FALSE(w.undo(200));
+}
+
+// The host's queue full is news about the oldest packet in flight: one cut per round trip.
+TEST(AimdWindow, HostQueueFullCutsOncePerRoundTrip) {
+  AimdWindow w(config_with(100, 1000), kPacketBytes);
+  w.on_congestion(0, 100);
+  ASSERT_EQ(w.window(), 50u);
+  w.on_congestion(0, 120);  // the same oldest packet: the queue has not drained yet
+  w.on_congestion(99, 150);
+  EXPECT_EQ(w.window(), 50u);
+  w.on_congestion(100, 150);  // the oldest was sent after the cut: a round trip later
+  EXPECT_EQ(w.window(), 25u);
+}
+
 TEST(AimdWindow, ClampsToMinAndMax) {
   CongestionConfig c = config_with(200, 1000);
   c.min_window = 4;

@@ -634,6 +634,52 @@ TEST(Worker, AResultWithoutTheResendFlagEndsTheRecoveryOfASpuriousTimeout) {
   EXPECT_EQ(w.state(), WorkerState::kIdle);  // the round is complete
 }
 
+// A fast retransmit whose result comes without the PS's resend flag: the first copy made it
+// (results overtook it: a collision sent its copies to the PS one by one), so the window cut is
+// taken back. With the flag, the resend was needed: the cut stays.
+TEST(Worker, AFastRetransmitAnsweredByTheFirstCopyGivesTheWindowBack) {
+  for (const bool needed : {false, true}) {
+    WorkerConfig c = base_config();
+    c.congestion.enabled = true;
+    c.congestion.initial_window = 16;
+    c.congestion.initial_ssthresh = 16;
+    WorkerEndpoint w(c);
+    RecordingSink out;
+    ASSERT_TRUE(w.start(ramp(32 * 4), kStart, out));
+    out.take();
+    for (Seq s = 1; s <= 3; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
+    EXPECT_EQ(seqs_of(out.take()).front(), kInitialSeq) << "the fast retransmit";
+    const std::uint32_t cut = w.window();
+    ASSERT_LT(cut, 16u);
+    w.on_packet(needed ? recovered_parameter(kInitialSeq) : parameter(kInitialSeq), kStart, out);
+    EXPECT_EQ(w.stats().undone_cuts, needed ? 0u : 1u);
+    EXPECT_EQ(w.window(), needed ? cut : 16u) << (needed ? "needed" : "spurious");
+  }
+}
+
+// The host's own queue full (the sink holds what it refused) is a congestion mark on each flow's
+// oldest fragment in flight: one cut, and another only for fragments sent after it.
+TEST(Worker, TheHostQueueFullCutsTheWindowOncePerRoundTrip) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = 16;
+  c.congestion.initial_ssthresh = 16;
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(64 * 4), kStart, out));
+  out.take();
+  w.on_host_queue_full(kStart);
+  ASSERT_EQ(w.window(), 8u);
+  w.on_host_queue_full(kStart);
+  EXPECT_EQ(w.window(), 8u);
+  for (Seq s = 0; s < 16; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);  // fragments 16.. now go
+  out.take();
+  const std::uint32_t grown = w.window();
+  w.on_host_queue_full(kStart);  // the oldest in flight (16) was sent after the cut
+  EXPECT_EQ(w.window(), grown / 2);
+  EXPECT_EQ(w.stats().host_queue_full, 3u);
+}
+
 // start_in_place sends what start does and writes each fragment's sum over its own values as it
 // arrives, the short last fragment zero-padded on the wire and unpadded in the result.
 TEST(Worker, StartInPlaceSendsTheSameAndWritesTheSumsOverTheInput) {

@@ -52,6 +52,10 @@ class AimdWindow {
   // sequence number the flow will send (the end of the current recovery epoch if it reduces):
   // every seq from next_seq on is sent after this call.
   void on_ack(Seq seq, bool ecn, Seq next_seq);
+  // A congestion mark about `seq` that is no loss: an ECN mark (on_ack calls it), or the host's
+  // own queue full while `seq` was the oldest packet in flight. Halves unless the last reduction
+  // already answered it (`seq` was sent before it).
+  void on_congestion(Seq seq, Seq next_seq);
   // Loss of `seq` was detected from three out-of-order parameter packets.
   void on_loss(Seq seq, Seq next_seq);
   // A retransmission timeout fired for the flow's oldest unacknowledged packet `oldest`: the flow
@@ -63,12 +67,18 @@ class AimdWindow {
   // turn into a window of 1 packet. Returns false for such a repeated timeout (true when
   // congestion control is off: every timeout is then treated alike).
   bool on_timeout(Seq oldest, Seq next_seq);
+  // The loss that on_loss or on_timeout answered for `seq` was not one: the result for `seq` came
+  // from its first copy (a result that took longer than the RTO, or that later ones overtook).
+  // Restores the window and ssthresh from before that cut (RFC 4015's response, as Linux's undo),
+  // unless another cut came since. Returns true if it did.
+  bool undo(Seq seq);
 
  private:
   // True if a congestion signal about `seq` belongs to the reduction already made. News about a
   // packet sent after that reduction ends the epoch (hence not const).
   bool in_recovery_epoch(Seq seq);
   void decrease(Seq next_seq);
+  void decrease_for_loss(Seq seq, Seq next_seq);  // decrease(), undoable for `seq`
 
   bool enabled_;
   std::uint32_t min_window_;    // packets, at least 1
@@ -83,6 +93,12 @@ class AimdWindow {
   bool in_recovery_ = false;
   bool timeout_epoch_ = false;  // the last reduction was a timeout's
   Seq recovery_end_ = 0;        // signals about seqs before this belong to the last reduction
+  // The last cut answered a loss of cut_for_ (undo() may take it back): the window and ssthresh
+  // from before it.
+  bool undoable_ = false;
+  Seq cut_for_ = 0;
+  std::uint32_t window_before_cut_ = 0;
+  std::uint32_t ssthresh_before_cut_ = 0;
 };
 
 // A flow's retransmission timeout from the round trips it measures, as TCP's (RFC 6298):

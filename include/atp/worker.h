@@ -74,6 +74,8 @@ struct WorkerStats {
   std::uint64_t retransmissions = 0;        // resends for any reason
   std::uint64_t fast_retransmits = 0;       // resends after 3 out-of-order parameter packets
   std::uint64_t timeouts = 0;               // retransmission timeouts fired
+  std::uint64_t undone_cuts = 0;            // window cuts taken back: the loss was not one (a late result)
+  std::uint64_t host_queue_full = 0;        // on_host_queue_full calls while fragments were in flight
   std::uint64_t float_resends = 0;          // fragments resent as float32 after an overflow notice
   std::uint64_t parameters_received = 0;    // valid parameter packets for this job
   std::uint64_t duplicate_parameters = 0;   // parameters for fragments already complete, repeated overflow notices
@@ -111,6 +113,13 @@ class WorkerEndpoint {
   // A round-shape mismatch notice (round_shape == kRoundShapeMismatch) for a fragment of this
   // round it sent and has no result of fails the round: state() becomes kFailed.
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+
+  // The host's own queue (socket buffer, device qdisc) refused packets this endpoint sent: its
+  // link is the bottleneck and its queue is full. Each flow with fragments in flight takes it as
+  // a congestion mark on its oldest one (at most one cut per round trip), as TCP takes a local
+  // qdisc drop, so that the window stays near the path's capacity instead of growing a queue in
+  // the sender that every result, and the next round's start, waits behind.
+  void on_host_queue_full(Time now);
 
   // Call when now >= next_deadline(): retransmission timeouts (each flow resends its holes, the
   // unacknowledged fragments older than its newest result, at least the oldest one, and backs

@@ -81,7 +81,7 @@ struct Communicator::Impl {
                    [this](Time now) {
                      endpoint.on_timeout(now, sink);
                      after_event(now);
-                     sink.flush(loop);
+                     flush(now);
                    });
   }
   ~Impl() {
@@ -102,8 +102,9 @@ struct Communicator::Impl {
       ready.swap(tasks);
     }
     for (auto& task : ready) task();
-    after_event(EventLoop::now());
-    sink.flush(loop);
+    const Time now = EventLoop::now();
+    after_event(now);
+    flush(now);
   }
 
   void on_readable() {
@@ -120,9 +121,17 @@ struct Communicator::Impl {
         endpoint.on_packet(batch.bytes(i), now, sink);
         after_event(now);
       }
-      sink.flush(loop);
+      flush(now);
       if (n < batch.capacity()) break;
     }
+  }
+
+  // Sends what the endpoint put in the sink. What the host's queue (the socket's buffer, the
+  // device's qdisc) refused waits in the sink: the path's bottleneck is this host's own link, and
+  // the window hears of it as of a switch's ECN mark.
+  void flush(Time now) {
+    sink.flush(loop);
+    if (sink.backlog() > 0) endpoint.on_host_queue_full(now);
   }
 
   // After anything the endpoint saw: finish the running round, fail everything if the endpoint

@@ -35,13 +35,11 @@ bool AimdWindow::in_recovery_epoch(Seq seq) {
 
 void AimdWindow::on_ack(Seq seq, bool ecn, Seq next_seq) {
   if (!enabled_) return;
-  const bool old_news = in_recovery_epoch(seq);
   if (ecn) {
-    // A marked ACK never grows the window; it halves it unless the last reduction already
-    // answered the congestion this packet saw.
-    if (!old_news) decrease(next_seq);
+    on_congestion(seq, next_seq);  // a marked ACK never grows the window
     return;
   }
+  in_recovery_epoch(seq);  // news about a packet sent after the last reduction ends its epoch
   if (window_ < ssthresh_) {
     window_ = std::min(max_window_, window_ + step_packets_);  // slow start: +1 MTU per ACK
     acks_since_growth_ = 0;
@@ -54,21 +52,47 @@ void AimdWindow::on_ack(Seq seq, bool ecn, Seq next_seq) {
   }
 }
 
+void AimdWindow::on_congestion(Seq seq, Seq next_seq) {
+  if (!enabled_) return;
+  if (!in_recovery_epoch(seq)) decrease(next_seq);
+}
+
 void AimdWindow::on_loss(Seq seq, Seq next_seq) {
   if (!enabled_) return;
   if (in_recovery_epoch(seq)) return;
-  decrease(next_seq);
+  decrease_for_loss(seq, next_seq);
 }
 
 bool AimdWindow::on_timeout(Seq oldest, Seq next_seq) {
   if (!enabled_) return true;
   if (timeout_epoch_ && in_recovery_epoch(oldest)) return false;
-  decrease(next_seq);
+  decrease_for_loss(oldest, next_seq);
   timeout_epoch_ = true;
   return true;
 }
 
+bool AimdWindow::undo(Seq seq) {
+  if (!enabled_ || !undoable_ || seq != cut_for_) return false;
+  window_ = std::max(window_, window_before_cut_);
+  ssthresh_ = std::max(ssthresh_, ssthresh_before_cut_);
+  undoable_ = false;
+  in_recovery_ = false;
+  timeout_epoch_ = false;
+  return true;
+}
+
+void AimdWindow::decrease_for_loss(Seq seq, Seq next_seq) {
+  const std::uint32_t window = window_;
+  const std::uint32_t ssthresh = ssthresh_;
+  decrease(next_seq);
+  undoable_ = true;
+  cut_for_ = seq;
+  window_before_cut_ = window;
+  ssthresh_before_cut_ = ssthresh;
+}
+
 void AimdWindow::decrease(Seq next_seq) {
+  undoable_ = false;
   window_ = std::max(min_window_, window_ / 2);
   ssthresh_ = window_;  // paper §3.7: "updates the slow start threshold to the updated window"
   acks_since_growth_ = 0;

@@ -384,6 +384,12 @@ struct WorkerEndpoint::Impl {
     // grew past the RTO). Recovery going on would resend every later fragment of the window as
     // each result comes in order, each flushing the switches' partial sums to the PS.
     if ((frag.flags & kResent) == 0 || !h.resend) f.recover = 0;
+    // Resent, and the result without the PS's resend flag: the first copy made it, so the loss
+    // that the resend answered was not one (results overtook it, or it took longer than the
+    // RTO), and the window cut that came with it is undone.
+    if ((frag.flags & kResent) != 0 && (frag.flags & kFloatMode) == 0 && !h.resend && f.cc.undo(h.seq)) {
+      ++stats.undone_cuts;
+    }
     // A result for a fragment sent once is also a round trip sample; one for a resent fragment is
     // not (Karn: which copy?), nor one that waited for another worker's resend (the PS sets the
     // result's resend flag then): that is the other worker's loss, not this path's delay.
@@ -514,6 +520,17 @@ struct WorkerEndpoint::Impl {
     }
   }
 
+  void on_host_queue_full(Time now) {
+    if (state != WorkerState::kRunning) return;
+    clock = now;
+    for (std::uint32_t k = 0; k < num_flows(); ++k) {
+      Flow& f = flows[k];
+      if (f.expected == f.next_to_send) continue;  // nothing in flight: not this flow's queue
+      ++stats.host_queue_full;
+      f.cc.on_congestion(seq_of(k, f.expected), next_seq(f, k));
+    }
+  }
+
   void on_timeout(Time now, PacketSink& out) {
     if (state != WorkerState::kRunning) return;
     clock = now;
@@ -623,6 +640,7 @@ void WorkerEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, P
   impl_->on_packet(packet, now, out);
 }
 void WorkerEndpoint::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, out); }
+void WorkerEndpoint::on_host_queue_full(Time now) { impl_->on_host_queue_full(now); }
 Time WorkerEndpoint::next_deadline() const { return impl_->next_deadline(); }
 WorkerState WorkerEndpoint::state() const { return impl_->state; }
 const std::string& WorkerEndpoint::error() const { return impl_->error; }

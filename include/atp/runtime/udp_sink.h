@@ -43,6 +43,8 @@ class UdpBatchSink final : public PacketSink {
   // datagram refused for another reason (an unreachable address) is dropped. `on_flushed` gets
   // each attempt's {sent, refused}: refused counts the dropped ones only.
   void flush(EventLoop& loop, std::function<void(std::size_t sent, std::size_t refused)> on_flushed = {});
+  // Packets kept because the socket's buffer or the device's queue was full.
+  std::size_t backlog() const { return pending_; }
 
  private:
   std::pair<std::size_t, std::size_t> send_pending();  // one attempt: {sent, refused}
