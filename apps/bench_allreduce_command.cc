@@ -43,7 +43,7 @@ struct BenchOptions {
   std::optional<int> window;
   std::optional<int> max_window;
   std::optional<int> rto_us;
-  std::string index = "hashed";
+  std::string index = "hashed_slots";
   bool json = false;
 };
 
@@ -440,7 +440,7 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)");
   app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)");
   app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)");
-  app->add_option("--index", o->index, "ATP aggregator indices: hashed (the paper) or linear")
+  app->add_option("--index", o->index, "ATP aggregator indices: hashed_slots (the authors' code), hashed (the paper's text) or linear")
       ->capture_default_str()
       ->check(CLI::IsMember({"hashed", "linear", "hashed_slots"}));
   app->add_flag("--json", o->json, "print the figures as JSON instead of a table");

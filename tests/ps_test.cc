@@ -275,7 +275,9 @@ TEST(PsEndpoint, BadPacketsAreCountedDrops) {
 }
 
 TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
-  PsUnderTest t(make_config({3}));
+  PsConfig c = make_config({3});
+  c.index_policy = IndexPolicy::kHashed;  // unsalted: kHashedSlots salts the rehash with the slot
+  PsUnderTest t(c);
   const std::uint32_t index = base_aggregator_index(kJob, 77, {0, kAggregators}, IndexPolicy::kHashed);
   t.individual(77, 0, 0, kWorker0, {1, 0, 0, 0});
   // Worker 1's packet found the aggregator busy with another fragment: forwarded with the flag.

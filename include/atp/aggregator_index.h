@@ -11,11 +11,13 @@
 namespace atp {
 
 enum class IndexPolicy : std::uint8_t {
-  kHashed,  // HASH(job, seq) % n: the paper's text (§3.5), ATP's default
+  kHashed,  // HASH(job, seq) % n: the paper's text (§3.5)
   kLinear,  // seq % n: the baseline of the paper's Fig. 14
   // HASH(job, seq % slots) % n, slots = the job's bound on sequence numbers in flight: the
   // authors' code. A job's in-flight fragments have distinct slots, each slot is reused, and
-  // remaps are kept per slot (the PS's rehash is salted with the slot), so they settle.
+  // remaps are kept per slot (the PS's rehash is salted with the slot), so they settle. The
+  // default: with kHashed a job collides with its own fragments in flight, every collision
+  // sends the fragment to the PS packet by packet, and remaps never settle (docs/protocol.md).
   kHashedSlots,
 };
 // "hashed", "linear", "hashed_slots": the names in scenario files and specs.

@@ -100,7 +100,7 @@ struct JobSpec {
   // whatever its size, so wider fragments move more values for the same work.
   std::uint16_t values_per_packet = 0;
   double scale = 1e8;
-  IndexPolicy index_policy = IndexPolicy::kHashed;
+  IndexPolicy index_policy = IndexPolicy::kHashedSlots;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
   Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;  // the RTO before one is measured

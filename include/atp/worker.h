@@ -45,7 +45,7 @@ struct WorkerConfig {
   // Aggregator indices this job may use (plan: the whole smallest table on its paths, or its
   // static share of it); count >= 1. Remaps from the PS outside it are ignored.
   AggregatorRange aggregators;
-  IndexPolicy index_policy = IndexPolicy::kHashed;
+  IndexPolicy index_policy = IndexPolicy::kHashedSlots;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
   // The retransmission timeout is measured (RttEstimator: RFC 6298 from the round trips of

@@ -64,7 +64,7 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 // A PS's part of a job plan. Shape:
 //   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "group_sizes": [2],
 //    "workers": ["10.0.0.1", "10.0.0.2"], "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096,
-//    "max_window_seqs": 1024, "index": "hashed"}
+//    "max_window_seqs": 1024, "index": "hashed_slots"}
 // first_aggregator and num_aggregators are PsConfig::aggregators (the job's index range). Every
 // key is required when parsing except values_per_packet, first_aggregator, num_aggregators,
 // max_window_seqs and index (PsConfig's defaults); unknown keys are errors.
@@ -75,7 +75,7 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 // job itself (a PyTorch rank gets it from rank 0 through the rendezvous store). Shape:
 //   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "bitmap0": 1, "bitmap1": 1, "fan_in0": 2,
 //    "fan_in1": 1, "edge_switch_identifier": 0}], "values_per_packet": 62, "scale": 1e8,
-//    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed", "loss_recovery": "atp",
+//    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed_slots", "loss_recovery": "atp",
 //    "congestion": {"enabled": true, "initial_window": 0, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
 //    "retransmit_timeout_ns": 1000000, "min_retransmit_timeout_ns": 1000000,
