@@ -69,7 +69,7 @@ struct BenchNetwork {
   explicit BenchNetwork(std::uint16_t values) {
     SwitchConfig sc;
     sc.num_aggregators = kAggregators;
-    sc.aggregator_width = 1024;  // the default width: both fragment sizes run on the same switch
+    sc.aggregator_width = 1024;  // both fragment sizes (62 and 1024) run on the same switch
     topology.switches = {{"s0", sc}};
     JobSpec spec;
     spec.name = "bench";

@@ -34,7 +34,8 @@ std::uint64_t total(const std::map<std::string, std::uint64_t>& m) {
   return n;
 }
 
-// --- same counts as inproc
+// --- same counts as inproc (for the same fragment width: unset, ns-3's MTU gives 4096 values,
+// the in-process network, which has no MTU, 1024)
 
 struct Shape {
   const char* name;
@@ -78,11 +79,12 @@ INSTANTIATE_TEST_SUITE_P(
                             "  hosts: [{name: a, switch: tor}, {name: b, switch: tor}, {name: c, switch: tor}, "
                             "{name: p, switch: tor}]\n"
                             "jobs:\n  - {workers: [a, b, c], ps: [p], elements: 20000, rounds: 3, index: linear, "
-                            "compute_us: 50}\n"},
+                            "compute_us: 50, values_per_packet: 1024}\n"},
                       Shape{"PsBaseline", two_racks(", algorithm: ps")},
                       Shape{"TwoJobs",
                             two_racks(", index: linear") +
-                                "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear}\n"}),
+                                "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear, "
+                                "values_per_packet: 1024}\n"}),
     [](const auto& test) { return std::string(test.param.name); });
 
 // --- behaviour only ns-3 shows

@@ -676,11 +676,15 @@ TEST(PlanJob, RejectsBadJobs) {
 }
 
 // Unset, a fragment is as wide as the switches that aggregate the job and the links' MTU take, and
-// at most kWidestChosenFragment; a width set by hand must fit the MTU too.
+// at most kWidestChosenFragment (kFragmentWithoutMtu where no MTU is known); a width set by hand
+// must fit the MTU too.
 TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
-  EXPECT_EQ(fragment_width(0, kMaxValuesPerPacket), kWidestChosenFragment);
-  EXPECT_EQ(fragment_width(1500, kMaxValuesPerPacket), 359);  // (1500 - 20 IPv4 - 8 UDP - 36 ATP) / 4
-  EXPECT_EQ(fragment_width(9000, kMaxValuesPerPacket), 1024);
+  EXPECT_EQ(kWidestChosenFragment, kMaxValuesPerPacket);
+  EXPECT_EQ(fragment_width(0, kMaxValuesPerPacket), kFragmentWithoutMtu);
+  EXPECT_EQ(fragment_width(0, 300), 300);
+  EXPECT_EQ(fragment_width(1500, kMaxValuesPerPacket), 359);                   // (1500 - 20 IPv4 - 8 UDP - 36 ATP) / 4
+  EXPECT_EQ(fragment_width(9000, kMaxValuesPerPacket), 2234);                  // jumbo frames (the netns testbed)
+  EXPECT_EQ(fragment_width(65535, kMaxValuesPerPacket), kMaxValuesPerPacket);  // loopback
   EXPECT_EQ(fragment_width(65536, 300), 300);
   EXPECT_EQ(fragment_width(20 + 8 + 36 + 4, kMaxValuesPerPacket), 1);
   expect_plan_error([] { (void)fragment_width(20 + 8 + 36 + 3, kMaxValuesPerPacket); },
@@ -703,7 +707,7 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
 
   job.in_network_aggregation = false;  // the PS baseline: no switch bounds it, the same cap does
   n.mtu_bytes = 0;
-  EXPECT_EQ(plan_job(n, job).values_per_packet, kWidestChosenFragment);
+  EXPECT_EQ(plan_job(n, job).values_per_packet, kFragmentWithoutMtu);
 
   job.values_per_packet = 230;  // set by hand: kept where it fits
   n.mtu_bytes = 1000;

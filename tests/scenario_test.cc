@@ -328,7 +328,9 @@ TEST(ScenarioYaml, ExamplesParse) {
 
 // PlanError from plan_job comes back as one ScenarioError sentence naming the job.
 TEST(ScenarioRun, PlanErrorsNameTheJob) {
-  const Scenario s = parse_scenario_yaml(replaced("rounds: 2}", "rounds: 2, values_per_packet: 2000}"));
+  std::string text = replaced("rounds: 2}", "rounds: 2, values_per_packet: 2000}");
+  text.replace(text.find("aggregators: 4096}"), 18, "aggregators: 4096, width: 1024}");
+  const Scenario s = parse_scenario_yaml(text);
   try {
     run_inproc(s);
     FAIL() << "expected a ScenarioError";

@@ -132,11 +132,14 @@ struct JobPlan {
 // The widest fragment chosen for a job that does not set one: the default aggregator width, so
 // that a job no switch aggregates (the PS baseline) moves the same packets as one they do.
 inline constexpr std::uint16_t kWidestChosenFragment = SwitchConfig{}.aggregator_width;
+// The widest fragment chosen on a network that states no MTU (the in-process one): 4 KiB of
+// values, which a jumbo frame carries.
+inline constexpr std::uint16_t kFragmentWithoutMtu = 1024;
 
 // The width of a job's fragments when JobSpec::values_per_packet is 0: the largest that every
 // switch aggregating it accepts (its aggregator_width), that fits one IP packet of `mtu_bytes`
-// (IPv4 + UDP + ATP headers + the values; 0: no limit) and at most kWidestChosenFragment. Throws
-// PlanError when not even one value fits the MTU.
+// (IPv4 + UDP + ATP headers + the values; 0: no MTU known, then at most kFragmentWithoutMtu) and
+// at most kWidestChosenFragment. Throws PlanError when not even one value fits the MTU.
 std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator);
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a

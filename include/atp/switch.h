@@ -16,9 +16,13 @@
 namespace atp {
 
 struct SwitchConfig {
-  bool atp_capable = true;                // false: a plain switch that only forwards
-  std::uint32_t num_aggregators = 4096;   // aggregators in the table
-  std::uint16_t aggregator_width = 1024;  // int32 values per aggregator
+  bool atp_capable = true;                               // false: a plain switch that only forwards
+  std::uint32_t num_aggregators = 4096;                  // aggregators in the table
+  // int32 values per aggregator: the widest ATP packet, so that the switch never bounds what the
+  // path's MTU allows (plan.h fragment_width: 2234 values on 9000-byte frames, 4096 on loopback).
+  // Per-packet costs dominate a software switch, so wider packets move more values for the same
+  // work; the table's memory is touched only where aggregators are used.
+  std::uint16_t aggregator_width = kMaxValuesPerPacket;
   // An aggregator not aggregated into for this long counts as free (§3.7); zero or less: never.
   // Longer than a worker's usual RTO, so that a partial sum waiting for a backed-off worker is
   // mostly not wiped before that worker's resend arrives. Not longer than the longest backoff

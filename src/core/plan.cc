@@ -404,7 +404,9 @@ NetworkPlan plan_network(const Topology& topology) {
 
 std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator) {
   std::uint32_t width = std::min(kWidestChosenFragment, narrowest_aggregator);
-  if (mtu_bytes != 0) {
+  if (mtu_bytes == 0) {
+    width = std::min<std::uint32_t>(width, kFragmentWithoutMtu);
+  } else {
     if (mtu_bytes < kIpUdpBytes + packet_size(1)) {
       throw PlanError("an MTU of " + std::to_string(mtu_bytes) + " bytes leaves no room for even one value after the " +
                       std::to_string(kIpUdpBytes + kHeaderBytes) + " bytes of IPv4, UDP and ATP headers");

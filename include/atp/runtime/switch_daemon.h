@@ -109,7 +109,7 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 //   POST /hosts      body: {"peer": "127.0.0.1:40001"}; attaches a UDP peer (a worker or PS process
 //                    on an ephemeral port) to the running switch and answers
 //                      {"port": P, "address": "10.0.0.7", "switch": {"name": "s0", "atp_capable": true,
-//                       "aggregators": 4096, "aggregator_width": 1024}}.
+//                       "aggregators": 4096, "aggregator_width": 4096}}.
 //                    A peer that already is a port's peer gets that port again (idempotent). Else it
 //                    takes the lowest detached port, or a new port (unlimited egress, no ingress
 //                    queue, counters zero); at most 65536 ports (then 503). Its overlay address is

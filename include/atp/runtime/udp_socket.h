@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "atp/wire.h"
+
 namespace atp {
 
 // An IPv4 address and UDP port, both in host byte order.
@@ -63,8 +65,9 @@ struct UdpOutgoing {
 // Reusable receive buffers for recv_batch(): `capacity` datagrams of up to `max_bytes` each.
 class UdpRecvBatch {
  public:
-  // 9216 bytes holds a jumbo frame's payload, more than any ATP packet.
-  explicit UdpRecvBatch(std::size_t capacity = 64, std::size_t max_bytes = 9216);
+  // The default holds the largest ATP packet (kMaxValuesPerPacket values, 16 KiB), which a
+  // path of a larger MTU than Ethernet's jumbo frames (loopback) carries in one datagram.
+  explicit UdpRecvBatch(std::size_t capacity = 64, std::size_t max_bytes = packet_size(kMaxValuesPerPacket));
 
   std::size_t size() const { return count_; }  // datagrams from the last recv_batch()
   std::size_t capacity() const { return from_.size(); }
