@@ -16,8 +16,8 @@
 namespace atp {
 
 struct SwitchConfig {
-  bool atp_capable = true;                               // false: a plain switch that only forwards
-  std::uint32_t num_aggregators = 4096;                  // aggregators in the table
+  bool atp_capable = true;               // false: a plain switch that only forwards
+  std::uint32_t num_aggregators = 4096;  // aggregators in the table
   // int32 values per aggregator: the widest ATP packet, so that the switch never bounds what the
   // path's MTU allows (plan.h fragment_width: 2234 values on 9000-byte frames, 4096 on loopback).
   // Per-packet costs dominate a software switch, so wider packets move more values for the same
