@@ -634,16 +634,21 @@ TEST(Worker, AResultWithoutTheResendFlagEndsTheRecoveryOfASpuriousTimeout) {
   EXPECT_EQ(w.state(), WorkerState::kIdle);  // the round is complete
 }
 
+// base_config with congestion control on, from a window (and ssthresh) of `window` packets.
+WorkerConfig with_congestion_control(std::uint32_t window) {
+  WorkerConfig c = base_config();
+  c.congestion.enabled = true;
+  c.congestion.initial_window = window;
+  c.congestion.initial_ssthresh = window;
+  return c;
+}
+
 // A fast retransmit whose result comes without the PS's resend flag: the first copy made it
 // (results overtook it: a collision sent its copies to the PS one by one), so the window cut is
 // taken back. With the flag, the resend was needed: the cut stays.
 TEST(Worker, AFastRetransmitAnsweredByTheFirstCopyGivesTheWindowBack) {
   for (const bool needed : {false, true}) {
-    WorkerConfig c = base_config();
-    c.congestion.enabled = true;
-    c.congestion.initial_window = 16;
-    c.congestion.initial_ssthresh = 16;
-    WorkerEndpoint w(c);
+    WorkerEndpoint w(with_congestion_control(16));
     RecordingSink out;
     ASSERT_TRUE(w.start(ramp(32 * 4), kStart, out));
     out.take();
@@ -660,11 +665,7 @@ TEST(Worker, AFastRetransmitAnsweredByTheFirstCopyGivesTheWindowBack) {
 // The host's own queue full (the sink holds what it refused) is a congestion mark on each flow's
 // oldest fragment in flight: one cut, and another only for fragments sent after it.
 TEST(Worker, TheHostQueueFullCutsTheWindowOncePerRoundTrip) {
-  WorkerConfig c = base_config();
-  c.congestion.enabled = true;
-  c.congestion.initial_window = 16;
-  c.congestion.initial_ssthresh = 16;
-  WorkerEndpoint w(c);
+  WorkerEndpoint w(with_congestion_control(16));
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(64 * 4), kStart, out));
   out.take();
