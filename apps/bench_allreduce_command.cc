@@ -118,12 +118,14 @@ struct Measurement {
   double time_us = 0;     // per timed iteration, slowest worker
   double algbw_GBps = 0;  // bytes / time, 1e9 bytes per second (nccl-tests' GB/s)
   double busbw_GBps = 0;  // algbw x 2(n-1)/n
-  // nccl-tests' #wrong: "0" where every value was checked and right, "N/A" where the result is
-  // not computed, "fail" where the job failed (workers stop at the first wrong value, so the
-  // count of wrong values is not known; the error is printed under the table).
+  // nccl-tests' #wrong: the values that differed from the reference, summed over workers and the
+  // rounds they checked ("0" where every value was checked and right); "N/A" where the result is
+  // not computed; "fail" where the job failed for another reason (the error is printed under the
+  // table).
   std::string wrong() const {
-    if (!job.correct) return "fail";
-    return check == Check::kNotComputed ? "N/A" : "0";
+    if (check == Check::kNotComputed) return "N/A";
+    if (job.wrong_values > 0) return std::to_string(job.wrong_values);
+    return job.correct ? "0" : "fail";
   }
 };
 
@@ -266,7 +268,8 @@ int run_allreduce_bench(const BenchOptions& o) {
     }
     std::printf(
         "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
-        "# rounding); 0 only where every value was checked; N/A: not computed; fail: the job failed (why: below).\n");
+        "# rounding), summed over workers; 0 only where every value was checked; N/A: not computed; fail: the\n"
+        "# job failed for another reason (why: below).\n");
     std::string names = "#" + std::string(41, ' ');
     std::string columns = format("#%11s %13s %9s %5s", "size", "count", "type", "redop");
     std::string units = format("#%11s %13s %9s %5s", "(B)", "(elements)", "", "");
@@ -306,26 +309,27 @@ int run_allreduce_bench(const BenchOptions& o) {
       m.busbw_GBps = m.algbw_GBps * bus_factor;
       all_ok = all_ok && m.job.correct;
       if (!m.job.correct) failures.push_back(algorithm + " at " + std::to_string(bytes) + " B: " + m.job.error);
-      rows.push_back({{"size_bytes", bytes},
-                      {"count", bytes / 4},
-                      {"type", "float"},
-                      {"redop", "sum"},
-                      {"algorithm", algorithm},
-                      {"correct", m.job.correct},
-                      {"check", to_string(m.check)},
-                      // nccl-tests' #wrong: 0 where every value was checked and right, else null
-                      // (not computed, or the job failed; see "correct" and "error").
-                      {"wrong", m.wrong() == "0" ? nlohmann::json(0) : nlohmann::json()},
-                      {"time_us", m.time_us},
-                      {"algbw_GBps", m.algbw_GBps},
-                      {"busbw_GBps", m.busbw_GBps},
-                      {"algbw_gbps", m.job.algbw_gbps},
-                      {"busbw_gbps", m.job.algbw_gbps * bus_factor},
-                      {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
-                      {"retransmissions", m.job.retransmissions},
-                      {"collisions", m.job.collisions},
-                      {"in_network_share", m.job.in_network_share},
-                      {"error", m.job.error}});
+      rows.push_back(
+          {{"size_bytes", bytes},
+           {"count", bytes / 4},
+           {"type", "float"},
+           {"redop", "sum"},
+           {"algorithm", algorithm},
+           {"correct", m.job.correct},
+           {"check", to_string(m.check)},
+           // nccl-tests' #wrong: the count where values were checked, else null (not
+           // computed, or the job failed for another reason; see "correct" and "error").
+           {"wrong", m.wrong() == "N/A" || m.wrong() == "fail" ? nlohmann::json() : nlohmann::json(m.job.wrong_values)},
+           {"time_us", m.time_us},
+           {"algbw_GBps", m.algbw_GBps},
+           {"busbw_GBps", m.busbw_GBps},
+           {"algbw_gbps", m.job.algbw_gbps},
+           {"busbw_gbps", m.job.algbw_gbps * bus_factor},
+           {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
+           {"retransmissions", m.job.retransmissions},
+           {"collisions", m.job.collisions},
+           {"in_network_share", m.job.in_network_share},
+           {"error", m.job.error}});
       row.push_back(std::move(m));
     }
     for (std::size_t i = 0; i < row.size(); ++i) busbw_sum[i] += row[i].busbw_GBps;
@@ -385,8 +389,8 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       "One scenario run per size and algorithm on the chosen backend: --racks racks (tor0..) of --workers\n"
       "workers under a core switch, the PS under the core, every link at --rate-mbps. Columns as nccl-tests'\n"
       "all_reduce_perf (GB/s = 1e9 bytes/s; busbw = algbw x 2(n-1)/n), one block per algorithm, then the\n"
-      "first algorithm's algbw over each other's, measured in the same run. #wrong: 0 where the workers\n"
-      "checked every value (exact for atp and ps, within float32 rounding for ring and gloo), N/A where the\n"
+      "first algorithm's algbw over each other's, measured in the same run. #wrong: the values that differed\n"
+      "(exact for atp and ps, within float32 rounding for ring and gloo), 0 where every one was right, N/A where the\n"
       "result is not computed (ring on ns3). On udp, ring and gloo use direct TCP on loopback, not the\n"
       "switches or their rate limits. nccl-tests' -b -e -f -n -w work as aliases. netns needs root.");
   app->add_option("--backend", o->backend,
@@ -440,7 +444,8 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)");
   app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)");
   app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)");
-  app->add_option("--index", o->index, "ATP aggregator indices: hashed_slots (the authors' code), hashed (the paper's text) or linear")
+  app->add_option("--index", o->index,
+                  "ATP aggregator indices: hashed_slots (the authors' code), hashed (the paper's text) or linear")
       ->capture_default_str()
       ->check(CLI::IsMember({"hashed", "linear", "hashed_slots"}));
   app->add_flag("--json", o->json, "print the figures as JSON instead of a table");

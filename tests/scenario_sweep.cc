@@ -109,6 +109,7 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     }
     if (!job.correct && job.error.empty()) fail(name + " is not correct but says nothing why (a silent failure)");
     if (is_wrong_result(job.error)) fail(name + " got a wrong result: " + job.error);
+    if (job.wrong_values != 0) fail(name + " reports " + fmt(job.wrong_values) + " wrong values: " + job.error);
     if (!job.correct && !ex.may_fail[j]) fail(name + " failed although nothing it uses crashed: " + job.error);
     if (job.correct && ex.must_fail[j])
       fail(name + " is correct although one of its workers crashed before its last round");
@@ -117,14 +118,15 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     }
     if (!job.correct) out.observed.insert(ex.may_fail[j] ? "job failed by a crash (expected)" : "job failed");
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
-    // The width the file set, or (unset: 0) the one planning chose, at most kWidestChosenFragment.
+    // The width the file set, or (unset: 0) the one planning chose: the in-process network states
+    // no MTU, so at most kFragmentWithoutMtu.
     if (uses_atp_protocol(sj.algorithm)) {
       const std::uint64_t set = ex.values_per_packet[j];
       if (set != 0 && job.values_per_packet != set) {
         fail(name + " has fragments of " + fmt(job.values_per_packet) + " values, but the file says " + fmt(set));
-      } else if (set == 0 && (job.values_per_packet == 0 || job.values_per_packet > kWidestChosenFragment)) {
+      } else if (set == 0 && (job.values_per_packet == 0 || job.values_per_packet > kFragmentWithoutMtu)) {
         fail(name + " has fragments of " + fmt(job.values_per_packet) + " values; the width chosen must be 1.." +
-             fmt(kWidestChosenFragment));
+             fmt(kFragmentWithoutMtu));
       }
     }
     const std::uint64_t vpp = std::max<std::uint64_t>(job.values_per_packet, 1);

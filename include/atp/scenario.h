@@ -145,11 +145,14 @@ struct JobResult {
   std::uint64_t tensor_bytes = 0;                            // float32 bytes per worker per round
   std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
   std::uint64_t ps_packets_received = 0;
-  std::uint64_t retransmissions = 0;        // over all workers, any reason (incl. float resends)
-  std::uint64_t fast_retransmits = 0;       // of those, after 3 out-of-order parameter packets
-  std::uint64_t timeouts = 0;               // retransmission timeouts fired, over all workers' flows
-  std::uint64_t collisions = 0;             // packets forwarded past a busy aggregator, over all switches
-  std::uint64_t float_fragments = 0;        // fragments that took the float32 overflow path, all rounds
+  std::uint64_t retransmissions = 0;   // over all workers, any reason (incl. float resends)
+  std::uint64_t fast_retransmits = 0;  // of those, after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;          // retransmission timeouts fired, over all workers' flows
+  std::uint64_t collisions = 0;        // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;   // fragments that took the float32 overflow path, all rounds
+  // Values of results that differed from the reference, summed over workers and the rounds they
+  // checked (nccl-tests' #wrong); a worker stops after the first round with any.
+  std::uint64_t wrong_values = 0;
   std::uint64_t reclaimed_aggregators = 0;  // of this job, freed by switches' reclaim timeout
   std::uint16_t values_per_packet = 0;      // the fragment width planned (0: a TCP collective, no fragments)
   std::uint64_t fragments = 0;              // fragments per round x completed rounds

@@ -89,12 +89,21 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
                          std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen,
-                         bool float32_sums) {
+                         bool float32_sums, std::uint64_t* wrong_values) {
   const std::size_t n = ref.int_sum.size();
   if (result.size() != n) {
     return "result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n);
   }
   const std::size_t vpp = values_per_packet;
+  std::string first_wrong;
+  // One more wrong value: `describe` gives its sentence, called for the first one only (a stream
+  // per value would cost more than the whole check). True when the check stops here.
+  auto wrong = [&](auto describe) {
+    if (first_wrong.empty()) first_wrong = describe();
+    if (wrong_values == nullptr) return true;
+    ++*wrong_values;
+    return false;
+  };
   for (std::size_t begin = 0; begin < n; begin += vpp) {
     const std::size_t end = std::min(n, begin + vpp);
     const std::size_t fragment = begin / vpp;
@@ -108,7 +117,6 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
     }
     for (std::size_t i = begin; i < end; ++i) {
       const float got = result[i];
-      // Only built for the message: a stream per value would cost more than the whole check.
       auto message = [] {
         std::ostringstream s;
         s.precision(9);
@@ -116,24 +124,29 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
       };
       if (as_float) {
         double expected = 0, tolerance = 0;
-        if (!float_ok(ref, i, got, &expected, &tolerance, float32_sums)) {
-          std::ostringstream s = message();
-          s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within " << tolerance;
-          if (is_float.empty()) s << " (or exactly " << dequantize_one(ref.int_sum[i], scale) << ")";
-          return s.str();
+        if (!float_ok(ref, i, got, &expected, &tolerance, float32_sums) && wrong([&] {
+              std::ostringstream s = message();
+              s << "value " << i << " (float32 path) is " << got << ", expected " << expected << " within "
+                << tolerance;
+              if (is_float.empty()) s << " (or exactly " << dequantize_one(ref.int_sum[i], scale) << ")";
+              return s.str();
+            })) {
+          return first_wrong;
         }
       } else {
         const float expected = dequantize_one(ref.int_sum[i], scale);
-        if (!(got == expected)) {
-          std::ostringstream s = message();
-          s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
-            << " / scale)";
-          return s.str();
+        if (!(got == expected) && wrong([&] {
+              std::ostringstream s = message();
+              s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
+                << " / scale)";
+              return s.str();
+            })) {
+          return first_wrong;
         }
       }
     }
   }
-  return "";
+  return first_wrong;
 }
 
 NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans) {

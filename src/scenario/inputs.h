@@ -41,10 +41,12 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 // float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo): every
 // value is held to the float path's bound, grown by the workers' count of float32 roundings
 // (`is_float` is then not read).
-// Returns "" if exact, else one sentence about the first wrong value.
+// Returns "" if exact, else one sentence about the first wrong value. With `wrong_values`, every
+// value is checked and the wrong ones are added to it (nccl-tests' #wrong); without, the check
+// stops at the first.
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
                          std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr,
-                         bool float32_sums = false);
+                         bool float32_sums = false, std::uint64_t* wrong_values = nullptr);
 
 // What a noise source (Scenario::noise) imitates: the jobs' real ids and member addresses, so
 // that its spoofed packets look like the jobs' own and only the switch's checks stop them.

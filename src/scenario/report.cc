@@ -38,6 +38,7 @@ std::string to_json(const ScenarioResult& result) {
     o["values_per_packet"] = j.values_per_packet;
     o["fragments"] = j.fragments;
     o["float_fragments"] = j.float_fragments;
+    o["wrong_values"] = j.wrong_values;
     ordered_json aggregations = ordered_json::object();
     for (const auto& [name, count] : j.switch_aggregations) aggregations[name] = count;
     o["switch_aggregations"] = aggregations;

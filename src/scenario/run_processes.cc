@@ -910,6 +910,7 @@ class ProcessRun {
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
       r.timeouts += out.timeouts;
+      r.wrong_values += out.wrong_values;
       // Every worker sees the same float fragments: take one worker's count.
       r.float_fragments = std::max(r.float_fragments, out.float_fragments);
       allreduce_ns[w.job] = std::max(allreduce_ns[w.job], out.allreduce_ns);

@@ -255,8 +255,9 @@ class RoundDriver {
   JobId job_id() const;
   std::uint32_t rounds_completed = 0;
   bool running = false;
-  bool stopped = false;   // failed or crashed: no more rounds
-  bool mismatch = false;  // some round's result was not exact
+  bool stopped = false;            // failed or crashed: no more rounds
+  bool mismatch = false;           // some round's result was not exact
+  std::uint64_t wrong_values = 0;  // in the rounds it checked
   std::string error;
   const HostNode& host() const { return host_; }
 
@@ -443,7 +444,8 @@ void RoundDriver::verify() {
     }
   }
   if (wrong.empty()) {
-    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale);
+    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale,
+                                          nullptr, false, &wrong_values);
   }
   if (!wrong.empty() && !mismatch) {
     mismatch = true;
@@ -732,6 +734,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     r.retransmissions += ep.stats().retransmissions;
     r.fast_retransmits += ep.stats().fast_retransmits;
     r.timeouts += ep.stats().timeouts;
+    r.wrong_values += d->wrong_values;
     const bool finished = d->rounds_completed == job.rounds;
     // The first reason of each kind; a crash explains the others' failures, so it wins.
     if (d->host().crashed && !finished) {

@@ -110,6 +110,7 @@ std::string result_line(const WorkerResult& r) {
               {"fast_retransmits", r.fast_retransmits},
               {"timeouts", r.timeouts},
               {"float_fragments", r.float_fragments},
+              {"wrong_values", r.wrong_values},
               {"allreduce_ns", r.allreduce_ns},
               {"error", r.error}}
       .dump();
@@ -131,6 +132,7 @@ WorkerLine parse_line(const std::string& text) {
       r.fast_retransmits = j.at("fast_retransmits").get<std::uint64_t>();
       r.timeouts = j.at("timeouts").get<std::uint64_t>();
       r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
+      r.wrong_values = j.at("wrong_values").get<std::uint64_t>();
       r.allreduce_ns = j.at("allreduce_ns").get<std::int64_t>();
       r.error = j.at("error").get<std::string>();
     }
@@ -191,8 +193,8 @@ int run_udp_worker(const std::string& spec_path) {
       std::uint64_t floats = 0;
       // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
       // collective's sum is held to the float path's rounding bound everywhere.
-      const std::string wrong =
-          scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale, &floats, !comm);
+      const std::string wrong = scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale,
+                                                              &floats, !comm, &r.wrong_values);
       if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;
