@@ -203,9 +203,11 @@ std::vector<std::pair<Child*, std::string>> ChildSet::wait_lines(const std::vect
       polled.push_back(c);
     }
     fds.push_back({g_signal_pipe[0], POLLIN, 0});
-    // Rounded up: a deadline under a millisecond away must still wait, not spin.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0 || polled.empty()) break;
+    // Rounded up: a deadline under a millisecond away must still wait, not spin. One that has
+    // passed still reads what is ready (a poll that does not wait), then returns.
+    const auto left =
+        std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    if (polled.empty()) break;
     const int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1000)));
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     if (g_signal_pipe[0] >= 0 && (fds.back().revents & POLLIN)) throw Interrupted();
@@ -221,6 +223,7 @@ std::vector<std::pair<Child*, std::string>> ChildSet::wait_lines(const std::vect
         c.eof = true;
       }
     }
+    if (left == 0) break;
   }
   return lines;
 }

@@ -68,8 +68,8 @@ class ChildSet {
 
   // Reads the children's stdout until one of `children` has a complete line, or `deadline`
   // passes. Returns every complete line read (child, line), possibly none at the deadline; a
-  // child whose stdout closed has eof set (and is not waited for). Throws Interrupted on a stop
-  // signal.
+  // deadline already passed reads what is ready without waiting. A child whose stdout closed has
+  // eof set (and is not waited for). Throws Interrupted on a stop signal.
   std::vector<std::pair<Child*, std::string>> wait_lines(const std::vector<Child*>& children,
                                                          Clock::time_point deadline);
   // wait_lines until every one of `children` has one line (or eof, or the deadline); returns

@@ -748,7 +748,13 @@ class ProcessRun {
         return;
       }
       const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start_);
-      while (next_action < actions.size() && actions[next_action].at <= elapsed) actions[next_action++].run();
+      while (next_action < actions.size() && actions[next_action].at <= elapsed) {
+        // The noise due before the action goes first, as it would have on time: a runner that
+        // woke late (a loaded machine) must not run a switch's stop and restart back to back
+        // with none of the noise that the switch, down meanwhile, should have missed.
+        send_noise(actions[next_action].at);
+        actions[next_action++].run();
+      }
       Duration wake = send_noise(elapsed);
       if (next_action < actions.size()) wake = std::min(wake, actions[next_action].at);
       Clock::time_point until = deadline;
@@ -785,6 +791,16 @@ class ProcessRun {
     if (!first_wait) return Clock::time_point::max();
     const Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
     if (Clock::now() < give_up) return give_up;
+    // What the others have written already counts first: this runner may itself have been busy
+    // past the timeout (a switch restart, a loaded machine) while their lines waited in the pipes.
+    std::vector<Child*> others;
+    for (Worker& w : workers_) {
+      if (w.job == job && !w.finished && !w.waiting) others.push_back(w.child);
+    }
+    for (auto& [child, text] : children_.wait_lines(others, Clock::now())) on_worker_line(*child, text);
+    const bool released = std::none_of(workers_.begin(), workers_.end(),
+                                       [&](const Worker& w) { return w.job == job && !w.finished && w.waiting; });
+    if (released) return Clock::time_point::max();
     for (Worker& w : workers_) {
       if (w.job != job || w.finished || w.waiting) continue;
       children_.kill(*w.child);
