@@ -745,5 +745,28 @@ TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
   expect_plan_error([&] { (void)plan_job(n, job); }, {"max_window 1048577"});
 }
 
+// Unset, the width is also the widest that keeps every PS within its budget: 8 shards on a
+// loopback-sized MTU would hold about 512 MiB with 4096 values, so fewer are chosen.
+TEST(PlanJob, AChosenWidthKeepsThePsWithinItsBudget) {
+  Topology t;
+  t.switches = {plain_switch("tor")};
+  t.hosts = {{"w0", "tor"}, {"w1", "tor"}};
+  std::vector<std::string> servers;
+  for (int k = 0; k < 8; ++k) {
+    servers.push_back("ps" + std::to_string(k));
+    t.hosts.push_back({servers.back(), "tor"});
+  }
+  NetworkPlan n = plan_network(t);
+  n.mtu_bytes = 65535;
+  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, servers));
+  EXPECT_LT(p.values_per_packet, kMaxValuesPerPacket);
+  EXPECT_GT(p.values_per_packet, kMaxValuesPerPacket / 4);
+  EXPECT_LE(ps_job_memory_bound(p.ps[0]), kPsJobMemoryBudget);
+  PsConfig wider = p.ps[0];
+  wider.values_per_packet = static_cast<std::uint16_t>(p.values_per_packet + 1);
+  EXPECT_GT(ps_job_memory_bound(wider), kPsJobMemoryBudget) << "the widest that fits, not narrower";
+  EXPECT_EQ(plan_job(n, job_of({"w0", "w1"}, {"ps0"})).values_per_packet, kMaxValuesPerPacket);  // one PS: no cut
+}
+
 }  // namespace
 }  // namespace atp

@@ -402,6 +402,31 @@ NetworkPlan plan_network(const Topology& topology) {
   return plan;
 }
 
+namespace {
+
+// The widest fragment, at most `width`, whose state a PS configured as `p` holds within
+// kPsJobMemoryBudget (ps_job_memory_bound grows with the width); 1 if none does, which plan_job's
+// check then refuses.
+std::uint16_t widest_within_ps_budget(PsConfig p, std::uint16_t width) {
+  auto fits = [&p](std::uint16_t values) {
+    p.values_per_packet = values;
+    return ps_job_memory_bound(p) <= kPsJobMemoryBudget;
+  };
+  if (fits(width)) return width;
+  std::uint16_t lo = 1, hi = width;  // the answer is in [lo, hi]
+  while (lo < hi) {
+    const auto mid = static_cast<std::uint16_t>(lo + (hi - lo + 1) / 2);
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = static_cast<std::uint16_t>(mid - 1);
+    }
+  }
+  return lo;
+}
+
+}  // namespace
+
 std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator) {
   std::uint32_t width = std::min(kWidestChosenFragment, narrowest_aggregator);
   if (mtu_bytes == 0) {
@@ -479,6 +504,17 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const std::uint64_t window_seqs = std::uint64_t{congestion.max_window} * job.ps.size();
   const auto max_window_seqs =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
+
+  // A chosen width also keeps every PS within its memory budget: with many PS shards a flow's
+  // window spans max_window x shards sequence numbers, and a PS holds a fragment's sums for each.
+  if (job.values_per_packet == 0 && max_window_seqs <= kMaxWindowSeqs) {
+    for (const PsTree& tree : trees) {
+      PsConfig p;
+      p.max_window_seqs = max_window_seqs;
+      for (const Group& group : tree.groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+      plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
+    }
+  }
 
   for (std::size_t i = 0; i < job.workers.size(); ++i) {
     WorkerConfig w;
