@@ -722,16 +722,20 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
 
 // A job whose PSs could be made to hold more than kPsJobMemoryBudget fails at planning, with
 // the numbers to change; the default window stays well inside it.
-TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
+// Workers w0 and w1 and PS hosts ps0..ps7 under one plain switch.
+Topology eight_ps_hosts() {
   Topology t;
   t.switches = {plain_switch("tor")};
   t.hosts = {{"w0", "tor"}, {"w1", "tor"}};
-  std::vector<std::string> servers;
-  for (int k = 0; k < 8; ++k) {
-    servers.push_back("ps" + std::to_string(k));
-    t.hosts.push_back({servers.back(), "tor"});
-  }
+  for (int k = 0; k < 8; ++k) t.hosts.push_back({"ps" + std::to_string(k), "tor"});
+  return t;
+}
+const std::vector<std::string> kEightPs = {"ps0", "ps1", "ps2", "ps3", "ps4", "ps5", "ps6", "ps7"};
+
+TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
+  const Topology t = eight_ps_hosts();  // the plan points into it
   const NetworkPlan n = plan_network(t);
+  const std::vector<std::string>& servers = kEightPs;
   JobSpec job = job_of({"w0", "w1"}, servers);
   job.values_per_packet = kMaxValuesPerPacket;  // 1024 x 8 x 4096 values: about 512 MiB per PS
   expect_plan_error([&] { (void)plan_job(n, job); },
@@ -748,17 +752,10 @@ TEST(PlanJob, PsMemoryAboveTheBudgetIsAPlanError) {
 // Unset, the width is also the widest that keeps every PS within its budget: 8 shards on a
 // loopback-sized MTU would hold about 512 MiB with 4096 values, so fewer are chosen.
 TEST(PlanJob, AChosenWidthKeepsThePsWithinItsBudget) {
-  Topology t;
-  t.switches = {plain_switch("tor")};
-  t.hosts = {{"w0", "tor"}, {"w1", "tor"}};
-  std::vector<std::string> servers;
-  for (int k = 0; k < 8; ++k) {
-    servers.push_back("ps" + std::to_string(k));
-    t.hosts.push_back({servers.back(), "tor"});
-  }
+  const Topology t = eight_ps_hosts();  // the plan points into it
   NetworkPlan n = plan_network(t);
   n.mtu_bytes = 65535;
-  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, servers));
+  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, kEightPs));
   EXPECT_LT(p.values_per_packet, kMaxValuesPerPacket);
   EXPECT_GT(p.values_per_packet, kMaxValuesPerPacket / 4);
   EXPECT_LE(ps_job_memory_bound(p.ps[0]), kPsJobMemoryBudget);
