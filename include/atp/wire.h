@@ -87,6 +87,11 @@ enum class DecodeError : std::uint8_t {
 std::string_view to_string(DecodeError e);
 
 inline constexpr std::size_t packet_size(std::uint16_t value_count) { return kHeaderBytes + 4u * value_count; }
+// Fragments of `values_per_packet` (> 0) values that a tensor of `values` values is cut into; the
+// last one is zero-padded.
+inline constexpr std::uint64_t fragment_count(std::uint64_t values, std::uint16_t values_per_packet) {
+  return (values + values_per_packet - 1) / values_per_packet;
+}
 
 // Reads and validates the header of `packet`. Never reads outside `packet`; on success the
 // packet is exactly packet_size(out.value_count) bytes long.

@@ -404,6 +404,13 @@ NetworkPlan plan_network(const Topology& topology) {
 
 namespace {
 
+// The aggregation groups a PS tree's packets come from, their sizes in bitmap order (PsConfig).
+std::vector<std::uint8_t> group_sizes(const PsTree& tree) {
+  std::vector<std::uint8_t> sizes;
+  for (const Group& group : tree.groups) sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+  return sizes;
+}
+
 // The widest fragment, at most `width`, whose state a PS configured as `p` holds within
 // kPsJobMemoryBudget (ps_job_memory_bound grows with the width); 1 if none does, which plan_job's
 // check then refuses.
@@ -511,7 +518,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     for (const PsTree& tree : trees) {
       PsConfig p;
       p.max_window_seqs = max_window_seqs;
-      for (const Group& group : tree.groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+      p.group_sizes = group_sizes(tree);
       plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
     }
   }
@@ -540,7 +547,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.job = job.id;
     p.self = network.host_address.at(job.ps[k]);
     p.multicast_group = multicast_group_address(job.id);
-    for (const Group& group : trees[k].groups) p.group_sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+    p.group_sizes = group_sizes(trees[k]);
     for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
     p.values_per_packet = plan.values_per_packet;
     p.aggregators = plan.aggregators;

@@ -240,8 +240,7 @@ struct WorkerEndpoint::Impl {
   bool start(std::span<const float> in, std::span<float> sums, Time now, PacketSink& out) {
     if (state != WorkerState::kIdle || sums.size() != in.size()) return false;
     clock = now;
-    const std::uint64_t vpp = config.values_per_packet;
-    const std::uint64_t count = (in.size() + vpp - 1) / vpp;
+    const std::uint64_t count = fragment_count(in.size(), config.values_per_packet);
     if (count > kMaxRoundFragments) return false;
     // Sequence numbers continue from the previous round.
     round_base += round_fragments;

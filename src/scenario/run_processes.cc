@@ -990,8 +990,7 @@ class ProcessRun {
       // TCP collectives have no fragments (nor PS packets, nor an in-network share).
       if (uses_atp_protocol(s_.jobs[j].algorithm)) {
         r.values_per_packet = plans_[j].values_per_packet;
-        const std::uint64_t vpp = r.values_per_packet;
-        r.fragments = (s_.jobs[j].elements + vpp - 1) / vpp * r.completed_rounds;
+        r.fragments = fragment_count(s_.jobs[j].elements, r.values_per_packet) * r.completed_rounds;
       }
       r.seconds = ns_to_s(allreduce_ns[j]);
       derive_rates(r);

@@ -292,10 +292,7 @@ struct JobRuntime {
   std::vector<std::uint64_t> float_fragments_by_round;
   RoundTimes times;
 
-  std::uint64_t fragments_per_round() const {
-    const std::uint64_t vpp = plan.values_per_packet;
-    return (job->elements + vpp - 1) / vpp;
-  }
+  std::uint64_t fragments_per_round() const { return fragment_count(job->elements, plan.values_per_packet); }
 
   RoundReference& reference(std::uint32_t round, const WorkerEndpoint& first_finisher) {
     auto it = references.find(round);
