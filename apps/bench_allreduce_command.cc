@@ -122,10 +122,14 @@ struct Measurement {
   // rounds they checked ("0" where every value was checked and right); "N/A" where the result is
   // not computed; "fail" where the job failed for another reason (the error is printed under the
   // table).
+  // The count, or nothing where the result is not computed or the job failed for another reason.
+  std::optional<std::uint64_t> wrong_values() const {
+    if (check == Check::kNotComputed || (job.wrong_values == 0 && !job.correct)) return std::nullopt;
+    return job.wrong_values;
+  }
   std::string wrong() const {
-    if (check == Check::kNotComputed) return "N/A";
-    if (job.wrong_values > 0) return std::to_string(job.wrong_values);
-    return job.correct ? "0" : "fail";
+    if (const auto count = wrong_values()) return std::to_string(*count);
+    return check == Check::kNotComputed ? "N/A" : "fail";
   }
 };
 
@@ -309,27 +313,26 @@ int run_allreduce_bench(const BenchOptions& o) {
       m.busbw_GBps = m.algbw_GBps * bus_factor;
       all_ok = all_ok && m.job.correct;
       if (!m.job.correct) failures.push_back(algorithm + " at " + std::to_string(bytes) + " B: " + m.job.error);
-      rows.push_back(
-          {{"size_bytes", bytes},
-           {"count", bytes / 4},
-           {"type", "float"},
-           {"redop", "sum"},
-           {"algorithm", algorithm},
-           {"correct", m.job.correct},
-           {"check", to_string(m.check)},
-           // nccl-tests' #wrong: the count where values were checked, else null (not
-           // computed, or the job failed for another reason; see "correct" and "error").
-           {"wrong", m.wrong() == "N/A" || m.wrong() == "fail" ? nlohmann::json() : nlohmann::json(m.job.wrong_values)},
-           {"time_us", m.time_us},
-           {"algbw_GBps", m.algbw_GBps},
-           {"busbw_GBps", m.busbw_GBps},
-           {"algbw_gbps", m.job.algbw_gbps},
-           {"busbw_gbps", m.job.algbw_gbps * bus_factor},
-           {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
-           {"retransmissions", m.job.retransmissions},
-           {"collisions", m.job.collisions},
-           {"in_network_share", m.job.in_network_share},
-           {"error", m.job.error}});
+      rows.push_back({{"size_bytes", bytes},
+                      {"count", bytes / 4},
+                      {"type", "float"},
+                      {"redop", "sum"},
+                      {"algorithm", algorithm},
+                      {"correct", m.job.correct},
+                      {"check", to_string(m.check)},
+                      // nccl-tests' #wrong: the count where values were checked, else null (not
+                      // computed, or the job failed for another reason; see "correct" and "error").
+                      {"wrong", m.wrong_values() ? nlohmann::json(*m.wrong_values()) : nlohmann::json()},
+                      {"time_us", m.time_us},
+                      {"algbw_GBps", m.algbw_GBps},
+                      {"busbw_GBps", m.busbw_GBps},
+                      {"algbw_gbps", m.job.algbw_gbps},
+                      {"busbw_gbps", m.job.algbw_gbps * bus_factor},
+                      {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
+                      {"retransmissions", m.job.retransmissions},
+                      {"collisions", m.job.collisions},
+                      {"in_network_share", m.job.in_network_share},
+                      {"error", m.job.error}});
       row.push_back(std::move(m));
     }
     for (std::size_t i = 0; i < row.size(); ++i) busbw_sum[i] += row[i].busbw_GBps;
