@@ -584,18 +584,27 @@ TEST(Worker, RetransmissionTimeoutWithoutResultsResendsTheExpectedFragment) {
   EXPECT_TRUE(decoded(resent[0]).resend);
 }
 
+// A window of 8 fragments (0..7) in flight, then the first RTO at `now`: it resends fragment 0.
+void send_eight_then_time_out(WorkerEndpoint& w, RecordingSink& out, Time now) {
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));
+  out.take();
+  w.on_timeout(now, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
+}
+
+WorkerConfig with_window_of_eight() {
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 8;
+  return c;
+}
+
 TEST(Worker, AfterATimeoutEachResultOfAResentFragmentResendsTheNextAtOnce) {
   // A link or switch was down: the whole window is lost. Recovery goes at one RTT per fragment
   // (each resend's result triggers the next) instead of one RTO per fragment.
-  WorkerConfig c = base_config();
-  c.congestion.initial_window = 8;
-  WorkerEndpoint w(c);
+  WorkerEndpoint w(with_window_of_eight());
   RecordingSink out;
-  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // fragments 0..7 in flight, all lost
-  out.take();
   Time now = kStart + std::chrono::milliseconds(1);
-  w.on_timeout(now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
+  send_eight_then_time_out(w, out, now);  // all 8 lost
   now += std::chrono::microseconds(10);
   w.on_packet(recovered_parameter(kInitialSeq), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
@@ -618,15 +627,10 @@ TEST(Worker, AfterATimeoutEachResultOfAResentFragmentResendsTheNextAtOnce) {
 // results that follow in order resend nothing. Before, each of them resent the next fragment,
 // a whole window of resends that flushed the switches' partial sums to the PS.
 TEST(Worker, AResultWithoutTheResendFlagEndsTheRecoveryOfASpuriousTimeout) {
-  WorkerConfig c = base_config();
-  c.congestion.initial_window = 8;
-  WorkerEndpoint w(c);
+  WorkerEndpoint w(with_window_of_eight());
   RecordingSink out;
-  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // fragments 0..7 in flight, none lost
-  out.take();
   Time now = kStart + std::chrono::milliseconds(1);
-  w.on_timeout(now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
+  send_eight_then_time_out(w, out, now);  // none lost
   now += std::chrono::microseconds(10);
   for (Seq s = 0; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{}));
