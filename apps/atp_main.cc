@@ -26,15 +26,16 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
          ecn_threshold_packets (0: off; switch ports only: a host's queue marks only where a fault
          sets it)}                                defaults of every link, both directions
   topology:
-    switches: [{name, atp (true), aggregators (4096), width (1024 values),
+    switches: [{name, atp (true), aggregators (4096), width (4096 values),
                 reclaim_timeout_us (100000; 0: never)}]
     hosts:    [{name, switch}]   each host has one link, to its switch
     links:    [[switch, switch]] switch-to-switch links; they must form a tree
   jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
           rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (unset: the widest the
-          aggregating switches and the links' MTU take, at most 1024; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
-          in [-magnitude, magnitude]), index (hashed: HASH(job, seq), the paper's text | linear: seq | hashed_slots: HASH(job, seq mod
-          max_window x PS shards), the authors' code), congestion_control (true),
+          aggregating switches, the links' MTU and the PS's memory take: 2234 on 9000-byte frames, 4096 on
+          loopback, 1024 in process; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
+          in [-magnitude, magnitude]), index (hashed_slots: HASH(job, seq mod max_window x PS shards), the
+          authors' code | hashed: HASH(job, seq), the paper's text | linear: seq), congestion_control (true),
           loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),
           window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),

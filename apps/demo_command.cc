@@ -17,7 +17,7 @@ namespace atp::cli {
 namespace {
 
 // Two jobs of four workers sharing one ATP switch, one PS each, on 127.0.0.1, with the defaults a
-// user gets: fragments as wide as the switch takes (1024 values on loopback; a Tofino stage holds
+// user gets: fragments as wide as the switch takes (4096 values on loopback; a Tofino stage holds
 // the paper's 62, while here a packet costs the same system calls whatever its size).
 constexpr const char* kDemoScenario = R"(
 seed: 7
