@@ -144,6 +144,100 @@ TEST(UdpSocket, OversizedSendIsAnErrorForThatDatagramOnly) {
   EXPECT_EQ(got[0].first, ok);
 }
 
+// Segmentation offload: a run of equal datagrams to one peer leaves as one message (UDP_SEGMENT)
+// and arrives as one (UDP_GRO); recv_batch hands its datagrams out one by one, in order, byte for
+// byte, with the sender's address, whatever mix of peers and sizes the batch had.
+TEST(UdpSocket, RunsGoOutAndComeInAsOneMessageAndAreHandedOutDatagramByDatagram) {
+  const UdpSocketOptions offload{.segmentation_offload = true};
+  UdpSocket a(UdpEndpoint::loopback(0), offload);
+  UdpSocket b(UdpEndpoint::loopback(0), offload);
+  UdpSocket c(UdpEndpoint::loopback(0), offload);
+  if (!a.segments_runs()) GTEST_SKIP() << "this kernel has no UDP_SEGMENT";
+  std::vector<std::vector<std::uint8_t>> to_b, to_c;
+  std::vector<UdpOutgoing> out;
+  const auto add = [](std::vector<std::vector<std::uint8_t>>& list, std::size_t count, std::size_t bytes) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::vector<std::uint8_t> p(bytes);
+      for (std::size_t k = 0; k < bytes; ++k) p[k] = static_cast<std::uint8_t>(list.size() * 7 + k);
+      list.push_back(std::move(p));
+    }
+  };
+  // b: a run of 30, a lone datagram of another size, a run of 20 that ends with a shorter one
+  // (which a run may: only the last), and a run longer than one message takes (64 KiB).
+  add(to_b, 30, 1000);
+  add(to_b, 1, 1500);
+  add(to_b, 20, 1000);
+  add(to_b, 1, 400);
+  add(to_b, 100, 1200);
+  add(to_c, 5, 600);
+  for (std::size_t i = 0; i < to_b.size(); ++i) {
+    out.push_back({b.local_endpoint(), to_b[i]});
+    if (i == 40) {
+      for (const auto& p : to_c) out.push_back({c.local_endpoint(), p});  // between two of b's
+    }
+  }
+  ASSERT_EQ(a.send_batch(out), out.size());
+  EXPECT_EQ(a.counters().sent, out.size());
+  // Runs: 30 | the 1500 B one and the next, shorter, which ends it | 9 | c's 5 | 10 and the 400 B
+  // one | 54 of 1200 B (all that fit in 64 KiB) | the other 46.
+  EXPECT_EQ(a.counters().sent_runs, 7u);
+
+  UdpRecvBatch batch;
+  const auto got_b = receive(b, to_b.size(), batch);
+  ASSERT_EQ(got_b.size(), to_b.size());
+  for (std::size_t i = 0; i < got_b.size(); ++i) {
+    EXPECT_EQ(got_b[i].first, to_b[i]) << i;
+    EXPECT_EQ(got_b[i].second, a.local_endpoint());
+  }
+  EXPECT_GE(b.counters().received_runs, 1u);
+  EXPECT_EQ(b.counters().received, to_b.size());
+  const auto got_c = receive(c, to_c.size(), batch);
+  ASSERT_EQ(got_c.size(), to_c.size());
+  for (std::size_t i = 0; i < got_c.size(); ++i) EXPECT_EQ(got_c[i].first, to_c[i]) << i;
+  EXPECT_EQ(b.recv_batch(batch), 0u);
+}
+
+// A receiver that did not ask for offload gets a run as separate datagrams (the kernel splits
+// it); a sender that did not ask sends datagram by datagram to one that did.
+TEST(UdpSocket, OffloadOnOneSideOnlyStillDeliversEveryDatagram) {
+  const UdpSocketOptions offload{.segmentation_offload = true};
+  for (const bool sender_offloads : {true, false}) {
+    UdpSocket a(UdpEndpoint::loopback(0), sender_offloads ? offload : UdpSocketOptions{});
+    UdpSocket b(UdpEndpoint::loopback(0), sender_offloads ? UdpSocketOptions{} : offload);
+    std::vector<std::vector<std::uint8_t>> payloads;
+    std::vector<UdpOutgoing> out;
+    for (std::uint8_t i = 0; i < 40; ++i) payloads.push_back(std::vector<std::uint8_t>(2000, i));
+    for (const auto& p : payloads) out.push_back({b.local_endpoint(), p});
+    ASSERT_EQ(a.send_batch(out), out.size());
+    EXPECT_EQ(a.counters().sent_runs > 0, sender_offloads && a.segments_runs());
+    UdpRecvBatch batch(16, 2048);  // room for one datagram per message: enough without offload
+    const auto got = receive(b, payloads.size(), batch);
+    ASSERT_EQ(got.size(), payloads.size()) << "sender offloads: " << sender_offloads;
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].first, payloads[i]) << i;
+    EXPECT_EQ(b.counters().received_runs, 0u);
+    EXPECT_EQ(b.counters().truncated, 0u);
+  }
+}
+
+// A run refused for its address (broadcast without SO_BROADCAST) is that address's error: its
+// datagrams are counted and skipped, and the socket keeps sending runs to other peers.
+TEST(UdpSocket, ARunRefusedForItsAddressIsSkippedAndRunsGoOn) {
+  const UdpSocketOptions offload{.segmentation_offload = true};
+  UdpSocket a(UdpEndpoint::loopback(0), offload);
+  UdpSocket b(UdpEndpoint::loopback(0), offload);
+  if (!a.segments_runs()) GTEST_SKIP() << "this kernel has no UDP_SEGMENT";
+  const std::vector<std::uint8_t> p(500, 3);
+  const UdpEndpoint broadcast{0xFFFFFFFFu, b.local_endpoint().port};
+  const std::vector<UdpOutgoing> out{
+      {broadcast, p}, {broadcast, p}, {broadcast, p}, {b.local_endpoint(), p}, {b.local_endpoint(), p}};
+  EXPECT_EQ(a.send_batch(out), 2u);
+  EXPECT_EQ(a.counters().send_errors, 3u);
+  EXPECT_TRUE(a.segments_runs());
+  EXPECT_EQ(a.counters().sent_runs, 1u);
+  UdpRecvBatch batch;
+  EXPECT_EQ(receive(b, 2, batch).size(), 2u);
+}
+
 TEST(UdpSocket, MoveKeepsTheSocket) {
   UdpSocket a(UdpEndpoint::loopback(0));
   const int fd = a.fd();

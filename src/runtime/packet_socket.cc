@@ -104,7 +104,7 @@ std::size_t PacketSocket::recv_batch(FrameBatch& batch) {
   std::size_t outgoing = 0;  // own transmissions seen despite PACKET_IGNORE_OUTGOING (old kernels)
   const detail::RecvOutcome got =
       detail::recv_batch(fd_, batch.storage_.data(), batch.max_bytes_, batch.capacity(), from,
-                         [&](std::size_t k, const sockaddr_ll& source, std::size_t bytes) {
+                         [&](std::size_t k, const sockaddr_ll& source, std::size_t bytes, const msghdr&) {
                            if (source.sll_pkttype == PACKET_OUTGOING) {
                              ++outgoing;
                              return;  // slot k is overwritten by the next kept frame

@@ -57,10 +57,13 @@ struct PsDaemon::Impl {
   std::mutex lifecycle_mutex;
 
   // Addressed by IP (no uplink), a worker on the same host may bind 0.0.0.0 at the same port:
-  // SO_REUSEADDR lets both sockets exist (unicast to this address then comes here).
+  // SO_REUSEADDR lets both sockets exist (unicast to this address then comes here). With an
+  // uplink, the peer is a switch's UDP socket, which takes runs of datagrams as one message; by
+  // IP, the next hop may read frames off a virtual link (the netns testbed's switch).
   static UdpSocketOptions socket_options(const PsDaemonConfig& c) {
     UdpSocketOptions options;
     options.reuse_address = !c.uplink;
+    options.segmentation_offload = c.uplink.has_value();
     return options;
   }
 
@@ -130,7 +133,7 @@ struct PsDaemon::Impl {
       const Time now = EventLoop::now();
       for (std::size_t i = 0; i < n; ++i) deliver(batch.bytes(i), batch.from(i), now);
       flush();
-      if (n < batch.capacity()) break;
+      if (!batch.full()) break;
     }
   }
 

@@ -13,7 +13,9 @@ namespace {
 
 class UdpPorts final : public SwitchPorts {
  public:
-  explicit UdpPorts(const SwitchDaemonConfig& config) : socket_(config.listen) {
+  // Every peer is a UDP socket (a host process or another switch's UDP ports): runs of datagrams
+  // to one peer go out, and come in, as one message.
+  explicit UdpPorts(const SwitchDaemonConfig& config) : socket_(config.listen, {.segmentation_offload = true}) {
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
       port_by_peer_.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
       peers_.emplace_back(config.ports[i].peer);
@@ -33,7 +35,7 @@ class UdpPorts final : public SwitchPorts {
       }
       received_.push_back({it->second, batch_.bytes(i)});
     }
-    return {n, n == batch_.capacity(), received_};
+    return {n, batch_.full(), received_};
   }
 
   void on_arrival(PortId, std::span<const std::uint8_t>) override {}

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,29 @@ namespace atp {
 namespace {
 
 using detail::errno_reason;
+
+// The most datagrams in one UDP_SEGMENT message (the kernel's UDP_MAX_SEGMENTS is 64 before
+// Linux 6.2, 128 after).
+constexpr std::size_t kMaxSegments = 64;
+
+// The most payload of one UDP_SEGMENT message: one IPv4 packet's worth.
+constexpr std::size_t kMaxRunBytes = kMaxUdpPayload;
+
+// Ancillary data room per received message: one UDP_GRO control message (an int).
+constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int));
+
+// The segment size of a run received whole (UDP_GRO), or 0 for a single datagram.
+std::size_t run_segment_size(const msghdr& m) {
+  auto& header = const_cast<msghdr&>(m);  // CMSG_NXTHDR takes non-const pointers; nothing is written
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof size);
+      return size > 0 ? static_cast<std::size_t>(size) : 0;
+    }
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -68,8 +92,12 @@ std::uint32_t path_mtu(const UdpEndpoint& to) {
 std::string UdpEndpoint::to_string() const { return format_address(ip) + ":" + std::to_string(port); }
 
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
-    : max_bytes_(max_bytes), storage_(capacity * max_bytes), length_(capacity, 0), from_(capacity) {
+    : capacity_(std::min(capacity, detail::kMaxBatch)),
+      max_bytes_(max_bytes),
+      storage_(capacity_ * max_bytes),
+      control_(capacity_ * kControlBytes) {
   if (capacity == 0 || max_bytes == 0) throw std::invalid_argument("UdpRecvBatch: capacity and max_bytes must be > 0");
+  datagrams_.reserve(capacity_);
 }
 
 UdpSocket::UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options) {
@@ -90,6 +118,13 @@ UdpSocket::UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options) 
     throw fail("cannot set the socket buffer size of " + where);
   }
   const sockaddr_in addr = to_sockaddr(local);
+  if (options.segmentation_offload) {
+    // Kernels without UDP_SEGMENT (before 4.18) or UDP_GRO (before 5.0) refuse the options: then
+    // the socket sends and receives datagram by datagram, which is only slower.
+    const int zero = 0;
+    segment_runs_ = ::setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+    receives_runs_ = ::setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+  }
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) throw fail("cannot bind " + where);
   sockaddr_in bound{};
   socklen_t len = sizeof bound;
@@ -107,7 +142,9 @@ UdpSocket::UdpSocket(UdpSocket&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       local_(other.local_),
       counters_(other.counters_),
-      reports_full_queues_(other.reports_full_queues_) {}
+      reports_full_queues_(other.reports_full_queues_),
+      segment_runs_(other.segment_runs_),
+      receives_runs_(other.receives_runs_) {}
 
 UdpSocket& UdpSocket::operator=(UdpSocket&& other) noexcept {
   if (this != &other) {
@@ -116,6 +153,8 @@ UdpSocket& UdpSocket::operator=(UdpSocket&& other) noexcept {
     local_ = other.local_;
     counters_ = other.counters_;
     reports_full_queues_ = other.reports_full_queues_;
+    segment_runs_ = other.segment_runs_;
+    receives_runs_ = other.receives_runs_;
   }
   return *this;
 }
@@ -165,14 +204,28 @@ void UdpSocket::join_multicast(std::uint32_t group, std::uint32_t interface_ip) 
 }
 
 std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {
-  batch.count_ = 0;
+  batch.datagrams_.clear();
+  batch.messages_ = 0;
   std::array<sockaddr_in, detail::kMaxBatch> addrs{};
-  const detail::RecvOutcome got =
-      detail::recv_batch(fd_, batch.storage_.data(), batch.max_bytes_, batch.capacity(), addrs,
-                         [&](std::size_t k, const sockaddr_in& from, std::size_t bytes) {
-                           batch.length_[k] = bytes;
-                           batch.from_[k] = from_sockaddr(from);
-                         });
+  std::uint64_t runs = 0;
+  const detail::RecvOutcome got = detail::recv_batch(
+      fd_, batch.storage_.data(), batch.max_bytes_, batch.capacity(), addrs,
+      [&](std::size_t k, const sockaddr_in& from, std::size_t bytes, const msghdr& m) {
+        const UdpEndpoint source = from_sockaddr(from);
+        const std::size_t offset = k * batch.max_bytes_;
+        // A run received whole: datagrams of `segment` bytes, the last maybe shorter.
+        const std::size_t segment = receives_runs_ ? run_segment_size(m) : 0;
+        if (segment == 0 || segment >= bytes) {
+          batch.datagrams_.push_back({offset, bytes, source});
+          return;
+        }
+        ++runs;
+        for (std::size_t at = 0; at < bytes; at += segment) {
+          batch.datagrams_.push_back({offset + at, std::min(segment, bytes - at), source});
+        }
+      },
+      batch.control_.data(), kControlBytes);
+  batch.messages_ = got.read;
   if (got.error) ++counters_.recv_errors;
   if (reports_full_queues_ && got.kept == 0) {
     // Nothing (more) to read: read off the ICMP errors IP_RECVERR queued, or the error queue
@@ -188,24 +241,66 @@ std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {
     }
   }
   counters_.truncated += got.truncated;
-  counters_.received += got.kept;
+  counters_.received += batch.size();
   counters_.received_bytes += got.kept_bytes;
-  batch.count_ = got.kept;
-  return batch.count_;
+  counters_.received_runs += runs;
+  return batch.size();
 }
 
 std::size_t UdpSocket::send_batch(std::span<const UdpOutgoing> datagrams) {
   std::array<sockaddr_in, detail::kMaxBatch> addrs;
-  const detail::SendOutcome out =
-      detail::send_batch(fd_, datagrams.size(), [&](std::size_t i, std::size_t slot, msghdr& m, iovec& iov) {
-        addrs[slot] = to_sockaddr(datagrams[i].to);
-        iov.iov_base = const_cast<std::uint8_t*>(datagrams[i].bytes.data());  // sendmmsg does not write
-        iov.iov_len = datagrams[i].bytes.size();
-        m.msg_name = &addrs[slot];
-        m.msg_namelen = sizeof addrs[slot];
-      });
+  std::array<std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint16_t))>, detail::kMaxBatch> controls;
+  const auto fill = [&](std::size_t first, std::size_t slot, msghdr& m, std::span<iovec> iovs) {
+    const UdpOutgoing& head = datagrams[first];
+    const std::size_t segment = head.bytes.size();
+    // A run: the datagrams after `first` to the same address, each of `segment` bytes but the
+    // last, which may be shorter (UDP_SEGMENT's rule), all in one IPv4 packet's worth.
+    std::size_t n = 1;
+    std::size_t total = segment;
+    if (segment_runs_ && segment != 0) {
+      const std::size_t limit = std::min(iovs.size(), kMaxSegments);
+      while (n < limit) {
+        const UdpOutgoing& d = datagrams[first + n];
+        if (!(d.to == head.to) || d.bytes.empty() || d.bytes.size() > segment ||
+            total + d.bytes.size() > kMaxRunBytes) {
+          break;
+        }
+        total += d.bytes.size();
+        ++n;
+        if (d.bytes.size() < segment) break;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      // sendmmsg does not write
+      iovs[i] = {const_cast<std::uint8_t*>(datagrams[first + i].bytes.data()), datagrams[first + i].bytes.size()};
+    }
+    addrs[slot] = to_sockaddr(head.to);
+    m.msg_name = &addrs[slot];
+    m.msg_namelen = sizeof addrs[slot];
+    if (n > 1) {
+      m.msg_control = controls[slot].data();
+      m.msg_controllen = controls[slot].size();
+      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto size = static_cast<std::uint16_t>(segment);
+      std::memcpy(CMSG_DATA(c), &size, sizeof size);
+    }
+    return n;
+  };
+  // A run refused for being a run (a segment above the path's MTU, a device that cannot checksum
+  // segments, a kernel without UDP_SEGMENT): datagram by datagram from now on, which any kernel
+  // and path take. Other errors (an unreachable address) are the address's, whatever the form.
+  const auto split = [&](int error) {
+    if (error != EINVAL && error != EIO && error != ENOPROTOOPT && error != EOPNOTSUPP) return false;
+    segment_runs_ = false;
+    return true;
+  };
+  const detail::SendOutcome out = detail::send_batch(fd_, datagrams.size(), fill, split);
   counters_.sent += out.accepted;
   counters_.sent_bytes += out.accepted_bytes;
+  counters_.sent_runs += out.accepted_runs;
   (out.queue_full ? counters_.send_queue_full : counters_.send_would_block) += out.would_block;
   counters_.send_errors += out.errors;
   return out.accepted;

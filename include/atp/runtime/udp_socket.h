@@ -54,6 +54,14 @@ struct UdpSocketOptions {
   int recv_buffer_bytes = 8 << 20;
   int send_buffer_bytes = 8 << 20;
   bool reuse_address = false;  // SO_REUSEADDR
+  // UDP segmentation offload both ways (Linux 4.18 and 5.0 on): send_batch sends a run of
+  // datagrams of one size to one address as one message (UDP_SEGMENT, up to 64 KiB), which the
+  // kernel passes through as one buffer and splits only where it must; recv_batch takes such runs
+  // whole (UDP_GRO) and hands their datagrams out one by one. On loopback it halves the kernel's
+  // work per datagram of a few KiB. Only where every receiver is a socket (or a NIC, which
+  // segments): a program reading frames off a virtual link, as the netns testbed's switch does,
+  // would see one frame per run. Where the kernel lacks it, the socket falls back to plain sends.
+  bool segmentation_offload = false;
 };
 
 // One datagram to send: the bytes are only read during send_batch().
@@ -62,31 +70,46 @@ struct UdpOutgoing {
   std::span<const std::uint8_t> bytes;
 };
 
-// Reusable receive buffers for recv_batch(): `capacity` datagrams of up to `max_bytes` each.
+// The most bytes of one UDP datagram over IPv4 (65535 - 20 - 8); also the most of a run of
+// datagrams received as one message (UdpSocketOptions::segmentation_offload).
+inline constexpr std::size_t kMaxUdpPayload = 65507;
+
+// Reusable receive buffers for recv_batch(): `capacity` messages of up to `max_bytes` each. A
+// message is one datagram, or a run of them (segmentation offload), so size() may exceed
+// capacity(). The default holds any datagram and any run: nothing is truncated.
 class UdpRecvBatch {
  public:
-  // The default holds the largest ATP packet (kMaxValuesPerPacket values, 16 KiB), which a
-  // path of a larger MTU than Ethernet's jumbo frames (loopback) carries in one datagram.
-  explicit UdpRecvBatch(std::size_t capacity = 64, std::size_t max_bytes = packet_size(kMaxValuesPerPacket));
+  explicit UdpRecvBatch(std::size_t capacity = 64, std::size_t max_bytes = kMaxUdpPayload);
 
-  std::size_t size() const { return count_; }  // datagrams from the last recv_batch()
-  std::size_t capacity() const { return from_.size(); }
-  std::span<std::uint8_t> bytes(std::size_t i) { return {storage_.data() + i * max_bytes_, length_[i]}; }
-  const UdpEndpoint& from(std::size_t i) const { return from_[i]; }
+  std::size_t size() const { return datagrams_.size(); }  // datagrams from the last recv_batch()
+  std::size_t capacity() const { return capacity_; }
+  // Whether the last recv_batch() read capacity() messages: more may be waiting.
+  bool full() const { return messages_ == capacity_; }
+  std::span<std::uint8_t> bytes(std::size_t i) {
+    return {storage_.data() + datagrams_[i].offset, datagrams_[i].length};
+  }
+  const UdpEndpoint& from(std::size_t i) const { return datagrams_[i].from; }
 
  private:
   friend class UdpSocket;
+  struct Datagram {
+    std::size_t offset = 0;  // into storage_
+    std::size_t length = 0;
+    UdpEndpoint from;
+  };
+  std::size_t capacity_;
   std::size_t max_bytes_;
-  std::size_t count_ = 0;
-  std::vector<std::uint8_t> storage_;  // capacity * max_bytes, one slot per datagram
-  std::vector<std::size_t> length_;    // bytes received per slot
-  std::vector<UdpEndpoint> from_;
+  std::size_t messages_ = 0;           // read by the last recv_batch()
+  std::vector<std::uint8_t> storage_;  // capacity * max_bytes, one slot per message
+  std::vector<std::uint8_t> control_;  // capacity slots of ancillary data (UDP_GRO)
+  std::vector<Datagram> datagrams_;
 };
 
 struct UdpSocketCounters {
   std::uint64_t received = 0;  // datagrams handed out by recv_batch
   std::uint64_t received_bytes = 0;
-  std::uint64_t truncated = 0;    // larger than the batch's max_bytes: dropped, not handed out
+  // Messages (a datagram, or a run received whole) larger than the batch's max_bytes: dropped.
+  std::uint64_t truncated = 0;
   std::uint64_t recv_errors = 0;  // recvmmsg failures other than "nothing to read"
   std::uint64_t sent = 0;         // datagrams the kernel accepted
   std::uint64_t sent_bytes = 0;
@@ -96,6 +119,10 @@ struct UdpSocketCounters {
   std::uint64_t send_queue_full = 0;
   std::uint64_t error_queue = 0;  // ICMP errors read off the error queue (report_full_queues) and ignored
   std::uint64_t send_errors = 0;  // datagrams refused for another reason (skipped)
+  // Segmentation offload: messages sent that carried several datagrams, and messages received
+  // that did (each of their datagrams also counts in sent or received).
+  std::uint64_t sent_runs = 0;
+  std::uint64_t received_runs = 0;
 };
 
 class UdpSocket {
@@ -131,10 +158,14 @@ class UdpSocket {
   // has address `interface_ip`. Throws UdpSetupError naming both.
   void join_multicast(std::uint32_t group, std::uint32_t interface_ip);
 
-  // Reads up to batch.capacity() waiting datagrams with one recvmmsg; never blocks. Returns how
-  // many were handed out (also batch.size()); 0 when none was waiting.
+  // Reads up to batch.capacity() waiting messages with one recvmmsg; never blocks. Returns how
+  // many datagrams were handed out (also batch.size()); 0 when none was waiting.
   std::size_t recv_batch(UdpRecvBatch& batch);
-  // Sends with sendmmsg (in chunks of up to 64); never blocks. Returns how many datagrams the
+  // Whether send_batch sends runs as one message: segmentation_offload was asked for, the kernel
+  // took the socket options, and no run was refused (then the socket sends datagram by datagram).
+  bool segments_runs() const { return segment_runs_; }
+
+  // Sends with sendmmsg (in chunks of up to 64 messages); never blocks. Returns how many datagrams the
   // kernel accepted, in order. It stops at the first "would block" (the rest counted in
   // send_would_block, or send_queue_full where the device's queue was full; the caller may retry
   // them); any other error skips that one datagram.
@@ -149,6 +180,8 @@ class UdpSocket {
   UdpEndpoint local_;
   UdpSocketCounters counters_;
   bool reports_full_queues_ = false;  // IP_RECVERR set: errors to read off the error queue
+  bool segment_runs_ = false;         // segmentation_offload, and UDP_SEGMENT works here
+  bool receives_runs_ = false;        // UDP_GRO set
 };
 
 }  // namespace atp
