@@ -116,17 +116,19 @@ void SwitchDataplane::on_deadline(Time now) {
 }
 
 // Sends every packet the queues release by `now`, port by port (SwitchPorts::send: in one
-// sendmmsg batch to the UDP peers, or one batch per interface port).
+// sendmmsg batch to the UDP peers, or one batch per interface port), straight from the queues'
+// storage: pop_due swaps a released packet's buffer into tx_bytes_ and takes tx_bytes_'s old one
+// into its pool, so nothing is copied and, once the pools have grown, nothing allocated.
 void SwitchDataplane::flush(Time now) {
   std::size_t count = 0;
   for (std::size_t p = 0; p < queues_.size(); ++p) {
-    queues_[p].release(now, [&](std::span<std::uint8_t> packet) {
+    for (;;) {
       if (tx_bytes_.size() <= count) tx_bytes_.emplace_back();
-      tx_bytes_[count].assign(packet.begin(), packet.end());
+      if (!queues_[p].pop_due(now, tx_bytes_[count])) break;
       if (tx_.size() <= count) tx_.emplace_back();
       tx_[count].port = static_cast<PortId>(p);
       ++count;
-    });
+    }
   }
   if (count == 0) return;
   for (std::size_t i = 0; i < count; ++i) tx_[i].bytes = tx_bytes_[i];

@@ -102,7 +102,7 @@ class SwitchDataplane {
   std::vector<std::optional<EgressQueue>> ingress_queues_;  // port i's ingress, if it has one
   std::vector<PortCounters> port_counters_;
   QueueSink sink_;
-  std::vector<std::vector<std::uint8_t>> tx_bytes_;  // flush()'s reusable copies of released packets
+  std::vector<std::vector<std::uint8_t>> tx_bytes_;  // flush()'s released packets, swapped out of the queues
   std::vector<SwitchPorts::Outgoing> tx_;            // flush()'s batch, pointing into tx_bytes_
   std::uint64_t no_port_ = 0;
   std::uint64_t send_failed_ = 0;
