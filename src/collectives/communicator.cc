@@ -2,19 +2,14 @@
 // event-loop thread, and turns queued allreduce calls into rounds, one at a time.
 #include "atp/collectives/communicator.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <deque>
-#include <functional>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "atp/runtime/event_loop.h"
+#include "atp/runtime/loop_tasks.h"
 #include "atp/runtime/udp_sink.h"
 
 namespace atp {
@@ -50,15 +45,19 @@ struct Communicator::Impl {
   EventLoop loop;
   UdpRecvBatch batch{64};
 
-  int wake_fd = -1;  // eventfd: "a round was queued"
   mutable std::mutex mutex;
-  std::deque<Round> queued;                 // under mutex
-  std::deque<std::function<void()>> tasks;  // under mutex: work for the loop thread (stats)
-  bool loop_alive = true;                   // under mutex: false once the loop thread ended
-  bool running_round = false;               // loop thread only
-  Round current;                            // loop thread only, valid while running_round
-  std::string failure;                      // under mutex; set once the endpoint failed or the loop stopped
+  std::deque<Round> queued;    // under mutex
+  bool running_round = false;  // loop thread only
+  Round current;               // loop thread only, valid while running_round
+  std::string failure;         // under mutex; set once the endpoint failed or the loop stopped
 
+  // Work for the loop thread (stats), and the wake-up for a queued round: after any task, the
+  // loop thread starts what was queued and sends what that produced.
+  LoopTasks tasks{loop, [this] {
+                    const Time now = EventLoop::now();
+                    after_event(now);
+                    flush(now);
+                  }};
   std::thread thread;
 
   Impl(WorkerConfig config, UdpSocket bound, std::optional<UdpEndpoint> uplink)
@@ -76,10 +75,7 @@ struct Communicator::Impl {
       for (const PsRoute& route : config.ps) accepted_sources.push_back({route.ps, kUdpPort});
       accepted_sources.push_back({config.self, kUdpPort});
     }
-    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the communicator eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });
-    loop.add_readable(wake_fd, [this] { on_wake(); });
     loop.set_timer([this] { return endpoint.next_deadline(); },
                    [this](Time now) {
                      endpoint.on_timeout(now, sink);
@@ -87,29 +83,6 @@ struct Communicator::Impl {
                      flush(now);
                    });
   }
-  ~Impl() {
-    if (wake_fd >= 0) ::close(wake_fd);
-  }
-
-  void wake() {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(wake_fd, &one, sizeof one);
-  }
-
-  void on_wake() {
-    std::uint64_t value = 0;
-    [[maybe_unused]] const ssize_t n = ::read(wake_fd, &value, sizeof value);
-    std::deque<std::function<void()>> ready;
-    {
-      std::lock_guard lock(mutex);
-      ready.swap(tasks);
-    }
-    for (auto& task : ready) task();
-    const Time now = EventLoop::now();
-    after_event(now);
-    flush(now);
-  }
-
   void on_readable() {
     for (int round = 0; round < 8; ++round) {  // bounded, so timers are not starved
       const std::size_t n = socket.recv_batch(batch);
@@ -189,16 +162,14 @@ Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, std::o
 
 Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
+  impl_->tasks.loop_started();
   impl_->thread = std::thread([impl = impl_.get()] {
     try {
       impl->loop.run();
     } catch (const std::exception& e) {
       impl->fail_all(std::string("allreduce failed: the communicator's loop stopped: ") + e.what());
     }
-    std::lock_guard lock(impl->mutex);
-    impl->loop_alive = false;
-    for (auto& task : impl->tasks) task();  // nobody else will run them
-    impl->tasks.clear();
+    impl->tasks.loop_ended();
   });
 }
 
@@ -219,7 +190,7 @@ std::future<void> Communicator::allreduce_async(std::span<float> inout) {
     }
     impl_->queued.push_back(std::move(round));
   }
-  impl_->wake();
+  impl_->tasks.post({});  // the loop thread starts it
   return result;
 }
 
@@ -230,18 +201,7 @@ UdpEndpoint Communicator::local_endpoint() const { return impl_->socket.local_en
 // Runs `read` on the loop thread (which owns the endpoint and its counters) and returns its value.
 template <class F>
 auto Communicator::on_loop(F read) const {
-  std::packaged_task<decltype(read())()> task(read);
-  auto result = task.get_future();
-  {
-    std::lock_guard lock(impl_->mutex);
-    if (!impl_->loop_alive) {
-      task();  // the loop thread has ended: this thread may read the endpoint
-      return result.get();
-    }
-    impl_->tasks.emplace_back([&task] { task(); });
-  }
-  impl_->wake();
-  return result.get();
+  return impl_->tasks.run(std::move(read));
 }
 
 WorkerStats Communicator::stats() const {

@@ -3,7 +3,6 @@
 #include "atp/runtime/ps_daemon.h"
 
 #include <httplib.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,19 +12,17 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
+#include "atp/runtime/loop_tasks.h"
 #include "atp/runtime/udp_sink.h"
 
 namespace atp {
@@ -40,12 +37,7 @@ struct PsDaemon::Impl {
   PsDaemonCounters counters;         // loop thread only
   control::Tenancy tenancy;          // loop thread only: who installed which job, and their leases
 
-  // Tasks for the loop thread. `loop_running` (under task_mutex) says whether a loop thread will
-  // run them; if not, the caller runs its task itself, since no other thread touches the endpoints.
-  int task_fd = -1;  // eventfd: "tasks waiting"
-  std::mutex task_mutex;
-  std::deque<std::function<void()>> tasks;
-  bool loop_running = false;
+  LoopTasks tasks{loop};  // control requests and the C++ API, run on the loop thread
 
   std::unique_ptr<httplib::Server> http;
   UdpEndpoint control_bound;
@@ -75,55 +67,18 @@ struct PsDaemon::Impl {
       // packet to the uplink, the connected address, so sends are unaffected.
       socket.connect(*c.uplink);
     }
-    task_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (task_fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create the PS task eventfd");
     loop.add_readable(socket.fd(), [this] { on_readable(); });
-    loop.add_readable(task_fd, [this] { run_tasks(); });
     loop.set_timer([this] { return next_deadline(); }, [this](Time now) { on_deadline(now); });
   }
-  ~Impl() {
-    if (task_fd >= 0) ::close(task_fd);
-  }
-
-  // Runs `f` on the loop thread (or here if no loop thread runs) and returns its result;
-  // exceptions of `f` are rethrown to the caller. With a `timeout`, a loop thread that has not
-  // run `f` by then is a std::runtime_error ("... did not answer within 5 s") and `f` runs later
-  // unwatched: so `f` must then hold its data by value. The C++ API waits without a timeout.
+  // Runs `f` on the loop thread (LoopTasks::run): the C++ API waits without a timeout, HTTP
+  // handlers with kHttpTimeout.
   template <class F>
   auto call(F f, std::optional<std::chrono::milliseconds> timeout = std::nullopt) -> decltype(f()) {
-    using R = decltype(f());
-    auto task = std::make_shared<std::packaged_task<R()>>(std::move(f));
-    std::future<R> result = task->get_future();
-    {
-      std::unique_lock lock(task_mutex);
-      if (!loop_running) {
-        (*task)();  // no loop thread: this thread is the only one touching the endpoints
-        return result.get();
-      }
-      tasks.emplace_back([task] { (*task)(); });
-    }
-    const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(task_fd, &one, sizeof one);
-    if (timeout && result.wait_for(*timeout) != std::future_status::ready) {
-      throw std::runtime_error("the PS's loop thread did not answer within " + std::to_string(timeout->count()) +
-                               " ms");
-    }
-    return result.get();
+    return tasks.run(std::move(f), timeout, "the PS's loop thread");
   }
 
   // What HTTP handlers wait for the loop thread: a control request never hangs.
   static constexpr std::chrono::milliseconds kHttpTimeout{5000};
-
-  void run_tasks() {
-    std::uint64_t value = 0;
-    [[maybe_unused]] const ssize_t n = ::read(task_fd, &value, sizeof value);
-    std::deque<std::function<void()>> ready;
-    {
-      std::lock_guard lock(task_mutex);
-      ready.swap(tasks);
-    }
-    for (auto& task : ready) task();  // packaged_task: exceptions go to the caller's future
-  }
 
   void on_readable() {
     // At most a few batches per wakeup, so control tasks and timers are not starved by a flood.
@@ -431,10 +386,7 @@ void PsDaemon::start() {
   std::lock_guard lifecycle(impl_->lifecycle_mutex);
   if (impl_->started) return;
   impl_->started = true;
-  {
-    std::lock_guard lock(impl_->task_mutex);
-    impl_->loop_running = true;
-  }
+  impl_->tasks.loop_started();
   impl_->loop_thread = std::thread([impl = impl_.get()] { impl->loop.run(); });
   impl_->start_http_thread();
 }
@@ -451,10 +403,7 @@ void PsDaemon::stop() {
   if (impl_->http_thread.joinable()) impl_->http_thread.join();
   impl_->loop.stop();
   if (impl_->loop_thread.joinable()) impl_->loop_thread.join();
-  std::lock_guard lock(impl_->task_mutex);
-  impl_->loop_running = false;
-  for (auto& task : impl_->tasks) task();  // requests that raced with stop() still get an answer
-  impl_->tasks.clear();
+  impl_->tasks.loop_ended();  // requests that raced with stop() still get an answer
 }
 
 std::string PsDaemon::answer_control_request(std::string_view request) {

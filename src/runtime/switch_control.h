@@ -2,6 +2,7 @@
 // dataplane (jobs, hosts, port settings, leases) and the counters document they read.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -12,10 +13,10 @@
 #include <vector>
 
 #include "atp/runtime/control.h"
+#include "atp/runtime/loop_tasks.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/tenancy.h"
 #include "switch_dataplane.h"
-#include "switch_dataplane_tasks.h"
 
 namespace httplib {
 class Server;
@@ -27,7 +28,7 @@ namespace atp::detail {
 inline constexpr const char* kInterfacePortsHaveNoHosts =
     "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
 
-// Each request's answer is computed on the dataplane thread (DataplaneTasks), like everything
+// Each request's answer is computed on the dataplane thread (on_dataplane), like everything
 // else here but supports_hosts(); the HTTP thread only parses (switch_http.cc). Each job and
 // attached host belongs to the tenant that installed it (control::Tenancy).
 class SwitchControl {
@@ -82,6 +83,13 @@ class SwitchControl {
 // Adds the control plane's routes (switch_daemon.h) to `http` (control::make_server's): each
 // request is parsed on the HTTP thread and answered by `control_plane` on the dataplane thread,
 // through `tasks`.
-void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, DataplaneTasks& tasks);
+void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks);
+
+// Runs `fn` on the dataplane thread through `tasks` and returns its result; a dataplane that does
+// not answer within a second is a std::runtime_error (a control request never hangs).
+template <class Fn>
+auto on_dataplane(LoopTasks& tasks, Fn fn) -> decltype(fn()) {
+  return tasks.run(std::move(fn), std::chrono::seconds(1), "the switch dataplane");
+}
 
 }  // namespace atp::detail

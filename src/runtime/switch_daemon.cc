@@ -14,10 +14,10 @@
 
 #include "atp/runtime/control.h"
 #include "atp/runtime/event_loop.h"
+#include "atp/runtime/loop_tasks.h"
 #include "switch_config.h"
 #include "switch_control.h"
 #include "switch_dataplane.h"
-#include "switch_dataplane_tasks.h"
 
 namespace atp {
 
@@ -58,7 +58,7 @@ struct SwitchDaemon::Impl {
   detail::SwitchDataplane dataplane;      // the pipeline, the ports and their queues
   detail::SwitchControl control_plane;    // jobs, hosts, leases and stats, on the dataplane thread
   EventLoop loop;                         // the dataplane thread's
-  detail::DataplaneTasks tasks;           // the control plane's requests, handed to that thread
+  LoopTasks tasks;                        // the control plane's requests, handed to that thread
   int control_port = 0;
   std::thread loop_thread;
   std::thread http_thread;
@@ -73,7 +73,7 @@ void SwitchDaemon::start() {
   Impl& d = *impl_;
   if (d.started) return;
   d.started = true;
-  d.tasks.set_loop_running(true);
+  d.tasks.loop_started();
   d.loop_thread = std::thread([&d] { d.loop.run(); });
   d.http_thread = std::thread([&d] { d.http->listen_after_bind(); });
   // httplib's stop() only works once the server runs: wait for it (bounded; it is immediate).
@@ -89,7 +89,7 @@ void SwitchDaemon::stop() {
   if (d.http_thread.joinable()) d.http_thread.join();
   d.loop.stop();
   if (d.loop_thread.joinable()) d.loop_thread.join();
-  d.tasks.set_loop_running(false);
+  d.tasks.loop_ended();
 }
 
 const SwitchDaemonConfig& SwitchDaemon::config() const { return impl_->config; }
@@ -105,7 +105,7 @@ std::string SwitchDaemon::answer_control_request(std::string_view request) {
 }
 
 std::string SwitchDaemon::stats_json() {
-  return impl_->tasks.run([this] { return impl_->control_plane.stats(); }).dump(2);
+  return detail::on_dataplane(impl_->tasks, [this] { return impl_->control_plane.stats(); }).dump(2);
 }
 
 double SwitchDaemon::dataplane_cpu_seconds() const {

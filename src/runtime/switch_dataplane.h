@@ -18,7 +18,7 @@
 namespace atp::detail {
 
 // Everything here runs on the dataplane thread (the EventLoop's), the only one to touch the
-// pipeline, the ports and the queues; the control plane reaches them through DataplaneTasks.
+// pipeline, the ports and the queues; the control plane reaches them through LoopTasks.
 class SwitchDataplane {
  public:
   struct PortCounters {

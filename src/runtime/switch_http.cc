@@ -69,7 +69,7 @@ std::optional<std::uint64_t> parse_index(const std::string& digits) {
 
 // Every check that reads the ports (their number changes with POST /hosts) runs on the
 // dataplane thread, inside the task; the HTTP thread only parses.
-void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, DataplaneTasks& tasks) {
+void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
   auto fail = [](httplib::Response& res, int status, const std::string& message) {
     res.status = status;
     res.set_content(control::error_body(message) + "\n", "application/json");
@@ -78,7 +78,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Data
   auto answer = [&tasks, fail](httplib::Response& res, auto task) {
     Reply reply;
     try {
-      reply = tasks.run(std::move(task));
+      reply = on_dataplane(tasks, std::move(task));
     } catch (const std::exception& e) {
       return fail(res, 503, e.what());
     }
@@ -138,18 +138,20 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Data
             who = control::requester(http, req)] { return control_plane.detach_host(port, text, who); });
   });
   control::add_lease_routes(
-      http, control_plane.tenancy(), [&tasks](std::function<Reply()> task) { return tasks.run(std::move(task)); },
+      http, control_plane.tenancy(),
+      [&tasks](std::function<Reply()> task) { return on_dataplane(tasks, std::move(task)); },
       [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r); });
   http.Get("/stats", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
     try {
-      res.set_content(tasks.run([&control_plane] { return control_plane.stats(); }).dump(2) + "\n", "application/json");
+      res.set_content(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); }).dump(2) + "\n",
+                      "application/json");
     } catch (const std::exception& e) {
       fail(res, 503, e.what());
     }
   });
   http.Get("/metrics", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
     try {
-      res.set_content(to_prometheus(tasks.run([&control_plane] { return control_plane.stats(); })),
+      res.set_content(to_prometheus(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })),
                       "text/plain; version=0.0.4");
     } catch (const std::exception& e) {
       fail(res, 503, e.what());
