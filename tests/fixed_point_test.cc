@@ -1,5 +1,5 @@
 // Tests of the fixed-point conversion: round to nearest (ties to even), saturation at both
-// ends, NaN and infinities, the round trip error bound and saturating adds.
+// ends, NaN and infinities, the round trip error bound and saturating adds (sticky or not).
 #include "atp/fixed_point.h"
 
 #include <gtest/gtest.h>
@@ -55,11 +55,12 @@ TEST(FixedPoint, NanSaturatesSoThePsTakesTheFloatPath) {
   }
 }
 
-// Arrays go through the 4-wide SIMD loop and a scalar tail; both must agree with one-at-a-time.
-TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
+// Arrays go through the vector loop (8 values per step where the CPU has AVX2) and a scalar
+// tail; both must agree with one-at-a-time.
+TEST(FixedPoint, VectorLoopAndScalarTailAgreeOnSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  // NaNs in different SIMD lanes and in the scalar tail (13 values: 3 SIMD steps + 1).
+  // NaNs in different vector lanes and in the scalar tail (13 values: one 8-value step + 5).
   const std::vector<float> in = {nan,     inf,     -inf, 21.5f, -21.5f, 1.25f, -1.25f,
                                  0.5e-8f, 1.5e-8f, -nan, -0.0f, 3.0f,   nan};
   for (double scale : {kDefaultScale, 2.0}) {
@@ -72,7 +73,7 @@ TEST(FixedPoint, SimdLoopAndScalarTailAgreeOnSpecialValues) {
   EXPECT_EQ(out[0], kSaturatedMin);  // NaN
   EXPECT_EQ(out[1], kSaturatedMax);
   EXPECT_EQ(out[2], kSaturatedMin);
-  EXPECT_EQ(out[5], 2);  // 2.5 -> 2 inside the SIMD loop too
+  EXPECT_EQ(out[5], 2);  // 2.5 -> 2 inside the vector loop too
   EXPECT_EQ(out[6], -2);
   EXPECT_EQ(out[9], kSaturatedMin);   // -NaN
   EXPECT_EQ(out[12], kSaturatedMin);  // NaN in the scalar tail
@@ -96,20 +97,11 @@ TEST(FixedPoint, RoundTripErrorIsHalfAStep) {
   std::vector<float> in(4096);
   for (auto& x : in) x = static_cast<float>(static_cast<double>(rng() % 2000001) / 1e6 - 1.0);
   std::vector<std::int32_t> fixed(in.size());
-  std::vector<float> back(in.size());
   quantize(in, kDefaultScale, fixed);
-  dequantize(fixed, kDefaultScale, back);
   for (std::size_t i = 0; i < in.size(); ++i) {
     // half a quantum (0.5e-8) plus the float rounding of the result
-    EXPECT_NEAR(back[i], in[i], 0.5e-8 + std::abs(in[i]) * 6e-8) << i;
+    EXPECT_NEAR(dequantize_one(fixed[i], kDefaultScale), in[i], 0.5e-8 + std::abs(in[i]) * 6e-8) << i;
   }
-}
-
-TEST(FixedPoint, DequantizeOneMatchesVector) {
-  const std::vector<std::int32_t> v = {123456789, -987654321, 0, kSaturatedMax};
-  std::vector<float> out(v.size());
-  dequantize(v, kDefaultScale, out);
-  for (std::size_t i = 0; i < v.size(); ++i) EXPECT_EQ(out[i], dequantize_one(v[i], kDefaultScale));
 }
 
 TEST(FixedPoint, SaturatingAdd) {
@@ -120,6 +112,18 @@ TEST(FixedPoint, SaturatingAdd) {
   EXPECT_TRUE(is_saturated(kSaturatedMax));
   EXPECT_TRUE(is_saturated(kSaturatedMin));
   EXPECT_FALSE(is_saturated(0));
+}
+
+// The switch's add: saturation sticks, whichever operand brings it.
+TEST(FixedPoint, StickySaturatingAdd) {
+  EXPECT_EQ(sticky_saturating_add(1, 2), 3);
+  EXPECT_EQ(sticky_saturating_add(kSaturatedMax - 1, 5), kSaturatedMax);  // saturates...
+  EXPECT_EQ(sticky_saturating_add(kSaturatedMax, -5), kSaturatedMax);     // ...and stays
+  EXPECT_EQ(sticky_saturating_add(kSaturatedMin, kSaturatedMax), kSaturatedMin);
+  EXPECT_EQ(sticky_saturating_add(-5, kSaturatedMax), kSaturatedMax);  // a saturated contribution wins
+  EXPECT_EQ(sticky_saturating_add(5, kSaturatedMin), kSaturatedMin);
+  EXPECT_EQ(sticky_saturating_add(kSaturatedMin + 1, -1), kSaturatedMin);
+  EXPECT_EQ(sticky_saturating_add(kSaturatedMin + 1, -2), kSaturatedMin);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // saturated to int32; and back. Switches add the int32 values with saturating adds.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -12,17 +13,29 @@ inline constexpr double kDefaultScale = 1e8;
 inline constexpr std::int32_t kSaturatedMax = std::numeric_limits<std::int32_t>::max();
 inline constexpr std::int32_t kSaturatedMin = std::numeric_limits<std::int32_t>::min();
 
-// out[i] = round_to_nearest_even(in[i] * scale), clamped to [INT32_MIN, INT32_MAX]; NaN ->
-// INT32_MIN. Infinities and NaN thus give saturated values, which make the PS take the float32
-// path for their fragment (§3.8): the workers resend it as float32 and the PS sums the floats,
-// so an Inf or NaN reaches the result as IEEE arithmetic says (NaN + 1 = NaN, Inf - Inf = NaN)
-// instead of vanishing into an integer. Requires out.size() >= in.size(). The loop vectorises
-// (no branches, no libm calls).
+// round_to_nearest_even(x * scale), clamped to [INT32_MIN, INT32_MAX]; NaN -> INT32_MIN.
+// Infinities and NaN thus give saturated values, which make the PS take the float32 path for
+// their fragment (§3.8): the workers resend it as float32 and the PS sums the floats, so an Inf
+// or NaN reaches the result as IEEE arithmetic says (NaN + 1 = NaN, Inf - Inf = NaN) instead of
+// vanishing into an integer. The product is a double product (one rounding); lrint rounds in the
+// current mode, which is to-nearest-even unless the program changed it. This is the definition
+// the vectorised packet passes (store_quantized in wire.h) reproduce bit for bit.
+inline std::int32_t quantize_one(float x, double scale) {
+  constexpr double kMax = kSaturatedMax;
+  constexpr double kMin = kSaturatedMin;
+  double v = static_cast<double>(x) * scale;
+  v = v < kMin ? kMin : v;  // also -inf
+  v = v > kMax ? kMax : v;  // also +inf
+  v = v == v ? v : kMin;    // NaN
+  return static_cast<std::int32_t>(std::lrint(v));
+}
+
+// out[i] = quantize_one(in[i], scale). Requires out.size() >= in.size(). Vectorised (AVX2 where
+// the CPU has it) with the loop of store_quantized (wire.h), in src/core/wire_values.cc.
 void quantize(std::span<const float> in, double scale, std::span<std::int32_t> out);
 
-// out[i] = float(double(in[i]) / scale). Requires out.size() >= in.size().
-void dequantize(std::span<const std::int32_t> in, double scale, std::span<float> out);
-
+// float(double(v) / scale): a division, not a multiplication by 1 / scale (which rounds
+// differently for some values).
 inline float dequantize_one(std::int64_t v, double scale) { return static_cast<float>(static_cast<double>(v) / scale); }
 
 // Saturating int32 addition, as the switch ALU does it.
@@ -34,5 +47,15 @@ inline std::int32_t saturating_add(std::int32_t a, std::int32_t b) {
 }
 
 inline bool is_saturated(std::int32_t v) { return v == kSaturatedMax || v == kSaturatedMin; }
+
+// One value of an aggregation (§3.8): a saturating add whose saturation sticks. Once the sum,
+// or a contribution, is INT32_MAX or INT32_MIN the sum stays saturated, so later additions of
+// the other sign cannot bring it back in range and hide the overflow from the PS (which treats
+// a saturated value as "resend as float32").
+inline std::int32_t sticky_saturating_add(std::int32_t sum, std::int32_t value) {
+  if (is_saturated(sum)) return sum;
+  if (is_saturated(value)) return value;
+  return saturating_add(sum, value);
+}
 
 }  // namespace atp

@@ -218,8 +218,7 @@ class SwitchPipeline {
 
   SwitchConfig config_;
   AggregatorTable table_;
-  std::vector<std::int32_t> incoming_values_;  // one packet's values in host order (width values)
-  std::vector<std::uint8_t> flush_packet_;     // a partial aggregate sent besides the packet in hand
+  std::vector<std::uint8_t> flush_packet_;  // a partial aggregate sent besides the packet in hand
   std::unordered_map<Address, PortId> routes_;
   std::unordered_map<Address, std::vector<PortId>> multicast_groups_;
   std::unordered_map<JobId, JobState> jobs_;

@@ -103,8 +103,35 @@ void encode_header(const Header& h, std::span<std::uint8_t> out);
 // Values after the header, in host order. `packet` must have passed decode_header.
 std::int32_t load_value(std::span<const std::uint8_t> packet, std::size_t i);
 void store_value(std::span<std::uint8_t> packet, std::size_t i, std::int32_t v);
-void load_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> out);
-void store_values(std::span<std::uint8_t> packet, std::span<const std::int32_t> values);
+
+// Whole runs of values, from value 0 on, in one pass each (src/core/wire_values.cc): byte order,
+// fixed point (fixed_point.h) and the switch's and the PS's additions fused. Each pass reads or
+// writes exactly as many values as its span holds, which `packet` must have room for; nothing
+// needs to be aligned. With Simd::kBest a pass runs an AVX2 loop where the CPU has it (x86-64,
+// checked once), else the scalar loop; both give the same bits in every case. Simd::kScalar
+// forces the scalar loop, so that tests and benchmarks can compare the two.
+enum class Simd : std::uint8_t { kBest, kScalar };
+// Whether Simd::kBest runs AVX2 code on this CPU.
+bool cpu_has_avx2();
+
+void load_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> out, Simd simd = Simd::kBest);
+void store_values(std::span<std::uint8_t> packet, std::span<const std::int32_t> values, Simd simd = Simd::kBest);
+// Float32 payloads (Header::float_payload): the values are the floats' bit patterns.
+void load_floats(std::span<const std::uint8_t> packet, std::span<float> out, Simd simd = Simd::kBest);
+void store_floats(std::span<std::uint8_t> packet, std::span<const float> values, Simd simd = Simd::kBest);
+// A worker's gradients: value i = quantize_one(in[i], scale).
+void store_quantized(std::span<std::uint8_t> packet, std::span<const float> in, double scale, Simd simd = Simd::kBest);
+// A worker's results: out[i] = dequantize_one(value i, scale).
+void load_dequantized(std::span<const std::uint8_t> packet, double scale, std::span<float> out,
+                      Simd simd = Simd::kBest);
+// A switch aggregator's row: row[i] = sticky_saturating_add(row[i], value i).
+void accumulate_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> row, Simd simd = Simd::kBest);
+// A PS's exact sums: sums[i] += value i. Returns whether any of those values was saturated
+// (INT32_MAX or INT32_MIN).
+bool add_to_sums(std::span<const std::uint8_t> packet, std::span<std::int64_t> sums, Simd simd = Simd::kBest);
+// A PS's result: value i = static_cast<std::int32_t>(sums[i]) (the low 32 bits; the PS sends
+// only sums in int32 range).
+void store_sums(std::span<std::uint8_t> packet, std::span<const std::int64_t> sums, Simd simd = Simd::kBest);
 
 // Builds a whole packet: header (with h.value_count = values.size()) and values.
 std::vector<std::uint8_t> build_packet(Header h, std::span<const std::int32_t> values);

@@ -346,12 +346,7 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
     ++stats.overlaps_dropped;
     return;
   }
-  bool saturated = false;
-  for (std::size_t i = 0; i < slot.sums.size(); ++i) {
-    const std::int32_t v = load_value(packet, i);
-    saturated |= is_saturated(v);
-    slot.sums[i] += v;  // at most 1024 int32 terms: cannot overflow int64
-  }
+  const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
   slot.saturated = slot.saturated || saturated;
   if (h.collision && !slot.collision) {
     slot.collision = true;
@@ -445,11 +440,12 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   h.dst = dst;
   const std::span<std::uint8_t> packet = std::span(packet_buffer).first(packet_size(h.value_count));
   encode_header(h, packet);
-  for (std::size_t i = 0; i < h.value_count; ++i) {
-    const std::int32_t v = slot.float_result
-                               ? std::bit_cast<std::int32_t>(static_cast<float>(float_sum(slot, i)))
-                               : static_cast<std::int32_t>(slot.sums[i]);  // in range: checked at completion
-    store_value(packet, i, v);
+  if (slot.float_result) {
+    for (std::size_t i = 0; i < h.value_count; ++i) {
+      store_value(packet, i, std::bit_cast<std::int32_t>(static_cast<float>(float_sum(slot, i))));
+    }
+  } else {
+    store_sums(packet, std::span(slot.sums).first(h.value_count));  // in int32 range: checked at completion
   }
   out.send(packet);
 }

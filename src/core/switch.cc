@@ -6,8 +6,6 @@
 #include <bit>
 #include <cassert>
 
-#include "atp/fixed_point.h"
-
 namespace atp {
 
 // ---------------------------------------------------------------------------------------------
@@ -67,22 +65,11 @@ bool contains(const std::vector<PortId>& ports, PortId port) {
   return std::find(ports.begin(), ports.end(), port) != ports.end();
 }
 
-// One value of an aggregation (§3.8): a saturating add whose saturation sticks. Once the sum,
-// or a contribution, is INT32_MAX or INT32_MIN the sum stays saturated, so later additions of
-// the other sign cannot bring it back in range and hide the overflow from the PS (which treats
-// a saturated value as "resend as float32").
-std::int32_t accumulate(std::int32_t sum, std::int32_t value) {
-  if (is_saturated(sum)) return sum;
-  if (is_saturated(value)) return value;
-  return saturating_add(sum, value);
-}
-
 }  // namespace
 
 SwitchPipeline::SwitchPipeline(const SwitchConfig& config)
     : config_(config),
       table_(config.atp_capable ? config.num_aggregators : 0, config.atp_capable ? config.aggregator_width : 0),
-      incoming_values_(table_.width()),
       flush_packet_(packet_size(table_.width())) {}
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
@@ -232,9 +219,7 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
   if (a.counter == 0) {
     load_values(packet, row);  // the first packet of the fragment: its values are the sum so far
   } else {
-    const std::span<std::int32_t> incoming = std::span(incoming_values_).first(h.value_count);
-    load_values(packet, incoming);
-    for (std::size_t k = 0; k < row.size(); ++k) row[k] = accumulate(row[k], incoming[k]);
+    accumulate_values(packet, row);  // sticky_saturating_add (fixed_point.h), value by value
   }
   if (a.counter == 0) a.first_bitmap0 = h.bitmap0;
   a.bitmap |= bit;

@@ -141,16 +141,6 @@ void store_value(std::span<std::uint8_t> packet, std::size_t i, std::int32_t v) 
   put32(packet.data() + kHeaderBytes + 4 * i, static_cast<std::uint32_t>(v));
 }
 
-void load_values(std::span<const std::uint8_t> packet, std::span<std::int32_t> out) {
-  const std::uint8_t* p = packet.data() + kHeaderBytes;
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int32_t>(get32(p + 4 * i));
-}
-
-void store_values(std::span<std::uint8_t> packet, std::span<const std::int32_t> values) {
-  std::uint8_t* p = packet.data() + kHeaderBytes;
-  for (std::size_t i = 0; i < values.size(); ++i) put32(p + 4 * i, static_cast<std::uint32_t>(values[i]));
-}
-
 std::vector<std::uint8_t> build_packet(Header h, std::span<const std::int32_t> values) {
   h.value_count = static_cast<std::uint16_t>(values.size());
   std::vector<std::uint8_t> packet(packet_size(h.value_count));

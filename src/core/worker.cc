@@ -3,14 +3,11 @@
 #include "atp/worker.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <utility>
-
-#include "atp/fixed_point.h"
 
 namespace atp {
 namespace {
@@ -138,7 +135,6 @@ struct WorkerEndpoint::Impl {
                RttEstimator(config.retransmit_timeout, config.min_retransmit_timeout, max_retransmit_timeout(config))});
     }
     packet.resize(packet_bytes);
-    values.resize(config.values_per_packet);
     round_base = config.initial_seq;
   }
 
@@ -205,17 +201,16 @@ struct WorkerEndpoint::Impl {
     h.src = config.self;
     h.dst = route.ps;
     encode_header(h, packet);
-    // The round's last fragment is zero-padded to the packet's width.
     const std::size_t first = std::size_t{i} * config.values_per_packet;
     const std::span<const float> in =
         input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
     if (h.float_payload) {
-      for (std::size_t v = 0; v < in.size(); ++v) values[v] = std::bit_cast<std::int32_t>(in[v]);
+      store_floats(packet, in);
     } else {
-      quantize(in, config.scale, std::span(values).first(in.size()));
+      store_quantized(packet, in, config.scale);
     }
-    std::fill(values.begin() + static_cast<std::ptrdiff_t>(in.size()), values.end(), 0);
-    store_values(packet, values);
+    // The round's last fragment is zero-padded to the packet's width.
+    std::fill(packet.begin() + static_cast<std::ptrdiff_t>(kHeaderBytes + 4 * in.size()), packet.end(), 0);
     out.send(packet);
     ++stats.gradient_packets_sent;
     if (resend) ++stats.retransmissions;
@@ -297,14 +292,13 @@ struct WorkerEndpoint::Impl {
   void store_result(std::uint32_t i, const Header& h, std::span<const std::uint8_t> bytes) {
     const std::size_t first = std::size_t{i} * config.values_per_packet;
     const std::size_t real = std::min<std::size_t>(config.values_per_packet, result.size() - first);  // no padding
-    load_values(bytes, values);
+    const std::span<float> out = result.subspan(first, real);
     if (h.float_payload) {
-      for (std::size_t v = 0; v < real; ++v) result[first + v] = std::bit_cast<float>(values[v]);
+      load_floats(bytes, out);
       fragments[i].flags |= kFloatResult;
       float_fragments.push_back(i);
     } else {
-      dequantize(std::span<const std::int32_t>(values).first(real), config.scale,
-                 std::span<float>(result).subspan(first, real));
+      load_dequantized(bytes, config.scale, out);
     }
     fragments[i].flags |= kReceived;
     ++fragments_received;
@@ -618,7 +612,6 @@ struct WorkerEndpoint::Impl {
 
   // Reused for every packet, so that sending allocates nothing.
   std::vector<std::uint8_t> packet;  // one gradient packet
-  std::vector<std::int32_t> values;  // values_per_packet values
 };
 
 WorkerEndpoint::WorkerEndpoint(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
