@@ -22,9 +22,14 @@ std::vector<float> random_gradients(std::size_t n) {
   return v;
 }
 
+// A packet of n values, zeros.
+std::vector<std::uint8_t> empty_packet(std::size_t n) {
+  return std::vector<std::uint8_t>(atp::packet_size(static_cast<std::uint16_t>(n)));
+}
+
 // A packet of n quantized gradients.
 std::vector<std::uint8_t> gradient_packet(std::size_t n) {
-  std::vector<std::uint8_t> packet(atp::kHeaderBytes + 4 * n);
+  std::vector<std::uint8_t> packet = empty_packet(n);
   atp::store_quantized(packet, random_gradients(n), atp::kDefaultScale);
   return packet;
 }
@@ -39,7 +44,7 @@ void finish(benchmark::State& state, Simd simd) {
 // Worker, sending: floats -> packet.
 void BM_StoreQuantized(benchmark::State& state, Simd simd) {
   const auto in = random_gradients(values(state));
-  std::vector<std::uint8_t> packet(atp::kHeaderBytes + 4 * in.size());
+  std::vector<std::uint8_t> packet = empty_packet(in.size());
   for (auto _ : state) {
     atp::store_quantized(packet, in, atp::kDefaultScale, simd);
     benchmark::DoNotOptimize(packet.data());
@@ -100,7 +105,7 @@ void BM_LoadValues(benchmark::State& state, Simd simd) {
 
 void BM_StoreValues(benchmark::State& state, Simd simd) {
   std::vector<std::int32_t> row(values(state), 12345);
-  std::vector<std::uint8_t> packet(atp::kHeaderBytes + 4 * row.size());
+  std::vector<std::uint8_t> packet = empty_packet(row.size());
   for (auto _ : state) {
     atp::store_values(packet, row, simd);
     benchmark::DoNotOptimize(packet.data());
@@ -123,7 +128,7 @@ void BM_AddToSums(benchmark::State& state, Simd simd) {
 // PS: the int sums sent as the result.
 void BM_StoreSums(benchmark::State& state, Simd simd) {
   std::vector<std::int64_t> sums(values(state), 123456);
-  std::vector<std::uint8_t> packet(atp::kHeaderBytes + 4 * sums.size());
+  std::vector<std::uint8_t> packet = empty_packet(sums.size());
   for (auto _ : state) {
     atp::store_sums(packet, sums, simd);
     benchmark::DoNotOptimize(packet.data());

@@ -100,6 +100,7 @@ std::uint64_t PacketSocket::kernel_drops() const {
 
 std::size_t PacketSocket::recv_batch(FrameBatch& batch) {
   batch.count_ = 0;
+  batch.read_ = 0;
   std::array<sockaddr_ll, detail::kMaxBatch> from{};
   std::size_t outgoing = 0;  // own transmissions seen despite PACKET_IGNORE_OUTGOING (old kernels)
   const detail::RecvOutcome got =
@@ -119,6 +120,7 @@ std::size_t PacketSocket::recv_batch(FrameBatch& batch) {
   if (got.error) ++counters_.recv_errors;
   counters_.truncated += got.truncated;
   batch.count_ = got.kept - outgoing;
+  batch.read_ = got.read;
   counters_.received += batch.count_;
   for (std::size_t i = 0; i < batch.count_; ++i) counters_.received_bytes += batch.length_[i];
   return batch.count_;

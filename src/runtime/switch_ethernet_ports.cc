@@ -29,7 +29,7 @@ class EthernetPorts final : public SwitchPorts {
     const std::size_t n = sockets_[source].recv_batch(batch_);
     received_.clear();
     for (std::size_t i = 0; i < n; ++i) received_.push_back({static_cast<PortId>(source), batch_.bytes(i)});
-    return {n, n == batch_.capacity(), received_};
+    return {n, batch_.full(), received_};
   }
 
   // Where a source MAC is, is learned on arrival, like a hardware switch's ingress does.

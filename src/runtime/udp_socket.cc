@@ -26,9 +26,6 @@ using detail::errno_reason;
 // Linux 6.2, 128 after).
 constexpr std::size_t kMaxSegments = 64;
 
-// The most payload of one UDP_SEGMENT message: one IPv4 packet's worth.
-constexpr std::size_t kMaxRunBytes = kMaxUdpPayload;
-
 // Ancillary data room per received message: one UDP_GRO control message (an int).
 constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int));
 
@@ -262,7 +259,7 @@ std::size_t UdpSocket::send_batch(std::span<const UdpOutgoing> datagrams) {
       while (n < limit) {
         const UdpOutgoing& d = datagrams[first + n];
         if (!(d.to == head.to) || d.bytes.empty() || d.bytes.size() > segment ||
-            total + d.bytes.size() > kMaxRunBytes) {
+            total + d.bytes.size() > kMaxUdpPayload) {
           break;
         }
         total += d.bytes.size();

@@ -41,6 +41,9 @@ class FrameBatch {
 
   std::size_t size() const { return count_; }  // frames from the last recv_batch()
   std::size_t capacity() const { return length_.size(); }
+  // Whether the last recv_batch() read capacity() frames (own transmissions and truncated ones
+  // included, which it does not hand out): more may be waiting.
+  bool full() const { return read_ == length_.size(); }
   std::size_t max_bytes() const { return max_bytes_; }
   std::span<std::uint8_t> bytes(std::size_t i) { return {storage_.data() + i * max_bytes_, length_[i]}; }
 
@@ -48,6 +51,7 @@ class FrameBatch {
   friend class PacketSocket;
   std::size_t max_bytes_;
   std::size_t count_ = 0;
+  std::size_t read_ = 0;               // frames the last recv_batch() read
   std::vector<std::uint8_t> storage_;  // capacity * max_bytes, one slot per frame
   std::vector<std::size_t> length_;    // bytes received per slot
 };
