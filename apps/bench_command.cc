@@ -300,11 +300,13 @@ Rate measure(double seconds, std::uint16_t values, const Load& load, SampleFn sa
   return r;
 }
 
-// The software switch (SwitchDaemon, job installed over its HTTP control plane) on its own thread.
-Rate measure_switch(std::uint16_t values, double seconds) {
+// The software switch (SwitchDaemon, job installed over its HTTP control plane) on its own
+// dataplane threads (`threads`; 0: as many as the switch chooses).
+Rate measure_switch(std::uint16_t values, double seconds, std::uint32_t threads) {
   BenchNetwork net(values);
   SwitchDaemonConfig config;
   config.name = "s0";
+  config.threads = threads;
   config.pipeline = net.topology.switches[0].config;
   auto add_port = [&config](const UdpSocket& host) {
     SwitchPortConfig port;  // no rate limit, buffer limit or faults: nothing but the switch's own cost
@@ -403,7 +405,18 @@ Rate measure_raw(std::uint16_t values, double seconds) {
   return rate;
 }
 
-int run_bench(double seconds, bool as_json) {
+// The dataplane threads a switch of the benchmark's runs with `threads` (0: its own choice).
+std::uint32_t switch_threads(std::uint32_t threads) {
+  BenchNetwork net(kDefaultValuesPerPacket);
+  SwitchDaemonConfig config;
+  config.name = "s0";
+  config.pipeline = net.topology.switches[0].config;
+  config.threads = threads;
+  SwitchDaemon daemon(config);
+  return static_cast<std::uint32_t>(json::parse(daemon.stats_json())["threads"].size());
+}
+
+int run_bench(double seconds, std::uint32_t threads, bool as_json) {
   json doc;
   doc["backend"] = "udp";
   doc["address"] = "127.0.0.1";
@@ -414,10 +427,11 @@ int run_bench(double seconds, bool as_json) {
   doc["window_fragments"] = kWindowFragments;
   doc["results"] = json::array();
   try {
+    doc["switch_threads"] = switch_threads(threads);
     for (const std::uint16_t values : {kDefaultValuesPerPacket, std::uint16_t{1024}}) {
       Rate sw, raw;
       for (int slice = 0; slice < kSlices; ++slice) {
-        sw.add(measure_switch(values, seconds / kSlices));
+        sw.add(measure_switch(values, seconds / kSlices, threads));
         raw.add(measure_raw(values, seconds / kSlices));
       }
       doc["results"].push_back({{"values", values},
@@ -436,9 +450,10 @@ int run_bench(double seconds, bool as_json) {
   }
   std::printf(
       "atp bench: udp backend on 127.0.0.1, %.1f s per measurement (%d alternating slices, each after a %.1f s\n"
-      "warm-up), %zu datagrams per sendmmsg/recvmmsg, %llu fragments of 4 workers in flight\n\n",
+      "warm-up), %zu datagrams per sendmmsg/recvmmsg, %llu fragments of 4 workers in flight; the switch on\n"
+      "%d dataplane thread(s), the raw forwarder on one\n\n",
       seconds, kSlices, std::chrono::duration<double>(kWarmUp).count(), kBatch,
-      static_cast<unsigned long long>(kWindowFragments));
+      static_cast<unsigned long long>(kWindowFragments), doc["switch_threads"].get<int>());
   std::printf("%6s %9s | %-33s | %-33s | %s\n", "", "", "software switch", "raw UDP forwarder", "switch/");
   std::printf("%6s %9s | %6s %7s %10s %6s | %6s %7s %10s %6s | %s\n", "values", "datagram", "Mpps", "Gbit/s",
               "wall Mpps", "busy", "Mpps", "Gbit/s", "wall Mpps", "busy", "raw");
@@ -453,8 +468,9 @@ int run_bench(double seconds, bool as_json) {
                 row(r["switch"]).c_str(), row(r["raw"]).c_str(), r["ratio"].get<double>());
   }
   std::printf(
-      "\nMpps and Gbit/s are per core: datagrams the forwarding thread handled, and gradient values it received, per\n"
-      "second of that thread's CPU time. wall Mpps: per second of the run; busy: that thread's share of one core.\n");
+      "\nMpps and Gbit/s are per core: datagrams the forwarding threads handled, and gradient values they received,\n"
+      "per second of those threads' CPU time. wall Mpps: per second of the run; busy: those threads' CPU time per\n"
+      "second of the run (above 100%%: more than one core).\n");
   return kExitOk;
 }
 
@@ -470,24 +486,29 @@ Command add_bench_command(CLI::App& parent) {
       c.app->add_subcommand("switch", "measure the software switch's packets/s per core against raw UDP forwarding");
   sw->footer(
       "In one process on 127.0.0.1: a software switch (the `atp switch` daemon, one ATP job with 4 workers\n"
-      "and a PS, fan-in 4) on its dataplane thread, a generator sending the 4 workers' gradient packets\n"
+      "and a PS, fan-in 4) on its dataplane threads, a generator sending the 4 workers' gradient packets\n"
       "(64 per sendmmsg, a window of fragments in flight), and a PS stand-in answering every aggregate with\n"
       "its parameter packet, which frees the aggregator and is multicast back to the workers. Then the same\n"
       "load through a raw forwarder: the same event loop and recvmmsg/sendmmsg batches of 64, every\n"
       "datagram sent straight on. Both forwarding threads move 5 datagrams in and 5 out per fragment,\n"
       "and the two run in alternating slices, each on fresh sockets after a short warm-up.\n"
-      "For 62-value (284 B) and 1024-value (4132 B) packets it reports per core (per second of that\n"
-      "thread's CPU time) Mpps and Gbit/s of gradient values, the wall-clock rate, and switch/raw.");
+      "For 62-value (284 B) and 1024-value (4132 B) packets it reports per core (per second of the\n"
+      "forwarding threads' CPU time) Mpps and Gbit/s of gradient values, the wall-clock rate, and switch/raw.");
   auto seconds = std::make_shared<double>(2.0);
   auto as_json = std::make_shared<bool>(false);
   sw->add_option("--seconds", *seconds,
                  "measured time per configuration (4 of them), in alternating slices after warm-ups")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0));
+  auto threads = std::make_shared<std::uint32_t>(0);
+  sw->add_option("--threads", *threads,
+                 "the switch's dataplane threads (its `threads:` key); 0: what the switch chooses on this machine")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   sw->add_flag("--json", *as_json, "print the figures as JSON instead of a table");
   auto allreduce_run = std::make_shared<std::function<int()>>();
   CLI::App* allreduce = add_bench_allreduce_command(*c.app, *allreduce_run);
-  c.run = [=] { return allreduce->parsed() ? (*allreduce_run)() : run_bench(*seconds, *as_json); };
+  c.run = [=] { return allreduce->parsed() ? (*allreduce_run)() : run_bench(*seconds, *threads, *as_json); };
   return c;
 }
 

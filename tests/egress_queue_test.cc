@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "atp/runtime/ethernet.h"
@@ -116,6 +119,63 @@ TEST(EgressQueue, DropTailCountsAgainstPacketsNotYetSent) {
   EXPECT_EQ(q.counters().packets, 2u);
   EXPECT_EQ(q.enqueue(p, time_from_ns(27)).status, EnqueueStatus::kQueued);  // the first one is out
   EXPECT_EQ(q.held(), 3u);
+}
+
+// Two queues of one link (two dataplane threads' queues of a port): one rate, one buffer, one
+// ECN threshold over both, each queue with its own packets and counters.
+TEST(EgressQueue, QueuesSharingATransmitterShareTheRateBufferAndThreshold) {
+  EgressConfig c;
+  c.rate_gbps = 100;  // 26.08 ns per packet
+  c.buffer_packets = 3;
+  c.ecn_threshold_packets = 2;
+  auto link = std::make_shared<SharedTransmitter>();
+  EgressQueue a(c), b(c);
+  a.share_transmitter(link);
+  b.share_transmitter(link);
+  const auto p = packet(1);
+  EXPECT_EQ(to_ns(a.enqueue(p, time_from_ns(0)).release), 27);
+  EXPECT_EQ(to_ns(b.enqueue(p, time_from_ns(0)).release), 53);  // after a's packet, not beside it
+  EXPECT_EQ(to_ns(a.enqueue(p, time_from_ns(0)).release), 79);
+  EXPECT_EQ(b.enqueue(p, time_from_ns(0)).status, EnqueueStatus::kQueueFull);  // 3 held by the two
+  EXPECT_EQ(a.counters().packets, 2u);
+  EXPECT_EQ(b.counters().packets, 1u);
+  EXPECT_EQ(b.counters().queue_drops, 1u);
+  EXPECT_EQ(a.counters().ecn_marked, 1u);  // the third packet found two queued
+  EXPECT_EQ(drain(b).size(), 1u);          // each releases only its own
+  EXPECT_EQ(drain(a).size(), 2u);
+  // A queue with its own transmitter is not held up by the link's.
+  EgressQueue own(c);
+  EXPECT_EQ(to_ns(own.enqueue(p, time_from_ns(0)).release), 27);
+}
+
+// Four threads feeding one link at once: every packet is serialised once, none at the same time
+// as another (ThreadSanitizer checks the sharing in CI).
+TEST(EgressQueue, ThreadsSharingATransmitterSerialiseEveryPacketOnce) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  auto link = std::make_shared<SharedTransmitter>();
+  constexpr int kThreads = 4;
+  constexpr int kPackets = 2000;
+  std::vector<std::vector<std::int64_t>> finish(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      EgressQueue q(c);
+      q.share_transmitter(link);
+      const auto p = packet(static_cast<Seq>(t));
+      for (int i = 0; i < kPackets; ++i) finish[t].push_back(to_ns(q.enqueue(p, time_from_ns(0)).release));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::vector<std::int64_t> all;
+  for (const auto& f : finish) all.insert(all.end(), f.begin(), f.end());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), std::size_t{kThreads * kPackets});
+  // Packet n (of all) leaves at ceil(26.08 ns * (n + 1)): one transmitter, no two at once.
+  for (std::size_t n = 0; n < all.size(); ++n) {
+    const std::int64_t ps = 26080 * static_cast<std::int64_t>(n + 1);
+    ASSERT_EQ(all[n], (ps + 999) / 1000) << "packet " << n;
+  }
 }
 
 TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {

@@ -140,10 +140,13 @@ class SlowClients {
 
 // One switch s0 with hosts w0, w1 (the job's workers), ps0 (its PS) and h3 (not in the job):
 // ports 0..3 in host order, each a fake host socket.
-class SwitchDaemonTest : public ::testing::Test {
+// Every test runs on a switch of one dataplane thread and of four (each with a slice of the
+// table, its own socket and queues: the packets of one test meet on different threads).
+class SwitchDaemonTest : public ::testing::TestWithParam<std::uint32_t> {
  protected:
   void SetUp() override {
     job_ = test::plan_one_switch_job({}, topology_, network_);
+    config_.threads = GetParam();
     const SwitchConfig& sc = topology_.switches[0].config;
 
     for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
@@ -224,7 +227,7 @@ class SwitchDaemonTest : public ::testing::Test {
   std::optional<httplib::Client> client_;
 };
 
-TEST_F(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
+TEST_P(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   install_job();
   const std::vector<std::int32_t> a{1, 2, 3, -4}, b{10, 20, 30, 40};
   send(0, gradient(0, 0, a));
@@ -278,9 +281,61 @@ TEST_F(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   EXPECT_NE(metrics->body.find("atp_switch_malformed_total{switch=\"s0\"} 0"), std::string::npos);
 }
 
+// Fragments of all 16 aggregators, from both workers: each sum is exact whichever thread holds
+// its aggregator. Datagrams sent one by one reach that thread's socket (the kernel's filter);
+// w1 sends its fragments as runs of one message each (UDP_SEGMENT), which a socket takes whole
+// (UDP_GRO), so the threads hand the fragments of other slices on to their owners.
+TEST_P(SwitchDaemonTest, EveryAggregatorSumsExactlyOnTheThreadThatHoldsIt) {
+  UdpSocket runs(UdpEndpoint::loopback(0), {.segmentation_offload = true});
+  config_.ports[1].peer = runs.local_endpoint();
+  start_daemon();
+  install_job();
+  constexpr Seq kFragments = 16;  // one per aggregator
+  for (Seq seq = 0; seq < kFragments; ++seq) {
+    send(0, gradient(0, seq, {static_cast<std::int32_t>(seq), 1, 2, 3}));
+  }
+  std::vector<std::vector<std::uint8_t>> packets;
+  std::vector<UdpOutgoing> batch;
+  for (Seq seq = 0; seq < kFragments; ++seq) {
+    packets.push_back(gradient(1, seq, {1000, static_cast<std::int32_t>(seq), 0, -3}));
+  }
+  for (const auto& p : packets) batch.push_back({daemon_->data_endpoint(), p});
+  ASSERT_EQ(runs.send_batch(batch), batch.size());
+  std::vector<bool> seen(kFragments, false);
+  for (Seq n = 0; n < kFragments; ++n) {
+    auto sum = test::receive(hosts_[2], 2000);
+    ASSERT_TRUE(sum) << "after " << n << " sums";
+    Header h;
+    const std::vector<std::int32_t> values = values_of(*sum, h);
+    ASSERT_LT(h.seq, kFragments);
+    EXPECT_FALSE(seen[h.seq]) << "seq " << h.seq << " twice";
+    seen[h.seq] = true;
+    const auto seq = static_cast<std::int32_t>(h.seq);
+    EXPECT_EQ(values, (std::vector<std::int32_t>{seq + 1000, 1 + seq, 2, 0})) << "seq " << h.seq;
+  }
+  const json s = stats_when([](const json& j) { return j["jobs"][0]["completions"] == kFragments; });
+  EXPECT_EQ(s["jobs"][0]["aggregations"], 2 * kFragments);
+  EXPECT_EQ(s["jobs"][0]["collisions"], 0);
+  EXPECT_EQ(s["switch"]["handoff_drops"], 0);
+  ASSERT_EQ(s["threads"].size(), GetParam());
+  std::uint64_t handed_off = 0;
+  for (const json& thread : s["threads"]) {
+    // Every thread aggregated both packets of each fragment of its slice, and only those.
+    EXPECT_EQ(thread["packets"].get<std::uint64_t>(), 2 * kFragments / GetParam()) << thread.dump();
+    handed_off += thread["handed_off"].get<std::uint64_t>();
+  }
+  // Only w1's runs can reach a thread whole that holds some of their fragments but not all.
+  EXPECT_LE(handed_off, kFragments);
+  if (GetParam() == 1) {
+    EXPECT_EQ(handed_off, 0u);
+  } else if (runs.segments_runs()) {
+    EXPECT_GT(handed_off, 0u);
+  }
+}
+
 // SwitchJobCounters::round_shape_mismatches is in GET /stats and GET /metrics like the other
 // job counters.
-TEST_F(SwitchDaemonTest, ReportsRoundShapeMismatchesInStatsAndMetrics) {
+TEST_P(SwitchDaemonTest, ReportsRoundShapeMismatchesInStatsAndMetrics) {
   install_job();
   // w0's round ends at seq 0 with 2 real values; w1's goes on: kept apart, both go to the PS.
   std::vector<std::uint8_t> last = gradient(0, 0, {1, 2, 0, 0});
@@ -303,7 +358,7 @@ TEST_F(SwitchDaemonTest, ReportsRoundShapeMismatchesInStatsAndMetrics) {
       << metrics->body;
 }
 
-TEST_F(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
+TEST_P(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
   install_job();
   send(0, {0xde, 0xad, 0xbe, 0xef});  // not an ATP packet
   auto other_job = gradient(0, 0, {5, 5, 5, 5});
@@ -345,7 +400,7 @@ TEST_F(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
   EXPECT_EQ(s["ports"][1]["tx_packets"], 0);
 }
 
-TEST_F(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
+TEST_P(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
   auto res = client_->Post("/jobs", R"({"job": 1, "admitted_ports": [0], "roles": [{"ps": "10.0.0.3", "level": 7}],
                                        "multicast_ports": [0]})",
                            "application/json");
@@ -364,7 +419,7 @@ TEST_F(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
 
 // The adversarial pass's reproducer: a body nested 100,000 arrays deep killed the switch
 // (SIGSEGV). Now a 400 with one sentence, on every route that takes a body.
-TEST_F(SwitchDaemonTest, DeeplyNestedBodiesAreRefusedWithOneSentence) {
+TEST_P(SwitchDaemonTest, DeeplyNestedBodiesAreRefusedWithOneSentence) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   for (const auto& [method, path, key] : std::vector<std::array<std::string, 3>>{
            {"POST", "/jobs", "job"}, {"POST", "/hosts", "peer"}, {"PUT", "/ports/0", "egress"}}) {
@@ -383,7 +438,7 @@ TEST_F(SwitchDaemonTest, DeeplyNestedBodiesAreRefusedWithOneSentence) {
 // Every failure answers with a status and a JSON body of one sentence: bad JSON of any kind
 // (1e400 threw an exception the handlers did not catch: 500, empty body), bad bytes, unknown
 // routes, requests httplib itself refuses.
-TEST_F(SwitchDaemonTest, EveryErrorIsAStatusWithOneSentence) {
+TEST_P(SwitchDaemonTest, EveryErrorIsAStatusWithOneSentence) {
   const std::string control = daemon_->control_endpoint();
   auto request = [](const std::string& method, const std::string& path, const std::string& body) {
     return method + " " + path +
@@ -416,7 +471,7 @@ TEST_F(SwitchDaemonTest, EveryErrorIsAStatusWithOneSentence) {
 // Control messages are small: a body over 1 MiB is refused with 413 before it is read (it was
 // read whole, however large: 256 MB took 6.6 GB), and so are bodies whose size is not known
 // up front or that would be decompressed.
-TEST_F(SwitchDaemonTest, LargeChunkedAndCompressedBodiesAreRefused) {
+TEST_P(SwitchDaemonTest, LargeChunkedAndCompressedBodiesAreRefused) {
   const std::string control = daemon_->control_endpoint();
   auto res = client_->Post("/jobs", std::string(2 << 20, ' '), "application/json");
   ASSERT_TRUE(res);
@@ -451,7 +506,7 @@ TEST_F(SwitchDaemonTest, LargeChunkedAndCompressedBodiesAreRefused) {
 // Slow clients (a "slowloris": a request header one byte a second) held all of httplib's eight
 // threads, so that job installs and stats hung while they trickled. With more of them than the
 // server has threads, another client's requests are still answered within a few seconds.
-TEST_F(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
+TEST_P(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
   SlowClients slow(daemon_->control_endpoint(), 48);
   pollfd none{-1, 0, 0};
   ::poll(&none, 0, 1500);  // they are slow now
@@ -475,7 +530,7 @@ TEST_F(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
 
 // What POST /jobs makes the switch hold is bounded (65536 job ids times a 1 MiB body each was
 // not): past max_job_entries a job is refused with 507, and removing one frees its share.
-TEST_F(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
+TEST_P(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
   SwitchJobPlan plan = job_.switches.at("s0");
   const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
   config_.max_job_entries = 2 * entries;
@@ -502,7 +557,7 @@ TEST_F(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
   EXPECT_EQ(res->status, 200) << res->body;
 }
 
-TEST_F(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
+TEST_P(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
   // A plain switch forwards by dst alone, so only the group decides whether a result goes out.
   config_.pipeline.atp_capable = false;
   start_daemon();
@@ -520,7 +575,7 @@ TEST_F(SwitchDaemonTest, DeleteJobRemovesItsMulticastGroup) {
   EXPECT_EQ(s["ports"][1]["tx_packets"], 1);
 }
 
-TEST_F(SwitchDaemonTest, IngressLossDropsEverythingFromThatPeer) {
+TEST_P(SwitchDaemonTest, IngressLossDropsEverythingFromThatPeer) {
   config_.ports[0].ingress = EgressConfig{.loss = 1};
   start_daemon();
   install_job();
@@ -541,7 +596,7 @@ TEST_F(SwitchDaemonTest, IngressLossDropsEverythingFromThatPeer) {
   EXPECT_NE(metrics->body.find("# TYPE atp_switch_port_ingress_queue_depth gauge"), std::string::npos);
 }
 
-TEST_F(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
+TEST_P(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
   constexpr auto kDelay = 2s;
   config_.ports[0].ingress = EgressConfig{.delay = kDelay};
   config_.pipeline.reclaim_timeout = 10 * kDelay;  // w1's partial sum must wait for w0's packet
@@ -567,7 +622,7 @@ TEST_F(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
   EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{11, 22, 33, 44}));
 }
 
-TEST_F(SwitchDaemonTest, PutPortsChangesLossAndBack) {
+TEST_P(SwitchDaemonTest, PutPortsChangesLossAndBack) {
   install_job();
   const std::string lossless =
       R"({"rate_gbps": 0, "buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 0,
@@ -618,7 +673,7 @@ TEST_F(SwitchDaemonTest, PutPortsChangesLossAndBack) {
   EXPECT_EQ(stats()["ports"][2]["lost"], 1);
 }
 
-TEST_F(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
+TEST_P(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
   auto expect_error = [&](const std::string& port, const std::string& body, int status, const std::string& field) {
     auto res = put_port(port, body);
     ASSERT_TRUE(res);
@@ -647,7 +702,7 @@ TEST_F(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
   EXPECT_EQ(now["egress"]["loss"], 0.0);
 }
 
-TEST_F(SwitchDaemonTest, DuplicateJobIsRefusedUntilRemoved) {
+TEST_P(SwitchDaemonTest, DuplicateJobIsRefusedUntilRemoved) {
   install_job();
   auto res = client_->Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
   ASSERT_TRUE(res);
@@ -681,7 +736,7 @@ class SwitchHostsTest : public SwitchDaemonTest {
   }
 };
 
-TEST_F(SwitchHostsTest, AttachGivesDistinctPortsAndAddressesAndIsIdempotent) {
+TEST_P(SwitchHostsTest, AttachGivesDistinctPortsAndAddressesAndIsIdempotent) {
   const json w0 = attach(hosts_[0].local_endpoint());
   EXPECT_EQ(w0["port"], 1);  // port 0 is the configured one
   EXPECT_EQ(w0["address"], "10.0.0.1");
@@ -704,7 +759,7 @@ TEST_F(SwitchHostsTest, AttachGivesDistinctPortsAndAddressesAndIsIdempotent) {
   EXPECT_EQ(s["ports"][2]["tx_packets"], 0);
 }
 
-TEST_F(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) {
+TEST_P(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) {
   // Attached in plan order, the hosts get the plan's addresses (10.0.0.1-3) on ports 1-3.
   for (std::size_t h = 0; h < 3; ++h) {
     const json a = attach(hosts_[h].local_endpoint());
@@ -776,7 +831,7 @@ TEST_F(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) 
   EXPECT_EQ(attach(hosts_[1].local_endpoint())["port"], 4);
 }
 
-TEST_F(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
+TEST_P(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
   auto expect_error = [&](const std::string& body, const std::string& error) {
     auto res = post_host(body);
     ASSERT_TRUE(res);
@@ -836,7 +891,7 @@ class SwitchTenancyTest : public SwitchHostsTest {
   std::optional<httplib::Client> alice_, bob_;
 };
 
-TEST_F(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
+TEST_P(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
   // alice attaches w0 and installs job 1 on it and on the configured port 0 (the operator's, which
   // any tenant's job may name).
   auto [status, body] = call(*alice_, "POST", "/hosts", host(hosts_[0]));
@@ -882,7 +937,7 @@ TEST_F(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
 
 // A lease that its holder stops keeping alive takes what hangs on it with it: a dead rank 0
 // leaves nothing installed.
-TEST_F(SwitchTenancyTest, AnExpiredLeaseRemovesItsJobsAndHosts) {
+TEST_P(SwitchTenancyTest, AnExpiredLeaseRemovesItsJobsAndHosts) {
   auto [status, body] = call(*alice_, "POST", "/leases", R"({"ttl_ms": 1000})");
   ASSERT_EQ(status, 201) << body;
   const std::uint64_t lease = json::parse(body)["lease"];
@@ -912,7 +967,7 @@ TEST_F(SwitchTenancyTest, AnExpiredLeaseRemovesItsJobsAndHosts) {
   EXPECT_EQ(call(*alice_, "POST", "/jobs" + on_lease, job_on({0})).first, 404) << "the lease is gone";
 }
 
-TEST_F(SwitchTenancyTest, RevokingALeaseRemovesWhatHangsOnIt) {
+TEST_P(SwitchTenancyTest, RevokingALeaseRemovesWhatHangsOnIt) {
   auto [status, body] = call(*alice_, "POST", "/leases", R"({"ttl_ms": 60000})");
   ASSERT_EQ(status, 201) << body;
   const std::string lease = std::to_string(json::parse(body)["lease"].get<std::uint64_t>());
@@ -932,6 +987,13 @@ TEST_F(SwitchTenancyTest, RevokingALeaseRemovesWhatHangsOnIt) {
   EXPECT_EQ(call(*alice_, "DELETE", "/leases/" + lease).first, 404);
   EXPECT_EQ(call(*alice_, "POST", "/leases", R"({"ttl": 5})").first, 400);
 }
+
+std::string thread_count_name(const ::testing::TestParamInfo<std::uint32_t>& info) {
+  return std::to_string(info.param) + (info.param == 1 ? "Thread" : "Threads");
+}
+INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchDaemonTest, ::testing::Values(1u, 4u), thread_count_name);
+INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchHostsTest, ::testing::Values(1u, 4u), thread_count_name);
+INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchTenancyTest, ::testing::Values(1u, 4u), thread_count_name);
 
 TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
   SwitchDaemonConfig config;
@@ -976,6 +1038,7 @@ atp_capable: false
 listen: 127.0.0.1:0
 control: 127.0.0.1:0
 seed: 9
+threads: 2
 ports:
   - peer: 127.0.0.1:9001
     rate_gbps: 10
@@ -999,6 +1062,7 @@ routes:
   EXPECT_EQ(c.pipeline.reclaim_timeout, std::chrono::microseconds(5000));
   EXPECT_FALSE(c.pipeline.atp_capable);
   EXPECT_EQ(c.seed, 9u);
+  EXPECT_EQ(c.threads, 2u);
   ASSERT_EQ(c.ports.size(), 2u);
   EXPECT_EQ(c.ports[0].peer, UdpEndpoint::loopback(9001));
   EXPECT_EQ(c.ports[0].egress.rate_gbps, 10);
@@ -1039,6 +1103,13 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
       config_error(port + "routes:\n  - {dst: 10.0.0.1, port: 3}\n").find("routes[0].port: must be between 0 and 0"),
       std::string::npos);
   EXPECT_NE(config_error(port + "  - peer: 127.0.0.1:9001\n").find("ports[1].peer: 127.0.0.1:9001 is already"),
+            std::string::npos);
+  EXPECT_NE(config_error("threads: 65\n" + port).find("threads: must be between 0 and 64"), std::string::npos);
+  EXPECT_NE(config_error("aggregators: 100\nthreads: 3\n" + port)
+                .find("threads: 3 threads cannot share 100 aggregators evenly (choose a divisor of aggregators:)"),
+            std::string::npos);
+  EXPECT_NE(config_error("threads: 2\nports:\n  - interface: a0\n")
+                .find("threads: a switch on interface ports runs one dataplane thread, got 2"),
             std::string::npos);
 }
 
@@ -1111,6 +1182,21 @@ TEST(SwitchDaemonSetup, ATableLargerThanMemoryIsAConfigError) {
     FAIL() << "a 256 GiB aggregator table was made";
   } catch (const SwitchConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("aggregators: 16777216"), std::string::npos) << e.what();
+  }
+}
+
+// A config built in C++ meets the same bound on threads as a parsed one.
+TEST(SwitchDaemonSetup, ThreadsThatCannotShareTheTableAreAConfigError) {
+  SwitchDaemonConfig config;
+  config.name = "s9";
+  config.pipeline.num_aggregators = 16;
+  config.threads = 3;
+  try {
+    SwitchDaemon daemon(config);
+    FAIL() << "3 threads were given 16 aggregators";
+  } catch (const SwitchConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "s9: threads: 3 threads cannot share 16 aggregators evenly (choose a divisor of aggregators:)");
   }
 }
 

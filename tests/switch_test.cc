@@ -773,6 +773,46 @@ TEST_F(SwitchTest, AggregatorIndexIsTakenModuloTableSize) {
   EXPECT_TRUE(sw.table().at(7).in_use);
 }
 
+// A table in 4 slices (4 dataplane threads): slice k holds aggregators k, k + 4, ... at rows 0,
+// 1, ...; each slice aggregates its fragments as the whole table would, and sends the same.
+TEST_F(SwitchTest, ASliceHoldsEveryFourthAggregatorInItsOwnRows) {
+  constexpr std::uint32_t kSlices = 4;
+  EXPECT_EQ(slice_of(13, kTableSize, kSlices), 1u);  // 13 % 8 = 5, 5 % 4 = 1
+  std::vector<SwitchPipeline> slices;
+  for (std::uint32_t k = 0; k < kSlices; ++k) {
+    slices.emplace_back(config(), TableSlice{k, kSlices});
+    install_network(slices.back());
+    slices.back().install_job(job_entry(kJob));
+    EXPECT_EQ(slices.back().table().size(), kTableSize / kSlices);
+  }
+  RecordingPortSink whole_sink;
+  for (Seq seq = 0; seq < 2 * kTableSize; ++seq) {
+    const std::uint32_t index = seq * 5 + 1;  // every aggregator, twice, in a scrambled order
+    for (int w = 0; w < 3; ++w) {
+      const Values values{static_cast<std::int32_t>(seq), w, -w, 1};
+      std::vector<std::uint8_t> packet = build_packet(gradient(w, seq, index), values);
+      std::vector<std::uint8_t> copy = packet;
+      sw.process(static_cast<PortId>(w + 1), packet, us(seq), whole_sink);
+      slices[slice_of(index, kTableSize, kSlices)].process(static_cast<PortId>(w + 1), copy, us(seq), sink);
+    }
+    const std::uint32_t row = index % kTableSize / kSlices;
+    EXPECT_EQ(slices[slice_of(index, kTableSize, kSlices)].table().at(row).seq, seq);
+    std::vector<std::uint8_t> result = build_packet(parameter(seq, index), Values{1, 2, 3, 4});
+    std::vector<std::uint8_t> copy = result;
+    sw.process(kPsPort, result, us(seq), whole_sink);
+    slices[slice_of(index, kTableSize, kSlices)].process(kPsPort, copy, us(seq), sink);
+  }
+  ASSERT_EQ(sink.sent.size(), whole_sink.sent.size());
+  for (std::size_t i = 0; i < sink.sent.size(); ++i) {
+    EXPECT_EQ(sink.sent[i].port, whole_sink.sent[i].port) << "send " << i;
+    EXPECT_EQ(sink.sent[i].bytes, whole_sink.sent[i].bytes) << "send " << i;
+  }
+  std::uint64_t completions = 0;
+  for (const SwitchPipeline& slice : slices) completions += slice.job_counters(kJob).completions;
+  EXPECT_EQ(completions, 2 * kTableSize);
+  EXPECT_EQ(sw.job_counters(kJob).completions, 2 * kTableSize);
+}
+
 TEST_F(SwitchTest, SaturatingAddsStickAtBothBounds) {
   const Values w0{kSaturatedMax - 1, kSaturatedMin + 1, 7, -7, 100, -100};
   const Values w1{1, -1, kSaturatedMax, kSaturatedMin, 1, 1};

@@ -149,11 +149,32 @@ struct SwitchCounters {
   std::uint64_t too_wide = 0;      // a gradient this switch would aggregate wider than its aggregators; dropped
   std::uint64_t reclaimed = 0;     // aggregators freed by the timestamp timeout, all jobs
 };
+// Counters of several pipelines (a switch's dataplane threads, or a switch and the pipelines a
+// restart threw away) added up, field by field.
+SwitchCounters& operator+=(SwitchCounters& sum, const SwitchCounters& c);
+SwitchJobCounters& operator+=(SwitchJobCounters& sum, const SwitchJobCounters& c);
+
+// A share of a switch's aggregator table, for a dataplane over several threads (SwitchDaemon):
+// slice `index` of `count` holds the aggregators g (of SwitchConfig::num_aggregators) with
+// g % count == index, aggregator g in row g / count of its own table. Each packet goes to the
+// pipeline of its aggregator's slice (slice_of). One that reaches another slice still aggregates
+// exactly, as every aggregator is matched on <job, seq>: it only meets a row of another fragment.
+struct TableSlice {
+  std::uint32_t index = 0;
+  std::uint32_t count = 1;  // divides num_aggregators
+};
+
+// The slice (of `count`) holding the aggregator a header's aggregator_index names in a table of
+// `num_aggregators` (> 0).
+inline std::uint32_t slice_of(std::uint32_t aggregator_index, std::uint32_t num_aggregators, std::uint32_t count) {
+  return aggregator_index % num_aggregators % count;
+}
 
 class SwitchPipeline {
  public:
   // A switch that is not ATP-capable gets an empty aggregator table (it never aggregates).
-  explicit SwitchPipeline(const SwitchConfig& config);
+  // `slice` (for a dataplane over several threads): the share of the table this pipeline holds.
+  explicit SwitchPipeline(const SwitchConfig& config, TableSlice slice = {});
 
   // Forwarding state, installed by the control plane (the job plan computes it).
   void add_route(Address dst, PortId port);
@@ -212,11 +233,16 @@ class SwitchPipeline {
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
   void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
                  SwitchJobCounters& counters, Time now);
+  // The row of this pipeline's table that holds the aggregator `aggregator_index` names.
+  std::uint32_t row_of(std::uint32_t aggregator_index) const {
+    return aggregator_index % config_.num_aggregators / slice_.count;
+  }
   bool is_stale(const Aggregator& a, Time now) const;
   void reclaim(std::uint32_t index);  // frees a stale aggregator and counts it for its job
   void reclaim_if_stale(std::uint32_t index, Time now);
 
   SwitchConfig config_;
+  TableSlice slice_;
   AggregatorTable table_;
   std::vector<std::uint8_t> flush_packet_;  // a partial aggregate sent besides the packet in hand
   std::unordered_map<Address, PortId> routes_;

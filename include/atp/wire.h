@@ -19,6 +19,9 @@ using PortId = std::uint16_t;   // a switch port
 inline constexpr std::uint16_t kMagic = 0xA7B1;
 inline constexpr std::uint8_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 36;
+// Where Header::aggregator_index sits (a big-endian u32): what a dataplane over several threads
+// steers packets by, before decoding them (in the kernel, too: a socket filter reads it).
+inline constexpr std::size_t kAggregatorIndexOffset = 24;
 inline constexpr std::uint16_t kDefaultValuesPerPacket = 62;  // 248 B of values, as in the paper
 inline constexpr std::uint16_t kMaxValuesPerPacket = 4096;    // 16 KiB: fits a UDP datagram
 // Header::round_shape of a parameter packet that says "the workers' rounds differ in size":

@@ -57,6 +57,36 @@ void AggregatorTable::touch(std::uint32_t i, Time now) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Counters
+
+SwitchCounters& operator+=(SwitchCounters& sum, const SwitchCounters& c) {
+  static_assert(sizeof(SwitchCounters) == 7 * sizeof(std::uint64_t), "sum every SwitchCounters field");
+  sum.packets += c.packets;
+  sum.malformed += c.malformed;
+  sum.unknown_job += c.unknown_job;
+  sum.not_admitted += c.not_admitted;
+  sum.no_route += c.no_route;
+  sum.too_wide += c.too_wide;
+  sum.reclaimed += c.reclaimed;
+  return sum;
+}
+
+SwitchJobCounters& operator+=(SwitchJobCounters& sum, const SwitchJobCounters& c) {
+  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
+  sum.aggregations += c.aggregations;
+  sum.completions += c.completions;
+  sum.collisions += c.collisions;
+  sum.resend_flushes += c.resend_flushes;
+  sum.duplicates += c.duplicates;
+  sum.forwarded += c.forwarded;
+  sum.deallocations += c.deallocations;
+  sum.reclaimed += c.reclaimed;
+  sum.ecn_merged += c.ecn_merged;
+  sum.round_shape_mismatches += c.round_shape_mismatches;
+  return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
 // SwitchPipeline: setup
 
 namespace {
@@ -67,9 +97,11 @@ bool contains(const std::vector<PortId>& ports, PortId port) {
 
 }  // namespace
 
-SwitchPipeline::SwitchPipeline(const SwitchConfig& config)
+SwitchPipeline::SwitchPipeline(const SwitchConfig& config, TableSlice slice)
     : config_(config),
-      table_(config.atp_capable ? config.num_aggregators : 0, config.atp_capable ? config.aggregator_width : 0),
+      slice_(slice),
+      table_(config.atp_capable ? config.num_aggregators / slice.count : 0,
+             config.atp_capable ? config.aggregator_width : 0),
       flush_packet_(packet_size(table_.width())) {}
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
@@ -200,7 +232,7 @@ void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const Jo
   // Fig. 7 box 8: a parameter packet (first or re-sent, multicast or unicast) frees the
   // aggregator of its fragment; failing that, it reclaims a stale one at its index (§3.7).
   if (table_.size() != 0) {
-    const std::uint32_t i = h.aggregator_index % table_.size();
+    const std::uint32_t i = row_of(h.aggregator_index);
     const Aggregator& a = table_.at(i);
     if (a.in_use && a.job == h.job && a.seq == h.seq) {
       table_.release(i);
@@ -314,7 +346,7 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     return;
   }
 
-  const std::uint32_t i = h.aggregator_index % table_.size();
+  const std::uint32_t i = row_of(h.aggregator_index);
   reclaim_if_stale(i, now);  // a stale aggregator counts as free
   Aggregator& a = table_.at(i);
   const bool holds_fragment = a.in_use && a.job == h.job && a.seq == h.seq;

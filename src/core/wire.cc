@@ -16,20 +16,20 @@ using big_endian::put16;
 using big_endian::put32;
 
 // Byte offsets of the header fields.
-constexpr std::size_t kOffMagic = 0;     // u16
-constexpr std::size_t kOffVersion = 2;   // u8
-constexpr std::size_t kOffFlags = 3;     // u8
-constexpr std::size_t kOffJob = 4;       // u16
-constexpr std::size_t kOffCount = 6;     // u16
-constexpr std::size_t kOffSeq = 8;       // u32
-constexpr std::size_t kOffBitmap0 = 12;  // u32
-constexpr std::size_t kOffBitmap1 = 16;  // u32
-constexpr std::size_t kOffFanIn0 = 20;   // u8
-constexpr std::size_t kOffFanIn1 = 21;   // u8
-constexpr std::size_t kOffShape = 22;    // u16, round_shape
-constexpr std::size_t kOffIndex = 24;    // u32
-constexpr std::size_t kOffSrc = 28;      // u32
-constexpr std::size_t kOffDst = 32;      // u32
+constexpr std::size_t kOffMagic = 0;                       // u16
+constexpr std::size_t kOffVersion = 2;                     // u8
+constexpr std::size_t kOffFlags = 3;                       // u8
+constexpr std::size_t kOffJob = 4;                         // u16
+constexpr std::size_t kOffCount = 6;                       // u16
+constexpr std::size_t kOffSeq = 8;                         // u32
+constexpr std::size_t kOffBitmap0 = 12;                    // u32
+constexpr std::size_t kOffBitmap1 = 16;                    // u32
+constexpr std::size_t kOffFanIn0 = 20;                     // u8
+constexpr std::size_t kOffFanIn1 = 21;                     // u8
+constexpr std::size_t kOffShape = 22;                      // u16, round_shape
+constexpr std::size_t kOffIndex = kAggregatorIndexOffset;  // u32
+constexpr std::size_t kOffSrc = 28;                        // u32
+constexpr std::size_t kOffDst = 32;                        // u32
 static_assert(kOffDst + 4 == kHeaderBytes);
 
 // Flag bits of the flags byte.

@@ -572,10 +572,6 @@ class ControlServer final : public httplib::Server {
     // Called by listen_after_bind() on the listening thread, before its accept loop.
     new_task_queue = [this] {
       state_.stopping = false;
-      // httplib 0.11.4 listens with a backlog of 5: a burst of connections (a runner installing
-      // jobs while others poll stats) beyond it has its SYNs dropped and waits a second for the
-      // retransmission. Listening again on the bound socket only raises the backlog.
-      ::listen(svr_sock_, SOMAXCONN);
       return new ConnectionPool(state_);
     };
     // httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same control
@@ -626,6 +622,21 @@ class ControlServer final : public httplib::Server {
 
   std::string requester(const httplib::Request& req) const {
     return access_.authenticator->identify(req.get_header_value("Authorization")).value_or("");
+  }
+
+  // Binds `ip`:`port` (0: a port the kernel chooses) and returns the port, or -1 (errno says why).
+  // httplib 0.11.4 listens with a backlog of 5: a burst of connections (a runner installing jobs
+  // while others poll stats) beyond it has its SYNs dropped and waits a second for the
+  // retransmission. Listening again on the bound socket, here before any thread serves it, only
+  // raises the backlog.
+  int bind(const std::string& ip, int port) {
+    if (port == 0) {
+      port = bind_to_any_port(ip);
+    } else if (!bind_to_port(ip, port)) {
+      port = -1;
+    }
+    if (port > 0) ::listen(svr_sock_, SOMAXCONN);
+    return port;
   }
 
   std::string answer(std::string_view request) {
@@ -713,6 +724,12 @@ std::string requester(const httplib::Server& server, const httplib::Request& req
   const auto* control = dynamic_cast<const ControlServer*>(&server);
   if (!control) throw std::invalid_argument("requester: the server was not made by control::make_server");
   return control->requester(request);
+}
+
+int bind_server(httplib::Server& server, const std::string& ip, int port) {
+  auto* control = dynamic_cast<ControlServer*>(&server);
+  if (!control) throw std::invalid_argument("bind_server: the server was not made by control::make_server");
+  return control->bind(ip, port);
 }
 
 std::string answer_request(httplib::Server& server, std::string_view request) {

@@ -44,9 +44,9 @@ std::uint64_t EgressQueue::stream_seed(std::uint64_t seed, std::uint64_t index) 
   return splitmix64(seed ^ splitmix64(index));
 }
 
-void EgressQueue::drain_sent(std::int64_t now_ps) {
-  while (!sending_done_ps_.empty() && sending_done_ps_.front() <= now_ps) sending_done_ps_.pop_front();
-  counters_.depth = sending_done_ps_.size();
+void EgressQueue::drain_sent(std::deque<std::int64_t>& sending_done_ps, std::int64_t now_ps) {
+  while (!sending_done_ps.empty() && sending_done_ps.front() <= now_ps) sending_done_ps.pop_front();
+  counters_.depth = sending_done_ps.size();
 }
 
 std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
@@ -70,9 +70,18 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
   Time sent = now;  // when the last bit leaves
   bool mark = false;
   if (cfg.rate_gbps > 0) {
+    // The link's transmitter: this queue's own, or one shared with other threads' queues.
+    std::unique_lock<std::mutex> lock;
+    std::int64_t* busy_until_ps = &busy_until_ps_;
+    std::deque<std::int64_t>* sending_done_ps = &sending_done_ps_;
+    if (shared_) {
+      lock = std::unique_lock(shared_->mutex_);
+      busy_until_ps = &shared_->busy_until_ps_;
+      sending_done_ps = &shared_->sending_done_ps_;
+    }
     const std::int64_t now_ps = to_ps(now);
-    drain_sent(now_ps);
-    const std::size_t queued = sending_done_ps_.size();
+    drain_sent(*sending_done_ps, now_ps);
+    const std::size_t queued = sending_done_ps->size();
     if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
       ++counters_.queue_drops;
       result.status = EnqueueStatus::kQueueFull;
@@ -83,10 +92,11 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
     const double bits = 8.0 * static_cast<double>(wire_bytes);
     const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
-    busy_until_ps_ = std::max(busy_until_ps_, now_ps) + serialization_ps;
-    sending_done_ps_.push_back(busy_until_ps_);
-    counters_.depth = sending_done_ps_.size();
-    sent = ceil_ns(busy_until_ps_);
+    // Another thread's queue may have a later `now` in already: the link is busy until then.
+    *busy_until_ps = std::max(*busy_until_ps, now_ps) + serialization_ps;
+    sending_done_ps->push_back(*busy_until_ps);
+    counters_.depth = sending_done_ps->size();
+    sent = ceil_ns(*busy_until_ps);
   }
   ++counters_.packets;
   counters_.bytes += packet.size();
@@ -127,7 +137,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
 Time EgressQueue::next_release() const { return heap_.empty() ? kNever : time_from_ns(heap_.top().release_ns); }
 
 bool EgressQueue::pop_due(Time now, std::vector<std::uint8_t>& packet) {
-  if (!sending_done_ps_.empty()) drain_sent(to_ps(now));
+  if (!sending_done_ps_.empty()) drain_sent(sending_done_ps_, to_ps(now));
   if (heap_.empty() || heap_.top().release_ns > to_ns(now)) return false;
   const std::uint32_t slot = heap_.top().slot;
   heap_.pop();

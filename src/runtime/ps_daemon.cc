@@ -263,15 +263,8 @@ struct PsDaemon::Impl {
     });
     const std::string host = UdpEndpoint{config.control.ip, 0}.to_string();
     const std::string ip = host.substr(0, host.rfind(':'));
-    int port = config.control.port;
-    bool ok = false;
-    if (port == 0) {
-      port = http->bind_to_any_port(ip);
-      ok = port > 0;
-    } else {
-      ok = http->bind_to_port(ip, port);
-    }
-    if (!ok) {
+    const int port = control::bind_server(*http, ip, config.control.port);
+    if (port <= 0) {
       std::string reason = std::strerror(errno);  // "Address already in use": lower case, as UdpSetupError
       if (!reason.empty()) reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
       throw std::runtime_error("cannot bind HTTP " + config.control.to_string() + ": " + reason);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "atp/runtime/config_file.h"
 #include "atp/runtime/control.h"
@@ -20,6 +21,7 @@
 namespace atp {
 namespace {
 
+using detail::kMaxDataplaneThreads;
 using detail::kMaxPorts;
 using detail::peer_key;
 
@@ -136,6 +138,22 @@ std::optional<std::string> table_too_large(const SwitchConfig& pipeline) {
          " bytes, more than this machine's " + std::to_string(memory) + " bytes of memory";
 }
 
+// Why a switch cannot run config.threads dataplane threads, if it cannot.
+std::optional<std::string> threads_refused(const SwitchDaemonConfig& config) {
+  const std::string threads = std::to_string(config.threads);
+  if (config.threads > kMaxDataplaneThreads) {
+    return "at most " + std::to_string(kMaxDataplaneThreads) + ", got " + threads;
+  }
+  if (config.threads > 1 && config.interface_ports()) {
+    return "a switch on interface ports runs one dataplane thread, got " + threads;
+  }
+  if (config.threads > 1 && config.pipeline.atp_capable && config.pipeline.num_aggregators % config.threads != 0) {
+    return threads + " threads cannot share " + std::to_string(config.pipeline.num_aggregators) +
+           " aggregators evenly (choose a divisor of aggregators:)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 namespace detail {
@@ -148,6 +166,17 @@ void check_limits(const SwitchDaemonConfig& config) {
     throw SwitchConfigError(config.name + ": ports: at most " + std::to_string(kMaxPorts) + " ports, got " +
                             std::to_string(config.ports.size()));
   }
+  if (const std::optional<std::string> refused = threads_refused(config)) {
+    throw SwitchConfigError(config.name + ": threads: " + *refused);
+  }
+}
+
+std::uint32_t dataplane_threads(const SwitchDaemonConfig& config) {
+  if (config.threads != 0) return config.threads;
+  if (config.interface_ports()) return 1;
+  std::uint32_t threads = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
+  while (config.pipeline.atp_capable && config.pipeline.num_aggregators % threads != 0) --threads;
+  return threads;
 }
 
 }  // namespace detail
@@ -163,7 +192,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   if (!doc.IsDefined() || doc.IsNull()) throw SwitchConfigError(where + ": the config is empty");
   r.check_keys(doc, "",
                {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
-                "routes", "seed"});
+                "routes", "seed", "threads"});
   SwitchDaemonConfig c;
   if (doc["name"]) {
     c.name = r.string(doc["name"], "name");
@@ -200,6 +229,8 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     c.control_port = control.port;
   }
   if (doc["seed"]) c.seed = static_cast<std::uint64_t>(r.integer(doc["seed"], "seed", 0, INT64_MAX));
+  if (doc["threads"])
+    c.threads = static_cast<std::uint32_t>(r.integer(doc["threads"], "threads", 0, kMaxDataplaneThreads));
 
   // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
   const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
@@ -258,6 +289,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   if (c.interface_ports() && doc["listen"]) {
     r.fail("listen", "a switch on interface ports has no UDP data socket: remove listen:");
   }
+  if (const std::optional<std::string> refused = threads_refused(c)) r.fail("threads", *refused);
 
   if (const YAML::Node routes = doc["routes"]) {
     if (!routes.IsSequence()) r.fail("routes", "expected a list of {dst, port}");

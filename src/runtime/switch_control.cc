@@ -58,9 +58,7 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                                  ": more than the " + std::to_string(config_.max_job_entries) +
                                  " this switch holds; remove a job first");
   }
-  SwitchPipeline& pipeline = dataplane_.pipeline();
-  pipeline.install_job(plan.entry);
-  pipeline.add_multicast_group(multicast_group_address(plan.entry.job), plan.multicast_ports);
+  dataplane_.install_job(plan.entry, multicast_group_address(plan.entry.job), plan.multicast_ports);
   installed_.emplace(plan.entry.job, entries);
   installed_entries_ += entries;
   tenancy_.claim(job_resource(plan.entry.job), who, lease);
@@ -75,16 +73,14 @@ Reply SwitchControl::uninstall_job(std::optional<std::uint64_t> id, const std::s
   return ok(json{{"removed", job}});
 }
 
-// Removes job `job` (its aggregators, multicast group and owner); false if it was not installed.
-bool SwitchControl::remove_job(JobId job) {
+// Removes job `job` (its aggregators, multicast group and owner).
+void SwitchControl::remove_job(JobId job) {
   if (const auto it = installed_.find(job); it != installed_.end()) {
     installed_entries_ -= it->second;
     installed_.erase(it);
   }
   tenancy_.release(job_resource(job));
-  SwitchPipeline& pipeline = dataplane_.pipeline();
-  pipeline.remove_multicast_group(multicast_group_address(job));
-  return pipeline.remove_job(job);
+  dataplane_.remove_job(job, multicast_group_address(job));
 }
 
 Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::string& text,
@@ -100,15 +96,13 @@ Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::stri
   const auto p = static_cast<PortId>(*port);
   if (settings->egress) dataplane_.set_egress(p, *settings->egress);
   if (settings->ingress) dataplane_.set_ingress(p, *settings->ingress);
-  control::PortSettings s{dataplane_.egress(p).config(), std::nullopt};
-  if (const std::optional<EgressQueue>& ingress = dataplane_.ingress(p)) s.ingress = ingress->config();
-  return Reply{200, control::to_json(s)};
+  return Reply{200, control::to_json(control::PortSettings{dataplane_.egress_config(p), dataplane_.ingress_config(p)})};
 }
 
 // ---- hosts attached at run time: POST and DELETE /hosts (UDP ports) ----
 
 Reply SwitchControl::attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease) {
-  SwitchPorts& ports = dataplane_.ports();
+  const SwitchPorts& ports = dataplane_.ports();
   if (!ports.supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
   if (peer == ports.data_endpoint()) {
     return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
@@ -141,7 +135,7 @@ Reply SwitchControl::attach_host(const UdpEndpoint& peer, const std::string& who
   } else {
     port = dataplane_.add_port();
   }
-  if (!known) ports.attach(port, peer);
+  if (!known) dataplane_.attach(port, peer);
   if (new_address) dataplane_.add_route(*address, port);
   if (claim) tenancy_.claim(host_resource(port), who, lease);
   const SwitchConfig& sc = config_.pipeline;
@@ -170,7 +164,7 @@ Reply SwitchControl::detach_host(std::optional<std::uint64_t> port, const std::s
 // Port `p` (attached) loses its peer, routes and owner, and is reset.
 void SwitchControl::detach(PortId p) {
   tenancy_.release(host_resource(p));
-  dataplane_.ports().detach(p);  // its datagrams now count as unknown_source
+  dataplane_.detach(p);  // its datagrams now count as unknown_source
   dataplane_.remove_routes_to(p);
   dataplane_.reset_port(p);  // drops what its queues held
   detached_ports_.insert(p);
@@ -192,15 +186,19 @@ void SwitchControl::expire(Time now) {
 
 // ---- stats ----
 
-json SwitchControl::stats() const {
-  const SwitchPipeline& pipeline = dataplane_.pipeline();
+json SwitchControl::stats() {
+  const SwitchDataplane::Totals t = dataplane_.totals();
   const SwitchPorts& ports = dataplane_.ports();
   json doc;
   doc["name"] = config_.name;
   ports.describe(doc);
-  const SwitchCounters& c = pipeline.counters();
-  const SwitchPortsCounters s = ports.counters();
-  const EthernetCounters& ethernet = s.ethernet;
+  doc["threads"] = json::array();
+  for (const SwitchDataplane::ThreadLoad& load : t.threads) {
+    doc["threads"].push_back(
+        {{"packets", load.packets}, {"handed_off", load.handed_off}, {"handoff_drops", load.handoff_drops}});
+  }
+  const SwitchCounters& c = t.pipeline;
+  const EthernetCounters& ethernet = t.ports.ethernet;
   doc["switch"] = {{"packets", c.packets},
                    {"malformed", c.malformed},
                    {"unknown_job", c.unknown_job},
@@ -208,12 +206,13 @@ json SwitchControl::stats() const {
                    {"no_route", c.no_route},
                    {"too_wide", c.too_wide},
                    {"reclaimed", c.reclaimed},
-                   {"unknown_source", s.unknown_source},
-                   {"no_port", dataplane_.no_port()},
-                   {"truncated", s.truncated},
-                   {"send_failed", dataplane_.send_failed()},
-                   {"aggregators", pipeline.table().size()},
-                   {"aggregators_in_use", pipeline.table().in_use()},
+                   {"unknown_source", t.ports.unknown_source},
+                   {"no_port", t.no_port},
+                   {"truncated", t.ports.truncated},
+                   {"send_failed", t.send_failed},
+                   {"handoff_drops", t.handoff_drops},
+                   {"aggregators", config_.pipeline.atp_capable ? config_.pipeline.num_aggregators : 0},
+                   {"aggregators_in_use", t.aggregators_in_use},
                    {"atp_frames", ethernet.atp_frames},
                    {"non_atp_frames", ethernet.non_atp_frames},
                    {"malformed_frames", ethernet.malformed_frames},
@@ -222,17 +221,18 @@ json SwitchControl::stats() const {
                    {"l2_same_port", ethernet.l2_same_port},
                    {"no_neighbor", ethernet.no_neighbor},
                    {"neighbor_refused", ethernet.neighbor_refused},
-                   {"mac_addresses", s.mac_addresses},
-                   {"neighbors", s.neighbors}};
+                   {"mac_addresses", t.ports.mac_addresses},
+                   {"neighbors", t.ports.neighbors}};
   std::vector<JobId> ids;
-  for (const auto& [id, counters] : pipeline.all_job_counters()) ids.push_back(id);
+  for (const auto& [id, counters] : t.jobs) ids.push_back(id);
   for (const auto& [id, entries] : installed_) {
-    if (!pipeline.all_job_counters().contains(id)) ids.push_back(id);
+    if (!t.jobs.contains(id)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   doc["jobs"] = json::array();
   for (JobId id : ids) {
-    const SwitchJobCounters j = pipeline.job_counters(id);
+    const auto it = t.jobs.find(id);
+    const SwitchJobCounters j = it == t.jobs.end() ? SwitchJobCounters{} : it->second;
     doc["jobs"].push_back({{"job", id},
                            {"installed", installed_.contains(id) ? 1 : 0},
                            {"aggregations", j.aggregations},
@@ -249,13 +249,11 @@ json SwitchControl::stats() const {
   doc["ports"] = json::array();
   for (std::size_t i = 0; i < dataplane_.port_count(); ++i) {
     const auto p = static_cast<PortId>(i);
-    const EgressCounters& e = dataplane_.egress(p).counters();
-    const std::optional<EgressQueue>& ingress = dataplane_.ingress(p);
-    const EgressCounters in = ingress ? ingress->counters() : EgressCounters{};
-    const SwitchDataplane::PortCounters& rx = dataplane_.port_counters(p);
+    const EgressCounters& e = t.egress[i];
+    const EgressCounters& in = t.ingress[i];
     json row = {{"port", i},
-                {"rx_packets", rx.rx_packets},
-                {"rx_bytes", rx.rx_bytes},
+                {"rx_packets", t.rx[i].rx_packets},
+                {"rx_bytes", t.rx[i].rx_bytes},
                 {"tx_packets", e.packets},
                 {"tx_bytes", e.bytes},
                 {"drops", e.queue_drops + e.lost},

@@ -65,10 +65,10 @@ class SwitchControl {
   void expire(Time now);
 
   // The counters, as GET /stats answers them (stats_json).
-  nlohmann::json stats() const;
+  nlohmann::json stats();
 
  private:
-  bool remove_job(JobId job);
+  void remove_job(JobId job);
   void detach(PortId p);
   std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
 

@@ -1,193 +1,207 @@
-// The switch daemon's dataplane: bursts from the ports, each packet through its port's ingress
-// queue to SwitchPipeline (or Ethernet switching), the egress queues, and a batch out per port.
+// The switch daemon's dataplane threads, and the control plane's changes made on all of them.
 #include "switch_dataplane.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <utility>
 
-#include "atp/plan.h"
+#include "switch_config.h"
 
 namespace atp::detail {
 namespace {
 
-// Port i's ingress queue draws from stream kIngressStreams + i, its egress queue from stream i:
-// a fixed offset rather than "after the last port", so that neither an ingress queue (added in
-// the config or by PUT /ports) nor another port changes any other queue's trace.
-constexpr std::uint64_t kIngressStreams = std::uint64_t{1} << 32;
+// b's counters added to a's, field by field.
+void add(EgressCounters& a, const EgressCounters& b) {
+  a.packets += b.packets;
+  a.bytes += b.bytes;
+  a.lost += b.lost;
+  a.queue_drops += b.queue_drops;
+  a.duplicated += b.duplicated;
+  a.reordered += b.reordered;
+  a.ecn_marked += b.ecn_marked;
+  a.depth = std::max(a.depth, b.depth);  // a shared transmitter's depth is the link's, in every queue
+}
+
+// Shard s's counters, copied on its thread.
+SwitchDataplane::Totals counters_of(const SwitchShard& s) {
+  SwitchDataplane::Totals t;
+  t.pipeline = s.pipeline().counters();
+  t.aggregators_in_use = s.pipeline().table().in_use();
+  for (const auto& [job, counters] : s.pipeline().all_job_counters()) t.jobs[job] = counters;
+  for (std::size_t p = 0; p < s.port_count(); ++p) {
+    const auto port = static_cast<PortId>(p);
+    t.egress.push_back(s.egress(port).counters());
+    t.ingress.push_back(s.ingress(port) ? s.ingress(port)->counters() : EgressCounters{});
+    t.rx.push_back(s.port_counters(port));
+  }
+  t.ports = s.ports().counters();
+  t.no_port = s.no_port();
+  t.send_failed = s.send_failed();
+  t.handoff_drops = s.handoff_drops();
+  t.threads.push_back({s.pipeline().counters().packets, s.handed_off(), s.handoff_drops()});
+  return t;
+}
+
+// Adds shard b's counters to a's (the first shard's, or a sum). Interface ports have one shard:
+// their Ethernet counters and tables are taken as they are.
+void add(SwitchDataplane::Totals& a, const SwitchDataplane::Totals& b) {
+  a.pipeline += b.pipeline;
+  a.aggregators_in_use += b.aggregators_in_use;
+  for (const auto& [job, counters] : b.jobs) a.jobs[job] += counters;
+  for (std::size_t p = 0; p < a.egress.size() && p < b.egress.size(); ++p) {
+    add(a.egress[p], b.egress[p]);
+    add(a.ingress[p], b.ingress[p]);
+    a.rx[p].rx_packets += b.rx[p].rx_packets;
+    a.rx[p].rx_bytes += b.rx[p].rx_bytes;
+  }
+  a.ports.unknown_source += b.ports.unknown_source;
+  a.ports.truncated += b.ports.truncated;
+  a.no_port += b.no_port;
+  a.send_failed += b.send_failed;
+  a.handoff_drops += b.handoff_drops;
+  a.threads.insert(a.threads.end(), b.threads.begin(), b.threads.end());
+}
 
 }  // namespace
 
-SwitchDataplane::SwitchDataplane(const SwitchDaemonConfig& config)
-    : seed_(config.seed),
-      pipeline_(config.pipeline),
-      ports_(config.interface_ports() ? open_ethernet_ports(config, routes_) : open_udp_ports(config)),
-      sink_(*this) {
-  ingress_queues_.resize(config.ports.size());
-  for (std::size_t i = 0; i < config.ports.size(); ++i) {
-    queues_.emplace_back(config.ports[i].egress, EgressQueue::stream_seed(seed_, i), ports_->framing());
-    if (config.ports[i].ingress) set_ingress(static_cast<PortId>(i), *config.ports[i].ingress);
+SwitchDataplane::SwitchDataplane(const SwitchDaemonConfig& config) {
+  const std::uint32_t threads = dataplane_threads(config);
+  for (std::size_t p = 0; p < config.ports.size(); ++p) links_.push_back(new_link(threads));
+  std::vector<std::unique_ptr<SwitchPorts>> udp;
+  if (!config.interface_ports()) udp = open_udp_ports(config, threads);
+  for (std::uint32_t k = 0; k < threads; ++k) {
+    const auto open_ports = [&](const Routes& routes) {
+      return config.interface_ports() ? open_ethernet_ports(config, routes) : std::move(udp[k]);
+    };
+    shards_.push_back(std::make_unique<SwitchShard>(config, TableSlice{k, threads}, open_ports, links_));
   }
-  port_counters_.resize(config.ports.size());
-  for (const auto& [dst, port] : config.routes) add_route(dst, port);
+  std::vector<ShardInbox*> inboxes;
+  for (const auto& shard : shards_) inboxes.push_back(&shard->inbox());
+  for (const auto& shard : shards_) shard->connect(inboxes);
 }
 
-void SwitchDataplane::watch(EventLoop& loop) {
-  const std::vector<int> fds = ports_->fds();
-  for (std::size_t i = 0; i < fds.size(); ++i) loop.add_readable(fds[i], [this, i] { on_readable(i); });
-}
+SwitchDataplane::~SwitchDataplane() { stop(); }
 
-// Packets waiting on ports_->fds()[source].
-void SwitchDataplane::on_readable(std::size_t source) {
-  // A few bursts per wakeup, then back to the loop so control requests and timers are served.
-  for (int round = 0; round < 8; ++round) {
-    const SwitchPorts::Burst burst = ports_->receive_burst(source);
-    if (burst.read == 0) break;
-    const Time now = EventLoop::now();
-    sink_.now = now;
-    for (const SwitchPorts::Received& packet : burst.packets) {
-      port_counters_[packet.port].rx_packets++;
-      port_counters_[packet.port].rx_bytes += packet.bytes.size();
-      ports_->on_arrival(packet.port, packet.bytes);
-      if (std::optional<EgressQueue>& ingress = ingress_queues_[packet.port]) {
-        ingress->enqueue(packet.bytes, now);
-      } else {
-        deliver(packet.port, packet.bytes, now);
-      }
-    }
-    process_ingress(now);  // an ingress queue without rate or delay releases at once
-    flush(now);
-    if (!burst.full) break;
+void SwitchDataplane::start(std::function<Time()> control_deadline, std::function<void(Time)> on_control_deadline) {
+  if (!threads_.empty()) return;
+  SwitchShard& first = *shards_.front();
+  first.loop().set_timer([&first, control_deadline] { return std::min(first.next_deadline(), control_deadline()); },
+                         [&first, on_control_deadline](Time now) {
+                           on_control_deadline(now);
+                           first.on_deadline(now);
+                         });
+  for (std::size_t k = 1; k < shards_.size(); ++k) {
+    SwitchShard& shard = *shards_[k];
+    shard.loop().set_timer([&shard] { return shard.next_deadline(); }, [&shard](Time now) { shard.on_deadline(now); });
+  }
+  for (const auto& shard : shards_) {
+    shard->tasks().loop_started();
+    threads_.emplace_back([s = shard.get()] { s->loop().run(); });
   }
 }
 
-// Hands the packets the ingress queues release by `now` on to deliver().
-void SwitchDataplane::process_ingress(Time now) {
-  for (std::size_t p = 0; p < ingress_queues_.size(); ++p) {
-    if (!ingress_queues_[p]) continue;
-    ingress_queues_[p]->release(now,
-                                [&](std::span<std::uint8_t> packet) { deliver(static_cast<PortId>(p), packet, now); });
+void SwitchDataplane::stop() {
+  if (threads_.empty()) return;
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    shards_[k]->loop().stop();
+    threads_[k].join();
+    shards_[k]->tasks().loop_ended();
   }
+  threads_.clear();
 }
 
-// One packet from port `from`, past its ingress queue: to the pipeline, or (interface ports,
-// a frame that is not ATP's) switched to the egress queues as Ethernet.
-void SwitchDataplane::deliver(PortId from, std::span<std::uint8_t> packet, Time now) {
-  const SwitchPorts::Destination to = ports_->destination(from, packet);
-  switch (to.kind) {
-    case SwitchPorts::Destination::Kind::kPipeline:
-      pipeline_.process(from, to.atp, now, sink_);
-      return;
-    case SwitchPorts::Destination::Kind::kPort:
-      queues_[to.port].enqueue(packet, now);
-      return;
-    case SwitchPorts::Destination::Kind::kAllOtherPorts:
-      for (std::size_t q = 0; q < queues_.size(); ++q) {
-        if (q != from) queues_[q].enqueue(packet, now);
-      }
-      return;
-    case SwitchPorts::Destination::Kind::kNowhere:
-      return;
+double SwitchDataplane::cpu_seconds() {
+  double total = 0;
+  for (std::thread& t : threads_) {
+    clockid_t clock{};
+    if (::pthread_getcpuclockid(t.native_handle(), &clock) != 0) continue;
+    timespec ts{};
+    ::clock_gettime(clock, &ts);
+    total += static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
   }
+  return total;
 }
 
-void SwitchDataplane::QueueSink::send(PortId port, std::span<const std::uint8_t> packet) {
-  // A route or group naming a port the switch does not have, or one detached by DELETE /hosts.
-  if (port >= dataplane_.queues_.size() || !dataplane_.ports_->attached(port)) {
-    ++dataplane_.no_port_;
-    return;
-  }
-  if (const auto bytes = dataplane_.ports_->encapsulate(port, packet)) dataplane_.queues_[port].enqueue(*bytes, now);
+std::optional<EgressConfig> SwitchDataplane::ingress_config(PortId port) const {
+  const std::optional<EgressQueue>& q = shards_.front()->ingress(port);
+  if (!q) return std::nullopt;
+  return q->config();
 }
 
-Time SwitchDataplane::next_deadline() const {
-  Time t = pipeline_.next_deadline();
-  for (const EgressQueue& q : queues_) t = std::min(t, q.next_release());
-  for (const std::optional<EgressQueue>& q : ingress_queues_) {
-    if (q) t = std::min(t, q->next_release());
+SwitchShard::PortLink SwitchDataplane::new_link(std::uint32_t threads) {
+  if (threads == 1) return {};
+  return {std::make_shared<SharedTransmitter>(), std::make_shared<SharedTransmitter>()};
+}
+
+void SwitchDataplane::on_every_shard(const std::function<void(SwitchShard&)>& fn) {
+  for (std::size_t k = 1; k < shards_.size(); ++k) {
+    shards_[k]->tasks().run([fn, shard = shards_[k].get()] { fn(*shard); }, std::chrono::seconds(1),
+                            "dataplane thread " + std::to_string(k));
+  }
+  fn(*shards_.front());
+}
+
+SwitchDataplane::Totals SwitchDataplane::totals() {
+  Totals t = counters_of(*shards_.front());
+  for (std::size_t k = 1; k < shards_.size(); ++k) {
+    add(t, shards_[k]->tasks().run([shard = shards_[k].get()] { return counters_of(*shard); }, std::chrono::seconds(1),
+                                   "dataplane thread " + std::to_string(k)));
   }
   return t;
 }
 
-void SwitchDataplane::on_deadline(Time now) {
-  pipeline_.on_timeout(now);
-  sink_.now = now;
-  process_ingress(now);
-  flush(now);
+void SwitchDataplane::install_job(const SwitchJobEntry& entry, Address group, const std::vector<PortId>& group_ports) {
+  on_every_shard([entry, group, group_ports](SwitchShard& s) {
+    s.pipeline().install_job(entry);
+    s.pipeline().add_multicast_group(group, group_ports);
+  });
 }
 
-// Sends every packet the queues release by `now`, port by port (SwitchPorts::send: in one
-// sendmmsg batch to the UDP peers, or one batch per interface port), straight from the queues'
-// storage: pop_due swaps a released packet's buffer into tx_bytes_ and takes tx_bytes_'s old one
-// into its pool, so nothing is copied and, once the pools have grown, nothing allocated.
-void SwitchDataplane::flush(Time now) {
-  std::size_t count = 0;
-  for (std::size_t p = 0; p < queues_.size(); ++p) {
-    for (;;) {
-      if (tx_bytes_.size() <= count) tx_bytes_.emplace_back();
-      if (!queues_[p].pop_due(now, tx_bytes_[count])) break;
-      if (tx_.size() <= count) tx_.emplace_back();
-      tx_[count].port = static_cast<PortId>(p);
-      ++count;
-    }
-  }
-  if (count == 0) return;
-  for (std::size_t i = 0; i < count; ++i) tx_[i].bytes = tx_bytes_[i];
-  send_failed_ += ports_->send(std::span<const SwitchPorts::Outgoing>(tx_.data(), count));
+void SwitchDataplane::remove_job(JobId job, Address group) {
+  on_every_shard([job, group](SwitchShard& s) {
+    s.pipeline().remove_multicast_group(group);
+    s.pipeline().remove_job(job);
+  });
+}
+
+void SwitchDataplane::set_egress(PortId port, const EgressConfig& settings) {
+  on_every_shard([port, settings](SwitchShard& s) { s.set_egress(port, settings); });
 }
 
 void SwitchDataplane::set_ingress(PortId port, const EgressConfig& settings) {
-  std::optional<EgressQueue>& q = ingress_queues_[port];
-  if (q) {
-    q->config() = settings;
-  } else {
-    q.emplace(settings, EgressQueue::stream_seed(seed_, kIngressStreams + port), ports_->framing());
-  }
+  on_every_shard([port, settings, link = links_[port]](SwitchShard& s) { s.set_ingress(port, settings, link); });
 }
 
 void SwitchDataplane::reset_port(PortId port) {
-  queues_[port] = EgressQueue(EgressConfig{}, EgressQueue::stream_seed(seed_, port), ports_->framing());
-  ingress_queues_[port].reset();
-  port_counters_[port] = {};
+  links_[port] = new_link(threads());
+  on_every_shard([port, link = links_[port]](SwitchShard& s) { s.reset_port(port, link); });
 }
 
 PortId SwitchDataplane::add_port() {
-  const auto port = static_cast<PortId>(queues_.size());
-  queues_.emplace_back();
-  ingress_queues_.emplace_back();
-  port_counters_.emplace_back();
-  reset_port(port);
+  links_.push_back(new_link(threads()));
+  const auto port = static_cast<PortId>(port_count());
+  on_every_shard([link = links_.back()](SwitchShard& s) { s.add_port(link); });
   return port;
 }
 
 void SwitchDataplane::add_route(Address dst, PortId port) {
-  pipeline_.add_route(dst, port);
-  routes_[dst] = port;
+  on_every_shard([dst, port](SwitchShard& s) { s.add_route(dst, port); });
 }
 
 void SwitchDataplane::remove_routes_to(PortId port) {
-  for (auto it = routes_.begin(); it != routes_.end();) {
-    if (it->second == port) {
-      pipeline_.remove_route(it->first);
-      it = routes_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  on_every_shard([port](SwitchShard& s) { s.remove_routes_to(port); });
 }
 
-std::optional<Address> SwitchDataplane::address_of(PortId p) const {
-  std::optional<Address> lowest;
-  for (const auto& [dst, port] : routes_) {
-    if (port == p && (!lowest || dst < *lowest)) lowest = dst;
-  }
-  return lowest;
+void SwitchDataplane::attach(PortId port, const UdpEndpoint& peer) {
+  on_every_shard([port, peer](SwitchShard& s) { s.ports().attach(port, peer); });
 }
 
-std::optional<Address> SwitchDataplane::free_address() const {
-  for (Address a = kFirstHostAddress; a <= kLastHostAddress; ++a) {
-    if (!routes_.contains(a)) return a;
-  }
-  return std::nullopt;
+void SwitchDataplane::detach(PortId port) {
+  on_every_shard([port](SwitchShard& s) { s.ports().detach(port); });
 }
 
 }  // namespace atp::detail

@@ -1,111 +1,108 @@
-// The switch daemon's dataplane (private to the runtime): receives bursts from the ports, runs
-// SwitchPipeline, fills the per-port queues and sends what they release, a batch per port.
+// The switch daemon's dataplane (private to the runtime): its dataplane threads (SwitchShard),
+// each holding a slice of the aggregator table, its own sockets and its own queues, and what the
+// control plane does to all of them at once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
-#include <span>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "atp/runtime/egress_queue.h"
-#include "atp/runtime/event_loop.h"
+#include "atp/runtime/loop_tasks.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/switch.h"
-#include "switch_ports.h"
+#include "switch_shard.h"
 
 namespace atp::detail {
 
-// Everything here runs on the dataplane thread (the EventLoop's), the only one to touch the
-// pipeline, the ports and the queues; the control plane reaches them through LoopTasks.
+// Where packets go: the UDP ports share one address (SO_REUSEPORT), and a socket filter hands each
+// datagram to the thread whose slice holds its aggregator (a run of datagrams received as one
+// goes by its first; a thread that gets a packet for another's slice hands it over through that
+// thread's inbox). Interface ports have one thread.
+//
+// The control plane runs on shard 0's thread (control_tasks()). What it changes, it changes on
+// every shard: on shard 0 at once, on the others through their tasks, waited for (a second at
+// most each). What it reads of the configuration (ports, routes, peers), it reads from shard 0,
+// which has what every shard has; counters are summed over the shards (totals()).
 class SwitchDataplane {
  public:
-  struct PortCounters {
-    // Datagrams (frames on interface ports) received from the port's peer, before its ingress queue.
-    std::uint64_t rx_packets = 0;
-    std::uint64_t rx_bytes = 0;
+  // What one dataplane thread did.
+  struct ThreadLoad {
+    std::uint64_t packets = 0;        // through its pipeline
+    std::uint64_t handed_off = 0;     // received for another thread's slice, handed to it
+    std::uint64_t handoff_drops = 0;  // the same, refused by that thread's full inbox: dropped
+  };
+  // What GET /stats reports, summed over the shards.
+  struct Totals {
+    SwitchCounters pipeline;
+    std::uint32_t aggregators_in_use = 0;
+    std::unordered_map<JobId, SwitchJobCounters> jobs;
+    std::vector<EgressCounters> egress;   // by port
+    std::vector<EgressCounters> ingress;  // by port; zero where a port has no ingress queue
+    std::vector<SwitchShard::PortCounters> rx;
+    SwitchPortsCounters ports;
+    std::uint64_t no_port = 0;
+    std::uint64_t send_failed = 0;
+    std::uint64_t handoff_drops = 0;
+    std::vector<ThreadLoad> threads;  // by shard
   };
 
-  // Opens the ports (throws UdpSetupError, or PacketSetupError naming the interface), makes
-  // every port's queues and installs config.routes. `config` has passed check_limits.
+  // Opens every shard's ports (throws UdpSetupError, or PacketSetupError naming the interface),
+  // makes every port's queues and installs config.routes. `config` has passed check_limits.
   explicit SwitchDataplane(const SwitchDaemonConfig& config);
+  ~SwitchDataplane();
   SwitchDataplane(const SwitchDataplane&) = delete;
   SwitchDataplane& operator=(const SwitchDataplane&) = delete;
 
-  // Reads the ports whenever `loop` sees them readable.
-  void watch(EventLoop& loop);
-  // The earliest of the pipeline's timers and the queues' releases (kNever: none).
-  Time next_deadline() const;
-  // The pipeline's timers, then whatever the queues release by `now`.
-  void on_deadline(Time now);
+  // Starts a thread per shard. Shard 0's also serves the control plane: its timer adds
+  // `control_deadline()` and calls `on_control_deadline(now)` before the shard's own work.
+  void start(std::function<Time()> control_deadline, std::function<void(Time)> on_control_deadline);
+  void stop();  // ends every thread; idempotent
+  // Where the control plane's requests run: shard 0's thread.
+  LoopTasks& control_tasks() { return shards_.front()->tasks(); }
+  std::size_t threads() const { return shards_.size(); }
+  // CPU time (s) the dataplane threads have used, all together; 0 when they do not run.
+  double cpu_seconds();
 
-  SwitchPipeline& pipeline() { return pipeline_; }
-  const SwitchPipeline& pipeline() const { return pipeline_; }
-  SwitchPorts& ports() { return *ports_; }
-  const SwitchPorts& ports() const { return *ports_; }
+  // ---- read from shard 0 (the configuration every shard has) ----
+  const SwitchPorts& ports() const { return shards_.front()->ports(); }
+  std::size_t port_count() const { return shards_.front()->port_count(); }
+  const EgressConfig& egress_config(PortId port) const { return shards_.front()->egress(port).config(); }
+  // Port `port`'s ingress settings, if it has an ingress queue.
+  std::optional<EgressConfig> ingress_config(PortId port) const;
+  std::optional<Address> address_of(PortId p) const { return shards_.front()->address_of(p); }
+  std::optional<Address> free_address() const { return shards_.front()->free_address(); }
+  Totals totals();
 
-  // ---- ports: their number grows with POST /hosts ----
-  std::size_t port_count() const { return queues_.size(); }
-  const EgressQueue& egress(PortId port) const { return queues_[port]; }
-  const std::optional<EgressQueue>& ingress(PortId port) const { return ingress_queues_[port]; }
-  const PortCounters& port_counters(PortId port) const { return port_counters_[port]; }
-  // Port `port`'s settings for packets enqueued from now on; set_ingress creates its ingress
-  // queue if it had none.
-  void set_egress(PortId port, const EgressConfig& settings) { queues_[port].config() = settings; }
+  // ---- changed on every shard ----
+  void install_job(const SwitchJobEntry& entry, Address group, const std::vector<PortId>& group_ports);
+  // Removes the job (freeing its aggregators) and its multicast group.
+  void remove_job(JobId job, Address group);
+  void set_egress(PortId port, const EgressConfig& settings);
   void set_ingress(PortId port, const EgressConfig& settings);
-  // Port `port` as new: an empty egress queue with default settings (unlimited) on its own
-  // stream, no ingress queue, counters zero.
   void reset_port(PortId port);
-  // A new port after the last, as reset_port() leaves one.
   PortId add_port();
-
-  // ---- routes: the pipeline's, each also kept in routes_ ----
   void add_route(Address dst, PortId port);
-  void remove_routes_to(PortId port);  // every route to `port`
-  // The overlay address of the host on port p: the lowest destination routed to p, if any.
-  std::optional<Address> address_of(PortId p) const;
-  // The lowest host address that is no route's destination; nullopt when 10.0.0.0/8 is full.
-  std::optional<Address> free_address() const;
-
-  // Sends to a port number the switch lacks, or to a detached port: dropped.
-  std::uint64_t no_port() const { return no_port_; }
-  // Released packets the kernel refused: dropped.
-  std::uint64_t send_failed() const { return send_failed_; }
+  void remove_routes_to(PortId port);
+  void attach(PortId port, const UdpEndpoint& peer);
+  void detach(PortId port);
 
  private:
-  // Where SwitchPipeline puts its sends: the port's egress queue, at the time of the batch, in
-  // the form the port carries (SwitchPorts::encapsulate).
-  class QueueSink final : public PortSink {
-   public:
-    explicit QueueSink(SwitchDataplane& dataplane) : dataplane_(dataplane) {}
-    void send(PortId port, std::span<const std::uint8_t> packet) override;
-    Time now{};
+  // Runs fn(shard) on every shard's thread, shard 0's (this one) last; `fn` holds its inputs by
+  // value (a shard that does not answer in time runs it later). Throws std::runtime_error naming
+  // a shard that did not answer within a second.
+  void on_every_shard(const std::function<void(SwitchShard&)>& fn);
+  // A port's transmitters, shared by its queues on every shard of `threads` (none with one).
+  static SwitchShard::PortLink new_link(std::uint32_t threads);
 
-   private:
-    SwitchDataplane& dataplane_;
-  };
-
-  void on_readable(std::size_t source);
-  void process_ingress(Time now);
-  void deliver(PortId from, std::span<std::uint8_t> packet, Time now);
-  void flush(Time now);
-
-  std::uint64_t seed_;  // config.seed: the queues' fault draws
-  SwitchPipeline pipeline_;
-  // Every route the pipeline has (config.routes, then POST and DELETE /hosts): the interface
-  // ports' check before they learn an IP's MAC, and where POST /hosts finds a host's address and
-  // a free one.
-  Routes routes_;
-  std::unique_ptr<SwitchPorts> ports_;                      // UDP peers or Linux interfaces
-  std::vector<EgressQueue> queues_;                         // port i's egress
-  std::vector<std::optional<EgressQueue>> ingress_queues_;  // port i's ingress, if it has one
-  std::vector<PortCounters> port_counters_;
-  QueueSink sink_;
-  std::vector<std::vector<std::uint8_t>> tx_bytes_;  // flush()'s released packets, swapped out of the queues
-  std::vector<SwitchPorts::Outgoing> tx_;            // flush()'s batch, pointing into tx_bytes_
-  std::uint64_t no_port_ = 0;
-  std::uint64_t send_failed_ = 0;
+  std::vector<std::unique_ptr<SwitchShard>> shards_;
+  std::vector<SwitchShard::PortLink> links_;  // by port
+  std::vector<std::thread> threads_;          // shards_[i]'s, while started
 };
 
 }  // namespace atp::detail

@@ -135,8 +135,11 @@ class SwitchPorts {
   virtual void detach(PortId port) = 0;
 };
 
-// UDP ports (switch_udp_ports.cc): binds config.listen (throws UdpSetupError).
-std::unique_ptr<SwitchPorts> open_udp_ports(const SwitchDaemonConfig& config);
+// UDP ports (switch_udp_ports.cc), one set per dataplane thread: `threads` sockets bound to
+// config.listen (throws UdpSetupError). More than one share that address (SO_REUSEPORT) and a
+// socket filter hands each datagram to the socket of thread slice_of(its aggregator index), a
+// run of datagrams received as one (UDP_GRO) by its first. Each set has every port and peer.
+std::vector<std::unique_ptr<SwitchPorts>> open_udp_ports(const SwitchDaemonConfig& config, std::uint32_t threads);
 // Interface ports (switch_ethernet_ports.cc): opens every port's packet socket in the calling
 // thread's network namespace (throws PacketSetupError naming the interface). `routes` (kept by
 // reference, so it must outlive the ports) refuses IP -> MAC bindings that a port claims for an

@@ -1,10 +1,15 @@
 // The switch's UDP ports: ATP packets in UDP datagrams on one socket, a port per peer (a host
 // process or another switch), peers attached and detached at run time by POST and DELETE /hosts.
+#include <linux/filter.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "socket_batch.h"
 #include "switch_config.h"
 #include "switch_ports.h"
 
@@ -14,8 +19,9 @@ namespace {
 class UdpPorts final : public SwitchPorts {
  public:
   // Every peer is a UDP socket (a host process or another switch's UDP ports): runs of datagrams
-  // to one peer go out, and come in, as one message.
-  explicit UdpPorts(const SwitchDaemonConfig& config) : socket_(config.listen, {.segmentation_offload = true}) {
+  // to one peer go out, and come in, as one message. `shared`: one of several sockets on `listen`.
+  UdpPorts(const SwitchDaemonConfig& config, const UdpEndpoint& listen, bool shared)
+      : socket_(listen, {.reuse_port = shared, .segmentation_offload = true}) {
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
       port_by_peer_.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
       peers_.emplace_back(config.ports[i].peer);
@@ -81,6 +87,7 @@ class UdpPorts final : public SwitchPorts {
   bool supports_hosts() const override { return true; }
 
   UdpEndpoint data_endpoint() const override { return socket_.local_endpoint(); }
+  int fd() const { return socket_.fd(); }
 
   std::optional<PortId> port_of(const UdpEndpoint& peer) const override {
     const auto it = port_by_peer_.find(peer_key(peer));
@@ -112,8 +119,34 @@ class UdpPorts final : public SwitchPorts {
 
 }  // namespace
 
-std::unique_ptr<SwitchPorts> open_udp_ports(const SwitchDaemonConfig& config) {
-  return std::make_unique<UdpPorts>(config);
+std::vector<std::unique_ptr<SwitchPorts>> open_udp_ports(const SwitchDaemonConfig& config, std::uint32_t threads) {
+  std::vector<std::unique_ptr<SwitchPorts>> sets;
+  auto first = std::make_unique<UdpPorts>(config, config.listen, threads > 1);
+  const UdpEndpoint bound = first->data_endpoint();  // config.listen with the kernel's port
+  const int group = first->fd();
+  sets.push_back(std::move(first));
+  for (std::uint32_t k = 1; k < threads; ++k) sets.push_back(std::make_unique<UdpPorts>(config, bound, true));
+  const std::uint32_t aggregators = config.pipeline.atp_capable ? config.pipeline.num_aggregators : 0;
+  if (threads > 1 && aggregators > 0) {
+    // The group's k-th socket (in order of binding) is thread k's: A = the header's aggregator
+    // index (a big-endian load, from the UDP payload's start), then slice_of(A). A datagram too
+    // short to hold it ends the filter with 0: thread 0, whose pipeline counts it malformed.
+    sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(kAggregatorIndexOffset)),
+        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, aggregators),
+        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, threads),
+        BPF_STMT(BPF_RET | BPF_A, 0),
+    };
+    const sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
+    if (::setsockopt(group, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program, sizeof program) != 0) {
+      const int error = errno;
+      throw UdpSetupError("cannot steer the datagrams of UDP " + bound.to_string() + " over " +
+                              std::to_string(threads) +
+                              " dataplane threads (SO_ATTACH_REUSEPORT_CBPF): " + errno_reason(error),
+                          error);
+    }
+  }
+  return sets;
 }
 
 }  // namespace atp::detail

@@ -111,6 +111,9 @@ UdpSocket::UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options) 
   if (options.reuse_address && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
     throw fail("cannot set SO_REUSEADDR on " + where);
   }
+  if (options.reuse_port && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+    throw fail("cannot set SO_REUSEPORT on " + where);
+  }
   if (!detail::set_buffer_sizes(fd_, options.recv_buffer_bytes, options.send_buffer_bytes)) {
     throw fail("cannot set the socket buffer size of " + where);
   }

@@ -69,33 +69,6 @@ struct SwitchSetup {
   }
 };
 
-// Sums of counters, so that a restarted switch's report includes what the pipelines it threw
-// away had counted. The static_asserts catch a counter added to switch.h but not summed here.
-void add_counters(SwitchCounters& sum, const SwitchCounters& c) {
-  static_assert(sizeof(SwitchCounters) == 7 * sizeof(std::uint64_t), "sum every SwitchCounters field");
-  sum.packets += c.packets;
-  sum.malformed += c.malformed;
-  sum.unknown_job += c.unknown_job;
-  sum.not_admitted += c.not_admitted;
-  sum.no_route += c.no_route;
-  sum.too_wide += c.too_wide;
-  sum.reclaimed += c.reclaimed;
-}
-
-void add_counters(SwitchJobCounters& sum, const SwitchJobCounters& c) {
-  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
-  sum.aggregations += c.aggregations;
-  sum.completions += c.completions;
-  sum.collisions += c.collisions;
-  sum.resend_flushes += c.resend_flushes;
-  sum.duplicates += c.duplicates;
-  sum.forwarded += c.forwarded;
-  sum.deallocations += c.deallocations;
-  sum.reclaimed += c.reclaimed;
-  sum.ecn_merged += c.ecn_merged;
-  sum.round_shape_mismatches += c.round_shape_mismatches;
-}
-
 // A switch process: its pipeline, and what a restart (Scenario::restarts) does to it. While down
 // it drops every packet that arrives; packets it had already sent stay in its egress queues and
 // on the links and are still delivered (they left the switch before its process died).
@@ -119,8 +92,8 @@ class SwitchNode final : public sim::Node {
   // with a fresh pipeline given `setup` again (by restart() itself when down is zero, else by
   // come_back(), which the caller schedules). A restart while down extends the down time.
   void restart(Time now, Duration down) {
-    add_counters(retired_counters_, pipeline_->counters());
-    for (const auto& [job, c] : pipeline_->all_job_counters()) add_counters(retired_job_counters_[job], c);
+    retired_counters_ += pipeline_->counters();
+    for (const auto& [job, c] : pipeline_->all_job_counters()) retired_job_counters_[job] += c;
     pipeline_ = std::make_unique<SwitchPipeline>(pipeline_->config());
     state_ = State::kDown;
     down_until_ = std::max(down_until_, now + down);
@@ -136,13 +109,13 @@ class SwitchNode final : public sim::Node {
   // Counters over the switch's whole life: the running pipeline's plus those restarts threw away.
   SwitchCounters counters() const {
     SwitchCounters sum = retired_counters_;
-    add_counters(sum, pipeline_->counters());
+    sum += pipeline_->counters();
     return sum;
   }
   SwitchJobCounters job_counters(JobId job) const {
     SwitchJobCounters sum = pipeline_->job_counters(job);
     const auto it = retired_job_counters_.find(job);
-    if (it != retired_job_counters_.end()) add_counters(sum, it->second);
+    if (it != retired_job_counters_.end()) sum += it->second;
     return sum;
   }
 

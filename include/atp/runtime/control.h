@@ -168,6 +168,11 @@ ServerAccess server_access(const AccessConfig& config);
 // A route handler gets a body of at most kMaxBodyBytes.
 std::unique_ptr<httplib::Server> make_server(ServerAccess access, const ServerLimits& limits = {});
 
+// Binds `server` (from make_server) to `ip`:`port`, 0 meaning a port the kernel chooses, and
+// returns the port bound, or -1 when it cannot be bound (errno says why). Before the thread that
+// runs listen_after_bind() starts.
+int bind_server(httplib::Server& server, const std::string& ip, int port);
+
 // The name of who sent `request` to `server` (from make_server): Authenticator::kOperator or a
 // tenant's; "" for a request let in without a token (GET /metrics when open).
 std::string requester(const httplib::Server& server, const httplib::Request& request);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <queue>
 #include <random>
 #include <span>
@@ -65,6 +67,18 @@ struct EnqueueResult {
   bool accepted() const { return status != EnqueueStatus::kQueueFull; }
 };
 
+// The transmitter of one link that several queues feed, each on its own thread: a switch port
+// served by several dataplane threads, each with its own queue for it (SwitchDaemon). The queues
+// then share one rate, and their buffer and ECN threshold count the packets of all of them, as
+// the port's one queue would. Created empty; EgressQueue::share_transmitter hands it to each.
+class SharedTransmitter {
+ private:
+  friend class EgressQueue;
+  std::mutex mutex_;
+  std::int64_t busy_until_ps_ = 0;            // under mutex_
+  std::deque<std::int64_t> sending_done_ps_;  // under mutex_
+};
+
 // No I/O and no clock: the runtime passes `now` in, asks next_release() when to come back and
 // hands released packets to the wire (or to the next node). One seed gives one trace: every
 // fate is drawn at enqueue from the queue's own mt19937_64, in a fixed order.
@@ -82,6 +96,12 @@ class EgressQueue {
   const EgressConfig& config() const { return config_; }
   const EgressCounters& counters() const { return counters_; }
   Framing framing() const { return framing_; }
+
+  // From now on the queue's rate, buffer and ECN threshold apply to `transmitter`, which other
+  // queues (on other threads) may share: one link's. Each queue keeps its own packets, faults and
+  // counters (whose depth is then the link's, as of the queue's last enqueue). Call it before
+  // the first enqueue.
+  void share_transmitter(std::shared_ptr<SharedTransmitter> transmitter) { shared_ = std::move(transmitter); }
 
   // Takes a copy of `packet` at `now` (never earlier than a previous call's `now`). The queue
   // marks its own copy for ECN; the caller's bytes are left as they were.
@@ -126,14 +146,16 @@ class EgressQueue {
 
   std::uint32_t store(std::span<const std::uint8_t> bytes);
   void hold(Time release, std::uint32_t slot);
-  void drain_sent(std::int64_t now_ps);
+  // Drops the finish times before `now_ps` from `sending_done_ps` and sets the depth.
+  void drain_sent(std::deque<std::int64_t>& sending_done_ps, std::int64_t now_ps);
 
   EgressConfig config_;
   Framing framing_;
   EgressCounters counters_;
   std::mt19937_64 rng_;
-  std::int64_t busy_until_ps_ = 0;            // when the transmitter finishes the last accepted packet (ps)
-  std::deque<std::int64_t> sending_done_ps_;  // finish times (ps) of accepted packets not yet fully sent
+  std::int64_t busy_until_ps_ = 0;             // when the transmitter finishes the last accepted packet (ps)
+  std::deque<std::int64_t> sending_done_ps_;   // finish times (ps) of accepted packets not yet fully sent
+  std::shared_ptr<SharedTransmitter> shared_;  // set: the two above are unused, the link's are
   std::priority_queue<Held, std::vector<Held>, LaterFirst> heap_;
   std::uint64_t next_order_ = 0;
   std::vector<std::vector<std::uint8_t>> slots_;  // packet bytes of held packets, pooled

@@ -51,7 +51,11 @@ struct SwitchDaemonConfig {
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
   std::uint64_t seed = 0;                          // seeds the port queues' fault draws
-  control::AccessConfig access;                    // who may use the control plane (control_auth.h)
+  // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues
+  // (UDP ports; interface ports have one). 0: chosen from the machine, a quarter of its cores,
+  // 1 to 4, a divisor of the aggregators. More than one divides num_aggregators.
+  std::uint32_t threads = 0;
+  control::AccessConfig access;  // who may use the control plane (control_auth.h)
   // The most ports and roles all installed jobs may name together (every job's admitted_ports,
   // multicast_ports and roles): what POST /jobs can make the switch hold is bounded by this,
   // not by 65536 job ids times a body's worth each. A job beyond it is refused (507).
@@ -65,7 +69,7 @@ struct SwitchDaemonConfig {
 // an aggregator table (aggregators x width) larger than the machine's memory.
 //   name: s0                 aggregators: 4096        width: 1024
 //   reclaim_timeout_us: 100000                        atp_capable: true
-//   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1
+//   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1      threads: 0
 //   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_packets: 0, ecn_threshold_packets: 0,
 //            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
 //            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
@@ -154,9 +158,9 @@ class SwitchDaemon {
   // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
   // throws std::runtime_error if it does not answer within a second.
   std::string stats_json();
-  // CPU time (s) the dataplane thread has used since start(); 0 when it is not running. What
-  // `atp bench` divides packets by for a per-core rate.
-  double dataplane_cpu_seconds() const;
+  // CPU time (s) the dataplane threads have used since start(), all together; 0 when they are not
+  // running. What `atp bench` divides packets by for a per-core rate.
+  double dataplane_cpu_seconds();
 
  private:
   struct Impl;

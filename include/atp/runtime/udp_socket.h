@@ -54,6 +54,9 @@ struct UdpSocketOptions {
   int recv_buffer_bytes = 8 << 20;
   int send_buffer_bytes = 8 << 20;
   bool reuse_address = false;  // SO_REUSEADDR
+  // SO_REUSEPORT: several sockets of this process bound to one address, each datagram going to
+  // one of them (by the kernel's hash, or a filter attached to the group).
+  bool reuse_port = false;
   // UDP segmentation offload both ways (Linux 4.18 and 5.0 on): send_batch sends a run of
   // datagrams of one size to one address as one message (UDP_SEGMENT, up to 64 KiB), which the
   // kernel passes through as one buffer and splits only where it must; recv_batch takes such runs
