@@ -121,6 +121,28 @@ TEST(EgressQueue, DropTailCountsAgainstPacketsNotYetSent) {
   EXPECT_EQ(q.held(), 3u);
 }
 
+// A queue with nothing to do (no rate, delay or fault) passes packets through while it holds
+// none; what it passes counts as sent.
+TEST(EgressQueue, PassesThroughOnlyWithNothingToDoAndNothingHeld) {
+  EgressQueue q;
+  EXPECT_TRUE(q.passes_through());
+  q.passed(100);
+  EXPECT_EQ(q.counters().packets, 1u);
+  EXPECT_EQ(q.counters().bytes, 100u);
+  for (auto set : std::vector<void (*)(EgressConfig&)>{
+           [](EgressConfig& c) { c.rate_gbps = 1; }, [](EgressConfig& c) { c.delay = microseconds(1); },
+           [](EgressConfig& c) { c.loss = 0.1; }, [](EgressConfig& c) { c.duplicate = 0.1; },
+           [](EgressConfig& c) { c.reorder = 0.1; }}) {
+    EgressConfig c;
+    set(c);
+    EXPECT_FALSE(EgressQueue(c).passes_through());
+  }
+  q.enqueue(packet(1), time_from_ns(0));  // held until released, even at once
+  EXPECT_FALSE(q.passes_through());
+  EXPECT_EQ(drain(q).size(), 1u);
+  EXPECT_TRUE(q.passes_through());
+}
+
 // Two queues of one link (two dataplane threads' queues of a port): one rate, one buffer, one
 // ECN threshold over both, each queue with its own packets and counters.
 TEST(EgressQueue, QueuesSharingATransmitterShareTheRateBufferAndThreshold) {

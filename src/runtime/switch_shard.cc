@@ -81,6 +81,7 @@ SwitchShard::SwitchShard(const SwitchDaemonConfig& config, TableSlice slice,
     if (config.ports[i].ingress) set_ingress(p, *config.ports[i].ingress, links[i]);
   }
   port_counters_.resize(config.ports.size());
+  passed_.resize(config.ports.size());
   for (const auto& [dst, port] : config.routes) add_route(dst, port);
   const std::vector<int> fds = ports_->fds();
   for (std::size_t i = 0; i < fds.size(); ++i) loop_.add_readable(fds[i], [this, i] { on_readable(i); });
@@ -110,7 +111,7 @@ void SwitchShard::on_readable(std::size_t source) {
       if (std::optional<EgressQueue>& ingress = ingress_queues_[packet.port]) {
         ingress->enqueue(packet.bytes, now);
       } else {
-        deliver(packet.port, packet.bytes, now);
+        deliver(packet.port, packet.bytes, now, true);
       }
     }
     process_ingress(now);  // an ingress queue without rate or delay releases at once
@@ -127,8 +128,10 @@ void SwitchShard::on_inbox() {
   const Time now = EventLoop::now();
   sink_.now = now;
   for (std::size_t i = 0; i < handed_.entries.size(); ++i) {
+    sink_.in_hand = handed_.packet(i);  // handed_ is kept until the next take()
     pipeline_.process(handed_.entries[i].from, handed_.packet(i), now, sink_);
   }
+  sink_.in_hand = {};
   flush(now);
 }
 
@@ -136,15 +139,16 @@ void SwitchShard::on_inbox() {
 void SwitchShard::process_ingress(Time now) {
   for (std::size_t p = 0; p < ingress_queues_.size(); ++p) {
     if (!ingress_queues_[p]) continue;
-    ingress_queues_[p]->release(now,
-                                [&](std::span<std::uint8_t> packet) { deliver(static_cast<PortId>(p), packet, now); });
+    // The queue reuses a released packet's buffer for the next one.
+    ingress_queues_[p]->release(
+        now, [&](std::span<std::uint8_t> packet) { deliver(static_cast<PortId>(p), packet, now, false); });
   }
 }
 
 // One packet from port `from`, past its ingress queue: to the pipeline of the shard holding its
 // aggregator, or (interface ports, a frame that is not ATP's) switched to the egress queues as
 // Ethernet.
-void SwitchShard::deliver(PortId from, std::span<std::uint8_t> packet, Time now) {
+void SwitchShard::deliver(PortId from, std::span<std::uint8_t> packet, Time now, bool stable) {
   const SwitchPorts::Destination to = ports_->destination(from, packet);
   switch (to.kind) {
     case SwitchPorts::Destination::Kind::kPipeline: {
@@ -157,7 +161,9 @@ void SwitchShard::deliver(PortId from, std::span<std::uint8_t> packet, Time now)
           return;
         }
       }
+      sink_.in_hand = stable ? to.atp : std::span<const std::uint8_t>{};
       pipeline_.process(from, to.atp, now, sink_);
+      sink_.in_hand = {};
       return;
     }
     case SwitchPorts::Destination::Kind::kPort:
@@ -179,7 +185,19 @@ void SwitchShard::QueueSink::send(PortId port, std::span<const std::uint8_t> pac
     ++shard_.no_port_;
     return;
   }
-  if (const auto bytes = shard_.ports_->encapsulate(port, packet)) shard_.queues_[port].enqueue(*bytes, now);
+  const auto bytes = shard_.ports_->encapsulate(port, packet);
+  if (!bytes) return;
+  EgressQueue& queue = shard_.queues_[port];
+  // The packet in hand (the pipeline rewrites it before it sends it, never after), as it is, to a
+  // port with nothing to do to it: no copy into the queue. Anything else (the pipeline's partial
+  // aggregates, frames built around a packet) is the queue's to copy.
+  if (bytes->data() == in_hand.data() && bytes->size() == in_hand.size() && !in_hand.empty() &&
+      queue.passes_through()) {
+    queue.passed(bytes->size());
+    shard_.passed_[port].push_back(*bytes);
+    return;
+  }
+  queue.enqueue(*bytes, now);
 }
 
 Time SwitchShard::next_deadline() const {
@@ -201,20 +219,28 @@ void SwitchShard::on_deadline(Time now) {
 // Sends every packet the queues release by `now`, port by port (SwitchPorts::send: in one
 // sendmmsg batch to the UDP peers, or one batch per interface port), straight from the queues'
 // storage: pop_due swaps a released packet's buffer into tx_bytes_ and takes tx_bytes_'s old one
-// into its pool, so nothing is copied and, once the pools have grown, nothing allocated.
+// into its pool, so nothing is copied and, once the pools have grown, nothing allocated. Packets
+// a queue passed through (QueueSink::send) go from the received bytes, after what it released.
 void SwitchShard::flush(Time now) {
-  std::size_t count = 0;
+  std::size_t count = 0;   // tx_'s entries
+  std::size_t popped = 0;  // tx_bytes_'s buffers in use
+  auto add = [&](PortId port, std::span<const std::uint8_t> bytes) {
+    if (tx_.size() <= count) tx_.emplace_back();
+    tx_[count++] = {port, bytes};
+  };
   for (std::size_t p = 0; p < queues_.size(); ++p) {
+    const auto port = static_cast<PortId>(p);
     for (;;) {
-      if (tx_bytes_.size() <= count) tx_bytes_.emplace_back();
-      if (!queues_[p].pop_due(now, tx_bytes_[count])) break;
-      if (tx_.size() <= count) tx_.emplace_back();
-      tx_[count].port = static_cast<PortId>(p);
-      ++count;
+      // Moving tx_bytes_'s vectors when it grows keeps their buffers: earlier spans stay valid.
+      if (tx_bytes_.size() <= popped) tx_bytes_.emplace_back();
+      if (!queues_[p].pop_due(now, tx_bytes_[popped])) break;
+      add(port, tx_bytes_[popped++]);
     }
+    // A queue passes packets through only while it holds none: they come after what it released.
+    for (std::span<const std::uint8_t> bytes : passed_[p]) add(port, bytes);
+    passed_[p].clear();
   }
   if (count == 0) return;
-  for (std::size_t i = 0; i < count; ++i) tx_[i].bytes = tx_bytes_[i];
   send_failed_ += ports_->send(std::span<const SwitchPorts::Outgoing>(tx_.data(), count));
 }
 
@@ -238,6 +264,7 @@ PortId SwitchShard::add_port(const PortLink& link) {
   queues_.emplace_back();
   ingress_queues_.emplace_back();
   port_counters_.emplace_back();
+  passed_.emplace_back();
   reset_port(port, link);
   return port;
 }

@@ -148,6 +148,9 @@ class SwitchShard {
     explicit QueueSink(SwitchShard& shard) : shard_(shard) {}
     void send(PortId port, std::span<const std::uint8_t> packet) override;
     Time now{};
+    // The packet in the pipeline when its bytes stay as they are until flush() (a received one,
+    // not one an ingress queue released): sent as it is to a port whose queue passes it through.
+    std::span<const std::uint8_t> in_hand{};
 
    private:
     SwitchShard& shard_;
@@ -156,7 +159,8 @@ class SwitchShard {
   void on_readable(std::size_t source);
   void on_inbox();
   void process_ingress(Time now);
-  void deliver(PortId from, std::span<std::uint8_t> packet, Time now);
+  // `stable`: the packet's bytes stay as they are until flush() (QueueSink::in_hand).
+  void deliver(PortId from, std::span<std::uint8_t> packet, Time now, bool stable);
   void flush(Time now);
   // Port p's egress queue (`ingress`: its ingress queue) as new, on its fault stream, fed to
   // `transmitter` when the port's transmitter is shared.
@@ -175,6 +179,9 @@ class SwitchShard {
   std::vector<std::optional<EgressQueue>> ingress_queues_;  // port i's ingress, if it has one
   std::vector<PortCounters> port_counters_;
   QueueSink sink_;
+  // Per port: packets the pipeline sent that its queue passes through, in order, pointing into the
+  // received bytes (QueueSink::in_hand), which stay valid until flush() sends them.
+  std::vector<std::vector<std::span<const std::uint8_t>>> passed_;
   std::vector<std::vector<std::uint8_t>> tx_bytes_;  // flush()'s released packets, swapped out of the queues
   std::vector<SwitchPorts::Outgoing> tx_;            // flush()'s batch, pointing into tx_bytes_
   ShardInbox inbox_;                                 // packets other shards hand to this one

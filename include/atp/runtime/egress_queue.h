@@ -112,6 +112,19 @@ class EgressQueue {
   // Packets (and duplicates) held until their release time, including ones already sent.
   std::size_t held() const { return heap_.size(); }
 
+  // Whether a packet enqueued now would come out at once, unchanged and after nothing else: no
+  // rate, delay or fault, and nothing held. The caller may then send the packet itself instead of
+  // the queue's copy, and tells the queue with passed(), which counts it as sent.
+  bool passes_through() const {
+    const EgressConfig& c = config_;
+    return c.rate_gbps <= 0 && c.delay == Duration::zero() && c.loss <= 0 && c.duplicate <= 0 && c.reorder <= 0 &&
+           heap_.empty();
+  }
+  void passed(std::size_t bytes) {
+    ++counters_.packets;
+    counters_.bytes += bytes;
+  }
+
   // If a packet is due at `now`, swaps its bytes into `packet` and returns true. Due packets come
   // out in order of release time, then enqueue order. `packet`'s old storage is reused for a
   // later enqueue, so passing the same vector every time allocates nothing.
