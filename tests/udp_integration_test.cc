@@ -135,7 +135,7 @@ faults:
   for (const JobResult& j : r.result.jobs) EXPECT_GT(j.retransmissions, 0u) << j.name;
 }
 
-TEST(UdpIntegration, KilledWorkerFailsItsJobOnlyAndItsAggregatorsAreReclaimed) {
+TEST(UdpIntegration, KilledWorkerFailsItsJobOnlyAndItsAggregatorsAreFreed) {
   // Job a runs until a1 is killed (SIGKILL) 150 ms in; job b runs 4 rounds meanwhile.
   const Outcome r = run(one_switch(4096, R"(
 seed: 11
@@ -153,10 +153,13 @@ faults:
   EXPECT_FALSE(a.correct);
   EXPECT_NE(a.error.find("crashed"), std::string::npos) << a.error;
   EXPECT_LT(a.completed_rounds, a.rounds);
-  // The survivors' fragments waited in aggregators for a1; only the reclaim timeout frees them.
-  EXPECT_GT(a.reclaimed_aggregators, 0u) << describe(r.result);
+  // The survivors' fragments waited in aggregators for a1 and none is held after the run: each
+  // was freed by the switch's reclaim timeout or, when a survivor's resend came first, flushed by
+  // it (Fig. 17). Which one depends on real processes' timing: under load every one went by the
+  // resends (2 of 3 full suites beside ns-3 runs), so the count of reclaims is not asserted here
+  // (ScenarioRun.CrashedJobsAggregatorsAreReclaimed asserts it where time is simulated).
+  EXPECT_EQ(r.result.leaked_aggregators, 0u) << describe(r.result);
   EXPECT_EQ(b.reclaimed_aggregators, 0u);
-  EXPECT_EQ(r.result.leaked_aggregators, 0u);
 }
 
 TEST(UdpIntegration, SwitchRestartedMidJobJobsStillComplete) {
