@@ -412,8 +412,7 @@ std::uint32_t switch_threads(std::uint32_t threads) {
   config.name = "s0";
   config.pipeline = net.topology.switches[0].config;
   config.threads = threads;
-  SwitchDaemon daemon(config);
-  return static_cast<std::uint32_t>(json::parse(daemon.stats_json())["threads"].size());
+  return SwitchDaemon(config).dataplane_threads();
 }
 
 int run_bench(double seconds, std::uint32_t threads, bool as_json) {

@@ -6,7 +6,6 @@
 
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -69,7 +68,7 @@ int run_switch(const std::string& config_path, const AccessFlags& flags) {
     for (const SwitchPortConfig& port : config.ports) data += " " + port.interface;
   }
   warn_if_clear_off_loopback("atp switch", config.access, daemon->control_endpoint());
-  const std::size_t threads = nlohmann::json::parse(daemon->stats_json())["threads"].size();
+  const std::uint32_t threads = daemon->dataplane_threads();
   std::cout << "atp switch " << config.name << ": " << data << ", control " << control_scheme(config.access)
             << daemon->control_endpoint() << ", " << config.ports.size() << " ports, " << threads
             << (threads == 1 ? " dataplane thread" : " dataplane threads") << ", token " << token_origin << std::endl;

@@ -1108,9 +1108,6 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
   EXPECT_NE(config_error("aggregators: 100\nthreads: 3\n" + port)
                 .find("threads: 3 threads cannot share 100 aggregators evenly (choose a divisor of aggregators:)"),
             std::string::npos);
-  EXPECT_NE(config_error("threads: 2\nports:\n  - interface: a0\n")
-                .find("threads: a switch on interface ports runs one dataplane thread, got 2"),
-            std::string::npos);
 }
 
 // The file is read with read_config_file: `--config /dev/zero` was read until memory ran out.

@@ -234,10 +234,13 @@ Transfer tcp_transfer(const std::string& server_ns, Address server_ip, const std
 
 // One switch s0 whose ports p0..p3 are the veths of hosts w0, w1 (the job's workers), ps0 (its
 // PS) and h3 (not in the job): the same plan as switch_daemon_test, on real frames.
-class SwitchL2Test : public ::testing::Test {
+// Every test runs on a switch of one dataplane thread and of two (each interface's frames fanned
+// out over the threads' sockets: ATP frames by their aggregator, the rest to thread 0).
+class SwitchL2Test : public ::testing::TestWithParam<std::uint32_t> {
  protected:
   void SetUp() override {
     if (const std::string why = netns::unavailable_reason(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
+    config_.threads = GetParam();
     SwitchConfig reclaim_later;
     reclaim_later.reclaim_timeout = 10s;  // longer than the test's bounded waits: nothing is reclaimed under it
     job_ = test::plan_one_switch_job(reclaim_later, topology_, network_);
@@ -340,7 +343,7 @@ TEST(PacketSocketSetup, ErrorsNameTheInterface) {
   }
 }
 
-TEST_F(SwitchL2Test, TcpCrossesTheSwitchIntact) {
+TEST_P(SwitchL2Test, TcpCrossesTheSwitchIntact) {
   start_switch();
   std::vector<std::uint8_t> data(4 << 20);
   std::mt19937_64 rng(1);
@@ -363,7 +366,7 @@ TEST_F(SwitchL2Test, TcpCrossesTheSwitchIntact) {
   EXPECT_LT(s["ports"][3]["tx_bytes"].get<std::uint64_t>(), 100000u);
 }
 
-TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
+TEST_P(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   start_switch();
   install_job();
   UdpSocket& w0 = host_socket(0, true);
@@ -423,7 +426,47 @@ TEST_F(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   EXPECT_NE(metrics.find("# TYPE atp_switch_neighbors gauge"), std::string::npos);
 }
 
-TEST_F(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
+// Fragments of all 16 aggregators: with two threads each interface's fan-out filter gives every
+// frame to the thread that holds its aggregator, which sends the sum to the PS with the MAC
+// address another thread may have learned (the hosts' ARP goes to thread 0).
+TEST_P(SwitchL2Test, FragmentsOfEveryAggregatorSumOnTheThreadThatHoldsIt) {
+  start_switch();
+  install_job();
+  UdpSocket& w0 = host_socket(0);
+  UdpSocket& w1 = host_socket(1);
+  UdpSocket& ps = host_socket(2);
+  constexpr Seq kFragments = 16;  // one per aggregator
+  for (Seq seq = 0; seq < kFragments; ++seq) {
+    const auto v = static_cast<std::int32_t>(seq);
+    ASSERT_TRUE(w0.send_to({Testbed::ip(2), kUdpPort}, gradient(0, seq, {v, 1, 2, 3})));
+    ASSERT_TRUE(w1.send_to({Testbed::ip(2), kUdpPort}, gradient(1, seq, {100, v, 0, -3})));
+  }
+  std::vector<bool> seen(kFragments, false);
+  for (Seq n = 0; n < kFragments; ++n) {
+    auto sum = test::receive(ps, 3000);
+    ASSERT_TRUE(sum) << "after " << n << " sums: " << stats().dump();
+    Header h;
+    ASSERT_EQ(decode_header(*sum, h), DecodeError::kOk);
+    ASSERT_LT(h.seq, kFragments);
+    EXPECT_FALSE(seen[h.seq]) << "seq " << h.seq << " twice";
+    seen[h.seq] = true;
+    std::vector<std::int32_t> values(h.value_count);
+    load_values(*sum, values);
+    const auto v = static_cast<std::int32_t>(h.seq);
+    EXPECT_EQ(values, (std::vector<std::int32_t>{v + 100, 1 + v, 2, 0})) << "seq " << h.seq;
+  }
+  const json s = stats_when([](const json& j) { return j["jobs"][0]["completions"] == kFragments; });
+  EXPECT_EQ(s["jobs"][0]["aggregations"], 2 * kFragments);
+  EXPECT_EQ(s["switch"]["no_neighbor"], 0);
+  ASSERT_EQ(s["threads"].size(), GetParam());
+  for (const json& thread : s["threads"]) {
+    // Both packets of each fragment of its slice, and no other: nothing was handed over.
+    EXPECT_EQ(thread["packets"].get<std::uint64_t>(), 2 * kFragments / GetParam()) << thread.dump();
+    EXPECT_EQ(thread["handed_off"].get<std::uint64_t>(), 0u) << thread.dump();
+  }
+}
+
+TEST_P(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
   start_switch();
   install_job();
   UdpSocket& w0 = host_socket(0);
@@ -481,7 +524,7 @@ TEST_F(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
   EXPECT_EQ(values, (std::vector<std::int32_t>{3, 3, 3, 3}));
 }
 
-TEST_F(SwitchL2Test, PortRateLimitsTcpGoodput) {
+TEST_P(SwitchL2Test, PortRateLimitsTcpGoodput) {
   config_.ports[1].egress.rate_gbps = 0.1;  // 100 Mbit/s towards h2
   config_.ports[1].egress.buffer_packets = 100;
   start_switch();
@@ -498,6 +541,11 @@ TEST_F(SwitchL2Test, PortRateLimitsTcpGoodput) {
   const json s = stats();
   EXPECT_GT(s["ports"][1]["tx_bytes"].get<std::uint64_t>(), data.size());
 }
+
+INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchL2Test, ::testing::Values(1u, 2u),
+                         [](const ::testing::TestParamInfo<std::uint32_t>& p) {
+                           return std::to_string(p.param) + (p.param == 1 ? "Thread" : "Threads");
+                         });
 
 }  // namespace
 }  // namespace atp

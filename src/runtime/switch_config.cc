@@ -144,9 +144,6 @@ std::optional<std::string> threads_refused(const SwitchDaemonConfig& config) {
   if (config.threads > kMaxDataplaneThreads) {
     return "at most " + std::to_string(kMaxDataplaneThreads) + ", got " + threads;
   }
-  if (config.threads > 1 && config.interface_ports()) {
-    return "a switch on interface ports runs one dataplane thread, got " + threads;
-  }
   if (config.threads > 1 && config.pipeline.atp_capable && config.pipeline.num_aggregators % config.threads != 0) {
     return threads + " threads cannot share " + std::to_string(config.pipeline.num_aggregators) +
            " aggregators evenly (choose a divisor of aggregators:)";
@@ -173,7 +170,6 @@ void check_limits(const SwitchDaemonConfig& config) {
 
 std::uint32_t dataplane_threads(const SwitchDaemonConfig& config) {
   if (config.threads != 0) return config.threads;
-  if (config.interface_ports()) return 1;
   std::uint32_t threads = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
   while (config.pipeline.atp_capable && config.pipeline.num_aggregators % threads != 0) --threads;
   return threads;

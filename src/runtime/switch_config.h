@@ -25,8 +25,7 @@ inline std::uint64_t peer_key(const UdpEndpoint& e) { return (std::uint64_t{e.ip
 void check_limits(const SwitchDaemonConfig& config);
 
 // The dataplane threads `config` (passed check_limits) runs: config.threads, or when 0 a quarter
-// of the machine's cores, from 1 to 4, lowered to a divisor of the aggregators (1 on interface
-// ports).
+// of the machine's cores, from 1 to 4, lowered to a divisor of the aggregators.
 std::uint32_t dataplane_threads(const SwitchDaemonConfig& config);
 
 }  // namespace atp::detail

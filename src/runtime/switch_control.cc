@@ -270,7 +270,7 @@ json SwitchControl::stats() {
                 {"ingress_ecn_marked", in.ecn_marked},
                 {"ingress_queue_depth", in.depth},
                 // Frames the kernel dropped before the switch read them (interface ports).
-                {"rx_kernel_drops", ports.kernel_drops(p)}};
+                {"rx_kernel_drops", t.kernel_drops[i]}};
     ports.describe_port(p, row);  // "peer" or "interface"
     doc["ports"].push_back(std::move(row));
   }

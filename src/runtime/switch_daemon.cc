@@ -89,6 +89,8 @@ std::string SwitchDaemon::stats_json() {
       .dump(2);
 }
 
+std::uint32_t SwitchDaemon::dataplane_threads() const { return static_cast<std::uint32_t>(impl_->dataplane.threads()); }
+
 double SwitchDaemon::dataplane_cpu_seconds() { return impl_->dataplane.cpu_seconds(); }
 
 }  // namespace atp

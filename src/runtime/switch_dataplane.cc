@@ -37,6 +37,7 @@ SwitchDataplane::Totals counters_of(const SwitchShard& s) {
     t.egress.push_back(s.egress(port).counters());
     t.ingress.push_back(s.ingress(port) ? s.ingress(port)->counters() : EgressCounters{});
     t.rx.push_back(s.port_counters(port));
+    t.kernel_drops.push_back(s.ports().kernel_drops(port));
   }
   t.ports = s.ports().counters();
   t.no_port = s.no_port();
@@ -46,8 +47,9 @@ SwitchDataplane::Totals counters_of(const SwitchShard& s) {
   return t;
 }
 
-// Adds shard b's counters to a's (the first shard's, or a sum). Interface ports have one shard:
-// their Ethernet counters and tables are taken as they are.
+// Adds shard b's counters to a's (the first shard's, or a sum). The tables of interface ports
+// (MAC addresses, neighbors) are the first shard's: it does all Ethernet switching, and the
+// neighbors are shared.
 void add(SwitchDataplane::Totals& a, const SwitchDataplane::Totals& b) {
   a.pipeline += b.pipeline;
   a.aggregators_in_use += b.aggregators_in_use;
@@ -57,9 +59,11 @@ void add(SwitchDataplane::Totals& a, const SwitchDataplane::Totals& b) {
     add(a.ingress[p], b.ingress[p]);
     a.rx[p].rx_packets += b.rx[p].rx_packets;
     a.rx[p].rx_bytes += b.rx[p].rx_bytes;
+    a.kernel_drops[p] += b.kernel_drops[p];
   }
   a.ports.unknown_source += b.ports.unknown_source;
   a.ports.truncated += b.ports.truncated;
+  a.ports.ethernet += b.ports.ethernet;
   a.no_port += b.no_port;
   a.send_failed += b.send_failed;
   a.handoff_drops += b.handoff_drops;
@@ -75,7 +79,7 @@ SwitchDataplane::SwitchDataplane(const SwitchDaemonConfig& config) {
   if (!config.interface_ports()) udp = open_udp_ports(config, threads);
   for (std::uint32_t k = 0; k < threads; ++k) {
     const auto open_ports = [&](const Routes& routes) {
-      return config.interface_ports() ? open_ethernet_ports(config, routes) : std::move(udp[k]);
+      return config.interface_ports() ? open_ethernet_ports(config, routes, k, threads, neighbors_) : std::move(udp[k]);
     };
     shards_.push_back(std::make_unique<SwitchShard>(config, TableSlice{k, threads}, open_ports, links_));
   }

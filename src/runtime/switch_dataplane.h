@@ -23,7 +23,9 @@ namespace atp::detail {
 // Where packets go: the UDP ports share one address (SO_REUSEPORT), and a socket filter hands each
 // datagram to the thread whose slice holds its aggregator (a run of datagrams received as one
 // goes by its first; a thread that gets a packet for another's slice hands it over through that
-// thread's inbox). Interface ports have one thread.
+// thread's inbox). Each interface's sockets form a fan-out group (PACKET_FANOUT) whose filter
+// does the same for ATP frames and gives every other frame to thread 0, which does all the
+// Ethernet switching; the threads share what they learn of hosts' MAC addresses.
 //
 // The control plane runs on shard 0's thread (control_tasks()). What it changes, it changes on
 // every shard: on shard 0 at once, on the others through their tasks, waited for (a second at
@@ -45,6 +47,7 @@ class SwitchDataplane {
     std::vector<EgressCounters> egress;   // by port
     std::vector<EgressCounters> ingress;  // by port; zero where a port has no ingress queue
     std::vector<SwitchShard::PortCounters> rx;
+    std::vector<std::uint64_t> kernel_drops;  // by port: frames the kernel dropped before a thread read them
     SwitchPortsCounters ports;
     std::uint64_t no_port = 0;
     std::uint64_t send_failed = 0;
@@ -100,6 +103,7 @@ class SwitchDataplane {
   // A port's transmitters, shared by its queues on every shard of `threads` (none with one).
   static SwitchShard::PortLink new_link(std::uint32_t threads);
 
+  SharedNeighbors neighbors_;  // interface ports: every thread's
   std::vector<std::unique_ptr<SwitchShard>> shards_;
   std::vector<SwitchShard::PortLink> links_;  // by port
   std::vector<std::thread> threads_;          // shards_[i]'s, while started

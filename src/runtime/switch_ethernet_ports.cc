@@ -1,6 +1,12 @@
 // The switch's interface ports: Linux interfaces read and written as whole Ethernet frames
 // (packet sockets); ATP frames go to the pipeline, the rest is switched by learned MAC addresses.
+#include <linux/filter.h>
+#include <linux/if_packet.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -8,15 +14,66 @@
 
 #include "atp/runtime/ethernet.h"
 #include "atp/runtime/packet_socket.h"
+#include "socket_batch.h"
 #include "switch_ports.h"
 
 namespace atp::detail {
+
+void SharedNeighbors::learn(Address ip, const MacAddress& mac) {
+  std::lock_guard lock(mutex_);
+  const std::optional<MacAddress> before = table_.lookup(ip);
+  table_.learn(ip, mac);
+  if (table_.lookup(ip) != before) generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::optional<MacAddress> SharedNeighbors::lookup(Address ip) const {
+  std::lock_guard lock(mutex_);
+  return table_.lookup(ip);
+}
+
+std::size_t SharedNeighbors::size() const {
+  std::lock_guard lock(mutex_);
+  return table_.size();
+}
+
 namespace {
+
+// The fan-out filter of an interface's sockets (one per dataplane thread, PACKET_FANOUT_CBPF):
+// for an IPv4 UDP datagram to kUdpPort (the first fragment, if fragmented) A = its ATP header's
+// aggregator index, then slice_of(A); for any other frame 0. The kernel runs it with the frame's
+// network header at SKF_NET_OFF and takes the result modulo the group's size.
+std::vector<sock_filter> fanout_program(std::uint32_t aggregators, std::uint32_t threads) {
+  constexpr auto kNet = static_cast<std::uint32_t>(SKF_NET_OFF);
+  constexpr auto kIndex = static_cast<std::uint32_t>(8 + kAggregatorIndexOffset);  // after the UDP header
+  // A jump skips jt or jf instructions; 16, the last, answers 0.
+  return {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PROTOCOL)),  // 0
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0800, 0, 14),                                            // 1: IPv4, else 16
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kNet + 9),                                                  // 2: its protocol
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 12),                                                // 3: UDP, else 16
+      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, kNet + 6),         // 4: flags and fragment offset
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1FFF, 10, 0),  // 5: a later fragment: 16
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kNet + 0),         // 6: version and IHL
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x0F),            // 7
+      BPF_STMT(BPF_ALU | BPF_LSH | BPF_K, 2),               // 8: the IP header's bytes
+      BPF_STMT(BPF_MISC | BPF_TAX, 0),                      // 9: X = them
+      BPF_STMT(BPF_LD | BPF_H | BPF_IND, kNet + 2),         // 10: the UDP destination port
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kUdpPort, 0, 4),  // 11: ATP's, else 16
+      BPF_STMT(BPF_LD | BPF_W | BPF_IND, kNet + kIndex),    // 12: the aggregator index
+      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, aggregators),     // 13
+      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, threads),         // 14
+      BPF_STMT(BPF_RET | BPF_A, 0),                         // 15
+      BPF_STMT(BPF_RET | BPF_K, 0),                         // 16
+  };
+}
 
 class EthernetPorts final : public SwitchPorts {
  public:
-  EthernetPorts(const SwitchDaemonConfig& config, const Routes& routes)
-      : sockets_(open_sockets(config)), batch_(64, largest_frame(sockets_)), routes_(routes) {}
+  EthernetPorts(const SwitchDaemonConfig& config, const Routes& routes, std::uint32_t thread, std::uint32_t threads,
+                SharedNeighbors& neighbors)
+      : sockets_(open_sockets(config)), batch_(64, largest_frame(sockets_)), routes_(routes), shared_(neighbors) {
+    if (threads > 1) join_fanout(config, thread, threads);
+  }
 
   std::vector<int> fds() const override {
     std::vector<int> fds;
@@ -93,13 +150,13 @@ class EthernetPorts final : public SwitchPorts {
     MacAddress dst;
     if (is_multicast(h.dst)) {
       dst = multicast_mac(h.dst);
-    } else if (const std::optional<MacAddress> m = neighbors_.lookup(h.dst)) {
+    } else if (const std::optional<MacAddress> m = neighbor(h.dst)) {
       dst = *m;
     } else {
       ++ethernet_.no_neighbor;
       return std::nullopt;
     }
-    const MacAddress src = neighbors_.lookup(h.src).value_or(sockets_[port].mac());
+    const MacAddress src = neighbor(h.src).value_or(sockets_[port].mac());
     build_atp_frame(dst, src, packet, encapsulated_);
     return encapsulated_;
   }
@@ -121,7 +178,7 @@ class EthernetPorts final : public SwitchPorts {
     for (const PacketSocket& s : sockets_) c.truncated += s.counters().truncated;
     c.ethernet = ethernet_;
     c.mac_addresses = macs_.size();
-    c.neighbors = neighbors_.size();
+    c.neighbors = shared_.size();
     return c;
   }
 
@@ -158,30 +215,73 @@ class EthernetPorts final : public SwitchPorts {
 
   // Learns that `ip` is at `mac`, unless the routes say `ip` lives behind another port than the
   // one it came from: a host cannot redirect the switch's frames to another host's IP by
-  // claiming it (in ARP or as an ATP source) from its own port.
+  // claiming it (in ARP or as an ATP source) from its own port. What this thread did not know
+  // yet goes to the other threads too.
   void learn_neighbor(Address ip, const MacAddress& mac, PortId port) {
     if (auto it = routes_.find(ip); it != routes_.end() && it->second != port) {
       ++ethernet_.neighbor_refused;
       return;
     }
+    if (neighbor(ip) == mac) return;  // every frame of a host teaches the same: the common case
     neighbors_.learn(ip, mac);
+    shared_.learn(ip, mac);
   }
 
-  std::vector<PacketSocket> sockets_;                     // port i's raw socket
-  FrameBatch batch_;                                      // receive buffers, sized for the largest MTU
-  const Routes& routes_;                                  // the dataplane's: learn_neighbor's check
-  std::vector<Received> received_;                        // receive_burst()'s frames, reused
-  MacTable macs_;                                         // where each source MAC was seen
-  NeighborTable neighbors_;                               // IPv4 -> MAC, for the frames the pipeline sends
-  std::vector<std::uint8_t> encapsulated_;                // encapsulate()'s output, reused
+  // Where `ip` is: this thread's copy, which starts over whenever a thread learned a change, and
+  // fills its misses from what the threads learned together.
+  std::optional<MacAddress> neighbor(Address ip) {
+    if (const std::uint64_t g = shared_.generation(); g != generation_) {
+      neighbors_ = NeighborTable();
+      generation_ = g;
+    }
+    if (std::optional<MacAddress> m = neighbors_.lookup(ip)) return m;
+    const std::optional<MacAddress> m = shared_.lookup(ip);
+    if (m) neighbors_.learn(ip, *m);
+    return m;
+  }
+
+  // Makes each interface's socket member `thread` of the interface's fan-out group (the group's
+  // id: the interface's index, unique in the namespace); thread 0 gives the group its filter.
+  // Frames that reached a later thread's socket before it joined, thread 0 had too: dropped.
+  void join_fanout(const SwitchDaemonConfig& config, std::uint32_t thread, std::uint32_t threads) {
+    const std::uint32_t aggregators = config.pipeline.atp_capable ? config.pipeline.num_aggregators : 1;
+    const std::vector<sock_filter> code = fanout_program(aggregators, threads);
+    const sock_fprog program{static_cast<unsigned short>(code.size()), const_cast<sock_filter*>(code.data())};
+    for (PacketSocket& socket : sockets_) {
+      const int group = (socket.ifindex() & 0xFFFF) | (PACKET_FANOUT_CBPF << 16);
+      const bool joined =
+          ::setsockopt(socket.fd(), SOL_PACKET, PACKET_FANOUT, &group, sizeof group) == 0 &&
+          (thread != 0 || ::setsockopt(socket.fd(), SOL_PACKET, PACKET_FANOUT_DATA, &program, sizeof program) == 0);
+      if (!joined) {
+        const int error = errno;
+        throw PacketSetupError("cannot spread interface " + socket.name() + " over " + std::to_string(threads) +
+                                   " dataplane threads (PACKET_FANOUT): " + errno_reason(error),
+                               error);
+      }
+      while (thread != 0 && socket.recv_batch(batch_) > 0) {
+      }
+    }
+  }
+
+  std::vector<PacketSocket> sockets_;       // port i's raw socket
+  FrameBatch batch_;                        // receive buffers, sized for the largest MTU
+  const Routes& routes_;                    // the dataplane's: learn_neighbor's check
+  std::vector<Received> received_;          // receive_burst()'s frames, reused
+  MacTable macs_;                           // where each source MAC was seen
+  NeighborTable neighbors_;                 // IPv4 -> MAC, for the frames the pipeline sends: this thread's copy
+  SharedNeighbors& shared_;                 // what every thread learned
+  std::uint64_t generation_ = 0;            // shared_'s, when neighbors_ was last emptied
+  std::vector<std::uint8_t> encapsulated_;  // encapsulate()'s output, reused
   std::vector<std::span<const std::uint8_t>> tx_frames_;  // send()'s batch for one port, reused
   EthernetCounters ethernet_;
 };
 
 }  // namespace
 
-std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes) {
-  return std::make_unique<EthernetPorts>(config, routes);
+std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes,
+                                                 std::uint32_t thread, std::uint32_t threads,
+                                                 SharedNeighbors& neighbors) {
+  return std::make_unique<EthernetPorts>(config, routes, thread, threads, neighbors);
 }
 
 }  // namespace atp::detail

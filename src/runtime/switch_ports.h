@@ -2,9 +2,11 @@
 // two kinds behind it, UDP peers on one UDP socket and Linux interfaces as Ethernet frames.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "atp/runtime/egress_queue.h"
+#include "atp/runtime/ethernet.h"
 #include "atp/runtime/switch_daemon.h"
 #include "atp/runtime/udp_socket.h"
 #include "atp/wire.h"
@@ -32,6 +35,20 @@ struct EthernetCounters {
   std::uint64_t no_neighbor = 0;   // pipeline sends to an IP whose MAC the switch has not learned: dropped
   std::uint64_t neighbor_refused = 0;  // IP -> MAC not learned: the IP's route points to another port
 };
+
+// Several threads' counters added up, field by field.
+inline EthernetCounters& operator+=(EthernetCounters& sum, const EthernetCounters& c) {
+  static_assert(sizeof(EthernetCounters) == 8 * sizeof(std::uint64_t), "sum every EthernetCounters field");
+  sum.atp_frames += c.atp_frames;
+  sum.non_atp_frames += c.non_atp_frames;
+  sum.malformed_frames += c.malformed_frames;
+  sum.l2_forwarded += c.l2_forwarded;
+  sum.l2_flooded += c.l2_flooded;
+  sum.l2_same_port += c.l2_same_port;
+  sum.no_neighbor += c.no_neighbor;
+  sum.neighbor_refused += c.neighbor_refused;
+  return sum;
+}
 
 // What the ports count themselves, for GET /stats: zero where a kind has no such thing.
 struct SwitchPortsCounters {
@@ -140,10 +157,34 @@ class SwitchPorts {
 // socket filter hands each datagram to the socket of thread slice_of(its aggregator index), a
 // run of datagrams received as one (UDP_GRO) by its first. Each set has every port and peer.
 std::vector<std::unique_ptr<SwitchPorts>> open_udp_ports(const SwitchDaemonConfig& config, std::uint32_t threads);
-// Interface ports (switch_ethernet_ports.cc): opens every port's packet socket in the calling
-// thread's network namespace (throws PacketSetupError naming the interface). `routes` (kept by
-// reference, so it must outlive the ports) refuses IP -> MAC bindings that a port claims for an
-// address routed to another port.
-std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes);
+// IPv4 -> MAC bindings that the interface ports of every dataplane thread learn from the frames
+// they receive, and need for the frames they send: a thread sends to hosts whose frames another
+// thread received (ARP goes to thread 0). Each thread keeps its own copy; what one learns that is
+// new goes in here, a miss is looked up here, and a change makes every copy start over.
+class SharedNeighbors {
+ public:
+  // Learns that `ip` is at `mac` (NeighborTable's rules); a change bumps generation().
+  void learn(Address ip, const MacAddress& mac);
+  std::optional<MacAddress> lookup(Address ip) const;
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  NeighborTable table_;  // under mutex_
+  std::atomic<std::uint64_t> generation_{0};
+};
+
+// Interface ports (switch_ethernet_ports.cc), dataplane thread `thread`'s (of `threads`): opens
+// every port's packet socket in the calling thread's network namespace (throws PacketSetupError
+// naming the interface). With several threads each interface's sockets form a fan-out group
+// (PACKET_FANOUT), thread k's socket member k, whose filter hands an ATP frame to the thread
+// slice_of(its aggregator index) and every other frame to thread 0, which does all Ethernet
+// switching; call it for thread 0 first, then 1, ... `routes` (kept by reference, so it must
+// outlive the ports) refuses IP -> MAC bindings that a port claims for an address routed to
+// another port; `neighbors` (also kept) is shared by all threads' ports.
+std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes,
+                                                 std::uint32_t thread, std::uint32_t threads,
+                                                 SharedNeighbors& neighbors);
 
 }  // namespace atp::detail

@@ -51,9 +51,9 @@ struct SwitchDaemonConfig {
   std::vector<SwitchPortConfig> ports;             // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
   std::uint64_t seed = 0;                          // seeds the port queues' fault draws
-  // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues
-  // (UDP ports; interface ports have one). 0: chosen from the machine, a quarter of its cores,
-  // 1 to 4, a divisor of the aggregators. More than one divides num_aggregators.
+  // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues.
+  // 0: chosen from the machine, a quarter of its cores, 1 to 4, a divisor of the aggregators.
+  // More than one divides num_aggregators.
   std::uint32_t threads = 0;
   control::AccessConfig access;  // who may use the control plane (control_auth.h)
   // The most ports and roles all installed jobs may name together (every job's admitted_ports,
@@ -158,6 +158,8 @@ class SwitchDaemon {
   // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
   // throws std::runtime_error if it does not answer within a second.
   std::string stats_json();
+  // How many dataplane threads it runs (SwitchDaemonConfig::threads, or what 0 chose).
+  std::uint32_t dataplane_threads() const;
   // CPU time (s) the dataplane threads have used since start(), all together; 0 when they are not
   // running. What `atp bench` divides packets by for a per-core rate.
   double dataplane_cpu_seconds();
