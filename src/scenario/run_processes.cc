@@ -43,6 +43,8 @@ constexpr auto kStartupTimeout = std::chrono::seconds(10);
 constexpr std::uint16_t kTcpCollectivePort = 9800;
 // How long the runner waits for a background flow's receiver to report after its sender stopped.
 constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
+// How long one call of send_noise may send before the runner reads the workers' lines again.
+constexpr auto kNoiseTurn = std::chrono::milliseconds(1);
 
 // A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
 UdpEndpoint free_tcp_port(std::vector<int>& held) {
@@ -698,6 +700,7 @@ class ProcessRun {
   // Sends the noise packets due by `elapsed`; returns when the next one is due (Duration::max: none).
   Duration send_noise(Duration elapsed) {
     Duration next = Duration::max();
+    const Clock::time_point turn_ends = Clock::now() + kNoiseTurn;
     for (std::size_t i = 0; i < s_.noise.size(); ++i) {
       const NoiseSource& n = s_.noise[i];
       const auto socket = noise_sockets_.find(n.host);
@@ -707,13 +710,17 @@ class ProcessRun {
       }
       const Duration end = n.until ? std::min(elapsed, *n.until) : elapsed;
       const auto due = static_cast<std::uint64_t>(std::floor(n.rate_pps * ns_to_s((end - n.from).count())));
+      // A runner that fell behind (a loaded machine, where a packet may take longer to send than
+      // the rate allows) catches up for at most kNoiseTurn per call, then reads the workers'
+      // lines: catching up in full would keep it from them, and so hold every job at its barrier,
+      // for ever longer. The rest goes out later.
       std::uint64_t& sent = noise_sent_[i];
-      for (; sent < due; ++sent) {
+      for (std::uint64_t k = 0; sent < due && (k % 16 != 0 || Clock::now() < turn_ends); ++sent, ++k) {
         const auto packet =
             scenario_inputs::noise_packet(scenario_inputs::noise_seed(s_.seed, i), sent, noise_targets());
         socket->second.send_to(noise_destination(n.host), packet);
       }
-      if (!n.until || elapsed < *n.until) next = std::min(next, elapsed + std::chrono::milliseconds(1));
+      if (sent < due || !n.until || elapsed < *n.until) next = std::min(next, elapsed + std::chrono::milliseconds(1));
     }
     return next;
   }
