@@ -48,14 +48,15 @@ fuzz() {
 }
 
 tsan() {
-  # The code that runs on several threads (the switch's dataplane threads and the queues they
-  # share, the worker library's loop, the task hand-over) under ThreadSanitizer: only the tests of
-  # those layers, built without the layers above them (a few minutes on 2 cores).
+  # The code that runs on several threads (the switch's dataplane threads on UDP and interface
+  # ports and the queues they share, the worker library's loop, the task hand-over) under
+  # ThreadSanitizer: only the tests of those layers, built without the layers above them where
+  # they can be (a few minutes on 2 cores; the netns tests are skipped without root).
   local flags=-fsanitize=thread
   cmake -S . -B build-tsan -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build build-tsan --target switch_test switch_daemon_test egress_queue_test loop_tasks_test worker_test \
-    communicator_test
+  cmake --build build-tsan --target switch_test switch_daemon_test switch_l2_test egress_queue_test loop_tasks_test \
+    worker_test communicator_test
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
     -R '^(DataplaneThreads/|Switch|EgressQueue\.|LoopTasks\.|Worker|Communicator)'
 }
