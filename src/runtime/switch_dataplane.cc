@@ -79,7 +79,8 @@ SwitchDataplane::SwitchDataplane(const SwitchDaemonConfig& config) {
   if (!config.interface_ports()) udp = open_udp_ports(config, threads);
   for (std::uint32_t k = 0; k < threads; ++k) {
     const auto open_ports = [&](const Routes& routes) {
-      return config.interface_ports() ? open_ethernet_ports(config, routes, k, threads, neighbors_) : std::move(udp[k]);
+      return config.interface_ports() ? open_ethernet_ports(config, routes, k, threads, interfaces_)
+                                      : std::move(udp[k]);
     };
     shards_.push_back(std::make_unique<SwitchShard>(config, TableSlice{k, threads}, open_ports, links_));
   }

@@ -103,7 +103,7 @@ class SwitchDataplane {
   // A port's transmitters, shared by its queues on every shard of `threads` (none with one).
   static SwitchShard::PortLink new_link(std::uint32_t threads);
 
-  SharedNeighbors neighbors_;  // interface ports: every thread's
+  SharedInterfaces interfaces_;  // interface ports: what every thread's share
   std::vector<std::unique_ptr<SwitchShard>> shards_;
   std::vector<SwitchShard::PortLink> links_;  // by port
   std::vector<std::thread> threads_;          // shards_[i]'s, while started

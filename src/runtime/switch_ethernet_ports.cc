@@ -70,9 +70,12 @@ std::vector<sock_filter> fanout_program(std::uint32_t aggregators, std::uint32_t
 class EthernetPorts final : public SwitchPorts {
  public:
   EthernetPorts(const SwitchDaemonConfig& config, const Routes& routes, std::uint32_t thread, std::uint32_t threads,
-                SharedNeighbors& neighbors)
-      : sockets_(open_sockets(config)), batch_(64, largest_frame(sockets_)), routes_(routes), shared_(neighbors) {
-    if (threads > 1) join_fanout(config, thread, threads);
+                SharedInterfaces& shared)
+      : sockets_(open_sockets(config)),
+        batch_(64, largest_frame(sockets_)),
+        routes_(routes),
+        shared_(shared.neighbors) {
+    if (threads > 1) join_fanout(config, thread, threads, shared.fanout_groups);
   }
 
   std::vector<int> fds() const override {
@@ -240,25 +243,39 @@ class EthernetPorts final : public SwitchPorts {
     return m;
   }
 
-  // Makes each interface's socket member `thread` of the interface's fan-out group (the group's
-  // id: the interface's index, unique in the namespace); thread 0 gives the group its filter.
-  // Frames that reached a later thread's socket before it joined, thread 0 had too: dropped.
-  void join_fanout(const SwitchDaemonConfig& config, std::uint32_t thread, std::uint32_t threads) {
+  // Makes each interface's socket member `thread` of the interface's fan-out group. Thread 0's
+  // socket founds it, with an id the kernel makes unique in the namespace
+  // (PACKET_FANOUT_FLAG_UNIQUEID; kept in groups[i] for port i), and gives it its filter; the
+  // later threads join it. Frames that reached a later thread's socket before it joined, thread 0
+  // had too: dropped.
+  void join_fanout(const SwitchDaemonConfig& config, std::uint32_t thread, std::uint32_t threads,
+                   std::vector<std::uint16_t>& groups) {
     const std::uint32_t aggregators = config.pipeline.atp_capable ? config.pipeline.num_aggregators : 1;
     const std::vector<sock_filter> code = fanout_program(aggregators, threads);
     const sock_fprog program{static_cast<unsigned short>(code.size()), const_cast<sock_filter*>(code.data())};
-    for (PacketSocket& socket : sockets_) {
-      const int group = (socket.ifindex() & 0xFFFF) | (PACKET_FANOUT_CBPF << 16);
-      const bool joined =
-          ::setsockopt(socket.fd(), SOL_PACKET, PACKET_FANOUT, &group, sizeof group) == 0 &&
-          (thread != 0 || ::setsockopt(socket.fd(), SOL_PACKET, PACKET_FANOUT_DATA, &program, sizeof program) == 0);
+    groups.resize(sockets_.size());
+    for (std::size_t i = 0; i < sockets_.size(); ++i) {
+      const int fd = sockets_[i].fd();
+      bool joined = false;
+      if (thread == 0) {
+        const int found = (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_UNIQUEID) << 16;  // id 0: the kernel's choice
+        int got = 0;
+        socklen_t len = sizeof got;
+        joined = ::setsockopt(fd, SOL_PACKET, PACKET_FANOUT, &found, sizeof found) == 0 &&
+                 ::getsockopt(fd, SOL_PACKET, PACKET_FANOUT, &got, &len) == 0 &&
+                 ::setsockopt(fd, SOL_PACKET, PACKET_FANOUT_DATA, &program, sizeof program) == 0;
+        groups[i] = static_cast<std::uint16_t>(got & 0xFFFF);
+      } else {
+        const int join = groups[i] | (PACKET_FANOUT_CBPF << 16);
+        joined = ::setsockopt(fd, SOL_PACKET, PACKET_FANOUT, &join, sizeof join) == 0;
+      }
       if (!joined) {
         const int error = errno;
-        throw PacketSetupError("cannot spread interface " + socket.name() + " over " + std::to_string(threads) +
+        throw PacketSetupError("cannot spread interface " + sockets_[i].name() + " over " + std::to_string(threads) +
                                    " dataplane threads (PACKET_FANOUT): " + errno_reason(error),
                                error);
       }
-      while (thread != 0 && socket.recv_batch(batch_) > 0) {
+      while (thread != 0 && sockets_[i].recv_batch(batch_) > 0) {
       }
     }
   }
@@ -280,8 +297,8 @@ class EthernetPorts final : public SwitchPorts {
 
 std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes,
                                                  std::uint32_t thread, std::uint32_t threads,
-                                                 SharedNeighbors& neighbors) {
-  return std::make_unique<EthernetPorts>(config, routes, thread, threads, neighbors);
+                                                 SharedInterfaces& shared) {
+  return std::make_unique<EthernetPorts>(config, routes, thread, threads, shared);
 }
 
 }  // namespace atp::detail

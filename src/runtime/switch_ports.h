@@ -175,6 +175,12 @@ class SharedNeighbors {
   std::atomic<std::uint64_t> generation_{0};
 };
 
+// What the interface ports of every dataplane thread share.
+struct SharedInterfaces {
+  SharedNeighbors neighbors;
+  std::vector<std::uint16_t> fanout_groups;  // by port: the id of the interface's fan-out group
+};
+
 // Interface ports (switch_ethernet_ports.cc), dataplane thread `thread`'s (of `threads`): opens
 // every port's packet socket in the calling thread's network namespace (throws PacketSetupError
 // naming the interface). With several threads each interface's sockets form a fan-out group
@@ -182,9 +188,8 @@ class SharedNeighbors {
 // slice_of(its aggregator index) and every other frame to thread 0, which does all Ethernet
 // switching; call it for thread 0 first, then 1, ... `routes` (kept by reference, so it must
 // outlive the ports) refuses IP -> MAC bindings that a port claims for an address routed to
-// another port; `neighbors` (also kept) is shared by all threads' ports.
+// another port; `shared` (also kept) is every thread's.
 std::unique_ptr<SwitchPorts> open_ethernet_ports(const SwitchDaemonConfig& config, const Routes& routes,
-                                                 std::uint32_t thread, std::uint32_t threads,
-                                                 SharedNeighbors& neighbors);
+                                                 std::uint32_t thread, std::uint32_t threads, SharedInterfaces& shared);
 
 }  // namespace atp::detail
