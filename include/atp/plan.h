@@ -79,6 +79,8 @@ struct NetworkPlan {
 };
 
 NetworkPlan plan_network(const Topology& topology);
+// The plan keeps a pointer to its topology (NetworkPlan::topology): one of a temporary would dangle.
+NetworkPlan plan_network(Topology&& topology) = delete;
 
 // One of `count` equal, fixed shares of the aggregator tables: SwitchML-style static
 // allocation, the baseline of the paper's Fig. 13a/14. With n the smallest table of any
