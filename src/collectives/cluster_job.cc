@@ -71,7 +71,7 @@ UdpEndpoint endpoint_field(const json& doc, const char* key, const std::string& 
 
 struct Attachment {
   HostAttachment host;
-  json switch_info;  // {"name", "atp_capable", "aggregators", "aggregator_width"}
+  SwitchSpec tor;  // the switch as its answer describes it: name, ATP-capable or not, its table
 };
 
 // Attaches `peer` to the switch, hung on `lease` (0: none).
@@ -84,7 +84,11 @@ Attachment attach(const UdpEndpoint& switch_control, const control::ClientAccess
     Attachment a;
     a.host.address = control::parse_address(reply.at("address").get<std::string>());
     a.host.port = reply.at("port").get<PortId>();
-    a.switch_info = reply.at("switch");
+    const json& sw = reply.at("switch");
+    a.tor.name = sw.at("name").get<std::string>();
+    a.tor.config.atp_capable = sw.at("atp_capable").get<bool>();
+    a.tor.config.num_aggregators = sw.at("aggregators").get<std::uint32_t>();
+    a.tor.config.aggregator_width = sw.at("aggregator_width").get<std::uint16_t>();
     return a;
   } catch (const std::exception& e) {
     throw ClusterJobError("the switch at " + switch_control.to_string() + " answered POST /hosts with " + reply.dump() +
@@ -205,11 +209,7 @@ struct ClusterJob::Coordinator {
     const Attachment ps = attach(switch_control, access, 0, ps_data, "the PS " + ps_data.to_string());
 
     Topology topology;
-    SwitchSpec tor;
-    tor.name = ps.switch_info.value("name", "switch");
-    tor.config.atp_capable = ps.switch_info.value("atp_capable", true);
-    tor.config.num_aggregators = ps.switch_info.value("aggregators", 4096u);
-    tor.config.aggregator_width = ps.switch_info.value("aggregator_width", std::uint16_t{1024});
+    const SwitchSpec& tor = ps.tor;
     topology.switches.push_back(tor);
     JobSpec spec;
     spec.name = "torch";
