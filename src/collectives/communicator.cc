@@ -15,18 +15,6 @@
 namespace atp {
 namespace {
 
-// Addressed by IP, the worker binds 0.0.0.0:kUdpPort (it receives its job's multicast parameter
-// packets and the PS's unicast answers to its resends there), and a PS on the same host binds the
-// host's address at the same port: both need SO_REUSEADDR to coexist. With an uplink, the peer is
-// a switch's UDP socket, which takes runs of datagrams as one message; by IP, the next hop may
-// read frames off a virtual link (the netns testbed's switch), which would see one frame per run.
-UdpSocketOptions socket_options(const std::optional<UdpEndpoint>& uplink) {
-  UdpSocketOptions options;
-  options.reuse_address = !uplink;
-  options.segmentation_offload = uplink.has_value();
-  return options;
-}
-
 struct Round {
   std::span<float> buffer;
   std::promise<void> done;
@@ -158,7 +146,7 @@ struct Communicator::Impl {
 };
 
 Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
-    : Communicator(std::move(config), UdpSocket(local, socket_options(uplink)), uplink) {}
+    : Communicator(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink) {}
 
 Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {

@@ -48,18 +48,7 @@ struct PsDaemon::Impl {
   bool stopped = false;
   std::mutex lifecycle_mutex;
 
-  // Addressed by IP (no uplink), a worker on the same host may bind 0.0.0.0 at the same port:
-  // SO_REUSEADDR lets both sockets exist (unicast to this address then comes here). With an
-  // uplink, the peer is a switch's UDP socket, which takes runs of datagrams as one message; by
-  // IP, the next hop may read frames off a virtual link (the netns testbed's switch).
-  static UdpSocketOptions socket_options(const PsDaemonConfig& c) {
-    UdpSocketOptions options;
-    options.reuse_address = !c.uplink;
-    options.segmentation_offload = c.uplink.has_value();
-    return options;
-  }
-
-  explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data, socket_options(c)) {
+  explicit Impl(const PsDaemonConfig& c) : config(c), socket(c.data, host_socket_options(c.uplink)) {
     socket.report_full_queues();  // a full device queue makes results wait in the sink, not vanish
     if (c.uplink) {
       // Every packet for this PS comes through its uplink: the kernel drops anyone else's

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -66,6 +67,19 @@ struct UdpSocketOptions {
   // would see one frame per run. Where the kernel lacks it, the socket falls back to plain sends.
   bool segmentation_offload = false;
 };
+
+// The options of a host's data socket (a worker's or a PS's), with an `uplink` (its switch's UDP
+// socket) or addressed by IP. By IP, a worker binds 0.0.0.0:kUdpPort (its job's multicast and the
+// PS's unicast answers to its resends arrive there) and a PS on the same host binds the host's
+// address at the same port: both need SO_REUSEADDR to coexist. With an uplink the peer takes runs
+// of datagrams as one message (segmentation_offload); by IP the next hop may read frames off a
+// virtual link (the netns testbed's switch), which would see one frame per run.
+inline UdpSocketOptions host_socket_options(const std::optional<UdpEndpoint>& uplink) {
+  UdpSocketOptions options;
+  options.reuse_address = !uplink;
+  options.segmentation_offload = uplink.has_value();
+  return options;
+}
 
 // One datagram to send: the bytes are only read during send_batch().
 struct UdpOutgoing {
