@@ -2,8 +2,6 @@
 // a raw UDP forwarder measured in the same run with the same batching; the overhead as a ratio.
 #include <httplib.h>
 #include <poll.h>
-#include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -50,16 +48,6 @@ constexpr int kPollMs = 1;  // how long an idle load thread waits before it chec
 // The stand-ins' sockets, like the daemons' UDP ports and the loopback backend's hosts, send and
 // receive runs of datagrams to one peer as one message.
 constexpr UdpSocketOptions kSegmented{.segmentation_offload = true};
-
-double thread_cpu_seconds(std::thread& thread) {
-  clockid_t clock{};
-  if (::pthread_getcpuclockid(thread.native_handle(), &clock) != 0) {
-    throw std::runtime_error("cannot read the CPU clock of the forwarding thread");
-  }
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 void wait_readable(int fd) {
   pollfd p{fd, POLLIN, 0};
@@ -362,7 +350,9 @@ class RawForwarder {
 
   UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
   Sample sample() {
-    return {EventLoop::now(), thread_cpu_seconds(thread_), packets_.load(std::memory_order_relaxed),
+    const std::optional<double> cpu = thread_cpu_seconds(thread_);
+    if (!cpu) throw std::runtime_error("cannot read the CPU clock of the forwarding thread");
+    return {EventLoop::now(), *cpu, packets_.load(std::memory_order_relaxed),
             gradients_.load(std::memory_order_relaxed)};
   }
 

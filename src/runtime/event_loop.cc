@@ -2,6 +2,7 @@
 // time only: what to do with a readable fd or a deadline is the caller's business.
 #include "atp/runtime/event_loop.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -201,6 +202,14 @@ void EventLoop::run() {
   }
   stop_requested_.store(false, std::memory_order_relaxed);
   drain(stop_fd_);
+}
+
+std::optional<double> thread_cpu_seconds(std::thread& thread) {
+  clockid_t clock{};
+  if (::pthread_getcpuclockid(thread.native_handle(), &clock) != 0) return std::nullopt;
+  timespec ts{};
+  if (::clock_gettime(clock, &ts) != 0) return std::nullopt;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 }  // namespace atp

@@ -1,9 +1,6 @@
 // The switch daemon's dataplane threads, and the control plane's changes made on all of them.
 #include "switch_dataplane.h"
 
-#include <pthread.h>
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -42,7 +39,6 @@ SwitchDataplane::Totals counters_of(const SwitchShard& s) {
   t.ports = s.ports().counters();
   t.no_port = s.no_port();
   t.send_failed = s.send_failed();
-  t.handoff_drops = s.handoff_drops();
   t.threads.push_back({s.pipeline().counters().packets, s.handed_off(), s.handoff_drops()});
   return t;
 }
@@ -66,7 +62,6 @@ void add(SwitchDataplane::Totals& a, const SwitchDataplane::Totals& b) {
   a.ports.ethernet += b.ports.ethernet;
   a.no_port += b.no_port;
   a.send_failed += b.send_failed;
-  a.handoff_drops += b.handoff_drops;
   a.threads.insert(a.threads.end(), b.threads.begin(), b.threads.end());
 }
 
@@ -121,13 +116,7 @@ void SwitchDataplane::stop() {
 
 double SwitchDataplane::cpu_seconds() {
   double total = 0;
-  for (std::thread& t : threads_) {
-    clockid_t clock{};
-    if (::pthread_getcpuclockid(t.native_handle(), &clock) != 0) continue;
-    timespec ts{};
-    ::clock_gettime(clock, &ts);
-    total += static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  }
+  for (std::thread& t : threads_) total += thread_cpu_seconds(t).value_or(0);
   return total;
 }
 

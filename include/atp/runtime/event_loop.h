@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -79,5 +81,9 @@ class EventLoop {
   Time armed_ = kNever;                                          // what the timerfd is set to
   std::uint64_t wakeups_ = 0;
 };
+
+// The CPU time (s) `thread` (a loop's, running) has used so far; nullopt when the kernel does not
+// tell (the thread has ended).
+std::optional<double> thread_cpu_seconds(std::thread& thread);
 
 }  // namespace atp
