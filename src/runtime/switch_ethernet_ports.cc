@@ -46,7 +46,7 @@ std::vector<sock_filter> fanout_program(std::uint32_t aggregators, std::uint32_t
   constexpr auto kNet = static_cast<std::uint32_t>(SKF_NET_OFF);
   constexpr auto kIndex = static_cast<std::uint32_t>(8 + kAggregatorIndexOffset);  // after the UDP header
   // A jump skips jt or jf instructions; 16, the last, answers 0.
-  return {
+  std::vector<sock_filter> code = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(SKF_AD_OFF + SKF_AD_PROTOCOL)),  // 0
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0800, 0, 14),                                            // 1: IPv4, else 16
       BPF_STMT(BPF_LD | BPF_B | BPF_ABS, kNet + 9),                                                  // 2: its protocol
@@ -60,11 +60,10 @@ std::vector<sock_filter> fanout_program(std::uint32_t aggregators, std::uint32_t
       BPF_STMT(BPF_LD | BPF_H | BPF_IND, kNet + 2),         // 10: the UDP destination port
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kUdpPort, 0, 4),  // 11: ATP's, else 16
       BPF_STMT(BPF_LD | BPF_W | BPF_IND, kNet + kIndex),    // 12: the aggregator index
-      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, aggregators),     // 13
-      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, threads),         // 14
-      BPF_STMT(BPF_RET | BPF_A, 0),                         // 15
-      BPF_STMT(BPF_RET | BPF_K, 0),                         // 16
   };
+  append_slice_of(code, aggregators, threads);   // 13-15
+  code.push_back(BPF_STMT(BPF_RET | BPF_K, 0));  // 16
+  return code;
 }
 
 class EthernetPorts final : public SwitchPorts {

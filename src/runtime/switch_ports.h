@@ -2,6 +2,8 @@
 // two kinds behind it, UDP peers on one UDP socket and Linux interfaces as Ethernet frames.
 #pragma once
 
+#include <linux/filter.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +153,15 @@ class SwitchPorts {
   // Port `port` (attached) loses its peer: its datagrams then count as unknown_source.
   virtual void detach(PortId port) = 0;
 };
+
+// The end of the classic BPF programs that steer packets to dataplane threads (a UDP port's
+// SO_REUSEPORT group, an interface's fan-out group): with A the packet's aggregator index,
+// returns slice_of(A, aggregators, threads) (switch.h), the thread that holds that aggregator.
+inline void append_slice_of(std::vector<sock_filter>& code, std::uint32_t aggregators, std::uint32_t threads) {
+  code.push_back(BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, aggregators));
+  code.push_back(BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, threads));
+  code.push_back(BPF_STMT(BPF_RET | BPF_A, 0));
+}
 
 // UDP ports (switch_udp_ports.cc), one set per dataplane thread: `threads` sockets bound to
 // config.listen (throws UdpSetupError). More than one share that address (SO_REUSEPORT) and a

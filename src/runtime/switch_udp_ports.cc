@@ -1,6 +1,5 @@
 // The switch's UDP ports: ATP packets in UDP datagrams on one socket, a port per peer (a host
 // process or another switch), peers attached and detached at run time by POST and DELETE /hosts.
-#include <linux/filter.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -131,13 +130,11 @@ std::vector<std::unique_ptr<SwitchPorts>> open_udp_ports(const SwitchDaemonConfi
     // The group's k-th socket (in order of binding) is thread k's: A = the header's aggregator
     // index (a big-endian load, from the UDP payload's start), then slice_of(A). A datagram too
     // short to hold it ends the filter with 0: thread 0, whose pipeline counts it malformed.
-    sock_filter code[] = {
+    std::vector<sock_filter> code = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, static_cast<std::uint32_t>(kAggregatorIndexOffset)),
-        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, aggregators),
-        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, threads),
-        BPF_STMT(BPF_RET | BPF_A, 0),
     };
-    const sock_fprog program{static_cast<unsigned short>(std::size(code)), code};
+    append_slice_of(code, aggregators, threads);
+    const sock_fprog program{static_cast<unsigned short>(code.size()), code.data()};
     if (::setsockopt(group, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &program, sizeof program) != 0) {
       const int error = errno;
       throw UdpSetupError("cannot steer the datagrams of UDP " + bound.to_string() + " over " +
