@@ -193,9 +193,11 @@ json SwitchControl::stats() {
   doc["name"] = config_.name;
   ports.describe(doc);
   doc["threads"] = json::array();
+  std::uint64_t handoff_drops = 0;
   for (const SwitchDataplane::ThreadLoad& load : t.threads) {
     doc["threads"].push_back(
         {{"packets", load.packets}, {"handed_off", load.handed_off}, {"handoff_drops", load.handoff_drops}});
+    handoff_drops += load.handoff_drops;
   }
   const SwitchCounters& c = t.pipeline;
   const EthernetCounters& ethernet = t.ports.ethernet;
@@ -210,7 +212,7 @@ json SwitchControl::stats() {
                    {"no_port", t.no_port},
                    {"truncated", t.ports.truncated},
                    {"send_failed", t.send_failed},
-                   {"handoff_drops", t.handoff_drops},
+                   {"handoff_drops", handoff_drops},
                    {"aggregators", config_.pipeline.atp_capable ? config_.pipeline.num_aggregators : 0},
                    {"aggregators_in_use", t.aggregators_in_use},
                    {"atp_frames", ethernet.atp_frames},

@@ -51,7 +51,6 @@ class SwitchDataplane {
     SwitchPortsCounters ports;
     std::uint64_t no_port = 0;
     std::uint64_t send_failed = 0;
-    std::uint64_t handoff_drops = 0;
     std::vector<ThreadLoad> threads;  // by shard
   };
 
