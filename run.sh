@@ -47,6 +47,12 @@ fuzz() {
   ctest --test-dir build-fuzz -R '^(packet|control)_fuzzer$' --output-on-failure
 }
 
+core_alone() {
+  # The protocol core builds with the standard library alone (its own CMake project, no package).
+  cmake -S src/core -B build-core -G Ninja -DATP_WERROR=ON >/dev/null
+  cmake --build build-core
+}
+
 tsan() {
   # The code that runs on several threads (the switch's dataplane threads on UDP and interface
   # ports and the queues they share, the worker library's loop, the task hand-over) under
@@ -70,6 +76,7 @@ case "${1:-}" in
   test)
     build
     ctest --test-dir build --output-on-failure -j "$(nproc)"
+    core_alone
     fuzz
     tsan
     ;;

@@ -7,7 +7,10 @@
 #include <iostream>
 #include <string>
 
-#include "atp/scenario.h"
+#include "atp/backends/ns3.h"
+#include "atp/backends/processes.h"
+#include "atp/backends/simulated.h"
+#include "atp/scenario/scenario.h"
 #include "commands.h"
 
 namespace {

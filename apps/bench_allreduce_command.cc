@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "atp/scenario.h"
+#include "atp/backends/ns3.h"
+#include "atp/backends/processes.h"
+#include "atp/backends/simulated.h"
+#include "atp/scenario/scenario.h"
 #include "atp/wire.h"
 #include "commands.h"
 

@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "atp/plan.h"
-#include "atp/runtime/control.h"
-#include "atp/runtime/control_client.h"
-#include "atp/runtime/event_loop.h"
-#include "atp/runtime/switch_daemon.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/control/control.h"
+#include "atp/control/control_client.h"
+#include "atp/daemons/switch_daemon.h"
+#include "atp/io/event_loop.h"
+#include "atp/io/udp_socket.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 #include "commands.h"
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "atp/runtime/control_auth.h"
+#include "atp/control/control_auth.h"
 
 namespace atp::cli {
 

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "atp/scenario.h"
+#include "atp/backends/processes.h"
+#include "atp/scenario/scenario.h"
 #include "commands.h"
 
 namespace atp::cli {

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "atp/runtime/ps_daemon.h"
+#include "atp/daemons/ps_daemon.h"
 #include "commands.h"
 
 namespace atp::cli {

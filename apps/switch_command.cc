@@ -9,10 +9,10 @@
 #include <optional>
 #include <string>
 
-#include "atp/runtime/control_client.h"
-#include "atp/runtime/packet_socket.h"
-#include "atp/runtime/switch_daemon.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/control/control_client.h"
+#include "atp/daemons/switch_daemon.h"
+#include "atp/io/packet_socket.h"
+#include "atp/io/udp_socket.h"
 #include "commands.h"
 
 namespace atp::cli {

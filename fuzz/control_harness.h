@@ -15,9 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "atp/runtime/control.h"
-#include "atp/runtime/ps_daemon.h"
-#include "atp/runtime/switch_daemon.h"
+#include "atp/control/control.h"
+#include "atp/daemons/ps_daemon.h"
+#include "atp/daemons/switch_daemon.h"
 
 namespace atp::fuzz {
 

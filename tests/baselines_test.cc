@@ -23,8 +23,8 @@
 #include <tuple>
 #include <vector>
 
-#include "atp/collectives/gloo_allreduce.h"
-#include "atp/collectives/ring_allreduce.h"
+#include "atp/baselines/gloo_allreduce.h"
+#include "atp/baselines/ring_allreduce.h"
 #include "run_ranks.h"
 
 namespace atp {

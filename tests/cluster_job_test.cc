@@ -1,7 +1,7 @@
 // Tests of the rendezvous layer under the PyTorch backend: StoreCollectives over an in-memory
 // store, and ClusterJob's ranks (threads here) meeting through it to run exact ATP allreduces on a
 // local cluster, on running daemons shared by two jobs, and failing with one sentence when they cannot.
-#include "atp/collectives/cluster_job.h"
+#include "atp/cluster/cluster_job.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "atp/runtime/ps_daemon.h"
-#include "atp/runtime/switch_daemon.h"
+#include "atp/daemons/ps_daemon.h"
+#include "atp/daemons/switch_daemon.h"
 #include "reference_sum.h"
 #include "run_ranks.h"
 

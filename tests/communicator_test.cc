@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "atp/daemons/ps_daemon.h"
 #include "atp/fixed_point.h"
-#include "atp/plan.h"
-#include "atp/runtime/event_loop.h"
-#include "atp/runtime/ps_daemon.h"
+#include "atp/io/event_loop.h"
+#include "atp/plan/plan.h"
 #include "reference_sum.h"
 
 namespace atp {

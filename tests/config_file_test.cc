@@ -1,5 +1,5 @@
 // read_config_file: regular files only, bounded size, one sentence for everything else.
-#include "atp/runtime/config_file.h"
+#include "atp/io/config_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // Control-plane tokens: where daemons and clients find them, generation at a daemon's first
 // start, the permission rule, the tenants file, and matching Authorization headers.
-#include "atp/runtime/control_auth.h"
+#include "atp/control/control_auth.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // Tests of the daemons' control-plane codec (control.h): switch and PS job plans, port settings,
 // and the worker configs rank 0 of a PyTorch job hands the other ranks through the rendezvous
 // store; and of the HTTP server both daemons use (limits, error bodies, slow clients).
-#include "atp/runtime/control.h"
+#include "atp/control/control.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "atp/runtime/control_client.h"
+#include "atp/control/control_client.h"
 #include "test_access.h"
 
 // The TLS tests make their certificates with OpenSSL's C API (no openssl command needed).

@@ -1,6 +1,6 @@
 // Tests of EgressQueue, the one egress model of every runtime: serialization timing, drop-tail,
 // ECN marking, seeded faults and their exact RNG scheme, release order, reuse from callbacks.
-#include "atp/runtime/egress_queue.h"
+#include "atp/io/egress_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "atp/runtime/ethernet.h"
+#include "atp/io/ethernet.h"
 #include "atp/wire.h"
 
 namespace atp {

@@ -1,6 +1,6 @@
 // Tests of the Ethernet/IPv4/UDP/ARP codec of interface ports: parsing, ATP classification,
 // frame building (checked against an independent checksum), garbage safety, ECN marking, tables.
-#include "atp/runtime/ethernet.h"
+#include "atp/io/ethernet.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of EventLoop over real fds (pipes, eventfd): readable callbacks, removal from inside a
 // callback, the one timer at the earliest deadline, stop() from a callback and from a signal.
-#include "atp/runtime/event_loop.h"
+#include "atp/io/event_loop.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Tests of the in-process network: event order, link delay, serialization, drop-tail, ECN,
 // seeded loss / duplication / reordering (statistics and determinism), timers and scripts; and
 // ATP jobs run end to end on it (PS shards, NaN and infinities, workers' tensors that differ).
-#include "atp/runtime/inproc_network.h"
+#include "atp/sim/inproc_network.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +16,11 @@
 #include <tuple>
 #include <vector>
 
+#include "atp/backends/simulated.h"
 #include "atp/fixed_point.h"
-#include "atp/plan.h"
+#include "atp/plan/plan.h"
 #include "atp/ps.h"
-#include "atp/scenario.h"
+#include "atp/scenario/scenario.h"
 #include "atp/switch.h"
 #include "atp/worker.h"
 

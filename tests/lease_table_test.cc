@@ -1,5 +1,5 @@
 // LeaseTable with time advanced by hand: grant, keep alive, revoke, expiry, owners, bounds.
-#include "atp/runtime/lease_table.h"
+#include "atp/control/lease_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of LoopTasks: work handed to an event loop's thread, run there (or on the caller's thread
 // while none runs), results and exceptions back, a bounded wait, and nothing lost at the end.
-#include "atp/runtime/loop_tasks.h"
+#include "atp/io/loop_tasks.h"
 
 #include <gtest/gtest.h>
 

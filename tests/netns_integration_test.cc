@@ -11,9 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "../src/scenario/netns.h"
-#include "../src/scenario/processes.h"
-#include "atp/scenario.h"
+#include "../src/backends/processes/testbed.h"
+#include "atp/backends/processes.h"
+#include "atp/backends/simulated.h"
+#include "atp/io/processes.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 namespace {
@@ -87,7 +89,7 @@ class NetnsIntegration : public ::testing::Test {
   void TearDown() override {
     if (IsSkipped()) return;
     const std::string prefix = "atp" + std::to_string(::getpid()) + "-";
-    EXPECT_TRUE(netns::Testbed::namespaces_with_prefix(prefix).empty()) << "namespaces left behind";
+    EXPECT_TRUE(netns::namespaces_with_prefix(prefix).empty()) << "namespaces left behind";
     EXPECT_EQ(own_links(), links_before_) << "interfaces appeared in the test's own namespace";
     EXPECT_TRUE(own_children().empty()) << "processes left behind";
   }
@@ -246,7 +248,7 @@ jobs:
   - {name: a, workers: [w0, w1], ps: [ps], elements: 1000, rounds: 1}
 )"),
             ATP_BINARY);
-  const bool still_there = !netns::Testbed::namespaces_with_prefix(stale).empty();
+  const bool still_there = !netns::namespaces_with_prefix(stale).empty();
   if (still_there) processes::run_command({"ip", "netns", "del", stale});
   EXPECT_FALSE(still_there);
 }

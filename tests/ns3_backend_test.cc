@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <string>
 
-#include "atp/scenario.h"
+#include "atp/backends/ns3.h"
+#include "atp/backends/simulated.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 namespace {
@@ -81,10 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
                             "jobs:\n  - {workers: [a, b, c], ps: [p], elements: 20000, rounds: 3, index: linear, "
                             "compute_us: 50, values_per_packet: 1024}\n"},
                       Shape{"PsBaseline", two_racks(", algorithm: ps")},
-                      Shape{"TwoJobs",
-                            two_racks(", index: linear") +
-                                "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear, "
-                                "values_per_packet: 1024}\n"}),
+                      Shape{"TwoJobs", two_racks(", index: linear") +
+                                           "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear, "
+                                           "values_per_packet: 1024}\n"}),
     [](const auto& test) { return std::string(test.param.name); });
 
 // --- behaviour only ns-3 shows

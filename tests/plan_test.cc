@@ -1,6 +1,6 @@
 // Tests of the job plan: addresses, ports and tree routes of a topology, and each job's groups,
 // bitmaps, fan-ins, aggregation roles, admission and multicast ports (docs/protocol.md).
-#include "atp/plan.h"
+#include "atp/plan/plan.h"
 
 #include <gtest/gtest.h>
 

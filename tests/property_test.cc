@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "atp/scenario.h"
+#include "atp/backends/simulated.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 namespace {

@@ -1,6 +1,6 @@
 // Tests of the `atp ps` daemon on loopback: fake workers' gradient packets come from its uplink
 // (the only source it accepts), and its results must reach it; jobs installed by API and HTTP.
-#include "atp/runtime/ps_daemon.h"
+#include "atp/daemons/ps_daemon.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -18,8 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "atp/plan.h"
-#include "atp/runtime/control.h"
+#include "atp/control/control.h"
+#include "atp/io/machine.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 #include "test_access.h"
 
@@ -489,7 +490,7 @@ TEST(PsDaemon, JobsWhoseBoundsTogetherExceedTheMachinesMemoryAreRefused) {
     }
   }
   big.max_window_seqs = lo;
-  const std::uint64_t fit = control::physical_memory_bytes() / ps_job_memory_bound(big);
+  const std::uint64_t fit = physical_memory_bytes() / ps_job_memory_bound(big);
   if (fit > 4096) GTEST_SKIP() << "this machine's memory takes " << fit << " such jobs";
   for (std::uint64_t i = 1; i <= fit; ++i) {
     big.job = static_cast<JobId>(i);

@@ -1,4 +1,4 @@
-// Tests of the scenario backends' inputs and result check (src/scenario/inputs.h): a stream's
+// Tests of the scenario backends' inputs and result check (include/atp/scenario/inputs.h): a stream's
 // values drawn from any offset, the answer built block by block against a plain sum, and the
 // check's count of wrong values (nccl-tests' #wrong).
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "../src/scenario/inputs.h"
 #include "atp/fixed_point.h"
+#include "atp/scenario/inputs.h"
 
 namespace atp::scenario_inputs {
 namespace {

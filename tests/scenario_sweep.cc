@@ -26,7 +26,8 @@
 #include <typeinfo>
 #include <vector>
 
-#include "atp/scenario.h"
+#include "atp/backends/simulated.h"
+#include "atp/scenario/scenario.h"
 #include "scenario_sweep_gen.h"
 
 namespace atp::sweep {

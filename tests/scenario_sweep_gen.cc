@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "atp/plan.h"
-#include "atp/scenario.h"
+#include "atp/plan/plan.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp::sweep {
 namespace {

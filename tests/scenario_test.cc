@@ -1,6 +1,6 @@
 // Tests of scenario files and the in-process runner: every bad file gets one sentence naming
 // its key, the examples run to exact results under loss, crashes, collisions and overflow.
-#include "atp/scenario.h"
+#include "atp/scenario/scenario.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,7 +13,9 @@
 #include <string>
 #include <tuple>
 
-#include "atp/runtime/control.h"
+#include "atp/backends/processes.h"
+#include "atp/backends/simulated.h"
+#include "atp/io/machine.h"
 
 namespace atp {
 namespace {
@@ -1002,7 +1004,7 @@ TEST(ScenarioLimits, TheNeedIsCheckedAgainstTheGivenMemoryAndNamesTheLargestPart
       << m;
   EXPECT_NO_THROW(check_scenario_memory(big, need));  // exactly enough is enough
   EXPECT_NO_THROW(check_scenario_memory(big, 0));     // unknown memory: no check
-  EXPECT_GT(control::physical_memory_bytes(), 0u);
+  EXPECT_GT(physical_memory_bytes(), 0u);
 }
 
 TEST(ScenarioLimits, RunInprocRefusesAScenarioBuiltInCodeBeforeAllocating) {

@@ -1,6 +1,6 @@
 // Tests of the software switch daemon and the control codec: real UDP sockets on loopback with
 // kernel-chosen ports, fake workers and PS, jobs installed over HTTP. Polls with bounds, no sleeps.
-#include "atp/runtime/switch_daemon.h"
+#include "atp/daemons/switch_daemon.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "atp/plan.h"
-#include "atp/runtime/control.h"
-#include "atp/runtime/control_client.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/control/control.h"
+#include "atp/control/control_client.h"
+#include "atp/io/udp_socket.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 #include "test_access.h"
 #include "test_packets.h"

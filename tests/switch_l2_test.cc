@@ -27,14 +27,14 @@
 #include <thread>
 #include <vector>
 
-#include "../src/scenario/netns.h"
-#include "atp/plan.h"
-#include "atp/runtime/control.h"
-#include "atp/runtime/control_client.h"
-#include "atp/runtime/ethernet.h"
-#include "atp/runtime/packet_socket.h"
-#include "atp/runtime/switch_daemon.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/control/control.h"
+#include "atp/control/control_client.h"
+#include "atp/daemons/switch_daemon.h"
+#include "atp/io/ethernet.h"
+#include "atp/io/netns.h"
+#include "atp/io/packet_socket.h"
+#include "atp/io/udp_socket.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 #include "test_access.h"
 #include "test_packets.h"

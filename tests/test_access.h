@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "atp/runtime/control_auth.h"
+#include "atp/control/control_auth.h"
 
 namespace atp::test {
 

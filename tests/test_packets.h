@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "atp/plan.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/io/udp_socket.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 
 namespace atp::test {

@@ -19,7 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "atp/scenario.h"
+#include "atp/backends/processes.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 namespace {

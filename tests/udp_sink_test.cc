@@ -1,6 +1,6 @@
 // UdpBatchSink's back-pressure on a real device queue: two network namespaces joined by a veth
 // whose sending side has a tbf qdisc far smaller than a window. Needs root (skipped otherwise).
-#include "atp/runtime/udp_sink.h"
+#include "atp/io/udp_sink.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../src/scenario/netns.h"
-#include "atp/runtime/event_loop.h"
+#include "atp/io/event_loop.h"
+#include "atp/io/netns.h"
 #include "atp/wire.h"
 
 namespace atp {

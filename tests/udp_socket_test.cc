@@ -1,6 +1,6 @@
 // Tests of UdpSocket over loopback with kernel-picked ports: bind errors as one sentence,
 // batched send and receive with source addresses, truncation and would-block counted.
-#include "atp/runtime/udp_socket.h"
+#include "atp/io/udp_socket.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

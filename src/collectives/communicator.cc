@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "atp/runtime/event_loop.h"
-#include "atp/runtime/loop_tasks.h"
-#include "atp/runtime/udp_sink.h"
+#include "atp/io/event_loop.h"
+#include "atp/io/loop_tasks.h"
+#include "atp/io/udp_sink.h"
 
 namespace atp {
 namespace {

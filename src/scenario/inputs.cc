@@ -1,6 +1,6 @@
 // Seeded allreduce inputs and the exact result check shared by the scenario backends
 // (see inputs.h for why they live in one place).
-#include "inputs.h"
+#include "atp/scenario/inputs.h"
 
 #include <algorithm>
 #include <array>

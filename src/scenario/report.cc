@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "atp/scenario.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 
@@ -189,6 +189,10 @@ std::string to_summary(const ScenarioResult& result) {
         << " were the jobs' own packets at a restarted switch before its jobs were installed again\n";
   }
   return out.str();
+}
+
+bool all_correct(const ScenarioResult& result) {
+  return std::all_of(result.jobs.begin(), result.jobs.end(), [](const JobResult& j) { return j.correct; });
 }
 
 JobResult job_result_for(const ScenarioJob& job) {

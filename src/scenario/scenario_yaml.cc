@@ -12,9 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "atp/runtime/config_file.h"
-#include "atp/runtime/control.h"
-#include "atp/scenario.h"
+#include "atp/io/config_file.h"
+#include "atp/io/machine.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp {
 namespace {
@@ -650,7 +650,7 @@ Scenario parse_root(const YAML::Node& root) {
       scenario.background.push_back(parse_background(flows[i], item("background", i), names));
     }
   }
-  check_scenario_memory(scenario, control::physical_memory_bytes());
+  check_scenario_memory(scenario, physical_memory_bytes());
   return scenario;
 }
 

@@ -22,7 +22,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
-#include "atp/collectives/cluster_job.h"
+#include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
 
 namespace atp::torch_backend {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "atp/collectives/allreduce.h"
-#include "atp/runtime/udp_socket.h"
+#include "atp/io/udp_socket.h"
 #include "atp/worker.h"
 
 namespace atp {

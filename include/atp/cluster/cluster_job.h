@@ -1,0 +1,84 @@
+// A job of ranks that meet through a rendezvous Store and run ATP allreduces on a running switch
+// and PS (`atp switch`, `atp ps`), or on a switch and PS that rank 0 starts in its own process:
+// what the PyTorch backend is built on. Rank 0 plans the job and installs it; the others get
+// their part of the plan through the store.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "atp/collectives/communicator.h"
+#include "atp/collectives/store.h"
+#include "atp/io/udp_socket.h"
+#include "atp/wire.h"
+
+namespace atp {
+
+struct ClusterJobOptions {
+  // The HTTP control addresses of a running switch and PS (the PS's uplink must be that switch).
+  // Unset (both): `local` must be true.
+  std::optional<UdpEndpoint> switch_control;
+  std::optional<UdpEndpoint> ps_control;
+  // Rank 0 starts a software switch and a PS on 127.0.0.1 as threads of its own process, for
+  // single-machine runs; they stop when rank 0 closes the job.
+  bool local = false;
+  std::uint32_t local_aggregators = 4096;  // the local switch's table (aggregators of 1024 int32 values)
+  std::uint32_t bind_ip = 0x7F000001;      // where every rank binds its data socket (the switch reaches it there)
+  // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).
+  std::uint16_t values_per_packet = 0;
+  double scale = 1e8;  // fixed point: value x scale, rounded, as int32 (paper §3.8)
+  // The retransmission timeout before one is measured (WorkerConfig::retransmit_timeout); later
+  // ones come from the round trips the ranks measure, scheduling delays included.
+  Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;
+  // The longest any rank waits: for the others in the store, and for a round that makes no progress
+  // (a rank died): then it throws CollectiveError instead of hanging.
+  Duration timeout = std::chrono::seconds(30);
+  std::optional<JobId> job_id;  // unset: rank 0 picks one the switch and PS do not have
+  // What rank 0 installs on running daemons hangs on a lease with this time to live, which it
+  // keeps alive while the job runs: if rank 0 dies, the daemons remove the job and its hosts
+  // within this much time. The daemons clamp it to [1 s, 1 h].
+  Duration lease_ttl = std::chrono::seconds(10);
+};
+
+// Thrown for an impossible options set or a cluster that refuses the job (one sentence). Other
+// failures (timeouts, a rank that never came) are CollectiveError, its base.
+class ClusterJobError : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
+
+class ClusterJob {
+ public:
+  // Every rank calls it with the same options. Binds this rank's data socket, meets the others in
+  // `store`; rank 0 attaches every rank and the PS to the switch (POST /hosts), plans the job and
+  // installs it on the switch and the PS. Blocks until this rank's Communicator exists. Throws
+  // ClusterJobError or CollectiveError; a failure on rank 0 is reported to every rank in the same words.
+  static std::unique_ptr<ClusterJob> join(Store& store, int rank, int size, const ClusterJobOptions& options);
+  ~ClusterJob();  // close()
+  ClusterJob(const ClusterJob&) = delete;
+  ClusterJob& operator=(const ClusterJob&) = delete;
+
+  Communicator& communicator() { return *communicator_; }
+  JobId job() const { return job_; }
+
+  // Ends the job: every rank says it is done; rank 0 waits (at most the timeout, or 10 s) for
+  // all of them, then removes the job from the switch and PS, detaches the ranks from the switch
+  // and stops a local cluster. Idempotent; never throws (a peer may be gone by then).
+  void close();
+
+ private:
+  struct Coordinator;  // rank 0's side: the cluster it installed the job on
+  ClusterJob(Store& store, int rank, int size, Duration timeout);
+
+  Store& store_;
+  int rank_, size_;
+  Duration timeout_;
+  JobId job_ = 0;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Communicator> communicator_;
+  bool closed_ = false;
+};
+
+}  // namespace atp

@@ -1,0 +1,172 @@
+// The software ATP switch process (`atp switch`): SwitchPipeline on UDP peers or Linux interfaces
+// as ports, per-port egress (and optional ingress) queues, an EventLoop, an HTTP control plane.
+// An adapter, no protocol logic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atp/control/control_auth.h"
+#include "atp/io/egress_queue.h"
+#include "atp/io/packet_socket.h"
+#include "atp/io/udp_socket.h"
+#include "atp/switch.h"
+
+namespace atp {
+
+// A bad switch config file: what() is one sentence naming the file and the key
+// ("switch.yaml: ports[1].rate_gbs: unknown key (expected one of ...)").
+class SwitchConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One switch port, of one of two kinds (all ports of a switch are of the same kind):
+// - a UDP peer (a host process or another switch on loopback): ATP packets in UDP datagrams;
+// - a Linux interface (e.g. one end of a veth pair in the switch's network namespace), read and
+//   written as whole Ethernet frames: the switch is then an Ethernet switch for every frame and
+//   runs the pipeline on the ATP ones (IPv4/UDP to kUdpPort), see docs/testbed.md.
+// Each port has its egress queue and optionally an ingress queue.
+struct SwitchPortConfig {
+  UdpEndpoint peer;     // UDP ports: datagrams from here arrive on this port; packets out of it go here
+  EgressConfig egress;  // rate limit, buffer, ECN threshold and faults of the port's egress
+  // The peer -> switch direction (the link's other half, which the peer's own process does not
+  // model): datagrams (frames) from the peer pass this queue before the pipeline. Absent: straight in.
+  std::optional<EgressConfig> ingress;
+  std::string interface;  // interface ports: the Linux interface's name; empty on UDP ports
+  bool is_interface() const { return !interface.empty(); }
+};
+
+struct SwitchDaemonConfig {
+  std::string name = "switch";
+  SwitchConfig pipeline;                           // aggregators, width, reclaim timeout, ATP-capable or not
+  UdpEndpoint listen = UdpEndpoint::loopback(0);   // the data socket of UDP ports (port 0: kernel-chosen)
+  std::string control_host = "127.0.0.1";          // HTTP control endpoint
+  std::uint16_t control_port = 0;                  // 0: kernel-chosen
+  std::vector<SwitchPortConfig> ports;             // port i = ports[i]
+  std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
+  std::uint64_t seed = 0;                          // seeds the port queues' fault draws
+  // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues.
+  // 0: chosen from the machine, a quarter of its cores, 1 to 4, a divisor of the aggregators.
+  // More than one divides num_aggregators.
+  std::uint32_t threads = 0;
+  control::AccessConfig access;  // who may use the control plane (control_auth.h)
+  // The most ports and roles all installed jobs may name together (every job's admitted_ports,
+  // multicast_ports and roles): what POST /jobs can make the switch hold is bounded by this,
+  // not by 65536 job ids times a body's worth each. A job beyond it is refused (507).
+  std::size_t max_job_entries = std::size_t{1} << 22;
+  // True when the ports are Linux interfaces (then `listen` is not used: there is no UDP socket).
+  bool interface_ports() const { return !ports.empty() && ports.front().is_interface(); }
+};
+
+// Parses the YAML config (`where` names it in errors, e.g. the file name). Strict: unknown keys,
+// wrong types and impossible values throw SwitchConfigError, and so do more than 65536 ports and
+// an aggregator table (aggregators x width) larger than the machine's memory.
+//   name: s0                 aggregators: 4096        width: 1024
+//   reclaim_timeout_us: 100000                        atp_capable: true
+//   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1      threads: 0
+//   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_packets: 0, ecn_threshold_packets: 0,
+//            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
+//            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
+//   routes: [{dst: 10.0.0.1, port: 0}]
+// A port names either `peer: IP:PORT` (a UDP peer) or `interface: NAME` (a Linux interface, e.g.
+// `interface: sw0-p1`; needs root or CAP_NET_RAW); all ports of one switch are of one kind, and a
+// switch on interfaces has no `listen:` (it has no UDP socket). Without `ports:` the switch is a
+// UDP switch whose hosts attach at run time (POST /hosts).
+SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
+// Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes) and parses
+// it; throws SwitchConfigError naming the file.
+SwitchDaemonConfig load_switch_config(const std::string& path);
+
+// The switch process's reusable part. The constructor binds the data socket (or opens every
+// interface port's packet socket, in the calling thread's network namespace) and the control
+// endpoint (throws UdpSetupError, PacketSetupError naming the interface, or std::runtime_error
+// naming the control address, when one is in use; SwitchConfigError for a config
+// parse_switch_config would refuse for its size); start() runs the dataplane and the control
+// plane on their own threads; stop() (or the destructor) ends both. The pipeline is only ever
+// touched by the dataplane thread.
+//
+// Control plane (HTTP, control::make_server: a bearer token on every request (401 without one the
+// daemon knows: config.access), request bodies of at most 1 MiB, every error a status and
+// {"error": "one sentence"}, slow clients bounded by control::ServerLimits). Each job and
+// attached host belongs to the tenant that installed it (control::Tenancy): another tenant's
+// request to change or name it is 403, the operator's token may do anything.
+//   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
+//                    400 names a bad field or a port the switch does not have; 409 when the job is
+//                    already installed ("job N is already installed; remove it first"); 507 when
+//                    it would take the installed jobs past SwitchDaemonConfig::max_job_entries;
+//                    403 when it names another tenant's host or is another tenant's job.
+//                    ?lease=ID hangs it on a lease (control.h, "leases").
+//   DELETE /jobs/<id>  removes the job (freeing its aggregators) and its multicast group.
+//   PUT /ports/<i>   body: control::to_json(control::PortSettings); replaces port i's egress and/or
+//                    ingress settings for packets enqueued from then on (creating the ingress queue
+//                    if the port had none) and answers the port's settings now in force, same shape.
+//                    The way to apply a scenario's time-windowed faults (from_us/until_us) to a
+//                    running switch (`atp run --backend udp`): one PUT at each window's start and
+//                    end. 400 names a bad field, 404 a port the switch does not have; 403 for a
+//                    tenant (a link's settings are the operator's).
+//   POST /hosts      body: {"peer": "127.0.0.1:40001"}; attaches a UDP peer (a worker or PS process
+//                    on an ephemeral port) to the running switch and answers
+//                      {"port": P, "address": "10.0.0.7", "switch": {"name": "s0", "atp_capable": true,
+//                       "aggregators": 4096, "aggregator_width": 4096}}.
+//                    A peer that already is a port's peer gets that port again (idempotent). Else it
+//                    takes the lowest detached port, or a new port (unlimited egress, no ingress
+//                    queue, counters zero); at most 65536 ports (then 503). Its overlay address is
+//                    the lowest of 10.0.0.1 upwards that no route has (a port that has routes: the
+//                    lowest of them), and a route to the port is installed. 400 names a bad field;
+//                    a switch on interface ports answers 400 (hosts are attached by cable there);
+//                    403 for another tenant's peer (the operator's is answered, not taken over).
+//                    ?lease=ID hangs the port on a lease.
+//   DELETE /hosts/<port>  detaches a UDP port (attached or configured): its peer's datagrams then
+//                    count as unknown_source, every route to the port is removed, its queues are
+//                    reset (held packets dropped, default settings, counters zero) and sends to it
+//                    count as no_port until POST /hosts reuses it. Jobs and multicast groups naming
+//                    the port are left as they are. Answers {"detached": P}; 404 for a port the
+//                    switch does not have or one already detached.
+//   POST /leases, POST /leases/<id>/keepalive, DELETE /leases/<id>: control::add_lease_routes.
+//   GET /metrics     Prometheus text (no token needed with access.metrics_open); GET /stats:
+//                    JSON, the same counters (per port: egress counters, and ingress_* for the
+//                    ingress queue, zero when the port has none;
+//                    per switch also the Ethernet counters of interface ports, zero on UDP ports;
+//                    a detached port's "peer" is "").
+class SwitchDaemon {
+ public:
+  explicit SwitchDaemon(SwitchDaemonConfig config);
+  ~SwitchDaemon();
+  SwitchDaemon(const SwitchDaemon&) = delete;
+  SwitchDaemon& operator=(const SwitchDaemon&) = delete;
+
+  void start();
+  void stop();  // idempotent; not from a signal handler (block signals and sigwait instead)
+
+  // As started: PUT /ports and POST/DELETE /hosts change the queues, peers and routes, not this.
+  const SwitchDaemonConfig& config() const;
+  // Where hosts and peer switches send (kernel port resolved); {0, 0} on interface ports.
+  UdpEndpoint data_endpoint() const;
+  std::string control_endpoint() const;  // "host:port" of the HTTP control plane
+
+  // Answers one control request given as the bytes an HTTP client sends, as the control plane
+  // would over a connection (control::answer_request), and returns the answer's bytes. Before
+  // start() the request runs on the calling thread. For the fuzzer and tests.
+  std::string answer_control_request(std::string_view request);
+
+  // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
+  // throws std::runtime_error if it does not answer within a second.
+  std::string stats_json();
+  // How many dataplane threads it runs (SwitchDaemonConfig::threads, or what 0 chose).
+  std::uint32_t dataplane_threads() const;
+  // CPU time (s) the dataplane threads have used since start(), all together; 0 when they are not
+  // running. What `atp bench` divides packets by for a per-core rate.
+  double dataplane_cpu_seconds();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atp

@@ -1,0 +1,72 @@
+// Seeded allreduce inputs and the exact check of a result, shared by every scenario backend
+// (in-process and udp worker processes), so that all backends check the same thing the same way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atp/plan/plan.h"
+#include "atp/wire.h"
+
+namespace atp::scenario_inputs {
+
+// One independent stream per (scenario seed, job, worker, round), so that a worker's input
+// does not depend on event order and the checker can regenerate it.
+std::uint64_t input_seed(std::uint64_t seed, JobId job, std::size_t worker, std::uint32_t round);
+
+// Values first .. first + out.size() - 1 of the input stream `seed`: uniform in [-magnitude,
+// magnitude), drawn by hand (std::uniform_real_distribution's output differs between standard
+// libraries, and the same seed must give the same inputs everywhere) from a counter-based
+// generator, so that any block of a stream is drawn without the values before it.
+void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, std::size_t first = 0);
+
+// The exact answer of one round of a job.
+struct RoundReference {
+  std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
+  std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
+  std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
+  std::size_t addends = 0;            // workers: how many values each sum adds
+};
+
+// Fills `ref` (its vectors keep their storage from round to round).
+void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                    double magnitude, double scale, RoundReference& ref);
+
+// Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
+// an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must
+// match either path as a whole, and `float_fragments_seen` counts those that matched only the
+// float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo): every
+// value is held to the float path's bound, grown by the workers' count of float32 roundings
+// (`is_float` is then not read).
+// Returns "" if exact, else one sentence about the first wrong value. With `wrong_values`, every
+// value is checked and the wrong ones are added to it (nccl-tests' #wrong); without, the check
+// stops at the first.
+std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
+                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr,
+                         bool float32_sums = false, std::uint64_t* wrong_values = nullptr);
+
+// What a noise source (Scenario::noise) imitates: the jobs' real ids and member addresses, so
+// that its spoofed packets look like the jobs' own and only the switch's checks stop them.
+struct NoiseTargets {
+  std::vector<JobId> jobs;       // installed job ids
+  std::vector<Address> members;  // addresses of their workers and PSes
+  std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+};
+
+// The targets of every job of a scenario, from their plans: ids, worker and PS addresses, and
+// the first job's values per packet.
+NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans);
+
+// The seed of a scenario's noise source number `index`: both backends send the same packets.
+std::uint64_t noise_seed(std::uint64_t scenario_seed, std::size_t index);
+
+// Bad packet number `n` of a noise source seeded with `seed`, cycling through: random bytes of
+// random length, a gradient of an installed job with a spoofed worker address, a parameter
+// packet of an installed job with a spoofed PS address, a gradient of a job nobody installed,
+// and a valid-looking header with a corrupted field. Deterministic in (seed, n).
+std::vector<std::uint8_t> noise_packet(std::uint64_t seed, std::uint64_t n, const NoiseTargets& targets);
+
+}  // namespace atp::scenario_inputs

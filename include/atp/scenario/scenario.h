@@ -1,0 +1,243 @@
+// Scenario files (topology + jobs + faults, YAML) and their results. One format for every
+// backend; this header has the format, the results and the report writers (the backends that
+// run it are in atp/backends/).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atp/plan/plan.h"
+#include "atp/sim/simulated_network.h"  // sim::ChannelConfig: the links' settings
+
+namespace atp {
+
+// A bad scenario file: what() is one sentence naming the key and what is wrong with it.
+class ScenarioError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How a job's allreduce is done (`algorithm:` of a job). Every one runs on the same hosts and
+// switches, so they can be compared in one scenario.
+enum class Algorithm : std::uint8_t {
+  kAtp,                  // in-network aggregation with PS fallback (the default)
+  kPs,                   // ATP's hosts and protocol with no switch aggregating: BytePS-style PS (one or sharded)
+  kRing,                 // bandwidth-optimal ring allreduce over TCP (RingAllreduce), no PS
+  kGloo,                 // Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs), no PS
+  kGlooHalvingDoubling,  // Gloo's halving-doubling allreduce over TCP, no PS
+};
+std::string_view to_string(Algorithm a);  // "atp", "ps", "ring", "gloo", "gloo_hd": the file's names
+// Whether the algorithm uses ATP's protocol (workers, PSes, switch job entries); else it is a
+// host-only collective over TCP that the switches forward like any traffic.
+inline bool uses_atp_protocol(Algorithm a) { return a == Algorithm::kAtp || a == Algorithm::kPs; }
+
+struct ScenarioJob {
+  JobSpec spec;  // name, id (1.. in file order), hosts, protocol settings
+  Algorithm algorithm = Algorithm::kAtp;
+  std::uint64_t elements = 0;  // float32 values per allreduce
+  std::uint32_t rounds = 1;    // allreduce rounds
+  // The first rounds run and are checked but not timed (process backends): connection set-up,
+  // ARP and cold caches stay out of seconds and algbw, as in nccl-tests' warm-up iterations.
+  std::uint32_t warmup_rounds = 0;
+  double magnitude = 1.0;    // inputs are uniform in [-magnitude, magnitude]
+  Duration compute_time{0};  // the "off" phase between a worker's rounds
+  Duration start_time{0};    // when every worker starts round 0
+};
+
+// Link settings a fault replaces; an unset field keeps the scenario's default.
+struct LinkOverrides {
+  std::optional<Duration> delay;
+  std::optional<double> rate_gbps;
+  std::optional<std::uint32_t> buffer_packets;
+  std::optional<std::uint32_t> ecn_threshold_packets;
+  std::optional<double> loss;       // probability
+  std::optional<double> duplicate;  // probability
+  std::optional<double> reorder;    // probability
+
+  void apply_to(EgressConfig& link) const;  // replaces the fields that are set
+};
+
+struct LinkFault {
+  std::string a, b;      // the link's two ends (hosts or switches), in file order
+  bool one_way = false;  // true: only the a -> b direction; false: both directions
+  LinkOverrides overrides;
+  Duration from{0};               // active from this simulated time
+  std::optional<Duration> until;  // and back to the defaults at this time (unset: forever)
+};
+
+struct CrashFault {
+  std::string host;
+  std::optional<std::uint32_t> at_round;  // stops before any of its workers starts this round (0-based)
+  std::optional<Duration> at_time;        // stops at this simulated time
+};
+
+// A switch losing all its state at `at`, as when its process restarts: for `down` it drops every
+// packet, then it comes back with an empty aggregator table and the control plane installs its
+// jobs again. Jobs must complete through retransmission and PS fallback.
+struct SwitchRestart {
+  std::string switch_name;
+  Duration at{0};
+  Duration down{0};
+};
+
+// A host sending bad packets to its switch from `from` until `until`: malformed bytes, packets
+// of installed jobs with spoofed worker and PS addresses, and packets of jobs nobody installed.
+// Switches must count and drop every one without touching any job's result.
+struct NoiseSource {
+  std::string host;  // a host with no worker or PS role
+  double rate_pps = 1000;
+  Duration from{0};
+  std::optional<Duration> until;
+};
+
+// A TCP flow between two hosts (`background:`), sharing the links and switch queues with the
+// jobs: the competing traffic of the paper's Fig. 16. Runs from `from` until `until` or until
+// every job has finished.
+struct BackgroundFlow {
+  std::string from, to;  // hosts
+  Duration start{0};
+  std::optional<Duration> until;
+};
+
+struct Scenario {
+  std::uint64_t seed = 1;
+  Topology topology;
+  sim::ChannelConfig default_link;  // delay/rate/buffer/ECN of every link (no faults)
+  std::vector<ScenarioJob> jobs;
+  std::vector<LinkFault> link_faults;
+  std::vector<CrashFault> crashes;
+  std::vector<SwitchRestart> restarts;
+  std::vector<NoiseSource> noise;
+  std::vector<BackgroundFlow> background;
+  Duration time_limit = std::chrono::seconds(60);  // simulated
+};
+
+// Throws ScenarioError. `source` names the text in syntax errors (a file name). A parsed
+// scenario's memory need is checked against this machine's (check_scenario_memory).
+Scenario parse_scenario_yaml(const std::string& text, const std::string& source = "scenario");
+// Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes: not a
+// device, FIFO or directory) and parses it. Throws ScenarioError naming the path or the key.
+Scenario load_scenario_file(const std::string& path);
+
+// A lower bound of the memory (bytes) a run of `scenario` needs where one process holds every
+// worker (inproc; the process backends hold the same on one machine, spread over processes):
+// each worker's input, its endpoint's copy and result and its reference sums (44 B per value,
+// plus 32 B per fragment), and every ATP switch's aggregator table (aggregators x (width x 4 B
+// + the aggregator's state)). Saturates at 2^64 - 1.
+std::uint64_t scenario_memory_bytes(const Scenario& scenario);
+// Throws ScenarioError when scenario_memory_bytes exceeds `available` (0: unknown, no check): one
+// sentence naming the key of the largest need (jobs[i].elements or topology.switches[i].aggregators)
+// and the bytes needed, so that a run is refused before anything is allocated instead of being
+// killed for memory.
+void check_scenario_memory(const Scenario& scenario, std::uint64_t available);
+
+struct JobResult {
+  std::string name;
+  bool correct = false;                // every round completed on every worker with the exact result
+  std::uint32_t rounds = 0;            // rounds the scenario asked for
+  std::uint32_t completed_rounds = 0;  // rounds that every worker completed
+  std::size_t workers = 0;
+  std::uint64_t tensor_bytes = 0;                            // float32 bytes per worker per round
+  std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
+  std::uint64_t ps_packets_received = 0;
+  std::uint64_t retransmissions = 0;   // over all workers, any reason (incl. float resends)
+  std::uint64_t fast_retransmits = 0;  // of those, after 3 out-of-order parameter packets
+  std::uint64_t timeouts = 0;          // retransmission timeouts fired, over all workers' flows
+  std::uint64_t collisions = 0;        // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;   // fragments that took the float32 overflow path, all rounds
+  // Values of results that differed from the reference, summed over workers and the rounds they
+  // checked (nccl-tests' #wrong); a worker stops after the first round with any.
+  std::uint64_t wrong_values = 0;
+  std::uint64_t reclaimed_aggregators = 0;  // of this job, freed by switches' reclaim timeout
+  std::uint16_t values_per_packet = 0;      // the fragment width planned (0: a TCP collective, no fragments)
+  std::uint64_t fragments = 0;              // fragments per round x completed rounds
+  std::uint32_t warmup_rounds = 0;          // of the completed rounds, not timed (not in seconds, algbw)
+  // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest
+  // worker spent inside allreduce calls (not the checking between rounds)
+  double seconds = 0;
+  double algbw_gbps = 0;  // tensor bits x timed completed rounds / seconds (nccl-tests' algbw)
+  // Share of the worker packets that switches absorbed: (contributions - PS packets) /
+  // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
+  double in_network_share = 0;
+  std::string error;              // why the job is not correct, if it is not
+  std::string algorithm = "atp";  // to_string(Algorithm)
+  // Seconds from the start of the run at which each round was completed by every worker: the
+  // job's progress over time, for goodput plots.
+  std::vector<double> round_end_seconds;
+};
+
+// A background flow's outcome (netns backend).
+struct FlowResult {
+  std::string from, to;
+  double start_seconds = 0;          // when its sender started, from the start of the run (the jobs' clock)
+  std::uint64_t bytes = 0;           // received by `to`
+  double seconds = 0;                // from its first to its last byte
+  double goodput_gbps = 0;           // bytes * 8 / seconds
+  double interval_s = 0;             // the width of one goodput_mbps sample
+  std::vector<double> goodput_mbps;  // received rate per interval, from the flow's start
+};
+
+// A job's progress per interval (`atp run --series`), for plots. One entry per interval from the
+// start; the last may cover the time after the job finished.
+struct JobSeries {
+  std::string name;
+  // Allreduce bytes each worker got back (mean over workers, distinct parameter packets x
+  // values x 4 B) x 8 / interval
+  std::vector<double> goodput_gbps;
+  std::vector<double> window_packets;              // workers' mean congestion window at the interval's end
+  std::vector<std::uint64_t> switch_aggregations;  // gradient packets switches aggregated, over all switches
+  std::vector<std::uint64_t> ps_packets;           // gradient packets its PSes received
+};
+
+// One direction of a link. bytes: inproc and the process backends count ATP bytes; ns3 whole
+// packets as sent (IPv4/UDP or TCP headers and the 2-byte PPP header).
+struct LinkResult {
+  std::string from, to;
+  std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
+  std::uint64_t duplicated = 0;  // extra copies the link's duplicate setting made (inproc, ns3)
+};
+
+struct ScenarioResult {
+  std::string backend;
+  std::vector<JobResult> jobs;
+  std::vector<LinkResult> links;         // one per direction, in planned-link order
+  std::vector<FlowResult> flows;         // one per background flow, in file order
+  std::uint64_t leaked_aggregators = 0;  // still held after the final reclaim sweep
+  // Packets hosts could not hand to any endpoint (netns: also what their sockets had no buffer for)
+  std::uint64_t host_dropped_packets = 0;
+  std::uint64_t noise_packets = 0;  // bad packets noise sources sent
+  // Of those (with the copies a duplicating link made), the ones that reached a running switch:
+  // not lost on the noise host's link and not arriving while its switch was down (a restart).
+  // Every one must be rejected, so rejected_packets equals it when no job packet is rejected.
+  std::uint64_t noise_packets_received = 0;
+  // Packets switches counted and dropped as malformed, of an unknown job or not admitted on
+  // their ingress port (noise, or packets of a job a restarted switch has not been given yet).
+  // rejected_packets == noise_packets_received + restart_rejected_packets: anything else is a bug.
+  std::uint64_t rejected_packets = 0;
+  // Of those, the jobs' own packets that a restarted switch received before the control plane
+  // had installed its jobs again (udp, netns; the simulated switches come back with their jobs).
+  std::uint64_t restart_rejected_packets = 0;
+  bool time_limit_reached = false;
+  double simulated_seconds = 0;
+  std::uint64_t events = 0;
+  double wall_seconds = 0;         // ns3: wall-clock time the simulation took
+  std::uint64_t link_packets = 0;  // ns3: packets sent on all links (simulator speed = this / wall_seconds)
+  double series_interval_s = 0;    // 0: no series recorded
+  std::vector<JobSeries> series;   // one per ATP job, in file order
+};
+
+bool all_correct(const ScenarioResult& result);
+// A result for `job` holding what the scenario says of it (name, algorithm, rounds, workers,
+// tensor_bytes); every runner fills in the rest.
+JobResult job_result_for(const ScenarioJob& job);
+// Fills algbw_gbps and in_network_share from the counts and seconds a runner measured.
+void derive_rates(JobResult& job);
+std::string to_json(const ScenarioResult& result);     // pretty, stable key order
+std::string to_summary(const ScenarioResult& result);  // a short human table
+
+}  // namespace atp

@@ -1,0 +1,1146 @@
+// The process backends of `atp run`: a scenario as real processes (one `atp switch` per switch,
+// one `atp ps` per PS host, one `atp worker` per worker host), either on 127.0.0.1 (udp: switch
+// ports are UDP peers) or in network namespaces joined by veth links (netns: switch ports are
+// interfaces, hosts address each other by IP), with the scenario's faults applied while it
+// runs: link settings through the switches' ports (also in time windows), host crashes and
+// switch restarts as SIGKILL, noise from this process, background TCP flows (netns).
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "atp/backends/processes.h"
+#include "atp/control/control.h"
+#include "atp/control/control_client.h"
+#include "atp/io/event_loop.h"
+#include "atp/io/processes.h"
+#include "atp/io/udp_socket.h"
+#include "atp/scenario/inputs.h"
+#include "atp/scenario/scenario.h"
+#include "tcp_flow.h"
+#include "testbed.h"
+#include "udp_worker.h"
+
+namespace atp {
+namespace {
+
+using nlohmann::json;
+using processes::Child;
+using processes::Clock;
+
+constexpr auto kStartupTimeout = std::chrono::seconds(10);
+// The TCP port of the ring and gloo collectives in the netns backend (each host has its own address).
+constexpr std::uint16_t kTcpCollectivePort = 9800;
+// How long the runner waits for a background flow's receiver to report after its sender stopped.
+constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
+// How long one call of send_noise may send before the runner reads the workers' lines again.
+constexpr auto kNoiseTurn = std::chrono::milliseconds(1);
+
+// A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
+UdpEndpoint free_tcp_port(std::vector<int>& held) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = to_sockaddr(UdpEndpoint::loopback(0));
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
+  }
+  held.push_back(fd);
+  return from_sockaddr(a);
+}
+
+double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+// --- the daemons' HTTP control plane
+
+void expect_ok(const httplib::Result& r, const std::string& what, const std::string& who) {
+  if (!r) throw std::runtime_error("cannot " + what + " on " + who + ": " + httplib::to_string(r.error()));
+  if (r->status < 200 || r->status >= 300) {
+    throw std::runtime_error(who + " refused to " + what + ": HTTP " + std::to_string(r->status) + ": " + r->body);
+  }
+}
+
+json get_stats(const UdpEndpoint& control, const control::ClientAccess& access) {
+  httplib::Result r = control::client(control, access).Get("/stats");
+  if (!r || r->status != 200) return json();
+  return json::parse(r->body, nullptr, false);
+}
+
+// "... control http://127.0.0.1:40123, ...", "... control https://127.0.0.1:40123, ..." (TLS) or
+// "... control 127.0.0.1:40123 ...": the address.
+UdpEndpoint control_from_line(const std::string& line, const std::string& who) {
+  std::size_t at = line.find("control ");
+  if (at == std::string::npos) throw std::runtime_error(who + " did not start (its first line: '" + line + "')");
+  at += 8;
+  if (line.compare(at, 7, "http://") == 0) at += 7;
+  if (line.compare(at, 8, "https://") == 0) at += 8;
+  std::size_t end = at;
+  while (end < line.size() &&
+         (std::isdigit(static_cast<unsigned char>(line[end])) || line[end] == '.' || line[end] == ':')) {
+    ++end;
+  }
+  return UdpEndpoint::parse(line.substr(at, end - at));
+}
+
+// --- link settings
+
+// The settings of the link direction from -> to at time t: the defaults, then every fault
+// active at t. Real processes have their own latency, so the default propagation delay is not
+// added; a fault's delay_us is.
+EgressConfig direction_settings(const Scenario& s, const std::string& from, const std::string& to, Duration t) {
+  EgressConfig c = s.default_link;
+  c.delay = Duration::zero();
+  for (const LinkFault& f : s.link_faults) {
+    const bool forward = f.a == from && f.b == to;
+    const bool backward = f.a == to && f.b == from;
+    if (!(forward || (backward && !f.one_way)) || t < f.from || (f.until && t >= *f.until)) continue;
+    f.overrides.apply_to(c);
+  }
+  return c;
+}
+
+bool is_plain(const EgressConfig& c) {
+  return c.rate_gbps == 0 && c.buffer_packets == 0 && c.ecn_threshold_packets == 0 && c.delay == Duration::zero() &&
+         c.loss == 0 && c.duplicate == 0 && c.reorder == 0;
+}
+
+// A direction's settings as the switch config's port entries and PUT /ports write them (JSON
+// is also YAML): control's PortSettings codec, so both sides agree on the keys.
+json settings_json(const EgressConfig& c) {
+  return json::parse(control::to_json(control::PortSettings{c, std::nullopt})).at("egress");
+}
+
+// Adds the counters of a switch's /stats from before a restart (`retired`) into `total`; gauges
+// (what the table or a queue holds now) and identities are not added.
+void add_counters(json& total, const json& retired) {
+  static const std::set<std::string> kNotCounters = {
+      "aggregators", "aggregators_in_use", "queue_depth", "ingress_queue_depth", "installed", "job",
+      "port",        "mac_addresses",      "neighbors"};  // the gauges of SwitchDaemon's is_gauge, and identities
+  if (!retired.is_object()) return;
+  if (!total.is_object()) total = json::object();
+  for (const auto& [key, value] : retired.items()) {
+    if (value.is_number_unsigned() && !kNotCounters.contains(key)) {
+      total[key] = total.value(key, std::uint64_t{0}) + value.get<std::uint64_t>();
+    } else if (value.is_object()) {
+      add_counters(total[key], value);
+    } else if (value.is_array() && (key == "jobs" || key == "ports")) {
+      const char* id = key == "jobs" ? "job" : "port";
+      if (!total[key].is_array()) total[key] = json::array();
+      for (const json& item : value) {
+        auto same = std::find_if(total[key].begin(), total[key].end(),
+                                 [&](const json& t) { return t.value(id, -1) == item.value(id, -1); });
+        if (same == total[key].end()) {
+          json fresh = item;
+          if (fresh.contains("installed")) fresh["installed"] = 0;
+          total[key].push_back(fresh);
+        } else {
+          add_counters(*same, item);
+        }
+      }
+    }
+  }
+}
+
+// --- one run
+
+// Where the processes run.
+enum class Placement {
+  kLoopback,    // 127.0.0.1; every switch port is a UDP peer; hosts send to their ToR's address
+  kNamespaces,  // a network namespace per node, veth links; hosts send to each other's IP
+};
+
+class ProcessRun {
+ public:
+  ProcessRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round, Placement placement)
+      : s_(scenario),
+        binary_(std::move(binary)),
+        on_round_(on_round),
+        placement_(placement),
+        dir_(fresh_temp_prefix(placement)) {
+    // The daemons this run starts answer only to it: a token of its own, in a private file.
+    processes::write_private_file(token_file(), access_.token + "\n");
+  }
+
+  ScenarioResult run() {
+    plan();
+    if (netns()) {
+      netns::remove_stale();
+      testbed_.emplace(network_);
+      set_host_rates(Duration::zero());
+      make_noise_sockets();
+    } else {
+      pick_ports();
+    }
+    for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
+    wait_switches();
+    start_ps();
+    for (const auto& sw : s_.topology.switches) install_jobs_on(sw.name);
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) install_job_on_ps(j);
+    start_workers();
+    drive();
+    return collect();
+  }
+
+ private:
+  struct Worker {
+    std::size_t job = 0, index = 0;
+    std::string host;
+    Child* child = nullptr;
+    std::uint32_t rounds_done = 0;  // from its "round" lines
+    bool finished = false;          // result line read, or killed
+    udp_worker::WorkerResult result;
+    bool reported = false;                 // it printed its result line
+    std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
+    Clock::time_point waiting_since;       // when its "wait" line came
+    bool stopped = false;                  // killed by the runner because its job had already failed
+  };
+  struct Switch {
+    Child* child = nullptr;
+    UdpEndpoint control;
+    std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
+    bool up = false;
+    json retired;  // counters of its processes before restarts
+    // Packets of the jobs its restarted processes rejected before the jobs were installed again.
+    std::uint64_t restart_rejected = 0;
+  };
+  struct Action {
+    Duration at;
+    int order;  // among actions at the same time: in the order they were added
+    std::function<void()> run;
+  };
+
+  // The config directory's prefix; directories a SIGKILLed run left under it are removed first.
+  static std::string fresh_temp_prefix(Placement placement) {
+    const std::string prefix = placement == Placement::kLoopback ? "atp-udp" : "atp-netns";
+    processes::TempDir::remove_stale(prefix);
+    return prefix;
+  }
+
+  bool netns() const { return placement_ == Placement::kNamespaces; }
+  const char* backend() const { return netns() ? "netns" : "udp"; }
+
+  // Runs `request` (an HTTP call to a daemon on `node`) from inside the node's namespace, where
+  // the daemon's control address (its own 127.0.0.1) is; on loopback, as it is.
+  template <class Request>
+  auto at(const std::string& node, Request&& request) {
+    if (!netns()) return request();
+    netns::ThreadInNamespace in(testbed_->namespace_path(node));
+    return request();
+  }
+  std::string namespace_of(const std::string& node) const {
+    return netns() ? testbed_->namespace_path(node) : std::string();
+  }
+
+  void plan() {
+    try {
+      network_ = plan_network(s_.topology);
+      // netns: the testbed's veths; udp: every process on this host's loopback.
+      network_.mtu_bytes =
+          netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(UdpEndpoint::loopback(kUdpPort));
+    } catch (const PlanError& e) {
+      throw ScenarioError(std::string("topology: ") + e.what());
+    }
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      if (!uses_atp_protocol(s_.jobs[j].algorithm)) {
+        plans_.emplace_back();  // a TCP collective: nothing for switches or PSes
+        continue;
+      }
+      try {
+        plans_.push_back(plan_job(network_, s_.jobs[j].spec));
+      } catch (const PlanError& e) {
+        throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
+      }
+    }
+    if (!netns() && !s_.background.empty()) {
+      throw ScenarioError("background: background flows need real links; use --backend netns");
+    }
+    // A host runs at most one worker (of one job) and one PS (of any number of jobs). On
+    // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
+    // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
+    // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
+    // A PS's unicast answer to a resend, addressed to the host, reaches the PS's socket, which
+    // relays it to the worker (PsDaemonCounters::relayed_to_local_worker).
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      const JobSpec& spec = s_.jobs[j].spec;
+      const std::string where = "jobs[" + std::to_string(j) + "]: host '";
+      for (const std::string& w : spec.workers) {
+        const auto [it, fresh] = worker_job_.emplace(w, spec.name);
+        if (!fresh) {
+          throw ScenarioError(where + w + "' is a worker of job '" + it->second + "' and of job '" + spec.name +
+                              "'; a host runs one worker (use separate hosts)");
+        }
+      }
+      for (const std::string& p : spec.ps) ps_hosts_.insert(p);
+    }
+    if (!netns()) {
+      for (const std::string& p : ps_hosts_) {
+        if (worker_job_.contains(p)) {
+          throw ScenarioError("host '" + p + "' is both a worker of job '" + worker_job_.at(p) +
+                              "' and a PS; the udp backend runs one process per host (use separate hosts, or "
+                              "--backend netns)");
+        }
+      }
+    }
+    for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
+    for (const PlannedLink& l : network_.links) {
+      for (const auto& [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
+        if (network_.switch_port_count.contains(self.node))
+          switches_[self.node].ports.push_back({other.node, self.port});
+      }
+    }
+    for (auto& [name, sw] : switches_) {
+      std::sort(sw.ports.begin(), sw.ports.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    }
+  }
+
+  // Data ports are picked before anything starts: a switch's config lists its peers' addresses
+  // and its peers (hosts, and other switches across switch links) need its address, a cycle
+  // that "start and read the printed port" cannot break. All sockets are held until every port
+  // is picked, so the ports are distinct; the kernel hands out ephemeral ports in random order,
+  // so the short window before the children bind them again is very unlikely to be hit (a
+  // child that cannot bind fails loudly). Noise hosts keep their socket: this process sends
+  // their packets.
+  void pick_ports() {
+    std::vector<UdpSocket> held;
+    auto pick = [&](const std::string& node) {
+      held.emplace_back(UdpEndpoint::loopback(0));
+      data_[node] = held.back().local_endpoint();
+    };
+    for (const auto& sw : s_.topology.switches) pick(sw.name);
+    for (const auto& h : s_.topology.hosts) pick(h.name);
+    for (const NoiseSource& n : s_.noise) {
+      for (UdpSocket& socket : held) {
+        if (socket.local_endpoint() == data_[n.host]) noise_sockets_.emplace(n.host, std::move(socket));
+      }
+    }
+  }
+
+  // netns: a noise host's socket lives in its namespace, bound to its address; its packets go to
+  // the first PS's address (any address behind the switch would do: the switch routes ATP
+  // packets by their header, and its checks must stop every one).
+  void make_noise_sockets() {
+    for (const NoiseSource& n : s_.noise) {
+      netns::ThreadInNamespace in(testbed_->namespace_path(n.host));
+      noise_sockets_.emplace(n.host, UdpSocket({network_.host_address.at(n.host), 0}));
+    }
+  }
+  UdpEndpoint noise_destination(const std::string& host) const {
+    if (!netns()) return data_.at(tor_.at(host));
+    for (const ScenarioJob& j : s_.jobs) {
+      if (!j.spec.ps.empty()) return {network_.host_address.at(j.spec.ps.front()), kUdpPort};
+    }
+    return {network_.host_address.at(host) + 1, kUdpPort};
+  }
+
+  std::string switch_config(const std::string& name, Duration t) const {
+    const SwitchSpec& sw = *std::find_if(s_.topology.switches.begin(), s_.topology.switches.end(),
+                                         [&](const SwitchSpec& x) { return x.name == name; });
+    std::ostringstream y;
+    y << "name: " << name << "\naggregators: " << sw.config.num_aggregators << "\nwidth: " << sw.config.aggregator_width
+      << "\nreclaim_timeout_us: " << std::max<std::int64_t>(0, sw.config.reclaim_timeout.count() / 1000)
+      << "\natp_capable: " << (sw.config.atp_capable ? "true" : "false");
+    if (!netns()) y << "\nlisten: " << data_.at(name).to_string();
+    y << "\ncontrol: 127.0.0.1:0\nseed: " << s_.seed << "\nports:\n";
+    for (const auto& [peer, port] : switches_.at(name).ports) {
+      json p = settings_json(direction_settings(s_, name, peer, t));
+      if (netns()) {
+        p["interface"] = netns::switch_interface(port);
+      } else {
+        p["peer"] = data_.at(peer).to_string();
+      }
+      // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
+      if (!switches_.contains(peer)) {
+        const EgressConfig in = host_ingress(peer, name, t);
+        if (!is_plain(in)) p["ingress"] = settings_json(in);
+      }
+      y << "  - " << p.dump() << "\n";
+    }
+    y << "routes:\n";
+    for (const auto& [dst, port] : network_.routes.at(name)) {
+      y << "  - {dst: \"" << format_address(dst) << "\", port: " << port << "}\n";
+    }
+    return y.str();
+  }
+
+  // The host -> switch direction as the switch's ingress queue applies it. netns: the host's own
+  // NIC (tc tbf in its namespace) already paces it, so the queue only adds the faults.
+  EgressConfig host_ingress(const std::string& host, const std::string& sw, Duration t) const {
+    EgressConfig in = direction_settings(s_, host, sw, t);
+    if (netns()) in.rate_gbps = 0;
+    return in;
+  }
+
+  // Starts the switch process with the settings active at `t`; with `wait`, also reads its
+  // control address (else wait_switches does, for all at once).
+  void start_switch(const std::string& name, Duration t, bool wait) {
+    const auto path = dir_.path() / (name + ".yaml");
+    processes::write_file(path, switch_config(name, t));
+    Switch& sw = switches_[name];
+    sw.child = &children_.start("switch " + name,
+                                {binary_, "switch", "--config", path.string(), "--token-file", token_file().string()},
+                                false, namespace_of(name));
+    if (wait) read_control({name});
+  }
+  void wait_switches() {
+    std::vector<std::string> names;
+    for (const auto& [name, sw] : switches_) names.push_back(name);
+    read_control(names);
+  }
+  void read_control(const std::vector<std::string>& names) {
+    std::vector<Child*> started;
+    for (const std::string& n : names) started.push_back(switches_[n].child);
+    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      switches_[names[i]].control = control_from_line(lines[i], "switch '" + names[i] + "'");
+      switches_[names[i]].up = true;
+    }
+  }
+
+  void install_jobs_on(const std::string& name) {
+    const Switch& sw = switches_.at(name);
+    for (const JobPlan& plan : plans_) {
+      const auto it = plan.switches.find(name);
+      if (it == plan.switches.end()) continue;
+      expect_ok(at(name,
+                   [&] {
+                     return control::client(sw.control, access_)
+                         .Post("/jobs", control::to_json(it->second), "application/json");
+                   }),
+                "install a job", "switch '" + name + "'");
+    }
+  }
+
+  void start_ps() {
+    std::vector<Child*> started;
+    std::vector<std::string> names;
+    for (const std::string& host : ps_hosts_) {
+      std::vector<std::string> args = {binary_,        "ps",
+                                       "--control",    "127.0.0.1:0",
+                                       "--address",    format_address(network_.host_address.at(host)),
+                                       "--token-file", token_file().string()};
+      if (netns()) {  // receives on its host's address, sends to each packet's destination IP
+        args.insert(args.end(), {"--listen", UdpEndpoint{network_.host_address.at(host), kUdpPort}.to_string()});
+      } else {
+        args.insert(args.end(), {"--listen", data_[host].to_string(), "--uplink", data_[tor_[host]].to_string()});
+      }
+      started.push_back(&children_.start("ps " + host, args, false, namespace_of(host)));
+      names.push_back(host);
+    }
+    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    for (std::size_t i = 0; i < started.size(); ++i) {
+      ps_[names[i]] = {started[i], control_from_line(lines[i], "ps '" + names[i] + "'")};
+    }
+  }
+
+  void install_job_on_ps(std::size_t j) {
+    for (std::size_t p = 0; p < plans_[j].ps.size(); ++p) {
+      const std::string& host = s_.jobs[j].spec.ps[p];
+      expect_ok(at(host,
+                   [&] {
+                     return control::client(ps_.at(host).second, access_)
+                         .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
+                   }),
+                "install a job", "ps '" + host + "'");
+    }
+  }
+
+  void start_workers() {
+    std::map<std::string, std::uint32_t> crash_round;  // host -> first round it must not start
+    for (const CrashFault& c : s_.crashes) {
+      if (!c.at_round) continue;
+      auto [it, fresh] = crash_round.emplace(c.host, *c.at_round);
+      if (!fresh) it->second = std::min(it->second, *c.at_round);
+    }
+    std::vector<Child*> started;
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      const ScenarioJob& job = s_.jobs[j];
+      const std::vector<UdpEndpoint> ranks =
+          uses_atp_protocol(job.algorithm) ? std::vector<UdpEndpoint>() : tcp_ranks(j);
+      for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
+        const std::string& host = job.spec.workers[w];
+        udp_worker::WorkerSpec spec;
+        spec.algorithm = std::string(to_string(job.algorithm));
+        if (uses_atp_protocol(job.algorithm)) {
+          spec.config = plans_[j].workers[w];
+          if (netns()) {
+            // 0.0.0.0: it receives its job's multicast parameter packets and the PS's unicast
+            // answers to its resends. A PS on the same host binds the host's address.
+            spec.local = {0, kUdpPort};
+          } else {
+            spec.local = data_[host];
+            spec.uplink = data_[tor_[host]];
+          }
+        } else {
+          spec.config.job = job.spec.id;
+          spec.config.scale = job.spec.scale;  // a float32 sum is checked value by value: no fragments
+          spec.ranks = ranks;
+          spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
+          std::filesystem::create_directories(spec.store_dir);
+        }
+        spec.seed = s_.seed;
+        spec.worker = w;
+        spec.workers = job.spec.workers.size();
+        spec.elements = job.elements;
+        spec.rounds = job.rounds;
+        spec.warmup_rounds = job.warmup_rounds;
+        spec.magnitude = job.magnitude;
+        spec.compute = job.compute_time;
+        spec.start = job.start_time;
+        if (crash_round.contains(host)) spec.crash_round = crash_round[host];
+        const auto path = dir_.path() / ("worker-" + host + ".json");
+        processes::write_file(path, udp_worker::to_json(spec));
+        Worker worker;
+        worker.job = j;
+        worker.index = w;
+        worker.host = host;
+        worker.child =
+            &children_.start("worker " + host, {binary_, "worker", "--spec", path.string()}, true, namespace_of(host));
+        started.push_back(worker.child);
+        workers_.push_back(std::move(worker));
+      }
+    }
+    // Everyone bound and ready, then "go" to all at once: process start-up is not measured.
+    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    for (std::size_t i = 0; i < started.size(); ++i) {
+      if (udp_worker::parse_line(lines[i]).event != "ready") {
+        throw std::runtime_error(started[i]->name + " did not start (its first line: '" + lines[i] + "')");
+      }
+    }
+    start_ = Clock::now();
+    for (Worker& w : workers_) children_.write(*w.child, "go\n");
+  }
+
+  // TCP addresses of job j's ranks (ring, gloo). netns: each host's own address at a fixed port;
+  // loopback: free ports picked now (the same short window as pick_ports).
+  std::vector<UdpEndpoint> tcp_ranks(std::size_t j) {
+    std::vector<UdpEndpoint> ranks;
+    std::vector<int> held;
+    for (const std::string& host : s_.jobs[j].spec.workers) {
+      if (netns()) {
+        ranks.push_back({network_.host_address.at(host), kTcpCollectivePort});
+      } else {
+        ranks.push_back(free_tcp_port(held));
+      }
+    }
+    for (int fd : held) ::close(fd);
+    return ranks;
+  }
+
+  // --- while it runs: worker lines, and the scenario's timed actions
+
+  std::vector<Action> timed_actions() {
+    std::vector<Action> actions;
+    auto add = [&](Duration at, std::function<void()> run) {
+      actions.push_back({at, static_cast<int>(actions.size()), std::move(run)});
+    };
+    for (const CrashFault& c : s_.crashes) {
+      if (c.at_time) add(*c.at_time, [this, c] { crash_host(c.host, *c.at_time); });
+    }
+    for (const SwitchRestart& r : s_.restarts) {
+      add(r.at, [this, r] { stop_switch(r.switch_name); });
+      add(r.at + r.down, [this, r] {
+        start_switch(r.switch_name, r.at + r.down, true);
+        install_jobs_on(r.switch_name);
+        count_restart_rejections(r.switch_name);
+      });
+    }
+    // A fault's window opens or closes: every switch port gets the settings of that time.
+    std::set<Duration> boundaries;
+    for (const LinkFault& f : s_.link_faults) {
+      if (f.from > Duration::zero()) boundaries.insert(f.from);
+      if (f.until) boundaries.insert(*f.until);
+    }
+    for (Duration t : boundaries) add(t, [this, t] { apply_link_settings(t); });
+    for (std::size_t i = 0; i < s_.background.size(); ++i) {
+      add(s_.background[i].start, [this, i] { start_flow(i); });
+      if (s_.background[i].until) add(*s_.background[i].until, [this, i] { stop_flow(i); });
+    }
+    std::sort(actions.begin(), actions.end(),
+              [](const Action& a, const Action& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
+    return actions;
+  }
+
+  void crash_host(const std::string& host, Duration at) {
+    const std::string why = "host crashed (at_us " + std::to_string(at.count() / 1000) + ")";
+    for (Worker& w : workers_) {
+      if (w.host != host || w.finished) continue;
+      children_.kill(*w.child);
+      w.finished = true;
+      w.result.crashed = true;
+      w.result.completed_rounds = w.rounds_done;
+      w.result.error = "worker " + std::to_string(w.index) + " of job " + s_.jobs[w.job].spec.name + ": " + why +
+                       " after " + std::to_string(w.rounds_done) + " of " + std::to_string(s_.jobs[w.job].rounds) +
+                       " rounds";
+    }
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) release_barrier(j);  // the others go on without it
+    if (ps_.contains(host)) children_.kill(*ps_[host].first);
+    noise_sockets_.erase(host);
+  }
+
+  // A restart is a crash of the switch process: its last counters are scraped first (as a
+  // monitoring system would have), so the report still has them.
+  void stop_switch(const std::string& name) {
+    Switch& sw = switches_.at(name);
+    if (!sw.up) return;
+    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control, access_); }));
+    children_.kill(*sw.child);
+    sw.up = false;
+  }
+
+  // What a switch's counters say it rejected (malformed, unknown job, not admitted).
+  static std::uint64_t rejected_in(const json& stats) {
+    if (!stats.is_object() || !stats.contains("switch")) return 0;
+    std::uint64_t n = 0;
+    // malformed_frames: frames to the ATP port an interface-port switch could not even parse
+    for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
+      n += stats["switch"].value(key, std::uint64_t{0});
+    }
+    return n;
+  }
+
+  // Noise packets that reached the pipeline of switch `name` by its counters `stats`: what its
+  // noise hosts' ports received, less what their ingress queues lost, dropped or still hold, plus
+  // the copies they made.
+  std::uint64_t noise_received_in(const std::string& name, const json& stats) const {
+    if (!stats.is_object() || !stats.contains("ports")) return 0;
+    std::int64_t n = 0;
+    for (const auto& [peer, port] : switches_.at(name).ports) {
+      const bool noisy =
+          std::any_of(s_.noise.begin(), s_.noise.end(), [&](const NoiseSource& src) { return src.host == peer; });
+      if (!noisy) continue;
+      for (const json& p : stats["ports"]) {
+        if (p.value("port", -1) != static_cast<int>(port)) continue;
+        auto v = [&p](const char* key) { return static_cast<std::int64_t>(p.value(key, std::uint64_t{0})); };
+        n += v("rx_packets") - v("ingress_lost") - v("ingress_queue_drops") + v("ingress_duplicated") -
+             v("ingress_queue_depth");
+      }
+    }
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
+  }
+
+  // Right after a restarted switch got its jobs again: everything it rejected so far that was
+  // not noise was a job's packet arriving before its job was installed (counted apart, so that
+  // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
+  void count_restart_rejections(const std::string& name) {
+    Switch& sw = switches_.at(name);
+    const json stats = at(name, [&] { return get_stats(sw.control, access_); });
+    const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
+    sw.restart_rejected += rejected > noise ? rejected - noise : 0;
+  }
+
+  void apply_link_settings(Duration t) {
+    for (const auto& [name, sw] : switches_) {
+      if (!sw.up) continue;  // it gets the settings of its restart time when it comes back
+      for (const auto& [peer, port] : sw.ports) {
+        control::PortSettings settings{direction_settings(s_, name, peer, t), std::nullopt};
+        if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
+        expect_ok(at(name,
+                     [&] {
+                       return control::client(sw.control, access_)
+                           .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
+                     }),
+                  "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
+      }
+    }
+    if (netns()) set_host_rates(t);
+  }
+
+  // netns: every host's NIC rate (its link's host -> switch direction) as of time t.
+  void set_host_rates(Duration t) {
+    for (const auto& h : s_.topology.hosts) {
+      testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, t).rate_gbps);
+    }
+  }
+
+  // --- background flows (netns): a receiver in the destination's namespace, then the sender
+
+  struct Flow {
+    Child* receiver = nullptr;
+    Child* sender = nullptr;
+    bool stopped = false;
+  };
+
+  void start_flow(std::size_t i) {
+    const BackgroundFlow& f = s_.background[i];
+    const UdpEndpoint to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
+    Flow& flow = flows_[i];
+    flow_results_[i].start_seconds = ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count());
+    flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
+                                     namespace_of(f.to));
+    expect_line(*flow.receiver, "listening");
+    flow.sender = &children_.start("flow sender " + f.from, {binary_, "flow", "--connect", to.to_string()}, true,
+                                   namespace_of(f.from));
+    expect_line(*flow.sender, "connected");
+  }
+  void stop_flow(std::size_t i) {
+    Flow& flow = flows_[i];
+    if (flow.sender == nullptr || flow.stopped) return;
+    children_.close_stdin(*flow.sender);  // the sender closes the connection; the receiver reports
+    flow.stopped = true;
+  }
+  void expect_line(Child& child, const std::string& event) {
+    const std::string line = children_.first_lines({&child}, Clock::now() + kStartupTimeout).front();
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("event", "") != event) {
+      throw std::runtime_error(child.name + " did not start (its first line: '" + line + "')");
+    }
+  }
+
+  // Sends the noise packets due by `elapsed`; returns when the next one is due (Duration::max: none).
+  Duration send_noise(Duration elapsed) {
+    Duration next = Duration::max();
+    const Clock::time_point turn_ends = Clock::now() + kNoiseTurn;
+    for (std::size_t i = 0; i < s_.noise.size(); ++i) {
+      const NoiseSource& n = s_.noise[i];
+      const auto socket = noise_sockets_.find(n.host);
+      if (socket == noise_sockets_.end() || elapsed < n.from) {
+        if (socket != noise_sockets_.end()) next = std::min(next, n.from);
+        continue;
+      }
+      const Duration end = n.until ? std::min(elapsed, *n.until) : elapsed;
+      const auto due = static_cast<std::uint64_t>(std::floor(n.rate_pps * ns_to_s((end - n.from).count())));
+      // A runner that fell behind (a loaded machine, where a packet may take longer to send than
+      // the rate allows) catches up for at most kNoiseTurn per call, then reads the workers'
+      // lines: catching up in full would keep it from them, and so hold every job at its barrier,
+      // for ever longer. The rest goes out later.
+      std::uint64_t& sent = noise_sent_[i];
+      for (std::uint64_t k = 0; sent < due && (k % 16 != 0 || Clock::now() < turn_ends); ++sent, ++k) {
+        const auto packet =
+            scenario_inputs::noise_packet(scenario_inputs::noise_seed(s_.seed, i), sent, noise_targets());
+        socket->second.send_to(noise_destination(n.host), packet);
+      }
+      if (sent < due || !n.until || elapsed < *n.until) next = std::min(next, elapsed + std::chrono::milliseconds(1));
+    }
+    return next;
+  }
+
+  const scenario_inputs::NoiseTargets& noise_targets() {
+    if (targets_.jobs.empty()) {
+      std::vector<const JobPlan*> plans;
+      for (const JobPlan& p : plans_) plans.push_back(&p);
+      targets_ = scenario_inputs::noise_targets(plans);
+    }
+    return targets_;
+  }
+
+  void drive() {
+    std::vector<Action> actions = timed_actions();
+    std::size_t next_action = 0;
+    // time_limit is a wall-clock bound here.
+    const Clock::time_point deadline = start_ + s_.time_limit;
+    for (;;) {
+      // Jobs that have failed stop here, before the workers still to wait for are listed.
+      Clock::time_point barrier_wake = Clock::time_point::max();
+      for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+        barrier_wake = std::min(barrier_wake, fail_barrier_laggards(j));
+        stop_failed_job(j);
+      }
+      std::vector<Child*> running;
+      for (Worker& w : workers_) {
+        if (!w.finished) running.push_back(w.child);
+      }
+      if (running.empty()) {
+        finish_flows();
+        return;
+      }
+      const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start_);
+      while (next_action < actions.size() && actions[next_action].at <= elapsed) {
+        // The noise due before the action goes first, as it would have on time: a runner that
+        // woke late (a loaded machine) must not run a switch's stop and restart back to back
+        // with none of the noise that the switch, down meanwhile, should have missed.
+        send_noise(actions[next_action].at);
+        actions[next_action++].run();
+      }
+      Duration wake = send_noise(elapsed);
+      if (next_action < actions.size()) wake = std::min(wake, actions[next_action].at);
+      Clock::time_point until = deadline;
+      if (wake != Duration::max()) until = std::min(until, start_ + wake);
+      until = std::min(until, barrier_wake);
+      if (Clock::now() >= deadline) {
+        time_limit_reached_ = true;
+        finish_flows();
+        return;
+      }
+      for (auto& [child, text] : children_.wait_lines(running, until)) on_worker_line(*child, text);
+      for (Worker& w : workers_) {
+        if (!w.finished && w.child->eof && w.child->buffer.empty()) {
+          w.finished = true;  // exited without a result line (killed from outside, or a crash)
+          w.result.completed_rounds = w.rounds_done;
+          w.result.error = "worker '" + w.host + "' exited without reporting";
+          release_barrier(w.job);
+        }
+      }
+    }
+  }
+
+  // The round barrier has no timer of its own: when some of `job`'s live workers have waited to
+  // start a round for the job's progress timeout and others never came, those are failed (they
+  // hang, or died without a word), as a worker fails when its round makes no progress that long.
+  // Returns when to look again (time_point::max: nobody waits).
+  Clock::time_point fail_barrier_laggards(std::size_t job) {
+    std::optional<Clock::time_point> first_wait;
+    for (const Worker& w : workers_) {
+      if (w.job == job && !w.finished && w.waiting) {
+        first_wait = std::min(first_wait.value_or(w.waiting_since), w.waiting_since);
+      }
+    }
+    if (!first_wait) return Clock::time_point::max();
+    const Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
+    if (Clock::now() < give_up) return give_up;
+    // What the others have written already counts first: this runner may itself have been busy
+    // past the timeout (a switch restart, a loaded machine) while their lines waited in the pipes.
+    std::vector<Child*> others;
+    for (Worker& w : workers_) {
+      if (w.job == job && !w.finished && !w.waiting) others.push_back(w.child);
+    }
+    for (auto& [child, text] : children_.wait_lines(others, Clock::now())) on_worker_line(*child, text);
+    const bool released = std::none_of(workers_.begin(), workers_.end(),
+                                       [&](const Worker& w) { return w.job == job && !w.finished && w.waiting; });
+    if (released) return Clock::time_point::max();
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished || w.waiting) continue;
+      children_.kill(*w.child);
+      w.finished = true;
+      w.result.completed_rounds = w.rounds_done;
+      w.result.error = "worker '" + w.host + "' did not come to start round " + std::to_string(w.rounds_done) +
+                       " within the progress timeout of " +
+                       std::to_string(ns_to_s(s_.jobs[job].spec.progress_timeout.count())) +
+                       " s while the job's other workers waited for it";
+    }
+    return Clock::time_point::max();
+  }
+
+  // Once a worker of `job` has failed (not by the scenario's crash: the others then fail by
+  // their own progress timeout), the job has failed: its other workers are stopped instead of
+  // waited for, since one that hangs (stopped, or stuck) would hold the report back until the
+  // time limit.
+  void stop_failed_job(std::size_t job) {
+    const auto failed = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) {
+      return w.job == job && w.finished && !w.stopped && !w.result.crashed && !w.result.correct;
+    });
+    if (failed == workers_.end()) return;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished) continue;
+      children_.kill(*w.child);
+      w.finished = true;
+      w.stopped = true;
+      w.result.completed_rounds = w.rounds_done;
+      w.result.error = "worker '" + w.host + "' was stopped after " + std::to_string(w.rounds_done) + " of " +
+                       std::to_string(s_.jobs[job].rounds) + " rounds: worker '" + failed->host + "' had failed";
+    }
+  }
+
+  // Once every live worker of `job` waits to start a round, all of them start it.
+  void release_barrier(std::size_t job) {
+    bool any = false;
+    for (const Worker& w : workers_) {
+      if (w.job != job || w.finished) continue;
+      if (!w.waiting) return;
+      any = true;
+    }
+    if (!any) return;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished || !w.waiting) continue;
+      w.waiting.reset();
+      children_.write(*w.child, "go\n");
+    }
+  }
+
+  // Every job is done: flows still running stop now; then each receiver's report is read.
+  void finish_flows() {
+    for (std::size_t i = 0; i < flows_.size(); ++i) stop_flow(i);
+    for (std::size_t i = 0; i < flows_.size(); ++i) {
+      FlowResult& r = flow_results_[i];
+      r.from = s_.background[i].from;
+      r.to = s_.background[i].to;
+      if (flows_[i].receiver == nullptr) continue;
+      const auto give_up = Clock::now() + kFlowReportTimeout;
+      tcp_flow::FlowReport report;
+      bool got = false;
+      while (!got && Clock::now() < give_up && !flows_[i].receiver->eof) {
+        for (auto& [child, line] : children_.wait_lines({flows_[i].receiver}, give_up)) {
+          got = got || tcp_flow::parse_report(line, report);
+        }
+      }
+      if (!got) continue;
+      r.bytes = report.bytes;
+      r.seconds = report.seconds;
+      r.goodput_gbps = report.seconds > 0 ? static_cast<double>(report.bytes) * 8 / report.seconds / 1e9 : 0;
+      r.interval_s = report.interval_s;
+      r.goodput_mbps = std::move(report.mbps);
+    }
+  }
+
+  void on_worker_line(Child& child, const std::string& text) {
+    const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.child == &child; });
+    if (it == workers_.end() || it->finished) return;
+    Worker& w = *it;
+    const udp_worker::WorkerLine line = udp_worker::parse_line(text);
+    if (line.event == "round") {
+      w.rounds_done = line.round + 1;
+      // The job's round ends when its slowest worker ends it.
+      std::vector<double>& ends = round_end_[w.job];
+      if (ends.size() <= line.round) ends.resize(line.round + 1, 0);
+      ends[line.round] =
+          std::max(ends[line.round], ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count()));
+      if (on_round_) {
+        on_round_(
+            {w.job, w.index, line.round, ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count())});
+      }
+    } else if (line.event == "wait") {
+      w.waiting = line.round;
+      w.waiting_since = Clock::now();
+      release_barrier(w.job);
+    } else if (line.event == "result") {
+      w.result = line.result;
+      w.finished = true;
+      w.reported = true;
+      release_barrier(w.job);
+    }
+  }
+
+  // --- results
+
+  ScenarioResult collect() {
+    ScenarioResult result;
+    result.backend = backend();
+    result.simulated_seconds = 0;  // no simulated clock: job seconds are wall-clock
+    result.time_limit_reached = time_limit_reached_;
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      JobResult& r = result.jobs.emplace_back(job_result_for(s_.jobs[j]));
+      r.completed_rounds = r.rounds;
+      r.warmup_rounds = s_.jobs[j].warmup_rounds;
+      r.round_end_seconds = round_end_[j];
+    }
+    result.flows = flow_results_;
+    std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
+    std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size()), stop_error(s_.jobs.size());
+    for (const Worker& w : workers_) {
+      JobResult& r = result.jobs[w.job];
+      const udp_worker::WorkerResult& out = w.result;
+      r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
+      r.retransmissions += out.retransmissions;
+      r.fast_retransmits += out.fast_retransmits;
+      r.timeouts += out.timeouts;
+      r.wrong_values += out.wrong_values;
+      // Every worker sees the same float fragments: take one worker's count.
+      r.float_fragments = std::max(r.float_fragments, out.float_fragments);
+      allreduce_ns[w.job] = std::max(allreduce_ns[w.job], out.allreduce_ns);
+      std::string& other = other_error[w.job];
+      if (!w.finished) {
+        if (other.empty()) {
+          other = "worker '" + w.host + "' did not finish within the time limit of " +
+                  std::to_string(ns_to_s(s_.time_limit.count())) + " s (wall clock)";
+        }
+      } else if (out.crashed) {
+        if (crash_error[w.job].empty()) crash_error[w.job] = out.error;
+      } else if (w.stopped) {
+        if (stop_error[w.job].empty()) stop_error[w.job] = out.error;  // the failure that stopped it comes first
+      } else if (!out.correct && other.empty()) {
+        other = out.error.empty() ? "worker '" + w.host + "' was not correct" : out.error;
+      }
+    }
+
+    // Counters from the daemons, once their aggregator tables have settled (settled_stats).
+    std::map<std::string, json> stats = settled_stats();
+    for (auto& [name, sw] : switches_) {
+      json& live = stats[name];
+      if (live.is_object() && live.contains("switch")) {
+        result.leaked_aggregators += live["switch"].value("aggregators_in_use", std::uint64_t{0});
+      }
+      add_counters(live, sw.retired);
+      result.rejected_packets += rejected_in(live);
+      result.noise_packets_received += noise_received_in(name, live);
+      result.restart_rejected_packets += sw.restart_rejected;
+    }
+    for (std::uint64_t sent : noise_sent_) result.noise_packets += sent;
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+      JobResult& r = result.jobs[j];
+      const JobId id = s_.jobs[j].spec.id;
+      for (const auto& [name, plan] : plans_[j].switches) {
+        r.switch_aggregations[name] = 0;
+        const json& st = stats[name];
+        if (!st.is_object() || !st.contains("jobs")) continue;
+        for (const json& jc : st["jobs"]) {
+          if (jc.value("job", JobId{0}) != id) continue;
+          r.switch_aggregations[name] = jc.value("aggregations", std::uint64_t{0});
+          r.collisions += jc.value("collisions", std::uint64_t{0});
+          r.reclaimed_aggregators += jc.value("reclaimed", std::uint64_t{0});
+        }
+      }
+      for (const std::string& host : s_.jobs[j].spec.ps) {
+        const json st = at(host, [&] { return get_stats(ps_.at(host).second, access_); });
+        const std::string key = std::to_string(id);
+        if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
+          r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
+        }
+      }
+      for (const std::string* e : {&crash_error[j], &other_error[j], &stop_error[j]}) {
+        if (r.error.empty()) r.error = *e;
+      }
+      if (r.error.empty() && r.completed_rounds < r.rounds) {
+        r.error =
+            "only " + std::to_string(r.completed_rounds) + " of " + std::to_string(r.rounds) + " rounds completed";
+      }
+      r.correct = r.error.empty();
+      // TCP collectives have no fragments (nor PS packets, nor an in-network share).
+      if (uses_atp_protocol(s_.jobs[j].algorithm)) {
+        r.values_per_packet = plans_[j].values_per_packet;
+        r.fragments = fragment_count(s_.jobs[j].elements, r.values_per_packet) * r.completed_rounds;
+      }
+      r.seconds = ns_to_s(allreduce_ns[j]);
+      derive_rates(r);
+    }
+    collect_links(result, stats);
+    if (netns()) {
+      // The hosts' own drops: their NIC queues are the host -> switch links' sending queues.
+      for (const auto& h : s_.topology.hosts) {
+        const netns::Testbed::HostDrops drops = testbed_->host_drops(h.name);
+        result.host_dropped_packets += drops.socket_buffers;
+        for (LinkResult& l : result.links) {
+          if (l.from == h.name && l.to == h.switch_name) l.queue_drops += drops.nic_queue;
+        }
+      }
+    }
+    return result;
+  }
+
+  // The live switches' /stats once every aggregator that will be freed has been: aggregators
+  // still held a whole reclaim timeout after the switch last saw a packet are leaks. Reading
+  // once, a reclaim timeout after the jobs ended, is not enough: a switch that was stopped or
+  // slow (SIGSTOP, a loaded machine) processes the packets waiting in its socket only when it
+  // runs again, claiming aggregators afresh that its timer frees one timeout later. So the
+  // tables are read until no packet arrived between two reads a timeout apart (or nothing is
+  // held), at most a few times.
+  std::map<std::string, json> settled_stats() {
+    Duration reclaim{0};
+    for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
+    const Duration wait = reclaim + std::chrono::milliseconds(50);
+    auto read = [this](const std::string& name) {
+      Switch& sw = switches_.at(name);
+      return sw.up ? at(name, [&] { return get_stats(sw.control, access_); }) : json();
+    };
+    auto held = [](const json& st) {
+      return st.is_object() && st.contains("switch") ? st["switch"].value("aggregators_in_use", std::uint64_t{0}) : 0;
+    };
+    auto packets = [](const json& st) {
+      return st.is_object() && st.contains("switch") ? st["switch"].value("packets", std::uint64_t{0}) : 0;
+    };
+    std::map<std::string, json> stats;
+    std::set<std::string> unsettled;
+    for (const auto& [name, sw] : switches_) {
+      stats[name] = read(name);  // waits for a switch that is not running right now to answer
+      if (held(stats[name]) > 0) unsettled.insert(name);
+    }
+    constexpr int kMaxReads = 6;
+    for (int k = 0; k < kMaxReads && !unsettled.empty(); ++k) {
+      std::this_thread::sleep_for(wait);
+      for (auto it = unsettled.begin(); it != unsettled.end();) {
+        json now = read(*it);
+        const bool quiet = packets(now) == packets(stats[*it]);
+        if (now.is_object()) stats[*it] = std::move(now);
+        it = held(stats[*it]) == 0 || quiet ? unsettled.erase(it) : std::next(it);
+      }
+    }
+    return stats;
+  }
+
+  // Links, per direction in planned-link order: a switch's egress counters for switch -> peer,
+  // its ingress counters for host -> switch.
+  void collect_links(ScenarioResult& result, const std::map<std::string, json>& stats) const {
+    auto port_stats = [&](const std::string& sw, PortId port) -> const json* {
+      const auto it = stats.find(sw);
+      if (it == stats.end() || !it->second.is_object() || !it->second.contains("ports")) return nullptr;
+      for (const json& p : it->second["ports"]) {
+        if (p.value("port", -1) == static_cast<int>(port)) return &p;
+      }
+      return nullptr;
+    };
+    for (const PlannedLink& l : network_.links) {
+      for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
+        LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
+        if (const json* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
+          lr.packets = p->value("tx_packets", std::uint64_t{0});
+          lr.bytes = p->value("tx_bytes", std::uint64_t{0});
+          lr.lost = p->value("lost", std::uint64_t{0});
+          lr.queue_drops = p->value("queue_drops", std::uint64_t{0});
+          lr.ecn_marked = p->value("ecn_marked", std::uint64_t{0});
+          lr.duplicated = p->value("duplicated", std::uint64_t{0});
+          // Switch to switch: frames the receiving switch's kernel had no buffer for.
+          if (const json* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
+            lr.queue_drops += q->value("rx_kernel_drops", std::uint64_t{0});
+          }
+        } else if (const json* q = port_stats(to.node, to.port)) {
+          lr.packets = q->value("rx_packets", std::uint64_t{0});
+          lr.bytes = q->value("rx_bytes", std::uint64_t{0});
+          lr.lost = q->value("ingress_lost", std::uint64_t{0});
+          // Frames the switch's kernel had no buffer for arrived and were lost on the way in.
+          lr.queue_drops =
+              q->value("ingress_queue_drops", std::uint64_t{0}) + q->value("rx_kernel_drops", std::uint64_t{0});
+          lr.ecn_marked = q->value("ingress_ecn_marked", std::uint64_t{0});
+          lr.duplicated = q->value("ingress_duplicated", std::uint64_t{0});
+        }
+        result.links.push_back(lr);
+      }
+    }
+  }
+
+  const Scenario& s_;
+  std::string binary_;
+  RoundCallback on_round_;
+  // Declaration order matters for the way out: children are stopped (ChildSet's destructor)
+  // before the signal handlers are restored and the config directory is removed.
+  Placement placement_;
+  processes::StopSignals signals_;
+  processes::TempDir dir_;
+  // The daemons' operator token (plain HTTP: they are this run's own).
+  control::ClientAccess access_{control::random_token(), ""};
+  std::filesystem::path token_file() const { return dir_.path() / "token"; }
+  std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
+  processes::ChildSet children_;
+
+  NetworkPlan network_;
+  std::vector<JobPlan> plans_;
+  std::map<std::string, std::string> worker_job_;  // host -> the job it is a worker of
+  std::set<std::string> ps_hosts_;                 // hosts that run a PS
+  std::map<std::string, std::string> tor_;         // host -> its switch
+  std::map<std::string, UdpEndpoint> data_;        // loopback: node -> its data address (UDP peer)
+  std::map<std::string, Switch> switches_;
+  std::map<std::string, std::pair<Child*, UdpEndpoint>> ps_;  // host -> process, control address
+  std::vector<Worker> workers_;
+  std::map<std::string, UdpSocket> noise_sockets_;  // noise host -> its socket (closed when it crashes)
+  std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
+  scenario_inputs::NoiseTargets targets_;
+  std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
+  std::vector<FlowResult> flow_results_ = std::vector<FlowResult>(s_.background.size());
+  std::vector<std::vector<double>> round_end_ = std::vector<std::vector<double>>(s_.jobs.size());
+  Clock::time_point start_;
+  bool time_limit_reached_ = false;
+};
+
+}  // namespace
+
+ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
+  // ~ProcessRun stops and reaps every process
+  return ProcessRun(scenario, atp_binary, on_round, Placement::kLoopback).run();
+}
+
+ScenarioResult run_netns(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
+  if (const std::string why = netns::unavailable_reason(); !why.empty()) throw std::runtime_error(why);
+  // ~ProcessRun stops and reaps every process, then removes every namespace and veth
+  return ProcessRun(scenario, atp_binary, on_round, Placement::kNamespaces).run();
+}
+
+}  // namespace atp

@@ -1,0 +1,35 @@
+// Background TCP traffic of the netns backend (`atp flow`, hidden): a sender that writes as fast
+// as TCP lets it, and a receiver that reports its goodput over time. Scenario key `background:`.
+//
+// Protocol (one JSON object per stdout line, as the worker processes):
+//   receiver: {"event":"listening"} once bound; after the sender closed the connection:
+//             {"event":"flow","bytes":B,"seconds":S,"interval_s":I,"mbps":[...]} and exits 0.
+//   sender:   {"event":"connected"} once connected; writes until its stdin closes, then exits 0.
+// Both exit 1 with one sentence on stderr when the connection cannot be made or breaks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "atp/io/udp_socket.h"
+#include "atp/time.h"
+
+namespace atp::tcp_flow {
+
+// The TCP port background flows use (every netns host has its own address, so one port does).
+inline constexpr std::uint16_t kPort = 9701;
+
+int run_receiver(const UdpEndpoint& listen, Duration interval);
+int run_sender(const UdpEndpoint& to, Duration connect_timeout);
+
+struct FlowReport {
+  std::uint64_t bytes = 0;
+  double seconds = 0;     // first to last byte
+  double interval_s = 0;  // width of one mbps sample
+  std::vector<double> mbps;
+};
+// Parses the receiver's "flow" line; false if `line` is not one.
+bool parse_report(const std::string& line, FlowReport& report);
+
+}  // namespace atp::tcp_flow

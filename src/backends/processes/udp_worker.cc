@@ -1,0 +1,225 @@
+// The worker process of the udp backend: an atp::Communicator running a scenario job's rounds
+// on seeded inputs and checking every result exactly, reporting on stdout (udp_worker.h).
+#include "udp_worker.h"
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atp/backends/processes.h"
+#include "atp/baselines/gloo_allreduce.h"
+#include "atp/baselines/ring_allreduce.h"
+#include "atp/collectives/communicator.h"
+#include "atp/control/control.h"
+#include "atp/io/config_file.h"
+#include "atp/io/event_loop.h"
+#include "atp/scenario/inputs.h"
+#include "atp/scenario/scenario.h"
+
+namespace atp::udp_worker {
+namespace {
+
+using nlohmann::json;
+
+void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl: the parent reads line by line
+
+// Setup (rendezvous, connections) of the TCP collectives is bounded by this; so is any stall.
+constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
+
+// The worker's allreduce: ATP's Communicator (atp, ps) or a TCP baseline (ring, gloo, gloo_hd).
+std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
+  if (spec.algorithm == "atp" || spec.algorithm == "ps") {
+    return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
+  }
+  const int rank = static_cast<int>(spec.worker);
+  const int size = static_cast<int>(spec.workers);
+  if (spec.ranks.size() != spec.workers) throw std::invalid_argument("the spec lists the wrong number of ranks");
+  if (spec.algorithm == "ring") {
+    std::vector<std::string> addresses;
+    for (const UdpEndpoint& e : spec.ranks) addresses.push_back(e.to_string());
+    return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
+  }
+  if (spec.algorithm == "gloo" || spec.algorithm == "gloo_hd") {
+    GlooAllreduceConfig c;
+    c.rank = rank;
+    c.size = size;
+    c.local_ip = format_address(spec.ranks[spec.worker].ip);
+    c.store_dir = spec.store_dir;
+    c.run_prefix = "job" + std::to_string(spec.config.job);
+    c.algorithm = spec.algorithm == "gloo" ? GlooAlgorithm::kRing : GlooAlgorithm::kHalvingDoubling;
+    c.timeout = kCollectiveTimeout;
+    return std::make_unique<GlooAllreduce>(c);
+  }
+  throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
+}
+
+}  // namespace
+
+std::string to_json(const WorkerSpec& s) {
+  json ranks = json::array();
+  for (const UdpEndpoint& r : s.ranks) ranks.push_back(r.to_string());
+  return json{{"algorithm", s.algorithm},
+              {"config", json::parse(control::to_json(s.config))},
+              {"local", s.local.to_string()},
+              {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
+              {"ranks", ranks},
+              {"store_dir", s.store_dir},
+              {"seed", s.seed},
+              {"worker", s.worker},
+              {"workers", s.workers},
+              {"elements", s.elements},
+              {"rounds", s.rounds},
+              {"warmup_rounds", s.warmup_rounds},
+              {"magnitude", s.magnitude},
+              {"compute_ns", s.compute.count()},
+              {"start_ns", s.start.count()},
+              {"crash_round", s.crash_round ? json(*s.crash_round) : json()}}
+      .dump();
+}
+
+WorkerSpec spec_from_json(const std::string& text) {
+  const json j = json::parse(text);
+  WorkerSpec s;
+  s.algorithm = j.at("algorithm").get<std::string>();
+  s.config = control::worker_config_from_json(j.at("config").dump());
+  s.local = UdpEndpoint::parse(j.at("local").get<std::string>());
+  if (!j.at("uplink").is_null()) s.uplink = UdpEndpoint::parse(j["uplink"].get<std::string>());
+  for (const json& r : j.at("ranks")) s.ranks.push_back(UdpEndpoint::parse(r.get<std::string>()));
+  s.store_dir = j.at("store_dir").get<std::string>();
+  s.seed = j.at("seed").get<std::uint64_t>();
+  s.worker = j.at("worker").get<std::size_t>();
+  s.workers = j.at("workers").get<std::size_t>();
+  s.elements = j.at("elements").get<std::uint64_t>();
+  s.rounds = j.at("rounds").get<std::uint32_t>();
+  s.warmup_rounds = j.at("warmup_rounds").get<std::uint32_t>();
+  s.magnitude = j.at("magnitude").get<double>();
+  s.compute = Duration(j.at("compute_ns").get<std::int64_t>());
+  s.start = Duration(j.at("start_ns").get<std::int64_t>());
+  if (!j.at("crash_round").is_null()) s.crash_round = j["crash_round"].get<std::uint32_t>();
+  return s;
+}
+
+std::string result_line(const WorkerResult& r) {
+  return json{{"event", "result"},
+              {"correct", r.correct},
+              {"crashed", r.crashed},
+              {"completed_rounds", r.completed_rounds},
+              {"retransmissions", r.retransmissions},
+              {"fast_retransmits", r.fast_retransmits},
+              {"timeouts", r.timeouts},
+              {"float_fragments", r.float_fragments},
+              {"wrong_values", r.wrong_values},
+              {"allreduce_ns", r.allreduce_ns},
+              {"error", r.error}}
+      .dump();
+}
+
+WorkerLine parse_line(const std::string& text) {
+  WorkerLine line;
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return line;
+  try {
+    line.event = j["event"].get<std::string>();
+    if (line.event == "round" || line.event == "wait") line.round = j.at("round").get<std::uint32_t>();
+    if (line.event == "result") {
+      WorkerResult& r = line.result;
+      r.correct = j.at("correct").get<bool>();
+      r.crashed = j.at("crashed").get<bool>();
+      r.completed_rounds = j.at("completed_rounds").get<std::uint32_t>();
+      r.retransmissions = j.at("retransmissions").get<std::uint64_t>();
+      r.fast_retransmits = j.at("fast_retransmits").get<std::uint64_t>();
+      r.timeouts = j.at("timeouts").get<std::uint64_t>();
+      r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
+      r.wrong_values = j.at("wrong_values").get<std::uint64_t>();
+      r.allreduce_ns = j.at("allreduce_ns").get<std::int64_t>();
+      r.error = j.at("error").get<std::string>();
+    }
+  } catch (const json::exception&) {
+    line.event.clear();  // not one of ours
+  }
+  return line;
+}
+
+}  // namespace atp::udp_worker
+
+namespace atp {
+
+int run_udp_worker(const std::string& spec_path) {
+  using namespace udp_worker;
+  WorkerSpec spec;
+  try {
+    // Bounded: a regular file of at most kMaxConfigFileBytes, not /dev/zero read until memory runs out.
+    spec = spec_from_json(read_config_file(spec_path));
+  } catch (const ConfigFileError& e) {
+    std::cerr << "atp worker: " << e.what() << "\n";  // names the path already
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "atp worker: " << spec_path << ": " << e.what() << "\n";
+    return 2;
+  }
+  const WorkerConfig& config = spec.config;
+  WorkerResult r;
+  try {
+    std::unique_ptr<Allreduce> collective = make_collective(spec);
+    Communicator* comm = dynamic_cast<Communicator*>(collective.get());
+    print({{"event", "ready"}});
+    std::string go;
+    if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
+    std::this_thread::sleep_for(spec.start);
+    std::vector<float> buffer(spec.elements);
+    scenario_inputs::RoundReference ref;
+    for (std::uint32_t round = 0; round < spec.rounds && r.error.empty(); ++round) {
+      if (spec.crash_round && round >= *spec.crash_round) {
+        r.crashed = true;
+        r.error = "host crashed (at_round " + std::to_string(*spec.crash_round) + ") after " +
+                  std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
+        break;
+      }
+      if (round > 0) std::this_thread::sleep_for(spec.compute);
+      // The input and the answer come before the round's barrier: building the answer draws every
+      // worker's input, and that must not run beside another worker's timed allreduce. Then every
+      // worker of the job starts the round together, as nccl-tests' ranks do.
+      scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, config.job, spec.worker, round),
+                                      spec.magnitude, buffer);
+      scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements, spec.magnitude,
+                                      config.scale, ref);
+      print({{"event", "wait"}, {"round", round}});
+      if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
+      const Time t0 = EventLoop::now();
+      collective->allreduce(buffer);
+      if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
+      std::uint64_t floats = 0;
+      // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
+      // collective's sum is held to the float path's rounding bound everywhere.
+      const std::string wrong = scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale,
+                                                              &floats, !comm, &r.wrong_values);
+      if (comm) r.float_fragments += floats;
+      if (!wrong.empty()) {
+        r.error = "round " + std::to_string(round) + ": " + wrong;
+        break;
+      }
+      ++r.completed_rounds;
+      print({{"event", "round"}, {"round", round}});
+    }
+    if (r.error.empty()) collective->close();
+    if (comm) {
+      const WorkerStats st = comm->stats();
+      r.retransmissions = st.retransmissions;
+      r.fast_retransmits = st.fast_retransmits;
+      r.timeouts = st.timeouts;
+    }
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  r.correct = r.error.empty() && r.completed_rounds == spec.rounds;
+  if (!r.error.empty()) {
+    r.error = "worker " + std::to_string(spec.worker) + " of job " + std::to_string(config.job) + ": " + r.error;
+  }
+  std::cout << result_line(r) << std::endl;
+  return r.correct ? 0 : 1;
+}
+
+}  // namespace atp

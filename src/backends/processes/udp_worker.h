@@ -1,0 +1,73 @@
+// The worker process of the udp backend (`atp worker --spec FILE`): what run_udp tells it, and
+// the lines it prints back. Both sides use this codec.
+//
+// Protocol, one JSON object per stdout line:
+//   {"event": "ready"}                      its Communicator is bound; it now waits for "go\n" on stdin
+//   {"event": "round", "round": k}          round k (0-based) completed and checked
+//   {"event": "wait", "round": k}           its input and the answer of round k are ready; it waits
+//                                           for "go\n" to start round k: the runner answers once
+//                                           every live worker of the job waits
+//   {"event": "result", ...}                the last line: see WorkerResult
+// Every worker waits for "go" so that all start together: process start-up is not measured.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atp/io/udp_socket.h"
+#include "atp/worker.h"
+
+namespace atp::udp_worker {
+
+struct WorkerSpec {
+  std::string algorithm = "atp";  // to_string(Algorithm): atp and ps run a Communicator, the others a TCP collective
+  WorkerConfig config;            // this worker's part of plan_job() (ring/gloo: only job and scale are used)
+  UdpEndpoint local;              // its data address (atp/ps)
+  // Its ToR switch's data address (loopback); nullopt: hosts address each other by IP (netns).
+  std::optional<UdpEndpoint> uplink;
+  // ring/gloo: every rank's TCP address (ring) or this host's IP (gloo, ranks[worker]), and
+  // gloo's rendezvous directory.
+  std::vector<UdpEndpoint> ranks;
+  std::string store_dir;
+  // What it needs to regenerate every worker's inputs and check the results itself.
+  std::uint64_t seed = 0;
+  std::size_t worker = 0;   // index within the job
+  std::size_t workers = 0;  // the job's worker count
+  std::uint64_t elements = 0;
+  std::uint32_t rounds = 0;
+  std::uint32_t warmup_rounds = 0;  // the first rounds are not counted in allreduce_ns
+  double magnitude = 1;
+  Duration compute{0};                       // between rounds
+  Duration start{0};                         // after "go", before round 0
+  std::optional<std::uint32_t> crash_round;  // reports a crash instead of starting this round
+};
+
+std::string to_json(const WorkerSpec& spec);
+WorkerSpec spec_from_json(const std::string& text);  // throws std::exception naming the key
+
+struct WorkerResult {
+  bool correct = false;  // every round completed with the exact result
+  bool crashed = false;  // stopped by the scenario's crash at_round
+  std::uint32_t completed_rounds = 0;
+  std::uint64_t retransmissions = 0, fast_retransmits = 0, timeouts = 0, float_fragments = 0;
+  std::uint64_t wrong_values = 0;  // in the rounds it checked (it stops after the first with any)
+  // Time spent inside allreduce calls, all rounds: what the job's `seconds` is made of (the
+  // checking between rounds is this harness's cost, not the collective's).
+  std::int64_t allreduce_ns = 0;
+  std::string error;  // why not correct
+};
+
+std::string result_line(const WorkerResult& result);
+// A line the worker printed: its event ("ready", "round", "result"; "" if not one of its lines).
+struct WorkerLine {
+  std::string event;
+  std::uint32_t round = 0;  // "round", "wait"
+  WorkerResult result;      // "result"
+};
+WorkerLine parse_line(const std::string& line);
+
+// The process body itself is atp::run_udp_worker (atp/backends/processes.h), which `atp worker` calls.
+
+}  // namespace atp::udp_worker

@@ -1,0 +1,499 @@
+// The JSON codec of the daemons' control plane (nlohmann-json): job plans for switches and PSs,
+// switch port settings, leases (the HTTP server is control_server.cc).
+// Parsing is strict (unknown keys, wrong types and out-of-range numbers are one-sentence errors).
+#include "atp/control/control.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+namespace atp::control {
+namespace {
+
+using nlohmann::json;
+
+// Error messages quote at most this many bytes of a bad value.
+constexpr std::size_t kExcerptBytes = 64;
+
+// `value` as compact JSON for an error message, at most about `limit` bytes: containers stop
+// after the items that fit, strings are cut. Recursion ends when the text is full (each level
+// adds a byte), so the nesting of `value` does not matter.
+void append_excerpt(const json& value, std::string& out, std::size_t limit) {
+  if (out.size() > limit) return;
+  switch (value.type()) {
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& item : value) {
+        if (out.size() > limit) break;
+        if (!first) out += ',';
+        first = false;
+        append_excerpt(item, out, limit);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& item : value.items()) {
+        if (out.size() > limit) break;
+        if (!first) out += ',';
+        first = false;
+        append_excerpt(json(excerpt(item.key())), out, limit);
+        out += ':';
+        append_excerpt(item.value(), out, limit);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::string:
+      out += json(excerpt(value.get_ref<const std::string&>())).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    default:  // numbers, booleans, null: short
+      out += value.dump();
+  }
+}
+
+// A bad value as an error message quotes it: `[1,2,3]`, `"abc"`, at most about 64 bytes.
+std::string shown(const json& value) {
+  std::string out;
+  append_excerpt(value, out, kExcerptBytes);
+  return out.size() > kExcerptBytes ? excerpt(out) : out;
+}
+
+// True when arrays and objects in `text` nest deeper than `limit`, counted in one pass without
+// building anything (brackets inside strings do not count). A prefix the parser accepts nests
+// as deep here as in the parser, so no document it would build deeper than `limit` passes.
+bool nests_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Rejects keys of `object` not in `allowed`, so that a misspelt field is not silently ignored.
+void check_keys(const json& object, const std::string& where, std::initializer_list<std::string_view> allowed) {
+  for (const auto& item : object.items()) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || item.key() == a;
+    if (!known) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw ControlError(where + excerpt(item.key()) + ": unknown key (expected one of " + list + ")");
+    }
+  }
+}
+
+const json& require(const json& object, const std::string& where, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) throw ControlError(where + key + ": missing");
+  return *it;
+}
+
+// An unsigned integer field in [0, max].
+std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
+  if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + shown(value));
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<std::uint64_t>();
+    if (v <= max) return v;
+  } else if (value.get<std::int64_t>() >= 0 && static_cast<std::uint64_t>(value.get<std::int64_t>()) <= max) {
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  }
+  throw ControlError(field + ": must be between 0 and " + std::to_string(max) + ", got " + shown(value));
+}
+
+template <class T>
+T get_unsigned(const json& object, const std::string& where, const char* key) {
+  return static_cast<T>(to_unsigned(require(object, where, key), where + key, std::numeric_limits<T>::max()));
+}
+
+template <class T>
+std::vector<T> get_unsigned_list(const json& object, const std::string& where, const char* key) {
+  const json& list = require(object, where, key);
+  if (!list.is_array()) throw ControlError(where + key + ": expected a list, got " + shown(list));
+  std::vector<T> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    out.push_back(static_cast<T>(
+        to_unsigned(list[i], where + key + "[" + std::to_string(i) + "]", std::numeric_limits<T>::max())));
+  }
+  return out;
+}
+
+// A number field (integer or not) in [min, max].
+double get_number(const json& object, const std::string& where, const char* key, double min, double max) {
+  const json& value = require(object, where, key);
+  if (!value.is_number()) throw ControlError(where + key + ": expected a number, got " + shown(value));
+  const double v = value.get<double>();
+  if (!std::isfinite(v) || v < min || v > max) {
+    std::ostringstream range;  // 0 and 1, not json's 0.0 and 1.0
+    range << where << key << ": must be between " << min << " and " << max << ", got " << shown(value);
+    throw ControlError(range.str());
+  }
+  return v;
+}
+
+// An address field ("10.0.0.1") named `field` in errors.
+Address to_address(const json& value, const std::string& field) {
+  if (!value.is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(value));
+  return parse_address(value.get<std::string>(), field);
+}
+
+Address get_address(const json& object, const std::string& where, const char* key) {
+  return to_address(require(object, where, key), where + key);
+}
+
+// A list of addresses of at most `max` entries.
+std::vector<Address> get_address_list(const json& object, const std::string& where, const char* key, std::size_t max) {
+  const json& list = require(object, where, key);
+  if (!list.is_array()) throw ControlError(where + key + ": expected a list of addresses, got " + shown(list));
+  if (list.size() > max) {
+    throw ControlError(where + key + ": at most " + std::to_string(max) + " addresses, got " +
+                       std::to_string(list.size()));
+  }
+  std::vector<Address> out;
+  for (std::size_t i = 0; i < list.size(); ++i)
+    out.push_back(to_address(list[i], where + key + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// The "index" field: an IndexPolicy's name.
+IndexPolicy index_policy(const json& value) {
+  const std::optional<IndexPolicy> policy =
+      value.is_string() ? parse_index_policy(value.get<std::string>()) : std::nullopt;
+  if (!policy) throw ControlError("index: must be \"hashed\", \"linear\" or \"hashed_slots\", got " + shown(value));
+  return *policy;
+}
+
+// The document `text`, which must be a JSON object nesting at most kMaxJsonDepth levels.
+json parse_object(const std::string& text, const char* what) {
+  // Checked first: nothing below then recurses deeper than this (nlohmann's parser and
+  // destructor do not recurse, its dump() and copies do).
+  if (nests_deeper_than(text, kMaxJsonDepth)) {
+    throw ControlError(std::string(what) + ": body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
+    // The message quotes the offending token, which may be most of the body.
+    throw ControlError(std::string(what) + ": not valid JSON (" + excerpt(e.what(), 160) + ")");
+  }
+  if (!doc.is_object()) throw ControlError(std::string(what) + ": expected a JSON object, got " + shown(doc));
+  return doc;
+}
+
+}  // namespace
+
+std::string excerpt(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t cut = max_bytes;
+  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "...";
+}
+
+Address parse_address(const std::string& text, const std::string& field) {
+  in_addr parsed{};
+  if (inet_pton(AF_INET, text.c_str(), &parsed) != 1) {
+    throw ControlError(field + ": expected an address like \"10.0.0.1\", got \"" + excerpt(text) + "\"");
+  }
+  return ntohl(parsed.s_addr);
+}
+
+std::string to_json(const SwitchJobPlan& plan) {
+  json roles = json::array();
+  for (const AggregationRole& r : plan.entry.roles) roles.push_back({{"ps", format_address(r.ps)}, {"level", r.level}});
+  json doc = {{"job", plan.entry.job},
+              {"admitted_ports", plan.entry.admitted_ports},
+              {"roles", roles},
+              {"multicast_ports", plan.multicast_ports}};
+  return doc.dump();
+}
+
+SwitchJobPlan switch_job_from_json(const std::string& text) {
+  const json doc = parse_object(text, "switch job");
+  check_keys(doc, "", {"job", "admitted_ports", "roles", "multicast_ports"});
+  SwitchJobPlan plan;
+  plan.entry.job = get_unsigned<JobId>(doc, "", "job");
+  plan.entry.admitted_ports = get_unsigned_list<PortId>(doc, "", "admitted_ports");
+  plan.multicast_ports = get_unsigned_list<PortId>(doc, "", "multicast_ports");
+  const json& roles = require(doc, "", "roles");
+  if (!roles.is_array()) throw ControlError("roles: expected a list, got " + shown(roles));
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    const std::string where = "roles[" + std::to_string(i) + "].";
+    if (!roles[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
+    check_keys(roles[i], where, {"ps", "level"});
+    AggregationRole role;
+    role.ps = get_address(roles[i], where, "ps");
+    role.level = get_unsigned<std::uint8_t>(roles[i], where, "level");
+    if (role.level > 1) throw ControlError(where + "level: must be 0 or 1, got " + std::to_string(role.level));
+    plan.entry.roles.push_back(role);
+  }
+  return plan;
+}
+
+std::string to_json(const PsConfig& config) {
+  json workers = json::array();
+  for (const Address a : config.workers) workers.push_back(format_address(a));
+  json doc = {{"job", config.job},
+              {"self", format_address(config.self)},
+              {"multicast_group", format_address(config.multicast_group)},
+              {"group_sizes", config.group_sizes},
+              {"workers", workers},
+              {"values_per_packet", config.values_per_packet},
+              {"first_aggregator", config.aggregators.first},
+              {"num_aggregators", config.aggregators.count},
+              {"max_window_seqs", config.max_window_seqs},
+              {"index", to_string(config.index_policy)}};
+  return doc.dump();
+}
+
+namespace {
+
+json egress_to_json(const EgressConfig& e) {
+  return {{"rate_gbps", e.rate_gbps},
+          {"buffer_packets", e.buffer_packets},
+          {"ecn_threshold_packets", e.ecn_threshold_packets},
+          {"delay_us", std::chrono::duration_cast<std::chrono::microseconds>(e.delay).count()},
+          {"loss", e.loss},
+          {"duplicate", e.duplicate},
+          {"reorder", e.reorder}};
+}
+
+EgressConfig egress_from_json(const json& doc, const char* direction) {
+  const std::string where = std::string(direction) + ".";
+  if (!doc.is_object()) throw ControlError(std::string(direction) + ": expected an object, got " + shown(doc));
+  check_keys(doc, where,
+             {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+  EgressConfig e;
+  e.rate_gbps = get_number(doc, where, "rate_gbps", 0, kMaxPortRateGbps);
+  e.buffer_packets = get_unsigned<std::uint32_t>(doc, where, "buffer_packets");
+  e.ecn_threshold_packets = get_unsigned<std::uint32_t>(doc, where, "ecn_threshold_packets");
+  e.delay = std::chrono::microseconds(
+      to_unsigned(require(doc, where, "delay_us"), where + "delay_us", static_cast<std::uint64_t>(kMaxPortDelayUs)));
+  e.loss = get_number(doc, where, "loss", 0, 1);
+  e.duplicate = get_number(doc, where, "duplicate", 0, 1);
+  e.reorder = get_number(doc, where, "reorder", 0, 1);
+  return e;
+}
+
+}  // namespace
+
+std::string to_json(const WorkerConfig& c) {
+  json ps = json::array();
+  for (const PsRoute& r : c.ps) {
+    ps.push_back({{"ps", format_address(r.ps)},
+                  {"bitmap0", r.bitmap0},
+                  {"bitmap1", r.bitmap1},
+                  {"fan_in0", r.fan_in0},
+                  {"fan_in1", r.fan_in1},
+                  {"edge_switch_identifier", r.edge_switch_identifier}});
+  }
+  const CongestionConfig& cc = c.congestion;
+  json doc = {{"job", c.job},
+              {"self", format_address(c.self)},
+              {"ps", ps},
+              {"values_per_packet", c.values_per_packet},
+              {"scale", c.scale},
+              {"first_aggregator", c.aggregators.first},
+              {"num_aggregators", c.aggregators.count},
+              {"index", to_string(c.index_policy)},
+              {"loss_recovery", c.loss_recovery == LossRecovery::kTimeoutOnly ? "timeout" : "atp"},
+              {"congestion",
+               {{"enabled", cc.enabled},
+                {"initial_window", cc.initial_window},
+                {"min_window", cc.min_window},
+                {"max_window", cc.max_window},
+                {"initial_ssthresh", cc.initial_ssthresh},
+                {"mtu_bytes", cc.mtu_bytes}}},
+              {"retransmit_timeout_ns", c.retransmit_timeout.count()},
+              {"min_retransmit_timeout_ns", c.min_retransmit_timeout.count()},
+              {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
+              {"progress_timeout_ns", c.progress_timeout.count()},
+              {"initial_seq", c.initial_seq}};
+  return doc.dump();
+}
+
+WorkerConfig worker_config_from_json(const std::string& text) {
+  const json doc = parse_object(text, "worker config");
+  check_keys(doc, "",
+             {"job", "self", "ps", "values_per_packet", "scale", "first_aggregator", "num_aggregators", "index",
+              "loss_recovery", "congestion", "retransmit_timeout_ns", "min_retransmit_timeout_ns",
+              "max_retransmit_timeout_ns", "progress_timeout_ns", "initial_seq"});
+  WorkerConfig c;
+  c.job = get_unsigned<JobId>(doc, "", "job");
+  c.self = get_address(doc, "", "self");
+  const json& routes = require(doc, "", "ps");
+  if (!routes.is_array()) throw ControlError("ps: expected a list, got " + shown(routes));
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const std::string where = "ps[" + std::to_string(i) + "].";
+    if (!routes[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
+    check_keys(routes[i], where, {"ps", "bitmap0", "bitmap1", "fan_in0", "fan_in1", "edge_switch_identifier"});
+    PsRoute r;
+    r.ps = get_address(routes[i], where, "ps");
+    r.bitmap0 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap0");
+    r.bitmap1 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap1");
+    r.fan_in0 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in0");
+    r.fan_in1 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in1");
+    r.edge_switch_identifier = get_unsigned<std::uint8_t>(routes[i], where, "edge_switch_identifier");
+    c.ps.push_back(r);
+  }
+  c.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
+  c.scale = get_number(doc, "", "scale", 0, std::numeric_limits<double>::max());
+  c.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
+  c.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
+  c.index_policy = index_policy(require(doc, "", "index"));
+  const json& recovery = require(doc, "", "loss_recovery");
+  if (recovery != "atp" && recovery != "timeout") {
+    throw ControlError("loss_recovery: must be \"atp\" or \"timeout\", got " + shown(recovery));
+  }
+  c.loss_recovery = recovery == "timeout" ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
+  const json& cc = require(doc, "", "congestion");
+  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
+  check_keys(cc, "congestion.",
+             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
+  const json& enabled = require(cc, "congestion.", "enabled");
+  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + shown(enabled));
+  c.congestion.enabled = enabled.get<bool>();
+  c.congestion.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
+  c.congestion.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
+  c.congestion.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
+  c.congestion.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
+  c.congestion.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
+  auto nanoseconds = [&doc](const char* key) {
+    return Duration(
+        static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
+  };
+  c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
+  c.min_retransmit_timeout = nanoseconds("min_retransmit_timeout_ns");
+  c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
+  c.progress_timeout = nanoseconds("progress_timeout_ns");
+  c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");
+  return c;
+}
+
+std::string host_to_json(const UdpEndpoint& peer) { return json{{"peer", peer.to_string()}}.dump(); }
+
+UdpEndpoint host_from_json(const std::string& text) {
+  const json doc = parse_object(text, "host");
+  check_keys(doc, "", {"peer"});
+  const auto it = doc.find("peer");
+  if (it == doc.end()) throw ControlError("peer: missing (the host's UDP address, like \"127.0.0.1:40001\")");
+  if (!it->is_string()) throw ControlError("peer: expected an address like \"127.0.0.1:40001\", got " + shown(*it));
+  const std::string& address = it->get_ref<const std::string&>();
+  // "255.255.255.255:65535" is 21 bytes: anything much longer is not an address, and
+  // UdpEndpoint::parse's message would quote all of it.
+  if (address.size() > 32) throw ControlError("peer: '" + excerpt(address) + "' is not an IPv4 address and UDP port");
+  UdpEndpoint peer;
+  try {
+    peer = UdpEndpoint::parse(address);
+  } catch (const std::invalid_argument& e) {
+    throw ControlError(std::string("peer: ") + e.what());
+  }
+  if (peer.ip == 0 || peer.port == 0) {
+    throw ControlError("peer: " + peer.to_string() + " is not a host's address (neither IP nor port may be 0)");
+  }
+  return peer;
+}
+
+std::string to_json(const PortSettings& settings) {
+  json doc = json::object();
+  if (settings.egress) doc["egress"] = egress_to_json(*settings.egress);
+  if (settings.ingress) doc["ingress"] = egress_to_json(*settings.ingress);
+  return doc.dump();
+}
+
+PortSettings port_settings_from_json(const std::string& text) {
+  const json doc = parse_object(text, "port settings");
+  check_keys(doc, "", {"egress", "ingress"});
+  PortSettings settings;
+  if (doc.contains("egress")) settings.egress = egress_from_json(doc["egress"], "egress");
+  if (doc.contains("ingress")) settings.ingress = egress_from_json(doc["ingress"], "ingress");
+  return settings;
+}
+
+PsConfig ps_job_from_json(const std::string& text) {
+  const json doc = parse_object(text, "PS job");
+  check_keys(doc, "",
+             {"job", "self", "multicast_group", "group_sizes", "workers", "values_per_packet", "first_aggregator",
+              "num_aggregators", "max_window_seqs", "index"});
+  PsConfig config;
+  config.job = get_unsigned<JobId>(doc, "", "job");
+  config.self = get_address(doc, "", "self");
+  config.multicast_group = get_address(doc, "", "multicast_group");
+  config.group_sizes = get_unsigned_list<std::uint8_t>(doc, "", "group_sizes");
+  if (config.group_sizes.empty()) throw ControlError("group_sizes: must list at least one group");
+  for (std::size_t g = 0; g < config.group_sizes.size(); ++g) {
+    if (config.group_sizes[g] < 1 || config.group_sizes[g] > 32) {
+      throw ControlError("group_sizes[" + std::to_string(g) + "]: must be 1..32, got " +
+                         std::to_string(config.group_sizes[g]));
+    }
+  }
+  if (config.group_sizes.size() > 32) throw ControlError("group_sizes: at most 32 groups");
+  // Required: a job's PS accepts gradients only from its workers (docs/security.md).
+  config.workers = get_address_list(doc, "", "workers", std::size_t{32} * 32);
+  if (config.workers.empty()) throw ControlError("workers: must list the job's workers' addresses");
+  if (doc.contains("values_per_packet")) {
+    config.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
+    if (config.values_per_packet < 1 || config.values_per_packet > kMaxValuesPerPacket) {
+      throw ControlError("values_per_packet: must be 1.." + std::to_string(kMaxValuesPerPacket) + ", got " +
+                         std::to_string(config.values_per_packet));
+    }
+  }
+  if (doc.contains("first_aggregator")) {
+    config.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
+  }
+  if (doc.contains("num_aggregators")) {
+    config.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
+    if (config.aggregators.count == 0) throw ControlError("num_aggregators: must be at least 1, got 0");
+  }
+  if (doc.contains("index")) {
+    config.index_policy = index_policy(doc.at("index"));
+  }
+  if (doc.contains("max_window_seqs")) {
+    config.max_window_seqs = get_unsigned<std::uint32_t>(doc, "", "max_window_seqs");
+    if (config.max_window_seqs == 0) throw ControlError("max_window_seqs: must be at least 1, got 0");
+  }
+  return config;
+}
+
+Duration lease_ttl_from_json(const std::string& text) {
+  const json doc = parse_object(text, "lease");
+  check_keys(doc, "", {"ttl_ms"});
+  const auto ms = get_unsigned<std::uint64_t>(doc, "", "ttl_ms");
+  return std::chrono::milliseconds(std::min<std::uint64_t>(ms, std::uint64_t{1} << 40));
+}
+
+std::string error_body(const std::string& message) {
+  return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace atp::control

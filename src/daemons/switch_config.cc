@@ -1,0 +1,325 @@
+// The switch daemon's config file: a strict YAML reader that names the key in every error, and
+// parse_switch_config / load_switch_config, which turn the file into a SwitchDaemonConfig.
+#include "switch_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "atp/control/control.h"
+#include "atp/io/config_file.h"
+#include "atp/io/machine.h"
+
+namespace atp {
+namespace {
+
+using detail::kMaxDataplaneThreads;
+using detail::kMaxPorts;
+using detail::peer_key;
+
+// Reads the values of one YAML document, checking each: a wrong one throws SwitchConfigError
+// "WHERE: FIELD: what is wrong" (WHERE names the document, e.g. its file).
+class YamlReader {
+ public:
+  explicit YamlReader(std::string where) : where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw SwitchConfigError(where_ + ": " + field + ": " + what);
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& prefix,
+                  std::initializer_list<std::string_view> allowed) const {
+    if (!map.IsMap()) fail(prefix.empty() ? "top level" : prefix.substr(0, prefix.size() - 1), "expected a mapping");
+    for (const auto& item : map) {
+      if (!item.first.IsScalar()) fail(prefix + "?", "a key must be a name, not a list or mapping");
+      const std::string key = item.first.as<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string list;
+        for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(prefix + control::excerpt(key), "unknown key (expected one of " + list + ")");
+      }
+    }
+  }
+
+  std::int64_t integer(const YAML::Node& node, const std::string& field, std::int64_t min, std::int64_t max) const {
+    std::int64_t v = 0;
+    try {
+      v = node.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(field, "expected an integer, got '" + scalar(node) + "'");
+    }
+    if (v < min || v > max) {
+      fail(field,
+           "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(v));
+    }
+    return v;
+  }
+
+  double number(const YAML::Node& node, const std::string& field, double min, double max) const {
+    double v = 0;
+    try {
+      v = node.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(field, "expected a number, got '" + scalar(node) + "'");
+    }
+    if (!std::isfinite(v) || v < min || v > max) {
+      std::ostringstream range;
+      range << "must be between " << min << " and " << max << ", got " << scalar(node);
+      fail(field, range.str());
+    }
+    return v;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(field, "expected a string");
+    return node.as<std::string>();
+  }
+
+  UdpEndpoint endpoint(const YAML::Node& node, const std::string& field) const {
+    const std::string text = string(node, field);
+    try {
+      return UdpEndpoint::parse(text);
+    } catch (const std::invalid_argument&) {
+      fail(field, "expected an address like 127.0.0.1:9000, got '" + control::excerpt(text) + "'");
+    }
+  }
+
+ private:
+  // A value for an error message: a bounded excerpt of it.
+  static std::string scalar(const YAML::Node& node) {
+    return node.IsScalar() ? control::excerpt(node.Scalar()) : "a non-scalar";
+  }
+  std::string where_;
+};
+
+// The seven keys of a port direction's settings (the port's egress, or its `ingress:` mapping).
+EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix) {
+  EgressConfig e;
+  if (map["rate_gbps"]) e.rate_gbps = r.number(map["rate_gbps"], prefix + "rate_gbps", 0, control::kMaxPortRateGbps);
+  if (map["buffer_packets"]) {
+    e.buffer_packets =
+        static_cast<std::uint32_t>(r.integer(map["buffer_packets"], prefix + "buffer_packets", 0, UINT32_MAX));
+  }
+  if (map["ecn_threshold_packets"]) {
+    e.ecn_threshold_packets = static_cast<std::uint32_t>(
+        r.integer(map["ecn_threshold_packets"], prefix + "ecn_threshold_packets", 0, UINT32_MAX));
+  }
+  if (map["delay_us"]) {
+    e.delay = std::chrono::microseconds(r.integer(map["delay_us"], prefix + "delay_us", 0, control::kMaxPortDelayUs));
+  }
+  if (map["loss"]) e.loss = r.number(map["loss"], prefix + "loss", 0, 1);
+  if (map["duplicate"]) e.duplicate = r.number(map["duplicate"], prefix + "duplicate", 0, 1);
+  if (map["reorder"]) e.reorder = r.number(map["reorder"], prefix + "reorder", 0, 1);
+  return e;
+}
+
+// Why the aggregator table of `pipeline` cannot be made on this machine ("aggregators: ...",
+// naming the bytes it needs), or nullopt. The value rows are reserved, not touched, when the
+// table is made, but a busy switch touches them all: a table larger than the machine's memory
+// would end in std::bad_alloc or in the kernel's OOM killer.
+std::optional<std::string> table_too_large(const SwitchConfig& pipeline) {
+  if (!pipeline.atp_capable) return std::nullopt;  // a plain switch has an empty table
+  // Per aggregator: its value row (int32 each), its state and its two oldest-first links.
+  const std::uint64_t per_aggregator =
+      std::uint64_t{pipeline.aggregator_width} * sizeof(std::int32_t) + sizeof(Aggregator) + 2 * sizeof(std::uint32_t);
+  const std::uint64_t needed = std::uint64_t{pipeline.num_aggregators} * per_aggregator;
+  const std::uint64_t memory = physical_memory_bytes();
+  if (needed <= memory) return std::nullopt;
+  return "aggregators: " + std::to_string(pipeline.num_aggregators) + " aggregators of width " +
+         std::to_string(pipeline.aggregator_width) + " need " + std::to_string(needed) +
+         " bytes, more than this machine's " + std::to_string(memory) + " bytes of memory";
+}
+
+// Why a switch cannot run config.threads dataplane threads, if it cannot.
+std::optional<std::string> threads_refused(const SwitchDaemonConfig& config) {
+  const std::string threads = std::to_string(config.threads);
+  if (config.threads > kMaxDataplaneThreads) {
+    return "at most " + std::to_string(kMaxDataplaneThreads) + ", got " + threads;
+  }
+  if (config.threads > 1 && config.pipeline.atp_capable && config.pipeline.num_aggregators % config.threads != 0) {
+    return threads + " threads cannot share " + std::to_string(config.pipeline.num_aggregators) +
+           " aggregators evenly (choose a divisor of aggregators:)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace detail {
+
+void check_limits(const SwitchDaemonConfig& config) {
+  if (const std::optional<std::string> too_large = table_too_large(config.pipeline)) {
+    throw SwitchConfigError(config.name + ": " + *too_large);
+  }
+  if (config.ports.size() > kMaxPorts) {
+    throw SwitchConfigError(config.name + ": ports: at most " + std::to_string(kMaxPorts) + " ports, got " +
+                            std::to_string(config.ports.size()));
+  }
+  if (const std::optional<std::string> refused = threads_refused(config)) {
+    throw SwitchConfigError(config.name + ": threads: " + *refused);
+  }
+}
+
+std::uint32_t dataplane_threads(const SwitchDaemonConfig& config) {
+  if (config.threads != 0) return config.threads;
+  std::uint32_t threads = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
+  while (config.pipeline.atp_capable && config.pipeline.num_aggregators % threads != 0) --threads;
+  return threads;
+}
+
+}  // namespace detail
+
+SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
+  YamlReader r(where);
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw SwitchConfigError(where + ": not valid YAML (" + e.msg + " at line " + std::to_string(e.mark.line + 1) + ")");
+  }
+  if (!doc.IsDefined() || doc.IsNull()) throw SwitchConfigError(where + ": the config is empty");
+  r.check_keys(doc, "",
+               {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
+                "routes", "seed", "threads"});
+  SwitchDaemonConfig c;
+  if (doc["name"]) {
+    c.name = r.string(doc["name"], "name");
+    // It labels every metric (switch="NAME", unescaped) and every stats document (JSON: UTF-8).
+    const bool printable = std::all_of(c.name.begin(), c.name.end(),
+                                       [](char ch) { return ch >= ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
+    if (c.name.empty() || c.name.size() > 255 || !printable) {
+      r.fail("name", "'" + control::excerpt(c.name) +
+                         "' is not a switch name (1-255 printable ASCII characters, no quotes or backslashes)");
+    }
+  }
+  if (doc["aggregators"]) {
+    c.pipeline.num_aggregators = static_cast<std::uint32_t>(r.integer(doc["aggregators"], "aggregators", 1, 1 << 24));
+  }
+  if (doc["width"]) {
+    c.pipeline.aggregator_width = static_cast<std::uint16_t>(r.integer(doc["width"], "width", 1, kMaxValuesPerPacket));
+  }
+  if (doc["reclaim_timeout_us"]) {
+    c.pipeline.reclaim_timeout =
+        std::chrono::microseconds(r.integer(doc["reclaim_timeout_us"], "reclaim_timeout_us", 0, std::int64_t{1} << 40));
+  }
+  if (doc["atp_capable"]) {
+    try {
+      c.pipeline.atp_capable = doc["atp_capable"].as<bool>();
+    } catch (const YAML::Exception&) {
+      r.fail("atp_capable", "expected true or false");
+    }
+  }
+  if (doc["listen"]) c.listen = r.endpoint(doc["listen"], "listen");
+  if (doc["control"]) {
+    const UdpEndpoint control = r.endpoint(doc["control"], "control");
+    const std::string text = control.to_string();
+    c.control_host = text.substr(0, text.rfind(':'));
+    c.control_port = control.port;
+  }
+  if (doc["seed"]) c.seed = static_cast<std::uint64_t>(r.integer(doc["seed"], "seed", 0, INT64_MAX));
+  if (doc["threads"])
+    c.threads = static_cast<std::uint32_t>(r.integer(doc["threads"], "threads", 0, kMaxDataplaneThreads));
+
+  // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
+  const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
+  if (!ports.IsSequence()) r.fail("ports", "expected a list of ports (or none: hosts attach by POST /hosts)");
+  if (ports.size() > kMaxPorts) {  // PortId is 16 bits
+    r.fail("ports", "at most " + std::to_string(kMaxPorts) + " ports, got " + std::to_string(ports.size()));
+  }
+  std::set<std::uint64_t> peers;
+  std::set<std::string> interfaces;
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    const std::string p = "ports[" + std::to_string(i) + "].";
+    const YAML::Node port = ports[i];
+    r.check_keys(port, p,
+                 {"peer", "interface", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss",
+                  "duplicate", "reorder", "ingress"});
+    SwitchPortConfig pc;
+    if (port["peer"] && port["interface"]) {
+      r.fail(p + "interface", "a port has either peer: (a UDP peer) or interface: (a Linux interface), not both");
+    }
+    if (port["interface"]) {
+      pc.interface = r.string(port["interface"], p + "interface");
+      // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface
+      // names, and printable ASCII keeps the stats JSON (UTF-8) and metrics labels well-formed.
+      const bool printable = std::all_of(pc.interface.begin(), pc.interface.end(),
+                                         [](char ch) { return ch > ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
+      if (pc.interface.empty() || pc.interface.size() > 15 || !printable ||
+          pc.interface.find_first_of("/:") != std::string::npos) {
+        r.fail(p + "interface",
+               "'" + control::excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
+      }
+      if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
+    } else {
+      if (!port["peer"]) {
+        r.fail(p + "peer",
+               "missing (the UDP address of the host or switch on this port, or interface: NAME for a Linux "
+               "interface)");
+      }
+      pc.peer = r.endpoint(port["peer"], p + "peer");
+      if (!peers.insert(peer_key(pc.peer)).second)
+        r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+    }
+    if (i > 0 && pc.is_interface() != c.ports.front().is_interface()) {
+      r.fail(p + (pc.is_interface() ? "interface" : "peer"),
+             std::string("all ports of a switch are of one kind, and ports[0] has ") +
+                 (pc.is_interface() ? "peer:" : "interface:"));
+    }
+    pc.egress = egress_settings(r, port, p);
+    if (const YAML::Node ingress = port["ingress"]) {
+      r.check_keys(
+          ingress, p + "ingress.",
+          {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+      pc.ingress = egress_settings(r, ingress, p + "ingress.");
+    }
+    c.ports.push_back(pc);
+  }
+  if (c.interface_ports() && doc["listen"]) {
+    r.fail("listen", "a switch on interface ports has no UDP data socket: remove listen:");
+  }
+  if (const std::optional<std::string> refused = threads_refused(c)) r.fail("threads", *refused);
+
+  if (const YAML::Node routes = doc["routes"]) {
+    if (!routes.IsSequence()) r.fail("routes", "expected a list of {dst, port}");
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const std::string p = "routes[" + std::to_string(i) + "].";
+      r.check_keys(routes[i], p, {"dst", "port"});
+      if (!routes[i]["dst"]) r.fail(p + "dst", "missing");
+      if (!routes[i]["port"]) r.fail(p + "port", "missing");
+      Address dst = 0;
+      try {
+        dst = control::parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
+      } catch (const control::ControlError& e) {
+        throw SwitchConfigError(where + ": " + e.what());
+      }
+      const auto port = static_cast<PortId>(
+          r.integer(routes[i]["port"], p + "port", 0, static_cast<std::int64_t>(c.ports.size()) - 1));
+      c.routes.emplace_back(dst, port);
+    }
+  }
+  if (const std::optional<std::string> too_large = table_too_large(c.pipeline)) {
+    throw SwitchConfigError(where + ": " + *too_large);
+  }
+  return c;
+}
+
+SwitchDaemonConfig load_switch_config(const std::string& path) {
+  std::string text;
+  try {
+    text = read_config_file(path);  // a regular file of bounded size: not /dev/zero
+  } catch (const ConfigFileError& e) {
+    throw SwitchConfigError(e.what());  // names the path
+  }
+  return parse_switch_config(text, path);
+}
+
+}  // namespace atp

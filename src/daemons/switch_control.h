@@ -1,0 +1,95 @@
+// The switch daemon's control plane (private to the runtime): what its HTTP routes do to the
+// dataplane (jobs, hosts, port settings, leases) and the counters document they read.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atp/control/control.h"
+#include "atp/control/tenancy.h"
+#include "atp/daemons/switch_daemon.h"
+#include "atp/io/loop_tasks.h"
+#include "switch_dataplane.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace atp::detail {
+
+// POST and DELETE /hosts' 400 on a switch whose ports are Linux interfaces.
+inline constexpr const char* kInterfacePortsHaveNoHosts =
+    "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
+
+// Each request's answer is computed on the dataplane thread (on_dataplane), like everything
+// else here but supports_hosts(); the HTTP thread only parses (switch_http.cc). Each job and
+// attached host belongs to the tenant that installed it (control::Tenancy).
+class SwitchControl {
+ public:
+  // `config` (as started) and `dataplane` must outlive the control plane.
+  SwitchControl(const SwitchDaemonConfig& config, SwitchDataplane& dataplane);
+
+  // POST /jobs by `who`, hanging the job on `lease` (0: none).
+  control::Reply install_job(const SwitchJobPlan& plan, const std::string& who, LeaseTable::Id lease);
+  // DELETE /jobs/<id> by `who`: job `text` (parsed: `id`, nullopt when it is no 64-bit number).
+  control::Reply uninstall_job(std::optional<std::uint64_t> id, const std::string& text, const std::string& who);
+  // PUT /ports/<i> by `who`: port `text` (parsed: `port`) gets `settings`, or the body did not
+  // parse and `bad_body` says why (reported after the port check: a missing port is the first
+  // thing to say).
+  control::Reply set_port(std::optional<std::uint64_t> port, const std::string& text,
+                          const std::optional<control::PortSettings>& settings, const std::string& bad_body,
+                          const std::string& who);
+  // POST /hosts by `who`: the port `peer` is on (attaching it if it is on none) and its overlay
+  // address, hanging the port on `lease` (0: none).
+  control::Reply attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease);
+  // DELETE /hosts/<port> by `who`: port `text` (parsed: `port`) loses its peer and routes and is
+  // reset; POST /hosts reuses it.
+  control::Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who);
+
+  // Whether POST /hosts can attach hosts (UDP ports); a constant, safe from the HTTP thread.
+  bool supports_hosts() const { return dataplane_.ports().supports_hosts(); }
+
+  // ---- leases ----
+  control::Tenancy& tenancy() { return tenancy_; }
+  // What hung on a lease that expired or was revoked.
+  void remove(control::Tenancy::Resource r);
+  Time next_deadline() const { return tenancy_.next_deadline(); }  // the next lease to expire
+  // Removes what hung on the leases that have expired by `now`.
+  void expire(Time now);
+
+  // The counters, as GET /stats answers them (stats_json).
+  nlohmann::json stats();
+
+ private:
+  void remove_job(JobId job);
+  void detach(PortId p);
+  std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
+
+  const SwitchDaemonConfig& config_;
+  SwitchDataplane& dataplane_;
+  std::map<JobId, std::size_t> installed_;  // installed jobs -> the ports and roles each names
+  std::size_t installed_entries_ = 0;       // their sum, at most config.max_job_entries
+  control::Tenancy tenancy_;                // who owns which job and attached host, and their leases
+  std::set<PortId> detached_ports_;         // detached UDP ports, reused lowest first by POST /hosts
+};
+
+// Adds the control plane's routes (switch_daemon.h) to `http` (control::make_server's): each
+// request is parsed on the HTTP thread and answered by `control_plane` on the dataplane thread,
+// through `tasks`.
+void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks);
+
+// Runs `fn` on the dataplane thread through `tasks` and returns its result; a dataplane that does
+// not answer within a second is a std::runtime_error (a control request never hangs).
+template <class Fn>
+auto on_dataplane(LoopTasks& tasks, Fn fn) -> decltype(fn()) {
+  return tasks.run(std::move(fn), std::chrono::seconds(1), "the switch dataplane");
+}
+
+}  // namespace atp::detail

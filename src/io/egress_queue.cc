@@ -1,0 +1,149 @@
+// One port's egress behaviour for every runtime: serialization at a rate, drop-tail, ECN marking
+// and seeded faults, all decided at enqueue so that one seed gives one trace.
+#include "atp/io/egress_queue.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "atp/io/ethernet.h"
+#include "atp/wire.h"
+
+namespace atp {
+namespace {
+
+// A duplicate arrives this long after its original (a link-layer retransmission would be about
+// one frame time later; the exact gap only has to be small and deterministic).
+constexpr Duration kDuplicateGap = std::chrono::nanoseconds(100);
+// Reordered packets are held back at least this long, so reordering happens on zero-delay links too.
+constexpr Duration kMinReorderDelay = std::chrono::microseconds(1);
+
+// splitmix64 (Steele et al.): turns (seed, index) into well-spread, independent RNG seeds.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from the top 53 bits: the same on every platform and standard library,
+// unlike std::uniform_real_distribution.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Time in picoseconds, so that serialization times (e.g. 26.08 ns for 326 B at 100 Gbit/s) add up
+// without rounding drift. (int64 ps covers about 106 days of time since the runtime's epoch.)
+std::int64_t to_ps(Time t) { return to_ns(t) * 1000; }
+// The first nanosecond at or after `ps`: a packet never leaves before its last bit was sent.
+Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 ? 1 : 0)); }
+
+}  // namespace
+
+EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed, Framing framing)
+    : config_(config), framing_(framing), rng_(seed) {}
+
+std::uint64_t EgressQueue::stream_seed(std::uint64_t seed, std::uint64_t index) {
+  return splitmix64(seed ^ splitmix64(index));
+}
+
+void EgressQueue::drain_sent(std::deque<std::int64_t>& sending_done_ps, std::int64_t now_ps) {
+  while (!sending_done_ps.empty() && sending_done_ps.front() <= now_ps) sending_done_ps.pop_front();
+  counters_.depth = sending_done_ps.size();
+}
+
+std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
+  std::uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  slots_[slot].assign(bytes.begin(), bytes.end());  // reuses the pooled vector's capacity
+  return slot;
+}
+
+void EgressQueue::hold(Time release, std::uint32_t slot) { heap_.push(Held{to_ns(release), next_order_++, slot}); }
+
+EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time now) {
+  const EgressConfig& cfg = config_;
+  EnqueueResult result;
+  Time sent = now;  // when the last bit leaves
+  bool mark = false;
+  if (cfg.rate_gbps > 0) {
+    // The link's transmitter: this queue's own, or one shared with other threads' queues.
+    std::unique_lock<std::mutex> lock;
+    std::int64_t* busy_until_ps = &busy_until_ps_;
+    std::deque<std::int64_t>* sending_done_ps = &sending_done_ps_;
+    if (shared_) {
+      lock = std::unique_lock(shared_->mutex_);
+      busy_until_ps = &shared_->busy_until_ps_;
+      sending_done_ps = &shared_->sending_done_ps_;
+    }
+    const std::int64_t now_ps = to_ps(now);
+    drain_sent(*sending_done_ps, now_ps);
+    const std::size_t queued = sending_done_ps->size();
+    if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
+      ++counters_.queue_drops;
+      result.status = EnqueueStatus::kQueueFull;
+      return result;
+    }
+    mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
+    // bits / (Gbit/s) = ns; x1000 for ps.
+    const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
+    const double bits = 8.0 * static_cast<double>(wire_bytes);
+    const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
+    // Another thread's queue may have a later `now` in already: the link is busy until then.
+    *busy_until_ps = std::max(*busy_until_ps, now_ps) + serialization_ps;
+    sending_done_ps->push_back(*busy_until_ps);
+    counters_.depth = sending_done_ps->size();
+    sent = ceil_ns(*busy_until_ps);
+  }
+  ++counters_.packets;
+  counters_.bytes += packet.size();
+
+  // Draw only for faults that are switched on, so a fault-free queue costs no RNG work. The order
+  // of the draws (loss, duplicate, reorder, reorder factor) is part of the trace: keep it.
+  if (cfg.loss > 0 && uniform01(rng_) < cfg.loss) {
+    ++counters_.lost;
+    result.status = EnqueueStatus::kLost;
+    return result;
+  }
+  const bool duplicate = cfg.duplicate > 0 && uniform01(rng_) < cfg.duplicate;
+  Duration extra{0};
+  if (cfg.reorder > 0 && uniform01(rng_) < cfg.reorder) {
+    const double factor = 1.0 + 2.0 * uniform01(rng_);  // 1-3 delays
+    extra = std::max(kMinReorderDelay,
+                     Duration(static_cast<std::int64_t>(factor * static_cast<double>(cfg.delay.count()))));
+    ++counters_.reordered;
+  }
+
+  result.release = sent + cfg.delay + extra;
+  const std::uint32_t slot = store(packet);
+  // The queue marks its own copy; the sender's bytes (e.g. one copy of a multicast) stay as they were.
+  if (mark && (framing_ == Framing::kAtp ? mark_ecn(slots_[slot]) : mark_ecn_frame(slots_[slot]))) {
+    ++counters_.ecn_marked;
+  }
+  hold(result.release, slot);
+  if (duplicate) {
+    ++counters_.duplicated;
+    result.duplicate_release = result.release + kDuplicateGap;
+    // A moved vector keeps its buffer, so the span stays valid even if store() grows slots_.
+    const std::uint32_t twin = store(slots_[slot]);
+    hold(result.duplicate_release, twin);
+  }
+  return result;
+}
+
+Time EgressQueue::next_release() const { return heap_.empty() ? kNever : time_from_ns(heap_.top().release_ns); }
+
+bool EgressQueue::pop_due(Time now, std::vector<std::uint8_t>& packet) {
+  if (!sending_done_ps_.empty()) drain_sent(sending_done_ps_, to_ps(now));
+  if (heap_.empty() || heap_.top().release_ns > to_ns(now)) return false;
+  const std::uint32_t slot = heap_.top().slot;
+  heap_.pop();
+  packet.swap(slots_[slot]);  // the caller's old storage stays in the pool
+  free_slots_.push_back(slot);
+  return true;
+}
+
+}  // namespace atp

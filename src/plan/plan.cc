@@ -1,0 +1,595 @@
+// Job setup (paper §3.2, §3.4; docs/protocol.md "Aggregation tree"): validates a topology and a
+// job, numbers addresses and ports, computes tree routes, bitmaps, fan-ins and switch entries.
+#include "atp/plan/plan.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace atp {
+namespace {
+
+// bitmap0 and bitmap1 are 32-bit one-hot fields: at most 32 members per group and 32 groups.
+constexpr std::size_t kMaxBitmapPositions = 32;
+// What an ATP packet travels in on a real network below the MTU: IPv4 (20) and UDP (8).
+constexpr std::size_t kIpUdpBytes = 20 + 8;
+
+std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+
+// ---------------------------------------------------------------------------------------------
+// plan_network helpers
+
+// Checks names and attachments; returns switch name -> index in topology.switches.
+std::unordered_map<std::string, std::size_t> index_switches(const Topology& topology) {
+  if (topology.switches.empty()) throw PlanError("the topology has no switches; every host needs a ToR switch");
+  std::unordered_map<std::string, std::size_t> switch_index;
+  std::unordered_set<std::string> names;
+  for (std::size_t i = 0; i < topology.switches.size(); ++i) {
+    const SwitchSpec& s = topology.switches[i];
+    if (s.name.empty()) throw PlanError("switch #" + std::to_string(i) + " has an empty name");
+    if (!names.insert(s.name).second) {
+      throw PlanError("the topology names two switches " + quoted(s.name) + "; node names must be unique");
+    }
+    if (s.config.atp_capable && (s.config.num_aggregators == 0 || s.config.aggregator_width == 0)) {
+      throw PlanError(
+          "switch " + quoted(s.name) +
+          " is ATP-capable but has no aggregators (num_aggregators and aggregator_width must be at least 1)");
+    }
+    switch_index.emplace(s.name, i);
+  }
+  for (std::size_t i = 0; i < topology.hosts.size(); ++i) {
+    const HostSpec& h = topology.hosts[i];
+    if (h.name.empty()) throw PlanError("host #" + std::to_string(i) + " has an empty name");
+    if (!names.insert(h.name).second) {
+      throw PlanError("the topology names two nodes " + quoted(h.name) + "; switch and host names must be unique");
+    }
+    if (!switch_index.contains(h.switch_name)) {
+      throw PlanError("host " + quoted(h.name) + " is attached to " + quoted(h.switch_name) +
+                      ", which is not a switch in the topology");
+    }
+  }
+  return switch_index;
+}
+
+// Smallest-index representative of a's component (union-find without ranks: topologies are small).
+std::size_t find_root(std::vector<std::size_t>& parent, std::size_t a) {
+  while (parent[a] != a) {
+    parent[a] = parent[parent[a]];
+    a = parent[a];
+  }
+  return a;
+}
+
+// Rejects links to unknown switches, self-links, duplicates, cycles and a disconnected graph.
+void check_switch_tree(const Topology& topology, const std::unordered_map<std::string, std::size_t>& switch_index) {
+  std::vector<std::size_t> parent(topology.switches.size());
+  std::iota(parent.begin(), parent.end(), std::size_t{0});
+  std::set<std::pair<std::size_t, std::size_t>> seen;
+  for (const auto& [a, b] : topology.switch_links) {
+    const std::string link = quoted(a) + "-" + quoted(b);
+    for (const std::string* end : {&a, &b}) {
+      if (!switch_index.contains(*end)) {
+        throw PlanError("switch link " + link + " names " + quoted(*end) + ", which is not a switch in the topology");
+      }
+    }
+    const std::size_t ia = switch_index.at(a), ib = switch_index.at(b);
+    if (ia == ib) throw PlanError("switch link " + link + " connects a switch to itself");
+    if (!seen.insert({std::min(ia, ib), std::max(ia, ib)}).second) {
+      throw PlanError("switch link " + link + " is listed twice");
+    }
+    const std::size_t ra = find_root(parent, ia), rb = find_root(parent, ib);
+    if (ra == rb) throw PlanError("switch link " + link + " closes a cycle; switch-to-switch links must form a tree");
+    parent[std::max(ra, rb)] = std::min(ra, rb);
+  }
+  for (std::size_t i = 1; i < topology.switches.size(); ++i) {
+    if (find_root(parent, i) != find_root(parent, 0)) {
+      throw PlanError("switch " + quoted(topology.switches[i].name) + " is not connected to switch " +
+                      quoted(topology.switches[0].name) + "; switch-to-switch links must form a connected tree");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// plan_job helpers
+
+// The planned network as a graph: for every node, the peer at the other end of each port.
+struct PortGraph {
+  std::map<std::string, std::vector<PortRef>> peer;  // node -> port -> (peer node, peer port)
+  std::map<std::string, const SwitchConfig*> switch_config;
+  std::map<std::string, std::string> tor;  // host -> its switch
+};
+
+PortGraph build_port_graph(const NetworkPlan& network) {
+  if (network.topology == nullptr) throw PlanError("the network plan has no topology; build it with plan_network()");
+  PortGraph g;
+  for (const SwitchSpec& s : network.topology->switches) g.switch_config[s.name] = &s.config;
+  for (const HostSpec& h : network.topology->hosts) g.tor[h.name] = h.switch_name;
+  for (const PlannedLink& link : network.links) {
+    for (const auto& [from, to] : {std::pair{link.a, link.b}, std::pair{link.b, link.a}}) {
+      auto& ports = g.peer[from.node];
+      if (ports.size() <= from.port) ports.resize(std::size_t{from.port} + 1);
+      ports[from.port] = to;
+    }
+  }
+  return g;
+}
+
+// Calls visit(switch, ingress port, egress port) for every switch on the route from host
+// `from` to host `to`, in path order.
+template <typename Visit>
+void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string& from, const std::string& to,
+               Visit&& visit) {
+  const Address dst = network.host_address.at(to);
+  PortRef at = g.peer.at(from).at(0);  // the host's only port leads to its ToR
+  // A tree path visits each switch at most once; more steps means the routes are inconsistent.
+  for (std::size_t step = 0; step <= g.switch_config.size(); ++step) {
+    const auto routes = network.routes.find(at.node);
+    if (routes == network.routes.end() || !routes->second.contains(dst)) break;
+    const PortId egress = routes->second.at(dst);
+    visit(at.node, at.port, egress);
+    const PortRef next = g.peer.at(at.node).at(egress);
+    if (next.node == to) return;
+    at = next;
+  }
+  throw PlanError("the network plan has no loop-free route from host " + quoted(from) + " to host " + quoted(to));
+}
+
+void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
+  const std::string name = "job " + quoted(job.name);
+  if (job.workers.empty()) throw PlanError(name + " has no workers");
+  if (job.ps.empty()) throw PlanError(name + " has no parameter server");
+  std::unordered_set<std::string> workers, servers;
+  for (const std::string& w : job.workers) {
+    if (!network.host_address.contains(w)) {
+      throw PlanError(name + " names worker " + quoted(w) + ", which is not a host in the topology");
+    }
+    if (!workers.insert(w).second) throw PlanError(name + " lists worker " + quoted(w) + " twice");
+  }
+  for (const std::string& p : job.ps) {
+    if (!network.host_address.contains(p)) {
+      throw PlanError(name + " names parameter server " + quoted(p) + ", which is not a host in the topology");
+    }
+    if (!servers.insert(p).second) throw PlanError(name + " lists parameter server " + quoted(p) + " twice");
+    // A colocated worker's packets reach its PS without crossing a switch, so no switch could
+    // aggregate them: only a job without in-network aggregation (BytePS-style N-to-N) may.
+    if (workers.contains(p) && job.in_network_aggregation) {
+      throw PlanError(name + " uses host " + quoted(p) +
+                      " as both a worker and a parameter server; only a job without in-network aggregation "
+                      "(algorithm ps) may put them together");
+    }
+  }
+  if (job.values_per_packet > kMaxValuesPerPacket) {
+    throw PlanError(name + " has values_per_packet " + std::to_string(job.values_per_packet) + "; it must be 1.." +
+                    std::to_string(kMaxValuesPerPacket) + ", or 0 to fit the path");
+  }
+  if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
+    throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
+  }
+}
+
+// A set of workers aggregated together before the second level (docs/protocol.md).
+struct Group {
+  std::optional<std::string> level0_switch;  // the ToR aggregating it at level 0; none: a singleton
+  std::vector<std::size_t> members;          // indices into JobSpec::workers, in worker order
+};
+
+// The aggregation tree of a job towards one PS.
+struct PsTree {
+  std::vector<PsRoute> worker_routes;  // per worker, in worker order
+  std::vector<Group> groups;
+  std::vector<std::pair<std::string, AggregationRole>> roles;  // (switch, role)
+};
+
+PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
+  const Address ps_address = network.host_address.at(ps);
+  const std::string& ps_tor = g.tor.at(ps);
+  // Whether switch s may aggregate this job.
+  auto aggregates = [&](const std::string& s) {
+    return job.in_network_aggregation && g.switch_config.at(s)->atp_capable;
+  };
+  const bool ps_tor_atp = aggregates(ps_tor);
+  const bool single_rack = ps_tor_atp && std::all_of(job.workers.begin(), job.workers.end(),
+                                                     [&](const std::string& w) { return g.tor.at(w) == ps_tor; });
+
+  // ATP ToRs (other than the PS's) that could aggregate their workers at level 0.
+  std::set<std::string> level0_tors;
+  for (const std::string& w : job.workers) {
+    const std::string& tor = g.tor.at(w);
+    if (tor != ps_tor && aggregates(tor)) level0_tors.insert(tor);
+  }
+  // A level-0 ToR must not lie on another level-0 ToR's path to the PS: resends that pass a
+  // level-0 switch unaggregated keep edgeSwitchIdentifier 0, and the role {ps, level 0} at the
+  // transit ToR would then merge them into its own group's aggregate. Workers under such a
+  // transit ToR become singletons instead (paths towards one PS nest, so one pass suffices).
+  std::set<std::string> transit_tors;
+  for (const std::string& w : job.workers) {
+    const std::string& tor = g.tor.at(w);
+    if (!level0_tors.contains(tor)) continue;
+    walk_path(network, g, w, ps, [&](const std::string& s, PortId, PortId) {
+      if (s != tor && level0_tors.contains(s)) transit_tors.insert(s);
+    });
+  }
+
+  PsTree tree;
+  std::map<std::string, std::size_t> group_of_switch;
+  std::vector<std::size_t> group_of_worker(job.workers.size());
+  std::vector<std::size_t> position_of_worker(job.workers.size());
+  for (std::size_t i = 0; i < job.workers.size(); ++i) {
+    const std::string& tor = g.tor.at(job.workers[i]);
+    const bool level0 = single_rack || (level0_tors.contains(tor) && !transit_tors.contains(tor));
+    std::size_t group;
+    if (level0 && group_of_switch.contains(tor)) {
+      group = group_of_switch.at(tor);
+    } else {
+      group = tree.groups.size();
+      tree.groups.push_back(Group{level0 ? std::optional<std::string>(tor) : std::nullopt, {}});
+      if (level0) group_of_switch.emplace(tor, group);
+    }
+    group_of_worker[i] = group;
+    position_of_worker[i] = tree.groups[group].members.size();
+    tree.groups[group].members.push_back(i);
+  }
+
+  const std::string name = "job " + quoted(job.name);
+  for (const Group& group : tree.groups) {
+    if (group.members.size() > kMaxBitmapPositions) {
+      throw PlanError(name + " has " + std::to_string(group.members.size()) + " workers under switch " +
+                      quoted(*group.level0_switch) + ", but a 32-bit bitmap allows at most 32 per ToR");
+    }
+  }
+  if (tree.groups.size() > kMaxBitmapPositions) {
+    throw PlanError(name + " reaches parameter server " + quoted(ps) + " from " + std::to_string(tree.groups.size()) +
+                    " aggregation groups, but a 32-bit bitmap allows at most 32 (each worker under the PS's ToR "
+                    "or under a switch that is not ATP-capable counts as a group of its own)");
+  }
+
+  const auto group_count = static_cast<std::uint8_t>(tree.groups.size());
+  for (std::size_t i = 0; i < job.workers.size(); ++i) {
+    const Group& group = tree.groups[group_of_worker[i]];
+    PsRoute route;
+    route.ps = ps_address;
+    route.bitmap1 = 1u << group_of_worker[i];
+    route.fan_in1 = group_count;
+    if (group.level0_switch) {
+      route.bitmap0 = 1u << position_of_worker[i];
+      route.fan_in0 = static_cast<std::uint8_t>(group.members.size());
+      route.edge_switch_identifier = 0;
+    } else {
+      route.bitmap0 = 1;
+      route.fan_in0 = 1;
+      route.edge_switch_identifier = 1;
+    }
+    tree.worker_routes.push_back(route);
+  }
+  for (const Group& group : tree.groups) {
+    if (group.level0_switch) tree.roles.push_back({*group.level0_switch, AggregationRole{ps_address, 0}});
+  }
+  if (!single_rack && ps_tor_atp && tree.groups.size() >= 2) {
+    tree.roles.push_back({ps_tor, AggregationRole{ps_address, 1}});
+  }
+  return tree;
+}
+
+// The indices a job uses: the whole smallest table on its paths (`table` aggregators; none
+// aggregates it when `aggregated` is false), or its static share of the smallest ATP table in
+// the topology, which makes the shares of all jobs disjoint on every switch. A job no switch
+// aggregates keeps {0, 1}: its indices reach no aggregator, so a share would not change anything.
+AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, bool aggregated, const Topology& topology) {
+  if (!job.aggregator_share) return AggregatorRange{0, table};
+  const auto [share, shares] = *job.aggregator_share;
+  const std::string name = "job " + quoted(job.name);
+  if (share >= shares) {
+    throw PlanError(name + " has static aggregator share " + std::to_string(share) + " of " + std::to_string(shares) +
+                    "; a share must be below the number of shares");
+  }
+  if (!aggregated) return AggregatorRange{0, table};
+  const SwitchSpec* smallest = nullptr;
+  for (const SwitchSpec& s : topology.switches) {
+    if (s.config.atp_capable && (smallest == nullptr || s.config.num_aggregators < smallest->config.num_aggregators)) {
+      smallest = &s;
+    }
+  }
+  const std::uint32_t all = smallest->config.num_aggregators;  // aggregated: some switch is ATP-capable
+  const std::uint32_t count = all / shares;  // rounded down: the last all % shares aggregators are nobody's
+  if (count == 0) {
+    throw PlanError(name + " gets 1 of " + std::to_string(shares) + " static shares of the aggregators, but switch " +
+                    quoted(smallest->name) + ", the smallest ATP table, has only " + std::to_string(all) +
+                    "; give it at least " + std::to_string(shares) + " aggregators or share the tables dynamically");
+  }
+  return AggregatorRange{share * count, count};
+}
+
+}  // namespace
+
+NetworkPlan plan_network(const Topology& topology) {
+  const auto switch_index = index_switches(topology);
+  check_switch_tree(topology, switch_index);
+  if (topology.hosts.size() > std::size_t{kLastHostAddress - kFirstHostAddress + 1}) {
+    throw PlanError("the topology has " + std::to_string(topology.hosts.size()) +
+                    " hosts, more than the 10.0.0.0/8 address range holds");
+  }
+
+  NetworkPlan plan;
+  plan.topology = &topology;
+  const std::size_t n_switches = topology.switches.size();
+  std::vector<std::uint32_t> next_port(n_switches, 0);  // ports handed out so far per switch
+  auto take_port = [&](std::size_t s) -> PortId {
+    if (next_port[s] > std::numeric_limits<PortId>::max()) {
+      throw PlanError("switch " + quoted(topology.switches[s].name) + " needs more than 65536 ports");
+    }
+    return static_cast<PortId>(next_port[s]++);
+  };
+
+  // Host ports first, in host order; hosts get addresses in the same order, unless they are
+  // attached to a running switch already (then they keep its address and port, and switch links
+  // come after the highest such port).
+  const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
+  std::set<std::pair<std::size_t, PortId>> attached_ports;
+  std::vector<PortId> host_port(topology.hosts.size());
+  for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
+    const HostSpec& host = topology.hosts[h];
+    if (host.attached.has_value() != attached) {
+      throw PlanError("host " + quoted(host.name) + (attached ? " has no" : " has an") +
+                      " attachment (address and port); either every host has one or none does");
+    }
+    const std::size_t tor = switch_index.at(host.switch_name);
+    const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
+    if (!plan.host_by_address.emplace(address, host.name).second) {
+      throw PlanError("hosts " + quoted(plan.host_by_address.at(address)) + " and " + quoted(host.name) +
+                      " have the same address " + format_address(address));
+    }
+    plan.host_address[host.name] = address;
+    if (attached) {
+      host_port[h] = host.attached->port;
+      if (!attached_ports.insert({tor, host_port[h]}).second) {
+        throw PlanError("host " + quoted(host.name) + " is attached to port " + std::to_string(host_port[h]) +
+                        " of switch " + quoted(host.switch_name) + ", as is another host");
+      }
+      next_port[tor] = std::max<std::uint32_t>(next_port[tor], std::uint32_t{host_port[h]} + 1);
+    } else {
+      host_port[h] = take_port(tor);
+    }
+    plan.links.push_back(PlannedLink{PortRef{host.name, 0}, PortRef{host.switch_name, host_port[h]}});
+  }
+  // Then switch links, in link order. adjacency[s] = (neighbour switch, local port).
+  std::vector<std::vector<std::pair<std::size_t, PortId>>> adjacency(n_switches);
+  for (const auto& [a, b] : topology.switch_links) {
+    const std::size_t ia = switch_index.at(a), ib = switch_index.at(b);
+    const PortId pa = take_port(ia), pb = take_port(ib);
+    adjacency[ia].push_back({ib, pa});
+    adjacency[ib].push_back({ia, pb});
+    plan.links.push_back(PlannedLink{PortRef{a, pa}, PortRef{b, pb}});
+  }
+  for (std::size_t s = 0; s < n_switches; ++s) {
+    plan.switch_port_count[topology.switches[s].name] = static_cast<std::uint16_t>(next_port[s]);
+  }
+
+  // Routes: a search over the tree from every switch gives the first hop towards every other
+  // switch; a host is reached through its ToR (or directly from its ToR).
+  std::vector<PortId> first_hop(n_switches);
+  std::vector<bool> reached(n_switches);
+  std::vector<std::size_t> frontier;
+  for (std::size_t s = 0; s < n_switches; ++s) {
+    std::fill(reached.begin(), reached.end(), false);
+    reached[s] = true;
+    frontier.clear();
+    for (const auto& [next, port] : adjacency[s]) {
+      reached[next] = true;
+      first_hop[next] = port;
+      frontier.push_back(next);
+    }
+    for (std::size_t i = 0; i < frontier.size(); ++i) {
+      const std::size_t at = frontier[i];
+      for (const auto& [next, port] : adjacency[at]) {
+        if (reached[next]) continue;
+        reached[next] = true;
+        first_hop[next] = first_hop[at];
+        frontier.push_back(next);
+      }
+    }
+    auto& routes = plan.routes[topology.switches[s].name];
+    for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
+      const std::size_t tor = switch_index.at(topology.hosts[h].switch_name);
+      routes[plan.host_address.at(topology.hosts[h].name)] = tor == s ? host_port[h] : first_hop[tor];
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+// The aggregation groups a PS tree's packets come from, their sizes in bitmap order (PsConfig).
+std::vector<std::uint8_t> group_sizes(const PsTree& tree) {
+  std::vector<std::uint8_t> sizes;
+  for (const Group& group : tree.groups) sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
+  return sizes;
+}
+
+// The widest fragment, at most `width`, whose state a PS configured as `p` holds within
+// kPsJobMemoryBudget (ps_job_memory_bound grows with the width); 1 if none does, which plan_job's
+// check then refuses.
+std::uint16_t widest_within_ps_budget(PsConfig p, std::uint16_t width) {
+  auto fits = [&p](std::uint16_t values) {
+    p.values_per_packet = values;
+    return ps_job_memory_bound(p) <= kPsJobMemoryBudget;
+  };
+  if (fits(width)) return width;
+  std::uint16_t lo = 1, hi = width;  // the answer is in [lo, hi]
+  while (lo < hi) {
+    const auto mid = static_cast<std::uint16_t>(lo + (hi - lo + 1) / 2);
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = static_cast<std::uint16_t>(mid - 1);
+    }
+  }
+  return lo;
+}
+
+}  // namespace
+
+std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator) {
+  std::uint32_t width = std::min(kWidestChosenFragment, narrowest_aggregator);
+  if (mtu_bytes == 0) {
+    width = std::min<std::uint32_t>(width, kFragmentWithoutMtu);
+  } else {
+    if (mtu_bytes < kIpUdpBytes + packet_size(1)) {
+      throw PlanError("an MTU of " + std::to_string(mtu_bytes) + " bytes leaves no room for even one value after the " +
+                      std::to_string(kIpUdpBytes + kHeaderBytes) + " bytes of IPv4, UDP and ATP headers");
+    }
+    width = std::min<std::uint32_t>(width, static_cast<std::uint32_t>((mtu_bytes - kIpUdpBytes - kHeaderBytes) / 4));
+  }
+  return static_cast<std::uint16_t>(std::max<std::uint32_t>(width, 1));
+}
+
+JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
+  const PortGraph graph = build_port_graph(network);
+  check_job_hosts(network, job);
+  const std::string name = "job " + quoted(job.name);
+
+  std::vector<PsTree> trees;
+  for (const std::string& ps : job.ps) trees.push_back(build_ps_tree(network, graph, job, ps));
+
+  // Aggregating switches bound the fragment width and the index range.
+  JobPlan plan;
+  const std::string* smallest_switch = nullptr;   // the first aggregating switch with the smallest table
+  std::uint16_t narrowest = kMaxValuesPerPacket;  // aggregator width
+  for (const PsTree& tree : trees) {
+    for (const auto& [switch_name, role] : tree.roles) {
+      narrowest = std::min(narrowest, graph.switch_config.at(switch_name)->aggregator_width);
+    }
+  }
+  try {
+    plan.values_per_packet =
+        job.values_per_packet != 0 ? job.values_per_packet : fragment_width(network.mtu_bytes, narrowest);
+  } catch (const PlanError& e) {
+    throw PlanError(name + ": " + e.what());
+  }
+  if (network.mtu_bytes != 0 && kIpUdpBytes + packet_size(plan.values_per_packet) > network.mtu_bytes) {
+    throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet: its " +
+                    std::to_string(kIpUdpBytes + packet_size(plan.values_per_packet)) +
+                    "-byte IP packets do not fit the links' MTU of " + std::to_string(network.mtu_bytes) +
+                    " bytes; leave values_per_packet out to fit the path");
+  }
+  for (const PsTree& tree : trees) {
+    for (const auto& [switch_name, role] : tree.roles) {
+      const SwitchConfig& config = *graph.switch_config.at(switch_name);
+      if (plan.values_per_packet > config.aggregator_width) {
+        throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet, but switch " +
+                        quoted(switch_name) + ", which aggregates it, has aggregators only " +
+                        std::to_string(config.aggregator_width) + " values wide");
+      }
+      if (smallest_switch == nullptr || config.num_aggregators < plan.num_aggregators) {
+        smallest_switch = &switch_name;
+        plan.num_aggregators = config.num_aggregators;
+      }
+    }
+  }
+  plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch != nullptr, *network.topology);
+
+  // A static share is SwitchML's pool of slots: a job never has more fragments in flight than
+  // aggregators in its share (split evenly over its PS shards' flows), so that its own
+  // fragments never compete for one.
+  CongestionConfig congestion = job.congestion;
+  if (job.aggregator_share && smallest_switch != nullptr) {
+    const auto flows = static_cast<std::uint32_t>(job.ps.size());
+    const std::uint32_t cap = std::max<std::uint32_t>(1, plan.aggregators.count / flows);
+    congestion.max_window = std::min(congestion.max_window, cap);
+    congestion.initial_window = std::min(congestion.initial_window, cap);
+    congestion.min_window = std::min(congestion.min_window, cap);
+    congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, cap);
+  }
+
+  // A PS gets every P-th sequence number of the job (P = its number of PSs, worker.h), so the
+  // max_window fragments a worker's flow has in flight to it span max_window x P of them.
+  const std::uint64_t window_seqs = std::uint64_t{congestion.max_window} * job.ps.size();
+  const auto max_window_seqs =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
+
+  // A chosen width also keeps every PS within its memory budget: with many PS shards a flow's
+  // window spans max_window x shards sequence numbers, and a PS holds a fragment's sums for each.
+  if (job.values_per_packet == 0 && max_window_seqs <= kMaxWindowSeqs) {
+    for (const PsTree& tree : trees) {
+      PsConfig p;
+      p.max_window_seqs = max_window_seqs;
+      p.group_sizes = group_sizes(tree);
+      plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
+    }
+  }
+
+  for (std::size_t i = 0; i < job.workers.size(); ++i) {
+    WorkerConfig w;
+    w.job = job.id;
+    w.self = network.host_address.at(job.workers[i]);
+    for (const PsTree& tree : trees) w.ps.push_back(tree.worker_routes[i]);
+    w.values_per_packet = plan.values_per_packet;
+    w.scale = job.scale;
+    w.aggregators = plan.aggregators;
+    w.index_policy = job.index_policy;
+    w.congestion = congestion;
+    w.loss_recovery = job.loss_recovery;
+    w.retransmit_timeout = job.retransmit_timeout;
+    // JobSpec has no bounds of its own: keep the default ones unless its first RTO is outside them.
+    w.min_retransmit_timeout = std::min(w.min_retransmit_timeout, job.retransmit_timeout);
+    w.max_retransmit_timeout = std::max(w.max_retransmit_timeout, job.retransmit_timeout);
+    w.progress_timeout = job.progress_timeout;
+    w.initial_seq = job.initial_seq;
+    plan.workers.push_back(std::move(w));
+  }
+  for (std::size_t k = 0; k < job.ps.size(); ++k) {
+    PsConfig p;
+    p.job = job.id;
+    p.self = network.host_address.at(job.ps[k]);
+    p.multicast_group = multicast_group_address(job.id);
+    p.group_sizes = group_sizes(trees[k]);
+    for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
+    p.values_per_packet = plan.values_per_packet;
+    p.aggregators = plan.aggregators;
+    p.index_policy = job.index_policy;
+    p.max_window_seqs = max_window_seqs;
+    // Checked here too (PsEndpoint throws), so that a scenario or job spec fails at planning.
+    if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {
+      throw PlanError(name + " lets each parameter server hold up to " + std::to_string(ps_job_memory_bound(p) >> 20) +
+                      " MiB (max_window " + std::to_string(congestion.max_window) + " x " +
+                      std::to_string(job.ps.size()) + " PS shards, " + std::to_string(plan.values_per_packet) +
+                      " values per packet), above the " + std::to_string(kPsJobMemoryBudget >> 20) +
+                      " MiB a PS job may use; lower max_window or values_per_packet");
+    }
+    plan.ps.push_back(std::move(p));
+  }
+
+  // Switch entries: admission on every ingress port of the job's paths in both directions,
+  // multicast towards the workers, roles from the trees.
+  struct PortSets {
+    std::set<PortId> admitted, multicast;
+  };
+  std::map<std::string, PortSets> ports;
+  for (const std::string& ps : job.ps) {
+    for (const std::string& worker : job.workers) {
+      walk_path(network, graph, worker, ps,
+                [&](const std::string& s, PortId ingress, PortId) { ports[s].admitted.insert(ingress); });
+      walk_path(network, graph, ps, worker, [&](const std::string& s, PortId ingress, PortId egress) {
+        ports[s].admitted.insert(ingress);
+        ports[s].multicast.insert(egress);
+      });
+    }
+  }
+  for (const auto& [switch_name, sets] : ports) {
+    SwitchJobPlan& entry = plan.switches[switch_name];
+    entry.entry.job = job.id;
+    entry.entry.admitted_ports.assign(sets.admitted.begin(), sets.admitted.end());
+    entry.multicast_ports.assign(sets.multicast.begin(), sets.multicast.end());
+  }
+  for (const PsTree& tree : trees) {
+    for (const auto& [switch_name, role] : tree.roles) plan.switches.at(switch_name).entry.roles.push_back(role);
+  }
+  return plan;
+}
+
+}  // namespace atp

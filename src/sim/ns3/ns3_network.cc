@@ -1,0 +1,487 @@
+// The ns-3 adapter (ns3_network.h): nodes, point-to-point links, UDP sockets on hosts, IPv4
+// handling on switches, deadlines as simulator events.
+#include "atp/sim/ns3_network.h"
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+// Single headers, not ns-3's *-module.h: those pull in singleton.h, which GCC 12 rejects in
+// C++20 mode (constructors named with a template-id).
+#include <ns3/config.h>
+#include <ns3/drop-tail-queue.h>
+#include <ns3/error-model.h>
+#include <ns3/inet-socket-address.h>
+#include <ns3/internet-stack-helper.h>
+#include <ns3/ipv4-header.h>
+#include <ns3/ipv4-static-routing-helper.h>
+#include <ns3/ipv4.h>
+#include <ns3/packet.h>
+#include <ns3/point-to-point-channel.h>
+#include <ns3/point-to-point-helper.h>
+#include <ns3/point-to-point-net-device.h>
+#include <ns3/rng-seed-manager.h>
+#include <ns3/simulator.h>
+#include <ns3/socket.h>
+#include <ns3/string.h>
+#include <ns3/traffic-control-layer.h>
+#include <ns3/udp-header.h>
+#include <ns3/udp-socket-factory.h>
+#include <ns3/uinteger.h>
+
+namespace atp::ns3adapter {
+namespace {
+
+using sim::NodeId;
+
+constexpr std::uint16_t kIpv4Protocol = 0x0800;
+constexpr std::uint8_t kUdpProtocol = 17;
+constexpr std::int32_t kNoChannel = -1;
+// Settings that mean "no limit" in EgressConfig (0) need a number on a device.
+constexpr double kUnlimitedRateGbps = 10000;          // 10 Tbit/s: a 300-byte packet takes 0.24 ns
+constexpr std::uint32_t kUnlimitedBuffer = 1u << 20;  // packets
+// Devices carry whole ATP packets unfragmented (up to kMaxValuesPerPacket values): a jumbo MTU.
+constexpr std::uint16_t kMtu = 65000;
+// Where a host sends bytes that are not an ATP packet (a noise source's garbage): an address no
+// host has, in 10.0.0.0/8 so that it leaves on the host's link to the switch, which drops it.
+constexpr Address kUnparsableDestination = 0x0AFFFFFEu;  // 10.255.255.254
+
+std::atomic<bool> g_alive{false};  // one simulation per process
+
+ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
+
+// Connects a trace source, which ns-3 would otherwise skip silently when the name is wrong
+// (trace names change between ns-3 versions).
+template <class Object, class Callback>
+void connect_trace(const Object& object, const char* name, Callback callback) {
+  if (!object->TraceConnectWithoutContext(name, callback)) {
+    throw std::logic_error(std::string("ns-3 has no trace source '") + name + "' here (ns-3 version?)");
+  }
+}
+
+}  // namespace
+
+struct Ns3Network::Impl {
+  using NodeSink = sim::NodeSink<Impl>;
+
+  struct NodeState {
+    std::string name;
+    bool is_host = false;
+    Address address = 0;               // hosts
+    std::map<Address, PortId> routes;  // switches: where non-ATP IPv4 goes
+    std::unique_ptr<sim::Node> node;
+    std::unique_ptr<NodeSink> sink;
+    ns3::Ptr<ns3::Node> ns3;
+    ns3::Ptr<ns3::Socket> socket;               // hosts: UDP on kUdpPort
+    std::vector<std::int32_t> channel_by_port;  // egress channel per port
+    Time armed_timer = kNever;
+    std::uint64_t timer_generation = 0;
+  };
+  struct Channel {
+    NodeId from = 0, to = 0;
+    ns3::Ptr<ns3::PointToPointNetDevice> tx, rx;
+    ns3::Ptr<ns3::PointToPointChannel> link;
+    ns3::Ptr<ns3::RateErrorModel> loss;  // on rx
+    sim::ChannelConfig config;
+    sim::ChannelCounters counters;
+    bool transmitting = false;
+    std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
+  };
+
+  explicit Impl(std::uint64_t s) : seed(s) {}
+
+  // Packets in the channel's egress queue, counting the one being sent (EgressQueue's depth).
+  std::uint32_t depth(const Channel& c) const { return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0); }
+  bool over_ecn_threshold(const Channel& c) const {
+    return c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
+  }
+
+  // Sends onto the channel's device (a switch's egress).
+  static auto device_sender(const Channel& c) {
+    return [tx = c.tx](ns3::Ptr<ns3::Packet> q) { tx->Send(q, tx->GetBroadcast(), kIpv4Protocol); };
+  }
+
+  void apply(Channel& c, const sim::ChannelConfig& config, bool initial) {
+    c.config = config;
+    const double gbps = config.rate_gbps > 0 ? config.rate_gbps : kUnlimitedRateGbps;
+    c.tx->SetDataRate(ns3::DataRate(static_cast<std::uint64_t>(gbps * 1e9)));
+    // The device queue holds what waits behind the packet being sent: one less than the buffer.
+    const std::uint32_t buffer = config.buffer_packets > 0 ? config.buffer_packets : kUnlimitedBuffer;
+    c.tx->GetQueue()->SetMaxSize(ns3::QueueSize(ns3::QueueSizeUnit::PACKETS, std::max<std::uint32_t>(buffer - 1, 1)));
+    if (initial) c.link->SetAttribute("Delay", ns3::TimeValue(to_ns3(config.delay)));
+    c.loss->SetRate(config.loss);
+    c.loss->Enable();
+  }
+
+  // Sends what node `from` put on `port`: hosts through their UDP socket, switches onto the device
+  // in a new IPv4/UDP header.
+  void transmit(NodeId from, PortId port, std::span<const std::uint8_t> bytes) {
+    NodeState& n = nodes[from];
+    if (port >= n.channel_by_port.size() || n.channel_by_port[port] == kNoChannel) return;
+    Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[port])];
+    Header h;
+    if (decode_header(bytes, h) != DecodeError::kOk) {
+      // Only noise sources send what does not parse; it goes to the switch like any packet.
+      h.src = n.address;
+      h.dst = kUnparsableDestination;
+    }
+    // A marked packet is a marked copy: the node's bytes (one copy of a multicast) stay as they were.
+    std::span<const std::uint8_t> wire = bytes;
+    if (over_ecn_threshold(c)) {
+      marked.assign(bytes.begin(), bytes.end());
+      if (mark_ecn(marked)) {
+        ++c.counters.ecn_marked;
+        wire = marked;
+      }
+    }
+    ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
+    if (n.is_host) {
+      const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
+      emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
+      return;
+    }
+    ns3::UdpHeader udp;
+    udp.SetSourcePort(kUdpPort);
+    udp.SetDestinationPort(kUdpPort);
+    p->AddHeader(udp);
+    ns3::Ipv4Header ip;
+    ip.SetSource(ns3::Ipv4Address(h.src));
+    ip.SetDestination(ns3::Ipv4Address(h.dst));
+    ip.SetProtocol(kUdpProtocol);
+    ip.SetPayloadSize(p->GetSize());
+    ip.SetTtl(64);
+    p->AddHeader(ip);
+    emit(c, p, device_sender(c));
+  }
+
+  // Hands `p` to `send` (its channel's device or host socket), with the channel's duplication and
+  // reordering: as in EgressQueue, a duplicate follows 100 ns later and a reordered packet is held
+  // back by 1-3 link delays (at least 1 us); here both happen before the queue, so a duplicate
+  // uses the link twice. Draws come from the channel's own seeded stream.
+  template <class Send>
+  void emit(Channel& c, ns3::Ptr<ns3::Packet> p, Send send) {
+    if (c.config.duplicate <= 0 && c.config.reorder <= 0) {
+      send(p);
+      return;
+    }
+    std::uniform_real_distribution<double> uniform01(0, 1);
+    const bool duplicate = c.config.duplicate > 0 && uniform01(c.rng) < c.config.duplicate;
+    if (c.config.reorder > 0 && uniform01(c.rng) < c.config.reorder) {
+      const double factor = 1.0 + 2.0 * uniform01(c.rng);
+      const Duration hold = std::max<Duration>(std::chrono::microseconds(1),
+                                               Duration(static_cast<std::int64_t>(factor * c.config.delay.count())));
+      ++c.counters.reordered;
+      ns3::Simulator::Schedule(to_ns3(hold), [send, q = p->Copy()] { send(q); });
+    } else {
+      send(p->Copy());
+    }
+    if (duplicate) {
+      ++c.counters.duplicated;
+      ns3::Simulator::Schedule(ns3::NanoSeconds(100), [send, q = p->Copy()] { send(q); });
+    }
+  }
+
+  // Every IPv4 packet a switch's device receives.
+  void switch_receive(NodeId id, PortId port, ns3::Ptr<const ns3::Packet> packet) {
+    NodeState& n = nodes[id];
+    ns3::Ptr<ns3::Packet> p = packet->Copy();
+    ns3::Ipv4Header ip;
+    p->RemoveHeader(ip);
+    if (ip.GetProtocol() == kUdpProtocol && ip.IsLastFragment() && ip.GetFragmentOffset() == 0) {
+      ns3::UdpHeader udp;
+      p->PeekHeader(udp);
+      if (udp.GetDestinationPort() == kUdpPort) {
+        p->RemoveHeader(udp);
+        received.resize(p->GetSize());
+        p->CopyData(received.data(), received.size());
+        n.node->on_packet(port, received, now(), *n.sink);
+        rearm(id);
+        return;
+      }
+    }
+    // Anything else is forwarded by destination, like a router (TTL and checksum untouched).
+    const auto route = n.routes.find(ip.GetDestination().Get());
+    if (route == n.routes.end() || route->second >= n.channel_by_port.size() ||
+        n.channel_by_port[route->second] == kNoChannel) {
+      return;  // the plan routes every host's address: only traffic to no host ends here
+    }
+    Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[route->second])];
+    const auto ecn = ip.GetEcn();
+    if ((ecn == ns3::Ipv4Header::ECN_ECT0 || ecn == ns3::Ipv4Header::ECN_ECT1) && over_ecn_threshold(c)) {
+      ip.SetEcn(ns3::Ipv4Header::ECN_CE);
+      ++c.counters.ecn_marked;
+    }
+    p->AddHeader(ip);
+    emit(c, p, device_sender(c));
+  }
+
+  void host_receive(NodeId id, ns3::Ptr<ns3::Socket> socket) {
+    NodeState& n = nodes[id];
+    while (ns3::Ptr<ns3::Packet> p = socket->Recv()) {
+      received.resize(p->GetSize());
+      p->CopyData(received.data(), received.size());
+      n.node->on_packet(0, received, now(), *n.sink);
+    }
+    rearm(id);
+  }
+
+  // As the in-process network: arm a timer event if the node's deadline moved earlier than the
+  // armed one; a node still due right after on_timeout is retried 1 ns later.
+  void rearm(NodeId id, bool after_timeout = false) {
+    NodeState& n = nodes[id];
+    const Time deadline = n.node->next_deadline();
+    if (deadline == kNever) return;
+    const Time current = now();
+    const Time at = std::max(deadline, after_timeout ? current + Duration(1) : current);
+    if (at >= n.armed_timer) return;
+    n.armed_timer = at;
+    const std::uint64_t generation = ++n.timer_generation;
+    ns3::Simulator::Schedule(to_ns3(at - current), [this, id, generation] { fire(id, generation); });
+  }
+
+  void fire(NodeId id, std::uint64_t generation) {
+    NodeState& n = nodes[id];
+    if (generation == n.timer_generation) n.armed_timer = kNever;
+    const Time current = now();
+    const bool due = n.node->next_deadline() <= current;
+    if (due) n.node->on_timeout(current, *n.sink);
+    rearm(id, due);
+  }
+
+  Time now() const { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
+
+  NodeId add(std::string name, std::unique_ptr<sim::Node> node) {
+    if (!node) throw std::invalid_argument("add node '" + name + "': node is null");
+    const auto id = static_cast<NodeId>(nodes.size());
+    NodeState s;
+    s.name = std::move(name);
+    s.node = std::move(node);
+    s.sink = std::make_unique<NodeSink>(this, id);
+    s.ns3 = ns3::CreateObject<ns3::Node>();
+    nodes.push_back(std::move(s));
+    return id;
+  }
+
+  std::uint64_t seed;
+  std::vector<NodeState> nodes;
+  std::vector<Channel> channels;
+  // Reused buffers. A node's sends never deliver synchronously (devices and sockets schedule),
+  // so a packet being handled is never overwritten by the next one.
+  std::vector<std::uint8_t> received;  // the packet a node is handling
+  std::vector<std::uint8_t> marked;    // an ECN-marked copy on its way out
+  std::uint64_t events_at_start = 0;
+};
+
+Ns3Network::Ns3Network(std::uint64_t seed) {
+  if (g_alive.exchange(true)) throw std::logic_error("only one ns-3 simulation can exist at a time");
+  impl_ = std::make_unique<Impl>(seed);
+  // ns-3 seeds must be non-zero; the run number picks the substream.
+  ns3::RngSeedManager::SetSeed(static_cast<std::uint32_t>(seed % 0x7FFFFFFFu) + 1);
+  ns3::RngSeedManager::SetRun(1 + seed / 0x7FFFFFFFu);
+  // TCP (collectives, background flows): ns-3's CUBIC (its default, named so the docs stay true)
+  // with ECN on, so that it backs off at the switches' marks as ATP does; Ethernet-sized
+  // segments, buffers for 100 Gbit/s. The minimum RTO and the delayed-ACK timeout depend on the
+  // scenario's link rates: tcp_apps.cc sets them on every socket (tcp_timers).
+  ns3::Config::SetDefault("ns3::TcpL4Protocol::SocketType", ns3::StringValue("ns3::TcpCubic"));
+  ns3::Config::SetDefault("ns3::TcpSocketBase::UseEcn", ns3::StringValue("On"));
+  ns3::Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", ns3::TimeValue(ns3::MicroSeconds(10)));
+  ns3::Config::SetDefault("ns3::TcpSocket::SegmentSize", ns3::UintegerValue(1448));
+  ns3::Config::SetDefault("ns3::TcpSocket::SndBufSize", ns3::UintegerValue(4 << 20));
+  ns3::Config::SetDefault("ns3::TcpSocket::RcvBufSize", ns3::UintegerValue(4 << 20));
+  impl_->events_at_start = ns3::Simulator::GetEventCount();
+}
+
+Ns3Network::~Ns3Network() {
+  ns3::Simulator::Destroy();
+  g_alive = false;
+}
+
+sim::NodeId Ns3Network::add_switch(std::string name, std::unique_ptr<sim::Node> node,
+                                   std::map<Address, PortId> routes) {
+  const NodeId id = impl_->add(std::move(name), std::move(node));
+  impl_->nodes[id].routes = std::move(routes);
+  return id;
+}
+
+sim::NodeId Ns3Network::add_host(std::string name, std::unique_ptr<sim::Node> node, Address address) {
+  const NodeId id = impl_->add(std::move(name), std::move(node));
+  Impl::NodeState& n = impl_->nodes[id];
+  n.is_host = true;
+  n.address = address;
+  ns3::InternetStackHelper stack;
+  stack.SetIpv6StackInstall(false);
+  stack.Install(n.ns3);
+  n.socket = ns3::Socket::CreateSocket(n.ns3, ns3::UdpSocketFactory::GetTypeId());
+  n.socket->SetAttribute("RcvBufSize", ns3::UintegerValue(64 << 20));
+  if (n.socket->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), kUdpPort)) != 0) {
+    throw std::runtime_error("host '" + n.name + "': cannot bind its UDP socket");
+  }
+  Impl* impl = impl_.get();
+  n.socket->SetRecvCallback(
+      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([impl, id](ns3::Ptr<ns3::Socket> s) { impl->host_receive(id, s); }));
+  return id;
+}
+
+std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId port_a, sim::NodeId b, PortId port_b,
+                                                        const sim::ChannelConfig& a_to_b,
+                                                        const sim::ChannelConfig& b_to_a) {
+  Impl& net = *impl_;
+  if (a >= net.nodes.size() || b >= net.nodes.size()) throw std::out_of_range("connect(): unknown node id");
+  if (a_to_b.delay != b_to_a.delay) {
+    throw std::invalid_argument("the ns3 backend's links have one delay for both directions (link " +
+                                net.nodes[a].name + " - " + net.nodes[b].name + ")");
+  }
+  for (const auto& [id, port] : {std::pair{a, port_a}, std::pair{b, port_b}}) {
+    const auto& ports = net.nodes[id].channel_by_port;
+    if (port < ports.size() && ports[port] != kNoChannel) {
+      throw std::invalid_argument("connect(): port " + std::to_string(port) + " of node '" + net.nodes[id].name +
+                                  "' is already connected");
+    }
+    if (net.nodes[id].is_host && port != 0) throw std::invalid_argument("connect(): a host has only port 0");
+  }
+  ns3::PointToPointHelper p2p;
+  p2p.SetDeviceAttribute("Mtu", ns3::UintegerValue(kMtu));
+  p2p.SetQueue("ns3::DropTailQueue<Packet>");
+  const ns3::NetDeviceContainer devices = p2p.Install(net.nodes[a].ns3, net.nodes[b].ns3);
+  const auto link = ns3::DynamicCast<ns3::PointToPointChannel>(devices.Get(0)->GetChannel());
+
+  auto add_channel = [&](NodeId from, PortId from_port, ns3::Ptr<ns3::NetDevice> tx, NodeId to,
+                         ns3::Ptr<ns3::NetDevice> rx, const sim::ChannelConfig& config) {
+    const std::size_t cid = net.channels.size();
+    Impl::Channel c;
+    c.from = from;
+    c.to = to;
+    c.tx = ns3::DynamicCast<ns3::PointToPointNetDevice>(tx);
+    c.rx = ns3::DynamicCast<ns3::PointToPointNetDevice>(rx);
+    c.link = link;
+    c.loss = ns3::CreateObject<ns3::RateErrorModel>();
+    c.loss->SetUnit(ns3::RateErrorModel::ERROR_UNIT_PACKET);
+    c.loss->AssignStreams(static_cast<std::int64_t>(cid));  // one stream per channel: same seed, same losses
+    c.rng.seed(EgressQueue::stream_seed(net.seed, cid));
+    c.rx->SetReceiveErrorModel(c.loss);
+    net.apply(c, config, /*initial=*/true);
+    net.channels.push_back(std::move(c));
+    // Counters and the transmitter's state from the device's traces.
+    Impl* impl = &net;
+    connect_trace(tx, "PhyTxBegin",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->channels[cid].transmitting = true; }));
+    connect_trace(tx, "PhyTxEnd",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
+                    Impl::Channel& ch = impl->channels[cid];
+                    ch.transmitting = false;
+                    ++ch.counters.packets;
+                    ch.counters.bytes += p->GetSize();
+                  }));
+    connect_trace(c.tx->GetQueue(), "Drop",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.queue_drops; }));
+    connect_trace(rx, "PhyRxDrop",
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
+    auto& ports = net.nodes[from].channel_by_port;
+    if (ports.size() <= from_port) ports.resize(std::size_t{from_port} + 1, kNoChannel);
+    ports[from_port] = static_cast<std::int32_t>(cid);
+    return cid;
+  };
+  const std::size_t ab = add_channel(a, port_a, devices.Get(0), b, devices.Get(1), a_to_b);
+  const std::size_t ba = add_channel(b, port_b, devices.Get(1), a, devices.Get(0), b_to_a);
+
+  // The node's side of each device: a host's IPv4 interface, or a switch's IPv4 handler.
+  for (const auto& [id, port, device] :
+       {std::tuple{a, port_a, devices.Get(0)}, std::tuple{b, port_b, devices.Get(1)}}) {
+    Impl::NodeState& n = net.nodes[id];
+    if (n.is_host) {
+      // Added by hand, not by Ipv4AddressHelper, which would also install a queue disc: the
+      // device queue is the host's only egress queue, as on the other backends.
+      const auto ipv4 = n.ns3->GetObject<ns3::Ipv4>();
+      const std::int32_t ifindex = static_cast<std::int32_t>(ipv4->AddInterface(device));
+      ipv4->AddAddress(ifindex, ns3::Ipv4InterfaceAddress(ns3::Ipv4Address(n.address), ns3::Ipv4Mask("255.0.0.0")));
+      ipv4->SetUp(ifindex);
+      // Hosts reach every address through their one link: 10.0.0.0/8 comes with the address;
+      // multicast (parameter packets from a PS) and anything else take the default route.
+      ns3::Ipv4StaticRoutingHelper routing;
+      routing.GetStaticRouting(ipv4)->SetDefaultRoute(ns3::Ipv4Address::GetAny(), ifindex);
+      // Parameter packets go to 224.0.0.<job>, link-local multicast, which ns-3 only sends from a
+      // socket that names its device.
+      n.socket->BindToNetDevice(device);
+      // With no queue disc, ns-3's traffic control layer drops what the full device queue refuses
+      // (the device stops its queue first): those are this host's egress queue drops.
+      const std::size_t egress = static_cast<std::size_t>(n.channel_by_port[0]);
+      Impl* impl = &net;
+      connect_trace(n.ns3->GetObject<ns3::TrafficControlLayer>(), "TcDrop",
+                    ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, egress](ns3::Ptr<const ns3::Packet>) {
+                      ++impl->channels[egress].counters.queue_drops;
+                    }));
+    } else {
+      Impl* impl = &net;
+      const NodeId node_id = id;
+      const PortId p = port;
+      n.ns3->RegisterProtocolHandler(
+          ns3::Callback<void, ns3::Ptr<ns3::NetDevice>, ns3::Ptr<const ns3::Packet>, std::uint16_t, const ns3::Address&,
+                        const ns3::Address&, ns3::NetDevice::PacketType>(
+              [impl, node_id, p](ns3::Ptr<ns3::NetDevice>, ns3::Ptr<const ns3::Packet> packet, std::uint16_t protocol,
+                                 const ns3::Address&, const ns3::Address&, ns3::NetDevice::PacketType) {
+                if (protocol == kIpv4Protocol) impl->switch_receive(node_id, p, packet);
+              }),
+          kIpv4Protocol, device);
+    }
+  }
+  return {ab, ba};
+}
+
+void Ns3Network::set_channel_config(std::size_t channel, const sim::ChannelConfig& config) {
+  Impl::Channel& c = impl_->channels.at(channel);
+  if (config.delay != c.config.delay) {
+    throw std::invalid_argument("the ns3 backend cannot change a link's delay during a run");
+  }
+  impl_->apply(c, config, /*initial=*/false);
+}
+
+sim::ChannelCounters Ns3Network::channel_counters(std::size_t channel) const {
+  const Impl::Channel& c = impl_->channels.at(channel);
+  sim::ChannelCounters k = c.counters;
+  k.depth = impl_->depth(c);
+  return k;
+}
+
+void Ns3Network::schedule(Time t, std::function<void(Time)> f) {
+  const Time current = impl_->now();
+  Impl* impl = impl_.get();
+  ns3::Simulator::Schedule(to_ns3(std::max(t, current) - current), [impl, f = std::move(f)] {
+    f(impl->now());
+    for (NodeId id = 0; id < impl->nodes.size(); ++id) impl->rearm(id);
+  });
+}
+
+void Ns3Network::wake(sim::NodeId node) {
+  if (node >= impl_->nodes.size()) throw std::out_of_range("wake(): unknown node id");
+  impl_->rearm(node);
+}
+
+PortSink& Ns3Network::sink_for(sim::NodeId node) { return *impl_->nodes.at(node).sink; }
+
+Time Ns3Network::now() const { return impl_->now(); }
+
+std::uint64_t Ns3Network::run_until(Time limit) {
+  const std::uint64_t before = ns3::Simulator::GetEventCount();
+  if (limit != kNever) ns3::Simulator::Stop(to_ns3(std::max(limit, now()) - now()));
+  ns3::Simulator::Run();
+  return ns3::Simulator::GetEventCount() - before;
+}
+
+std::uint32_t Ns3Network::mtu_bytes() const { return kMtu; }
+
+std::uint64_t Ns3Network::events_processed() const { return ns3::Simulator::GetEventCount() - impl_->events_at_start; }
+
+ns3::Ptr<ns3::Node> Ns3Network::ns3_node(sim::NodeId node) const { return impl_->nodes.at(node).ns3; }
+
+std::uint64_t Ns3Network::link_packets() const {
+  std::uint64_t n = 0;
+  for (const Impl::Channel& c : impl_->channels) n += c.counters.packets;
+  return n;
+}
+
+}  // namespace atp::ns3adapter
