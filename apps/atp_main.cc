@@ -3,13 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <iostream>
 #include <string>
 
-#include "atp/backends/ns3.h"
+#include "atp/backends/backend.h"
 #include "atp/backends/processes.h"
-#include "atp/backends/simulated.h"
 #include "atp/scenario/scenario.h"
 #include "commands.h"
 
@@ -68,37 +66,37 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
 Exit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.
 )";
 
-int run_command(const std::string& backend, const std::string& file, bool json, double series_ms) {
-  if (backend != "inproc" && backend != "ns3" && backend != "udp" && backend != "netns") {
-    std::cerr << "atp run: unknown backend '" << backend << "'; use --backend inproc, ns3, udp or netns\n";
+// The --backend help: every backend of this build, from the registry.
+std::string backends_help() {
+  std::string out = "Where to run it:";
+  for (const atp::Backend* b : atp::backends())
+    out += "\n  " + std::string(b->name()) + ": " + std::string(b->summary());
+  return out;
+}
+
+int run_command(const std::string& backend_name, const std::string& file, bool json, double series_ms) {
+  const atp::Backend* backend = atp::find_backend(backend_name);
+  if (backend == nullptr) {
+    std::cerr << "atp run: unknown backend '" << backend_name << "'; use --backend " << atp::backend_names() << "\n";
     return kExitBadInput;
   }
-  const bool simulated = backend == "inproc" || backend == "ns3";
-  if (series_ms != 0 && (!simulated || !(series_ms > 0))) {
-    std::cerr << "atp run: --series takes a positive interval in ms and needs --backend inproc or ns3\n";
+  if (series_ms != 0 && !(series_ms > 0)) {
+    std::cerr << "atp run: --series takes a positive interval in ms\n";
     return kExitBadInput;
   }
-  atp::SimulationOptions options;
+  atp::RunOptions options;
   options.series_interval = atp::Duration(static_cast<atp::Duration::rep>(series_ms * 1e6));
   atp::ScenarioResult result;
   try {
     const atp::Scenario scenario = atp::load_scenario_file(file);
-    if (backend == "udp") {
-      result = atp::run_udp(scenario, atp::cli::self_path());
-    } else if (backend == "netns") {
-      result = atp::run_netns(scenario, atp::cli::self_path());
-    } else if (backend == "ns3") {
-      result = atp::run_ns3(scenario, options);
-    } else {
-      result = atp::run_inproc(scenario, options);
-    }
+    result = backend->run(scenario, options);
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
     // Errors from the parser that already start with the file name are not prefixed twice.
     std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
     return kExitBadInput;
   } catch (const std::runtime_error& e) {
-    if (simulated) throw;
+    if (backend->simulated()) throw;
     std::cerr << "atp run: " << e.what() << "\n";  // a process that did not start, or Ctrl-C
     return kExitIncorrect;
   }
@@ -108,24 +106,11 @@ int run_command(const std::string& backend, const std::string& file, bool json, 
 
 }  // namespace
 
-namespace atp::cli {
-
-std::string self_path() {
-  std::error_code ignored;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
-  return self.empty() ? "/proc/self/exe" : self.string();
-}
-
-}  // namespace atp::cli
-
 int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
   app.require_subcommand(1);
-  app.footer(
-      "Backends: inproc (a deterministic simulated network inside this process), ns3 (the same nodes on\n"
-      "ns-3's simulator: point-to-point links, IPv4/UDP/TCP hosts), udp (real processes on 127.0.0.1),\n"
-      "netns (real processes in network namespaces joined by veth links; needs root).\n"
-      "Exit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
+  app.footer("Backends (atp run --backend): " + atp::backend_names() +
+             ".\nExit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
   std::string backend = "inproc";
   std::string file;
@@ -133,16 +118,11 @@ int main(int argc, char** argv) {
   double series_ms = 0;
   CLI::App* run =
       app.add_subcommand("run", "Run a scenario file (topology, jobs, faults; see examples/) and check every result");
-  run->add_option("--backend", backend,
-                  "Where to run it: inproc (in-process simulated network), ns3 (ns-3 simulation with TCP: ring "
-                  "jobs and background flows too), udp (real processes on 127.0.0.1) or netns (real processes in "
-                  "network namespaces and veth links, switches on Ethernet ports; needs root). udp and netns times "
-                  "are wall-clock")
-      ->capture_default_str();
+  run->add_option("--backend", backend, backends_help())->capture_default_str();
   run->add_option("file", file, "Scenario file (YAML)")->required();
   run->add_flag("--json", json, "Print the results as JSON instead of a table");
   run->add_option("--series", series_ms,
-                  "inproc and ns3: record each job's goodput, window and switch vs PS packets every this many "
+                  "Simulated backends: record each job's goodput, window and switch vs PS packets every this many "
                   "simulated ms (JSON key series; background flow goodput at the same interval)");
   run->footer(kScenarioKeys);
 

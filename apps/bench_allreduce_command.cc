@@ -14,9 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "atp/backends/ns3.h"
-#include "atp/backends/processes.h"
-#include "atp/backends/simulated.h"
+#include "atp/backends/backend.h"
 #include "atp/scenario/scenario.h"
 #include "atp/wire.h"
 #include "commands.h"
@@ -193,24 +191,21 @@ int run_allreduce_bench(const BenchOptions& o) {
     }
     sizes.push_back(static_cast<std::uint64_t>(bytes));
   }
-  // What the simulated backends cannot run, said before the table starts.
-  for (const std::string& a : o.algorithms) {
-    std::string why;
-    if (a == "ps_nn" && o.backend != "netns") why = "PS shards on the workers' hosts need --backend netns";
-    if ((a == "gloo" || a == "gloo_hd") && (o.backend == "ns3" || o.backend == "inproc")) {
-      why = "Gloo runs on real sockets only (--backend udp or netns; ring is the same algorithm on ns3)";
-    }
-    if (a == "ring" && o.backend == "inproc") why = "the in-process network has no TCP (--backend ns3, udp or netns)";
-    if (!why.empty()) {
-      std::cerr << "atp bench allreduce: --backend " << o.backend << " cannot run " << a << ": " << why << "\n";
-      return kExitBadInput;
-    }
+  const Backend* backend = find_backend(o.backend);
+  if (backend == nullptr) {
+    std::cerr << "atp bench allreduce: unknown backend '" << o.backend << "'; use --backend " << backend_names()
+              << "\n";
+    return kExitBadInput;
   }
-  // Every algorithm's scenario must plan (e.g. the PS baseline has at most 32 workers per PS), so
-  // that a refusal comes before the table, not after the first algorithms ran.
+  // What the backend cannot run, and every algorithm's scenario must plan (e.g. the PS baseline
+  // has at most 32 workers per PS): refused before the table starts, not after the first ran.
   for (const std::string& a : o.algorithms) {
     try {
       const Scenario s = parse_scenario_yaml(scenario_text(o, a, o.min_bytes), "atp bench allreduce");
+      if (const std::string why = backend->cannot_run(s, {}); !why.empty()) {
+        std::cerr << "atp bench allreduce: --backend " << o.backend << " cannot run " << a << ": " << why << "\n";
+        return kExitBadInput;
+      }
       const NetworkPlan network = plan_network(s.topology);
       for (const ScenarioJob& job : s.jobs) {
         if (uses_atp_protocol(job.algorithm)) plan_job(network, job.spec);
@@ -232,7 +227,7 @@ int run_allreduce_bench(const BenchOptions& o) {
     const double v = values_per_packet;
     return v == 0 ? 0.0 : 4 * v / (4 * v + kHeaderBytes + encapsulation);
   };
-  const bool simulated = o.backend == "ns3" || o.backend == "inproc";
+  const bool simulated = backend->simulated();
   // The algorithms whose busbw is nccl-tests' bus bandwidth (each worker's link carries 2(n-1)/n
   // of the tensor each way), and those where the switches or one PS add (each worker sends and
   // receives its tensor once), and of the first, those that run over TCP.
@@ -303,10 +298,7 @@ int run_allreduce_bench(const BenchOptions& o) {
     for (const std::string& algorithm : o.algorithms) {
       Measurement m;
       const Scenario s = parse_scenario_yaml(scenario_text(o, algorithm, bytes), "atp bench allreduce");
-      const ScenarioResult r = o.backend == "netns" ? run_netns(s, self_path())
-                               : o.backend == "udp" ? run_udp(s, self_path())
-                               : o.backend == "ns3" ? run_ns3(s)
-                                                    : run_inproc(s);
+      const ScenarioResult r = backend->run(s, {});
       m.job = r.jobs.at(0);
       if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
       m.check = check_of(o.backend, algorithm);
@@ -400,10 +392,8 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       "result is not computed (ring on ns3). On udp, ring and gloo use direct TCP on loopback, not the\n"
       "switches or their rate limits. nccl-tests' -b -e -f -n -w work as aliases. netns needs root.");
   app->add_option("--backend", o->backend,
-                  "netns (namespaces and veth links), udp (loopback), ns3 (simulated, with TCP for ring) or inproc "
-                  "(simulated, atp and ps only)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"netns", "udp", "ns3", "inproc"}));
+                  "where the runs run: " + backend_names() + " (atp run --help says what each is)")
+      ->capture_default_str();
   app->add_option("--algorithms", o->algorithms,
                   "comma-separated: atp, ps (one PS under the core), ps_nn (a PS shard on every worker's host, "
                   "BytePS's N-to-N; netns only), ring, gloo, gloo_hd")

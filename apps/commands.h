@@ -20,10 +20,6 @@ struct Command {
   std::function<int()> run;
 };
 
-// This binary's real path: the udp backend starts it again as its daemons and workers, so that
-// they show up as `atp switch ...` (not `exe`) in ps and pgrep. apps/atp_main.cc.
-std::string self_path();
-
 // The control-plane flags of `atp switch` and `atp ps` (apps/access_flags.cc): --token-file,
 // --tenants, --metrics-open, --tls-cert, --tls-key.
 struct AccessFlags {

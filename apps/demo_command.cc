@@ -116,7 +116,9 @@ ScenarioResult run_with_progress(const Scenario& s, const char* title) {
   std::printf("%s\n", title);
   std::fflush(stdout);
   ProgressBars bars(s, stdout);
-  ScenarioResult result = run_udp(s, self_path(), [&bars](const RoundDone& d) { bars.on_round(d); });
+  RunOptions options;
+  options.on_round = [&bars](const RoundDone& d) { bars.on_round(d); };
+  ScenarioResult result = run_udp(s, options);
   bars.finish();
   for (const JobResult& j : result.jobs) {
     if (!j.correct) std::printf("  job %s FAILED: %s\n", j.name.c_str(), j.error.c_str());

@@ -20,6 +20,14 @@
 namespace atp {
 namespace {
 
+// The process backends start the freshly built `atp` (this test binary is not it).
+RunOptions with_binary(RoundCallback on_round = {}) {
+  RunOptions options;
+  options.on_round = std::move(on_round);
+  options.atp_binary = ATP_BINARY;
+  return options;
+}
+
 constexpr const char* kTwoRacks = R"(
 seed: 4
 link: {rate_mbps: %RATE%}
@@ -104,7 +112,7 @@ jobs:
   - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 100000, rounds: 3, values_per_packet: 1024,
      index: linear, rto_us: 20000}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   ASSERT_EQ(r.jobs.size(), 1u);
   const JobResult& j = r.jobs[0];
   EXPECT_EQ(r.backend, "netns");
@@ -133,7 +141,7 @@ faults:
   - {link: [w3, tor1], loss: 0.02, duplicate: 0.01, reorder: 0.02}
   - {link: [tor0, core], loss: 0.01}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   const JobResult& j = r.jobs.at(0);
   EXPECT_TRUE(j.correct) << to_summary(r);
   EXPECT_EQ(r.leaked_aggregators, 0u);
@@ -153,7 +161,7 @@ jobs:
 faults:
   - {noise: x, rate_pps: 2000}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   EXPECT_TRUE(r.jobs.at(0).correct) << to_summary(r);
   EXPECT_GT(r.noise_packets, 0u);
   EXPECT_EQ(r.rejected_packets, r.noise_packets) << to_summary(r);
@@ -165,7 +173,7 @@ jobs:
   - {name: p, algorithm: ps, workers: [w0, w1, w2, w3], ps: [ps], elements: 50000, rounds: 2,
      values_per_packet: 1024, rto_us: 20000}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   const JobResult& j = r.jobs.at(0);
   EXPECT_TRUE(j.correct) << to_summary(r);
   for (const auto& [name, count] : j.switch_aggregations) EXPECT_EQ(count, 0u) << name;
@@ -185,7 +193,7 @@ jobs:
 faults:
   - {link: [w0, tor0], loss: 0.03}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   const JobResult& j = r.jobs.at(0);
   EXPECT_TRUE(j.correct) << to_summary(r);
   EXPECT_GE(j.ps_packets_received, j.fragments * 4) << to_summary(r);
@@ -202,7 +210,7 @@ jobs:
      rto_us: 20000}
 )",
                                                200),
-                                     ATP_BINARY);
+                                     with_binary());
   EXPECT_TRUE(r.jobs.at(0).correct) << to_summary(r);
   ASSERT_EQ(r.flows.size(), 1u);
   const FlowResult& f = r.flows[0];
@@ -223,7 +231,7 @@ TEST_P(NetnsBaselines, TcpCollectiveCrossesTheSwitchesAndIsCorrect) {
 jobs:
   - {name: b, algorithm: )") + GetParam() + R"(, workers: [w0, w1, w2, w3], elements: 300000, rounds: 2}
 )"),
-                                     ATP_BINARY);
+                                     with_binary());
   const JobResult& j = r.jobs.at(0);
   EXPECT_EQ(j.algorithm, GetParam());
   EXPECT_TRUE(j.correct) << to_summary(r);
@@ -247,7 +255,7 @@ TEST_F(NetnsIntegration, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
 jobs:
   - {name: a, workers: [w0, w1], ps: [ps], elements: 1000, rounds: 1}
 )"),
-            ATP_BINARY);
+            with_binary());
   const bool still_there = !netns::namespaces_with_prefix(stale).empty();
   if (still_there) processes::run_command({"ip", "netns", "del", stale});
   EXPECT_FALSE(still_there);
@@ -260,7 +268,7 @@ jobs:
   - {name: a, workers: [w0, w1], ps: [ps], elements: 1000}
 )");
   EXPECT_THROW(run_inproc(s), ScenarioError);
-  EXPECT_THROW(run_udp(s, ATP_BINARY), ScenarioError);
+  EXPECT_THROW(run_udp(s, with_binary()), ScenarioError);
 }
 
 TEST_F(NetnsIntegration, AWorkerHostRunsNoPsWhereItHasOneAddressForBoth) {
@@ -271,7 +279,7 @@ jobs:
   - {name: nn, algorithm: ps, workers: [w0, w1], ps: [w0, w1], elements: 1000}
 )");
   try {
-    run_udp(s, ATP_BINARY);
+    run_udp(s, with_binary());
     FAIL() << "a worker host with a PS shard ran on the udp backend";
   } catch (const ScenarioError& e) {
     EXPECT_NE(std::string(e.what()).find("--backend netns"), std::string::npos) << e.what();

@@ -196,7 +196,7 @@ TEST(Ns3Backend, SameSeedGivesTheSameResult) {
 }
 
 TEST(Ns3Backend, SeriesAddUpToTheTotals) {
-  SimulationOptions options;
+  RunOptions options;
   options.series_interval = std::chrono::microseconds(50);
   const ScenarioResult r = run_ns3(parse_scenario_yaml(two_racks("")), options);
   ASSERT_EQ(r.series.size(), 1u);

@@ -25,6 +25,14 @@
 namespace atp {
 namespace {
 
+// The process backends start the freshly built `atp` (this test binary is not it).
+RunOptions with_binary(RoundCallback on_round = {}) {
+  RunOptions options;
+  options.on_round = std::move(on_round);
+  options.atp_binary = ATP_BINARY;
+  return options;
+}
+
 // Ten hosts on one ATP switch: jobs a (a0..a3, ps_a) and b (b0..b3, ps_b), a spare host x.
 constexpr const char* kOneSwitch = R"(
 topology:
@@ -60,7 +68,7 @@ struct Outcome {
 
 Outcome run(const Scenario& s) {
   Outcome r;
-  r.result = run_udp(s, ATP_BINARY, [&r](const RoundDone& d) { r.rounds.push_back(d); });
+  r.result = run_udp(s, with_binary([&r](const RoundDone& d) { r.rounds.push_back(d); }));
   return r;
 }
 
@@ -239,13 +247,13 @@ jobs:
 Outcome run_acting_after_b(const Scenario& s, const std::function<void()>& act) {
   Outcome r;
   bool done = false;
-  r.result = run_udp(s, ATP_BINARY, [&](const RoundDone& d) {
-    r.rounds.push_back(d);
-    if (d.job == 1 && !done) {
-      done = true;
-      act();
-    }
-  });
+  r.result = run_udp(s, with_binary([&](const RoundDone& d) {
+                       r.rounds.push_back(d);
+                       if (d.job == 1 && !done) {
+                         done = true;
+                         act();
+                       }
+                     }));
   return r;
 }
 
@@ -312,13 +320,13 @@ jobs:
 )");
   const auto start = std::chrono::steady_clock::now();
   bool stopped = false;
-  const ScenarioResult r = run_udp(s, ATP_BINARY, [&](const RoundDone& d) {
-    if (d.worker != 1 || stopped) return;
-    stopped = true;
-    const std::optional<pid_t> a1 = child_pid("worker-a1.json");
-    ASSERT_TRUE(a1.has_value());
-    ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
-  });
+  const ScenarioResult r = run_udp(s, with_binary([&](const RoundDone& d) {
+                                     if (d.worker != 1 || stopped) return;
+                                     stopped = true;
+                                     const std::optional<pid_t> a1 = child_pid("worker-a1.json");
+                                     ASSERT_TRUE(a1.has_value());
+                                     ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
+                                   }));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(stopped);
   const JobResult& a = r.jobs[0];

@@ -770,6 +770,26 @@ std::string_view to_string(Algorithm a) {
   return "?";
 }
 
+bool LinkFault::applies_to(const std::string& sender, const std::string& receiver) const {
+  return (a == sender && b == receiver) || (!one_way && a == receiver && b == sender);
+}
+
+std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& from, const std::string& to) {
+  std::vector<std::size_t> out;
+  for (std::size_t f = 0; f < s.link_faults.size(); ++f) {
+    if (s.link_faults[f].applies_to(from, to)) out.push_back(f);
+  }
+  return out;
+}
+
+sim::ChannelConfig link_settings(const Scenario& s, std::span<const std::size_t> faults, Duration t,
+                                 sim::ChannelConfig base) {
+  for (std::size_t f : faults) {
+    if (s.link_faults[f].active_at(t)) s.link_faults[f].overrides.apply_to(base);
+  }
+  return base;
+}
+
 void LinkOverrides::apply_to(EgressConfig& c) const {
   if (delay) c.delay = *delay;
   if (rate_gbps) c.rate_gbps = *rate_gbps;

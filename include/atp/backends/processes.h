@@ -2,43 +2,34 @@
 // loopback (udp) or in network namespaces (netns), and the hidden subcommands they start.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <functional>
 #include <string>
 
+#include "atp/backends/backend.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp {
 
-// run_udp's live report, for progress displays: worker `worker` (index within the job) of job
-// `job` (index into Scenario::jobs) completed round `round` (0-based), `seconds` after the start.
-struct RoundDone {
-  std::size_t job = 0, worker = 0;
-  std::uint32_t round = 0;
-  double seconds = 0;
-};
-using RoundCallback = std::function<void(const RoundDone&)>;
+// The udp backend: the scenario as real processes on 127.0.0.1, started from
+// RunOptions::atp_binary (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker
+// host). Every worker binds, then all start together. Results come from the worker processes
+// (each checks its own results exactly) and the daemons' /stats; `seconds` and `algbw_gbps` are
+// wall-clock, and time_limit is a wall-clock bound. Faults: link settings on the switches' ports
+// (time windows through their control plane), crashes and switch restarts as SIGKILL (a restarted
+// switch gets its jobs again), noise sent by this process. Every child is stopped and reaped
+// before it returns or throws (also on SIGINT/SIGTERM, which then throw std::runtime_error). A
+// host is one UDP peer of its switch: it runs a worker or a PS, not both; no background flows.
+const Backend& loopback_backend();
+// The netns backend: the same processes, each in its own network namespace (one per host and per
+// switch, veth pairs as links, rates from the scenario's link settings; switches run on the
+// namespaces' interfaces as Ethernet switches and hosts address each other by IP), plus
+// background TCP flows. Needs root (cannot_run says so). Everything it creates (namespaces,
+// veths, processes) is removed before it returns or throws, also after SIGINT/SIGTERM;
+// namespaces a killed run left behind are removed by the next run.
+const Backend& netns_backend();
 
-// The udp backend: the same scenario as real processes on 127.0.0.1, started from `atp_binary`
-// (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker host). Every worker
-// binds, then all start together. Results come from the worker processes (each checks its own
-// results exactly) and the daemons' /stats; `seconds` and `algbw_gbps` are wall-clock.
-// time_limit is a wall-clock bound. Faults: link settings on the switches' ports (time windows
-// through their control plane), crashes and switch restarts as SIGKILL (a restarted switch gets
-// its jobs again), noise sent by this process. `on_round` is called on this thread. Every child
-// is stopped and reaped before it returns or throws (also on SIGINT/SIGTERM, which then throw
-// std::runtime_error). Throws ScenarioError for a scenario it cannot run (a host with two
-// roles: one UDP peer per host) and std::runtime_error when a process cannot be started.
-ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round = {});
-
-// The netns backend: the same processes as run_udp, each in its own network namespace (one per
-// host and per switch, veth pairs as links, rates from the scenario's link settings; switches
-// run on the namespaces' interfaces as Ethernet switches and hosts address each other by IP),
-// plus background TCP flows. Needs root: throws std::runtime_error saying so otherwise.
-// Everything it creates (namespaces, veths, processes) is removed before it returns or throws,
-// also after SIGINT/SIGTERM; namespaces a killed run left behind are removed by the next run.
-ScenarioResult run_netns(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round = {});
+// loopback_backend().run(scenario, options), netns_backend().run(scenario, options)
+ScenarioResult run_udp(const Scenario& scenario, const RunOptions& options = {});
+ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options = {});
 
 // The body of the hidden `atp worker --spec FILE` subcommand run_udp starts (src/backends/
 // processes/udp_worker.h has its protocol). Returns the exit code.

@@ -9,19 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "atp/backends/backend.h"
 #include "atp/scenario/scenario.h"
 #include "atp/sim/simulated_network.h"
 
 namespace atp {
 
-// Options of the simulated backends (inproc, ns3).
-struct SimulationOptions {
-  Duration series_interval{0};  // > 0: record ScenarioResult::series at this simulated interval
-};
-
-// Throws ScenarioError for a topology or job that cannot be planned (PlanError's sentence,
-// prefixed with the key it came from).
-ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& options = {});
+// The inproc backend: the scenario on the deterministic in-process network (inproc::Network),
+// simulated time. ATP's protocol only (no TCP: no ring or Gloo jobs, no background flows).
+const Backend& inproc_backend();
+// inproc_backend().run(scenario, options)
+ScenarioResult run_inproc(const Scenario& scenario, const RunOptions& options = {});
 
 // When a simulated job's rounds began and ended (each the earliest start or the latest
 // completion over its workers), and the job's timing from that.
@@ -71,8 +69,9 @@ class SimulatedScenario {
   std::unique_ptr<Impl> impl_;
 };
 
-// Throws ScenarioError if a job puts a PS shard on one of its workers' hosts: simulated hosts
-// have no kernel to loop the PS's multicast back to the worker. `network` names the backend.
-void reject_worker_hosted_ps(const Scenario& scenario, const std::string& network);
+// What both simulated backends cannot run, or "": a job that puts a PS shard on one of its
+// workers' hosts (simulated hosts have no kernel to loop the PS's multicast back to the worker).
+// `network` names the backend in the sentence. (They ignore RunOptions' process options.)
+std::string simulated_cannot_run(const Scenario& scenario, const std::string& network);
 
 }  // namespace atp

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +69,10 @@ struct LinkFault {
   LinkOverrides overrides;
   Duration from{0};               // active from this simulated time
   std::optional<Duration> until;  // and back to the defaults at this time (unset: forever)
+
+  // Whether it changes the link direction sender -> receiver.
+  bool applies_to(const std::string& sender, const std::string& receiver) const;
+  bool active_at(Duration t) const { return t >= this->from && !(until && t >= *until); }
 };
 
 struct CrashFault {
@@ -116,6 +121,14 @@ struct Scenario {
   std::vector<BackgroundFlow> background;
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
+
+// `base` (a backend's view of the scenario's default link) with every fault of `faults` (indices
+// into s.link_faults) active at `t` applied, in file order: the settings of a link direction
+// (faults that apply_to it) at one time, the same way on every backend.
+sim::ChannelConfig link_settings(const Scenario& s, std::span<const std::size_t> faults, Duration t,
+                                 sim::ChannelConfig base);
+// The indices of the faults that apply to the link direction from -> to, in file order.
+std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& from, const std::string& to);
 
 // Throws ScenarioError. `source` names the text in syntax errors (a file name). A parsed
 // scenario's memory need is checked against this machine's (check_scenario_memory).

@@ -13,47 +13,64 @@
 namespace atp {
 namespace {
 
-// What the ns-3 links cannot do, said before anything runs (a fault would otherwise fail mid-run).
-void check_ns3_can_model(const Scenario& scenario) {
-  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    const Algorithm a = scenario.jobs[j].algorithm;
-    if (a == Algorithm::kGloo || a == Algorithm::kGlooHalvingDoubling) {
-      throw ScenarioError("jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(a)) +
-                          " is Gloo's code on real sockets; on ns3 use ring (the same ring algorithm as an ns-3 "
-                          "application), or --backend netns");
-    }
+class Ns3Backend final : public Backend {
+ public:
+  std::string_view name() const override { return "ns3"; }
+  std::string_view summary() const override {
+    return "ns-3 simulation with TCP: ring jobs and background flows too; simulated time, deterministic";
   }
-  for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
-    const LinkFault& fault = scenario.link_faults[f];
-    const std::string key = "faults[" + std::to_string(f) + "]";
-    if (fault.overrides.delay && (fault.one_way || fault.from > Duration::zero() || fault.until)) {
-      throw ScenarioError(key +
-                          ": on ns3 a link has one delay for both directions for the whole run; "
-                          "a delay fault must be two-way and last from the start");
+  bool simulated() const override { return true; }
+
+  // What the ns-3 links cannot do, said before anything runs (a fault would otherwise fail mid-run).
+  std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
+    for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+      const Algorithm a = scenario.jobs[j].algorithm;
+      if (a == Algorithm::kGloo || a == Algorithm::kGlooHalvingDoubling) {
+        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(a)) +
+               " is Gloo's code on real sockets; on ns3 use ring (the same ring algorithm as an ns-3 "
+               "application), or --backend netns";
+      }
     }
+    for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
+      const LinkFault& fault = scenario.link_faults[f];
+      if (fault.overrides.delay && (fault.one_way || fault.from > Duration::zero() || fault.until)) {
+        return "faults[" + std::to_string(f) +
+               "]: on ns3 a link has one delay for both directions for the whole run; "
+               "a delay fault must be two-way and last from the start";
+      }
+    }
+    return simulated_cannot_run(scenario, "the ns3 backend");
   }
-  reject_worker_hosted_ps(scenario, "the ns3 backend");
-}
+
+  ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
+    if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
+    const auto wall_start = std::chrono::steady_clock::now();
+    ns3adapter::Ns3Network network(scenario.seed);
+    std::unique_ptr<SimulatedScenario> run;
+    try {
+      run = std::make_unique<SimulatedScenario>(scenario, network);
+    } catch (const std::invalid_argument& e) {
+      throw ScenarioError(std::string("link: ") + e.what());
+    }
+    if (options.series_interval > Duration::zero()) run->record_series(options.series_interval);
+    ns3adapter::TcpApps tcp(scenario, network, *run, options.series_interval);
+    ScenarioResult result = run->run("ns3");
+    tcp.report(result);
+    result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    result.link_packets = network.link_packets();
+    return result;
+  }
+};
 
 }  // namespace
 
-ScenarioResult run_ns3(const Scenario& scenario, const SimulationOptions& options) {
-  check_ns3_can_model(scenario);
-  const auto wall_start = std::chrono::steady_clock::now();
-  ns3adapter::Ns3Network network(scenario.seed);
-  std::unique_ptr<SimulatedScenario> run;
-  try {
-    run = std::make_unique<SimulatedScenario>(scenario, network);
-  } catch (const std::invalid_argument& e) {
-    throw ScenarioError(std::string("link: ") + e.what());
-  }
-  if (options.series_interval > Duration::zero()) run->record_series(options.series_interval);
-  ns3adapter::TcpApps tcp(scenario, network, *run, options);
-  ScenarioResult result = run->run("ns3");
-  tcp.report(result);
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  result.link_packets = network.link_packets();
-  return result;
+const Backend& ns3_backend() {
+  static const Ns3Backend backend;
+  return backend;
+}
+
+ScenarioResult run_ns3(const Scenario& scenario, const RunOptions& options) {
+  return ns3_backend().run(scenario, options);
 }
 
 }  // namespace atp

@@ -319,11 +319,10 @@ struct TcpApps::Impl {
   std::vector<Flow> flows;     // likewise
 };
 
-TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run,
-                 const SimulationOptions& options)
+TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, Duration series_interval)
     : impl_(std::make_unique<Impl>(scenario, network, run)) {
   Impl& s = *impl_;
-  if (options.series_interval > Duration::zero()) s.interval = options.series_interval;
+  if (series_interval > Duration::zero()) s.interval = series_interval;
   s.rings.reserve(scenario.jobs.size());
   s.flows.reserve(scenario.background.size());
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {

@@ -20,7 +20,8 @@ class TcpApps {
  public:
   // Installs the ring jobs' ranks and the background flows on `network`'s hosts; they start at
   // their scheduled times once the simulation runs. Flows stop at `until` or once no job runs.
-  TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, const SimulationOptions& options);
+  // series_interval > 0: the flows' goodput is sampled at that interval (RunOptions).
+  TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, Duration series_interval);
   ~TcpApps();
   TcpApps(const TcpApps&) = delete;
   TcpApps& operator=(const TcpApps&) = delete;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -100,15 +101,9 @@ UdpEndpoint control_from_line(const std::string& line, const std::string& who) {
 // active at t. Real processes have their own latency, so the default propagation delay is not
 // added; a fault's delay_us is.
 EgressConfig direction_settings(const Scenario& s, const std::string& from, const std::string& to, Duration t) {
-  EgressConfig c = s.default_link;
-  c.delay = Duration::zero();
-  for (const LinkFault& f : s.link_faults) {
-    const bool forward = f.a == from && f.b == to;
-    const bool backward = f.a == to && f.b == from;
-    if (!(forward || (backward && !f.one_way)) || t < f.from || (f.until && t >= *f.until)) continue;
-    f.overrides.apply_to(c);
-  }
-  return c;
+  sim::ChannelConfig base = s.default_link;
+  base.delay = Duration::zero();
+  return link_settings(s, link_faults_of(s, from, to), t, base);
 }
 
 bool is_plain(const EgressConfig& c) {
@@ -263,35 +258,9 @@ class ProcessRun {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
     }
-    if (!netns() && !s_.background.empty()) {
-      throw ScenarioError("background: background flows need real links; use --backend netns");
-    }
-    // A host runs at most one worker (of one job) and one PS (of any number of jobs). On
-    // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
-    // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
-    // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
-    // A PS's unicast answer to a resend, addressed to the host, reaches the PS's socket, which
-    // relays it to the worker (PsDaemonCounters::relayed_to_local_worker).
-    for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
-      const JobSpec& spec = s_.jobs[j].spec;
-      const std::string where = "jobs[" + std::to_string(j) + "]: host '";
-      for (const std::string& w : spec.workers) {
-        const auto [it, fresh] = worker_job_.emplace(w, spec.name);
-        if (!fresh) {
-          throw ScenarioError(where + w + "' is a worker of job '" + it->second + "' and of job '" + spec.name +
-                              "'; a host runs one worker (use separate hosts)");
-        }
-      }
-      for (const std::string& p : spec.ps) ps_hosts_.insert(p);
-    }
-    if (!netns()) {
-      for (const std::string& p : ps_hosts_) {
-        if (worker_job_.contains(p)) {
-          throw ScenarioError("host '" + p + "' is both a worker of job '" + worker_job_.at(p) +
-                              "' and a PS; the udp backend runs one process per host (use separate hosts, or "
-                              "--backend netns)");
-        }
-      }
+    for (const ScenarioJob& job : s_.jobs) {
+      for (const std::string& w : job.spec.workers) worker_job_.emplace(w, job.spec.name);
+      for (const std::string& p : job.spec.ps) ps_hosts_.insert(p);
     }
     for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
     for (const PlannedLink& l : network_.links) {
@@ -1132,15 +1101,92 @@ class ProcessRun {
 
 }  // namespace
 
-ScenarioResult run_udp(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
-  // ~ProcessRun stops and reaps every process
-  return ProcessRun(scenario, atp_binary, on_round, Placement::kLoopback).run();
+namespace {
+
+class ProcessBackend final : public Backend {
+ public:
+  explicit ProcessBackend(Placement placement) : placement_(placement) {}
+  std::string_view name() const override { return placement_ == Placement::kLoopback ? "udp" : "netns"; }
+  std::string_view summary() const override {
+    return placement_ == Placement::kLoopback
+               ? "real processes on 127.0.0.1; wall-clock times"
+               : "real processes in network namespaces and veth links, switches on Ethernet ports (needs "
+                 "root); wall-clock times";
+  }
+  bool simulated() const override { return false; }
+
+  std::string cannot_run(const Scenario& scenario, const RunOptions& options) const override {
+    const bool loopback = placement_ == Placement::kLoopback;
+    if (options.series_interval > Duration::zero()) {
+      return "series: real processes record no series; use a simulated backend (inproc or ns3)";
+    }
+    if (loopback && !scenario.background.empty()) {
+      return "background: background flows need real links; use --backend netns";
+    }
+    // A host runs at most one worker (of one job) and one PS (of any number of jobs). On
+    // loopback a host is one UDP peer of its switch, so it runs one of the two; in namespaces
+    // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
+    // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
+    // A PS's unicast answer to a resend, addressed to the host, reaches the PS's socket, which
+    // relays it to the worker (PsDaemonCounters::relayed_to_local_worker).
+    std::map<std::string, std::string> worker_job;  // host -> the job it is a worker of
+    for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+      const JobSpec& spec = scenario.jobs[j].spec;
+      for (const std::string& w : spec.workers) {
+        const auto [it, fresh] = worker_job.emplace(w, spec.name);
+        if (!fresh) {
+          return "jobs[" + std::to_string(j) + "]: host '" + w + "' is a worker of job '" + it->second +
+                 "' and of job '" + spec.name + "'; a host runs one worker (use separate hosts)";
+        }
+      }
+    }
+    for (const ScenarioJob& job : scenario.jobs) {
+      for (const std::string& p : job.spec.ps) {
+        if (loopback && worker_job.contains(p)) {
+          return "host '" + p + "' is both a worker of job '" + worker_job.at(p) +
+                 "' and a PS; the udp backend runs one process per host (use separate hosts, or --backend netns)";
+        }
+      }
+    }
+    return loopback ? "" : netns::unavailable_reason();
+  }
+
+  ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
+    if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
+    std::string binary = options.atp_binary;
+    if (binary.empty()) {
+      // This binary's real path, so that its daemons and workers show up as `atp switch ...`
+      // (not `exe`) in ps and pgrep.
+      std::error_code ignored;
+      binary = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
+      if (binary.empty()) binary = "/proc/self/exe";
+    }
+    // ~ProcessRun stops and reaps every process (and, in namespaces, removes every namespace and veth).
+    return ProcessRun(scenario, binary, options.on_round, placement_).run();
+  }
+
+ private:
+  Placement placement_;
+};
+
+}  // namespace
+
+const Backend& loopback_backend() {
+  static const ProcessBackend backend(Placement::kLoopback);
+  return backend;
 }
 
-ScenarioResult run_netns(const Scenario& scenario, const std::string& atp_binary, const RoundCallback& on_round) {
-  if (const std::string why = netns::unavailable_reason(); !why.empty()) throw std::runtime_error(why);
-  // ~ProcessRun stops and reaps every process, then removes every namespace and veth
-  return ProcessRun(scenario, atp_binary, on_round, Placement::kNamespaces).run();
+const Backend& netns_backend() {
+  static const ProcessBackend backend(Placement::kNamespaces);
+  return backend;
+}
+
+ScenarioResult run_udp(const Scenario& scenario, const RunOptions& options) {
+  return loopback_backend().run(scenario, options);
+}
+
+ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options) {
+  return netns_backend().run(scenario, options);
 }
 
 }  // namespace atp

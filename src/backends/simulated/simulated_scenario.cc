@@ -428,15 +428,9 @@ void RoundDriver::verify() {
 // NIC queue only marks where a fault says so, not by the default link's threshold.
 sim::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, bool from_host,
                                     Time now) {
-  sim::ChannelConfig c = s.default_link;
-  if (from_host) c.ecn_threshold_packets = 0;
-  for (std::size_t f : faults) {
-    const LinkFault& fault = s.link_faults[f];
-    const Duration t = now.time_since_epoch();
-    if (t < fault.from || (fault.until && t >= *fault.until)) continue;
-    fault.overrides.apply_to(c);
-  }
-  return c;
+  sim::ChannelConfig base = s.default_link;
+  if (from_host) base.ecn_threshold_packets = 0;
+  return link_settings(s, faults, now.time_since_epoch(), base);
 }
 
 struct Channel {
@@ -546,18 +540,10 @@ void SimulatedScenario::Impl::build() {
 
   // Links, with the faults that apply to each direction.
   for (const auto& link : network_plan.links) {
-    Channel ab{0, link.a.node, link.b.node, {}, hosts.count(link.a.node) > 0};
-    Channel ba{0, link.b.node, link.a.node, {}, hosts.count(link.b.node) > 0};
-    for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
-      const LinkFault& fault = scenario.link_faults[f];
-      if (fault.a == link.a.node && fault.b == link.b.node) {
-        ab.faults.push_back(f);
-        if (!fault.one_way) ba.faults.push_back(f);
-      } else if (fault.a == link.b.node && fault.b == link.a.node) {
-        ba.faults.push_back(f);
-        if (!fault.one_way) ab.faults.push_back(f);
-      }
-    }
+    Channel ab{0, link.a.node, link.b.node, link_faults_of(scenario, link.a.node, link.b.node),
+               hosts.count(link.a.node) > 0};
+    Channel ba{0, link.b.node, link.a.node, link_faults_of(scenario, link.b.node, link.a.node),
+               hosts.count(link.b.node) > 0};
     const Time start{};
     std::tie(ab.id, ba.id) = network.connect(node_ids.at(link.a.node), link.a.port, node_ids.at(link.b.node),
                                              link.b.port, channel_settings(scenario, ab.faults, ab.from_host, start),
@@ -805,38 +791,64 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
   return result;
 }
 
-ScenarioResult run_inproc(const Scenario& scenario, const SimulationOptions& options) {
-  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
-      throw ScenarioError(
-          "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
-          " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns");
+namespace {
+
+class InprocBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "inproc"; }
+  std::string_view summary() const override {
+    return "the in-process simulated network: ATP's protocol only, simulated time, deterministic";
+  }
+  bool simulated() const override { return true; }
+
+  std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
+    for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+      if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
+        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
+               " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns";
+      }
     }
+    if (!scenario.background.empty()) {
+      return "background: background TCP flows need a TCP stack; use --backend ns3 or netns";
+    }
+    return simulated_cannot_run(scenario, "the in-process network");
   }
-  if (!scenario.background.empty()) {
-    throw ScenarioError("background: background TCP flows need a TCP stack; use --backend ns3 or netns");
+
+  ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
+    if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
+    // A scenario built in code has not met the parser's check: refuse it before allocating.
+    check_scenario_memory(scenario, physical_memory_bytes());
+    inproc::Network network(scenario.seed);
+    SimulatedScenario run(scenario, network);
+    if (options.series_interval > Duration::zero()) run.record_series(options.series_interval);
+    return run.run("inproc");
   }
-  reject_worker_hosted_ps(scenario, "the in-process network");
-  // A scenario built in code has not met the parser's check: refuse it before allocating.
-  check_scenario_memory(scenario, physical_memory_bytes());
-  inproc::Network network(scenario.seed);
-  SimulatedScenario run(scenario, network);
-  if (options.series_interval > Duration::zero()) run.record_series(options.series_interval);
-  return run.run("inproc");
+};
+
+}  // namespace
+
+const Backend& inproc_backend() {
+  static const InprocBackend backend;
+  return backend;
 }
 
-void reject_worker_hosted_ps(const Scenario& scenario, const std::string& network) {
+ScenarioResult run_inproc(const Scenario& scenario, const RunOptions& options) {
+  return inproc_backend().run(scenario, options);
+}
+
+std::string simulated_cannot_run(const Scenario& scenario, const std::string& network) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
     const JobSpec& spec = scenario.jobs[j].spec;
     for (const std::string& p : spec.ps) {
       // Simulated hosts have no kernel to loop a PS's multicast back to a worker on the same
       // host (the switch never sends a packet back out of its ingress port).
       if (std::find(spec.workers.begin(), spec.workers.end(), p) != spec.workers.end()) {
-        throw ScenarioError("jobs[" + std::to_string(j) + "].ps: host '" + p + "' is also a worker; " + network +
-                            " cannot run PS shards on workers' hosts (N-to-N): use --backend netns");
+        return "jobs[" + std::to_string(j) + "].ps: host '" + p + "' is also a worker; " + network +
+               " cannot run PS shards on workers' hosts (N-to-N): use --backend netns";
       }
     }
   }
+  return "";
 }
 
 }  // namespace atp
