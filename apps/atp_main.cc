@@ -77,7 +77,7 @@ std::string backends_help() {
 int run_command(const std::string& backend_name, const std::string& file, bool json, double series_ms) {
   const atp::Backend* backend = atp::find_backend(backend_name);
   if (backend == nullptr) {
-    std::cerr << "atp run: unknown backend '" << backend_name << "'; use --backend " << atp::backend_names() << "\n";
+    std::cerr << "atp run: " << atp::no_backend_reason(backend_name) << "\n";
     return kExitBadInput;
   }
   if (series_ms != 0 && !(series_ms > 0)) {

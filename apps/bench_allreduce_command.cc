@@ -193,8 +193,7 @@ int run_allreduce_bench(const BenchOptions& o) {
   }
   const Backend* backend = find_backend(o.backend);
   if (backend == nullptr) {
-    std::cerr << "atp bench allreduce: unknown backend '" << o.backend << "'; use --backend " << backend_names()
-              << "\n";
+    std::cerr << "atp bench allreduce: " << no_backend_reason(o.backend) << "\n";
     return kExitBadInput;
   }
   // What the backend cannot run, and every algorithm's scenario must plan (e.g. the PS baseline

@@ -50,9 +50,18 @@ const std::string kFlow = "background: [{from: p, to: q}]";
 TEST(Backends, TheRegistryListsEveryBackendOfThisBuildInOrder) {
   std::string names;
   for (const Backend* b : backends()) names += std::string(b->name()) + (b->simulated() ? "(sim) " : " ");
+#if ATP_WITH_NS3
   EXPECT_EQ(names, "inproc(sim) ns3(sim) udp netns ");
   EXPECT_EQ(backend_names(), "inproc, ns3, udp or netns");
+#else
+  EXPECT_EQ(names, "inproc(sim) udp netns ");
+  EXPECT_EQ(backend_names(), "inproc, udp or netns");
+#endif
   EXPECT_EQ(find_backend("ns2"), nullptr);
+  EXPECT_EQ(no_backend_reason("ns2"), "unknown backend 'ns2'; use --backend " + backend_names());
+#if !ATP_WITH_NS3
+  EXPECT_EQ(no_backend_reason("ns3").rfind("this atp was built without ns-3", 0), 0u);
+#endif
   for (const Backend* b : backends()) EXPECT_FALSE(b->summary().empty()) << b->name();
 }
 
@@ -71,6 +80,7 @@ TEST(Backends, InprocRefusesTcpJobsAndFlows) {
             "background: background TCP flows need a TCP stack; use --backend ns3 or netns");
 }
 
+#if ATP_WITH_NS3
 TEST(Backends, Ns3RefusesGlooAndDelaysThatChange) {
   EXPECT_EQ(refusal("ns3", scenario(kRing)), "");
   EXPECT_NE(refusal("ns3", scenario(kGloo)).find("jobs[0].algorithm: gloo is Gloo's code on real sockets"),
@@ -79,10 +89,13 @@ TEST(Backends, Ns3RefusesGlooAndDelaysThatChange) {
   EXPECT_NE(refusal("ns3", scenario(kAtp, late_delay)).find("faults[0]: on ns3 a link has one delay"),
             std::string::npos);
 }
+#endif
 
 TEST(Backends, SimulatedBackendsRefusePsShardsOnWorkersHosts) {
   const Scenario s = scenario("  - {algorithm: ps, workers: [a, b], ps: [a, b], elements: 1000}");
-  for (const char* name : {"inproc", "ns3"}) {
+  for (const Backend* b : backends()) {
+    if (!b->simulated()) continue;
+    const std::string name(b->name());
     EXPECT_NE(refusal(name, s).find("jobs[0].ps: host 'a' is also a worker"), std::string::npos) << name;
   }
   EXPECT_NE(refusal("udp", s).find("host 'a' is both a worker of job 'job1' and a PS"), std::string::npos);

@@ -29,6 +29,13 @@ const Backend* find_backend(std::string_view name) {
   return nullptr;
 }
 
+std::string no_backend_reason(std::string_view name) {
+  if (name == "ns3" && !ATP_WITH_NS3) {
+    return "this atp was built without ns-3 (configured with -DATP_WITH_NS3=OFF); use --backend " + backend_names();
+  }
+  return "unknown backend '" + std::string(name) + "'; use --backend " + backend_names();
+}
+
 std::string backend_names() {
   const auto all = backends();
   std::string out;

@@ -56,6 +56,9 @@ class Backend {
 std::span<const Backend* const> backends();
 // By name; nullptr if this build has none of that name.
 const Backend* find_backend(std::string_view name);
+// Why find_backend(name) is nullptr, in one sentence: a backend this build was configured
+// without, or an unknown name (with the names there are).
+std::string no_backend_reason(std::string_view name);
 // "inproc, ns3, udp or netns": the names, for messages.
 std::string backend_names();
 
