@@ -131,9 +131,10 @@ int main(int argc, char** argv) {
   const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
   const atp::cli::Command bench_command = atp::cli::add_bench_command(app);
 
-  // Hidden (empty group): the worker process `atp run --backend udp` starts per worker host.
+  // Hidden (empty group): the worker process the process backends start per worker host.
   std::string worker_spec;
-  CLI::App* worker = app.add_subcommand("worker", "internal: one worker process of `atp run --backend udp`");
+  CLI::App* worker =
+      app.add_subcommand("worker", "internal: one worker process of `atp run --backend loopback` or netns");
   worker->group("");
   worker->add_option("--spec", worker_spec, "worker spec (JSON) written by atp run")->required();
 
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
 
   try {
     if (run->parsed()) return run_command(backend, file, json, series_ms);
-    if (worker->parsed()) return atp::run_udp_worker(worker_spec);
+    if (worker->parsed()) return atp::run_worker_process(worker_spec);
     if (flow->parsed()) return atp::run_background_flow(flow_listen, flow_connect);
     if (demo_command.app->parsed()) return demo_command.run();
     if (switch_command.app->parsed()) return switch_command.run();

@@ -146,7 +146,7 @@ std::string format(const char* fmt, Args... args) {
 // How ring and Gloo's TCP travels on each backend, next to ATP's packets (run_processes.cc,
 // tcp_apps.cc): said in the header, so that a ratio is read with it.
 std::string tcp_path(const std::string& backend) {
-  if (backend == "udp") return "direct TCP on loopback, not through the switches or their rate limits";
+  if (backend == "loopback") return "direct TCP on loopback, not through the switches or their rate limits";
   if (backend == "netns") {
     return "TCP between the workers' addresses through the same links, switch processes and rate limits as ATP";
   }
@@ -196,6 +196,7 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::cerr << "atp bench allreduce: " << no_backend_reason(o.backend) << "\n";
     return kExitBadInput;
   }
+  const std::string name(backend->name());  // "loopback" where "udp" was given
   // What the backend cannot run, and every algorithm's scenario must plan (e.g. the PS baseline
   // has at most 32 workers per PS): refused before the table starts, not after the first ran.
   for (const std::string& a : o.algorithms) {
@@ -219,7 +220,7 @@ int run_allreduce_bench(const BenchOptions& o) {
   const double link_GBps = o.rate_mbps / 8e3;
   // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP, or on ns-3's point-to-point
   // links PPP (2) + IPv4 (20) + UDP (8).
-  const double encapsulation = o.backend == "ns3" ? 30 : kEncapsulationBytes;
+  const double encapsulation = name == "ns3" ? 30 : kEncapsulationBytes;
   // The share of a frame that is values, for the fragment width the runs chose (0: no ATP run yet).
   std::uint16_t values_per_packet = 0;
   const auto atp_ceiling = [&] {
@@ -242,7 +243,7 @@ int run_allreduce_bench(const BenchOptions& o) {
   if (!o.json) {
     std::printf(
         "# atp bench allreduce: backend %s%s, %d workers in %d rack(s) under a core switch, PS under the core\n",
-        o.backend.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
+        name.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
     std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, link_GBps);
     if (o.ecn_threshold > 0) std::printf(", ECN at %d packets", o.ecn_threshold);
     if (o.buffer_packets > 0) std::printf(", buffers of %d packets", o.buffer_packets);
@@ -257,8 +258,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       std::printf("# %s: busbw is nccl-tests' bus bandwidth, what each worker's link carries each way.\n",
                   host_based.c_str());
     }
-    if (!tcp.empty() && !tcp_path(o.backend).empty())
-      std::printf("# %s: %s.\n", tcp.c_str(), tcp_path(o.backend).c_str());
+    if (!tcp.empty() && !tcp_path(name).empty()) std::printf("# %s: %s.\n", tcp.c_str(), tcp_path(name).c_str());
     if (!aggregated.empty()) {
       std::printf(
           "# %s: busbw applies the same formula, to compare: each worker sends and receives its tensor\n"
@@ -300,7 +300,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       const ScenarioResult r = backend->run(s, {});
       m.job = r.jobs.at(0);
       if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
-      m.check = check_of(o.backend, algorithm);
+      m.check = check_of(name, algorithm);
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
       m.algbw_GBps = m.job.algbw_gbps / 8;
@@ -347,7 +347,7 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::fflush(stdout);
   }
   if (o.json) {
-    nlohmann::json doc = {{"backend", o.backend},
+    nlohmann::json doc = {{"backend", name},
                           {"workers", o.workers},
                           {"racks", o.racks},
                           {"rate_mbps", o.rate_mbps},
@@ -357,7 +357,7 @@ int run_allreduce_bench(const BenchOptions& o) {
                           {"values_per_packet", values_per_packet},
                           {"busbw_factor", bus_factor},
                           {"atp_algbw_ceiling_GBps", link_GBps * atp_ceiling()},
-                          {"tcp_path", tcp_path(o.backend)},
+                          {"tcp_path", tcp_path(name)},
                           {"results", rows}};
     std::cout << doc.dump(2) << "\n";
     return all_ok ? kExitOk : kExitFailed;
@@ -388,7 +388,7 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       "all_reduce_perf (GB/s = 1e9 bytes/s; busbw = algbw x 2(n-1)/n), one block per algorithm, then the\n"
       "first algorithm's algbw over each other's, measured in the same run. #wrong: the values that differed\n"
       "(exact for atp and ps, within float32 rounding for ring and gloo), 0 where every one was right, N/A where the\n"
-      "result is not computed (ring on ns3). On udp, ring and gloo use direct TCP on loopback, not the\n"
+      "result is not computed (ring on ns3). On loopback, ring and gloo use direct TCP, not the\n"
       "switches or their rate limits. nccl-tests' -b -e -f -n -w work as aliases. netns needs root.");
   app->add_option("--backend", o->backend,
                   "where the runs run: " + backend_names() + " (atp run --help says what each is)")

@@ -1,4 +1,4 @@
-// `atp bench`: the software switch's packet rate per core on the udp backend (127.0.0.1), next to
+// `atp bench`: the software switch's packet rate per core on loopback (127.0.0.1), next to
 // a raw UDP forwarder measured in the same run with the same batching; the overhead as a ratio.
 #include <httplib.h>
 #include <poll.h>
@@ -74,7 +74,7 @@ struct BenchNetwork {
     spec.values_per_packet = values;
     network = plan_network(topology);
     job = plan_job(network, spec);
-    for (int w = 0; w < kWorkers; ++w) workers.emplace_back(UdpEndpoint::loopback(0), kSegmented);
+    for (int w = 0; w < kWorkers; ++w) workers.emplace_back(SocketAddress::loopback(0), kSegmented);
   }
   BenchNetwork(const BenchNetwork&) = delete;  // network points into topology
 
@@ -82,7 +82,7 @@ struct BenchNetwork {
   NetworkPlan network;
   JobPlan job;
   std::vector<UdpSocket> workers;  // ports 0..3
-  UdpSocket ps{UdpEndpoint::loopback(0), kSegmented};
+  UdpSocket ps{SocketAddress::loopback(0), kSegmented};
 };
 
 // The hosts' side of the run, on two threads. The generator sends every worker's gradient for
@@ -96,7 +96,7 @@ struct BenchNetwork {
 // multicast copies out; raw 4 + 1 in, 4 + 1 out.
 class Load {
  public:
-  Load(BenchNetwork& net, std::uint16_t values, const UdpEndpoint& forwarder) : net_(net), forwarder_(forwarder) {
+  Load(BenchNetwork& net, std::uint16_t values, const SocketAddress& forwarder) : net_(net), forwarder_(forwarder) {
     const std::vector<std::int32_t> ones(values, 1);
     for (int w = 0; w < kWorkers; ++w) {
       const WorkerConfig& wc = net.job.workers[w];
@@ -216,7 +216,7 @@ class Load {
   }
 
   BenchNetwork& net_;
-  UdpEndpoint forwarder_;  // the switch, or the raw forwarder
+  SocketAddress forwarder_;  // the switch, or the raw forwarder
   std::array<Header, kWorkers> headers_;
   std::array<std::vector<std::vector<std::uint8_t>>, kWorkers> packets_;  // each worker's batch, seq rewritten per send
   std::atomic<bool> stop_{false};
@@ -309,7 +309,7 @@ Rate measure_switch(std::uint16_t values, double seconds, std::uint32_t threads)
   daemon.start();
 
   httplib::Client client =
-      control::client(UdpEndpoint::parse(daemon.control_endpoint()), {config.access.operator_token, ""});
+      control::client(SocketAddress::parse(daemon.control_endpoint()), {config.access.operator_token, ""});
   const httplib::Result installed =
       client.Post("/jobs", control::to_json(net.job.switches.at("s0")), "application/json");
   if (!installed || installed->status != 200) {
@@ -339,7 +339,7 @@ Rate measure_switch(std::uint16_t values, double seconds, std::uint32_t threads)
 // Parameter packets (from the PS) go to worker 0, everything else to the PS.
 class RawForwarder {
  public:
-  RawForwarder(const UdpEndpoint& ps, const UdpEndpoint& worker0) : ps_(ps), worker0_(worker0) {
+  RawForwarder(const SocketAddress& ps, const SocketAddress& worker0) : ps_(ps), worker0_(worker0) {
     loop_.add_readable(socket_.fd(), [this] { on_readable(); });
     thread_ = std::thread([this] { loop_.run(); });
   }
@@ -348,7 +348,7 @@ class RawForwarder {
     thread_.join();
   }
 
-  UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
+  SocketAddress endpoint() const { return socket_.local_endpoint(); }
   Sample sample() {
     const std::optional<double> cpu = thread_cpu_seconds(thread_);
     if (!cpu) throw std::runtime_error("cannot read the CPU clock of the forwarding thread");
@@ -375,9 +375,9 @@ class RawForwarder {
     }
   }
 
-  UdpEndpoint ps_;
-  UdpEndpoint worker0_;
-  UdpSocket socket_{UdpEndpoint::loopback(0), kSegmented};
+  SocketAddress ps_;
+  SocketAddress worker0_;
+  UdpSocket socket_{SocketAddress::loopback(0), kSegmented};
   EventLoop loop_;
   UdpRecvBatch batch_{kBatch};
   std::vector<UdpOutgoing> out_ = std::vector<UdpOutgoing>(kBatch);
@@ -407,7 +407,7 @@ std::uint32_t switch_threads(std::uint32_t threads) {
 
 int run_bench(double seconds, std::uint32_t threads, bool as_json) {
   json doc;
-  doc["backend"] = "udp";
+  doc["backend"] = "loopback";
   doc["address"] = "127.0.0.1";
   doc["seconds"] = seconds;
   doc["slices"] = kSlices;
@@ -438,7 +438,7 @@ int run_bench(double seconds, std::uint32_t threads, bool as_json) {
     return kExitOk;
   }
   std::printf(
-      "atp bench: udp backend on 127.0.0.1, %.1f s per measurement (%d alternating slices, each after a %.1f s\n"
+      "atp bench: loopback backend (127.0.0.1), %.1f s per measurement (%d alternating slices, each after a %.1f s\n"
       "warm-up), %zu datagrams per sendmmsg/recvmmsg, %llu fragments of 4 workers in flight; the switch on\n"
       "%d dataplane thread(s), the raw forwarder on one\n\n",
       seconds, kSlices, std::chrono::duration<double>(kWarmUp).count(), kBatch,

@@ -118,7 +118,7 @@ ScenarioResult run_with_progress(const Scenario& s, const char* title) {
   ProgressBars bars(s, stdout);
   RunOptions options;
   options.on_round = [&bars](const RoundDone& d) { bars.on_round(d); };
-  ScenarioResult result = run_udp(s, options);
+  ScenarioResult result = run_loopback(s, options);
   bars.finish();
   for (const JobResult& j : result.jobs) {
     if (!j.correct) std::printf("  job %s FAILED: %s\n", j.name.c_str(), j.error.c_str());

@@ -18,9 +18,9 @@ int run_ps(const std::string& listen, const std::string& control, const std::str
            const AccessFlags& flags) {
   PsDaemonConfig config;
   try {
-    config.data = UdpEndpoint::parse(listen);
-    config.control = UdpEndpoint::parse(control);
-    if (!uplink.empty()) config.uplink = UdpEndpoint::parse(uplink);
+    config.data = SocketAddress::parse(listen);
+    config.control = SocketAddress::parse(control);
+    if (!uplink.empty()) config.uplink = SocketAddress::parse(uplink);
   } catch (const std::invalid_argument& e) {
     std::cerr << "atp ps: " << e.what() << "\n";
     return kExitBadInput;

@@ -79,9 +79,9 @@ int run_switch(const std::string& config_path, const AccessFlags& flags) {
 }
 
 int print_stats(const std::string& control) {
-  UdpEndpoint endpoint;
+  SocketAddress endpoint;
   try {
-    endpoint = UdpEndpoint::parse(control);
+    endpoint = SocketAddress::parse(control);
   } catch (const std::invalid_argument&) {
     std::cerr << "atp switch stats: --control must be HOST:PORT like 127.0.0.1:9100, got '" << control << "'\n";
     return kExitBadInput;

@@ -41,7 +41,7 @@ void check_codec(const char* name, const std::string& text, Parse parse) {
     violated(name, std::string("threw something other than ControlError: ") + e.what());
   }
   auto encode = [](const Value& v) {
-    if constexpr (std::is_same_v<Value, UdpEndpoint>) {
+    if constexpr (std::is_same_v<Value, SocketAddress>) {
       return control::host_to_json(v);
     } else {
       return control::to_json(v);
@@ -132,15 +132,15 @@ class Daemons {
     s.name = "fuzz";
     s.pipeline.num_aggregators = 16;
     s.pipeline.aggregator_width = 8;
-    for (std::uint16_t p = 1; p <= 4; ++p) s.ports.push_back({UdpEndpoint::loopback(p), {}, {}, {}});
+    for (std::uint16_t p = 1; p <= 4; ++p) s.ports.push_back({SocketAddress::loopback(p), {}, {}, {}});
     s.routes = {{0x0A000001, 0}, {0x0A000002, 1}, {0x0A000003, 2}};
     const control::AccessConfig access{std::string(kOperatorToken), {{"t", std::string(kTenantToken)}}, false};
     s.access = access;
     switch_ = std::make_unique<SwitchDaemon>(s);
     PsDaemonConfig c;
-    c.data = UdpEndpoint::loopback(0);
-    c.control = UdpEndpoint::loopback(0);
-    c.uplink = UdpEndpoint::loopback(9);
+    c.data = SocketAddress::loopback(0);
+    c.control = SocketAddress::loopback(0);
+    c.uplink = SocketAddress::loopback(9);
     c.access = access;
     ps_ = std::make_unique<PsDaemon>(c);
   }

@@ -51,13 +51,14 @@ TEST(Backends, TheRegistryListsEveryBackendOfThisBuildInOrder) {
   std::string names;
   for (const Backend* b : backends()) names += std::string(b->name()) + (b->simulated() ? "(sim) " : " ");
 #if ATP_WITH_NS3
-  EXPECT_EQ(names, "inproc(sim) ns3(sim) udp netns ");
-  EXPECT_EQ(backend_names(), "inproc, ns3, udp or netns");
+  EXPECT_EQ(names, "inproc(sim) ns3(sim) loopback netns ");
+  EXPECT_EQ(backend_names(), "inproc, ns3, loopback or netns");
 #else
-  EXPECT_EQ(names, "inproc(sim) udp netns ");
-  EXPECT_EQ(backend_names(), "inproc, udp or netns");
+  EXPECT_EQ(names, "inproc(sim) loopback netns ");
+  EXPECT_EQ(backend_names(), "inproc, loopback or netns");
 #endif
   EXPECT_EQ(find_backend("ns2"), nullptr);
+  EXPECT_EQ(find_backend("udp"), find_backend("loopback"));  // its name before
   EXPECT_EQ(no_backend_reason("ns2"), "unknown backend 'ns2'; use --backend " + backend_names());
 #if !ATP_WITH_NS3
   EXPECT_EQ(no_backend_reason("ns3").rfind("this atp was built without ns-3", 0), 0u);
@@ -98,16 +99,17 @@ TEST(Backends, SimulatedBackendsRefusePsShardsOnWorkersHosts) {
     const std::string name(b->name());
     EXPECT_NE(refusal(name, s).find("jobs[0].ps: host 'a' is also a worker"), std::string::npos) << name;
   }
-  EXPECT_NE(refusal("udp", s).find("host 'a' is both a worker of job 'job1' and a PS"), std::string::npos);
+  EXPECT_NE(refusal("loopback", s).find("host 'a' is both a worker of job 'job1' and a PS"), std::string::npos);
 }
 
 TEST(Backends, ProcessBackendsRefuseSeriesAndLoopbackRefusesFlows) {
   RunOptions series;
   series.series_interval = std::chrono::milliseconds(1);
-  EXPECT_EQ(refusal("udp", scenario(kAtp), series),
+  EXPECT_EQ(refusal("loopback", scenario(kAtp), series),
             "series: real processes record no series; use a simulated backend (inproc or ns3)");
-  EXPECT_EQ(refusal("udp", scenario(kAtp, kFlow)), "background: background flows need real links; use --backend netns");
-  EXPECT_EQ(refusal("udp", scenario(kAtp + "\n  - {workers: [a, q], ps: [p], elements: 1000}")),
+  EXPECT_EQ(refusal("loopback", scenario(kAtp, kFlow)),
+            "background: background flows need real links; use --backend netns");
+  EXPECT_EQ(refusal("loopback", scenario(kAtp + "\n  - {workers: [a, q], ps: [p], elements: 1000}")),
             "jobs[1]: host 'a' is a worker of job 'job1' and of job 'job2'; a host runs one worker (use separate "
             "hosts)");
 }

@@ -151,7 +151,7 @@ struct RunningDaemons {
   explicit RunningDaemons(std::uint32_t aggregators) : sw(switch_config(aggregators)), ps(ps_config(sw)) {
     sw.start();
     ps.start();
-    options.switch_control = UdpEndpoint::parse(sw.control_endpoint());
+    options.switch_control = SocketAddress::parse(sw.control_endpoint());
     options.ps_control = ps.control_endpoint();
     options.timeout = 10s;
   }
@@ -162,8 +162,8 @@ struct RunningDaemons {
   }
   static PsDaemonConfig ps_config(const SwitchDaemon& sw) {
     PsDaemonConfig c;
-    c.data = UdpEndpoint::loopback(0);
-    c.control = UdpEndpoint::loopback(0);
+    c.data = SocketAddress::loopback(0);
+    c.control = SocketAddress::loopback(0);
     c.uplink = sw.data_endpoint();
     return c;
   }
@@ -205,8 +205,8 @@ TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
 
   // Nobody listens at the switch's control address: rank 0 says so, and so do the others.
   ClusterJobOptions unreachable;
-  unreachable.switch_control = UdpEndpoint::loopback(1);
-  unreachable.ps_control = UdpEndpoint::loopback(1);
+  unreachable.switch_control = SocketAddress::loopback(1);
+  unreachable.ps_control = SocketAddress::loopback(1);
   unreachable.timeout = 5s;
   MemoryStore store2;
   const auto errors = run_ranks(3, [&](int rank) { ClusterJob::join(store2, rank, 3, unreachable); });

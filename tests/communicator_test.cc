@@ -29,11 +29,11 @@ namespace {
 // uplink, the header's dst says where), and the test exercises exactly the real addressing.
 class Hub {
  public:
-  Hub() : socket_(UdpEndpoint::loopback(0)) {
+  Hub() : socket_(SocketAddress::loopback(0)) {
     loop_.add_readable(socket_.fd(), [this] { forward(); });
   }
   ~Hub() { stop(); }
-  void add_host(Address address, const UdpEndpoint& at) { hosts_[address] = at; }
+  void add_host(Address address, const SocketAddress& at) { hosts_[address] = at; }
   void add_to_group(Address group, Address member) { groups_[group].push_back(member); }
   void start() {
     thread_ = std::thread([this] { loop_.run(); });
@@ -43,7 +43,7 @@ class Hub {
     loop_.stop();
     thread_.join();
   }
-  UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
+  SocketAddress endpoint() const { return socket_.local_endpoint(); }
 
  private:
   void forward() {
@@ -62,7 +62,7 @@ class Hub {
   UdpSocket socket_;
   EventLoop loop_;
   UdpRecvBatch batch_{64};
-  std::map<Address, UdpEndpoint> hosts_;  // set before start(), then only read by the loop thread
+  std::map<Address, SocketAddress> hosts_;  // set before start(), then only read by the loop thread
   std::map<Address, std::vector<Address>> groups_;
   std::thread thread_;
 };
@@ -89,7 +89,7 @@ class Cluster {
     plan_ = plan_job(network_, spec);
 
     PsDaemonConfig ps;
-    ps.data = UdpEndpoint::loopback(0);
+    ps.data = SocketAddress::loopback(0);
     ps.serve_control = false;
     ps.uplink = hub_.endpoint();
     ps_ = std::make_unique<PsDaemon>(ps);
@@ -97,7 +97,7 @@ class Cluster {
     hub_.add_host(plan_.ps[0].self, ps_->data_endpoint());
     for (const WorkerConfig& wc : plan_.workers) {
       auto& c =
-          communicators_.emplace_back(std::make_unique<Communicator>(wc, UdpEndpoint::loopback(0), hub_.endpoint()));
+          communicators_.emplace_back(std::make_unique<Communicator>(wc, SocketAddress::loopback(0), hub_.endpoint()));
       hub_.add_host(wc.self, c->local_endpoint());
       hub_.add_to_group(multicast_group_address(wc.job), wc.self);
     }
@@ -229,7 +229,7 @@ TEST(Communicator, EmptyBufferCompletesAtOnce) {
 
 TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
   // The uplink is a bound socket nobody reads: packets vanish, as with a dead PS (no ICMP error).
-  UdpSocket black_hole(UdpEndpoint::loopback(0));
+  UdpSocket black_hole(SocketAddress::loopback(0));
   SwitchConfig plain;
   plain.atp_capable = false;
   Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"w1", "tor"}, {"ps", "tor"}}, {}};
@@ -240,7 +240,7 @@ TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
   spec.ps = {"ps"};
   spec.progress_timeout = std::chrono::milliseconds(300);
   const JobPlan plan = plan_job(network, spec);
-  Communicator c(plan.workers[0], UdpEndpoint::loopback(0), black_hole.local_endpoint());
+  Communicator c(plan.workers[0], SocketAddress::loopback(0), black_hole.local_endpoint());
 
   std::vector<float> data(100, 1.0f);
   const auto started = std::chrono::steady_clock::now();
@@ -264,7 +264,7 @@ TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
 // worker has sent) to the worker's port before the real ones arrive: they must not count. Before
 // the worker's socket accepted only its uplink, they made the round's result all zeros.
 TEST(Communicator, ParameterPacketsFromAnyoneButTheUplinkAreIgnored) {
-  UdpSocket uplink(UdpEndpoint::loopback(0));  // stands in for the switch; the test answers as the PS
+  UdpSocket uplink(SocketAddress::loopback(0));  // stands in for the switch; the test answers as the PS
   SwitchConfig plain;
   plain.atp_capable = false;
   Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"ps", "tor"}}, {}};
@@ -274,7 +274,7 @@ TEST(Communicator, ParameterPacketsFromAnyoneButTheUplinkAreIgnored) {
   spec.ps = {"ps"};
   spec.values_per_packet = 8;
   const JobPlan plan = plan_job(plan_network(topology), spec);
-  Communicator c(plan.workers[0], UdpEndpoint::loopback(0), uplink.local_endpoint());
+  Communicator c(plan.workers[0], SocketAddress::loopback(0), uplink.local_endpoint());
 
   std::vector<float> data(32);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.25f * static_cast<float>(i + 1);
@@ -294,7 +294,7 @@ TEST(Communicator, ParameterPacketsFromAnyoneButTheUplinkAreIgnored) {
   }
   ASSERT_EQ(gradients.size(), 4u);
 
-  UdpSocket forger(UdpEndpoint::loopback(0));
+  UdpSocket forger(SocketAddress::loopback(0));
   for (const auto& g : gradients) {
     Header h;
     ASSERT_EQ(decode_header(g, h), DecodeError::kOk);
@@ -331,7 +331,7 @@ TEST(Communicator, DestructorFailsQueuedRoundsAndJoins) {
   std::future<void> f;
   std::vector<float> data(50, 1.0f);
   {
-    UdpSocket black_hole(UdpEndpoint::loopback(0));
+    UdpSocket black_hole(SocketAddress::loopback(0));
     SwitchConfig plain;
     plain.atp_capable = false;
     Topology topology{{{"tor", plain}}, {{"w0", "tor"}, {"ps", "tor"}}, {}};
@@ -341,7 +341,7 @@ TEST(Communicator, DestructorFailsQueuedRoundsAndJoins) {
     spec.workers = {"w0"};
     spec.ps = {"ps"};
     const JobPlan plan = plan_job(network, spec);
-    Communicator c(plan.workers[0], UdpEndpoint::loopback(0), black_hole.local_endpoint());
+    Communicator c(plan.workers[0], SocketAddress::loopback(0), black_hole.local_endpoint());
     f = c.allreduce_async(data);
   }
   ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);

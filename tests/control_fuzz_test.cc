@@ -38,7 +38,7 @@ std::vector<std::string> seeds() {
       control::to_json(ps),
       control::to_json(worker),
       control::to_json(port),
-      control::host_to_json(UdpEndpoint::parse("127.0.0.1:40001")),
+      control::host_to_json(SocketAddress::parse("127.0.0.1:40001")),
       "name: s0\naggregators: 16\nwidth: 8\nports:\n  - {peer: 127.0.0.1:9001, loss: 0.1, ingress: {delay_us: 5}}\n"
       "routes:\n  - {dst: 10.0.0.1, port: 0}\n",
       "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",

@@ -130,9 +130,9 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
 }
 
 TEST(HostCodec, RoundTripsAndRefusesPortZero) {
-  const UdpEndpoint peer = UdpEndpoint::parse("127.0.0.1:40001");
+  const SocketAddress peer = SocketAddress::parse("127.0.0.1:40001");
   EXPECT_EQ(host_from_json(host_to_json(peer)), peer);
-  EXPECT_THROW(host_from_json(host_to_json(UdpEndpoint::loopback(0))), ControlError);
+  EXPECT_THROW(host_from_json(host_to_json(SocketAddress::loopback(0))), ControlError);
 }
 
 WorkerConfig sample() {
@@ -316,7 +316,7 @@ using namespace std::chrono_literals;
 
 // control::client as a program that reaches others' daemons makes it: the token given, and the
 // CA that ATP_TLS_CA names (control::tls_ca_file(), which throws AuthError for a bad one).
-httplib::Client client_for(const UdpEndpoint& server, const std::string& token) {
+httplib::Client client_for(const SocketAddress& server, const std::string& token) {
   return control::client(server, {token, control::tls_ca_file()});
 }
 
@@ -345,7 +345,7 @@ class TestServer {
     server_->stop();
     thread_.join();
   }
-  UdpEndpoint endpoint() const { return UdpEndpoint::parse("127.0.0.1:" + std::to_string(port_)); }
+  SocketAddress endpoint() const { return SocketAddress::parse("127.0.0.1:" + std::to_string(port_)); }
   httplib::Server& server() { return *server_; }
 
  private:
@@ -364,7 +364,7 @@ class TestServer {
 // started its request); closed when destroyed.
 class SlowClient {
  public:
-  SlowClient(const UdpEndpoint& server, const std::string& bytes) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  SlowClient(const SocketAddress& server, const std::string& bytes) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(server.port);

@@ -268,7 +268,7 @@ jobs:
   - {name: a, workers: [w0, w1], ps: [ps], elements: 1000}
 )");
   EXPECT_THROW(run_inproc(s), ScenarioError);
-  EXPECT_THROW(run_udp(s, with_binary()), ScenarioError);
+  EXPECT_THROW(run_loopback(s, with_binary()), ScenarioError);
 }
 
 TEST_F(NetnsIntegration, AWorkerHostRunsNoPsWhereItHasOneAddressForBoth) {
@@ -279,7 +279,7 @@ jobs:
   - {name: nn, algorithm: ps, workers: [w0, w1], ps: [w0, w1], elements: 1000}
 )");
   try {
-    run_udp(s, with_binary());
+    run_loopback(s, with_binary());
     FAIL() << "a worker host with a PS shard ran on the udp backend";
   } catch (const ScenarioError& e) {
     EXPECT_NE(std::string(e.what()).find("--backend netns"), std::string::npos) << e.what();

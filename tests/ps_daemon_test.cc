@@ -32,9 +32,9 @@ constexpr int kWaitMs = 5000;  // bound on any wait: a lost packet fails the tes
 // A test socket on 127.0.0.1 with a bounded blocking receive.
 class Host {
  public:
-  explicit Host(const UdpEndpoint& local = UdpEndpoint::loopback(0)) : socket_(local) {}
-  UdpEndpoint endpoint() const { return socket_.local_endpoint(); }
-  void send(const UdpEndpoint& to, std::span<const std::uint8_t> bytes) { ASSERT_TRUE(socket_.send_to(to, bytes)); }
+  explicit Host(const SocketAddress& local = SocketAddress::loopback(0)) : socket_(local) {}
+  SocketAddress endpoint() const { return socket_.local_endpoint(); }
+  void send(const SocketAddress& to, std::span<const std::uint8_t> bytes) { ASSERT_TRUE(socket_.send_to(to, bytes)); }
   // The next datagram, or nullopt after kWaitMs.
   std::optional<std::vector<std::uint8_t>> receive() {
     if (next_ == batch_.size()) {
@@ -123,8 +123,8 @@ void expect_result(const std::optional<std::vector<std::uint8_t>>& packet, JobId
 
 PsDaemonConfig config_for(const Host& uplink, bool serve_control) {
   PsDaemonConfig c;
-  c.data = UdpEndpoint::loopback(0);
-  c.control = UdpEndpoint::loopback(0);
+  c.data = SocketAddress::loopback(0);
+  c.control = SocketAddress::loopback(0);
   c.serve_control = serve_control;
   c.uplink = uplink.endpoint();
   c.access = test::test_access();
@@ -141,12 +141,12 @@ struct StartedPs {
   }
   Host uplink;
   PsDaemon daemon;
-  UdpEndpoint data;
+  SocketAddress data;
 };
 
 // A minimal HTTP/1.1 client (the test does not depend on the daemon's HTTP library), sending
 // `token`: returns "STATUS BODY", e.g. "201 {...}".
-std::string http(const UdpEndpoint& server, const std::string& method, const std::string& path,
+std::string http(const SocketAddress& server, const std::string& method, const std::string& path,
                  const std::string& body = "", const std::string& token = test::kOperatorToken) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return "socket failed";
@@ -239,7 +239,7 @@ TEST(PsDaemon, ServesTwoJobsAtOnce) {
   daemon.add_job(one->job.ps[0]);
   daemon.add_job(two->job.ps[0]);
   daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  const SocketAddress ps = daemon.data_endpoint();
 
   const std::vector<std::int32_t> a{1, 2, 3, 4}, b{5, 6, 7, 8, 9, 10, 11, 12};
   uplink.send(ps, gradient(*two, 0, 5, b));
@@ -293,13 +293,13 @@ TEST(PsDaemon, AddressedByIpTakesGradientsOnlyFromTheJobsWorkersAtTheAtpPort) {
   job.workers = {w0, w1};
   job.multicast_group = group;
   PsDaemonConfig config;
-  config.data = UdpEndpoint{0x7F000014, 0};
+  config.data = SocketAddress{0x7F000014, 0};
   config.serve_control = false;
   config.access = test::test_access();
   PsDaemon daemon(config);
   daemon.add_job(job);
   daemon.start();
-  const UdpEndpoint ps = daemon.data_endpoint();
+  const SocketAddress ps = daemon.data_endpoint();
   Host worker0({w0, kUdpPort}), worker1({w1, kUdpPort}), outsider({stranger, kUdpPort}), results({group, kUdpPort});
   Host any_port;  // 127.0.0.1, a port the kernel picks
 
@@ -373,7 +373,7 @@ TEST(PsDaemon, InstallsRemovesAndReportsJobsOverHttp) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
-  const UdpEndpoint control = daemon.control_endpoint();
+  const SocketAddress control = daemon.control_endpoint();
   ASSERT_NE(control.port, 0);
 
   EXPECT_EQ(http(control, "POST", "/jobs", control::to_json(p->job.ps[0])).substr(0, 3), "201");
@@ -415,7 +415,7 @@ TEST(PsDaemon, BadRequestsAreAStatusAndOneSentence) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
-  const UdpEndpoint control = daemon.control_endpoint();
+  const SocketAddress control = daemon.control_endpoint();
   const std::string deep = "{\"job\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   const struct {
     std::string method, path, body, status, error;
@@ -514,7 +514,7 @@ TEST(PsDaemon, SlowClientsDoNotStarveTheControlPlane) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
-  const UdpEndpoint control = daemon.control_endpoint();
+  const SocketAddress control = daemon.control_endpoint();
   std::vector<int> slow;
   for (int i = 0; i < 48; ++i) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -557,7 +557,7 @@ TEST(PsDaemon, TenantsChangeOnlyTheirOwnJobs) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
-  const UdpEndpoint control = daemon.control_endpoint();
+  const SocketAddress control = daemon.control_endpoint();
   const std::string job = control::to_json(plan(3, 2, 4)->job.ps[0]);
   EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken).substr(0, 3), "201");
   EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kBobToken),
@@ -578,7 +578,7 @@ TEST(PsDaemon, AJobOnAnExpiredLeaseIsRemoved) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
-  const UdpEndpoint control = daemon.control_endpoint();
+  const SocketAddress control = daemon.control_endpoint();
   const std::string granted = http(control, "POST", "/leases", R"({"ttl_ms": 1000})", test::kAliceToken);
   ASSERT_EQ(granted.substr(0, 3), "201") << granted;
   const std::string lease = std::to_string(nlohmann::json::parse(granted.substr(4))["lease"].get<std::uint64_t>());

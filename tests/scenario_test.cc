@@ -1033,8 +1033,8 @@ TEST(ScenarioLimits, ADeviceIsNotReadAsAScenario) {
 
 TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {
   // `atp worker --spec /dev/zero`: exit 2 at once instead of reading until memory runs out.
-  EXPECT_EQ(run_udp_worker("/dev/zero"), 2);
-  EXPECT_EQ(run_udp_worker("/nonexistent/spec.json"), 2);
+  EXPECT_EQ(run_worker_process("/dev/zero"), 2);
+  EXPECT_EQ(run_worker_process("/nonexistent/spec.json"), 2);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ class SwitchDaemonTest : public ::testing::TestWithParam<std::uint32_t> {
     config_.threads = GetParam();
     const SwitchConfig& sc = topology_.switches[0].config;
 
-    for (int i = 0; i < 4; ++i) hosts_.emplace_back(UdpEndpoint::loopback(0));
+    for (int i = 0; i < 4; ++i) hosts_.emplace_back(SocketAddress::loopback(0));
     config_.name = "s0";
     config_.access = test::test_access();
     config_.pipeline = sc;
@@ -165,7 +165,7 @@ class SwitchDaemonTest : public ::testing::TestWithParam<std::uint32_t> {
     daemon_.emplace(config_);
     daemon_->start();
     const std::string control = daemon_->control_endpoint();
-    client_.emplace(control::client(UdpEndpoint::parse(control), {test::kOperatorToken, ""}));
+    client_.emplace(control::client(SocketAddress::parse(control), {test::kOperatorToken, ""}));
   }
 
   json stats() {
@@ -286,7 +286,7 @@ TEST_P(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
 // w1 sends its fragments as runs of one message each (UDP_SEGMENT), which a socket takes whole
 // (UDP_GRO), so the threads hand the fragments of other slices on to their owners.
 TEST_P(SwitchDaemonTest, EveryAggregatorSumsExactlyOnTheThreadThatHoldsIt) {
-  UdpSocket runs(UdpEndpoint::loopback(0), {.segmentation_offload = true});
+  UdpSocket runs(SocketAddress::loopback(0), {.segmentation_offload = true});
   config_.ports[1].peer = runs.local_endpoint();
   start_daemon();
   install_job();
@@ -367,7 +367,7 @@ TEST_P(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
   h.job = 99;
   send(0, build_packet(h, std::vector<std::int32_t>{5, 5, 5, 5}));  // a job not installed
   send(3, gradient(1, 0, {1000, 1000, 1000, 1000}));                // w1's packet from h3's port
-  UdpSocket stranger(UdpEndpoint::loopback(0));                     // no port's peer
+  UdpSocket stranger(SocketAddress::loopback(0));                   // no port's peer
   ASSERT_TRUE(stranger.send_to(daemon_->data_endpoint(), gradient(1, 0, {7, 7, 7, 7})));
 
   json s = stats_when([](const json& j) {
@@ -510,7 +510,8 @@ TEST_P(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
   SlowClients slow(daemon_->control_endpoint(), 48);
   pollfd none{-1, 0, 0};
   ::poll(&none, 0, 1500);  // they are slow now
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
+  httplib::Client client =
+      control::client(SocketAddress::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
   const auto start = std::chrono::steady_clock::now();
   auto res = client.Post("/jobs", control::to_json(job_.switches.at("s0")), "application/json");
   const auto installed = std::chrono::steady_clock::now();
@@ -727,7 +728,7 @@ class SwitchHostsTest : public SwitchDaemonTest {
 
   httplib::Result post_host(const std::string& body) { return client_->Post("/hosts", body, "application/json"); }
   // POST /hosts for `peer`; the answer's body (a failure when it is not 200).
-  json attach(const UdpEndpoint& peer) {
+  json attach(const SocketAddress& peer) {
     auto res = post_host(json{{"peer", peer.to_string()}}.dump());
     EXPECT_TRUE(res);
     if (!res) return json{};
@@ -820,7 +821,7 @@ TEST_P(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) 
   stats_when([](const json& j) { return j["switch"]["no_route"] == 1; });
 
   // A new peer takes the detached port and the lowest free address: w1's old ones.
-  UdpSocket newcomer(UdpEndpoint::loopback(0));
+  UdpSocket newcomer(SocketAddress::loopback(0));
   const json again = attach(newcomer.local_endpoint());
   EXPECT_EQ(again["port"], 2);
   EXPECT_EQ(again["address"], format_address(job_.workers[1].self));
@@ -838,7 +839,7 @@ TEST_P(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
     EXPECT_EQ(res->status, 400) << body;
     EXPECT_NE(res->body.find(error), std::string::npos) << res->body;
   };
-  expect_error(R"({"peer": "127.0.0.1"})", "peer: '127.0.0.1' is not an IPv4 address and UDP port");
+  expect_error(R"({"peer": "127.0.0.1"})", "peer: '127.0.0.1' is not an IPv4 address and port");
   expect_error(R"({"peer": "127.0.0.1:70000"})", "peer: '127.0.0.1:70000'");
   expect_error(R"({"peer": "127.0.0.1:0"})", "peer: 127.0.0.1:0 is not a host's address");
   expect_error(R"({"peer": 40001})", "peer: expected an address like");
@@ -859,7 +860,7 @@ class SwitchTenancyTest : public SwitchHostsTest {
  protected:
   void SetUp() override {
     SwitchHostsTest::SetUp();
-    const UdpEndpoint control = UdpEndpoint::parse(daemon_->control_endpoint());
+    const SocketAddress control = SocketAddress::parse(daemon_->control_endpoint());
     alice_.emplace(control::client(control, {test::kAliceToken, ""}));
     bob_.emplace(control::client(control, {test::kBobToken, ""}));
   }
@@ -1006,7 +1007,8 @@ TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
     GTEST_SKIP() << "skipped: " << e.what();
   }
   daemon->start();
-  httplib::Client client = control::client(UdpEndpoint::parse(daemon->control_endpoint()), {test::kOperatorToken, ""});
+  httplib::Client client =
+      control::client(SocketAddress::parse(daemon->control_endpoint()), {test::kOperatorToken, ""});
   const std::string refusal =
       "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
   auto res = client.Post("/hosts", R"({"peer": "127.0.0.1:40001"})", "application/json");
@@ -1064,7 +1066,7 @@ routes:
   EXPECT_EQ(c.seed, 9u);
   EXPECT_EQ(c.threads, 2u);
   ASSERT_EQ(c.ports.size(), 2u);
-  EXPECT_EQ(c.ports[0].peer, UdpEndpoint::loopback(9001));
+  EXPECT_EQ(c.ports[0].peer, SocketAddress::loopback(9001));
   EXPECT_EQ(c.ports[0].egress.rate_gbps, 10);
   EXPECT_EQ(c.ports[0].egress.buffer_packets, 64u);
   EXPECT_EQ(c.ports[0].egress.ecn_threshold_packets, 16u);
@@ -1155,7 +1157,7 @@ TEST(SwitchConfigFile, AtMost65536Ports) {
 // until the process ended).
 TEST(SwitchDaemonSetup, AnUnstartedDaemonReleasesItsControlPort) {
   SwitchDaemonConfig config;
-  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}, {}});
+  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}});
   std::string control;
   {
     SwitchDaemon first(config);
@@ -1236,9 +1238,9 @@ routes:
 }
 
 TEST(SwitchDaemonSetup, PortInUseNamesTheAddress) {
-  UdpSocket taken(UdpEndpoint::loopback(0));
+  UdpSocket taken(SocketAddress::loopback(0));
   SwitchDaemonConfig config;
-  config.ports.push_back({UdpEndpoint::loopback(9), {}, {}, {}});
+  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}});
   config.listen = taken.local_endpoint();
   try {
     SwitchDaemon daemon(config);
@@ -1247,7 +1249,7 @@ TEST(SwitchDaemonSetup, PortInUseNamesTheAddress) {
     EXPECT_NE(std::string(e.what()).find(taken.local_endpoint().to_string()), std::string::npos) << e.what();
   }
 
-  config.listen = UdpEndpoint::loopback(0);
+  config.listen = SocketAddress::loopback(0);
   SwitchDaemon first(config);
   const std::string control = first.control_endpoint();
   config.control_port = static_cast<std::uint16_t>(std::stoi(control.substr(control.rfind(':') + 1)));

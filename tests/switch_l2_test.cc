@@ -278,7 +278,7 @@ class SwitchL2Test : public ::testing::TestWithParam<std::uint32_t> {
   std::pair<int, std::string> http(const std::string& method, const std::string& path, const std::string& body = "") {
     return in_netns(testbed_->sw(), [&] {
       httplib::Client client =
-          control::client(UdpEndpoint::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
+          control::client(SocketAddress::parse(daemon_->control_endpoint()), {test::kOperatorToken, ""});
       httplib::Result r = method == "POST"  ? client.Post(path, body, "application/json")
                           : method == "PUT" ? client.Put(path, body, "application/json")
                                             : client.Get(path);
@@ -472,7 +472,7 @@ TEST_P(SwitchL2Test, BadAndSpoofedAtpFramesAreCountedNotForwarded) {
   UdpSocket& w0 = host_socket(0);
   UdpSocket& ps = host_socket(2);
   UdpSocket& h3 = host_socket(3);
-  const UdpEndpoint to_ps{Testbed::ip(2), kUdpPort};
+  const SocketAddress to_ps{Testbed::ip(2), kUdpPort};
   // Everything the PS's interface receives, to see that nothing for ATP's port got through.
   PacketSocket ps_wire = in_netns(testbed_->host(2), [] { return PacketSocket("eth0"); });
 

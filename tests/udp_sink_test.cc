@@ -88,15 +88,15 @@ constexpr int kPackets = 200;  // 800 KiB: a window 60 times the qdisc's room
 std::set<std::uint32_t> send_window(const SlowLink& link, bool report_full_queues, UdpSocketCounters& sent) {
   UdpSocket receiver = [&] {
     netns::ThreadInNamespace in(link.path("b"));
-    return UdpSocket(UdpEndpoint::parse("10.77.0.2:9700"));
+    return UdpSocket(SocketAddress::parse("10.77.0.2:9700"));
   }();
   {
     netns::ThreadInNamespace in(link.path("a"));
-    UdpSocket socket(UdpEndpoint::parse("10.77.0.1:9700"));
+    UdpSocket socket(SocketAddress::parse("10.77.0.1:9700"));
     if (report_full_queues) socket.report_full_queues();
     EventLoop loop;
     loop.add_readable(socket.fd(), [] {});
-    UdpBatchSink sink(socket, UdpEndpoint::parse("10.77.0.2:9700"));
+    UdpBatchSink sink(socket, SocketAddress::parse("10.77.0.2:9700"));
     std::vector<std::uint8_t> packet(4126);
     for (std::uint32_t i = 0; i < kPackets; ++i) {
       std::memcpy(packet.data(), &i, sizeof i);

@@ -24,9 +24,9 @@ bool wait_readable(const UdpSocket& s) {
 }
 
 // Receives until `want` datagrams arrived or nothing more comes.
-std::vector<std::pair<std::vector<std::uint8_t>, UdpEndpoint>> receive(UdpSocket& s, std::size_t want,
-                                                                       UdpRecvBatch& batch) {
-  std::vector<std::pair<std::vector<std::uint8_t>, UdpEndpoint>> got;
+std::vector<std::pair<std::vector<std::uint8_t>, SocketAddress>> receive(UdpSocket& s, std::size_t want,
+                                                                         UdpRecvBatch& batch) {
+  std::vector<std::pair<std::vector<std::uint8_t>, SocketAddress>> got;
   while (got.size() < want && wait_readable(s)) {
     s.recv_batch(batch);
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -37,14 +37,14 @@ std::vector<std::pair<std::vector<std::uint8_t>, UdpEndpoint>> receive(UdpSocket
   return got;
 }
 
-TEST(UdpEndpoint, ParseAndPrint) {
-  const UdpEndpoint e = UdpEndpoint::parse("127.0.0.1:9000");
+TEST(SocketAddress, ParseAndPrint) {
+  const SocketAddress e = SocketAddress::parse("127.0.0.1:9000");
   EXPECT_EQ(e.ip, 0x7F000001u);
   EXPECT_EQ(e.port, 9000);
   EXPECT_EQ(e.to_string(), "127.0.0.1:9000");
-  EXPECT_EQ(UdpEndpoint::loopback(5), UdpEndpoint::parse("127.0.0.1:5"));
+  EXPECT_EQ(SocketAddress::loopback(5), SocketAddress::parse("127.0.0.1:5"));
   for (const char* bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "localhost:1", "1.2.3:4", "1.2.3.4:x"}) {
-    EXPECT_THROW(UdpEndpoint::parse(bad), std::invalid_argument) << bad;
+    EXPECT_THROW(SocketAddress::parse(bad), std::invalid_argument) << bad;
   }
 }
 
@@ -55,12 +55,12 @@ TEST(PathMtu, IsTheLoopbacksOnThisHost) {
   std::ifstream lo("/sys/class/net/lo/mtu");
   std::uint32_t expected = 0;
   ASSERT_TRUE(lo >> expected);
-  EXPECT_EQ(path_mtu(UdpEndpoint::loopback(kUdpPort)), std::min<std::uint32_t>(expected, 65535));
+  EXPECT_EQ(path_mtu(SocketAddress::loopback(kUdpPort)), std::min<std::uint32_t>(expected, 65535));
   EXPECT_GT(expected, 1500u);
 }
 
 TEST(UdpSocket, BindsAKernelPickedPort) {
-  UdpSocket s(UdpEndpoint::loopback(0));
+  UdpSocket s(SocketAddress::loopback(0));
   EXPECT_GE(s.fd(), 0);
   EXPECT_EQ(s.local_endpoint().ip, 0x7F000001u);
   EXPECT_NE(s.local_endpoint().port, 0);
@@ -69,8 +69,8 @@ TEST(UdpSocket, BindsAKernelPickedPort) {
 }
 
 TEST(UdpSocket, PortInUseIsOneClearSentence) {
-  UdpSocket first(UdpEndpoint::loopback(0));
-  const UdpEndpoint taken = first.local_endpoint();
+  UdpSocket first(SocketAddress::loopback(0));
+  const SocketAddress taken = first.local_endpoint();
   try {
     UdpSocket second(taken);
     FAIL() << "bound a port that is in use";
@@ -81,8 +81,8 @@ TEST(UdpSocket, PortInUseIsOneClearSentence) {
 }
 
 TEST(UdpSocket, SendBatchAndReceiveBatchWithSources) {
-  UdpSocket a(UdpEndpoint::loopback(0));
-  UdpSocket b(UdpEndpoint::loopback(0));
+  UdpSocket a(SocketAddress::loopback(0));
+  UdpSocket b(SocketAddress::loopback(0));
   std::vector<std::vector<std::uint8_t>> payloads;
   std::vector<UdpOutgoing> out;
   for (std::uint8_t i = 0; i < 100; ++i) payloads.push_back(std::vector<std::uint8_t>(10 + i, i));
@@ -103,8 +103,8 @@ TEST(UdpSocket, SendBatchAndReceiveBatchWithSources) {
 }
 
 TEST(UdpSocket, OversizedDatagramsAreCountedAndDropped) {
-  UdpSocket a(UdpEndpoint::loopback(0));
-  UdpSocket b(UdpEndpoint::loopback(0));
+  UdpSocket a(SocketAddress::loopback(0));
+  UdpSocket b(SocketAddress::loopback(0));
   const std::vector<std::uint8_t> big(300, 1), small(10, 2);
   ASSERT_TRUE(a.send_to(b.local_endpoint(), big));
   ASSERT_TRUE(a.send_to(b.local_endpoint(), small));
@@ -119,8 +119,8 @@ TEST(UdpSocket, FullSendBufferIsCountedNotThrown) {
   UdpSocketOptions tiny;
   tiny.send_buffer_bytes = 4096;  // the kernel rounds it up a little; still full after a few sends
   tiny.recv_buffer_bytes = 4096;
-  UdpSocket a(UdpEndpoint::loopback(0), tiny);
-  UdpSocket b(UdpEndpoint::loopback(0), tiny);
+  UdpSocket a(SocketAddress::loopback(0), tiny);
+  UdpSocket b(SocketAddress::loopback(0), tiny);
   const std::vector<std::uint8_t> p(1400, 7);
   std::vector<UdpOutgoing> out(2000, UdpOutgoing{b.local_endpoint(), p});
   // Nobody reads b. Depending on the kernel, loopback either accepts everything (and drops it at
@@ -132,8 +132,8 @@ TEST(UdpSocket, FullSendBufferIsCountedNotThrown) {
 }
 
 TEST(UdpSocket, OversizedSendIsAnErrorForThatDatagramOnly) {
-  UdpSocket a(UdpEndpoint::loopback(0));
-  UdpSocket b(UdpEndpoint::loopback(0));
+  UdpSocket a(SocketAddress::loopback(0));
+  UdpSocket b(SocketAddress::loopback(0));
   const std::vector<std::uint8_t> too_big(70000, 1), ok(8, 2);
   const std::vector<UdpOutgoing> out{{b.local_endpoint(), too_big}, {b.local_endpoint(), ok}};
   EXPECT_EQ(a.send_batch(out), 1u);
@@ -149,9 +149,9 @@ TEST(UdpSocket, OversizedSendIsAnErrorForThatDatagramOnly) {
 // byte, with the sender's address, whatever mix of peers and sizes the batch had.
 TEST(UdpSocket, RunsGoOutAndComeInAsOneMessageAndAreHandedOutDatagramByDatagram) {
   const UdpSocketOptions offload{.segmentation_offload = true};
-  UdpSocket a(UdpEndpoint::loopback(0), offload);
-  UdpSocket b(UdpEndpoint::loopback(0), offload);
-  UdpSocket c(UdpEndpoint::loopback(0), offload);
+  UdpSocket a(SocketAddress::loopback(0), offload);
+  UdpSocket b(SocketAddress::loopback(0), offload);
+  UdpSocket c(SocketAddress::loopback(0), offload);
   if (!a.segments_runs()) GTEST_SKIP() << "this kernel has no UDP_SEGMENT";
   std::vector<std::vector<std::uint8_t>> to_b, to_c;
   std::vector<UdpOutgoing> out;
@@ -202,8 +202,8 @@ TEST(UdpSocket, RunsGoOutAndComeInAsOneMessageAndAreHandedOutDatagramByDatagram)
 TEST(UdpSocket, OffloadOnOneSideOnlyStillDeliversEveryDatagram) {
   const UdpSocketOptions offload{.segmentation_offload = true};
   for (const bool sender_offloads : {true, false}) {
-    UdpSocket a(UdpEndpoint::loopback(0), sender_offloads ? offload : UdpSocketOptions{});
-    UdpSocket b(UdpEndpoint::loopback(0), sender_offloads ? UdpSocketOptions{} : offload);
+    UdpSocket a(SocketAddress::loopback(0), sender_offloads ? offload : UdpSocketOptions{});
+    UdpSocket b(SocketAddress::loopback(0), sender_offloads ? UdpSocketOptions{} : offload);
     std::vector<std::vector<std::uint8_t>> payloads;
     std::vector<UdpOutgoing> out;
     for (std::uint8_t i = 0; i < 40; ++i) payloads.push_back(std::vector<std::uint8_t>(2000, i));
@@ -223,11 +223,11 @@ TEST(UdpSocket, OffloadOnOneSideOnlyStillDeliversEveryDatagram) {
 // datagrams are counted and skipped, and the socket keeps sending runs to other peers.
 TEST(UdpSocket, ARunRefusedForItsAddressIsSkippedAndRunsGoOn) {
   const UdpSocketOptions offload{.segmentation_offload = true};
-  UdpSocket a(UdpEndpoint::loopback(0), offload);
-  UdpSocket b(UdpEndpoint::loopback(0), offload);
+  UdpSocket a(SocketAddress::loopback(0), offload);
+  UdpSocket b(SocketAddress::loopback(0), offload);
   if (!a.segments_runs()) GTEST_SKIP() << "this kernel has no UDP_SEGMENT";
   const std::vector<std::uint8_t> p(500, 3);
-  const UdpEndpoint broadcast{0xFFFFFFFFu, b.local_endpoint().port};
+  const SocketAddress broadcast{0xFFFFFFFFu, b.local_endpoint().port};
   const std::vector<UdpOutgoing> out{
       {broadcast, p}, {broadcast, p}, {broadcast, p}, {b.local_endpoint(), p}, {b.local_endpoint(), p}};
   EXPECT_EQ(a.send_batch(out), 2u);
@@ -239,7 +239,7 @@ TEST(UdpSocket, ARunRefusedForItsAddressIsSkippedAndRunsGoOn) {
 }
 
 TEST(UdpSocket, MoveKeepsTheSocket) {
-  UdpSocket a(UdpEndpoint::loopback(0));
+  UdpSocket a(SocketAddress::loopback(0));
   const int fd = a.fd();
   UdpSocket moved = std::move(a);
   EXPECT_EQ(moved.fd(), fd);

@@ -101,7 +101,7 @@ bool connected_to_itself(int fd) {
 }
 
 // Connects a fresh socket to `to`; returns 0 or the errno of the failure (the wait ends at `deadline`).
-int try_connect(Fd& fd, const UdpEndpoint& to, Clock::time_point deadline) {
+int try_connect(Fd& fd, const SocketAddress& to, Clock::time_point deadline) {
   const sockaddr_in addr = to_sockaddr(to);
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return 0;
   if (errno != EINPROGRESS) return errno;
@@ -165,7 +165,7 @@ RingAllreduce::RingAllreduce(int rank, int size, std::vector<std::string> addres
   if (timeout <= Duration::zero()) throw std::invalid_argument("ring allreduce: the timeout must be positive");
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     try {
-      addresses_.push_back(UdpEndpoint::parse(addresses[i]));
+      addresses_.push_back(SocketAddress::parse(addresses[i]));
     } catch (const std::invalid_argument&) {
       throw std::invalid_argument("ring allreduce: the address of rank " + std::to_string(i) + ", '" + addresses[i] +
                                   "', is not an IPv4 address and TCP port like 127.0.0.1:7000");

@@ -36,7 +36,7 @@ struct Reply {
   json body;
 };
 
-Reply request(const UdpEndpoint& control, const control::ClientAccess& access, const char* method,
+Reply request(const SocketAddress& control, const control::ClientAccess& access, const char* method,
               const std::string& path, const std::string& body = "") {
   const std::string where = control.to_string();
   httplib::Client client = control::client(control, access);
@@ -61,9 +61,9 @@ json expect_ok(const Reply& reply, const std::string& what) {
   throw ClusterJobError(what + ": " + error);
 }
 
-UdpEndpoint endpoint_field(const json& doc, const char* key, const std::string& who) {
+SocketAddress endpoint_field(const json& doc, const char* key, const std::string& who) {
   try {
-    return UdpEndpoint::parse(doc.at(key).get<std::string>());
+    return SocketAddress::parse(doc.at(key).get<std::string>());
   } catch (const std::exception&) {
     throw ClusterJobError(who + " did not say its data address (\"" + key + "\" in GET /stats): is it an atp daemon?");
   }
@@ -75,8 +75,8 @@ struct Attachment {
 };
 
 // Attaches `peer` to the switch, hung on `lease` (0: none).
-Attachment attach(const UdpEndpoint& switch_control, const control::ClientAccess& access, LeaseTable::Id lease,
-                  const UdpEndpoint& peer, const std::string& who) {
+Attachment attach(const SocketAddress& switch_control, const control::ClientAccess& access, LeaseTable::Id lease,
+                  const SocketAddress& peer, const std::string& who) {
   const std::string path = lease == 0 ? "/hosts" : "/hosts?lease=" + std::to_string(lease);
   const json reply = expect_ok(request(switch_control, access, "POST", path, control::host_to_json(peer)),
                                "the switch at " + switch_control.to_string() + " refused to attach " + who);
@@ -111,15 +111,15 @@ struct LocalCluster {
     switch_daemon = std::make_unique<SwitchDaemon>(s);  // no ports yet: ranks are attached (POST /hosts)
     switch_daemon->start();
     PsDaemonConfig p;
-    p.data = UdpEndpoint::loopback(0);
-    p.control = UdpEndpoint::loopback(0);
+    p.data = SocketAddress::loopback(0);
+    p.control = SocketAddress::loopback(0);
     p.uplink = switch_daemon->data_endpoint();
     p.access.operator_token = token;
     ps_daemon = std::make_unique<PsDaemon>(p);
     ps_daemon->start();
   }
-  UdpEndpoint switch_control() const { return UdpEndpoint::parse(switch_daemon->control_endpoint()); }
-  UdpEndpoint ps_control() const { return ps_daemon->control_endpoint(); }
+  SocketAddress switch_control() const { return SocketAddress::parse(switch_daemon->control_endpoint()); }
+  SocketAddress ps_control() const { return ps_daemon->control_endpoint(); }
 };
 
 }  // namespace
@@ -127,13 +127,13 @@ struct LocalCluster {
 // A lease on one daemon (POST /leases) for everything a job installs there: kept alive while the
 // job runs, revoked at its end, and expiring by itself if this process dies.
 struct Lease {
-  UdpEndpoint control;
+  SocketAddress control;
   LeaseTable::Id id = 0;
 };
 
 struct ClusterJob::Coordinator {
   std::unique_ptr<LocalCluster> local;
-  UdpEndpoint switch_control, ps_control;
+  SocketAddress switch_control, ps_control;
   control::ClientAccess access;  // for both daemons' control planes
   Lease switch_lease, ps_lease;
   std::optional<JobId> installed;  // on both the switch and the PS
@@ -164,7 +164,7 @@ struct ClusterJob::Coordinator {
 
   ~Coordinator() { uninstall(); }
 
-  Lease grant(const UdpEndpoint& control, Duration ttl, const std::string& who) {
+  Lease grant(const SocketAddress& control, Duration ttl, const std::string& who) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
     const json reply = expect_ok(request(control, access, "POST", "/leases", json{{"ttl_ms", ms}}.dump()),
                                  who + " at " + control.to_string() + " granted no lease");
@@ -194,12 +194,12 @@ struct ClusterJob::Coordinator {
 
   // Attaches the PS and every rank's data endpoint to the switch, plans the job and installs it.
   // Returns each rank's worker config and the switch's data address (the ranks' uplink).
-  std::pair<std::vector<WorkerConfig>, UdpEndpoint> plan_and_install(const std::vector<UdpEndpoint>& ranks,
-                                                                     const ClusterJobOptions& options) {
-    const UdpEndpoint switch_data = endpoint_field(
+  std::pair<std::vector<WorkerConfig>, SocketAddress> plan_and_install(const std::vector<SocketAddress>& ranks,
+                                                                       const ClusterJobOptions& options) {
+    const SocketAddress switch_data = endpoint_field(
         expect_ok(request(switch_control, access, "GET", "/stats"), "the switch at " + switch_control.to_string()),
         "data", "the switch at " + switch_control.to_string());
-    const UdpEndpoint ps_data =
+    const SocketAddress ps_data =
         endpoint_field(expect_ok(request(ps_control, access, "GET", "/stats"), "the PS at " + ps_control.to_string()),
                        "data", "the PS at " + ps_control.to_string());
     switch_lease = grant(switch_control, options.lease_ttl, "the switch");
@@ -271,7 +271,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
 
   if (rank == 0) {
     std::vector<WorkerConfig> configs;
-    UdpEndpoint uplink;
+    SocketAddress uplink;
     int joined = 0;  // other ranks whose endpoint rank 0 read: they wait for its verdict
     try {
       auto coordinator = std::make_unique<Coordinator>();
@@ -286,10 +286,10 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       }
       // Every rank has `timeout` from now to show up (not each: one deadline for all).
       const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-      std::vector<UdpEndpoint> ranks{socket.local_endpoint()};
+      std::vector<SocketAddress> ranks{socket.local_endpoint()};
       for (int r = 1; r < size; ++r) {
         const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
-        ranks.push_back(UdpEndpoint::parse(store.get("endpoint/" + std::to_string(r), left)));
+        ranks.push_back(SocketAddress::parse(store.get("endpoint/" + std::to_string(r), left)));
         joined = r;
       }
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up.
@@ -332,8 +332,8 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   }
   const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
   job->job_ = config.job;
-  job->communicator_ =
-      std::make_unique<Communicator>(config, std::move(socket), UdpEndpoint::parse(reply["uplink"].get<std::string>()));
+  job->communicator_ = std::make_unique<Communicator>(config, std::move(socket),
+                                                      SocketAddress::parse(reply["uplink"].get<std::string>()));
   return job;
 }
 

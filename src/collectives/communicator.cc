@@ -27,7 +27,7 @@ struct Communicator::Impl {
   UdpSocket socket;
   // Addressed by IP (no uplink to connect to): the only senders whose datagrams reach the
   // endpoint. Empty with an uplink (the connected socket filters).
-  std::vector<UdpEndpoint> accepted_sources;
+  std::vector<SocketAddress> accepted_sources;
   std::uint64_t foreign_datagrams = 0;  // loop thread only: datagrams from anyone else, dropped
   UdpBatchSink sink;                    // what one event sends leaves in one sendmmsg at its end
   EventLoop loop;
@@ -48,7 +48,7 @@ struct Communicator::Impl {
                   }};
   std::thread thread;
 
-  Impl(WorkerConfig config, UdpSocket bound, std::optional<UdpEndpoint> uplink)
+  Impl(WorkerConfig config, UdpSocket bound, std::optional<SocketAddress> uplink)
       : endpoint(config), socket(std::move(bound)), sink(socket, uplink) {
     // A window larger than the device's queue waits in the sink instead of being dropped there.
     socket.report_full_queues();
@@ -145,10 +145,10 @@ struct Communicator::Impl {
   }
 };
 
-Communicator::Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink)
+Communicator::Communicator(WorkerConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink)
     : Communicator(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink) {}
 
-Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink)
+Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<SocketAddress> uplink)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
   impl_->tasks.loop_started();
   impl_->thread = std::thread([impl = impl_.get()] {
@@ -184,7 +184,7 @@ std::future<void> Communicator::allreduce_async(std::span<float> inout) {
 
 void Communicator::allreduce(std::span<float> inout) { allreduce_async(inout).get(); }
 
-UdpEndpoint Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
+SocketAddress Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
 
 // Runs `read` on the loop thread (which owns the endpoint and its counters) and returns its value.
 template <class F>

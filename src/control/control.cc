@@ -400,9 +400,9 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   return c;
 }
 
-std::string host_to_json(const UdpEndpoint& peer) { return json{{"peer", peer.to_string()}}.dump(); }
+std::string host_to_json(const SocketAddress& peer) { return json{{"peer", peer.to_string()}}.dump(); }
 
-UdpEndpoint host_from_json(const std::string& text) {
+SocketAddress host_from_json(const std::string& text) {
   const json doc = parse_object(text, "host");
   check_keys(doc, "", {"peer"});
   const auto it = doc.find("peer");
@@ -410,11 +410,11 @@ UdpEndpoint host_from_json(const std::string& text) {
   if (!it->is_string()) throw ControlError("peer: expected an address like \"127.0.0.1:40001\", got " + shown(*it));
   const std::string& address = it->get_ref<const std::string&>();
   // "255.255.255.255:65535" is 21 bytes: anything much longer is not an address, and
-  // UdpEndpoint::parse's message would quote all of it.
-  if (address.size() > 32) throw ControlError("peer: '" + excerpt(address) + "' is not an IPv4 address and UDP port");
-  UdpEndpoint peer;
+  // SocketAddress::parse's message would quote all of it.
+  if (address.size() > 32) throw ControlError("peer: '" + excerpt(address) + "' is not an IPv4 address and port");
+  SocketAddress peer;
   try {
-    peer = UdpEndpoint::parse(address);
+    peer = SocketAddress::parse(address);
   } catch (const std::invalid_argument& e) {
     throw ControlError(std::string("peer: ") + e.what());
   }

@@ -41,7 +41,7 @@ struct PsDaemon::Impl {
   LoopTasks tasks{loop};  // control requests and the C++ API, run on the loop thread
 
   std::unique_ptr<httplib::Server> http;
-  UdpEndpoint control_bound;
+  SocketAddress control_bound;
   std::thread loop_thread;
   std::thread http_thread;
   std::atomic<bool> http_returned{false};  // listen_after_bind() came back (an error, or stop())
@@ -82,14 +82,14 @@ struct PsDaemon::Impl {
     }
   }
 
-  void deliver(std::span<const std::uint8_t> bytes, const UdpEndpoint& from, Time now) {
+  void deliver(std::span<const std::uint8_t> bytes, const SocketAddress& from, Time now) {
     ++counters.datagrams_received;
     Header h;
     if (decode_header(bytes, h) != DecodeError::kOk) {
       ++counters.malformed;
       return;
     }
-    if (!config.uplink && UdpEndpoint{h.src, kUdpPort} != from) {
+    if (!config.uplink && SocketAddress{h.src, kUdpPort} != from) {
       // Addressed by IP, an ATP packet comes from its sender's socket at the ATP port, or from a
       // switch that builds the datagram from the ATP header's src. Another local process cannot
       // send from another host's address (the kernel refuses a source address the host does not
@@ -101,7 +101,7 @@ struct PsDaemon::Impl {
     if (h.is_ack && !config.uplink && h.dst == config.address) {
       // A PS receives no parameter packets: this one is for the worker beside it (see
       // PsDaemonCounters::relayed_to_local_worker). The kernel's demux, not protocol logic.
-      const UdpOutgoing relay{UdpEndpoint::loopback(kUdpPort), bytes};
+      const UdpOutgoing relay{SocketAddress::loopback(kUdpPort), bytes};
       if (socket.send_batch(std::span<const UdpOutgoing>(&relay, 1)) == 1) ++counters.relayed_to_local_worker;
       return;
     }
@@ -251,7 +251,7 @@ struct PsDaemon::Impl {
         reply_error(res, 503, e.what());
       }
     });
-    const std::string host = UdpEndpoint{config.control.ip, 0}.to_string();
+    const std::string host = SocketAddress{config.control.ip, 0}.to_string();
     const std::string ip = host.substr(0, host.rfind(':'));
     const int port = control::bind_server(*http, ip, config.control.port);
     if (port <= 0) {
@@ -394,8 +394,8 @@ std::string PsDaemon::answer_control_request(std::string_view request) {
   return control::answer_request(*impl_->http, request);
 }
 
-UdpEndpoint PsDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }
-UdpEndpoint PsDaemon::control_endpoint() const { return impl_->control_bound; }
+SocketAddress PsDaemon::data_endpoint() const { return impl_->socket.local_endpoint(); }
+SocketAddress PsDaemon::control_endpoint() const { return impl_->control_bound; }
 
 void PsDaemon::add_job(const PsConfig& config) {
   impl_->call([this, &config] { impl_->add_job(config); });

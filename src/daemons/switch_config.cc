@@ -84,10 +84,10 @@ class YamlReader {
     return node.as<std::string>();
   }
 
-  UdpEndpoint endpoint(const YAML::Node& node, const std::string& field) const {
+  SocketAddress endpoint(const YAML::Node& node, const std::string& field) const {
     const std::string text = string(node, field);
     try {
-      return UdpEndpoint::parse(text);
+      return SocketAddress::parse(text);
     } catch (const std::invalid_argument&) {
       fail(field, "expected an address like 127.0.0.1:9000, got '" + control::excerpt(text) + "'");
     }
@@ -220,7 +220,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   }
   if (doc["listen"]) c.listen = r.endpoint(doc["listen"], "listen");
   if (doc["control"]) {
-    const UdpEndpoint control = r.endpoint(doc["control"], "control");
+    const SocketAddress control = r.endpoint(doc["control"], "control");
     const std::string text = control.to_string();
     c.control_host = text.substr(0, text.rfind(':'));
     c.control_port = control.port;

@@ -16,7 +16,7 @@ inline constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
 inline constexpr std::uint32_t kMaxDataplaneThreads = 64;
 
 // A UDP peer (address and port) as one number, for sets and maps of peers.
-inline std::uint64_t peer_key(const UdpEndpoint& e) { return (std::uint64_t{e.ip} << 16) | e.port; }
+inline std::uint64_t peer_key(const SocketAddress& e) { return (std::uint64_t{e.ip} << 16) | e.port; }
 
 // Throws SwitchConfigError (naming config.name) when `config` asks for what parse_switch_config
 // refuses for its size: an aggregator table larger than the machine's memory, or more than

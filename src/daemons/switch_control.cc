@@ -101,7 +101,7 @@ Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::stri
 
 // ---- hosts attached at run time: POST and DELETE /hosts (UDP ports) ----
 
-Reply SwitchControl::attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease) {
+Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease) {
   const SwitchPorts& ports = dataplane_.ports();
   if (!ports.supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
   if (peer == ports.data_endpoint()) {

@@ -48,7 +48,7 @@ class SwitchControl {
                           const std::string& who);
   // POST /hosts by `who`: the port `peer` is on (attaching it if it is on none) and its overlay
   // address, hanging the port on `lease` (0: none).
-  control::Reply attach_host(const UdpEndpoint& peer, const std::string& who, LeaseTable::Id lease);
+  control::Reply attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease);
   // DELETE /hosts/<port> by `who`: port `text` (parsed: `port`) loses its peer and routes and is
   // reset; POST /hosts reuses it.
   control::Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who);

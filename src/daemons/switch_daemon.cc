@@ -74,7 +74,7 @@ void SwitchDaemon::stop() {
 
 const SwitchDaemonConfig& SwitchDaemon::config() const { return impl_->config; }
 
-UdpEndpoint SwitchDaemon::data_endpoint() const { return impl_->dataplane.ports().data_endpoint(); }
+SocketAddress SwitchDaemon::data_endpoint() const { return impl_->dataplane.ports().data_endpoint(); }
 
 std::string SwitchDaemon::control_endpoint() const {
   return impl_->config.control_host + ":" + std::to_string(impl_->control_port);

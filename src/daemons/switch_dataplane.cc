@@ -190,7 +190,7 @@ void SwitchDataplane::remove_routes_to(PortId port) {
   on_every_shard([port](SwitchShard& s) { s.remove_routes_to(port); });
 }
 
-void SwitchDataplane::attach(PortId port, const UdpEndpoint& peer) {
+void SwitchDataplane::attach(PortId port, const SocketAddress& peer) {
   on_every_shard([port, peer](SwitchShard& s) { s.ports().attach(port, peer); });
 }
 

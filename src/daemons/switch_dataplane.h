@@ -91,7 +91,7 @@ class SwitchDataplane {
   PortId add_port();
   void add_route(Address dst, PortId port);
   void remove_routes_to(PortId port);
-  void attach(PortId port, const UdpEndpoint& peer);
+  void attach(PortId port, const SocketAddress& peer);
   void detach(PortId port);
 
  private:

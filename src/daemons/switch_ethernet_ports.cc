@@ -195,9 +195,9 @@ class EthernetPorts final : public SwitchPorts {
 
   // Hosts are attached by cable here: SwitchControl asks supports_hosts() first.
   bool supports_hosts() const override { return false; }
-  UdpEndpoint data_endpoint() const override { return {}; }
-  std::optional<PortId> port_of(const UdpEndpoint&) const override { return std::nullopt; }
-  void attach(PortId, const UdpEndpoint&) override { throw std::logic_error("interface ports have no hosts"); }
+  SocketAddress data_endpoint() const override { return {}; }
+  std::optional<PortId> port_of(const SocketAddress&) const override { return std::nullopt; }
+  void attach(PortId, const SocketAddress&) override { throw std::logic_error("interface ports have no hosts"); }
   void detach(PortId) override { throw std::logic_error("interface ports have no hosts"); }
 
  private:

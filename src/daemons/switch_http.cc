@@ -119,7 +119,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
     });
   });
   http.Post("/hosts", [&http, &control_plane, fail, answer](const httplib::Request& req, httplib::Response& res) {
-    UdpEndpoint peer;
+    SocketAddress peer;
     LeaseTable::Id lease = 0;
     try {
       peer = control::host_from_json(req.body);

@@ -145,11 +145,11 @@ class SwitchPorts {
   // data_endpoint(). Without it, port_of, attach and detach are not called.
   virtual bool supports_hosts() const = 0;
   // Where hosts and peer switches send (the UDP socket's address); {0, 0} on interface ports.
-  virtual UdpEndpoint data_endpoint() const = 0;
+  virtual SocketAddress data_endpoint() const = 0;
   // The port whose peer `peer` is, if any.
-  virtual std::optional<PortId> port_of(const UdpEndpoint& peer) const = 0;
+  virtual std::optional<PortId> port_of(const SocketAddress& peer) const = 0;
   // `peer` becomes port `port`'s peer (a port with none: new, or detached).
-  virtual void attach(PortId port, const UdpEndpoint& peer) = 0;
+  virtual void attach(PortId port, const SocketAddress& peer) = 0;
   // Port `port` (attached) loses its peer: its datagrams then count as unknown_source.
   virtual void detach(PortId port) = 0;
 };

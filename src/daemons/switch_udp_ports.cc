@@ -19,7 +19,7 @@ class UdpPorts final : public SwitchPorts {
  public:
   // Every peer is a UDP socket (a host process or another switch's UDP ports): runs of datagrams
   // to one peer go out, and come in, as one message. `shared`: one of several sockets on `listen`.
-  UdpPorts(const SwitchDaemonConfig& config, const UdpEndpoint& listen, bool shared)
+  UdpPorts(const SwitchDaemonConfig& config, const SocketAddress& listen, bool shared)
       : socket_(listen, {.reuse_port = shared, .segmentation_offload = true}) {
     for (std::size_t i = 0; i < config.ports.size(); ++i) {
       port_by_peer_.emplace(peer_key(config.ports[i].peer), static_cast<PortId>(i));
@@ -85,16 +85,16 @@ class UdpPorts final : public SwitchPorts {
 
   bool supports_hosts() const override { return true; }
 
-  UdpEndpoint data_endpoint() const override { return socket_.local_endpoint(); }
+  SocketAddress data_endpoint() const override { return socket_.local_endpoint(); }
   int fd() const { return socket_.fd(); }
 
-  std::optional<PortId> port_of(const UdpEndpoint& peer) const override {
+  std::optional<PortId> port_of(const SocketAddress& peer) const override {
     const auto it = port_by_peer_.find(peer_key(peer));
     if (it == port_by_peer_.end()) return std::nullopt;
     return it->second;
   }
 
-  void attach(PortId port, const UdpEndpoint& peer) override {
+  void attach(PortId port, const SocketAddress& peer) override {
     if (peers_.size() <= port) peers_.resize(port + std::size_t{1});
     peers_[port] = peer;
     port_by_peer_[peer_key(peer)] = port;
@@ -111,7 +111,7 @@ class UdpPorts final : public SwitchPorts {
   std::vector<Received> received_;  // receive_burst()'s datagrams from a port, reused
   std::vector<UdpOutgoing> tx_;     // send()'s batch, reused
   // Port i's peer (from the config or POST /hosts); nullopt once DELETE /hosts detached it.
-  std::vector<std::optional<UdpEndpoint>> peers_;
+  std::vector<std::optional<SocketAddress>> peers_;
   std::unordered_map<std::uint64_t, PortId> port_by_peer_;  // peer_key(peer) -> port, attached ports only
   std::uint64_t unknown_source_ = 0;                        // datagrams from an address that is no port's peer: dropped
 };
@@ -121,7 +121,7 @@ class UdpPorts final : public SwitchPorts {
 std::vector<std::unique_ptr<SwitchPorts>> open_udp_ports(const SwitchDaemonConfig& config, std::uint32_t threads) {
   std::vector<std::unique_ptr<SwitchPorts>> sets;
   auto first = std::make_unique<UdpPorts>(config, config.listen, threads > 1);
-  const UdpEndpoint bound = first->data_endpoint();  // config.listen with the kernel's port
+  const SocketAddress bound = first->data_endpoint();  // config.listen with the kernel's port
   const int group = first->fd();
   sets.push_back(std::move(first));
   for (std::uint32_t k = 1; k < threads; ++k) sets.push_back(std::make_unique<UdpPorts>(config, bound, true));

@@ -8,7 +8,7 @@
 namespace atp {
 
 void UdpBatchSink::send(std::span<const std::uint8_t> packet) {
-  UdpEndpoint to;
+  SocketAddress to;
   if (uplink_) {
     to = *uplink_;
   } else {

@@ -44,34 +44,7 @@ std::size_t run_segment_size(const msghdr& m) {
 
 }  // namespace
 
-UdpEndpoint UdpEndpoint::parse(const std::string& text) {
-  const auto colon = text.rfind(':');
-  const auto bad = [&] {
-    return std::invalid_argument("'" + text + "' is not an IPv4 address and UDP port like 127.0.0.1:9000");
-  };
-  if (colon == std::string::npos || colon + 1 == text.size() || text.size() - colon - 1 > 5) throw bad();
-  in_addr addr{};
-  if (::inet_pton(AF_INET, text.substr(0, colon).c_str(), &addr) != 1) throw bad();
-  unsigned port = 0;
-  for (char c : text.substr(colon + 1)) {
-    if (c < '0' || c > '9') throw bad();
-    port = port * 10 + static_cast<unsigned>(c - '0');
-  }
-  if (port > 65535) throw bad();
-  return {ntohl(addr.s_addr), static_cast<std::uint16_t>(port)};
-}
-
-sockaddr_in to_sockaddr(const UdpEndpoint& e) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(e.ip);
-  a.sin_port = htons(e.port);
-  return a;
-}
-
-UdpEndpoint from_sockaddr(const sockaddr_in& a) { return {ntohl(a.sin_addr.s_addr), ntohs(a.sin_port)}; }
-
-std::uint32_t path_mtu(const UdpEndpoint& to) {
+std::uint32_t path_mtu(const SocketAddress& to) {
   const std::string where = "the path MTU towards " + to.to_string();
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw UdpSetupError("cannot open a socket to read " + where + ": " + errno_reason(errno), errno);
@@ -86,8 +59,6 @@ std::uint32_t path_mtu(const UdpEndpoint& to) {
   return static_cast<std::uint32_t>(mtu);
 }
 
-std::string UdpEndpoint::to_string() const { return format_address(ip) + ":" + std::to_string(port); }
-
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
     : capacity_(std::min(capacity, detail::kMaxBatch)),
       max_bytes_(max_bytes),
@@ -97,7 +68,7 @@ UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)
   datagrams_.reserve(capacity_);
 }
 
-UdpSocket::UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options) {
+UdpSocket::UdpSocket(const SocketAddress& local, const UdpSocketOptions& options) {
   const std::string where = "UDP " + local.to_string();
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw UdpSetupError("cannot open a socket for " + where + ": " + errno_reason(errno), errno);
@@ -173,7 +144,7 @@ int UdpSocket::send_buffer_bytes() const {
   return v;
 }
 
-void UdpSocket::connect(const UdpEndpoint& peer) {
+void UdpSocket::connect(const SocketAddress& peer) {
   const sockaddr_in addr = to_sockaddr(peer);
   if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int error = errno;
@@ -211,7 +182,7 @@ std::size_t UdpSocket::recv_batch(UdpRecvBatch& batch) {
   const detail::RecvOutcome got = detail::recv_batch(
       fd_, batch.storage_.data(), batch.max_bytes_, batch.capacity(), addrs,
       [&](std::size_t k, const sockaddr_in& from, std::size_t bytes, const msghdr& m) {
-        const UdpEndpoint source = from_sockaddr(from);
+        const SocketAddress source = from_sockaddr(from);
         const std::size_t offset = k * batch.max_bytes_;
         // A run received whole: datagrams of `segment` bytes, the last maybe shorter.
         const std::size_t segment = receives_runs_ ? run_segment_size(m) : 0;
@@ -306,7 +277,7 @@ std::size_t UdpSocket::send_batch(std::span<const UdpOutgoing> datagrams) {
   return out.accepted;
 }
 
-bool UdpSocket::send_to(const UdpEndpoint& to, std::span<const std::uint8_t> bytes) {
+bool UdpSocket::send_to(const SocketAddress& to, std::span<const std::uint8_t> bytes) {
   const UdpOutgoing one{to, bytes};
   return send_batch(std::span<const UdpOutgoing>(&one, 1)) == 1;
 }

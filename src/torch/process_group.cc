@@ -70,9 +70,9 @@ std::string env(const char* name) {
   return value ? value : "";
 }
 
-UdpEndpoint env_endpoint(const char* name, const std::string& value) {
+SocketAddress env_endpoint(const char* name, const std::string& value) {
   try {
-    return UdpEndpoint::parse(value);
+    return SocketAddress::parse(value);
   } catch (const std::invalid_argument&) {
     TORCH_CHECK(false, "atp: ", name, "='", value, "' is not HOST:PORT like 127.0.0.1:9100");
   }

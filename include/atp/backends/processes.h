@@ -9,7 +9,7 @@
 
 namespace atp {
 
-// The udp backend: the scenario as real processes on 127.0.0.1, started from
+// The loopback backend (`udp` before, still accepted): the scenario as real processes on 127.0.0.1, started from
 // RunOptions::atp_binary (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker
 // host). Every worker binds, then all start together. Results come from the worker processes
 // (each checks its own results exactly) and the daemons' /stats; `seconds` and `algbw_gbps` are
@@ -28,12 +28,12 @@ const Backend& loopback_backend();
 const Backend& netns_backend();
 
 // loopback_backend().run(scenario, options), netns_backend().run(scenario, options)
-ScenarioResult run_udp(const Scenario& scenario, const RunOptions& options = {});
+ScenarioResult run_loopback(const Scenario& scenario, const RunOptions& options = {});
 ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options = {});
 
-// The body of the hidden `atp worker --spec FILE` subcommand run_udp starts (src/backends/
-// processes/udp_worker.h has its protocol). Returns the exit code.
-int run_udp_worker(const std::string& spec_path);
+// The body of the hidden `atp worker --spec FILE` subcommand run_loopback starts (src/backends/
+// processes/worker_process.h has its protocol). Returns the exit code.
+int run_worker_process(const std::string& spec_path);
 
 // The body of the hidden `atp flow` subcommand run_netns starts for background traffic: with
 // `listen` (IP:PORT) the receiving end, with `connect` the sending end (src/backends/processes/tcp_flow.h

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "atp/collectives/allreduce.h"
-#include "atp/io/udp_socket.h"  // UdpEndpoint: an IPv4 address and port, used here for TCP
+#include "atp/io/socket_address.h"
 #include "atp/time.h"
 
 namespace atp {
@@ -73,7 +73,7 @@ class RingAllreduce : public Allreduce {
 
   int rank_;
   int size_;
-  std::vector<UdpEndpoint> addresses_;
+  std::vector<SocketAddress> addresses_;
   Duration timeout_;
   RingAllreduceOptions options_;
   int send_fd_ = -1;            // to rank (rank+1)%size: the connection this rank opened

@@ -11,7 +11,7 @@
 
 #include "atp/collectives/communicator.h"
 #include "atp/collectives/store.h"
-#include "atp/io/udp_socket.h"
+#include "atp/io/socket_address.h"
 #include "atp/wire.h"
 
 namespace atp {
@@ -19,8 +19,8 @@ namespace atp {
 struct ClusterJobOptions {
   // The HTTP control addresses of a running switch and PS (the PS's uplink must be that switch).
   // Unset (both): `local` must be true.
-  std::optional<UdpEndpoint> switch_control;
-  std::optional<UdpEndpoint> ps_control;
+  std::optional<SocketAddress> switch_control;
+  std::optional<SocketAddress> ps_control;
   // Rank 0 starts a software switch and a PS on 127.0.0.1 as threads of its own process, for
   // single-machine runs; they stop when rank 0 closes the job.
   bool local = false;

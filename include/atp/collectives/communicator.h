@@ -36,10 +36,10 @@ class Communicator : public Allreduce {
   // kUdpPort then: a socket bound to a unicast address never receives multicast). Throws
   // std::invalid_argument for a config the endpoint refuses and UdpSetupError if the socket
   // cannot be bound or join the group. Starts the loop thread.
-  Communicator(WorkerConfig config, const UdpEndpoint& local, std::optional<UdpEndpoint> uplink);
+  Communicator(WorkerConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink);
   // The same on a socket bound already: for a worker that must tell its address to the job's
   // planner (the PyTorch backend's rendezvous) before the plan, and so its config, exists.
-  Communicator(WorkerConfig config, UdpSocket socket, std::optional<UdpEndpoint> uplink);
+  Communicator(WorkerConfig config, UdpSocket socket, std::optional<SocketAddress> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
@@ -57,8 +57,8 @@ class Communicator : public Allreduce {
   // some fragments and the inputs of the others).
   std::future<void> allreduce_async(std::span<float> inout);
 
-  UdpEndpoint local_endpoint() const;  // the bound address (its port when `local` had port 0)
-  WorkerStats stats() const;           // a snapshot, taken on the loop thread
+  SocketAddress local_endpoint() const;  // the bound address (its port when `local` had port 0)
+  WorkerStats stats() const;             // a snapshot, taken on the loop thread
   // Datagrams dropped before the endpoint because they came from neither a PS of the job nor this
   // host's PS relay (addressed by IP). With an uplink the kernel drops them instead: always 0.
   std::uint64_t foreign_datagrams() const;

@@ -17,7 +17,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/tenancy.h"
 #include "atp/io/egress_queue.h"
-#include "atp/io/udp_socket.h"
+#include "atp/io/socket_address.h"
 #include "atp/plan/plan.h"
 
 namespace httplib {
@@ -85,8 +85,8 @@ WorkerConfig worker_config_from_json(const std::string& text);  // throws Contro
 // A host to attach to a switch at run time (the switch's POST /hosts): its UDP address. Shape:
 //   {"peer": "127.0.0.1:40001"}
 // Neither the IP nor the port may be 0; unknown keys are errors.
-std::string host_to_json(const UdpEndpoint& peer);
-UdpEndpoint host_from_json(const std::string& text);  // throws ControlError
+std::string host_to_json(const SocketAddress& peer);
+SocketAddress host_from_json(const std::string& text);  // throws ControlError
 
 // Bounds of a switch port's settings, the same in the switch config file and in PUT /ports.
 inline constexpr double kMaxPortRateGbps = 1e6;

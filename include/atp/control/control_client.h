@@ -13,7 +13,7 @@
 #include <string>
 
 #include "atp/control/control_auth.h"
-#include "atp/io/udp_socket.h"
+#include "atp/io/socket_address.h"
 
 namespace atp::control {
 
@@ -55,7 +55,7 @@ inline ClientAccess client_access() { return {client_token(), tls_ca_file()}; }
 // certificate is not signed by that CA, or does not name `control`'s IP (subjectAltName IP:...),
 // is a failed request (Error::SSLServerVerification); a daemon serving plain HTTP then fails too
 // (the handshake).
-inline httplib::Client client(const UdpEndpoint& control, const ClientAccess& access) {
+inline httplib::Client client(const SocketAddress& control, const ClientAccess& access) {
   const std::string text = control.to_string();
   const std::string& ca = access.tls_ca;
   httplib::Client c =

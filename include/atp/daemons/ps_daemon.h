@@ -18,8 +18,8 @@
 namespace atp {
 
 struct PsDaemonConfig {
-  UdpEndpoint data;           // UDP bind address of the data plane; port 0: the kernel picks one
-  UdpEndpoint control;        // HTTP bind address of the control plane; port 0: the kernel picks one
+  SocketAddress data;         // UDP bind address of the data plane; port 0: the kernel picks one
+  SocketAddress control;      // HTTP bind address of the control plane; port 0: the kernel picks one
   bool serve_control = true;  // false: no HTTP server (jobs only through the C++ API)
   // Every packet any endpoint sends goes here: the PS host's ToR switch (or, in tests without a
   // switch, anything that forwards by the ATP header's dst). The data socket is connected to it,
@@ -27,7 +27,7 @@ struct PsDaemonConfig {
   // gradients. nullopt: each packet goes to its ATP destination's IP at kUdpPort (the job's
   // multicast group for parameter packets), for networks where the overlay addresses are the
   // hosts' IPs; the socket then accepts datagrams from any address, as its peers are many hosts.
-  std::optional<UdpEndpoint> uplink;
+  std::optional<SocketAddress> uplink;
   // The PS host's overlay address (10.0.0.x). 0: accept jobs whatever their PsConfig::self;
   // else a job whose self differs is refused, so a job meant for another PS is not installed here.
   Address address = 0;
@@ -103,8 +103,8 @@ class PsDaemon {
   void start();  // starts the threads; once
   void stop();   // stops and joins them; idempotent, safe without start()
 
-  UdpEndpoint data_endpoint() const;
-  UdpEndpoint control_endpoint() const;  // port 0 if serve_control is false
+  SocketAddress data_endpoint() const;
+  SocketAddress control_endpoint() const;  // port 0 if serve_control is false
 
   // Installs a job (throws PsJobError, PsJobRefused) / removes it (false if it was not installed).
   void add_job(const PsConfig& config);

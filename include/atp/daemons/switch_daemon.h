@@ -33,7 +33,7 @@ class SwitchConfigError : public std::runtime_error {
 //   runs the pipeline on the ATP ones (IPv4/UDP to kUdpPort), see docs/testbed.md.
 // Each port has its egress queue and optionally an ingress queue.
 struct SwitchPortConfig {
-  UdpEndpoint peer;     // UDP ports: datagrams from here arrive on this port; packets out of it go here
+  SocketAddress peer;   // UDP ports: datagrams from here arrive on this port; packets out of it go here
   EgressConfig egress;  // rate limit, buffer, ECN threshold and faults of the port's egress
   // The peer -> switch direction (the link's other half, which the peer's own process does not
   // model): datagrams (frames) from the peer pass this queue before the pipeline. Absent: straight in.
@@ -44,13 +44,13 @@ struct SwitchPortConfig {
 
 struct SwitchDaemonConfig {
   std::string name = "switch";
-  SwitchConfig pipeline;                           // aggregators, width, reclaim timeout, ATP-capable or not
-  UdpEndpoint listen = UdpEndpoint::loopback(0);   // the data socket of UDP ports (port 0: kernel-chosen)
-  std::string control_host = "127.0.0.1";          // HTTP control endpoint
-  std::uint16_t control_port = 0;                  // 0: kernel-chosen
-  std::vector<SwitchPortConfig> ports;             // port i = ports[i]
-  std::vector<std::pair<Address, PortId>> routes;  // overlay dst host -> egress port (plan_network's routes)
-  std::uint64_t seed = 0;                          // seeds the port queues' fault draws
+  SwitchConfig pipeline;                              // aggregators, width, reclaim timeout, ATP-capable or not
+  SocketAddress listen = SocketAddress::loopback(0);  // the data socket of UDP ports (port 0: kernel-chosen)
+  std::string control_host = "127.0.0.1";             // HTTP control endpoint
+  std::uint16_t control_port = 0;                     // 0: kernel-chosen
+  std::vector<SwitchPortConfig> ports;                // port i = ports[i]
+  std::vector<std::pair<Address, PortId>> routes;     // overlay dst host -> egress port (plan_network's routes)
+  std::uint64_t seed = 0;                             // seeds the port queues' fault draws
   // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues.
   // 0: chosen from the machine, a quarter of its cores, 1 to 4, a divisor of the aggregators.
   // More than one divides num_aggregators.
@@ -147,7 +147,7 @@ class SwitchDaemon {
   // As started: PUT /ports and POST/DELETE /hosts change the queues, peers and routes, not this.
   const SwitchDaemonConfig& config() const;
   // Where hosts and peer switches send (kernel port resolved); {0, 0} on interface ports.
-  UdpEndpoint data_endpoint() const;
+  SocketAddress data_endpoint() const;
   std::string control_endpoint() const;  // "host:port" of the HTTP control plane
 
   // Answers one control request given as the bytes an HTTP client sends, as the control plane

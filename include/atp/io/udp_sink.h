@@ -26,7 +26,7 @@ namespace atp {
 class UdpBatchSink final : public PacketSink {
  public:
   // uplink: where every packet goes; nullopt: to {header dst, kUdpPort}.
-  UdpBatchSink(UdpSocket& socket, std::optional<UdpEndpoint> uplink) : socket_(socket), uplink_(uplink) {}
+  UdpBatchSink(UdpSocket& socket, std::optional<SocketAddress> uplink) : socket_(socket), uplink_(uplink) {}
 
   // The most packets kept while the socket is full; beyond, the newest are dropped (counted as
   // refused), as a full queue would: a core that keeps sending then is not bounded by a window.
@@ -50,9 +50,9 @@ class UdpBatchSink final : public PacketSink {
   std::pair<std::size_t, std::size_t> send_pending();  // one attempt: {sent, refused}
 
   UdpSocket& socket_;
-  std::optional<UdpEndpoint> uplink_;
+  std::optional<SocketAddress> uplink_;
   std::vector<std::vector<std::uint8_t>> pool_;  // [0, pending_) hold the packets not yet sent
-  std::vector<UdpEndpoint> to_;                  // their destinations
+  std::vector<SocketAddress> to_;                // their destinations
   std::size_t pending_ = 0;
   std::size_t dropped_ = 0;            // refused by send() since the last flush (backlog full)
   bool waiting_ = false;               // flush(loop) asked the loop to call back

@@ -12,30 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "atp/io/socket_address.h"
 #include "atp/wire.h"
 
 namespace atp {
 
-// An IPv4 address and UDP port, both in host byte order.
-struct UdpEndpoint {
-  std::uint32_t ip = 0;  // e.g. 0x7F000001 for 127.0.0.1
-  std::uint16_t port = 0;
-
-  // "a.b.c.d:port"; throws std::invalid_argument naming the text if it is not one.
-  static UdpEndpoint parse(const std::string& text);
-  static UdpEndpoint loopback(std::uint16_t port) { return {0x7F000001u, port}; }
-  std::string to_string() const;
-  friend bool operator==(const UdpEndpoint&, const UdpEndpoint&) = default;
-};
-
-// The socket API's form of an endpoint, and back (also for TCP: an IPv4 address and port).
-sockaddr_in to_sockaddr(const UdpEndpoint& e);
-UdpEndpoint from_sockaddr(const sockaddr_in& a);
-
 // The largest IP packet this host sends towards `to` unfragmented, as its kernel knows it (the
 // route's MTU, else its interface's: IP_MTU of a UDP socket connected there), for
 // NetworkPlan::mtu_bytes. Throws UdpSetupError, e.g. when no route leads there.
-std::uint32_t path_mtu(const UdpEndpoint& to);
+std::uint32_t path_mtu(const SocketAddress& to);
 
 // A setup failure (socket, bind, buffer sizes): what() is one sentence, e.g. "cannot bind UDP
 // 127.0.0.1:9000: address already in use"; error() is the errno.
@@ -74,7 +59,7 @@ struct UdpSocketOptions {
 // address at the same port: both need SO_REUSEADDR to coexist. With an uplink the peer takes runs
 // of datagrams as one message (segmentation_offload); by IP the next hop may read frames off a
 // virtual link (the netns testbed's switch), which would see one frame per run.
-inline UdpSocketOptions host_socket_options(const std::optional<UdpEndpoint>& uplink) {
+inline UdpSocketOptions host_socket_options(const std::optional<SocketAddress>& uplink) {
   UdpSocketOptions options;
   options.reuse_address = !uplink;
   options.segmentation_offload = uplink.has_value();
@@ -83,7 +68,7 @@ inline UdpSocketOptions host_socket_options(const std::optional<UdpEndpoint>& up
 
 // One datagram to send: the bytes are only read during send_batch().
 struct UdpOutgoing {
-  UdpEndpoint to;
+  SocketAddress to;
   std::span<const std::uint8_t> bytes;
 };
 
@@ -105,14 +90,14 @@ class UdpRecvBatch {
   std::span<std::uint8_t> bytes(std::size_t i) {
     return {storage_.data() + datagrams_[i].offset, datagrams_[i].length};
   }
-  const UdpEndpoint& from(std::size_t i) const { return datagrams_[i].from; }
+  const SocketAddress& from(std::size_t i) const { return datagrams_[i].from; }
 
  private:
   friend class UdpSocket;
   struct Datagram {
     std::size_t offset = 0;  // into storage_
     std::size_t length = 0;
-    UdpEndpoint from;
+    SocketAddress from;
   };
   std::size_t capacity_;
   std::size_t max_bytes_;
@@ -146,7 +131,7 @@ class UdpSocket {
  public:
   // Binds `local` (port 0: the kernel picks a free one; local_endpoint() tells which).
   // Throws UdpSetupError.
-  explicit UdpSocket(const UdpEndpoint& local, const UdpSocketOptions& options = {});
+  explicit UdpSocket(const SocketAddress& local, const UdpSocketOptions& options = {});
   ~UdpSocket();
   UdpSocket(UdpSocket&& other) noexcept;
   UdpSocket& operator=(UdpSocket&& other) noexcept;
@@ -154,7 +139,7 @@ class UdpSocket {
   UdpSocket& operator=(const UdpSocket&) = delete;
 
   int fd() const { return fd_; }  // for EventLoop::add_readable; -1 once moved from
-  const UdpEndpoint& local_endpoint() const { return local_; }
+  const SocketAddress& local_endpoint() const { return local_; }
   int recv_buffer_bytes() const;  // what the kernel granted (bytes)
   int send_buffer_bytes() const;
 
@@ -162,7 +147,7 @@ class UdpSocket {
   // socket, so another process on the host cannot inject packets (it cannot send from `peer`'s
   // address while `peer` holds it). Sends with an explicit address still go where they say.
   // Throws UdpSetupError naming the peer.
-  void connect(const UdpEndpoint& peer);
+  void connect(const SocketAddress& peer);
 
   // Sets IP_RECVERR, so that a datagram the host's full qdisc or NIC queue refuses is an error
   // (ENOBUFS, counted in send_queue_full and kept for a retry by send_batch's caller) instead of
@@ -188,13 +173,13 @@ class UdpSocket {
   // them); any other error skips that one datagram.
   std::size_t send_batch(std::span<const UdpOutgoing> datagrams);
   // One datagram; true if the kernel accepted it.
-  bool send_to(const UdpEndpoint& to, std::span<const std::uint8_t> bytes);
+  bool send_to(const SocketAddress& to, std::span<const std::uint8_t> bytes);
 
   const UdpSocketCounters& counters() const { return counters_; }
 
  private:
   int fd_ = -1;
-  UdpEndpoint local_;
+  SocketAddress local_;
   UdpSocketCounters counters_;
   bool reports_full_queues_ = false;  // IP_RECVERR set: errors to read off the error queue
   bool segment_runs_ = false;         // segmentation_offload, and UDP_SEGMENT works here

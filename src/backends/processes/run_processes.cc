@@ -31,7 +31,7 @@
 #include "atp/scenario/scenario.h"
 #include "tcp_flow.h"
 #include "testbed.h"
-#include "udp_worker.h"
+#include "worker_process.h"
 
 namespace atp {
 namespace {
@@ -49,9 +49,9 @@ constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
 constexpr auto kNoiseTurn = std::chrono::milliseconds(1);
 
 // A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
-UdpEndpoint free_tcp_port(std::vector<int>& held) {
+SocketAddress free_tcp_port(std::vector<int>& held) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = to_sockaddr(UdpEndpoint::loopback(0));
+  sockaddr_in a = to_sockaddr(SocketAddress::loopback(0));
   socklen_t len = sizeof a;
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
@@ -73,7 +73,7 @@ void expect_ok(const httplib::Result& r, const std::string& what, const std::str
   }
 }
 
-json get_stats(const UdpEndpoint& control, const control::ClientAccess& access) {
+json get_stats(const SocketAddress& control, const control::ClientAccess& access) {
   httplib::Result r = control::client(control, access).Get("/stats");
   if (!r || r->status != 200) return json();
   return json::parse(r->body, nullptr, false);
@@ -81,7 +81,7 @@ json get_stats(const UdpEndpoint& control, const control::ClientAccess& access) 
 
 // "... control http://127.0.0.1:40123, ...", "... control https://127.0.0.1:40123, ..." (TLS) or
 // "... control 127.0.0.1:40123 ...": the address.
-UdpEndpoint control_from_line(const std::string& line, const std::string& who) {
+SocketAddress control_from_line(const std::string& line, const std::string& who) {
   std::size_t at = line.find("control ");
   if (at == std::string::npos) throw std::runtime_error(who + " did not start (its first line: '" + line + "')");
   at += 8;
@@ -92,7 +92,7 @@ UdpEndpoint control_from_line(const std::string& line, const std::string& who) {
          (std::isdigit(static_cast<unsigned char>(line[end])) || line[end] == '.' || line[end] == ':')) {
     ++end;
   }
-  return UdpEndpoint::parse(line.substr(at, end - at));
+  return SocketAddress::parse(line.substr(at, end - at));
 }
 
 // --- link settings
@@ -195,7 +195,7 @@ class ProcessRun {
     Child* child = nullptr;
     std::uint32_t rounds_done = 0;  // from its "round" lines
     bool finished = false;          // result line read, or killed
-    udp_worker::WorkerResult result;
+    worker_process::WorkerResult result;
     bool reported = false;                 // it printed its result line
     std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
     Clock::time_point waiting_since;       // when its "wait" line came
@@ -203,7 +203,7 @@ class ProcessRun {
   };
   struct Switch {
     Child* child = nullptr;
-    UdpEndpoint control;
+    SocketAddress control;
     std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
     bool up = false;
     json retired;  // counters of its processes before restarts
@@ -224,7 +224,7 @@ class ProcessRun {
   }
 
   bool netns() const { return placement_ == Placement::kNamespaces; }
-  const char* backend() const { return netns() ? "netns" : "udp"; }
+  const char* backend() const { return netns() ? "netns" : "loopback"; }
 
   // Runs `request` (an HTTP call to a daemon on `node`) from inside the node's namespace, where
   // the daemon's control address (its own 127.0.0.1) is; on loopback, as it is.
@@ -243,7 +243,7 @@ class ProcessRun {
       network_ = plan_network(s_.topology);
       // netns: the testbed's veths; udp: every process on this host's loopback.
       network_.mtu_bytes =
-          netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(UdpEndpoint::loopback(kUdpPort));
+          netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(SocketAddress::loopback(kUdpPort));
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
@@ -284,7 +284,7 @@ class ProcessRun {
   void pick_ports() {
     std::vector<UdpSocket> held;
     auto pick = [&](const std::string& node) {
-      held.emplace_back(UdpEndpoint::loopback(0));
+      held.emplace_back(SocketAddress::loopback(0));
       data_[node] = held.back().local_endpoint();
     };
     for (const auto& sw : s_.topology.switches) pick(sw.name);
@@ -305,7 +305,7 @@ class ProcessRun {
       noise_sockets_.emplace(n.host, UdpSocket({network_.host_address.at(n.host), 0}));
     }
   }
-  UdpEndpoint noise_destination(const std::string& host) const {
+  SocketAddress noise_destination(const std::string& host) const {
     if (!netns()) return data_.at(tor_.at(host));
     for (const ScenarioJob& j : s_.jobs) {
       if (!j.spec.ps.empty()) return {network_.host_address.at(j.spec.ps.front()), kUdpPort};
@@ -400,7 +400,7 @@ class ProcessRun {
                                        "--address",    format_address(network_.host_address.at(host)),
                                        "--token-file", token_file().string()};
       if (netns()) {  // receives on its host's address, sends to each packet's destination IP
-        args.insert(args.end(), {"--listen", UdpEndpoint{network_.host_address.at(host), kUdpPort}.to_string()});
+        args.insert(args.end(), {"--listen", SocketAddress{network_.host_address.at(host), kUdpPort}.to_string()});
       } else {
         args.insert(args.end(), {"--listen", data_[host].to_string(), "--uplink", data_[tor_[host]].to_string()});
       }
@@ -435,11 +435,11 @@ class ProcessRun {
     std::vector<Child*> started;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
-      const std::vector<UdpEndpoint> ranks =
-          uses_atp_protocol(job.algorithm) ? std::vector<UdpEndpoint>() : tcp_ranks(j);
+      const std::vector<SocketAddress> ranks =
+          uses_atp_protocol(job.algorithm) ? std::vector<SocketAddress>() : tcp_ranks(j);
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
-        udp_worker::WorkerSpec spec;
+        worker_process::WorkerSpec spec;
         spec.algorithm = std::string(to_string(job.algorithm));
         if (uses_atp_protocol(job.algorithm)) {
           spec.config = plans_[j].workers[w];
@@ -469,7 +469,7 @@ class ProcessRun {
         spec.start = job.start_time;
         if (crash_round.contains(host)) spec.crash_round = crash_round[host];
         const auto path = dir_.path() / ("worker-" + host + ".json");
-        processes::write_file(path, udp_worker::to_json(spec));
+        processes::write_file(path, worker_process::to_json(spec));
         Worker worker;
         worker.job = j;
         worker.index = w;
@@ -483,7 +483,7 @@ class ProcessRun {
     // Everyone bound and ready, then "go" to all at once: process start-up is not measured.
     const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
     for (std::size_t i = 0; i < started.size(); ++i) {
-      if (udp_worker::parse_line(lines[i]).event != "ready") {
+      if (worker_process::parse_line(lines[i]).event != "ready") {
         throw std::runtime_error(started[i]->name + " did not start (its first line: '" + lines[i] + "')");
       }
     }
@@ -493,8 +493,8 @@ class ProcessRun {
 
   // TCP addresses of job j's ranks (ring, gloo). netns: each host's own address at a fixed port;
   // loopback: free ports picked now (the same short window as pick_ports).
-  std::vector<UdpEndpoint> tcp_ranks(std::size_t j) {
-    std::vector<UdpEndpoint> ranks;
+  std::vector<SocketAddress> tcp_ranks(std::size_t j) {
+    std::vector<SocketAddress> ranks;
     std::vector<int> held;
     for (const std::string& host : s_.jobs[j].spec.workers) {
       if (netns()) {
@@ -643,7 +643,7 @@ class ProcessRun {
 
   void start_flow(std::size_t i) {
     const BackgroundFlow& f = s_.background[i];
-    const UdpEndpoint to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
+    const SocketAddress to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
     Flow& flow = flows_[i];
     flow_results_[i].start_seconds = ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count());
     flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
@@ -856,7 +856,7 @@ class ProcessRun {
     const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.child == &child; });
     if (it == workers_.end() || it->finished) return;
     Worker& w = *it;
-    const udp_worker::WorkerLine line = udp_worker::parse_line(text);
+    const worker_process::WorkerLine line = worker_process::parse_line(text);
     if (line.event == "round") {
       w.rounds_done = line.round + 1;
       // The job's round ends when its slowest worker ends it.
@@ -898,7 +898,7 @@ class ProcessRun {
     std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size()), stop_error(s_.jobs.size());
     for (const Worker& w : workers_) {
       JobResult& r = result.jobs[w.job];
-      const udp_worker::WorkerResult& out = w.result;
+      const worker_process::WorkerResult& out = w.result;
       r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
@@ -1085,9 +1085,9 @@ class ProcessRun {
   std::map<std::string, std::string> worker_job_;  // host -> the job it is a worker of
   std::set<std::string> ps_hosts_;                 // hosts that run a PS
   std::map<std::string, std::string> tor_;         // host -> its switch
-  std::map<std::string, UdpEndpoint> data_;        // loopback: node -> its data address (UDP peer)
+  std::map<std::string, SocketAddress> data_;      // loopback: node -> its data address (UDP peer)
   std::map<std::string, Switch> switches_;
-  std::map<std::string, std::pair<Child*, UdpEndpoint>> ps_;  // host -> process, control address
+  std::map<std::string, std::pair<Child*, SocketAddress>> ps_;  // host -> process, control address
   std::vector<Worker> workers_;
   std::map<std::string, UdpSocket> noise_sockets_;  // noise host -> its socket (closed when it crashes)
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
@@ -1106,10 +1106,10 @@ namespace {
 class ProcessBackend final : public Backend {
  public:
   explicit ProcessBackend(Placement placement) : placement_(placement) {}
-  std::string_view name() const override { return placement_ == Placement::kLoopback ? "udp" : "netns"; }
+  std::string_view name() const override { return placement_ == Placement::kLoopback ? "loopback" : "netns"; }
   std::string_view summary() const override {
     return placement_ == Placement::kLoopback
-               ? "real processes on 127.0.0.1; wall-clock times"
+               ? "real processes on 127.0.0.1 (also called udp); wall-clock times"
                : "real processes in network namespaces and veth links, switches on Ethernet ports (needs "
                  "root); wall-clock times";
   }
@@ -1144,7 +1144,7 @@ class ProcessBackend final : public Backend {
       for (const std::string& p : job.spec.ps) {
         if (loopback && worker_job.contains(p)) {
           return "host '" + p + "' is both a worker of job '" + worker_job.at(p) +
-                 "' and a PS; the udp backend runs one process per host (use separate hosts, or --backend netns)";
+                 "' and a PS; the loopback backend runs one process per host (use separate hosts, or --backend netns)";
         }
       }
     }
@@ -1181,7 +1181,7 @@ const Backend& netns_backend() {
   return backend;
 }
 
-ScenarioResult run_udp(const Scenario& scenario, const RunOptions& options) {
+ScenarioResult run_loopback(const Scenario& scenario, const RunOptions& options) {
   return loopback_backend().run(scenario, options);
 }
 

@@ -31,7 +31,7 @@ int fail(const std::string& what) {
 
 }  // namespace
 
-int run_receiver(const UdpEndpoint& listen, Duration interval) {
+int run_receiver(const SocketAddress& listen, Duration interval) {
   const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (server < 0) return fail("cannot create a TCP socket");
   const int yes = 1;
@@ -77,7 +77,7 @@ int run_receiver(const UdpEndpoint& listen, Duration interval) {
   return 0;
 }
 
-int run_sender(const UdpEndpoint& to, Duration connect_timeout) {
+int run_sender(const SocketAddress& to, Duration connect_timeout) {
   const sockaddr_in addr = to_sockaddr(to);
   int fd = -1;
   const Time give_up = EventLoop::now() + connect_timeout;
@@ -135,9 +135,9 @@ int run_background_flow(const std::string& listen, const std::string& connect) {
     std::cerr << "atp flow: give exactly one of --listen and --connect\n";
     return 2;
   }
-  UdpEndpoint address;
+  SocketAddress address;
   try {
-    address = UdpEndpoint::parse(listen.empty() ? connect : listen);
+    address = SocketAddress::parse(listen.empty() ? connect : listen);
   } catch (const std::invalid_argument& e) {
     std::cerr << "atp flow: " << e.what() << "\n";
     return 2;

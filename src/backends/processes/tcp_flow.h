@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "atp/io/udp_socket.h"
+#include "atp/io/socket_address.h"
 #include "atp/time.h"
 
 namespace atp::tcp_flow {
@@ -20,8 +20,8 @@ namespace atp::tcp_flow {
 // The TCP port background flows use (every netns host has its own address, so one port does).
 inline constexpr std::uint16_t kPort = 9701;
 
-int run_receiver(const UdpEndpoint& listen, Duration interval);
-int run_sender(const UdpEndpoint& to, Duration connect_timeout);
+int run_receiver(const SocketAddress& listen, Duration interval);
+int run_sender(const SocketAddress& to, Duration connect_timeout);
 
 struct FlowReport {
   std::uint64_t bytes = 0;

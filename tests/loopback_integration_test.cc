@@ -1,8 +1,8 @@
 // Integration tests of the real runtime: scenarios run as real processes on loopback (`atp
-// switch`, `atp ps`, `atp worker` started by run_udp from the built `atp` binary). Each worker
+// switch`, `atp ps`, `atp worker` started by run_loopback from the built `atp` binary). Each worker
 // process checks its results exactly; these tests check what the issue asks of the runtime:
 // contention, loss, a killed worker, a restarted switch and bad packets at a live switch.
-// Ports are kernel-chosen, every process is reaped by run_udp, and nothing depends on timing
+// Ports are kernel-chosen, every process is reaped by run_loopback, and nothing depends on timing
 // luck: where an event must hit mid-job, the test checks from the rounds' progress that it did.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -68,7 +68,7 @@ struct Outcome {
 
 Outcome run(const Scenario& s) {
   Outcome r;
-  r.result = run_udp(s, with_binary([&r](const RoundDone& d) { r.rounds.push_back(d); }));
+  r.result = run_loopback(s, with_binary([&r](const RoundDone& d) { r.rounds.push_back(d); }));
   return r;
 }
 
@@ -89,7 +89,7 @@ std::uint64_t total(const std::map<std::string, std::uint64_t>& m) {
   return sum;
 }
 
-TEST(UdpIntegration, OneJobAggregatesInTheSwitch) {
+TEST(LoopbackIntegration, OneJobAggregatesInTheSwitch) {
   const Outcome r = run(one_switch(4096, R"(
 jobs:
   - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: 200000, rounds: 3}
@@ -102,7 +102,7 @@ jobs:
   EXPECT_EQ(r.rounds.size(), 4u * 3u);  // every worker reported every round
 }
 
-TEST(UdpIntegration, TwoJobsOnATableTooSmallForBoth) {
+TEST(LoopbackIntegration, TwoJobsOnATableTooSmallForBoth) {
   // 32 aggregators against two windows of up to 200 fragments: most packets collide and reach
   // the PS unaggregated; both results stay exact.
   const Outcome r = run(one_switch(32, R"(
@@ -119,7 +119,7 @@ jobs:
   }
 }
 
-TEST(UdpIntegration, OnePercentLossOnEveryLink) {
+TEST(LoopbackIntegration, OnePercentLossOnEveryLink) {
   const Outcome r = run(one_switch(4096, R"(
 seed: 9
 jobs:
@@ -144,7 +144,7 @@ faults:
   for (const JobResult& j : r.result.jobs) EXPECT_GT(j.retransmissions, 0u) << j.name;
 }
 
-TEST(UdpIntegration, KilledWorkerFailsItsJobOnlyAndItsAggregatorsAreFreed) {
+TEST(LoopbackIntegration, KilledWorkerFailsItsJobOnlyAndItsAggregatorsAreFreed) {
   // Job a runs until a1 is killed (SIGKILL) 150 ms in; job b runs 4 rounds meanwhile.
   const Outcome r = run(one_switch(4096, R"(
 seed: 11
@@ -171,7 +171,7 @@ faults:
   EXPECT_EQ(b.reclaimed_aggregators, 0u);
 }
 
-TEST(UdpIntegration, SwitchRestartedMidJobJobsStillComplete) {
+TEST(LoopbackIntegration, SwitchRestartedMidJobJobsStillComplete) {
   // The switch process is killed 50 ms in and comes back empty 30 ms later; the control plane
   // installs the jobs again and the workers recover what was lost (PS fallback for fragments
   // whose aggregators vanished). Workers start together at 0, so the restart hits mid-job
@@ -191,7 +191,7 @@ faults:
   for (const JobResult& j : r.result.jobs) EXPECT_GT(j.timeouts, 0u) << j.name << ": the down time cost nothing?";
 }
 
-TEST(UdpIntegration, MalformedAndSpoofedPacketsAtALiveSwitchAreCountedAndHarmless) {
+TEST(LoopbackIntegration, MalformedAndSpoofedPacketsAtALiveSwitchAreCountedAndHarmless) {
   // Host x sends 20k bad packets/s at the switch: garbage, spoofed gradients and parameter
   // packets of both jobs, packets of an unknown job, corrupted headers.
   const Outcome r = run(one_switch(4096, R"(
@@ -209,7 +209,7 @@ faults:
   EXPECT_EQ(r.result.restart_rejected_packets, 0u);
 }
 
-// The pid of a child of this process whose command line contains `needle` (run_udp's switch,
+// The pid of a child of this process whose command line contains `needle` (run_loopback's switch,
 // PS and worker processes are its children), if there is one.
 std::optional<pid_t> child_pid(const std::string& needle) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -247,17 +247,17 @@ jobs:
 Outcome run_acting_after_b(const Scenario& s, const std::function<void()>& act) {
   Outcome r;
   bool done = false;
-  r.result = run_udp(s, with_binary([&](const RoundDone& d) {
-                       r.rounds.push_back(d);
-                       if (d.job == 1 && !done) {
-                         done = true;
-                         act();
-                       }
-                     }));
+  r.result = run_loopback(s, with_binary([&](const RoundDone& d) {
+                            r.rounds.push_back(d);
+                            if (d.job == 1 && !done) {
+                              done = true;
+                              act();
+                            }
+                          }));
   return r;
 }
 
-TEST(UdpIntegration, ASwitchStoppedForThreeSecondsLeaksNothing) {
+TEST(LoopbackIntegration, ASwitchStoppedForThreeSecondsLeaksNothing) {
   // The switch process is stopped (SIGSTOP) for 3 s while job a is mid-round: a fails by its 2 s
   // progress timeout. When the switch runs again it takes in the gradients that waited in its
   // socket and claims aggregators for them, which its reclaim timer frees 100 ms later: nothing
@@ -282,7 +282,7 @@ TEST(UdpIntegration, ASwitchStoppedForThreeSecondsLeaksNothing) {
   EXPECT_FALSE(r.result.time_limit_reached);
 }
 
-TEST(UdpIntegration, AStoppedWorkerDoesNotHoldTheReportUntilTheTimeLimit) {
+TEST(LoopbackIntegration, AStoppedWorkerDoesNotHoldTheReportUntilTheTimeLimit) {
   // Worker a1 is stopped (SIGSTOP) and never answers again: stopped mid-round, a0, a2 and a3
   // fail by their 0.5 s progress timeout; stopped while it still builds round 0's answer (before
   // the round's barrier), the runner fails it after the others waited as long. Either way job a
@@ -307,7 +307,7 @@ TEST(UdpIntegration, AStoppedWorkerDoesNotHoldTheReportUntilTheTimeLimit) {
   EXPECT_EQ(r.result.leaked_aggregators, 0u) << describe(r.result);
 }
 
-TEST(UdpIntegration, AWorkerStoppedBetweenRoundsDoesNotHoldTheOthersAtTheBarrier) {
+TEST(LoopbackIntegration, AWorkerStoppedBetweenRoundsDoesNotHoldTheOthersAtTheBarrier) {
   // a1 is stopped right after its round 0, during its 200 ms compute phase: it never asks to
   // start round 1, so the others wait for it at the round barrier, where no progress timeout of
   // theirs runs. After the job's progress timeout (0.5 s) of waiting, a1 has failed.
@@ -320,13 +320,13 @@ jobs:
 )");
   const auto start = std::chrono::steady_clock::now();
   bool stopped = false;
-  const ScenarioResult r = run_udp(s, with_binary([&](const RoundDone& d) {
-                                     if (d.worker != 1 || stopped) return;
-                                     stopped = true;
-                                     const std::optional<pid_t> a1 = child_pid("worker-a1.json");
-                                     ASSERT_TRUE(a1.has_value());
-                                     ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
-                                   }));
+  const ScenarioResult r = run_loopback(s, with_binary([&](const RoundDone& d) {
+                                          if (d.worker != 1 || stopped) return;
+                                          stopped = true;
+                                          const std::optional<pid_t> a1 = child_pid("worker-a1.json");
+                                          ASSERT_TRUE(a1.has_value());
+                                          ASSERT_EQ(::kill(*a1, SIGSTOP), 0);
+                                        }));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(stopped);
   const JobResult& a = r.jobs[0];
@@ -337,7 +337,7 @@ jobs:
   EXPECT_LT(seconds, 15.0) << describe(r);
 }
 
-TEST(UdpIntegration, NoiseAtARestartedSwitchIsAccountedExactly) {
+TEST(LoopbackIntegration, NoiseAtARestartedSwitchIsAccountedExactly) {
   // Host x sends 20k bad packets/s; the switch is down from 50 to 80 ms. What x sent meanwhile
   // never reached a switch; what the restarted switch rejected before its jobs were installed
   // again includes the jobs' own packets. Every rejected packet is one or the other.

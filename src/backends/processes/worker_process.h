@@ -1,4 +1,4 @@
-// The worker process of the udp backend (`atp worker --spec FILE`): what run_udp tells it, and
+// The worker process of the udp backend (`atp worker --spec FILE`): what run_loopback tells it, and
 // the lines it prints back. Both sides use this codec.
 //
 // Protocol, one JSON object per stdout line:
@@ -16,20 +16,20 @@
 #include <string>
 #include <vector>
 
-#include "atp/io/udp_socket.h"
+#include "atp/io/socket_address.h"
 #include "atp/worker.h"
 
-namespace atp::udp_worker {
+namespace atp::worker_process {
 
 struct WorkerSpec {
   std::string algorithm = "atp";  // to_string(Algorithm): atp and ps run a Communicator, the others a TCP collective
   WorkerConfig config;            // this worker's part of plan_job() (ring/gloo: only job and scale are used)
-  UdpEndpoint local;              // its data address (atp/ps)
+  SocketAddress local;            // its data address (atp/ps)
   // Its ToR switch's data address (loopback); nullopt: hosts address each other by IP (netns).
-  std::optional<UdpEndpoint> uplink;
+  std::optional<SocketAddress> uplink;
   // ring/gloo: every rank's TCP address (ring) or this host's IP (gloo, ranks[worker]), and
   // gloo's rendezvous directory.
-  std::vector<UdpEndpoint> ranks;
+  std::vector<SocketAddress> ranks;
   std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
   std::uint64_t seed = 0;
@@ -68,6 +68,6 @@ struct WorkerLine {
 };
 WorkerLine parse_line(const std::string& line);
 
-// The process body itself is atp::run_udp_worker (atp/backends/processes.h), which `atp worker` calls.
+// The process body itself is atp::run_worker_process (atp/backends/processes.h), which `atp worker` calls.
 
-}  // namespace atp::udp_worker
+}  // namespace atp::worker_process

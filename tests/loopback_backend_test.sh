@@ -1,11 +1,11 @@
 #!/bin/sh
-# `atp run --backend udp` as a command: exit codes, JSON, and no process left behind, also
-# after Ctrl-C. What the runs compute is tested in udp_integration_test.cc. Usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR
+# `atp run --backend loopback` as a command: exit codes, JSON, and no process left behind, also
+# after Ctrl-C. What the runs compute is tested in loopback_integration_test.cc. Usage: loopback_backend_test.sh PATH-TO-ATP SOURCE-DIR
 set -u
 
-ATP=${1:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
-SRC=${2:?usage: udp_backend_test.sh PATH-TO-ATP SOURCE-DIR}
-TEST_NAME=udp_backend_test
+ATP=${1:?usage: loopback_backend_test.sh PATH-TO-ATP SOURCE-DIR}
+SRC=${2:?usage: loopback_backend_test.sh PATH-TO-ATP SOURCE-DIR}
+TEST_NAME=loopback_backend_test
 . "$(dirname "$0")/shell_test_lib.sh"
 
 # The children run from this binary's absolute path with these subcommands.
@@ -18,10 +18,10 @@ leftovers() {
 run_example() {
   file=$1
   want=$2
-  timeout 120 "$ATP" run --backend udp --json "$SRC/examples/$file" >"$TMP/out" 2>"$TMP/err"
+  timeout 120 "$ATP" run --backend loopback --json "$SRC/examples/$file" >"$TMP/out" 2>"$TMP/err"
   got=$?
   [ "$got" -eq "$want" ] || fail "$file: exit code $got, expected $want (stderr: $(head -c 300 "$TMP/err"))"
-  grep -q '"backend": "udp"' "$TMP/out" || fail "$file: JSON does not name the udp backend"
+  grep -q '"backend": "loopback"' "$TMP/out" || fail "$file: JSON does not name the loopback backend"
   grep -q '"algbw_gbps"' "$TMP/out" || fail "$file: JSON has no algbw_gbps"
   left=$(leftovers)
   [ -z "$left" ] || fail "$file: processes left behind: $left"
@@ -50,6 +50,7 @@ interrupt() {
   left=$(leftovers)
   [ -z "$left" ] || fail "$what, SIGINT: processes left behind: $left"
 }
+# udp: the backend's name before, still accepted
 interrupt "atp run" "$ATP" run --backend udp "$TMP/long.yaml"
 interrupt "atp demo" "$ATP" demo --rounds 10000
 

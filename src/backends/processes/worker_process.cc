@@ -1,6 +1,6 @@
 // The worker process of the udp backend: an atp::Communicator running a scenario job's rounds
-// on seeded inputs and checking every result exactly, reporting on stdout (udp_worker.h).
-#include "udp_worker.h"
+// on seeded inputs and checking every result exactly, reporting on stdout (worker_process.h).
+#include "worker_process.h"
 
 #include <iostream>
 #include <memory>
@@ -19,7 +19,7 @@
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 
-namespace atp::udp_worker {
+namespace atp::worker_process {
 namespace {
 
 using nlohmann::json;
@@ -39,7 +39,7 @@ std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
   if (spec.ranks.size() != spec.workers) throw std::invalid_argument("the spec lists the wrong number of ranks");
   if (spec.algorithm == "ring") {
     std::vector<std::string> addresses;
-    for (const UdpEndpoint& e : spec.ranks) addresses.push_back(e.to_string());
+    for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
     return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
   }
   if (spec.algorithm == "gloo" || spec.algorithm == "gloo_hd") {
@@ -60,7 +60,7 @@ std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
 
 std::string to_json(const WorkerSpec& s) {
   json ranks = json::array();
-  for (const UdpEndpoint& r : s.ranks) ranks.push_back(r.to_string());
+  for (const SocketAddress& r : s.ranks) ranks.push_back(r.to_string());
   return json{{"algorithm", s.algorithm},
               {"config", json::parse(control::to_json(s.config))},
               {"local", s.local.to_string()},
@@ -85,9 +85,9 @@ WorkerSpec spec_from_json(const std::string& text) {
   WorkerSpec s;
   s.algorithm = j.at("algorithm").get<std::string>();
   s.config = control::worker_config_from_json(j.at("config").dump());
-  s.local = UdpEndpoint::parse(j.at("local").get<std::string>());
-  if (!j.at("uplink").is_null()) s.uplink = UdpEndpoint::parse(j["uplink"].get<std::string>());
-  for (const json& r : j.at("ranks")) s.ranks.push_back(UdpEndpoint::parse(r.get<std::string>()));
+  s.local = SocketAddress::parse(j.at("local").get<std::string>());
+  if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
+  for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
   s.store_dir = j.at("store_dir").get<std::string>();
   s.seed = j.at("seed").get<std::uint64_t>();
   s.worker = j.at("worker").get<std::size_t>();
@@ -143,12 +143,12 @@ WorkerLine parse_line(const std::string& text) {
   return line;
 }
 
-}  // namespace atp::udp_worker
+}  // namespace atp::worker_process
 
 namespace atp {
 
-int run_udp_worker(const std::string& spec_path) {
-  using namespace udp_worker;
+int run_worker_process(const std::string& spec_path) {
+  using namespace worker_process;
   WorkerSpec spec;
   try {
     // Bounded: a regular file of at most kMaxConfigFileBytes, not /dev/zero read until memory runs out.
