@@ -117,6 +117,17 @@ json settings_json(const EgressConfig& c) {
   return json::parse(control::to_json(control::PortSettings{c, std::nullopt})).at("egress");
 }
 
+// A counter of a daemon's /stats row. Both daemons write every counter in every row, so a
+// missing one is a runner and daemon that disagree (a renamed counter): loud, never read as 0.
+std::uint64_t counter(const json& row, const std::string& key) {
+  const auto it = row.find(key);
+  if (it == row.end() || !it->is_number_unsigned()) {
+    throw std::runtime_error("a daemon's /stats has no counter '" + key + "' in " + control::excerpt(row.dump()) +
+                             " (are the daemons from another build of atp?)");
+  }
+  return it->get<std::uint64_t>();
+}
+
 // Adds the counters of a switch's /stats from before a restart (`retired`) into `total`; gauges
 // (what the table or a queue holds now) and identities are not added.
 void add_counters(json& total, const json& retired) {
@@ -574,7 +585,7 @@ class ProcessRun {
     std::uint64_t n = 0;
     // malformed_frames: frames to the ATP port an interface-port switch could not even parse
     for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
-      n += stats["switch"].value(key, std::uint64_t{0});
+      n += counter(stats["switch"], key);
     }
     return n;
   }
@@ -591,7 +602,7 @@ class ProcessRun {
       if (!noisy) continue;
       for (const json& p : stats["ports"]) {
         if (p.value("port", -1) != static_cast<int>(port)) continue;
-        auto v = [&p](const char* key) { return static_cast<std::int64_t>(p.value(key, std::uint64_t{0})); };
+        auto v = [&p](const char* key) { return static_cast<std::int64_t>(counter(p, key)); };
         n += v("rx_packets") - v("ingress_lost") - v("ingress_queue_drops") + v("ingress_duplicated") -
              v("ingress_queue_depth");
       }
@@ -927,7 +938,7 @@ class ProcessRun {
     for (auto& [name, sw] : switches_) {
       json& live = stats[name];
       if (live.is_object() && live.contains("switch")) {
-        result.leaked_aggregators += live["switch"].value("aggregators_in_use", std::uint64_t{0});
+        result.leaked_aggregators += counter(live["switch"], "aggregators_in_use");
       }
       add_counters(live, sw.retired);
       result.rejected_packets += rejected_in(live);
@@ -944,16 +955,16 @@ class ProcessRun {
         if (!st.is_object() || !st.contains("jobs")) continue;
         for (const json& jc : st["jobs"]) {
           if (jc.value("job", JobId{0}) != id) continue;
-          r.switch_aggregations[name] = jc.value("aggregations", std::uint64_t{0});
-          r.collisions += jc.value("collisions", std::uint64_t{0});
-          r.reclaimed_aggregators += jc.value("reclaimed", std::uint64_t{0});
+          r.switch_aggregations[name] = counter(jc, "aggregations");
+          r.collisions += counter(jc, "collisions");
+          r.reclaimed_aggregators += counter(jc, "reclaimed");
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
         const json st = at(host, [&] { return get_stats(ps_.at(host).second, access_); });
         const std::string key = std::to_string(id);
         if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
-          r.ps_packets_received += st["jobs"][key].value("packets_received", std::uint64_t{0});
+          r.ps_packets_received += counter(st["jobs"][key], "packets_received");
         }
       }
       for (const std::string* e : {&crash_error[j], &other_error[j], &stop_error[j]}) {
@@ -1002,10 +1013,10 @@ class ProcessRun {
       return sw.up ? at(name, [&] { return get_stats(sw.control, access_); }) : json();
     };
     auto held = [](const json& st) {
-      return st.is_object() && st.contains("switch") ? st["switch"].value("aggregators_in_use", std::uint64_t{0}) : 0;
+      return st.is_object() && st.contains("switch") ? counter(st["switch"], "aggregators_in_use") : 0;
     };
     auto packets = [](const json& st) {
-      return st.is_object() && st.contains("switch") ? st["switch"].value("packets", std::uint64_t{0}) : 0;
+      return st.is_object() && st.contains("switch") ? counter(st["switch"], "packets") : 0;
     };
     std::map<std::string, json> stats;
     std::set<std::string> unsettled;
@@ -1041,25 +1052,24 @@ class ProcessRun {
       for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
         LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
         if (const json* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
-          lr.packets = p->value("tx_packets", std::uint64_t{0});
-          lr.bytes = p->value("tx_bytes", std::uint64_t{0});
-          lr.lost = p->value("lost", std::uint64_t{0});
-          lr.queue_drops = p->value("queue_drops", std::uint64_t{0});
-          lr.ecn_marked = p->value("ecn_marked", std::uint64_t{0});
-          lr.duplicated = p->value("duplicated", std::uint64_t{0});
+          lr.packets = counter(*p, "tx_packets");
+          lr.bytes = counter(*p, "tx_bytes");
+          lr.lost = counter(*p, "lost");
+          lr.queue_drops = counter(*p, "queue_drops");
+          lr.ecn_marked = counter(*p, "ecn_marked");
+          lr.duplicated = counter(*p, "duplicated");
           // Switch to switch: frames the receiving switch's kernel had no buffer for.
           if (const json* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
-            lr.queue_drops += q->value("rx_kernel_drops", std::uint64_t{0});
+            lr.queue_drops += counter(*q, "rx_kernel_drops");
           }
         } else if (const json* q = port_stats(to.node, to.port)) {
-          lr.packets = q->value("rx_packets", std::uint64_t{0});
-          lr.bytes = q->value("rx_bytes", std::uint64_t{0});
-          lr.lost = q->value("ingress_lost", std::uint64_t{0});
+          lr.packets = counter(*q, "rx_packets");
+          lr.bytes = counter(*q, "rx_bytes");
+          lr.lost = counter(*q, "ingress_lost");
           // Frames the switch's kernel had no buffer for arrived and were lost on the way in.
-          lr.queue_drops =
-              q->value("ingress_queue_drops", std::uint64_t{0}) + q->value("rx_kernel_drops", std::uint64_t{0});
-          lr.ecn_marked = q->value("ingress_ecn_marked", std::uint64_t{0});
-          lr.duplicated = q->value("ingress_duplicated", std::uint64_t{0});
+          lr.queue_drops = counter(*q, "ingress_queue_drops") + counter(*q, "rx_kernel_drops");
+          lr.ecn_marked = counter(*q, "ingress_ecn_marked");
+          lr.duplicated = counter(*q, "ingress_duplicated");
         }
         result.links.push_back(lr);
       }
