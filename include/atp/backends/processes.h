@@ -1,5 +1,6 @@
 // The process backends: a scenario as real processes (`atp switch`, `atp ps`, `atp worker`), on
-// loopback (udp) or in network namespaces (netns), and the hidden subcommands they start.
+// loopback (`loopback`, called `udp` before) or in network namespaces (`netns`), and the hidden
+// subcommands they start.
 #pragma once
 
 #include <string>
@@ -9,7 +10,7 @@
 
 namespace atp {
 
-// The loopback backend (`udp` before, still accepted): the scenario as real processes on 127.0.0.1, started from
+// The loopback backend: the scenario as real processes on 127.0.0.1, started from
 // RunOptions::atp_binary (`atp switch` per switch, `atp ps` per PS host, `atp worker` per worker
 // host). Every worker binds, then all start together. Results come from the worker processes
 // (each checks its own results exactly) and the daemons' /stats; `seconds` and `algbw_gbps` are
@@ -36,8 +37,8 @@ ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options = {
 int run_worker_process(const std::string& spec_path);
 
 // The body of the hidden `atp flow` subcommand run_netns starts for background traffic: with
-// `listen` (IP:PORT) the receiving end, with `connect` the sending end (src/backends/processes/tcp_flow.h
-// has its protocol). Returns the exit code (2: not exactly one of them, or not an address).
+// `listen` (IP:PORT) the receiving end, with `connect` the sending end
+// (src/backends/processes/tcp_flow.h has its protocol). Returns the exit code (2: not exactly one of them, or not an address).
 int run_background_flow(const std::string& listen, const std::string& connect);
 
 }  // namespace atp
