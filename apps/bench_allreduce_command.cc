@@ -24,7 +24,9 @@ namespace {
 
 struct BenchOptions {
   std::string backend = "netns";
-  std::vector<std::string> algorithms = {"atp", "ring", "gloo"};
+  // Gloo where this build has it (ATP_WITH_GLOO).
+  std::vector<std::string> algorithms =
+      ATP_WITH_GLOO ? std::vector<std::string>{"atp", "ring", "gloo"} : std::vector<std::string>{"atp", "ring"};
   int workers = 8;
   int racks = 2;
   double rate_mbps = 200;

@@ -102,6 +102,16 @@ TEST(Backends, SimulatedBackendsRefusePsShardsOnWorkersHosts) {
   EXPECT_NE(refusal("loopback", s).find("host 'a' is both a worker of job 'job1' and a PS"), std::string::npos);
 }
 
+#if !ATP_WITH_GLOO
+TEST(Backends, ABuildWithoutGlooRefusesGlooJobs) {
+  for (const char* name : {"loopback", "netns"}) {
+    EXPECT_NE(refusal(name, scenario(kGloo)).find("jobs[0].algorithm: gloo: this atp was built without Gloo"),
+              std::string::npos)
+        << name;
+  }
+}
+#endif
+
 TEST(Backends, ProcessBackendsRefuseSeriesAndLoopbackRefusesFlows) {
   RunOptions series;
   series.series_interval = std::chrono::milliseconds(1);

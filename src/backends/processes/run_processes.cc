@@ -1130,6 +1130,13 @@ class ProcessBackend final : public Backend {
     if (options.series_interval > Duration::zero()) {
       return "series: real processes record no series; use a simulated backend (inproc or ns3)";
     }
+    for (std::size_t j = 0; j < scenario.jobs.size() && !ATP_WITH_GLOO; ++j) {
+      const Algorithm a = scenario.jobs[j].algorithm;
+      if (a == Algorithm::kGloo || a == Algorithm::kGlooHalvingDoubling) {
+        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(a)) +
+               ": this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF); ring is the same algorithm";
+      }
+    }
     if (loopback && !scenario.background.empty()) {
       return "background: background flows need real links; use --backend netns";
     }

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "atp/backends/processes.h"
+#if ATP_WITH_GLOO
 #include "atp/baselines/gloo_allreduce.h"
+#endif
 #include "atp/baselines/ring_allreduce.h"
 #include "atp/collectives/communicator.h"
 #include "atp/control/control.h"
@@ -42,6 +44,7 @@ std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
     for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
     return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
   }
+#if ATP_WITH_GLOO
   if (spec.algorithm == "gloo" || spec.algorithm == "gloo_hd") {
     GlooAllreduceConfig c;
     c.rank = rank;
@@ -53,6 +56,7 @@ std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
     c.timeout = kCollectiveTimeout;
     return std::make_unique<GlooAllreduce>(c);
   }
+#endif
   throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
 }
 
