@@ -21,17 +21,12 @@
 
 #include "atp/backends/processes.h"
 #include "atp/scenario/scenario.h"
+#include "with_binary.h"
 
 namespace atp {
 namespace {
 
-// The process backends start the freshly built `atp` (this test binary is not it).
-RunOptions with_binary(RoundCallback on_round = {}) {
-  RunOptions options;
-  options.on_round = std::move(on_round);
-  options.atp_binary = ATP_BINARY;
-  return options;
-}
+using test::with_binary;
 
 // Ten hosts on one ATP switch: jobs a (a0..a3, ps_a) and b (b0..b3, ps_b), a spare host x.
 constexpr const char* kOneSwitch = R"(

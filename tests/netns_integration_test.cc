@@ -16,17 +16,12 @@
 #include "atp/backends/simulated.h"
 #include "atp/io/processes.h"
 #include "atp/scenario/scenario.h"
+#include "with_binary.h"
 
 namespace atp {
 namespace {
 
-// The process backends start the freshly built `atp` (this test binary is not it).
-RunOptions with_binary(RoundCallback on_round = {}) {
-  RunOptions options;
-  options.on_round = std::move(on_round);
-  options.atp_binary = ATP_BINARY;
-  return options;
-}
+using test::with_binary;
 
 constexpr const char* kTwoRacks = R"(
 seed: 4
