@@ -46,7 +46,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
           hosts, which may be the workers' own hosts on netns: N-to-N), ring (ring allreduce over
           TCP), gloo or gloo_hd (Gloo's ring or halving-doubling over TCP); ring and gloo have no
-          ps and run on the udp and netns backends (ring also on ns3)
+          ps and run on the loopback and netns backends (ring also on ns3)
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
                                  (ATP); static: the K atp jobs get fixed equal shares, job k (file
                                  order) only [k*c, k*c + c) with c = the smallest ATP table / K

@@ -76,7 +76,7 @@ TEST(Backends, EveryBackendTakesAPlainAtpJob) {
 TEST(Backends, InprocRefusesTcpJobsAndFlows) {
   EXPECT_EQ(refusal("inproc", scenario(kRing)),
             "jobs[0].algorithm: ring runs over TCP, which the in-process network does not carry; use --backend "
-            "ns3, udp or netns");
+            "ns3, loopback or netns");
   EXPECT_EQ(refusal("inproc", scenario(kAtp, kFlow)),
             "background: background TCP flows need a TCP stack; use --backend ns3 or netns");
 }

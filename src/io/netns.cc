@@ -16,7 +16,7 @@
 namespace atp::netns {
 
 std::string unavailable_reason() {
-  if (::geteuid() != 0) return "network namespaces need root (run as root, or use --backend udp)";
+  if (::geteuid() != 0) return "network namespaces need root (run as root, or use --backend loopback)";
   std::string output;
   if (processes::run_command({"ip", "-V"}, "", &output) != 0) {
     return "the `ip` command (Debian package iproute2) is missing";

@@ -1,5 +1,5 @@
 // What runs a scenario, behind one interface: the simulated network in this process (inproc),
-// ns-3 (ns3), real processes on loopback (udp) and in network namespaces (netns). The `atp`
+// ns-3 (ns3), real processes on loopback (loopback) and in network namespaces (netns). The `atp`
 // command and the benchmark find them here by name; a backend says in one sentence why it cannot
 // run a scenario before anything starts.
 #pragma once
@@ -59,7 +59,7 @@ const Backend* find_backend(std::string_view name);
 // Why find_backend(name) is nullptr, in one sentence: a backend this build was configured
 // without, or an unknown name (with the names there are).
 std::string no_backend_reason(std::string_view name);
-// "inproc, ns3, udp or netns": the names, for messages.
+// "inproc, ns3, loopback or netns": the names, for messages.
 std::string backend_names();
 
 }  // namespace atp

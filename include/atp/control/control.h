@@ -1,4 +1,4 @@
-// Messages of the daemons' HTTP control plane, as JSON: what `atp run --backend udp` (or a user)
+// Messages of the daemons' HTTP control plane, as JSON: what `atp run --backend loopback` (or a user)
 // sends a switch or PS to install a job or change a switch port. One codec for both sides, and
 // the one HTTP server both daemons serve them with (its limits against bad and slow clients).
 #pragma once

@@ -107,7 +107,7 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 //                    ingress settings for packets enqueued from then on (creating the ingress queue
 //                    if the port had none) and answers the port's settings now in force, same shape.
 //                    The way to apply a scenario's time-windowed faults (from_us/until_us) to a
-//                    running switch (`atp run --backend udp`): one PUT at each window's start and
+//                    running switch (`atp run --backend loopback`): one PUT at each window's start and
 //                    end. 400 names a bad field, 404 a port the switch does not have; 403 for a
 //                    tenant (a link's settings are the operator's).
 //   POST /hosts      body: {"peer": "127.0.0.1:40001"}; attaches a UDP peer (a worker or PS process

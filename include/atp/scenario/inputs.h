@@ -1,5 +1,5 @@
 // Seeded allreduce inputs and the exact check of a result, shared by every scenario backend
-// (in-process and udp worker processes), so that all backends check the same thing the same way.
+// (in-process and the process backends' worker processes), so that all backends check the same thing the same way.
 #pragma once
 
 #include <cstddef>

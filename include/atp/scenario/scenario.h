@@ -170,7 +170,7 @@ struct JobResult {
   std::uint16_t values_per_packet = 0;      // the fragment width planned (0: a TCP collective, no fragments)
   std::uint64_t fragments = 0;              // fragments per round x completed rounds
   std::uint32_t warmup_rounds = 0;          // of the completed rounds, not timed (not in seconds, algbw)
-  // inproc: simulated time from first start to last completion; udp: wall-clock time the slowest
+  // inproc: simulated time from first start to last completion; loopback, netns: wall-clock time the slowest
   // worker spent inside allreduce calls (not the checking between rounds)
   double seconds = 0;
   double algbw_gbps = 0;  // tensor bits x timed completed rounds / seconds (nccl-tests' algbw)
@@ -233,7 +233,7 @@ struct ScenarioResult {
   // rejected_packets == noise_packets_received + restart_rejected_packets: anything else is a bug.
   std::uint64_t rejected_packets = 0;
   // Of those, the jobs' own packets that a restarted switch received before the control plane
-  // had installed its jobs again (udp, netns; the simulated switches come back with their jobs).
+  // had installed its jobs again (loopback, netns; the simulated switches come back with their jobs).
   std::uint64_t restart_rejected_packets = 0;
   bool time_limit_reached = false;
   double simulated_seconds = 0;

@@ -4,8 +4,8 @@
 // The ring moves bytes, not values: rank i streams 2(n-1) chunks of S/n bytes to rank i+1, and a
 // chunk's byte b may leave only after the previous step's byte b arrived (the reduce-scatter and
 // allgather dependency, forwarded piece by piece as RingAllreduce does on real sockets). Its
-// timing is the algorithm's; its result is not computed (the real ring is checked on the udp and
-// netns backends), so a ring job here is `correct` when every rank completed every round.
+// timing is the algorithm's; its result is not computed (the real ring is checked on the loopback
+// and netns backends), so a ring job here is `correct` when every rank completed every round.
 #pragma once
 
 #include <memory>

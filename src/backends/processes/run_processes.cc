@@ -1,5 +1,5 @@
 // The process backends of `atp run`: a scenario as real processes (one `atp switch` per switch,
-// one `atp ps` per PS host, one `atp worker` per worker host), either on 127.0.0.1 (udp: switch
+// one `atp ps` per PS host, one `atp worker` per worker host), either on 127.0.0.1 (loopback: switch
 // ports are UDP peers) or in network namespaces joined by veth links (netns: switch ports are
 // interfaces, hosts address each other by IP), with the scenario's faults applied while it
 // runs: link settings through the switches' ports (also in time windows), host crashes and
@@ -252,7 +252,7 @@ class ProcessRun {
   void plan() {
     try {
       network_ = plan_network(s_.topology);
-      // netns: the testbed's veths; udp: every process on this host's loopback.
+      // netns: the testbed's veths; loopback: every process on this host's loopback.
       network_.mtu_bytes =
           netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(SocketAddress::loopback(kUdpPort));
     } catch (const PlanError& e) {

@@ -1,4 +1,4 @@
-// The worker process of the udp backend: an atp::Communicator running a scenario job's rounds
+// The worker process of the process backends: an atp::Communicator running a scenario job's rounds
 // on seeded inputs and checking every result exactly, reporting on stdout (worker_process.h).
 #include "worker_process.h"
 

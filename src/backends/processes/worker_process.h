@@ -1,4 +1,4 @@
-// The worker process of the udp backend (`atp worker --spec FILE`): what run_loopback tells it, and
+// The worker process of the process backends (`atp worker --spec FILE`): what run_loopback tells it, and
 // the lines it prints back. Both sides use this codec.
 //
 // Protocol, one JSON object per stdout line:

@@ -805,7 +805,7 @@ class InprocBackend final : public Backend {
     for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
       if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
         return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
-               " runs over TCP, which the in-process network does not carry; use --backend ns3, udp or netns";
+               " runs over TCP, which the in-process network does not carry; use --backend ns3, loopback or netns";
       }
     }
     if (!scenario.background.empty()) {
