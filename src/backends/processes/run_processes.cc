@@ -269,10 +269,7 @@ class ProcessRun {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
     }
-    for (const ScenarioJob& job : s_.jobs) {
-      for (const std::string& w : job.spec.workers) worker_job_.emplace(w, job.spec.name);
-      for (const std::string& p : job.spec.ps) ps_hosts_.insert(p);
-    }
+    for (const ScenarioJob& job : s_.jobs) ps_hosts_.insert(job.spec.ps.begin(), job.spec.ps.end());
     for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
     for (const PlannedLink& l : network_.links) {
       for (const auto& [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
@@ -1092,10 +1089,9 @@ class ProcessRun {
 
   NetworkPlan network_;
   std::vector<JobPlan> plans_;
-  std::map<std::string, std::string> worker_job_;  // host -> the job it is a worker of
-  std::set<std::string> ps_hosts_;                 // hosts that run a PS
-  std::map<std::string, std::string> tor_;         // host -> its switch
-  std::map<std::string, SocketAddress> data_;      // loopback: node -> its data address (UDP peer)
+  std::set<std::string> ps_hosts_;             // hosts that run a PS
+  std::map<std::string, std::string> tor_;     // host -> its switch
+  std::map<std::string, SocketAddress> data_;  // loopback: node -> its data address (UDP peer)
   std::map<std::string, Switch> switches_;
   std::map<std::string, std::pair<Child*, SocketAddress>> ps_;  // host -> process, control address
   std::vector<Worker> workers_;
@@ -1108,10 +1104,6 @@ class ProcessRun {
   Clock::time_point start_;
   bool time_limit_reached_ = false;
 };
-
-}  // namespace
-
-namespace {
 
 class ProcessBackend final : public Backend {
  public:
@@ -1165,7 +1157,11 @@ class ProcessBackend final : public Backend {
         }
       }
     }
-    return loopback ? "" : netns::unavailable_reason();
+    if (loopback) return "";
+    // Probing runs `ip` and `ethtool` and makes a namespace: once per process, not at every check
+    // (run() checks again, and the benchmark checks each algorithm before it runs each size).
+    static const std::string unavailable = netns::unavailable_reason();
+    return unavailable;
   }
 
   ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
