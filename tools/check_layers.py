@@ -21,7 +21,7 @@ USES = {
     # ClusterJob's local cluster runs the daemons in rank 0's process (for now).
     "cluster": ["daemons", "control", "collectives", "plan", "io", "core"],
     "scenario": ["sim", "plan", "io", "core"],
-    "backends": ["scenario", "baselines", "collectives", "control", "sim", "plan", "io", "core"],
+    "backends": ["scenario", "cluster", "baselines", "collectives", "control", "sim", "plan", "io", "core"],
     "torch": ["cluster", "collectives", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -4,7 +4,6 @@
 // interfaces, hosts address each other by IP), with the scenario's faults applied while it
 // runs: link settings through the switches' ports (also in time windows), host crashes and
 // switch restarts as SIGKILL, noise from this process, background TCP flows (netns).
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,8 +21,10 @@
 #include <thread>
 
 #include "atp/backends/processes.h"
+#include "atp/cluster/daemon_processes.h"
+#include "atp/cluster/orchestrator.h"
 #include "atp/control/control.h"
-#include "atp/control/control_client.h"
+#include "atp/control/daemon_clients.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
@@ -66,33 +67,13 @@ double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // --- the daemons' HTTP control plane
 
-void expect_ok(const httplib::Result& r, const std::string& what, const std::string& who) {
-  if (!r) throw std::runtime_error("cannot " + what + " on " + who + ": " + httplib::to_string(r.error()));
-  if (r->status < 200 || r->status >= 300) {
-    throw std::runtime_error(who + " refused to " + what + ": HTTP " + std::to_string(r->status) + ": " + r->body);
+// A daemon's /stats, or null when it does not answer (a switch that was stopped).
+json stats_or_none(const control::DaemonClient& daemon) {
+  try {
+    return daemon.stats();
+  } catch (const control::DaemonError&) {
+    return json();
   }
-}
-
-json get_stats(const SocketAddress& control, const control::ClientAccess& access) {
-  httplib::Result r = control::client(control, access).Get("/stats");
-  if (!r || r->status != 200) return json();
-  return json::parse(r->body, nullptr, false);
-}
-
-// "... control http://127.0.0.1:40123, ...", "... control https://127.0.0.1:40123, ..." (TLS) or
-// "... control 127.0.0.1:40123 ...": the address.
-SocketAddress control_from_line(const std::string& line, const std::string& who) {
-  std::size_t at = line.find("control ");
-  if (at == std::string::npos) throw std::runtime_error(who + " did not start (its first line: '" + line + "')");
-  at += 8;
-  if (line.compare(at, 7, "http://") == 0) at += 7;
-  if (line.compare(at, 8, "https://") == 0) at += 8;
-  std::size_t end = at;
-  while (end < line.size() &&
-         (std::isdigit(static_cast<unsigned char>(line[end])) || line[end] == '.' || line[end] == ':')) {
-    ++end;
-  }
-  return SocketAddress::parse(line.substr(at, end - at));
 }
 
 // --- link settings
@@ -183,7 +164,7 @@ class ProcessRun {
     plan();
     if (netns()) {
       netns::remove_stale();
-      testbed_.emplace(network_);
+      testbed_.emplace(*network_);
       set_host_rates(Duration::zero());
       make_noise_sockets();
     } else {
@@ -192,8 +173,12 @@ class ProcessRun {
     for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
     wait_switches();
     start_ps();
-    for (const auto& sw : s_.topology.switches) install_jobs_on(sw.name);
-    for (std::size_t j = 0; j < s_.jobs.size(); ++j) install_job_on_ps(j);
+    for (const JobPlan& plan : plans_) {
+      // Fresh daemons have no job yet: no id can be taken.
+      if (!plan.workers.empty() && orchestrator_->install(plan) != control::Install::kInstalled) {
+        throw std::logic_error("a fresh daemon had job " + std::to_string(plan.workers.front().job) + " already");
+      }
+    }
     start_workers();
     drive();
     return collect();
@@ -214,7 +199,6 @@ class ProcessRun {
   };
   struct Switch {
     Child* child = nullptr;
-    SocketAddress control;
     std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
     bool up = false;
     json retired;  // counters of its processes before restarts
@@ -237,24 +221,16 @@ class ProcessRun {
   bool netns() const { return placement_ == Placement::kNamespaces; }
   const char* backend() const { return netns() ? "netns" : "loopback"; }
 
-  // Runs `request` (an HTTP call to a daemon on `node`) from inside the node's namespace, where
-  // the daemon's control address (its own 127.0.0.1) is; on loopback, as it is.
-  template <class Request>
-  auto at(const std::string& node, Request&& request) {
-    if (!netns()) return request();
-    netns::ThreadInNamespace in(testbed_->namespace_path(node));
-    return request();
-  }
   std::string namespace_of(const std::string& node) const {
     return netns() ? testbed_->namespace_path(node) : std::string();
   }
 
   void plan() {
     try {
-      network_ = plan_network(s_.topology);
       // netns: the testbed's veths; loopback: every process on this host's loopback.
-      network_.mtu_bytes =
-          netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(SocketAddress::loopback(kUdpPort));
+      orchestrator_ = std::make_unique<Orchestrator>(
+          s_.topology, netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(SocketAddress::loopback(kUdpPort)));
+      network_ = &orchestrator_->network();
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
@@ -264,16 +240,16 @@ class ProcessRun {
         continue;
       }
       try {
-        plans_.push_back(plan_job(network_, s_.jobs[j].spec));
+        plans_.push_back(orchestrator_->plan(s_.jobs[j].spec));
       } catch (const PlanError& e) {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
     }
     for (const ScenarioJob& job : s_.jobs) ps_hosts_.insert(job.spec.ps.begin(), job.spec.ps.end());
     for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
-    for (const PlannedLink& l : network_.links) {
+    for (const PlannedLink& l : network_->links) {
       for (const auto& [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
-        if (network_.switch_port_count.contains(self.node))
+        if (network_->switch_port_count.contains(self.node))
           switches_[self.node].ports.push_back({other.node, self.port});
       }
     }
@@ -310,15 +286,15 @@ class ProcessRun {
   void make_noise_sockets() {
     for (const NoiseSource& n : s_.noise) {
       netns::ThreadInNamespace in(testbed_->namespace_path(n.host));
-      noise_sockets_.emplace(n.host, UdpSocket({network_.host_address.at(n.host), 0}));
+      noise_sockets_.emplace(n.host, UdpSocket({network_->host_address.at(n.host), 0}));
     }
   }
   SocketAddress noise_destination(const std::string& host) const {
     if (!netns()) return data_.at(tor_.at(host));
     for (const ScenarioJob& j : s_.jobs) {
-      if (!j.spec.ps.empty()) return {network_.host_address.at(j.spec.ps.front()), kUdpPort};
+      if (!j.spec.ps.empty()) return {network_->host_address.at(j.spec.ps.front()), kUdpPort};
     }
-    return {network_.host_address.at(host) + 1, kUdpPort};
+    return {network_->host_address.at(host) + 1, kUdpPort};
   }
 
   std::string switch_config(const std::string& name, Duration t) const {
@@ -345,7 +321,7 @@ class ProcessRun {
       y << "  - " << p.dump() << "\n";
     }
     y << "routes:\n";
-    for (const auto& [dst, port] : network_.routes.at(name)) {
+    for (const auto& [dst, port] : network_->routes.at(name)) {
       y << "  - {dst: \"" << format_address(dst) << "\", port: " << port << "}\n";
     }
     return y.str();
@@ -365,9 +341,8 @@ class ProcessRun {
     const auto path = dir_.path() / (name + ".yaml");
     processes::write_file(path, switch_config(name, t));
     Switch& sw = switches_[name];
-    sw.child = &children_.start("switch " + name,
-                                {binary_, "switch", "--config", path.string(), "--token-file", token_file().string()},
-                                false, namespace_of(name));
+    sw.child =
+        &start_switch_process(children_, binary_, name, path.string(), token_file().string(), namespace_of(name));
     if (wait) read_control({name});
   }
   void wait_switches() {
@@ -378,24 +353,11 @@ class ProcessRun {
   void read_control(const std::vector<std::string>& names) {
     std::vector<Child*> started;
     for (const std::string& n : names) started.push_back(switches_[n].child);
-    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    const auto controls = control_addresses(children_, started, Clock::now() + kStartupTimeout);
     for (std::size_t i = 0; i < names.size(); ++i) {
-      switches_[names[i]].control = control_from_line(lines[i], "switch '" + names[i] + "'");
+      orchestrator_->set_switch(names[i],
+                                control::SwitchClient(started[i]->name, controls[i], access_, namespace_of(names[i])));
       switches_[names[i]].up = true;
-    }
-  }
-
-  void install_jobs_on(const std::string& name) {
-    const Switch& sw = switches_.at(name);
-    for (const JobPlan& plan : plans_) {
-      const auto it = plan.switches.find(name);
-      if (it == plan.switches.end()) continue;
-      expect_ok(at(name,
-                   [&] {
-                     return control::client(sw.control, access_)
-                         .Post("/jobs", control::to_json(it->second), "application/json");
-                   }),
-                "install a job", "switch '" + name + "'");
     }
   }
 
@@ -403,33 +365,23 @@ class ProcessRun {
     std::vector<Child*> started;
     std::vector<std::string> names;
     for (const std::string& host : ps_hosts_) {
-      std::vector<std::string> args = {binary_,        "ps",
-                                       "--control",    "127.0.0.1:0",
-                                       "--address",    format_address(network_.host_address.at(host)),
-                                       "--token-file", token_file().string()};
+      PsProcessOptions options;
+      options.address = format_address(network_->host_address.at(host));
       if (netns()) {  // receives on its host's address, sends to each packet's destination IP
-        args.insert(args.end(), {"--listen", SocketAddress{network_.host_address.at(host), kUdpPort}.to_string()});
+        options.listen = {network_->host_address.at(host), kUdpPort};
       } else {
-        args.insert(args.end(), {"--listen", data_[host].to_string(), "--uplink", data_[tor_[host]].to_string()});
+        options.listen = data_[host];
+        options.uplink = data_[tor_[host]];
       }
-      started.push_back(&children_.start("ps " + host, args, false, namespace_of(host)));
+      started.push_back(
+          &start_ps_process(children_, binary_, host, options, token_file().string(), namespace_of(host)));
       names.push_back(host);
     }
-    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    const auto controls = control_addresses(children_, started, Clock::now() + kStartupTimeout);
     for (std::size_t i = 0; i < started.size(); ++i) {
-      ps_[names[i]] = {started[i], control_from_line(lines[i], "ps '" + names[i] + "'")};
-    }
-  }
-
-  void install_job_on_ps(std::size_t j) {
-    for (std::size_t p = 0; p < plans_[j].ps.size(); ++p) {
-      const std::string& host = s_.jobs[j].spec.ps[p];
-      expect_ok(at(host,
-                   [&] {
-                     return control::client(ps_.at(host).second, access_)
-                         .Post("/jobs", control::to_json(plans_[j].ps[p]), "application/json");
-                   }),
-                "install a job", "ps '" + host + "'");
+      ps_[names[i]] = started[i];
+      orchestrator_->set_ps(names[i],
+                            control::PsClient(started[i]->name, controls[i], access_, namespace_of(names[i])));
     }
   }
 
@@ -506,7 +458,7 @@ class ProcessRun {
     std::vector<int> held;
     for (const std::string& host : s_.jobs[j].spec.workers) {
       if (netns()) {
-        ranks.push_back({network_.host_address.at(host), kTcpCollectivePort});
+        ranks.push_back({network_->host_address.at(host), kTcpCollectivePort});
       } else {
         ranks.push_back(free_tcp_port(held));
       }
@@ -529,7 +481,7 @@ class ProcessRun {
       add(r.at, [this, r] { stop_switch(r.switch_name); });
       add(r.at + r.down, [this, r] {
         start_switch(r.switch_name, r.at + r.down, true);
-        install_jobs_on(r.switch_name);
+        orchestrator_->reinstall(r.switch_name);
         count_restart_rejections(r.switch_name);
       });
     }
@@ -562,7 +514,7 @@ class ProcessRun {
                        " rounds";
     }
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) release_barrier(j);  // the others go on without it
-    if (ps_.contains(host)) children_.kill(*ps_[host].first);
+    if (ps_.contains(host)) children_.kill(*ps_[host]);
     noise_sockets_.erase(host);
   }
 
@@ -571,7 +523,7 @@ class ProcessRun {
   void stop_switch(const std::string& name) {
     Switch& sw = switches_.at(name);
     if (!sw.up) return;
-    add_counters(sw.retired, at(name, [&] { return get_stats(sw.control, access_); }));
+    add_counters(sw.retired, stats_or_none(orchestrator_->switch_client(name)));
     children_.kill(*sw.child);
     sw.up = false;
   }
@@ -612,7 +564,7 @@ class ProcessRun {
   // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
   void count_restart_rejections(const std::string& name) {
     Switch& sw = switches_.at(name);
-    const json stats = at(name, [&] { return get_stats(sw.control, access_); });
+    const json stats = stats_or_none(orchestrator_->switch_client(name));
     const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
     sw.restart_rejected += rejected > noise ? rejected - noise : 0;
   }
@@ -623,12 +575,7 @@ class ProcessRun {
       for (const auto& [peer, port] : sw.ports) {
         control::PortSettings settings{direction_settings(s_, name, peer, t), std::nullopt};
         if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
-        expect_ok(at(name,
-                     [&] {
-                       return control::client(sw.control, access_)
-                           .Put("/ports/" + std::to_string(port), control::to_json(settings), "application/json");
-                     }),
-                  "change port " + std::to_string(port) + "'s settings", "switch '" + name + "'");
+        orchestrator_->switch_client(name).set_port(port, settings);
       }
     }
     if (netns()) set_host_rates(t);
@@ -651,7 +598,7 @@ class ProcessRun {
 
   void start_flow(std::size_t i) {
     const BackgroundFlow& f = s_.background[i];
-    const SocketAddress to{network_.host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
+    const SocketAddress to{network_->host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
     Flow& flow = flows_[i];
     flow_results_[i].start_seconds = ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count());
     flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
@@ -958,7 +905,7 @@ class ProcessRun {
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const json st = at(host, [&] { return get_stats(ps_.at(host).second, access_); });
+        const json st = stats_or_none(orchestrator_->ps_client(host));
         const std::string key = std::to_string(id);
         if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
           r.ps_packets_received += counter(st["jobs"][key], "packets_received");
@@ -1006,8 +953,7 @@ class ProcessRun {
     for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
     const Duration wait = reclaim + std::chrono::milliseconds(50);
     auto read = [this](const std::string& name) {
-      Switch& sw = switches_.at(name);
-      return sw.up ? at(name, [&] { return get_stats(sw.control, access_); }) : json();
+      return switches_.at(name).up ? stats_or_none(orchestrator_->switch_client(name)) : json();
     };
     auto held = [](const json& st) {
       return st.is_object() && st.contains("switch") ? counter(st["switch"], "aggregators_in_use") : 0;
@@ -1045,7 +991,7 @@ class ProcessRun {
       }
       return nullptr;
     };
-    for (const PlannedLink& l : network_.links) {
+    for (const PlannedLink& l : network_->links) {
       for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
         LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
         if (const json* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
@@ -1087,13 +1033,14 @@ class ProcessRun {
   std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
   processes::ChildSet children_;
 
-  NetworkPlan network_;
+  std::unique_ptr<Orchestrator> orchestrator_;  // plans the jobs, installs them on the daemons
+  const NetworkPlan* network_ = nullptr;        // the orchestrator's plan of the topology
   std::vector<JobPlan> plans_;
   std::set<std::string> ps_hosts_;             // hosts that run a PS
   std::map<std::string, std::string> tor_;     // host -> its switch
   std::map<std::string, SocketAddress> data_;  // loopback: node -> its data address (UDP peer)
   std::map<std::string, Switch> switches_;
-  std::map<std::string, std::pair<Child*, SocketAddress>> ps_;  // host -> process, control address
+  std::map<std::string, Child*> ps_;  // host -> its PS process
   std::vector<Worker> workers_;
   std::map<std::string, UdpSocket> noise_sockets_;  // noise host -> its socket (closed when it crashes)
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);

@@ -1,0 +1,97 @@
+// The one place that plans jobs over a cluster and installs them on its daemons, any number of
+// switches and PSes: what the process backends (a scenario's daemons) and ClusterJob (a PyTorch
+// job's ranks, which attach to their switches at run time) both run jobs with.
+//
+// It holds the cluster's topology (the switches and hosts, extended by attach()), a control
+// client per daemon (daemon_clients.h), the jobs it installed (to install them again on a
+// switch that restarted), and optionally a lease per daemon that everything it installs hangs on.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "atp/control/daemon_clients.h"
+#include "atp/plan/plan.h"
+#include "atp/time.h"
+
+namespace atp {
+
+class Orchestrator {
+ public:
+  // `topology`: the cluster's switches and hosts as far as they are known (attach() adds hosts
+  // that join at run time); `mtu_bytes`: the IP MTU of its links (NetworkPlan::mtu_bytes).
+  explicit Orchestrator(Topology topology = {}, std::uint32_t mtu_bytes = 0);
+  ~Orchestrator();  // stops keeping leases alive (they then expire: revoke_leases() ends them at once)
+  Orchestrator(const Orchestrator&) = delete;
+  Orchestrator& operator=(const Orchestrator&) = delete;
+
+  // The daemons, by the topology's names: a switch by its name, a PS by its host's. set_switch
+  // also replaces a switch's client (a restarted switch has another control address).
+  void set_switch(const std::string& name, control::SwitchClient client);
+  void set_ps(const std::string& host, control::PsClient client);
+  // std::invalid_argument naming the switch or host when it has no client.
+  const control::SwitchClient& switch_client(const std::string& name) const;
+  const control::PsClient& ps_client(const std::string& host) const;
+
+  // Hangs what this orchestrator installs from now on (jobs, hosts attached) on one lease per
+  // daemon with this time to live (clamped by the daemons to [1 s, 1 h]), granted at the
+  // daemon's first use and kept alive by a thread until revoke_leases() or the destructor: if
+  // this process dies, the daemons remove everything it installed within `ttl`.
+  void hold_leases(Duration ttl);
+  // Revokes the leases, which removes what hung on them, and stops keeping them alive. Never
+  // throws (a daemon may be gone).
+  void revoke_leases() noexcept;
+
+  // Attaches `peer` (a UDP address) to switch `switch_name` as host `host` (POST /hosts) and adds
+  // the host to the topology, and the switch as its answer describes it if the topology does not
+  // have it yet. `leased`: on the switch's lease, if leases are held (a PS shared with other
+  // jobs is attached with leased = false, so that it stays when this job goes).
+  HostAttachment attach(const std::string& switch_name, const std::string& host, const SocketAddress& peer,
+                        bool leased = true);
+
+  const Topology& topology() const { return topology_; }
+  // The plan of the topology as it is now (plan_network, with the MTU). Throws PlanError.
+  const NetworkPlan& network();
+
+  // plan_job over network(). Throws PlanError.
+  JobPlan plan(const JobSpec& spec);
+  // Installs a planned job on every switch and PS its plan names. kIdTaken when a daemon has a
+  // job of that id already: nothing stays installed (parts installed before are removed again).
+  // Throws control::DaemonError when a daemon refuses or does not answer, std::invalid_argument
+  // when a daemon of the plan has no client.
+  control::Install install(const JobPlan& plan);
+  // plan() and install() `spec` under a free id: a random one in [1, 65534], tried up to
+  // `attempts` times while daemons have it (as every tenant may install jobs). Returns the plan
+  // (its id is plan.workers[i].job); throws what plan() and install() throw, and
+  // control::DaemonError when every id tried was taken.
+  JobPlan install_with_free_id(JobSpec spec, int attempts = 64);
+  // Installs again, on switch `name`, the part of every job installed so far (a switch that
+  // restarted lost them). Throws control::DaemonError.
+  void reinstall(const std::string& name);
+
+ private:
+  LeaseTable::Id lease_on(const control::DaemonClient& daemon);
+  void keep_leases_alive();
+
+  Topology topology_;
+  std::uint32_t mtu_bytes_;
+  std::unique_ptr<NetworkPlan> network_;  // planned on first use after a change (it points into topology_)
+  std::map<std::string, control::SwitchClient> switches_;
+  std::map<std::string, control::PsClient> ps_;
+  std::map<JobId, JobPlan> installed_;
+
+  // Leases: ttl 0 while none are held; one per daemon, by its control address.
+  Duration lease_ttl_{0};
+  std::mutex lease_mutex_;
+  std::map<std::string, std::pair<control::DaemonClient, LeaseTable::Id>> leases_;  // by control address
+  std::condition_variable keeper_wake_;
+  bool keeper_stopping_ = false;
+  std::thread keeper_;
+};
+
+}  // namespace atp

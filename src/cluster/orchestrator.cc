@@ -1,0 +1,189 @@
+// The Orchestrator (orchestrator.h): plans over the topology it holds, installs on every daemon a
+// plan names, keeps the leases alive on a thread of its own.
+#include "atp/cluster/orchestrator.h"
+
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+namespace atp {
+
+Orchestrator::Orchestrator(Topology topology, std::uint32_t mtu_bytes)
+    : topology_(std::move(topology)), mtu_bytes_(mtu_bytes) {}
+
+Orchestrator::~Orchestrator() {
+  {
+    std::lock_guard lock(lease_mutex_);
+    keeper_stopping_ = true;
+  }
+  keeper_wake_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void Orchestrator::set_switch(const std::string& name, control::SwitchClient client) {
+  switches_.insert_or_assign(name, std::move(client));
+}
+
+void Orchestrator::set_ps(const std::string& host, control::PsClient client) {
+  ps_.insert_or_assign(host, std::move(client));
+}
+
+const control::SwitchClient& Orchestrator::switch_client(const std::string& name) const {
+  const auto it = switches_.find(name);
+  if (it == switches_.end()) throw std::invalid_argument("the orchestrator has no client for switch '" + name + "'");
+  return it->second;
+}
+
+const control::PsClient& Orchestrator::ps_client(const std::string& host) const {
+  const auto it = ps_.find(host);
+  if (it == ps_.end()) throw std::invalid_argument("the orchestrator has no client for the PS on '" + host + "'");
+  return it->second;
+}
+
+// ---- leases
+
+void Orchestrator::hold_leases(Duration ttl) {
+  std::lock_guard lock(lease_mutex_);
+  lease_ttl_ = ttl;
+  keeper_stopping_ = false;
+  if (!keeper_.joinable()) keeper_ = std::thread([this] { keep_leases_alive(); });
+}
+
+LeaseTable::Id Orchestrator::lease_on(const control::DaemonClient& daemon) {
+  std::lock_guard lock(lease_mutex_);
+  if (lease_ttl_ == Duration::zero()) return 0;
+  const std::string key = daemon.control().to_string();
+  if (const auto it = leases_.find(key); it != leases_.end()) return it->second.second;
+  const LeaseTable::Id id = daemon.grant_lease(lease_ttl_);
+  leases_.emplace(key, std::pair{daemon, id});
+  return id;
+}
+
+// Every third of the time to live, one keep-alive per daemon. A daemon that does not answer once
+// is asked again at the next beat; one that no longer has the lease has removed the job, and the
+// job's rounds fail by their own timeouts.
+void Orchestrator::keep_leases_alive() {
+  std::unique_lock lock(lease_mutex_);
+  while (!keeper_wake_.wait_for(lock, lease_ttl_ / 3, [this] { return keeper_stopping_; })) {
+    const auto leases = leases_;
+    lock.unlock();  // revoke_leases() need not wait for a slow daemon's answer
+    for (const auto& [key, lease] : leases) {
+      try {
+        lease.first.keep_alive(lease.second);
+      } catch (const std::exception&) {
+      }
+    }
+    lock.lock();
+  }
+}
+
+void Orchestrator::revoke_leases() noexcept {
+  std::map<std::string, std::pair<control::DaemonClient, LeaseTable::Id>> leases;
+  {
+    std::lock_guard lock(lease_mutex_);
+    keeper_stopping_ = true;
+    lease_ttl_ = Duration::zero();
+    leases.swap(leases_);
+  }
+  keeper_wake_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+  for (const auto& [key, lease] : leases) {
+    try {
+      lease.first.revoke(lease.second);
+    } catch (const std::exception&) {  // the daemon is gone: nothing is left to remove
+    }
+  }
+}
+
+// ---- topology and plans
+
+HostAttachment Orchestrator::attach(const std::string& switch_name, const std::string& host, const SocketAddress& peer,
+                                    bool leased) {
+  const control::SwitchClient& sw = switch_client(switch_name);
+  const control::SwitchClient::Attachment a = sw.attach_host(peer, leased ? lease_on(sw) : 0);
+  bool known = false;
+  for (const SwitchSpec& s : topology_.switches) known = known || s.name == switch_name;
+  if (!known) topology_.switches.push_back({switch_name, a.tor.config});
+  topology_.hosts.push_back({host, switch_name, a.host});
+  network_.reset();
+  return a.host;
+}
+
+const NetworkPlan& Orchestrator::network() {
+  if (!network_) {
+    network_ = std::make_unique<NetworkPlan>(plan_network(topology_));
+    network_->mtu_bytes = mtu_bytes_;
+  }
+  return *network_;
+}
+
+JobPlan Orchestrator::plan(const JobSpec& spec) { return plan_job(network(), spec); }
+
+control::Install Orchestrator::install(const JobPlan& plan) {
+  if (plan.workers.empty()) throw std::invalid_argument("a job plan with no workers");
+  const JobId id = plan.workers.front().job;
+  // Clients first, so that a missing one installs nothing.
+  std::vector<std::pair<const control::SwitchClient*, const SwitchJobPlan*>> on_switches;
+  for (const auto& [name, part] : plan.switches) on_switches.emplace_back(&switch_client(name), &part);
+  std::vector<std::pair<const control::PsClient*, const PsConfig*>> on_ps;
+  for (const PsConfig& part : plan.ps) {
+    const auto host = network().host_by_address.find(part.self);
+    if (host == network().host_by_address.end()) throw std::invalid_argument("a PS outside the topology");
+    on_ps.emplace_back(&ps_client(host->second), &part);
+  }
+  std::vector<const control::DaemonClient*> done;
+  auto undo = [&]() noexcept {
+    for (const control::DaemonClient* d : done) {
+      try {
+        d->remove_job(id);
+      } catch (const std::exception&) {
+      }
+    }
+  };
+  try {
+    for (const auto& [client, part] : on_switches) {
+      if (client->install_job(*part, lease_on(*client)) == control::Install::kIdTaken) {
+        undo();
+        return control::Install::kIdTaken;
+      }
+      done.push_back(client);
+    }
+    for (const auto& [client, part] : on_ps) {
+      if (client->install_job(*part, lease_on(*client)) == control::Install::kIdTaken) {
+        undo();
+        return control::Install::kIdTaken;
+      }
+      done.push_back(client);
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+  installed_.insert_or_assign(id, plan);
+  return control::Install::kInstalled;
+}
+
+JobPlan Orchestrator::install_with_free_id(JobSpec spec, int attempts) {
+  std::mt19937 random{std::random_device{}()};
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    spec.id = static_cast<JobId>(1 + random() % 0xFFFE);
+    JobPlan p = plan(spec);
+    if (install(p) == control::Install::kInstalled) return p;
+  }
+  throw control::DaemonError(
+      "no free job id after " + std::to_string(attempts) + " tries: the switches or PSes have too many jobs installed",
+      0);
+}
+
+void Orchestrator::reinstall(const std::string& name) {
+  const control::SwitchClient& sw = switch_client(name);
+  for (const auto& [id, plan] : installed_) {
+    const auto part = plan.switches.find(name);
+    if (part == plan.switches.end()) continue;
+    if (sw.install_job(part->second, lease_on(sw)) == control::Install::kIdTaken) {
+      throw control::DaemonError(sw.who() + " has job " + std::to_string(id) + " already", 409);
+    }
+  }
+}
+
+}  // namespace atp

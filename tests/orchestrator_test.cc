@@ -1,0 +1,169 @@
+// Tests of the Orchestrator and its daemon clients against real `atp switch` and `atp ps`
+// processes (the freshly built binary, ATP_BINARY): a job planned over hosts attached at run
+// time is installed on every daemon its plan names; a taken id leaves nothing behind; a restarted
+// switch gets its jobs again; revoking the leases removes what hung on them; every refusal is one
+// sentence naming the daemon.
+#include "atp/cluster/orchestrator.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "atp/cluster/daemon_processes.h"
+#include "atp/control/control_auth.h"
+#include "atp/io/processes.h"
+
+namespace atp {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class OrchestratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    processes::write_private_file(dir_.path() / "token", access_.token + "\n");
+    processes::write_file(dir_.path() / "switch.yaml",
+                          "name: tor0\naggregators: 64\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\n");
+    start_switch();
+    PsProcessOptions ps;
+    ps.listen = SocketAddress::loopback(0);
+    ps.uplink = sw().data_address();
+    processes::Child& child = start_ps_process(children_, binary_, "ps", ps, token_file());
+    orchestrator_.set_ps("ps", control::PsClient("ps 'ps'", control_of(child), access_));
+  }
+
+  void start_switch() {
+    processes::Child& child =
+        start_switch_process(children_, binary_, "tor0", (dir_.path() / "switch.yaml").string(), token_file());
+    switch_child_ = &child;
+    orchestrator_.set_switch("tor0", control::SwitchClient("switch 'tor0'", control_of(child), access_));
+  }
+
+  SocketAddress control_of(processes::Child& child) {
+    return control_addresses(children_, {&child}, processes::Clock::now() + 10s).front();
+  }
+  std::string token_file() const { return (dir_.path() / "token").string(); }
+  const control::SwitchClient& sw() { return orchestrator_.switch_client("tor0"); }
+  const control::PsClient& ps() { return orchestrator_.ps_client("ps"); }
+
+  // Attaches the PS and `workers` hosts (unused UDP ports: nothing is sent in these tests).
+  JobSpec attach_job(int workers) {
+    orchestrator_.attach("tor0", "ps", ps().data_address(), false);
+    JobSpec spec;
+    spec.name = "job";
+    spec.ps = {"ps"};
+    for (int w = 0; w < workers; ++w) {
+      spec.workers.push_back("w" + std::to_string(w));
+      orchestrator_.attach("tor0", spec.workers.back(), SocketAddress::loopback(static_cast<std::uint16_t>(40001 + w)));
+    }
+    return spec;
+  }
+
+  // Whether the switch and the PS have job `id` installed, by their /stats.
+  bool on_switch(JobId id) {
+    const json stats = sw().stats();
+    for (const json& row : stats.at("jobs")) {
+      if (row.at("job") == id && row.at("installed") == 1) return true;
+    }
+    return false;
+  }
+  bool on_ps(JobId id) { return ps().stats().at("jobs").contains(std::to_string(id)); }
+  std::size_t switch_ports() { return sw().stats().at("ports").size(); }
+
+  processes::TempDir dir_{"atp-orchestrator-test"};
+  control::ClientAccess access_{control::random_token(), ""};
+  std::string binary_ = find_atp_binary(ATP_BINARY);
+  processes::ChildSet children_;
+  processes::Child* switch_child_ = nullptr;
+  Orchestrator orchestrator_;
+};
+
+TEST_F(OrchestratorTest, InstallsAPlannedJobOnTheSwitchAndThePs) {
+  JobSpec spec = attach_job(3);
+  spec.id = 7;
+  const JobPlan plan = orchestrator_.plan(spec);
+  ASSERT_EQ(plan.workers.size(), 3u);
+  EXPECT_EQ(orchestrator_.install(plan), control::Install::kInstalled);
+  EXPECT_TRUE(on_switch(7));
+  EXPECT_TRUE(on_ps(7));
+  // The same id again: taken, and the first job stays as it was.
+  EXPECT_EQ(orchestrator_.install(plan), control::Install::kIdTaken);
+  EXPECT_TRUE(on_switch(7));
+  EXPECT_TRUE(on_ps(7));
+}
+
+// A daemon later in the plan's order that has the id: what was installed before it is removed.
+TEST_F(OrchestratorTest, ATakenIdLeavesNothingInstalled) {
+  JobSpec spec = attach_job(2);
+  spec.id = 9;
+  const JobPlan plan = orchestrator_.plan(spec);
+  ASSERT_EQ(ps().install_job(plan.ps.front()), control::Install::kInstalled);  // someone else's job 9
+  EXPECT_EQ(orchestrator_.install(plan), control::Install::kIdTaken);
+  EXPECT_FALSE(on_switch(9)) << "the switch kept the part installed before the PS said no";
+  // install_with_free_id picks another id and installs it everywhere.
+  const JobPlan other = orchestrator_.install_with_free_id(spec);
+  const JobId id = other.workers.front().job;
+  EXPECT_NE(id, 9);
+  EXPECT_TRUE(on_switch(id));
+  EXPECT_TRUE(on_ps(id));
+}
+
+TEST_F(OrchestratorTest, ARestartedSwitchGetsItsJobsAgain) {
+  JobSpec spec = attach_job(2);
+  spec.id = 3;
+  ASSERT_EQ(orchestrator_.install(orchestrator_.plan(spec)), control::Install::kInstalled);
+  sw().remove_job(3);  // as a restart loses it
+  ASSERT_FALSE(on_switch(3));
+  orchestrator_.reinstall("tor0");
+  EXPECT_TRUE(on_switch(3));
+}
+
+TEST_F(OrchestratorTest, RevokingTheLeasesRemovesWhatHungOnThem) {
+  orchestrator_.hold_leases(10s);
+  JobSpec spec = attach_job(2);  // the workers' ports on the switch's lease, the PS's not
+  const std::size_t ports = switch_ports();
+  const JobId id = orchestrator_.install_with_free_id(spec).workers.front().job;
+  ASSERT_TRUE(on_switch(id));
+  ASSERT_TRUE(on_ps(id));
+  orchestrator_.revoke_leases();
+  EXPECT_FALSE(on_switch(id));
+  EXPECT_FALSE(on_ps(id));
+  // The two workers' ports are detached; the PS's stays (the peers' counts are in the rows).
+  std::size_t attached = 0;
+  const json stats = sw().stats();
+  for (const json& port : stats.at("ports")) attached += port.at("peer") != "" ? 1 : 0;
+  EXPECT_EQ(ports, switch_ports());
+  EXPECT_EQ(attached, 1u);
+}
+
+TEST_F(OrchestratorTest, RefusalsAreOneSentenceNamingTheDaemon) {
+  JobSpec spec = attach_job(2);
+  spec.id = 5;
+  JobPlan plan = orchestrator_.plan(spec);
+  plan.ps.front().max_window_seqs = 1u << 30;  // more than a PS holds for a job
+  try {
+    orchestrator_.install(plan);
+    FAIL() << "the PS took a job with a window of 2^30 fragments";
+  } catch (const control::DaemonError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ps 'ps' refused to install job 5: ", 0), 0u) << e.what();
+    EXPECT_EQ(e.status(), 400);
+  }
+  EXPECT_FALSE(on_switch(5)) << "the switch kept its part of a job the PS refused";
+  // A switch that is gone: a sentence saying so, not a hang.
+  children_.kill(*switch_child_);
+  try {
+    sw().stats();
+    FAIL() << "a dead switch answered";
+  } catch (const control::DaemonError& e) {
+    EXPECT_NE(std::string(e.what()).find("switch 'tor0' did not answer GET http://"), std::string::npos) << e.what();
+    EXPECT_EQ(e.status(), 0);
+  }
+  // A daemon the orchestrator has no client for.
+  EXPECT_THROW(orchestrator_.switch_client("tor9"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp
