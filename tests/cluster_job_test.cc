@@ -17,8 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "atp/daemons/ps_daemon.h"
-#include "atp/daemons/switch_daemon.h"
+#include "atp/cluster/daemon_processes.h"
+#include "atp/control/control_auth.h"
+#include "atp/control/daemon_clients.h"
 #include "reference_sum.h"
 #include "run_ranks.h"
 
@@ -139,36 +140,38 @@ TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
     MemoryStore store;
     ClusterJobOptions options;
     options.local = true;
+    options.atp_binary = ATP_BINARY;
     options.timeout = 10s;
     expect_exact_rounds(store, size, options, 40 + static_cast<std::uint64_t>(size));
     EXPECT_EQ(store.size(), 0u) << "size " << size << ": the rendezvous keys are erased";
   }
 }
 
-// A running switch (`aggregators` of 1024 values) and PS, as `atp switch` and `atp ps` would be,
-// and the options of a job on them (10 s timeout).
+// A running switch (`aggregators` of 1024 values) and PS, `atp switch` and `atp ps` processes
+// that take the token clients find (ATP_HOME), and the options of a job on them (10 s timeout).
 struct RunningDaemons {
-  explicit RunningDaemons(std::uint32_t aggregators) : sw(switch_config(aggregators)), ps(ps_config(sw)) {
-    sw.start();
-    ps.start();
-    options.switch_control = SocketAddress::parse(sw.control_endpoint());
-    options.ps_control = ps.control_endpoint();
+  explicit RunningDaemons(std::uint32_t aggregators) : daemons(ATP_BINARY, aggregators, control::client_token()) {
+    options.switch_control = daemons.switch_control();
+    options.ps_control = daemons.ps_control();
     options.timeout = 10s;
   }
-  static SwitchDaemonConfig switch_config(std::uint32_t aggregators) {
-    SwitchDaemonConfig c;
-    c.pipeline.num_aggregators = aggregators;
-    return c;
+  // GET /stats of each.
+  nlohmann::json switch_stats() const {
+    return control::SwitchClient("the switch", daemons.switch_control(), daemons.access()).stats();
   }
-  static PsDaemonConfig ps_config(const SwitchDaemon& sw) {
-    PsDaemonConfig c;
-    c.data = SocketAddress::loopback(0);
-    c.control = SocketAddress::loopback(0);
-    c.uplink = sw.data_endpoint();
-    return c;
+  nlohmann::json ps_stats() const {
+    return control::PsClient("the PS", daemons.ps_control(), daemons.access()).stats();
   }
-  SwitchDaemon sw;
-  PsDaemon ps;
+  std::size_t ps_jobs() const { return ps_stats().at("jobs").size(); }
+  bool switch_has_jobs() const {
+    const nlohmann::json stats = switch_stats();
+    for (const nlohmann::json& row : stats.at("jobs")) {
+      if (row.at("installed") == 1) return true;
+    }
+    return false;
+  }
+
+  LocalDaemons daemons;
   ClusterJobOptions options;
 };
 
@@ -176,8 +179,6 @@ struct RunningDaemons {
 // ids, both exact, and nothing left installed once both closed.
 TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
   RunningDaemons cluster(2048);
-  SwitchDaemon& sw = cluster.sw;
-  PsDaemon& ps = cluster.ps;
   const ClusterJobOptions& options = cluster.options;
 
   MemoryStore store_a, store_b;
@@ -189,8 +190,8 @@ TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
   ASSERT_EQ(jobs_a.size(), 3u);
   EXPECT_EQ(jobs_a[0], jobs_a[2]);
   EXPECT_NE(jobs_a[0], jobs_b[0]);
-  EXPECT_TRUE(ps.stats().jobs.empty()) << "the PS still has jobs installed";
-  EXPECT_EQ(sw.stats_json().find("\"installed\": 1"), std::string::npos) << sw.stats_json();
+  EXPECT_EQ(cluster.ps_jobs(), 0u) << "the PS still has jobs installed";
+  EXPECT_FALSE(cluster.switch_has_jobs()) << cluster.switch_stats().dump();
 }
 
 TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
@@ -222,6 +223,7 @@ TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
   // half-made job waited for the others to close it) and tells the others why.
   ClusterJobOptions local;
   local.local = true;
+  local.atp_binary = ATP_BINARY;
   local.timeout = 1s;
   MemoryStore store3;
   const auto started = std::chrono::steady_clock::now();
@@ -239,6 +241,7 @@ TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
   MemoryStore store;
   ClusterJobOptions options;
   options.local = true;
+  options.atp_binary = ATP_BINARY;
   options.timeout = 1s;
   std::promise<void> joined;
   std::shared_future<void> all_joined = joined.get_future().share();
@@ -272,8 +275,6 @@ TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
 // the PS hold nothing of it.
 TEST(ClusterJob, ADeadRankZeroLeavesNothingInstalled) {
   RunningDaemons cluster(256);
-  SwitchDaemon& sw = cluster.sw;
-  PsDaemon& ps = cluster.ps;
   ClusterJobOptions& options = cluster.options;
   options.lease_ttl = 1s;
 
@@ -294,18 +295,17 @@ TEST(ClusterJob, ADeadRankZeroLeavesNothingInstalled) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's job failed: " << status;
-  EXPECT_EQ(ps.stats().jobs.size(), 1u) << "the dead rank's job is still installed right after it died";
+  EXPECT_EQ(cluster.ps_jobs(), 1u) << "the dead rank's job is still installed right after it died";
   const auto give_up = std::chrono::steady_clock::now() + 5s;
-  while ((!ps.stats().jobs.empty() || sw.stats_json().find("\"installed\": 1") != std::string::npos) &&
-         std::chrono::steady_clock::now() < give_up) {
+  while ((cluster.ps_jobs() > 0 || cluster.switch_has_jobs()) && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_TRUE(ps.stats().jobs.empty()) << "the PS still has the dead rank's job";
-  const std::string stats = sw.stats_json();
-  EXPECT_EQ(stats.find("\"installed\": 1"), std::string::npos) << stats;
+  EXPECT_EQ(cluster.ps_jobs(), 0u) << "the PS still has the dead rank's job";
+  const nlohmann::json stats = cluster.switch_stats();
+  EXPECT_FALSE(cluster.switch_has_jobs()) << stats.dump();
   // The rank's port is detached (its peer ""); the PS's, shared by every job, stays.
-  EXPECT_EQ(nlohmann::json::parse(stats)["ports"].size(), 2u);
-  EXPECT_EQ(nlohmann::json::parse(stats)["ports"][1]["peer"], "") << stats;
+  EXPECT_EQ(stats["ports"].size(), 2u);
+  EXPECT_EQ(stats["ports"][1]["peer"], "") << stats.dump();
 }
 
 }  // namespace

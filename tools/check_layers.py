@@ -18,8 +18,7 @@ USES = {
     "daemons": ["control", "plan", "io", "core"],
     "collectives": ["io", "core"],
     "baselines": ["collectives", "io", "core"],
-    # ClusterJob's local cluster runs the daemons in rank 0's process (for now).
-    "cluster": ["daemons", "control", "collectives", "plan", "io", "core"],
+    "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "control", "sim", "plan", "io", "core"],
     "torch": ["cluster", "collectives", "io", "core"],

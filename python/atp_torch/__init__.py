@@ -8,7 +8,8 @@ allreduce (SUM, AVG) of float32 CPU tensors is aggregated by an ATP switch; broa
 and barrier go through torch's store (exact, for control data such as DDP's start-up). Where the
 switch and PS are comes from the environment:
 
-    ATP_LOCAL=1                      rank 0 starts a switch and a PS in its own process
+    ATP_LOCAL=1                      rank 0 starts a switch and a PS as its child processes
+                                     (from the `atp` beside this package, or ATP_BINARY)
     ATP_SWITCH=HOST:PORT ATP_PS=HOST:PORT
                                      control addresses of a running `atp switch` and `atp ps`
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)

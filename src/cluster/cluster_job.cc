@@ -10,11 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "atp/cluster/daemon_processes.h"
 #include "atp/cluster/orchestrator.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
-#include "atp/daemons/ps_daemon.h"
-#include "atp/daemons/switch_daemon.h"
 #include "atp/plan/plan.h"
 
 namespace atp {
@@ -29,36 +28,10 @@ constexpr const char* kErrorReadKey = "config/error_read";
 // How the job's PS is named in the topology rank 0 plans it over (the ranks are rank0, rank1, ...).
 constexpr const char* kPsHost = "ps";
 
-// A switch and a PS as threads of this process (ClusterJobOptions::local), with a token of their
-// own: only this process talks to them.
-struct LocalCluster {
-  std::string token = control::random_token();
-  std::unique_ptr<SwitchDaemon> switch_daemon;
-  std::unique_ptr<PsDaemon> ps_daemon;
-
-  explicit LocalCluster(std::uint32_t aggregators) {
-    SwitchDaemonConfig s;
-    s.name = "local";
-    s.pipeline.num_aggregators = aggregators;
-    s.access.operator_token = token;
-    switch_daemon = std::make_unique<SwitchDaemon>(s);  // no ports yet: ranks are attached (POST /hosts)
-    switch_daemon->start();
-    PsDaemonConfig p;
-    p.data = SocketAddress::loopback(0);
-    p.control = SocketAddress::loopback(0);
-    p.uplink = switch_daemon->data_endpoint();
-    p.access.operator_token = token;
-    ps_daemon = std::make_unique<PsDaemon>(p);
-    ps_daemon->start();
-  }
-  SocketAddress switch_control() const { return SocketAddress::parse(switch_daemon->control_endpoint()); }
-  SocketAddress ps_control() const { return ps_daemon->control_endpoint(); }
-};
-
 }  // namespace
 
 struct ClusterJob::Coordinator {
-  std::unique_ptr<LocalCluster> local;
+  std::unique_ptr<LocalDaemons> local;
   std::unique_ptr<Orchestrator> orchestrator;
   JobId installed = 0;
 
@@ -131,17 +104,6 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     int joined = 0;  // other ranks whose endpoint rank 0 read: they wait for its verdict
     try {
       auto coordinator = std::make_unique<Coordinator>();
-      SocketAddress switch_control, ps_control;
-      control::ClientAccess access;
-      if (options.local) {
-        coordinator->local = std::make_unique<LocalCluster>(options.local_aggregators);
-        switch_control = coordinator->local->switch_control();
-        ps_control = coordinator->local->ps_control();
-        access = {coordinator->local->token, ""};
-      } else {
-        switch_control = *options.switch_control;
-        ps_control = *options.ps_control;
-      }
       // Every rank has `timeout` from now to show up (not each: one deadline for all).
       const auto deadline = std::chrono::steady_clock::now() + options.timeout;
       std::vector<SocketAddress> ranks{socket.local_endpoint()};
@@ -150,8 +112,21 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         ranks.push_back(SocketAddress::parse(store.get("endpoint/" + std::to_string(r), left)));
         joined = r;
       }
-      // After the rendezvous, so that a rank that joined hears why rank 0 gave up.
-      if (!options.local) access = control::client_access();
+      // After the rendezvous, so that a rank that joined hears why rank 0 gave up, and no local
+      // cluster is started for a job whose ranks never all came.
+      SocketAddress switch_control, ps_control;
+      control::ClientAccess access;
+      if (options.local) {
+        coordinator->local =
+            std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), options.local_aggregators);
+        switch_control = coordinator->local->switch_control();
+        ps_control = coordinator->local->ps_control();
+        access = coordinator->local->access();
+      } else {
+        switch_control = *options.switch_control;
+        ps_control = *options.ps_control;
+        access = control::client_access();
+      }
       const control::SwitchClient sw("the switch at " + switch_control.to_string(), switch_control, access);
       const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
       std::tie(configs, uplink) = coordinator->plan_and_install(sw, ps, ranks, options);

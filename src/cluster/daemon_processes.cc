@@ -9,9 +9,15 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "atp/control/control_auth.h"
+#include "atp/control/daemon_clients.h"
+
 namespace atp {
 
 namespace {
+
+// How long a daemon may take to print its first line.
+constexpr auto kStartupTimeout = std::chrono::seconds(10);
 
 bool executable(const std::string& path) {
   std::error_code ignored;
@@ -84,6 +90,22 @@ std::vector<SocketAddress> control_addresses(processes::ChildSet& children,
   std::vector<SocketAddress> addresses;
   for (std::size_t i = 0; i < started.size(); ++i) addresses.push_back(control_from_line(lines[i], started[i]->name));
   return addresses;
+}
+
+LocalDaemons::LocalDaemons(const std::string& binary, std::uint32_t aggregators, const std::string& token)
+    : token_(token.empty() ? control::random_token() : token) {
+  const std::string token_file = (dir_.path() / "token").string();
+  processes::write_private_file(token_file, token_ + "\n");
+  const auto config = dir_.path() / "switch.yaml";
+  processes::write_file(config, "name: local\naggregators: " + std::to_string(aggregators) +
+                                    "\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\n");
+  processes::Child& sw = start_switch_process(children_, binary, "local", config.string(), token_file);
+  switch_control_ = control_addresses(children_, {&sw}, processes::Clock::now() + kStartupTimeout).front();
+  PsProcessOptions options;
+  options.listen = SocketAddress::loopback(0);
+  options.uplink = control::SwitchClient(sw.name, switch_control_, access()).data_address();
+  processes::Child& ps = start_ps_process(children_, binary, "local", options, token_file);
+  ps_control_ = control_addresses(children_, {&ps}, processes::Clock::now() + kStartupTimeout).front();
 }
 
 }  // namespace atp

@@ -99,7 +99,7 @@ ClusterJobOptions options_from_environment(Duration timeout) {
   if (!o.local) {
     TORCH_CHECK(!switch_control.empty() && !ps_control.empty(),
                 "atp: set ATP_SWITCH and ATP_PS to the control addresses (HOST:PORT) of a running `atp switch` and "
-                "`atp ps`, or ATP_LOCAL=1 to have rank 0 start a switch and a PS in its own process");
+                "`atp ps`, or ATP_LOCAL=1 to have rank 0 start a switch and a PS itself");
     o.switch_control = env_endpoint("ATP_SWITCH", switch_control);
     o.ps_control = env_endpoint("ATP_PS", ps_control);
   }

@@ -150,6 +150,10 @@ def test_missing_or_bad_cluster_settings_are_one_sentence():
     lines, _ = run_ranks("unsupported", 2, env={"ATP_SWITCH": "127.0.0.1:1", "ATP_PS": "127.0.0.1:1"})
     for line in lines:
         assert "rank 0 could not set up the ATP job" in line["error"], line
+    # A local cluster is started from ATP_BINARY when it is set: a wrong one is named.
+    lines, _ = run_ranks("unsupported", 2, env={"ATP_LOCAL": "1", "ATP_BINARY": "/nonexistent/atp"})
+    for line in lines:
+        assert "ATP_BINARY='/nonexistent/atp' is no executable file" in line["error"], line
 
 
 def start_daemon(args, pattern):

@@ -1,6 +1,6 @@
 // A job of ranks that meet through a rendezvous Store and run ATP allreduces on a running switch
-// and PS (`atp switch`, `atp ps`), or on a switch and PS that rank 0 starts in its own process:
-// what the PyTorch backend is built on. Rank 0 plans the job and installs it; the others get
+// and PS (`atp switch`, `atp ps`), or on a switch and PS that rank 0 starts as its children:
+// what the PyTorch backend is built on. Rank 0 plans the job and installs it (Orchestrator); the others get
 // their part of the plan through the store.
 #pragma once
 
@@ -21,9 +21,13 @@ struct ClusterJobOptions {
   // Unset (both): `local` must be true.
   std::optional<SocketAddress> switch_control;
   std::optional<SocketAddress> ps_control;
-  // Rank 0 starts a software switch and a PS on 127.0.0.1 as threads of its own process, for
-  // single-machine runs; they stop when rank 0 closes the job.
+  // Rank 0 starts a software switch and a PS on 127.0.0.1 as its child processes (`atp switch`,
+  // `atp ps`), for single-machine runs; they stop when rank 0 closes the job, and die with the
+  // thread that joined as rank 0 (PR_SET_PDEATHSIG) if it ends first.
   bool local = false;
+  // The atp binary a local cluster is started from; "": find_atp_binary() (ATP_BINARY, or the
+  // `atp` beside the PyTorch extension).
+  std::string atp_binary;
   std::uint32_t local_aggregators = 4096;  // the local switch's table (aggregators of 1024 int32 values)
   std::uint32_t bind_ip = 0x7F000001;      // where every rank binds its data socket (the switch reaches it there)
   // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).

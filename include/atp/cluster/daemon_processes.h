@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "atp/control/control_client.h"
 #include "atp/io/processes.h"
 #include "atp/io/socket_address.h"
 
@@ -44,5 +45,25 @@ processes::Child& start_ps_process(processes::ChildSet& children, const std::str
 std::vector<SocketAddress> control_addresses(processes::ChildSet& children,
                                              const std::vector<processes::Child*>& started,
                                              processes::Clock::time_point deadline);
+
+// A switch with no ports (hosts attach at run time, POST /hosts) and a PS behind it, on
+// 127.0.0.1, as children of this process that answer only to `token` (a fresh random one by
+// default): ClusterJob's local cluster. They stop when it is destroyed, or die with the thread
+// that made it (PR_SET_PDEATHSIG) if that thread ends first. Throws std::runtime_error when a
+// daemon does not start (its own error is on stderr).
+class LocalDaemons {
+ public:
+  LocalDaemons(const std::string& binary, std::uint32_t aggregators, const std::string& token = "");
+  const SocketAddress& switch_control() const { return switch_control_; }
+  const SocketAddress& ps_control() const { return ps_control_; }
+  // How to reach them: their token, plain HTTP.
+  control::ClientAccess access() const { return {token_, ""}; }
+
+ private:
+  processes::TempDir dir_{"atp-local"};
+  std::string token_;
+  processes::ChildSet children_;
+  SocketAddress switch_control_, ps_control_;
+};
 
 }  // namespace atp
