@@ -1,13 +1,9 @@
 // The process backends of `atp run`: a scenario as real processes (one `atp switch` per switch,
-// one `atp ps` per PS host, one `atp worker` per worker host), either on 127.0.0.1 (loopback: switch
-// ports are UDP peers) or in network namespaces joined by veth links (netns: switch ports are
-// interfaces, hosts address each other by IP), with the scenario's faults applied while it
-// runs: link settings through the switches' ports (also in time windows), host crashes and
-// switch restarts as SIGKILL, noise from this process, background TCP flows (netns).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// one `atp ps` per PS host, one `atp worker` per worker host), with the scenario's faults applied
+// while it runs: link settings through the switches' ports (also in time windows), host crashes
+// and switch restarts as SIGKILL, noise from this process, background TCP flows (netns). Where
+// the processes run (127.0.0.1, or network namespaces joined by veth links) is placement.h's;
+// this file is the run itself, written once for both.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,12 +22,13 @@
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/io/event_loop.h"
+#include "atp/io/netns.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
+#include "placement.h"
 #include "tcp_flow.h"
-#include "testbed.h"
 #include "worker_process.h"
 
 namespace atp {
@@ -42,26 +39,10 @@ using processes::Child;
 using processes::Clock;
 
 constexpr auto kStartupTimeout = std::chrono::seconds(10);
-// The TCP port of the ring and gloo collectives in the netns backend (each host has its own address).
-constexpr std::uint16_t kTcpCollectivePort = 9800;
 // How long the runner waits for a background flow's receiver to report after its sender stopped.
 constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
 // How long one call of send_noise may send before the runner reads the workers' lines again.
 constexpr auto kNoiseTurn = std::chrono::milliseconds(1);
-
-// A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
-SocketAddress free_tcp_port(std::vector<int>& held) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = to_sockaddr(SocketAddress::loopback(0));
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
-  }
-  held.push_back(fd);
-  return from_sockaddr(a);
-}
 
 double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
@@ -77,15 +58,6 @@ json stats_or_none(const control::DaemonClient& daemon) {
 }
 
 // --- link settings
-
-// The settings of the link direction from -> to at time t: the defaults, then every fault
-// active at t. Real processes have their own latency, so the default propagation delay is not
-// added; a fault's delay_us is.
-EgressConfig direction_settings(const Scenario& s, const std::string& from, const std::string& to, Duration t) {
-  sim::ChannelConfig base = s.default_link;
-  base.delay = Duration::zero();
-  return link_settings(s, link_faults_of(s, from, to), t, base);
-}
 
 bool is_plain(const EgressConfig& c) {
   return c.rate_gbps == 0 && c.buffer_packets == 0 && c.ecn_threshold_packets == 0 && c.delay == Duration::zero() &&
@@ -142,34 +114,22 @@ void add_counters(json& total, const json& retired) {
 
 // --- one run
 
-// Where the processes run.
-enum class Placement {
-  kLoopback,    // 127.0.0.1; every switch port is a UDP peer; hosts send to their ToR's address
-  kNamespaces,  // a network namespace per node, veth links; hosts send to each other's IP
-};
-
 class ProcessRun {
  public:
-  ProcessRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round, Placement placement)
+  ProcessRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round,
+             std::unique_ptr<Placement> placement)
       : s_(scenario),
         binary_(std::move(binary)),
         on_round_(on_round),
-        placement_(placement),
-        dir_(fresh_temp_prefix(placement)) {
+        where_(std::move(placement)),
+        dir_(fresh_temp_prefix(*where_)) {
     // The daemons this run starts answer only to it: a token of its own, in a private file.
     processes::write_private_file(token_file(), access_.token + "\n");
   }
 
   ScenarioResult run() {
     plan();
-    if (netns()) {
-      netns::remove_stale();
-      testbed_.emplace(*network_);
-      set_host_rates(Duration::zero());
-      make_noise_sockets();
-    } else {
-      pick_ports();
-    }
+    where_->prepare(s_, *network_);
     for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
     wait_switches();
     start_ps();
@@ -212,24 +172,17 @@ class ProcessRun {
   };
 
   // The config directory's prefix; directories a SIGKILLed run left under it are removed first.
-  static std::string fresh_temp_prefix(Placement placement) {
-    const std::string prefix = placement == Placement::kLoopback ? "atp-udp" : "atp-netns";
+  static std::string fresh_temp_prefix(const Placement& placement) {
+    const std::string prefix = placement.temp_prefix();
     processes::TempDir::remove_stale(prefix);
     return prefix;
   }
 
-  bool netns() const { return placement_ == Placement::kNamespaces; }
-  const char* backend() const { return netns() ? "netns" : "loopback"; }
-
-  std::string namespace_of(const std::string& node) const {
-    return netns() ? testbed_->namespace_path(node) : std::string();
-  }
+  std::string namespace_of(const std::string& node) const { return where_->namespace_of(node); }
 
   void plan() {
     try {
-      // netns: the testbed's veths; loopback: every process on this host's loopback.
-      orchestrator_ = std::make_unique<Orchestrator>(
-          s_.topology, netns() ? static_cast<std::uint32_t>(netns::kMtu) : path_mtu(SocketAddress::loopback(kUdpPort)));
+      orchestrator_ = std::make_unique<Orchestrator>(s_.topology, where_->mtu());
       network_ = &orchestrator_->network();
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
@@ -246,7 +199,6 @@ class ProcessRun {
       }
     }
     for (const ScenarioJob& job : s_.jobs) ps_hosts_.insert(job.spec.ps.begin(), job.spec.ps.end());
-    for (const auto& h : s_.topology.hosts) tor_[h.name] = h.switch_name;
     for (const PlannedLink& l : network_->links) {
       for (const auto& [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
         if (network_->switch_port_count.contains(self.node))
@@ -258,45 +210,6 @@ class ProcessRun {
     }
   }
 
-  // Data ports are picked before anything starts: a switch's config lists its peers' addresses
-  // and its peers (hosts, and other switches across switch links) need its address, a cycle
-  // that "start and read the printed port" cannot break. All sockets are held until every port
-  // is picked, so the ports are distinct; the kernel hands out ephemeral ports in random order,
-  // so the short window before the children bind them again is very unlikely to be hit (a
-  // child that cannot bind fails loudly). Noise hosts keep their socket: this process sends
-  // their packets.
-  void pick_ports() {
-    std::vector<UdpSocket> held;
-    auto pick = [&](const std::string& node) {
-      held.emplace_back(SocketAddress::loopback(0));
-      data_[node] = held.back().local_endpoint();
-    };
-    for (const auto& sw : s_.topology.switches) pick(sw.name);
-    for (const auto& h : s_.topology.hosts) pick(h.name);
-    for (const NoiseSource& n : s_.noise) {
-      for (UdpSocket& socket : held) {
-        if (socket.local_endpoint() == data_[n.host]) noise_sockets_.emplace(n.host, std::move(socket));
-      }
-    }
-  }
-
-  // netns: a noise host's socket lives in its namespace, bound to its address; its packets go to
-  // the first PS's address (any address behind the switch would do: the switch routes ATP
-  // packets by their header, and its checks must stop every one).
-  void make_noise_sockets() {
-    for (const NoiseSource& n : s_.noise) {
-      netns::ThreadInNamespace in(testbed_->namespace_path(n.host));
-      noise_sockets_.emplace(n.host, UdpSocket({network_->host_address.at(n.host), 0}));
-    }
-  }
-  SocketAddress noise_destination(const std::string& host) const {
-    if (!netns()) return data_.at(tor_.at(host));
-    for (const ScenarioJob& j : s_.jobs) {
-      if (!j.spec.ps.empty()) return {network_->host_address.at(j.spec.ps.front()), kUdpPort};
-    }
-    return {network_->host_address.at(host) + 1, kUdpPort};
-  }
-
   std::string switch_config(const std::string& name, Duration t) const {
     const SwitchSpec& sw = *std::find_if(s_.topology.switches.begin(), s_.topology.switches.end(),
                                          [&](const SwitchSpec& x) { return x.name == name; });
@@ -304,14 +217,15 @@ class ProcessRun {
     y << "name: " << name << "\naggregators: " << sw.config.num_aggregators << "\nwidth: " << sw.config.aggregator_width
       << "\nreclaim_timeout_us: " << std::max<std::int64_t>(0, sw.config.reclaim_timeout.count() / 1000)
       << "\natp_capable: " << (sw.config.atp_capable ? "true" : "false");
-    if (!netns()) y << "\nlisten: " << data_.at(name).to_string();
+    if (const auto listen = where_->switch_listen(name)) y << "\nlisten: " << listen->to_string();
     y << "\ncontrol: 127.0.0.1:0\nseed: " << s_.seed << "\nports:\n";
     for (const auto& [peer, port] : switches_.at(name).ports) {
       json p = settings_json(direction_settings(s_, name, peer, t));
-      if (netns()) {
-        p["interface"] = netns::switch_interface(port);
+      const Placement::PortEndpoint endpoint = where_->port_endpoint(port, peer);
+      if (endpoint.peer) {
+        p["peer"] = endpoint.peer->to_string();
       } else {
-        p["peer"] = data_.at(peer).to_string();
+        p["interface"] = endpoint.interface;
       }
       // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
       if (!switches_.contains(peer)) {
@@ -327,12 +241,9 @@ class ProcessRun {
     return y.str();
   }
 
-  // The host -> switch direction as the switch's ingress queue applies it. netns: the host's own
-  // NIC (tc tbf in its namespace) already paces it, so the queue only adds the faults.
+  // The host -> switch direction as the switch's ingress queue applies it.
   EgressConfig host_ingress(const std::string& host, const std::string& sw, Duration t) const {
-    EgressConfig in = direction_settings(s_, host, sw, t);
-    if (netns()) in.rate_gbps = 0;
-    return in;
+    return where_->host_ingress(direction_settings(s_, host, sw, t));
   }
 
   // Starts the switch process with the settings active at `t`; with `wait`, also reads its
@@ -365,14 +276,8 @@ class ProcessRun {
     std::vector<Child*> started;
     std::vector<std::string> names;
     for (const std::string& host : ps_hosts_) {
-      PsProcessOptions options;
+      PsProcessOptions options = where_->ps_options(host);
       options.address = format_address(network_->host_address.at(host));
-      if (netns()) {  // receives on its host's address, sends to each packet's destination IP
-        options.listen = {network_->host_address.at(host), kUdpPort};
-      } else {
-        options.listen = data_[host];
-        options.uplink = data_[tor_[host]];
-      }
       started.push_back(
           &start_ps_process(children_, binary_, host, options, token_file().string(), namespace_of(host)));
       names.push_back(host);
@@ -396,21 +301,14 @@ class ProcessRun {
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
       const std::vector<SocketAddress> ranks =
-          uses_atp_protocol(job.algorithm) ? std::vector<SocketAddress>() : tcp_ranks(j);
+          uses_atp_protocol(job.algorithm) ? std::vector<SocketAddress>() : where_->tcp_ranks(job.spec.workers);
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;
         spec.algorithm = std::string(to_string(job.algorithm));
         if (uses_atp_protocol(job.algorithm)) {
           spec.config = plans_[j].workers[w];
-          if (netns()) {
-            // 0.0.0.0: it receives its job's multicast parameter packets and the PS's unicast
-            // answers to its resends. A PS on the same host binds the host's address.
-            spec.local = {0, kUdpPort};
-          } else {
-            spec.local = data_[host];
-            spec.uplink = data_[tor_[host]];
-          }
+          where_->place_worker(host, spec);
         } else {
           spec.config.job = job.spec.id;
           spec.config.scale = job.spec.scale;  // a float32 sum is checked value by value: no fragments
@@ -449,22 +347,6 @@ class ProcessRun {
     }
     start_ = Clock::now();
     for (Worker& w : workers_) children_.write(*w.child, "go\n");
-  }
-
-  // TCP addresses of job j's ranks (ring, gloo). netns: each host's own address at a fixed port;
-  // loopback: free ports picked now (the same short window as pick_ports).
-  std::vector<SocketAddress> tcp_ranks(std::size_t j) {
-    std::vector<SocketAddress> ranks;
-    std::vector<int> held;
-    for (const std::string& host : s_.jobs[j].spec.workers) {
-      if (netns()) {
-        ranks.push_back({network_->host_address.at(host), kTcpCollectivePort});
-      } else {
-        ranks.push_back(free_tcp_port(held));
-      }
-    }
-    for (int fd : held) ::close(fd);
-    return ranks;
   }
 
   // --- while it runs: worker lines, and the scenario's timed actions
@@ -515,7 +397,7 @@ class ProcessRun {
     }
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) release_barrier(j);  // the others go on without it
     if (ps_.contains(host)) children_.kill(*ps_[host]);
-    noise_sockets_.erase(host);
+    where_->drop_noise_socket(host);
   }
 
   // A restart is a crash of the switch process: its last counters are scraped first (as a
@@ -578,14 +460,7 @@ class ProcessRun {
         orchestrator_->switch_client(name).set_port(port, settings);
       }
     }
-    if (netns()) set_host_rates(t);
-  }
-
-  // netns: every host's NIC rate (its link's host -> switch direction) as of time t.
-  void set_host_rates(Duration t) {
-    for (const auto& h : s_.topology.hosts) {
-      testbed_->set_host_rate(h.name, direction_settings(s_, h.name, h.switch_name, t).rate_gbps);
-    }
+    where_->set_host_rates(t);
   }
 
   // --- background flows (netns): a receiver in the destination's namespace, then the sender
@@ -628,9 +503,9 @@ class ProcessRun {
     const Clock::time_point turn_ends = Clock::now() + kNoiseTurn;
     for (std::size_t i = 0; i < s_.noise.size(); ++i) {
       const NoiseSource& n = s_.noise[i];
-      const auto socket = noise_sockets_.find(n.host);
-      if (socket == noise_sockets_.end() || elapsed < n.from) {
-        if (socket != noise_sockets_.end()) next = std::min(next, n.from);
+      UdpSocket* socket = where_->noise_socket(n.host);
+      if (socket == nullptr || elapsed < n.from) {
+        if (socket != nullptr) next = std::min(next, n.from);
         continue;
       }
       const Duration end = n.until ? std::min(elapsed, *n.until) : elapsed;
@@ -643,7 +518,7 @@ class ProcessRun {
       for (std::uint64_t k = 0; sent < due && (k % 16 != 0 || Clock::now() < turn_ends); ++sent, ++k) {
         const auto packet =
             scenario_inputs::noise_packet(scenario_inputs::noise_seed(s_.seed, i), sent, noise_targets());
-        socket->second.send_to(noise_destination(n.host), packet);
+        socket->send_to(where_->noise_destination(n.host), packet);
       }
       if (sent < due || !n.until || elapsed < *n.until) next = std::min(next, elapsed + std::chrono::milliseconds(1));
     }
@@ -839,7 +714,7 @@ class ProcessRun {
 
   ScenarioResult collect() {
     ScenarioResult result;
-    result.backend = backend();
+    result.backend = std::string(where_->backend());
     result.simulated_seconds = 0;  // no simulated clock: job seconds are wall-clock
     result.time_limit_reached = time_limit_reached_;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
@@ -928,16 +803,7 @@ class ProcessRun {
       derive_rates(r);
     }
     collect_links(result, stats);
-    if (netns()) {
-      // The hosts' own drops: their NIC queues are the host -> switch links' sending queues.
-      for (const auto& h : s_.topology.hosts) {
-        const netns::Testbed::HostDrops drops = testbed_->host_drops(h.name);
-        result.host_dropped_packets += drops.socket_buffers;
-        for (LinkResult& l : result.links) {
-          if (l.from == h.name && l.to == h.switch_name) l.queue_drops += drops.nic_queue;
-        }
-      }
-    }
+    where_->add_host_drops(result);
     return result;
   }
 
@@ -1024,25 +890,21 @@ class ProcessRun {
   RoundCallback on_round_;
   // Declaration order matters for the way out: children are stopped (ChildSet's destructor)
   // before the signal handlers are restored and the config directory is removed.
-  Placement placement_;
+  std::unique_ptr<Placement> where_;  // its namespaces go after every child is stopped
   processes::StopSignals signals_;
   processes::TempDir dir_;
   // The daemons' operator token (plain HTTP: they are this run's own).
   control::ClientAccess access_{control::random_token(), ""};
   std::filesystem::path token_file() const { return dir_.path() / "token"; }
-  std::optional<netns::Testbed> testbed_;  // removed after every child is stopped
   processes::ChildSet children_;
 
   std::unique_ptr<Orchestrator> orchestrator_;  // plans the jobs, installs them on the daemons
   const NetworkPlan* network_ = nullptr;        // the orchestrator's plan of the topology
   std::vector<JobPlan> plans_;
-  std::set<std::string> ps_hosts_;             // hosts that run a PS
-  std::map<std::string, std::string> tor_;     // host -> its switch
-  std::map<std::string, SocketAddress> data_;  // loopback: node -> its data address (UDP peer)
+  std::set<std::string> ps_hosts_;  // hosts that run a PS
   std::map<std::string, Switch> switches_;
   std::map<std::string, Child*> ps_;  // host -> its PS process
   std::vector<Worker> workers_;
-  std::map<std::string, UdpSocket> noise_sockets_;  // noise host -> its socket (closed when it crashes)
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
   scenario_inputs::NoiseTargets targets_;
   std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
@@ -1054,18 +916,18 @@ class ProcessRun {
 
 class ProcessBackend final : public Backend {
  public:
-  explicit ProcessBackend(Placement placement) : placement_(placement) {}
-  std::string_view name() const override { return placement_ == Placement::kLoopback ? "loopback" : "netns"; }
+  // `loopback`: every process on 127.0.0.1; else in network namespaces (placement.h).
+  explicit ProcessBackend(bool loopback) : loopback_(loopback) {}
+  std::string_view name() const override { return loopback_ ? "loopback" : "netns"; }
   std::string_view summary() const override {
-    return placement_ == Placement::kLoopback
-               ? "real processes on 127.0.0.1 (also called udp); wall-clock times"
-               : "real processes in network namespaces and veth links, switches on Ethernet ports (needs "
-                 "root); wall-clock times";
+    return loopback_ ? "real processes on 127.0.0.1 (also called udp); wall-clock times"
+                     : "real processes in network namespaces and veth links, switches on Ethernet ports (needs "
+                       "root); wall-clock times";
   }
   bool simulated() const override { return false; }
 
   std::string cannot_run(const Scenario& scenario, const RunOptions& options) const override {
-    const bool loopback = placement_ == Placement::kLoopback;
+    const bool loopback = loopback_;
     if (options.series_interval > Duration::zero()) {
       return "series: real processes record no series; use a simulated backend (inproc or ns3)";
     }
@@ -1122,22 +984,23 @@ class ProcessBackend final : public Backend {
       if (binary.empty()) binary = "/proc/self/exe";
     }
     // ~ProcessRun stops and reaps every process (and, in namespaces, removes every namespace and veth).
-    return ProcessRun(scenario, binary, options.on_round, placement_).run();
+    return ProcessRun(scenario, binary, options.on_round, loopback_ ? loopback_placement() : namespace_placement())
+        .run();
   }
 
  private:
-  Placement placement_;
+  bool loopback_;
 };
 
 }  // namespace
 
 const Backend& loopback_backend() {
-  static const ProcessBackend backend(Placement::kLoopback);
+  static const ProcessBackend backend(true);
   return backend;
 }
 
 const Backend& netns_backend() {
-  static const ProcessBackend backend(Placement::kNamespaces);
+  static const ProcessBackend backend(false);
   return backend;
 }
 
