@@ -42,11 +42,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000: the first RTO; later ones are measured),
           progress_timeout_us (2000000), initial_seq (0)}]
-          job ids are 1, 2, ... in file order. algorithm: atp (in-network aggregation), ps (same
-          hosts and protocol, switches only forward: a BytePS-style PS, sharded over several ps
-          hosts, which may be the workers' own hosts on netns: N-to-N), ring (ring allreduce over
-          TCP), gloo or gloo_hd (Gloo's ring or halving-doubling over TCP); ring and gloo have no
-          ps and run on the loopback and netns backends (ring also on ns3)
+          job ids are 1, 2, ... in file order; algorithm: one of the algorithms below
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
                                  (ATP); static: the K atp jobs get fixed equal shares, job k (file
                                  order) only [k*c, k*c + c) with c = the smallest ATP table / K
@@ -63,8 +59,23 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
                                   a host with no job role sends malformed and spoofed packets
   background: [{from: host, to: host, kind (tcp), from_us (0), until_us (when all jobs end)}]
                                   a TCP flow through the same switches (netns and ns3)
-Exit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.
 )";
+
+// The algorithms a job can name, from the registry, each with the backends of this build that run it.
+std::string algorithms_help() {
+  std::string out = "Algorithms (a job's algorithm:):";
+  for (const atp::Algorithm& a : atp::algorithms()) {
+    std::string runs_on;
+    for (const atp::Backend* b : atp::backends()) {
+      if (atp::cannot_run(a, b->algorithm_support()).empty()) {
+        runs_on += (runs_on.empty() ? "" : ", ") + std::string(b->name());
+      }
+    }
+    out += "\n  " + std::string(a.name) + ": " + std::string(a.summary) + "\n    " +
+           (runs_on.empty() ? "no backend of this build runs it" : "backends: " + runs_on);
+  }
+  return out + "\nExit codes: 0 every job correct, 1 a job failed or was wrong, 2 bad command line or file.\n";
+}
 
 // The --backend help: every backend of this build, from the registry.
 std::string backends_help() {
@@ -124,7 +135,7 @@ int main(int argc, char** argv) {
   run->add_option("--series", series_ms,
                   "Simulated backends: record each job's goodput, window and switch vs PS packets every this many "
                   "simulated ms (JSON key series; background flow goodput at the same interval)");
-  run->footer(kScenarioKeys);
+  run->footer(kScenarioKeys + algorithms_help());
 
   const atp::cli::Command demo_command = atp::cli::add_demo_command(app);
   const atp::cli::Command switch_command = atp::cli::add_switch_command(app);

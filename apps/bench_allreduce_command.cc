@@ -50,6 +50,13 @@ struct BenchOptions {
   bool json = false;
 };
 
+// ps_nn, BytePS's N-to-N layout (a PS shard on every worker's host, netns only), is algorithm ps
+// laid out otherwise: the benchmark's own name, not a registered algorithm.
+constexpr const char* kColocatedPs = "ps_nn";
+
+// The registered algorithm a benchmark name runs (--algorithms takes only those and ps_nn).
+const Algorithm& algorithm_of(const std::string& name) { return *find_algorithm(name == kColocatedPs ? "ps" : name); }
+
 // The scenario of one measurement: racks tor0..torR-1 under `core`, workers spread evenly (w0..
 // in rack order), the PS under the core; every link at the same rate.
 std::string scenario_text(const BenchOptions& o, const std::string& algorithm, std::uint64_t bytes) {
@@ -69,11 +76,9 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
   y << "  links: [";
   for (int r = 0; r < o.racks; ++r) y << (r ? ", " : "") << "[tor" << r << ", core]";
   const std::uint64_t elements = bytes / 4;  // a multiple of 4 (run_allreduce_bench refuses others)
-  // ps_nn: BytePS's N-to-N layout, a PS shard on every worker's host (netns only).
-  const bool colocated = algorithm == "ps_nn";
-  y << "]\njobs:\n  - {name: bench, algorithm: " << (colocated ? "ps" : algorithm) << ", workers: [" << workers
-    << "], ";
-  if (algorithm == "atp" || algorithm == "ps" || colocated) {
+  const bool colocated = algorithm == kColocatedPs;
+  y << "]\njobs:\n  - {name: bench, algorithm: " << algorithm_of(algorithm).name << ", workers: [" << workers << "], ";
+  if (algorithm_of(algorithm).atp_protocol()) {
     y << "ps: [" << (colocated ? workers : "ps") << "], ";
     if (o.rto_us) y << "rto_us: " << *o.rto_us << ", ";
     if (o.window) y << "window: " << *o.window << ", ";
@@ -87,9 +92,7 @@ std::string scenario_text(const BenchOptions& o, const std::string& algorithm, s
 }
 
 // Ring and Gloo: allreduce over TCP between the workers, no switch adds.
-bool is_tcp(const std::string& algorithm) {
-  return algorithm == "ring" || algorithm == "gloo" || algorithm == "gloo_hd";
-}
+bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).atp_protocol(); }
 
 // What a backend's workers check of an algorithm's results.
 enum class Check {
@@ -99,7 +102,7 @@ enum class Check {
 };
 
 Check check_of(const std::string& backend, const std::string& algorithm) {
-  if (!is_tcp(algorithm)) return Check::kExact;
+  if (algorithm_of(algorithm).check == ResultCheck::kExact) return Check::kExact;
   return backend == "ns3" ? Check::kNotComputed : Check::kFloatRounding;
 }
 
@@ -210,7 +213,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       }
       const NetworkPlan network = plan_network(s.topology);
       for (const ScenarioJob& job : s.jobs) {
-        if (uses_atp_protocol(job.algorithm)) plan_job(network, job.spec);
+        if (job.algorithm->atp_protocol()) plan_job(network, job.spec);
       }
     } catch (const std::exception& e) {
       std::cerr << "atp bench allreduce: " << a << " cannot run this setup: " << e.what() << "\n";
@@ -236,7 +239,7 @@ int run_allreduce_bench(const BenchOptions& o) {
   std::string host_based, aggregated, tcp;
   auto add = [](std::string& list, const std::string& a) { list += (list.empty() ? "" : ", ") + a; };
   for (const std::string& a : o.algorithms) {
-    add(is_tcp(a) || a == "ps_nn" ? host_based : aggregated, a);
+    add(is_tcp(a) || a == kColocatedPs ? host_based : aggregated, a);
     if (is_tcp(a)) add(tcp, a);
   }
   // One block of columns per algorithm (nccl-tests' out-of-place and in-place blocks), then
@@ -395,12 +398,21 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--backend", o->backend,
                   "where the runs run: " + backend_names() + " (atp run --help says what each is)")
       ->capture_default_str();
-  app->add_option("--algorithms", o->algorithms,
-                  "comma-separated: atp, ps (one PS under the core), ps_nn (a PS shard on every worker's host, "
-                  "BytePS's N-to-N; netns only), ring, gloo, gloo_hd")
+  // The registry's algorithms, then ps_nn.
+  std::vector<std::string> names;
+  std::string listed;
+  for (const Algorithm& a : algorithms()) {
+    names.emplace_back(a.name);
+    listed += (listed.empty() ? "" : ", ") + std::string(a.name);
+  }
+  names.emplace_back(kColocatedPs);
+  const std::string algorithms_help = "comma-separated: " + listed + " (atp run --help says what each is), or " +
+                                      kColocatedPs +
+                                      " (ps with a PS shard on every worker's host, BytePS's N-to-N; netns only)";
+  app->add_option("--algorithms", o->algorithms, algorithms_help)
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::IsMember({"atp", "ps", "ps_nn", "ring", "gloo", "gloo_hd"}));
+      ->check(CLI::IsMember(names));
   app->add_option("--workers", o->workers, "workers (one host each)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

@@ -157,7 +157,7 @@ TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
 
 TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
   Scenario s = parse_scenario_yaml(two_racks(""));
-  s.jobs[0].algorithm = Algorithm::kRing;
+  s.jobs[0].algorithm = find_algorithm("ring");
   s.jobs[0].spec.ps.clear();
   s.jobs[0].elements = 2'000'000;  // 8 MB: slow start is a small part of it
   const ScenarioResult r = run_ns3(s);
@@ -260,7 +260,7 @@ TEST(Ns3Backend, RefusesWhatItCannotModelInOneSentence) {
     return std::string("(no error)");
   };
   Scenario gloo = parse_scenario_yaml(two_racks(""));
-  gloo.jobs[0].algorithm = Algorithm::kGloo;
+  gloo.jobs[0].algorithm = find_algorithm("gloo");
   gloo.jobs[0].spec.ps.clear();
   try {
     run_ns3(gloo);

@@ -121,7 +121,7 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
     // The width the file set, or (unset: 0) the one planning chose: the in-process network states
     // no MTU, so at most kFragmentWithoutMtu.
-    if (uses_atp_protocol(sj.algorithm)) {
+    if (sj.algorithm->atp_protocol()) {
       const std::uint64_t set = ex.values_per_packet[j];
       if (set != 0 && job.values_per_packet != set) {
         fail(name + " has fragments of " + fmt(job.values_per_packet) + " values, but the file says " + fmt(set));

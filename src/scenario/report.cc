@@ -198,7 +198,7 @@ bool all_correct(const ScenarioResult& result) {
 JobResult job_result_for(const ScenarioJob& job) {
   JobResult r;
   r.name = job.spec.name;
-  r.algorithm = std::string(to_string(job.algorithm));
+  r.algorithm = std::string(job.algorithm->name);
   r.rounds = job.rounds;
   r.workers = job.spec.workers.size();
   r.tensor_bytes = job.elements * sizeof(float);

@@ -337,31 +337,23 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   if (node["algorithm"]) {
     const std::string p = child(path, "algorithm");
     const std::string name = as_string(node["algorithm"], p);
-    bool known = false;
-    for (Algorithm a :
-         {Algorithm::kAtp, Algorithm::kPs, Algorithm::kRing, Algorithm::kGloo, Algorithm::kGlooHalvingDoubling}) {
-      if (name == to_string(a)) {
-        job.algorithm = a;
-        known = true;
-      }
-    }
-    if (!known) fail(p, "must be atp, ps, ring, gloo or gloo_hd, got '" + name + "'");
+    job.algorithm = find_algorithm(name);
+    if (job.algorithm == nullptr) fail(p, "must be " + algorithm_names() + ", got '" + name + "'");
   }
   JobSpec& spec = job.spec;
-  spec.in_network_aggregation = job.algorithm == Algorithm::kAtp;
+  spec.in_network_aggregation = job.algorithm->in_network_aggregation;
   spec.id = static_cast<JobId>(index + 1);
   spec.name = node["name"] ? as_string(node["name"], child(path, "name")) : "job" + std::to_string(spec.id);
   spec.workers = parse_host_list(node["workers"], child(path, "workers"), names);
-  if (uses_atp_protocol(job.algorithm)) {
+  if (job.algorithm->atp_protocol()) {
     require(node, path, "ps");
     spec.ps = parse_host_list(node["ps"], child(path, "ps"), names);
   } else if (node["ps"]) {
-    fail(child(path, "ps"),
-         "algorithm " + std::string(to_string(job.algorithm)) + " has no parameter server; remove ps");
+    fail(child(path, "ps"), "algorithm " + std::string(job.algorithm->name) + " has no parameter server; remove ps");
   }
   for (std::size_t i = 0; i < spec.ps.size(); ++i) {
     for (const auto& w : spec.workers) {
-      if (w == spec.ps[i] && job.algorithm != Algorithm::kPs) {
+      if (w == spec.ps[i] && spec.in_network_aggregation) {
         fail(item(child(path, "ps"), i), "host '" + w +
                                              "' is also a worker of this job; only algorithm ps (no in-network "
                                              "aggregation) may put a PS shard on a worker's host");
@@ -595,7 +587,7 @@ void parse_aggregator_sharing(const YAML::Node& node, const std::string& path, S
   const std::string sharing = as_string(node, path);
   if (sharing == "dynamic") return;
   if (sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
-  auto aggregates = [](const ScenarioJob& job) { return job.algorithm == Algorithm::kAtp; };
+  auto aggregates = [](const ScenarioJob& job) { return job.algorithm->in_network_aggregation; };
   const auto shares = static_cast<std::uint32_t>(std::count_if(scenario.jobs.begin(), scenario.jobs.end(), aggregates));
   std::uint32_t next = 0;
   for (ScenarioJob& job : scenario.jobs) {
@@ -752,22 +744,6 @@ Scenario load_scenario_file(const std::string& path) {
     throw ScenarioError(e.what());  // one sentence naming the path
   }
   return parse_scenario_yaml(text, path);
-}
-
-std::string_view to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::kAtp:
-      return "atp";
-    case Algorithm::kPs:
-      return "ps";
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kGloo:
-      return "gloo";
-    case Algorithm::kGlooHalvingDoubling:
-      return "gloo_hd";
-  }
-  return "?";
 }
 
 bool LinkFault::applies_to(const std::string& sender, const std::string& receiver) const {

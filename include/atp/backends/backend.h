@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "atp/scenario/algorithm.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp {
@@ -42,6 +43,9 @@ class Backend {
   virtual std::string_view summary() const = 0;
   // true: simulated time, deterministic (same seed, same trace); false: real processes, wall-clock.
   virtual bool simulated() const = 0;
+  // What it offers the algorithms (atp/scenario/algorithm.h): cannot_run refuses the jobs of the
+  // others with the sentence the registry words from it.
+  virtual AlgorithmSupport algorithm_support() const = 0;
   // "" when it can run `scenario` with `options`; else one sentence naming what it cannot run
   // (the scenario's key, or the machine's lack) and what can. Planning errors are not checked
   // here: every backend plans the same way, and run() reports them.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "atp/plan/plan.h"
+#include "atp/scenario/algorithm.h"
 #include "atp/sim/simulated_network.h"  // sim::ChannelConfig: the links' settings
 
 namespace atp {
@@ -23,23 +24,11 @@ class ScenarioError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How a job's allreduce is done (`algorithm:` of a job). Every one runs on the same hosts and
-// switches, so they can be compared in one scenario.
-enum class Algorithm : std::uint8_t {
-  kAtp,                  // in-network aggregation with PS fallback (the default)
-  kPs,                   // ATP's hosts and protocol with no switch aggregating: BytePS-style PS (one or sharded)
-  kRing,                 // bandwidth-optimal ring allreduce over TCP (RingAllreduce), no PS
-  kGloo,                 // Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs), no PS
-  kGlooHalvingDoubling,  // Gloo's halving-doubling allreduce over TCP, no PS
-};
-std::string_view to_string(Algorithm a);  // "atp", "ps", "ring", "gloo", "gloo_hd": the file's names
-// Whether the algorithm uses ATP's protocol (workers, PSes, switch job entries); else it is a
-// host-only collective over TCP that the switches forward like any traffic.
-inline bool uses_atp_protocol(Algorithm a) { return a == Algorithm::kAtp || a == Algorithm::kPs; }
-
 struct ScenarioJob {
   JobSpec spec;  // name, id (1.. in file order), hosts, protocol settings
-  Algorithm algorithm = Algorithm::kAtp;
+  // How its allreduce is done (`algorithm:`): never null, one of algorithms(). Every one runs on
+  // the same hosts and switches, so they can be compared in one scenario.
+  const Algorithm* algorithm = &default_algorithm();
   std::uint64_t elements = 0;  // float32 values per allreduce
   std::uint32_t rounds = 1;    // allreduce rounds
   // The first rounds run and are checked but not timed (process backends): connection set-up,
@@ -178,7 +167,7 @@ struct JobResult {
   // (contributions - fragments); 1 = every fragment reached the PS fully aggregated, 0 = none.
   double in_network_share = 0;
   std::string error;              // why the job is not correct, if it is not
-  std::string algorithm = "atp";  // to_string(Algorithm)
+  std::string algorithm = "atp";  // Algorithm::name
   // Seconds from the start of the run at which each round was completed by every worker: the
   // job's progress over time, for goodput plots.
   std::vector<double> round_end_seconds;

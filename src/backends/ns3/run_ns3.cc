@@ -20,17 +20,12 @@ class Ns3Backend final : public Backend {
     return "ns-3 simulation with TCP: ring jobs and background flows too; simulated time, deterministic";
   }
   bool simulated() const override { return true; }
+  // ns-3's TCP carries the ring (tcp_apps.h), not Gloo's code.
+  AlgorithmSupport algorithm_support() const override { return {.where = "ns3", .tcp = true}; }
 
   // What the ns-3 links cannot do, said before anything runs (a fault would otherwise fail mid-run).
   std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
-    for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-      const Algorithm a = scenario.jobs[j].algorithm;
-      if (a == Algorithm::kGloo || a == Algorithm::kGlooHalvingDoubling) {
-        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(a)) +
-               " is Gloo's code on real sockets; on ns3 use ring (the same ring algorithm as an ns-3 "
-               "application), or --backend netns";
-      }
-    }
+    if (std::string why = cannot_run_algorithms(scenario, algorithm_support()); !why.empty()) return why;
     for (std::size_t f = 0; f < scenario.link_faults.size(); ++f) {
       const LinkFault& fault = scenario.link_faults[f];
       if (fault.overrides.delay && (fault.one_way || fault.from > Duration::zero() || fault.until)) {

@@ -326,7 +326,7 @@ TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenari
   s.rings.reserve(scenario.jobs.size());
   s.flows.reserve(scenario.background.size());
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (scenario.jobs[j].algorithm == Algorithm::kRing) s.install_ring(scenario.jobs[j], j);
+    if (scenario.jobs[j].algorithm->runtime == AlgorithmRuntime::kTcpRing) s.install_ring(scenario.jobs[j], j);
   }
   for (std::size_t i = 0; i < scenario.background.size(); ++i) s.install_flow(scenario.background[i], i);
 }

@@ -188,7 +188,7 @@ class ProcessRun {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
-      if (!uses_atp_protocol(s_.jobs[j].algorithm)) {
+      if (!s_.jobs[j].algorithm->atp_protocol()) {
         plans_.emplace_back();  // a TCP collective: nothing for switches or PSes
         continue;
       }
@@ -301,12 +301,12 @@ class ProcessRun {
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
       const std::vector<SocketAddress> ranks =
-          uses_atp_protocol(job.algorithm) ? std::vector<SocketAddress>() : where_->tcp_ranks(job.spec.workers);
+          job.algorithm->atp_protocol() ? std::vector<SocketAddress>() : where_->tcp_ranks(job.spec.workers);
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;
-        spec.algorithm = std::string(to_string(job.algorithm));
-        if (uses_atp_protocol(job.algorithm)) {
+        spec.algorithm = std::string(job.algorithm->name);
+        if (job.algorithm->atp_protocol()) {
           spec.config = plans_[j].workers[w];
           where_->place_worker(host, spec);
         } else {
@@ -795,7 +795,7 @@ class ProcessRun {
       }
       r.correct = r.error.empty();
       // TCP collectives have no fragments (nor PS packets, nor an in-network share).
-      if (uses_atp_protocol(s_.jobs[j].algorithm)) {
+      if (s_.jobs[j].algorithm->atp_protocol()) {
         r.values_per_packet = plans_[j].values_per_packet;
         r.fragments = fragment_count(s_.jobs[j].elements, r.values_per_packet) * r.completed_rounds;
       }
@@ -925,19 +925,16 @@ class ProcessBackend final : public Backend {
                        "root); wall-clock times";
   }
   bool simulated() const override { return false; }
+  AlgorithmSupport algorithm_support() const override {
+    return {.where = name(), .tcp = true, .real_sockets = true, .gloo_built = ATP_WITH_GLOO != 0};
+  }
 
   std::string cannot_run(const Scenario& scenario, const RunOptions& options) const override {
     const bool loopback = loopback_;
     if (options.series_interval > Duration::zero()) {
       return "series: real processes record no series; use a simulated backend (inproc or ns3)";
     }
-    for (std::size_t j = 0; j < scenario.jobs.size() && !ATP_WITH_GLOO; ++j) {
-      const Algorithm a = scenario.jobs[j].algorithm;
-      if (a == Algorithm::kGloo || a == Algorithm::kGlooHalvingDoubling) {
-        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(a)) +
-               ": this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF); ring is the same algorithm";
-      }
-    }
+    if (std::string why = cannot_run_algorithms(scenario, algorithm_support()); !why.empty()) return why;
     if (loopback && !scenario.background.empty()) {
       return "background: background flows need real links; use --backend netns";
     }

@@ -1,5 +1,6 @@
-// The worker process of the process backends: an atp::Communicator running a scenario job's rounds
-// on seeded inputs and checking every result exactly, reporting on stdout (worker_process.h).
+// The worker process of the process backends: the job's allreduce (an atp::Communicator, or a host
+// collective over TCP) running a scenario job's rounds on seeded inputs and checking every result,
+// reporting on stdout (worker_process.h).
 #include "worker_process.h"
 
 #include <iostream>
@@ -31,33 +32,39 @@ void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl
 // Setup (rendezvous, connections) of the TCP collectives is bounded by this; so is any stall.
 constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
 
-// The worker's allreduce: ATP's Communicator (atp, ps) or a TCP baseline (ring, gloo, gloo_hd).
-std::unique_ptr<Allreduce> make_collective(const WorkerSpec& spec) {
-  if (spec.algorithm == "atp" || spec.algorithm == "ps") {
-    return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
+// The worker's allreduce: ATP's Communicator (ATP's protocol) or a host collective over TCP. Throws
+// std::invalid_argument for a spec this worker cannot run.
+std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const WorkerSpec& spec) {
+  if (!algorithm.atp_protocol() && spec.ranks.size() != spec.workers) {
+    throw std::invalid_argument("the spec lists the wrong number of ranks");
   }
   const int rank = static_cast<int>(spec.worker);
   const int size = static_cast<int>(spec.workers);
-  if (spec.ranks.size() != spec.workers) throw std::invalid_argument("the spec lists the wrong number of ranks");
-  if (spec.algorithm == "ring") {
-    std::vector<std::string> addresses;
-    for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
-    return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
-  }
+  switch (algorithm.runtime) {
+    case AlgorithmRuntime::kAtpProtocol:
+      return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
+    case AlgorithmRuntime::kTcpRing: {
+      std::vector<std::string> addresses;
+      for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
+      return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
+    }
+    case AlgorithmRuntime::kGloo: {
 #if ATP_WITH_GLOO
-  if (spec.algorithm == "gloo" || spec.algorithm == "gloo_hd") {
-    GlooAllreduceConfig c;
-    c.rank = rank;
-    c.size = size;
-    c.local_ip = format_address(spec.ranks[spec.worker].ip);
-    c.store_dir = spec.store_dir;
-    c.run_prefix = "job" + std::to_string(spec.config.job);
-    c.algorithm = spec.algorithm == "gloo" ? GlooAlgorithm::kRing : GlooAlgorithm::kHalvingDoubling;
-    c.timeout = kCollectiveTimeout;
-    return std::make_unique<GlooAllreduce>(c);
-  }
+      GlooAllreduceConfig c;
+      c.rank = rank;
+      c.size = size;
+      c.local_ip = format_address(spec.ranks[spec.worker].ip);
+      c.store_dir = spec.store_dir;
+      c.run_prefix = "job" + std::to_string(spec.config.job);
+      c.algorithm = parse_gloo_algorithm(algorithm.variant);
+      c.timeout = kCollectiveTimeout;
+      return std::make_unique<GlooAllreduce>(c);
+#else
+      break;  // the runner refuses such jobs before it starts a worker (cannot_run)
 #endif
-  throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
+    }
+  }
+  throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }
 
 }  // namespace
@@ -167,7 +174,9 @@ int run_worker_process(const std::string& spec_path) {
   const WorkerConfig& config = spec.config;
   WorkerResult r;
   try {
-    std::unique_ptr<Allreduce> collective = make_collective(spec);
+    const Algorithm* algorithm = find_algorithm(spec.algorithm);
+    if (algorithm == nullptr) throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
+    std::unique_ptr<Allreduce> collective = make_collective(*algorithm, spec);
     Communicator* comm = dynamic_cast<Communicator*>(collective.get());
     print({{"event", "ready"}});
     std::string go;
@@ -198,8 +207,9 @@ int run_worker_process(const std::string& spec_path) {
       std::uint64_t floats = 0;
       // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
       // collective's sum is held to the float path's rounding bound everywhere.
-      const std::string wrong = scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale,
-                                                              &floats, !comm, &r.wrong_values);
+      const std::string wrong =
+          scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale, &floats,
+                                        algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
       if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;

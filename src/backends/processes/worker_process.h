@@ -22,7 +22,7 @@
 namespace atp::worker_process {
 
 struct WorkerSpec {
-  std::string algorithm = "atp";  // to_string(Algorithm): atp and ps run a Communicator, the others a TCP collective
+  std::string algorithm = "atp";  // Algorithm::name: ATP's protocol runs a Communicator, the others a TCP collective
   WorkerConfig config;            // this worker's part of plan_job() (ring/gloo: only job and scale are used)
   SocketAddress local;            // its data address (atp/ps)
   // Its ToR switch's data address (loopback); nullopt: hosts address each other by IP (netns).

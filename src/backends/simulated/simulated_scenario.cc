@@ -505,7 +505,7 @@ void SimulatedScenario::Impl::build() {
     throw ScenarioError(std::string("topology: ") + e.what());
   }
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (!uses_atp_protocol(scenario.jobs[j].algorithm)) continue;
+    if (!scenario.jobs[j].algorithm->atp_protocol()) continue;
     auto rt = std::make_unique<JobRuntime>();
     rt->job = &scenario.jobs[j];
     rt->file_index = j;
@@ -800,14 +800,10 @@ class InprocBackend final : public Backend {
     return "the in-process simulated network: ATP's protocol only, simulated time, deterministic";
   }
   bool simulated() const override { return true; }
+  AlgorithmSupport algorithm_support() const override { return {.where = "the in-process network"}; }
 
   std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
-    for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-      if (!uses_atp_protocol(scenario.jobs[j].algorithm)) {
-        return "jobs[" + std::to_string(j) + "].algorithm: " + std::string(to_string(scenario.jobs[j].algorithm)) +
-               " runs over TCP, which the in-process network does not carry; use --backend ns3, loopback or netns";
-      }
-    }
+    if (std::string why = cannot_run_algorithms(scenario, algorithm_support()); !why.empty()) return why;
     if (!scenario.background.empty()) {
       return "background: background TCP flows need a TCP stack; use --backend ns3 or netns";
     }

@@ -1,0 +1,78 @@
+// The allreduce algorithms a scenario job can name (`algorithm:`), as data: the one list that the
+// parser, the reports, --help and every backend's refusal read. What an algorithm needs of a
+// backend is said here; how a backend runs it is the backend's own (the process backends' worker
+// makes an atp::Allreduce of it, ns-3 models the ring as TCP applications, inproc runs ATP's
+// protocol only). Adding an algorithm: its code in its own folder, one entry in algorithm.cc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace atp {
+
+struct Scenario;
+
+// What an algorithm's hosts run, and so what a backend must offer to run it.
+enum class AlgorithmRuntime : std::uint8_t {
+  // ATP's workers and PSes (the core's endpoints) with job entries on the switches: every backend.
+  kAtpProtocol,
+  // This project's ring allreduce over TCP between the workers, which the switches forward like
+  // any traffic: RingAllreduce on real sockets, the ring model of ns-3's TCP (backends with TCP).
+  kTcpRing,
+  // Gloo's library over TCP between the workers: real sockets, in a build with Gloo.
+  kGloo,
+  // Next: kSchedule, a host collective built as an I/O-free schedule (src/schedule/) and run by
+  // the executor over TCP; each such algorithm is then one entry in algorithm.cc's list.
+};
+
+// How the workers check a round's result (atp/scenario/inputs.h, check_result).
+enum class ResultCheck : std::uint8_t {
+  kExact,            // the exact integer sum, or per fragment the float32 overflow path's (ATP's protocol)
+  kFloat32Rounding,  // the float32 sum within its rounding bound: summed in float32 in another order (ring, Gloo)
+};
+
+struct Algorithm {
+  std::string_view name;     // what `algorithm:` takes; JobResult::algorithm
+  std::string_view summary;  // one line for --help
+  AlgorithmRuntime runtime = AlgorithmRuntime::kAtpProtocol;
+  bool in_network_aggregation = false;  // the switches aggregate its packets (atp); else they only forward them
+  ResultCheck check = ResultCheck::kExact;
+  // The runtime's own name for it, where the runtime runs several: Gloo's "ring" or "halving_doubling".
+  std::string_view variant = {};
+  // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
+  std::string_view instead = {};
+
+  // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
+  // collective over TCP: no PS, nothing for the switches to install.
+  bool atp_protocol() const { return runtime == AlgorithmRuntime::kAtpProtocol; }
+};
+
+// Every algorithm, in the order --help lists them; the first is the default. Gloo's are listed in
+// every build, so that a file naming one on a build without Gloo is told so, not "unknown".
+std::span<const Algorithm> algorithms();
+const Algorithm& default_algorithm();  // atp
+// By name; nullptr if there is none of that name.
+const Algorithm* find_algorithm(std::string_view name);
+// "atp, ps, ring, gloo or gloo_hd": the names, for messages.
+std::string algorithm_names();
+
+// What a backend offers the algorithms: each backend says it once (Backend::algorithm_support),
+// and the refusals below are worded from it and the algorithms' data.
+struct AlgorithmSupport {
+  std::string_view where;     // the backend in a sentence: "the in-process network", "ns3"
+  bool tcp = false;           // TCP between hosts: kTcpRing runs
+  bool real_sockets = false;  // real processes with real sockets: kGloo runs where the build has Gloo
+  bool gloo_built = false;    // this build has Gloo (ATP_WITH_GLOO)
+};
+
+// "" when a backend offering `support` runs jobs of `algorithm`; else why not and what to use, as
+// the end of a sentence that starts with the algorithm's name ("gloo is Gloo's code on ...").
+std::string cannot_run(const Algorithm& algorithm, const AlgorithmSupport& support);
+// The first job of `scenario` that a backend offering `support` cannot run, in one sentence
+// naming its key ("jobs[1].algorithm: ring runs over TCP, ..."); "" when it runs every one.
+std::string cannot_run_algorithms(const Scenario& scenario, const AlgorithmSupport& support);
+
+}  // namespace atp

@@ -1,0 +1,102 @@
+// The registry of allreduce algorithms (atp/scenario/algorithm.h): their data, and the refusals
+// every backend words from it.
+#include "atp/scenario/algorithm.h"
+
+#include "atp/scenario/scenario.h"
+
+namespace atp {
+namespace {
+
+using enum AlgorithmRuntime;
+using enum ResultCheck;
+
+// The registry: one entry per algorithm, the default first.
+constexpr Algorithm kAlgorithms[] = {
+    {.name = "atp",
+     .summary = "in-network aggregation in the switches, PS fallback (the default)",
+     .runtime = kAtpProtocol,
+     .in_network_aggregation = true,
+     .check = kExact},
+    {.name = "ps",
+     .summary = "ATP's protocol, switches only forward: a BytePS-style PS, sharded over the ps hosts (N-to-N "
+                "on netns: the workers' own)",
+     .runtime = kAtpProtocol,
+     .check = kExact},
+    {.name = "ring",
+     .summary = "bandwidth-optimal ring allreduce over TCP between the workers; no ps",
+     .runtime = kTcpRing,
+     .check = kFloat32Rounding},
+    {.name = "gloo",
+     .summary = "Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs); no ps",
+     .runtime = kGloo,
+     .check = kFloat32Rounding,
+     .variant = "ring",
+     .instead = "algorithm ring (the same algorithm)"},
+    {.name = "gloo_hd",
+     .summary = "Gloo's halving-doubling allreduce over TCP; no ps",
+     .runtime = kGloo,
+     .check = kFloat32Rounding,
+     .variant = "halving_doubling",
+     .instead = "algorithm ring"},
+    // Host collectives built as I/O-free schedules (src/schedule/) go here, one entry each, with
+    // .runtime = kSchedule once the executor runs them.
+};
+
+}  // namespace
+
+std::span<const Algorithm> algorithms() { return kAlgorithms; }
+
+const Algorithm& default_algorithm() { return kAlgorithms[0]; }
+
+const Algorithm* find_algorithm(std::string_view name) {
+  for (const Algorithm& a : algorithms()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string algorithm_names() {
+  const auto all = algorithms();
+  std::string out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i].name);
+  }
+  return out;
+}
+
+// The backends named here are what each kind of support means in this project (atp/backends/):
+// ns-3 carries TCP, the process backends have real sockets.
+std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
+  const std::string name(a.name);
+  const std::string instead = a.instead.empty() ? "" : std::string(a.instead) + ", or ";
+  switch (a.runtime) {
+    case kAtpProtocol:
+      return "";
+    case kTcpRing:
+      if (s.tcp) return "";
+      return name + " runs over TCP, which " + std::string(s.where) +
+             " does not carry; use --backend ns3, loopback or netns";
+    case kGloo:
+      if (!s.real_sockets) {
+        return name + " is Gloo's code on real sockets, which " + std::string(s.where) + " does not have; use " +
+               instead + "--backend loopback or netns";
+      }
+      if (!s.gloo_built) {
+        return name + ": this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF)" +
+               (a.instead.empty() ? "" : "; use " + std::string(a.instead));
+      }
+      return "";
+  }
+  return name + ": no backend runs it";  // not reached: every runtime is handled above
+}
+
+std::string cannot_run_algorithms(const Scenario& scenario, const AlgorithmSupport& support) {
+  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
+    if (const std::string why = cannot_run(*scenario.jobs[j].algorithm, support); !why.empty()) {
+      return "jobs[" + std::to_string(j) + "].algorithm: " + why;
+    }
+  }
+  return "";
+}
+
+}  // namespace atp

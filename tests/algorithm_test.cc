@@ -1,0 +1,123 @@
+// Tests of the algorithm registry (include/atp/scenario/algorithm.h): every algorithm is listed
+// once under its own name, the parser takes exactly those, and every backend refuses the ones it
+// cannot run with the sentence the registry words from its AlgorithmSupport.
+#include "atp/scenario/algorithm.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "atp/backends/backend.h"
+#include "atp/scenario/scenario.h"
+
+namespace atp {
+namespace {
+
+// Two workers, a PS and a spare host under one switch, and one job of `algorithm`.
+Scenario scenario_with(const Algorithm& algorithm) {
+  return parse_scenario_yaml(std::string(R"(
+topology:
+  switches: [{name: s}]
+  hosts: [{name: a, switch: s}, {name: b, switch: s}, {name: p, switch: s}]
+jobs:
+  - {algorithm: )") + std::string(algorithm.name) +
+                             ", workers: [a, b], " + (algorithm.atp_protocol() ? "ps: [p], " : "") +
+                             "elements: 1000}\n");
+}
+
+TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
+  std::set<std::string_view> names;
+  for (const Algorithm& a : algorithms()) {
+    EXPECT_TRUE(names.insert(a.name).second) << a.name << " is registered twice";
+    EXPECT_EQ(find_algorithm(a.name), &a) << a.name;
+    EXPECT_FALSE(a.summary.empty()) << a.name;
+    // Only ATP's protocol aggregates in the switches, and only it is checked exactly.
+    if (a.in_network_aggregation) {
+      EXPECT_TRUE(a.atp_protocol()) << a.name;
+    }
+    EXPECT_EQ(a.check == ResultCheck::kExact, a.atp_protocol()) << a.name;
+  }
+  EXPECT_EQ(&default_algorithm(), &algorithms()[0]);
+  EXPECT_EQ(default_algorithm().name, "atp");
+  EXPECT_EQ(ScenarioJob().algorithm, &default_algorithm());
+  EXPECT_EQ(find_algorithm("bcube"), nullptr);
+  EXPECT_EQ(find_algorithm(""), nullptr);
+  // Gloo's are known in every build, with or without Gloo.
+  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo or gloo_hd");
+}
+
+TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
+  for (const Algorithm& a : algorithms()) {
+    const Scenario s = scenario_with(a);
+    EXPECT_EQ(s.jobs.at(0).algorithm, &a) << a.name;
+    EXPECT_EQ(s.jobs[0].spec.in_network_aggregation, a.in_network_aggregation) << a.name;
+    EXPECT_EQ(job_result_for(s.jobs[0]).algorithm, a.name);
+  }
+}
+
+TEST(Algorithms, TheParserRejectsAnUnknownNameWithTheList) {
+  try {
+    parse_scenario_yaml(R"(
+topology: {switches: [{name: s}], hosts: [{name: a, switch: s}]}
+jobs: [{algorithm: bcube, workers: [a], elements: 10}]
+)");
+    ADD_FAILURE() << "an unknown algorithm was taken";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), "jobs[0].algorithm: must be atp, ps, ring, gloo or gloo_hd, got 'bcube'");
+  }
+}
+
+TEST(Algorithms, EveryBackendRunsAtpsProtocol) {
+  for (const Backend* b : backends()) {
+    for (const Algorithm& a : algorithms()) {
+      if (a.atp_protocol()) {
+        EXPECT_EQ(cannot_run(a, b->algorithm_support()), "") << b->name() << " " << a.name;
+      }
+    }
+  }
+}
+
+// A backend's cannot_run names the job's key and says the registry's sentence for what its
+// AlgorithmSupport lacks; what it does offer gets no algorithm refusal.
+TEST(Algorithms, EachBackendRefusesWhatItCannotRunWithTheRegistrysSentence) {
+  for (const Backend* b : backends()) {
+    for (const Algorithm& a : algorithms()) {
+      const std::string why = cannot_run(a, b->algorithm_support());
+      const std::string refusal = b->cannot_run(scenario_with(a), {});
+      if (why.empty()) {
+        EXPECT_EQ(refusal.find("jobs[0].algorithm"), std::string::npos)
+            << b->name() << " " << a.name << ": " << refusal;
+      } else {
+        EXPECT_EQ(why.rfind(std::string(a.name), 0), 0u) << why;  // the sentence starts with the name
+        EXPECT_EQ(refusal, "jobs[0].algorithm: " + why) << b->name();
+      }
+    }
+  }
+}
+
+TEST(Algorithms, TheRefusalsSayWhatIsMissingAndWhatToUse) {
+  const AlgorithmSupport inproc{.where = "the in-process network"};
+  const AlgorithmSupport ns3{.where = "ns3", .tcp = true};
+  const AlgorithmSupport without_gloo{.where = "netns", .tcp = true, .real_sockets = true, .gloo_built = false};
+  const AlgorithmSupport with_gloo{.where = "netns", .tcp = true, .real_sockets = true, .gloo_built = true};
+  const Algorithm& ring = *find_algorithm("ring");
+  const Algorithm& gloo = *find_algorithm("gloo");
+  const Algorithm& gloo_hd = *find_algorithm("gloo_hd");
+  EXPECT_EQ(cannot_run(ring, inproc),
+            "ring runs over TCP, which the in-process network does not carry; use --backend ns3, loopback or netns");
+  EXPECT_EQ(cannot_run(ring, ns3), "");
+  EXPECT_EQ(cannot_run(gloo, inproc),
+            "gloo is Gloo's code on real sockets, which the in-process network does not have; use algorithm ring (the "
+            "same algorithm), or --backend loopback or netns");
+  EXPECT_EQ(cannot_run(gloo_hd, ns3),
+            "gloo_hd is Gloo's code on real sockets, which ns3 does not have; use algorithm ring, or --backend "
+            "loopback or netns");
+  EXPECT_EQ(cannot_run(gloo, without_gloo),
+            "gloo: this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF); use algorithm ring (the "
+            "same algorithm)");
+  for (const Algorithm& a : algorithms()) EXPECT_EQ(cannot_run(a, with_gloo), "") << a.name;
+}
+
+}  // namespace
+}  // namespace atp
