@@ -11,6 +11,7 @@
 #include <cfloat>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -34,6 +35,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// Gloo's writes to a rank that died raise SIGPIPE (gloo_allreduce.h): ignored in this process, as
+// `atp worker` does, so that the test sees Gloo's error instead of being killed by it.
+const bool kSigpipeIgnored = ::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
 
 enum class Kind { kRing, kGlooRing, kGlooHalvingDoubling };
 

@@ -10,6 +10,10 @@
 // tears its connections down while another still reads from them; without it Gloo may report
 // "Connection closed by peer" on a rank that is still finishing (PLATFORM-NOTES). The destructor
 // does not wait: destroying the object without close() looks to the peers like a crash.
+//
+// SIGPIPE: Gloo's TCP transport writes with writev(), which raises SIGPIPE when a peer has gone;
+// a process using it must ignore SIGPIPE (`atp worker` does, and so does Python) to get Gloo's
+// error instead of dying.
 #pragma once
 
 #include <cstddef>

@@ -3,6 +3,7 @@
 // reporting on stdout (worker_process.h).
 #include "worker_process.h"
 
+#include <csignal>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -160,6 +161,9 @@ namespace atp {
 
 int run_worker_process(const std::string& spec_path) {
   using namespace worker_process;
+  // A peer that died closes its TCP connections; Gloo's next write to one would raise SIGPIPE
+  // and kill this worker without a result line. Ignored, it is Gloo's error (EPIPE), reported.
+  ::signal(SIGPIPE, SIG_IGN);
   WorkerSpec spec;
   try {
     // Bounded: a regular file of at most kMaxConfigFileBytes, not /dev/zero read until memory runs out.
