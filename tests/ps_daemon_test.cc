@@ -231,6 +231,97 @@ TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   EXPECT_EQ(stats.jobs.at(1).completions, 1u);
 }
 
+// What StatsAndMetricsKeepTheirShape expects.
+constexpr const char* kSampleStats = R"({
+  "daemon": {
+    "datagrams_received": 3,
+    "datagrams_sent": 1,
+    "foreign_source": 0,
+    "malformed": 1,
+    "relayed_to_local_worker": 0,
+    "send_failures": 0,
+    "unknown_job": 0
+  },
+  "data": "DATA",
+  "jobs": {
+    "1": {
+      "aggregations": 2,
+      "collisions": 0,
+      "completions": 1,
+      "dropped": 0,
+      "overflows": 0,
+      "overlaps_dropped": 0,
+      "packets_received": 2,
+      "parameters_sent": 1,
+      "results_resent": 0,
+      "shape_mismatches": 0,
+      "stale": 0
+    }
+  }
+}
+)";
+constexpr const char* kSampleMetrics = R"(# HELP atp_ps_datagrams_received_total UDP datagrams received.
+# TYPE atp_ps_datagrams_received_total counter
+atp_ps_datagrams_received_total 3
+# HELP atp_ps_malformed_total Datagrams that are not ATP packets, dropped.
+# TYPE atp_ps_malformed_total counter
+atp_ps_malformed_total 1
+# HELP atp_ps_unknown_job_total ATP packets of jobs not installed here, dropped.
+# TYPE atp_ps_unknown_job_total counter
+atp_ps_unknown_job_total 0
+# HELP atp_ps_foreign_source_total ATP packets not from their header's src at the ATP port (addressed by IP), dropped.
+# TYPE atp_ps_foreign_source_total counter
+atp_ps_foreign_source_total 0
+# HELP atp_ps_datagrams_sent_total UDP datagrams sent to the uplink.
+# TYPE atp_ps_datagrams_sent_total counter
+atp_ps_datagrams_sent_total 1
+# HELP atp_ps_send_failures_total Datagrams the kernel refused, lost.
+# TYPE atp_ps_send_failures_total counter
+atp_ps_send_failures_total 0
+# HELP atp_ps_jobs Jobs installed.
+# TYPE atp_ps_jobs gauge
+atp_ps_jobs 1
+# TYPE atp_ps_job_packets_received_total counter
+atp_ps_job_packets_received_total{job="1"} 2
+# TYPE atp_ps_job_aggregations_total counter
+atp_ps_job_aggregations_total{job="1"} 2
+# TYPE atp_ps_job_overlaps_dropped_total counter
+atp_ps_job_overlaps_dropped_total{job="1"} 0
+# TYPE atp_ps_job_completions_total counter
+atp_ps_job_completions_total{job="1"} 1
+# TYPE atp_ps_job_parameters_sent_total counter
+atp_ps_job_parameters_sent_total{job="1"} 1
+# TYPE atp_ps_job_results_resent_total counter
+atp_ps_job_results_resent_total{job="1"} 0
+# TYPE atp_ps_job_collisions_total counter
+atp_ps_job_collisions_total{job="1"} 0
+# TYPE atp_ps_job_overflows_total counter
+atp_ps_job_overflows_total{job="1"} 0
+# TYPE atp_ps_job_stale_total counter
+atp_ps_job_stale_total{job="1"} 0
+# TYPE atp_ps_job_shape_mismatches_total counter
+atp_ps_job_shape_mismatches_total{job="1"} 0
+# TYPE atp_ps_job_dropped_total counter
+atp_ps_job_dropped_total{job="1"} 0
+)";
+
+// GET /stats and GET /metrics of a sample PS, word for word: what every reader of them was
+// written against. Their shape changes only on purpose. The data address is replaced by a name.
+TEST(PsDaemon, StatsAndMetricsKeepTheirShape) {
+  const auto p = plan(1, 2, 4);
+  StartedPs started(p->job.ps[0]);
+  auto& [uplink, daemon, ps] = started;
+  const std::vector<std::int32_t> a{1, 2, 3, 4};
+  uplink.send(ps, std::vector<std::uint8_t>{'h', 'i'});
+  uplink.send(ps, gradient(*p, 0, 0, a));
+  uplink.send(ps, gradient(*p, 1, 0, a));
+  expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
+  std::string stats = daemon.stats_json();
+  stats.replace(stats.find(ps.to_string()), ps.to_string().size(), "DATA");
+  EXPECT_EQ(stats, kSampleStats);
+  EXPECT_EQ(daemon.metrics_text(), kSampleMetrics);
+}
+
 TEST(PsDaemon, ServesTwoJobsAtOnce) {
   const auto one = plan(1, 2, 4);
   const auto two = plan(2, 3, 8);

@@ -281,6 +281,340 @@ TEST_P(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   EXPECT_NE(metrics->body.find("atp_switch_malformed_total{switch=\"s0\"} 0"), std::string::npos);
 }
 
+// What StatsAndMetricsKeepTheirShape expects.
+constexpr const char* kSampleStats = R"({
+  "data": "DATA",
+  "jobs": [
+    {
+      "aggregations": 2,
+      "collisions": 0,
+      "completions": 1,
+      "deallocations": 0,
+      "duplicates": 0,
+      "ecn_merged": 0,
+      "forwarded": 0,
+      "installed": 1,
+      "job": 1,
+      "reclaimed": 0,
+      "resend_flushes": 0,
+      "round_shape_mismatches": 0
+    }
+  ],
+  "name": "s0",
+  "ports": [
+    {
+      "drops": 0,
+      "duplicated": 0,
+      "ecn_marked": 0,
+      "ingress_duplicated": 0,
+      "ingress_ecn_marked": 0,
+      "ingress_lost": 0,
+      "ingress_queue_depth": 0,
+      "ingress_queue_drops": 0,
+      "ingress_reordered": 0,
+      "lost": 0,
+      "peer": "HOST0",
+      "port": 0,
+      "queue_depth": 0,
+      "queue_drops": 0,
+      "reordered": 0,
+      "rx_bytes": 52,
+      "rx_kernel_drops": 0,
+      "rx_packets": 1,
+      "tx_bytes": 0,
+      "tx_packets": 0
+    },
+    {
+      "drops": 0,
+      "duplicated": 0,
+      "ecn_marked": 0,
+      "ingress_duplicated": 0,
+      "ingress_ecn_marked": 0,
+      "ingress_lost": 0,
+      "ingress_queue_depth": 0,
+      "ingress_queue_drops": 0,
+      "ingress_reordered": 0,
+      "lost": 0,
+      "peer": "HOST1",
+      "port": 1,
+      "queue_depth": 0,
+      "queue_drops": 0,
+      "reordered": 0,
+      "rx_bytes": 52,
+      "rx_kernel_drops": 0,
+      "rx_packets": 1,
+      "tx_bytes": 0,
+      "tx_packets": 0
+    },
+    {
+      "drops": 0,
+      "duplicated": 0,
+      "ecn_marked": 0,
+      "ingress_duplicated": 0,
+      "ingress_ecn_marked": 0,
+      "ingress_lost": 0,
+      "ingress_queue_depth": 0,
+      "ingress_queue_drops": 0,
+      "ingress_reordered": 0,
+      "lost": 0,
+      "peer": "HOST2",
+      "port": 2,
+      "queue_depth": 0,
+      "queue_drops": 0,
+      "reordered": 0,
+      "rx_bytes": 0,
+      "rx_kernel_drops": 0,
+      "rx_packets": 0,
+      "tx_bytes": 52,
+      "tx_packets": 1
+    },
+    {
+      "drops": 0,
+      "duplicated": 0,
+      "ecn_marked": 0,
+      "ingress_duplicated": 0,
+      "ingress_ecn_marked": 0,
+      "ingress_lost": 0,
+      "ingress_queue_depth": 0,
+      "ingress_queue_drops": 0,
+      "ingress_reordered": 0,
+      "lost": 0,
+      "peer": "HOST3",
+      "port": 3,
+      "queue_depth": 0,
+      "queue_drops": 0,
+      "reordered": 0,
+      "rx_bytes": 3,
+      "rx_kernel_drops": 0,
+      "rx_packets": 1,
+      "tx_bytes": 0,
+      "tx_packets": 0
+    }
+  ],
+  "switch": {
+    "aggregators": 16,
+    "aggregators_in_use": 1,
+    "atp_frames": 0,
+    "handoff_drops": 0,
+    "l2_flooded": 0,
+    "l2_forwarded": 0,
+    "l2_same_port": 0,
+    "mac_addresses": 0,
+    "malformed": 1,
+    "malformed_frames": 0,
+    "neighbor_refused": 0,
+    "neighbors": 0,
+    "no_neighbor": 0,
+    "no_port": 0,
+    "no_route": 0,
+    "non_atp_frames": 0,
+    "not_admitted": 0,
+    "packets": 3,
+    "reclaimed": 0,
+    "send_failed": 0,
+    "too_wide": 0,
+    "truncated": 0,
+    "unknown_job": 0,
+    "unknown_source": 0
+  },
+  "threads": [
+    {
+      "handed_off": 0,
+      "handoff_drops": 0,
+      "packets": 3
+    }
+  ]
+}
+)";
+constexpr const char* kSampleMetrics = R"(# TYPE atp_switch_aggregators gauge
+atp_switch_aggregators{switch="s0"} 16
+# TYPE atp_switch_aggregators_in_use gauge
+atp_switch_aggregators_in_use{switch="s0"} 1
+# TYPE atp_switch_atp_frames_total counter
+atp_switch_atp_frames_total{switch="s0"} 0
+# TYPE atp_switch_handoff_drops_total counter
+atp_switch_handoff_drops_total{switch="s0"} 0
+# TYPE atp_switch_l2_flooded_total counter
+atp_switch_l2_flooded_total{switch="s0"} 0
+# TYPE atp_switch_l2_forwarded_total counter
+atp_switch_l2_forwarded_total{switch="s0"} 0
+# TYPE atp_switch_l2_same_port_total counter
+atp_switch_l2_same_port_total{switch="s0"} 0
+# TYPE atp_switch_mac_addresses gauge
+atp_switch_mac_addresses{switch="s0"} 0
+# TYPE atp_switch_malformed_total counter
+atp_switch_malformed_total{switch="s0"} 1
+# TYPE atp_switch_malformed_frames_total counter
+atp_switch_malformed_frames_total{switch="s0"} 0
+# TYPE atp_switch_neighbor_refused_total counter
+atp_switch_neighbor_refused_total{switch="s0"} 0
+# TYPE atp_switch_neighbors gauge
+atp_switch_neighbors{switch="s0"} 0
+# TYPE atp_switch_no_neighbor_total counter
+atp_switch_no_neighbor_total{switch="s0"} 0
+# TYPE atp_switch_no_port_total counter
+atp_switch_no_port_total{switch="s0"} 0
+# TYPE atp_switch_no_route_total counter
+atp_switch_no_route_total{switch="s0"} 0
+# TYPE atp_switch_non_atp_frames_total counter
+atp_switch_non_atp_frames_total{switch="s0"} 0
+# TYPE atp_switch_not_admitted_total counter
+atp_switch_not_admitted_total{switch="s0"} 0
+# TYPE atp_switch_packets_total counter
+atp_switch_packets_total{switch="s0"} 3
+# TYPE atp_switch_reclaimed_total counter
+atp_switch_reclaimed_total{switch="s0"} 0
+# TYPE atp_switch_send_failed_total counter
+atp_switch_send_failed_total{switch="s0"} 0
+# TYPE atp_switch_too_wide_total counter
+atp_switch_too_wide_total{switch="s0"} 0
+# TYPE atp_switch_truncated_total counter
+atp_switch_truncated_total{switch="s0"} 0
+# TYPE atp_switch_unknown_job_total counter
+atp_switch_unknown_job_total{switch="s0"} 0
+# TYPE atp_switch_unknown_source_total counter
+atp_switch_unknown_source_total{switch="s0"} 0
+# TYPE atp_switch_job_aggregations_total counter
+atp_switch_job_aggregations_total{switch="s0",job="1"} 2
+# TYPE atp_switch_job_collisions_total counter
+atp_switch_job_collisions_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_completions_total counter
+atp_switch_job_completions_total{switch="s0",job="1"} 1
+# TYPE atp_switch_job_deallocations_total counter
+atp_switch_job_deallocations_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_duplicates_total counter
+atp_switch_job_duplicates_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_ecn_merged_total counter
+atp_switch_job_ecn_merged_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_forwarded_total counter
+atp_switch_job_forwarded_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_installed gauge
+atp_switch_job_installed{switch="s0",job="1"} 1
+# TYPE atp_switch_job_reclaimed_total counter
+atp_switch_job_reclaimed_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_resend_flushes_total counter
+atp_switch_job_resend_flushes_total{switch="s0",job="1"} 0
+# TYPE atp_switch_job_round_shape_mismatches_total counter
+atp_switch_job_round_shape_mismatches_total{switch="s0",job="1"} 0
+# TYPE atp_switch_port_drops_total counter
+atp_switch_port_drops_total{switch="s0",port="0"} 0
+atp_switch_port_drops_total{switch="s0",port="1"} 0
+atp_switch_port_drops_total{switch="s0",port="2"} 0
+atp_switch_port_drops_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_duplicated_total counter
+atp_switch_port_duplicated_total{switch="s0",port="0"} 0
+atp_switch_port_duplicated_total{switch="s0",port="1"} 0
+atp_switch_port_duplicated_total{switch="s0",port="2"} 0
+atp_switch_port_duplicated_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ecn_marked_total counter
+atp_switch_port_ecn_marked_total{switch="s0",port="0"} 0
+atp_switch_port_ecn_marked_total{switch="s0",port="1"} 0
+atp_switch_port_ecn_marked_total{switch="s0",port="2"} 0
+atp_switch_port_ecn_marked_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_duplicated_total counter
+atp_switch_port_ingress_duplicated_total{switch="s0",port="0"} 0
+atp_switch_port_ingress_duplicated_total{switch="s0",port="1"} 0
+atp_switch_port_ingress_duplicated_total{switch="s0",port="2"} 0
+atp_switch_port_ingress_duplicated_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_ecn_marked_total counter
+atp_switch_port_ingress_ecn_marked_total{switch="s0",port="0"} 0
+atp_switch_port_ingress_ecn_marked_total{switch="s0",port="1"} 0
+atp_switch_port_ingress_ecn_marked_total{switch="s0",port="2"} 0
+atp_switch_port_ingress_ecn_marked_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_lost_total counter
+atp_switch_port_ingress_lost_total{switch="s0",port="0"} 0
+atp_switch_port_ingress_lost_total{switch="s0",port="1"} 0
+atp_switch_port_ingress_lost_total{switch="s0",port="2"} 0
+atp_switch_port_ingress_lost_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_queue_depth gauge
+atp_switch_port_ingress_queue_depth{switch="s0",port="0"} 0
+atp_switch_port_ingress_queue_depth{switch="s0",port="1"} 0
+atp_switch_port_ingress_queue_depth{switch="s0",port="2"} 0
+atp_switch_port_ingress_queue_depth{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_queue_drops_total counter
+atp_switch_port_ingress_queue_drops_total{switch="s0",port="0"} 0
+atp_switch_port_ingress_queue_drops_total{switch="s0",port="1"} 0
+atp_switch_port_ingress_queue_drops_total{switch="s0",port="2"} 0
+atp_switch_port_ingress_queue_drops_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_ingress_reordered_total counter
+atp_switch_port_ingress_reordered_total{switch="s0",port="0"} 0
+atp_switch_port_ingress_reordered_total{switch="s0",port="1"} 0
+atp_switch_port_ingress_reordered_total{switch="s0",port="2"} 0
+atp_switch_port_ingress_reordered_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_lost_total counter
+atp_switch_port_lost_total{switch="s0",port="0"} 0
+atp_switch_port_lost_total{switch="s0",port="1"} 0
+atp_switch_port_lost_total{switch="s0",port="2"} 0
+atp_switch_port_lost_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_queue_depth gauge
+atp_switch_port_queue_depth{switch="s0",port="0"} 0
+atp_switch_port_queue_depth{switch="s0",port="1"} 0
+atp_switch_port_queue_depth{switch="s0",port="2"} 0
+atp_switch_port_queue_depth{switch="s0",port="3"} 0
+# TYPE atp_switch_port_queue_drops_total counter
+atp_switch_port_queue_drops_total{switch="s0",port="0"} 0
+atp_switch_port_queue_drops_total{switch="s0",port="1"} 0
+atp_switch_port_queue_drops_total{switch="s0",port="2"} 0
+atp_switch_port_queue_drops_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_reordered_total counter
+atp_switch_port_reordered_total{switch="s0",port="0"} 0
+atp_switch_port_reordered_total{switch="s0",port="1"} 0
+atp_switch_port_reordered_total{switch="s0",port="2"} 0
+atp_switch_port_reordered_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_rx_bytes_total counter
+atp_switch_port_rx_bytes_total{switch="s0",port="0"} 52
+atp_switch_port_rx_bytes_total{switch="s0",port="1"} 52
+atp_switch_port_rx_bytes_total{switch="s0",port="2"} 0
+atp_switch_port_rx_bytes_total{switch="s0",port="3"} 3
+# TYPE atp_switch_port_rx_kernel_drops_total counter
+atp_switch_port_rx_kernel_drops_total{switch="s0",port="0"} 0
+atp_switch_port_rx_kernel_drops_total{switch="s0",port="1"} 0
+atp_switch_port_rx_kernel_drops_total{switch="s0",port="2"} 0
+atp_switch_port_rx_kernel_drops_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_rx_packets_total counter
+atp_switch_port_rx_packets_total{switch="s0",port="0"} 1
+atp_switch_port_rx_packets_total{switch="s0",port="1"} 1
+atp_switch_port_rx_packets_total{switch="s0",port="2"} 0
+atp_switch_port_rx_packets_total{switch="s0",port="3"} 1
+# TYPE atp_switch_port_tx_bytes_total counter
+atp_switch_port_tx_bytes_total{switch="s0",port="0"} 0
+atp_switch_port_tx_bytes_total{switch="s0",port="1"} 0
+atp_switch_port_tx_bytes_total{switch="s0",port="2"} 52
+atp_switch_port_tx_bytes_total{switch="s0",port="3"} 0
+# TYPE atp_switch_port_tx_packets_total counter
+atp_switch_port_tx_packets_total{switch="s0",port="0"} 0
+atp_switch_port_tx_packets_total{switch="s0",port="1"} 0
+atp_switch_port_tx_packets_total{switch="s0",port="2"} 1
+atp_switch_port_tx_packets_total{switch="s0",port="3"} 0
+)";
+
+// GET /stats and GET /metrics of a sample switch, word for word: what every reader of them (the
+// process runner, ClusterJob, Prometheus, jq in the shell tests) was written against. Their
+// shape changes only on purpose. The addresses the kernel chose are replaced by names.
+TEST_P(SwitchDaemonTest, StatsAndMetricsKeepTheirShape) {
+  // Which thread counts what is the kernel's choice on four.
+  if (GetParam() != 1) GTEST_SKIP() << "the threads' rows depend on the kernel's choice of thread";
+  install_job();
+  send(0, gradient(0, 0, {1, 2, 3, 4}));
+  send(1, gradient(1, 0, {1, 2, 3, 4}));
+  send(3, {1, 2, 3});  // malformed
+  stats_when([](const json& j) { return j["ports"][2]["tx_packets"] == 1 && j["switch"]["malformed"] == 1; });
+  auto text = [this](const std::string& path) {
+    auto res = client_->Get(path);
+    EXPECT_TRUE(res && res->status == 200);
+    std::string body = res ? res->body : "";
+    auto replace = [&body](const std::string& from, const std::string& to) {
+      for (std::size_t at; (at = body.find(from)) != std::string::npos;) body.replace(at, from.size(), to);
+    };
+    replace(daemon_->data_endpoint().to_string(), "DATA");
+    for (std::size_t i = 0; i < hosts_.size(); ++i)
+      replace(hosts_[i].local_endpoint().to_string(), "HOST" + std::to_string(i));
+    return body;
+  };
+  EXPECT_EQ(text("/stats"), kSampleStats);
+  EXPECT_EQ(text("/metrics"), kSampleMetrics);
+}
+
 // Fragments of all 16 aggregators, from both workers: each sum is exact whichever thread holds
 // its aggregator. Datagrams sent one by one reach that thread's socket (the kernel's filter);
 // w1 sends its fragments as runs of one message each (UDP_SEGMENT), which a socket takes whole
