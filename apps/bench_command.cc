@@ -18,6 +18,7 @@
 
 #include "atp/control/control.h"
 #include "atp/control/control_client.h"
+#include "atp/control/stats.h"
 #include "atp/daemons/switch_daemon.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/udp_socket.h"
@@ -318,18 +319,18 @@ Rate measure_switch(std::uint16_t values, double seconds, std::uint32_t threads)
   }
 
   Load load(net, values, daemon.data_endpoint());
-  json stats;
+  control::SwitchStats stats;
   const Rate rate = measure(seconds, values, load, [&] {
     // The counters first: the clocks are read right after the dataplane thread answered, not
     // across the round trip to it.
-    stats = json::parse(daemon.stats_json());
-    return Sample{EventLoop::now(), daemon.dataplane_cpu_seconds(), stats["switch"]["packets"].get<std::uint64_t>(),
-                  stats["jobs"][0]["aggregations"].get<std::uint64_t>()};
+    stats = daemon.stats();
+    return Sample{EventLoop::now(), daemon.dataplane_cpu_seconds(), stats.pipeline.packets,
+                  stats.jobs.at(0).counters.aggregations};
   });
   load.stop();
   daemon.stop();
-  if (stats["jobs"][0]["completions"].get<std::uint64_t>() == 0) {
-    throw std::runtime_error("the benchmark switch completed no aggregate; its counters: " + stats.dump());
+  if (stats.jobs.at(0).counters.completions == 0) {
+    throw std::runtime_error("the benchmark switch completed no aggregate; its counters: " + control::to_json(stats));
   }
   return rate;
 }

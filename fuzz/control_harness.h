@@ -115,7 +115,7 @@ class Daemons {
     std::string answer = ps_->answer_control_request(request);
     check_answer("ps", request, answer);
     // A job may hold a 16 MiB window ring from the start: a few at a time.
-    const PsDaemonStats stats = ps_->stats();
+    const control::PsStats stats = ps_->stats();
     if (stats.jobs.size() > 4) {
       for (const auto& [job, counters] : stats.jobs) ps_->remove_job(job);
     }

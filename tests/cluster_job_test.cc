@@ -7,12 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <functional>
 #include <future>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +20,7 @@
 #include "atp/cluster/daemon_processes.h"
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
+#include "atp/control/stats.h"
 #include "reference_sum.h"
 #include "run_ranks.h"
 
@@ -156,19 +157,17 @@ struct RunningDaemons {
     options.timeout = 10s;
   }
   // GET /stats of each.
-  nlohmann::json switch_stats() const {
+  control::SwitchStats switch_stats() const {
     return control::SwitchClient("the switch", daemons.switch_control(), daemons.access()).stats();
   }
-  nlohmann::json ps_stats() const {
+  control::PsStats ps_stats() const {
     return control::PsClient("the PS", daemons.ps_control(), daemons.access()).stats();
   }
-  std::size_t ps_jobs() const { return ps_stats().at("jobs").size(); }
+  std::size_t ps_jobs() const { return ps_stats().jobs.size(); }
   bool switch_has_jobs() const {
-    const nlohmann::json stats = switch_stats();
-    for (const nlohmann::json& row : stats.at("jobs")) {
-      if (row.at("installed") == 1) return true;
-    }
-    return false;
+    const control::SwitchStats stats = switch_stats();
+    return std::any_of(stats.jobs.begin(), stats.jobs.end(),
+                       [](const control::SwitchJobStats& j) { return j.installed; });
   }
 
   LocalDaemons daemons;
@@ -191,7 +190,7 @@ TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
   EXPECT_EQ(jobs_a[0], jobs_a[2]);
   EXPECT_NE(jobs_a[0], jobs_b[0]);
   EXPECT_EQ(cluster.ps_jobs(), 0u) << "the PS still has jobs installed";
-  EXPECT_FALSE(cluster.switch_has_jobs()) << cluster.switch_stats().dump();
+  EXPECT_FALSE(cluster.switch_has_jobs()) << control::to_json(cluster.switch_stats());
 }
 
 TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
@@ -301,11 +300,11 @@ TEST(ClusterJob, ADeadRankZeroLeavesNothingInstalled) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(cluster.ps_jobs(), 0u) << "the PS still has the dead rank's job";
-  const nlohmann::json stats = cluster.switch_stats();
-  EXPECT_FALSE(cluster.switch_has_jobs()) << stats.dump();
-  // The rank's port is detached (its peer ""); the PS's, shared by every job, stays.
-  EXPECT_EQ(stats["ports"].size(), 2u);
-  EXPECT_EQ(stats["ports"][1]["peer"], "") << stats.dump();
+  const control::SwitchStats stats = cluster.switch_stats();
+  EXPECT_FALSE(cluster.switch_has_jobs()) << control::to_json(stats);
+  // The rank's port is detached (no peer); the PS's, shared by every job, stays.
+  ASSERT_EQ(stats.ports.size(), 2u);
+  EXPECT_FALSE(stats.ports[1].peer.has_value()) << control::to_json(stats);
 }
 
 }  // namespace

@@ -7,19 +7,19 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "atp/cluster/daemon_processes.h"
 #include "atp/control/control_auth.h"
+#include "atp/control/stats.h"
 #include "atp/io/processes.h"
 
 namespace atp {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
 
 class OrchestratorTest : public ::testing::Test {
  protected:
@@ -64,14 +64,12 @@ class OrchestratorTest : public ::testing::Test {
 
   // Whether the switch and the PS have job `id` installed, by their /stats.
   bool on_switch(JobId id) {
-    const json stats = sw().stats();
-    for (const json& row : stats.at("jobs")) {
-      if (row.at("job") == id && row.at("installed") == 1) return true;
-    }
-    return false;
+    const control::SwitchStats stats = sw().stats();
+    return std::any_of(stats.jobs.begin(), stats.jobs.end(),
+                       [id](const control::SwitchJobStats& j) { return j.job == id && j.installed; });
   }
-  bool on_ps(JobId id) { return ps().stats().at("jobs").contains(std::to_string(id)); }
-  std::size_t switch_ports() { return sw().stats().at("ports").size(); }
+  bool on_ps(JobId id) { return ps().stats().jobs.contains(id); }
+  std::size_t switch_ports() { return sw().stats().ports.size(); }
 
   processes::TempDir dir_{"atp-orchestrator-test"};
   control::ClientAccess access_{control::random_token(), ""};
@@ -133,8 +131,7 @@ TEST_F(OrchestratorTest, RevokingTheLeasesRemovesWhatHungOnThem) {
   EXPECT_FALSE(on_ps(id));
   // The two workers' ports are detached; the PS's stays (the peers' counts are in the rows).
   std::size_t attached = 0;
-  const json stats = sw().stats();
-  for (const json& port : stats.at("ports")) attached += port.at("peer") != "" ? 1 : 0;
+  for (const control::SwitchPortStats& port : sw().stats().ports) attached += port.peer ? 1 : 0;
   EXPECT_EQ(ports, switch_ports());
   EXPECT_EQ(attached, 1u);
 }

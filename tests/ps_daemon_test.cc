@@ -195,7 +195,7 @@ TEST(PsDaemon, SumsTwoWorkersAndSendsTheMulticastResultToTheUplink) {
   uplink.send(ps, gradient(*p, 0, 1, c));
   expect_result(uplink.receive(), 1, 1, {2, 4, 6, 8});
 
-  const PsDaemonStats stats = daemon.stats();
+  const control::PsStats stats = daemon.stats();
   ASSERT_EQ(stats.jobs.count(1), 1u);
   EXPECT_EQ(stats.jobs.at(1).aggregations, 4u);
   EXPECT_EQ(stats.jobs.at(1).completions, 2u);
@@ -224,7 +224,7 @@ TEST(PsDaemon, CountsAndDropsMalformedAndUnknownJobPackets) {
   uplink.send(ps, gradient(*p, 1, 0, a));
   expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
 
-  const PsDaemonStats stats = daemon.stats();
+  const control::PsStats stats = daemon.stats();
   EXPECT_EQ(stats.daemon.malformed, 3u);
   EXPECT_EQ(stats.daemon.unknown_job, 1u);
   EXPECT_EQ(stats.jobs.at(1).dropped, 1u);
@@ -360,7 +360,7 @@ TEST(PsDaemon, AcceptsDatagramsFromItsUplinkOnly) {
   uplink.send(ps, gradient(*p, 0, 0, a));
   uplink.send(ps, gradient(*p, 1, 0, a));
   expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
-  PsDaemonStats stats = daemon.stats();
+  control::PsStats stats = daemon.stats();
   EXPECT_EQ(stats.daemon.datagrams_received, 2u);
   EXPECT_EQ(stats.jobs.at(1).packets_received, 2u);
 
@@ -410,7 +410,7 @@ TEST(PsDaemon, AddressedByIpTakesGradientsOnlyFromTheJobsWorkersAtTheAtpPort) {
   std::vector<std::int32_t> got(h.value_count);
   load_values(*result, got);
   EXPECT_EQ(got, (std::vector<std::int32_t>{11, 22, 33, 44}));
-  const PsDaemonStats stats = daemon.stats();
+  const control::PsStats stats = daemon.stats();
   EXPECT_EQ(stats.daemon.foreign_source, 1u);
   EXPECT_EQ(stats.jobs.at(1).dropped, 1u);
   EXPECT_EQ(stats.jobs.at(1).aggregations, 2u);

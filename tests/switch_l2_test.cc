@@ -29,6 +29,7 @@
 
 #include "atp/control/control.h"
 #include "atp/control/control_client.h"
+#include "atp/control/stats.h"
 #include "atp/daemons/switch_daemon.h"
 #include "atp/io/ethernet.h"
 #include "atp/io/netns.h"
@@ -291,7 +292,12 @@ class SwitchL2Test : public ::testing::TestWithParam<std::uint32_t> {
     ASSERT_EQ(status, 200) << body;
   }
 
-  json stats() { return json::parse(daemon_->stats_json()); }
+  json stats() {
+    const std::string text = daemon_->stats_json();
+    // Every document the tests read by key is one the typed readers (run_processes) read too.
+    EXPECT_NO_THROW(control::switch_stats_from_json(text)) << text;
+    return json::parse(text);
+  }
   // Polls the counters until pred holds (bounded).
   json stats_when(const std::function<bool(const json&)>& pred, std::chrono::milliseconds bound = 5s) {
     json s;

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "json_fields.h"
+
 namespace atp::control {
 namespace {
 
@@ -67,12 +69,15 @@ void append_excerpt(const json& value, std::string& out, std::size_t limit) {
   }
 }
 
-// A bad value as an error message quotes it: `[1,2,3]`, `"abc"`, at most about 64 bytes.
+}  // namespace
+
 std::string shown(const json& value) {
   std::string out;
   append_excerpt(value, out, kExcerptBytes);
   return out.size() > kExcerptBytes ? excerpt(out) : out;
 }
+
+namespace {
 
 // True when arrays and objects in `text` nest deeper than `limit`, counted in one pass without
 // building anything (brackets inside strings do not count). A prefix the parser accepts nests
@@ -99,8 +104,9 @@ bool nests_deeper_than(std::string_view text, int limit) {
   return false;
 }
 
-// Rejects keys of `object` not in `allowed`, so that a misspelt field is not silently ignored.
-void check_keys(const json& object, const std::string& where, std::initializer_list<std::string_view> allowed) {
+}  // namespace
+
+void check_keys(const json& object, const std::string& where, const std::vector<std::string_view>& allowed) {
   for (const auto& item : object.items()) {
     bool known = false;
     for (std::string_view a : allowed) known = known || item.key() == a;
@@ -118,7 +124,6 @@ const json& require(const json& object, const std::string& where, const char* ke
   return *it;
 }
 
-// An unsigned integer field in [0, max].
 std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
   if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + shown(value));
   if (value.is_number_unsigned()) {
@@ -130,10 +135,7 @@ std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint
   throw ControlError(field + ": must be between 0 and " + std::to_string(max) + ", got " + shown(value));
 }
 
-template <class T>
-T get_unsigned(const json& object, const std::string& where, const char* key) {
-  return static_cast<T>(to_unsigned(require(object, where, key), where + key, std::numeric_limits<T>::max()));
-}
+namespace {
 
 template <class T>
 std::vector<T> get_unsigned_list(const json& object, const std::string& where, const char* key) {
@@ -192,7 +194,8 @@ IndexPolicy index_policy(const json& value) {
   return *policy;
 }
 
-// The document `text`, which must be a JSON object nesting at most kMaxJsonDepth levels.
+}  // namespace
+
 json parse_object(const std::string& text, const char* what) {
   // Checked first: nothing below then recurses deeper than this (nlohmann's parser and
   // destructor do not recurse, its dump() and copies do).
@@ -209,8 +212,6 @@ json parse_object(const std::string& text, const char* what) {
   if (!doc.is_object()) throw ControlError(std::string(what) + ": expected a JSON object, got " + shown(doc));
   return doc;
 }
-
-}  // namespace
 
 std::string excerpt(std::string_view text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);

@@ -83,17 +83,16 @@ void DaemonClient::revoke(LeaseTable::Id lease) const {
   call("DELETE", "/leases/" + std::to_string(lease), "revoke lease " + std::to_string(lease));
 }
 
-json DaemonClient::stats() const { return call("GET", "/stats", "report its stats"); }
+SwitchStats SwitchClient::stats() const { return stats_with(switch_stats_from_json); }
 
-SocketAddress DaemonClient::data_address() const {
-  const json doc = stats();
-  try {
-    return SocketAddress::parse(doc.at("data").get<std::string>());
-  } catch (const std::exception&) {
-    throw DaemonError(
-        who_ + " did not say its data address (\"data\" in GET /stats): is it an atp daemon on UDP ports?", 0);
-  }
+SocketAddress SwitchClient::data_address() const {
+  if (const std::optional<SocketAddress> data = stats().data) return *data;
+  throw DaemonError(who() + " has interface ports: hosts are attached to it by cable, not at a UDP data address", 0);
 }
+
+PsStats PsClient::stats() const { return stats_with(ps_stats_from_json); }
+
+SocketAddress PsClient::data_address() const { return stats().data; }
 
 SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, LeaseTable::Id lease) const {
   const std::string what = "attach host " + peer.to_string();

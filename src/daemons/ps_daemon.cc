@@ -14,13 +14,12 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "atp/control/control.h"
+#include "atp/control/stats.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/loop_tasks.h"
 #include "atp/io/machine.h"
@@ -34,9 +33,9 @@ struct PsDaemon::Impl {
   EventLoop loop;
   UdpRecvBatch batch{64};
   UdpBatchSink out{socket, config.uplink};
-  std::map<JobId, PsEndpoint> jobs;  // loop thread only (or the caller's while not running)
-  PsDaemonCounters counters;         // loop thread only
-  control::Tenancy tenancy;          // loop thread only: who installed which job, and their leases
+  std::map<JobId, PsEndpoint> jobs;    // loop thread only (or the caller's while not running)
+  control::PsDaemonCounters counters;  // loop thread only
+  control::Tenancy tenancy;            // loop thread only: who installed which job, and their leases
 
   LoopTasks tasks{loop};  // control requests and the C++ API, run on the loop thread
 
@@ -100,7 +99,7 @@ struct PsDaemon::Impl {
     }
     if (h.is_ack && !config.uplink && h.dst == config.address) {
       // A PS receives no parameter packets: this one is for the worker beside it (see
-      // PsDaemonCounters::relayed_to_local_worker). The kernel's demux, not protocol logic.
+      // control::PsDaemonCounters::relayed_to_local_worker). The kernel's demux, not protocol logic.
       const UdpOutgoing relay{SocketAddress::loopback(kUdpPort), bytes};
       if (socket.send_batch(std::span<const UdpOutgoing>(&relay, 1)) == 1) ++counters.relayed_to_local_worker;
       return;
@@ -239,14 +238,14 @@ struct PsDaemon::Impl {
         [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id)); });
     http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       try {
-        res.set_content(metrics(kHttpTimeout), "text/plain; version=0.0.4");
+        res.set_content(control::to_prometheus(snapshot(kHttpTimeout)), "text/plain; version=0.0.4");
       } catch (const std::runtime_error& e) {
         reply_error(res, 503, e.what());
       }
     });
     http->Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
       try {
-        res.set_content(json(kHttpTimeout), "application/json");
+        res.set_content(control::to_json(snapshot(kHttpTimeout)) + "\n", "application/json");
       } catch (const std::runtime_error& e) {
         reply_error(res, 503, e.what());
       }
@@ -278,84 +277,16 @@ struct PsDaemon::Impl {
     res.set_content(control::error_body(message) + "\n", "application/json");
   }
 
-  PsDaemonStats snapshot(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  control::PsStats snapshot(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     return call(
         [this] {
-          PsDaemonStats s;
+          control::PsStats s;
+          s.data = socket.local_endpoint();
           s.daemon = counters;
           for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
           return s;
         },
         timeout);
-  }
-
-  std::string metrics(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    const PsDaemonStats s = snapshot(timeout);
-    std::ostringstream o;
-    const auto daemon_counter = [&](const char* name, const char* help, std::uint64_t v) {
-      o << "# HELP atp_ps_" << name << " " << help << "\n# TYPE atp_ps_" << name << " counter\natp_ps_" << name << " "
-        << v << "\n";
-    };
-    daemon_counter("datagrams_received_total", "UDP datagrams received.", s.daemon.datagrams_received);
-    daemon_counter("malformed_total", "Datagrams that are not ATP packets, dropped.", s.daemon.malformed);
-    daemon_counter("unknown_job_total", "ATP packets of jobs not installed here, dropped.", s.daemon.unknown_job);
-    daemon_counter("foreign_source_total",
-                   "ATP packets not from their header's src at the ATP port (addressed by IP), dropped.",
-                   s.daemon.foreign_source);
-    daemon_counter("datagrams_sent_total", "UDP datagrams sent to the uplink.", s.daemon.datagrams_sent);
-    daemon_counter("send_failures_total", "Datagrams the kernel refused, lost.", s.daemon.send_failures);
-    o << "# HELP atp_ps_jobs Jobs installed.\n# TYPE atp_ps_jobs gauge\natp_ps_jobs " << s.jobs.size() << "\n";
-    const std::pair<const char*, std::uint64_t PsStats::*> job_counters[] = {
-        {"packets_received", &PsStats::packets_received},
-        {"aggregations", &PsStats::aggregations},
-        {"overlaps_dropped", &PsStats::overlaps_dropped},
-        {"completions", &PsStats::completions},
-        {"parameters_sent", &PsStats::parameters_sent},
-        {"results_resent", &PsStats::results_resent},
-        {"collisions", &PsStats::collisions},
-        {"overflows", &PsStats::overflows},
-        {"stale", &PsStats::stale},
-        {"shape_mismatches", &PsStats::shape_mismatches},
-        {"dropped", &PsStats::dropped},
-    };
-    for (const auto& [name, field] : job_counters) {
-      o << "# TYPE atp_ps_job_" << name << "_total counter\n";
-      for (const auto& [id, stats] : s.jobs) {
-        o << "atp_ps_job_" << name << "_total{job=\"" << id << "\"} " << stats.*field << "\n";
-      }
-    }
-    return o.str();
-  }
-
-  std::string json(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    const PsDaemonStats s = snapshot(timeout);
-    nlohmann::json j;
-    // Where jobs' workers reach it: what a job planner attaches to the PS's switch (POST /hosts).
-    j["data"] = socket.local_endpoint().to_string();
-    j["daemon"] = {{"datagrams_received", s.daemon.datagrams_received},
-                   {"malformed", s.daemon.malformed},
-                   {"unknown_job", s.daemon.unknown_job},
-                   {"foreign_source", s.daemon.foreign_source},
-                   {"datagrams_sent", s.daemon.datagrams_sent},
-                   {"send_failures", s.daemon.send_failures},
-                   {"relayed_to_local_worker", s.daemon.relayed_to_local_worker}};
-    j["jobs"] = nlohmann::json::object();
-    for (const auto& [id, st] : s.jobs) {
-      j["jobs"][std::to_string(id)] = {
-          {"packets_received", st.packets_received},
-          {"aggregations", st.aggregations},
-          {"overlaps_dropped", st.overlaps_dropped},
-          {"completions", st.completions},
-          {"parameters_sent", st.parameters_sent},
-          {"results_resent", st.results_resent},
-          {"collisions", st.collisions},
-          {"overflows", st.overflows},
-          {"stale", st.stale},
-          {"shape_mismatches", st.shape_mismatches},
-          {"dropped", st.dropped},
-      };
-    }
-    return j.dump(2) + "\n";
   }
 };
 
@@ -405,8 +336,8 @@ bool PsDaemon::remove_job(JobId job) {
   return impl_->call([this, job] { return impl_->remove_job(job); });
 }
 
-PsDaemonStats PsDaemon::stats() const { return impl_->snapshot(); }
-std::string PsDaemon::metrics_text() const { return impl_->metrics(); }
-std::string PsDaemon::stats_json() const { return impl_->json(); }
+control::PsStats PsDaemon::stats() const { return impl_->snapshot(); }
+std::string PsDaemon::metrics_text() const { return control::to_prometheus(stats()); }
+std::string PsDaemon::stats_json() const { return control::to_json(stats()) + "\n"; }
 
 }  // namespace atp

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "atp/control/stats.h"
 #include "switch_config.h"
 
 namespace atp::detail {
@@ -186,97 +187,46 @@ void SwitchControl::expire(Time now) {
 
 // ---- stats ----
 
-json SwitchControl::stats() {
+control::SwitchStats SwitchControl::stats() {
   const SwitchDataplane::Totals t = dataplane_.totals();
-  const SwitchPorts& ports = dataplane_.ports();
-  json doc;
-  doc["name"] = config_.name;
-  ports.describe(doc);
-  doc["threads"] = json::array();
-  std::uint64_t handoff_drops = 0;
-  for (const SwitchDataplane::ThreadLoad& load : t.threads) {
-    doc["threads"].push_back(
-        {{"packets", load.packets}, {"handed_off", load.handed_off}, {"handoff_drops", load.handoff_drops}});
-    handoff_drops += load.handoff_drops;
-  }
-  const SwitchCounters& c = t.pipeline;
-  const EthernetCounters& ethernet = t.ports.ethernet;
-  doc["switch"] = {{"packets", c.packets},
-                   {"malformed", c.malformed},
-                   {"unknown_job", c.unknown_job},
-                   {"not_admitted", c.not_admitted},
-                   {"no_route", c.no_route},
-                   {"too_wide", c.too_wide},
-                   {"reclaimed", c.reclaimed},
-                   {"unknown_source", t.ports.unknown_source},
-                   {"no_port", t.no_port},
-                   {"truncated", t.ports.truncated},
-                   {"send_failed", t.send_failed},
-                   {"handoff_drops", handoff_drops},
-                   {"aggregators", config_.pipeline.atp_capable ? config_.pipeline.num_aggregators : 0},
-                   {"aggregators_in_use", t.aggregators_in_use},
-                   {"atp_frames", ethernet.atp_frames},
-                   {"non_atp_frames", ethernet.non_atp_frames},
-                   {"malformed_frames", ethernet.malformed_frames},
-                   {"l2_forwarded", ethernet.l2_forwarded},
-                   {"l2_flooded", ethernet.l2_flooded},
-                   {"l2_same_port", ethernet.l2_same_port},
-                   {"no_neighbor", ethernet.no_neighbor},
-                   {"neighbor_refused", ethernet.neighbor_refused},
-                   {"mac_addresses", t.ports.mac_addresses},
-                   {"neighbors", t.ports.neighbors}};
+  control::SwitchStats s;
+  s.name = config_.name;
+  s.threads = t.threads;
+  for (const SwitchDataplane::ThreadLoad& load : t.threads) s.handoff_drops += load.handoff_drops;
+  s.pipeline = t.pipeline;
+  s.unknown_source = t.ports.unknown_source;
+  s.no_port = t.no_port;
+  s.truncated = t.ports.truncated;
+  s.send_failed = t.send_failed;
+  s.aggregators = config_.pipeline.atp_capable ? config_.pipeline.num_aggregators : 0;
+  s.aggregators_in_use = t.aggregators_in_use;
+  s.ethernet = t.ports.ethernet;
+  s.mac_addresses = t.ports.mac_addresses;
+  s.neighbors = t.ports.neighbors;
   std::vector<JobId> ids;
   for (const auto& [id, counters] : t.jobs) ids.push_back(id);
   for (const auto& [id, entries] : installed_) {
     if (!t.jobs.contains(id)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
-  doc["jobs"] = json::array();
   for (JobId id : ids) {
     const auto it = t.jobs.find(id);
-    const SwitchJobCounters j = it == t.jobs.end() ? SwitchJobCounters{} : it->second;
-    doc["jobs"].push_back({{"job", id},
-                           {"installed", installed_.contains(id) ? 1 : 0},
-                           {"aggregations", j.aggregations},
-                           {"completions", j.completions},
-                           {"collisions", j.collisions},
-                           {"resend_flushes", j.resend_flushes},
-                           {"duplicates", j.duplicates},
-                           {"forwarded", j.forwarded},
-                           {"deallocations", j.deallocations},
-                           {"reclaimed", j.reclaimed},
-                           {"ecn_merged", j.ecn_merged},
-                           {"round_shape_mismatches", j.round_shape_mismatches}});
+    s.jobs.push_back({id, installed_.contains(id), it == t.jobs.end() ? SwitchJobCounters{} : it->second});
   }
-  doc["ports"] = json::array();
   for (std::size_t i = 0; i < dataplane_.port_count(); ++i) {
-    const auto p = static_cast<PortId>(i);
-    const EgressCounters& e = t.egress[i];
-    const EgressCounters& in = t.ingress[i];
-    json row = {{"port", i},
-                {"rx_packets", t.rx[i].rx_packets},
-                {"rx_bytes", t.rx[i].rx_bytes},
-                {"tx_packets", e.packets},
-                {"tx_bytes", e.bytes},
-                {"drops", e.queue_drops + e.lost},
-                {"queue_drops", e.queue_drops},
-                {"lost", e.lost},
-                {"duplicated", e.duplicated},
-                {"reordered", e.reordered},
-                {"ecn_marked", e.ecn_marked},
-                {"queue_depth", e.depth},
-                {"ingress_lost", in.lost},
-                {"ingress_queue_drops", in.queue_drops},
-                {"ingress_duplicated", in.duplicated},
-                {"ingress_reordered", in.reordered},
-                {"ingress_ecn_marked", in.ecn_marked},
-                {"ingress_queue_depth", in.depth},
-                // Frames the kernel dropped before the switch read them (interface ports).
-                {"rx_kernel_drops", t.kernel_drops[i]}};
-    ports.describe_port(p, row);  // "peer" or "interface"
-    doc["ports"].push_back(std::move(row));
+    control::SwitchPortStats row;
+    row.port = static_cast<PortId>(i);
+    row.rx_packets = t.rx[i].rx_packets;
+    row.rx_bytes = t.rx[i].rx_bytes;
+    row.egress = t.egress[i];
+    row.ingress = t.ingress[i];
+    // What came in is rx_packets and rx_bytes; the ingress queue's own are not reported.
+    row.ingress.packets = row.ingress.bytes = 0;
+    row.rx_kernel_drops = t.kernel_drops[i];
+    s.ports.push_back(row);
   }
-  return doc;
+  dataplane_.ports().describe(s);  // the data address and peers, or the interfaces
+  return s;
 }
 
 }  // namespace atp::detail

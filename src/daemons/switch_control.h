@@ -6,13 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "atp/control/control.h"
+#include "atp/control/stats.h"
 #include "atp/control/tenancy.h"
 #include "atp/daemons/switch_daemon.h"
 #include "atp/io/loop_tasks.h"
@@ -64,8 +64,8 @@ class SwitchControl {
   // Removes what hung on the leases that have expired by `now`.
   void expire(Time now);
 
-  // The counters, as GET /stats answers them (stats_json).
-  nlohmann::json stats();
+  // The counters, as GET /stats and GET /metrics answer them.
+  control::SwitchStats stats();
 
  private:
   void remove_job(JobId job);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
@@ -84,10 +83,11 @@ std::string SwitchDaemon::answer_control_request(std::string_view request) {
   return control::answer_request(*impl_->http, request);
 }
 
-std::string SwitchDaemon::stats_json() {
-  return detail::on_dataplane(impl_->dataplane.control_tasks(), [this] { return impl_->control_plane.stats(); })
-      .dump(2);
+control::SwitchStats SwitchDaemon::stats() {
+  return detail::on_dataplane(impl_->dataplane.control_tasks(), [this] { return impl_->control_plane.stats(); });
 }
+
+std::string SwitchDaemon::stats_json() { return control::to_json(stats()); }
 
 std::uint32_t SwitchDaemon::dataplane_threads() const { return static_cast<std::uint32_t>(impl_->dataplane.threads()); }
 

@@ -33,12 +33,8 @@ namespace atp::detail {
 // which has what every shard has; counters are summed over the shards (totals()).
 class SwitchDataplane {
  public:
-  // What one dataplane thread did.
-  struct ThreadLoad {
-    std::uint64_t packets = 0;        // through its pipeline
-    std::uint64_t handed_off = 0;     // received for another thread's slice, handed to it
-    std::uint64_t handoff_drops = 0;  // the same, refused by that thread's full inbox: dropped
-  };
+  // What one dataplane thread did, as GET /stats reports it.
+  using ThreadLoad = control::SwitchThreadLoad;
   // What GET /stats reports, summed over the shards.
   struct Totals {
     SwitchCounters pipeline;

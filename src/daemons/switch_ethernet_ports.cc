@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -184,12 +183,10 @@ class EthernetPorts final : public SwitchPorts {
     return c;
   }
 
-  void describe(nlohmann::json& stats) const override {
-    stats["interfaces"] = nlohmann::json::array();
-    for (const PacketSocket& s : sockets_) stats["interfaces"].push_back(s.name());
+  void describe(control::SwitchStats& stats) const override {
+    for (const PacketSocket& s : sockets_) stats.interfaces.push_back(s.name());
+    for (control::SwitchPortStats& row : stats.ports) row.interface = sockets_[row.port].name();
   }
-
-  void describe_port(PortId port, nlohmann::json& row) const override { row["interface"] = sockets_[port].name(); }
 
   std::uint64_t kernel_drops(PortId port) const override { return sockets_[port].kernel_drops(); }
 

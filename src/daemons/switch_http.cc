@@ -1,61 +1,21 @@
 // The switch daemon's HTTP control plane: its routes (switch_daemon.h) parse each request on the
-// HTTP thread and have SwitchControl answer it on the dataplane thread; GET /metrics' Prometheus text.
+// HTTP thread and have SwitchControl answer it on the dataplane thread.
 #include <httplib.h>
 
 #include <charconv>
 #include <exception>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
-#include <string_view>
 #include <system_error>
 
+#include "atp/control/stats.h"
 #include "switch_control.h"
 
 namespace atp::detail {
 namespace {
 
 using control::Reply;
-using nlohmann::json;
-
-// Counters that are levels, not running totals (Prometheus gauges).
-bool is_gauge(std::string_view key) {
-  return key == "aggregators" || key == "aggregators_in_use" || key == "queue_depth" || key == "ingress_queue_depth" ||
-         key == "installed" || key == "mac_addresses" || key == "neighbors";
-}
-
-// Prometheus text exposition of stats_json()'s document: one metric family per counter,
-// labelled by switch, and by job or port for the per-job and per-port ones.
-std::string to_prometheus(const json& stats) {
-  std::ostringstream out;
-  const std::string name = stats["name"].get<std::string>();
-  auto emit_family = [&](const std::string& metric, std::string_view key) {
-    out << "# TYPE " << metric << (is_gauge(key) ? " gauge\n" : " counter\n");
-  };
-  for (const auto& item : stats["switch"].items()) {
-    const std::string metric = "atp_switch_" + item.key() + (is_gauge(item.key()) ? "" : "_total");
-    emit_family(metric, item.key());
-    out << metric << "{switch=\"" << name << "\"} " << item.value().dump() << "\n";
-  }
-  auto emit_group = [&](const char* group, const char* label, const char* prefix) {
-    const json& rows = stats[group];
-    if (rows.empty()) return;
-    for (const auto& item : rows[0].items()) {
-      if (item.key() == label || !item.value().is_number()) continue;
-      const std::string metric = std::string(prefix) + item.key() + (is_gauge(item.key()) ? "" : "_total");
-      emit_family(metric, item.key());
-      for (const json& row : rows) {
-        out << metric << "{switch=\"" << name << "\"," << label << "=\"" << row[label].dump() << "\"} "
-            << row[item.key()].dump() << "\n";
-      }
-    }
-  };
-  emit_group("jobs", "job", "atp_switch_job_");
-  emit_group("ports", "port", "atp_switch_port_");
-  return out.str();
-}
 
 // The number a route matched with (\d+); nullopt when it does not fit in 64 bits.
 std::optional<std::uint64_t> parse_index(const std::string& digits) {
@@ -143,7 +103,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
       [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r); });
   http.Get("/stats", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
     try {
-      res.set_content(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); }).dump(2) + "\n",
+      res.set_content(control::to_json(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })) + "\n",
                       "application/json");
     } catch (const std::exception& e) {
       fail(res, 503, e.what());
@@ -151,7 +111,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
   });
   http.Get("/metrics", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
     try {
-      res.set_content(to_prometheus(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })),
+      res.set_content(control::to_prometheus(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })),
                       "text/plain; version=0.0.4");
     } catch (const std::exception& e) {
       fail(res, 503, e.what());

@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "atp/control/stats.h"
 #include "atp/daemons/switch_daemon.h"
 #include "atp/io/egress_queue.h"
 #include "atp/io/ethernet.h"
@@ -26,31 +26,7 @@ namespace atp::detail {
 // Every route the pipeline has: overlay destination -> the port it is routed to.
 using Routes = std::unordered_map<Address, PortId>;
 
-// What an interface-port switch does with frames that are not ATP's (all zero on UDP ports).
-struct EthernetCounters {
-  std::uint64_t atp_frames = 0;        // frames handed to the pipeline
-  std::uint64_t non_atp_frames = 0;    // frames switched as plain Ethernet (ARP, TCP, other UDP, IPv6, ...)
-  std::uint64_t malformed_frames = 0;  // runts, and frames to ATP's UDP port that are not a valid ATP packet: dropped
-  std::uint64_t l2_forwarded = 0;      // non-ATP frames sent to the one port their destination MAC is behind
-  std::uint64_t l2_flooded = 0;    // non-ATP frames to broadcast, multicast or unknown MACs: sent to all other ports
-  std::uint64_t l2_same_port = 0;  // non-ATP frames whose destination is behind their ingress port: dropped
-  std::uint64_t no_neighbor = 0;   // pipeline sends to an IP whose MAC the switch has not learned: dropped
-  std::uint64_t neighbor_refused = 0;  // IP -> MAC not learned: the IP's route points to another port
-};
-
-// Several threads' counters added up, field by field.
-inline EthernetCounters& operator+=(EthernetCounters& sum, const EthernetCounters& c) {
-  static_assert(sizeof(EthernetCounters) == 8 * sizeof(std::uint64_t), "sum every EthernetCounters field");
-  sum.atp_frames += c.atp_frames;
-  sum.non_atp_frames += c.non_atp_frames;
-  sum.malformed_frames += c.malformed_frames;
-  sum.l2_forwarded += c.l2_forwarded;
-  sum.l2_flooded += c.l2_flooded;
-  sum.l2_same_port += c.l2_same_port;
-  sum.no_neighbor += c.no_neighbor;
-  sum.neighbor_refused += c.neighbor_refused;
-  return sum;
-}
+using control::EthernetCounters;
 
 // What the ports count themselves, for GET /stats: zero where a kind has no such thing.
 struct SwitchPortsCounters {
@@ -130,12 +106,9 @@ class SwitchPorts {
   // ---- stats ----
 
   virtual SwitchPortsCounters counters() const = 0;
-  // Adds what GET /stats says of the ports as a whole to `stats`: "data" (the UDP socket's
-  // address) or "interfaces" (the interfaces' names).
-  virtual void describe(nlohmann::json& stats) const = 0;
-  // Adds to `row` (port `port`'s in GET /stats) what the port is: "peer" ("" once detached) or
-  // "interface".
-  virtual void describe_port(PortId port, nlohmann::json& row) const = 0;
+  // Says in `stats` (GET /stats, its port rows made) what the ports are: UDP ports the data
+  // socket's address and each port's peer (none once detached), interface ports their names.
+  virtual void describe(control::SwitchStats& stats) const = 0;
   // Frames the kernel dropped on `port` before the switch read them (interface ports; 0 on UDP).
   virtual std::uint64_t kernel_drops(PortId port) const = 0;
 

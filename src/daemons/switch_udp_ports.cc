@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -75,10 +74,9 @@ class UdpPorts final : public SwitchPorts {
     return c;
   }
 
-  void describe(nlohmann::json& stats) const override { stats["data"] = socket_.local_endpoint().to_string(); }
-
-  void describe_port(PortId port, nlohmann::json& row) const override {
-    row["peer"] = peers_[port] ? peers_[port]->to_string() : std::string();
+  void describe(control::SwitchStats& stats) const override {
+    stats.data = socket_.local_endpoint();
+    for (control::SwitchPortStats& row : stats.ports) row.peer = peers_[row.port];
   }
 
   std::uint64_t kernel_drops(PortId) const override { return 0; }

@@ -11,6 +11,7 @@
 #include "atp/control/control.h"
 #include "atp/control/control_client.h"
 #include "atp/control/lease_table.h"
+#include "atp/control/stats.h"
 #include "atp/io/socket_address.h"
 #include "atp/plan/plan.h"
 
@@ -54,12 +55,6 @@ class DaemonClient {
   // DELETE /jobs/<job> (both daemons).
   void remove_job(JobId job) const;
 
-  // GET /stats as the daemon wrote it.
-  nlohmann::json stats() const;
-  // The daemon's UDP data address ("data" in GET /stats): where its peers send (a switch on
-  // interface ports has none: DaemonError).
-  SocketAddress data_address() const;
-
  protected:
   struct Answer {
     int status = 0;    // 0: no answer
@@ -78,6 +73,20 @@ class DaemonClient {
   Install install(JobId job, const std::string& body, LeaseTable::Id lease) const;
   // "?lease=ID" for a lease, "" for none.
   static std::string lease_query(LeaseTable::Id lease);
+  // GET /stats' document read with `read` (its stats.h codec). A document that does not read is
+  // a ControlError naming the daemon: it is of another build of atp (a renamed counter).
+  template <class Read>
+  auto stats_with(Read read) const -> decltype(read(std::string())) {
+    const std::string path = "/stats";
+    const Answer answer = send("GET", path);
+    if (answer.status / 100 != 2) throw error(answer, "GET", path, "report its stats");
+    try {
+      return read(answer.body);
+    } catch (const ControlError& e) {
+      throw ControlError(who_ + " answered GET /stats with a document this atp cannot read (" + std::string(e.what()) +
+                         "): is it an atp daemon of another build?");
+    }
+  }
 
  private:
   std::string who_;
@@ -101,6 +110,12 @@ class SwitchClient : public DaemonClient {
 
   Install install_job(const SwitchJobPlan& plan, LeaseTable::Id lease = 0) const;
   void set_port(PortId port, const PortSettings& settings) const;
+
+  // GET /stats (stats_with's errors).
+  SwitchStats stats() const;
+  // Its UDP data address ("data" in GET /stats): where hosts and peer switches send. A switch on
+  // interface ports has none: DaemonError.
+  SocketAddress data_address() const;
 };
 
 // `atp ps`'s control plane.
@@ -109,6 +124,11 @@ class PsClient : public DaemonClient {
   using DaemonClient::DaemonClient;
 
   Install install_job(const PsConfig& config, LeaseTable::Id lease = 0) const;
+
+  // GET /stats (stats_with's errors).
+  PsStats stats() const;
+  // Its UDP data address ("data" in GET /stats): what the job's switch attaches.
+  SocketAddress data_address() const;
 };
 
 }  // namespace atp::control

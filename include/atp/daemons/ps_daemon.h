@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "atp/control/control_auth.h"
+#include "atp/control/stats.h"
 #include "atp/io/udp_socket.h"
 #include "atp/ps.h"
 #include "atp/wire.h"
@@ -36,27 +37,6 @@ struct PsDaemonConfig {
   // refused (PsJobError, 409).
   std::size_t max_jobs = 1024;
   control::AccessConfig access;  // who may use the control plane (control_auth.h)
-};
-
-// Counters of the daemon itself (the endpoints count their own in PsStats).
-struct PsDaemonCounters {
-  std::uint64_t datagrams_received = 0;
-  std::uint64_t malformed = 0;    // not an ATP packet (decode_header failed): dropped
-  std::uint64_t unknown_job = 0;  // valid ATP packet of a job not installed here: dropped
-  // Addressed by IP: a gradient whose datagram did not come from the ATP header's src at the ATP
-  // port (forged, or from a process other than the worker): dropped.
-  std::uint64_t foreign_source = 0;
-  std::uint64_t datagrams_sent = 0;
-  std::uint64_t send_failures = 0;  // packets the kernel refused (full send buffer or an error): lost
-  // Addressed by IP: parameter packets for a worker on this host (another PS's answer to that
-  // worker's resend, sent to the host's address, which this socket's more specific bind
-  // receives), handed on to 127.0.0.1 where the worker's 0.0.0.0 socket gets them.
-  std::uint64_t relayed_to_local_worker = 0;
-};
-
-struct PsDaemonStats {
-  PsDaemonCounters daemon;
-  std::map<JobId, PsStats> jobs;
 };
 
 // A job that cannot be installed (already installed, or meant for another PS address), or that
@@ -109,9 +89,9 @@ class PsDaemon {
   // Installs a job (throws PsJobError, PsJobRefused) / removes it (false if it was not installed).
   void add_job(const PsConfig& config);
   bool remove_job(JobId job);
-  PsDaemonStats stats() const;
+  control::PsStats stats() const;
 
-  // What GET /metrics and GET /stats answer.
+  // stats() as GET /metrics and GET /stats answer it.
   std::string metrics_text() const;  // Prometheus text format
   std::string stats_json() const;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "atp/control/control_auth.h"
+#include "atp/control/stats.h"
 #include "atp/io/egress_queue.h"
 #include "atp/io/packet_socket.h"
 #include "atp/io/udp_socket.h"
@@ -155,8 +156,9 @@ class SwitchDaemon {
   // start() the request runs on the calling thread. For the fuzzer and tests.
   std::string answer_control_request(std::string_view request);
 
-  // The counters as JSON (what GET /stats returns). Runs on the dataplane thread when started;
-  // throws std::runtime_error if it does not answer within a second.
+  // The counters (what GET /stats and GET /metrics answer), and as JSON. Run on the dataplane
+  // thread when started; throw std::runtime_error if it does not answer within a second.
+  control::SwitchStats stats();
   std::string stats_json();
   // How many dataplane threads it runs (SwitchDaemonConfig::threads, or what 0 chose).
   std::uint32_t dataplane_threads() const;

@@ -21,6 +21,7 @@
 #include "atp/cluster/orchestrator.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
+#include "atp/control/stats.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
@@ -48,12 +49,15 @@ double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // --- the daemons' HTTP control plane
 
-// A daemon's /stats, or null when it does not answer (a switch that was stopped).
-json stats_or_none(const control::DaemonClient& daemon) {
+// A daemon's /stats (SwitchStats or PsStats), or nullopt when it does not answer (a switch that
+// was stopped). A document that does not read is a ControlError: the runner and the daemon
+// disagree (a renamed counter), which is loud, never read as 0.
+template <class Client>
+auto stats_or_none(const Client& daemon) -> std::optional<decltype(daemon.stats())> {
   try {
     return daemon.stats();
   } catch (const control::DaemonError&) {
-    return json();
+    return std::nullopt;
   }
 }
 
@@ -68,48 +72,6 @@ bool is_plain(const EgressConfig& c) {
 // is also YAML): control's PortSettings codec, so both sides agree on the keys.
 json settings_json(const EgressConfig& c) {
   return json::parse(control::to_json(control::PortSettings{c, std::nullopt})).at("egress");
-}
-
-// A counter of a daemon's /stats row. Both daemons write every counter in every row, so a
-// missing one is a runner and daemon that disagree (a renamed counter): loud, never read as 0.
-std::uint64_t counter(const json& row, const std::string& key) {
-  const auto it = row.find(key);
-  if (it == row.end() || !it->is_number_unsigned()) {
-    throw std::runtime_error("a daemon's /stats has no counter '" + key + "' in " + control::excerpt(row.dump()) +
-                             " (are the daemons from another build of atp?)");
-  }
-  return it->get<std::uint64_t>();
-}
-
-// Adds the counters of a switch's /stats from before a restart (`retired`) into `total`; gauges
-// (what the table or a queue holds now) and identities are not added.
-void add_counters(json& total, const json& retired) {
-  static const std::set<std::string> kNotCounters = {
-      "aggregators", "aggregators_in_use", "queue_depth", "ingress_queue_depth", "installed", "job",
-      "port",        "mac_addresses",      "neighbors"};  // the gauges of SwitchDaemon's is_gauge, and identities
-  if (!retired.is_object()) return;
-  if (!total.is_object()) total = json::object();
-  for (const auto& [key, value] : retired.items()) {
-    if (value.is_number_unsigned() && !kNotCounters.contains(key)) {
-      total[key] = total.value(key, std::uint64_t{0}) + value.get<std::uint64_t>();
-    } else if (value.is_object()) {
-      add_counters(total[key], value);
-    } else if (value.is_array() && (key == "jobs" || key == "ports")) {
-      const char* id = key == "jobs" ? "job" : "port";
-      if (!total[key].is_array()) total[key] = json::array();
-      for (const json& item : value) {
-        auto same = std::find_if(total[key].begin(), total[key].end(),
-                                 [&](const json& t) { return t.value(id, -1) == item.value(id, -1); });
-        if (same == total[key].end()) {
-          json fresh = item;
-          if (fresh.contains("installed")) fresh["installed"] = 0;
-          total[key].push_back(fresh);
-        } else {
-          add_counters(*same, item);
-        }
-      }
-    }
-  }
 }
 
 // --- one run
@@ -161,7 +123,7 @@ class ProcessRun {
     Child* child = nullptr;
     std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
     bool up = false;
-    json retired;  // counters of its processes before restarts
+    control::SwitchStats retired;  // counters of its processes before restarts (SwitchStats::operator+=)
     // Packets of the jobs its restarted processes rejected before the jobs were installed again.
     std::uint64_t restart_rejected = 0;
   };
@@ -405,37 +367,32 @@ class ProcessRun {
   void stop_switch(const std::string& name) {
     Switch& sw = switches_.at(name);
     if (!sw.up) return;
-    add_counters(sw.retired, stats_or_none(orchestrator_->switch_client(name)));
+    if (const auto last = stats_or_none(orchestrator_->switch_client(name))) sw.retired += *last;
     children_.kill(*sw.child);
     sw.up = false;
   }
 
   // What a switch's counters say it rejected (malformed, unknown job, not admitted).
-  static std::uint64_t rejected_in(const json& stats) {
-    if (!stats.is_object() || !stats.contains("switch")) return 0;
-    std::uint64_t n = 0;
+  static std::uint64_t rejected_in(const control::SwitchStats& stats) {
     // malformed_frames: frames to the ATP port an interface-port switch could not even parse
-    for (const char* key : {"malformed", "malformed_frames", "unknown_job", "not_admitted"}) {
-      n += counter(stats["switch"], key);
-    }
-    return n;
+    return stats.pipeline.malformed + stats.ethernet.malformed_frames + stats.pipeline.unknown_job +
+           stats.pipeline.not_admitted;
   }
 
   // Noise packets that reached the pipeline of switch `name` by its counters `stats`: what its
   // noise hosts' ports received, less what their ingress queues lost, dropped or still hold, plus
   // the copies they made.
-  std::uint64_t noise_received_in(const std::string& name, const json& stats) const {
-    if (!stats.is_object() || !stats.contains("ports")) return 0;
+  std::uint64_t noise_received_in(const std::string& name, const control::SwitchStats& stats) const {
     std::int64_t n = 0;
     for (const auto& [peer, port] : switches_.at(name).ports) {
       const bool noisy =
           std::any_of(s_.noise.begin(), s_.noise.end(), [&](const NoiseSource& src) { return src.host == peer; });
       if (!noisy) continue;
-      for (const json& p : stats["ports"]) {
-        if (p.value("port", -1) != static_cast<int>(port)) continue;
-        auto v = [&p](const char* key) { return static_cast<std::int64_t>(counter(p, key)); };
-        n += v("rx_packets") - v("ingress_lost") - v("ingress_queue_drops") + v("ingress_duplicated") -
-             v("ingress_queue_depth");
+      for (const control::SwitchPortStats& p : stats.ports) {
+        if (p.port != port) continue;
+        auto v = [](std::uint64_t counter) { return static_cast<std::int64_t>(counter); };
+        n += v(p.rx_packets) - v(p.ingress.lost) - v(p.ingress.queue_drops) + v(p.ingress.duplicated) -
+             v(p.ingress.depth);
       }
     }
     return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
@@ -446,8 +403,9 @@ class ProcessRun {
   // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
   void count_restart_rejections(const std::string& name) {
     Switch& sw = switches_.at(name);
-    const json stats = stats_or_none(orchestrator_->switch_client(name));
-    const std::uint64_t rejected = rejected_in(stats), noise = noise_received_in(name, stats);
+    const std::optional<control::SwitchStats> stats = stats_or_none(orchestrator_->switch_client(name));
+    if (!stats) return;
+    const std::uint64_t rejected = rejected_in(*stats), noise = noise_received_in(name, *stats);
     sw.restart_rejected += rejected > noise ? rejected - noise : 0;
   }
 
@@ -753,13 +711,12 @@ class ProcessRun {
     }
 
     // Counters from the daemons, once their aggregator tables have settled (settled_stats).
-    std::map<std::string, json> stats = settled_stats();
+    std::map<std::string, std::optional<control::SwitchStats>> settled = settled_stats();
+    std::map<std::string, control::SwitchStats> stats;  // live and retired counters; a switch down now: retired only
     for (auto& [name, sw] : switches_) {
-      json& live = stats[name];
-      if (live.is_object() && live.contains("switch")) {
-        result.leaked_aggregators += counter(live["switch"], "aggregators_in_use");
-      }
-      add_counters(live, sw.retired);
+      if (settled[name]) result.leaked_aggregators += settled[name]->aggregators_in_use;
+      control::SwitchStats& live = stats[name] = settled[name].value_or(control::SwitchStats{});
+      live += sw.retired;
       result.rejected_packets += rejected_in(live);
       result.noise_packets_received += noise_received_in(name, live);
       result.restart_rejected_packets += sw.restart_rejected;
@@ -770,21 +727,16 @@ class ProcessRun {
       const JobId id = s_.jobs[j].spec.id;
       for (const auto& [name, plan] : plans_[j].switches) {
         r.switch_aggregations[name] = 0;
-        const json& st = stats[name];
-        if (!st.is_object() || !st.contains("jobs")) continue;
-        for (const json& jc : st["jobs"]) {
-          if (jc.value("job", JobId{0}) != id) continue;
-          r.switch_aggregations[name] = counter(jc, "aggregations");
-          r.collisions += counter(jc, "collisions");
-          r.reclaimed_aggregators += counter(jc, "reclaimed");
+        for (const control::SwitchJobStats& jc : stats[name].jobs) {
+          if (jc.job != id) continue;
+          r.switch_aggregations[name] = jc.counters.aggregations;
+          r.collisions += jc.counters.collisions;
+          r.reclaimed_aggregators += jc.counters.reclaimed;
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const json st = stats_or_none(orchestrator_->ps_client(host));
-        const std::string key = std::to_string(id);
-        if (st.is_object() && st.contains("jobs") && st["jobs"].contains(key)) {
-          r.ps_packets_received += counter(st["jobs"][key], "packets_received");
-        }
+        const std::optional<control::PsStats> st = stats_or_none(orchestrator_->ps_client(host));
+        if (st && st->jobs.contains(id)) r.ps_packets_received += st->jobs.at(id).packets_received;
       }
       for (const std::string* e : {&crash_error[j], &other_error[j], &stop_error[j]}) {
         if (r.error.empty()) r.error = *e;
@@ -814,20 +766,16 @@ class ProcessRun {
   // runs again, claiming aggregators afresh that its timer frees one timeout later. So the
   // tables are read until no packet arrived between two reads a timeout apart (or nothing is
   // held), at most a few times.
-  std::map<std::string, json> settled_stats() {
+  std::map<std::string, std::optional<control::SwitchStats>> settled_stats() {
     Duration reclaim{0};
     for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
     const Duration wait = reclaim + std::chrono::milliseconds(50);
     auto read = [this](const std::string& name) {
-      return switches_.at(name).up ? stats_or_none(orchestrator_->switch_client(name)) : json();
+      return switches_.at(name).up ? stats_or_none(orchestrator_->switch_client(name)) : std::nullopt;
     };
-    auto held = [](const json& st) {
-      return st.is_object() && st.contains("switch") ? counter(st["switch"], "aggregators_in_use") : 0;
-    };
-    auto packets = [](const json& st) {
-      return st.is_object() && st.contains("switch") ? counter(st["switch"], "packets") : 0;
-    };
-    std::map<std::string, json> stats;
+    auto held = [](const std::optional<control::SwitchStats>& st) { return st ? st->aggregators_in_use : 0; };
+    auto packets = [](const std::optional<control::SwitchStats>& st) { return st ? st->pipeline.packets : 0; };
+    std::map<std::string, std::optional<control::SwitchStats>> stats;
     std::set<std::string> unsettled;
     for (const auto& [name, sw] : switches_) {
       stats[name] = read(name);  // waits for a switch that is not running right now to answer
@@ -837,9 +785,9 @@ class ProcessRun {
     for (int k = 0; k < kMaxReads && !unsettled.empty(); ++k) {
       std::this_thread::sleep_for(wait);
       for (auto it = unsettled.begin(); it != unsettled.end();) {
-        json now = read(*it);
+        std::optional<control::SwitchStats> now = read(*it);
         const bool quiet = packets(now) == packets(stats[*it]);
-        if (now.is_object()) stats[*it] = std::move(now);
+        if (now) stats[*it] = std::move(now);
         it = held(stats[*it]) == 0 || quiet ? unsettled.erase(it) : std::next(it);
       }
     }
@@ -848,37 +796,37 @@ class ProcessRun {
 
   // Links, per direction in planned-link order: a switch's egress counters for switch -> peer,
   // its ingress counters for host -> switch.
-  void collect_links(ScenarioResult& result, const std::map<std::string, json>& stats) const {
-    auto port_stats = [&](const std::string& sw, PortId port) -> const json* {
+  void collect_links(ScenarioResult& result, const std::map<std::string, control::SwitchStats>& stats) const {
+    auto port_stats = [&](const std::string& sw, PortId port) -> const control::SwitchPortStats* {
       const auto it = stats.find(sw);
-      if (it == stats.end() || !it->second.is_object() || !it->second.contains("ports")) return nullptr;
-      for (const json& p : it->second["ports"]) {
-        if (p.value("port", -1) == static_cast<int>(port)) return &p;
+      if (it == stats.end()) return nullptr;
+      for (const control::SwitchPortStats& p : it->second.ports) {
+        if (p.port == port) return &p;
       }
       return nullptr;
     };
     for (const PlannedLink& l : network_->links) {
       for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
         LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
-        if (const json* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
-          lr.packets = counter(*p, "tx_packets");
-          lr.bytes = counter(*p, "tx_bytes");
-          lr.lost = counter(*p, "lost");
-          lr.queue_drops = counter(*p, "queue_drops");
-          lr.ecn_marked = counter(*p, "ecn_marked");
-          lr.duplicated = counter(*p, "duplicated");
+        if (const auto* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
+          lr.packets = p->egress.packets;
+          lr.bytes = p->egress.bytes;
+          lr.lost = p->egress.lost;
+          lr.queue_drops = p->egress.queue_drops;
+          lr.ecn_marked = p->egress.ecn_marked;
+          lr.duplicated = p->egress.duplicated;
           // Switch to switch: frames the receiving switch's kernel had no buffer for.
-          if (const json* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
-            lr.queue_drops += counter(*q, "rx_kernel_drops");
+          if (const auto* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
+            lr.queue_drops += q->rx_kernel_drops;
           }
-        } else if (const json* q = port_stats(to.node, to.port)) {
-          lr.packets = counter(*q, "rx_packets");
-          lr.bytes = counter(*q, "rx_bytes");
-          lr.lost = counter(*q, "ingress_lost");
+        } else if (const auto* q = port_stats(to.node, to.port)) {
+          lr.packets = q->rx_packets;
+          lr.bytes = q->rx_bytes;
+          lr.lost = q->ingress.lost;
           // Frames the switch's kernel had no buffer for arrived and were lost on the way in.
-          lr.queue_drops = counter(*q, "ingress_queue_drops") + counter(*q, "rx_kernel_drops");
-          lr.ecn_marked = counter(*q, "ingress_ecn_marked");
-          lr.duplicated = counter(*q, "ingress_duplicated");
+          lr.queue_drops = q->ingress.queue_drops + q->rx_kernel_drops;
+          lr.ecn_marked = q->ingress.ecn_marked;
+          lr.duplicated = q->ingress.duplicated;
         }
         result.links.push_back(lr);
       }
@@ -943,7 +891,7 @@ class ProcessBackend final : public Backend {
     // both can share the host's address (the worker's socket is bound to 0.0.0.0, the PS's to
     // the host's address, both with SO_REUSEADDR), as BytePS's colocated PS shards (N-to-N).
     // A PS's unicast answer to a resend, addressed to the host, reaches the PS's socket, which
-    // relays it to the worker (PsDaemonCounters::relayed_to_local_worker).
+    // relays it to the worker (control::PsDaemonCounters::relayed_to_local_worker).
     std::map<std::string, std::string> worker_job;  // host -> the job it is a worker of
     for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
       const JobSpec& spec = scenario.jobs[j].spec;

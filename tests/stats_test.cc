@@ -1,0 +1,228 @@
+// Tests of the daemons' counters as messages (control/stats.h): both JSON codecs round trip, a
+// missing, mistyped or unknown key is one sentence naming it, += sums counters and keeps gauges,
+// and /metrics lists every number of the document. The daemons' own documents are checked word
+// for word in switch_daemon_test and ps_daemon_test.
+#include "atp/control/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "atp/control/control.h"
+
+namespace atp::control {
+namespace {
+
+using nlohmann::json;
+
+// Every number distinct, so that a field written under another's key shows.
+SwitchStats sample_switch(bool udp) {
+  SwitchStats s;
+  s.name = "s0";
+  if (udp) {
+    s.data = SocketAddress::parse("127.0.0.1:9000");
+  } else {
+    s.interfaces = {"veth0", "veth1"};
+  }
+  s.threads = {{1, 2, 3}, {4, 5, 6}};
+  s.pipeline = {10, 11, 12, 13, 14, 15, 16};
+  s.unknown_source = 17;
+  s.no_port = 18;
+  s.truncated = 19;
+  s.send_failed = 20;
+  s.handoff_drops = 9;
+  s.aggregators = 4096;
+  s.aggregators_in_use = 21;
+  s.ethernet = {22, 23, 24, 25, 26, 27, 28, 29};
+  s.mac_addresses = 30;
+  s.neighbors = 31;
+  s.jobs = {{1, true, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49}}, {7, false, {50, 51, 52, 53, 54, 55, 56, 57, 58, 59}}};
+  for (PortId p = 0; p < 2; ++p) {
+    SwitchPortStats row;
+    row.port = p;
+    if (udp) {
+      if (p == 0) row.peer = SocketAddress::parse("127.0.0.1:40001");  // port 1 is detached
+    } else {
+      row.interface = s.interfaces[p];
+    }
+    const std::uint64_t b = 100 * (p + 1);
+    row.rx_packets = b + 1;
+    row.rx_bytes = b + 2;
+    row.egress = {b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9, b + 10};
+    row.ingress = {0, 0, b + 11, b + 12, b + 13, b + 14, b + 15, b + 16};  // no packets or bytes: not in the document
+    row.rx_kernel_drops = b + 17;
+    s.ports.push_back(row);
+  }
+  return s;
+}
+
+PsStats sample_ps() {
+  PsStats s;
+  s.data = SocketAddress::parse("10.0.0.3:9000");
+  s.daemon = {1, 2, 3, 4, 5, 6, 7};
+  s.jobs[1] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  s.jobs[300] = {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40};
+  return s;
+}
+
+// The message `text` read with `read` fails with `message`.
+template <class Read>
+void expect_error(Read read, const std::string& text, const std::string& message) {
+  try {
+    read(text);
+    ADD_FAILURE() << "accepted " << text;
+  } catch (const ControlError& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+// `doc` with `edit` applied, as text.
+std::string edited(const std::string& text, const std::function<void(json&)>& edit) {
+  json doc = json::parse(text);
+  edit(doc);
+  return doc.dump();
+}
+
+TEST(SwitchStats, RoundTripsOnBothKindsOfPorts) {
+  for (const bool udp : {true, false}) {
+    const std::string text = to_json(sample_switch(udp));
+    const SwitchStats back = switch_stats_from_json(text);
+    EXPECT_EQ(to_json(back), text);
+    EXPECT_EQ(back.data.has_value(), udp);
+    EXPECT_EQ(back.ports[1].egress.depth, 210u);
+    EXPECT_EQ(back.ports[1].ingress.depth, 216u);
+    EXPECT_EQ(back.jobs[1].counters.round_shape_mismatches, 59u);
+    EXPECT_FALSE(back.jobs[1].installed);
+  }
+  const json doc = json::parse(to_json(sample_switch(true)));
+  EXPECT_EQ(doc["ports"][0]["peer"], "127.0.0.1:40001");
+  EXPECT_EQ(doc["ports"][1]["peer"], "");  // detached
+  EXPECT_EQ(doc["ports"][1]["drops"], 205 + 206);
+  EXPECT_EQ(doc["jobs"][0]["installed"], 1);
+  EXPECT_EQ(doc["switch"]["send_failed"], 20);
+  EXPECT_EQ(json::parse(to_json(sample_switch(false)))["ports"][1]["interface"], "veth1");
+}
+
+TEST(SwitchStats, AMissingMistypedOrUnknownKeyIsOneSentenceNamingIt) {
+  const std::string text = to_json(sample_switch(true));
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["ports"][1].erase("tx_packets"); }),
+               "ports[1].tx_packets: missing");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["switch"]["packets"] = "many"; }),
+               "switch.packets: expected an integer, got \"many\"");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["jobs"][0]["aggregations"] = -1; }),
+               "jobs[0].aggregations: must be between 0 and 18446744073709551615, got -1");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["threads"][0]["spare"] = 0; }),
+               "threads[0].spare: unknown key (expected one of packets, handed_off, handoff_drops)");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["jobs"][0]["installed"] = 2; }),
+               "jobs[0].installed: must be 0 or 1, got 2");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["ports"][0]["drops"] = 1; }),
+               "ports[0].drops: must be queue_drops + lost (211), got 1");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["ports"][0]["peer"] = "nowhere"; }),
+               "ports[0].peer: 'nowhere' is not an IPv4 address and port like 127.0.0.1:9000");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["ports"][0]["interface"] = "eth0"; }),
+               "ports[0].interface: unknown key (expected one of rx_packets, rx_bytes, tx_packets, tx_bytes, "
+               "queue_drops, lost, duplicated, reordered, ecn_marked, queue_depth, ingress_lost, "
+               "ingress_queue_drops, ingress_duplicated, ingress_reordered, ingress_ecn_marked, "
+               "ingress_queue_depth, rx_kernel_drops, port, drops, peer)");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d.erase("data"); }),
+               "data: missing (or interfaces, on a switch of interface ports)");
+  expect_error(switch_stats_from_json, "[]", "switch stats: expected a JSON object, got []");
+}
+
+TEST(SwitchStats, AddingSumsCountersAndKeepsGauges) {
+  SwitchStats live = sample_switch(true);
+  live.jobs.erase(live.jobs.begin() + 1);  // job 7 ran before the restart only
+  live.ports.pop_back();                   // port 1 was attached before the restart only
+  SwitchStats earlier = sample_switch(true);
+  earlier.aggregators_in_use = 1000;
+  earlier.threads = {{7, 7, 7}};
+  const SwitchStats before = live;
+  live += earlier;
+  EXPECT_EQ(live.pipeline.packets, 2 * before.pipeline.packets);
+  EXPECT_EQ(live.send_failed, 2 * before.send_failed);
+  EXPECT_EQ(live.ethernet.neighbor_refused, 2 * before.ethernet.neighbor_refused);
+  EXPECT_EQ(live.aggregators_in_use, before.aggregators_in_use);  // gauges: the live ones
+  EXPECT_EQ(live.mac_addresses, before.mac_addresses);
+  EXPECT_EQ(live.threads.size(), before.threads.size());
+  ASSERT_EQ(live.jobs.size(), 2u);
+  EXPECT_EQ(live.jobs[0].counters.aggregations, 80u);
+  EXPECT_TRUE(live.jobs[0].installed);
+  EXPECT_EQ(live.jobs[1].job, 7);
+  EXPECT_FALSE(live.jobs[1].installed);
+  EXPECT_EQ(live.jobs[1].counters.aggregations, 50u);
+  ASSERT_EQ(live.ports.size(), 2u);
+  EXPECT_EQ(live.ports[0].egress.packets, 2 * 103u);
+  EXPECT_EQ(live.ports[0].ingress.lost, 2 * 111u);
+  EXPECT_EQ(live.ports[0].egress.depth, 110u);  // a gauge
+  EXPECT_EQ(live.ports[0].rx_kernel_drops, 2 * 117u);
+  EXPECT_EQ(live.ports[1].rx_packets, 201u);
+  // Nothing from before a restart on a switch that is down now: its retired counters alone.
+  SwitchStats none;
+  none += earlier;
+  EXPECT_EQ(none.pipeline.packets, earlier.pipeline.packets);
+  EXPECT_EQ(none.ports.size(), 2u);
+  EXPECT_FALSE(none.jobs[0].installed);
+}
+
+// Every number of the document is a metric, and only those.
+TEST(SwitchStats, MetricsListEveryNumberOfTheDocument) {
+  const SwitchStats s = sample_switch(true);
+  const std::string metrics = to_prometheus(s);
+  const json doc = json::parse(to_json(s));
+  std::size_t lines = 2 * doc["switch"].size();  // # TYPE and the sample
+  for (const auto& [key, value] : doc["switch"].items()) {
+    EXPECT_NE(metrics.find("atp_switch_" + key), std::string::npos) << key;
+  }
+  for (const auto& [group, label] : {std::pair{"jobs", "job"}, std::pair{"ports", "port"}}) {
+    for (const auto& [key, value] : doc[group][0].items()) {
+      if (!value.is_number() || key == label) continue;
+      lines += 1 + doc[group].size();  // # TYPE and a sample per row
+      EXPECT_NE(metrics.find("atp_switch_" + std::string(label) + "_" + key), std::string::npos) << key;
+    }
+  }
+  EXPECT_EQ(static_cast<std::size_t>(std::count(metrics.begin(), metrics.end(), '\n')), lines) << metrics;
+  EXPECT_NE(
+      metrics.find("# TYPE atp_switch_aggregators_in_use gauge\natp_switch_aggregators_in_use{switch=\"s0\"} 21\n"),
+      std::string::npos);
+  EXPECT_NE(metrics.find("atp_switch_job_installed{switch=\"s0\",job=\"7\"} 0\n"), std::string::npos);
+  EXPECT_NE(metrics.find("atp_switch_port_drops_total{switch=\"s0\",port=\"1\"} 411\n"), std::string::npos);
+  EXPECT_NE(metrics.find("atp_switch_port_ingress_queue_depth{switch=\"s0\",port=\"0\"} 116\n"), std::string::npos);
+}
+
+TEST(PsStats, RoundTripsAndRefusesBadKeys) {
+  const std::string text = to_json(sample_ps());
+  const PsStats back = ps_stats_from_json(text);
+  EXPECT_EQ(to_json(back), text);
+  EXPECT_EQ(back.jobs.at(300).dropped, 40u);
+  EXPECT_EQ(back.daemon.relayed_to_local_worker, 7u);
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["x"] = d["jobs"]["1"]; }),
+               "jobs.x: not a job id (0..65535)");
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["70000"] = d["jobs"]["1"]; }),
+               "jobs.70000: not a job id (0..65535)");
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["1"].erase("stale"); }),
+               "jobs.1.stale: missing");
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["daemon"]["extra"] = 1; }),
+               "daemon.extra: unknown key (expected one of datagrams_received, malformed, unknown_job, "
+               "foreign_source, datagrams_sent, send_failures, relayed_to_local_worker)");
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["data"] = 5; }), "data: expected a string, got 5");
+}
+
+TEST(PsStats, MetricsHaveEveryJobCounter) {
+  const std::string metrics = to_prometheus(sample_ps());
+  EXPECT_NE(metrics.find("# HELP atp_ps_malformed_total Datagrams that are not ATP packets, dropped.\n"
+                         "# TYPE atp_ps_malformed_total counter\natp_ps_malformed_total 2\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("atp_ps_jobs 2\n"), std::string::npos);
+  EXPECT_NE(metrics.find("# TYPE atp_ps_job_stale_total counter\natp_ps_job_stale_total{job=\"1\"} 18\n"
+                         "atp_ps_job_stale_total{job=\"300\"} 38\n"),
+            std::string::npos)
+      << metrics;
+}
+
+}  // namespace
+}  // namespace atp::control
