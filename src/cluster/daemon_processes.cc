@@ -11,6 +11,7 @@
 
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
+#include "atp/control/switch_config.h"
 
 namespace atp {
 
@@ -97,8 +98,10 @@ LocalDaemons::LocalDaemons(const std::string& binary, std::uint32_t aggregators,
   const std::string token_file = (dir_.path() / "token").string();
   processes::write_private_file(token_file, token_ + "\n");
   const auto config = dir_.path() / "switch.yaml";
-  processes::write_file(config, "name: local\naggregators: " + std::to_string(aggregators) +
-                                    "\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:0\n");
+  control::SwitchDaemonConfig sw_config;  // UDP ports on 127.0.0.1, the data and control ports the kernel's
+  sw_config.name = "local";
+  sw_config.pipeline.num_aggregators = aggregators;
+  processes::write_file(config, control::to_yaml(sw_config));
   processes::Child& sw = start_switch_process(children_, binary, "local", config.string(), token_file);
   switch_control_ = control_addresses(children_, {&sw}, processes::Clock::now() + kStartupTimeout).front();
   PsProcessOptions options;

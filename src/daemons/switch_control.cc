@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "atp/control/stats.h"
-#include "switch_config.h"
 
 namespace atp::detail {
 namespace {
@@ -130,8 +129,8 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   } else if (!detached_ports_.empty()) {
     port = *detached_ports_.begin();  // lowest first; reset when it was detached
     detached_ports_.erase(detached_ports_.begin());
-  } else if (dataplane_.port_count() >= kMaxPorts) {
-    return Reply::error(503, "the switch has " + std::to_string(kMaxPorts) +
+  } else if (dataplane_.port_count() >= control::kMaxPorts) {
+    return Reply::error(503, "the switch has " + std::to_string(control::kMaxPorts) +
                                  " ports, the most it can have; detach one with DELETE /hosts/<port> first");
   } else {
     port = dataplane_.add_port();

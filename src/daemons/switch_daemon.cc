@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "atp/control/control.h"
-#include "switch_config.h"
 #include "switch_control.h"
 #include "switch_dataplane.h"
 
@@ -34,7 +33,7 @@ struct SwitchDaemon::Impl {
   // `config`, or SwitchConfigError when it asks for more than the machine or PortId allow (a
   // config built in C++, not parsed: ClusterJob's local switch).
   static SwitchDaemonConfig checked(SwitchDaemonConfig config) {
-    detail::check_limits(config);
+    control::check_limits(config);
     return config;
   }
 

@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
-
-#include "switch_config.h"
 
 namespace atp::detail {
 namespace {
@@ -63,6 +62,15 @@ void add(SwitchDataplane::Totals& a, const SwitchDataplane::Totals& b) {
   a.no_port += b.no_port;
   a.send_failed += b.send_failed;
   a.threads.insert(a.threads.end(), b.threads.begin(), b.threads.end());
+}
+
+// The dataplane threads `config` (passed check_limits) runs: config.threads, or when 0 a quarter
+// of the machine's cores, from 1 to 4, lowered to a divisor of the aggregators.
+std::uint32_t dataplane_threads(const SwitchDaemonConfig& config) {
+  if (config.threads != 0) return config.threads;
+  std::uint32_t threads = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
+  while (config.pipeline.atp_capable && config.pipeline.num_aggregators % threads != 0) --threads;
+  return threads;
 }
 
 }  // namespace

@@ -3,16 +3,19 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "atp/io/socket_batch.h"
-#include "switch_config.h"
 #include "switch_ports.h"
 
 namespace atp::detail {
 namespace {
+
+// A UDP peer (address and port) as one number, the key of the ports by peer.
+std::uint64_t peer_key(const SocketAddress& e) { return (std::uint64_t{e.ip} << 16) | e.port; }
 
 class UdpPorts final : public SwitchPorts {
  public:

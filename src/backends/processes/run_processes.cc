@@ -12,7 +12,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +21,7 @@
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
+#include "atp/control/switch_config.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
@@ -66,12 +66,6 @@ auto stats_or_none(const Client& daemon) -> std::optional<decltype(daemon.stats(
 bool is_plain(const EgressConfig& c) {
   return c.rate_gbps == 0 && c.buffer_packets == 0 && c.ecn_threshold_packets == 0 && c.delay == Duration::zero() &&
          c.loss == 0 && c.duplicate == 0 && c.reorder == 0;
-}
-
-// A direction's settings as the switch config's port entries and PUT /ports write them (JSON
-// is also YAML): control's PortSettings codec, so both sides agree on the keys.
-json settings_json(const EgressConfig& c) {
-  return json::parse(control::to_json(control::PortSettings{c, std::nullopt})).at("egress");
 }
 
 // --- one run
@@ -172,35 +166,34 @@ class ProcessRun {
     }
   }
 
+  // The `atp switch --config` file of switch `name` with the settings active at `t`.
   std::string switch_config(const std::string& name, Duration t) const {
     const SwitchSpec& sw = *std::find_if(s_.topology.switches.begin(), s_.topology.switches.end(),
                                          [&](const SwitchSpec& x) { return x.name == name; });
-    std::ostringstream y;
-    y << "name: " << name << "\naggregators: " << sw.config.num_aggregators << "\nwidth: " << sw.config.aggregator_width
-      << "\nreclaim_timeout_us: " << std::max<std::int64_t>(0, sw.config.reclaim_timeout.count() / 1000)
-      << "\natp_capable: " << (sw.config.atp_capable ? "true" : "false");
-    if (const auto listen = where_->switch_listen(name)) y << "\nlisten: " << listen->to_string();
-    y << "\ncontrol: 127.0.0.1:0\nseed: " << s_.seed << "\nports:\n";
+    control::SwitchDaemonConfig c;
+    c.name = name;
+    c.pipeline = sw.config;
+    c.pipeline.reclaim_timeout = std::max(sw.config.reclaim_timeout, Duration::zero());
+    if (const auto listen = where_->switch_listen(name)) c.listen = *listen;
+    c.seed = s_.seed;
     for (const auto& [peer, port] : switches_.at(name).ports) {
-      json p = settings_json(direction_settings(s_, name, peer, t));
+      control::SwitchPortConfig p;
+      p.egress = direction_settings(s_, name, peer, t);
       const Placement::PortEndpoint endpoint = where_->port_endpoint(port, peer);
       if (endpoint.peer) {
-        p["peer"] = endpoint.peer->to_string();
+        p.peer = *endpoint.peer;
       } else {
-        p["interface"] = endpoint.interface;
+        p.interface = endpoint.interface;
       }
       // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
       if (!switches_.contains(peer)) {
         const EgressConfig in = host_ingress(peer, name, t);
-        if (!is_plain(in)) p["ingress"] = settings_json(in);
+        if (!is_plain(in)) p.ingress = in;
       }
-      y << "  - " << p.dump() << "\n";
+      c.ports.push_back(p);
     }
-    y << "routes:\n";
-    for (const auto& [dst, port] : network_->routes.at(name)) {
-      y << "  - {dst: \"" << format_address(dst) << "\", port: " << port << "}\n";
-    }
-    return y.str();
+    for (const auto& [dst, port] : network_->routes.at(name)) c.routes.emplace_back(dst, port);
+    return control::to_yaml(c);
   }
 
   // The host -> switch direction as the switch's ingress queue applies it.

@@ -1,10 +1,12 @@
-// The switch daemon's config file: a strict YAML reader that names the key in every error, and
-// parse_switch_config / load_switch_config, which turn the file into a SwitchDaemonConfig.
-#include "switch_config.h"
+// The switch daemon's config file (switch_config.h): a strict YAML reader that names the key in
+// every error, parse_switch_config and load_switch_config, which turn the file into a
+// SwitchDaemonConfig, and to_yaml, which writes one (yaml-cpp's emitter).
+#include "atp/control/switch_config.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <initializer_list>
@@ -13,18 +15,15 @@
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <utility>
 
 #include "atp/control/control.h"
 #include "atp/io/config_file.h"
 #include "atp/io/machine.h"
+#include "atp/wire.h"
 
-namespace atp {
+namespace atp::control {
 namespace {
-
-using detail::kMaxDataplaneThreads;
-using detail::kMaxPorts;
-using detail::peer_key;
 
 // Reads the values of one YAML document, checking each: a wrong one throws SwitchConfigError
 // "WHERE: FIELD: what is wrong" (WHERE names the document, e.g. its file).
@@ -45,7 +44,7 @@ class YamlReader {
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(prefix + control::excerpt(key), "unknown key (expected one of " + list + ")");
+        fail(prefix + excerpt(key), "unknown key (expected one of " + list + ")");
       }
     }
   }
@@ -89,14 +88,14 @@ class YamlReader {
     try {
       return SocketAddress::parse(text);
     } catch (const std::invalid_argument&) {
-      fail(field, "expected an address like 127.0.0.1:9000, got '" + control::excerpt(text) + "'");
+      fail(field, "expected an address like 127.0.0.1:9000, got '" + excerpt(text) + "'");
     }
   }
 
  private:
   // A value for an error message: a bounded excerpt of it.
   static std::string scalar(const YAML::Node& node) {
-    return node.IsScalar() ? control::excerpt(node.Scalar()) : "a non-scalar";
+    return node.IsScalar() ? excerpt(node.Scalar()) : "a non-scalar";
   }
   std::string where_;
 };
@@ -104,7 +103,7 @@ class YamlReader {
 // The seven keys of a port direction's settings (the port's egress, or its `ingress:` mapping).
 EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix) {
   EgressConfig e;
-  if (map["rate_gbps"]) e.rate_gbps = r.number(map["rate_gbps"], prefix + "rate_gbps", 0, control::kMaxPortRateGbps);
+  if (map["rate_gbps"]) e.rate_gbps = r.number(map["rate_gbps"], prefix + "rate_gbps", 0, kMaxPortRateGbps);
   if (map["buffer_packets"]) {
     e.buffer_packets =
         static_cast<std::uint32_t>(r.integer(map["buffer_packets"], prefix + "buffer_packets", 0, UINT32_MAX));
@@ -114,7 +113,7 @@ EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const s
         r.integer(map["ecn_threshold_packets"], prefix + "ecn_threshold_packets", 0, UINT32_MAX));
   }
   if (map["delay_us"]) {
-    e.delay = std::chrono::microseconds(r.integer(map["delay_us"], prefix + "delay_us", 0, control::kMaxPortDelayUs));
+    e.delay = std::chrono::microseconds(r.integer(map["delay_us"], prefix + "delay_us", 0, kMaxPortDelayUs));
   }
   if (map["loss"]) e.loss = r.number(map["loss"], prefix + "loss", 0, 1);
   if (map["duplicate"]) e.duplicate = r.number(map["duplicate"], prefix + "duplicate", 0, 1);
@@ -152,9 +151,25 @@ std::optional<std::string> threads_refused(const SwitchDaemonConfig& config) {
   return std::nullopt;
 }
 
-}  // namespace
+// `v` as the shortest text that reads back the same (the emitter writes 0.1 as 0.10000000000000001).
+std::string shortest(double v) {
+  char text[32];
+  return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
+}
 
-namespace detail {
+// The seven keys of a port direction's settings, as egress_settings reads them.
+void emit_settings(YAML::Emitter& out, const EgressConfig& e) {
+  out << YAML::Key << "rate_gbps" << YAML::Value << shortest(e.rate_gbps);
+  out << YAML::Key << "buffer_packets" << YAML::Value << e.buffer_packets;
+  out << YAML::Key << "ecn_threshold_packets" << YAML::Value << e.ecn_threshold_packets;
+  out << YAML::Key << "delay_us" << YAML::Value
+      << std::chrono::duration_cast<std::chrono::microseconds>(e.delay).count();
+  out << YAML::Key << "loss" << YAML::Value << shortest(e.loss);
+  out << YAML::Key << "duplicate" << YAML::Value << shortest(e.duplicate);
+  out << YAML::Key << "reorder" << YAML::Value << shortest(e.reorder);
+}
+
+}  // namespace
 
 void check_limits(const SwitchDaemonConfig& config) {
   if (const std::optional<std::string> too_large = table_too_large(config.pipeline)) {
@@ -168,15 +183,6 @@ void check_limits(const SwitchDaemonConfig& config) {
     throw SwitchConfigError(config.name + ": threads: " + *refused);
   }
 }
-
-std::uint32_t dataplane_threads(const SwitchDaemonConfig& config) {
-  if (config.threads != 0) return config.threads;
-  std::uint32_t threads = std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
-  while (config.pipeline.atp_capable && config.pipeline.num_aggregators % threads != 0) --threads;
-  return threads;
-}
-
-}  // namespace detail
 
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
   YamlReader r(where);
@@ -197,7 +203,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     const bool printable = std::all_of(c.name.begin(), c.name.end(),
                                        [](char ch) { return ch >= ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
     if (c.name.empty() || c.name.size() > 255 || !printable) {
-      r.fail("name", "'" + control::excerpt(c.name) +
+      r.fail("name", "'" + excerpt(c.name) +
                          "' is not a switch name (1-255 printable ASCII characters, no quotes or backslashes)");
     }
   }
@@ -235,7 +241,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   if (ports.size() > kMaxPorts) {  // PortId is 16 bits
     r.fail("ports", "at most " + std::to_string(kMaxPorts) + " ports, got " + std::to_string(ports.size()));
   }
-  std::set<std::uint64_t> peers;
+  std::set<std::pair<Address, std::uint16_t>> peers;
   std::set<std::string> interfaces;
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string p = "ports[" + std::to_string(i) + "].";
@@ -255,8 +261,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
                                          [](char ch) { return ch > ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
       if (pc.interface.empty() || pc.interface.size() > 15 || !printable ||
           pc.interface.find_first_of("/:") != std::string::npos) {
-        r.fail(p + "interface",
-               "'" + control::excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
+        r.fail(p + "interface", "'" + excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
       }
       if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
     } else {
@@ -266,7 +271,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
                "interface)");
       }
       pc.peer = r.endpoint(port["peer"], p + "peer");
-      if (!peers.insert(peer_key(pc.peer)).second)
+      if (!peers.emplace(pc.peer.ip, pc.peer.port).second)
         r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
     }
     if (i > 0 && pc.is_interface() != c.ports.front().is_interface()) {
@@ -297,8 +302,8 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
       if (!routes[i]["port"]) r.fail(p + "port", "missing");
       Address dst = 0;
       try {
-        dst = control::parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
-      } catch (const control::ControlError& e) {
+        dst = parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
+      } catch (const ControlError& e) {
         throw SwitchConfigError(where + ": " + e.what());
       }
       const auto port = static_cast<PortId>(
@@ -322,4 +327,43 @@ SwitchDaemonConfig load_switch_config(const std::string& path) {
   return parse_switch_config(text, path);
 }
 
-}  // namespace atp
+std::string to_yaml(const SwitchDaemonConfig& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << c.name;
+  out << YAML::Key << "aggregators" << YAML::Value << c.pipeline.num_aggregators;
+  out << YAML::Key << "width" << YAML::Value << c.pipeline.aggregator_width;
+  out << YAML::Key << "reclaim_timeout_us" << YAML::Value
+      << std::chrono::duration_cast<std::chrono::microseconds>(c.pipeline.reclaim_timeout).count();
+  out << YAML::Key << "atp_capable" << YAML::Value << c.pipeline.atp_capable;
+  if (!c.interface_ports()) out << YAML::Key << "listen" << YAML::Value << c.listen.to_string();
+  out << YAML::Key << "control" << YAML::Value << c.control_host + ":" + std::to_string(c.control_port);
+  out << YAML::Key << "seed" << YAML::Value << c.seed;
+  out << YAML::Key << "threads" << YAML::Value << c.threads;
+  out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
+  for (const SwitchPortConfig& p : c.ports) {
+    out << YAML::Flow << YAML::BeginMap;
+    if (p.is_interface()) {
+      out << YAML::Key << "interface" << YAML::Value << p.interface;
+    } else {
+      out << YAML::Key << "peer" << YAML::Value << p.peer.to_string();
+    }
+    emit_settings(out, p.egress);
+    if (p.ingress) {
+      out << YAML::Key << "ingress" << YAML::Value << YAML::BeginMap;
+      emit_settings(out, *p.ingress);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [dst, port] : c.routes) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "dst" << YAML::Value << format_address(dst) << YAML::Key
+        << "port" << YAML::Value << port << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace atp::control
