@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",
                   "aggregator_sharing: must be a non-empty string, got a list"},
         ErrorCase{"seed: 1", "seed: 1\nlink: {rate_gbps: -1}",
-                  "link.rate_gbps: must be a non-negative number of Gbit/s (0: unlimited), got -1"},
+                  "link.rate_gbps: must be a number of Gbit/s between 0 (unlimited) and 1000000, got -1"},
         ErrorCase{"rounds: 2", "rounds: 2, scale: 0", "jobs[0].scale: must be a positive number, got 0"},
         ErrorCase{"rounds: 2", "rounds: 2, rto_us: 0.0001",
                   "jobs[0].rto_us: must be a positive number of microseconds (at least 0.001), got 0.0001"},

@@ -1023,7 +1023,7 @@ TEST_P(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
                               "reorder": 0)";
   expect_error("0", R"({"egress": {"rate_gbps": 0, "los": 1, )" + rest + "}}", 400, "egress.los: unknown key");
   expect_error("0", R"({"ingress": {"rate_gbps": 0, "loss": 2, )" + rest + "}}", 400,
-               "ingress.loss: must be between 0 and 1");
+               "ingress.loss: must be a probability between 0 and 1");
   expect_error("0", R"({"ingress": {"rate_gbps": -1, "loss": 0, )" + rest + "}}", 400, "ingress.rate_gbps");
   expect_error("0", R"({"egress": {"loss": 0, )" + rest + "}}", 400, "egress.rate_gbps: missing");
   expect_error("0", R"({"egres": {}})", 400, "egres: unknown key");
@@ -1429,10 +1429,12 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
   const std::string port = "ports:\n  - peer: 127.0.0.1:9001\n";
   EXPECT_NE(config_error("aggregatorz: 4\n" + port).find("s.yaml: aggregatorz: unknown key"), std::string::npos);
   EXPECT_NE(config_error(port + "    rate_gbs: 1\n").find("s.yaml: ports[0].rate_gbs: unknown key"), std::string::npos);
-  EXPECT_NE(config_error(port + "    loss: 2\n").find("ports[0].loss: must be between 0 and 1"), std::string::npos);
+  EXPECT_NE(config_error(port + "    loss: 2\n").find("ports[0].loss: must be a probability between 0 and 1, got 2"),
+            std::string::npos);
   EXPECT_NE(config_error(port + "    ingress: {los: 1}\n").find("s.yaml: ports[0].ingress.los: unknown key"),
             std::string::npos);
-  EXPECT_NE(config_error(port + "    ingress: {delay_us: -1}\n").find("ports[0].ingress.delay_us: must be between"),
+  EXPECT_NE(config_error(port + "    ingress: {delay_us: -1}\n")
+                .find("ports[0].ingress.delay_us: must be a number of microseconds between 0 and 10000000, got -1"),
             std::string::npos);
   EXPECT_NE(config_error(port + "    ingress: 1\n").find("ports[0].ingress: expected a mapping"), std::string::npos);
   EXPECT_NE(config_error("width: many\n" + port).find("width: expected an integer"), std::string::npos);

@@ -279,30 +279,35 @@ std::string to_json(const PsConfig& config) {
 
 namespace {
 
+// A direction's settings, every key of kEgressFields (egress_fields.h). Whole numbers are written
+// as integers ("buffer_packets": 64, "delay_us": 5), the others as they are ("delay_us": 0.5).
 json egress_to_json(const EgressConfig& e) {
-  return {{"rate_gbps", e.rate_gbps},
-          {"buffer_packets", e.buffer_packets},
-          {"ecn_threshold_packets", e.ecn_threshold_packets},
-          {"delay_us", std::chrono::duration_cast<std::chrono::microseconds>(e.delay).count()},
-          {"loss", e.loss},
-          {"duplicate", e.duplicate},
-          {"reorder", e.reorder}};
+  json doc = json::object();
+  for (const EgressField& f : kEgressFields) {
+    const double v = f.get(e);
+    if (v == std::floor(v) && v >= 0 && v <= 4294967295.0) {  // every field's bound is below 2^32
+      doc[std::string(f.key)] = static_cast<std::uint64_t>(v);
+    } else {
+      doc[std::string(f.key)] = v;
+    }
+  }
+  return doc;
 }
 
 EgressConfig egress_from_json(const json& doc, const char* direction) {
   const std::string where = std::string(direction) + ".";
   if (!doc.is_object()) throw ControlError(std::string(direction) + ": expected an object, got " + shown(doc));
-  check_keys(doc, where,
-             {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+  std::vector<std::string_view> keys;
+  for (const EgressField& f : kEgressFields) keys.push_back(f.key);
+  check_keys(doc, where, keys);
   EgressConfig e;
-  e.rate_gbps = get_number(doc, where, "rate_gbps", 0, kMaxPortRateGbps);
-  e.buffer_packets = get_unsigned<std::uint32_t>(doc, where, "buffer_packets");
-  e.ecn_threshold_packets = get_unsigned<std::uint32_t>(doc, where, "ecn_threshold_packets");
-  e.delay = std::chrono::microseconds(
-      to_unsigned(require(doc, where, "delay_us"), where + "delay_us", static_cast<std::uint64_t>(kMaxPortDelayUs)));
-  e.loss = get_number(doc, where, "loss", 0, 1);
-  e.duplicate = get_number(doc, where, "duplicate", 0, 1);
-  e.reorder = get_number(doc, where, "reorder", 0, 1);
+  for (const EgressField& f : kEgressFields) {
+    const json& value = require(doc, where, std::string(f.key).c_str());
+    const std::optional<std::string> bad =
+        value.is_number() ? egress_value_error(f, value.get<double>()) : "must be " + std::string(f.expected);
+    if (bad) throw ControlError(where + std::string(f.key) + ": " + *bad + ", got " + shown(value));
+    f.set(e, value.get<double>());
+  }
   return e;
 }
 

@@ -8,17 +8,17 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <initializer_list>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "atp/control/control.h"
 #include "atp/io/config_file.h"
+#include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
 #include "atp/wire.h"
 
@@ -36,7 +36,7 @@ class YamlReader {
   }
 
   void check_keys(const YAML::Node& map, const std::string& prefix,
-                  std::initializer_list<std::string_view> allowed) const {
+                  const std::vector<std::string_view>& allowed) const {
     if (!map.IsMap()) fail(prefix.empty() ? "top level" : prefix.substr(0, prefix.size() - 1), "expected a mapping");
     for (const auto& item : map) {
       if (!item.first.IsScalar()) fail(prefix + "?", "a key must be a name, not a list or mapping");
@@ -63,18 +63,17 @@ class YamlReader {
     return v;
   }
 
-  double number(const YAML::Node& node, const std::string& field, double min, double max) const {
+  // A port direction's setting `f` (egress_fields.h), named `field` in errors.
+  double setting(const YAML::Node& node, const std::string& field, const EgressField& f) const {
     double v = 0;
+    bool number = node.IsScalar();
     try {
-      v = node.as<double>();
+      if (number) v = node.as<double>();
     } catch (const YAML::Exception&) {
-      fail(field, "expected a number, got '" + scalar(node) + "'");
+      number = false;
     }
-    if (!std::isfinite(v) || v < min || v > max) {
-      std::ostringstream range;
-      range << "must be between " << min << " and " << max << ", got " << scalar(node);
-      fail(field, range.str());
-    }
+    const std::optional<std::string> bad = number ? egress_value_error(f, v) : "must be " + std::string(f.expected);
+    if (bad) fail(field, *bad + ", got " + scalar(node));
     return v;
   }
 
@@ -100,25 +99,22 @@ class YamlReader {
   std::string where_;
 };
 
-// The seven keys of a port direction's settings (the port's egress, or its `ingress:` mapping).
+// The keys of a port direction's settings (the port's egress, or its `ingress:` mapping) that
+// `map` has, each checked by kEgressFields (egress_fields.h).
 EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix) {
   EgressConfig e;
-  if (map["rate_gbps"]) e.rate_gbps = r.number(map["rate_gbps"], prefix + "rate_gbps", 0, kMaxPortRateGbps);
-  if (map["buffer_packets"]) {
-    e.buffer_packets =
-        static_cast<std::uint32_t>(r.integer(map["buffer_packets"], prefix + "buffer_packets", 0, UINT32_MAX));
+  for (const EgressField& f : kEgressFields) {
+    if (const YAML::Node value = map[std::string(f.key)]) f.set(e, r.setting(value, prefix + std::string(f.key), f));
   }
-  if (map["ecn_threshold_packets"]) {
-    e.ecn_threshold_packets = static_cast<std::uint32_t>(
-        r.integer(map["ecn_threshold_packets"], prefix + "ecn_threshold_packets", 0, UINT32_MAX));
-  }
-  if (map["delay_us"]) {
-    e.delay = std::chrono::microseconds(r.integer(map["delay_us"], prefix + "delay_us", 0, kMaxPortDelayUs));
-  }
-  if (map["loss"]) e.loss = r.number(map["loss"], prefix + "loss", 0, 1);
-  if (map["duplicate"]) e.duplicate = r.number(map["duplicate"], prefix + "duplicate", 0, 1);
-  if (map["reorder"]) e.reorder = r.number(map["reorder"], prefix + "reorder", 0, 1);
   return e;
+}
+
+// kEgressFields' keys, and `more`.
+std::vector<std::string_view> egress_keys(std::initializer_list<std::string_view> more) {
+  std::vector<std::string_view> keys;
+  for (const EgressField& f : kEgressFields) keys.push_back(f.key);
+  keys.insert(keys.end(), more);
+  return keys;
 }
 
 // Why the aggregator table of `pipeline` cannot be made on this machine ("aggregators: ...",
@@ -157,16 +153,10 @@ std::string shortest(double v) {
   return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
 }
 
-// The seven keys of a port direction's settings, as egress_settings reads them.
+// A port direction's settings, every key of kEgressFields, as egress_settings reads them.
 void emit_settings(YAML::Emitter& out, const EgressConfig& e) {
-  out << YAML::Key << "rate_gbps" << YAML::Value << shortest(e.rate_gbps);
-  out << YAML::Key << "buffer_packets" << YAML::Value << e.buffer_packets;
-  out << YAML::Key << "ecn_threshold_packets" << YAML::Value << e.ecn_threshold_packets;
-  out << YAML::Key << "delay_us" << YAML::Value
-      << std::chrono::duration_cast<std::chrono::microseconds>(e.delay).count();
-  out << YAML::Key << "loss" << YAML::Value << shortest(e.loss);
-  out << YAML::Key << "duplicate" << YAML::Value << shortest(e.duplicate);
-  out << YAML::Key << "reorder" << YAML::Value << shortest(e.reorder);
+  for (const EgressField& f : kEgressFields)
+    out << YAML::Key << std::string(f.key) << YAML::Value << shortest(f.get(e));
 }
 
 }  // namespace
@@ -246,9 +236,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string p = "ports[" + std::to_string(i) + "].";
     const YAML::Node port = ports[i];
-    r.check_keys(port, p,
-                 {"peer", "interface", "rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss",
-                  "duplicate", "reorder", "ingress"});
+    r.check_keys(port, p, egress_keys({"peer", "interface", "ingress"}));
     SwitchPortConfig pc;
     if (port["peer"] && port["interface"]) {
       r.fail(p + "interface", "a port has either peer: (a UDP peer) or interface: (a Linux interface), not both");
@@ -281,9 +269,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     }
     pc.egress = egress_settings(r, port, p);
     if (const YAML::Node ingress = port["ingress"]) {
-      r.check_keys(
-          ingress, p + "ingress.",
-          {"rate_gbps", "buffer_packets", "ecn_threshold_packets", "delay_us", "loss", "duplicate", "reorder"});
+      r.check_keys(ingress, p + "ingress.", egress_keys({}));
       pc.ingress = egress_settings(r, ingress, p + "ingress.");
     }
     c.ports.push_back(pc);

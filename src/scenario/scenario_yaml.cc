@@ -9,10 +9,14 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "atp/io/config_file.h"
+#include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
 #include "atp/scenario/scenario.h"
 
@@ -252,32 +256,37 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
 
 // --- link settings (defaults and fault overrides)
 
-// Reads the keys of a link setting that are present in `node` into `o`.
+// Reads the keys of a link setting that are present in `node` into `o`, each checked by the
+// one table of EgressConfig's settings (egress_fields.h); rate_mbps is the scenarios' own
+// spelling of rate_gbps.
 void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOverrides& o, bool faults_allowed) {
-  if (node["delay_us"]) o.delay = as_microseconds(node["delay_us"], child(path, "delay_us"), true);
   if (node["rate_gbps"] && node["rate_mbps"]) fail(path, "has both rate_gbps and rate_mbps; give one");
-  if (node["rate_gbps"]) {
-    o.rate_gbps = as_number(node["rate_gbps"], child(path, "rate_gbps"), 0, 1e6,
-                            "a non-negative number of Gbit/s (0: unlimited)");
+  EgressConfig read;  // the settings present, in EgressConfig's units
+  std::set<std::string_view> present;
+  for (const EgressField& f : kEgressFields) {
+    const bool fault = f.key == "loss" || f.key == "duplicate" || f.key == "reorder";
+    const YAML::Node value = node[std::string(f.key)];
+    if (!value || (fault && !faults_allowed)) continue;
+    double v = 0;
+    const std::optional<std::string> bad = value.IsScalar() && parse_double(value.Scalar(), v)
+                                               ? egress_value_error(f, v)
+                                               : "must be " + std::string(f.expected);
+    if (bad) fail(child(path, std::string(f.key)), *bad + ", got " + describe(value));
+    f.set(read, v);
+    present.insert(f.key);
   }
+  if (present.contains("delay_us")) o.delay = read.delay;
+  if (present.contains("rate_gbps")) o.rate_gbps = read.rate_gbps;
   if (node["rate_mbps"]) {
-    o.rate_gbps = as_number(node["rate_mbps"], child(path, "rate_mbps"), 0, 1e9,
-                            "a non-negative number of Mbit/s (0: unlimited)") /
+    o.rate_gbps = as_number(node["rate_mbps"], child(path, "rate_mbps"), 0, kMaxPortRateGbps * 1000,
+                            "a number of Mbit/s between 0 (unlimited) and 1000000000") /
                   1000;
   }
-  if (node["buffer_packets"]) {
-    o.buffer_packets =
-        static_cast<std::uint32_t>(as_integer(node["buffer_packets"], child(path, "buffer_packets"), 0, kU32Max));
-  }
-  if (node["ecn_threshold_packets"]) {
-    o.ecn_threshold_packets = static_cast<std::uint32_t>(
-        as_integer(node["ecn_threshold_packets"], child(path, "ecn_threshold_packets"), 0, kU32Max));
-  }
-  if (!faults_allowed) return;
-  const char* kProbability = "a probability between 0 and 1";
-  if (node["loss"]) o.loss = as_number(node["loss"], child(path, "loss"), 0, 1, kProbability);
-  if (node["duplicate"]) o.duplicate = as_number(node["duplicate"], child(path, "duplicate"), 0, 1, kProbability);
-  if (node["reorder"]) o.reorder = as_number(node["reorder"], child(path, "reorder"), 0, 1, kProbability);
+  if (present.contains("buffer_packets")) o.buffer_packets = read.buffer_packets;
+  if (present.contains("ecn_threshold_packets")) o.ecn_threshold_packets = read.ecn_threshold_packets;
+  if (present.contains("loss")) o.loss = read.loss;
+  if (present.contains("duplicate")) o.duplicate = read.duplicate;
+  if (present.contains("reorder")) o.reorder = read.reorder;
 }
 
 sim::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {

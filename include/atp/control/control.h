@@ -16,6 +16,7 @@
 
 #include "atp/control/control_auth.h"
 #include "atp/control/tenancy.h"
+#include "atp/io/egress_fields.h"
 #include "atp/io/egress_queue.h"
 #include "atp/io/socket_address.h"
 #include "atp/plan/plan.h"
@@ -88,17 +89,14 @@ WorkerConfig worker_config_from_json(const std::string& text);  // throws Contro
 std::string host_to_json(const SocketAddress& peer);
 SocketAddress host_from_json(const std::string& text);  // throws ControlError
 
-// Bounds of a switch port's settings, the same in the switch config file and in PUT /ports.
-inline constexpr double kMaxPortRateGbps = 1e6;
-inline constexpr std::int64_t kMaxPortDelayUs = 10'000'000;
-
 // A switch port's rate limit, buffer, ECN threshold and faults at run time (PUT /ports/<i>). A
 // present direction replaces that direction's settings for packets enqueued from then on; an
 // absent one is left as it is. Shape (every key of a present direction is required):
 //   {"egress": {"rate_gbps": 10, "buffer_packets": 64, "ecn_threshold_packets": 16, "delay_us": 5,
 //               "loss": 0.01, "duplicate": 0, "reorder": 0},
 //    "ingress": {...the same keys...}}
-// delay_us is whole microseconds (to_json truncates a finer EgressConfig::delay).
+// The keys, their units and bounds are kEgressFields' (io/egress_fields.h), as in the switch config
+// file and a scenario's links; delay_us may have a fraction (to the nanosecond).
 struct PortSettings {
   std::optional<EgressConfig> egress;   // switch -> peer
   std::optional<EgressConfig> ingress;  // peer -> switch

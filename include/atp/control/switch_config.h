@@ -89,8 +89,9 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
 SwitchDaemonConfig load_switch_config(const std::string& path);
 
 // The config as a file parse_switch_config reads back the same, every key written (listen: only
-// for UDP ports), but access and max_job_entries, which are not in the file. Times are whole
-// microseconds (reclaim_timeout_us, delay_us: a finer value is truncated).
+// for UDP ports), but access and max_job_entries, which are not in the file. reclaim_timeout_us
+// is whole microseconds (a finer timeout is truncated); a port's delay_us keeps its nanoseconds
+// (io/egress_fields.h).
 std::string to_yaml(const SwitchDaemonConfig& config);
 
 // Throws SwitchConfigError (naming config.name) when `config` asks for what parse_switch_config
