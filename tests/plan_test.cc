@@ -662,7 +662,7 @@ TEST(PlanJob, RejectsBadJobs) {
 
   JobSpec job = job_of({"w0", "w1"}, {"ps"});
   job.values_per_packet = kMaxValuesPerPacket + 1;
-  expect_plan_error(plan(job), {"values_per_packet 4097"});
+  expect_plan_error(plan(job), {"values_per_packet must be 1..4096, got 4097"});
   job.values_per_packet = kMaxValuesPerPacket;
   expect_plan_error(plan(job), {"4096 values per packet", "switch 'sw0'", "1024 values wide"});
   job.values_per_packet = 1024;

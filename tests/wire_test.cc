@@ -7,6 +7,8 @@
 #include <array>
 #include <vector>
 
+#include "atp/values_per_packet.h"
+
 namespace atp {
 namespace {
 
@@ -242,6 +244,14 @@ TEST(Wire, DecodeErrorsHaveText) {
                  DecodeError::kLengthMismatch}) {
     EXPECT_FALSE(to_string(e).empty());
   }
+}
+
+// The one check every config's values_per_packet goes through (worker, PS job, plan).
+TEST(Wire, ValuesPerPacketIsOneUpToWhatAPacketCarries) {
+  EXPECT_EQ(values_per_packet_error(0), "must be 1..4096, got 0");
+  EXPECT_EQ(values_per_packet_error(1), std::nullopt);
+  EXPECT_EQ(values_per_packet_error(kMaxValuesPerPacket), std::nullopt);
+  EXPECT_EQ(values_per_packet_error(kMaxValuesPerPacket + 1), "must be 1..4096, got 4097");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atp/values_per_packet.h"
 #include "json_fields.h"
 
 namespace atp::control {
@@ -469,9 +470,8 @@ PsConfig ps_job_from_json(const std::string& text) {
   if (config.workers.empty()) throw ControlError("workers: must list the job's workers' addresses");
   if (doc.contains("values_per_packet")) {
     config.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
-    if (config.values_per_packet < 1 || config.values_per_packet > kMaxValuesPerPacket) {
-      throw ControlError("values_per_packet: must be 1.." + std::to_string(kMaxValuesPerPacket) + ", got " +
-                         std::to_string(config.values_per_packet));
+    if (const std::optional<std::string> bad = values_per_packet_error(config.values_per_packet)) {
+      throw ControlError("values_per_packet: " + *bad);
     }
   }
   if (doc.contains("first_aggregator")) {

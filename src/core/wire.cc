@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "atp/big_endian.h"
+#include "atp/values_per_packet.h"
 
 namespace atp {
 namespace {
@@ -154,6 +155,11 @@ bool mark_ecn(std::span<std::uint8_t> packet) {
   if (decode_header(packet, h) != DecodeError::kOk) return false;
   packet[kOffFlags] = static_cast<std::uint8_t>(packet[kOffFlags] | kFlagEcn);
   return true;
+}
+
+std::optional<std::string> values_per_packet_error(std::uint64_t values) {
+  if (values >= 1 && values <= kMaxValuesPerPacket) return std::nullopt;
+  return "must be 1.." + std::to_string(kMaxValuesPerPacket) + ", got " + std::to_string(values);
 }
 
 }  // namespace atp

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "atp/values_per_packet.h"
+
 namespace atp {
 namespace {
 
@@ -53,8 +55,8 @@ std::string format_duration(Duration d) {
 void validate(const WorkerConfig& c) {
   const std::string job = "job " + std::to_string(c.job) + ": ";
   if (c.ps.empty()) throw std::invalid_argument(job + "the worker has no parameter server; give it at least one");
-  if (c.values_per_packet == 0 || c.values_per_packet > kMaxValuesPerPacket) {
-    throw std::invalid_argument(job + "values_per_packet must be between 1 and " + std::to_string(kMaxValuesPerPacket));
+  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
+    throw std::invalid_argument(job + "values_per_packet " + *bad);
   }
   if (c.aggregators.count == 0) {
     throw std::invalid_argument(job + "the aggregator range must hold at least 1 aggregator");

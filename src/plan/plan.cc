@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "atp/values_per_packet.h"
+
 namespace atp {
 namespace {
 
@@ -164,9 +166,10 @@ void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
                       "(algorithm ps) may put them together");
     }
   }
-  if (job.values_per_packet > kMaxValuesPerPacket) {
-    throw PlanError(name + " has values_per_packet " + std::to_string(job.values_per_packet) + "; it must be 1.." +
-                    std::to_string(kMaxValuesPerPacket) + ", or 0 to fit the path");
+  if (job.values_per_packet != 0) {  // 0: the widest that fits the path
+    if (const std::optional<std::string> bad = values_per_packet_error(job.values_per_packet)) {
+      throw PlanError(name + ": values_per_packet " + *bad + " (or 0 to fit the path)");
+    }
   }
   if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
     throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
