@@ -12,15 +12,16 @@ from pathlib import Path
 USES = {
     "core": [],
     "plan": ["core"],
+    "schedule": [],
     "io": ["core"],
     "sim": ["io", "core"],
     "control": ["plan", "io", "core"],
     "daemons": ["control", "plan", "io", "core"],
     "collectives": ["io", "core"],
-    "baselines": ["collectives", "io", "core"],
+    "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["sim", "plan", "io", "core"],
-    "backends": ["scenario", "cluster", "baselines", "collectives", "control", "sim", "plan", "io", "core"],
+    "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "io", "core"],
     "torch": ["cluster", "collectives", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

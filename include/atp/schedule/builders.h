@@ -1,0 +1,33 @@
+// The allreduce algorithms as schedule builders (schedule.h): one function per algorithm, each
+// giving one rank's steps. Every rank of a job calls the same builder with the same size and count.
+// Bad input (a rank outside [0, size), size < 1, groups that do not partition the ranks) throws
+// std::invalid_argument with one sentence.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "atp/schedule/schedule.h"
+
+namespace atp {
+
+// The bandwidth-optimal ring (the paper's host-based baseline): chunk c is elements
+// [count*c/n, count*(c+1)/n); step t (0 <= t < 2(n-1)) sends chunk (rank-t) mod n to rank+1 and
+// receives chunk (rank-t-1) mod n from rank-1, added during the reduce-scatter (t < n-1) and
+// copied during the allgather. Each rank sends 2(n-1) chunks, about 2(n-1)/n of the buffer.
+Schedule ring_allreduce_schedule(int rank, int size, std::size_t count);
+
+// Rabenseifner's allreduce: reduce-scatter by recursive halving, then allgather by recursive
+// doubling, over the largest power of two p <= size; log2(p) rounds each, about 2(p-1)/p of the
+// buffer per rank. When size is no power of two, the first 2(size-p) ranks pair up first: each
+// even one sends its whole buffer to the odd one after it, which takes part in its place, and
+// gets the whole sum back at the end (the usual extra pre- and post-step).
+Schedule halving_doubling_allreduce_schedule(int rank, int size, std::size_t count);
+
+// Two-level hierarchical allreduce: every member of a group sends its buffer to the group's
+// master (its first rank), which adds them; the masters run the ring among themselves; each master
+// sends the sum back to its members. `groups` must partition [0, size) into non-empty groups.
+Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count,
+                                         const std::vector<std::vector<int>>& groups);
+
+}  // namespace atp

@@ -1,0 +1,89 @@
+// Runs one rank's schedule (schedule.h) over its buffer as a state machine, in the style of the
+// core's endpoints (worker.h): no I/O, no clock, no loop. A transport asks what to send to each
+// peer and where the bytes from each peer go, moves them, and says how many moved; the executor
+// adds or copies them into the buffer and unlocks the steps that wait for them. The same executor
+// runs under the TCP driver of the baselines (a poll() loop), the in-memory test runner
+// (in_memory.h) and, next, ns-3 socket callbacks.
+//
+// Per peer one send stream and one receive stream: its send steps to that peer in list order,
+// its receive steps from it in list order. A step's bytes are handed out as they become allowed
+// (each element once every step it depends on has finished that element) and at most
+// `segment_bytes` at a time, so a chunk is forwarded piece by piece while it arrives, and streams
+// to different peers run at once. Copied bytes are received straight into the buffer; added bytes
+// into a per-peer staging area of one segment, then added into the buffer (a partial float waits
+// there for its other bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "atp/schedule/schedule.h"
+
+namespace atp {
+
+// The largest piece handed out at once (bytes): 256 KiB keeps syscalls few and the pieces small
+// next to a chunk.
+inline constexpr std::size_t kDefaultSegmentBytes = 256 << 10;
+
+class ScheduleExecutor {
+ public:
+  // `schedule` (validated here: std::invalid_argument) and `buffer` (schedule.count elements, else
+  // std::invalid_argument) must outlive the executor; segment_bytes >= 1.
+  ScheduleExecutor(const Schedule& schedule, std::span<float> buffer, std::size_t segment_bytes = kDefaultSegmentBytes);
+
+  // Every step has finished: the buffer holds this rank's result.
+  bool done() const { return finished_steps_ == schedule_->steps.size(); }
+
+  // The next bytes to send to `peer`, in stream order: empty when there is nothing to send to it
+  // now (no send step left, or the next bytes wait for a step they depend on).
+  std::span<const std::byte> next_send(int peer) const;
+  // `bytes` (at most next_send(peer).size()) of them have left.
+  void sent(int peer, std::size_t bytes);
+
+  // Where the next bytes from `peer` go, in stream order: empty when none are wanted now.
+  std::span<std::byte> next_receive(int peer);
+  // `bytes` (at most next_receive(peer).size()) arrived there: added or copied into the buffer.
+  void received(int peer, std::size_t bytes);
+
+  // Whether the schedule has any step sending to / receiving from `peer` (even an empty one).
+  bool sends_to(int peer) const;
+  bool receives_from(int peer) const;
+  // The index of the step the send (receive) stream with `peer` is at; -1 when it has finished.
+  // For error messages: which step waits.
+  long next_send_step(int peer) const;
+  long next_receive_step(int peer) const;
+
+ private:
+  // One direction with one peer: its steps in list order and the first one not finished.
+  struct Stream {
+    std::vector<std::uint32_t> steps;
+    std::size_t next = 0;
+  };
+  struct Peer {
+    Stream send, receive;
+    std::vector<float> staging;  // added bytes before they are added: one segment
+  };
+
+  // The first element past `from` (an element of step `step`'s range) that `step` may not touch
+  // yet; step.range.end when it may touch all of them.
+  std::size_t allowed_until(const ScheduleStep& step, std::size_t from) const;
+  // Bytes of the current step of `stream` that may move now (at most a segment); 0 at its end.
+  std::size_t movable(const Stream& stream) const;
+  // Counts `bytes` done on the current step of `stream` and moves past finished (or empty) steps.
+  void advance(Stream& stream, std::size_t bytes);
+  void skip_finished(Stream& stream);
+  Peer* find(int peer);
+  const Peer* find(int peer) const;
+
+  const Schedule* schedule_;
+  std::byte* buffer_;
+  std::size_t segment_bytes_;
+  std::vector<std::size_t> done_bytes_;  // per step: bytes sent or received so far
+  std::size_t finished_steps_ = 0;
+  std::vector<int> peer_slot_;  // rank -> index into peers_, or -1
+  std::vector<Peer> peers_;
+};
+
+}  // namespace atp

@@ -1,0 +1,78 @@
+// A collective as data: each rank's part of it is a list of steps over element ranges of its
+// buffer (send a range to a peer; receive a range from a peer and add it in, or copy it in), with
+// the dependencies between them explicit. No I/O here: builders (builders.h) make schedules, one
+// executor (executor.h) runs them over any transport (TCP processes, ns-3 sockets, memory).
+//
+// Why steps over ranges with per-element dependencies: that is the smallest form that carries the
+// ring, Rabenseifner's halving-doubling, two-level hierarchical allreduce, Rina's ring of racks
+// and PLink's 2LHA DAG alike, and it lets an executor pipeline without knowing the algorithm: a
+// step may touch element e as soon as every step it depends on has finished e, so a send streams
+// the part of its range that the receive before it has already added, piece by piece (the ring's
+// forwarding of each chunk as it arrives), and steps that do not depend on each other run at once
+// (a ring step sends and receives at the same time).
+//
+// Streams: between an ordered pair of ranks the bytes form one FIFO stream. A rank's sends to a
+// peer, in list order, must match that peer's receives from it, in its list order, range size for
+// range size (a schedule of all ranks that does not is wrong, and the in-memory executor says so).
+// The element type is float32, the type of atp::Allreduce. More than one connection per peer (as
+// PLink wants, so that one slow chunk does not hold back the next) would be a `lane` field here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace atp {
+
+// Elements [begin, end) of a rank's buffer.
+struct ElementRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t size() const { return end - begin; }
+  bool overlaps(const ElementRange& o) const { return begin < o.end && o.begin < end && !empty() && !o.empty(); }
+  bool empty() const { return end <= begin; }
+  friend bool operator==(const ElementRange&, const ElementRange&) = default;
+};
+
+enum class StepKind : std::uint8_t {
+  kSend,         // sends the range's elements to `peer`
+  kReceiveAdd,   // receives the range's elements from `peer` and adds them into the buffer
+  kReceiveCopy,  // receives the range's elements from `peer` and writes them into the buffer
+};
+
+struct ScheduleStep {
+  StepKind kind = StepKind::kSend;
+  int peer = 0;  // the other rank
+  ElementRange range;
+  // Indices of earlier steps of the same schedule (each < this step's index) that must have
+  // finished element e before this step may touch e; elements outside a listed step's range do not
+  // wait for it. schedule_append() fills this with exactly the data hazards.
+  std::vector<std::uint32_t> after;
+};
+
+// One rank's part of a collective over a buffer of `count` elements.
+struct Schedule {
+  int rank = 0;
+  int size = 1;
+  std::size_t count = 0;  // elements of the buffer
+  std::vector<ScheduleStep> steps;
+};
+
+// Appends a step with `after` set to every earlier step whose range overlaps this one's where one
+// of the two writes the buffer (a receive): read after write, write after read, write after write.
+// Returns the new step's index.
+std::uint32_t schedule_append(Schedule& schedule, StepKind kind, int peer, ElementRange range);
+
+// The ranks `schedule` sends to or receives from, ascending (its steps' peers; for the builders
+// of builders.h they do not depend on the element count, so a transport can connect before it).
+std::vector<int> schedule_peers(const Schedule& schedule);
+
+// Throws std::invalid_argument with one sentence naming the step if the schedule is malformed:
+// rank or size out of range, a peer that is this rank or not in [0, size), a range outside
+// [0, count), a dependency that is not an earlier step.
+void validate_schedule(const Schedule& schedule);
+
+// Bytes this rank sends in `schedule` (4 per element of each send step).
+std::size_t schedule_bytes_sent(const Schedule& schedule);
+
+}  // namespace atp

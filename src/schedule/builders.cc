@@ -1,0 +1,122 @@
+// The allreduce schedule builders of builders.h. Dependencies come from schedule_append (the data
+// hazards), so a builder only lists its steps in an order that matches its peers' streams.
+#include "atp/schedule/builders.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace atp {
+namespace {
+
+ElementRange whole(std::size_t count) { return {0, count}; }
+
+Schedule empty_schedule(const char* what, int rank, int size, std::size_t count) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(rank) + " is not in [0, " +
+                                std::to_string(size) + "); size must be at least 1");
+  return Schedule{rank, size, count, {}};
+}
+
+// The ring among `members` (ranks, in ring order) as seen by members[index], over the whole buffer.
+void append_ring(Schedule& s, const std::vector<int>& members, std::size_t index) {
+  const std::size_t n = members.size();
+  if (n < 2) return;
+  const int next = members[(index + 1) % n];
+  const int prev = members[(index + n - 1) % n];
+  const auto chunk = [&](std::size_t c) { return ElementRange{s.count * c / n, s.count * (c + 1) / n}; };
+  for (std::size_t t = 0; t < 2 * (n - 1); ++t) {
+    schedule_append(s, StepKind::kSend, next, chunk((index + 2 * n - t) % n));
+    schedule_append(s, t < n - 1 ? StepKind::kReceiveAdd : StepKind::kReceiveCopy, prev,
+                    chunk((index + 2 * n - t - 1) % n));
+  }
+}
+
+}  // namespace
+
+Schedule ring_allreduce_schedule(int rank, int size, std::size_t count) {
+  Schedule s = empty_schedule("ring allreduce schedule", rank, size, count);
+  std::vector<int> members(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) members[static_cast<std::size_t>(i)] = i;
+  append_ring(s, members, static_cast<std::size_t>(rank));
+  return s;
+}
+
+Schedule halving_doubling_allreduce_schedule(int rank, int size, std::size_t count) {
+  Schedule s = empty_schedule("halving-doubling allreduce schedule", rank, size, count);
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  const int extra = size - p;
+  // The first 2*extra ranks pair up: the even one folds into the odd one and waits for the sum.
+  if (rank < 2 * extra && rank % 2 == 0) {
+    schedule_append(s, StepKind::kSend, rank + 1, whole(count));
+    schedule_append(s, StepKind::kReceiveCopy, rank + 1, whole(count));
+    return s;
+  }
+  if (rank < 2 * extra) schedule_append(s, StepKind::kReceiveAdd, rank - 1, whole(count));
+  const int me = rank < 2 * extra ? rank / 2 : rank - extra;  // index among the p taking part
+  const auto real = [extra](int index) { return index < extra ? 2 * index + 1 : index + extra; };
+
+  // Reduce-scatter by recursive halving: each round keeps half of the range and adds the partner's
+  // copy of it, giving the other half away; the range before each round is kept for the allgather.
+  ElementRange mine = whole(count);
+  std::vector<ElementRange> before;
+  for (int distance = p / 2; distance >= 1; distance /= 2) {
+    const int partner = real(me ^ distance);
+    const std::size_t middle = mine.begin + mine.size() / 2;
+    const ElementRange lower{mine.begin, middle}, upper{middle, mine.end};
+    const bool keep_upper = (me & distance) != 0;
+    schedule_append(s, StepKind::kSend, partner, keep_upper ? lower : upper);
+    schedule_append(s, StepKind::kReceiveAdd, partner, keep_upper ? upper : lower);
+    before.push_back(mine);
+    mine = keep_upper ? upper : lower;
+  }
+  // Allgather by recursive doubling, the rounds in reverse: swap halves with the same partner.
+  for (int distance = 1; distance < p; distance *= 2) {
+    const int partner = real(me ^ distance);
+    const ElementRange parent = before.back();
+    before.pop_back();
+    const ElementRange theirs =
+        mine.begin == parent.begin ? ElementRange{mine.end, parent.end} : ElementRange{parent.begin, mine.begin};
+    schedule_append(s, StepKind::kSend, partner, mine);
+    schedule_append(s, StepKind::kReceiveCopy, partner, theirs);
+    mine = parent;
+  }
+  if (rank < 2 * extra) schedule_append(s, StepKind::kSend, rank - 1, whole(count));
+  return s;
+}
+
+Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count,
+                                         const std::vector<std::vector<int>>& groups) {
+  Schedule s = empty_schedule("hierarchical allreduce schedule", rank, size, count);
+  std::vector<int> group_of(static_cast<std::size_t>(size), -1);
+  std::vector<int> masters;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty())
+      throw std::invalid_argument("hierarchical allreduce schedule: group " + std::to_string(g) + " is empty");
+    for (const int r : groups[g]) {
+      if (r < 0 || r >= size || group_of[static_cast<std::size_t>(r)] != -1)
+        throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) + " of group " +
+                                    std::to_string(g) + " is not a rank in [0, " + std::to_string(size) +
+                                    ") or is in two groups; the groups must partition the ranks");
+      group_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
+    }
+    masters.push_back(groups[g].front());
+  }
+  for (int r = 0; r < size; ++r)
+    if (group_of[static_cast<std::size_t>(r)] == -1)
+      throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) +
+                                  " is in no group; the groups must partition the ranks");
+  const std::size_t g = static_cast<std::size_t>(group_of[static_cast<std::size_t>(rank)]);
+  const std::vector<int>& group = groups[g];
+  if (rank != group.front()) {
+    schedule_append(s, StepKind::kSend, group.front(), whole(count));
+    schedule_append(s, StepKind::kReceiveCopy, group.front(), whole(count));
+    return s;
+  }
+  for (std::size_t i = 1; i < group.size(); ++i) schedule_append(s, StepKind::kReceiveAdd, group[i], whole(count));
+  append_ring(s, masters, g);
+  for (std::size_t i = 1; i < group.size(); ++i) schedule_append(s, StepKind::kSend, group[i], whole(count));
+  return s;
+}
+
+}  // namespace atp

@@ -1,0 +1,284 @@
+// Tests of the schedule layer: every builder's schedules, run in memory, give the exact sum on
+// every rank for many sizes and element counts and send what the algorithm costs; the executor
+// pipelines within a step and handles partial floats; wrong schedules are caught, not summed.
+#include "atp/schedule/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "atp/schedule/builders.h"
+#include "atp/schedule/executor.h"
+#include "atp/schedule/in_memory.h"
+
+namespace atp {
+namespace {
+
+// Rank `rank`'s input: integers in [-8, 8], different per rank and element, so sums of up to 16
+// ranks are exact in float32 in any order and a chunk summed into the wrong place shows.
+float input(int rank, std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 13) % 17) - 8);
+}
+
+std::vector<std::vector<float>> inputs(int size, std::size_t count) {
+  std::vector<std::vector<float>> buffers(static_cast<std::size_t>(size), std::vector<float>(count));
+  for (int r = 0; r < size; ++r)
+    for (std::size_t i = 0; i < count; ++i) buffers[static_cast<std::size_t>(r)][i] = input(r, i);
+  return buffers;
+}
+
+// Elements (over all ranks) that differ from the exact sum.
+std::size_t wrong_elements(const std::vector<std::vector<float>>& buffers) {
+  const int size = static_cast<int>(buffers.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < (buffers.empty() ? 0 : buffers[0].size()); ++i) {
+    float sum = 0;
+    for (int r = 0; r < size; ++r) sum += input(r, i);
+    for (const auto& b : buffers) wrong += b[i] != sum;
+  }
+  return wrong;
+}
+
+using Builder = std::function<Schedule(int rank, int size, std::size_t count)>;
+
+// Groups of three consecutive ranks (the last one shorter), for the hierarchical builder.
+std::vector<std::vector<int>> groups_of_three(int size) {
+  std::vector<std::vector<int>> groups;
+  for (int r = 0; r < size; ++r) {
+    if (r % 3 == 0) groups.emplace_back();
+    groups.back().push_back(r);
+  }
+  return groups;
+}
+
+const std::vector<std::pair<std::string, Builder>> kBuilders = {
+    {"ring", ring_allreduce_schedule},
+    {"halving_doubling", halving_doubling_allreduce_schedule},
+    {"hierarchical",
+     [](int rank, int size, std::size_t count) {
+       return hierarchical_allreduce_schedule(rank, size, count, groups_of_three(size));
+     }},
+};
+
+std::vector<Schedule> schedules_of(const Builder& build, int size, std::size_t count) {
+  std::vector<Schedule> schedules;
+  for (int r = 0; r < size; ++r) schedules.push_back(build(r, size, count));
+  return schedules;
+}
+
+// builder x ranks x elements.
+using SumParams = std::tuple<std::size_t, int, std::size_t>;
+class ScheduleSumTest : public ::testing::TestWithParam<SumParams> {};
+
+TEST_P(ScheduleSumTest, EveryRankEndsWithTheExactSum) {
+  const auto [builder, size, count_or_less] = GetParam();
+  // 0 stands for "fewer elements than ranks": size - 1.
+  const std::size_t count = count_or_less == 0 ? static_cast<std::size_t>(size - 1) : count_or_less;
+  const auto schedules = schedules_of(kBuilders[builder].second, size, count);
+  for (const std::size_t segment : {std::size_t{10}, kDefaultSegmentBytes}) {  // 10: partial floats
+    if (segment == 10 && count > 5000) continue;  // byte-sized pieces of a large buffer: slow, nothing new
+    auto buffers = inputs(size, count);
+    run_schedules_in_memory(schedules, buffers, segment);
+    EXPECT_EQ(wrong_elements(buffers), 0u) << count << " elements, segment " << segment;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BuildersSizesCounts, ScheduleSumTest,
+                         ::testing::Combine(::testing::Values(0u, 1u, 2u),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16),
+                                            ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{7},
+                                                              std::size_t{1001}, std::size_t{100003})),
+                         [](const ::testing::TestParamInfo<SumParams>& p) {
+                           const std::size_t count = std::get<2>(p.param);
+                           return kBuilders[std::get<0>(p.param)].first + "_" + std::to_string(std::get<1>(p.param)) +
+                                  "ranks_" + (count == 0 ? std::string("fewer") : std::to_string(count)) + "elements";
+                         });
+
+TEST(ScheduleTest, NoElementsAtAllIsDoneAtOnce) {
+  for (const auto& [name, build] : kBuilders)
+    for (const int size : {1, 2, 5, 8}) {
+      auto buffers = inputs(size, 0);
+      const auto sent = run_schedules_in_memory(schedules_of(build, size, 0), buffers);
+      for (const std::size_t bytes : sent) EXPECT_EQ(bytes, 0u) << name << ", " << size << " ranks";
+    }
+}
+
+// The ring sends its 2(n-1) chunks: exactly their bytes, within a float per chunk of 2(n-1)/n.
+TEST(ScheduleTest, RingSendsTwoNMinusOneOverNOfTheBuffer) {
+  for (const int n : {2, 3, 5, 8, 9, 16})
+    for (const std::size_t count : {std::size_t{7}, std::size_t{1001}, std::size_t{100003}}) {
+      auto buffers = inputs(n, count);
+      const auto sent = run_schedules_in_memory(schedules_of(ring_allreduce_schedule, n, count), buffers);
+      for (int r = 0; r < n; ++r) {
+        std::size_t chunks = 0;
+        for (int t = 0; t < 2 * (n - 1); ++t) {
+          const std::size_t c = static_cast<std::size_t>((r - t + 2 * n) % n), nn = static_cast<std::size_t>(n);
+          chunks += count * (c + 1) / nn - count * c / nn;
+        }
+        EXPECT_EQ(sent[static_cast<std::size_t>(r)], chunks * sizeof(float)) << n << " ranks, rank " << r;
+        const double ideal = 2.0 * (n - 1) / n * static_cast<double>(count * sizeof(float));
+        EXPECT_NEAR(static_cast<double>(sent[static_cast<std::size_t>(r)]), ideal, 2.0 * (n - 1) * sizeof(float));
+      }
+    }
+}
+
+// Halving-doubling: 2(p-1)/p of the buffer over the largest power of two p, within a float per
+// round; a rank paired with an extra one sends the whole buffer once more, the extra one once.
+TEST(ScheduleTest, HalvingDoublingSendsTwoPMinusOneOverPOfTheBuffer) {
+  constexpr std::size_t kCount = 100003;
+  for (const int n : {2, 3, 4, 5, 6, 7, 8, 9, 16}) {
+    int p = 1, rounds = 0;
+    while (p * 2 <= n) p *= 2, ++rounds;
+    const int extra = n - p;
+    auto buffers = inputs(n, kCount);
+    const auto sent = run_schedules_in_memory(schedules_of(halving_doubling_allreduce_schedule, n, kCount), buffers);
+    for (int r = 0; r < n; ++r) {
+      const double whole = kCount * sizeof(float);
+      const double expected = r < 2 * extra && r % 2 == 0 ? whole
+                              : r < 2 * extra             ? whole + 2.0 * (p - 1) / p * whole
+                                                          : 2.0 * (p - 1) / p * whole;
+      EXPECT_NEAR(static_cast<double>(sent[static_cast<std::size_t>(r)]), expected, 2.0 * rounds * sizeof(float))
+          << n << " ranks, rank " << r;
+    }
+  }
+}
+
+// The executor hands out a send's bytes as the receive it depends on adds them, float by float,
+// and adds a float that arrives in pieces once it is whole.
+TEST(ScheduleExecutorTest, ForwardsWhatHasArrivedAndAddsPartialFloats) {
+  Schedule s{0, 2, 4, {}};
+  schedule_append(s, StepKind::kReceiveAdd, 1, {0, 4});
+  schedule_append(s, StepKind::kSend, 1, {0, 4});
+  ASSERT_EQ(s.steps[1].after, std::vector<std::uint32_t>{0});
+  std::vector<float> buffer{1, 2, 3, 4};
+  ScheduleExecutor ex(s, buffer, 1000);
+  EXPECT_TRUE(ex.next_send(1).empty());
+  const std::vector<float> incoming{10, 20, 30, 40};
+  const auto* bytes = reinterpret_cast<const std::byte*>(incoming.data());
+  auto into = ex.next_receive(1);
+  ASSERT_EQ(into.size(), 16u);
+  std::memcpy(into.data(), bytes, 6);  // one float and a half
+  ex.received(1, 6);
+  EXPECT_EQ(buffer[0], 11);
+  EXPECT_EQ(buffer[1], 2);  // not added before its last bytes are here
+  EXPECT_EQ(ex.next_send(1).size(), 4u);
+  into = ex.next_receive(1);
+  ASSERT_EQ(into.size(), 10u);
+  std::memcpy(into.data(), bytes + 6, 10);
+  ex.received(1, 10);
+  EXPECT_EQ(buffer, (std::vector<float>{11, 22, 33, 44}));
+  EXPECT_FALSE(ex.done());
+  ex.sent(1, 3);  // a send may end inside a float
+  EXPECT_EQ(ex.next_send(1).size(), 13u);
+  ex.sent(1, 13);
+  EXPECT_TRUE(ex.done());
+  EXPECT_TRUE(ex.next_receive(1).empty());
+}
+
+// A segment caps every piece, and independent streams (one per peer) move at once.
+TEST(ScheduleExecutorTest, PiecesAreAtMostOneSegmentAndStreamsAreIndependent) {
+  Schedule s{1, 3, 100, {}};
+  schedule_append(s, StepKind::kReceiveAdd, 0, {0, 50});
+  schedule_append(s, StepKind::kSend, 2, {0, 100});
+  std::vector<float> buffer(100, 1.0f);
+  ScheduleExecutor ex(s, buffer, 64);
+  EXPECT_TRUE(ex.next_send(2).empty());  // waits for the add into its first half
+  EXPECT_EQ(ex.next_receive(0).size(), 64u);
+  ex.received(0, 64);
+  EXPECT_EQ(ex.next_send(2).size(), 64u);  // the 16 floats added so far, one segment
+  ex.received(0, 64);
+  ex.received(0, 64);
+  EXPECT_EQ(ex.next_receive(0).size(), 8u);  // the step's last 2 floats
+  ex.received(0, 8);
+  ex.sent(2, 64);
+  EXPECT_EQ(ex.next_send(2).size(), 64u);  // the rest is not limited by the add any more
+  EXPECT_TRUE(ex.next_send(0).empty());
+  EXPECT_TRUE(ex.next_receive(2).empty());
+  EXPECT_TRUE(ex.sends_to(2) && ex.receives_from(0) && !ex.sends_to(0) && !ex.receives_from(2));
+}
+
+// A missing dependency lets the ring forward a chunk before the previous rank's part is added:
+// the run completes but the sums are wrong, which the check above would see.
+TEST(ScheduleTest, AMissingDependencyGivesAWrongSumThatTheCheckCatches) {
+  constexpr int kSize = 3;
+  constexpr std::size_t kCount = 30;
+  auto schedules = schedules_of(ring_allreduce_schedule, kSize, kCount);
+  auto buffers = inputs(kSize, kCount);
+  run_schedules_in_memory(schedules, buffers);
+  ASSERT_EQ(wrong_elements(buffers), 0u);
+  schedules[0].steps[2].after.clear();  // rank 0's second send no longer waits for its first receive
+  buffers = inputs(kSize, kCount);
+  run_schedules_in_memory(schedules, buffers);
+  EXPECT_GT(wrong_elements(buffers), 0u);
+}
+
+TEST(ScheduleTest, AStepThatNoOneReceivesIsCaught) {
+  auto schedules = schedules_of(ring_allreduce_schedule, 3, 30);
+  schedules[1].steps.pop_back();  // rank 1 no longer takes the last chunk rank 0 sends it
+  auto buffers = inputs(3, 30);
+  try {
+    run_schedules_in_memory(schedules, buffers);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 sent 40 bytes to rank 1 that no step of rank 1 receives"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ScheduleTest, ADeadlockIsCaught) {
+  // Each rank first waits to receive what the other sends only after its own receive.
+  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  for (int r = 0; r < 2; ++r) {
+    schedule_append(schedules[static_cast<std::size_t>(r)], StepKind::kReceiveAdd, 1 - r, {0, 4});
+    schedule_append(schedules[static_cast<std::size_t>(r)], StepKind::kSend, 1 - r, {0, 4});
+  }
+  auto buffers = inputs(2, 4);
+  try {
+    run_schedules_in_memory(schedules, buffers);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock; rank 0 waits at step 0 to receive from rank 1"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ScheduleTest, MismatchedStepSizesAreCaught) {
+  auto schedules = schedules_of(ring_allreduce_schedule, 2, 10);
+  schedules[0].steps[0].range.end -= 1;  // rank 0 sends one float less than rank 1 receives
+  auto buffers = inputs(2, 10);
+  EXPECT_THROW(run_schedules_in_memory(schedules, buffers), std::runtime_error);
+}
+
+TEST(ScheduleTest, MalformedSchedulesAreRefused) {
+  Schedule s{0, 2, 10, {}};
+  s.steps.push_back({StepKind::kSend, 0, {0, 1}, {}});
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // sends to itself
+  s.steps[0] = {StepKind::kSend, 1, {5, 11}, {}};
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // past the buffer
+  s.steps[0] = {StepKind::kSend, 1, {0, 1}, {0}};
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // waits for itself
+  s.steps[0].after.clear();
+  EXPECT_NO_THROW(validate_schedule(s));
+  std::vector<float> short_buffer(9);
+  EXPECT_THROW(ScheduleExecutor(s, short_buffer), std::invalid_argument);
+}
+
+TEST(ScheduleTest, BuildersRefuseImpossibleInput) {
+  EXPECT_THROW(ring_allreduce_schedule(3, 3, 10), std::invalid_argument);
+  EXPECT_THROW(ring_allreduce_schedule(0, 0, 10), std::invalid_argument);
+  EXPECT_THROW(halving_doubling_allreduce_schedule(-1, 4, 10), std::invalid_argument);
+  EXPECT_THROW(hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {2}}), std::invalid_argument);  // 3 in none
+  EXPECT_THROW(hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {1, 2, 3}}), std::invalid_argument);
+  EXPECT_THROW(hierarchical_allreduce_schedule(0, 2, 10, {{0, 1}, {}}), std::invalid_argument);
+  EXPECT_EQ(schedule_peers(ring_allreduce_schedule(0, 5, 0)), (std::vector<int>{1, 4}));
+  EXPECT_EQ(schedule_peers(halving_doubling_allreduce_schedule(1, 6, 0)), (std::vector<int>{0, 3, 4}));
+}
+
+}  // namespace
+}  // namespace atp
