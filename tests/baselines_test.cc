@@ -1,4 +1,4 @@
-// Tests of the allreduce baselines (the hand-written TCP ring, Gloo's ring and halving-doubling)
+// Tests of the allreduce baselines (the TCP ring and halving-doubling, Gloo's ring and halving-doubling)
 // on 127.0.0.1, one thread per rank in one process: exact sums, and peers that never join or die.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 #if ATP_WITH_GLOO
 #include "atp/baselines/gloo_allreduce.h"
 #endif
+#include "atp/baselines/halving_doubling_allreduce.h"
 #include "atp/baselines/ring_allreduce.h"
 #include "run_ranks.h"
 
@@ -40,12 +41,16 @@ using Clock = std::chrono::steady_clock;
 // `atp worker` does, so that the test sees Gloo's error instead of being killed by it.
 const bool kSigpipeIgnored = ::signal(SIGPIPE, SIG_IGN) != SIG_ERR;
 
-enum class Kind { kRing, kGlooRing, kGlooHalvingDoubling };
+enum class Kind { kRing, kHalvingDoubling, kGlooRing, kGlooHalvingDoubling };
+
+bool is_gloo(Kind kind) { return kind == Kind::kGlooRing || kind == Kind::kGlooHalvingDoubling; }
 
 std::string kind_name(Kind kind) {
   switch (kind) {
     case Kind::kRing:
       return "ring";
+    case Kind::kHalvingDoubling:
+      return "hd";
     case Kind::kGlooRing:
       return "gloo_ring";
     case Kind::kGlooHalvingDoubling:
@@ -76,15 +81,15 @@ std::vector<std::string> free_loopback_addresses(int n) {
 }
 
 // The baselines of this build: Gloo's two where it has Gloo (ATP_WITH_GLOO).
-const std::vector<Kind> kKinds = ATP_WITH_GLOO
-                                     ? std::vector<Kind>{Kind::kRing, Kind::kGlooRing, Kind::kGlooHalvingDoubling}
-                                     : std::vector<Kind>{Kind::kRing};
+const std::vector<Kind> kKinds =
+    ATP_WITH_GLOO ? std::vector<Kind>{Kind::kRing, Kind::kHalvingDoubling, Kind::kGlooRing, Kind::kGlooHalvingDoubling}
+                  : std::vector<Kind>{Kind::kRing, Kind::kHalvingDoubling};
 
-// One job's rendezvous: loopback ports for the ring, a fresh FileStore directory for Gloo.
+// One job's rendezvous: loopback ports for the TCP schedules, a fresh FileStore directory for Gloo.
 class Job {
  public:
   Job(Kind kind, int size, Duration timeout) : kind_(kind), size_(size), timeout_(timeout) {
-    if (kind == Kind::kRing) {
+    if (!is_gloo(kind)) {
       addresses_ = free_loopback_addresses(size);
     } else {
       std::string pattern = (std::filesystem::path(::testing::TempDir()) / "atp-gloo-XXXXXX").string();
@@ -99,6 +104,8 @@ class Job {
 
   std::unique_ptr<Allreduce> join(int rank) const {
     if (kind_ == Kind::kRing) return std::make_unique<RingAllreduce>(rank, size_, addresses_, timeout_);
+    if (kind_ == Kind::kHalvingDoubling)
+      return std::make_unique<HalvingDoublingAllreduce>(rank, size_, addresses_, timeout_);
 #if ATP_WITH_GLOO
     GlooAllreduceConfig config;
     config.rank = rank;
@@ -206,6 +213,16 @@ INSTANTIATE_TEST_SUITE_P(RanksSizesAlgorithms, BaselineSumTest,
                                   "ranks_" + std::to_string(std::get<1>(p.param)) + "floats";
                          });
 
+// Halving-doubling's extra pre- and post-step when the size is no power of two.
+INSTANTIATE_TEST_SUITE_P(HalvingDoublingNonPowersOfTwo, BaselineSumTest,
+                         ::testing::Combine(::testing::Values(5, 6, 7),
+                                            ::testing::Values(std::size_t{3}, std::size_t{(1 << 18) + 5}),
+                                            ::testing::Values(Kind::kHalvingDoubling)),
+                         [](const ::testing::TestParamInfo<SumParams>& p) {
+                           return std::to_string(std::get<0>(p.param)) + "ranks_" +
+                                  std::to_string(std::get<1>(p.param)) + "floats";
+                         });
+
 class BaselineTest : public ::testing::TestWithParam<Kind> {};
 
 // Random floats: the float sum differs from the exact one by rounding only. Each of the n-1
@@ -266,7 +283,7 @@ TEST_P(BaselineTest, RankThatNeverJoinsFailsTheOthersWithinTheTimeout) {
     if (GetParam() == Kind::kRing && rank == 0) {
       EXPECT_NE(message.find("rank 2"), std::string::npos) << message;
     }
-    if (GetParam() != Kind::kRing) {
+    if (is_gloo(GetParam())) {
       EXPECT_NE(message.find("did not join"), std::string::npos) << message;
     }
   }
@@ -405,6 +422,8 @@ TEST(RingAllreduceTest, RejectsBadArguments) {
   EXPECT_THROW(RingAllreduce(0, 2, {"127.0.0.1:1"}, 1s), std::invalid_argument);
   EXPECT_THROW(RingAllreduce(0, 1, {"localhost:1"}, 1s), std::invalid_argument);
   EXPECT_EQ(RingAllreduce(0, 1, {"127.0.0.1:1"}, 1s).algorithm(), "ring");
+  EXPECT_THROW(HalvingDoublingAllreduce(0, 3, {"127.0.0.1:1", "127.0.0.1:2"}, 1s), std::invalid_argument);
+  EXPECT_EQ(HalvingDoublingAllreduce(0, 1, {"127.0.0.1:1"}, 1s).algorithm(), "halving_doubling");
 }
 
 #if ATP_WITH_GLOO

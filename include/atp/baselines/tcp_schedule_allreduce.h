@@ -1,0 +1,96 @@
+// An allreduce whose algorithm is a schedule (atp/schedule/builders.h) and whose transport is
+// plain TCP between processes: the driver that runs one rank's ScheduleExecutor over non-blocking
+// sockets under poll(). The ring (ring_allreduce.h) and halving-doubling are this class with a
+// builder each, so an algorithm is written once, as a schedule, and runs here, in memory and on ns-3.
+//
+// Connections: rank i listens on addresses[i]; with each peer its schedule names (the same for
+// every element count) it keeps one TCP connection, opened by the lower rank (retrying until the
+// timeout, so ranks may start in any order) and introduced by a hello (magic, rank, size) so that
+// a stray connection is refused. One connection per pair rather than one per direction: TCP is
+// full duplex, and algorithms that exchange with a partner (halving-doubling) need half the
+// sockets; in the ring each connection still carries one direction (two ranks: both).
+//
+// Each allreduce is one stream per direction that carries data: an 8-byte header (the element
+// count, so ranks that disagree on the size fail with a clear error) then the schedule's bytes,
+// at most `segment_bytes` per send()/recv() call, so a chunk is forwarded piece by piece as it
+// arrives and all peers' streams move at once.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atp/collectives/allreduce.h"
+#include "atp/io/socket_address.h"
+#include "atp/schedule/schedule.h"
+#include "atp/time.h"
+
+namespace atp {
+
+struct TcpAllreduceOptions {
+  // Largest send()/recv() per call (bytes): the pipeline's unit, rounded down to whole floats (at
+  // least one). 256 KiB keeps syscalls few and the pieces small next to a chunk.
+  std::size_t segment_bytes = 256 << 10;
+  // SO_SNDBUF / SO_RCVBUF of every connection (bytes); SO_*BUFFORCE first (root), else capped by
+  // net.core.wmem_max / rmem_max. 0 (default): the kernel's autotuning, which grows the buffers to
+  // net.ipv4.tcp_rmem / tcp_wmem's maximum (32 MiB / 4 MiB on the Debian 12 test machine), larger
+  // than a fixed size; a fixed 4 MiB measured 15-20% slower on loopback (4 ranks, 64 MiB).
+  int socket_buffer_bytes = 0;
+};
+
+// One rank's schedule for `count` elements; its peers must not depend on `count`.
+using ScheduleBuilder = std::function<Schedule(int rank, int size, std::size_t count)>;
+
+class TcpScheduleAllreduce : public Allreduce {
+ public:
+  // Connects to the peers of build(rank, size, 0). `name` names the algorithm in algorithm() and
+  // in errors ("ring allreduce on rank 1 of 4: ..."). `timeout` bounds the setup and, later, any
+  // stretch without progress inside allreduce(). Throws std::invalid_argument for a bad rank, size
+  // or address list, and CollectiveError (naming the peer) if it cannot listen, connect or accept
+  // within the timeout (std::system_error if no socket can be opened at all). A schedule without
+  // peers (size 1) opens no socket.
+  TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
+                       Duration timeout, TcpAllreduceOptions options = {});
+  ~TcpScheduleAllreduce() override;  // closes every connection at once
+  TcpScheduleAllreduce(const TcpScheduleAllreduce&) = delete;
+  TcpScheduleAllreduce& operator=(const TcpScheduleAllreduce&) = delete;
+
+  // Throws CollectiveError naming the peer when a peer closes its connection or sends a different
+  // element count, refuses data, or when nothing moves for `timeout`. After an error every
+  // connection is closed (so the peers fail at once too) and every later call throws the same error.
+  void allreduce(std::span<float> data) override;
+  std::string_view algorithm() const override { return name_; }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  struct Link {
+    int peer;
+    int fd;
+  };
+
+  // "rank 2 (127.0.0.1:7002)": how errors name a peer.
+  std::string peer_name(int peer) const;
+  std::string prefix() const;
+  [[noreturn]] void fail(const std::string& what);
+  void connect_peers(const std::vector<int>& peers);
+  void close_sockets();
+
+  std::string name_;
+  ScheduleBuilder build_;
+  int rank_;
+  int size_;
+  std::vector<SocketAddress> addresses_;
+  Duration timeout_;
+  TcpAllreduceOptions options_;
+  std::vector<Link> links_;           // one per peer, ascending
+  std::optional<Schedule> schedule_;  // the last call's: calls with the same count reuse it
+  std::string failure_;               // set once an allreduce failed: later calls throw it again
+};
+
+}  // namespace atp

@@ -1,0 +1,359 @@
+// atp::TcpScheduleAllreduce: connections to a schedule's peers (listen, connect with retries,
+// accept with a hello) and the poll() loop that runs the schedule's executor over them.
+#include "atp/baselines/tcp_schedule_allreduce.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "atp/schedule/executor.h"
+
+namespace atp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The first bytes on every connection: the connecting rank introduces itself, so the
+// acceptor knows which of its peers it is and can refuse a stray connection.
+constexpr std::uint32_t kHelloMagic = 0x41545052;  // "ATPR"
+struct Hello {
+  std::uint32_t magic = kHelloMagic;
+  std::uint32_t rank = 0;
+  std::uint32_t size = 0;
+};
+
+std::string reason(int error) { return std::generic_category().message(error); }
+
+std::string seconds(Duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+// Milliseconds until `deadline` for poll(), rounded up so that a wait never ends early; >= 0.
+int ms_until(Clock::time_point deadline) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return static_cast<int>(std::min<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), 1 << 30));
+}
+
+// An owned file descriptor, for the sockets of a setup that may throw half-way.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+Fd tcp_socket(int buffer_bytes) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) throw std::system_error(errno, std::generic_category(), "cannot open a TCP socket");
+  const int one = 1;
+  // Small messages (the header, a chunk's tail) must leave at once, not wait for Nagle.
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (buffer_bytes > 0) {
+    // FORCE lifts the net.core.*mem_max cap (root only); otherwise the capped size is still fine.
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &buffer_bytes, sizeof buffer_bytes) != 0)
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer_bytes, sizeof buffer_bytes) != 0)
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  }
+  return fd;
+}
+
+// Linux "simultaneous open": connecting to a port in the ephemeral range that nobody listens on
+// can pick that same port as the source and connect the socket to itself.
+bool connected_to_itself(int fd) {
+  sockaddr_in self{}, peer{};
+  socklen_t self_len = sizeof self, peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_len) != 0) return false;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return false;
+  return self.sin_addr.s_addr == peer.sin_addr.s_addr && self.sin_port == peer.sin_port;
+}
+
+// Connects a fresh socket to `to`; returns 0 or the errno of the failure (the wait ends at `deadline`).
+int try_connect(Fd& fd, const SocketAddress& to, Clock::time_point deadline) {
+  const sockaddr_in addr = to_sockaddr(to);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) return 0;
+  if (errno != EINPROGRESS) return errno;
+  pollfd p{fd.get(), POLLOUT, 0};
+  const int ready = ::poll(&p, 1, ms_until(deadline));
+  if (ready == 0) return ETIMEDOUT;
+  if (ready < 0) return errno;
+  int error = 0;
+  socklen_t len = sizeof error;
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len) != 0) return errno;
+  if (error == 0 && connected_to_itself(fd.get())) return ECONNREFUSED;
+  return error;
+}
+
+// Reads exactly `size` bytes from a non-blocking socket before `deadline`; false on EOF, error or timeout.
+bool read_exactly(int fd, void* out, std::size_t size, Clock::time_point deadline) {
+  auto* bytes = static_cast<std::byte*>(out);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::recv(fd, bytes + done, size - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, ms_until(deadline)) <= 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size,
+                                           std::vector<std::string> addresses, Duration timeout,
+                                           TcpAllreduceOptions options)
+    : name_(std::move(name)), build_(std::move(build)), rank_(rank), size_(size), timeout_(timeout), options_(options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument(name_ + " allreduce: rank " + std::to_string(rank) + " is not in [0, " +
+                                std::to_string(size) + "); size must be at least 1");
+  if (addresses.size() != static_cast<std::size_t>(size))
+    throw std::invalid_argument(name_ + " allreduce: " + std::to_string(addresses.size()) + " addresses for " +
+                                std::to_string(size) + " ranks; give one IPv4:port per rank");
+  if (timeout <= Duration::zero()) throw std::invalid_argument(name_ + " allreduce: the timeout must be positive");
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    try {
+      addresses_.push_back(SocketAddress::parse(addresses[i]));
+    } catch (const std::invalid_argument&) {
+      throw std::invalid_argument(name_ + " allreduce: the address of rank " + std::to_string(i) + ", '" +
+                                  addresses[i] + "', is not an IPv4 address and TCP port like 127.0.0.1:7000");
+    }
+  }
+  // Whole floats per call; at least one.
+  options_.segment_bytes = std::max(sizeof(float), options_.segment_bytes / sizeof(float) * sizeof(float));
+  const std::vector<int> peers = schedule_peers(build_(rank, size, 0));
+  if (!peers.empty()) connect_peers(peers);
+}
+
+TcpScheduleAllreduce::~TcpScheduleAllreduce() { close_sockets(); }
+
+std::string TcpScheduleAllreduce::peer_name(int peer) const {
+  return "rank " + std::to_string(peer) + " (" + addresses_[static_cast<std::size_t>(peer)].to_string() + ")";
+}
+
+std::string TcpScheduleAllreduce::prefix() const {
+  return name_ + " allreduce on rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": ";
+}
+
+void TcpScheduleAllreduce::close_sockets() {
+  for (Link& link : links_) {
+    if (link.fd >= 0) ::close(link.fd);
+    link.fd = -1;
+  }
+}
+
+void TcpScheduleAllreduce::fail(const std::string& what) {
+  failure_ = prefix() + what;
+  // Closing at once makes the peers fail now too, instead of after their own timeout.
+  close_sockets();
+  throw CollectiveError(failure_);
+}
+
+void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers) {
+  const std::string who = prefix();
+  const auto deadline = Clock::now() + timeout_;
+
+  // Listen first: lower ranks may already be retrying their connects; the kernel completes the
+  // handshakes into the backlog while this rank is still connecting to the higher ones.
+  Fd listener = tcp_socket(options_.socket_buffer_bytes);  // accepted sockets inherit its buffer sizes
+  const int one = 1;
+  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const sockaddr_in local = to_sockaddr(addresses_[static_cast<std::size_t>(rank_)]);
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0 ||
+      ::listen(listener.get(), 128) != 0) {
+    const int error = errno;  // before anything else can overwrite it
+    throw CollectiveError(who + "cannot listen on " + addresses_[static_cast<std::size_t>(rank_)].to_string() + ": " +
+                          reason(error));
+  }
+
+  // Connect to the higher peers, retrying while one is not listening yet (it may start later).
+  std::vector<Fd> fds(peers.size());
+  std::size_t awaited = 0;  // lower peers that have not connected yet
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    if (peer < rank_) {
+      ++awaited;
+      continue;
+    }
+    auto backoff = std::chrono::milliseconds(5);
+    for (;;) {
+      fds[i] = tcp_socket(options_.socket_buffer_bytes);
+      const int error = try_connect(fds[i], addresses_[static_cast<std::size_t>(peer)], deadline);
+      if (error == 0) break;
+      if (Clock::now() >= deadline)
+        throw CollectiveError(who + "cannot connect to " + peer_name(peer) + " within " + seconds(timeout_) + ": " +
+                              reason(error) + "; is that rank running?");
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    }
+    const Hello hello{kHelloMagic, static_cast<std::uint32_t>(rank_), static_cast<std::uint32_t>(size_)};
+    if (::send(fds[i].get(), &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello)) {
+      const int error = errno;
+      throw CollectiveError(who + "cannot send the hello to " + peer_name(peer) + ": " + reason(error));
+    }
+  }
+
+  // Accept the lower peers; anything that does not say hello is closed and skipped.
+  while (awaited > 0) {
+    pollfd p{listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, ms_until(deadline)) <= 0) {
+      std::string missing;
+      for (std::size_t i = 0; i < peers.size(); ++i)
+        if (peers[i] < rank_ && fds[i].get() < 0) missing += (missing.empty() ? "" : ", ") + peer_name(peers[i]);
+      throw CollectiveError(who + "no connection from " + missing + " within " + seconds(timeout_) +
+                            "; is that rank running?");
+    }
+    Fd candidate(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (candidate.get() < 0) continue;
+    Hello theirs;
+    if (!read_exactly(candidate.get(), &theirs, sizeof theirs, deadline) || theirs.magic != kHelloMagic) continue;
+    const auto it = std::find(peers.begin(), peers.end(), static_cast<int>(theirs.rank));
+    const std::size_t i = static_cast<std::size_t>(it - peers.begin());
+    if (theirs.size != static_cast<std::uint32_t>(size_) || it == peers.end() || *it >= rank_ || fds[i].get() >= 0)
+      throw CollectiveError(who + "rank " + std::to_string(theirs.rank) + " of " + std::to_string(theirs.size) +
+                            " connected, which is not a lower peer of this rank of " + std::to_string(size_) +
+                            " ranks that has yet to connect; do all ranks have the same address list?");
+    ::setsockopt(candidate.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fds[i] = std::move(candidate);
+    --awaited;
+  }
+  for (std::size_t i = 0; i < peers.size(); ++i) links_.push_back({peers[i], fds[i].release()});
+}
+
+void TcpScheduleAllreduce::allreduce(std::span<float> data) {
+  if (!failure_.empty()) throw CollectiveError(failure_);
+  if (links_.empty()) return;
+  const std::size_t count = data.size();
+  if (!schedule_ || schedule_->count != count) schedule_ = build_(rank_, size_, count);
+  ScheduleExecutor executor(*schedule_, data, options_.segment_bytes);
+
+  // Per link: the count header this call sends and the one it receives, each 8 bytes long, ahead of
+  // the schedule's bytes, in each direction that carries data.
+  struct Header {
+    std::uint64_t out = 0, in = 0;
+    std::size_t sent = sizeof(std::uint64_t), received = sizeof(std::uint64_t);  // bytes; 8: none (left)
+  };
+  std::vector<Header> headers(links_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    headers[i].out = count;
+    if (executor.sends_to(links_[i].peer)) headers[i].sent = 0;
+    if (executor.receives_from(links_[i].peer)) headers[i].received = 0;
+  }
+  constexpr std::size_t kHeader = sizeof(std::uint64_t);
+
+  std::vector<pollfd> fds(links_.size());
+  std::vector<char> wants_send(links_.size()), wants_receive(links_.size());
+  auto last_progress = Clock::now();
+  for (;;) {
+    bool headers_done = true;
+    for (const Header& h : headers) headers_done = headers_done && h.sent == kHeader && h.received == kHeader;
+    if (headers_done && executor.done()) return;
+    bool progress = false;
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      const Link& link = links_[i];
+      Header& h = headers[i];
+      const auto header_out = std::as_bytes(std::span(&h.out, 1)).subspan(h.sent);
+      const auto out = h.sent < kHeader ? header_out : executor.next_send(link.peer);
+      wants_send[i] = !out.empty();
+      if (!out.empty()) {
+        const ssize_t k = ::send(link.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k > 0) {
+          if (h.sent < kHeader) {
+            h.sent += static_cast<std::size_t>(k);
+          } else {
+            executor.sent(link.peer, static_cast<std::size_t>(k));
+          }
+          progress = true;
+        } else if (const int error = errno; error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
+          fail("cannot send to " + peer_name(link.peer) + ": " + reason(error));
+        }
+      }
+
+      const auto header_in = std::as_writable_bytes(std::span(&h.in, 1)).subspan(h.received);
+      const auto into = h.received < kHeader ? header_in : executor.next_receive(link.peer);
+      wants_receive[i] = !into.empty();
+      if (into.empty()) continue;
+      const ssize_t k = ::recv(link.fd, into.data(), into.size(), MSG_DONTWAIT);
+      const int error = errno;
+      if (k == 0) {
+        fail(peer_name(link.peer) + " closed the connection in the middle of an allreduce of " + std::to_string(count) +
+             " floats");
+      } else if (k < 0 && error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
+        fail("cannot receive from " + peer_name(link.peer) + ": " + reason(error));
+      } else if (k > 0) {
+        progress = true;
+        if (h.received < kHeader) {
+          h.received += static_cast<std::size_t>(k);
+          if (h.received == kHeader && h.in != count)
+            fail(peer_name(link.peer) + " called allreduce with " + std::to_string(h.in) +
+                 " floats and this rank with " + std::to_string(count) + "; every rank must pass the same size");
+        } else {
+          executor.received(link.peer, static_cast<std::size_t>(k));
+        }
+      }
+    }
+    if (progress) {
+      last_progress = Clock::now();
+      continue;
+    }
+
+    // Nothing moved: sleep until a socket is ready, at most until the stall deadline.
+    nfds_t nfds = 0;
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      const short events = static_cast<short>((wants_send[i] ? POLLOUT : 0) | (wants_receive[i] ? POLLIN : 0));
+      if (events != 0) fds[nfds++] = {links_[i].fd, events, 0};
+    }
+    if (nfds == 0) fail("the schedule waits for nothing and cannot move; it is wrong");
+    const auto deadline = last_progress + timeout_;
+    const int ready = ::poll(fds.data(), nfds, ms_until(deadline));
+    if (const int error = errno; ready < 0 && error != EINTR) fail(std::string("poll failed: ") + reason(error));
+    if (ready == 0 && Clock::now() >= deadline) {
+      std::string silent, full;
+      for (std::size_t i = 0; i < links_.size(); ++i) {
+        if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + peer_name(links_[i].peer);
+        if (wants_send[i]) full += (full.empty() ? "" : ", ") + peer_name(links_[i].peer);
+      }
+      std::string what = "no progress for " + seconds(timeout_) + ": ";
+      if (!silent.empty()) what += "no data from " + silent;
+      if (!full.empty()) what += (silent.empty() ? "" : ", and ") + full + " accepts none";
+      fail(what + "; is that rank stuck or gone?");
+    }
+  }
+}
+
+}  // namespace atp
