@@ -1,5 +1,5 @@
 // The worker-side allreduce interface shared by ATP and the baselines it is compared against
-// (the hand-written TCP ring, Gloo): a blocking, in-place float32 sum over every rank.
+// (schedules over TCP: the ring, halving-doubling; Gloo): a blocking, in-place float32 sum over every rank.
 #pragma once
 
 #include <span>
