@@ -44,7 +44,7 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
   EXPECT_EQ(find_algorithm("bcube"), nullptr);
   EXPECT_EQ(find_algorithm(""), nullptr);
   // Gloo's are known in every build, with or without Gloo.
-  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo or gloo_hd");
+  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd or halving_doubling");
 }
 
 TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
@@ -64,7 +64,8 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
 )");
     ADD_FAILURE() << "an unknown algorithm was taken";
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "jobs[0].algorithm: must be atp, ps, ring, gloo or gloo_hd, got 'bcube'");
+    EXPECT_EQ(std::string(e.what()),
+              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd or halving_doubling, got 'bcube'");
   }
 }
 
@@ -116,7 +117,25 @@ TEST(Algorithms, TheRefusalsSayWhatIsMissingAndWhatToUse) {
   EXPECT_EQ(cannot_run(gloo, without_gloo),
             "gloo: this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF); use algorithm ring (the "
             "same algorithm)");
+  const Algorithm& hd = *find_algorithm("halving_doubling");
+  EXPECT_EQ(cannot_run(hd, ns3),
+            "halving_doubling runs on the schedule executor over real TCP sockets, which ns3 does not have yet; use "
+            "algorithm ring, or --backend loopback or netns");
+  EXPECT_EQ(cannot_run(hd, without_gloo), "");
   for (const Algorithm& a : algorithms()) EXPECT_EQ(cannot_run(a, with_gloo), "") << a.name;
+}
+
+// Host collectives built as schedules name their builder: the registry is the one place that
+// says which schedule an algorithm runs.
+TEST(Algorithms, ScheduleAlgorithmsNameTheirBuilder) {
+  for (const Algorithm& a : algorithms()) {
+    const bool built = a.runtime == AlgorithmRuntime::kTcpRing || a.runtime == AlgorithmRuntime::kSchedule;
+    EXPECT_EQ(a.schedule != nullptr, built) << a.name;
+    if (!built) continue;
+    for (int size : {1, 3, 4}) {
+      for (int rank = 0; rank < size; ++rank) EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10))) << a.name;
+    }
+  }
 }
 
 }  // namespace

@@ -231,7 +231,7 @@ jobs:
   EXPECT_EQ(j.algorithm, GetParam());
   EXPECT_TRUE(j.correct) << to_summary(r);
   EXPECT_EQ(j.ps_packets_received, 0u);
-  // Ring and Gloo's rings send 2(n-1)/n of the tensor per worker per round; every byte crossed a
+  // Each of them sends about 2(n-1)/n of the tensor per worker per round; every byte crossed a
   // switch port (rack to rack through the core).
   std::uint64_t core_bytes = 0;
   for (const LinkResult& l : r.links) {
@@ -240,10 +240,11 @@ jobs:
   EXPECT_GT(core_bytes, 300000u * 4) << to_summary(r);
 }
 
-// Gloo's two where this build has Gloo (ATP_WITH_GLOO).
+// Our two schedules, and Gloo's two where this build has Gloo (ATP_WITH_GLOO).
 INSTANTIATE_TEST_SUITE_P(Algorithms, NetnsBaselines,
-                         ::testing::ValuesIn(ATP_WITH_GLOO ? std::vector<const char*>{"ring", "gloo", "gloo_hd"}
-                                                           : std::vector<const char*>{"ring"}));
+                         ::testing::ValuesIn(ATP_WITH_GLOO ? std::vector<const char*>{"ring", "halving_doubling",
+                                                                                      "gloo", "gloo_hd"}
+                                                           : std::vector<const char*>{"ring", "halving_doubling"}));
 
 TEST_F(NetnsIntegration, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
   // A namespace named like a run whose process is gone (pid 4194303 is above any pid_max in use).

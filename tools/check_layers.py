@@ -20,7 +20,7 @@ USES = {
     "collectives": ["io", "core"],
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
-    "scenario": ["sim", "plan", "io", "core"],
+    "scenario": ["schedule", "sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "io", "core"],
     "torch": ["cluster", "collectives", "io", "core"],
 }

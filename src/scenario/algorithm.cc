@@ -3,6 +3,7 @@
 #include "atp/scenario/algorithm.h"
 
 #include "atp/scenario/scenario.h"
+#include "atp/schedule/builders.h"
 
 namespace atp {
 namespace {
@@ -25,7 +26,8 @@ constexpr Algorithm kAlgorithms[] = {
     {.name = "ring",
      .summary = "bandwidth-optimal ring allreduce over TCP between the workers; no ps",
      .runtime = kTcpRing,
-     .check = kFloat32Rounding},
+     .check = kFloat32Rounding,
+     .schedule = ring_allreduce_schedule},
     {.name = "gloo",
      .summary = "Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs); no ps",
      .runtime = kGloo,
@@ -38,8 +40,13 @@ constexpr Algorithm kAlgorithms[] = {
      .check = kFloat32Rounding,
      .variant = "halving_doubling",
      .instead = "algorithm ring"},
-    // Host collectives built as I/O-free schedules (src/schedule/) go here, one entry each, with
-    // .runtime = kSchedule once the executor runs them.
+    // Host collectives built as I/O-free schedules (src/schedule/), run by the one executor.
+    {.name = "halving_doubling",
+     .summary = "Rabenseifner's halving-doubling allreduce over TCP (this project's schedule); no ps",
+     .runtime = kSchedule,
+     .check = kFloat32Rounding,
+     .instead = "algorithm ring",
+     .schedule = halving_doubling_allreduce_schedule},
 };
 
 }  // namespace
@@ -86,6 +93,10 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
                (a.instead.empty() ? "" : "; use " + std::string(a.instead));
       }
       return "";
+    case kSchedule:
+      if (s.real_sockets) return "";
+      return name + " runs on the schedule executor over real TCP sockets, which " + std::string(s.where) +
+             " does not have yet; use " + instead + "--backend loopback or netns";
   }
   return name + ": no backend runs it";  // not reached: every runtime is handled above
 }

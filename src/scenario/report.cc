@@ -137,11 +137,14 @@ std::string to_summary(const ScenarioResult& result) {
   }
   out << result.leaked_aggregators << " aggregators leaked" << (result.time_limit_reached ? ", time limit reached" : "")
       << "\n";
-  out << format("%-12s %-7s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", "algo", "correct", "rounds",
+  // The algorithm column is as wide as the longest name in it (7 at least: "algo", "gloo_hd").
+  int algo = 7;
+  for (const JobResult& j : result.jobs) algo = std::max(algo, static_cast<int>(j.algorithm.size()));
+  out << format("%-12s %-*s %-7s %7s %9s %6s %9s %8s %8s %8s %10s %10s\n", "job", algo, "algo", "correct", "rounds",
                 "fragments", "float", "ps_pkts", "in-net", "retrans", "collide", "seconds", "algbw_Gbps");
   for (const JobResult& j : result.jobs) {
     const std::string rounds = std::to_string(j.completed_rounds) + "/" + std::to_string(j.rounds);
-    out << format("%-12s %-7s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(),
+    out << format("%-12s %-*s %-7s %7s %9llu %6llu %9llu %7.1f%% %8llu %8llu %10.6f %10.2f\n", j.name.c_str(), algo,
                   j.algorithm.c_str(), j.correct ? "yes" : "NO", rounds.c_str(),
                   static_cast<unsigned long long>(j.fragments), static_cast<unsigned long long>(j.float_fragments),
                   static_cast<unsigned long long>(j.ps_packets_received), j.in_network_share * 100.0,

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "atp/schedule/schedule.h"
+
 namespace atp {
 
 struct Scenario;
@@ -24,8 +26,10 @@ enum class AlgorithmRuntime : std::uint8_t {
   kTcpRing,
   // Gloo's library over TCP between the workers: real sockets, in a build with Gloo.
   kGloo,
-  // Next: kSchedule, a host collective built as an I/O-free schedule (src/schedule/) and run by
-  // the executor over TCP; each such algorithm is then one entry in algorithm.cc's list.
+  // A host collective built as an I/O-free schedule (src/schedule/) and run by the one executor
+  // over TCP between the workers (TcpScheduleAllreduce): real sockets. (ns-3 will drive the same
+  // executor from its socket callbacks; until then it runs only the ring, by its model.)
+  kSchedule,
 };
 
 // How the workers check a round's result (atp/scenario/inputs.h, check_result).
@@ -44,6 +48,8 @@ struct Algorithm {
   std::string_view variant = {};
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
+  // Host collectives built as schedules (kTcpRing, kSchedule): one rank's schedule (builders.h).
+  Schedule (*schedule)(int rank, int size, std::size_t count) = nullptr;
 
   // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
   // collective over TCP: no PS, nothing for the switches to install.

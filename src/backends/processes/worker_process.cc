@@ -15,7 +15,7 @@
 #if ATP_WITH_GLOO
 #include "atp/baselines/gloo_allreduce.h"
 #endif
-#include "atp/baselines/ring_allreduce.h"
+#include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/collectives/communicator.h"
 #include "atp/control/control.h"
 #include "atp/io/config_file.h"
@@ -44,10 +44,12 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   switch (algorithm.runtime) {
     case AlgorithmRuntime::kAtpProtocol:
       return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
-    case AlgorithmRuntime::kTcpRing: {
+    case AlgorithmRuntime::kTcpRing:
+    case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
-      return std::make_unique<RingAllreduce>(rank, size, addresses, kCollectiveTimeout);
+      return std::make_unique<TcpScheduleAllreduce>(std::string(algorithm.name), algorithm.schedule, rank, size,
+                                                    addresses, kCollectiveTimeout);
     }
     case AlgorithmRuntime::kGloo: {
 #if ATP_WITH_GLOO
