@@ -443,7 +443,10 @@ PsStats ps_stats_from_json(const std::string& text) {
     keys.push_back(key);
   });
   check_keys(daemon, "daemon.", keys);
-  for (const auto& [name, row] : object_at(doc, "", "jobs").items()) {
+  for (const auto& item : object_at(doc, "", "jobs").items()) {
+    // Not a structured binding: clang 14 (the fuzz build) refuses a lambda naming one.
+    const std::string& name = item.key();
+    const json& row = item.value();
     const std::string where = "jobs." + excerpt(name) + ".";
     JobId id = 0;
     const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), id);
@@ -476,9 +479,10 @@ std::string to_prometheus(const PsStats& s) {
   std::map<JobId, std::vector<std::uint64_t>> values;
   for (const auto& [id, job] : s.jobs) {
     keys.clear();
+    std::vector<std::uint64_t>& row = values[id];  // clang 14 refuses a lambda naming a structured binding
     visit_ps_job(job, [&](const char* key, std::uint64_t v) {
       keys.push_back(key);
-      values[id].push_back(v);
+      row.push_back(v);
     });
   }
   if (keys.empty()) visit_ps_job(atp::PsStats{}, [&](const char* key, std::uint64_t) { keys.push_back(key); });
