@@ -98,12 +98,10 @@ bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).atp_
 enum class Check {
   kExact,          // every value against the exact integer sum (ATP, PS; or the float32 overflow path's)
   kFloatRounding,  // every value against the float32 sum within its rounding bound (ring, Gloo)
-  kNotComputed,    // the result is not computed (the ns3 ring moves bytes, not values)
 };
 
-Check check_of(const std::string& backend, const std::string& algorithm) {
-  if (algorithm_of(algorithm).check == ResultCheck::kExact) return Check::kExact;
-  return backend == "ns3" ? Check::kNotComputed : Check::kFloatRounding;
+Check check_of(const std::string& algorithm) {
+  return algorithm_of(algorithm).check == ResultCheck::kExact ? Check::kExact : Check::kFloatRounding;
 }
 
 const char* to_string(Check c) {
@@ -112,8 +110,6 @@ const char* to_string(Check c) {
       return "exact";
     case Check::kFloatRounding:
       return "float32_rounding";
-    case Check::kNotComputed:
-      return "not_computed";
   }
   return "?";
 }
@@ -125,17 +121,16 @@ struct Measurement {
   double algbw_GBps = 0;  // bytes / time, 1e9 bytes per second (nccl-tests' GB/s)
   double busbw_GBps = 0;  // algbw x 2(n-1)/n
   // nccl-tests' #wrong: the values that differed from the reference, summed over workers and the
-  // rounds they checked ("0" where every value was checked and right); "N/A" where the result is
-  // not computed; "fail" where the job failed for another reason (the error is printed under the
-  // table).
-  // The count, or nothing where the result is not computed or the job failed for another reason.
+  // rounds they checked ("0" where every value was checked and right); "fail" where the job
+  // failed for another reason (the error is printed under the table).
+  // The count, or nothing where the job failed for another reason.
   std::optional<std::uint64_t> wrong_values() const {
-    if (check == Check::kNotComputed || (job.wrong_values == 0 && !job.correct)) return std::nullopt;
+    if (job.wrong_values == 0 && !job.correct) return std::nullopt;
     return job.wrong_values;
   }
   std::string wrong() const {
     if (const auto count = wrong_values()) return std::to_string(*count);
-    return check == Check::kNotComputed ? "N/A" : "fail";
+    return "fail";
   }
 };
 
@@ -156,7 +151,7 @@ std::string tcp_path(const std::string& backend) {
     return "TCP between the workers' addresses through the same links, switch processes and rate limits as ATP";
   }
   if (backend == "ns3") {
-    return "ns-3 TCP through the same simulated links and switches; its result is not computed (#wrong N/A)";
+    return "ns-3 TCP through the same simulated links and switches, carrying the values";
   }
   return "";
 }
@@ -274,8 +269,8 @@ int run_allreduce_bench(const BenchOptions& o) {
     }
     std::printf(
         "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
-        "# rounding), summed over workers; 0 only where every value was checked; N/A: not computed; fail: the\n"
-        "# job failed for another reason (why: below).\n");
+        "# rounding), summed over workers; 0 only where every value was checked; fail: the job failed for\n"
+        "# another reason (why: below).\n");
     std::string names = "#" + std::string(41, ' ');
     std::string columns = format("#%11s %13s %9s %5s", "size", "count", "type", "redop");
     std::string units = format("#%11s %13s %9s %5s", "(B)", "(elements)", "", "");
@@ -305,7 +300,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       const ScenarioResult r = backend->run(s, {});
       m.job = r.jobs.at(0);
       if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
-      m.check = check_of(name, algorithm);
+      m.check = check_of(algorithm);
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
       m.algbw_GBps = m.job.algbw_gbps / 8;
@@ -392,9 +387,9 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       "workers under a core switch, the PS under the core, every link at --rate-mbps. Columns as nccl-tests'\n"
       "all_reduce_perf (GB/s = 1e9 bytes/s; busbw = algbw x 2(n-1)/n), one block per algorithm, then the\n"
       "first algorithm's algbw over each other's, measured in the same run. #wrong: the values that differed\n"
-      "(exact for atp and ps, within float32 rounding for ring and gloo), 0 where every one was right, N/A where the\n"
-      "result is not computed (ring on ns3). On loopback, ring and gloo use direct TCP, not the\n"
-      "switches or their rate limits. nccl-tests' -b -e -f -n -w work as aliases. netns needs root.");
+      "(exact for atp and ps, within float32 rounding for the host collectives), 0 where every one was right.\n"
+      "On loopback, the host collectives use direct TCP, not the switches or their rate limits. nccl-tests' -b -e -f "
+      "-n -w work as aliases. netns needs root.");
   app->add_option("--backend", o->backend,
                   "where the runs run: " + backend_names() + " (atp run --help says what each is)")
       ->capture_default_str();

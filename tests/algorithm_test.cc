@@ -118,9 +118,10 @@ TEST(Algorithms, TheRefusalsSayWhatIsMissingAndWhatToUse) {
             "gloo: this atp was built without Gloo (configured with -DATP_WITH_GLOO=OFF); use algorithm ring (the "
             "same algorithm)");
   const Algorithm& hd = *find_algorithm("halving_doubling");
-  EXPECT_EQ(cannot_run(hd, ns3),
-            "halving_doubling runs on the schedule executor over real TCP sockets, which ns3 does not have yet; use "
-            "algorithm ring, or --backend loopback or netns");
+  EXPECT_EQ(cannot_run(hd, inproc),
+            "halving_doubling runs over TCP, which the in-process network does not carry; use --backend ns3, loopback "
+            "or netns");
+  EXPECT_EQ(cannot_run(hd, ns3), "");
   EXPECT_EQ(cannot_run(hd, without_gloo), "");
   for (const Algorithm& a : algorithms()) EXPECT_EQ(cannot_run(a, with_gloo), "") << a.name;
 }
@@ -129,7 +130,7 @@ TEST(Algorithms, TheRefusalsSayWhatIsMissingAndWhatToUse) {
 // says which schedule an algorithm runs.
 TEST(Algorithms, ScheduleAlgorithmsNameTheirBuilder) {
   for (const Algorithm& a : algorithms()) {
-    const bool built = a.runtime == AlgorithmRuntime::kTcpRing || a.runtime == AlgorithmRuntime::kSchedule;
+    const bool built = a.runtime == AlgorithmRuntime::kSchedule;
     EXPECT_EQ(a.schedule != nullptr, built) << a.name;
     if (!built) continue;
     for (int size : {1, 3, 4}) {

@@ -162,9 +162,9 @@ if "$ATP" run --help | grep -q '^ *ns3: '; then
     rows=$(grep -c '"algorithm"' "$TMP/out")
     [ "$rows" -eq 3 ] || fail "atp bench allreduce ns3 JSON: expected 3 rows, got $rows"
     grep -q '"correct": false' "$TMP/out" && fail "atp bench allreduce ns3 reports a wrong result: $(cat "$TMP/out")"
-    # The ns-3 ring's result is not computed: its #wrong is not 0 but null, and says why.
-    grep -q '"check": "not_computed"' "$TMP/out" || fail "bench ns3: the ring row does not say it is not checked"
-    [ "$(grep -c '"wrong": 0' "$TMP/out")" -eq 2 ] || fail "bench ns3: expected \"wrong\": 0 for atp and ps only"
+    # The ns-3 ring carries the values (the schedule executor over ns-3 TCP): checked like the others.
+    grep -q '"check": "float32_rounding"' "$TMP/out" || fail "bench ns3: the ring row is not checked within float32 rounding"
+    [ "$(grep -c '"wrong": 0' "$TMP/out")" -eq 3 ] || fail "bench ns3: expected \"wrong\": 0 for atp, ps and ring"
   fi
   if expect_exit 2 "atp bench allreduce --backend ns3 with gloo" "$ATP" bench allreduce --backend ns3 --algorithms atp,gloo; then
     grep -q "cannot run gloo" "$TMP/err" || fail "bench ns3 gloo: the message does not say why: $(cat "$TMP/err")"

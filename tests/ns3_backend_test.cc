@@ -171,6 +171,25 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
   EXPECT_GT(j.algbw_gbps, 0.7 * bound);
 }
 
+// The host collectives run their schedules over ns-3 TCP with the values: every rank's result is
+// checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4.
+TEST(Ns3Backend, HostCollectivesCarryValuesAndAreChecked) {
+  for (const char* algorithm : {"ring", "halving_doubling"}) {
+    for (std::size_t ranks : {3u, 4u}) {
+      Scenario s = parse_scenario_yaml(two_racks(""));
+      s.jobs[0].algorithm = find_algorithm(algorithm);
+      s.jobs[0].spec.ps.clear();
+      s.jobs[0].spec.workers.resize(ranks);
+      s.jobs[0].elements = 100'003;
+      s.jobs[0].rounds = 3;
+      const JobResult j = run_ns3(s).jobs.at(0);
+      EXPECT_TRUE(j.correct) << algorithm << " on " << ranks << ": " << j.error;
+      EXPECT_EQ(j.completed_rounds, 3u) << algorithm << " on " << ranks;
+      EXPECT_EQ(j.wrong_values, 0u) << algorithm << " on " << ranks;
+    }
+  }
+}
+
 TEST(Ns3Backend, BackgroundFlowSharesALinkAndStopsWithTheJobs) {
   const Scenario s =
       parse_scenario_yaml(two_racks("", ", buffer_packets: 200") + "background:\n  - {from: x, to: w1, kind: tcp}\n");

@@ -25,7 +25,7 @@ constexpr Algorithm kAlgorithms[] = {
      .check = kExact},
     {.name = "ring",
      .summary = "bandwidth-optimal ring allreduce over TCP between the workers; no ps",
-     .runtime = kTcpRing,
+     .runtime = kSchedule,
      .check = kFloat32Rounding,
      .schedule = ring_allreduce_schedule},
     {.name = "gloo",
@@ -40,12 +40,10 @@ constexpr Algorithm kAlgorithms[] = {
      .check = kFloat32Rounding,
      .variant = "halving_doubling",
      .instead = "algorithm ring"},
-    // Host collectives built as I/O-free schedules (src/schedule/), run by the one executor.
     {.name = "halving_doubling",
      .summary = "Rabenseifner's halving-doubling allreduce over TCP (this project's schedule); no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .instead = "algorithm ring",
      .schedule = halving_doubling_allreduce_schedule},
 };
 
@@ -79,7 +77,7 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
   switch (a.runtime) {
     case kAtpProtocol:
       return "";
-    case kTcpRing:
+    case kSchedule:
       if (s.tcp) return "";
       return name + " runs over TCP, which " + std::string(s.where) +
              " does not carry; use --backend ns3, loopback or netns";
@@ -93,10 +91,6 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
                (a.instead.empty() ? "" : "; use " + std::string(a.instead));
       }
       return "";
-    case kSchedule:
-      if (s.real_sockets) return "";
-      return name + " runs on the schedule executor over real TCP sockets, which " + std::string(s.where) +
-             " does not have yet; use " + instead + "--backend loopback or netns";
   }
   return name + ": no backend runs it";  // not reached: every runtime is handled above
 }

@@ -21,14 +21,11 @@ struct Scenario;
 enum class AlgorithmRuntime : std::uint8_t {
   // ATP's workers and PSes (the core's endpoints) with job entries on the switches: every backend.
   kAtpProtocol,
-  // This project's ring allreduce over TCP between the workers, which the switches forward like
-  // any traffic: RingAllreduce on real sockets, the ring model of ns-3's TCP (backends with TCP).
-  kTcpRing,
   // Gloo's library over TCP between the workers: real sockets, in a build with Gloo.
   kGloo,
   // A host collective built as an I/O-free schedule (src/schedule/) and run by the one executor
-  // over TCP between the workers (TcpScheduleAllreduce): real sockets. (ns-3 will drive the same
-  // executor from its socket callbacks; until then it runs only the ring, by its model.)
+  // over TCP between the workers, which the switches forward like any traffic: on real sockets
+  // (TcpScheduleAllreduce) and over ns-3's TCP (backends with TCP).
   kSchedule,
 };
 
@@ -48,7 +45,7 @@ struct Algorithm {
   std::string_view variant = {};
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
-  // Host collectives built as schedules (kTcpRing, kSchedule): one rank's schedule (builders.h).
+  // Host collectives (kSchedule): one rank's schedule (builders.h).
   Schedule (*schedule)(int rank, int size, std::size_t count) = nullptr;
 
   // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
@@ -69,7 +66,7 @@ std::string algorithm_names();
 // and the refusals below are worded from it and the algorithms' data.
 struct AlgorithmSupport {
   std::string_view where;     // the backend in a sentence: "the in-process network", "ns3"
-  bool tcp = false;           // TCP between hosts: kTcpRing runs
+  bool tcp = false;           // TCP between hosts: kSchedule runs
   bool real_sockets = false;  // real processes with real sockets: kGloo runs where the build has Gloo
   bool gloo_built = false;    // this build has Gloo (ATP_WITH_GLOO)
 };

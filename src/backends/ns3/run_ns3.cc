@@ -1,5 +1,5 @@
 // `atp run --backend ns3`: the scenario runner (SimulatedScenario) on the ns-3 adapter, plus
-// what needs ns-3's TCP: ring allreduce jobs and background flows (tcp_apps.h).
+// what needs ns-3's TCP: host collectives and background flows (tcp_apps.h).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -17,10 +17,10 @@ class Ns3Backend final : public Backend {
  public:
   std::string_view name() const override { return "ns3"; }
   std::string_view summary() const override {
-    return "ns-3 simulation with TCP: ring jobs and background flows too; simulated time, deterministic";
+    return "ns-3 simulation with TCP: host collectives and background flows too; simulated time, deterministic";
   }
   bool simulated() const override { return true; }
-  // ns-3's TCP carries the ring (tcp_apps.h), not Gloo's code.
+  // ns-3's TCP carries the host collectives built as schedules (tcp_apps.h), not Gloo's code.
   AlgorithmSupport algorithm_support() const override { return {.where = "ns3", .tcp = true}; }
 
   // What the ns-3 links cannot do, said before anything runs (a fault would otherwise fail mid-run).

@@ -2,7 +2,10 @@
 #include "tcp_apps.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <sstream>
 #include <vector>
 
@@ -14,12 +17,15 @@
 #include <ns3/socket.h>
 #include <ns3/tcp-socket-factory.h>
 
+#include "atp/scenario/inputs.h"
+#include "atp/schedule/executor.h"
+
 namespace atp::ns3adapter {
 namespace {
 
-constexpr std::uint16_t kRingPortBase = 40000;  // + job id: one listening port per ring job
-constexpr std::uint16_t kFlowPortBase = 50000;  // + flow index
-constexpr std::uint32_t kMaxSend = 64 << 10;    // bytes per Send() call
+constexpr std::uint16_t kCollectivePortBase = 40000;  // + job id: one listening port per host collective
+constexpr std::uint16_t kFlowPortBase = 50000;        // + flow index
+constexpr std::uint32_t kMaxSend = 64 << 10;          // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
 // A full segment on the wire: 1448 bytes of payload (ns3_network.cc) + TCP 20 + timestamps 12 +
@@ -91,22 +97,33 @@ std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
   return sent;
 }
 
-struct RingRank {
+// One rank of a host collective: its connections (one per peer it sends to, which it opened; one
+// per peer it receives from, which it accepted), its buffer and this round's executor.
+struct CollectiveRank {
   ns3::Ptr<ns3::Node> node;
-  ns3::Ptr<ns3::Socket> listener, to_next, from_prev;
-  bool connected = false;                // to_next is up
-  std::uint64_t sent = 0, received = 0;  // bytes, over all rounds
+  ns3::Ptr<ns3::Socket> listener;
+  std::map<int, ns3::Ptr<ns3::Socket>> to, from;  // by peer rank
+  std::set<int> connected;                        // peers whose `to` connection is up
+  Schedule schedule;                              // for the job's element count
+  std::vector<float> buffer;
+  std::unique_ptr<ScheduleExecutor> executor;  // this round's, while it runs
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
-  bool failed = false;   // its connection failed
+  bool failed = false;   // a connection failed
+  std::string error;     // a wrong result
 };
 
-struct RingJob {
+// A host collective (ring, halving-doubling): its schedule run by the executor over ns-3's TCP with
+// real values, checked every round as the worker processes check theirs.
+struct CollectiveJob {
   const ScenarioJob* job = nullptr;
   std::size_t file_index = 0;
-  std::uint64_t chunk = 0;      // bytes per step: the tensor / n, rounded up
-  std::uint64_t per_round = 0;  // bytes each rank sends (and receives) per round: 2(n-1) chunks
-  std::vector<RingRank> ranks;
+  std::vector<CollectiveRank> ranks;
+  std::map<Address, int> rank_of;  // a rank's host address -> the rank
+  // The answer of each round some rank is in, made once for the job, and how many ranks checked
+  // their result against it: dropped once all have.
+  std::map<std::uint32_t, std::pair<scenario_inputs::RoundReference, std::size_t>> references;
+  std::uint64_t wrong_values = 0;
   RoundTimes times;
 };
 
@@ -133,108 +150,158 @@ struct TcpApps::Impl {
 
   bool jobs_running() const {
     if (run.jobs_running()) return true;
-    for (const RingJob& j : rings) {
-      for (const RingRank& r : j.ranks) {
-        if (!r.failed && r.rounds_done < j.job->rounds) return true;
+    for (const CollectiveJob& j : collectives) {
+      for (const CollectiveRank& r : j.ranks) {
+        if (!r.failed && r.error.empty() && r.rounds_done < j.job->rounds) return true;
       }
     }
     return false;
   }
 
-  // --- ring
+  // --- host collectives
 
-  void start_round(RingJob& job, std::size_t i) {
-    RingRank& r = job.ranks[i];
+  void start_round(CollectiveJob& job, std::size_t i) {
+    CollectiveRank& r = job.ranks[i];
     if (r.failed) return;
+    const ScenarioJob& spec = *job.job;
+    const std::uint32_t round = r.rounds_done;
+    scenario_inputs::generate_input(scenario_inputs::input_seed(scenario.seed, spec.spec.id, i, round), spec.magnitude,
+                                    r.buffer);
+    if (const auto [it, fresh] = job.references.try_emplace(round); fresh) {
+      scenario_inputs::make_reference(scenario.seed, spec.spec.id, job.ranks.size(), round, spec.elements,
+                                      spec.magnitude, spec.spec.scale, it->second.first);
+    }
+    r.executor = std::make_unique<ScheduleExecutor>(r.schedule, r.buffer);
     r.running = true;
-    const Time t = now();
-    job.times.started(t);
+    job.times.started(now());
     pump(job, i);
   }
 
-  // Sends what the ring's dependency allows: within round k (base = k * per_round), the bytes of
-  // step s+1 at offset o need the bytes of step s at offset o, so a rank may be at most one
-  // chunk ahead of what it received. Then checks whether the round is complete.
-  void pump(RingJob& job, std::size_t i) {
-    RingRank& r = job.ranks[i];
+  // Moves what the executor allows on every connection of rank i (a receive may unlock sends, a
+  // send a receive), until nothing moves; then checks whether its round is complete.
+  void pump(CollectiveJob& job, std::size_t i) {
+    CollectiveRank& r = job.ranks[i];
     if (!r.running) return;
-    const std::uint64_t base = std::uint64_t{r.rounds_done} * job.per_round;
-    const std::uint64_t got = std::min(job.per_round, r.received - base);
-    const std::uint64_t allowed = base + std::min(job.per_round, job.chunk + got);
-    if (r.connected && r.sent < allowed) r.sent += fill(r.to_next, allowed - r.sent);
-    if (r.sent == base + job.per_round && r.received >= base + job.per_round) {
-      r.running = false;
-      ++r.rounds_done;
-      const Time t = now();
-      job.times.completed(r.rounds_done - 1, t);
-      run.saw_activity(t);
-      if (r.rounds_done < job.job->rounds) {
-        ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
+    ScheduleExecutor& x = *r.executor;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const auto& [peer, socket] : r.to) {
+        if (!r.connected.contains(peer)) continue;
+        for (;;) {
+          const std::span<const std::byte> out = x.next_send(peer);
+          const auto n = static_cast<std::uint32_t>(
+              std::min<std::uint64_t>({out.size(), socket->GetTxAvailable(), std::uint64_t{kMaxSend}}));
+          if (n == 0) break;
+          const int k = socket->Send(reinterpret_cast<const std::uint8_t*>(out.data()), n, 0);
+          if (k <= 0) break;
+          x.sent(peer, static_cast<std::size_t>(k));
+          moved = true;
+        }
       }
+      for (const auto& [peer, socket] : r.from) {
+        for (;;) {
+          const std::span<std::byte> into = x.next_receive(peer);
+          if (into.empty() || socket->GetRxAvailable() == 0) break;
+          const ns3::Ptr<ns3::Packet> p = socket->Recv(static_cast<std::uint32_t>(into.size()), 0);
+          if (!p || p->GetSize() == 0) break;
+          const std::uint32_t k = p->CopyData(reinterpret_cast<std::uint8_t*>(into.data()), p->GetSize());
+          x.received(peer, k);
+          moved = true;
+        }
+      }
+    }
+    if (!x.done()) return;
+    r.running = false;
+    r.executor.reset();
+    const std::uint32_t round = r.rounds_done;
+    auto ref = job.references.find(round);
+    // The float32 sum in the schedule's order, held to the float path's rounding bound.
+    const std::string wrong =
+        scenario_inputs::check_result(ref->second.first, r.buffer, {}, WorkerConfig{}.values_per_packet,
+                                      job.job->spec.scale, nullptr, true, &job.wrong_values);
+    if (++ref->second.second == job.ranks.size()) job.references.erase(ref);
+    const Time t = now();
+    run.saw_activity(t);
+    if (!wrong.empty()) {
+      r.error = "round " + std::to_string(round) + ": " + wrong;
+      return;
+    }
+    ++r.rounds_done;
+    job.times.completed(round, t);
+    if (r.rounds_done < job.job->rounds) {
+      ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
     }
   }
 
-  void install_ring(const ScenarioJob& spec, std::size_t file_index) {
-    RingJob& job = rings.emplace_back();
+  void install_collective(const ScenarioJob& spec, std::size_t file_index) {
+    CollectiveJob& job = collectives.emplace_back();
     job.job = &spec;
     job.file_index = file_index;
     const std::size_t n = spec.spec.workers.size();
-    job.chunk = (spec.elements * sizeof(float) + n - 1) / n;
-    job.per_round = 2 * (n - 1) * job.chunk;
     job.ranks.resize(n);
-    const std::uint16_t port = kRingPortBase + spec.spec.id;
+    const std::uint16_t port = kCollectivePortBase + spec.spec.id;
     for (std::size_t i = 0; i < n; ++i) {
-      RingRank& r = job.ranks[i];
+      CollectiveRank& r = job.ranks[i];
       r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
+      r.schedule = spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements);
+      r.buffer.resize(spec.elements);
+      job.rank_of[run.address_of(spec.spec.workers[i])] = static_cast<int>(i);
       if (n == 1) continue;
       r.listener = tcp_socket(r.node);
       r.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
       r.listener->Listen();
       r.listener->SetAcceptCallback(
           ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>([this, &job, i](ns3::Ptr<ns3::Socket> s,
-                                                                                          const ns3::Address&) {
-            use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
-            job.ranks[i].from_prev = s;
-            s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket> s2) {
-              while (ns3::Ptr<ns3::Packet> p = s2->Recv()) job.ranks[i].received += p->GetSize();
-              run.saw_activity(now());
-              pump(job, i);
-            }));
-          }));
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
+              [this, &job, i](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
+                use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
+                const Address peer = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4().Get();
+                job.ranks[i].from[job.rank_of.at(peer)] = s;
+                s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
+                  run.saw_activity(now());
+                  pump(job, i);
+                }));
+              }));
     }
     for (std::size_t i = 0; i < n && n > 1; ++i) {
-      RingRank& r = job.ranks[i];
-      r.to_next = tcp_socket(r.node);
-      r.to_next->Bind();
-      r.to_next->SetConnectCallback(
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
-            job.ranks[i].connected = true;
-            pump(job, i);
-          }),
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
-      r.to_next->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
-          [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
-      const Address next = run.address_of(spec.spec.workers[(i + 1) % n]);
-      r.to_next->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(next), port));
+      CollectiveRank& r = job.ranks[i];
+      for (const ScheduleStep& step : r.schedule.steps) {
+        if (step.kind != StepKind::kSend || r.to.contains(step.peer)) continue;
+        const int peer = step.peer;
+        ns3::Ptr<ns3::Socket> s = tcp_socket(r.node);
+        s->Bind();
+        s->SetConnectCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i, peer](ns3::Ptr<ns3::Socket>) {
+                                job.ranks[i].connected.insert(peer);
+                                pump(job, i);
+                              }),
+                              ns3::Callback<void, ns3::Ptr<ns3::Socket>>(
+                                  [&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
+        s->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
+            [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
+        const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(peer)]);
+        s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));
+        r.to[peer] = s;
+      }
     }
     for (std::size_t i = 0; i < n; ++i) {
       ns3::Simulator::Schedule(to_ns3(spec.start_time), [this, &job, i] { start_round(job, i); });
     }
   }
 
-  JobResult ring_result(const RingJob& job) const {
+  JobResult collective_result(const CollectiveJob& job) const {
     JobResult r = job_result_for(*job.job);
     r.completed_rounds = job.job->rounds;
+    r.wrong_values = job.wrong_values;
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
-      const RingRank& rank = job.ranks[i];
+      const CollectiveRank& rank = job.ranks[i];
       r.completed_rounds = std::min(r.completed_rounds, rank.rounds_done);
       if (!r.error.empty() || rank.rounds_done == job.job->rounds) continue;
       std::ostringstream s;
-      s << "ring rank " << i << " ('" << job.job->spec.workers[i] << "') "
-        << (rank.failed ? "could not connect to the next rank"
-                        : "did not finish round " + std::to_string(rank.rounds_done) + " within the time limit of " +
-                              std::to_string(seconds_of(scenario.time_limit)) + " s (simulated)");
+      s << job.job->algorithm->name << " rank " << i << " ('" << job.job->spec.workers[i] << "') "
+        << (!rank.error.empty() ? rank.error
+            : rank.failed       ? "could not connect to a peer"
+                          : "did not finish round " + std::to_string(rank.rounds_done) + " within the time limit of " +
+                                std::to_string(seconds_of(scenario.time_limit)) + " s (simulated)");
       r.error = s.str();
     }
     r.correct = r.error.empty();
@@ -315,18 +382,18 @@ struct TcpApps::Impl {
   SimulatedScenario& run;
   const TcpTimers timers;  // every TCP socket's
   Duration interval = kDefaultFlowInterval;
-  std::vector<RingJob> rings;  // reserved up front: callbacks hold references
-  std::vector<Flow> flows;     // likewise
+  std::vector<CollectiveJob> collectives;  // reserved up front: callbacks hold references
+  std::vector<Flow> flows;                 // likewise
 };
 
 TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, Duration series_interval)
     : impl_(std::make_unique<Impl>(scenario, network, run)) {
   Impl& s = *impl_;
   if (series_interval > Duration::zero()) s.interval = series_interval;
-  s.rings.reserve(scenario.jobs.size());
+  s.collectives.reserve(scenario.jobs.size());
   s.flows.reserve(scenario.background.size());
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (scenario.jobs[j].algorithm->runtime == AlgorithmRuntime::kTcpRing) s.install_ring(scenario.jobs[j], j);
+    if (scenario.jobs[j].algorithm->schedule != nullptr) s.install_collective(scenario.jobs[j], j);
   }
   for (std::size_t i = 0; i < scenario.background.size(); ++i) s.install_flow(scenario.background[i], i);
 }
@@ -334,10 +401,11 @@ TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenari
 TcpApps::~TcpApps() = default;
 
 void TcpApps::report(ScenarioResult& result) const {
-  for (const RingJob& job : impl_->rings) {
-    result.jobs.at(job.file_index) = impl_->ring_result(job);
+  for (const CollectiveJob& job : impl_->collectives) {
+    result.jobs.at(job.file_index) = impl_->collective_result(job);
     if (!result.jobs[job.file_index].correct) {
-      const bool failed = std::any_of(job.ranks.begin(), job.ranks.end(), [](const RingRank& r) { return r.failed; });
+      const bool failed = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                      [](const CollectiveRank& r) { return r.failed || !r.error.empty(); });
       if (!failed) result.time_limit_reached = true;
     }
   }

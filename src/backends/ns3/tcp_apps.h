@@ -1,11 +1,11 @@
-// What a scenario runs over ns-3's TCP next to the ATP jobs: ring allreduce jobs (the host-based
-// baseline) and background flows (the competing traffic of the paper's Fig. 16).
+// What a scenario runs over ns-3's TCP next to the ATP jobs: host collectives (ring,
+// halving-doubling: the host-based baselines) and background flows (the competing traffic of the
+// paper's Fig. 16).
 //
-// The ring moves bytes, not values: rank i streams 2(n-1) chunks of S/n bytes to rank i+1, and a
-// chunk's byte b may leave only after the previous step's byte b arrived (the reduce-scatter and
-// allgather dependency, forwarded piece by piece as RingAllreduce does on real sockets). Its
-// timing is the algorithm's; its result is not computed (the real ring is checked on the loopback
-// and netns backends), so a ring job here is `correct` when every rank completed every round.
+// A host collective is its schedule (include/atp/schedule/) run by the same ScheduleExecutor as
+// on real sockets, driven here by ns-3's socket callbacks: one TCP connection per ordered pair of
+// ranks that the schedule names, carrying the real float32 values, so every rank's result is
+// checked each round against the seeded inputs' sum, as the worker processes check theirs.
 #pragma once
 
 #include <memory>

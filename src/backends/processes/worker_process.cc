@@ -44,7 +44,6 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   switch (algorithm.runtime) {
     case AlgorithmRuntime::kAtpProtocol:
       return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
-    case AlgorithmRuntime::kTcpRing:
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
