@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "atp/fixed_point.h"
@@ -74,6 +75,12 @@ TEST(ScenarioInputs, TheCheckCountsEveryWrongValueWhenAsked) {
   for (std::size_t i : {0, 99}) result[i] += 1.0f;
   EXPECT_NE(check_result(ref, result, {}, 10, kScale, nullptr, true, &wrong), "");
   EXPECT_EQ(wrong, 2u);
+  // A float32 collective has no fragments: no width needs giving. ATP's check without one is an
+  // error, not a loop that never ends.
+  wrong = 0;
+  EXPECT_NE(check_result(ref, result, {}, 0, kScale, nullptr, true, &wrong), "");
+  EXPECT_EQ(wrong, 2u);
+  EXPECT_THROW((void)check_result(ref, result, {}, 0, kScale), std::invalid_argument);
 }
 
 }  // namespace

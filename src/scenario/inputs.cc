@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "atp/fixed_point.h"
 
@@ -94,7 +95,12 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
   if (result.size() != n) {
     return "result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n);
   }
-  const std::size_t vpp = values_per_packet;
+  // Fragments matter only where a fragment may have taken the float path on its own; a float32
+  // collective's sum is one whole (its width then need not be given).
+  if (values_per_packet == 0 && !float32_sums) {
+    throw std::invalid_argument("check_result: values_per_packet 0 (the fragments' width must be known)");
+  }
+  const std::size_t vpp = float32_sums ? std::max<std::size_t>(n, 1) : values_per_packet;
   std::string first_wrong;
   // One more wrong value: `describe` gives its sentence, called for the first one only (a stream
   // per value would cost more than the whole check). True when the check stops here.

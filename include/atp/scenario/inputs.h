@@ -40,7 +40,8 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 // match either path as a whole, and `float_fragments_seen` counts those that matched only the
 // float path. `float32_sums`: the result was summed in float32 in some order (ring, Gloo): every
 // value is held to the float path's bound, grown by the workers' count of float32 roundings
-// (`is_float` is then not read).
+// (`is_float` and `values_per_packet` are then not read; else a values_per_packet of 0 is
+// std::invalid_argument).
 // Returns "" if exact, else one sentence about the first wrong value. With `wrong_values`, every
 // value is checked and the wrong ones are added to it (nccl-tests' #wrong); without, the check
 // stops at the first.
