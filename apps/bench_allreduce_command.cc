@@ -5,16 +5,17 @@
 // ratio to the first one's in the same run.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "atp/backends/backend.h"
+#include "atp/io/machine.h"
 #include "atp/scenario/scenario.h"
 #include "atp/wire.h"
 #include "commands.h"
@@ -58,57 +59,57 @@ constexpr const char* kColocatedPs = "ps_nn";
 const Algorithm& algorithm_of(const std::string& name) { return *find_algorithm(name == kColocatedPs ? "ps" : name); }
 
 // The scenario of one measurement: racks tor0..torR-1 under `core`, workers spread evenly (w0..
-// in rack order), the PS under the core; every link at the same rate.
-std::string scenario_text(const BenchOptions& o, const std::string& algorithm, std::uint64_t bytes) {
-  std::ostringstream y;
-  y << "seed: 1\ntime_limit_s: 600\nlink: {rate_mbps: " << o.rate_mbps;
-  if (o.buffer_packets > 0) y << ", buffer_packets: " << o.buffer_packets;
-  if (o.ecn_threshold > 0) y << ", ecn_threshold_packets: " << o.ecn_threshold;
-  y << "}\ntopology:\n  switches:\n    - {name: core, aggregators: " << o.aggregators << "}\n";
-  for (int r = 0; r < o.racks; ++r) y << "    - {name: tor" << r << ", aggregators: " << o.aggregators << "}\n";
-  y << "  hosts:\n    - {name: ps, switch: core}\n";
-  std::string workers;
+// in rack order), the PS under the core; every link at the same rate. Built as data: what a file
+// would check, the planner checks (run_allreduce_bench plans every algorithm's before the first run).
+Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std::uint64_t bytes) {
+  Scenario s;
+  s.seed = 1;
+  s.time_limit = std::chrono::seconds(600);
+  s.default_link.rate_gbps = o.rate_mbps / 1000;
+  s.default_link.buffer_packets = static_cast<std::uint32_t>(o.buffer_packets);
+  s.default_link.ecn_threshold_packets = static_cast<std::uint32_t>(o.ecn_threshold);
+  Topology& t = s.topology;
+  const auto add_switch = [&](std::string name) {
+    t.switches.push_back({std::move(name), {}});
+    t.switches.back().config.num_aggregators = static_cast<std::uint32_t>(o.aggregators);
+  };
+  add_switch("core");
+  for (int r = 0; r < o.racks; ++r) {
+    add_switch("tor" + std::to_string(r));
+    t.switch_links.emplace_back("tor" + std::to_string(r), "core");
+  }
+  t.hosts.push_back({.name = "ps", .switch_name = "core"});
+  ScenarioJob job = scenario_job(algorithm_of(algorithm), 0, "bench");
+  JobSpec& spec = job.spec;
   for (int w = 0; w < o.workers; ++w) {
-    const int rack = w * o.racks / o.workers;
-    y << "    - {name: w" << w << ", switch: tor" << rack << "}\n";
-    workers += (w ? ", w" : "w") + std::to_string(w);
+    spec.workers.push_back("w" + std::to_string(w));
+    t.hosts.push_back({.name = spec.workers.back(), .switch_name = "tor" + std::to_string(w * o.racks / o.workers)});
   }
-  y << "  links: [";
-  for (int r = 0; r < o.racks; ++r) y << (r ? ", " : "") << "[tor" << r << ", core]";
-  const std::uint64_t elements = bytes / 4;  // a multiple of 4 (run_allreduce_bench refuses others)
-  const bool colocated = algorithm == kColocatedPs;
-  y << "]\njobs:\n  - {name: bench, algorithm: " << algorithm_of(algorithm).name << ", workers: [" << workers << "], ";
-  if (algorithm_of(algorithm).atp_protocol()) {
-    y << "ps: [" << (colocated ? workers : "ps") << "], ";
-    if (o.rto_us) y << "rto_us: " << *o.rto_us << ", ";
-    if (o.window) y << "window: " << *o.window << ", ";
-    if (o.max_window) y << "max_window: " << *o.max_window << ", ";
-    y << "index: " << o.index << ", ";
+  if (job.algorithm->atp_protocol()) {
+    spec.ps = algorithm == kColocatedPs ? spec.workers : std::vector<std::string>{"ps"};
+    if (o.rto_us) spec.retransmit_timeout = std::chrono::microseconds(*o.rto_us);
+    if (o.window) spec.congestion.initial_window = static_cast<std::uint32_t>(*o.window);
+    if (o.max_window) spec.congestion.max_window = static_cast<std::uint32_t>(*o.max_window);
+    spec.index_policy = *parse_index_policy(o.index);  // --index takes only policy names
   }
-  y << "elements: " << elements << ", rounds: " << o.iters + o.warmup << ", warmup_rounds: " << o.warmup;
-  if (o.values_per_packet != 0) y << ", values_per_packet: " << o.values_per_packet;
-  y << "}\n";
-  return y.str();
+  spec.values_per_packet = static_cast<std::uint16_t>(o.values_per_packet);
+  job.elements = bytes / 4;  // a multiple of 4 (run_allreduce_bench refuses others)
+  job.rounds = static_cast<std::uint32_t>(o.iters + o.warmup);
+  job.warmup_rounds = static_cast<std::uint32_t>(o.warmup);
+  s.jobs.push_back(std::move(job));
+  check_scenario_memory(s, physical_memory_bytes());
+  return s;
 }
 
 // Ring and Gloo: allreduce over TCP between the workers, no switch adds.
 bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).atp_protocol(); }
 
-// What a backend's workers check of an algorithm's results.
-enum class Check {
-  kExact,          // every value against the exact integer sum (ATP, PS; or the float32 overflow path's)
-  kFloatRounding,  // every value against the float32 sum within its rounding bound (ring, Gloo)
-};
-
-Check check_of(const std::string& algorithm) {
-  return algorithm_of(algorithm).check == ResultCheck::kExact ? Check::kExact : Check::kFloatRounding;
-}
-
-const char* to_string(Check c) {
+// How the JSON names what the workers checked of an algorithm's results (Algorithm::check).
+const char* to_string(ResultCheck c) {
   switch (c) {
-    case Check::kExact:
+    case ResultCheck::kExact:
       return "exact";
-    case Check::kFloatRounding:
+    case ResultCheck::kFloat32Rounding:
       return "float32_rounding";
   }
   return "?";
@@ -116,7 +117,7 @@ const char* to_string(Check c) {
 
 struct Measurement {
   JobResult job;
-  Check check = Check::kExact;
+  ResultCheck check = ResultCheck::kExact;
   double time_us = 0;     // per timed iteration, slowest worker
   double algbw_GBps = 0;  // bytes / time, 1e9 bytes per second (nccl-tests' GB/s)
   double busbw_GBps = 0;  // algbw x 2(n-1)/n
@@ -201,7 +202,7 @@ int run_allreduce_bench(const BenchOptions& o) {
   // has at most 32 workers per PS): refused before the table starts, not after the first ran.
   for (const std::string& a : o.algorithms) {
     try {
-      const Scenario s = parse_scenario_yaml(scenario_text(o, a, o.min_bytes), "atp bench allreduce");
+      const Scenario s = bench_scenario(o, a, o.min_bytes);
       if (const std::string why = backend->cannot_run(s, {}); !why.empty()) {
         std::cerr << "atp bench allreduce: --backend " << o.backend << " cannot run " << a << ": " << why << "\n";
         return kExitBadInput;
@@ -296,11 +297,11 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::vector<Measurement> row;
     for (const std::string& algorithm : o.algorithms) {
       Measurement m;
-      const Scenario s = parse_scenario_yaml(scenario_text(o, algorithm, bytes), "atp bench allreduce");
+      const Scenario s = bench_scenario(o, algorithm, bytes);
       const ScenarioResult r = backend->run(s, {});
       m.job = r.jobs.at(0);
       if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
-      m.check = check_of(algorithm);
+      m.check = algorithm_of(algorithm).check;
       const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
       m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
       m.algbw_GBps = m.job.algbw_gbps / 8;
@@ -445,9 +446,12 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--buffer-packets", o->buffer_packets, "switch egress buffer (packets; 0: unlimited)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)");
-  app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)");
-  app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)");
+  app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)")
+      ->check(CLI::Range(1, 1'000'000'000));
   app->add_option("--index", o->index,
                   "ATP aggregator indices: hashed_slots (the authors' code), hashed (the paper's text) or linear")
       ->capture_default_str()

@@ -11,42 +11,42 @@
 #include <vector>
 
 #include "atp/backends/processes.h"
+#include "atp/io/machine.h"
 #include "atp/scenario/scenario.h"
 #include "commands.h"
 
 namespace atp::cli {
 namespace {
 
-// Two jobs of four workers sharing one ATP switch, one PS each, on 127.0.0.1, with the defaults a
-// user gets: fragments as wide as the switch takes (4096 values on loopback; a Tofino stage holds
-// the paper's 62, while here a packet costs the same system calls whatever its size).
-constexpr const char* kDemoScenario = R"(
-seed: 7
-time_limit_s: 300
-link: {rate_gbps: %RATE%, buffer_packets: 400, ecn_threshold_packets: 100}
-topology:
-  switches: [{name: tor, atp: %ATP%, aggregators: 4096}]
-  hosts:
-    - {name: a0, switch: tor}
-    - {name: a1, switch: tor}
-    - {name: a2, switch: tor}
-    - {name: a3, switch: tor}
-    - {name: b0, switch: tor}
-    - {name: b1, switch: tor}
-    - {name: b2, switch: tor}
-    - {name: b3, switch: tor}
-    - {name: ps_a, switch: tor}
-    - {name: ps_b, switch: tor}
-jobs:
-  - {name: a, workers: [a0, a1, a2, a3], ps: [ps_a], elements: %ELEMENTS%, rounds: %ROUNDS%}
-  - {name: b, workers: [b0, b1, b2, b3], ps: [ps_b], elements: %ELEMENTS%, rounds: %ROUNDS%}
-)";
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
+// Two jobs of four workers sharing one switch, one PS each, on 127.0.0.1, with the defaults a user
+// gets: fragments as wide as the switch takes (4096 values on loopback; a Tofino stage holds the
+// paper's 62, while here a packet costs the same system calls whatever its size). `atp`: whether
+// the switch aggregates (else it only forwards and the PSes sum).
+Scenario demo_scenario(std::uint64_t elements, std::uint32_t rounds, double link_gbps, bool atp) {
+  Scenario s;
+  s.seed = 7;
+  s.time_limit = std::chrono::seconds(300);
+  s.default_link.rate_gbps = link_gbps;
+  s.default_link.buffer_packets = 400;
+  s.default_link.ecn_threshold_packets = 100;
+  s.topology.switches.push_back({"tor", {}});
+  s.topology.switches.back().config.atp_capable = atp;
+  s.topology.switches.back().config.num_aggregators = 4096;
+  for (const char* name : {"a", "b"}) {
+    ScenarioJob job = scenario_job(default_algorithm(), s.jobs.size(), name);
+    for (int w = 0; w < 4; ++w) job.spec.workers.push_back(name + std::to_string(w));
+    job.spec.ps = {std::string("ps_") + name};
+    job.elements = elements;
+    job.rounds = rounds;
+    s.jobs.push_back(std::move(job));
   }
-  return text;
+  // Hosts: both jobs' workers, then the PSes (plan_network numbers their addresses in this order).
+  for (const ScenarioJob& job : s.jobs) {
+    for (const std::string& w : job.spec.workers) s.topology.hosts.push_back({.name = w, .switch_name = "tor"});
+  }
+  for (const ScenarioJob& job : s.jobs) s.topology.hosts.push_back({.name = job.spec.ps[0], .switch_name = "tor"});
+  check_scenario_memory(s, physical_memory_bytes());
+  return s;
 }
 
 // One bar per job: the rounds every one of its workers has completed. On a terminal the bars
@@ -128,11 +128,8 @@ ScenarioResult run_with_progress(const Scenario& s, const char* title) {
 }
 
 int run_demo(std::uint64_t elements, std::uint32_t rounds, double link_gbps) {
-  std::string text = replace_all(kDemoScenario, "%ELEMENTS%", std::to_string(elements));
-  text = replace_all(text, "%ROUNDS%", std::to_string(rounds));
-  text = replace_all(text, "%RATE%", std::to_string(link_gbps));
-  const Scenario with_atp = parse_scenario_yaml(replace_all(text, "%ATP%", "true"), "demo");
-  const Scenario without_atp = parse_scenario_yaml(replace_all(text, "%ATP%", "false"), "demo");
+  const Scenario with_atp = demo_scenario(elements, rounds, link_gbps, true);
+  const Scenario without_atp = demo_scenario(elements, rounds, link_gbps, false);
 
   std::printf(
       "ATP demo: a local cluster of real processes on 127.0.0.1: one software switch (`atp switch`),\n"

@@ -154,6 +154,13 @@ if expect_exit 2 "atp bench allreduce -f 1.5" "$ATP" bench allreduce -b 12 -e 64
   grep -q -- "--factor (-f) 1.5 .* 18 bytes" "$TMP/err" || fail "odd step: $(cat "$TMP/err")"
 fi
 expect_exit 2 "atp bench allreduce with more racks than workers" "$ATP" bench allreduce --workers 2 --racks 3
+# The bench's scenarios are built as data and planned before the first run: a window above
+# max_window is refused in the planner's sentence (core's window_error), before anything starts.
+if expect_exit 2 "atp bench allreduce --window above --max-window" "$ATP" bench allreduce --backend inproc \
+  --algorithms atp --window 300 --max-window 100; then
+  grep -q "job 'bench': the window (300) must not exceed max_window (100)" "$TMP/err" ||
+    fail "window above max_window: $(cat "$TMP/err")"
+fi
 # On ns3 (where this build has it: ATP_WITH_NS3) at 100 Gbit/s: atp, ps and the ns-3 TCP ring, all
 # correct, ATP faster than the PS.
 if "$ATP" run --help | grep -q '^ *ns3: '; then

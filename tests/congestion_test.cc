@@ -17,6 +17,17 @@ CongestionConfig config_with(std::uint32_t initial_window, std::uint32_t initial
   return c;
 }
 
+// The one check of a config's windows (a scenario file's and a job plan's): a first window above
+// max_window is an error with both numbers; 0 (sized in bytes) and equal windows are not.
+TEST(WindowError, NamesBothWindowsWhenTheFirstExceedsTheLargest) {
+  CongestionConfig c;
+  EXPECT_EQ(window_error(c), std::nullopt);  // initial_window 0: sized in bytes, clamped
+  c.initial_window = c.max_window;
+  EXPECT_EQ(window_error(c), std::nullopt);
+  c.initial_window = c.max_window + 1;
+  EXPECT_EQ(window_error(c), "the window (1025) must not exceed max_window (1024)");
+}
+
 TEST(AimdWindow, StartsAtInitialWindowWithOneMtuStep) {
   const AimdWindow w(CongestionConfig{}, kPacketBytes);
   EXPECT_EQ(w.window(), 200u);

@@ -667,6 +667,11 @@ TEST(PlanJob, RejectsBadJobs) {
   expect_plan_error(plan(job), {"4096 values per packet", "switch 'sw0'", "1024 values wide"});
   job.values_per_packet = 1024;
   EXPECT_NO_THROW(plan(job)());
+  job.congestion.initial_window = 300;
+  job.congestion.max_window = 100;
+  expect_plan_error(plan(job), {"job 'a': the window (300) must not exceed max_window (100)"});
+  job.congestion.max_window = 300;
+  EXPECT_NO_THROW(plan(job)());
   job.scale = 0;
   expect_plan_error(plan(job), {"scale"});
 

@@ -69,6 +69,20 @@ std::string parse_error(const std::string& text) {
   return "(no error)";
 }
 
+// What every job starts from, in a file or built in code (atp bench, atp demo): the algorithm, the
+// id of its place in the file, in-network aggregation as the algorithm has it, a name.
+TEST(ScenarioJob, StartsFromItsAlgorithmAndPlace) {
+  const ScenarioJob atp = scenario_job(default_algorithm(), 0, "bench");
+  EXPECT_EQ(atp.algorithm, &default_algorithm());
+  EXPECT_EQ(atp.spec.id, 1);
+  EXPECT_EQ(atp.spec.name, "bench");
+  EXPECT_TRUE(atp.spec.in_network_aggregation);
+  const ScenarioJob ps = scenario_job(*find_algorithm("ps"), 2);
+  EXPECT_EQ(ps.spec.id, 3);
+  EXPECT_EQ(ps.spec.name, "job3");
+  EXPECT_FALSE(ps.spec.in_network_aggregation);
+}
+
 TEST(ScenarioYaml, ValidBaseParses) {
   const Scenario s = parse_scenario_yaml(kValid);
   ASSERT_EQ(s.jobs.size(), 1u);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "atp/time.h"
 #include "atp/wire.h"
@@ -29,6 +31,11 @@ struct CongestionConfig {
   std::uint32_t initial_ssthresh = 1024;  // packets; slow start below, congestion avoidance above
   std::uint32_t mtu_bytes = 1500;         // the additive step is one MTU worth of packets
 };
+
+// The one check of a CongestionConfig's windows, which a scenario file and a job plan both make:
+// what is wrong ("the window (2000) must not exceed max_window (1024)"), or nullopt. An
+// initial_window of 0 (sized in bytes) is always right.
+std::optional<std::string> window_error(const CongestionConfig& config);
 
 // The window of one worker flow. Sequence numbers tell reductions apart: after a decrease, the
 // window is not decreased again for signals about packets sent before that decrease (one

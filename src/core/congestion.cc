@@ -6,6 +6,12 @@
 
 namespace atp {
 
+std::optional<std::string> window_error(const CongestionConfig& config) {
+  if (config.initial_window <= config.max_window) return std::nullopt;
+  return "the window (" + std::to_string(config.initial_window) + ") must not exceed max_window (" +
+         std::to_string(config.max_window) + ")";
+}
+
 AimdWindow::AimdWindow(const CongestionConfig& config, std::uint32_t packet_bytes)
     : enabled_(config.enabled),
       min_window_(std::max<std::uint32_t>(1, config.min_window)),

@@ -142,7 +142,7 @@ void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string
   throw PlanError("the network plan has no loop-free route from host " + quoted(from) + " to host " + quoted(to));
 }
 
-void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
+void check_job_spec(const NetworkPlan& network, const JobSpec& job) {
   const std::string name = "job " + quoted(job.name);
   if (job.workers.empty()) throw PlanError(name + " has no workers");
   if (job.ps.empty()) throw PlanError(name + " has no parameter server");
@@ -171,6 +171,7 @@ void check_job_hosts(const NetworkPlan& network, const JobSpec& job) {
       throw PlanError(name + ": values_per_packet " + *bad + " (or 0 to fit the path)");
     }
   }
+  if (const std::optional<std::string> bad = window_error(job.congestion)) throw PlanError(name + ": " + *bad);
   if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
     throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
   }
@@ -453,7 +454,7 @@ std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_ag
 
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
-  check_job_hosts(network, job);
+  check_job_spec(network, job);
   const std::string name = "job " + quoted(job.name);
 
   std::vector<PsTree> trees;

@@ -342,17 +342,16 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
               "warmup_rounds"});
   require(node, path, "workers");
   require(node, path, "elements");
-  ScenarioJob job;
+  const Algorithm* algorithm = &default_algorithm();
   if (node["algorithm"]) {
     const std::string p = child(path, "algorithm");
     const std::string name = as_string(node["algorithm"], p);
-    job.algorithm = find_algorithm(name);
-    if (job.algorithm == nullptr) fail(p, "must be " + algorithm_names() + ", got '" + name + "'");
+    algorithm = find_algorithm(name);
+    if (algorithm == nullptr) fail(p, "must be " + algorithm_names() + ", got '" + name + "'");
   }
+  ScenarioJob job =
+      scenario_job(*algorithm, index, node["name"] ? as_string(node["name"], child(path, "name")) : std::string());
   JobSpec& spec = job.spec;
-  spec.in_network_aggregation = job.algorithm->in_network_aggregation;
-  spec.id = static_cast<JobId>(index + 1);
-  spec.name = node["name"] ? as_string(node["name"], child(path, "name")) : "job" + std::to_string(spec.id);
   spec.workers = parse_host_list(node["workers"], child(path, "workers"), names);
   if (job.algorithm->atp_protocol()) {
     require(node, path, "ps");
@@ -419,10 +418,8 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
     spec.congestion.max_window =
         static_cast<std::uint32_t>(as_integer(node["max_window"], child(path, "max_window"), 1, 1u << 20));
   }
-  if (spec.congestion.max_window < spec.congestion.initial_window) {
-    fail(child(path, node["max_window"] ? "max_window" : "window"),
-         "the window (" + std::to_string(spec.congestion.initial_window) + ") must not exceed max_window (" +
-             std::to_string(spec.congestion.max_window) + ")");
+  if (const std::optional<std::string> bad = window_error(spec.congestion)) {
+    fail(child(path, node["max_window"] ? "max_window" : "window"), *bad);
   }
   if (node["compute_us"]) job.compute_time = as_microseconds(node["compute_us"], child(path, "compute_us"), true);
   if (node["start_us"]) job.start_time = as_microseconds(node["start_us"], child(path, "start_us"), true);
@@ -753,6 +750,15 @@ Scenario load_scenario_file(const std::string& path) {
     throw ScenarioError(e.what());  // one sentence naming the path
   }
   return parse_scenario_yaml(text, path);
+}
+
+ScenarioJob scenario_job(const Algorithm& algorithm, std::size_t index, std::string name) {
+  ScenarioJob job;
+  job.algorithm = &algorithm;
+  job.spec.in_network_aggregation = algorithm.in_network_aggregation;
+  job.spec.id = static_cast<JobId>(index + 1);
+  job.spec.name = name.empty() ? "job" + std::to_string(job.spec.id) : std::move(name);
+  return job;
 }
 
 bool LinkFault::applies_to(const std::string& sender, const std::string& receiver) const {

@@ -39,6 +39,11 @@ struct ScenarioJob {
   Duration start_time{0};    // when every worker starts round 0
 };
 
+// The job `jobs[index]` of a scenario is before its own keys are read: of `algorithm`, id index + 1,
+// with in-network aggregation where the algorithm has it, named `name` ("": "job<id>"). What the
+// parser and the scenarios built in code (atp bench, atp demo) start every job from.
+ScenarioJob scenario_job(const Algorithm& algorithm, std::size_t index, std::string name = "");
+
 // Link settings a fault replaces; an unset field keeps the scenario's default.
 struct LinkOverrides {
   std::optional<Duration> delay;
