@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "../src/backends/processes/worker_process.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
 #include "atp/io/machine.h"
@@ -1043,6 +1044,31 @@ TEST(ScenarioLimits, ADeviceIsNotReadAsAScenario) {
   const std::string m = refusal([&] { load_scenario_file(fifo); });
   std::filesystem::remove(fifo);
   EXPECT_EQ(m, fifo + ": not a regular file (a config must be a file, not a device, pipe or directory)");
+}
+
+// The worker process's spec carries an ATP worker config only for ATP's protocol; the job's id and
+// scale, which every algorithm's inputs and checks use, stand on their own.
+TEST(WorkerProcessSpec, CarriesAnAtpConfigOnlyForAtpsProtocol) {
+  worker_process::WorkerSpec ring;
+  ring.algorithm = "ring";
+  ring.job = 7;
+  ring.scale = 1e6;
+  ring.ranks = {SocketAddress::parse("127.0.0.1:4000"), SocketAddress::parse("127.0.0.1:4001")};
+  const worker_process::WorkerSpec ring_back = worker_process::spec_from_json(worker_process::to_json(ring));
+  EXPECT_EQ(ring_back.job, 7);
+  EXPECT_EQ(ring_back.scale, 1e6);
+  EXPECT_FALSE(ring_back.atp.has_value());
+  EXPECT_EQ(ring_back.ranks.size(), 2u);
+
+  worker_process::WorkerSpec atp;
+  atp.job = 3;
+  atp.atp = WorkerConfig{};
+  atp.atp->job = 3;
+  atp.atp->values_per_packet = 1024;
+  const worker_process::WorkerSpec atp_back = worker_process::spec_from_json(worker_process::to_json(atp));
+  ASSERT_TRUE(atp_back.atp.has_value());
+  EXPECT_EQ(atp_back.atp->values_per_packet, 1024);
+  EXPECT_EQ(atp_back.job, 3);
 }
 
 TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {

@@ -261,12 +261,12 @@ class ProcessRun {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;
         spec.algorithm = std::string(job.algorithm->name);
+        spec.job = job.spec.id;
+        spec.scale = job.spec.scale;
         if (job.algorithm->atp_protocol()) {
-          spec.config = plans_[j].workers[w];
+          spec.atp = plans_[j].workers[w];
           where_->place_worker(host, spec);
         } else {
-          spec.config.job = job.spec.id;
-          spec.config.scale = job.spec.scale;  // a float32 sum is checked value by value: no fragments
           spec.ranks = ranks;
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);

@@ -36,6 +36,10 @@ constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
 // The worker's allreduce: ATP's Communicator (ATP's protocol) or a host collective over TCP. Throws
 // std::invalid_argument for a spec this worker cannot run.
 std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const WorkerSpec& spec) {
+  if (algorithm.atp_protocol() != spec.atp.has_value()) {
+    throw std::invalid_argument(std::string("the spec ") + (spec.atp ? "has" : "lacks") + " an ATP worker config for " +
+                                std::string(algorithm.name));
+  }
   if (!algorithm.atp_protocol() && spec.ranks.size() != spec.workers) {
     throw std::invalid_argument("the spec lists the wrong number of ranks");
   }
@@ -43,7 +47,7 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   const int size = static_cast<int>(spec.workers);
   switch (algorithm.runtime) {
     case AlgorithmRuntime::kAtpProtocol:
-      return std::make_unique<Communicator>(spec.config, spec.local, spec.uplink);
+      return std::make_unique<Communicator>(*spec.atp, spec.local, spec.uplink);
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
@@ -57,7 +61,7 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
       c.size = size;
       c.local_ip = format_address(spec.ranks[spec.worker].ip);
       c.store_dir = spec.store_dir;
-      c.run_prefix = "job" + std::to_string(spec.config.job);
+      c.run_prefix = "job" + std::to_string(spec.job);
       c.algorithm = parse_gloo_algorithm(algorithm.variant);
       c.timeout = kCollectiveTimeout;
       return std::make_unique<GlooAllreduce>(c);
@@ -75,7 +79,9 @@ std::string to_json(const WorkerSpec& s) {
   json ranks = json::array();
   for (const SocketAddress& r : s.ranks) ranks.push_back(r.to_string());
   return json{{"algorithm", s.algorithm},
-              {"config", json::parse(control::to_json(s.config))},
+              {"job", s.job},
+              {"scale", s.scale},
+              {"config", s.atp ? json::parse(control::to_json(*s.atp)) : json()},
               {"local", s.local.to_string()},
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
@@ -97,7 +103,9 @@ WorkerSpec spec_from_json(const std::string& text) {
   const json j = json::parse(text);
   WorkerSpec s;
   s.algorithm = j.at("algorithm").get<std::string>();
-  s.config = control::worker_config_from_json(j.at("config").dump());
+  s.job = j.at("job").get<JobId>();
+  s.scale = j.at("scale").get<double>();
+  if (!j.at("config").is_null()) s.atp = control::worker_config_from_json(j["config"].dump());
   s.local = SocketAddress::parse(j.at("local").get<std::string>());
   if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
@@ -176,7 +184,6 @@ int run_worker_process(const std::string& spec_path) {
     std::cerr << "atp worker: " << spec_path << ": " << e.what() << "\n";
     return 2;
   }
-  const WorkerConfig& config = spec.config;
   WorkerResult r;
   try {
     const Algorithm* algorithm = find_algorithm(spec.algorithm);
@@ -200,10 +207,10 @@ int run_worker_process(const std::string& spec_path) {
       // The input and the answer come before the round's barrier: building the answer draws every
       // worker's input, and that must not run beside another worker's timed allreduce. Then every
       // worker of the job starts the round together, as nccl-tests' ranks do.
-      scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, config.job, spec.worker, round),
+      scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
                                       spec.magnitude, buffer);
-      scenario_inputs::make_reference(spec.seed, config.job, spec.workers, round, spec.elements, spec.magnitude,
-                                      config.scale, ref);
+      scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
+                                      spec.scale, ref);
       print({{"event", "wait"}, {"round", round}});
       if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
       const Time t0 = EventLoop::now();
@@ -213,8 +220,8 @@ int run_worker_process(const std::string& spec_path) {
       // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
       // collective's sum is held to the float path's rounding bound everywhere.
       const std::string wrong =
-          scenario_inputs::check_result(ref, buffer, {}, config.values_per_packet, config.scale, &floats,
-                                        algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
+          scenario_inputs::check_result(ref, buffer, {}, spec.atp ? spec.atp->values_per_packet : 0, spec.scale,
+                                        &floats, algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
       if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;
@@ -235,7 +242,7 @@ int run_worker_process(const std::string& spec_path) {
   }
   r.correct = r.error.empty() && r.completed_rounds == spec.rounds;
   if (!r.error.empty()) {
-    r.error = "worker " + std::to_string(spec.worker) + " of job " + std::to_string(config.job) + ": " + r.error;
+    r.error = "worker " + std::to_string(spec.worker) + " of job " + std::to_string(spec.job) + ": " + r.error;
   }
   std::cout << result_line(r) << std::endl;
   return r.correct ? 0 : 1;

@@ -23,12 +23,15 @@ namespace atp::worker_process {
 
 struct WorkerSpec {
   std::string algorithm = "atp";  // Algorithm::name: ATP's protocol runs a Communicator, the others a TCP collective
-  WorkerConfig config;            // this worker's part of plan_job() (ring/gloo: only job and scale are used)
-  SocketAddress local;            // its data address (atp/ps)
-  // Its ToR switch's data address (loopback); nullopt: hosts address each other by IP (netns).
+  JobId job = 0;                  // the job's id: its inputs' seed, and Gloo's rendezvous prefix
+  double scale = 1e8;             // the job's fixed-point scale, which its exact results are checked with
+  // ATP's protocol (atp, ps): this worker's part of plan_job(), its data address and its ToR
+  // switch's data address (loopback; nullopt: hosts address each other by IP, netns).
+  std::optional<WorkerConfig> atp;
+  SocketAddress local;
   std::optional<SocketAddress> uplink;
-  // ring/gloo: every rank's TCP address (ring) or this host's IP (gloo, ranks[worker]), and
-  // gloo's rendezvous directory.
+  // Host collectives (ring, gloo): every rank's TCP address (ring) or this host's IP (gloo,
+  // ranks[worker]), and gloo's rendezvous directory.
   std::vector<SocketAddress> ranks;
   std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
