@@ -48,9 +48,13 @@ fuzz() {
 }
 
 core_alone() {
-  # The protocol core builds with the standard library alone (its own CMake project, no package).
-  cmake -S src/core -B build-core -G Ninja -DATP_WERROR=ON >/dev/null
-  cmake --build build-core
+  # The protocol core and the schedules build with the standard library alone (each its own CMake
+  # project, no package).
+  local layer
+  for layer in core schedule; do
+    cmake -S "src/$layer" -B "build-$layer" -G Ninja -DATP_WERROR=ON >/dev/null
+    cmake --build "build-$layer"
+  done
 }
 
 tsan() {
