@@ -136,6 +136,35 @@ TEST_F(OrchestratorTest, RevokingTheLeasesRemovesWhatHungOnThem) {
   EXPECT_EQ(attached, 1u);
 }
 
+// A switch started again under the same name has none of its predecessor's leases: the next
+// thing installed there hangs on a lease granted by the new one, not on the old one's id.
+TEST_F(OrchestratorTest, ARestartedSwitchGetsALeaseOfItsOwn) {
+  orchestrator_.hold_leases(10s);
+  attach_job(1);  // w0's port on the first switch's lease
+  // The restart: killed, and started again at the same control address, as a supervisor would.
+  const std::uint16_t control_port = sw().control().port;
+  children_.kill(*switch_child_);
+  processes::write_file(
+      dir_.path() / "switch.yaml",
+      "name: tor0\naggregators: 64\nlisten: 127.0.0.1:0\ncontrol: 127.0.0.1:" + std::to_string(control_port) + "\n");
+  start_switch();
+  ASSERT_EQ(sw().control().port, control_port);
+  const std::size_t ports = switch_ports();
+  EXPECT_NO_THROW(orchestrator_.attach("tor0", "w9", SocketAddress::loopback(40100)));
+  EXPECT_EQ(switch_ports(), ports + 1);
+  orchestrator_.revoke_leases();
+  std::size_t attached = 0;
+  for (const control::SwitchPortStats& port : sw().stats().ports) attached += port.peer ? 1 : 0;
+  EXPECT_EQ(attached, 0u) << "w9's port did not hang on the new switch's lease";
+}
+
+// Leases live as long as the daemons grant them: a time to live of zero or less is refused (it
+// would beat without pause and lease nothing).
+TEST_F(OrchestratorTest, ALeaseNeedsAPositiveTimeToLive) {
+  EXPECT_THROW(orchestrator_.hold_leases(0s), std::invalid_argument);
+  EXPECT_THROW(orchestrator_.hold_leases(-1s), std::invalid_argument);
+}
+
 TEST_F(OrchestratorTest, RefusalsAreOneSentenceNamingTheDaemon) {
   JobSpec spec = attach_job(2);
   spec.id = 5;

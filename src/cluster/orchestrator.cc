@@ -2,6 +2,7 @@
 // plan names, keeps the leases alive on a thread of its own.
 #include "atp/cluster/orchestrator.h"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -21,6 +22,10 @@ Orchestrator::~Orchestrator() {
 }
 
 void Orchestrator::set_switch(const std::string& name, control::SwitchClient client) {
+  if (const auto old = switches_.find(name); old != switches_.end()) {
+    std::lock_guard lock(lease_mutex_);
+    leases_.erase(old->second.where());  // the restarted daemon has none of its predecessor's leases
+  }
   switches_.insert_or_assign(name, std::move(client));
 }
 
@@ -43,8 +48,9 @@ const control::PsClient& Orchestrator::ps_client(const std::string& host) const 
 // ---- leases
 
 void Orchestrator::hold_leases(Duration ttl) {
+  if (ttl <= Duration::zero()) throw std::invalid_argument("a lease's time to live must be positive");
   std::lock_guard lock(lease_mutex_);
-  lease_ttl_ = ttl;
+  lease_ttl_ = std::clamp(ttl, LeaseTable::kMinTtl, LeaseTable::kMaxTtl);  // what the daemons grant
   keeper_stopping_ = false;
   if (!keeper_.joinable()) keeper_ = std::thread([this] { keep_leases_alive(); });
 }
@@ -52,7 +58,7 @@ void Orchestrator::hold_leases(Duration ttl) {
 LeaseTable::Id Orchestrator::lease_on(const control::DaemonClient& daemon) {
   std::lock_guard lock(lease_mutex_);
   if (lease_ttl_ == Duration::zero()) return 0;
-  const std::string key = daemon.control().to_string();
+  const std::string key = daemon.where();
   if (const auto it = leases_.find(key); it != leases_.end()) return it->second.second;
   const LeaseTable::Id id = daemon.grant_lease(lease_ttl_);
   leases_.emplace(key, std::pair{daemon, id});
@@ -131,6 +137,7 @@ control::Install Orchestrator::install(const JobPlan& plan) {
     if (host == network().host_by_address.end()) throw std::invalid_argument("a PS outside the topology");
     on_ps.emplace_back(&ps_client(host->second), &part);
   }
+  // The daemons asked so far: each installed its part, or did not answer (and may have).
   std::vector<const control::DaemonClient*> done;
   auto undo = [&]() noexcept {
     for (const control::DaemonClient* d : done) {
@@ -140,20 +147,30 @@ control::Install Orchestrator::install(const JobPlan& plan) {
       }
     }
   };
+  // One daemon's part: false when the id is taken there.
+  auto install_on = [&](const control::DaemonClient& client, auto&& install_job) {
+    const LeaseTable::Id lease = lease_on(client);
+    try {
+      if (install_job(lease) == control::Install::kIdTaken) return false;
+    } catch (const control::DaemonError& e) {
+      if (e.status() == 0) done.push_back(&client);  // no answer: it may have installed it
+      throw;
+    }
+    done.push_back(&client);
+    return true;
+  };
   try {
     for (const auto& [client, part] : on_switches) {
-      if (client->install_job(*part, lease_on(*client)) == control::Install::kIdTaken) {
+      if (!install_on(*client, [&](LeaseTable::Id lease) { return client->install_job(*part, lease); })) {
         undo();
         return control::Install::kIdTaken;
       }
-      done.push_back(client);
     }
     for (const auto& [client, part] : on_ps) {
-      if (client->install_job(*part, lease_on(*client)) == control::Install::kIdTaken) {
+      if (!install_on(*client, [&](LeaseTable::Id lease) { return client->install_job(*part, lease); })) {
         undo();
         return control::Install::kIdTaken;
       }
-      done.push_back(client);
     }
   } catch (...) {
     undo();

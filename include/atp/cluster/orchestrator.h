@@ -31,7 +31,8 @@ class Orchestrator {
   Orchestrator& operator=(const Orchestrator&) = delete;
 
   // The daemons, by the topology's names: a switch by its name, a PS by its host's. set_switch
-  // also replaces a switch's client (a restarted switch has another control address).
+  // also replaces a switch's client (a restarted switch has another control address, and none of
+  // the old one's leases: the lease held there is forgotten, and the next install grants another).
   void set_switch(const std::string& name, control::SwitchClient client);
   void set_ps(const std::string& host, control::PsClient client);
   // std::invalid_argument naming the switch or host when it has no client.
@@ -39,9 +40,10 @@ class Orchestrator {
   const control::PsClient& ps_client(const std::string& host) const;
 
   // Hangs what this orchestrator installs from now on (jobs, hosts attached) on one lease per
-  // daemon with this time to live (clamped by the daemons to [1 s, 1 h]), granted at the
-  // daemon's first use and kept alive by a thread until revoke_leases() or the destructor: if
-  // this process dies, the daemons remove everything it installed within `ttl`.
+  // daemon with this time to live, clamped to what the daemons grant ([1 s, 1 h], LeaseTable),
+  // granted at the daemon's first use and kept alive by a thread (every third of it) until
+  // revoke_leases() or the destructor: if this process dies, the daemons remove everything it
+  // installed within that time. A ttl of zero or less is std::invalid_argument.
   void hold_leases(Duration ttl);
   // Revokes the leases, which removes what hung on them, and stops keeping them alive. Never
   // throws (a daemon may be gone).
@@ -55,13 +57,15 @@ class Orchestrator {
                         bool leased = true);
 
   const Topology& topology() const { return topology_; }
-  // The plan of the topology as it is now (plan_network, with the MTU). Throws PlanError.
+  // The plan of the topology as it is now (plan_network, with the MTU). Throws PlanError. The
+  // reference holds until the next attach(), which changes the topology.
   const NetworkPlan& network();
 
   // plan_job over network(). Throws PlanError.
   JobPlan plan(const JobSpec& spec);
   // Installs a planned job on every switch and PS its plan names. kIdTaken when a daemon has a
-  // job of that id already: nothing stays installed (parts installed before are removed again).
+  // job of that id already: nothing stays installed (parts installed before are removed again,
+  // and so is the part of a daemon that did not answer, in case it installed it all the same).
   // Throws control::DaemonError when a daemon refuses or does not answer, std::invalid_argument
   // when a daemon of the plan has no client.
   control::Install install(const JobPlan& plan);
@@ -85,10 +89,10 @@ class Orchestrator {
   std::map<std::string, control::PsClient> ps_;
   std::map<JobId, JobPlan> installed_;
 
-  // Leases: ttl 0 while none are held; one per daemon, by its control address.
+  // Leases: ttl 0 while none are held; one per daemon, by DaemonClient::where().
   Duration lease_ttl_{0};
   std::mutex lease_mutex_;
-  std::map<std::string, std::pair<control::DaemonClient, LeaseTable::Id>> leases_;  // by control address
+  std::map<std::string, std::pair<control::DaemonClient, LeaseTable::Id>> leases_;  // by where()
   std::condition_variable keeper_wake_;
   bool keeper_stopping_ = false;
   std::thread keeper_;

@@ -45,6 +45,9 @@ class DaemonClient {
 
   const std::string& who() const { return who_; }
   const SocketAddress& control() const { return control_; }
+  // Where its requests go: the namespace and the control address. Two daemons in two namespaces
+  // may have the same address (each its own 127.0.0.1): this tells them apart.
+  std::string where() const { return netns_ + " " + control_.to_string(); }
 
   // Leases (tenancy.h's routes, the same on both daemons): what a request installs with
   // `lease` != 0 hangs on it and goes when it expires or is revoked.
