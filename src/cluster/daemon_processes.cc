@@ -18,7 +18,6 @@ namespace atp {
 namespace {
 
 // How long a daemon may take to print its first line.
-constexpr auto kStartupTimeout = std::chrono::seconds(10);
 
 bool executable(const std::string& path) {
   std::error_code ignored;
@@ -103,12 +102,12 @@ LocalDaemons::LocalDaemons(const std::string& binary, std::uint32_t aggregators,
   sw_config.pipeline.num_aggregators = aggregators;
   processes::write_file(config, control::to_yaml(sw_config));
   processes::Child& sw = start_switch_process(children_, binary, "local", config.string(), token_file);
-  switch_control_ = control_addresses(children_, {&sw}, processes::Clock::now() + kStartupTimeout).front();
+  switch_control_ = control_addresses(children_, {&sw}, processes::Clock::now() + processes::kStartupTimeout).front();
   PsProcessOptions options;
   options.listen = SocketAddress::loopback(0);
   options.uplink = control::SwitchClient(sw.name, switch_control_, access()).data_address();
   processes::Child& ps = start_ps_process(children_, binary, "local", options, token_file);
-  ps_control_ = control_addresses(children_, {&ps}, processes::Clock::now() + kStartupTimeout).front();
+  ps_control_ = control_addresses(children_, {&ps}, processes::Clock::now() + processes::kStartupTimeout).front();
 }
 
 }  // namespace atp

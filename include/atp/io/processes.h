@@ -17,6 +17,10 @@ namespace atp::processes {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a child just started (a daemon, a worker, a flow's end) has to print its first line:
+// the deadline its starter gives first_lines.
+inline constexpr auto kStartupTimeout = std::chrono::seconds(10);
+
 // SIGINT or SIGTERM arrived while a StopSignals was alive; what() says every process was stopped.
 class Interrupted : public std::runtime_error {
  public:

@@ -39,7 +39,6 @@ using nlohmann::json;
 using processes::Child;
 using processes::Clock;
 
-constexpr auto kStartupTimeout = std::chrono::seconds(10);
 // How long the runner waits for a background flow's receiver to report after its sender stopped.
 constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
 // How long one call of send_noise may send before the runner reads the workers' lines again.
@@ -50,13 +49,14 @@ double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 // --- the daemons' HTTP control plane
 
 // A daemon's /stats (SwitchStats or PsStats), or nullopt when it does not answer (a switch that
-// was stopped). A document that does not read is a ControlError: the runner and the daemon
-// disagree (a renamed counter), which is loud, never read as 0.
+// was stopped). A daemon that answers with an error, or with a document that does not read (the
+// runner and the daemon disagree: a renamed counter), is loud, never read as no counters.
 template <class Client>
 auto stats_or_none(const Client& daemon) -> std::optional<decltype(daemon.stats())> {
   try {
     return daemon.stats();
-  } catch (const control::DaemonError&) {
+  } catch (const control::DaemonError& e) {
+    if (e.status() != 0) throw;
     return std::nullopt;
   }
 }
@@ -219,7 +219,7 @@ class ProcessRun {
   void read_control(const std::vector<std::string>& names) {
     std::vector<Child*> started;
     for (const std::string& n : names) started.push_back(switches_[n].child);
-    const auto controls = control_addresses(children_, started, Clock::now() + kStartupTimeout);
+    const auto controls = control_addresses(children_, started, Clock::now() + processes::kStartupTimeout);
     for (std::size_t i = 0; i < names.size(); ++i) {
       orchestrator_->set_switch(names[i],
                                 control::SwitchClient(started[i]->name, controls[i], access_, namespace_of(names[i])));
@@ -237,7 +237,7 @@ class ProcessRun {
           &start_ps_process(children_, binary_, host, options, token_file().string(), namespace_of(host)));
       names.push_back(host);
     }
-    const auto controls = control_addresses(children_, started, Clock::now() + kStartupTimeout);
+    const auto controls = control_addresses(children_, started, Clock::now() + processes::kStartupTimeout);
     for (std::size_t i = 0; i < started.size(); ++i) {
       ps_[names[i]] = started[i];
       orchestrator_->set_ps(names[i],
@@ -294,7 +294,7 @@ class ProcessRun {
       }
     }
     // Everyone bound and ready, then "go" to all at once: process start-up is not measured.
-    const auto lines = children_.first_lines(started, Clock::now() + kStartupTimeout);
+    const auto lines = children_.first_lines(started, Clock::now() + processes::kStartupTimeout);
     for (std::size_t i = 0; i < started.size(); ++i) {
       if (worker_process::parse_line(lines[i]).event != "ready") {
         throw std::runtime_error(started[i]->name + " did not start (its first line: '" + lines[i] + "')");
@@ -441,7 +441,7 @@ class ProcessRun {
     flow.stopped = true;
   }
   void expect_line(Child& child, const std::string& event) {
-    const std::string line = children_.first_lines({&child}, Clock::now() + kStartupTimeout).front();
+    const std::string line = children_.first_lines({&child}, Clock::now() + processes::kStartupTimeout).front();
     const json j = json::parse(line, nullptr, false);
     if (!j.is_object() || j.value("event", "") != event) {
       throw std::runtime_error(child.name + " did not start (its first line: '" + line + "')");
