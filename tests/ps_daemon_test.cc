@@ -278,6 +278,9 @@ atp_ps_datagrams_sent_total 1
 # HELP atp_ps_send_failures_total Datagrams the kernel refused, lost.
 # TYPE atp_ps_send_failures_total counter
 atp_ps_send_failures_total 0
+# HELP atp_ps_relayed_to_local_worker_total Parameter packets for a worker on this host, relayed to it at 127.0.0.1.
+# TYPE atp_ps_relayed_to_local_worker_total counter
+atp_ps_relayed_to_local_worker_total 0
 # HELP atp_ps_jobs Jobs installed.
 # TYPE atp_ps_jobs gauge
 atp_ps_jobs 1
@@ -643,14 +646,15 @@ TEST(PsDaemon, SlowClientsDoNotStarveTheControlPlane) {
   EXPECT_LT(end - middle, std::chrono::seconds(3));
 }
 
-// Tenants alice and bob: each removes or replaces only its own jobs; the operator any.
+// Tenants alice and bob: each removes or replaces only its own jobs; the operator any. The
+// answers to POST and DELETE /jobs are checked word for word.
 TEST(PsDaemon, TenantsChangeOnlyTheirOwnJobs) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
   const SocketAddress control = daemon.control_endpoint();
   const std::string job = control::to_json(plan(3, 2, 4)->job.ps[0]);
-  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken).substr(0, 3), "201");
+  EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken), "201 {\"installed\":3}\n");
   EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kBobToken),
             "403 " +
                 control::error_body("job 3 belongs to another tenant; only its owner or the operator may change "
@@ -659,7 +663,7 @@ TEST(PsDaemon, TenantsChangeOnlyTheirOwnJobs) {
   EXPECT_EQ(http(control, "POST", "/jobs", job, test::kBobToken).substr(0, 3), "403");
   EXPECT_EQ(http(control, "POST", "/jobs", job, test::kAliceToken).substr(0, 3), "409");
   EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", "not-a-token-of-this-daemon").substr(0, 3), "401");
-  EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kAliceToken).substr(0, 3), "200");
+  EXPECT_EQ(http(control, "DELETE", "/jobs/3", "", test::kAliceToken), "200 {\"removed\":3}\n");
   EXPECT_EQ(http(control, "POST", "/jobs", job, test::kBobToken).substr(0, 3), "201");
   EXPECT_EQ(http(control, "DELETE", "/jobs/3").substr(0, 3), "200") << "the operator removes anyone's";
 }

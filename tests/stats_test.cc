@@ -168,6 +168,49 @@ TEST(SwitchStats, AddingSumsCountersAndKeepsGauges) {
   EXPECT_FALSE(none.jobs[0].installed);
 }
 
+// Rows only the earlier snapshot has go in their place: "jobs" and "ports" stay sorted by id.
+TEST(SwitchStats, AddingKeepsJobsAndPortsSortedById) {
+  SwitchStats live = sample_switch(true);
+  live.jobs.erase(live.jobs.begin());  // job 1 and port 0 were there before the restart only
+  live.ports.erase(live.ports.begin());
+  live += sample_switch(true);
+  ASSERT_EQ(live.jobs.size(), 2u);
+  EXPECT_EQ(live.jobs[0].job, 1);
+  EXPECT_FALSE(live.jobs[0].installed);
+  EXPECT_EQ(live.jobs[1].job, 7);
+  EXPECT_EQ(live.jobs[1].counters.aggregations, 2 * 50u);
+  ASSERT_EQ(live.ports.size(), 2u);
+  EXPECT_EQ(live.ports[0].port, 0);
+  EXPECT_EQ(live.ports[0].rx_packets, 101u);
+  EXPECT_EQ(live.ports[1].port, 1);
+  EXPECT_EQ(live.ports[1].rx_packets, 2 * 201u);
+}
+
+// A job or port listed twice would be summed twice by += or shown twice: refused, naming it.
+TEST(SwitchStats, AJobOrPortListedTwiceIsRefused) {
+  const std::string text = to_json(sample_switch(true));
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["jobs"][1]["job"] = 1; }),
+               "jobs[1].job: job 1 is in an earlier row too");
+  expect_error(switch_stats_from_json, edited(text, [](json& d) { d["ports"].push_back(d["ports"][0]); }),
+               "ports[2].port: port 0 is in an earlier row too");
+}
+
+// A name with a double quote, a backslash and a line feed is escaped as the text format says.
+TEST(SwitchStats, MetricsEscapeLabelValues) {
+  SwitchStats s = sample_switch(true);
+  s.name = "a\"b\\c\nd";
+  const std::string metrics = to_prometheus(s);
+  EXPECT_NE(metrics.find("atp_switch_packets_total{switch=\"a\\\"b\\\\c\\nd\"} 10\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("atp_switch_job_installed{switch=\"a\\\"b\\\\c\\nd\",job=\"7\"} 0\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("atp_switch_port_drops_total{switch=\"a\\\"b\\\\c\\nd\",port=\"1\"} 411\n"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("a\"b"), std::string::npos) << "a quote unescaped";
+  const std::string plain = to_prometheus(sample_switch(true));  // named s0
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), std::count(plain.begin(), plain.end(), '\n'))
+      << "a line feed unescaped";
+}
+
 // Every number of the document is a metric, and only those.
 TEST(SwitchStats, MetricsListEveryNumberOfTheDocument) {
   const SwitchStats s = sample_switch(true);
@@ -203,6 +246,11 @@ TEST(PsStats, RoundTripsAndRefusesBadKeys) {
                "jobs.x: not a job id (0..65535)");
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["70000"] = d["jobs"]["1"]; }),
                "jobs.70000: not a job id (0..65535)");
+  // One spelling per job id: "01" was read as job 1 and merged with it.
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["01"] = d["jobs"]["1"]; }),
+               "jobs.01: job 1 is written 1, without leading zeros");
+  expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["00"] = d["jobs"]["1"]; }),
+               "jobs.00: job 0 is written 0, without leading zeros");
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["1"].erase("stale"); }),
                "jobs.1.stale: missing");
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["daemon"]["extra"] = 1; }),
@@ -218,6 +266,14 @@ TEST(PsStats, MetricsHaveEveryJobCounter) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("atp_ps_jobs 2\n"), std::string::npos);
+  // Every daemon counter of the document, with its help (relayed_to_local_worker had none and
+  // was left out).
+  for (const auto& [key, value] : json::parse(to_json(sample_ps()))["daemon"].items()) {
+    const std::string name = "atp_ps_" + key + "_total";
+    EXPECT_NE(metrics.find("# HELP " + name + " "), std::string::npos) << key;
+    EXPECT_NE(metrics.find("\n" + name + " " + std::to_string(value.get<std::uint64_t>()) + "\n"), std::string::npos)
+        << key;
+  }
   EXPECT_NE(metrics.find("# TYPE atp_ps_job_stale_total counter\natp_ps_job_stale_total{job=\"1\"} 18\n"
                          "atp_ps_job_stale_total{job=\"300\"} 38\n"),
             std::string::npos)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "atp/io/egress_fields.h"
@@ -91,16 +92,35 @@ TEST(SwitchConfigFile, RoundTripsASwitchOnInterfacesAndOneWithoutPorts) {
   expect_same(parse_switch_config(to_yaml(plain), "plain.yaml"), plain);
 }
 
-// The reclaim timeout is in whole microseconds (a finer one is cut, as the format says); a port's
-// delay_us takes fractions (egress_fields.h), to the nanosecond.
-TEST(SwitchConfigFile, ReclaimTimeoutIsWholeMicrosecondsAndDelaysAreNanoseconds) {
+// The reclaim timeout and a port's delay_us keep their nanoseconds (egress_fields.h): 500 ns was
+// written as 0 microseconds, which the switch reads as "never reclaim".
+TEST(SwitchConfigFile, ReclaimTimeoutAndDelaysKeepTheirNanoseconds) {
   SwitchDaemonConfig c;
-  c.pipeline.reclaim_timeout = 1500ns;
   c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), EgressConfig{}, std::nullopt, ""});
   c.ports[0].egress.delay = 2999ns;
-  const SwitchDaemonConfig back = parse_switch_config(to_yaml(c), "s.yaml");
-  EXPECT_EQ(back.pipeline.reclaim_timeout, 1us);
-  EXPECT_EQ(back.ports[0].egress.delay, 2999ns);
+  for (const Duration timeout : {Duration(500ns), Duration(1ns), Duration(1500ns), Duration(1005ns), Duration(100ms),
+                                 Duration(0ns), Duration(std::chrono::microseconds(kMaxReclaimTimeoutUs)),
+                                 Duration(std::chrono::microseconds(kMaxReclaimTimeoutUs)) - 1ns,
+                                 Duration(std::chrono::microseconds(kMaxReclaimTimeoutUs - 1)) + 999ns}) {
+    c.pipeline.reclaim_timeout = timeout;
+    const std::string text = to_yaml(c);
+    const SwitchDaemonConfig back = parse_switch_config(text, "s.yaml");
+    EXPECT_EQ(back.pipeline.reclaim_timeout, timeout) << text;
+    EXPECT_EQ(back.ports[0].egress.delay, 2999ns);
+  }
+  c.pipeline.reclaim_timeout = 500ns;
+  EXPECT_NE(to_yaml(c).find("reclaim_timeout_us: 0.5\n"), std::string::npos) << to_yaml(c);
+  c.pipeline.reclaim_timeout = 100ms;  // a whole number of microseconds is written as before
+  EXPECT_NE(to_yaml(c).find("reclaim_timeout_us: 100000\n"), std::string::npos) << to_yaml(c);
+}
+
+// Scenario seeds take all 64 bits: a seed of 2^63 or more made every switch refuse its config.
+TEST(SwitchConfigFile, RoundTripsSeedsOverAllOfUint64) {
+  for (const std::uint64_t seed : {std::uint64_t{1} << 63, (std::uint64_t{1} << 63) + 1, UINT64_MAX}) {
+    SwitchDaemonConfig c;
+    c.seed = seed;
+    EXPECT_EQ(parse_switch_config(to_yaml(c), "s.yaml").seed, seed) << to_yaml(c);
+  }
 }
 
 }  // namespace

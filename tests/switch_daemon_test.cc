@@ -1453,6 +1453,29 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
             std::string::npos);
 }
 
+// A seed takes all of uint64 (scenario seeds do), and nothing past it; reclaim_timeout_us takes
+// fractions to the nanosecond, but not one so small it would round to 0, which means "never".
+TEST(SwitchConfigFile, SeedAndReclaimTimeoutBounds) {
+  EXPECT_EQ(parse_switch_config("seed: 18446744073709551615\n", "s.yaml").seed, UINT64_MAX);
+  EXPECT_EQ(config_error("seed: 18446744073709551616\n"),
+            "s.yaml: seed: must be between 0 and 18446744073709551615, got 18446744073709551616");
+  EXPECT_EQ(config_error("seed: -1\n"), "s.yaml: seed: must be between 0 and 18446744073709551615, got -1");
+  EXPECT_EQ(config_error("seed: many\n"), "s.yaml: seed: expected an integer, got 'many'");
+  EXPECT_EQ(parse_switch_config("reclaim_timeout_us: 0.5\n", "s.yaml").pipeline.reclaim_timeout,
+            std::chrono::nanoseconds(500));
+  EXPECT_EQ(parse_switch_config("reclaim_timeout_us: 1099511627776\n", "s.yaml").pipeline.reclaim_timeout,
+            std::chrono::microseconds(control::kMaxReclaimTimeoutUs));
+  EXPECT_EQ(config_error("reclaim_timeout_us: 1099511627777\n"),
+            "s.yaml: reclaim_timeout_us: must be a number of microseconds between 0 and 1099511627776, got "
+            "1099511627777");
+  EXPECT_EQ(config_error("reclaim_timeout_us: -1\n"),
+            "s.yaml: reclaim_timeout_us: must be a number of microseconds between 0 and 1099511627776, got -1");
+  EXPECT_EQ(config_error("reclaim_timeout_us: .nan\n"),
+            "s.yaml: reclaim_timeout_us: must be a number of microseconds between 0 and 1099511627776, got .nan");
+  EXPECT_EQ(config_error("reclaim_timeout_us: 0.0001\n"),
+            "s.yaml: reclaim_timeout_us: must be 0 (never) or at least 0.001 microseconds (a nanosecond), got 0.0001");
+}
+
 // The file is read with read_config_file: `--config /dev/zero` was read until memory ran out.
 TEST(SwitchConfigFile, OnlyARegularFileOfBoundedSizeIsRead) {
   auto load_error = [](const std::string& path) {

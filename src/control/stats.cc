@@ -6,6 +6,7 @@
 #include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -26,10 +27,44 @@ enum class Kind : std::uint8_t { kCounter, kGauge };
 // Each visitor below calls `visit(key, kind, field)` for every number of a row that is stored
 // as such, in the order /metrics has always listed them where that is not key order (the PS's).
 // `S` is the row's type, const or not, so that one list serves writing and reading.
+//
+// Each visitor asserts the size of what it walks, so that a field added to the struct fails the
+// build until the visitor lists it (or says why not). A uint64 counter cannot hide in padding:
+// the structs are 8-byte aligned, so their holes are smaller than one.
+
+// SwitchStats' and SwitchPortStats' members, in their order: they are not all uint64 counters,
+// so their size is checked against these copies of their layouts. A member added to one of them
+// must be added here too, and to the visitor if it is a number of the document.
+struct SwitchStatsLayout {
+  std::string name;
+  std::optional<SocketAddress> data;
+  std::vector<std::string> interfaces;
+  std::vector<SwitchThreadLoad> threads;
+  SwitchCounters pipeline;
+  std::uint64_t numbers[7];  // unknown_source .. aggregators_in_use
+  EthernetCounters ethernet;
+  std::uint64_t learned[2];  // mac_addresses, neighbors
+  std::vector<SwitchJobStats> jobs;
+  std::vector<SwitchPortStats> ports;
+};
+struct SwitchPortStatsLayout {
+  PortId port;
+  std::optional<SocketAddress> peer;
+  std::string interface;
+  std::uint64_t rx[2];  // rx_packets, rx_bytes
+  EgressCounters egress;
+  EgressCounters ingress;
+  std::uint64_t rx_kernel_drops;
+};
 
 // The "switch" object of a switch's GET /stats.
 template <class S, class Visit>
 void visit_switch(S& s, Visit&& visit) {
+  // SwitchStats also holds the name, addresses, threads and rows: its own numbers are checked by
+  // its layout, those of the structs it holds by their size.
+  static_assert(sizeof(SwitchStats) == sizeof(SwitchStatsLayout), "list every number of SwitchStats");
+  static_assert(sizeof(SwitchCounters) == 7 * sizeof(std::uint64_t), "list every SwitchCounters field");
+  static_assert(sizeof(EthernetCounters) == 8 * sizeof(std::uint64_t), "list every EthernetCounters field");
   visit("packets", Kind::kCounter, s.pipeline.packets);
   visit("malformed", Kind::kCounter, s.pipeline.malformed);
   visit("unknown_job", Kind::kCounter, s.pipeline.unknown_job);
@@ -58,6 +93,7 @@ void visit_switch(S& s, Visit&& visit) {
 
 template <class T, class Visit>
 void visit_thread(T& t, Visit&& visit) {
+  static_assert(sizeof(SwitchThreadLoad) == 3 * sizeof(std::uint64_t), "list every SwitchThreadLoad field");
   visit("packets", Kind::kCounter, t.packets);
   visit("handed_off", Kind::kCounter, t.handed_off);
   visit("handoff_drops", Kind::kCounter, t.handoff_drops);
@@ -66,6 +102,7 @@ void visit_thread(T& t, Visit&& visit) {
 // A job's row but its id and "installed" (a bool, written 0 or 1).
 template <class C, class Visit>
 void visit_job(C& c, Visit&& visit) {
+  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "list every SwitchJobCounters field");
   visit("aggregations", Kind::kCounter, c.aggregations);
   visit("completions", Kind::kCounter, c.completions);
   visit("collisions", Kind::kCounter, c.collisions);
@@ -81,6 +118,10 @@ void visit_job(C& c, Visit&& visit) {
 // A port's row but its id, what it is ("peer" or "interface") and "drops" (queue_drops + lost).
 template <class P, class Visit>
 void visit_port(P& p, Visit&& visit) {
+  // SwitchPortStats also holds its id, peer and interface: checked by its layout. The ingress
+  // queue's packets and bytes are not listed (rx_packets and rx_bytes count them, stats.h).
+  static_assert(sizeof(SwitchPortStats) == sizeof(SwitchPortStatsLayout), "list every number of SwitchPortStats");
+  static_assert(sizeof(EgressCounters) == 8 * sizeof(std::uint64_t), "list every EgressCounters field");
   visit("rx_packets", Kind::kCounter, p.rx_packets);
   visit("rx_bytes", Kind::kCounter, p.rx_bytes);
   visit("tx_packets", Kind::kCounter, p.egress.packets);
@@ -100,9 +141,10 @@ void visit_port(P& p, Visit&& visit) {
   visit("rx_kernel_drops", Kind::kCounter, p.rx_kernel_drops);
 }
 
-// A PS's "daemon" object; `help` is its /metrics line (nullptr: not in /metrics).
+// A PS's "daemon" object; `help` is its /metrics # HELP line.
 template <class D, class Visit>
 void visit_ps_daemon(D& d, Visit&& visit) {
+  static_assert(sizeof(PsDaemonCounters) == 7 * sizeof(std::uint64_t), "list every PsDaemonCounters field");
   visit("datagrams_received", "UDP datagrams received.", d.datagrams_received);
   visit("malformed", "Datagrams that are not ATP packets, dropped.", d.malformed);
   visit("unknown_job", "ATP packets of jobs not installed here, dropped.", d.unknown_job);
@@ -110,12 +152,14 @@ void visit_ps_daemon(D& d, Visit&& visit) {
         d.foreign_source);
   visit("datagrams_sent", "UDP datagrams sent to the uplink.", d.datagrams_sent);
   visit("send_failures", "Datagrams the kernel refused, lost.", d.send_failures);
-  visit("relayed_to_local_worker", nullptr, d.relayed_to_local_worker);
+  visit("relayed_to_local_worker", "Parameter packets for a worker on this host, relayed to it at 127.0.0.1.",
+        d.relayed_to_local_worker);
 }
 
 // A PS's job row (atp::PsStats), every field a counter.
 template <class J, class Visit>
 void visit_ps_job(J&& j, Visit&& visit) {
+  static_assert(sizeof(atp::PsStats) == 11 * sizeof(std::uint64_t), "list every atp::PsStats field");
   visit("packets_received", j.packets_received);
   visit("aggregations", j.aggregations);
   visit("overlaps_dropped", j.overlaps_dropped);
@@ -190,6 +234,24 @@ void write_numbers(json& object, const Row& row, VisitRow visit) {
   visit(row, [&](const char* key, auto, std::uint64_t field) { object[key] = field; });
 }
 
+// `value` as a Prometheus label value, without its quotes: the text format escapes a backslash,
+// a double quote and a line feed (\\, \" and \n); every other byte is itself.
+std::string label_value(std::string_view value) {
+  std::string escaped;
+  escaped.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\' || c == '"') {
+      escaped += '\\';
+      escaped += c;
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
 // One Prometheus sample's value and kind, by key: std::map, so families come out in key order.
 using Samples = std::map<std::string, std::pair<Kind, std::uint64_t>>;
 
@@ -261,6 +323,11 @@ SwitchStats& SwitchStats::operator+=(const SwitchStats& earlier) {
       same->rx_kernel_drops += e.rx_kernel_drops;
     }
   }
+  // Rows only `earlier` had were appended: back into the documented order, by id.
+  std::stable_sort(jobs.begin(), jobs.end(),
+                   [](const SwitchJobStats& a, const SwitchJobStats& b) { return a.job < b.job; });
+  std::stable_sort(ports.begin(), ports.end(),
+                   [](const SwitchPortStats& a, const SwitchPortStats& b) { return a.port < b.port; });
   return *this;
 }
 
@@ -332,11 +399,15 @@ SwitchStats switch_stats_from_json(const std::string& text) {
   const json& sw = object_at(doc, "", "switch");
   check_keys(sw, "switch.", read_numbers(sw, "switch.", s, [](auto& r, auto&& v) { visit_switch(r, v); }));
   const json& jobs = list_at(doc, "", "jobs");
+  std::set<JobId> job_ids;  // each job is one row: a second would be summed or shown twice
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const std::string where = "jobs[" + std::to_string(i) + "].";
     const json& row = row_at(jobs, i, where);
     SwitchJobStats j;
     j.job = get_unsigned<JobId>(row, where, "job");
+    if (!job_ids.insert(j.job).second) {
+      throw ControlError(where + "job: job " + std::to_string(j.job) + " is in an earlier row too");
+    }
     const auto installed = get_unsigned<std::uint64_t>(row, where, "installed");
     if (installed > 1) throw ControlError(where + "installed: must be 0 or 1, got " + std::to_string(installed));
     j.installed = installed == 1;
@@ -347,11 +418,15 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     s.jobs.push_back(j);
   }
   const json& ports = list_at(doc, "", "ports");
+  std::set<PortId> port_ids;  // each port is one row, as each job
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string where = "ports[" + std::to_string(i) + "].";
     const json& row = row_at(ports, i, where);
     SwitchPortStats p;
     p.port = get_unsigned<PortId>(row, where, "port");
+    if (!port_ids.insert(p.port).second) {
+      throw ControlError(where + "port: port " + std::to_string(p.port) + " is in an earlier row too");
+    }
     if (udp) {
       p.peer = endpoint_at(row, where, "peer", true);
     } else {
@@ -378,12 +453,13 @@ std::string to_prometheus(const SwitchStats& s) {
   auto family = [&](const std::string& name, Kind kind) {
     out << "# TYPE " << name << (kind == Kind::kGauge ? " gauge\n" : " counter\n");
   };
+  const std::string switch_label = "switch=\"" + label_value(s.name) + "\"";
   Samples switch_samples;
   add_samples(switch_samples, s, [](auto& r, auto&& v) { visit_switch(r, v); });
   for (const auto& [key, sample] : switch_samples) {
     const std::string name = metric("atp_switch_", key, sample.first);
     family(name, sample.first);
-    out << name << "{switch=\"" << s.name << "\"} " << sample.second << "\n";
+    out << name << "{" << switch_label << "} " << sample.second << "\n";
   }
   // Per-job and per-port families: one per key of a row, each listing every row.
   auto group = [&](const std::vector<std::pair<std::uint64_t, Samples>>& rows, const char* label, const char* prefix) {
@@ -392,8 +468,8 @@ std::string to_prometheus(const SwitchStats& s) {
       const std::string name = metric(prefix, key, first.first);
       family(name, first.first);
       for (const auto& [id, samples] : rows) {
-        out << name << "{switch=\"" << s.name << "\"," << label << "=\"" << id << "\"} " << samples.at(key).second
-            << "\n";
+        out << name << "{" << switch_label << "," << label << "=\"" << label_value(std::to_string(id)) << "\"} "
+            << samples.at(key).second << "\n";
       }
     }
   };
@@ -453,6 +529,11 @@ PsStats ps_stats_from_json(const std::string& text) {
     if (name.empty() || error != std::errc() || end != name.data() + name.size()) {
       throw ControlError("jobs." + excerpt(name) + ": not a job id (0..65535)");
     }
+    // One spelling per job ("01" would be a second row of job 1, merged or dropped unseen).
+    if (std::to_string(id) != name) {
+      throw ControlError("jobs." + excerpt(name) + ": job " + std::to_string(id) + " is written " + std::to_string(id) +
+                         ", without leading zeros");
+    }
     if (!row.is_object()) throw ControlError("jobs." + excerpt(name) + ": expected an object, got " + shown(row));
     atp::PsStats job;
     keys.clear();
@@ -461,7 +542,9 @@ PsStats ps_stats_from_json(const std::string& text) {
       keys.push_back(key);
     });
     check_keys(row, where, keys);
-    s.jobs.emplace(id, job);
+    if (!s.jobs.emplace(id, job).second) {
+      throw ControlError("jobs." + excerpt(name) + ": job " + std::to_string(id) + " is listed twice");
+    }
   }
   return s;
 }
@@ -469,7 +552,6 @@ PsStats ps_stats_from_json(const std::string& text) {
 std::string to_prometheus(const PsStats& s) {
   std::ostringstream o;
   visit_ps_daemon(s.daemon, [&](const char* key, const char* help, std::uint64_t v) {
-    if (help == nullptr) return;
     o << "# HELP atp_ps_" << key << "_total " << help << "\n# TYPE atp_ps_" << key << "_total counter\natp_ps_" << key
       << "_total " << v << "\n";
   });
@@ -488,7 +570,9 @@ std::string to_prometheus(const PsStats& s) {
   if (keys.empty()) visit_ps_job(atp::PsStats{}, [&](const char* key, std::uint64_t) { keys.push_back(key); });
   for (std::size_t k = 0; k < keys.size(); ++k) {
     o << "# TYPE atp_ps_job_" << keys[k] << "_total counter\n";
-    for (const auto& [id, v] : values) o << "atp_ps_job_" << keys[k] << "_total{job=\"" << id << "\"} " << v[k] << "\n";
+    for (const auto& [id, v] : values) {
+      o << "atp_ps_job_" << keys[k] << "_total{job=\"" << label_value(std::to_string(id)) << "\"} " << v[k] << "\n";
+    }
   }
   return o.str();
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <initializer_list>
 #include <optional>
 #include <set>
@@ -61,6 +62,41 @@ class YamlReader {
            "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(v));
     }
     return v;
+  }
+
+  // A whole number over all of uint64's range (0 to 18446744073709551615), e.g. a seed.
+  std::uint64_t unsigned_integer(const YAML::Node& node, const std::string& field) const {
+    try {
+      return node.as<std::uint64_t>();  // refuses a sign and anything past the range
+    } catch (const YAML::Exception&) {
+      const std::string text = node.IsScalar() ? node.Scalar() : "";
+      const std::size_t digits = text.rfind('-', 0) == 0 ? 1 : 0;
+      if (text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos) {
+        fail(field, "must be between 0 and " + std::to_string(UINT64_MAX) + ", got " + excerpt(text));
+      }
+      fail(field, "expected an integer, got '" + scalar(node) + "'");
+    }
+  }
+
+  // A duration in microseconds between 0 and `max_us`, fractions rounded to whole nanoseconds
+  // (the core's unit), as a port's delay_us (egress_fields.h). A positive value that rounds to 0
+  // is refused: 0 means "never" to the readers of these durations.
+  Duration microseconds(const YAML::Node& node, const std::string& field, std::int64_t max_us) const {
+    double us = 0;
+    bool number = node.IsScalar();
+    try {
+      if (number) us = node.as<double>();
+    } catch (const YAML::Exception&) {
+      number = false;
+    }
+    if (!number || !std::isfinite(us) || us < 0 || us > static_cast<double>(max_us)) {
+      fail(field, "must be a number of microseconds between 0 and " + std::to_string(max_us) + ", got " + scalar(node));
+    }
+    const Duration d(static_cast<std::int64_t>(std::llround(us * 1000)));
+    if (us > 0 && d == Duration::zero()) {
+      fail(field, "must be 0 (never) or at least 0.001 microseconds (a nanosecond), got " + scalar(node));
+    }
+    return d;
   }
 
   // A port direction's setting `f` (egress_fields.h), named `field` in errors.
@@ -153,6 +189,20 @@ std::string shortest(double v) {
   return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
 }
 
+// `d` in microseconds as exact decimal text, its nanoseconds as the fraction ("1.5" for 1500 ns,
+// "100000" for 100 ms): YamlReader::microseconds reads back the same Duration.
+std::string microseconds_text(Duration d) {
+  const std::int64_t ns = d.count();
+  const std::uint64_t magnitude = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  std::string text = (ns < 0 ? "-" : "") + std::to_string(magnitude / 1000);
+  if (const std::uint64_t fraction = magnitude % 1000; fraction != 0) {
+    std::string digits = std::to_string(fraction);
+    digits.insert(0, 3 - digits.size(), '0');  // 5 ns: ".005"
+    text += "." + digits.substr(0, digits.find_last_not_of('0') + 1);
+  }
+  return text;
+}
+
 // A port direction's settings, every key of kEgressFields, as egress_settings reads them.
 void emit_settings(YAML::Emitter& out, const EgressConfig& e) {
   for (const EgressField& f : kEgressFields)
@@ -189,7 +239,8 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   SwitchDaemonConfig c;
   if (doc["name"]) {
     c.name = r.string(doc["name"], "name");
-    // It labels every metric (switch="NAME", unescaped) and every stats document (JSON: UTF-8).
+    // It labels every metric (switch="NAME"; to_prometheus escapes it, other tools' exporters may
+    // not) and every stats document (JSON: UTF-8).
     const bool printable = std::all_of(c.name.begin(), c.name.end(),
                                        [](char ch) { return ch >= ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
     if (c.name.empty() || c.name.size() > 255 || !printable) {
@@ -204,8 +255,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     c.pipeline.aggregator_width = static_cast<std::uint16_t>(r.integer(doc["width"], "width", 1, kMaxValuesPerPacket));
   }
   if (doc["reclaim_timeout_us"]) {
-    c.pipeline.reclaim_timeout =
-        std::chrono::microseconds(r.integer(doc["reclaim_timeout_us"], "reclaim_timeout_us", 0, std::int64_t{1} << 40));
+    c.pipeline.reclaim_timeout = r.microseconds(doc["reclaim_timeout_us"], "reclaim_timeout_us", kMaxReclaimTimeoutUs);
   }
   if (doc["atp_capable"]) {
     try {
@@ -221,7 +271,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     c.control_host = text.substr(0, text.rfind(':'));
     c.control_port = control.port;
   }
-  if (doc["seed"]) c.seed = static_cast<std::uint64_t>(r.integer(doc["seed"], "seed", 0, INT64_MAX));
+  if (doc["seed"]) c.seed = r.unsigned_integer(doc["seed"], "seed");  // scenario seeds take all 64 bits
   if (doc["threads"])
     c.threads = static_cast<std::uint32_t>(r.integer(doc["threads"], "threads", 0, kMaxDataplaneThreads));
 
@@ -319,8 +369,7 @@ std::string to_yaml(const SwitchDaemonConfig& c) {
   out << YAML::Key << "name" << YAML::Value << c.name;
   out << YAML::Key << "aggregators" << YAML::Value << c.pipeline.num_aggregators;
   out << YAML::Key << "width" << YAML::Value << c.pipeline.aggregator_width;
-  out << YAML::Key << "reclaim_timeout_us" << YAML::Value
-      << std::chrono::duration_cast<std::chrono::microseconds>(c.pipeline.reclaim_timeout).count();
+  out << YAML::Key << "reclaim_timeout_us" << YAML::Value << microseconds_text(c.pipeline.reclaim_timeout);
   out << YAML::Key << "atp_capable" << YAML::Value << c.pipeline.atp_capable;
   if (!c.interface_ports()) out << YAML::Key << "listen" << YAML::Value << c.listen.to_string();
   out << YAML::Key << "control" << YAML::Value << c.control_host + ":" + std::to_string(c.control_port);

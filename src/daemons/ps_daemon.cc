@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -183,7 +184,7 @@ struct PsDaemon::Impl {
     }
     add_job(job);
     tenancy.claim(resource, who, lease);
-    return {201, "{\"installed\":" + std::to_string(job.job) + "}"};
+    return {201, nlohmann::json{{"installed", job.job}}.dump()};
   }
 
   void start_http() {
@@ -226,7 +227,7 @@ struct PsDaemon::Impl {
                             return control::Reply::error(403, *forbidden);
                           }
                           remove_job(job);
-                          return control::Reply{200, "{\"removed\":" + std::to_string(job) + "}"};
+                          return control::Reply{200, nlohmann::json{{"removed", job}}.dump()};
                         },
                         kHttpTimeout));
       } catch (const std::runtime_error& e) {

@@ -18,7 +18,9 @@ namespace atp::control {
 // Parsing is strict, like the other control messages (control.h): a missing key, a value of the
 // wrong type, and a key the reader does not know are each a ControlError naming the field
 // ("ports[2].tx_packets: missing"). A daemon and its readers are one build of atp: a key one side
-// does not know is a renamed counter, and reading it as 0 would be a silent wrong value.
+// does not know is a renamed counter, and reading it as 0 would be a silent wrong value. So is a
+// job or port listed twice (a switch's "jobs" and "ports" rows, a PS's "jobs" keys, which are
+// written std::to_string(id): "01" is refused), refused the same way, naming the id.
 //
 // Counters count from the daemon's start; gauges (marked so below) are levels at the time of the
 // snapshot. operator+= adds the counters of a snapshot to another's (a switch's counters from
@@ -102,7 +104,8 @@ struct SwitchStats {
 
   // Adds `earlier`'s counters (a snapshot of the same switch before it restarted) to these, and
   // keeps these gauges, name, addresses and threads. Jobs and ports are matched by id; one only
-  // `earlier` has is added as a row of its own, not installed (its other gauges as they were).
+  // `earlier` has is added as a row of its own, not installed (its other gauges as they were),
+  // in its place: jobs and ports stay sorted by id.
   SwitchStats& operator+=(const SwitchStats& earlier);
 };
 
@@ -141,6 +144,8 @@ PsStats ps_stats_from_json(const std::string& text);          // throws ControlE
 // "ports" (atp_switch_<key>_total, atp_switch_job_<key>_total, atp_switch_port_<key>_total; a
 // gauge without _total), labelled by switch, and by job or port; families in key order. A PS's:
 // its daemon counters with their help, atp_ps_jobs (a gauge) and atp_ps_job_<key>_total by job.
+// Label values are escaped as the text format says (\\, \" and \n for a backslash, a double
+// quote and a line feed).
 std::string to_prometheus(const SwitchStats& stats);
 std::string to_prometheus(const PsStats& stats);
 

@@ -27,6 +27,10 @@ class SwitchConfigError : public std::runtime_error {
 // At most this many ports: PortId is 16 bits.
 inline constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
 
+// The longest reclaim_timeout_us the file takes: 2^40 microseconds (about 12.7 days). Below it
+// (2^50 nanoseconds), microseconds read as a double round back to the exact nanosecond.
+inline constexpr std::int64_t kMaxReclaimTimeoutUs = std::int64_t{1} << 40;
+
 // At most this many dataplane threads (SwitchDaemonConfig::threads).
 inline constexpr std::uint32_t kMaxDataplaneThreads = 64;
 
@@ -82,7 +86,9 @@ struct SwitchDaemonConfig {
 // `interface: sw0-p1`; needs root or CAP_NET_RAW); all ports of one switch are of one kind, and a
 // switch on interfaces has no `listen:` (it has no UDP socket). Without `ports:` the switch is a
 // UDP switch whose hosts attach at run time (POST /hosts). Every key is optional (the defaults
-// are SwitchDaemonConfig's).
+// are SwitchDaemonConfig's). reclaim_timeout_us is 0 (never reclaim) to kMaxReclaimTimeoutUs
+// (2^40 = 1099511627776 microseconds), fractions to the nanosecond (500 ns: 0.5); seed is 0 to
+// 2^64 - 1.
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where);
 // Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes) and parses
 // it; throws SwitchConfigError naming the file.
@@ -90,8 +96,8 @@ SwitchDaemonConfig load_switch_config(const std::string& path);
 
 // The config as a file parse_switch_config reads back the same, every key written (listen: only
 // for UDP ports), but access and max_job_entries, which are not in the file. reclaim_timeout_us
-// is whole microseconds (a finer timeout is truncated); a port's delay_us keeps its nanoseconds
-// (io/egress_fields.h).
+// and a port's delay_us keep their nanoseconds (io/egress_fields.h): any reclaim timeout from 0
+// to kMaxReclaimTimeoutUs microseconds reads back exactly.
 std::string to_yaml(const SwitchDaemonConfig& config);
 
 // Throws SwitchConfigError (naming config.name) when `config` asks for what parse_switch_config
