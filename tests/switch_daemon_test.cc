@@ -1247,6 +1247,10 @@ TEST_P(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
                                "\n"));
   EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({0, w0})).first, 403);
   EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({w0}, 2)).first, 403);
+  // alice's job id on ports bob may use: taken (409, so that bob can pick another), not forbidden.
+  EXPECT_EQ(
+      call(*bob_, "POST", "/jobs", job_on({0})),
+      std::pair(409, control::error_body("job 1 is already installed by another tenant; pick another id") + "\n"));
   EXPECT_EQ(call(*bob_, "DELETE", "/hosts/" + std::to_string(w0)).first, 403);
   EXPECT_EQ(call(*bob_, "POST", "/hosts", host(hosts_[0])).first, 403);
   EXPECT_EQ(call(*bob_, "DELETE", "/hosts/0").first, 403) << "a configured port is the operator's";

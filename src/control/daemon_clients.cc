@@ -115,7 +115,7 @@ SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, Le
 Install DaemonClient::install(JobId job, const std::string& body, LeaseTable::Id lease) const {
   const std::string path = "/jobs" + lease_query(lease);
   const Answer answer = send("POST", path, body);
-  if (answer.status == 409 || answer.status == 403) return Install::kIdTaken;
+  if (answer.status == 409) return Install::kIdTaken;  // 403 (a port or lease not ours) is a refusal
   if (answer.status / 100 != 2) throw error(answer, "POST", path, "install job " + std::to_string(job));
   return Install::kInstalled;
 }

@@ -179,8 +179,11 @@ struct PsDaemon::Impl {
   control::Reply install_job(const PsConfig& job, const std::string& who, LeaseTable::Id lease) {
     if (auto refused = control::refuse_lease(tenancy, who, lease)) return *refused;
     const control::Tenancy::Resource resource{control::Tenancy::Kind::kJob, job.job};
-    if (jobs.contains(job.job)) {
-      if (auto forbidden = tenancy.forbids_change(who, resource)) return control::Reply::error(403, *forbidden);
+    // A taken id is 409 whoever holds it (as on the switch): a tenant picking a free id tells it
+    // from a refusal.
+    if (jobs.contains(job.job) && tenancy.forbids_change(who, resource)) {
+      return control::Reply::error(
+          409, "job " + std::to_string(job.job) + " is already installed by another tenant; pick another id");
     }
     add_job(job);
     tenancy.claim(resource, who, lease);

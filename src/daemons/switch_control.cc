@@ -44,12 +44,13 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
     }
   }
   if (auto refused = control::refuse_lease(tenancy_, who, lease)) return *refused;
-  // Replacing a job in place would keep its aggregators' partial sums under new roles.
+  // Replacing a job in place would keep its aggregators' partial sums under new roles. A taken
+  // id is 409 whoever holds it, so that a tenant picking a free id can tell it from a refusal.
   if (installed_.contains(plan.entry.job)) {
-    if (auto forbidden = tenancy_.forbids_change(who, job_resource(plan.entry.job))) {
-      return Reply::error(403, *forbidden);
-    }
-    return Reply::error(409, "job " + std::to_string(plan.entry.job) + " is already installed; remove it first");
+    return Reply::error(
+        409, "job " + std::to_string(plan.entry.job) + " is already installed" +
+                 (tenancy_.forbids_change(who, job_resource(plan.entry.job)) ? " by another tenant; pick another id"
+                                                                             : "; remove it first"));
   }
   const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
   if (entries > config_.max_job_entries - installed_entries_) {

@@ -30,7 +30,8 @@ class DaemonError : public std::runtime_error {
 };
 
 // What POST /jobs did: installed the job, or nothing because its id is taken on that daemon
-// (409: by the same tenant; 403: by another), so that the caller may pick another id.
+// (409, by whichever tenant), so that the caller may pick another id. Any other refusal (403: a
+// port or lease of another tenant's) is a DaemonError with the daemon's sentence.
 enum class Install { kInstalled, kIdTaken };
 
 // One daemon's control plane: its address, how to reach it (ClientAccess), and the network
