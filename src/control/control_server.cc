@@ -51,6 +51,10 @@ constexpr auto kPollSlice = std::chrono::milliseconds(50);
 // what it still sends) before closing it: a close with unread bytes resets the connection, and
 // the reset can overtake the answer (a 413 for a body the client is still sending).
 constexpr auto kLingerTime = std::chrono::milliseconds(250);
+// And drops at most this much meanwhile: more than a request may have, since a client refused
+// for a body of several MiB still has that body in flight (in its socket buffers and ours);
+// stopping at kMaxRequestBytes reset the connection under the 413 now and then.
+constexpr std::size_t kMaxLingerBytes = std::size_t{16} << 20;
 
 // What the connections of one server share with its thread pool.
 struct ConnectionState {
@@ -687,12 +691,12 @@ class ControlServer final : public httplib::Server {
   }
 
   // Sends end of file and drops what the client still sends until it closes: at most
-  // kLingerTime or kMaxRequestBytes, and not while other connections wait for a thread.
+  // kLingerTime or kMaxLingerBytes, and not while other connections wait for a thread.
   void linger(socket_t sock) const {
     ::shutdown(sock, SHUT_WR);
     const auto until = Clock::now() + kLingerTime;
     char sink[4096];
-    for (std::size_t dropped = 0; dropped < kMaxRequestBytes && !state_.stopping && state_.waiting == 0;) {
+    for (std::size_t dropped = 0; dropped < kMaxLingerBytes && !state_.stopping && state_.waiting == 0;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
       pollfd p{sock, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(std::min(left, kPollSlice).count())) < 0) return;
