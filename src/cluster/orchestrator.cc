@@ -3,9 +3,11 @@
 #include "atp/cluster/orchestrator.h"
 
 #include <algorithm>
+#include <future>
 #include <random>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace atp {
 
@@ -65,20 +67,25 @@ LeaseTable::Id Orchestrator::lease_on(const control::DaemonClient& daemon) {
   return id;
 }
 
-// Every third of the time to live, one keep-alive per daemon. A daemon that does not answer once
-// is asked again at the next beat; one that no longer has the lease has removed the job, and the
-// job's rounds fail by their own timeouts.
+// Every third of the time to live, one keep-alive per daemon, all at once: a daemon that hangs
+// until the client's read timeout must not hold back the others' beats past their leases' end. A
+// daemon that does not answer once is asked again at the next beat; one that no longer has the
+// lease has removed the job, and the job's rounds fail by their own timeouts.
 void Orchestrator::keep_leases_alive() {
   std::unique_lock lock(lease_mutex_);
   while (!keeper_wake_.wait_for(lock, lease_ttl_ / 3, [this] { return keeper_stopping_; })) {
     const auto leases = leases_;
     lock.unlock();  // revoke_leases() need not wait for a slow daemon's answer
+    std::vector<std::future<void>> beats;
     for (const auto& [key, lease] : leases) {
-      try {
-        lease.first.keep_alive(lease.second);
-      } catch (const std::exception&) {
-      }
+      beats.push_back(std::async(std::launch::async, [&lease = lease] {
+        try {
+          lease.first.keep_alive(lease.second);
+        } catch (const std::exception&) {
+        }
+      }));
     }
+    for (std::future<void>& beat : beats) beat.wait();
     lock.lock();
   }
 }
