@@ -1,13 +1,16 @@
 // Tests of the allreduce baselines (the TCP ring and halving-doubling, Gloo's ring and halving-doubling)
 // on 127.0.0.1, one thread per rank in one process: exact sums, and peers that never join or die.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -20,6 +23,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -29,6 +33,8 @@
 #endif
 #include "atp/baselines/halving_doubling_allreduce.h"
 #include "atp/baselines/ring_allreduce.h"
+#include "atp/baselines/tcp_schedule_allreduce.h"
+#include "atp/schedule/builders.h"
 #include "run_ranks.h"
 
 namespace atp {
@@ -369,30 +375,61 @@ TEST(RingAllreduceTest, DifferentSizesOnDifferentRanksFail) {
   }
 }
 
+// Groups of three consecutive ranks (the last one shorter), for the hierarchical schedule.
+Schedule hierarchical_in_threes(int rank, int size, std::size_t count) {
+  std::vector<std::vector<int>> groups;
+  for (int r = 0; r < size; ++r) {
+    if (r % 3 == 0) groups.emplace_back();
+    groups.back().push_back(r);
+  }
+  return hierarchical_allreduce_schedule(rank, size, count, groups);
+}
+
+// algorithm x ranks: the schedules with more than two streams per rank (halving-doubling's
+// partners, hierarchical's group members) as well as the ring's.
+using TinyParams = std::tuple<std::string, int>;
+class TinySegmentsTest : public ::testing::TestWithParam<TinyParams> {};
+
 // Tiny pieces and small kernel buffers: many send()/recv() calls per chunk, sends that would
 // block, and pieces forwarded before their chunk is complete; the sum must stay exact.
-TEST(RingAllreduceTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
-  constexpr int kSize = 3;
+TEST_P(TinySegmentsTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
+  const auto [name, size] = GetParam();
+  const ScheduleBuilder build = name == "ring"               ? ScheduleBuilder(ring_allreduce_schedule)
+                                : name == "halving_doubling" ? ScheduleBuilder(halving_doubling_allreduce_schedule)
+                                                             : ScheduleBuilder(hierarchical_in_threes);
   constexpr std::size_t kCount = 100001;
-  const auto addresses = free_loopback_addresses(kSize);
-  RingAllreduceOptions options;
+  const auto addresses = free_loopback_addresses(size);
+  TcpAllreduceOptions options;
   options.segment_bytes = 12;  // 3 floats per call
   options.socket_buffer_bytes = 4096;
-  std::vector<std::vector<float>> results(kSize);
-  const auto errors = run_ranks(kSize, [&](int rank) {
-    RingAllreduce ring(rank, kSize, addresses, 10s, options);
-    results[rank].resize(kCount);
-    for (std::size_t i = 0; i < kCount; ++i) results[rank][i] = small_integer(rank, i, 0);
-    ring.allreduce(results[rank]);
+  std::vector<std::vector<float>> results(static_cast<std::size_t>(size));
+  const auto errors = run_ranks(size, [&](int rank) {
+    TcpScheduleAllreduce allreduce(name, build, rank, size, addresses, 20s, options);
+    std::vector<float>& data = results[static_cast<std::size_t>(rank)];
+    data.resize(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) data[i] = small_integer(rank, i, 0);
+    allreduce.allreduce(data);
   });
-  for (int rank = 0; rank < kSize; ++rank)
+  for (int rank = 0; rank < size; ++rank)
     ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
   std::size_t wrong = 0;
-  for (int rank = 0; rank < kSize; ++rank)
-    for (std::size_t i = 0; i < kCount; ++i)
-      if (results[rank][i] != small_integer(0, i, 0) + small_integer(1, i, 0) + small_integer(2, i, 0)) ++wrong;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    float sum = 0;
+    for (int r = 0; r < size; ++r) sum += small_integer(r, i, 0);
+    for (const auto& result : results) wrong += result[i] != sum;
+  }
   EXPECT_EQ(wrong, 0u);
 }
+
+// 3 ranks: the ring; 5 and 6: halving-doubling's extra pre- and post-steps, with 4 taking part;
+// 4 and 7: hierarchical masters with members and a one-rank group among them.
+INSTANTIATE_TEST_SUITE_P(Algorithms, TinySegmentsTest,
+                         ::testing::Values(TinyParams{"ring", 3}, TinyParams{"halving_doubling", 4},
+                                           TinyParams{"halving_doubling", 5}, TinyParams{"halving_doubling", 6},
+                                           TinyParams{"hierarchical", 4}, TinyParams{"hierarchical", 7}),
+                         [](const ::testing::TestParamInfo<TinyParams>& p) {
+                           return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
+                         });
 
 // After a failure the object stays failed: the next call throws the same error at once.
 TEST(RingAllreduceTest, StaysFailedAfterAnError) {
@@ -417,6 +454,129 @@ TEST(RingAllreduceTest, StaysFailedAfterAnError) {
   EXPECT_EQ(second, first);
 }
 
+// An exception from inside the run that is not a transport error (here the builder's; the
+// executor's std::logic_error takes the same path) fails the object as a transport error does:
+// CollectiveError, connections closed so the peer fails at once, and the same error next time.
+TEST(TcpScheduleAllreduceTest, StaysFailedAfterAnErrorFromInsideTheRun) {
+  const auto addresses = free_loopback_addresses(2);
+  const ScheduleBuilder build = [](int rank, int size, std::size_t count) {
+    if (rank == 0 && count == 13) throw std::logic_error("no schedule for 13 elements");
+    return ring_allreduce_schedule(rank, size, count);
+  };
+  std::string first, second;
+  const auto start = Clock::now();
+  const auto errors = run_ranks(2, [&](int rank) {
+    TcpScheduleAllreduce allreduce("odd", build, rank, 2, addresses, 10s);
+    std::vector<float> data(13, 1.0f);
+    if (rank == 1) {
+      allreduce.allreduce(data);  // fails when rank 0 closes its connection
+      return;
+    }
+    try {
+      allreduce.allreduce(data);
+    } catch (const CollectiveError& e) {
+      first = e.what();
+    }
+    try {
+      allreduce.allreduce(data);
+    } catch (const CollectiveError& e) {
+      second = e.what();
+    }
+  });
+  EXPECT_EQ(first, "odd allreduce on rank 0 of 2: no schedule for 13 elements");
+  EXPECT_EQ(second, first);
+  // "closed the connection", or "Connection reset by peer" where rank 0 closed with bytes unread.
+  EXPECT_NE(collective_error(errors[1]), "") << describe(errors[1]);
+  EXPECT_LT(Clock::now() - start, 5s) << "rank 1 only noticed by its timeout";
+}
+
+// A connection to a rank's port that never says hello (a port scan, a health check) is dropped
+// after about a second, and the real peers' hellos are read meanwhile: setup is not held up until
+// the timeout.
+TEST(TcpScheduleAllreduceTest, ASilentStrayConnectionDoesNotHoldUpTheSetup) {
+  constexpr Duration kTimeout = 10s;
+  const auto addresses = free_loopback_addresses(2);
+  const int stray = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(stray, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(static_cast<std::uint16_t>(std::stoi(addresses[1].substr(addresses[1].rfind(':') + 1))));
+  std::latch stray_connected(1);
+  std::vector<Duration> setup(2);
+  const auto start = Clock::now();
+  const auto errors = run_ranks(3, [&](int who) {
+    if (who == 2) {  // the stray: connects to rank 1 once it listens, first in its queue, then says nothing
+      while (::connect(stray, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+        if (Clock::now() - start > kTimeout) throw std::runtime_error("rank 1 never listened");
+        std::this_thread::sleep_for(5ms);
+      }
+      stray_connected.count_down();
+      return;
+    }
+    if (who == 0) stray_connected.wait();
+    RingAllreduce ring(who, 2, addresses, kTimeout);
+    setup[static_cast<std::size_t>(who)] = Clock::now() - start;
+    std::vector<float> data(1000, 1.0f);
+    ring.allreduce(data);
+    if (data != std::vector<float>(1000, 2.0f)) throw std::runtime_error("wrong sum");
+  });
+  ::close(stray);
+  for (int who = 0; who < 3; ++who) ASSERT_FALSE(errors[who]) << who << ": " << describe(errors[who]);
+  EXPECT_LT(setup[1], 3s) << "rank 1 waited for the stray's hello";
+}
+
+// Accepting can fail for good (out of file descriptors: the connection stays queued and the
+// listener ready at once); that is one clear CollectiveError, not a loop past the deadline.
+TEST(TcpScheduleAllreduceTest, AnAcceptThatFailsIsAnErrorNotASpin) {
+  constexpr Duration kTimeout = 3s;
+  const auto addresses = free_loopback_addresses(2);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(static_cast<std::uint16_t>(std::stoi(addresses[1].substr(addresses[1].rfind(':') + 1))));
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(client, 0);
+  // Every descriptor but one taken (under a low limit, so that this is quick): rank 1's listener
+  // gets the last one, and its accept() fails with EMFILE.
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  rlimit low = old_limit;
+  low.rlim_cur = std::min<rlim_t>(old_limit.rlim_cur, 256);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  if (filler.empty()) {  // more than 256 open already: restore the limit before giving up
+    ::setrlimit(RLIMIT_NOFILE, &old_limit);
+    ::close(client);
+    FAIL() << "no descriptor left to free for the listener";
+  }
+  ::close(filler.back());
+  filler.pop_back();
+  std::string message;
+  std::atomic<bool> returned = false;
+  std::thread rank1([&] {
+    try {
+      RingAllreduce ring(1, 2, addresses, kTimeout);
+    } catch (const CollectiveError& e) {
+      message = e.what();
+    }
+    returned = true;
+  });
+  // Rank 1 listens soon; a refused connect() may be retried on the same socket on Linux.
+  const auto start = Clock::now();
+  while (::connect(client, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && Clock::now() - start < kTimeout)
+    std::this_thread::sleep_for(5ms);
+  while (!returned && Clock::now() - start < kTimeout + 2s) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(returned) << "rank 1 was still accepting 2 s past its deadline";
+  for (const int fd : filler) ::close(fd);  // lets a spinning accept() through, so that the join ends
+  rank1.join();
+  ::close(client);
+  ::setrlimit(RLIMIT_NOFILE, &old_limit);
+  EXPECT_EQ(message, "ring allreduce on rank 1 of 2: cannot accept a connection on " + addresses[1] + ": " +
+                         std::generic_category().message(EMFILE));
+}
+
 TEST(RingAllreduceTest, RejectsBadArguments) {
   EXPECT_THROW(RingAllreduce(2, 2, {"127.0.0.1:1", "127.0.0.1:2"}, 1s), std::invalid_argument);
   EXPECT_THROW(RingAllreduce(0, 2, {"127.0.0.1:1"}, 1s), std::invalid_argument);
@@ -424,6 +584,9 @@ TEST(RingAllreduceTest, RejectsBadArguments) {
   EXPECT_EQ(RingAllreduce(0, 1, {"127.0.0.1:1"}, 1s).algorithm(), "ring");
   EXPECT_THROW(HalvingDoublingAllreduce(0, 3, {"127.0.0.1:1", "127.0.0.1:2"}, 1s), std::invalid_argument);
   EXPECT_EQ(HalvingDoublingAllreduce(0, 1, {"127.0.0.1:1"}, 1s).algorithm(), "halving_doubling");
+  RingAllreduceOptions huge;
+  huge.segment_bytes = SIZE_MAX;
+  EXPECT_THROW(RingAllreduce(0, 1, {"127.0.0.1:1"}, 1s, huge), std::invalid_argument);
 }
 
 #if ATP_WITH_GLOO

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -248,11 +249,72 @@ TEST(ScheduleTest, ADeadlockIsCaught) {
   }
 }
 
+// What run_schedules_in_memory threw (std::runtime_error), or "" if it ran.
+std::string run_error(const std::vector<Schedule>& schedules, std::vector<std::vector<float>>& buffers) {
+  try {
+    run_schedules_in_memory(schedules, buffers);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ScheduleTest, MismatchedStepSizesAreCaught) {
   auto schedules = schedules_of(ring_allreduce_schedule, 2, 10);
   schedules[0].steps[0].range.end -= 1;  // rank 0 sends one float less than rank 1 receives
   auto buffers = inputs(2, 10);
-  EXPECT_THROW(run_schedules_in_memory(schedules, buffers), std::runtime_error);
+  const auto before = buffers;
+  EXPECT_EQ(run_error(schedules, buffers),
+            "in-memory run: step 0 of rank 0 sends 4 elements to rank 1 but step 1 of rank 1, which receives them, "
+            "takes 5; a send and its receive must match range size for range size");
+  EXPECT_EQ(buffers, before);  // caught before anything moved
+}
+
+// Equal byte totals do not make matching steps: 3 + 1 floats sent, 1 + 3 received. Without the
+// check the bytes flowed and the sum came out wrong.
+TEST(ScheduleTest, StepsThatSplitTheStreamDifferentlyAreCaught) {
+  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  schedule_append(schedules[0], StepKind::kSend, 1, {0, 3});
+  schedule_append(schedules[0], StepKind::kSend, 1, {3, 4});
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {0, 1});
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {1, 4});
+  auto buffers = inputs(2, 4);
+  EXPECT_EQ(run_error(schedules, buffers),
+            "in-memory run: step 0 of rank 0 sends 3 elements to rank 1 but step 0 of rank 1, which receives them, "
+            "takes 1; a send and its receive must match range size for range size");
+}
+
+// The review's case (/tmp/review-schedule/mismatch.cc): the sizes match, 3 then 1 float, but
+// rank 1 adds rank 0's elements [0, 3) into its [1, 4), so every sum was off by a neighbour.
+TEST(ScheduleTest, AReceiveIntoOtherElementsIsCaught) {
+  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  schedule_append(schedules[0], StepKind::kSend, 1, {0, 3});
+  schedule_append(schedules[0], StepKind::kSend, 1, {3, 4});
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {1, 4});
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {0, 1});
+  std::vector<std::vector<float>> buffers{{1, 2, 3, 4}, {10, 20, 30, 40}};
+  EXPECT_EQ(run_error(schedules, buffers),
+            "in-memory run: step 0 of rank 0 sends elements [0, 3) to rank 1 but step 0 of rank 1, which receives "
+            "them, takes them into [1, 4); a send and its receive must cover the same elements (every rank's buffer "
+            "has the same layout)");
+  EXPECT_EQ(buffers[1], (std::vector<float>{10, 20, 30, 40}));
+  // The same steps with matching ranges sum as they should.
+  schedules[1].steps[0].range = {0, 3};
+  schedules[1].steps[1].range = {3, 4};
+  EXPECT_EQ(run_error(schedules, buffers), "");
+  EXPECT_EQ(buffers[1], (std::vector<float>{11, 22, 33, 44}));
+}
+
+// Empty steps carry no bytes, so they match nothing: one side may have them where the other has not.
+TEST(ScheduleTest, EmptyStepsNeedNoPartner) {
+  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  schedule_append(schedules[0], StepKind::kSend, 1, {2, 2});
+  schedule_append(schedules[0], StepKind::kSend, 1, {0, 4});
+  schedule_append(schedules[1], StepKind::kReceiveCopy, 0, {0, 4});
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {4, 4});
+  std::vector<std::vector<float>> buffers{{1, 2, 3, 4}, {0, 0, 0, 0}};
+  EXPECT_EQ(run_error(schedules, buffers), "");
+  EXPECT_EQ(buffers[1], (std::vector<float>{1, 2, 3, 4}));
 }
 
 TEST(ScheduleTest, MalformedSchedulesAreRefused) {
@@ -269,6 +331,84 @@ TEST(ScheduleTest, MalformedSchedulesAreRefused) {
   EXPECT_THROW(ScheduleExecutor(s, short_buffer), std::invalid_argument);
 }
 
+TEST(ScheduleExecutorTest, RefusesASegmentOfNothingOrOfMoreThanAnyBuffer) {
+  const Schedule s = ring_allreduce_schedule(0, 2, 10);
+  std::vector<float> buffer(10);
+  EXPECT_THROW(ScheduleExecutor(s, buffer, 0), std::invalid_argument);
+  EXPECT_THROW(ScheduleExecutor(s, buffer, kMaxSegmentBytes + 1), std::invalid_argument);
+  EXPECT_THROW(ScheduleExecutor(s, buffer, SIZE_MAX), std::invalid_argument);  // once wrapped to a 1-float staging area
+  EXPECT_NO_THROW(ScheduleExecutor(s, buffer, kMaxSegmentBytes));
+}
+
+// The staging area for adds is as large as the largest add, not as the segment: a 1 TiB segment
+// over 10 floats once asked for 1 TiB per peer (std::bad_alloc); now it takes 5 floats and a bit,
+// and a segment of any size sums exactly, partial floats and all.
+TEST(ScheduleExecutorTest, AHugeSegmentCostsNoMoreThanTheLargestAdd) {
+  for (const std::size_t segment : {std::size_t{1} << 40, kMaxSegmentBytes})
+    for (const auto& [name, build] : kBuilders) {
+      auto buffers = inputs(5, 10);
+      EXPECT_NO_THROW(run_schedules_in_memory(schedules_of(build, 5, 10), buffers, segment)) << name;
+      EXPECT_EQ(wrong_elements(buffers), 0u) << name << ", segment " << segment;
+    }
+  // The largest add, 3 bytes at a time: a partial float waits in front of every piece.
+  auto buffers = inputs(3, 7);
+  run_schedules_in_memory(schedules_of(ring_allreduce_schedule, 3, 7), buffers, 3);
+  EXPECT_EQ(wrong_elements(buffers), 0u);
+}
+
+// move_bytes, the loop every transport runs: per pass all sends (peers in the order given, each
+// until the transport takes nothing), then all receives likewise; passes repeat while bytes moved.
+// ns-3's traces depend on this order.
+TEST(ScheduleExecutorTest, MoveBytesSendsThenReceivesPeerByPeerUntilNothingMoves) {
+  Schedule s{1, 3, 4, {}};
+  schedule_append(s, StepKind::kReceiveAdd, 0, {0, 4});  // 0
+  schedule_append(s, StepKind::kSend, 2, {0, 4});        // 1: waits for 0
+  schedule_append(s, StepKind::kSend, 0, {0, 2});        // 2: waits for 0's first half
+  std::vector<float> buffer{1, 1, 1, 1};
+  ScheduleExecutor ex(s, buffer, 8);
+  const std::vector<int> peers{0, 2};
+  std::vector<std::string> calls;
+  const std::vector<float> incoming{1, 2, 3, 4};
+  std::size_t offered = 0;  // bytes of `incoming` handed over
+  bool blocked = false;     // the transport to rank 2 takes nothing
+  const auto try_send = [&](int peer, std::span<const std::byte> out) -> std::size_t {
+    calls.push_back("send " + std::to_string(peer) + " " + std::to_string(out.size()));
+    return peer == 2 && blocked ? 0 : out.size();
+  };
+  const auto try_receive = [&](int peer, std::span<std::byte> into) -> std::size_t {
+    const std::size_t k = std::min(into.size(), std::size_t{8} * (offered < 8));  // 8 bytes, once a call
+    calls.push_back("receive " + std::to_string(peer) + " " + std::to_string(into.size()) + " -> " + std::to_string(k));
+    std::memcpy(into.data(), reinterpret_cast<const std::byte*>(incoming.data()) + offered, k);
+    offered += k;
+    return k;
+  };
+  EXPECT_TRUE(move_bytes(ex, peers, try_send, try_receive));
+  // Pass 1: nothing to send yet; 8 bytes arrive from rank 0. Pass 2: both sends take what was
+  // added; no more bytes come. Pass 3: nothing moves.
+  EXPECT_EQ(calls, (std::vector<std::string>{"receive 0 8 -> 8", "receive 0 8 -> 0", "send 0 8", "send 2 8",
+                                             "receive 0 8 -> 0", "receive 0 8 -> 0"}));
+  EXPECT_EQ(buffer, (std::vector<float>{2, 3, 1, 1}));
+  calls.clear();
+  blocked = true;
+  offered = 0;  // the second half
+  const std::vector<float> rest{3, 4, 0, 0};
+  const auto try_receive_rest = [&](int, std::span<std::byte> into) -> std::size_t {
+    const std::size_t k = std::min(into.size(), std::size_t{8} - offered);
+    std::memcpy(into.data(), reinterpret_cast<const std::byte*>(rest.data()) + offered, k);
+    offered += k;
+    return k;
+  };
+  EXPECT_TRUE(move_bytes(ex, peers, try_send, try_receive_rest));
+  // Pass 1: the send to rank 2 still waits; the rest arrives. Pass 2: the transport takes none of it.
+  EXPECT_EQ(calls, (std::vector<std::string>{"send 2 8"}));
+  EXPECT_EQ(buffer, (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_FALSE(ex.done());
+  EXPECT_FALSE(move_bytes(ex, peers, try_send, try_receive_rest));
+  blocked = false;
+  EXPECT_TRUE(move_bytes(ex, peers, try_send, try_receive_rest));
+  EXPECT_TRUE(ex.done());
+}
+
 TEST(ScheduleTest, BuildersRefuseImpossibleInput) {
   EXPECT_THROW(ring_allreduce_schedule(3, 3, 10), std::invalid_argument);
   EXPECT_THROW(ring_allreduce_schedule(0, 0, 10), std::invalid_argument);
@@ -276,6 +416,27 @@ TEST(ScheduleTest, BuildersRefuseImpossibleInput) {
   EXPECT_THROW(hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {2}}), std::invalid_argument);  // 3 in none
   EXPECT_THROW(hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {1, 2, 3}}), std::invalid_argument);
   EXPECT_THROW(hierarchical_allreduce_schedule(0, 2, 10, {{0, 1}, {}}), std::invalid_argument);
+  try {
+    hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {2, 4}, {3}});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "hierarchical allreduce schedule: rank 4 of group 1 is not in [0, 4)");
+  }
+  try {
+    hierarchical_allreduce_schedule(0, 4, 10, {{0, 1}, {1, 2, 3}});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "hierarchical allreduce schedule: rank 1 is in group 0 and again in group 1; the groups must "
+                 "partition the ranks");
+  }
+  EXPECT_THROW(hierarchical_allreduce_schedule(0, 4, 10, {{-1, 0, 1, 2, 3}}), std::invalid_argument);
+  try {
+    hierarchical_allreduce_schedule(0, 1, 10, {});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "hierarchical allreduce schedule: no groups; the groups must partition the ranks");
+  }
   EXPECT_EQ(schedule_peers(ring_allreduce_schedule(0, 5, 0)), (std::vector<int>{1, 4}));
   EXPECT_EQ(schedule_peers(halving_doubling_allreduce_schedule(1, 6, 0)), (std::vector<int>{0, 3, 4}));
 }

@@ -26,13 +26,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The first bytes on every connection: the connecting rank introduces itself, so the
-// acceptor knows which of its peers it is and can refuse a stray connection.
+// acceptor knows which of its peers it is and can refuse a stray connection. In host byte order,
+// as the count header of each allreduce: the ranks run on one machine or on machines of one
+// endianness (x86-64 and AArch64 Linux are both little-endian).
 constexpr std::uint32_t kHelloMagic = 0x41545052;  // "ATPR"
 struct Hello {
   std::uint32_t magic = kHelloMagic;
   std::uint32_t rank = 0;
   std::uint32_t size = 0;
 };
+
+// How long an accepted connection has to say hello: a peer sends it right after its connect
+// completes, so 1 s is ample on any network; a silent stray connection (a port scan, a health
+// check) is dropped after it, and meanwhile the real peers' hellos are read beside it.
+constexpr Duration kHelloTimeout = std::chrono::seconds(1);
 
 std::string reason(int error) { return std::generic_category().message(error); }
 
@@ -116,23 +123,6 @@ int try_connect(Fd& fd, const SocketAddress& to, Clock::time_point deadline) {
   return error;
 }
 
-// Reads exactly `size` bytes from a non-blocking socket before `deadline`; false on EOF, error or timeout.
-bool read_exactly(int fd, void* out, std::size_t size, Clock::time_point deadline) {
-  auto* bytes = static_cast<std::byte*>(out);
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::recv(fd, bytes + done, size - done, MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, ms_until(deadline)) <= 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size,
@@ -154,6 +144,10 @@ TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder bui
                                   addresses[i] + "', is not an IPv4 address and TCP port like 127.0.0.1:7000");
     }
   }
+  if (options_.segment_bytes > kMaxSegmentBytes)
+    throw std::invalid_argument(name_ + " allreduce: a segment of " + std::to_string(options_.segment_bytes) +
+                                " bytes is larger than any buffer can be (" + std::to_string(kMaxSegmentBytes) +
+                                " bytes)");
   // Whole floats per call; at least one.
   options_.segment_bytes = std::max(sizeof(float), options_.segment_bytes / sizeof(float) * sizeof(float));
   const std::vector<int> peers = schedule_peers(build_(rank, size, 0));
@@ -228,29 +222,75 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers) {
     }
   }
 
-  // Accept the lower peers; anything that does not say hello is closed and skipped.
+  // Accept the lower peers. The listener and the accepted connections that have not said hello
+  // yet are polled together, so that a silent stray connection holds up no one: it is dropped
+  // after kHelloTimeout, one that closes or says something else at once.
+  struct Candidate {
+    Fd fd;
+    Hello hello;
+    std::size_t received = 0;  // bytes of `hello` so far
+    Clock::time_point deadline;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<pollfd> polled;
   while (awaited > 0) {
-    pollfd p{listener.get(), POLLIN, 0};
-    if (::poll(&p, 1, ms_until(deadline)) <= 0) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
       std::string missing;
       for (std::size_t i = 0; i < peers.size(); ++i)
         if (peers[i] < rank_ && fds[i].get() < 0) missing += (missing.empty() ? "" : ", ") + peer_name(peers[i]);
       throw CollectiveError(who + "no connection from " + missing + " within " + seconds(timeout_) +
                             "; is that rank running?");
     }
+    std::erase_if(candidates, [now](const Candidate& c) { return now >= c.deadline; });
+    auto wake = deadline;
+    polled.assign(1, pollfd{listener.get(), POLLIN, 0});
+    for (const Candidate& c : candidates) {
+      polled.push_back({c.fd.get(), POLLIN, 0});
+      wake = std::min(wake, c.deadline);
+    }
+    if (::poll(polled.data(), polled.size(), ms_until(wake)) < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      throw CollectiveError(who + "cannot wait for connections: poll failed: " + reason(error));
+    }
+
+    // The hellos first (polled[k + 1] is candidates[k]), backwards so that erasing keeps the pairing.
+    for (std::size_t k = candidates.size(); k-- > 0;) {
+      if (polled[k + 1].revents == 0) continue;
+      Candidate& c = candidates[k];
+      const ssize_t n = ::recv(c.fd.get(), reinterpret_cast<std::byte*>(&c.hello) + c.received,
+                               sizeof c.hello - c.received, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n > 0) c.received += static_cast<std::size_t>(n);
+      if (n > 0 && c.received < sizeof c.hello) continue;
+      Candidate done = std::move(c);
+      candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(k));
+      if (n <= 0 || done.hello.magic != kHelloMagic) continue;  // closed, broken or not ours: a stray
+      const Hello& theirs = done.hello;
+      const auto it = std::find(peers.begin(), peers.end(), static_cast<int>(theirs.rank));
+      const std::size_t i = static_cast<std::size_t>(it - peers.begin());
+      if (theirs.size != static_cast<std::uint32_t>(size_) || it == peers.end() || *it >= rank_ || fds[i].get() >= 0)
+        throw CollectiveError(who + "rank " + std::to_string(theirs.rank) + " of " + std::to_string(theirs.size) +
+                              " connected, which is not a lower peer of this rank of " + std::to_string(size_) +
+                              " ranks that has yet to connect; do all ranks have the same address list?");
+      ::setsockopt(done.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fds[i] = std::move(done.fd);
+      --awaited;
+    }
+
+    if (awaited == 0 || polled[0].revents == 0) continue;
     Fd candidate(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (candidate.get() < 0) continue;
-    Hello theirs;
-    if (!read_exactly(candidate.get(), &theirs, sizeof theirs, deadline) || theirs.magic != kHelloMagic) continue;
-    const auto it = std::find(peers.begin(), peers.end(), static_cast<int>(theirs.rank));
-    const std::size_t i = static_cast<std::size_t>(it - peers.begin());
-    if (theirs.size != static_cast<std::uint32_t>(size_) || it == peers.end() || *it >= rank_ || fds[i].get() >= 0)
-      throw CollectiveError(who + "rank " + std::to_string(theirs.rank) + " of " + std::to_string(theirs.size) +
-                            " connected, which is not a lower peer of this rank of " + std::to_string(size_) +
-                            " ranks that has yet to connect; do all ranks have the same address list?");
-    ::setsockopt(candidate.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fds[i] = std::move(candidate);
-    --awaited;
+    if (candidate.get() >= 0) {
+      candidates.push_back({std::move(candidate), Hello{}, 0, std::min(deadline, Clock::now() + kHelloTimeout)});
+      continue;
+    }
+    // Gone before it was accepted, or a signal: the next pass tries again. Anything else (out of
+    // file descriptors, say) leaves the connection queued and the listener ready at once, so
+    // retrying would only spin until the deadline.
+    if (const int error = errno; error != EAGAIN && error != EWOULDBLOCK && error != EINTR && error != ECONNABORTED)
+      throw CollectiveError(who + "cannot accept a connection on " +
+                            addresses_[static_cast<std::size_t>(rank_)].to_string() + ": " + reason(error));
   }
   for (std::size_t i = 0; i < peers.size(); ++i) links_.push_back({peers[i], fds[i].release()});
 }
@@ -258,75 +298,97 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers) {
 void TcpScheduleAllreduce::allreduce(std::span<float> data) {
   if (!failure_.empty()) throw CollectiveError(failure_);
   if (links_.empty()) return;
+  try {
+    run_schedule(data);
+  } catch (const std::exception& e) {
+    if (!failure_.empty()) throw;  // from fail(): the sockets are closed already
+    // Anything else (the executor's std::logic_error, the builder's error, std::bad_alloc) leaves
+    // the streams half way as well: fail the same way, so the peers stop and later calls throw.
+    fail(e.what());
+  } catch (...) {
+    if (!failure_.empty()) throw;
+    fail("an exception that is not a std::exception");
+  }
+}
+
+void TcpScheduleAllreduce::run_schedule(std::span<float> data) {
   const std::size_t count = data.size();
   if (!schedule_ || schedule_->count != count) schedule_ = build_(rank_, size_, count);
   ScheduleExecutor executor(*schedule_, data, options_.segment_bytes);
 
-  // Per link: the count header this call sends and the one it receives, each 8 bytes long, ahead of
-  // the schedule's bytes, in each direction that carries data.
+  // Per link: the count header this call sends and the one it receives, each 8 bytes long (host
+  // byte order, as the hello), ahead of the schedule's bytes, in each direction that carries data.
   struct Header {
     std::uint64_t out = 0, in = 0;
     std::size_t sent = sizeof(std::uint64_t), received = sizeof(std::uint64_t);  // bytes; 8: none (left)
   };
+  constexpr std::size_t kHeader = sizeof(std::uint64_t);
   std::vector<Header> headers(links_.size());
+  std::vector<int> peers(links_.size());  // ascending, as links_
   for (std::size_t i = 0; i < links_.size(); ++i) {
+    peers[i] = links_[i].peer;
     headers[i].out = count;
     if (executor.sends_to(links_[i].peer)) headers[i].sent = 0;
     if (executor.receives_from(links_[i].peer)) headers[i].received = 0;
   }
-  constexpr std::size_t kHeader = sizeof(std::uint64_t);
+  const auto link_of = [&peers](int peer) {
+    return static_cast<std::size_t>(std::lower_bound(peers.begin(), peers.end(), peer) - peers.begin());
+  };
+
+  // One send() / recv() on link i: the bytes that moved, 0 when the socket has no room or no data.
+  const auto send_some = [&](std::size_t i, std::span<const std::byte> out) -> std::size_t {
+    const ssize_t k = ::send(links_[i].fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k > 0) return static_cast<std::size_t>(k);
+    if (const int error = errno; error != EAGAIN && error != EWOULDBLOCK && error != EINTR)
+      fail("cannot send to " + peer_name(links_[i].peer) + ": " + reason(error));
+    return 0;
+  };
+  const auto receive_some = [&](std::size_t i, std::span<std::byte> into) -> std::size_t {
+    const ssize_t k = ::recv(links_[i].fd, into.data(), into.size(), MSG_DONTWAIT);
+    if (k > 0) return static_cast<std::size_t>(k);
+    const int error = errno;
+    if (k == 0)
+      fail(peer_name(links_[i].peer) + " closed the connection in the middle of an allreduce of " +
+           std::to_string(count) + " floats");
+    if (error != EAGAIN && error != EWOULDBLOCK && error != EINTR)
+      fail("cannot receive from " + peer_name(links_[i].peer) + ": " + reason(error));
+    return 0;
+  };
+  // The schedule's bytes on a link wait for its count header in that direction.
+  const auto try_send = [&](int peer, std::span<const std::byte> out) -> std::size_t {
+    const std::size_t i = link_of(peer);
+    return headers[i].sent < kHeader ? 0 : send_some(i, out);
+  };
+  const auto try_receive = [&](int peer, std::span<std::byte> into) -> std::size_t {
+    const std::size_t i = link_of(peer);
+    return headers[i].received < kHeader ? 0 : receive_some(i, into);
+  };
 
   std::vector<pollfd> fds(links_.size());
   std::vector<char> wants_send(links_.size()), wants_receive(links_.size());
   auto last_progress = Clock::now();
   for (;;) {
+    bool progress = false;
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      Header& h = headers[i];
+      if (h.sent < kHeader) {
+        const std::size_t k = send_some(i, std::as_bytes(std::span(&h.out, 1)).subspan(h.sent));
+        h.sent += k;
+        progress = progress || k > 0;
+      }
+      if (h.received < kHeader) {
+        const std::size_t k = receive_some(i, std::as_writable_bytes(std::span(&h.in, 1)).subspan(h.received));
+        h.received += k;
+        progress = progress || k > 0;
+        if (k > 0 && h.received == kHeader && h.in != count)
+          fail(peer_name(links_[i].peer) + " called allreduce with " + std::to_string(h.in) +
+               " floats and this rank with " + std::to_string(count) + "; every rank must pass the same size");
+      }
+    }
+    if (move_bytes(executor, peers, try_send, try_receive)) progress = true;
     bool headers_done = true;
     for (const Header& h : headers) headers_done = headers_done && h.sent == kHeader && h.received == kHeader;
     if (headers_done && executor.done()) return;
-    bool progress = false;
-    for (std::size_t i = 0; i < links_.size(); ++i) {
-      const Link& link = links_[i];
-      Header& h = headers[i];
-      const auto header_out = std::as_bytes(std::span(&h.out, 1)).subspan(h.sent);
-      const auto out = h.sent < kHeader ? header_out : executor.next_send(link.peer);
-      wants_send[i] = !out.empty();
-      if (!out.empty()) {
-        const ssize_t k = ::send(link.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (k > 0) {
-          if (h.sent < kHeader) {
-            h.sent += static_cast<std::size_t>(k);
-          } else {
-            executor.sent(link.peer, static_cast<std::size_t>(k));
-          }
-          progress = true;
-        } else if (const int error = errno; error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
-          fail("cannot send to " + peer_name(link.peer) + ": " + reason(error));
-        }
-      }
-
-      const auto header_in = std::as_writable_bytes(std::span(&h.in, 1)).subspan(h.received);
-      const auto into = h.received < kHeader ? header_in : executor.next_receive(link.peer);
-      wants_receive[i] = !into.empty();
-      if (into.empty()) continue;
-      const ssize_t k = ::recv(link.fd, into.data(), into.size(), MSG_DONTWAIT);
-      const int error = errno;
-      if (k == 0) {
-        fail(peer_name(link.peer) + " closed the connection in the middle of an allreduce of " + std::to_string(count) +
-             " floats");
-      } else if (k < 0 && error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
-        fail("cannot receive from " + peer_name(link.peer) + ": " + reason(error));
-      } else if (k > 0) {
-        progress = true;
-        if (h.received < kHeader) {
-          h.received += static_cast<std::size_t>(k);
-          if (h.received == kHeader && h.in != count)
-            fail(peer_name(link.peer) + " called allreduce with " + std::to_string(h.in) +
-                 " floats and this rank with " + std::to_string(count) + "; every rank must pass the same size");
-        } else {
-          executor.received(link.peer, static_cast<std::size_t>(k));
-        }
-      }
-    }
     if (progress) {
       last_progress = Clock::now();
       continue;
@@ -335,10 +397,25 @@ void TcpScheduleAllreduce::allreduce(std::span<float> data) {
     // Nothing moved: sleep until a socket is ready, at most until the stall deadline.
     nfds_t nfds = 0;
     for (std::size_t i = 0; i < links_.size(); ++i) {
+      const int peer = links_[i].peer;
+      wants_send[i] = headers[i].sent < kHeader || !executor.next_send(peer).empty();
+      wants_receive[i] = headers[i].received < kHeader || !executor.next_receive(peer).empty();
       const short events = static_cast<short>((wants_send[i] ? POLLOUT : 0) | (wants_receive[i] ? POLLIN : 0));
       if (events != 0) fds[nfds++] = {links_[i].fd, events, 0};
     }
-    if (nfds == 0) fail("the schedule waits for nothing and cannot move; it is wrong");
+    if (nfds == 0) {
+      // Cannot happen for a valid schedule: its first unfinished step waits for no other step.
+      std::string stuck;
+      for (const int peer : peers) {
+        if (const long step = executor.next_send_step(peer); step >= 0)
+          stuck +=
+              (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to send to ") + peer_name(peer);
+        if (const long step = executor.next_receive_step(peer); step >= 0)
+          stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to receive from ") +
+                   peer_name(peer);
+      }
+      fail("the schedule is not done but none of its steps can move (" + stuck + "); the schedule is wrong");
+    }
     const auto deadline = last_progress + timeout_;
     const int ready = ::poll(fds.data(), nfds, ms_until(deadline));
     if (const int error = errno; ready < 0 && error != EINTR) fail(std::string("poll failed: ") + reason(error));

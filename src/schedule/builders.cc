@@ -90,14 +90,19 @@ Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count,
   Schedule s = empty_schedule("hierarchical allreduce schedule", rank, size, count);
   std::vector<int> group_of(static_cast<std::size_t>(size), -1);
   std::vector<int> masters;
+  if (groups.empty())
+    throw std::invalid_argument("hierarchical allreduce schedule: no groups; the groups must partition the ranks");
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].empty())
       throw std::invalid_argument("hierarchical allreduce schedule: group " + std::to_string(g) + " is empty");
     for (const int r : groups[g]) {
-      if (r < 0 || r >= size || group_of[static_cast<std::size_t>(r)] != -1)
+      if (r < 0 || r >= size)
         throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) + " of group " +
-                                    std::to_string(g) + " is not a rank in [0, " + std::to_string(size) +
-                                    ") or is in two groups; the groups must partition the ranks");
+                                    std::to_string(g) + " is not in [0, " + std::to_string(size) + ")");
+      if (const int first = group_of[static_cast<std::size_t>(r)]; first != -1)
+        throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) + " is in group " +
+                                    std::to_string(first) + " and again in group " + std::to_string(g) +
+                                    "; the groups must partition the ranks");
       group_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
     }
     masters.push_back(groups[g].front());

@@ -30,20 +30,35 @@ ScheduleExecutor::ScheduleExecutor(const Schedule& schedule, std::span<float> bu
     throw std::invalid_argument("schedule executor: a buffer of " + std::to_string(buffer.size()) +
                                 " elements for a schedule over " + std::to_string(schedule.count));
   if (segment_bytes == 0) throw std::invalid_argument("schedule executor: the segment must be at least one byte");
+  if (segment_bytes > kMaxSegmentBytes)
+    throw std::invalid_argument("schedule executor: a segment of " + std::to_string(segment_bytes) +
+                                " bytes is larger than any buffer can be (" + std::to_string(kMaxSegmentBytes) +
+                                " bytes)");
   done_bytes_.assign(schedule.steps.size(), 0);
   peer_slot_.assign(static_cast<std::size_t>(schedule.size), -1);
+  std::vector<std::size_t> largest_add;  // per peer slot: bytes of its largest receive-add step
   for (std::size_t i = 0; i < schedule.steps.size(); ++i) {
     const ScheduleStep& step = schedule.steps[i];
     int& slot = peer_slot_[static_cast<std::size_t>(step.peer)];
     if (slot < 0) {
       slot = static_cast<int>(peers_.size());
       peers_.emplace_back();
+      largest_add.push_back(0);
     }
     Peer& peer = peers_[static_cast<std::size_t>(slot)];
     (step.kind == StepKind::kSend ? peer.send : peer.receive).steps.push_back(static_cast<std::uint32_t>(i));
-    // A partial float (up to 3 bytes) waits at the front of the staging area: one segment more 4 bytes.
-    if (step.kind == StepKind::kReceiveAdd && !step.range.empty() && peer.staging.empty())
-      peer.staging.resize((segment_bytes_ + kFloat - 1) / kFloat + 1);
+    // range.size() * 4 cannot overflow: the range lies inside `buffer`, an object in memory.
+    if (step.kind == StepKind::kReceiveAdd) {
+      std::size_t& largest = largest_add[static_cast<std::size_t>(slot)];
+      largest = std::max(largest, step.range.size() * kFloat);
+    }
+  }
+  for (std::size_t slot = 0; slot < peers_.size(); ++slot) {
+    // A piece is at most a segment and at most the step, and a partial float (up to 3 bytes) waits
+    // at the front: the smaller of the two plus 4 bytes, in whole floats. No overflow: both are
+    // at most kMaxSegmentBytes.
+    const std::size_t piece = std::min(segment_bytes_, largest_add[slot]);
+    if (piece > 0) peers_[slot].staging.resize((piece + kFloat - 1) / kFloat + 1);
   }
   for (Peer& peer : peers_) {
     skip_finished(peer.send);

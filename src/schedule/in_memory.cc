@@ -1,8 +1,11 @@
 // run_schedules_in_memory: every rank's executor over FIFO byte queues, until done or stuck.
 #include "atp/schedule/in_memory.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +20,57 @@ struct Queue {
 };
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
+
+std::string elements(const ElementRange& range) {
+  return "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")";
+}
+
+// A rank's streams, one per direction and peer: the indices of the steps that carry bytes, in list
+// order. Empty steps carry nothing, so they match nothing.
+struct Streams {
+  std::map<int, std::vector<std::size_t>> to, from;  // by peer: its send steps, its receive steps
+};
+
+Streams streams_of(const Schedule& schedule) {
+  Streams streams;
+  for (std::size_t i = 0; i < schedule.steps.size(); ++i) {
+    const ScheduleStep& step = schedule.steps[i];
+    if (!step.range.empty()) (step.kind == StepKind::kSend ? streams.to : streams.from)[step.peer].push_back(i);
+  }
+  return streams;
+}
+
+// Throws if a send and the receive that takes its bytes (the k-th step that carries bytes each
+// way between two ranks) differ in size or in place. A stream carries bytes, not steps: without
+// this check a 3-float send read as a 1-float and a 2-float receive, or floats added into the
+// elements next to theirs, would be summed into a wrong result without a word. A missing or extra
+// step is left to the run (a deadlock, or bytes no step receives), which names it.
+void check_streams_match(const std::vector<Schedule>& schedules) {
+  std::vector<Streams> streams;
+  for (const Schedule& s : schedules) streams.push_back(streams_of(s));
+  for (std::size_t from = 0; from < schedules.size(); ++from)
+    for (const auto& [to, sends] : streams[from].to) {
+      const auto found = streams[static_cast<std::size_t>(to)].from.find(static_cast<int>(from));
+      if (found == streams[static_cast<std::size_t>(to)].from.end()) continue;
+      const std::vector<std::size_t>& receives = found->second;
+      for (std::size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
+        const ElementRange& out = schedules[from].steps[sends[k]].range;
+        const ElementRange& in = schedules[static_cast<std::size_t>(to)].steps[receives[k]].range;
+        const std::string sender =
+            "in-memory run: step " + std::to_string(sends[k]) + " of " + rank_name(static_cast<int>(from)) + " sends ";
+        const std::string receiver = " to " + rank_name(to) + " but step " + std::to_string(receives[k]) + " of " +
+                                     rank_name(to) + ", which receives them, ";
+        if (out.size() != in.size())
+          throw std::runtime_error(sender + std::to_string(out.size()) + " elements" + receiver + "takes " +
+                                   std::to_string(in.size()) +
+                                   "; a send and its receive must match range size for range size");
+        if (out != in)
+          throw std::runtime_error(sender + "elements " + elements(out) + receiver + "takes them into " + elements(in) +
+                                   "; a send and its receive must cover the same elements (every rank's buffer has "
+                                   "the same layout)");
+      }
+    }
+}
 
 }  // namespace
 
@@ -35,34 +89,34 @@ std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& sc
                                   std::to_string(r) + " of " + std::to_string(n));
     ranks.push_back(std::make_unique<ScheduleExecutor>(s, buffers[static_cast<std::size_t>(r)], segment_bytes));
   }
+  check_streams_match(schedules);
   std::vector<Queue> queues(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));  // [from * n + to]
   const auto queue = [&](int from, int to) -> Queue& {
     return queues[static_cast<std::size_t>(from) * static_cast<std::size_t>(n) + static_cast<std::size_t>(to)];
   };
   std::vector<std::size_t> bytes_sent(static_cast<std::size_t>(n), 0);
+  std::vector<std::vector<int>> peers;
+  for (const Schedule& s : schedules) peers.push_back(schedule_peers(s));
 
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < n; ++r) {
-      ScheduleExecutor& rank = *ranks[static_cast<std::size_t>(r)];
-      for (int peer = 0; peer < n; ++peer) {
-        if (const auto out = rank.next_send(peer); !out.empty()) {
-          Queue& q = queue(r, peer);
-          q.bytes.insert(q.bytes.end(), out.begin(), out.end());
-          rank.sent(peer, out.size());
-          bytes_sent[static_cast<std::size_t>(r)] += out.size();
-          progress = true;
-        }
+      const auto try_send = [&](int peer, std::span<const std::byte> out) {
+        Queue& q = queue(r, peer);
+        q.bytes.insert(q.bytes.end(), out.begin(), out.end());
+        bytes_sent[static_cast<std::size_t>(r)] += out.size();
+        return out.size();
+      };
+      const auto try_receive = [&](int peer, std::span<std::byte> into) {
         Queue& in = queue(peer, r);
-        if (in.left() == 0) continue;
-        if (const auto into = rank.next_receive(peer); !into.empty()) {
-          const std::size_t k = std::min(in.left(), into.size());
-          std::memcpy(into.data(), in.bytes.data() + in.read, k);
-          in.read += k;
-          rank.received(peer, k);
-          progress = true;
-        }
-      }
+        const std::size_t k = std::min(in.left(), into.size());
+        if (k == 0) return k;  // nothing waits (and an empty queue's data() may be null)
+        std::memcpy(into.data(), in.bytes.data() + in.read, k);
+        in.read += k;
+        return k;
+      };
+      if (move_bytes(*ranks[static_cast<std::size_t>(r)], peers[static_cast<std::size_t>(r)], try_send, try_receive))
+        progress = true;
     }
   }
 

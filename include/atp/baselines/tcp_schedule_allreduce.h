@@ -6,14 +6,16 @@
 // Connections: rank i listens on addresses[i]; with each peer its schedule names (the same for
 // every element count) it keeps one TCP connection, opened by the lower rank (retrying until the
 // timeout, so ranks may start in any order) and introduced by a hello (magic, rank, size) so that
-// a stray connection is refused. One connection per pair rather than one per direction: TCP is
+// a stray connection is refused; one that says nothing is dropped after a second, and the peers'
+// hellos are read beside it meanwhile. One connection per pair rather than one per direction: TCP is
 // full duplex, and algorithms that exchange with a partner (halving-doubling) need half the
 // sockets; in the ring each connection still carries one direction (two ranks: both).
 //
 // Each allreduce is one stream per direction that carries data: an 8-byte header (the element
 // count, so ranks that disagree on the size fail with a clear error) then the schedule's bytes,
 // at most `segment_bytes` per send()/recv() call, so a chunk is forwarded piece by piece as it
-// arrives and all peers' streams move at once.
+// arrives and all peers' streams move at once. The hello and the header are in host byte order:
+// the ranks run on one machine or on machines of one endianness.
 #pragma once
 
 #include <cstddef>
@@ -51,8 +53,9 @@ class TcpScheduleAllreduce : public Allreduce {
   // in errors ("ring allreduce on rank 1 of 4: ..."). `timeout` bounds the setup and, later, any
   // stretch without progress inside allreduce(). Throws std::invalid_argument for a bad rank, size
   // or address list, and CollectiveError (naming the peer) if it cannot listen, connect or accept
-  // within the timeout (std::system_error if no socket can be opened at all). A schedule without
-  // peers (size 1) opens no socket.
+  // within the timeout, or if accepting fails for another reason than a connection that went away
+  // (std::system_error if no socket can be opened at all); std::invalid_argument too for a segment
+  // above kMaxSegmentBytes (executor.h). A schedule without peers (size 1) opens no socket.
   TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
                        Duration timeout, TcpAllreduceOptions options = {});
   ~TcpScheduleAllreduce() override;  // closes every connection at once
@@ -60,8 +63,10 @@ class TcpScheduleAllreduce : public Allreduce {
   TcpScheduleAllreduce& operator=(const TcpScheduleAllreduce&) = delete;
 
   // Throws CollectiveError naming the peer when a peer closes its connection or sends a different
-  // element count, refuses data, or when nothing moves for `timeout`. After an error every
-  // connection is closed (so the peers fail at once too) and every later call throws the same error.
+  // element count, refuses data, or when nothing moves for `timeout`; any other exception inside
+  // (the builder's, the executor's) becomes a CollectiveError with its message. After an error
+  // every connection is closed (so the peers fail at once too) and every later call throws the
+  // same error.
   void allreduce(std::span<float> data) override;
   std::string_view algorithm() const override { return name_; }
 
@@ -77,7 +82,10 @@ class TcpScheduleAllreduce : public Allreduce {
   // "rank 2 (127.0.0.1:7002)": how errors name a peer.
   std::string peer_name(int peer) const;
   std::string prefix() const;
+  // Records `what` as the failure, closes every connection and throws it as CollectiveError.
   [[noreturn]] void fail(const std::string& what);
+  // allreduce() without the failure handling: the schedule's run over the links.
+  void run_schedule(std::span<float> data);
   void connect_peers(const std::vector<int>& peers);
   void close_sockets();
 

@@ -3,19 +3,21 @@
 // peer and where the bytes from each peer go, moves them, and says how many moved; the executor
 // adds or copies them into the buffer and unlocks the steps that wait for them. The same executor
 // runs under the TCP driver of the baselines (a poll() loop), the in-memory test runner
-// (in_memory.h) and, next, ns-3 socket callbacks.
+// (in_memory.h) and ns-3's socket callbacks (src/backends/ns3/tcp_apps.cc); all three move the
+// bytes with move_bytes() below.
 //
 // Per peer one send stream and one receive stream: its send steps to that peer in list order,
 // its receive steps from it in list order. A step's bytes are handed out as they become allowed
 // (each element once every step it depends on has finished that element) and at most
 // `segment_bytes` at a time, so a chunk is forwarded piece by piece while it arrives, and streams
 // to different peers run at once. Copied bytes are received straight into the buffer; added bytes
-// into a per-peer staging area of one segment, then added into the buffer (a partial float waits
-// there for its other bytes).
+// into a per-peer staging area of one segment (or of the largest add from that peer, if smaller),
+// then added into the buffer (a partial float waits there for its other bytes).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -26,11 +28,16 @@ namespace atp {
 // The largest piece handed out at once (bytes): 256 KiB keeps syscalls few and the pieces small
 // next to a chunk.
 inline constexpr std::size_t kDefaultSegmentBytes = 256 << 10;
+// The largest segment accepted (bytes): PTRDIFF_MAX, the size of the largest object, so of any
+// step; a larger one is a mistake (a negative number cast, say), and below it the staging area's
+// size (segment + a partial float) cannot overflow.
+inline constexpr std::size_t kMaxSegmentBytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
 
 class ScheduleExecutor {
  public:
   // `schedule` (validated here: std::invalid_argument) and `buffer` (schedule.count elements, else
-  // std::invalid_argument) must outlive the executor; segment_bytes >= 1.
+  // std::invalid_argument) must outlive the executor; segment_bytes in [1, kMaxSegmentBytes], else
+  // std::invalid_argument.
   ScheduleExecutor(const Schedule& schedule, std::span<float> buffer, std::size_t segment_bytes = kDefaultSegmentBytes);
 
   // Every step has finished: the buffer holds this rank's result.
@@ -63,7 +70,8 @@ class ScheduleExecutor {
   };
   struct Peer {
     Stream send, receive;
-    std::vector<float> staging;  // added bytes before they are added: one segment
+    // Added bytes before they are added: min(segment, the largest add from this peer) + a float.
+    std::vector<float> staging;
   };
 
   // The first element past `from` (an element of step `step`'s range) that `step` may not touch
@@ -85,5 +93,40 @@ class ScheduleExecutor {
   std::vector<int> peer_slot_;  // rank -> index into peers_, or -1
   std::vector<Peer> peers_;
 };
+
+// What every transport does with an executor when its sockets may have room or data: moves every
+// byte that can move now. A pass offers, for each of `peers` in order, next_send(peer) to
+// try_send(peer, bytes) until it takes none, then, for each peer, next_receive(peer) to
+// try_receive(peer, buffer) until it fills none; passes repeat while a byte moved, since a receive
+// may unlock a send. try_send returns how many of the bytes left (0: none can now); try_receive
+// how many bytes it wrote at the front of the buffer (0: none are waiting). Either may throw (a
+// transport's error); the executor has then counted exactly the bytes reported before. Returns
+// whether any byte moved. The order (all sends, then all receives, peers in the order given) is
+// part of the behaviour: under ns-3 it decides the order of the simulation's events.
+template <typename TrySend, typename TryReceive>
+bool move_bytes(ScheduleExecutor& executor, std::span<const int> peers, TrySend&& try_send, TryReceive&& try_receive) {
+  bool any = false;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const int peer : peers) {
+      for (std::span<const std::byte> out = executor.next_send(peer); !out.empty(); out = executor.next_send(peer)) {
+        const std::size_t k = try_send(peer, out);
+        if (k == 0) break;
+        executor.sent(peer, k);
+        moved = true;
+      }
+    }
+    for (const int peer : peers) {
+      for (std::span<std::byte> into = executor.next_receive(peer); !into.empty(); into = executor.next_receive(peer)) {
+        const std::size_t k = try_receive(peer, into);
+        if (k == 0) break;
+        executor.received(peer, k);
+        moved = true;
+      }
+    }
+    any = any || moved;
+  }
+  return any;
+}
 
 }  // namespace atp

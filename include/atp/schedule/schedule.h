@@ -12,8 +12,11 @@
 // (a ring step sends and receives at the same time).
 //
 // Streams: between an ordered pair of ranks the bytes form one FIFO stream. A rank's sends to a
-// peer, in list order, must match that peer's receives from it, in its list order, range size for
-// range size (a schedule of all ranks that does not is wrong, and the in-memory executor says so).
+// peer, in list order, must match that peer's receives from it, in its list order, range for range:
+// the same elements (every rank's buffer has the same layout, and the sum is element by element),
+// so the same size; steps with an empty range carry nothing and match nothing. A transport sees
+// bytes only and cannot tell; the in-memory runner (in_memory.h) checks every pair and says which
+// two steps differ.
 // The element type is float32, the type of atp::Allreduce. More than one connection per peer (as
 // PLink wants, so that one slow chunk does not hold back the next) would be a `lane` field here.
 #pragma once

@@ -1,4 +1,5 @@
-// Ring allreduce ranks and background flows as ns-3 TCP applications (tcp_apps.h).
+// Host collectives' ranks (ring, halving-doubling) and background flows as ns-3 TCP applications
+// (tcp_apps.h).
 #include "tcp_apps.h"
 
 #include <algorithm>
@@ -23,9 +24,16 @@
 namespace atp::ns3adapter {
 namespace {
 
-constexpr std::uint16_t kCollectivePortBase = 40000;  // + job id: one listening port per host collective
-constexpr std::uint16_t kFlowPortBase = 50000;        // + flow index
-constexpr std::uint32_t kMaxSend = 64 << 10;          // bytes per Send() call
+// Listening ports: a host collective's is kCollectivePortBase + its job id, a background flow's
+// kFlowPortBase + its index, while those stay below the next base (ids below 10000, indices below
+// 15536); any other takes the next free port from kSparePortBase up, below both ranges (and below
+// ns-3's ephemeral ports, 49152 up). So no two listeners share a port and none overflows 16 bits,
+// and the ports (so the traces) of the usual scenarios stay what they always were.
+constexpr std::uint32_t kCollectivePortBase = 40000;
+constexpr std::uint32_t kFlowPortBase = 50000;
+constexpr std::uint32_t kPortEnd = 65536;
+constexpr std::uint32_t kSparePortBase = 1024;  // up to kCollectivePortBase
+constexpr std::uint32_t kMaxSend = 64 << 10;    // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
 // A full segment on the wire: 1448 bytes of payload (ns3_network.cc) + TCP 20 + timestamps 12 +
@@ -105,12 +113,13 @@ struct CollectiveRank {
   std::map<int, ns3::Ptr<ns3::Socket>> to, from;  // by peer rank
   std::set<int> connected;                        // peers whose `to` connection is up
   Schedule schedule;                              // for the job's element count
+  std::vector<int> peers;                         // the schedule's, ascending
   std::vector<float> buffer;
   std::unique_ptr<ScheduleExecutor> executor;  // this round's, while it runs
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
   bool failed = false;   // a connection failed
-  std::string error;     // a wrong result
+  std::string error;     // a wrong result, or a connection from a host that is no rank of the job
 };
 
 // A host collective (ring, halving-doubling): its schedule run by the executor over ns-3's TCP with
@@ -183,33 +192,24 @@ struct TcpApps::Impl {
     CollectiveRank& r = job.ranks[i];
     if (!r.running) return;
     ScheduleExecutor& x = *r.executor;
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (const auto& [peer, socket] : r.to) {
-        if (!r.connected.contains(peer)) continue;
-        for (;;) {
-          const std::span<const std::byte> out = x.next_send(peer);
-          const auto n = static_cast<std::uint32_t>(
-              std::min<std::uint64_t>({out.size(), socket->GetTxAvailable(), std::uint64_t{kMaxSend}}));
-          if (n == 0) break;
-          const int k = socket->Send(reinterpret_cast<const std::uint8_t*>(out.data()), n, 0);
-          if (k <= 0) break;
-          x.sent(peer, static_cast<std::size_t>(k));
-          moved = true;
-        }
-      }
-      for (const auto& [peer, socket] : r.from) {
-        for (;;) {
-          const std::span<std::byte> into = x.next_receive(peer);
-          if (into.empty() || socket->GetRxAvailable() == 0) break;
-          const ns3::Ptr<ns3::Packet> p = socket->Recv(static_cast<std::uint32_t>(into.size()), 0);
-          if (!p || p->GetSize() == 0) break;
-          const std::uint32_t k = p->CopyData(reinterpret_cast<std::uint8_t*>(into.data()), p->GetSize());
-          x.received(peer, k);
-          moved = true;
-        }
-      }
-    }
+    const auto try_send = [&r](int peer, std::span<const std::byte> out) -> std::size_t {
+      const auto it = r.to.find(peer);
+      if (it == r.to.end() || !r.connected.contains(peer)) return 0;
+      const ns3::Ptr<ns3::Socket>& socket = it->second;
+      const auto n = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>({out.size(), socket->GetTxAvailable(), std::uint64_t{kMaxSend}}));
+      if (n == 0) return 0;
+      const int k = socket->Send(reinterpret_cast<const std::uint8_t*>(out.data()), n, 0);
+      return k <= 0 ? 0 : static_cast<std::size_t>(k);
+    };
+    const auto try_receive = [&r](int peer, std::span<std::byte> into) -> std::size_t {
+      const auto it = r.from.find(peer);
+      if (it == r.from.end() || it->second->GetRxAvailable() == 0) return 0;
+      const ns3::Ptr<ns3::Packet> p = it->second->Recv(static_cast<std::uint32_t>(into.size()), 0);
+      if (!p || p->GetSize() == 0) return 0;
+      return p->CopyData(reinterpret_cast<std::uint8_t*>(into.data()), p->GetSize());
+    };
+    move_bytes(x, r.peers, try_send, try_receive);
     if (!x.done()) return;
     r.running = false;
     r.executor.reset();
@@ -239,11 +239,13 @@ struct TcpApps::Impl {
     job.file_index = file_index;
     const std::size_t n = spec.spec.workers.size();
     job.ranks.resize(n);
-    const std::uint16_t port = kCollectivePortBase + spec.spec.id;
+    const std::uint16_t port =
+        listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
     for (std::size_t i = 0; i < n; ++i) {
       CollectiveRank& r = job.ranks[i];
       r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
       r.schedule = spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements);
+      r.peers = schedule_peers(r.schedule);
       r.buffer.resize(spec.elements);
       job.rank_of[run.address_of(spec.spec.workers[i])] = static_cast<int>(i);
       if (n == 1) continue;
@@ -255,8 +257,18 @@ struct TcpApps::Impl {
           ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
               [this, &job, i](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
                 use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
-                const Address peer = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4().Get();
-                job.ranks[i].from[job.rank_of.at(peer)] = s;
+                const ns3::Ipv4Address ip = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4();
+                const auto peer = job.rank_of.find(ip.Get());
+                if (peer == job.rank_of.end()) {
+                  // Not thrown: an exception must not unwind through ns-3's callbacks. Recorded
+                  // instead, and reported as this rank's error.
+                  std::ostringstream what;
+                  what << "accepted a connection from " << ip << ", which is no host of this job";
+                  if (job.ranks[i].error.empty()) job.ranks[i].error = what.str();
+                  s->Close();
+                  return;
+                }
+                job.ranks[i].from[peer->second] = s;
                 s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
                   run.saw_activity(now());
                   pump(job, i);
@@ -295,7 +307,8 @@ struct TcpApps::Impl {
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       const CollectiveRank& rank = job.ranks[i];
       r.completed_rounds = std::min(r.completed_rounds, rank.rounds_done);
-      if (!r.error.empty() || rank.rounds_done == job.job->rounds) continue;
+      // The first rank's error is the job's; a rank's own error (a stray connection) even if it finished.
+      if (!r.error.empty() || (rank.rounds_done == job.job->rounds && rank.error.empty())) continue;
       std::ostringstream s;
       s << job.job->algorithm->name << " rank " << i << " ('" << job.job->spec.workers[i] << "') "
         << (!rank.error.empty() ? rank.error
@@ -310,12 +323,27 @@ struct TcpApps::Impl {
     return r;
   }
 
+  // The listening port for `offset` above `base` (see kCollectivePortBase), marked used. Throws
+  // ScenarioError naming `what` once the spare ports are used up too.
+  std::uint16_t listening_port(std::uint32_t base, std::uint64_t offset, const std::string& what) {
+    const std::uint32_t end = base == kCollectivePortBase ? kFlowPortBase : kPortEnd;
+    if (offset < end - base && used_ports.insert(static_cast<std::uint16_t>(base + offset)).second)
+      return static_cast<std::uint16_t>(base + offset);
+    while (next_spare_port < kCollectivePortBase) {
+      const auto port = static_cast<std::uint16_t>(next_spare_port++);
+      if (used_ports.insert(port).second) return port;
+    }
+    throw ScenarioError(what +
+                        ": no TCP port is left to listen on; the scenario has more host collectives and "
+                        "background flows than ns3 has ports for");
+  }
+
   // --- background flows
 
   void install_flow(const BackgroundFlow& spec, std::size_t index) {
     Flow& f = flows.emplace_back();
     f.spec = &spec;
-    const std::uint16_t port = static_cast<std::uint16_t>(kFlowPortBase + index);
+    const std::uint16_t port = listening_port(kFlowPortBase, index, "background[" + std::to_string(index) + "]");
     f.listener = tcp_socket(network.ns3_node(run.node_id(spec.to)));
     f.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
     f.listener->Listen();
@@ -384,6 +412,8 @@ struct TcpApps::Impl {
   Duration interval = kDefaultFlowInterval;
   std::vector<CollectiveJob> collectives;  // reserved up front: callbacks hold references
   std::vector<Flow> flows;                 // likewise
+  std::set<std::uint16_t> used_ports;      // the listeners' (listening_port)
+  std::uint32_t next_spare_port = kSparePortBase;
 };
 
 TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, Duration series_interval)

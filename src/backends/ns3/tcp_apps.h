@@ -18,15 +18,17 @@ namespace atp::ns3adapter {
 
 class TcpApps {
  public:
-  // Installs the ring jobs' ranks and the background flows on `network`'s hosts; they start at
-  // their scheduled times once the simulation runs. Flows stop at `until` or once no job runs.
-  // series_interval > 0: the flows' goodput is sampled at that interval (RunOptions).
+  // Installs the host collectives' ranks (ring, halving-doubling: every job whose algorithm has a
+  // schedule) and the background flows on `network`'s hosts; they start at their scheduled times
+  // once the simulation runs. Flows stop at `until` or once no job runs. series_interval > 0: the
+  // flows' goodput is sampled at that interval (RunOptions). Throws ScenarioError in the unlikely
+  // case that the listeners need more TCP ports than there are.
   TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenario& run, Duration series_interval);
   ~TcpApps();
   TcpApps(const TcpApps&) = delete;
   TcpApps& operator=(const TcpApps&) = delete;
 
-  // Fills in the ring jobs' results and the flows (call after the run).
+  // Fills in the host collectives' results and the flows (call after the run).
   void report(ScenarioResult& result) const;
 
  private:
