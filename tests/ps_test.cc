@@ -145,6 +145,23 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
 
 // A PS that knows its job's workers takes gradients only with one of them as src: a packet with
 // another src, however valid otherwise, changes nothing.
+// A config whose packets are wider than a packet holds is refused in one sentence: its buffer is
+// sized by them (it was clamped, so a wider job's packets would have been written past it).
+TEST(PsEndpoint, ValuesPerPacketOutsideWhatAPacketHoldsIsRefused) {
+  for (const std::uint16_t values : {std::uint16_t{0}, static_cast<std::uint16_t>(kMaxValuesPerPacket + 1)}) {
+    PsConfig c = make_config({2});
+    c.values_per_packet = values;
+    try {
+      PsEndpoint ps(c);
+      FAIL() << "a PS took " << values << " values per packet";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("values_per_packet must be 1..4096, got " + std::to_string(values)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(PsEndpoint, GradientsFromAnAddressNotAmongTheWorkersAreDropped) {
   PsConfig config = make_config({2});
   config.workers = {kWorker0 + 1, kWorker0};

@@ -72,9 +72,10 @@ struct PsStats {
 
 class PsEndpoint {
  public:
-  // Throws std::invalid_argument (one sentence naming max_window_seqs and values_per_packet)
-  // when max_window_seqs is above 2^20 or ps_job_memory_bound(config) above kPsJobMemoryBudget.
-  // Anything else a config gets wrong is tolerated: groups past 32 are ignored, sizes clamped.
+  // Throws std::invalid_argument (one sentence naming max_window_seqs or values_per_packet)
+  // when values_per_packet is not 1..kMaxValuesPerPacket, max_window_seqs is above 2^20 or
+  // ps_job_memory_bound(config) above kPsJobMemoryBudget. Anything else a config gets wrong is
+  // tolerated: groups past 32 are ignored.
   explicit PsEndpoint(PsConfig config);
   ~PsEndpoint();
   PsEndpoint(PsEndpoint&&) noexcept;

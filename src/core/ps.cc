@@ -12,6 +12,7 @@
 
 #include "atp/aggregator_index.h"
 #include "atp/fixed_point.h"
+#include "atp/values_per_packet.h"
 
 namespace atp {
 namespace {
@@ -85,7 +86,7 @@ std::uint64_t ps_job_memory_bound(const PsConfig& config) {
                                  config.values_per_packet * sizeof(std::int64_t) + kHeapBlockOverhead;  // sums
   const std::uint64_t per_worker = sizeof(Seq) + 1;  // highest_seen, worker_seen
   return std::bit_ceil(slots) * sizeof(std::uint32_t) + slots * per_slot + groups * kMaxGroupSize * per_worker +
-         packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket));
+         packet_size(config.values_per_packet);
 }
 
 namespace {
@@ -96,9 +97,14 @@ std::string mebibytes(std::uint64_t bytes) {
   return text;
 }
 
-// Throws std::invalid_argument (one sentence) for a config whose memory could exceed the budget.
-void check_memory(const PsConfig& c) {
+// Throws std::invalid_argument (one sentence) for a config with packets wider than a packet holds
+// or whose memory could exceed the budget.
+void check_config(const PsConfig& c) {
   const std::string job = "job " + std::to_string(c.job) + ": ";
+  // Its packets' buffer is sized by it: one wider than a packet holds would be written past.
+  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
+    throw std::invalid_argument(job + "values_per_packet " + *bad);
+  }
   if (c.max_window_seqs > kMaxWindowSeqs) {
     throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) + " is above " +
                                 std::to_string(kMaxWindowSeqs) +
@@ -119,7 +125,7 @@ void check_memory(const PsConfig& c) {
 
 struct PsEndpoint::Impl {
   explicit Impl(PsConfig c) : config(std::move(c)) {
-    check_memory(config);
+    check_config(config);
     // A bad configuration must not crash the PS: groups past 32 are ignored, sizes clamped to 32.
     const std::size_t groups = std::min(config.group_sizes.size(), kMaxGroups);
     for (std::size_t g = 0; g < groups; ++g) {
@@ -137,7 +143,7 @@ struct PsEndpoint::Impl {
     free_slots.reserve(2 * window + 1);
     highest_seen.assign(num_workers, 0);
     worker_seen.assign(num_workers, 0);
-    packet_buffer.resize(packet_size(std::min(config.values_per_packet, kMaxValuesPerPacket)));
+    packet_buffer.resize(packet_size(config.values_per_packet));
     std::sort(config.workers.begin(), config.workers.end());  // for is_worker's binary search
   }
 
