@@ -92,6 +92,15 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_NE(
       error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
       std::string::npos);
+  // values_per_packet gets the one check's sentence, beyond a uint16's range too.
+  for (const char* values : {"0", "4097", "70000"}) {
+    EXPECT_NE(error_of(std::string(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1",
+                         "group_sizes": [2], "workers": ["10.0.0.2"], "values_per_packet": )") +
+                       values + "}")
+                  .find(std::string("values_per_packet: must be 1..4096, got ") + values),
+              std::string::npos)
+        << values;
+  }
   // A PS takes gradients only from the workers it is told of: the list is required.
   EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})")
                 .find("workers: missing"),

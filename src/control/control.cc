@@ -469,10 +469,12 @@ PsConfig ps_job_from_json(const std::string& text) {
   config.workers = get_address_list(doc, "", "workers", std::size_t{32} * 32);
   if (config.workers.empty()) throw ControlError("workers: must list the job's workers' addresses");
   if (doc.contains("values_per_packet")) {
-    config.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
-    if (const std::optional<std::string> bad = values_per_packet_error(config.values_per_packet)) {
+    // Read whole, then the one check: 70000 is "must be 1..4096", not a uint16's range.
+    const auto values = get_unsigned<std::uint64_t>(doc, "", "values_per_packet");
+    if (const std::optional<std::string> bad = values_per_packet_error(values)) {
       throw ControlError("values_per_packet: " + *bad);
     }
+    config.values_per_packet = static_cast<std::uint16_t>(values);
   }
   if (doc.contains("first_aggregator")) {
     config.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
