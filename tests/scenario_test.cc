@@ -201,7 +201,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rounds: 2", "rounds: 2, window: 300, max_window: 100",
                   "jobs[0].max_window: the window (300) must not exceed max_window (100)"},
         ErrorCase{"rounds: 2", "rounds: 2, values_per_packet: 5000",
-                  "jobs[0].values_per_packet: must be at most 4096, got 5000"},
+                  "jobs[0].values_per_packet: must be 1..4096, got 5000"},
         // Names that do not exist or clash.
         ErrorCase{"workers: [w0, w1]", "workers: [w0, w1, w9]", "jobs[0].workers[2]: unknown host 'w9'"},
         ErrorCase{"workers: [w0, w1]", "workers: [w0, tor0]", "jobs[0].workers[1]: 'tor0' is a switch, not a host"},

@@ -19,6 +19,7 @@
 #include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
 #include "atp/scenario/scenario.h"
+#include "atp/values_per_packet.h"
 
 namespace atp {
 namespace {
@@ -381,8 +382,10 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
     }
   }
   if (node["values_per_packet"]) {
-    spec.values_per_packet = static_cast<std::uint16_t>(
-        as_integer(node["values_per_packet"], child(path, "values_per_packet"), 1, kMaxValuesPerPacket));
+    const std::string p = child(path, "values_per_packet");
+    const std::uint64_t values = as_integer(node["values_per_packet"], p, 0, std::numeric_limits<std::uint64_t>::max());
+    if (const std::optional<std::string> bad = values_per_packet_error(values)) fail(p, *bad);  // the one check
+    spec.values_per_packet = static_cast<std::uint16_t>(values);
   }
   if (node["scale"]) spec.scale = as_positive(node["scale"], child(path, "scale"));
   if (node["magnitude"]) {
