@@ -51,7 +51,7 @@ class OrchestratorTest : public ::testing::Test {
 
   // Attaches the PS and `workers` hosts (unused UDP ports: nothing is sent in these tests).
   JobSpec attach_job(int workers) {
-    orchestrator_.attach("tor0", "ps", ps().data_address(), false);
+    orchestrator_.attach("tor0", "ps", ps().data_address(), Orchestrator::Attach::kShared);
     JobSpec spec;
     spec.name = "job";
     spec.ps = {"ps"};

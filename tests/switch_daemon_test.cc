@@ -1278,6 +1278,36 @@ TEST_P(SwitchTenancyTest, TenantsChangeOnlyWhatTheyInstalled) {
   EXPECT_FALSE(installed(2));
 }
 
+// A PS many tenants' jobs use is attached shared (?shared=1): the port is the operator's, so every
+// tenant's attach of that peer answers it and every tenant's job may name it; only the operator
+// detaches it. Before, the first tenant to attach it owned it and every other got 403.
+TEST_P(SwitchTenancyTest, ASharedHostIsEveryTenantsToNameAndTheOperatorsToDetach) {
+  auto [status, body] = call(*alice_, "POST", "/hosts?shared=1", host(hosts_[2]));
+  ASSERT_EQ(status, 200) << body;
+  const PortId ps = json::parse(body)["port"];
+  std::tie(status, body) = call(*bob_, "POST", "/hosts?shared=1", host(hosts_[2]));
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_EQ(json::parse(body)["port"], ps);
+  EXPECT_EQ(call(*alice_, "POST", "/jobs", job_on({ps}, 1)).first, 200);
+  EXPECT_EQ(call(*bob_, "POST", "/jobs", job_on({ps}, 2)).first, 200);
+  EXPECT_EQ(call(*alice_, "DELETE", "/hosts/" + std::to_string(ps)).first, 403);
+  EXPECT_EQ(call(*bob_, "DELETE", "/hosts/" + std::to_string(ps)).first, 403);
+
+  // It hangs on no lease; a tenant's own host is not made shared by another; a bad value is 400.
+  std::tie(status, body) = call(*alice_, "POST", "/leases", R"({"ttl_ms": 10000})");
+  ASSERT_EQ(status, 201) << body;
+  const std::string lease = std::to_string(json::parse(body)["lease"].get<std::uint64_t>());
+  EXPECT_EQ(call(*alice_, "POST", "/hosts?shared=1&lease=" + lease, host(hosts_[1])),
+            std::pair(400, control::error_body("a shared host stays until the operator detaches it: it hangs on no "
+                                               "lease") +
+                               "\n"));
+  ASSERT_EQ(call(*alice_, "POST", "/hosts", host(hosts_[0])).first, 200);
+  EXPECT_EQ(call(*bob_, "POST", "/hosts?shared=1", host(hosts_[0])).first, 403);
+  EXPECT_EQ(call(*bob_, "POST", "/hosts?shared=yes", host(hosts_[1])),
+            std::pair(400, control::error_body("shared: expected 1 or 0, got 'yes'") + "\n"));
+  EXPECT_EQ(call(*client_, "DELETE", "/hosts/" + std::to_string(ps)).first, 200);
+}
+
 // A lease that its holder stops keeping alive takes what hangs on it with it: a dead rank 0
 // leaves nothing installed.
 TEST_P(SwitchTenancyTest, AnExpiredLeaseRemovesItsJobsAndHosts) {

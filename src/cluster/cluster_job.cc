@@ -53,8 +53,8 @@ struct ClusterJob::Coordinator {
     orchestrator->set_switch(tor, sw);
     orchestrator->set_ps(kPsHost, ps);
     orchestrator->hold_leases(options.lease_ttl);
-    // Not on the lease: the PS's port is shared with the other jobs that use this PS.
-    orchestrator->attach(tor, kPsHost, ps_data, false);
+    // Shared, not on the lease: the other jobs that use this PS, of any tenant, name its port too.
+    orchestrator->attach(tor, kPsHost, ps_data, Orchestrator::Attach::kShared);
     JobSpec spec;
     spec.name = "torch";
     for (std::size_t r = 0; r < ranks.size(); ++r) {

@@ -111,9 +111,10 @@ void Orchestrator::revoke_leases() noexcept {
 // ---- topology and plans
 
 HostAttachment Orchestrator::attach(const std::string& switch_name, const std::string& host, const SocketAddress& peer,
-                                    bool leased) {
+                                    Attach how) {
   const control::SwitchClient& sw = switch_client(switch_name);
-  const control::SwitchClient::Attachment a = sw.attach_host(peer, leased ? lease_on(sw) : 0);
+  const control::SwitchClient::Attachment a =
+      how == Attach::kShared ? sw.attach_host(peer, 0, true) : sw.attach_host(peer, lease_on(sw));
   bool known = false;
   for (const SwitchSpec& s : topology_.switches) known = known || s.name == switch_name;
   if (!known) topology_.switches.push_back({switch_name, a.tor.config});

@@ -94,9 +94,10 @@ PsStats PsClient::stats() const { return stats_with(ps_stats_from_json); }
 
 SocketAddress PsClient::data_address() const { return stats().data; }
 
-SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, LeaseTable::Id lease) const {
+SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, LeaseTable::Id lease, bool shared) const {
   const std::string what = "attach host " + peer.to_string();
-  const json reply = call("POST", "/hosts" + lease_query(lease), what, host_to_json(peer));
+  const std::string path = shared ? "/hosts?shared=1" : "/hosts" + lease_query(lease);
+  const json reply = call("POST", path, what, host_to_json(peer));
   try {
     Attachment a;
     a.host.address = parse_address(reply.at("address").get<std::string>());

@@ -102,11 +102,14 @@ Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::stri
 
 // ---- hosts attached at run time: POST and DELETE /hosts (UDP ports) ----
 
-Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease) {
+Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease, bool shared) {
   const SwitchPorts& ports = dataplane_.ports();
   if (!ports.supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
   if (peer == ports.data_endpoint()) {
     return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
+  }
+  if (shared && lease != 0) {
+    return Reply::error(400, "a shared host stays until the operator detaches it: it hangs on no lease");
   }
   if (auto refused = control::refuse_lease(tenancy_, who, lease)) return *refused;
   const std::optional<PortId> known = ports.port_of(peer);
@@ -138,7 +141,7 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   }
   if (!known) dataplane_.attach(port, peer);
   if (new_address) dataplane_.add_route(*address, port);
-  if (claim) tenancy_.claim(host_resource(port), who, lease);
+  if (claim) tenancy_.claim(host_resource(port), shared ? std::string(control::Authenticator::kOperator) : who, lease);
   const SwitchConfig& sc = config_.pipeline;
   return ok(json{{"port", port},
                  {"address", format_address(*address)},

@@ -47,8 +47,10 @@ class SwitchControl {
                           const std::optional<control::PortSettings>& settings, const std::string& bad_body,
                           const std::string& who);
   // POST /hosts by `who`: the port `peer` is on (attaching it if it is on none) and its overlay
-  // address, hanging the port on `lease` (0: none).
-  control::Reply attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease);
+  // address, hanging the port on `lease` (0: none); `shared`: the port is the operator's, for
+  // every tenant's jobs (switch_daemon.h).
+  control::Reply attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease,
+                             bool shared = false);
   // DELETE /hosts/<port> by `who`: port `text` (parsed: `port`) loses its peer and routes and is
   // reset; POST /hosts reuses it.
   control::Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who);

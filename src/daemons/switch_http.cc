@@ -81,15 +81,23 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
   http.Post("/hosts", [&http, &control_plane, fail, answer](const httplib::Request& req, httplib::Response& res) {
     SocketAddress peer;
     LeaseTable::Id lease = 0;
+    bool shared = false;
     try {
       peer = control::host_from_json(req.body);
       lease = control::lease_param(req);
+      if (req.has_param("shared")) {
+        const std::string value = req.get_param_value("shared");
+        if (value != "1" && value != "0") {
+          throw control::ControlError("shared: expected 1 or 0, got '" + control::excerpt(value) + "'");
+        }
+        shared = value == "1";
+      }
     } catch (const control::ControlError& e) {
       // A switch on interfaces refuses any body: say that, not what is wrong with the body.
       return fail(res, 400, control_plane.supports_hosts() ? e.what() : kInterfacePortsHaveNoHosts);
     }
-    answer(res, [&control_plane, peer, lease, who = control::requester(http, req)] {
-      return control_plane.attach_host(peer, who, lease);
+    answer(res, [&control_plane, peer, lease, shared, who = control::requester(http, req)] {
+      return control_plane.attach_host(peer, who, lease, shared);
     });
   });
   http.Delete(R"(/hosts/(\d+))", [&http, &control_plane, answer](const httplib::Request& req, httplib::Response& res) {

@@ -51,10 +51,12 @@ class Orchestrator {
 
   // Attaches `peer` (a UDP address) to switch `switch_name` as host `host` (POST /hosts) and adds
   // the host to the topology, and the switch as its answer describes it if the topology does not
-  // have it yet. `leased`: on the switch's lease, if leases are held (a PS shared with other
-  // jobs is attached with leased = false, so that it stays when this job goes).
+  // have it yet. How: kLeased, on the switch's lease if leases are held (a job's own hosts);
+  // kShared, as a host every tenant's jobs may name that stays when this job goes (a PS shared
+  // with other jobs: POST /hosts?shared=1).
+  enum class Attach : std::uint8_t { kLeased, kShared };
   HostAttachment attach(const std::string& switch_name, const std::string& host, const SocketAddress& peer,
-                        bool leased = true);
+                        Attach how = Attach::kLeased);
 
   const Topology& topology() const { return topology_; }
   // The plan of the topology as it is now (plan_network, with the MTU). Throws PlanError. The

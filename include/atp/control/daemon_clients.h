@@ -110,7 +110,9 @@ class SwitchClient : public DaemonClient {
     HostAttachment host;
     SwitchSpec tor;
   };
-  Attachment attach_host(const SocketAddress& peer, LeaseTable::Id lease = 0) const;
+  // `shared`: a peer every tenant's jobs may name (a PS), the operator's from then on
+  // (POST /hosts?shared=1); it hangs on no lease.
+  Attachment attach_host(const SocketAddress& peer, LeaseTable::Id lease = 0, bool shared = false) const;
 
   Install install_job(const SwitchJobPlan& plan, LeaseTable::Id lease = 0) const;
   void set_port(PortId port, const PortSettings& settings) const;

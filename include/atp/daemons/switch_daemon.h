@@ -67,7 +67,10 @@ using control::SwitchPortConfig;
 //                    lowest of them), and a route to the port is installed. 400 names a bad field;
 //                    a switch on interface ports answers 400 (hosts are attached by cable there);
 //                    403 for another tenant's peer (the operator's is answered, not taken over).
-//                    ?lease=ID hangs the port on a lease.
+//                    ?lease=ID hangs the port on a lease. ?shared=1 attaches a peer many tenants'
+//                    jobs use (a PS): the port is then the operator's, so any tenant may name it
+//                    in a job and only the operator detaches it; shared and a lease together
+//                    are 400, and another tenant's own port is not made shared (403).
 //   DELETE /hosts/<port>  detaches a UDP port (attached or configured): its peer's datagrams then
 //                    count as unknown_source, every route to the port is removed, its queues are
 //                    reset (held packets dropped, default settings, counters zero) and sends to it
