@@ -78,18 +78,23 @@ class YamlReader {
     }
   }
 
+  // The node as a number (yaml-cpp's reading of a scalar), or nullopt when it is none.
+  static std::optional<double> number(const YAML::Node& node) {
+    if (!node.IsScalar()) return std::nullopt;
+    try {
+      return node.as<double>();
+    } catch (const YAML::Exception&) {
+      return std::nullopt;
+    }
+  }
+
   // A duration in microseconds between 0 and `max_us`, fractions rounded to whole nanoseconds
   // (the core's unit), as a port's delay_us (egress_fields.h). A positive value that rounds to 0
   // is refused: 0 means "never" to the readers of these durations.
   Duration microseconds(const YAML::Node& node, const std::string& field, std::int64_t max_us) const {
-    double us = 0;
-    bool number = node.IsScalar();
-    try {
-      if (number) us = node.as<double>();
-    } catch (const YAML::Exception&) {
-      number = false;
-    }
-    if (!number || !std::isfinite(us) || us < 0 || us > static_cast<double>(max_us)) {
+    const std::optional<double> read = number(node);
+    const double us = read.value_or(0);
+    if (!read || !std::isfinite(us) || us < 0 || us > static_cast<double>(max_us)) {
       fail(field, "must be a number of microseconds between 0 and " + std::to_string(max_us) + ", got " + scalar(node));
     }
     const Duration d(static_cast<std::int64_t>(std::llround(us * 1000)));
@@ -101,14 +106,9 @@ class YamlReader {
 
   // A port direction's setting `f` (egress_fields.h), named `field` in errors.
   double setting(const YAML::Node& node, const std::string& field, const EgressField& f) const {
-    double v = 0;
-    bool number = node.IsScalar();
-    try {
-      if (number) v = node.as<double>();
-    } catch (const YAML::Exception&) {
-      number = false;
-    }
-    const std::optional<std::string> bad = number ? egress_value_error(f, v) : "must be " + std::string(f.expected);
+    const std::optional<double> read = number(node);
+    const double v = read.value_or(0);
+    const std::optional<std::string> bad = read ? egress_value_error(f, v) : "must be " + std::string(f.expected);
     if (bad) fail(field, *bad + ", got " + scalar(node));
     return v;
   }
