@@ -182,6 +182,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Wrong types and ranges.
         ErrorCase{"aggregators: 4096", "aggregators: -3",
                   "topology.switches[0].aggregators: must be a positive integer, got -3"},
+        // What a switch daemon's config takes (the process backends write it there).
+        ErrorCase{"aggregators: 4096", "aggregators: 4096, reclaim_timeout_us: 2000000000000",
+                  "topology.switches[0].reclaim_timeout_us: must be at most 1099511627776 microseconds, got "
+                  "2000000000000"},
         ErrorCase{"elements: 1000", "elements: lots", "jobs[0].elements: must be a positive integer, got lots"},
         ErrorCase{"elements: 1000", "elements: 1.5", "jobs[0].elements: must be a positive integer, got 1.5"},
         ErrorCase{"rounds: 2", "rounds: [2]", "jobs[0].rounds: must be a positive integer, got a list"},

@@ -1498,7 +1498,7 @@ TEST(SwitchConfigFile, SeedAndReclaimTimeoutBounds) {
   EXPECT_EQ(parse_switch_config("reclaim_timeout_us: 0.5\n", "s.yaml").pipeline.reclaim_timeout,
             std::chrono::nanoseconds(500));
   EXPECT_EQ(parse_switch_config("reclaim_timeout_us: 1099511627776\n", "s.yaml").pipeline.reclaim_timeout,
-            std::chrono::microseconds(control::kMaxReclaimTimeoutUs));
+            std::chrono::microseconds(kMaxReclaimTimeoutUs));
   EXPECT_EQ(config_error("reclaim_timeout_us: 1099511627777\n"),
             "s.yaml: reclaim_timeout_us: must be a number of microseconds between 0 and 1099511627776, got "
             "1099511627777");

@@ -31,6 +31,11 @@ struct SwitchConfig {
   Duration reclaim_timeout = std::chrono::milliseconds(100);
 };
 
+// The longest reclaim timeout a switch config or scenario file takes: 2^40 microseconds (about
+// 12.7 days). Below it (2^50 nanoseconds), microseconds read as a double round back to the exact
+// nanosecond, so a timeout written in microseconds reads back the same.
+inline constexpr std::int64_t kMaxReclaimTimeoutUs = std::int64_t{1} << 40;
+
 // One aggregator (Fig. 6). The values live in AggregatorTable::values().
 struct Aggregator {
   bool in_use = false;

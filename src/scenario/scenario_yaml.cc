@@ -191,7 +191,13 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
     }
     if (s["reclaim_timeout_us"]) {
       // 0: never reclaim (the authors' code has no timer), to show what a dead job leaves behind.
-      spec.config.reclaim_timeout = as_microseconds(s["reclaim_timeout_us"], child(p, "reclaim_timeout_us"), true);
+      // At most what a switch daemon's config takes (the process backends write it there).
+      const std::string key = child(p, "reclaim_timeout_us");
+      spec.config.reclaim_timeout = as_microseconds(s["reclaim_timeout_us"], key, true);
+      if (spec.config.reclaim_timeout > std::chrono::microseconds(kMaxReclaimTimeoutUs)) {
+        fail(key, "must be at most " + std::to_string(kMaxReclaimTimeoutUs) + " microseconds, got " +
+                      describe(s["reclaim_timeout_us"]));
+      }
     }
     topology.switches.push_back(std::move(spec));
   }

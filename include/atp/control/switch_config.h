@@ -27,10 +27,6 @@ class SwitchConfigError : public std::runtime_error {
 // At most this many ports: PortId is 16 bits.
 inline constexpr std::size_t kMaxPorts = std::size_t{1} << 16;
 
-// The longest reclaim_timeout_us the file takes: 2^40 microseconds (about 12.7 days). Below it
-// (2^50 nanoseconds), microseconds read as a double round back to the exact nanosecond.
-inline constexpr std::int64_t kMaxReclaimTimeoutUs = std::int64_t{1} << 40;
-
 // At most this many dataplane threads (SwitchDaemonConfig::threads).
 inline constexpr std::uint32_t kMaxDataplaneThreads = 64;
 
