@@ -468,8 +468,7 @@ std::string to_prometheus(const SwitchStats& s) {
       const std::string name = metric(prefix, key, first.first);
       family(name, first.first);
       for (const auto& [id, samples] : rows) {
-        out << name << "{" << switch_label << "," << label << "=\"" << label_value(std::to_string(id)) << "\"} "
-            << samples.at(key).second << "\n";
+        out << name << "{" << switch_label << "," << label << "=\"" << id << "\"} " << samples.at(key).second << "\n";
       }
     }
   };
@@ -571,7 +570,7 @@ std::string to_prometheus(const PsStats& s) {
   for (std::size_t k = 0; k < keys.size(); ++k) {
     o << "# TYPE atp_ps_job_" << keys[k] << "_total counter\n";
     for (const auto& [id, v] : values) {
-      o << "atp_ps_job_" << keys[k] << "_total{job=\"" << label_value(std::to_string(id)) << "\"} " << v[k] << "\n";
+      o << "atp_ps_job_" << keys[k] << "_total{job=\"" << id << "\"} " << v[k] << "\n";
     }
   }
   return o.str();
