@@ -34,6 +34,7 @@ void expect_same(const SwitchDaemonConfig& a, const SwitchDaemonConfig& b) {
   EXPECT_EQ(a.seed, b.seed);
   EXPECT_EQ(a.threads, b.threads);
   EXPECT_EQ(a.routes, b.routes);
+  EXPECT_EQ(a.host_pool.to_string(), b.host_pool.to_string());
   ASSERT_EQ(a.ports.size(), b.ports.size());
   for (std::size_t i = 0; i < a.ports.size(); ++i) {
     const std::string where = "ports[" + std::to_string(i) + "]";
@@ -73,6 +74,7 @@ TEST(SwitchConfigFile, RoundTripsAUdpSwitch) {
   c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), settings(0.01), settings(1.0 / 3), ""});
   c.ports.push_back({SocketAddress::parse("127.0.0.1:40002"), EgressConfig{}, std::nullopt, ""});
   c.routes = {{0x0A000001, 0}, {0x0A000002, 1}};
+  c.host_pool = {0x0A010000, 16};
   const std::string text = to_yaml(c);
   const SwitchDaemonConfig back = parse_switch_config(text, "s0.yaml");
   expect_same(back, c);

@@ -1170,6 +1170,23 @@ TEST_P(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) 
   EXPECT_EQ(attach(hosts_[1].local_endpoint())["port"], 4);
 }
 
+// Hosts get addresses from the switch's host_pool only; when it is used up, a host gets one
+// sentence naming it (and the port it would have had stays free).
+TEST_P(SwitchHostsTest, AddressesComeFromTheHostPool) {
+  config_.host_pool = {0x0A010000, 30};  // 10.1.0.0/30: 10.1.0.1 and 10.1.0.2
+  start_daemon();
+  EXPECT_EQ(attach(hosts_[0].local_endpoint())["address"], "10.1.0.1");
+  EXPECT_EQ(attach(hosts_[1].local_endpoint())["address"], "10.1.0.2");
+  auto res = post_host(json{{"peer", hosts_[2].local_endpoint().to_string()}}.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(json::parse(res->body)["error"], "no overlay address is left in this switch's host_pool 10.1.0.0/30 for " +
+                                                 hosts_[2].local_endpoint().to_string());
+  EXPECT_EQ(stats()["ports"].size(), 3u);  // the configured port and the two hosts
+  ASSERT_EQ(client_->Delete("/hosts/1")->status, 200);
+  EXPECT_EQ(attach(hosts_[2].local_endpoint())["address"], "10.1.0.1");  // freed by the detach
+}
+
 TEST_P(SwitchHostsTest, BadHostRequestsAreRefusedWithTheField) {
   auto expect_error = [&](const std::string& body, const std::string& error) {
     auto res = post_host(body);
@@ -1485,6 +1502,28 @@ TEST(SwitchConfigFile, ErrorsNameTheKey) {
   EXPECT_NE(config_error("aggregators: 100\nthreads: 3\n" + port)
                 .find("threads: 3 threads cannot share 100 aggregators evenly (choose a divisor of aggregators:)"),
             std::string::npos);
+}
+
+// A switch's hosts get addresses from its pool: 10.0.0.0/8 unless the file names one inside it.
+TEST(SwitchConfigFile, HostPoolIsAPrefixInsideTenSlashEight) {
+  const SwitchDaemonConfig c = parse_switch_config("host_pool: 10.2.4.0/22\n", "s.yaml");
+  EXPECT_EQ(format_address(c.host_pool.first()), "10.2.4.1");
+  EXPECT_EQ(format_address(c.host_pool.last()), "10.2.7.254");
+  const SwitchDaemonConfig d = parse_switch_config("name: x\n", "s.yaml");
+  EXPECT_EQ(d.host_pool.first(), kFirstHostAddress);
+  EXPECT_EQ(d.host_pool.last(), kLastHostAddress);
+  EXPECT_EQ(config_error("host_pool: 10.1.0.1/16\n"),
+            "s.yaml: host_pool: '10.1.0.1/16' has host bits set: did you mean 10.1.0.0/16?");
+  EXPECT_EQ(config_error("host_pool: 192.168.0.0/16\n"),
+            "s.yaml: host_pool: '192.168.0.0/16' is not inside 10.0.0.0/8 with a prefix length of 8 to 30 (the "
+            "overlay's host addresses)");
+  EXPECT_NE(config_error("host_pool: 10.0.0.0/31\n").find("prefix length of 8 to 30"), std::string::npos);
+  EXPECT_NE(config_error("host_pool: 10.0.0.0/7\n").find("prefix length of 8 to 30"), std::string::npos);
+  for (const char* bad : {"10.1.0.0", "10.1.0.0/", "10.1.0.0/x", "10.1.0.0/16/2", "tor0/16", "10.1.0.0/ 16"}) {
+    EXPECT_EQ(config_error(std::string("host_pool: '") + bad + "'\n"),
+              std::string("s.yaml: host_pool: '") + bad + "' is not an IPv4 prefix like 10.1.0.0/16")
+        << bad;
+  }
 }
 
 // A seed takes all of uint64 (scenario seeds do), and nothing past it; reclaim_timeout_us takes

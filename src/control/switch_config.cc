@@ -224,6 +224,40 @@ void check_limits(const SwitchDaemonConfig& config) {
   }
 }
 
+std::string HostPool::to_string() const { return format_address(network) + "/" + std::to_string(prefix_length); }
+
+std::optional<HostPool> parse_host_pool(const std::string& text, std::string& why) {
+  const std::size_t slash = text.find('/');
+  HostPool pool;
+  int length = -1;
+  try {
+    pool.network = parse_address(text.substr(0, slash), "host_pool");
+    const std::string bits = slash == std::string::npos ? "" : text.substr(slash + 1);
+    if (const auto [end, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), length);
+        ec != std::errc{} || end != bits.data() + bits.size() || bits.empty()) {
+      length = -1;
+    }
+  } catch (const ControlError&) {
+    length = -1;
+  }
+  if (length < 0) {
+    why = "'" + excerpt(text) + "' is not an IPv4 prefix like 10.1.0.0/16";
+    return std::nullopt;
+  }
+  if (length < 8 || length > 30 || (pool.network >> 24) != 10) {
+    why = "'" + excerpt(text) + "' is not inside 10.0.0.0/8 with a prefix length of 8 to 30 (the overlay's host addresses)";
+    return std::nullopt;
+  }
+  pool.prefix_length = static_cast<std::uint8_t>(length);
+  const Address host_bits = static_cast<Address>((std::uint64_t{1} << (32 - length)) - 1);
+  if ((pool.network & host_bits) != 0) {
+    pool.network &= ~host_bits;
+    why = "'" + excerpt(text) + "' has host bits set: did you mean " + pool.to_string() + "?";
+    return std::nullopt;
+  }
+  return pool;
+}
+
 SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
   YamlReader r(where);
   YAML::Node doc;
@@ -235,7 +269,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   if (!doc.IsDefined() || doc.IsNull()) throw SwitchConfigError(where + ": the config is empty");
   r.check_keys(doc, "",
                {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
-                "routes", "seed", "threads"});
+                "routes", "seed", "threads", "host_pool"});
   SwitchDaemonConfig c;
   if (doc["name"]) {
     c.name = r.string(doc["name"], "name");
@@ -274,6 +308,12 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   if (doc["seed"]) c.seed = r.unsigned_integer(doc["seed"], "seed");  // scenario seeds take all 64 bits
   if (doc["threads"])
     c.threads = static_cast<std::uint32_t>(r.integer(doc["threads"], "threads", 0, kMaxDataplaneThreads));
+  if (doc["host_pool"]) {
+    std::string why;
+    const std::optional<HostPool> pool = parse_host_pool(r.string(doc["host_pool"], "host_pool"), why);
+    if (!pool) r.fail("host_pool", why);
+    c.host_pool = *pool;
+  }
 
   // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
   const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
@@ -375,6 +415,7 @@ std::string to_yaml(const SwitchDaemonConfig& c) {
   out << YAML::Key << "control" << YAML::Value << c.control_host + ":" + std::to_string(c.control_port);
   out << YAML::Key << "seed" << YAML::Value << c.seed;
   out << YAML::Key << "threads" << YAML::Value << c.threads;
+  out << YAML::Key << "host_pool" << YAML::Value << c.host_pool.to_string();
   out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
   for (const SwitchPortConfig& p : c.ports) {
     out << YAML::Flow << YAML::BeginMap;

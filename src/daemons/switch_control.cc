@@ -124,8 +124,10 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   std::optional<Address> address;
   if (known) address = dataplane_.address_of(*known);
   const bool new_address = !address;
-  if (new_address && !(address = dataplane_.free_address())) {
-    return Reply::error(503, "no overlay address is left in 10.0.0.0/8 for " + peer.to_string());
+  const control::HostPool& pool = config_.host_pool;
+  if (new_address && !(address = dataplane_.free_address(pool.first(), pool.last()))) {
+    return Reply::error(503, "no overlay address is left in this switch's host_pool " + pool.to_string() + " for " +
+                                 peer.to_string());
   }
   PortId port = 0;
   if (known) {

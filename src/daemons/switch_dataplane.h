@@ -74,7 +74,9 @@ class SwitchDataplane {
   // Port `port`'s ingress settings, if it has an ingress queue.
   std::optional<EgressConfig> ingress_config(PortId port) const;
   std::optional<Address> address_of(PortId p) const { return shards_.front()->address_of(p); }
-  std::optional<Address> free_address() const { return shards_.front()->free_address(); }
+  std::optional<Address> free_address(Address first, Address last) const {
+    return shards_.front()->free_address(first, last);
+  }
   Totals totals();
 
   // ---- changed on every shard ----

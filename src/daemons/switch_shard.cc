@@ -293,8 +293,8 @@ std::optional<Address> SwitchShard::address_of(PortId p) const {
   return lowest;
 }
 
-std::optional<Address> SwitchShard::free_address() const {
-  for (Address a = kFirstHostAddress; a <= kLastHostAddress; ++a) {
+std::optional<Address> SwitchShard::free_address(Address first, Address last) const {
+  for (Address a = first; a <= last; ++a) {
     if (!routes_.contains(a)) return a;
   }
   return std::nullopt;

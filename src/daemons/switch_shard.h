@@ -128,8 +128,8 @@ class SwitchShard {
   void remove_routes_to(PortId port);  // every route to `port`
   // The overlay address of the host on port p: the lowest destination routed to p, if any.
   std::optional<Address> address_of(PortId p) const;
-  // The lowest host address that is no route's destination; nullopt when 10.0.0.0/8 is full.
-  std::optional<Address> free_address() const;
+  // The lowest address of [first, last] that is no route's destination; nullopt when all are.
+  std::optional<Address> free_address(Address first, Address last) const;
 
   // Sends to a port number the switch lacks, or to a detached port: dropped.
   std::uint64_t no_port() const { return no_port_; }

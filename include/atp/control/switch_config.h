@@ -46,6 +46,21 @@ struct SwitchPortConfig {
   bool is_interface() const { return !interface.empty(); }
 };
 
+// The overlay addresses a switch gives the hosts that attach at run time (POST /hosts): an IPv4
+// prefix inside 10.0.0.0/8 (`host_pool: 10.1.0.0/16`), less its first and last address. The
+// switches of one job need pools that do not overlap, as racks have subnets of their own: a job
+// whose ranks hang under several switches is planned over all their hosts' addresses.
+struct HostPool {
+  Address network = 0x0A000000;  // 10.0.0.0, the host bits zero
+  std::uint8_t prefix_length = 8;  // 8 to 30
+  Address first() const { return network + 1; }
+  Address last() const { return network + static_cast<Address>((std::uint64_t{1} << (32 - prefix_length)) - 2); }
+  std::string to_string() const;  // "10.1.0.0/16"
+};
+// Parses "A.B.C.D/N"; nullopt with `why` set (one sentence) for text that is not a pool inside
+// 10.0.0.0/8 with 8 <= N <= 30 and its host bits zero.
+std::optional<HostPool> parse_host_pool(const std::string& text, std::string& why);
+
 struct SwitchDaemonConfig {
   std::string name = "switch";
   SwitchConfig pipeline;                              // aggregators, width, reclaim timeout, ATP-capable or not
@@ -54,6 +69,7 @@ struct SwitchDaemonConfig {
   std::uint16_t control_port = 0;                     // 0: kernel-chosen
   std::vector<SwitchPortConfig> ports;                // port i = ports[i]
   std::vector<std::pair<Address, PortId>> routes;     // overlay dst host -> egress port (plan_network's routes)
+  HostPool host_pool;                                 // addresses of hosts attached at run time
   std::uint64_t seed = 0;                             // seeds the port queues' fault draws
   // Dataplane threads, each with a slice of the aggregator table, its own sockets and queues.
   // 0: chosen from the machine, a quarter of its cores, 1 to 4, a divisor of the aggregators.
@@ -78,6 +94,7 @@ struct SwitchDaemonConfig {
 //            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
 //            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
 //   routes: [{dst: 10.0.0.1, port: 0}]
+//   host_pool: 10.0.0.0/8
 // A port names either `peer: IP:PORT` (a UDP peer) or `interface: NAME` (a Linux interface, e.g.
 // `interface: sw0-p1`; needs root or CAP_NET_RAW); all ports of one switch are of one kind, and a
 // switch on interfaces has no `listen:` (it has no UDP socket). Without `ports:` the switch is a

@@ -30,7 +30,8 @@ struct SwitchSpec {
   SwitchConfig config;
 };
 // Overlay host addresses stay inside 10.0.0.0/8: plan_network numbers hosts from the first, and a
-// switch daemon gives hosts attached at run time (POST /hosts) the lowest one it does not route yet.
+// switch daemon gives hosts attached at run time (POST /hosts) the lowest of its host_pool it does
+// not route yet.
 inline constexpr Address kFirstHostAddress = 0x0A000001;  // 10.0.0.1
 inline constexpr Address kLastHostAddress = 0x0AFFFFFE;   // 10.255.255.254
 
