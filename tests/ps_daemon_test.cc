@@ -257,7 +257,8 @@ constexpr const char* kSampleStats = R"({
       "shape_mismatches": 0,
       "stale": 0
     }
-  }
+  },
+  "uplink": "UPLINK"
 }
 )";
 constexpr const char* kSampleMetrics = R"(# HELP atp_ps_datagrams_received_total UDP datagrams received.
@@ -309,7 +310,7 @@ atp_ps_job_dropped_total{job="1"} 0
 )";
 
 // GET /stats and GET /metrics of a sample PS, word for word: what every reader of them was
-// written against. Their shape changes only on purpose. The data address is replaced by a name.
+// written against. Their shape changes only on purpose. The data and uplink addresses are replaced by names.
 TEST(PsDaemon, StatsAndMetricsKeepTheirShape) {
   const auto p = plan(1, 2, 4);
   StartedPs started(p->job.ps[0]);
@@ -321,6 +322,7 @@ TEST(PsDaemon, StatsAndMetricsKeepTheirShape) {
   expect_result(uplink.receive(), 1, 0, {2, 4, 6, 8});
   std::string stats = daemon.stats_json();
   stats.replace(stats.find(ps.to_string()), ps.to_string().size(), "DATA");
+  stats.replace(stats.find(uplink.endpoint().to_string()), uplink.endpoint().to_string().size(), "UPLINK");
   EXPECT_EQ(stats, kSampleStats);
   EXPECT_EQ(daemon.metrics_text(), kSampleMetrics);
 }

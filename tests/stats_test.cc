@@ -63,6 +63,7 @@ SwitchStats sample_switch(bool udp) {
 PsStats sample_ps() {
   PsStats s;
   s.data = SocketAddress::parse("10.0.0.3:9000");
+  s.uplink = SocketAddress::parse("10.0.0.4:9001");
   s.daemon = {1, 2, 3, 4, 5, 6, 7};
   s.jobs[1] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   s.jobs[300] = {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40};
@@ -242,6 +243,8 @@ TEST(PsStats, RoundTripsAndRefusesBadKeys) {
   EXPECT_EQ(to_json(back), text);
   EXPECT_EQ(back.jobs.at(300).dropped, 40u);
   EXPECT_EQ(back.daemon.relayed_to_local_worker, 7u);
+  EXPECT_EQ(back.uplink, SocketAddress::parse("10.0.0.4:9001"));
+  EXPECT_EQ(ps_stats_from_json(edited(text, [](json& d) { d["uplink"] = ""; })).uplink, std::nullopt);
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["x"] = d["jobs"]["1"]; }),
                "jobs.x: not a job id (0..65535)");
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["jobs"]["70000"] = d["jobs"]["1"]; }),

@@ -494,6 +494,7 @@ std::string to_prometheus(const SwitchStats& s) {
 std::string to_json(const PsStats& s) {
   json doc;
   doc["data"] = s.data.to_string();
+  doc["uplink"] = s.uplink ? s.uplink->to_string() : "";
   json daemon;
   visit_ps_daemon(s.daemon, [&](const char* key, const char*, std::uint64_t v) { daemon[key] = v; });
   doc["daemon"] = std::move(daemon);
@@ -508,9 +509,10 @@ std::string to_json(const PsStats& s) {
 
 PsStats ps_stats_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS stats");
-  check_keys(doc, "", {"data", "daemon", "jobs"});
+  check_keys(doc, "", {"data", "uplink", "daemon", "jobs"});
   PsStats s;
   s.data = *endpoint_at(doc, "", "data", false);
+  s.uplink = endpoint_at(doc, "", "uplink", true);
   const json& daemon = object_at(doc, "", "daemon");
   std::vector<std::string_view> keys;
   visit_ps_daemon(s.daemon, [&](const char* key, const char*, std::uint64_t& v) {

@@ -286,6 +286,7 @@ struct PsDaemon::Impl {
         [this] {
           control::PsStats s;
           s.data = socket.local_endpoint();
+          s.uplink = config.uplink;
           s.daemon = counters;
           for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
           return s;

@@ -126,10 +126,14 @@ struct PsDaemonCounters {
 };
 
 // A PS's GET /stats. Shape:
-//   {"data": "127.0.0.1:9001", "daemon": {"datagrams_received": 4, ...PsDaemonCounters' fields...},
+//   {"data": "127.0.0.1:9001", "uplink": "127.0.0.1:9000" ("" when it has none),
+//    "daemon": {"datagrams_received": 4, ...PsDaemonCounters' fields...},
 //    "jobs": {"1": {"packets_received": 4, ...atp::PsStats' fields...}}}
 struct PsStats {
   SocketAddress data;  // where jobs' workers reach it: what a job planner attaches to the PS's switch
+  // The switch's data address it sends to and only hears from (`--uplink`): which of several
+  // switches a job planner attaches it to. nullopt: it answers whoever sent.
+  std::optional<SocketAddress> uplink;
   PsDaemonCounters daemon;
   std::map<JobId, atp::PsStats> jobs;  // the installed jobs
 };
