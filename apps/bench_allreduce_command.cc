@@ -76,7 +76,7 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
   add_switch("core");
   for (int r = 0; r < o.racks; ++r) {
     add_switch("tor" + std::to_string(r));
-    t.switch_links.emplace_back("tor" + std::to_string(r), "core");
+    t.switch_links.push_back({"tor" + std::to_string(r), "core"});
   }
   t.hosts.push_back({.name = "ps", .switch_name = "core"});
   ScenarioJob job = scenario_job(algorithm_of(algorithm), 0, "bench");

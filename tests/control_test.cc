@@ -42,7 +42,26 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   plan.entry.admitted_ports = {0, 2};
   plan.entry.roles = {{0x0A000003u, 1}};
   plan.multicast_ports = {0, 1};
+  plan.routes = {{0x0A010001u, 2}, {0x0A020001u, 0}};
   const SwitchJobPlan back = switch_job_from_json(to_json(plan));
+  EXPECT_EQ(back.routes, plan.routes);
+  // Without routes: a job whose hosts the switch routes already.
+  EXPECT_TRUE(
+      switch_job_from_json(R"({"job": 1, "admitted_ports": [], "roles": [], "multicast_ports": []})").routes.empty());
+  auto job_error = [](const std::string& routes) {
+    try {
+      switch_job_from_json(R"({"job": 1, "admitted_ports": [], "roles": [], "multicast_ports": [], "routes": )" +
+                           routes + "}");
+    } catch (const ControlError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1", "port": 1}, {"dst": "10.0.0.1", "port": 2}])"),
+            "routes[1].dst: 10.0.0.1 is listed twice");
+  EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1", "port": 70000}])"), "routes[0].port: must be between 0 and 65535, got 70000");
+  EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1"}])"), "routes[0].port: missing");
+  EXPECT_EQ(job_error(R"({})"), "routes: expected a list, got {}");
   EXPECT_EQ(back.entry.job, 7);
   EXPECT_EQ(back.entry.admitted_ports, plan.entry.admitted_ports);
   ASSERT_EQ(back.entry.roles.size(), 1u);

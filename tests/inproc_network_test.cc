@@ -666,7 +666,7 @@ Topology job_topology(std::size_t workers, bool two_level) {
   SwitchConfig core = atp;
   core.atp_capable = false;
   t.switches.push_back({"core", core});
-  for (const char* s : {"rack0", "rack1", "rack2"}) t.switch_links.emplace_back(s, "core");
+  for (const char* s : {"rack0", "rack1", "rack2"}) t.switch_links.push_back({s, "core"});
   for (std::size_t w = 0; w < workers; ++w)
     t.hosts.push_back({"h" + std::to_string(w), w % 2 == 0 ? "rack0" : "rack1"});
   t.hosts.push_back({"p0", "rack2"});

@@ -271,10 +271,48 @@ TEST(PlanJob, AttachedHostsKeepTheirAddressesAndPorts) {
   expect_plan_error([&] { plan_network(mixed); }, {"'w1' has no attachment", "every host"});
   Topology same_port = t;
   same_port.hosts[1].attached->port = 5;
-  expect_plan_error([&] { plan_network(same_port); }, {"'w1'", "port 5", "another host"});
+  expect_plan_error([&] { plan_network(same_port); }, {"host 'w1' and host 'w0' both have port 5 of switch 'tor0'"});
   Topology same_address = t;
   same_address.hosts[2].attached->address = ip(9);
   expect_plan_error([&] { plan_network(same_address); }, {"'w0' and 'ps'", "10.0.0.9"});
+}
+
+// Racks of running switches: hosts attached at run time to two ToRs linked through a core by
+// their configured ports. The plan keeps every port, routes across the links, and says which
+// switches' pools overlap when two hosts got one address.
+TEST(PlanJob, LinksBetweenRunningSwitchesKeepTheirPorts) {
+  Topology t;
+  t.switches = {atp_switch("tor0", 500), atp_switch("tor1", 500), atp_switch("core", 500)};
+  t.hosts = {{"w0", "tor0", HostAttachment{0x0A010001, 2}},
+             {"w1", "tor0", HostAttachment{0x0A010002, 3}},
+             {"w2", "tor1", HostAttachment{0x0A020001, 1}},
+             {"ps", "core", HostAttachment{0x0A030001, 4}}};
+  t.switch_links = {{"tor0", "core", std::pair<PortId, PortId>{0, 1}},
+                    {"tor1", "core", std::pair<PortId, PortId>{0, 0}}};
+  const NetworkPlan n = plan_network(t);
+  EXPECT_EQ(n.routes.at("tor0").at(0x0A020001), 0);  // to w2: up the link
+  EXPECT_EQ(n.routes.at("tor0").at(0x0A030001), 0);
+  EXPECT_EQ(n.routes.at("core").at(0x0A010002), 1);  // to w1: down to tor0
+  EXPECT_EQ(n.routes.at("core").at(0x0A020001), 0);
+  EXPECT_EQ(n.routes.at("core").at(0x0A030001), 4);
+  EXPECT_EQ(n.switch_port_count.at("tor0"), 4);
+  EXPECT_EQ(n.switch_port_count.at("core"), 5);
+  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2"}, {"ps"}));
+  EXPECT_EQ(p.switches.at("tor0").entry.admitted_ports, ports({0, 2, 3}));
+  EXPECT_EQ(p.switches.at("core").entry.admitted_ports, ports({0, 1, 4}));
+  EXPECT_EQ(p.switches.at("core").multicast_ports, ports({0, 1}));
+  // Each switch gets its routes to the job's hosts, installed with the job where it lacks them.
+  using Routes = std::vector<std::pair<Address, PortId>>;
+  EXPECT_EQ(p.switches.at("tor0").routes, (Routes{{0x0A010001, 2}, {0x0A010002, 3}, {0x0A020001, 0}, {0x0A030001, 0}}));
+  EXPECT_EQ(p.switches.at("tor1").routes, (Routes{{0x0A010001, 0}, {0x0A010002, 0}, {0x0A020001, 1}, {0x0A030001, 0}}));
+
+  Topology clash = t;
+  clash.switch_links[0].ports->first = 2;
+  expect_plan_error([&] { plan_network(clash); }, {"host 'w0' and switch link 'tor0'-'core' both have port 2"});
+  Topology one_pool = t;
+  one_pool.hosts[2].attached->address = 0x0A010001;
+  expect_plan_error([&] { plan_network(one_pool); },
+                    {"'w0' and 'w2' have the same address 10.1.0.1", "switches 'tor0' and 'tor1'", "own host_pool"});
 }
 
 TEST(PlanJob, Figure9TwoLevels) {

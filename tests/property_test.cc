@@ -42,7 +42,7 @@ Scenario make_scenario(const Case& c) {
   SwitchConfig core = tor;
   core.atp_capable = c.atp_core;
   s.topology.switches.push_back({"core", core});
-  for (std::uint32_t r = 0; r < c.racks; ++r) s.topology.switch_links.emplace_back("tor" + std::to_string(r), "core");
+  for (std::uint32_t r = 0; r < c.racks; ++r) s.topology.switch_links.push_back({"tor" + std::to_string(r), "core"});
 
   for (std::uint32_t j = 0; j < c.jobs; ++j) {
     ScenarioJob job;
@@ -79,10 +79,10 @@ Scenario make_scenario(const Case& c) {
       f.overrides.reorder = c.loss;
       s.link_faults.push_back(f);
     }
-    for (const auto& [a, b] : s.topology.switch_links) {
+    for (const SwitchLink& l : s.topology.switch_links) {
       LinkFault f;
-      f.a = a;
-      f.b = b;
+      f.a = l.a;
+      f.b = l.b;
       f.overrides.loss = c.loss;
       f.overrides.duplicate = c.loss / 2;
       f.overrides.reorder = c.loss;

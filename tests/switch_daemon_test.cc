@@ -871,7 +871,8 @@ TEST_P(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
 // not): past max_job_entries a job is refused with 507, and removing one frees its share.
 TEST_P(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
   SwitchJobPlan plan = job_.switches.at("s0");
-  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
+  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
+                              plan.entry.roles.size() + plan.routes.size();
   config_.max_job_entries = 2 * entries;
   start_daemon();
   for (JobId id : {1, 2, 3}) {
@@ -883,7 +884,7 @@ TEST_P(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
     } else {
       EXPECT_EQ(res->status, 507);
       EXPECT_EQ(json::parse(res->body)["error"],
-                "job 3 names " + std::to_string(entries) + " ports and roles, and the installed jobs " +
+                "job 3 names " + std::to_string(entries) + " ports, roles and routes, and the installed jobs " +
                     std::to_string(2 * entries) + ": more than the " + std::to_string(2 * entries) +
                     " this switch holds; remove a job first");
     }
@@ -1109,6 +1110,7 @@ TEST_P(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) 
   SwitchJobPlan plan = job_.switches.at("s0");
   plan.entry.admitted_ports = {1, 2, 3};
   plan.multicast_ports = {1, 2};
+  plan.routes.clear();  // the hosts' own: of the ports they were attached to
   auto res = client_->Post("/jobs", control::to_json(plan), "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
@@ -1168,6 +1170,66 @@ TEST_P(SwitchHostsTest, JobOnAttachedPortsAggregatesAndDetachedPeersAreUnknown) 
   EXPECT_FALSE(test::receive(hosts_[1], 0));
   // The old peer, attached again, gets a new port.
   EXPECT_EQ(attach(hosts_[1].local_endpoint())["port"], 4);
+}
+
+// A job whose PS is under another switch (here h3's port 0, a link) brings the route to it: the
+// switch routes it while a job that asked for it is installed, refuses a job whose route would
+// redirect a destination it routes elsewhere, and keeps the address from the pool meanwhile.
+TEST_P(SwitchHostsTest, JobsBringTheirRoutesAcrossLinks) {
+  for (std::size_t h = 0; h < 2; ++h) ASSERT_EQ(attach(hosts_[h].local_endpoint())["port"], h + 1);
+  const Address ps = job_.ps[0].self;  // 10.0.0.3, not attached here: behind port 0
+  SwitchJobPlan plan = job_.switches.at("s0");
+  plan.entry.admitted_ports = {0, 1, 2};
+  plan.multicast_ports = {1, 2};
+  plan.routes = {{job_.workers[0].self, 1}, {job_.workers[1].self, 2}, {ps, 0}};
+  auto install = [&](const SwitchJobPlan& p) { return client_->Post("/jobs", control::to_json(p), "application/json"); };
+  auto res = install(plan);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  send(0, gradient(0, 0, {1, 2, 3, 4}));
+  send(1, gradient(1, 0, {10, 20, 30, 40}));
+  auto sum = test::receive(hosts_[3], 2000);  // across the link
+  ASSERT_TRUE(sum);
+  Header h;
+  EXPECT_EQ(values_of(*sum, h), (std::vector<std::int32_t>{11, 22, 33, 44}));
+
+  SwitchJobPlan other = plan;
+  other.entry.job = 2;
+  other.routes = {{job_.workers[0].self, 0}};
+  res = install(other);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body)["error"],
+            "routes: 10.0.0.1 is routed to port 1 on this switch, not to port 0 as the job's plan says: the plan is "
+            "of another topology");
+  other.routes = {{ps, 0}};  // the same route: both jobs hold it
+  res = install(other);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  UdpSocket newcomer(SocketAddress::loopback(0));
+  EXPECT_EQ(attach(newcomer.local_endpoint())["address"], "10.0.0.4");  // 10.0.0.3 is routed
+
+  // A unicast to the PS's address: routed while a job holds the route, dropped after.
+  Header to_ps;
+  to_ps.is_ack = true;
+  to_ps.job = 2;
+  to_ps.seq = 2;
+  to_ps.src = job_.workers[0].self;
+  to_ps.dst = ps;
+  ASSERT_EQ(client_->Delete("/jobs/1")->status, 200);
+  send(1, build_packet(to_ps, std::vector<std::int32_t>{1}));
+  EXPECT_TRUE(test::receive(hosts_[3], 2000));  // job 2 still holds it
+  ASSERT_EQ(client_->Delete("/jobs/2")->status, 200);
+  other.entry.job = 3;  // a job that brings no route gets none
+  other.routes.clear();
+  ASSERT_EQ(install(other)->status, 200);
+  to_ps.job = 3;
+  send(1, build_packet(to_ps, std::vector<std::int32_t>{1}));
+  stats_when([](const json& j) { return j["switch"]["no_route"] == 1; });
+  EXPECT_FALSE(test::receive(hosts_[3], 0));
+  // The hosts' own routes stay: they are theirs, not the jobs'.
+  UdpSocket later(SocketAddress::loopback(0));
+  EXPECT_EQ(attach(later.local_endpoint())["address"], "10.0.0.3");
 }
 
 // Hosts get addresses from the switch's host_pool only; when it is used up, a host gets one
@@ -1234,6 +1296,7 @@ class SwitchTenancyTest : public SwitchHostsTest {
     plan.entry.job = id;
     plan.entry.admitted_ports = ports;
     plan.multicast_ports = ports;
+    plan.routes.clear();  // the hosts' own: of the ports they were attached to
     return control::to_json(plan);
   }
   static bool installed_in(const json& stats, JobId id) {

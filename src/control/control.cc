@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -237,12 +238,15 @@ std::string to_json(const SwitchJobPlan& plan) {
               {"admitted_ports", plan.entry.admitted_ports},
               {"roles", roles},
               {"multicast_ports", plan.multicast_ports}};
+  json routes = json::array();
+  for (const auto& [dst, port] : plan.routes) routes.push_back({{"dst", format_address(dst)}, {"port", port}});
+  doc["routes"] = std::move(routes);
   return doc.dump();
 }
 
 SwitchJobPlan switch_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "switch job");
-  check_keys(doc, "", {"job", "admitted_ports", "roles", "multicast_ports"});
+  check_keys(doc, "", {"job", "admitted_ports", "roles", "multicast_ports", "routes"});
   SwitchJobPlan plan;
   plan.entry.job = get_unsigned<JobId>(doc, "", "job");
   plan.entry.admitted_ports = get_unsigned_list<PortId>(doc, "", "admitted_ports");
@@ -258,6 +262,19 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
     role.level = get_unsigned<std::uint8_t>(roles[i], where, "level");
     if (role.level > 1) throw ControlError(where + "level: must be 0 or 1, got " + std::to_string(role.level));
     plan.entry.roles.push_back(role);
+  }
+  if (doc.contains("routes")) {  // optional: a job whose switches route its hosts already
+    const json& routes = doc["routes"];
+    if (!routes.is_array()) throw ControlError("routes: expected a list, got " + shown(routes));
+    std::set<Address> seen;
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const std::string where = "routes[" + std::to_string(i) + "].";
+      if (!routes[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
+      check_keys(routes[i], where, {"dst", "port"});
+      const Address dst = get_address(routes[i], where, "dst");
+      if (!seen.insert(dst).second) throw ControlError(where + "dst: " + format_address(dst) + " is listed twice");
+      plan.routes.emplace_back(dst, get_unsigned<PortId>(routes[i], where, "port"));
+    }
   }
   return plan;
 }

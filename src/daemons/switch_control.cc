@@ -38,7 +38,22 @@ std::optional<Reply> SwitchControl::missing_port(const char* field, const std::v
 Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& who, LeaseTable::Id lease) {
   if (auto bad = missing_port("admitted_ports", plan.entry.admitted_ports)) return *bad;
   if (auto bad = missing_port("multicast_ports", plan.multicast_ports)) return *bad;
-  for (const std::vector<PortId>* ports : {&plan.entry.admitted_ports, &plan.multicast_ports}) {
+  const std::vector<PortId> route_ports = [&plan] {
+    std::vector<PortId> ports;
+    for (const auto& [dst, port] : plan.routes) ports.push_back(port);
+    return ports;
+  }();
+  if (auto bad = missing_port("routes", route_ports)) return *bad;
+  // A destination this switch routes elsewhere: the plan was made over another topology (or the
+  // pools of two switches overlap), and following it would steal another host's packets.
+  for (const auto& [dst, port] : plan.routes) {
+    if (const std::optional<PortId> now = dataplane_.route_of(dst); now && *now != port) {
+      return Reply::error(400, "routes: " + format_address(dst) + " is routed to port " + std::to_string(*now) +
+                                   " on this switch, not to port " + std::to_string(port) +
+                                   " as the job's plan says: the plan is of another topology");
+    }
+  }
+  for (const std::vector<PortId>* ports : {&plan.entry.admitted_ports, &plan.multicast_ports, &route_ports}) {
     for (PortId p : *ports) {
       if (auto forbidden = tenancy_.forbids_use(who, host_resource(p))) return Reply::error(403, *forbidden);
     }
@@ -52,15 +67,29 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                  (tenancy_.forbids_change(who, job_resource(plan.entry.job)) ? " by another tenant; pick another id"
                                                                              : "; remove it first"));
   }
-  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size();
+  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
+                              plan.entry.roles.size() + plan.routes.size();
   if (entries > config_.max_job_entries - installed_entries_) {
     return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
-                                 " ports and roles, and the installed jobs " + std::to_string(installed_entries_) +
+                                 " ports, roles and routes, and the installed jobs " + std::to_string(installed_entries_) +
                                  ": more than the " + std::to_string(config_.max_job_entries) +
                                  " this switch holds; remove a job first");
   }
+  InstalledJob job{entries, {}};
+  for (const auto& [dst, port] : plan.routes) {  // before the job: its first packets find them
+    const auto held = job_routes_.find(dst);
+    if (held != job_routes_.end()) {
+      ++held->second.jobs;
+    } else if (dataplane_.route_of(dst)) {
+      continue;  // the config's or a host's: it stays while the switch has it
+    } else {
+      dataplane_.add_route(dst, port);
+      job_routes_.emplace(dst, JobRoute{port, 1});
+    }
+    job.routes.push_back(dst);
+  }
   dataplane_.install_job(plan.entry, multicast_group_address(plan.entry.job), plan.multicast_ports);
-  installed_.emplace(plan.entry.job, entries);
+  installed_.emplace(plan.entry.job, std::move(job));
   installed_entries_ += entries;
   tenancy_.claim(job_resource(plan.entry.job), who, lease);
   return ok(json{{"installed", plan.entry.job}});
@@ -76,12 +105,18 @@ Reply SwitchControl::uninstall_job(std::optional<std::uint64_t> id, const std::s
 
 // Removes job `job` (its aggregators, multicast group and owner).
 void SwitchControl::remove_job(JobId job) {
-  if (const auto it = installed_.find(job); it != installed_.end()) {
-    installed_entries_ -= it->second;
-    installed_.erase(it);
-  }
   tenancy_.release(job_resource(job));
   dataplane_.remove_job(job, multicast_group_address(job));
+  if (const auto it = installed_.find(job); it != installed_.end()) {
+    for (const Address dst : it->second.routes) {
+      const auto held = job_routes_.find(dst);
+      if (held == job_routes_.end() || --held->second.jobs > 0) continue;
+      dataplane_.remove_route(dst);
+      job_routes_.erase(held);
+    }
+    installed_entries_ -= it->second.entries;
+    installed_.erase(it);
+  }
 }
 
 Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::string& text,
@@ -172,6 +207,16 @@ void SwitchControl::detach(PortId p) {
   tenancy_.release(host_resource(p));
   dataplane_.detach(p);  // its datagrams now count as unknown_source
   dataplane_.remove_routes_to(p);
+  // Jobs' routes to the port go with it: no job's removal may take the route of a host that gets
+  // the port and address later.
+  for (auto it = job_routes_.begin(); it != job_routes_.end();) {
+    if (it->second.port != p) {
+      ++it;
+      continue;
+    }
+    for (auto& [id, installed] : installed_) std::erase(installed.routes, it->first);
+    it = job_routes_.erase(it);
+  }
   dataplane_.reset_port(p);  // drops what its queues held
   detached_ports_.insert(p);
 }

@@ -74,10 +74,22 @@ class SwitchControl {
   void detach(PortId p);
   std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
 
+  struct InstalledJob {
+    std::size_t entries = 0;      // the ports, roles and routes it names
+    std::vector<Address> routes;  // the destinations it holds in job_routes_
+  };
+  // A route the switch has because installed jobs asked for it (SwitchJobPlan::routes), not its
+  // config or POST /hosts: it goes with the last of them.
+  struct JobRoute {
+    PortId port = 0;
+    std::size_t jobs = 0;
+  };
+
   const SwitchDaemonConfig& config_;
   SwitchDataplane& dataplane_;
-  std::map<JobId, std::size_t> installed_;  // installed jobs -> the ports and roles each names
-  std::size_t installed_entries_ = 0;       // their sum, at most config.max_job_entries
+  std::map<JobId, InstalledJob> installed_;
+  std::size_t installed_entries_ = 0;  // their entries' sum, at most config.max_job_entries
+  std::map<Address, JobRoute> job_routes_;
   control::Tenancy tenancy_;                // who owns which job and attached host, and their leases
   std::set<PortId> detached_ports_;         // detached UDP ports, reused lowest first by POST /hosts
 };

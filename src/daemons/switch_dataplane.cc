@@ -194,6 +194,10 @@ void SwitchDataplane::add_route(Address dst, PortId port) {
   on_every_shard([dst, port](SwitchShard& s) { s.add_route(dst, port); });
 }
 
+void SwitchDataplane::remove_route(Address dst) {
+  on_every_shard([dst](SwitchShard& s) { s.remove_route(dst); });
+}
+
 void SwitchDataplane::remove_routes_to(PortId port) {
   on_every_shard([port](SwitchShard& s) { s.remove_routes_to(port); });
 }

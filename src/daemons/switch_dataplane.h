@@ -89,6 +89,8 @@ class SwitchDataplane {
   PortId add_port();
   void add_route(Address dst, PortId port);
   void remove_routes_to(PortId port);
+  void remove_route(Address dst);
+  std::optional<PortId> route_of(Address dst) const { return shards_.front()->route_of(dst); }
   void attach(PortId port, const SocketAddress& peer);
   void detach(PortId port);
 

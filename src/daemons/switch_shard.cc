@@ -285,6 +285,15 @@ void SwitchShard::remove_routes_to(PortId port) {
   }
 }
 
+void SwitchShard::remove_route(Address dst) {
+  if (routes_.erase(dst) != 0) pipeline_.remove_route(dst);
+}
+
+std::optional<PortId> SwitchShard::route_of(Address dst) const {
+  const auto it = routes_.find(dst);
+  return it == routes_.end() ? std::nullopt : std::optional<PortId>(it->second);
+}
+
 std::optional<Address> SwitchShard::address_of(PortId p) const {
   std::optional<Address> lowest;
   for (const auto& [dst, port] : routes_) {

@@ -126,6 +126,8 @@ class SwitchShard {
   // ---- routes: the pipeline's, each also kept in routes_ ----
   void add_route(Address dst, PortId port);
   void remove_routes_to(PortId port);  // every route to `port`
+  void remove_route(Address dst);
+  std::optional<PortId> route_of(Address dst) const;
   // The overlay address of the host on port p: the lowest destination routed to p, if any.
   std::optional<Address> address_of(PortId p) const;
   // The lowest address of [first, last] that is no route's destination; nullopt when all are.

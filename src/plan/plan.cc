@@ -73,7 +73,8 @@ void check_switch_tree(const Topology& topology, const std::unordered_map<std::s
   std::vector<std::size_t> parent(topology.switches.size());
   std::iota(parent.begin(), parent.end(), std::size_t{0});
   std::set<std::pair<std::size_t, std::size_t>> seen;
-  for (const auto& [a, b] : topology.switch_links) {
+  for (const SwitchLink& l : topology.switch_links) {
+    const std::string &a = l.a, &b = l.b;
     const std::string link = quoted(a) + "-" + quoted(b);
     for (const std::string* end : {&a, &b}) {
       if (!switch_index.contains(*end)) {
@@ -331,10 +332,23 @@ NetworkPlan plan_network(const Topology& topology) {
   };
 
   // Host ports first, in host order; hosts get addresses in the same order, unless they are
-  // attached to a running switch already (then they keep its address and port, and switch links
-  // come after the highest such port).
+  // attached to a running switch already (then they keep its address and port, and the ports
+  // numbered come after the highest such port).
   const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
-  std::set<std::pair<std::size_t, PortId>> attached_ports;
+  std::map<std::pair<std::size_t, PortId>, std::string> taken;  // (switch, port) -> what has it, of the ports named
+  auto keep_port = [&](std::size_t s, PortId port, const std::string& what) {
+    if (const auto [at, fresh] = taken.emplace(std::pair{s, port}, what); !fresh) {
+      throw PlanError(what + " and " + at->second + " both have port " + std::to_string(port) + " of switch " +
+                      quoted(topology.switches[s].name));
+    }
+    next_port[s] = std::max<std::uint32_t>(next_port[s], std::uint32_t{port} + 1);
+  };
+  for (const SwitchLink& l : topology.switch_links) {
+    if (!l.ports) continue;
+    const std::string what = "switch link " + quoted(l.a) + "-" + quoted(l.b);
+    keep_port(switch_index.at(l.a), l.ports->first, what);
+    keep_port(switch_index.at(l.b), l.ports->second, what);
+  }
   std::vector<PortId> host_port(topology.hosts.size());
   for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
     const HostSpec& host = topology.hosts[h];
@@ -344,18 +358,22 @@ NetworkPlan plan_network(const Topology& topology) {
     }
     const std::size_t tor = switch_index.at(host.switch_name);
     const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
-    if (!plan.host_by_address.emplace(address, host.name).second) {
-      throw PlanError("hosts " + quoted(plan.host_by_address.at(address)) + " and " + quoted(host.name) +
-                      " have the same address " + format_address(address));
+    if (const auto [other, fresh] = plan.host_by_address.emplace(address, host.name); !fresh) {
+      const std::string& other_tor =
+          std::find_if(topology.hosts.begin(), topology.hosts.end(), [&](const HostSpec& o) {
+            return o.name == other->second;
+          })->switch_name;
+      throw PlanError("hosts " + quoted(other->second) + " and " + quoted(host.name) + " have the same address " +
+                      format_address(address) +
+                      (other_tor == host.switch_name
+                           ? std::string()
+                           : "; switches " + quoted(other_tor) + " and " + quoted(host.switch_name) +
+                                 " give hosts addresses from one pool: give each its own host_pool"));
     }
     plan.host_address[host.name] = address;
     if (attached) {
       host_port[h] = host.attached->port;
-      if (!attached_ports.insert({tor, host_port[h]}).second) {
-        throw PlanError("host " + quoted(host.name) + " is attached to port " + std::to_string(host_port[h]) +
-                        " of switch " + quoted(host.switch_name) + ", as is another host");
-      }
-      next_port[tor] = std::max<std::uint32_t>(next_port[tor], std::uint32_t{host_port[h]} + 1);
+      keep_port(tor, host_port[h], "host " + quoted(host.name));
     } else {
       host_port[h] = take_port(tor);
     }
@@ -363,12 +381,13 @@ NetworkPlan plan_network(const Topology& topology) {
   }
   // Then switch links, in link order. adjacency[s] = (neighbour switch, local port).
   std::vector<std::vector<std::pair<std::size_t, PortId>>> adjacency(n_switches);
-  for (const auto& [a, b] : topology.switch_links) {
-    const std::size_t ia = switch_index.at(a), ib = switch_index.at(b);
-    const PortId pa = take_port(ia), pb = take_port(ib);
+  for (const SwitchLink& l : topology.switch_links) {
+    const std::size_t ia = switch_index.at(l.a), ib = switch_index.at(l.b);
+    const PortId pa = l.ports ? l.ports->first : take_port(ia);
+    const PortId pb = l.ports ? l.ports->second : take_port(ib);
     adjacency[ia].push_back({ib, pa});
     adjacency[ib].push_back({ia, pb});
-    plan.links.push_back(PlannedLink{PortRef{a, pa}, PortRef{b, pb}});
+    plan.links.push_back(PlannedLink{PortRef{l.a, pa}, PortRef{l.b, pb}});
   }
   for (std::size_t s = 0; s < n_switches; ++s) {
     plan.switch_port_count[topology.switches[s].name] = static_cast<std::uint16_t>(next_port[s]);
@@ -589,6 +608,15 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     entry.entry.job = job.id;
     entry.entry.admitted_ports.assign(sets.admitted.begin(), sets.admitted.end());
     entry.multicast_ports.assign(sets.multicast.begin(), sets.multicast.end());
+    const std::map<Address, PortId>& routes = network.routes.at(switch_name);
+    for (const std::vector<std::string>* hosts : {&job.workers, &job.ps}) {
+      for (const std::string& host : *hosts) {
+        const Address dst = network.host_address.at(host);
+        entry.routes.emplace_back(dst, routes.at(dst));
+      }
+    }
+    std::sort(entry.routes.begin(), entry.routes.end());
+    entry.routes.erase(std::unique(entry.routes.begin(), entry.routes.end()), entry.routes.end());
   }
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) plan.switches.at(switch_name).entry.roles.push_back(role);

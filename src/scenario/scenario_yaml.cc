@@ -248,7 +248,7 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
       const std::string ra = tree_root(parent, a), rb = tree_root(parent, b);
       if (ra == rb) fail(p, "the link [" + a + ", " + b + "] closes a cycle; switch-to-switch links must form a tree");
       parent[ra] = rb;
-      topology.switch_links.emplace_back(std::move(a), std::move(b));
+      topology.switch_links.push_back({std::move(a), std::move(b)});
     }
   }
   const std::string& first = topology.switches.front().name;
@@ -448,8 +448,8 @@ bool hosts_or_switches_linked(const Topology& t, const std::string& a, const std
   for (const auto& h : t.hosts) {
     if ((h.name == a && h.switch_name == b) || (h.name == b && h.switch_name == a)) return true;
   }
-  for (const auto& [x, y] : t.switch_links) {
-    if ((x == a && y == b) || (x == b && y == a)) return true;
+  for (const SwitchLink& l : t.switch_links) {
+    if ((l.a == a && l.b == b) || (l.a == b && l.b == a)) return true;
   }
   return false;
 }

@@ -76,8 +76,8 @@ struct SwitchDaemonConfig {
   // More than one divides num_aggregators.
   std::uint32_t threads = 0;
   AccessConfig access;  // who may use the control plane (control_auth.h); not in the file
-  // The most ports and roles all installed jobs may name together (every job's admitted_ports,
-  // multicast_ports and roles): what POST /jobs can make the switch hold is bounded by this,
+  // The most ports, roles and routes all installed jobs may name together (every job's
+  // admitted_ports, multicast_ports, roles and routes): what POST /jobs can make the switch hold is bounded by this,
   // not by 65536 job ids times a body's worth each. A job beyond it is refused (507). Not in the file.
   std::size_t max_job_entries = std::size_t{1} << 22;
   // True when the ports are Linux interfaces (then `listen` is not used: there is no UDP socket).

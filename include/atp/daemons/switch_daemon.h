@@ -42,8 +42,10 @@ using control::SwitchPortConfig;
 // {"error": "one sentence"}, slow clients bounded by control::ServerLimits). Each job and
 // attached host belongs to the tenant that installed it (control::Tenancy): another tenant's
 // request to change or name it is 403, the operator's token may do anything.
-//   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group.
-//                    400 names a bad field or a port the switch does not have; 409 when the job is
+//   POST /jobs       body: control::to_json(SwitchJobPlan); installs the job and its multicast group,
+//                    and the routes it names that the switch lacks (they go with the last job
+//                    naming them). 400 names a bad field, a port the switch does not have, or a
+//                    route to a destination the switch routes to another port; 409 when the job is
 //                    already installed ("job N is already installed; remove it first"); 507 when
 //                    it would take the installed jobs past SwitchDaemonConfig::max_job_entries;
 //                    403 when it names another tenant's host or is another tenant's job.

@@ -49,10 +49,17 @@ struct HostSpec {
   // Either every host of a topology has one or none does.
   std::optional<HostAttachment> attached = std::nullopt;
 };
+// A link between two switches. Without ports, plan_network numbers them (after the hosts'); with
+// ports, the link is one between running switches (their configured peers, found by
+// Orchestrator::discover_links), and the plan keeps them.
+struct SwitchLink {
+  std::string a, b;
+  std::optional<std::pair<PortId, PortId>> ports = std::nullopt;  // on a, on b
+};
 struct Topology {
   std::vector<SwitchSpec> switches;
   std::vector<HostSpec> hosts;
-  std::vector<std::pair<std::string, std::string>> switch_links;  // switch-to-switch; must form a tree
+  std::vector<SwitchLink> switch_links;  // must form a tree
 };
 
 // One end of a link in the planned network.
@@ -68,7 +75,8 @@ struct PlannedLink {
 struct NetworkPlan {
   std::map<std::string, Address> host_address;  // 10.0.0.1, 10.0.0.2, ... in host order
   std::map<Address, std::string> host_by_address;
-  // Ports of a switch are 0..count-1: its hosts (host order), then its switch links (link order).
+  // Ports of a switch are 0..count-1: its hosts (host order), then its switch links (link order);
+  // ports a host attachment or a link names are kept, the others numbered after the highest.
   std::map<std::string, std::uint16_t> switch_port_count;
   std::vector<PlannedLink> links;                           // host links first, then switch links
   std::map<std::string, std::map<Address, PortId>> routes;  // switch -> dst host -> egress port
@@ -121,6 +129,10 @@ struct JobSpec {
 struct SwitchJobPlan {
   SwitchJobEntry entry;
   std::vector<PortId> multicast_ports;  // group multicast_group_address(job) at this switch
+  // Destination -> egress port at this switch, for each of the job's hosts (by address): a
+  // switch that does not route one yet (a host under another running switch) routes it while the
+  // job is installed.
+  std::vector<std::pair<Address, PortId>> routes;
 };
 
 struct JobPlan {
