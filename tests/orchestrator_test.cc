@@ -15,6 +15,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/stats.h"
 #include "atp/io/processes.h"
+#include "racked_daemons.h"
 
 namespace atp {
 namespace {
@@ -189,6 +190,70 @@ TEST_F(OrchestratorTest, RefusalsAreOneSentenceNamingTheDaemon) {
   }
   // A daemon the orchestrator has no client for.
   EXPECT_THROW(orchestrator_.switch_client("tor9"), std::invalid_argument);
+}
+
+// Racks of running switches: the orchestrator finds the links the operator configured (tor0 and
+// tor1 to core), plans a job whose workers hang under both ToRs and whose PS is under core, and
+// installs on every switch the routes it lacks.
+TEST(OrchestratorRacks, DiscoversTheLinksAndPlansAcrossThem) {
+  const std::string token = control::random_token();
+  const test::RackedDaemons racks(find_atp_binary(ATP_BINARY), token, 64);
+  Orchestrator o;
+  for (const char* name : {"tor0", "tor1", "core"}) o.set_switch(name, racks.switch_client(name));
+  o.set_ps("ps", racks.ps_client());
+  ASSERT_EQ(o.discover_links(), 2u);
+  ASSERT_EQ(o.topology().switches.size(), 3u);
+  EXPECT_EQ(o.topology().switches[0].config.aggregator_width, SwitchConfig{}.aggregator_width);
+  EXPECT_EQ(o.topology().switches[0].config.num_aggregators, 64u);
+  for (const SwitchLink& l : o.topology().switch_links) {
+    EXPECT_EQ(l.a, "core");  // names in order: core < tor0 < tor1
+    ASSERT_TRUE(l.ports);
+    EXPECT_EQ(l.ports->first, l.b == "tor0" ? 0 : 1);  // core's ports, in its config's order
+    EXPECT_EQ(l.ports->second, 0);
+  }
+  EXPECT_EQ(o.discover_links(), 2u);  // again: the same links, not twice
+  EXPECT_EQ(o.topology().switch_links.size(), 2u);
+
+  o.attach("core", "ps", o.ps_client("ps").data_address(), Orchestrator::Attach::kShared);
+  JobSpec spec;
+  spec.name = "racks";
+  spec.id = 9;
+  spec.ps = {"ps"};
+  for (int w = 0; w < 4; ++w) {
+    spec.workers.push_back("w" + std::to_string(w));
+    o.attach(w < 2 ? "tor0" : "tor1", spec.workers.back(), SocketAddress::loopback(static_cast<std::uint16_t>(40001 + w)));
+  }
+  EXPECT_EQ(format_address(o.network().host_address.at("w2")), "10.2.0.1");  // tor1's pool
+  EXPECT_EQ(format_address(o.network().host_address.at("ps")), "10.3.0.1");
+  const JobPlan plan = o.plan(spec);
+  ASSERT_EQ(o.install(plan), control::Install::kInstalled);
+  for (const char* name : {"tor0", "tor1", "core"}) {
+    const control::SwitchStats s = o.switch_client(name).stats();
+    ASSERT_EQ(s.jobs.size(), 1u) << name;
+    EXPECT_TRUE(s.jobs[0].installed) << name;
+  }
+  const auto& tor0_routes = plan.switches.at("tor0").routes;
+  EXPECT_EQ(tor0_routes.size(), 5u);  // the four workers and the PS
+  EXPECT_TRUE(std::find(tor0_routes.begin(), tor0_routes.end(), std::pair<Address, PortId>{0x0A020001, 0}) !=
+              tor0_routes.end());  // w2, under tor1: up the link
+}
+
+// A link with one end (core's config does not list tor0 and tor1) is one sentence naming both
+// switches and the peer that is missing.
+TEST(OrchestratorRacks, ALinkWithOneEndIsRefused) {
+  const test::RackedDaemons racks(find_atp_binary(ATP_BINARY), control::random_token(), 64, false);
+  Orchestrator o;
+  for (const char* name : {"tor0", "core"}) o.set_switch(name, racks.switch_client(name));
+  try {
+    o.discover_links();
+    FAIL() << "a link with one end was taken";
+  } catch (const PlanError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("port 0 of switch 'tor0' leads to switch 'core', but 'core' has no port back "
+                                          "(no port of its config has peer: 127.0.0.1:",
+                                          0),
+              0u)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "atp/control/stats.h"
+
 namespace atp {
 
 Orchestrator::Orchestrator(Topology topology, std::uint32_t mtu_bytes)
@@ -121,6 +123,61 @@ HostAttachment Orchestrator::attach(const std::string& switch_name, const std::s
   topology_.hosts.push_back({host, switch_name, a.host});
   network_.reset();
   return a.host;
+}
+
+std::size_t Orchestrator::discover_links() {
+  std::map<std::string, control::SwitchStats> stats;  // by the orchestrator's names
+  for (const auto& [name, client] : switches_) stats.emplace(name, client.stats());
+  std::map<std::string, std::string> by_data;  // data address -> switch (UDP switches: interfaces have no peers)
+  for (const auto& [name, s] : stats) {
+    if (!s.data) continue;
+    if (const auto [other, fresh] = by_data.emplace(s.data->to_string(), name); !fresh) {
+      throw PlanError("switches '" + other->second + "' and '" + name + "' have the same data address " +
+                      s.data->to_string() + ": they are one switch");
+    }
+  }
+  for (const auto& [name, s] : stats) {
+    const bool known = std::any_of(topology_.switches.begin(), topology_.switches.end(),
+                                   [&name = name](const SwitchSpec& k) { return k.name == name; });
+    if (known) continue;
+    SwitchConfig config;
+    config.atp_capable = s.aggregators > 0;
+    if (config.atp_capable) {
+      config.num_aggregators = static_cast<std::uint32_t>(s.aggregators);
+      config.aggregator_width = static_cast<std::uint16_t>(s.aggregator_width);
+    }
+    topology_.switches.push_back({name, config});
+  }
+  std::map<std::pair<std::string, std::string>, PortId> port_to;  // (switch, neighbour) -> its port there
+  for (const auto& [name, s] : stats) {
+    for (const control::SwitchPortStats& port : s.ports) {
+      if (!port.peer) continue;
+      const auto neighbour = by_data.find(port.peer->to_string());
+      if (neighbour == by_data.end() || neighbour->second == name) continue;  // a host, or a switch outside
+      if (const auto [other, fresh] = port_to.emplace(std::pair{name, neighbour->second}, port.port); !fresh) {
+        throw PlanError("switch '" + name + "' has two ports to switch '" + neighbour->second + "' (" +
+                        std::to_string(other->second) + " and " + std::to_string(port.port) +
+                        "); switch-to-switch links must form a tree");
+      }
+    }
+  }
+  std::erase_if(topology_.switch_links,
+                [&](const SwitchLink& l) { return stats.contains(l.a) && stats.contains(l.b); });
+  std::size_t found = 0;
+  for (const auto& [ends, port] : port_to) {
+    const auto& [a, b] = ends;
+    const auto back = port_to.find({b, a});
+    if (back == port_to.end()) {
+      throw PlanError("port " + std::to_string(port) + " of switch '" + a + "' leads to switch '" + b + "', but '" + b +
+                      "' has no port back (no port of its config has peer: " + stats.at(a).data->to_string() + ")");
+    }
+    if (a < b) {
+      topology_.switch_links.push_back({a, b, std::pair{port, back->second}});
+      ++found;
+    }
+  }
+  network_.reset();
+  return found;
 }
 
 const NetworkPlan& Orchestrator::network() {

@@ -41,7 +41,7 @@ struct SwitchStatsLayout {
   std::vector<std::string> interfaces;
   std::vector<SwitchThreadLoad> threads;
   SwitchCounters pipeline;
-  std::uint64_t numbers[7];  // unknown_source .. aggregators_in_use
+  std::uint64_t numbers[8];  // unknown_source .. aggregators_in_use
   EthernetCounters ethernet;
   std::uint64_t learned[2];  // mac_addresses, neighbors
   std::vector<SwitchJobStats> jobs;
@@ -78,6 +78,7 @@ void visit_switch(S& s, Visit&& visit) {
   visit("send_failed", Kind::kCounter, s.send_failed);
   visit("handoff_drops", Kind::kCounter, s.handoff_drops);
   visit("aggregators", Kind::kGauge, s.aggregators);
+  visit("aggregator_width", Kind::kGauge, s.aggregator_width);
   visit("aggregators_in_use", Kind::kGauge, s.aggregators_in_use);
   visit("atp_frames", Kind::kCounter, s.ethernet.atp_frames);
   visit("non_atp_frames", Kind::kCounter, s.ethernet.non_atp_frames);

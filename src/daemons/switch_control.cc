@@ -249,6 +249,7 @@ control::SwitchStats SwitchControl::stats() {
   s.truncated = t.ports.truncated;
   s.send_failed = t.send_failed;
   s.aggregators = config_.pipeline.atp_capable ? config_.pipeline.num_aggregators : 0;
+  s.aggregator_width = config_.pipeline.atp_capable ? config_.pipeline.aggregator_width : 0;
   s.aggregators_in_use = t.aggregators_in_use;
   s.ethernet = t.ports.ethernet;
   s.mac_addresses = t.ports.mac_addresses;

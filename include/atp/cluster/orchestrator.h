@@ -58,6 +58,15 @@ class Orchestrator {
   HostAttachment attach(const std::string& switch_name, const std::string& host, const SocketAddress& peer,
                         Attach how = Attach::kLeased);
 
+  // Adds to the topology every switch with a client that it lacks, as the switch's GET /stats
+  // describes it (a switch no host is attached to, e.g. a core), and the links between those
+  // switches as the operator configured them: a UDP port of one whose peer is another's data
+  // address, paired with the other's port back (SwitchLink::ports). Links found earlier between
+  // them are replaced. Returns how many links it found. Throws control::DaemonError when a switch
+  // does not answer, PlanError (one sentence naming the switches) when two have one data address,
+  // a link has only one end, or a switch has two ports to another.
+  std::size_t discover_links();
+
   const Topology& topology() const { return topology_; }
   // The plan of the topology as it is now (plan_network, with the MTU). Throws PlanError. The
   // reference holds until the next attach(), which changes the topology.

@@ -95,6 +95,7 @@ struct SwitchStats {
   std::uint64_t send_failed = 0;         // released packets the kernel refused: dropped
   std::uint64_t handoff_drops = 0;       // the threads' handoff_drops, summed
   std::uint64_t aggregators = 0;         // gauge: the table's size (0 on a switch that is not ATP-capable)
+  std::uint64_t aggregator_width = 0;    // gauge: int32 values per aggregator (0 likewise)
   std::uint64_t aggregators_in_use = 0;  // gauge: aggregators holding a fragment now
   EthernetCounters ethernet;             // interface ports
   std::uint64_t mac_addresses = 0;       // gauge: interface ports' source MACs learned
