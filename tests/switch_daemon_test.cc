@@ -396,6 +396,7 @@ constexpr const char* kSampleStats = R"({
     }
   ],
   "switch": {
+    "aggregator_width": 8,
     "aggregators": 16,
     "aggregators_in_use": 1,
     "atp_frames": 0,
@@ -430,7 +431,9 @@ constexpr const char* kSampleStats = R"({
   ]
 }
 )";
-constexpr const char* kSampleMetrics = R"(# TYPE atp_switch_aggregators gauge
+constexpr const char* kSampleMetrics = R"(# TYPE atp_switch_aggregator_width gauge
+atp_switch_aggregator_width{switch="s0"} 8
+# TYPE atp_switch_aggregators gauge
 atp_switch_aggregators{switch="s0"} 16
 # TYPE atp_switch_aggregators_in_use gauge
 atp_switch_aggregators_in_use{switch="s0"} 1
