@@ -21,6 +21,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
+#include "racked_daemons.h"
 #include "reference_sum.h"
 #include "run_ranks.h"
 
@@ -113,8 +114,11 @@ TEST(StoreCollectives, AMissingRankIsATimeoutNamingIt) {
 }
 
 // Every rank allreduces seeded inputs `rounds` times; each result must be the exact reference.
-void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& options, std::uint64_t seed,
-                         std::vector<JobId>* jobs = nullptr) {
+// Rank r joins with options_of(r); `before_close` runs on rank 0 after its rounds.
+void expect_exact_rounds(Store& store, int size, const std::function<ClusterJobOptions(int)>& options_of,
+                         std::uint64_t seed, std::vector<JobId>* jobs = nullptr,
+                         const std::function<void()>& before_close = {}) {
+  const double scale = options_of(0).scale;
   const int rounds = 3;
   std::vector<std::vector<std::vector<float>>> inputs;
   for (int round = 0; round < rounds; ++round) {
@@ -123,17 +127,22 @@ void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& option
   }
   if (jobs) jobs->assign(static_cast<std::size_t>(size), 0);
   const auto errors = run_ranks(size, [&](int rank) {
-    auto job = ClusterJob::join(store, rank, size, options);
+    auto job = ClusterJob::join(store, rank, size, options_of(rank));
     if (jobs) (*jobs)[static_cast<std::size_t>(rank)] = job->job();
     for (int round = 0; round < rounds; ++round) {
       std::vector<float> data = inputs[static_cast<std::size_t>(round)][static_cast<std::size_t>(rank)];
       job->communicator().allreduce(data);
-      expect_exact(data, reference(inputs[static_cast<std::size_t>(round)], options.scale),
+      expect_exact(data, reference(inputs[static_cast<std::size_t>(round)], scale),
                    "rank " + std::to_string(rank) + " round " + std::to_string(round));
     }
+    if (rank == 0 && before_close) before_close();
     job->close();
   });
   for (const auto& e : errors) EXPECT_FALSE(e) << message(e);
+}
+void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& options, std::uint64_t seed,
+                         std::vector<JobId>* jobs = nullptr) {
+  expect_exact_rounds(store, size, [&options](int) { return options; }, seed, jobs);
 }
 
 TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
@@ -191,6 +200,81 @@ TEST(ClusterJob, TwoJobsShareRunningDaemonsAndLeaveNothingBehind) {
   EXPECT_NE(jobs_a[0], jobs_b[0]);
   EXPECT_EQ(cluster.ps_jobs(), 0u) << "the PS still has jobs installed";
   EXPECT_FALSE(cluster.switch_has_jobs()) << control::to_json(cluster.switch_stats());
+}
+
+// Ranks in two racks: ranks 0 and 1 under tor0, 2 and 3 under tor1, the PS under core, which no
+// rank hangs under (ClusterJobOptions::switches). Rank 0 finds the links; each ToR sums its rack,
+// core the two racks' sums; every round is exact, no switch drops a packet for want of a route or
+// an admission, and nothing is left installed after.
+TEST(ClusterJob, RanksInTwoRacksAreExact) {
+  const test::RackedDaemons racks(ATP_BINARY, control::client_token(), 2048);
+  auto options_of = [&racks](int rank) {
+    ClusterJobOptions o;
+    o.switch_control = racks.switch_control(rank < 2 ? "tor0" : "tor1");
+    o.ps_control = racks.ps_control();
+    o.switches = {racks.switch_control("core")};
+    o.timeout = 10s;
+    return o;
+  };
+  MemoryStore store;
+  std::map<std::string, control::SwitchStats> during;
+  expect_exact_rounds(store, 4, options_of, 61, nullptr, [&] {
+    for (const char* name : {"tor0", "tor1", "core"}) during[name] = racks.switch_client(name).stats();
+  });
+  for (const char* name : {"tor0", "tor1", "core"}) {
+    const control::SwitchStats& s = during.at(name);
+    ASSERT_EQ(s.jobs.size(), 1u) << name;
+    EXPECT_GT(s.jobs[0].counters.aggregations, 0u) << name << " summed nothing";
+    EXPECT_EQ(s.pipeline.no_route, 0u) << name;
+    EXPECT_EQ(s.pipeline.not_admitted, 0u) << name;
+    const control::SwitchStats after = racks.switch_client(name).stats();
+    EXPECT_TRUE(std::none_of(after.jobs.begin(), after.jobs.end(), [](const auto& j) { return j.installed; })) << name;
+  }
+  EXPECT_TRUE(racks.ps_client().stats().jobs.empty());
+  EXPECT_EQ(store.size(), 0u);
+}
+
+// What a job of several racks can get wrong is one sentence on every rank: the PS's switch left
+// out, or ranks naming different PSes.
+TEST(ClusterJob, ARackedJobWithoutThePsSwitchOrWithTwoPsesIsRefused) {
+  const test::RackedDaemons racks(ATP_BINARY, control::client_token(), 64);
+  auto refusals = [](const std::function<ClusterJobOptions(int)>& options_of) {
+    MemoryStore store;
+    const auto errors = run_ranks(2, [&](int rank) { ClusterJob::join(store, rank, 2, options_of(rank)); });
+    std::vector<std::string> messages;
+    for (const auto& e : errors) messages.push_back(e ? message(e) : "no error");
+    return messages;
+  };
+  const std::vector<std::string> no_core = refusals([&racks](int rank) {
+    ClusterJobOptions o;
+    o.switch_control = racks.switch_control(rank == 0 ? "tor0" : "tor1");
+    o.ps_control = racks.ps_control();
+    o.timeout = 5s;
+    return o;
+  });
+  for (const std::string& m : no_core) {
+    EXPECT_EQ(m.rfind("rank 0 could not set up the ATP job: the PS at " + racks.ps_control().to_string() + " sends to ", 0),
+              0u)
+        << m;
+    EXPECT_NE(m.find("which is the data address of none of the job's switches ('tor0' at " +
+                     racks.switch_control("tor0").to_string() + ", 'tor1' at " +
+                     racks.switch_control("tor1").to_string() +
+                     "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)"),
+              std::string::npos)
+        << m;
+  }
+  const std::vector<std::string> two_pses = refusals([&racks](int rank) {
+    ClusterJobOptions o;
+    o.switch_control = racks.switch_control("tor0");
+    o.ps_control = rank == 0 ? racks.ps_control() : racks.switch_control("core");
+    o.timeout = 5s;
+    return o;
+  });
+  for (const std::string& m : two_pses) {
+    EXPECT_EQ(m, "rank 0 could not set up the ATP job: rank 1 names the PS at " +
+                     racks.switch_control("core").to_string() + ", rank 0 the PS at " + racks.ps_control().to_string() +
+                     ": every rank names the same PS");
+  }
 }
 
 TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <optional>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,28 @@ constexpr const char* kErrorReadKey = "config/error_read";
 // How the job's PS is named in the topology rank 0 plans it over (the ranks are rank0, rank1, ...).
 constexpr const char* kPsHost = "ps";
 
+// What each rank tells rank 0 (store key "endpoint/RANK"): where its data socket is, and the
+// switch and PS it names.
+struct RankInfo {
+  SocketAddress endpoint;
+  std::optional<SocketAddress> switch_control, ps_control;
+};
+
+std::string to_json(const RankInfo& r) {
+  json doc = {{"endpoint", r.endpoint.to_string()}};
+  if (r.switch_control) doc["switch"] = r.switch_control->to_string();
+  if (r.ps_control) doc["ps"] = r.ps_control->to_string();
+  return doc.dump();
+}
+
+RankInfo rank_info_from_json(const std::string& text) {
+  const json doc = json::parse(text);
+  RankInfo r{SocketAddress::parse(doc.at("endpoint").get<std::string>()), std::nullopt, std::nullopt};
+  if (doc.contains("switch")) r.switch_control = SocketAddress::parse(doc["switch"].get<std::string>());
+  if (doc.contains("ps")) r.ps_control = SocketAddress::parse(doc["ps"].get<std::string>());
+  return r;
+}
+
 }  // namespace
 
 struct ClusterJob::Coordinator {
@@ -39,27 +62,84 @@ struct ClusterJob::Coordinator {
     if (orchestrator) orchestrator->revoke_leases();  // removes the job and its ranks' ports
   }
 
-  // Attaches the PS and every rank's data endpoint to the switch, plans the job and installs it,
-  // everything of the job's on a lease per daemon. Returns each rank's worker config and the
-  // switch's data address (the ranks' uplink).
-  std::pair<std::vector<WorkerConfig>, SocketAddress> plan_and_install(const control::SwitchClient& sw,
-                                                                       const control::PsClient& ps,
-                                                                       const std::vector<SocketAddress>& ranks,
-                                                                       const ClusterJobOptions& options) {
-    const SocketAddress switch_data = sw.data_address();
-    const SocketAddress ps_data = ps.data_address();
-    orchestrator = std::make_unique<Orchestrator>(Topology{}, path_mtu(switch_data));  // ranks reach the switch so
-    const std::string tor = "tor";
-    orchestrator->set_switch(tor, sw);
+  // The job's plan: each rank's worker config and uplink (its switch's data address).
+  struct Placed {
+    std::vector<WorkerConfig> configs;
+    std::vector<SocketAddress> uplinks;
+  };
+
+  // Names the switches the ranks and `more_switches` name as they name themselves, finds the
+  // links between them, attaches the PS to the switch it sends to and each rank to its own, plans
+  // the job and installs it, everything of the job's on a lease per daemon.
+  Placed plan_and_install(const std::vector<SocketAddress>& ranks, const std::vector<SocketAddress>& rank_switches,
+                          const std::vector<SocketAddress>& more_switches, const control::PsClient& ps,
+                          const control::ClientAccess& access, const ClusterJobOptions& options) {
+    std::map<std::string, std::string> name_at;        // control address -> the switch's name
+    std::map<std::string, SocketAddress> data_of;      // name -> data address
+    std::map<std::string, std::string> control_of;     // name -> control address
+    std::vector<std::pair<std::string, control::SwitchClient>> clients;
+    std::vector<SocketAddress> controls = rank_switches;
+    controls.insert(controls.end(), more_switches.begin(), more_switches.end());
+    for (const SocketAddress& control : controls) {
+      const std::string where = control.to_string();
+      if (name_at.contains(where)) continue;
+      const control::SwitchClient probe("the switch at " + where, control, access);
+      const control::SwitchStats stats = probe.stats();
+      if (!stats.data) {
+        throw ClusterJobError("the switch at " + where +
+                              " has Linux interfaces for ports: ranks attach to a switch on UDP ports (POST /hosts)");
+      }
+      if (const auto other = control_of.find(stats.name); other != control_of.end()) {
+        throw ClusterJobError("the switches at " + other->second + " and " + where + " are both named '" + stats.name +
+                              "': give each its own name: in its config");
+      }
+      name_at[where] = stats.name;
+      data_of[stats.name] = *stats.data;
+      control_of[stats.name] = where;
+      clients.emplace_back(stats.name,
+                           control::SwitchClient("switch '" + stats.name + "' at " + where, control, access));
+    }
+    std::uint32_t mtu = 0;  // the smallest on the ranks' paths to their switches
+    for (const auto& [name, data] : data_of) {
+      const std::uint32_t m = path_mtu(data);
+      mtu = mtu == 0 ? m : std::min(mtu, m);
+    }
+    orchestrator = std::make_unique<Orchestrator>(Topology{}, mtu);
+    for (const auto& [name, client] : clients) orchestrator->set_switch(name, client);
     orchestrator->set_ps(kPsHost, ps);
     orchestrator->hold_leases(options.lease_ttl);
+    orchestrator->discover_links();
+
+    // The PS hangs under the switch it sends to (its --uplink); one without sends to whoever sent,
+    // which only a job of one switch can be sure of.
+    const control::PsStats ps_stats = ps.stats();
+    std::string ps_switch;
+    for (const auto& [name, data] : data_of) {
+      if (ps_stats.uplink == data) ps_switch = name;
+    }
+    if (ps_switch.empty()) {
+      if (!ps_stats.uplink && clients.size() == 1) {
+        ps_switch = clients.front().first;
+      } else {
+        std::string named;
+        for (const auto& [name, control] : control_of) named += (named.empty() ? "'" : ", '") + name + "' at " + control;
+        throw ClusterJobError(
+            ps.who() + (ps_stats.uplink ? " sends to " + ps_stats.uplink->to_string() + ", which is the data address of "
+                                        : " names no --uplink, so it could hang under any of ") +
+            "none of the job's switches (" + named +
+            "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
+      }
+    }
     // Shared, not on the lease: the other jobs that use this PS, of any tenant, name its port too.
-    orchestrator->attach(tor, kPsHost, ps_data, Orchestrator::Attach::kShared);
+    orchestrator->attach(ps_switch, kPsHost, ps_stats.data, Orchestrator::Attach::kShared);
     JobSpec spec;
     spec.name = "torch";
+    Placed placed;
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       spec.workers.push_back("rank" + std::to_string(r));
+      const std::string& tor = name_at.at(rank_switches[r].to_string());
       orchestrator->attach(tor, spec.workers.back(), ranks[r]);
+      placed.uplinks.push_back(data_of.at(tor));
     }
     spec.ps = {kPsHost};
     spec.values_per_packet = options.values_per_packet;
@@ -69,15 +149,16 @@ struct ClusterJob::Coordinator {
     JobPlan plan;
     if (options.job_id) {
       spec.id = *options.job_id;
-      plan = orchestrator->plan(spec);  // PlanError: e.g. more than 32 ranks
+      plan = orchestrator->plan(spec);  // PlanError: e.g. more than 32 ranks under one switch
       if (orchestrator->install(plan) == control::Install::kIdTaken) {
-        throw ClusterJobError("job " + std::to_string(spec.id) + " is installed on the switch or PS already");
+        throw ClusterJobError("job " + std::to_string(spec.id) + " is installed on a switch or the PS already");
       }
     } else {
       plan = orchestrator->install_with_free_id(spec);
     }
     installed = plan.workers.front().job;
-    return {plan.workers, switch_data};
+    placed.configs = plan.workers;
+    return placed;
   }
 };
 
@@ -96,40 +177,52 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   }
   std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
   UdpSocket socket({options.bind_ip, 0});
-  store.set("endpoint/" + std::to_string(rank), socket.local_endpoint().to_string());
+  RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt};
+  if (!options.local) me = {socket.local_endpoint(), options.switch_control, options.ps_control};
+  store.set("endpoint/" + std::to_string(rank), to_json(me));
 
   if (rank == 0) {
-    std::vector<WorkerConfig> configs;
-    SocketAddress uplink;
+    Coordinator::Placed placed;
     int joined = 0;  // other ranks whose endpoint rank 0 read: they wait for its verdict
     try {
       auto coordinator = std::make_unique<Coordinator>();
       // Every rank has `timeout` from now to show up (not each: one deadline for all).
       const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-      std::vector<SocketAddress> ranks{socket.local_endpoint()};
+      std::vector<RankInfo> ranks{me};
       for (int r = 1; r < size; ++r) {
         const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
-        ranks.push_back(SocketAddress::parse(store.get("endpoint/" + std::to_string(r), left)));
+        ranks.push_back(rank_info_from_json(store.get("endpoint/" + std::to_string(r), left)));
         joined = r;
+        if (ranks.back().ps_control != me.ps_control) {
+          throw ClusterJobError("rank " + std::to_string(r) + " names " +
+                                (ranks.back().ps_control ? "the PS at " + ranks.back().ps_control->to_string()
+                                                         : std::string("no PS (a local cluster)")) +
+                                ", rank 0 " +
+                                (me.ps_control ? "the PS at " + me.ps_control->to_string() : std::string("none")) +
+                                ": every rank names the same PS");
+        }
       }
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up, and no local
       // cluster is started for a job whose ranks never all came.
-      SocketAddress switch_control, ps_control;
+      std::vector<SocketAddress> endpoints, rank_switches;
+      SocketAddress ps_control;
       control::ClientAccess access;
       if (options.local) {
         coordinator->local =
             std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), options.local_aggregators);
-        switch_control = coordinator->local->switch_control();
+        rank_switches.assign(ranks.size(), coordinator->local->switch_control());
         ps_control = coordinator->local->ps_control();
         access = coordinator->local->access();
       } else {
-        switch_control = *options.switch_control;
+        for (const RankInfo& r : ranks) rank_switches.push_back(*r.switch_control);
         ps_control = *options.ps_control;
         access = control::client_access();
       }
-      const control::SwitchClient sw("the switch at " + switch_control.to_string(), switch_control, access);
+      for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
       const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
-      std::tie(configs, uplink) = coordinator->plan_and_install(sw, ps, ranks, options);
+      placed = coordinator->plan_and_install(endpoints, rank_switches, options.local ? std::vector<SocketAddress>{}
+                                                                                     : options.switches,
+                                             ps, access, options);
       job->job_ = coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {
@@ -148,11 +241,12 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       throw ClusterJobError(why);
     }
     for (int r = 1; r < size; ++r) {
-      const json reply = {{"config", json::parse(control::to_json(configs[static_cast<std::size_t>(r)]))},
-                          {"uplink", uplink.to_string()}};
+      const auto i = static_cast<std::size_t>(r);
+      const json reply = {{"config", json::parse(control::to_json(placed.configs[i]))},
+                          {"uplink", placed.uplinks[i].to_string()}};
       store.set("config/" + std::to_string(r), reply.dump());
     }
-    job->communicator_ = std::make_unique<Communicator>(configs[0], std::move(socket), uplink);
+    job->communicator_ = std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
     return job;
   }
 

@@ -87,8 +87,8 @@ double env_number(const char* name, double min, double max) {
   return v;
 }
 
-// ClusterJobOptions from ATP_LOCAL, ATP_SWITCH, ATP_PS, ATP_BIND, ATP_VALUES_PER_PACKET,
-// ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
+// ClusterJobOptions from ATP_LOCAL, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
+// ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
 ClusterJobOptions options_from_environment(Duration timeout) {
   ClusterJobOptions o;
   o.timeout = timeout;
@@ -102,6 +102,15 @@ ClusterJobOptions options_from_environment(Duration timeout) {
                 "`atp ps`, or ATP_LOCAL=1 to have rank 0 start a switch and a PS itself");
     o.switch_control = env_endpoint("ATP_SWITCH", switch_control);
     o.ps_control = env_endpoint("ATP_PS", ps_control);
+    // HOST:PORT,HOST:PORT,...: the switches between the ranks' racks and the PS's (a core).
+    const std::string more = env("ATP_SWITCHES");
+    for (std::size_t at = 0; !more.empty() && at <= more.size();) {
+      const std::size_t comma = std::min(more.find(',', at), more.size());
+      o.switches.push_back(env_endpoint("ATP_SWITCHES", more.substr(at, comma - at)));
+      at = comma + 1;
+    }
+  } else {
+    TORCH_CHECK(env("ATP_SWITCHES").empty(), "atp: ATP_SWITCHES names running switches; ATP_LOCAL=1 starts its own");
   }
   if (const std::string bind = env("ATP_BIND"); !bind.empty()) o.bind_ip = env_endpoint("ATP_BIND", bind + ":0").ip;
   if (!env("ATP_VALUES_PER_PACKET").empty()) {

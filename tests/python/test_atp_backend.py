@@ -1,5 +1,6 @@
 """The PyTorch backend "atp" across real processes on 127.0.0.1: results against gloo's, DDP,
-refusals, a dead rank, and a running `atp switch` / `atp ps` found through ATP_SWITCH / ATP_PS.
+refusals, a dead rank, a running `atp switch` / `atp ps` found through ATP_SWITCH / ATP_PS, and a
+job whose ranks hang under two switches linked through a third (ATP_SWITCHES).
 
 Run by ctest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python and ATP_BINARY=<build>/atp:
     /usr/bin/python3 -m pytest tests/python
@@ -27,19 +28,27 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(scenario, size, env=None, timeout_s=30):
-    """Starts `size` rank processes of `scenario`; returns their JSON lines by rank (None for a
-    rank that printed none) and the wall seconds until the last one exited."""
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
+    """Starts `size` rank processes of `scenario`, rank r with `env` and rank_env(r) added; returns
+    their JSON lines by rank (None for a rank that printed none) and the wall seconds until the last
+    one exited."""
     port = free_port()
     full_env = dict(os.environ, **(env if env is not None else {"ATP_LOCAL": "1"}))
     if env is not None:
-        for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS"):
+        for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS", "ATP_SWITCHES"):
             if key not in env:
                 full_env.pop(key, None)
     start = time.monotonic()
     procs = [
         subprocess.Popen([sys.executable, str(HERE / "rank_main.py"), scenario, str(r), str(size), str(port),
-                          str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
+                          str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(full_env, **rank_env(r)))
         for r in range(size)
     ]
     lines = []
@@ -59,9 +68,7 @@ def run_ranks(scenario, size, env=None, timeout_s=30):
     return lines, time.monotonic() - start
 
 
-@pytest.mark.parametrize("size", [2, 4])
-def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
-    lines, _ = run_ranks("allreduce_vs_gloo", size)
+def expect_gloo_within_the_fixed_point_bound(lines, size):
     for r, line in enumerate(lines):
         assert line["ok"] and "exit" not in line, line
         assert line["non_contiguous_ok"], line
@@ -77,6 +84,12 @@ def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
             assert d["atp_vs_exact"] <= atp_bound, (r, key, d, atp_bound)
             assert d["gloo_vs_exact"] <= gloo_bound, (r, key, d, gloo_bound)
             assert d["atp_vs_gloo"] <= atp_bound + gloo_bound, (r, key, d)
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
+    lines, _ = run_ranks("allreduce_vs_gloo", size)
+    expect_gloo_within_the_fixed_point_bound(lines, size)
 
 
 def test_ddp_steps_leave_identical_parameters_on_every_rank():
@@ -193,3 +206,36 @@ def test_jobs_on_a_running_switch_and_ps(tmp_path):
             if p:
                 p.terminate()
                 p.wait(timeout=10)
+
+
+def test_a_job_across_two_racks(tmp_path):
+    """Ranks 0 and 1 under switch tor0, 2 and 3 under tor1, both linked to core by their configs'
+    ports, the PS under core: each rank names its own switch (ATP_SWITCH), every rank names core
+    (ATP_SWITCHES); rank 0 finds the links and installs the job on all three."""
+    data = {name: f"127.0.0.1:{free_udp_port()}" for name in ("tor0", "tor1", "core")}
+    peers = {"tor0": ["core"], "tor1": ["core"], "core": ["tor0", "tor1"]}
+    daemons, control = [], {}
+    try:
+        for i, name in enumerate(("tor0", "tor1", "core")):
+            config = tmp_path / f"{name}.yaml"
+            ports = "".join(f"  - {{peer: {data[p]}}}\n" for p in peers[name])
+            config.write_text(f"name: {name}\nlisten: {data[name]}\ncontrol: 127.0.0.1:0\n"
+                              f"host_pool: 10.{i + 1}.0.0/16\nports:\n{ports}")
+            switch, (_, control[name]) = start_daemon(["switch", "--config", str(config)],
+                                                      r"data (\S+), control http://(\S+),")
+            daemons.append(switch)
+        ps, (ps_control,) = start_daemon(["ps", "--uplink", data["core"]], r"control (\S+) ")
+        daemons.append(ps)
+        lines, _ = run_ranks("allreduce_vs_gloo", 4, env={"ATP_PS": ps_control, "ATP_SWITCHES": control["core"]},
+                             rank_env=lambda r: {"ATP_SWITCH": control["tor0" if r < 2 else "tor1"]})
+        expect_gloo_within_the_fixed_point_bound(lines, 4)
+        for name in ("tor0", "tor1", "core"):
+            stats = json.loads(subprocess.run([ATP_BINARY, "switch", "stats", "--control", control[name]],
+                                              capture_output=True, text=True, timeout=10).stdout)
+            assert stats["switch"]["no_route"] == 0 and stats["switch"]["not_admitted"] == 0, (name, stats["switch"])
+            assert len(stats["jobs"]) == 1 and stats["jobs"][0]["aggregations"] > 0, (name, stats["jobs"])
+            assert stats["jobs"][0]["installed"] == 0, (name, "the job is removed when the group is destroyed")
+    finally:
+        for p in daemons:
+            p.terminate()
+            p.wait(timeout=10)

@@ -1,7 +1,8 @@
-// A job of ranks that meet through a rendezvous Store and run ATP allreduces on a running switch
-// and PS (`atp switch`, `atp ps`), or on a switch and PS that rank 0 starts as its children:
-// what the PyTorch backend is built on. Rank 0 plans the job and installs it (Orchestrator); the others get
-// their part of the plan through the store.
+// A job of ranks that meet through a rendezvous Store and run ATP allreduces on running switches
+// and a PS (`atp switch`, `atp ps`), or on a switch and PS that rank 0 starts as its children:
+// what the PyTorch backend is built on. Each rank names its own switch (its rack's), so a job may
+// span racks. Rank 0 finds the links between the switches, plans the job and installs it
+// (Orchestrator); the others get their part of the plan through the store.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,17 @@
 namespace atp {
 
 struct ClusterJobOptions {
-  // The HTTP control addresses of a running switch and PS (the PS's uplink must be that switch).
-  // Unset (both): `local` must be true.
+  // The HTTP control addresses of this rank's switch (its rack's: ranks may name different ones)
+  // and of the PS (the same on every rank; it hangs under the switch it names as --uplink). Unset
+  // (both): `local` must be true.
   std::optional<SocketAddress> switch_control;
   std::optional<SocketAddress> ps_control;
+  // The control addresses of further running switches, the same on every rank: those that link
+  // the ranks' switches to each other and to the PS's (a core switch no rank hangs under). Rank 0
+  // finds the links between all the job's switches from their configs' peers (a port of one whose
+  // peer is another's data address: Orchestrator::discover_links). Each switch needs a host_pool
+  // of its own.
+  std::vector<SocketAddress> switches;
   // Rank 0 starts a software switch and a PS on 127.0.0.1 as its child processes (`atp switch`,
   // `atp ps`), for single-machine runs; they stop when rank 0 closes the job, and die with the
   // thread that joined as rank 0 (PR_SET_PDEATHSIG) if it ends first.
@@ -55,9 +63,9 @@ class ClusterJobError : public CollectiveError {
 
 class ClusterJob {
  public:
-  // Every rank calls it with the same options. Binds this rank's data socket, meets the others in
-  // `store`; rank 0 attaches every rank and the PS to the switch (POST /hosts), plans the job and
-  // installs it on the switch and the PS. Blocks until this rank's Communicator exists. Throws
+  // Every rank calls it with the same options, but for its switch. Binds this rank's data socket,
+  // meets the others in `store`; rank 0 attaches every rank to its switch and the PS to its own
+  // (POST /hosts), plans the job and installs it on every switch on its paths and the PS. Blocks until this rank's Communicator exists. Throws
   // ClusterJobError or CollectiveError; a failure on rank 0 is reported to every rank in the same words.
   static std::unique_ptr<ClusterJob> join(Store& store, int rank, int size, const ClusterJobOptions& options);
   ~ClusterJob();  // close()
