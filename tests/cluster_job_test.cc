@@ -142,7 +142,8 @@ void expect_exact_rounds(Store& store, int size, const std::function<ClusterJobO
 }
 void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& options, std::uint64_t seed,
                          std::vector<JobId>* jobs = nullptr) {
-  expect_exact_rounds(store, size, [&options](int) { return options; }, seed, jobs);
+  expect_exact_rounds(
+      store, size, [&options](int) { return options; }, seed, jobs);
 }
 
 TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
@@ -253,14 +254,15 @@ TEST(ClusterJob, ARackedJobWithoutThePsSwitchOrWithTwoPsesIsRefused) {
     return o;
   });
   for (const std::string& m : no_core) {
-    EXPECT_EQ(m.rfind("rank 0 could not set up the ATP job: the PS at " + racks.ps_control().to_string() + " sends to ", 0),
-              0u)
+    EXPECT_EQ(
+        m.rfind("rank 0 could not set up the ATP job: the PS at " + racks.ps_control().to_string() + " sends to ", 0),
+        0u)
         << m;
-    EXPECT_NE(m.find("which is the data address of none of the job's switches ('tor0' at " +
-                     racks.switch_control("tor0").to_string() + ", 'tor1' at " +
-                     racks.switch_control("tor1").to_string() +
-                     "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("which is the data address of none of the job's switches ('tor0' at " +
+               racks.switch_control("tor0").to_string() + ", 'tor1' at " + racks.switch_control("tor1").to_string() +
+               "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)"),
+        std::string::npos)
         << m;
   }
   const std::vector<std::string> two_pses = refusals([&racks](int rank) {

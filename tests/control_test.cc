@@ -59,7 +59,8 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   };
   EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1", "port": 1}, {"dst": "10.0.0.1", "port": 2}])"),
             "routes[1].dst: 10.0.0.1 is listed twice");
-  EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1", "port": 70000}])"), "routes[0].port: must be between 0 and 65535, got 70000");
+  EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1", "port": 70000}])"),
+            "routes[0].port: must be between 0 and 65535, got 70000");
   EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1"}])"), "routes[0].port: missing");
   EXPECT_EQ(job_error(R"({})"), "routes: expected a list, got {}");
   EXPECT_EQ(back.entry.job, 7);

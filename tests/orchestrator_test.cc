@@ -221,7 +221,8 @@ TEST(OrchestratorRacks, DiscoversTheLinksAndPlansAcrossThem) {
   spec.ps = {"ps"};
   for (int w = 0; w < 4; ++w) {
     spec.workers.push_back("w" + std::to_string(w));
-    o.attach(w < 2 ? "tor0" : "tor1", spec.workers.back(), SocketAddress::loopback(static_cast<std::uint16_t>(40001 + w)));
+    o.attach(w < 2 ? "tor0" : "tor1", spec.workers.back(),
+             SocketAddress::loopback(static_cast<std::uint16_t>(40001 + w)));
   }
   EXPECT_EQ(format_address(o.network().host_address.at("w2")), "10.2.0.1");  // tor1's pool
   EXPECT_EQ(format_address(o.network().host_address.at("ps")), "10.3.0.1");

@@ -22,8 +22,7 @@ class RackedDaemons {
  public:
   // `core_links`: false leaves core's ports out of its config (tor0 and tor1 still name core):
   // links with one end only.
-  RackedDaemons(const std::string& binary, const std::string& token, std::uint32_t aggregators,
-                bool core_links = true)
+  RackedDaemons(const std::string& binary, const std::string& token, std::uint32_t aggregators, bool core_links = true)
       : token_(token) {
     const std::string token_file = (dir_.path() / "token").string();
     processes::write_private_file(token_file, token + "\n");
@@ -37,7 +36,9 @@ class RackedDaemons {
       }
     }
     const std::map<std::string, std::vector<std::string>> neighbours = {
-        {"tor0", {"core"}}, {"tor1", {"core"}}, {"core", core_links ? std::vector<std::string>{"tor0", "tor1"} : std::vector<std::string>{}}};
+        {"tor0", {"core"}},
+        {"tor1", {"core"}},
+        {"core", core_links ? std::vector<std::string>{"tor0", "tor1"} : std::vector<std::string>{}}};
     std::vector<processes::Child*> started;
     Address pool = 0x0A010000;
     for (const char* name : {"tor0", "tor1", "core"}) {
@@ -62,9 +63,7 @@ class RackedDaemons {
   }
 
   // By name: tor0, tor1, core (their child process names are "switch 'NAME'").
-  SocketAddress switch_control(const std::string& name) const {
-    return switch_control_.at("switch '" + name + "'");
-  }
+  SocketAddress switch_control(const std::string& name) const { return switch_control_.at("switch '" + name + "'"); }
   const SocketAddress& ps_control() const { return ps_control_; }
   control::ClientAccess access() const { return {token_, ""}; }
   control::SwitchClient switch_client(const std::string& name) const {

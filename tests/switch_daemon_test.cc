@@ -874,8 +874,8 @@ TEST_P(SwitchDaemonTest, SlowClientsDoNotStarveTheControlPlane) {
 // not): past max_job_entries a job is refused with 507, and removing one frees its share.
 TEST_P(SwitchDaemonTest, JobsPastTheTableBoundAreRefused) {
   SwitchJobPlan plan = job_.switches.at("s0");
-  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
-                              plan.entry.roles.size() + plan.routes.size();
+  const std::size_t entries =
+      plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size() + plan.routes.size();
   config_.max_job_entries = 2 * entries;
   start_daemon();
   for (JobId id : {1, 2, 3}) {
@@ -1185,7 +1185,9 @@ TEST_P(SwitchHostsTest, JobsBringTheirRoutesAcrossLinks) {
   plan.entry.admitted_ports = {0, 1, 2};
   plan.multicast_ports = {1, 2};
   plan.routes = {{job_.workers[0].self, 1}, {job_.workers[1].self, 2}, {ps, 0}};
-  auto install = [&](const SwitchJobPlan& p) { return client_->Post("/jobs", control::to_json(p), "application/json"); };
+  auto install = [&](const SwitchJobPlan& p) {
+    return client_->Post("/jobs", control::to_json(p), "application/json");
+  };
   auto res = install(plan);
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -74,9 +74,9 @@ struct ClusterJob::Coordinator {
   Placed plan_and_install(const std::vector<SocketAddress>& ranks, const std::vector<SocketAddress>& rank_switches,
                           const std::vector<SocketAddress>& more_switches, const control::PsClient& ps,
                           const control::ClientAccess& access, const ClusterJobOptions& options) {
-    std::map<std::string, std::string> name_at;        // control address -> the switch's name
-    std::map<std::string, SocketAddress> data_of;      // name -> data address
-    std::map<std::string, std::string> control_of;     // name -> control address
+    std::map<std::string, std::string> name_at;     // control address -> the switch's name
+    std::map<std::string, SocketAddress> data_of;   // name -> data address
+    std::map<std::string, std::string> control_of;  // name -> control address
     std::vector<std::pair<std::string, control::SwitchClient>> clients;
     std::vector<SocketAddress> controls = rank_switches;
     controls.insert(controls.end(), more_switches.begin(), more_switches.end());
@@ -122,12 +122,14 @@ struct ClusterJob::Coordinator {
         ps_switch = clients.front().first;
       } else {
         std::string named;
-        for (const auto& [name, control] : control_of) named += (named.empty() ? "'" : ", '") + name + "' at " + control;
-        throw ClusterJobError(
-            ps.who() + (ps_stats.uplink ? " sends to " + ps_stats.uplink->to_string() + ", which is the data address of "
-                                        : " names no --uplink, so it could hang under any of ") +
-            "none of the job's switches (" + named +
-            "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
+        for (const auto& [name, control] : control_of)
+          named += (named.empty() ? "'" : ", '") + name + "' at " + control;
+        throw ClusterJobError(ps.who() +
+                              (ps_stats.uplink
+                                   ? " sends to " + ps_stats.uplink->to_string() + ", which is the data address of "
+                                   : " names no --uplink, so it could hang under any of ") +
+                              "none of the job's switches (" + named +
+                              "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
       }
     }
     // Shared, not on the lease: the other jobs that use this PS, of any tenant, name its port too.
@@ -220,9 +222,9 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       }
       for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
       const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
-      placed = coordinator->plan_and_install(endpoints, rank_switches, options.local ? std::vector<SocketAddress>{}
-                                                                                     : options.switches,
-                                             ps, access, options);
+      placed = coordinator->plan_and_install(endpoints, rank_switches,
+                                             options.local ? std::vector<SocketAddress>{} : options.switches, ps,
+                                             access, options);
       job->job_ = coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {

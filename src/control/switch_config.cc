@@ -245,7 +245,8 @@ std::optional<HostPool> parse_host_pool(const std::string& text, std::string& wh
     return std::nullopt;
   }
   if (length < 8 || length > 30 || (pool.network >> 24) != 10) {
-    why = "'" + excerpt(text) + "' is not inside 10.0.0.0/8 with a prefix length of 8 to 30 (the overlay's host addresses)";
+    why = "'" + excerpt(text) +
+          "' is not inside 10.0.0.0/8 with a prefix length of 8 to 30 (the overlay's host addresses)";
     return std::nullopt;
   }
   pool.prefix_length = static_cast<std::uint8_t>(length);

@@ -67,13 +67,13 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                  (tenancy_.forbids_change(who, job_resource(plan.entry.job)) ? " by another tenant; pick another id"
                                                                              : "; remove it first"));
   }
-  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
-                              plan.entry.roles.size() + plan.routes.size();
+  const std::size_t entries =
+      plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size() + plan.routes.size();
   if (entries > config_.max_job_entries - installed_entries_) {
     return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
-                                 " ports, roles and routes, and the installed jobs " + std::to_string(installed_entries_) +
-                                 ": more than the " + std::to_string(config_.max_job_entries) +
-                                 " this switch holds; remove a job first");
+                                 " ports, roles and routes, and the installed jobs " +
+                                 std::to_string(installed_entries_) + ": more than the " +
+                                 std::to_string(config_.max_job_entries) + " this switch holds; remove a job first");
   }
   InstalledJob job{entries, {}};
   for (const auto& [dst, port] : plan.routes) {  // before the job: its first packets find them
@@ -161,8 +161,8 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   const bool new_address = !address;
   const control::HostPool& pool = config_.host_pool;
   if (new_address && !(address = dataplane_.free_address(pool.first(), pool.last()))) {
-    return Reply::error(503, "no overlay address is left in this switch's host_pool " + pool.to_string() + " for " +
-                                 peer.to_string());
+    return Reply::error(
+        503, "no overlay address is left in this switch's host_pool " + pool.to_string() + " for " + peer.to_string());
   }
   PortId port = 0;
   if (known) {

@@ -90,8 +90,8 @@ class SwitchControl {
   std::map<JobId, InstalledJob> installed_;
   std::size_t installed_entries_ = 0;  // their entries' sum, at most config.max_job_entries
   std::map<Address, JobRoute> job_routes_;
-  control::Tenancy tenancy_;                // who owns which job and attached host, and their leases
-  std::set<PortId> detached_ports_;         // detached UDP ports, reused lowest first by POST /hosts
+  control::Tenancy tenancy_;         // who owns which job and attached host, and their leases
+  std::set<PortId> detached_ports_;  // detached UDP ports, reused lowest first by POST /hosts
 };
 
 // Adds the control plane's routes (switch_daemon.h) to `http` (control::make_server's): each

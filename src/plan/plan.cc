@@ -359,10 +359,9 @@ NetworkPlan plan_network(const Topology& topology) {
     const std::size_t tor = switch_index.at(host.switch_name);
     const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
     if (const auto [other, fresh] = plan.host_by_address.emplace(address, host.name); !fresh) {
-      const std::string& other_tor =
-          std::find_if(topology.hosts.begin(), topology.hosts.end(), [&](const HostSpec& o) {
-            return o.name == other->second;
-          })->switch_name;
+      const std::string& other_tor = std::find_if(topology.hosts.begin(), topology.hosts.end(), [&](const HostSpec& o) {
+                                       return o.name == other->second;
+                                     })->switch_name;
       throw PlanError("hosts " + quoted(other->second) + " and " + quoted(host.name) + " have the same address " +
                       format_address(address) +
                       (other_tor == host.switch_name

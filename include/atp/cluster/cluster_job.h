@@ -65,8 +65,9 @@ class ClusterJob {
  public:
   // Every rank calls it with the same options, but for its switch. Binds this rank's data socket,
   // meets the others in `store`; rank 0 attaches every rank to its switch and the PS to its own
-  // (POST /hosts), plans the job and installs it on every switch on its paths and the PS. Blocks until this rank's Communicator exists. Throws
-  // ClusterJobError or CollectiveError; a failure on rank 0 is reported to every rank in the same words.
+  // (POST /hosts), plans the job and installs it on every switch on its paths and the PS. Blocks until this rank's
+  // Communicator exists. Throws ClusterJobError or CollectiveError; a failure on rank 0 is reported to every rank in
+  // the same words.
   static std::unique_ptr<ClusterJob> join(Store& store, int rank, int size, const ClusterJobOptions& options);
   ~ClusterJob();  // close()
   ClusterJob(const ClusterJob&) = delete;

@@ -51,7 +51,7 @@ struct SwitchPortConfig {
 // switches of one job need pools that do not overlap, as racks have subnets of their own: a job
 // whose ranks hang under several switches is planned over all their hosts' addresses.
 struct HostPool {
-  Address network = 0x0A000000;  // 10.0.0.0, the host bits zero
+  Address network = 0x0A000000;    // 10.0.0.0, the host bits zero
   std::uint8_t prefix_length = 8;  // 8 to 30
   Address first() const { return network + 1; }
   Address last() const { return network + static_cast<Address>((std::uint64_t{1} << (32 - prefix_length)) - 2); }
