@@ -1,9 +1,10 @@
-// The daemons' control-plane access flags: where the operator token is, the tenants file,
-// whether /metrics is open, and the TLS certificate and key.
+// The daemons' control-plane access flags (where the operator token is, the tenants file,
+// whether /metrics is open, and the TLS certificate and key) and their --log-level.
 #include <arpa/inet.h>
 
 #include <iostream>
 
+#include "atp/io/log.h"
 #include "commands.h"
 
 namespace atp::cli {
@@ -21,6 +22,14 @@ void add_access_flags(CLI::App& app, AccessFlags& flags) {
                  "serve the control plane over TLS (https) with this certificate, a PEM file (with --tls-key); "
                  "clients trust it through ATP_TLS_CA, the PEM file of its CA or the certificate itself");
   app.add_option("--tls-key", flags.tls_key_file, "the private key of --tls-cert, an unencrypted PEM file");
+}
+
+void add_log_level_flag(CLI::App& app) {
+  app.add_option_function<std::string>(
+         "--log-level", [](const std::string& name) { log::set_level(*log::parse_level(name)); },
+         "what the daemon logs to stderr, one line each: info (the default) logs the jobs and hosts installed and "
+         "removed and every refused request; warn and error only failures; debug and trace more; off nothing")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
 std::optional<control::AccessConfig> resolve_access(const std::string& command, const AccessFlags& flags,

@@ -30,6 +30,8 @@ struct AccessFlags {
   std::string tls_key_file;
 };
 void add_access_flags(CLI::App& app, AccessFlags& flags);
+// --log-level, of the daemons: sets the process's log level (atp/io/log.h) when parsed.
+void add_log_level_flag(CLI::App& app);
 // What the flags name, read (and the default token generated if need be), and in `origin` where
 // the token is ("/root/.atp/token", "ATP_TOKEN", "... (new)") for the daemon's start-up line; or
 // nullopt after one sentence on stderr, prefixed with `command`.

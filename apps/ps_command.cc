@@ -91,6 +91,7 @@ Command add_ps_command(CLI::App& parent) {
   c.app->add_option("--address", options->address,
                     "This PS host's overlay address (10.0.0.x); jobs for another address are refused");
   add_access_flags(*c.app, options->access);
+  add_log_level_flag(*c.app);
   c.app->footer(
       "Control plane (every request with 'Authorization: Bearer TOKEN'): POST /jobs (a PsConfig as JSON), DELETE "
       "/jobs/<id>, POST /leases, GET /metrics (Prometheus), GET /stats (JSON).\nPrints 'atp ps: data IP:PORT "

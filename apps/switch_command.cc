@@ -123,6 +123,7 @@ Command add_switch_command(CLI::App& parent) {
                     "Ethernet frames; needs root or CAP_NET_RAW, offloads off: ethtool -K NAME tx off rx off tso off "
                     "gso off gro off); all ports of a switch are of one kind");
   add_access_flags(*c.app, *access);
+  add_log_level_flag(*c.app);
   c.app->require_subcommand(0, 1);
   CLI::App* stats = c.app->add_subcommand("stats", "print a running switch's counters as JSON");
   stats->add_option("--control", *control, "the switch's control endpoint HOST:PORT")->required();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "atp/control/control.h"
+#include "atp/io/log.h"
 #include "atp/io/machine.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
@@ -677,6 +678,8 @@ TEST(PsDaemon, AJobOnAnExpiredLeaseIsRemoved) {
   Host uplink;
   PsDaemon daemon(config_for(uplink, true));
   daemon.start();
+  atp::log::set_level(atp::log::Level::kInfo);
+  testing::internal::CaptureStderr();
   const SocketAddress control = daemon.control_endpoint();
   const std::string granted = http(control, "POST", "/leases", R"({"ttl_ms": 1000})", test::kAliceToken);
   ASSERT_EQ(granted.substr(0, 3), "201") << granted;
@@ -697,6 +700,15 @@ TEST(PsDaemon, AJobOnAnExpiredLeaseIsRemoved) {
   EXPECT_FALSE(daemon.stats().jobs.contains(3)) << "the lease expired 1 s after its grant";
   EXPECT_TRUE(daemon.stats().jobs.contains(4)) << "on no lease";
   EXPECT_EQ(http(control, "POST", "/leases/" + lease + "/keepalive", "", test::kAliceToken).substr(0, 3), "404");
+  // Each install, removal and refusal is a line of the daemon's log, naming who and why.
+  const std::string logged = testing::internal::GetCapturedStderr();
+  const std::string me = "ps " + daemon.data_endpoint().to_string();
+  for (const std::string& line :
+       {std::string("info refused POST /jobs from 127.0.0.1 (bob): 403 lease ") + lease + " is another tenant's",
+        "info " + me + ": job 3 installed by alice (lease " + lease + "): 2 workers, 4 values per packet",
+        "info " + me + ": job 4 installed by alice: 2 workers", "info " + me + ": job 3 removed: its lease expired"}) {
+    EXPECT_NE(logged.find(line), std::string::npos) << "no line '" << line << "' in:\n" << logged;
+  }
 }
 
 TEST(PsDaemon, AControlPortInUseIsOneClearError) {

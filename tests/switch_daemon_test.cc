@@ -28,6 +28,7 @@
 #include "atp/control/control.h"
 #include "atp/control/control_client.h"
 #include "atp/control/stats.h"
+#include "atp/io/log.h"
 #include "atp/io/udp_socket.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
@@ -1235,6 +1236,38 @@ TEST_P(SwitchHostsTest, JobsBringTheirRoutesAcrossLinks) {
   // The hosts' own routes stay: they are theirs, not the jobs'.
   UdpSocket later(SocketAddress::loopback(0));
   EXPECT_EQ(attach(later.local_endpoint())["address"], "10.0.0.3");
+}
+
+// The daemon's log (stderr, atp/io/log.h): a line for each host attached, job installed and
+// removed and request refused, with who asked; none below the level set.
+TEST_P(SwitchHostsTest, LogsWhatItDidAndWhatItRefused) {
+  log::set_level(log::Level::kInfo);
+  testing::internal::CaptureStderr();
+  const json w0 = attach(hosts_[0].local_endpoint());
+  SwitchJobPlan plan = job_.switches.at("s0");
+  plan.entry.admitted_ports = {1};
+  plan.multicast_ports = {1};
+  plan.routes.clear();
+  ASSERT_EQ(client_->Post("/jobs", control::to_json(plan), "application/json")->status, 200);
+  ASSERT_EQ(client_->Post("/jobs", control::to_json(plan), "application/json")->status, 409);
+  ASSERT_EQ(client_->Delete("/jobs/1")->status, 200);
+  log::set_level(log::Level::kWarn);
+  ASSERT_EQ(client_->Delete("/jobs/1")->status, 404);  // below the level: not logged
+  log::set_level(log::Level::kInfo);
+  const std::string logged = testing::internal::GetCapturedStderr();
+  for (const std::string& line :
+       {"info switch s0: host " + hosts_[0].local_endpoint().to_string() +
+            " attached on port 1 as 10.0.0.1 by operator",
+        std::string("info switch s0: job 1 installed by operator: 1 admitted ports, 1 multicast ports, 1 aggregation "
+                    "roles, 0 routes of its own"),
+        std::string("info refused POST /jobs from 127.0.0.1 (operator): 409 job 1 is already installed; remove it "
+                    "first"),
+        std::string("info switch s0: job 1 removed by operator")}) {
+    EXPECT_NE(logged.find(line), std::string::npos) << "no line '" << line << "' in:\n" << logged;
+  }
+  EXPECT_EQ(logged.find("404"), std::string::npos) << logged;
+  EXPECT_EQ(log::parse_level("warn"), log::Level::kWarn);
+  EXPECT_EQ(log::parse_level("warning"), std::nullopt);  // one spelling, the flag's
 }
 
 // Hosts get addresses from the switch's host_pool only; when it is used up, a host gets one

@@ -17,7 +17,9 @@ namespace atp {
 
 namespace {
 
-// How long a daemon may take to print its first line.
+// The daemons this process starts share its stderr: they log failures only, not every job and
+// host their runner installs (`atp switch --log-level`).
+constexpr const char* kChildLogLevel = "warn";
 
 bool executable(const std::string& path) {
   std::error_code ignored;
@@ -68,16 +70,20 @@ std::string find_atp_binary(const std::string& configured) {
 processes::Child& start_switch_process(processes::ChildSet& children, const std::string& binary,
                                        const std::string& name, const std::string& config_file,
                                        const std::string& token_file, const std::string& netns) {
-  return children.start("switch '" + name + "'",
-                        {binary, "switch", "--config", config_file, "--token-file", token_file}, false, netns);
+  return children.start(
+      "switch '" + name + "'",
+      {binary, "switch", "--config", config_file, "--token-file", token_file, "--log-level", kChildLogLevel}, false,
+      netns);
 }
 
 processes::Child& start_ps_process(processes::ChildSet& children, const std::string& binary, const std::string& host,
                                    const PsProcessOptions& options, const std::string& token_file,
                                    const std::string& netns) {
-  std::vector<std::string> args = {
-      binary,         "ps",      "--listen", options.listen.to_string(), "--control", options.control.to_string(),
-      "--token-file", token_file};
+  std::vector<std::string> args = {binary,         "ps",
+                                   "--listen",     options.listen.to_string(),
+                                   "--control",    options.control.to_string(),
+                                   "--token-file", token_file,
+                                   "--log-level",  kChildLogLevel};
   if (options.uplink) args.insert(args.end(), {"--uplink", options.uplink->to_string()});
   if (!options.address.empty()) args.insert(args.end(), {"--address", options.address});
   return children.start("ps '" + host + "'", args, false, netns);

@@ -37,6 +37,7 @@
 
 #include "atp/control/control.h"
 #include "atp/io/event_loop.h"
+#include "atp/io/log.h"
 
 namespace atp::control {
 namespace {
@@ -616,12 +617,28 @@ class ControlServer final : public httplib::Server {
       res.status = 500;
       res.set_content(error_body("internal error: " + excerpt(what, 200)) + "\n", "application/json");
     });
+    set_logger([this](const httplib::Request& req, const httplib::Response& res) { log_refusal(req, res); });
   }
 
   // httplib closes the listening socket only in stop() of a running server: a daemon made but
   // never started would keep its control port bound until the process ends.
   ~ControlServer() override {
     if (!is_running() && svr_sock_ != INVALID_SOCKET) ::close(svr_sock_.exchange(INVALID_SOCKET));
+  }
+
+  // Every refused request is a line of the daemon's log: at info a client's mistake (4xx), at
+  // error the daemon's failure (5xx). What it did when it did not refuse, the routes log.
+  void log_refusal(const httplib::Request& req, const httplib::Response& res) const {
+    if (res.status < 400) return;
+    const log::Level level = res.status >= 500 ? log::Level::kError : log::Level::kInfo;
+    if (!log::enabled(level)) return;
+    const nlohmann::json body = nlohmann::json::parse(res.body, nullptr, false);
+    const std::string why = body.is_object() && body.contains("error") && body["error"].is_string()
+                                ? body["error"].get<std::string>()
+                                : "(no error sentence)";
+    const std::string who = requester(req);
+    log::write(level, "refused " + req.method + " " + excerpt(req.path, 200) + " from " + req.remote_addr +
+                          (who.empty() ? "" : " (" + who + ")") + ": " + std::to_string(res.status) + " " + why);
   }
 
   std::string requester(const httplib::Request& req) const {

@@ -22,6 +22,7 @@
 #include "atp/control/control.h"
 #include "atp/control/stats.h"
 #include "atp/io/event_loop.h"
+#include "atp/io/log.h"
 #include "atp/io/loop_tasks.h"
 #include "atp/io/machine.h"
 #include "atp/io/udp_sink.h"
@@ -127,7 +128,9 @@ struct PsDaemon::Impl {
   }
 
   void on_deadline(Time now) {
-    for (const control::Tenancy::Resource r : tenancy.expire(now)) remove_job(static_cast<JobId>(r.id));
+    for (const control::Tenancy::Resource r : tenancy.expire(now)) {
+      remove_job(static_cast<JobId>(r.id), "its lease expired");
+    }
     for (auto& [id, endpoint] : jobs) {
       if (endpoint.next_deadline() <= now) endpoint.on_timeout(now, out);
     }
@@ -170,9 +173,14 @@ struct PsDaemon::Impl {
     jobs.emplace(job.job, std::move(*endpoint));
   }
 
-  bool remove_job(JobId job) {
+  std::string who_am_i() const { return "ps " + socket.local_endpoint().to_string(); }
+
+  // Removes job `job`, `why` it goes (the log's words).
+  bool remove_job(JobId job, const std::string& why) {
     tenancy.release({control::Tenancy::Kind::kJob, job});
-    return jobs.erase(job) > 0;
+    const bool removed = jobs.erase(job) > 0;
+    if (removed) log::info(who_am_i() + ": job " + std::to_string(job) + " removed: " + why);
+    return removed;
   }
 
   // POST /jobs by `who`, hanging the job on `lease` (0: none). Throws as add_job.
@@ -187,6 +195,9 @@ struct PsDaemon::Impl {
     }
     add_job(job);
     tenancy.claim(resource, who, lease);
+    log::info(who_am_i() + ": job " + std::to_string(job.job) + " installed by " + who +
+              (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " + std::to_string(job.workers.size()) +
+              " workers, " + std::to_string(job.values_per_packet) + " values per packet");
     return {201, nlohmann::json{{"installed", job.job}}.dump()};
   }
 
@@ -229,7 +240,7 @@ struct PsDaemon::Impl {
                           if (auto forbidden = tenancy.forbids_change(who, {control::Tenancy::Kind::kJob, job})) {
                             return control::Reply::error(403, *forbidden);
                           }
-                          remove_job(job);
+                          remove_job(job, "removed by " + who);
                           return control::Reply{200, nlohmann::json{{"removed", job}}.dump()};
                         },
                         kHttpTimeout));
@@ -239,7 +250,7 @@ struct PsDaemon::Impl {
     });
     control::add_lease_routes(
         *http, tenancy, [this](std::function<control::Reply()> task) { return call(std::move(task), kHttpTimeout); },
-        [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id)); });
+        [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id), "its lease was revoked"); });
     http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(control::to_prometheus(snapshot(kHttpTimeout)), "text/plain; version=0.0.4");
@@ -338,7 +349,7 @@ void PsDaemon::add_job(const PsConfig& config) {
 }
 
 bool PsDaemon::remove_job(JobId job) {
-  return impl_->call([this, job] { return impl_->remove_job(job); });
+  return impl_->call([this, job] { return impl_->remove_job(job, "removed by its owner in this process"); });
 }
 
 control::PsStats PsDaemon::stats() const { return impl_->snapshot(); }

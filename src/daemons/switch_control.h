@@ -60,8 +60,8 @@ class SwitchControl {
 
   // ---- leases ----
   control::Tenancy& tenancy() { return tenancy_; }
-  // What hung on a lease that expired or was revoked.
-  void remove(control::Tenancy::Resource r);
+  // What hung on a lease that expired or was revoked; `why` says which (the log's words).
+  void remove(control::Tenancy::Resource r, const char* why);
   Time next_deadline() const { return tenancy_.next_deadline(); }  // the next lease to expire
   // Removes what hung on the leases that have expired by `now`.
   void expire(Time now);

@@ -108,7 +108,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
   control::add_lease_routes(
       http, control_plane.tenancy(),
       [&tasks](std::function<Reply()> task) { return on_dataplane(tasks, std::move(task)); },
-      [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r); });
+      [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r, "its lease was revoked"); });
   http.Get("/stats", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
     try {
       res.set_content(control::to_json(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })) + "\n",
