@@ -63,6 +63,16 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
             "routes[0].port: must be between 0 and 65535, got 70000");
   EXPECT_EQ(job_error(R"([{"dst": "10.0.0.1"}])"), "routes[0].port: missing");
   EXPECT_EQ(job_error(R"({})"), "routes: expected a list, got {}");
+  // A job's name labels metrics and log lines: kept, and one that could not label them refused.
+  plan.name = "resnet-50 (run 3)";
+  EXPECT_EQ(switch_job_from_json(to_json(plan)).name, plan.name);
+  try {
+    switch_job_from_json(R"({"name": "a\"b", "job": 1, "admitted_ports": [], "roles": [], "multicast_ports": []})");
+    FAIL() << "a name with a quote was taken";
+  } catch (const ControlError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "name: 'a\"b' is not a job name (at most 255 printable ASCII characters, no quotes or backslashes)");
+  }
   EXPECT_EQ(back.entry.job, 7);
   EXPECT_EQ(back.entry.admitted_ports, plan.entry.admitted_ports);
   ASSERT_EQ(back.entry.roles.size(), 1u);
@@ -80,7 +90,9 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   ps.aggregators = {40, 100};
   ps.max_window_seqs = 77;
   ps.index_policy = IndexPolicy::kHashedSlots;
+  ps.name = "bert";
   const PsConfig ps_back = ps_job_from_json(to_json(ps));
+  EXPECT_EQ(ps_back.name, "bert");
   EXPECT_EQ(ps_back.index_policy, IndexPolicy::kHashedSlots);
   EXPECT_EQ(ps_back.job, 3);
   EXPECT_EQ(ps_back.self, ps.self);

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -23,6 +25,7 @@
 #include "atp/io/machine.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
+#include "exposition_format.h"
 #include "test_access.h"
 
 namespace atp {
@@ -250,6 +253,7 @@ constexpr const char* kSampleStats = R"({
       "collisions": 0,
       "completions": 1,
       "dropped": 0,
+      "name": "",
       "overflows": 0,
       "overlaps_dropped": 0,
       "packets_received": 2,
@@ -262,52 +266,56 @@ constexpr const char* kSampleStats = R"({
   "uplink": "UPLINK"
 }
 )";
-constexpr const char* kSampleMetrics = R"(# HELP atp_ps_datagrams_received_total UDP datagrams received.
-# TYPE atp_ps_datagrams_received_total counter
-atp_ps_datagrams_received_total 3
-# HELP atp_ps_malformed_total Datagrams that are not ATP packets, dropped.
-# TYPE atp_ps_malformed_total counter
-atp_ps_malformed_total 1
-# HELP atp_ps_unknown_job_total ATP packets of jobs not installed here, dropped.
-# TYPE atp_ps_unknown_job_total counter
-atp_ps_unknown_job_total 0
-# HELP atp_ps_foreign_source_total ATP packets not from their header's src at the ATP port (addressed by IP), dropped.
-# TYPE atp_ps_foreign_source_total counter
-atp_ps_foreign_source_total 0
-# HELP atp_ps_datagrams_sent_total UDP datagrams sent to the uplink.
-# TYPE atp_ps_datagrams_sent_total counter
-atp_ps_datagrams_sent_total 1
-# HELP atp_ps_send_failures_total Datagrams the kernel refused, lost.
-# TYPE atp_ps_send_failures_total counter
-atp_ps_send_failures_total 0
-# HELP atp_ps_relayed_to_local_worker_total Parameter packets for a worker on this host, relayed to it at 127.0.0.1.
-# TYPE atp_ps_relayed_to_local_worker_total counter
-atp_ps_relayed_to_local_worker_total 0
-# HELP atp_ps_jobs Jobs installed.
+constexpr const char* kSampleMetrics = R"(# HELP atp_build_info The atp that serves these metrics: its version.
+# TYPE atp_build_info gauge
+atp_build_info{version="VERSION"} 1
+# HELP atp_ps_dropped_datagrams_total Datagrams the PS dropped, by reason.
+# TYPE atp_ps_dropped_datagrams_total counter
+atp_ps_dropped_datagrams_total{reason="malformed"} 1
+atp_ps_dropped_datagrams_total{reason="unknown_job"} 0
+atp_ps_dropped_datagrams_total{reason="foreign_source"} 0
+atp_ps_dropped_datagrams_total{reason="send_failed"} 0
+# HELP atp_ps_job_aggregations_total A job's packets merged into a fragment's sum.
+# TYPE atp_ps_job_aggregations_total counter
+atp_ps_job_aggregations_total{atp_job="1",atp_job_id="1"} 2
+# HELP atp_ps_job_collisions_total A job's fragments completed with a collision (index rehashed).
+# TYPE atp_ps_job_collisions_total counter
+atp_ps_job_collisions_total{atp_job="1",atp_job_id="1"} 0
+# HELP atp_ps_job_completions_total A job's fragments completed.
+# TYPE atp_ps_job_completions_total counter
+atp_ps_job_completions_total{atp_job="1",atp_job_id="1"} 1
+# HELP atp_ps_job_dropped_packets_total A job's packets the PS discarded, by reason.
+# TYPE atp_ps_job_dropped_packets_total counter
+atp_ps_job_dropped_packets_total{atp_job="1",atp_job_id="1",reason="overlap"} 0
+atp_ps_job_dropped_packets_total{atp_job="1",atp_job_id="1",reason="stale"} 0
+atp_ps_job_dropped_packets_total{atp_job="1",atp_job_id="1",reason="invalid"} 0
+# HELP atp_ps_job_overflows_total A job's fragments that overflowed int32 and went float32.
+# TYPE atp_ps_job_overflows_total counter
+atp_ps_job_overflows_total{atp_job="1",atp_job_id="1"} 0
+# HELP atp_ps_job_received_packets_total A job's gradient packets the PS received.
+# TYPE atp_ps_job_received_packets_total counter
+atp_ps_job_received_packets_total{atp_job="1",atp_job_id="1"} 2
+# HELP atp_ps_job_resent_results_total A job's results and requests sent again to a worker.
+# TYPE atp_ps_job_resent_results_total counter
+atp_ps_job_resent_results_total{atp_job="1",atp_job_id="1"} 0
+# HELP atp_ps_job_sent_parameters_total A job's parameter packets multicast.
+# TYPE atp_ps_job_sent_parameters_total counter
+atp_ps_job_sent_parameters_total{atp_job="1",atp_job_id="1"} 1
+# HELP atp_ps_job_shape_mismatches_total A job's fragments whose workers' rounds differed.
+# TYPE atp_ps_job_shape_mismatches_total counter
+atp_ps_job_shape_mismatches_total{atp_job="1",atp_job_id="1"} 0
+# HELP atp_ps_jobs Jobs installed on the PS.
 # TYPE atp_ps_jobs gauge
 atp_ps_jobs 1
-# TYPE atp_ps_job_packets_received_total counter
-atp_ps_job_packets_received_total{job="1"} 2
-# TYPE atp_ps_job_aggregations_total counter
-atp_ps_job_aggregations_total{job="1"} 2
-# TYPE atp_ps_job_overlaps_dropped_total counter
-atp_ps_job_overlaps_dropped_total{job="1"} 0
-# TYPE atp_ps_job_completions_total counter
-atp_ps_job_completions_total{job="1"} 1
-# TYPE atp_ps_job_parameters_sent_total counter
-atp_ps_job_parameters_sent_total{job="1"} 1
-# TYPE atp_ps_job_results_resent_total counter
-atp_ps_job_results_resent_total{job="1"} 0
-# TYPE atp_ps_job_collisions_total counter
-atp_ps_job_collisions_total{job="1"} 0
-# TYPE atp_ps_job_overflows_total counter
-atp_ps_job_overflows_total{job="1"} 0
-# TYPE atp_ps_job_stale_total counter
-atp_ps_job_stale_total{job="1"} 0
-# TYPE atp_ps_job_shape_mismatches_total counter
-atp_ps_job_shape_mismatches_total{job="1"} 0
-# TYPE atp_ps_job_dropped_total counter
-atp_ps_job_dropped_total{job="1"} 0
+# HELP atp_ps_received_datagrams_total UDP datagrams the PS received.
+# TYPE atp_ps_received_datagrams_total counter
+atp_ps_received_datagrams_total 3
+# HELP atp_ps_relayed_datagrams_total Parameter packets relayed to a worker on the PS's host.
+# TYPE atp_ps_relayed_datagrams_total counter
+atp_ps_relayed_datagrams_total 0
+# HELP atp_ps_sent_datagrams_total UDP datagrams the PS sent.
+# TYPE atp_ps_sent_datagrams_total counter
+atp_ps_sent_datagrams_total 1
 )";
 
 // GET /stats and GET /metrics of a sample PS, word for word: what every reader of them was
@@ -325,7 +333,10 @@ TEST(PsDaemon, StatsAndMetricsKeepTheirShape) {
   stats.replace(stats.find(ps.to_string()), ps.to_string().size(), "DATA");
   stats.replace(stats.find(uplink.endpoint().to_string()), uplink.endpoint().to_string().size(), "UPLINK");
   EXPECT_EQ(stats, kSampleStats);
-  EXPECT_EQ(daemon.metrics_text(), kSampleMetrics);
+  std::string metrics = daemon.metrics_text();
+  metrics.replace(metrics.find("version=\"" ATP_VERSION "\""), 10 + std::strlen(ATP_VERSION), "version=\"VERSION\"");
+  EXPECT_EQ(metrics, kSampleMetrics);
+  EXPECT_EQ(test::exposition_errors(metrics), std::vector<std::string>{});
 }
 
 TEST(PsDaemon, ServesTwoJobsAtOnce) {
@@ -442,7 +453,8 @@ TEST(PsDaemon, ReportsShapeMismatchesInStatsAndMetrics) {
   const nlohmann::json stats = nlohmann::json::parse(daemon.stats_json());
   EXPECT_EQ(stats["jobs"]["1"]["shape_mismatches"], 1) << stats.dump();
   const std::string metrics = daemon.metrics_text();
-  EXPECT_NE(metrics.find("atp_ps_job_shape_mismatches_total{job=\"1\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("atp_ps_job_shape_mismatches_total{atp_job=\"1\",atp_job_id=\"1\"} 1"), std::string::npos)
+      << metrics;
 }
 
 TEST(PsDaemon, RefusesADuplicateJobAndAJobForAnotherAddress) {
@@ -484,7 +496,9 @@ TEST(PsDaemon, InstallsRemovesAndReportsJobsOverHttp) {
 
   const std::string metrics = http(control, "GET", "/metrics");
   EXPECT_EQ(metrics.substr(0, 3), "200");
-  EXPECT_NE(metrics.find("atp_ps_job_completions_total{job=\"3\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("atp_ps_job_completions_total{atp_job=\"3\",atp_job_id=\"3\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(test::exposition_errors(metrics.substr(4)), std::vector<std::string>{});  // "200 " before the text
   const std::string stats = http(control, "GET", "/stats");
   EXPECT_EQ(stats.substr(0, 3), "200");
   EXPECT_NE(stats.find("\"completions\": 1"), std::string::npos) << stats;

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include "atp/control/control.h"
+#include "exposition_format.h"
 
 namespace atp::control {
 namespace {
@@ -40,7 +42,8 @@ SwitchStats sample_switch(bool udp) {
   s.ethernet = {22, 23, 24, 25, 26, 27, 28, 29};
   s.mac_addresses = 30;
   s.neighbors = 31;
-  s.jobs = {{1, true, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49}}, {7, false, {50, 51, 52, 53, 54, 55, 56, 57, 58, 59}}};
+  s.jobs = {{1, "a", true, {40, 41, 42, 43, 44, 45, 46, 47, 48, 49}},
+            {7, "", false, {50, 51, 52, 53, 54, 55, 56, 57, 58, 59}}};
   for (PortId p = 0; p < 2; ++p) {
     SwitchPortStats row;
     row.port = p;
@@ -196,45 +199,78 @@ TEST(SwitchStats, AJobOrPortListedTwiceIsRefused) {
                "ports[2].port: port 0 is in an earlier row too");
 }
 
+// The samples of `metrics` (lines that are not comments), each with its labels as written.
+std::vector<std::string> samples_of(const std::string& metrics) {
+  std::vector<std::string> samples;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("#")) samples.push_back(line);
+  }
+  return samples;
+}
+
+// The checker the metrics tests lean on finds what a scraper refuses.
+TEST(ExpositionFormat, TheCheckerFindsEachBrokenRule) {
+  const std::string head = "# HELP a_total A.\n# TYPE a_total counter\n";
+  EXPECT_EQ(test::exposition_errors(head + "a_total{x=\"1\"} 2\na_total{x=\"2\"} 3\n"), std::vector<std::string>{});
+  for (const std::string& bad :
+       {std::string("# HELP a A.\n# TYPE a counter\na 1\n"),                         // a counter without _total
+        std::string("a_total 1\n") + head,                                           // a sample before its TYPE
+        head + "a_total{x=\"1\"} 2\na_total{x=\"1\"} 3\n",                           // a series twice
+        head + "a_total{x=\"\\q\"} 2\n",                                             // an escape the format lacks
+        head + "a_total{__x=\"1\"} 2\n",                                             // a reserved label name
+        head + "a_total one\n",                                                      // no number
+        head + "# HELP b B.\n# TYPE b gauge\na_total 1\nb 1\na_total{x=\"2\"} 1\n",  // not contiguous
+        std::string("# TYPE a_total counter\na_total 1\n"),                          // no HELP
+        head + "a total\n"}) {
+    EXPECT_FALSE(test::exposition_errors(bad).empty()) << bad;
+  }
+}
+
 // A name with a double quote, a backslash and a line feed is escaped as the text format says.
 TEST(SwitchStats, MetricsEscapeLabelValues) {
   SwitchStats s = sample_switch(true);
   s.name = "a\"b\\c\nd";
   const std::string metrics = to_prometheus(s);
   EXPECT_NE(metrics.find("atp_switch_packets_total{switch=\"a\\\"b\\\\c\\nd\"} 10\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("atp_switch_job_installed{switch=\"a\\\"b\\\\c\\nd\",job=\"7\"} 0\n"), std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("atp_switch_port_drops_total{switch=\"a\\\"b\\\\c\\nd\",port=\"1\"} 411\n"), std::string::npos)
-      << metrics;
   EXPECT_EQ(metrics.find("a\"b"), std::string::npos) << "a quote unescaped";
+  EXPECT_EQ(test::exposition_errors(metrics), std::vector<std::string>{});
   const std::string plain = to_prometheus(sample_switch(true));  // named s0
   EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), std::count(plain.begin(), plain.end(), '\n'))
       << "a line feed unescaped";
 }
 
-// Every number of the document is a metric, and only those.
-TEST(SwitchStats, MetricsListEveryNumberOfTheDocument) {
+// What a scraper requires, Prometheus' names (units, _total, a drop's reason as a label), and
+// every number of the document once, but a removed job's: its series go with it.
+TEST(SwitchStats, MetricsFollowPrometheusRulesAndListEveryNumber) {
   const SwitchStats s = sample_switch(true);
   const std::string metrics = to_prometheus(s);
+  EXPECT_EQ(test::exposition_errors(metrics), std::vector<std::string>{}) << metrics;
+  const std::vector<std::string> samples = samples_of(metrics);
+  auto has = [&](const std::string& sample) {
+    return std::find(samples.begin(), samples.end(), sample) != samples.end();
+  };
+  EXPECT_TRUE(has("atp_build_info{version=\"" ATP_VERSION "\"} 1")) << metrics;
+  EXPECT_TRUE(has("atp_switch_dropped_packets_total{switch=\"s0\",reason=\"malformed\"} 11")) << metrics;
+  EXPECT_TRUE(has("atp_switch_aggregators_in_use{switch=\"s0\"} 21"));
+  EXPECT_TRUE(has("atp_switch_job_aggregations_total{switch=\"s0\",atp_job=\"a\",atp_job_id=\"1\"} 40")) << metrics;
+  EXPECT_TRUE(has("atp_switch_jobs{switch=\"s0\"} 1"));
+  EXPECT_TRUE(has("atp_switch_port_transmitted_bytes_total{switch=\"s0\",port=\"1\"} 204")) << metrics;
+  EXPECT_TRUE(has("atp_switch_port_dropped_packets_total{switch=\"s0\",port=\"1\",reason=\"egress_queue_full\"} 206"))
+      << metrics;
+  EXPECT_TRUE(has("atp_switch_port_queue_depth_packets{switch=\"s0\",port=\"0\",direction=\"ingress\"} 116"))
+      << metrics;
+  EXPECT_EQ(metrics.find("atp_job_id=\"7\""), std::string::npos) << "job 7 is not installed: no series";
+  // Every number of the document is one sample: the switch's, job 1's and each port's, but the
+  // ports' "drops" (their drops by reason, summed) and the jobs' "installed" (atp_switch_jobs).
   const json doc = json::parse(to_json(s));
-  std::size_t lines = 2 * doc["switch"].size();  // # TYPE and the sample
-  for (const auto& [key, value] : doc["switch"].items()) {
-    EXPECT_NE(metrics.find("atp_switch_" + key), std::string::npos) << key;
+  std::size_t numbers = doc["switch"].size();
+  for (const auto& [key, value] : doc["jobs"][0].items())
+    numbers += value.is_number() && key != "job" && key != "installed";
+  for (const json& port : doc["ports"]) {
+    for (const auto& [key, value] : port.items()) numbers += value.is_number() && key != "port" && key != "drops";
   }
-  for (const auto& [group, label] : {std::pair{"jobs", "job"}, std::pair{"ports", "port"}}) {
-    for (const auto& [key, value] : doc[group][0].items()) {
-      if (!value.is_number() || key == label) continue;
-      lines += 1 + doc[group].size();  // # TYPE and a sample per row
-      EXPECT_NE(metrics.find("atp_switch_" + std::string(label) + "_" + key), std::string::npos) << key;
-    }
-  }
-  EXPECT_EQ(static_cast<std::size_t>(std::count(metrics.begin(), metrics.end(), '\n')), lines) << metrics;
-  EXPECT_NE(
-      metrics.find("# TYPE atp_switch_aggregators_in_use gauge\natp_switch_aggregators_in_use{switch=\"s0\"} 21\n"),
-      std::string::npos);
-  EXPECT_NE(metrics.find("atp_switch_job_installed{switch=\"s0\",job=\"7\"} 0\n"), std::string::npos);
-  EXPECT_NE(metrics.find("atp_switch_port_drops_total{switch=\"s0\",port=\"1\"} 411\n"), std::string::npos);
-  EXPECT_NE(metrics.find("atp_switch_port_ingress_queue_depth{switch=\"s0\",port=\"0\"} 116\n"), std::string::npos);
+  EXPECT_EQ(samples.size(), numbers + 2) << "and atp_build_info and atp_switch_jobs";
 }
 
 TEST(PsStats, RoundTripsAndRefusesBadKeys) {
@@ -262,25 +298,26 @@ TEST(PsStats, RoundTripsAndRefusesBadKeys) {
   expect_error(ps_stats_from_json, edited(text, [](json& d) { d["data"] = 5; }), "data: expected a string, got 5");
 }
 
-TEST(PsStats, MetricsHaveEveryJobCounter) {
-  const std::string metrics = to_prometheus(sample_ps());
-  EXPECT_NE(metrics.find("# HELP atp_ps_malformed_total Datagrams that are not ATP packets, dropped.\n"
-                         "# TYPE atp_ps_malformed_total counter\natp_ps_malformed_total 2\n"),
-            std::string::npos)
+TEST(PsStats, MetricsFollowPrometheusRulesAndListEveryNumber) {
+  PsStats s = sample_ps();
+  s.job_names[1] = "resnet";
+  const std::string metrics = to_prometheus(s);
+  EXPECT_EQ(test::exposition_errors(metrics), std::vector<std::string>{}) << metrics;
+  const std::vector<std::string> samples = samples_of(metrics);
+  auto has = [&](const std::string& sample) {
+    return std::find(samples.begin(), samples.end(), sample) != samples.end();
+  };
+  EXPECT_TRUE(has("atp_ps_dropped_datagrams_total{reason=\"malformed\"} 2")) << metrics;
+  EXPECT_TRUE(has("atp_ps_received_datagrams_total 1"));
+  EXPECT_TRUE(has("atp_ps_jobs 2"));
+  EXPECT_TRUE(has("atp_ps_job_dropped_packets_total{atp_job=\"resnet\",atp_job_id=\"1\",reason=\"stale\"} 18"))
       << metrics;
-  EXPECT_NE(metrics.find("atp_ps_jobs 2\n"), std::string::npos);
-  // Every daemon counter of the document, with its help (relayed_to_local_worker had none and
-  // was left out).
-  for (const auto& [key, value] : json::parse(to_json(sample_ps()))["daemon"].items()) {
-    const std::string name = "atp_ps_" + key + "_total";
-    EXPECT_NE(metrics.find("# HELP " + name + " "), std::string::npos) << key;
-    EXPECT_NE(metrics.find("\n" + name + " " + std::to_string(value.get<std::uint64_t>()) + "\n"), std::string::npos)
-        << key;
-  }
-  EXPECT_NE(metrics.find("# TYPE atp_ps_job_stale_total counter\natp_ps_job_stale_total{job=\"1\"} 18\n"
-                         "atp_ps_job_stale_total{job=\"300\"} 38\n"),
-            std::string::npos)
-      << metrics;
+  EXPECT_TRUE(has("atp_ps_job_completions_total{atp_job=\"300\",atp_job_id=\"300\"} 33")) << "unnamed: the id";
+  EXPECT_NE(metrics.find("# HELP atp_ps_relayed_datagrams_total "), std::string::npos);
+  const json doc = json::parse(to_json(s));
+  std::size_t numbers = doc["daemon"].size();
+  for (const auto& [id, job] : doc["jobs"].items()) numbers += job.size() - 1;  // but its name
+  EXPECT_EQ(samples.size(), numbers + 2) << "and atp_build_info and atp_ps_jobs";
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -32,6 +33,7 @@
 #include "atp/io/udp_socket.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
+#include "exposition_format.h"
 #include "test_access.h"
 #include "test_packets.h"
 
@@ -280,10 +282,16 @@ TEST_P(SwitchDaemonTest, AggregatesGradientsAndMulticastsParameters) {
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   EXPECT_NE(metrics->body.find("# TYPE atp_switch_job_aggregations_total counter"), std::string::npos);
-  EXPECT_NE(metrics->body.find("atp_switch_job_aggregations_total{switch=\"s0\",job=\"1\"} 2"), std::string::npos);
-  EXPECT_NE(metrics->body.find("atp_switch_port_tx_packets_total{switch=\"s0\",port=\"2\"} 1"), std::string::npos);
-  EXPECT_NE(metrics->body.find("atp_switch_port_queue_depth{switch=\"s0\",port=\"0\"}"), std::string::npos);
-  EXPECT_NE(metrics->body.find("atp_switch_malformed_total{switch=\"s0\"} 0"), std::string::npos);
+  EXPECT_NE(metrics->body.find("atp_switch_job_aggregations_total{switch=\"s0\",atp_job=\"j1\",atp_job_id=\"1\"} 2"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("atp_switch_port_transmitted_packets_total{switch=\"s0\",port=\"2\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("atp_switch_port_queue_depth_packets{switch=\"s0\",port=\"0\",direction=\"egress\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("atp_switch_dropped_packets_total{switch=\"s0\",reason=\"malformed\"} 0"),
+            std::string::npos);
+  EXPECT_EQ(test::exposition_errors(metrics->body), std::vector<std::string>{});
 }
 
 // What StatsAndMetricsKeepTheirShape expects.
@@ -300,6 +308,7 @@ constexpr const char* kSampleStats = R"({
       "forwarded": 0,
       "installed": 1,
       "job": 1,
+      "name": "j1",
       "reclaimed": 0,
       "resend_flushes": 0,
       "round_shape_mismatches": 0
@@ -432,168 +441,175 @@ constexpr const char* kSampleStats = R"({
   ]
 }
 )";
-constexpr const char* kSampleMetrics = R"(# TYPE atp_switch_aggregator_width gauge
+constexpr const char* kSampleMetrics = R"(# HELP atp_build_info The atp that serves these metrics: its version.
+# TYPE atp_build_info gauge
+atp_build_info{version="VERSION"} 1
+# HELP atp_switch_aggregator_width int32 values an aggregator holds (0: not ATP-capable).
+# TYPE atp_switch_aggregator_width gauge
 atp_switch_aggregator_width{switch="s0"} 8
+# HELP atp_switch_aggregators Aggregators in the table (0: the switch is not ATP-capable).
 # TYPE atp_switch_aggregators gauge
 atp_switch_aggregators{switch="s0"} 16
+# HELP atp_switch_aggregators_in_use Aggregators holding a fragment now.
 # TYPE atp_switch_aggregators_in_use gauge
 atp_switch_aggregators_in_use{switch="s0"} 1
-# TYPE atp_switch_atp_frames_total counter
-atp_switch_atp_frames_total{switch="s0"} 0
-# TYPE atp_switch_handoff_drops_total counter
-atp_switch_handoff_drops_total{switch="s0"} 0
-# TYPE atp_switch_l2_flooded_total counter
-atp_switch_l2_flooded_total{switch="s0"} 0
-# TYPE atp_switch_l2_forwarded_total counter
-atp_switch_l2_forwarded_total{switch="s0"} 0
-# TYPE atp_switch_l2_same_port_total counter
-atp_switch_l2_same_port_total{switch="s0"} 0
+# HELP atp_switch_aggregators_reclaimed_total Aggregators the reclaim timeout freed (paper 3.7).
+# TYPE atp_switch_aggregators_reclaimed_total counter
+atp_switch_aggregators_reclaimed_total{switch="s0"} 0
+# HELP atp_switch_dropped_packets_total Packets the switch dropped, by reason (docs/runtime.md).
+# TYPE atp_switch_dropped_packets_total counter
+atp_switch_dropped_packets_total{switch="s0",reason="malformed"} 1
+atp_switch_dropped_packets_total{switch="s0",reason="unknown_job"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="not_admitted"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="no_route"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="too_wide"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="unknown_source"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="no_port"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="truncated"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="send_failed"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="handoff_full"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="malformed_frame"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="l2_same_port"} 0
+atp_switch_dropped_packets_total{switch="s0",reason="no_neighbor"} 0
+# HELP atp_switch_job_aggregations_total A job's gradient packets added into an aggregator.
+# TYPE atp_switch_job_aggregations_total counter
+atp_switch_job_aggregations_total{switch="s0",atp_job="j1",atp_job_id="1"} 2
+# HELP atp_switch_job_aggregators_reclaimed_total A job's aggregators the reclaim timeout freed.
+# TYPE atp_switch_job_aggregators_reclaimed_total counter
+atp_switch_job_aggregators_reclaimed_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_collisions_total A job's packets sent on past an aggregator held by another.
+# TYPE atp_switch_job_collisions_total counter
+atp_switch_job_collisions_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_completions_total A job's aggregates completed at their fan-in.
+# TYPE atp_switch_job_completions_total counter
+atp_switch_job_completions_total{switch="s0",atp_job="j1",atp_job_id="1"} 1
+# HELP atp_switch_job_deallocations_total A job's aggregators freed by its parameter packets.
+# TYPE atp_switch_job_deallocations_total counter
+atp_switch_job_deallocations_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_duplicates_total A job's packets whose contribution was in already, dropped.
+# TYPE atp_switch_job_duplicates_total counter
+atp_switch_job_duplicates_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_ecn_merged_total A job's ECN-marked packets whose mark an aggregator kept.
+# TYPE atp_switch_job_ecn_merged_total counter
+atp_switch_job_ecn_merged_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_forwarded_packets_total A job's packets sent on without aggregation.
+# TYPE atp_switch_job_forwarded_packets_total counter
+atp_switch_job_forwarded_packets_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_resend_flushes_total A job's aggregators flushed by a resend.
+# TYPE atp_switch_job_resend_flushes_total counter
+atp_switch_job_resend_flushes_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_round_shape_mismatches_total A job's packets of another round shape, kept apart.
+# TYPE atp_switch_job_round_shape_mismatches_total counter
+atp_switch_job_round_shape_mismatches_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_jobs Jobs installed on the switch.
+# TYPE atp_switch_jobs gauge
+atp_switch_jobs{switch="s0"} 1
+# HELP atp_switch_l2_frames_total Frames switched by MAC, by how.
+# TYPE atp_switch_l2_frames_total counter
+atp_switch_l2_frames_total{switch="s0",action="forwarded"} 0
+atp_switch_l2_frames_total{switch="s0",action="flooded"} 0
+# HELP atp_switch_mac_addresses Source MAC addresses learned (interface ports).
 # TYPE atp_switch_mac_addresses gauge
 atp_switch_mac_addresses{switch="s0"} 0
-# TYPE atp_switch_malformed_total counter
-atp_switch_malformed_total{switch="s0"} 1
-# TYPE atp_switch_malformed_frames_total counter
-atp_switch_malformed_frames_total{switch="s0"} 0
-# TYPE atp_switch_neighbor_refused_total counter
-atp_switch_neighbor_refused_total{switch="s0"} 0
+# HELP atp_switch_neighbors IPv4-to-MAC entries learned (interface ports).
 # TYPE atp_switch_neighbors gauge
 atp_switch_neighbors{switch="s0"} 0
-# TYPE atp_switch_no_neighbor_total counter
-atp_switch_no_neighbor_total{switch="s0"} 0
-# TYPE atp_switch_no_port_total counter
-atp_switch_no_port_total{switch="s0"} 0
-# TYPE atp_switch_no_route_total counter
-atp_switch_no_route_total{switch="s0"} 0
-# TYPE atp_switch_non_atp_frames_total counter
-atp_switch_non_atp_frames_total{switch="s0"} 0
-# TYPE atp_switch_not_admitted_total counter
-atp_switch_not_admitted_total{switch="s0"} 0
+# HELP atp_switch_neighbors_refused_total IPv4-to-MAC entries not learned: the IP's route is another port.
+# TYPE atp_switch_neighbors_refused_total counter
+atp_switch_neighbors_refused_total{switch="s0"} 0
+# HELP atp_switch_packets_total ATP packets the switch's pipelines processed.
 # TYPE atp_switch_packets_total counter
 atp_switch_packets_total{switch="s0"} 3
-# TYPE atp_switch_reclaimed_total counter
-atp_switch_reclaimed_total{switch="s0"} 0
-# TYPE atp_switch_send_failed_total counter
-atp_switch_send_failed_total{switch="s0"} 0
-# TYPE atp_switch_too_wide_total counter
-atp_switch_too_wide_total{switch="s0"} 0
-# TYPE atp_switch_truncated_total counter
-atp_switch_truncated_total{switch="s0"} 0
-# TYPE atp_switch_unknown_job_total counter
-atp_switch_unknown_job_total{switch="s0"} 0
-# TYPE atp_switch_unknown_source_total counter
-atp_switch_unknown_source_total{switch="s0"} 0
-# TYPE atp_switch_job_aggregations_total counter
-atp_switch_job_aggregations_total{switch="s0",job="1"} 2
-# TYPE atp_switch_job_collisions_total counter
-atp_switch_job_collisions_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_completions_total counter
-atp_switch_job_completions_total{switch="s0",job="1"} 1
-# TYPE atp_switch_job_deallocations_total counter
-atp_switch_job_deallocations_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_duplicates_total counter
-atp_switch_job_duplicates_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_ecn_merged_total counter
-atp_switch_job_ecn_merged_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_forwarded_total counter
-atp_switch_job_forwarded_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_installed gauge
-atp_switch_job_installed{switch="s0",job="1"} 1
-# TYPE atp_switch_job_reclaimed_total counter
-atp_switch_job_reclaimed_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_resend_flushes_total counter
-atp_switch_job_resend_flushes_total{switch="s0",job="1"} 0
-# TYPE atp_switch_job_round_shape_mismatches_total counter
-atp_switch_job_round_shape_mismatches_total{switch="s0",job="1"} 0
-# TYPE atp_switch_port_drops_total counter
-atp_switch_port_drops_total{switch="s0",port="0"} 0
-atp_switch_port_drops_total{switch="s0",port="1"} 0
-atp_switch_port_drops_total{switch="s0",port="2"} 0
-atp_switch_port_drops_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_duplicated_total counter
-atp_switch_port_duplicated_total{switch="s0",port="0"} 0
-atp_switch_port_duplicated_total{switch="s0",port="1"} 0
-atp_switch_port_duplicated_total{switch="s0",port="2"} 0
-atp_switch_port_duplicated_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ecn_marked_total counter
-atp_switch_port_ecn_marked_total{switch="s0",port="0"} 0
-atp_switch_port_ecn_marked_total{switch="s0",port="1"} 0
-atp_switch_port_ecn_marked_total{switch="s0",port="2"} 0
-atp_switch_port_ecn_marked_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_duplicated_total counter
-atp_switch_port_ingress_duplicated_total{switch="s0",port="0"} 0
-atp_switch_port_ingress_duplicated_total{switch="s0",port="1"} 0
-atp_switch_port_ingress_duplicated_total{switch="s0",port="2"} 0
-atp_switch_port_ingress_duplicated_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_ecn_marked_total counter
-atp_switch_port_ingress_ecn_marked_total{switch="s0",port="0"} 0
-atp_switch_port_ingress_ecn_marked_total{switch="s0",port="1"} 0
-atp_switch_port_ingress_ecn_marked_total{switch="s0",port="2"} 0
-atp_switch_port_ingress_ecn_marked_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_lost_total counter
-atp_switch_port_ingress_lost_total{switch="s0",port="0"} 0
-atp_switch_port_ingress_lost_total{switch="s0",port="1"} 0
-atp_switch_port_ingress_lost_total{switch="s0",port="2"} 0
-atp_switch_port_ingress_lost_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_queue_depth gauge
-atp_switch_port_ingress_queue_depth{switch="s0",port="0"} 0
-atp_switch_port_ingress_queue_depth{switch="s0",port="1"} 0
-atp_switch_port_ingress_queue_depth{switch="s0",port="2"} 0
-atp_switch_port_ingress_queue_depth{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_queue_drops_total counter
-atp_switch_port_ingress_queue_drops_total{switch="s0",port="0"} 0
-atp_switch_port_ingress_queue_drops_total{switch="s0",port="1"} 0
-atp_switch_port_ingress_queue_drops_total{switch="s0",port="2"} 0
-atp_switch_port_ingress_queue_drops_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_ingress_reordered_total counter
-atp_switch_port_ingress_reordered_total{switch="s0",port="0"} 0
-atp_switch_port_ingress_reordered_total{switch="s0",port="1"} 0
-atp_switch_port_ingress_reordered_total{switch="s0",port="2"} 0
-atp_switch_port_ingress_reordered_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_lost_total counter
-atp_switch_port_lost_total{switch="s0",port="0"} 0
-atp_switch_port_lost_total{switch="s0",port="1"} 0
-atp_switch_port_lost_total{switch="s0",port="2"} 0
-atp_switch_port_lost_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_queue_depth gauge
-atp_switch_port_queue_depth{switch="s0",port="0"} 0
-atp_switch_port_queue_depth{switch="s0",port="1"} 0
-atp_switch_port_queue_depth{switch="s0",port="2"} 0
-atp_switch_port_queue_depth{switch="s0",port="3"} 0
-# TYPE atp_switch_port_queue_drops_total counter
-atp_switch_port_queue_drops_total{switch="s0",port="0"} 0
-atp_switch_port_queue_drops_total{switch="s0",port="1"} 0
-atp_switch_port_queue_drops_total{switch="s0",port="2"} 0
-atp_switch_port_queue_drops_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_reordered_total counter
-atp_switch_port_reordered_total{switch="s0",port="0"} 0
-atp_switch_port_reordered_total{switch="s0",port="1"} 0
-atp_switch_port_reordered_total{switch="s0",port="2"} 0
-atp_switch_port_reordered_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_rx_bytes_total counter
-atp_switch_port_rx_bytes_total{switch="s0",port="0"} 52
-atp_switch_port_rx_bytes_total{switch="s0",port="1"} 52
-atp_switch_port_rx_bytes_total{switch="s0",port="2"} 0
-atp_switch_port_rx_bytes_total{switch="s0",port="3"} 3
-# TYPE atp_switch_port_rx_kernel_drops_total counter
-atp_switch_port_rx_kernel_drops_total{switch="s0",port="0"} 0
-atp_switch_port_rx_kernel_drops_total{switch="s0",port="1"} 0
-atp_switch_port_rx_kernel_drops_total{switch="s0",port="2"} 0
-atp_switch_port_rx_kernel_drops_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_rx_packets_total counter
-atp_switch_port_rx_packets_total{switch="s0",port="0"} 1
-atp_switch_port_rx_packets_total{switch="s0",port="1"} 1
-atp_switch_port_rx_packets_total{switch="s0",port="2"} 0
-atp_switch_port_rx_packets_total{switch="s0",port="3"} 1
-# TYPE atp_switch_port_tx_bytes_total counter
-atp_switch_port_tx_bytes_total{switch="s0",port="0"} 0
-atp_switch_port_tx_bytes_total{switch="s0",port="1"} 0
-atp_switch_port_tx_bytes_total{switch="s0",port="2"} 52
-atp_switch_port_tx_bytes_total{switch="s0",port="3"} 0
-# TYPE atp_switch_port_tx_packets_total counter
-atp_switch_port_tx_packets_total{switch="s0",port="0"} 0
-atp_switch_port_tx_packets_total{switch="s0",port="1"} 0
-atp_switch_port_tx_packets_total{switch="s0",port="2"} 1
-atp_switch_port_tx_packets_total{switch="s0",port="3"} 0
+# HELP atp_switch_port_dropped_packets_total Packets a port dropped or lost, by reason (lost: its loss fault).
+# TYPE atp_switch_port_dropped_packets_total counter
+atp_switch_port_dropped_packets_total{switch="s0",port="0",reason="egress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="0",reason="egress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="0",reason="ingress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="0",reason="ingress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="0",reason="kernel"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="1",reason="egress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="1",reason="egress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="1",reason="ingress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="1",reason="ingress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="1",reason="kernel"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="2",reason="egress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="2",reason="egress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="2",reason="ingress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="2",reason="ingress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="2",reason="kernel"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="3",reason="egress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="3",reason="egress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="3",reason="ingress_lost"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="3",reason="ingress_queue_full"} 0
+atp_switch_port_dropped_packets_total{switch="s0",port="3",reason="kernel"} 0
+# HELP atp_switch_port_duplicated_packets_total Packets the port's fault duplicated.
+# TYPE atp_switch_port_duplicated_packets_total counter
+atp_switch_port_duplicated_packets_total{switch="s0",port="0",direction="egress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="0",direction="ingress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="1",direction="egress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="1",direction="ingress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="2",direction="egress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="2",direction="ingress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="3",direction="egress"} 0
+atp_switch_port_duplicated_packets_total{switch="s0",port="3",direction="ingress"} 0
+# HELP atp_switch_port_ecn_marked_packets_total Packets a port's queue marked.
+# TYPE atp_switch_port_ecn_marked_packets_total counter
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="0",direction="egress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="0",direction="ingress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="1",direction="egress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="1",direction="ingress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="2",direction="egress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="2",direction="ingress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="3",direction="egress"} 0
+atp_switch_port_ecn_marked_packets_total{switch="s0",port="3",direction="ingress"} 0
+# HELP atp_switch_port_queue_depth_packets Packets a port's queue holds now.
+# TYPE atp_switch_port_queue_depth_packets gauge
+atp_switch_port_queue_depth_packets{switch="s0",port="0",direction="egress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="0",direction="ingress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="1",direction="egress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="1",direction="ingress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="2",direction="egress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="2",direction="ingress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="3",direction="egress"} 0
+atp_switch_port_queue_depth_packets{switch="s0",port="3",direction="ingress"} 0
+# HELP atp_switch_port_received_bytes_total Bytes received from the port's peer.
+# TYPE atp_switch_port_received_bytes_total counter
+atp_switch_port_received_bytes_total{switch="s0",port="0"} 52
+atp_switch_port_received_bytes_total{switch="s0",port="1"} 52
+atp_switch_port_received_bytes_total{switch="s0",port="2"} 0
+atp_switch_port_received_bytes_total{switch="s0",port="3"} 3
+# HELP atp_switch_port_received_packets_total Packets received from the port's peer.
+# TYPE atp_switch_port_received_packets_total counter
+atp_switch_port_received_packets_total{switch="s0",port="0"} 1
+atp_switch_port_received_packets_total{switch="s0",port="1"} 1
+atp_switch_port_received_packets_total{switch="s0",port="2"} 0
+atp_switch_port_received_packets_total{switch="s0",port="3"} 1
+# HELP atp_switch_port_reordered_packets_total Packets the port's fault reordered.
+# TYPE atp_switch_port_reordered_packets_total counter
+atp_switch_port_reordered_packets_total{switch="s0",port="0",direction="egress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="0",direction="ingress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="1",direction="egress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="1",direction="ingress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="2",direction="egress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="2",direction="ingress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="3",direction="egress"} 0
+atp_switch_port_reordered_packets_total{switch="s0",port="3",direction="ingress"} 0
+# HELP atp_switch_port_transmitted_bytes_total Bytes sent to the port's peer.
+# TYPE atp_switch_port_transmitted_bytes_total counter
+atp_switch_port_transmitted_bytes_total{switch="s0",port="0"} 0
+atp_switch_port_transmitted_bytes_total{switch="s0",port="1"} 0
+atp_switch_port_transmitted_bytes_total{switch="s0",port="2"} 52
+atp_switch_port_transmitted_bytes_total{switch="s0",port="3"} 0
+# HELP atp_switch_port_transmitted_packets_total Packets sent to the port's peer.
+# TYPE atp_switch_port_transmitted_packets_total counter
+atp_switch_port_transmitted_packets_total{switch="s0",port="0"} 0
+atp_switch_port_transmitted_packets_total{switch="s0",port="1"} 0
+atp_switch_port_transmitted_packets_total{switch="s0",port="2"} 1
+atp_switch_port_transmitted_packets_total{switch="s0",port="3"} 0
+# HELP atp_switch_received_frames_total Frames on interface ports, by kind.
+# TYPE atp_switch_received_frames_total counter
+atp_switch_received_frames_total{switch="s0",kind="atp"} 0
+atp_switch_received_frames_total{switch="s0",kind="other"} 0
 )";
 
 // GET /stats and GET /metrics of a sample switch, word for word: what every reader of them (the
@@ -620,7 +636,10 @@ TEST_P(SwitchDaemonShapeTest, StatsAndMetricsKeepTheirShape) {
     return body;
   };
   EXPECT_EQ(text("/stats"), kSampleStats);
-  EXPECT_EQ(text("/metrics"), kSampleMetrics);
+  std::string metrics = text("/metrics");
+  metrics.replace(metrics.find("version=\"" ATP_VERSION "\""), 10 + std::strlen(ATP_VERSION), "version=\"VERSION\"");
+  EXPECT_EQ(metrics, kSampleMetrics);
+  EXPECT_EQ(test::exposition_errors(metrics), std::vector<std::string>{});
 }
 
 // Fragments of all 16 aggregators, from both workers: each sum is exact whichever thread holds
@@ -695,7 +714,8 @@ TEST_P(SwitchDaemonTest, ReportsRoundShapeMismatchesInStatsAndMetrics) {
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
-  EXPECT_NE(metrics->body.find("atp_switch_job_round_shape_mismatches_total{switch=\"s0\",job=\"1\"} 1"),
+  EXPECT_NE(metrics->body.find(
+                "atp_switch_job_round_shape_mismatches_total{switch=\"s0\",atp_job=\"j1\",atp_job_id=\"1\"} 1"),
             std::string::npos)
       << metrics->body;
 }
@@ -936,8 +956,10 @@ TEST_P(SwitchDaemonTest, IngressLossDropsEverythingFromThatPeer) {
 
   auto metrics = client_->Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("atp_switch_port_ingress_lost_total{switch=\"s0\",port=\"0\"} 5"), std::string::npos);
-  EXPECT_NE(metrics->body.find("# TYPE atp_switch_port_ingress_queue_depth gauge"), std::string::npos);
+  EXPECT_NE(
+      metrics->body.find("atp_switch_port_dropped_packets_total{switch=\"s0\",port=\"0\",reason=\"ingress_lost\"} 5"),
+      std::string::npos);
+  EXPECT_NE(metrics->body.find("# TYPE atp_switch_port_queue_depth_packets gauge"), std::string::npos);
 }
 
 TEST_P(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {

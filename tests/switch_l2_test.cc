@@ -427,8 +427,9 @@ TEST_P(SwitchL2Test, AggregatesAtpFramesAndMulticastsParameters) {
   // The Ethernet counters are in /metrics too.
   const auto [status, metrics] = http("GET", "/metrics");
   EXPECT_EQ(status, 200);
-  EXPECT_NE(metrics.find("atp_switch_atp_frames_total{switch=\"s0\"} 3"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("# TYPE atp_switch_l2_flooded_total counter"), std::string::npos);
+  EXPECT_NE(metrics.find("atp_switch_received_frames_total{switch=\"s0\",kind=\"atp\"} 3"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("atp_switch_l2_frames_total{switch=\"s0\",action=\"flooded\"}"), std::string::npos);
   EXPECT_NE(metrics.find("# TYPE atp_switch_neighbors gauge"), std::string::npos);
 }
 

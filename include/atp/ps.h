@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "atp/aggregator_index.h"
@@ -17,6 +18,7 @@ namespace atp {
 
 struct PsConfig {
   JobId job = 0;
+  std::string name;  // the job's, for the PS daemon's log and metrics; the endpoint ignores it
   Address self = 0;
   Address multicast_group = 0;  // parameter packets go here (multicast_group_address(job))
   // Worker positions as seen in packets heading to this PS: group g (bit g of bitmap1) has

@@ -231,10 +231,24 @@ Address parse_address(const std::string& text, const std::string& field) {
   return ntohl(parsed.s_addr);
 }
 
+namespace {
+
+// A job's "name" (job_name_error's rule).
+std::string job_name(const json& doc) {
+  const json& value = doc.at("name");
+  if (!value.is_string()) throw ControlError("name: expected a string, got " + shown(value));
+  const std::string name = value.get<std::string>();
+  if (const std::optional<std::string> bad = job_name_error(name)) throw ControlError("name: " + *bad);
+  return name;
+}
+
+}  // namespace
+
 std::string to_json(const SwitchJobPlan& plan) {
   json roles = json::array();
   for (const AggregationRole& r : plan.entry.roles) roles.push_back({{"ps", format_address(r.ps)}, {"level", r.level}});
-  json doc = {{"job", plan.entry.job},
+  json doc = {{"name", plan.name},
+              {"job", plan.entry.job},
               {"admitted_ports", plan.entry.admitted_ports},
               {"roles", roles},
               {"multicast_ports", plan.multicast_ports}};
@@ -246,8 +260,9 @@ std::string to_json(const SwitchJobPlan& plan) {
 
 SwitchJobPlan switch_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "switch job");
-  check_keys(doc, "", {"job", "admitted_ports", "roles", "multicast_ports", "routes"});
+  check_keys(doc, "", {"name", "job", "admitted_ports", "roles", "multicast_ports", "routes"});
   SwitchJobPlan plan;
+  if (doc.contains("name")) plan.name = job_name(doc);
   plan.entry.job = get_unsigned<JobId>(doc, "", "job");
   plan.entry.admitted_ports = get_unsigned_list<PortId>(doc, "", "admitted_ports");
   plan.multicast_ports = get_unsigned_list<PortId>(doc, "", "multicast_ports");
@@ -282,7 +297,8 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
 std::string to_json(const PsConfig& config) {
   json workers = json::array();
   for (const Address a : config.workers) workers.push_back(format_address(a));
-  json doc = {{"job", config.job},
+  json doc = {{"name", config.name},
+              {"job", config.job},
               {"self", format_address(config.self)},
               {"multicast_group", format_address(config.multicast_group)},
               {"group_sizes", config.group_sizes},
@@ -467,9 +483,10 @@ PortSettings port_settings_from_json(const std::string& text) {
 PsConfig ps_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS job");
   check_keys(doc, "",
-             {"job", "self", "multicast_group", "group_sizes", "workers", "values_per_packet", "first_aggregator",
-              "num_aggregators", "max_window_seqs", "index"});
+             {"name", "job", "self", "multicast_group", "group_sizes", "workers", "values_per_packet",
+              "first_aggregator", "num_aggregators", "max_window_seqs", "index"});
   PsConfig config;
+  if (doc.contains("name")) config.name = job_name(doc);
   config.job = get_unsigned<JobId>(doc, "", "job");
   config.self = get_address(doc, "", "self");
   config.multicast_group = get_address(doc, "", "multicast_group");

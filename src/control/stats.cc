@@ -2,6 +2,10 @@
 // one list of the fields per row, so that the three cannot disagree on a key.
 #include "atp/control/stats.h"
 
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -142,19 +146,17 @@ void visit_port(P& p, Visit&& visit) {
   visit("rx_kernel_drops", Kind::kCounter, p.rx_kernel_drops);
 }
 
-// A PS's "daemon" object; `help` is its /metrics # HELP line.
+// A PS's "daemon" object.
 template <class D, class Visit>
 void visit_ps_daemon(D& d, Visit&& visit) {
   static_assert(sizeof(PsDaemonCounters) == 7 * sizeof(std::uint64_t), "list every PsDaemonCounters field");
-  visit("datagrams_received", "UDP datagrams received.", d.datagrams_received);
-  visit("malformed", "Datagrams that are not ATP packets, dropped.", d.malformed);
-  visit("unknown_job", "ATP packets of jobs not installed here, dropped.", d.unknown_job);
-  visit("foreign_source", "ATP packets not from their header's src at the ATP port (addressed by IP), dropped.",
-        d.foreign_source);
-  visit("datagrams_sent", "UDP datagrams sent to the uplink.", d.datagrams_sent);
-  visit("send_failures", "Datagrams the kernel refused, lost.", d.send_failures);
-  visit("relayed_to_local_worker", "Parameter packets for a worker on this host, relayed to it at 127.0.0.1.",
-        d.relayed_to_local_worker);
+  visit("datagrams_received", d.datagrams_received);
+  visit("malformed", d.malformed);
+  visit("unknown_job", d.unknown_job);
+  visit("foreign_source", d.foreign_source);
+  visit("datagrams_sent", d.datagrams_sent);
+  visit("send_failures", d.send_failures);
+  visit("relayed_to_local_worker", d.relayed_to_local_worker);
 }
 
 // A PS's job row (atp::PsStats), every field a counter.
@@ -173,6 +175,179 @@ void visit_ps_job(J&& j, Visit&& visit) {
   visit("shape_mismatches", j.shape_mismatches);
   visit("dropped", j.dropped);
 }
+
+// ---- Prometheus exposition (prometheus-cpp's text serializer) ----
+
+// How one field of a row is exposed: its metric family, the family's help, and the label that
+// tells the field from the family's other fields, if any (a drop's reason, a queue's direction).
+// Counters end in _total and name their unit (packets, bytes, datagrams), as Prometheus' naming
+// rules ask; jobs are labelled atp_job and atp_job_id, not job, which Prometheus gives its scrape
+// targets.
+struct Exposed {
+  const char* family;
+  const char* help;
+  const char* label = nullptr;
+  const char* value = nullptr;
+};
+using Metrics = std::initializer_list<std::pair<std::string_view, Exposed>>;
+
+constexpr const char* kDrops = "Packets the switch dropped, by reason (docs/runtime.md).";
+constexpr const char* kPortDrops = "Packets a port dropped or lost, by reason (lost: its loss fault).";
+constexpr const char* kPsDrops = "Datagrams the PS dropped, by reason.";
+constexpr const char* kPsJobDrops = "A job's packets the PS discarded, by reason.";
+
+const Metrics kSwitchMetrics = {
+    {"packets", {"atp_switch_packets_total", "ATP packets the switch's pipelines processed."}},
+    {"malformed", {"atp_switch_dropped_packets_total", kDrops, "reason", "malformed"}},
+    {"unknown_job", {"atp_switch_dropped_packets_total", kDrops, "reason", "unknown_job"}},
+    {"not_admitted", {"atp_switch_dropped_packets_total", kDrops, "reason", "not_admitted"}},
+    {"no_route", {"atp_switch_dropped_packets_total", kDrops, "reason", "no_route"}},
+    {"too_wide", {"atp_switch_dropped_packets_total", kDrops, "reason", "too_wide"}},
+    {"reclaimed", {"atp_switch_aggregators_reclaimed_total", "Aggregators the reclaim timeout freed (paper 3.7)."}},
+    {"unknown_source", {"atp_switch_dropped_packets_total", kDrops, "reason", "unknown_source"}},
+    {"no_port", {"atp_switch_dropped_packets_total", kDrops, "reason", "no_port"}},
+    {"truncated", {"atp_switch_dropped_packets_total", kDrops, "reason", "truncated"}},
+    {"send_failed", {"atp_switch_dropped_packets_total", kDrops, "reason", "send_failed"}},
+    {"handoff_drops", {"atp_switch_dropped_packets_total", kDrops, "reason", "handoff_full"}},
+    {"aggregators", {"atp_switch_aggregators", "Aggregators in the table (0: the switch is not ATP-capable)."}},
+    {"aggregator_width", {"atp_switch_aggregator_width", "int32 values an aggregator holds (0: not ATP-capable)."}},
+    {"aggregators_in_use", {"atp_switch_aggregators_in_use", "Aggregators holding a fragment now."}},
+    {"atp_frames", {"atp_switch_received_frames_total", "Frames on interface ports, by kind.", "kind", "atp"}},
+    {"non_atp_frames", {"atp_switch_received_frames_total", "Frames on interface ports, by kind.", "kind", "other"}},
+    {"malformed_frames", {"atp_switch_dropped_packets_total", kDrops, "reason", "malformed_frame"}},
+    {"l2_forwarded", {"atp_switch_l2_frames_total", "Frames switched by MAC, by how.", "action", "forwarded"}},
+    {"l2_flooded", {"atp_switch_l2_frames_total", "Frames switched by MAC, by how.", "action", "flooded"}},
+    {"l2_same_port", {"atp_switch_dropped_packets_total", kDrops, "reason", "l2_same_port"}},
+    {"no_neighbor", {"atp_switch_dropped_packets_total", kDrops, "reason", "no_neighbor"}},
+    {"neighbor_refused",
+     {"atp_switch_neighbors_refused_total", "IPv4-to-MAC entries not learned: the IP's route is another port."}},
+    {"mac_addresses", {"atp_switch_mac_addresses", "Source MAC addresses learned (interface ports)."}},
+    {"neighbors", {"atp_switch_neighbors", "IPv4-to-MAC entries learned (interface ports)."}},
+};
+
+const Metrics kSwitchJobMetrics = {
+    {"aggregations", {"atp_switch_job_aggregations_total", "A job's gradient packets added into an aggregator."}},
+    {"completions", {"atp_switch_job_completions_total", "A job's aggregates completed at their fan-in."}},
+    {"collisions", {"atp_switch_job_collisions_total", "A job's packets sent on past an aggregator held by another."}},
+    {"resend_flushes", {"atp_switch_job_resend_flushes_total", "A job's aggregators flushed by a resend."}},
+    {"duplicates", {"atp_switch_job_duplicates_total", "A job's packets whose contribution was in already, dropped."}},
+    {"forwarded", {"atp_switch_job_forwarded_packets_total", "A job's packets sent on without aggregation."}},
+    {"deallocations", {"atp_switch_job_deallocations_total", "A job's aggregators freed by its parameter packets."}},
+    {"reclaimed", {"atp_switch_job_aggregators_reclaimed_total", "A job's aggregators the reclaim timeout freed."}},
+    {"ecn_merged", {"atp_switch_job_ecn_merged_total", "A job's ECN-marked packets whose mark an aggregator kept."}},
+    {"round_shape_mismatches",
+     {"atp_switch_job_round_shape_mismatches_total", "A job's packets of another round shape, kept apart."}},
+};
+
+const Metrics kPortMetrics = {
+    {"rx_packets", {"atp_switch_port_received_packets_total", "Packets received from the port's peer."}},
+    {"rx_bytes", {"atp_switch_port_received_bytes_total", "Bytes received from the port's peer."}},
+    {"tx_packets", {"atp_switch_port_transmitted_packets_total", "Packets sent to the port's peer."}},
+    {"tx_bytes", {"atp_switch_port_transmitted_bytes_total", "Bytes sent to the port's peer."}},
+    {"queue_drops", {"atp_switch_port_dropped_packets_total", kPortDrops, "reason", "egress_queue_full"}},
+    {"lost", {"atp_switch_port_dropped_packets_total", kPortDrops, "reason", "egress_lost"}},
+    {"duplicated",
+     {"atp_switch_port_duplicated_packets_total", "Packets the port's fault duplicated.", "direction", "egress"}},
+    {"reordered",
+     {"atp_switch_port_reordered_packets_total", "Packets the port's fault reordered.", "direction", "egress"}},
+    {"ecn_marked",
+     {"atp_switch_port_ecn_marked_packets_total", "Packets a port's queue marked.", "direction", "egress"}},
+    {"queue_depth",
+     {"atp_switch_port_queue_depth_packets", "Packets a port's queue holds now.", "direction", "egress"}},
+    {"ingress_lost", {"atp_switch_port_dropped_packets_total", kPortDrops, "reason", "ingress_lost"}},
+    {"ingress_queue_drops", {"atp_switch_port_dropped_packets_total", kPortDrops, "reason", "ingress_queue_full"}},
+    {"ingress_duplicated",
+     {"atp_switch_port_duplicated_packets_total", "Packets the port's fault duplicated.", "direction", "ingress"}},
+    {"ingress_reordered",
+     {"atp_switch_port_reordered_packets_total", "Packets the port's fault reordered.", "direction", "ingress"}},
+    {"ingress_ecn_marked",
+     {"atp_switch_port_ecn_marked_packets_total", "Packets a port's queue marked.", "direction", "ingress"}},
+    {"ingress_queue_depth",
+     {"atp_switch_port_queue_depth_packets", "Packets a port's queue holds now.", "direction", "ingress"}},
+    {"rx_kernel_drops", {"atp_switch_port_dropped_packets_total", kPortDrops, "reason", "kernel"}},
+};
+
+const Metrics kPsMetrics = {
+    {"datagrams_received", {"atp_ps_received_datagrams_total", "UDP datagrams the PS received."}},
+    {"malformed", {"atp_ps_dropped_datagrams_total", kPsDrops, "reason", "malformed"}},
+    {"unknown_job", {"atp_ps_dropped_datagrams_total", kPsDrops, "reason", "unknown_job"}},
+    {"foreign_source", {"atp_ps_dropped_datagrams_total", kPsDrops, "reason", "foreign_source"}},
+    {"datagrams_sent", {"atp_ps_sent_datagrams_total", "UDP datagrams the PS sent."}},
+    {"send_failures", {"atp_ps_dropped_datagrams_total", kPsDrops, "reason", "send_failed"}},
+    {"relayed_to_local_worker",
+     {"atp_ps_relayed_datagrams_total", "Parameter packets relayed to a worker on the PS's host."}},
+};
+
+const Metrics kPsJobMetrics = {
+    {"packets_received", {"atp_ps_job_received_packets_total", "A job's gradient packets the PS received."}},
+    {"aggregations", {"atp_ps_job_aggregations_total", "A job's packets merged into a fragment's sum."}},
+    {"overlaps_dropped", {"atp_ps_job_dropped_packets_total", kPsJobDrops, "reason", "overlap"}},
+    {"completions", {"atp_ps_job_completions_total", "A job's fragments completed."}},
+    {"parameters_sent", {"atp_ps_job_sent_parameters_total", "A job's parameter packets multicast."}},
+    {"results_resent", {"atp_ps_job_resent_results_total", "A job's results and requests sent again to a worker."}},
+    {"collisions", {"atp_ps_job_collisions_total", "A job's fragments completed with a collision (index rehashed)."}},
+    {"overflows", {"atp_ps_job_overflows_total", "A job's fragments that overflowed int32 and went float32."}},
+    {"stale", {"atp_ps_job_dropped_packets_total", kPsJobDrops, "reason", "stale"}},
+    {"shape_mismatches", {"atp_ps_job_shape_mismatches_total", "A job's fragments whose workers' rounds differed."}},
+    {"dropped", {"atp_ps_job_dropped_packets_total", kPsJobDrops, "reason", "invalid"}},
+};
+
+// The table's entry of `key`. Every field a visitor lists has one: a field added without one is
+// this std::logic_error at the first scrape, which stats_test makes.
+const Exposed& exposed(const Metrics& metrics, std::string_view key) {
+  for (const auto& [k, e] : metrics) {
+    if (k == key) return e;
+  }
+  throw std::logic_error("no Prometheus metric for the stats field '" + std::string(key) + "'");
+}
+
+using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+// Metric families in name order, each sample added with its labels, and their text.
+class Exposition {
+ public:
+  Exposition() {
+    prometheus::ClientMetric info;
+    info.label = {{"version", ATP_VERSION}};
+    info.gauge.value = 1;
+    family({"atp_build_info", "The atp that serves these metrics: its version."}, Kind::kGauge)
+        .metric.push_back(std::move(info));
+  }
+
+  void add(const Exposed& e, Kind kind, Labels labels, std::uint64_t value) {
+    prometheus::ClientMetric m;
+    if (e.label != nullptr) labels.push_back({e.label, e.value});
+    m.label = std::move(labels);
+    // A double: exact up to 2^53, which no counter here reaches (a year of 100 Gbit/s is 2^52 bytes).
+    if (kind == Kind::kGauge) {
+      m.gauge.value = static_cast<double>(value);
+    } else {
+      m.counter.value = static_cast<double>(value);
+    }
+    family(e, kind).metric.push_back(std::move(m));
+  }
+
+  std::string text() const {
+    std::vector<prometheus::MetricFamily> all;
+    for (const auto& [name, f] : families_) all.push_back(f);
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, all);
+    return out.str();
+  }
+
+ private:
+  prometheus::MetricFamily& family(const Exposed& e, Kind kind) {
+    prometheus::MetricFamily& f = families_[e.family];
+    if (f.name.empty()) {
+      f.name = e.family;
+      f.help = e.help;
+      f.type = kind == Kind::kGauge ? prometheus::MetricType::Gauge : prometheus::MetricType::Counter;
+    }
+    return f;
+  }
+
+  std::map<std::string, prometheus::MetricFamily> families_;
+};
 
 // ---- reading ----
 
@@ -237,30 +412,6 @@ void write_numbers(json& object, const Row& row, VisitRow visit) {
 
 // `value` as a Prometheus label value, without its quotes: the text format escapes a backslash,
 // a double quote and a line feed (\\, \" and \n); every other byte is itself.
-std::string label_value(std::string_view value) {
-  std::string escaped;
-  escaped.reserve(value.size());
-  for (const char c : value) {
-    if (c == '\\' || c == '"') {
-      escaped += '\\';
-      escaped += c;
-    } else if (c == '\n') {
-      escaped += "\\n";
-    } else {
-      escaped += c;
-    }
-  }
-  return escaped;
-}
-
-// One Prometheus sample's value and kind, by key: std::map, so families come out in key order.
-using Samples = std::map<std::string, std::pair<Kind, std::uint64_t>>;
-
-template <class Row, class VisitRow>
-void add_samples(Samples& samples, const Row& row, VisitRow visit) {
-  visit(row, [&](const char* key, Kind kind, std::uint64_t field) { samples[key] = {kind, field}; });
-}
-
 // A port's egress or ingress counters from before a restart added to the live ones; the queue's
 // depth is what it holds now.
 void add_queue_counters(EgressCounters& sum, const EgressCounters& earlier) {
@@ -351,7 +502,7 @@ std::string to_json(const SwitchStats& s) {
   doc["switch"] = std::move(sw);
   doc["jobs"] = json::array();
   for (const SwitchJobStats& j : s.jobs) {
-    json row = {{"job", j.job}, {"installed", j.installed ? 1 : 0}};
+    json row = {{"job", j.job}, {"name", j.name}, {"installed", j.installed ? 1 : 0}};
     write_numbers(row, j.counters, [](auto& r, auto&& v) { visit_job(r, v); });
     doc["jobs"].push_back(std::move(row));
   }
@@ -412,9 +563,10 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     const auto installed = get_unsigned<std::uint64_t>(row, where, "installed");
     if (installed > 1) throw ControlError(where + "installed: must be 0 or 1, got " + std::to_string(installed));
     j.installed = installed == 1;
+    j.name = string_at(row, where, "name");
     std::vector<std::string_view> keys =
         read_numbers(row, where, j.counters, [](auto& r, auto&& v) { visit_job(r, v); });
-    keys.insert(keys.end(), {"job", "installed"});
+    keys.insert(keys.end(), {"job", "name", "installed"});
     check_keys(row, where, keys);
     s.jobs.push_back(j);
   }
@@ -447,47 +599,30 @@ SwitchStats switch_stats_from_json(const std::string& text) {
 }
 
 std::string to_prometheus(const SwitchStats& s) {
-  std::ostringstream out;
-  auto metric = [](const std::string& prefix, const std::string& key, Kind kind) {
-    return prefix + key + (kind == Kind::kGauge ? "" : "_total");
-  };
-  auto family = [&](const std::string& name, Kind kind) {
-    out << "# TYPE " << name << (kind == Kind::kGauge ? " gauge\n" : " counter\n");
-  };
-  const std::string switch_label = "switch=\"" + label_value(s.name) + "\"";
-  Samples switch_samples;
-  add_samples(switch_samples, s, [](auto& r, auto&& v) { visit_switch(r, v); });
-  for (const auto& [key, sample] : switch_samples) {
-    const std::string name = metric("atp_switch_", key, sample.first);
-    family(name, sample.first);
-    out << name << "{" << switch_label << "} " << sample.second << "\n";
-  }
-  // Per-job and per-port families: one per key of a row, each listing every row.
-  auto group = [&](const std::vector<std::pair<std::uint64_t, Samples>>& rows, const char* label, const char* prefix) {
-    if (rows.empty()) return;
-    for (const auto& [key, first] : rows.front().second) {
-      const std::string name = metric(prefix, key, first.first);
-      family(name, first.first);
-      for (const auto& [id, samples] : rows) {
-        out << name << "{" << switch_label << "," << label << "=\"" << id << "\"} " << samples.at(key).second << "\n";
-      }
-    }
-  };
-  std::vector<std::pair<std::uint64_t, Samples>> jobs;
+  Exposition out;
+  const Labels switch_label{{"switch", s.name}};
+  visit_switch(s, [&](const char* key, Kind kind, std::uint64_t v) {
+    out.add(exposed(kSwitchMetrics, key), kind, switch_label, v);
+  });
+  std::uint64_t installed = 0;
   for (const SwitchJobStats& j : s.jobs) {
-    Samples samples{{"installed", {Kind::kGauge, j.installed ? 1 : 0}}};
-    add_samples(samples, j.counters, [](auto& r, auto&& v) { visit_job(r, v); });
-    jobs.emplace_back(j.job, std::move(samples));
+    if (!j.installed) continue;  // a job's series go with it
+    ++installed;
+    Labels labels = switch_label;
+    labels.push_back({"atp_job", j.name.empty() ? std::to_string(j.job) : j.name});
+    labels.push_back({"atp_job_id", std::to_string(j.job)});
+    visit_job(j.counters, [&](const char* key, Kind kind, std::uint64_t v) {
+      out.add(exposed(kSwitchJobMetrics, key), kind, labels, v);
+    });
   }
-  group(jobs, "job", "atp_switch_job_");
-  std::vector<std::pair<std::uint64_t, Samples>> ports;
+  out.add({"atp_switch_jobs", "Jobs installed on the switch."}, Kind::kGauge, switch_label, installed);
   for (const SwitchPortStats& p : s.ports) {
-    Samples samples{{"drops", {Kind::kCounter, port_drops(p)}}};
-    add_samples(samples, p, [](auto& r, auto&& v) { visit_port(r, v); });
-    ports.emplace_back(p.port, std::move(samples));
+    Labels labels = switch_label;
+    labels.push_back({"port", std::to_string(p.port)});
+    visit_port(
+        p, [&](const char* key, Kind kind, std::uint64_t v) { out.add(exposed(kPortMetrics, key), kind, labels, v); });
   }
-  group(ports, "port", "atp_switch_port_");
-  return out.str();
+  return out.text();
 }
 
 // ---- a PS's ----
@@ -497,11 +632,13 @@ std::string to_json(const PsStats& s) {
   doc["data"] = s.data.to_string();
   doc["uplink"] = s.uplink ? s.uplink->to_string() : "";
   json daemon;
-  visit_ps_daemon(s.daemon, [&](const char* key, const char*, std::uint64_t v) { daemon[key] = v; });
+  visit_ps_daemon(s.daemon, [&](const char* key, std::uint64_t v) { daemon[key] = v; });
   doc["daemon"] = std::move(daemon);
   doc["jobs"] = json::object();
   for (const auto& [id, job] : s.jobs) {
     json row;
+    const auto named = s.job_names.find(id);
+    row["name"] = named == s.job_names.end() ? std::string() : named->second;
     visit_ps_job(job, [&](const char* key, std::uint64_t v) { row[key] = v; });
     doc["jobs"][std::to_string(id)] = std::move(row);
   }
@@ -516,7 +653,7 @@ PsStats ps_stats_from_json(const std::string& text) {
   s.uplink = endpoint_at(doc, "", "uplink", true);
   const json& daemon = object_at(doc, "", "daemon");
   std::vector<std::string_view> keys;
-  visit_ps_daemon(s.daemon, [&](const char* key, const char*, std::uint64_t& v) {
+  visit_ps_daemon(s.daemon, [&](const char* key, std::uint64_t& v) {
     v = get_unsigned<std::uint64_t>(daemon, "daemon.", key);
     keys.push_back(key);
   });
@@ -538,7 +675,7 @@ PsStats ps_stats_from_json(const std::string& text) {
     }
     if (!row.is_object()) throw ControlError("jobs." + excerpt(name) + ": expected an object, got " + shown(row));
     atp::PsStats job;
-    keys.clear();
+    keys.assign({"name"});
     visit_ps_job(job, [&](const char* key, std::uint64_t& v) {
       v = get_unsigned<std::uint64_t>(row, where, key);
       keys.push_back(key);
@@ -547,36 +684,25 @@ PsStats ps_stats_from_json(const std::string& text) {
     if (!s.jobs.emplace(id, job).second) {
       throw ControlError("jobs." + excerpt(name) + ": job " + std::to_string(id) + " is listed twice");
     }
+    s.job_names.emplace(id, string_at(row, where, "name"));
   }
   return s;
 }
 
 std::string to_prometheus(const PsStats& s) {
-  std::ostringstream o;
-  visit_ps_daemon(s.daemon, [&](const char* key, const char* help, std::uint64_t v) {
-    o << "# HELP atp_ps_" << key << "_total " << help << "\n# TYPE atp_ps_" << key << "_total counter\natp_ps_" << key
-      << "_total " << v << "\n";
-  });
-  o << "# HELP atp_ps_jobs Jobs installed.\n# TYPE atp_ps_jobs gauge\natp_ps_jobs " << s.jobs.size() << "\n";
-  // One family per job counter, each listing every job.
-  std::vector<const char*> keys;
-  std::map<JobId, std::vector<std::uint64_t>> values;
+  Exposition out;
+  visit_ps_daemon(s.daemon,
+                  [&](const char* key, std::uint64_t v) { out.add(exposed(kPsMetrics, key), Kind::kCounter, {}, v); });
+  out.add({"atp_ps_jobs", "Jobs installed on the PS."}, Kind::kGauge, {}, s.jobs.size());
   for (const auto& [id, job] : s.jobs) {
-    keys.clear();
-    std::vector<std::uint64_t>& row = values[id];  // clang 14 refuses a lambda naming a structured binding
+    const auto named = s.job_names.find(id);
+    const std::string name = named == s.job_names.end() || named->second.empty() ? std::to_string(id) : named->second;
+    const Labels labels{{"atp_job", name}, {"atp_job_id", std::to_string(id)}};
     visit_ps_job(job, [&](const char* key, std::uint64_t v) {
-      keys.push_back(key);
-      row.push_back(v);
+      out.add(exposed(kPsJobMetrics, key), Kind::kCounter, labels, v);
     });
   }
-  if (keys.empty()) visit_ps_job(atp::PsStats{}, [&](const char* key, std::uint64_t) { keys.push_back(key); });
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    o << "# TYPE atp_ps_job_" << keys[k] << "_total counter\n";
-    for (const auto& [id, v] : values) {
-      o << "atp_ps_job_" << keys[k] << "_total{job=\"" << id << "\"} " << v[k] << "\n";
-    }
-  }
-  return o.str();
+  return out.text();
 }
 
 }  // namespace atp::control

@@ -129,7 +129,7 @@ struct PsDaemon::Impl {
 
   void on_deadline(Time now) {
     for (const control::Tenancy::Resource r : tenancy.expire(now)) {
-      remove_job(static_cast<JobId>(r.id), "its lease expired");
+      remove_job(static_cast<JobId>(r.id), ": its lease expired");
     }
     for (auto& [id, endpoint] : jobs) {
       if (endpoint.next_deadline() <= now) endpoint.on_timeout(now, out);
@@ -175,11 +175,11 @@ struct PsDaemon::Impl {
 
   std::string who_am_i() const { return "ps " + socket.local_endpoint().to_string(); }
 
-  // Removes job `job`, `why` it goes (the log's words).
+  // Removes job `job`; `why` ends the log's line "job N removed" (" by alice", ": its lease expired").
   bool remove_job(JobId job, const std::string& why) {
     tenancy.release({control::Tenancy::Kind::kJob, job});
     const bool removed = jobs.erase(job) > 0;
-    if (removed) log::info(who_am_i() + ": job " + std::to_string(job) + " removed: " + why);
+    if (removed) log::info(who_am_i() + ": job " + std::to_string(job) + " removed" + why);
     return removed;
   }
 
@@ -240,7 +240,7 @@ struct PsDaemon::Impl {
                           if (auto forbidden = tenancy.forbids_change(who, {control::Tenancy::Kind::kJob, job})) {
                             return control::Reply::error(403, *forbidden);
                           }
-                          remove_job(job, "removed by " + who);
+                          remove_job(job, " by " + who);
                           return control::Reply{200, nlohmann::json{{"removed", job}}.dump()};
                         },
                         kHttpTimeout));
@@ -250,7 +250,7 @@ struct PsDaemon::Impl {
     });
     control::add_lease_routes(
         *http, tenancy, [this](std::function<control::Reply()> task) { return call(std::move(task), kHttpTimeout); },
-        [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id), "its lease was revoked"); });
+        [this](control::Tenancy::Resource r) { remove_job(static_cast<JobId>(r.id), ": its lease was revoked"); });
     http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       try {
         res.set_content(control::to_prometheus(snapshot(kHttpTimeout)), "text/plain; version=0.0.4");
@@ -299,7 +299,10 @@ struct PsDaemon::Impl {
           s.data = socket.local_endpoint();
           s.uplink = config.uplink;
           s.daemon = counters;
-          for (const auto& [id, endpoint] : jobs) s.jobs.emplace(id, endpoint.stats());
+          for (const auto& [id, endpoint] : jobs) {
+            s.jobs.emplace(id, endpoint.stats());
+            s.job_names.emplace(id, endpoint.config().name);
+          }
           return s;
         },
         timeout);
@@ -349,7 +352,7 @@ void PsDaemon::add_job(const PsConfig& config) {
 }
 
 bool PsDaemon::remove_job(JobId job) {
-  return impl_->call([this, job] { return impl_->remove_job(job, "removed by its owner in this process"); });
+  return impl_->call([this, job] { return impl_->remove_job(job, " by the program that runs this PS"); });
 }
 
 control::PsStats PsDaemon::stats() const { return impl_->snapshot(); }

@@ -76,7 +76,7 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                                  std::to_string(installed_entries_) + ": more than the " +
                                  std::to_string(config_.max_job_entries) + " this switch holds; remove a job first");
   }
-  InstalledJob job{entries, {}};
+  InstalledJob job{plan.name, entries, {}};
   for (const auto& [dst, port] : plan.routes) {  // before the job: its first packets find them
     const auto held = job_routes_.find(dst);
     if (held != job_routes_.end()) {
@@ -280,7 +280,9 @@ control::SwitchStats SwitchControl::stats() {
   std::sort(ids.begin(), ids.end());
   for (JobId id : ids) {
     const auto it = t.jobs.find(id);
-    s.jobs.push_back({id, installed_.contains(id), it == t.jobs.end() ? SwitchJobCounters{} : it->second});
+    const auto installed = installed_.find(id);
+    s.jobs.push_back({id, installed == installed_.end() ? std::string() : installed->second.name,
+                      installed != installed_.end(), it == t.jobs.end() ? SwitchJobCounters{} : it->second});
   }
   for (std::size_t i = 0; i < dataplane_.port_count(); ++i) {
     control::SwitchPortStats row;

@@ -75,6 +75,7 @@ class SwitchControl {
   std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
 
   struct InstalledJob {
+    std::string name;
     std::size_t entries = 0;      // the ports, roles and routes it names
     std::vector<Address> routes;  // the destinations it holds in job_routes_
   };

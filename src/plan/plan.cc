@@ -144,6 +144,7 @@ void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string
 }
 
 void check_job_spec(const NetworkPlan& network, const JobSpec& job) {
+  if (const std::optional<std::string> bad = job_name_error(job.name)) throw PlanError("job name " + *bad);
   const std::string name = "job " + quoted(job.name);
   if (job.workers.empty()) throw PlanError(name + " has no workers");
   if (job.ps.empty()) throw PlanError(name + " has no parameter server");
@@ -470,6 +471,14 @@ std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_ag
   return static_cast<std::uint16_t>(std::max<std::uint32_t>(width, 1));
 }
 
+std::optional<std::string> job_name_error(std::string_view name) {
+  const bool printable =
+      std::all_of(name.begin(), name.end(), [](char c) { return c >= ' ' && c < 0x7F && c != '"' && c != '\\'; });
+  if (name.size() <= 255 && printable) return std::nullopt;
+  return "'" + std::string(name.substr(0, 64)) + (name.size() > 64 ? "...'" : "'") +
+         " is not a job name (at most 255 printable ASCII characters, no quotes or backslashes)";
+}
+
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_spec(network, job);
@@ -567,6 +576,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   for (std::size_t k = 0; k < job.ps.size(); ++k) {
     PsConfig p;
     p.job = job.id;
+    p.name = job.name;
     p.self = network.host_address.at(job.ps[k]);
     p.multicast_group = multicast_group_address(job.id);
     p.group_sizes = group_sizes(trees[k]);
@@ -604,6 +614,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   }
   for (const auto& [switch_name, sets] : ports) {
     SwitchJobPlan& entry = plan.switches[switch_name];
+    entry.name = job.name;
     entry.entry.job = job.id;
     entry.entry.admitted_ports.assign(sets.admitted.begin(), sets.admitted.end());
     entry.multicast_ports.assign(sets.multicast.begin(), sets.multicast.end());

@@ -51,6 +51,7 @@ struct SwitchThreadLoad {
 // One job a switch knows: installed now, or one that has counted packets since the start.
 struct SwitchJobStats {
   JobId job = 0;
+  std::string name;        // the job's (SwitchJobPlan::name) while installed; "" after
   bool installed = false;  // gauge (0 or 1 in the document)
   SwitchJobCounters counters;
 };
@@ -136,7 +137,8 @@ struct PsStats {
   // switches a job planner attaches it to. nullopt: it answers whoever sent.
   std::optional<SocketAddress> uplink;
   PsDaemonCounters daemon;
-  std::map<JobId, atp::PsStats> jobs;  // the installed jobs
+  std::map<JobId, atp::PsStats> jobs;      // the installed jobs
+  std::map<JobId, std::string> job_names;  // their names (PsConfig::name), "" for none
 };
 
 // JSON text, indented for people (`atp switch stats`), without a final newline.

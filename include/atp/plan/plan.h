@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,6 +128,7 @@ struct JobSpec {
 };
 
 struct SwitchJobPlan {
+  std::string name;  // the job's (JobSpec::name), for the switch's log and metrics
   SwitchJobEntry entry;
   std::vector<PortId> multicast_ports;  // group multicast_group_address(job) at this switch
   // Destination -> egress port at this switch, for each of the job's hosts (by address): a
@@ -156,6 +158,10 @@ inline constexpr std::uint16_t kFragmentWithoutMtu = 1024;
 // (IPv4 + UDP + ATP headers + the values; 0: no MTU known, then at most kFragmentWithoutMtu) and
 // at most kWidestChosenFragment. Throws PlanError when not even one value fits the MTU.
 std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator);
+
+// Why `name` cannot name a job, or nullopt: a job's name labels the daemons' metrics and log
+// lines, so it is at most 255 printable ASCII characters, without quotes or backslashes.
+std::optional<std::string> job_name_error(std::string_view name);
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
 // fragment wider than an aggregating switch's aggregators, a static share of no aggregators).
