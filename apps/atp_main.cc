@@ -1,10 +1,13 @@
 // The `atp` command: `atp run` runs a scenario file on a backend and checks the results,
 // `atp demo` shows ATP against a plain PS on a built-in workload. Exit 0 ok, 1 wrong result, 2 bad input.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "atp/backends/backend.h"
 #include "atp/backends/processes.h"
@@ -85,6 +88,96 @@ std::string backends_help() {
   return out;
 }
 
+// Edits from a to b, counting a swap of two neighbouring letters as one ("swtich" is one from
+// "switch"): the optimal string alignment form of Damerau-Levenshtein.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "did you mean 'x' or 'y'?" for the names within two edits of `token` or starting with it, closest
+// first, dashes aside (so '-json' finds '--json'); else `otherwise`. Fewer edits than the token has
+// letters, or 'x' would suggest 'ps'.
+std::string suggest(const std::string& token, const std::vector<std::string>& names, const std::string& otherwise) {
+  const auto bare = [](std::string_view s) { return s.substr(std::min(s.find_first_not_of('-'), s.size())); };
+  const std::string_view typed = bare(token);
+  std::vector<std::pair<std::size_t, std::string>> close;
+  for (const std::string& name : names) {
+    const std::size_t edits = edit_distance(typed, bare(name));
+    if ((edits <= 2 && edits < typed.size()) || (!typed.empty() && bare(name).starts_with(typed))) {
+      close.emplace_back(edits, name);
+    }
+  }
+  if (close.empty()) return otherwise;
+  std::stable_sort(close.begin(), close.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::string out = "did you mean ";
+  for (std::size_t i = 0; i < close.size(); ++i) {
+    out += std::string(i == 0 ? "'" : i + 1 == close.size() ? " or '" : ", '") + close[i].second + "'";
+  }
+  return out + "?";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// The one line for a command line CLI11 refused, for every subcommand alike: which command it was
+// for and, for an unknown subcommand or flag (the first token left over), the closest names, as
+// git and cargo do; other errors keep CLI11's sentence. Returns the exit code.
+int report_usage_error(const CLI::App& root, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return root.exit(e);  // --help, --version
+  // The mistake is in the first command, from the top, that kept tokens it could not place;
+  // else in the last one parsed (a missing value, a required flag or subcommand).
+  const auto left_over = [](const CLI::App* app) {  // the first token past any "--" (which ends the flags)
+    for (const std::string& t : app->remaining()) {
+      if (t != "--") return t;
+    }
+    return std::string();
+  };
+  const CLI::App* at = &root;
+  std::string command = "atp";  // not argv[0], which may be a path
+  while (left_over(at).empty() && !at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    command += " " + at->get_name();
+  }
+  std::vector<std::string> commands;  // visible ones: hidden (internal) commands have no group
+  for (const CLI::App* sub : at->get_subcommands([](const CLI::App* a) { return !a->get_group().empty(); })) {
+    commands.push_back(sub->get_name());
+  }
+  std::vector<std::string> flags, flag_names;  // each flag as --help lists it; every spelling of each
+  for (const CLI::Option* opt : at->get_options([](const CLI::Option* o) { return !o->get_group().empty(); })) {
+    if (opt->get_lnames().empty() && opt->get_snames().empty()) continue;  // a positional
+    flags.push_back(opt->get_name());
+    for (const std::string& n : opt->get_lnames()) flag_names.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) flag_names.push_back("-" + n);
+  }
+  const std::string token = left_over(at);
+  if (token.size() > 1 && token[0] == '-') {
+    const std::string flag = token.substr(0, token.find('='));  // --seeed=1 names --seeed
+    std::cerr << command << ": unknown flag '" << flag << "'; "
+              << suggest(flag, flag_names, "the flags are " + join(flags)) << "\n";
+  } else if (!token.empty() && !commands.empty()) {
+    std::cerr << command << ": '" << token << "' is not an " << command << " command; "
+              << suggest(token, commands, "the commands are " + join(commands)) << "\n";
+  } else if (e.get_name() == "RequiredError" && at->get_subcommands().empty() && !commands.empty()) {
+    std::cerr << command << ": " << e.what() << "; the commands are " << join(commands) << "\n";
+  } else {
+    std::cerr << command << ": " << e.what() << "\n";
+  }
+  return kExitBadInput;
+}
+
 int run_command(const std::string& backend_name, const std::string& file, bool json, double series_ms) {
   const atp::Backend* backend = atp::find_backend(backend_name);
   if (backend == nullptr) {
@@ -120,6 +213,7 @@ int run_command(const std::string& backend_name, const std::string& file, bool j
 int main(int argc, char** argv) {
   CLI::App app{"atp: ATP in-network gradient aggregation (NSDI'21), runnable without a Tofino switch"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "atp " ATP_VERSION);  // ATP_VERSION: project(atp VERSION) in CMakeLists.txt
   app.footer("Backends (atp run --backend): " + atp::backend_names() +
              ".\nExit codes: 0 ok, 1 a job failed or was wrong, 2 bad command line or scenario file.\n");
 
@@ -160,8 +254,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help is a "parse error" with exit code 0; every real one is bad usage.
-    return app.exit(e) == 0 ? kExitOk : kExitBadInput;
+    return report_usage_error(app, e);  // --help and --version are "parse errors" with exit code 0
   }
 
   try {

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Tests of the `atp` command line: help, running an example as JSON, exit codes and one-line
-# errors for bad scenario files and unknown backends. Usage: cli_test.sh PATH-TO-ATP SOURCE-DIR
+# Tests of the `atp` command line: help, --version, mistyped commands and flags, running an example
+# as JSON, exit codes and one-line errors for bad scenario files and unknown backends.
+# Usage: cli_test.sh PATH-TO-ATP SOURCE-DIR
 set -u
 
 ATP=${1:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
@@ -28,10 +29,49 @@ if expect_exit 0 "atp --help" "$ATP" --help; then
   grep -q "demo" "$TMP/out" || fail "atp --help does not mention the demo subcommand"
 fi
 expect_exit 0 "atp run --help" "$ATP" run --help && { grep -q -- "--json" "$TMP/out" || fail "atp run --help lacks --json"; }
+expect_exit 0 "atp bench allreduce --help" "$ATP" bench allreduce --help
+expect_exit 0 "atp switch stats --help" "$ATP" switch stats --help
 
 # No subcommand, unknown option: bad usage.
 expect_exit 2 "atp (no subcommand)" "$ATP"
 expect_exit 2 "atp run --bogus" "$ATP" run --bogus "$SRC/examples/quickstart.yaml"
+
+# --version: one line, the version of project() in CMakeLists.txt.
+version=$(sed -n 's/^project(atp VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+if expect_exit 0 "atp --version" "$ATP" --version; then
+  [ "$(cat "$TMP/out")" = "atp $version" ] || fail "atp --version: expected 'atp $version', got: $(cat "$TMP/out")"
+fi
+
+# Typos, at any level: exit 2, one line on stderr naming the token and the closest names.
+# expect_usage_error LINE ARGS...: `atp ARGS` exits 2 with LINE, alone, on stderr.
+expect_usage_error() {
+  line=$1
+  shift
+  if expect_exit 2 "atp $*" "$ATP" "$@"; then
+    [ "$(cat "$TMP/err")" = "$line" ] || fail "atp $*: expected \"$line\" on stderr, got: $(cat "$TMP/err")"
+  fi
+}
+expect_usage_error "atp: 'runn' is not an atp command; did you mean 'run'?" runn "$SRC/examples/quickstart.yaml"
+expect_usage_error "atp: 'swtich' is not an atp command; did you mean 'switch'?" swtich stats
+expect_usage_error "atp bench: 'allredcue' is not an atp bench command; did you mean 'allreduce'?" bench allredcue
+expect_usage_error "atp run: unknown flag '--jsn'; did you mean '--json'?" run --jsn "$SRC/examples/quickstart.yaml"
+expect_usage_error "atp bench allreduce: unknown flag '--algoritms'; did you mean '--algorithms'?" \
+  bench allreduce --algoritms=atp
+# Nothing close: the commands (or flags) of that level, not the internal ones.
+if expect_exit 2 "atp frobnicate" "$ATP" frobnicate; then
+  grep -q "^atp: 'frobnicate' is not an atp command; the commands are run, .*bench" "$TMP/err" ||
+    fail "atp frobnicate: does not list the commands: $(cat "$TMP/err")"
+  grep -q "worker" "$TMP/err" && fail "atp frobnicate: lists the internal worker command: $(cat "$TMP/err")"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "atp frobnicate: expected one line on stderr"
+fi
+if expect_exit 2 "atp run --seeed" "$ATP" run --seeed 1 "$SRC/examples/quickstart.yaml"; then
+  grep -q -E "^atp run: unknown flag '--seeed'; (did you mean '--seed'\?|the flags are .*--json.*)$" "$TMP/err" ||
+    fail "atp run --seeed: $(cat "$TMP/err")"
+fi
+if expect_exit 2 "atp bench (no subcommand)" "$ATP" bench; then
+  grep -q "^atp bench: A subcommand is required; the commands are switch, allreduce$" "$TMP/err" ||
+    fail "atp bench: does not list its commands: $(cat "$TMP/err")"
+fi
 
 # The quickstart example runs, as JSON, correctly; the table form too.
 if expect_exit 0 "atp run --json quickstart" "$ATP" run --json "$SRC/examples/quickstart.yaml"; then
