@@ -1,7 +1,9 @@
 // The PyTorch c10d backend "atp" (python/atp_torch registers it): a thin adapter from torch's
-// ProcessGroup to a ClusterJob. allreduce (SUM, AVG) of float32 CPU tensors goes through ATP;
-// broadcast, allgather and barrier go through torch's own store (exact, for control data); any
-// other collective or dtype raises "not supported by atp: ...". Options come from ATP_* variables.
+// ProcessGroup to a ClusterJob. allreduce (SUM, AVG) of float32, float16 and bfloat16 CPU tensors
+// goes through ATP (the switches add them); everything in-network aggregation does not speed up
+// (other dtypes and reduce ops, broadcast, gather, scatter, all_to_all, point-to-point, ...) goes
+// to a Gloo process group the backend makes on the same store, so nothing Gloo does is written
+// again. Options come from ATP_* variables.
 #include <pybind11/chrono.h>
 #include <torch/python.h>
 
@@ -14,9 +16,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -28,11 +33,8 @@
 namespace atp::torch_backend {
 namespace {
 
-constexpr const char* kSupported =
-    "atp offers allreduce (SUM, AVG) of float32 CPU tensors, broadcast, allgather and barrier";
-
 [[noreturn]] void unsupported(const std::string& what) {
-  TORCH_CHECK(false, "not supported by atp: ", what, " (", kSupported, ")");
+  TORCH_CHECK(false, "not supported by atp: ", what, " (atp and the Gloo group it delegates to take CPU tensors)");
 }
 
 // torch's store (the PrefixStore of this process group) as ATP's rendezvous Store; our keys
@@ -149,26 +151,18 @@ class AtpWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// A tensor's bytes, and writing bytes back into it (through a contiguous copy when needed).
-std::string bytes_of(const at::Tensor& t) {
-  const at::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
-}
-void assign_bytes(at::Tensor& t, const std::string& bytes, const char* what, int from) {
-  TORCH_CHECK(bytes.size() == t.nbytes(), "atp ", what, ": rank ", from, " sent ", bytes.size(),
-              " bytes for a tensor of ", t.nbytes(), " bytes here; every rank must pass tensors of the same size");
-  if (t.is_contiguous()) {
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  } else {
-    at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
-    std::memcpy(c.data_ptr(), bytes.data(), bytes.size());
-    t.copy_(c);
-  }
-}
-
 void check_cpu(const std::vector<at::Tensor>& tensors, const char* what) {
   TORCH_CHECK(tensors.size() == 1, "atp ", what, ": expected one tensor per call, got ", tensors.size());
   if (!tensors[0].device().is_cpu()) unsupported(std::string(what) + " of tensors on " + tensors[0].device().str());
+}
+
+// Whether ATP aggregates an allreduce of `t` with `op`: a sum of floats the switches can add as
+// fixed point (float32, and float16 and bfloat16 staged as float32). float64 would lose bits in
+// float32 and integers must stay exact beyond float32's 24: those go to Gloo, as other ops do.
+bool through_atp(const at::Tensor& t, c10d::ReduceOp::RedOpType op) {
+  const at::ScalarType type = t.scalar_type();
+  return (op == c10d::ReduceOp::SUM || op == c10d::ReduceOp::AVG) &&
+         (type == at::kFloat || type == at::kHalf || type == at::kBFloat16);
 }
 
 class ProcessGroupAtp : public c10d::ProcessGroup {
@@ -181,7 +175,12 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "atp: ", e.what());
     }
-    small_ = std::make_unique<StoreCollectives>(store_, "collective", rank, size, timeout);
+    // Gloo on the ranks' data address (ATP_BIND), under keys of its own in the same store.
+    auto gloo_options =
+        c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(format_address(options.bind_ip)));
+    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("atp_gloo", store), rank,
+                                                        size, gloo_options);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -202,106 +201,199 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
                                            const c10d::AllreduceOptions& opts) override {
     check_cpu(tensors, "allreduce");
     at::Tensor t = tensors[0];
-    if (t.scalar_type() != at::kFloat) {
-      unsupported(std::string("allreduce of ") + c10::toString(t.scalar_type()) +
-                  " tensors (ATP aggregates float32 as fixed-point integers)");
-    }
     const c10d::ReduceOp::RedOpType op = opts.reduceOp;
-    if (op != c10d::ReduceOp::SUM && op != c10d::ReduceOp::AVG) {
-      unsupported("allreduce with this reduce op (only SUM and AVG: a switch adds integers)");
-    }
-    return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, op]() mutable {
-      at::Tensor c = t.contiguous();
-      job_->communicator().allreduce(std::span<float>(c.data_ptr<float>(), static_cast<std::size_t>(c.numel())));
-      if (op == c10d::ReduceOp::AVG) c.div_(getSize());
-      if (!c.is_same(t)) t.copy_(c);
-    });
+    check_op(t, op, "allreduce");
+    return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, op]() mutable { reduce_in_place(t, op); });
   }
 
+  // What in-network aggregation does not speed up: Gloo's, in this group's call order.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     check_cpu(tensors, "broadcast");
-    TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "atp broadcast: root rank ", opts.rootRank,
-                " is not a rank of this group of ", getSize());
-    at::Tensor t = tensors[0];
-    const int root = static_cast<int>(opts.rootRank);
-    return enqueue(c10d::OpType::BROADCAST, tensors, [this, t, root]() mutable {
-      const std::string bytes = small_->broadcast(root, getRank() == root ? bytes_of(t) : std::string());
-      if (getRank() != root) assign_bytes(t, bytes, "broadcast", root);
-    });
+    return in_order(c10d::OpType::BROADCAST, tensors,
+                    [=](auto& gloo) mutable { return gloo.broadcast(tensors, opts); });
   }
-
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) override {
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override {
     check_cpu(inputs, "allgather");
-    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<std::size_t>(getSize()),
-                "atp allgather: expected one output list of ", getSize(), " tensors");
-    std::vector<at::Tensor> out = outputs[0];
-    at::Tensor in = inputs[0];
-    return enqueue(c10d::OpType::ALLGATHER, out, [this, in, out]() mutable {
-      const std::vector<std::string> all = small_->allgather(bytes_of(in));
-      for (int r = 0; r < getSize(); ++r)
-        assign_bytes(out[static_cast<std::size_t>(r)], all[static_cast<std::size_t>(r)], "allgather", r);
-    });
+    return in_order(c10d::OpType::ALLGATHER, flat(outputs),
+                    [=](auto& gloo) mutable { return gloo.allgather(outputs, inputs, opts); });
   }
-
+  // torch 1.13's Gloo has no _allgather_base: its list form, into the output's chunks.
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions&) override {
+                                                 const c10d::AllgatherOptions& opts) override {
     check_cpu({input}, "allgather");
     TORCH_CHECK(output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
                 "atp allgather: the output must hold ", getSize(), " inputs of the same dtype");
-    at::Tensor in = input, out = output;
-    return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [this, in, out]() mutable {
-      std::string joined;
-      for (const std::string& part : small_->allgather(bytes_of(in))) joined += part;
-      assign_bytes(out, joined, "allgather", -1);
+    return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [this, output, input, opts]() mutable {
+      at::Tensor whole = output.contiguous();
+      std::vector<std::vector<at::Tensor>> outputs{whole.view(-1).chunk(getSize())};
+      for (at::Tensor& chunk : outputs[0]) chunk = chunk.view(input.sizes());
+      std::vector<at::Tensor> inputs{input.contiguous()};
+      gloo_->allgather(outputs, inputs, opts)->wait();
+      if (!whole.is_same(output)) output.copy_(whole);
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override {
+    return in_order(c10d::OpType::ALLGATHER_COALESCED, flat(outputs),
+                    [=](auto& gloo) mutable { return gloo.allgather_coalesced(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override {
+    return in_order(c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                    [=](auto& gloo) mutable { return gloo.allreduce_coalesced(tensors, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    check_cpu(tensors, "reduce");
+    return in_order(c10d::OpType::REDUCE, tensors, [=](auto& gloo) mutable { return gloo.reduce(tensors, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    check_cpu(inputs, "gather");
+    return in_order(c10d::OpType::GATHER, flat(outputs),
+                    [=](auto& gloo) mutable { return gloo.gather(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    check_cpu(outputs, "scatter");
+    return in_order(c10d::OpType::SCATTER, outputs,
+                    [=](auto& gloo) mutable { return gloo.scatter(outputs, inputs, opts); });
+  }
+  // torch 1.13's Gloo has no reduce_scatter: an allreduce of all the inputs (through ATP where
+  // it aggregates them), of which each rank keeps its chunk.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    check_cpu(outputs, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<std::size_t>(getSize()),
+                "atp reduce_scatter: expected one input list of ", getSize(), " tensors");
+    std::vector<at::Tensor> flat_inputs;
+    for (const at::Tensor& in : inputs[0]) {
+      TORCH_CHECK(in.numel() == outputs[0].numel() && in.scalar_type() == outputs[0].scalar_type(),
+                  "atp reduce_scatter: every input must be of the output's size and dtype");
+      flat_inputs.push_back(in.reshape(-1));
+    }
+    return reduce_scatter_of(outputs[0], flat_inputs, opts.reduceOp);
+  }
+  // FSDP's reduce_scatter_tensor.
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    check_cpu({output}, "reduce_scatter");
+    TORCH_CHECK(input.numel() == output.numel() * getSize() && input.scalar_type() == output.scalar_type(),
+                "atp reduce_scatter: the input must hold ", getSize(), " outputs of the same dtype");
+    return reduce_scatter_of(output, {input.reshape(-1)}, opts.reduceOp);
+  }
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override {
+    check_cpu({input}, "alltoall");
+    return in_order(c10d::OpType::ALLTOALL_BASE, {output}, [=](auto& gloo) mutable {
+      return gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    });
+  }
+  // torch 1.13's Gloo has only the flat form: the inputs concatenated, split by their sizes.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override {
+    TORCH_CHECK(
+        !inputs.empty() && inputs.size() == outputs.size() && inputs.size() == static_cast<std::size_t>(getSize()),
+        "atp alltoall: expected ", getSize(), " inputs and outputs");
+    check_cpu({inputs[0]}, "alltoall");
+    return enqueue(c10d::OpType::ALLTOALL, outputs, [this, outputs, inputs, opts]() mutable {
+      std::vector<at::Tensor> flat_inputs, flat_outputs;
+      std::vector<int64_t> input_splits, output_splits;
+      for (std::size_t r = 0; r < inputs.size(); ++r) {
+        flat_inputs.push_back(inputs[r].reshape(-1));
+        input_splits.push_back(inputs[r].numel());
+        output_splits.push_back(outputs[r].numel());
+      }
+      at::Tensor in = at::cat(flat_inputs);
+      at::Tensor out =
+          at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})}, outputs[0].options());
+      // Gloo moves the split sizes away: it gets copies.
+      std::vector<int64_t> gloo_output_splits = output_splits, gloo_input_splits = input_splits;
+      gloo_->alltoall_base(out, in, gloo_output_splits, gloo_input_splits, opts)->wait();
+      int64_t at = 0;
+      for (std::size_t r = 0; r < outputs.size(); ++r) {
+        outputs[r].copy_(out.narrow(0, at, output_splits[r]).view(outputs[r].sizes()));
+        at += output_splits[r];
+      }
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
+    return in_order(c10d::OpType::BARRIER, {}, [=](auto& gloo) mutable { return gloo.barrier(opts); });
+  }
+  // Point to point runs at once on the caller's thread, as Gloo's own does: a send waiting in
+  // this group's queue for an earlier receive would deadlock isend/irecv pairs.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    check_cpu(tensors, "send");
+    return gloo_->send(tensors, dst, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    check_cpu(tensors, "recv");
+    return gloo_->recv(tensors, src, tag);
+  }
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    check_cpu(tensors, "recv");
+    return gloo_->recvAnysource(tensors, tag);
+  }
+
+ private:
+  // An average of integers is not one (torch's Gloo refuses AVG outright).
+  static void check_op(const at::Tensor& t, c10d::ReduceOp::RedOpType op, const char* what) {
+    if (op == c10d::ReduceOp::AVG && !at::isFloatingType(t.scalar_type())) {
+      unsupported(std::string(what) + " with AVG of " + c10::toString(t.scalar_type()) + " tensors");
+    }
+  }
+
+  // On the group's thread: `t` becomes `op` over every rank's `t`, through ATP where it
+  // aggregates it, else through Gloo (AVG as a sum divided, which Gloo lacks).
+  void reduce_in_place(at::Tensor& t, c10d::ReduceOp::RedOpType op) {
+    if (through_atp(t, op)) {
+      // float32, contiguous: the tensor itself, else a staged copy written back after.
+      at::Tensor c = t.to(at::kFloat).contiguous();
+      job_->communicator().allreduce(std::span<float>(c.data_ptr<float>(), static_cast<std::size_t>(c.numel())));
+      if (op == c10d::ReduceOp::AVG) c.div_(getSize());
+      if (!c.is_same(t)) t.copy_(c);
+      return;
+    }
+    // Gloo has no bfloat16: its MAX, MIN and PRODUCT in float32 (which holds every bfloat16),
+    // rounded back once.
+    std::vector<at::Tensor> staged{t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t.contiguous()};
+    c10d::AllreduceOptions gloo_op;
+    gloo_op.reduceOp = op == c10d::ReduceOp::AVG ? c10d::ReduceOp::SUM : op;
+    gloo_->allreduce(staged, gloo_op)->wait();
+    if (op == c10d::ReduceOp::AVG) staged[0].div_(getSize());
+    if (!staged[0].is_same(t)) t.copy_(staged[0]);
+  }
+
+  // `output` becomes this rank's chunk of `op` over every rank's `inputs` (concatenated).
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_of(at::Tensor output, std::vector<at::Tensor> inputs,
+                                                   c10d::ReduceOp::RedOpType op) {
+    check_op(output, op, "reduce_scatter");
+    return enqueue(c10d::OpType::REDUCE_SCATTER, {output}, [this, output, inputs, op]() mutable {
+      at::Tensor whole = at::cat(inputs);
+      reduce_in_place(whole, op);
+      output.copy_(whole.chunk(getSize())[static_cast<std::size_t>(getRank())].view(output.sizes()));
     });
   }
 
-  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
-    return enqueue(c10d::OpType::BARRIER, {}, [this] { small_->barrier(); });
+  // Gloo's collective `call(gloo)`, started from this group's thread after everything called
+  // before it (ATP's allreduces included: an allgather of their results must see them) and
+  // waited for there.
+  template <class Call>
+  c10::intrusive_ptr<c10d::Work> in_order(c10d::OpType type, std::vector<at::Tensor> outputs, Call call) {
+    return enqueue(type, std::move(outputs), [this, call]() mutable { call(*gloo_)->wait(); });
+  }
+  static std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
+    std::vector<at::Tensor> all;
+    for (const auto& list : lists) all.insert(all.end(), list.begin(), list.end());
+    return all;
   }
 
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>&,
-                                                     const c10d::AllreduceCoalescedOptions&) override {
-    unsupported("allreduce_coalesced");
-  }
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) override {
-    unsupported("reduce");
-  }
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
-                                                     const c10d::AllgatherOptions&) override {
-    unsupported("allgather_coalesced");
-  }
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
-                                        const c10d::GatherOptions&) override {
-    unsupported("gather");
-  }
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
-                                         const c10d::ScatterOptions&) override {
-    unsupported("scatter");
-  }
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
-                                                const c10d::ReduceScatterOptions&) override {
-    unsupported("reduce_scatter");
-  }
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor&, at::Tensor&,
-                                                      const c10d::ReduceScatterOptions&) override {
-    unsupported("reduce_scatter");
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&, std::vector<int64_t>&,
-                                               const c10d::AllToAllOptions&) override {
-    unsupported("alltoall");
-  }
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
-                                          const c10d::AllToAllOptions&) override {
-    unsupported("alltoall");
-  }
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int, int) override { unsupported("send"); }
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int, int) override { unsupported("recv"); }
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override { unsupported("recv"); }
-
- private:
   // Queues `body` on the group's thread (collectives run one at a time, in call order, as every
   // rank calls them); the Work completes when it has run.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
@@ -349,7 +441,7 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
 
   TorchStore store_;
   std::unique_ptr<ClusterJob> job_;
-  std::unique_ptr<StoreCollectives> small_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;  // under mutex_

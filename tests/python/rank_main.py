@@ -88,28 +88,157 @@ def ddp(rank, size, gloo):
     }
 
 
-def unsupported(rank, size, gloo):
-    errors = {}
-    calls = {
-        "reduce": lambda: dist.reduce(torch.ones(4), 0),
-        "int64": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int64)),
-        "max": lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.MAX),
-        "reduce_scatter": lambda: dist.reduce_scatter(torch.ones(1), [torch.ones(1)] * size),
-    }
-    for name, call in calls.items():
+def every_op(rank, size, gloo):
+    """Every torch.distributed operation on the atp group, each checked against its exact value
+    (small integers, which every dtype holds exactly, so float sums through ATP are exact too);
+    then the group still works. One entry per operation: True, or what went wrong."""
+    out = {}
+    ReduceOp = dist.ReduceOp
+
+    def check(name, call):
         try:
-            call()
-            errors[name] = None
-        except RuntimeError as e:
-            errors[name] = str(e).splitlines()[0]
-    # The group still works after refusing them.
+            ok = call()
+            out[name] = True if ok else "wrong values"
+        except Exception as e:  # reported per operation, so that one failure hides no other
+            out[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+    def of(r, dtype=torch.float32):  # rank r's input
+        return (torch.arange(6, dtype=torch.float64) + r + 1).to(dtype)
+
+    def reduced(op):
+        every = torch.stack([of(r, torch.float64) for r in range(size)])
+        return {ReduceOp.SUM: every.sum(0), ReduceOp.MAX: every.max(0).values, ReduceOp.MIN: every.min(0).values,
+                ReduceOp.PRODUCT: every.prod(0), ReduceOp.AVG: every.mean(0)}[op]
+
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64):
+        ops = [ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT]
+        if dtype.is_floating_point:
+            ops.append(ReduceOp.AVG)
+        for op in ops:
+            def allreduce(dtype=dtype, op=op):
+                t = of(rank, dtype)
+                dist.all_reduce(t, op=op)
+                return torch.equal(t, reduced(op).to(dtype))
+            names = {ReduceOp.SUM: "sum", ReduceOp.MAX: "max", ReduceOp.MIN: "min", ReduceOp.PRODUCT: "product",
+                     ReduceOp.AVG: "avg"}
+            check(f"all_reduce_{str(dtype)[6:]}_{names[op]}", allreduce)
+
+    def broadcast():
+        t = of(rank)
+        dist.broadcast(t, src=size - 1)
+        return torch.equal(t, of(size - 1))
+
+    def all_gather():
+        parts = [torch.zeros(6) for _ in range(size)]
+        dist.all_gather(parts, of(rank))
+        whole = torch.zeros(6 * size)
+        dist.all_gather_into_tensor(whole, of(rank))
+        return all(torch.equal(parts[r], of(r)) for r in range(size)) and torch.equal(whole, torch.cat(parts))
+
+    def reduce():
+        t = of(rank, torch.int64)
+        dist.reduce(t, dst=0, op=ReduceOp.SUM)
+        return rank != 0 or torch.equal(t, reduced(ReduceOp.SUM).to(torch.int64))
+
+    def gather_scatter():
+        parts = [torch.zeros(6) for _ in range(size)] if rank == 0 else None
+        dist.gather(of(rank), parts, dst=0)
+        got = torch.zeros(6)
+        dist.scatter(got, [of(10 + r) for r in range(size)] if rank == 0 else None, src=0)
+        return (rank != 0 or all(torch.equal(parts[r], of(r)) for r in range(size))) and torch.equal(got, of(10 + rank))
+
+    def reduce_scatter():
+        mine = torch.zeros(6)
+        dist.reduce_scatter(mine, [of(rank) * (r + 1) for r in range(size)])
+        tensor_form = torch.zeros(6)
+        dist.reduce_scatter_tensor(tensor_form, torch.cat([of(rank) * (r + 1) for r in range(size)]))
+        expected = reduced(ReduceOp.SUM).float() * (rank + 1)
+        return torch.equal(mine, expected) and torch.equal(tensor_form, expected)
+
+    def all_to_all():
+        got = [torch.zeros(2) for _ in range(size)]
+        dist.all_to_all(got, [torch.tensor([rank, r], dtype=torch.float32) for r in range(size)])
+        single = torch.zeros(size)
+        dist.all_to_all_single(single, torch.arange(size, dtype=torch.float32) + 10 * rank)
+        return (all(torch.equal(got[r], torch.tensor([r, rank], dtype=torch.float32)) for r in range(size)) and
+                torch.equal(single, torch.tensor([10.0 * r + rank for r in range(size)])))
+
+    def send_recv():  # a ring: to the next rank, from the previous one
+        got = torch.zeros(6)
+        sent = dist.isend(of(rank), (rank + 1) % size)
+        dist.recv(got, (rank - 1) % size)
+        sent.wait()
+        return torch.equal(got, of((rank - 1) % size))
+
+    def objects():
+        gathered = [None] * size
+        dist.all_gather_object(gathered, {"rank": rank})
+        box = [{"from": rank}]
+        dist.broadcast_object_list(box, src=0)
+        return gathered == [{"rank": r} for r in range(size)] and box == [{"from": 0}]
+
+    def barrier():
+        dist.barrier()
+        return True
+
+    for name, call in (("broadcast", broadcast), ("all_gather", all_gather), ("reduce", reduce),
+                       ("gather_scatter", gather_scatter), ("reduce_scatter", reduce_scatter),
+                       ("all_to_all", all_to_all), ("send_recv", send_recv), ("objects", objects),
+                       ("barrier", barrier)):
+        if size > 1 or name != "send_recv":
+            check(name, call)
+    # An average of integers is refused in one sentence, and the group still works after.
+    try:
+        dist.all_reduce(torch.ones(4, dtype=torch.int64), op=ReduceOp.AVG)
+        out["avg_of_ints"] = None
+    except RuntimeError as e:
+        out["avg_of_ints"] = str(e).splitlines()[0]
     t = torch.ones(8)
     dist.all_reduce(t)
-    errors["after"] = t.tolist()
+    out["after"] = t.tolist()
     big = torch.ones(100_000)
     dist.all_reduce(big)
-    errors["after_big"] = bool(torch.equal(big, torch.full_like(big, size)))
-    return errors
+    out["after_big"] = bool(torch.equal(big, torch.full_like(big, size)))
+    return out
+
+
+def ddp_options(rank, size, gloo):
+    """DDP with the options many users set (an unused branch with find_unused_parameters, a
+    static graph, the fp16 compression hook), on atp and on gloo from the same start and data."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    class Net(torch.nn.Module):
+        def __init__(self, unused):
+            super().__init__()
+            self.used = torch.nn.Linear(20, 1)
+            if unused:  # never in the graph: DDP allreduces an int flag per parameter for it
+                self.unused = torch.nn.Linear(20, 1)
+
+        def forward(self, x):
+            return self.used(x)
+
+    results = {}
+    for option in ("find_unused_parameters", "static_graph", "fp16_compress_hook"):
+        flats = {}
+        for name, group in (("atp", None), ("gloo", gloo)):
+            torch.manual_seed(0)
+            model = torch.nn.parallel.DistributedDataParallel(
+                Net(unused=option != "fp16_compress_hook"), process_group=group,
+                find_unused_parameters=option == "find_unused_parameters",
+                static_graph=option == "static_graph")
+            if option == "fp16_compress_hook":
+                model.register_comm_hook(group, default_hooks.fp16_compress_hook)
+            opt = torch.optim.SGD(model.parameters(), lr=0.05)
+            gen = torch.Generator().manual_seed(100 + rank)
+            for _ in range(4):
+                x = torch.randn(16, 20, generator=gen)
+                loss = ((model(x) - x[:, :1]) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            flats[name] = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        results[option] = float((flats["atp"] - flats["gloo"]).abs().max())
+    return results
 
 
 def dead_rank(rank, size, gloo):
@@ -170,7 +299,7 @@ def nan_and_inf(rank, size, gloo):
     }
 
 
-SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, unsupported, dead_rank, late_rank,
+SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, every_op, ddp_options, dead_rank, late_rank,
                                      sizes_differ_in_fragments, sizes_differ_in_the_last_fragment,
                                      nan_and_inf)}
 

@@ -102,15 +102,29 @@ def test_ddp_steps_leave_identical_parameters_on_every_rank():
         assert line["atp_vs_gloo"] < 1e-5, line
 
 
-def test_unsupported_calls_raise_a_clear_error_and_the_group_still_works():
-    lines, _ = run_ranks("unsupported", 2)
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_every_operation_and_dtype_gives_the_exact_result(size):
+    """allreduce of every dtype with every op, broadcast, all_gather (both forms), reduce, gather,
+    scatter, reduce_scatter (both forms, FSDP's included), all_to_all (both forms), send/recv,
+    the object collectives and barrier: what ATP does not aggregate goes to Gloo."""
+    lines, _ = run_ranks("every_op", size)
     for line in lines:
         assert line["ok"] and "exit" not in line, line
-        assert line["reduce"].startswith("not supported by atp: reduce"), line
-        assert "not supported by atp: allreduce of Long tensors" in line["int64"], line
-        assert "not supported by atp: allreduce with this reduce op" in line["max"], line
-        assert "not supported by atp: reduce_scatter" in line["reduce_scatter"], line
-        assert line["after"] == [2.0] * 8, line
+        wrong = {k: v for k, v in line.items() if v is not True and k not in ("rank", "ok", "avg_of_ints", "after",
+                                                                              "after_big")}
+        assert not wrong, (line["rank"], wrong)
+        assert "not supported by atp: allreduce with AVG of Long tensors" in line["avg_of_ints"], line
+        assert line["after"] == [float(size)] * 8 and line["after_big"], line
+
+
+def test_ddp_with_unused_parameters_static_graph_and_fp16_compression_matches_gloo():
+    lines, _ = run_ranks("ddp_options", 2)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        # Fixed-point rounding (about 1e-8 a step); the fp16 hook rounds both groups' gradients to
+        # float16 the same way, then atp adds them exactly where gloo adds float16s.
+        assert line["find_unused_parameters"] < 1e-5 and line["static_graph"] < 1e-5, line
+        assert line["fp16_compress_hook"] < 1e-3, line
 
 
 def test_a_dead_rank_makes_the_others_fail_within_the_timeout():
@@ -155,16 +169,16 @@ def test_nan_and_inf_propagate_as_in_a_float_sum(size):
 
 
 def test_missing_or_bad_cluster_settings_are_one_sentence():
-    lines, _ = run_ranks("unsupported", 1, env={})
+    lines, _ = run_ranks("every_op", 1, env={})
     assert not lines[0]["ok"]
     assert "set ATP_SWITCH and ATP_PS" in lines[0]["error"], lines[0]
-    lines, _ = run_ranks("unsupported", 1, env={"ATP_SWITCH": "localhost", "ATP_PS": "127.0.0.1:1"})
+    lines, _ = run_ranks("every_op", 1, env={"ATP_SWITCH": "localhost", "ATP_PS": "127.0.0.1:1"})
     assert "ATP_SWITCH='localhost' is not HOST:PORT" in lines[0]["error"], lines[0]
-    lines, _ = run_ranks("unsupported", 2, env={"ATP_SWITCH": "127.0.0.1:1", "ATP_PS": "127.0.0.1:1"})
+    lines, _ = run_ranks("every_op", 2, env={"ATP_SWITCH": "127.0.0.1:1", "ATP_PS": "127.0.0.1:1"})
     for line in lines:
         assert "rank 0 could not set up the ATP job" in line["error"], line
     # A local cluster is started from ATP_BINARY when it is set: a wrong one is named.
-    lines, _ = run_ranks("unsupported", 2, env={"ATP_LOCAL": "1", "ATP_BINARY": "/nonexistent/atp"})
+    lines, _ = run_ranks("every_op", 2, env={"ATP_LOCAL": "1", "ATP_BINARY": "/nonexistent/atp"})
     for line in lines:
         assert "ATP_BINARY='/nonexistent/atp' is no executable file" in line["error"], line
 
@@ -190,9 +204,10 @@ def test_jobs_on_a_running_switch_and_ps(tmp_path):
         ps, (ps_control,) = start_daemon(["ps", "--uplink", switch_data], r"control (\S+) ")
         env = {"ATP_SWITCH": switch_control, "ATP_PS": ps_control}
         for _ in range(2):  # a second job after the first: nothing of the first is in the way
-            lines, _ = run_ranks("unsupported", 2, env=env)
+            lines, _ = run_ranks("every_op", 2, env=env)
             for line in lines:
                 assert line["ok"] and line["after"] == [2.0] * 8 and line["after_big"], line
+                assert all(v is True for k, v in line.items() if k.startswith("all_reduce_")), line
         stats = json.loads(subprocess.run([ATP_BINARY, "switch", "stats", "--control", switch_control],
                                           capture_output=True, text=True, timeout=10).stdout)
         assert all(j["installed"] == 0 for j in stats["jobs"]), stats["jobs"]
