@@ -4,14 +4,16 @@
     import atp_torch  # noqa: F401  (registers the backend)
     dist.init_process_group("atp", init_method="env://")
 
-allreduce (SUM, AVG) of float32 CPU tensors is aggregated by an ATP switch; broadcast, allgather
-and barrier go through torch's store (exact, for control data such as DDP's start-up). Where the
-switch and PS are comes from the environment:
+allreduce (SUM, AVG) of float32, float16 and bfloat16 CPU tensors is aggregated by the ATP
+switches; every other operation and dtype goes to a Gloo group the backend makes on the same
+store. Where the switches and PS are comes from the environment:
 
     ATP_LOCAL=1                      rank 0 starts a switch and a PS as its child processes
                                      (from the `atp` beside this package, or ATP_BINARY)
     ATP_SWITCH=HOST:PORT ATP_PS=HOST:PORT
-                                     control addresses of a running `atp switch` and `atp ps`
+                                     control addresses of this rank's running `atp switch` and
+                                     of the `atp ps`
+    ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS
                                      fragment width, fixed-point scale, first retransmission timeout
@@ -25,8 +27,9 @@ import torch.distributed as _dist
 from . import _C
 
 BACKEND = "atp"
+__version__ = "@PROJECT_VERSION@"  # CMake writes project()'s version here
 
 if BACKEND.upper() not in _dist.Backend._plugins:  # importing twice (reload) registers once
     _dist.Backend.register_backend(BACKEND, _C.create_process_group)
 
-__all__ = ["BACKEND"]
+__all__ = ["BACKEND", "__version__"]
