@@ -102,7 +102,7 @@ def test_ddp_steps_leave_identical_parameters_on_every_rank():
         assert line["atp_vs_gloo"] < 1e-5, line
 
 
-@pytest.mark.parametrize("size", [1, 2, 3])
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
 def test_every_operation_and_dtype_gives_the_exact_result(size):
     """allreduce of every dtype with every op, broadcast, all_gather (both forms), reduce, gather,
     scatter, reduce_scatter (both forms, FSDP's included), all_to_all (both forms), send/recv,
