@@ -359,16 +359,17 @@ NetworkPlan plan_network(const Topology& topology) {
     }
     const std::size_t tor = switch_index.at(host.switch_name);
     const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
-    if (const auto [other, fresh] = plan.host_by_address.emplace(address, host.name); !fresh) {
+    if (const auto taken_by = plan.host_by_address.emplace(address, host.name); !taken_by.second) {
+      const std::string& other =
+          taken_by.first->second;  // not a structured binding: clang 14 refuses a lambda naming one
       const std::string& other_tor = std::find_if(topology.hosts.begin(), topology.hosts.end(), [&](const HostSpec& o) {
-                                       return o.name == other->second;
+                                       return o.name == other;
                                      })->switch_name;
-      throw PlanError("hosts " + quoted(other->second) + " and " + quoted(host.name) + " have the same address " +
-                      format_address(address) +
-                      (other_tor == host.switch_name
-                           ? std::string()
-                           : "; switches " + quoted(other_tor) + " and " + quoted(host.switch_name) +
-                                 " give hosts addresses from one pool: give each its own host_pool"));
+      throw PlanError(
+          "hosts " + quoted(other) + " and " + quoted(host.name) + " have the same address " + format_address(address) +
+          (other_tor == host.switch_name ? std::string()
+                                         : "; switches " + quoted(other_tor) + " and " + quoted(host.switch_name) +
+                                               " give hosts addresses from one pool: give each its own host_pool"));
     }
     plan.host_address[host.name] = address;
     if (attached) {
