@@ -107,6 +107,8 @@ class Cluster {
   Communicator& worker(std::size_t i) { return *communicators_[i]; }
   std::size_t size() const { return communicators_.size(); }
   double scale() const { return plan_.workers[0].scale; }
+  // What the job's allreduces must return, call after call.
+  ExactModel exact() const { return ExactModel(scale(), plan_.values_per_packet); }
 
  private:
   Hub hub_;  // first: destroyed last, after the communicators and the PS stopped sending to it
@@ -123,9 +125,10 @@ class CommunicatorRounds : public ::testing::TestWithParam<int> {};
 TEST_P(CommunicatorRounds, BlockingAllreduceIsExactOverSeveralRounds) {
   const int workers = GetParam();
   Cluster cluster(workers);
+  ExactModel exact = cluster.exact();
   for (int round = 0; round < 3; ++round) {
     auto buffers = random_inputs(cluster.size(), 1000 + 37 * static_cast<std::size_t>(round), 100 + round);
-    const std::vector<float> want = reference(buffers, cluster.scale());
+    const std::vector<float> want = exact.next(buffers);
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(cluster.size());
     for (std::size_t w = 0; w < cluster.size(); ++w) {
@@ -152,9 +155,10 @@ TEST_P(CommunicatorRounds, AsyncCallsQueueAndCompleteInOrder) {
   constexpr int kRounds = 4;
   std::vector<std::vector<std::vector<float>>> buffers;  // [round][worker]
   std::vector<std::vector<float>> want;
+  ExactModel exact = cluster.exact();
   for (int r = 0; r < kRounds; ++r) {
     buffers.push_back(random_inputs(cluster.size(), 500, 200 + r));
-    want.push_back(reference(buffers.back(), cluster.scale()));
+    want.push_back(exact.next(buffers.back()));
   }
   // Every round is queued on every worker before any completes: rounds must pair up in call order.
   std::vector<std::future<void>> futures;
@@ -174,10 +178,12 @@ INSTANTIATE_TEST_SUITE_P(Workers, CommunicatorRounds, ::testing::Values(2, 3));
 
 TEST(Communicator, CallsFromSeveralThreadsAreSerialised) {
   // Two threads per worker call allreduce at once with the same content, so whichever call
-  // pairs with whichever on the other worker, each result is the same exact sum.
+  // pairs with whichever on the other worker, each result is the exact sum of the first call or
+  // of the second (whose exponents the first picked).
   Cluster cluster(2);
   const auto base = random_inputs(2, 700, 9);
-  const std::vector<float> want = reference(base, cluster.scale());
+  ExactModel exact = cluster.exact();
+  const std::vector<float> first = exact.next(base), second = exact.next(base);
   std::vector<std::vector<float>> buffers;
   for (int t = 0; t < 2; ++t)
     for (std::size_t w = 0; w < 2; ++w) buffers.push_back(base[w]);
@@ -185,14 +191,16 @@ TEST(Communicator, CallsFromSeveralThreadsAreSerialised) {
   for (std::size_t b = 0; b < buffers.size(); ++b)
     threads.emplace_back([&, b] { cluster.worker(b % 2).allreduce(buffers[b]); });
   for (auto& t : threads) t.join();
-  for (std::size_t b = 0; b < buffers.size(); ++b) expect_exact(buffers[b], want, "buffer " + std::to_string(b));
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    EXPECT_TRUE(buffers[b] == first || buffers[b] == second) << "buffer " << b << " is neither call's exact sum";
+  }
 }
 
 TEST(Communicator, LargeTensorIsExact) {
   // Thousands of fragments: many windows, socket batches and (on a busy machine) losses to recover.
   Cluster cluster(3);
   auto buffers = random_inputs(3, 300'000, 42);
-  const std::vector<float> want = reference(buffers, cluster.scale());
+  const std::vector<float> want = cluster.exact().next(buffers);
   std::vector<std::future<void>> futures;
   for (std::size_t w = 0; w < 3; ++w) futures.push_back(cluster.worker(w).allreduce_async(buffers[w]));
   for (auto& f : futures) {
@@ -208,9 +216,10 @@ TEST(Communicator, EveryPacketLeavesBeforeTheLoopSleeps) {
   // provide within milliseconds and so hide; with the first retransmission a minute away, the
   // rounds can only complete if every packet leaves at the end of its own event.
   Cluster cluster(2, std::chrono::seconds(120), std::chrono::seconds(60));
+  ExactModel exact = cluster.exact();
   for (int round = 0; round < 2; ++round) {
     auto buffers = random_inputs(2, 5'000, 100 + round);
-    const std::vector<float> want = reference(buffers, cluster.scale());
+    const std::vector<float> want = exact.next(buffers);
     std::vector<std::future<void>> futures;
     for (std::size_t w = 0; w < 2; ++w) futures.push_back(cluster.worker(w).allreduce_async(buffers[w]));
     for (auto& f : futures) {

@@ -7,8 +7,8 @@
 namespace atp {
 namespace {
 
-// 36 B header + 62 values = 284 B: one 1500 B MTU is 5 packets, as in the paper.
-constexpr std::uint32_t kPacketBytes = 284;
+// 40 B header + 62 values = 288 B: one 1500 B MTU is 5 packets, as in the paper.
+constexpr std::uint32_t kPacketBytes = 288;
 
 CongestionConfig config_with(std::uint32_t initial_window, std::uint32_t initial_ssthresh) {
   CongestionConfig c;

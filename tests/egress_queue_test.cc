@@ -19,7 +19,7 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::nanoseconds;
 
-// A 62-value ATP gradient packet (284 B; 326 B with encapsulation) tagged with `seq`.
+// A 62-value ATP gradient packet (288 B; 330 B with encapsulation) tagged with `seq`.
 std::vector<std::uint8_t> packet(Seq seq) {
   Header h;
   h.job = 1;
@@ -77,13 +77,13 @@ TEST(EgressQueue, NoRateReleasesAfterTheDelayInFifoOrder) {
 
 TEST(EgressQueue, RateSerializesIncludingEncapsulation) {
   EgressConfig c;
-  c.rate_gbps = 100;  // 326 B * 8 / 100 Gbit/s = 26.08 ns per packet
+  c.rate_gbps = 100;  // 330 B * 8 / 100 Gbit/s = 26.4 ns per packet
   EgressQueue q(c);
   const auto p = packet(1);
   std::vector<std::int64_t> release;
   for (int i = 0; i < 3; ++i) release.push_back(to_ns(q.enqueue(p, time_from_ns(0)).release));
-  // 26.08, 52.16, 78.24 ns: rounded up to the ns, without accumulating the rounding.
-  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 79}));
+  // 26.4, 52.8, 79.2 ns: rounded up to the ns, without accumulating the rounding.
+  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 80}));
   EXPECT_EQ(q.counters().depth, 3u);
   // An idle transmitter starts at `now`, not at its last finish time.
   EXPECT_EQ(to_ns(q.enqueue(p, time_from_ns(1000)).release), 1027);
@@ -96,11 +96,11 @@ TEST(EgressQueue, EthernetFramingCountsTheFrameAsItsWireSize) {
   EgressQueue q(c, 0, Framing::kEthernet);
   EXPECT_EQ(q.framing(), Framing::kEthernet);
   std::vector<std::uint8_t> frame;
-  build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), frame);  // 326 B: the same wire size as above
-  ASSERT_EQ(frame.size(), 326u);
+  build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), frame);  // 330 B: the same wire size as above
+  ASSERT_EQ(frame.size(), 330u);
   std::vector<std::int64_t> release;
   for (int i = 0; i < 3; ++i) release.push_back(to_ns(q.enqueue(frame, time_from_ns(0)).release));
-  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 79}));  // no encapsulation added twice
+  EXPECT_EQ(release, (std::vector<std::int64_t>{27, 53, 80}));  // no encapsulation added twice
 }
 
 TEST(EgressQueue, DropTailCountsAgainstPacketsNotYetSent) {
@@ -147,7 +147,7 @@ TEST(EgressQueue, PassesThroughOnlyWithNothingToDoAndNothingHeld) {
 // ECN threshold over both, each queue with its own packets and counters.
 TEST(EgressQueue, QueuesSharingATransmitterShareTheRateBufferAndThreshold) {
   EgressConfig c;
-  c.rate_gbps = 100;  // 26.08 ns per packet
+  c.rate_gbps = 100;  // 26.4 ns per packet
   c.buffer_packets = 3;
   c.ecn_threshold_packets = 2;
   auto link = std::make_shared<SharedTransmitter>();
@@ -157,7 +157,7 @@ TEST(EgressQueue, QueuesSharingATransmitterShareTheRateBufferAndThreshold) {
   const auto p = packet(1);
   EXPECT_EQ(to_ns(a.enqueue(p, time_from_ns(0)).release), 27);
   EXPECT_EQ(to_ns(b.enqueue(p, time_from_ns(0)).release), 53);  // after a's packet, not beside it
-  EXPECT_EQ(to_ns(a.enqueue(p, time_from_ns(0)).release), 79);
+  EXPECT_EQ(to_ns(a.enqueue(p, time_from_ns(0)).release), 80);
   EXPECT_EQ(b.enqueue(p, time_from_ns(0)).status, EnqueueStatus::kQueueFull);  // 3 held by the two
   EXPECT_EQ(a.counters().packets, 2u);
   EXPECT_EQ(b.counters().packets, 1u);
@@ -193,9 +193,9 @@ TEST(EgressQueue, ThreadsSharingATransmitterSerialiseEveryPacketOnce) {
   for (const auto& f : finish) all.insert(all.end(), f.begin(), f.end());
   std::sort(all.begin(), all.end());
   ASSERT_EQ(all.size(), std::size_t{kThreads * kPackets});
-  // Packet n (of all) leaves at ceil(26.08 ns * (n + 1)): one transmitter, no two at once.
+  // Packet n (of all) leaves at ceil(26.4 ns * (n + 1)): one transmitter, no two at once.
   for (std::size_t n = 0; n < all.size(); ++n) {
-    const std::int64_t ps = 26080 * static_cast<std::int64_t>(n + 1);
+    const std::int64_t ps = 26400 * static_cast<std::int64_t>(n + 1);
     ASSERT_EQ(all[n], (ps + 999) / 1000) << "packet " << n;
   }
 }

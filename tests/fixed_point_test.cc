@@ -127,4 +127,38 @@ TEST(FixedPoint, StickySaturatingAdd) {
 }
 
 }  // namespace
+// Scale per fragment: the first exponent, the next one from a magnitude, when a sum resolves the
+// largest value, and the magnitude of a fragment's values.
+TEST(ScalePerFragment, ExponentsMagnitudesAndResolution) {
+  EXPECT_EQ(initial_exponent(1e8), 26);  // 2^26 = 67108864 <= 1e8 < 2^27
+  EXPECT_EQ(initial_exponent(1.0), 0);
+  EXPECT_EQ(initial_exponent(0.001), -10);
+  EXPECT_EQ(ceil_log2(1), 0);
+  EXPECT_EQ(ceil_log2(4), 2);
+  EXPECT_EQ(ceil_log2(5), 3);
+  // The largest value times 2^e below 2^(29 - ceil(log2 n)): n of them below 2^30.
+  EXPECT_EQ(next_exponent(0, 4, 7), 27);  // values in [1, 2), 4 workers
+  EXPECT_EQ(next_exponent(-100, 1, 7), 129);
+  EXPECT_EQ(next_exponent(kNoMagnitude, 4, 7), 7);  // zeros: as it was
+  for (const std::int16_t m : {std::int16_t{-149}, std::int16_t{-1}, std::int16_t{0}, std::int16_t{127}}) {
+    for (const std::uint32_t n : {1u, 2u, 32u, 1024u}) {
+      const std::int16_t e = next_exponent(m, n, 0);
+      EXPECT_LT(static_cast<double>(n) * std::ldexp(1.0, m + 1 + e), std::ldexp(1.0, 31)) << m << " " << n;
+      EXPECT_TRUE(resolved(m, e, n)) << m << " " << n;
+    }
+  }
+  EXPECT_TRUE(resolved(0, 23, 4));   // 24 bits of a value in [1, 2)
+  EXPECT_FALSE(resolved(0, 22, 4));  // 23
+  EXPECT_TRUE(resolved(kNoMagnitude, -300, 4));
+  EXPECT_TRUE(resolved(0, 19, 1024));  // past 64 workers: the 29 - 10 bits a 31-bit sum of 1024 values leaves
+  EXPECT_FALSE(resolved(0, 18, 1024));
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(magnitude_of(std::vector<float>{0.0f, -0.0f}), kNoMagnitude);
+  EXPECT_EQ(magnitude_of(std::vector<float>{0.5f, -3.0f, 2.0f}), 1);
+  EXPECT_EQ(magnitude_of(std::vector<float>{inf, nan, -0.75f}), -1);  // not finite: not counted
+  EXPECT_EQ(magnitude_of(std::vector<float>{std::numeric_limits<float>::denorm_min()}), -149);
+  EXPECT_EQ(magnitude_of(std::vector<float>{std::numeric_limits<float>::max()}), 127);
+}
+
 }  // namespace atp

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "atp/scenario/scenario.h"
 #include "atp/switch.h"
 #include "atp/worker.h"
+#include "reference_sum.h"
 
 namespace atp::inproc {
 namespace {
@@ -32,7 +34,7 @@ using std::chrono::nanoseconds;
 
 std::int64_t ns_of(Time t) { return to_ns(t); }
 
-// A 62-value ATP gradient packet (284 B; 326 B with encapsulation) tagged with `seq`.
+// A 62-value ATP gradient packet (288 B; 330 B with encapsulation) tagged with `seq`.
 std::vector<std::uint8_t> packet(Seq seq, std::uint16_t values = kDefaultValuesPerPacket) {
   Header h;
   h.job = 1;
@@ -277,31 +279,31 @@ TEST(InprocNetwork, ReorderingHoldsPacketsBackOneToThreeDelays) {
 }
 
 TEST(InprocNetwork, SerializationTimeIsExact) {
-  // 1 Gbit/s: a 284 B packet + 42 B encapsulation = 2608 bits = 2608 ns on the wire.
+  // 1 Gbit/s: a 288 B packet + 42 B encapsulation = 2640 bits = 2640 ns on the wire.
   ChannelConfig c = link_of(microseconds(1));
   c.rate_gbps = 1;
   Pair pair(1, c);
   const auto p = packet(0);
   for (int i = 0; i < 3; ++i) pair.send_from_a(p);
   pair.net.run_until(time_from_ns(4000));
-  pair.send_from_a(p);  // the link is busy until 7824 ns: this one queues behind
+  pair.send_from_a(p);  // the link is busy until 7920 ns: this one queues behind
   pair.net.run_until(time_from_ns(20000));
   pair.send_from_a(p);  // idle link: starts at once
   pair.net.run_until_idle();
   ASSERT_EQ(pair.b->got.size(), 5u);
-  const std::int64_t want[] = {3608, 6216, 8824, 11432, 20000 + 2608 + 1000};
+  const std::int64_t want[] = {3640, 6280, 8920, 11560, 20000 + 2640 + 1000};
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(pair.b->got[i].ns, want[i]) << i;
 
-  // 100 Gbit/s: 26.08 ns per packet; fractions accumulate without drift (rounded up per arrival).
+  // 100 Gbit/s: 26.4 ns per packet; fractions accumulate without drift (rounded up per arrival).
   ChannelConfig fast = link_of(Duration{0});
   fast.rate_gbps = 100;
   Pair f(1, fast);
   for (int i = 0; i < 100; ++i) f.send_from_a(p);
   f.net.run_until_idle();
   ASSERT_EQ(f.b->got.size(), 100u);
-  EXPECT_EQ(f.b->got[0].ns, 27);     // 26.08
-  EXPECT_EQ(f.b->got[4].ns, 131);    // 130.4
-  EXPECT_EQ(f.b->got[99].ns, 2608);  // 2608.0
+  EXPECT_EQ(f.b->got[0].ns, 27);     // 26.4
+  EXPECT_EQ(f.b->got[4].ns, 132);    // 132.0
+  EXPECT_EQ(f.b->got[99].ns, 2640);  // 2640.0
 }
 
 TEST(InprocNetwork, DropTailAtTheBufferLimit) {
@@ -313,8 +315,8 @@ TEST(InprocNetwork, DropTailAtTheBufferLimit) {
   for (int i = 0; i < 10; ++i) pair.send_from_a(p);
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).packets, 4u);
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 6u);
-  // After the first packet left (2608 ns) there is room for exactly one more.
-  pair.net.run_until(time_from_ns(2608));
+  // After the first packet left (2640 ns) there is room for exactly one more.
+  pair.net.run_until(time_from_ns(2640));
   pair.send_from_a(p);
   pair.send_from_a(p);
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).packets, 5u);
@@ -683,34 +685,6 @@ JobSpec job_spec(std::size_t workers, std::uint16_t values_per_packet) {
   return spec;
 }
 
-// What a worker must get for `inputs` (one per worker): fragments holding a value that is not
-// finite take the float32 path (their values are the float32 rounding of the double sum);
-// every other fragment is the exact sum of the quantized values.
-std::vector<float> expected_sum(const std::vector<std::vector<float>>& inputs, std::size_t values_per_packet,
-                                double scale) {
-  const std::size_t n = inputs[0].size();
-  std::vector<float> want(n);
-  for (std::size_t begin = 0; begin < n; begin += values_per_packet) {
-    const std::size_t end = std::min(n, begin + values_per_packet);
-    bool special = false;
-    for (const auto& in : inputs) {
-      for (std::size_t x = begin; x < end; ++x) special = special || !std::isfinite(in[x]);
-    }
-    for (std::size_t x = begin; x < end; ++x) {
-      double float_sum = 0;
-      std::int64_t int_sum = 0;
-      for (const auto& in : inputs) {
-        float_sum += in[x];
-        std::int32_t q = 0;
-        quantize(std::span(&in[x], 1), scale, std::span(&q, 1));
-        int_sum += q;
-      }
-      want[x] = special ? static_cast<float>(float_sum) : dequantize_one(int_sum, scale);
-    }
-  }
-  return want;
-}
-
 // NaN and infinities are never silently wrong: a NaN anywhere gives NaN at its position, +Inf
 // and -Inf give NaN, +Inf alone +Inf, in every worker's result; the rest of that fragment is the
 // float32 path's sum and every other fragment is exact. One rack and two levels of aggregation.
@@ -748,8 +722,9 @@ TEST_P(NonFiniteInputs, ReachTheResultAsIeeeArithmeticSays) {
 
     const JobSpec spec = job_spec(kWorkers, kValues);
     const auto outcomes = run_job(job_topology(kWorkers, two_level), spec, inputs);
-    const std::vector<float> want = expected_sum(round, kValues, spec.scale);
-    const std::vector<float> want_finite = expected_sum(finite, kValues, spec.scale);
+    ExactModel exact(spec.scale, kValues);  // a fragment with a value that is not finite: the float32 path
+    const std::vector<float> want = exact.next(round);
+    const std::vector<float> want_finite = exact.next(finite);
     ASSERT_EQ(outcomes.size(), kWorkers);
     for (std::size_t w = 0; w < kWorkers; ++w) {
       const WorkerOutcome& o = outcomes[w];
@@ -814,14 +789,100 @@ TEST_P(DifferentSizes, EqualSizesStayExact) {
   }
   const JobSpec spec = job_spec(kWorkers, 62);
   const auto outcomes = run_job(job_topology(kWorkers, two_level), spec, inputs);
+  ExactModel exact(spec.scale, 62);
+  const std::vector<float> want_first = exact.next(first), want_second = exact.next(second);
   for (const WorkerOutcome& o : outcomes) {
     ASSERT_EQ(o.state, WorkerState::kIdle) << o.error;
     ASSERT_EQ(o.results.size(), 2u);
-    EXPECT_EQ(o.results[0], expected_sum(first, 62, spec.scale));
-    EXPECT_EQ(o.results[1], expected_sum(second, 62, spec.scale));
+    EXPECT_EQ(o.results[0], want_first);
+    EXPECT_EQ(o.results[1], want_second);
   }
 }
 
+// Scale per fragment (docs/protocol.md): values of any magnitude from 1e-30 to 1e30, the same on
+// every worker or spread over them, come back within float32's rounding of the float64 sum,
+// relative to the fragment's largest value, from the second call on (a first call far from the
+// job's scale may take the float32 path, which is exact too); integers that fit come back exact.
+// At 2, 3, 8 and 17 workers, on one rack and two levels.
+class ScalePerFragment : public ::testing::TestWithParam<std::tuple<std::size_t, bool>> {};
+
+TEST_P(ScalePerFragment, AnyMagnitudeKeepsFloat32Precision) {
+  const auto [workers, two_level] = GetParam();
+  constexpr std::uint16_t kValues = 16;
+  constexpr std::size_t kN = 5 * kValues;
+  std::mt19937_64 rng(workers * 7 + two_level);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  for (const double magnitude : {1e-30, 1e-10, 1e-3, 1.0, 1e6, 1e30}) {
+    for (const bool spread : {false, true}) {  // spread: worker w's values are magnitude x 1000^-w
+      std::vector<std::vector<std::vector<float>>> inputs(workers);
+      for (int call = 0; call < 3; ++call) {
+        for (std::size_t w = 0; w < workers; ++w) {
+          std::vector<float> v(kN);
+          const double m = spread ? magnitude * std::pow(1e-3, static_cast<double>(w)) : magnitude;
+          for (float& x : v) x = static_cast<float>(m * unit(rng));
+          inputs[w].push_back(std::move(v));
+        }
+      }
+      const auto outcomes = run_job(job_topology(workers, two_level), job_spec(workers, kValues), inputs);
+      ExactModel exact(JobSpec{}.scale, kValues);
+      for (int call = 0; call < 3; ++call) {
+        std::vector<std::vector<float>> round;
+        for (std::size_t w = 0; w < workers; ++w) round.push_back(inputs[w][static_cast<std::size_t>(call)]);
+        const std::vector<float> want = exact.next(round);
+        for (const WorkerOutcome& o : outcomes) {
+          ASSERT_EQ(o.state, WorkerState::kIdle) << o.error;
+          EXPECT_EQ(o.results.at(static_cast<std::size_t>(call)), want)
+              << "magnitude " << magnitude << " call " << call;
+        }
+        if (call == 0) continue;
+        // The exponents the first call picked resolve every fragment: the int32 path throughout.
+        EXPECT_EQ(exact.float_fragments(), 0u) << "magnitude " << magnitude << " call " << call;
+        // Against the float64 sum: within half an ulp of each fragment's largest value per worker
+        // (the quantization) and the final rounding to float32.
+        for (std::size_t f = 0; f < kN; f += kValues) {
+          double largest = 0;
+          for (const auto& in : round) {
+            for (std::size_t i = f; i < f + kValues; ++i) largest = std::max(largest, std::fabs(double{in[i]}));
+          }
+          for (std::size_t i = f; i < f + kValues; ++i) {
+            double sum = 0;
+            for (const auto& in : round) sum += in[i];
+            const double bound =
+                static_cast<double>(workers) * largest * std::ldexp(1.0, -24) + std::fabs(sum) * 0x1p-24;
+            EXPECT_LE(std::fabs(outcomes[0].results[static_cast<std::size_t>(call)][i] - sum), bound)
+                << "magnitude " << magnitude << (spread ? " spread" : "") << " call " << call << " value " << i;
+          }
+        }
+      }
+    }
+  }
+  // Integers that fit float32 exactly: exact sums.
+  std::vector<std::vector<std::vector<float>>> ints(workers);
+  for (std::size_t w = 0; w < workers; ++w) {
+    for (int call = 0; call < 2; ++call) {
+      std::vector<float> v(kN);
+      for (std::size_t i = 0; i < kN; ++i) v[i] = static_cast<float>((i * 7919 + w * 104729 + call) % 2000001) - 1e6f;
+      ints[w].push_back(std::move(v));
+    }
+  }
+  const auto outcomes = run_job(job_topology(workers, two_level), job_spec(workers, kValues), ints);
+  for (int call = 0; call < 2; ++call) {
+    for (std::size_t i = 0; i < kN; ++i) {
+      double sum = 0;
+      for (std::size_t w = 0; w < workers; ++w) sum += ints[w][static_cast<std::size_t>(call)][i];
+      for (const WorkerOutcome& o : outcomes) {
+        ASSERT_EQ(o.state, WorkerState::kIdle) << o.error;
+        EXPECT_EQ(o.results[static_cast<std::size_t>(call)][i], static_cast<float>(sum))
+            << "call " << call << " value " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkersAndLevels, ScalePerFragment,
+                         ::testing::Combine(::testing::Values(std::size_t{2}, std::size_t{3}, std::size_t{8},
+                                                              std::size_t{17}),
+                                            ::testing::Bool()));
 INSTANTIATE_TEST_SUITE_P(OneRackAndTwoLevels, DifferentSizes, ::testing::Bool());
 
 }  // namespace

@@ -725,13 +725,13 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
   EXPECT_EQ(kWidestChosenFragment, kMaxValuesPerPacket);
   EXPECT_EQ(fragment_width(0, kMaxValuesPerPacket), kFragmentWithoutMtu);
   EXPECT_EQ(fragment_width(0, 300), 300);
-  EXPECT_EQ(fragment_width(1500, kMaxValuesPerPacket), 359);                   // (1500 - 20 IPv4 - 8 UDP - 36 ATP) / 4
-  EXPECT_EQ(fragment_width(9000, kMaxValuesPerPacket), 2234);                  // jumbo frames (the netns testbed)
+  EXPECT_EQ(fragment_width(1500, kMaxValuesPerPacket), 358);                   // (1500 - 20 IPv4 - 8 UDP - 40 ATP) / 4
+  EXPECT_EQ(fragment_width(9000, kMaxValuesPerPacket), 2233);                  // jumbo frames (the netns testbed)
   EXPECT_EQ(fragment_width(65535, kMaxValuesPerPacket), kMaxValuesPerPacket);  // loopback
   EXPECT_EQ(fragment_width(65536, 300), 300);
-  EXPECT_EQ(fragment_width(20 + 8 + 36 + 4, kMaxValuesPerPacket), 1);
-  expect_plan_error([] { (void)fragment_width(20 + 8 + 36 + 3, kMaxValuesPerPacket); },
-                    {"MTU of 67 bytes", "no room for even one value"});
+  EXPECT_EQ(fragment_width(20 + 8 + 40 + 4, kMaxValuesPerPacket), 1);
+  expect_plan_error([] { (void)fragment_width(20 + 8 + 40 + 3, kMaxValuesPerPacket); },
+                    {"MTU of 71 bytes", "no room for even one value"});
 
   // sw0 and sw1 aggregate at level 0, sw2 at level 1; the core only forwards and, 8 values wide,
   // bounds nothing.
@@ -746,7 +746,7 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
   job.workers.push_back("w2");  // under sw1
   EXPECT_EQ(plan_job(n, job).values_per_packet, 300);
   n.mtu_bytes = 1000;
-  EXPECT_EQ(plan_job(n, job).values_per_packet, 234);  // (1000 - 64) / 4
+  EXPECT_EQ(plan_job(n, job).values_per_packet, 233);  // (1000 - 68) / 4
 
   job.in_network_aggregation = false;  // the PS baseline: no switch bounds it, the same cap does
   n.mtu_bytes = 0;
@@ -755,9 +755,9 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
   job.values_per_packet = 230;  // set by hand: kept where it fits
   n.mtu_bytes = 1000;
   EXPECT_EQ(plan_job(n, job).values_per_packet, 230);
-  job.values_per_packet = 250;  // 28 + 36 + 1000 bytes
+  job.values_per_packet = 250;  // 28 + 40 + 1000 bytes
   expect_plan_error([&] { (void)plan_job(n, job); },
-                    {"job 'a'", "250 values per packet", "1064-byte IP packets", "MTU of 1000 bytes"});
+                    {"job 'a'", "250 values per packet", "1068-byte IP packets", "MTU of 1000 bytes"});
   n.mtu_bytes = 60;
   job.values_per_packet = 0;
   expect_plan_error([&] { (void)plan_job(n, job); }, {"job 'a'", "MTU of 60 bytes"});

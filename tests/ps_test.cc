@@ -117,6 +117,39 @@ void expect_multicast_result(const RecordingSink::Packet& p, Seq seq, const std:
   EXPECT_EQ(p.values, values);
 }
 
+// Scale per fragment: a result carries its exponent and, for the position's next round, the one
+// the largest magnitude asks for; contributions at different exponents, or an exponent that does
+// not resolve the largest value to float32's 24 bits, make the PS collect the fragment as float32.
+TEST(PsEndpoint, ExponentsPickTheNextAndSendUnresolvedOrMixedFragmentsToFloat32) {
+  PsUnderTest t(make_config({2}));
+  auto send = [&](Seq seq, std::uint32_t w, std::int16_t exponent, std::int16_t magnitude) {
+    Header h = gradient(seq, 1u << w, 1u, kWorker0 + w);
+    h.scale_exponent = exponent;
+    h.magnitude_or_next = magnitude;
+    t.deliver(h, {1, 2, 3, 4});
+  };
+  send(100, 0, 24, 0);  // values in [1, 2) at 2^24: resolved
+  send(100, 1, 24, -3);
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 100, {2, 4, 6, 8});
+  EXPECT_EQ(t.sink.packets[0].header.scale_exponent, 24);
+  EXPECT_EQ(t.sink.packets[0].header.magnitude_or_next, 28);  // 29 - 0 - ceil(log2 2)
+  send(101, 0, 24, 0);                                        // another exponent on the other worker: float32
+  send(101, 1, 25, 0);
+  ASSERT_EQ(t.sink.packets.size(), 2u);
+  EXPECT_TRUE(t.sink.packets[1].header.overflow);
+  send(102, 0, 20, 0);  // 2^20 leaves a value in [1, 2) 21 bits: float32
+  send(102, 1, 20, kNoMagnitude);
+  ASSERT_EQ(t.sink.packets.size(), 3u);
+  EXPECT_TRUE(t.sink.packets[2].header.overflow);
+  send(103, 0, -5, kNoMagnitude);  // zeros are exact at any exponent
+  send(103, 1, -5, kNoMagnitude);
+  ASSERT_EQ(t.sink.packets.size(), 4u);
+  EXPECT_FALSE(t.sink.packets[3].header.overflow);
+  EXPECT_EQ(t.sink.packets[3].header.magnitude_or_next, -5);  // no magnitude: the exponent stays
+  EXPECT_EQ(t.ps.stats().overflows, 2u);
+}
+
 TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
   PsUnderTest t(make_config({4}));
   const std::vector<std::vector<std::int32_t>> inputs = {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "atp/fixed_point.h"
 #include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
 
@@ -471,8 +472,16 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
       put(m, "magnitude", scalar(text, number_leaf(0, 3.0e38)));
       magnitude = value;
     }
-    const bool overflow = static_cast<double>(k) * (magnitude * scale + 0.5) >= 2147483647.0;
-    ex.may_overflow.push_back(overflow);
+    // A fragment position's first round is at the scale rounded down to a power of two, later
+    // ones at the exponent the PS picked from the round before (docs/protocol.md "Scale per
+    // fragment"). The float32 path is taken when the first round overflows, or when a fragment's
+    // largest value is not resolved at its exponent; the check (scenario_sweep.cc) also allows it
+    // for fragments of so few values that their largest may be far below magnitude / 2.
+    const int first_exponent = initial_exponent(scale);
+    const bool overflow = static_cast<double>(k) * (std::ldexp(magnitude, first_exponent) + 0.5) >= 2147483647.0;
+    const bool unresolved = magnitude > 0 && std::ilogb(magnitude) - 1 + first_exponent <
+                                                 std::min(23, kTargetBits - ceil_log2(static_cast<std::uint32_t>(k)));
+    ex.may_overflow.push_back(overflow || unresolved);
     if (overflow) feature("overflow-possible");
     if (static_cast<double>(k) * magnitude > 3.4e38) feature("inf-possible");
 

@@ -20,8 +20,8 @@ struct Expectations {
   // No noise packet can be lost, duplicated or arrive at a switch that is down: then every noise
   // packet sent must reach its switch and be rejected there (noise_packets == rejected_packets).
   bool noise_exact = true;
-  // Per job: whether some worker's sum can leave int32 (workers x magnitude x scale >= 2^31):
-  // without it no fragment may take the float32 path.
+  // Per job: whether a fragment may take the float32 path (a sum that can leave int32, or a
+  // largest value its exponent may not resolve): without it none may.
   std::vector<bool> may_overflow;
   // Per job: values per packet and elements, for the fragment count.
   std::vector<std::uint64_t> values_per_packet, elements;

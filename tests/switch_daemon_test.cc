@@ -332,7 +332,7 @@ constexpr const char* kSampleStats = R"({
       "queue_depth": 0,
       "queue_drops": 0,
       "reordered": 0,
-      "rx_bytes": 52,
+      "rx_bytes": 56,
       "rx_kernel_drops": 0,
       "rx_packets": 1,
       "tx_bytes": 0,
@@ -354,7 +354,7 @@ constexpr const char* kSampleStats = R"({
       "queue_depth": 0,
       "queue_drops": 0,
       "reordered": 0,
-      "rx_bytes": 52,
+      "rx_bytes": 56,
       "rx_kernel_drops": 0,
       "rx_packets": 1,
       "tx_bytes": 0,
@@ -379,7 +379,7 @@ constexpr const char* kSampleStats = R"({
       "rx_bytes": 0,
       "rx_kernel_drops": 0,
       "rx_packets": 0,
-      "tx_bytes": 52,
+      "tx_bytes": 56,
       "tx_packets": 1
     },
     {
@@ -574,8 +574,8 @@ atp_switch_port_queue_depth_packets{switch="s0",port="3",direction="egress"} 0
 atp_switch_port_queue_depth_packets{switch="s0",port="3",direction="ingress"} 0
 # HELP atp_switch_port_received_bytes_total Bytes received from the port's peer.
 # TYPE atp_switch_port_received_bytes_total counter
-atp_switch_port_received_bytes_total{switch="s0",port="0"} 52
-atp_switch_port_received_bytes_total{switch="s0",port="1"} 52
+atp_switch_port_received_bytes_total{switch="s0",port="0"} 56
+atp_switch_port_received_bytes_total{switch="s0",port="1"} 56
 atp_switch_port_received_bytes_total{switch="s0",port="2"} 0
 atp_switch_port_received_bytes_total{switch="s0",port="3"} 3
 # HELP atp_switch_port_received_packets_total Packets received from the port's peer.
@@ -598,7 +598,7 @@ atp_switch_port_reordered_packets_total{switch="s0",port="3",direction="ingress"
 # TYPE atp_switch_port_transmitted_bytes_total counter
 atp_switch_port_transmitted_bytes_total{switch="s0",port="0"} 0
 atp_switch_port_transmitted_bytes_total{switch="s0",port="1"} 0
-atp_switch_port_transmitted_bytes_total{switch="s0",port="2"} 52
+atp_switch_port_transmitted_bytes_total{switch="s0",port="2"} 56
 atp_switch_port_transmitted_bytes_total{switch="s0",port="3"} 0
 # HELP atp_switch_port_transmitted_packets_total Packets sent to the port's peer.
 # TYPE atp_switch_port_transmitted_packets_total counter

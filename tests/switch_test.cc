@@ -568,6 +568,31 @@ TEST_F(SwitchFig17, Box7_ResendAfterCompletionSendsTheWholeAggregateAgain) {
 // ---------------------------------------------------------------------------------------------
 // Admission and unknown jobs.
 
+// Scale per fragment: the aggregate carries the exponent of its values and the largest magnitude
+// of its members; a member at another exponent saturates it (sticky), so the PS takes the
+// float32 path for that fragment.
+TEST_F(SwitchTest, AggregatesCarryTheExponentAndLargestMagnitudeAndMixedExponentsSaturate) {
+  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}}});
+  auto at = [](Header h, std::int16_t exponent, std::int16_t magnitude) {
+    h.scale_exponent = exponent;
+    h.magnitude_or_next = magnitude;
+    return h;
+  };
+  from_worker(0, at(gradient(0, 100, 3), 24, -2), {1, 2, 3, 4}, us(1));
+  from_worker(1, at(gradient(1, 100, 3), 24, 5), {1, 2, 3, 4}, us(2));
+  from_worker(2, at(gradient(2, 100, 3), 24, kNoMagnitude), {1, 2, 3, 4}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].header().scale_exponent, 24);
+  EXPECT_EQ(sink.sent[0].header().magnitude_or_next, 5);
+  EXPECT_EQ(sink.sent[0].values(), (Values{3, 6, 9, 12}));
+
+  from_worker(0, at(gradient(0, 101, 5), 24, 0), {1, 2, 3, 4}, us(4));
+  from_worker(1, at(gradient(1, 101, 5), 23, 0), {1, 2, 3, 4}, us(5));
+  from_worker(2, at(gradient(2, 101, 5), 24, 0), {1, 2, 3, 4}, us(6));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].values()[0], kSaturatedMax) << "values at another scale cannot be added";
+}
+
 TEST_F(SwitchTest, PacketOnPortNotAdmittedIsCountedAndDropped) {
   sw.install_job(SwitchJobEntry{kJob, {0, 1}, {AggregationRole{kPs, 0}}});
   from_worker(1, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));  // port 2
@@ -1049,7 +1074,7 @@ TEST_F(SwitchTest, MalformedAndTruncatedPacketsAreCounted) {
   std::vector<std::uint8_t> bad_magic = valid;
   bad_magic[0] = 0;
   std::vector<std::uint8_t> bad_version = valid;
-  bad_version[2] = 2;
+  bad_version[2] = 1;
   std::vector<std::uint8_t> reserved_flag = valid;
   reserved_flag[3] |= 0x80;
   for (auto* p : {&empty, &short_header, &truncated_values, &bad_magic, &bad_version, &reserved_flag}) {

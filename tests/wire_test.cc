@@ -7,6 +7,7 @@
 #include <array>
 #include <vector>
 
+#include "atp/fixed_point.h"
 #include "atp/values_per_packet.h"
 
 namespace atp {
@@ -67,13 +68,17 @@ TEST(Wire, FlagsClearByDefault) {
   EXPECT_FALSE(h.is_ack || h.resend || h.collision || h.ecn || h.overflow || h.float_payload);
   EXPECT_EQ(h.edge_switch_identifier, 0);
   EXPECT_EQ(h.value_count, 62);
-  EXPECT_EQ(packet.size(), 36u + 248u);  // the paper's 248 B of values
+  EXPECT_EQ(packet.size(), 40u + 248u);  // the paper's 248 B of values
+  EXPECT_EQ(h.scale_exponent, 0);
+  EXPECT_EQ(h.magnitude_or_next, kNoMagnitude);
 }
 
 TEST(Wire, NetworkByteOrder) {
   Header h;
   h.job = 0x0102;
   h.seq = 0x03040506;
+  h.scale_exponent = -2;
+  h.magnitude_or_next = 0x0123;
   const std::vector<std::int32_t> values = {0x0708090A};
   const auto p = build_packet(h, values);
   EXPECT_EQ(p[0], 0xA7);
@@ -85,8 +90,12 @@ TEST(Wire, NetworkByteOrder) {
   EXPECT_EQ(p[7], 0x01);
   EXPECT_EQ(p[8], 0x03);
   EXPECT_EQ(p[11], 0x06);
-  EXPECT_EQ(p[36], 0x07);
-  EXPECT_EQ(p[39], 0x0A);
+  EXPECT_EQ(p[36], 0xFF);  // scale_exponent -2, two's complement
+  EXPECT_EQ(p[37], 0xFE);
+  EXPECT_EQ(p[38], 0x01);
+  EXPECT_EQ(p[39], 0x23);
+  EXPECT_EQ(p[40], 0x07);
+  EXPECT_EQ(p[43], 0x0A);
 }
 
 TEST(Wire, LargestPacketRoundTrips) {
@@ -132,11 +141,22 @@ TEST(Wire, GarbledHeadersAreRejected) {
   bad_magic[0] ^= 0x01;
   EXPECT_EQ(decode_header(bad_magic, h), DecodeError::kBadMagic);
   auto bad_version = good;
-  bad_version[2] = 2;
+  bad_version[2] = 1;  // the 36-byte header of version 1
   EXPECT_EQ(decode_header(bad_version, h), DecodeError::kBadVersion);
   auto bad_flag = good;
   bad_flag[3] = 0x80;  // reserved flag bit
   EXPECT_EQ(decode_header(bad_flag, h), DecodeError::kBadFlags);
+  // Exponents and magnitudes within +-kMaxScaleExponent; kNoMagnitude only as a magnitude.
+  for (const std::int16_t bad :
+       {std::int16_t{kMaxScaleExponent + 1}, std::int16_t{-kMaxScaleExponent - 1}, kNoMagnitude}) {
+    Header e;
+    e.scale_exponent = bad;
+    EXPECT_EQ(decode_header(build_packet(e, std::vector<std::int32_t>(2)), h), DecodeError::kBadExponent) << bad;
+    if (bad == kNoMagnitude) continue;
+    Header m;
+    m.magnitude_or_next = bad;
+    EXPECT_EQ(decode_header(build_packet(m, std::vector<std::int32_t>(2)), h), DecodeError::kBadExponent) << bad;
+  }
 }
 
 // round_shape: a gradient's last fragment carries its real value count (1..value_count), every

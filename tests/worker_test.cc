@@ -59,6 +59,12 @@ PsRoute route0() { return PsRoute{kPs0, 1u << 2, 1u << 1, 4, 3, 0}; }
 // A singleton group (its ToR does not aggregate): goes straight to the second level.
 PsRoute route1() { return PsRoute{kPs1, 1u, 1u << 2, 1, 3, 1}; }
 
+// The scale of the tests' rounds: a power of two, which the first round of every fragment
+// position uses as it is (initial_exponent), and the exponent of the results the tests make up,
+// which also name it for the next round.
+constexpr std::int16_t kExponent = 20;
+constexpr double kScale = 1 << kExponent;
+
 // Four values per packet keep the arithmetic readable. CC off: a fixed window of 4 packets.
 WorkerConfig base_config() {
   WorkerConfig c;
@@ -66,7 +72,7 @@ WorkerConfig base_config() {
   c.self = kSelf;
   c.ps = {route0()};
   c.values_per_packet = 4;
-  c.scale = 1e6;
+  c.scale = kScale;
   c.aggregators = {0, 1000};
   c.congestion.enabled = false;
   c.congestion.initial_window = 4;
@@ -92,6 +98,8 @@ Header parameter_header(Seq seq) {
   h.edge_switch_identifier = 1;
   h.src = kPs0;
   h.dst = multicast_group_address(kJob);
+  h.scale_exponent = kExponent;
+  h.magnitude_or_next = kExponent;
   return h;
 }
 
@@ -957,7 +965,7 @@ TEST(Worker, OverflowNoticeResendsTheFragmentAsFloat32) {
   EXPECT_EQ(got[4], 1e30f);
   EXPECT_EQ(got[5], -0.4f);
   const auto int_sums = sums_for(kInitialSeq);
-  for (std::size_t v = 0; v < 4; ++v) EXPECT_EQ(got[v], dequantize_one(int_sums[v], 1e6));
+  for (std::size_t v = 0; v < 4; ++v) EXPECT_EQ(got[v], dequantize_one(int_sums[v], kScale));
 }
 
 TEST(Worker, AFragmentWaitingForFloatsIsNotFastRetransmitted) {
@@ -998,7 +1006,7 @@ TEST(Worker, ResultsAreExactInAnyArrivalOrder) {
   WorkerConfig c = base_config();
   c.ps = {route0(), route1()};
   c.values_per_packet = 62;
-  c.scale = 1e8;
+  c.scale = kScale;
   c.congestion.initial_window = 16;
   WorkerEndpoint w(c);
   RecordingSink out;
@@ -1022,7 +1030,7 @@ TEST(Worker, ResultsAreExactInAnyArrivalOrder) {
   EXPECT_EQ(w.stats().rounds_completed, 1u);
   const auto got = w.result();
   ASSERT_EQ(got.size(), n);
-  for (std::size_t x = 0; x < n; ++x) ASSERT_EQ(got[x], dequantize_one(sum(x / 62, x % 62), 1e8)) << "value " << x;
+  for (std::size_t x = 0; x < n; ++x) ASSERT_EQ(got[x], dequantize_one(sum(x / 62, x % 62), kScale)) << "value " << x;
   EXPECT_TRUE(w.float_fragments().empty());
   EXPECT_EQ(w.next_deadline(), kNever);
 }
@@ -1142,7 +1150,7 @@ TEST(Worker, DuplicateParametersAreIgnored) {
   w.on_packet(build_packet(h, std::vector<std::int32_t>{9, 9, 9, 9}), kStart, out);
   for (Seq s = 1; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
   ASSERT_EQ(w.state(), WorkerState::kIdle);
-  EXPECT_EQ(w.result()[0], dequantize_one(sums_for(kInitialSeq)[0], 1e6));
+  EXPECT_EQ(w.result()[0], dequantize_one(sums_for(kInitialSeq)[0], kScale));
   w.on_packet(parameter(kInitialSeq + 7), kStart, out);  // after the round: still a duplicate
   EXPECT_EQ(w.stats().duplicate_parameters, 3u);
   EXPECT_EQ(w.stats().dropped, 0u);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "atp/fixed_point.h"
 #include "atp/packet_sink.h"
 #include "atp/time.h"
 #include "atp/wire.h"
@@ -50,6 +51,10 @@ struct Aggregator {
   // bitmap0 of the first packet added. At level 1 that is its group's members, which a partial
   // aggregate holding that one group must carry to the PS when it is flushed.
   std::uint32_t first_bitmap0 = 0;
+  // The first packet's Header::scale_exponent (one added at another exponent saturates the sum,
+  // which sends the fragment down the PS's float32 path) and the largest magnitude added.
+  std::int16_t scale_exponent = 0;
+  std::int16_t magnitude = kNoMagnitude;
   Time timestamp{};  // last time a packet was aggregated here
 };
 

@@ -17,8 +17,8 @@ using Address = std::uint32_t;  // host address: an IPv4 address on real network
 using PortId = std::uint16_t;   // a switch port
 
 inline constexpr std::uint16_t kMagic = 0xA7B1;
-inline constexpr std::uint8_t kVersion = 1;
-inline constexpr std::size_t kHeaderBytes = 36;
+inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::size_t kHeaderBytes = 40;
 // Where Header::aggregator_index sits (a big-endian u32): what a dataplane over several threads
 // steers packets by, before decoding them (in the kernel, too: a socket filter reads it).
 inline constexpr std::size_t kAggregatorIndexOffset = 24;
@@ -75,6 +75,14 @@ struct Header {
   std::uint32_t aggregator_index = 0;
   Address src = 0;
   Address dst = 0;  // a host, or multicast_group_address(job) for parameter packets
+  // Fixed point per fragment (fixed_point.h, docs/protocol.md "Scale per fragment"): a gradient's
+  // int32 values are x * 2^scale_exponent, rounded; an int32 result's are sums at that exponent.
+  // Float32 payloads and notices: 0. Within +-kMaxScaleExponent (fixed_point.h) either way.
+  std::int16_t scale_exponent = 0;
+  // Gradient: floor(log2) of the largest magnitude among the sender's values (of an aggregate:
+  // the largest of its members'), kNoMagnitude when they are all zero (or not finite). Parameter
+  // packet: the exponent the workers use for this fragment's position in their next round.
+  std::int16_t magnitude_or_next = -32768;  // kNoMagnitude (fixed_point.h)
 };
 
 enum class DecodeError : std::uint8_t {
@@ -84,6 +92,7 @@ enum class DecodeError : std::uint8_t {
   kBadVersion,      // an ATP version this code does not speak
   kBadFlags,        // reserved flag bits set
   kBadRoundShape,   // gradient: round_shape above value_count; parameter: neither 0 nor kRoundShapeMismatch
+  kBadExponent,     // scale_exponent or magnitude_or_next out of range
   kTooManyValues,   // value_count above kMaxValuesPerPacket
   kLengthMismatch,  // packet length differs from kHeaderBytes + 4 * value_count
 };

@@ -41,6 +41,8 @@ struct WorkerConfig {
   // ps[n % ps.size()], so each PS gets every ps.size()-th sequence number, across rounds too.
   std::vector<PsRoute> ps;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
+  // The fixed-point scale of a fragment position's first round, rounded down to a power of two
+  // (initial_exponent); later rounds take the exponent the PS picked from the last one's values.
   double scale = 1e8;
   // Aggregator indices this job may use (plan: the whole smallest table on its paths, or its
   // static share of it); count >= 1. Remaps from the PS outside it are ignored.
@@ -133,6 +135,9 @@ class WorkerEndpoint {
   // Fragments of the last round whose result came over the float32 overflow path (fragment
   // indices within the round, ascending once the round is complete).
   const std::vector<std::uint32_t>& float_fragments() const;
+  // The scale exponent of each fragment's int32 result in the last round (its values are the
+  // sums of the workers' x * 2^exponent, fixed_point.h); 0 for float32 results.
+  const std::vector<std::int16_t>& result_exponents() const;
   const WorkerStats& stats() const;
   std::uint32_t window(std::size_t ps_index = 0) const;  // current congestion window, packets
   const WorkerConfig& config() const;

@@ -16,7 +16,8 @@ store. Where the switches and PS are comes from the environment:
     ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS
-                                     fragment width, fixed-point scale, first retransmission timeout
+                                     fragment width, a fragment's first fixed-point scale (later
+                                     ones are picked per fragment), first retransmission timeout
 
 A rank that cannot make progress (a peer died) fails its collective after init_process_group's
 timeout instead of hanging.

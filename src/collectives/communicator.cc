@@ -192,6 +192,9 @@ auto Communicator::on_loop(F read) const {
   return impl_->tasks.run(std::move(read));
 }
 
+// The config never changes after construction: no need to go through the loop.
+std::uint16_t Communicator::values_per_packet() const { return impl_->endpoint.config().values_per_packet; }
+
 WorkerStats Communicator::stats() const {
   return on_loop([impl = impl_.get()] { return impl->endpoint.stats(); });
 }

@@ -50,6 +50,13 @@ struct Slot {
   bool saturated = false;              // a contributed value was INT32_MAX or INT32_MIN
   bool float_result = false;           // kComplete via the float32 path: `sums` hold double sums
   std::uint16_t round_shape = 0;       // of the first merged packet: every other must carry the same
+  // Scale per fragment: the first merged int packet's exponent (one at another, or a sum that
+  // would not hold the largest value to float32's precision, sends the fragment to the float32
+  // path), and the largest magnitude of any contribution (int or float32), which picks the
+  // exponent of the fragment's next round.
+  std::int16_t scale_exponent = 0;
+  bool exponent_mismatch = false;
+  std::int16_t magnitude = kNoMagnitude;
   std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
   std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
   std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
@@ -160,7 +167,7 @@ struct PsEndpoint::Impl {
   void note_worker_seen(std::uint32_t worker, Seq seq);
 
   Slot* find_slot(Seq seq);
-  Slot& create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape);
+  Slot& create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape, std::int16_t scale_exponent);
   void forget_old_slots();
   bool refresh_forget_limit();
 
@@ -275,7 +282,8 @@ Slot* PsEndpoint::Impl::find_slot(Seq seq) {
 }
 
 // Takes a pooled slot (allocating only while the pool grows towards its bound of 2 x window + 1).
-Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape) {
+Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std::uint16_t round_shape,
+                                    std::int16_t scale_exponent) {
   std::uint32_t index;
   if (!free_slots.empty()) {
     index = free_slots.back();
@@ -295,6 +303,9 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   slot.saturated = false;
   slot.float_result = false;
   slot.round_shape = round_shape;
+  slot.scale_exponent = scale_exponent;
+  slot.exponent_mismatch = false;
+  slot.magnitude = kNoMagnitude;
   slot.aggregator_index = aggregator_index;
   slot.collided_index = 0;
   slot.missing_workers = num_workers;
@@ -354,6 +365,8 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
   }
   const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
   slot.saturated = slot.saturated || saturated;
+  slot.exponent_mismatch = slot.exponent_mismatch || h.scale_exponent != slot.scale_exponent;
+  slot.magnitude = std::max(slot.magnitude, h.magnitude_or_next);
   if (h.collision && !slot.collision) {
     slot.collision = true;
     slot.collided_index = h.aggregator_index;
@@ -367,7 +380,7 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
 // All workers are in. Either the int32 result goes out, or (saturation somewhere, or a sum
 // outside int32) the overflow request, and the fragment starts over as float32 (§3.8).
 void PsEndpoint::Impl::complete_int(Slot& slot, PacketSink& out) {
-  bool overflow = slot.saturated;
+  bool overflow = slot.saturated || slot.exponent_mismatch || !resolved(slot.magnitude, slot.scale_exponent, num_workers);
   for (const std::int64_t sum : slot.sums) {
     overflow |= sum > kSaturatedMax || sum < kSaturatedMin;
   }
@@ -397,6 +410,7 @@ void PsEndpoint::Impl::merge_float(Slot& slot, const Header& h, std::span<const 
     const double sum = float_sum(slot, i) + std::bit_cast<float>(load_value(packet, i));
     slot.sums[i] = std::bit_cast<std::int64_t>(sum);
   }
+  slot.magnitude = std::max(slot.magnitude, h.magnitude_or_next);
   merge_members(slot, c);
   slot.recovered = slot.recovered || recovery(h);
   ++stats.aggregations;
@@ -444,6 +458,10 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;
+  if (!overflow_request && !mismatch) {
+    h.scale_exponent = slot.float_result ? 0 : slot.scale_exponent;
+    h.magnitude_or_next = next_exponent(slot.magnitude, num_workers, slot.scale_exponent);
+  }
   const std::span<std::uint8_t> packet = std::span(packet_buffer).first(packet_size(h.value_count));
   encode_header(h, packet);
   if (slot.float_result) {
@@ -496,7 +514,7 @@ void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSin
     if (h.float_payload) {
       ++stats.dropped;  // floats only answer an overflow request of a fragment we hold
     } else {
-      merge_int(create_slot(h.seq, h.aggregator_index, h.round_shape), h, packet, c, out);
+      merge_int(create_slot(h.seq, h.aggregator_index, h.round_shape, h.scale_exponent), h, packet, c, out);
     }
   } else if (slot->state != SlotState::kComplete && slot->state != SlotState::kShapeMismatch &&
              h.round_shape != slot->round_shape) {

@@ -250,8 +250,14 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
   const std::span<std::int32_t> row = table_.values(i).first(h.value_count);
   if (a.counter == 0) {
     load_values(packet, row);  // the first packet of the fragment: its values are the sum so far
+    a.scale_exponent = h.scale_exponent;
+    a.magnitude = h.magnitude_or_next;
   } else {
     accumulate_values(packet, row);  // sticky_saturating_add (fixed_point.h), value by value
+    // Values at another scale cannot be added: saturated (sticky), the sum makes the PS collect
+    // the fragment as float32, which is exact whatever the workers' exponents.
+    if (h.scale_exponent != a.scale_exponent && !row.empty()) row[0] = kSaturatedMax;
+    a.magnitude = std::max(a.magnitude, h.magnitude_or_next);
   }
   if (a.counter == 0) a.first_bitmap0 = h.bitmap0;
   a.bitmap |= bit;
@@ -280,6 +286,8 @@ void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounter
   store_values(packet, table_.values(i).first(a.value_count));
   h.bitmap0 = a.bitmap;
   h.ecn = h.ecn || a.ecn;
+  h.scale_exponent = a.scale_exponent;
+  h.magnitude_or_next = a.magnitude;
   h.edge_switch_identifier = 1;
   encode_header(h, packet);
   table_.release(i);
@@ -307,6 +315,8 @@ void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobS
     flushed.resend = true;
     flushed.edge_switch_identifier = 1;
     flushed.round_shape = a.round_shape;
+    flushed.scale_exponent = a.scale_exponent;
+    flushed.magnitude_or_next = a.magnitude;
     const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
     encode_header(flushed, bytes);
     store_values(bytes, table_.values(i).first(a.value_count));
@@ -401,6 +411,8 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   (level0 ? h.bitmap0 : h.bitmap1) = a.bitmap;
   h.ecn = a.ecn;
   h.round_shape = a.round_shape;  // the same as the packet's: others are never added
+  h.scale_exponent = a.scale_exponent;
+  h.magnitude_or_next = a.magnitude;
   h.edge_switch_identifier = 1;
   encode_header(h, packet);
   ++counters.completions;

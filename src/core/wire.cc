@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "atp/big_endian.h"
+#include "atp/fixed_point.h"
 #include "atp/values_per_packet.h"
 
 namespace atp {
@@ -31,7 +32,9 @@ constexpr std::size_t kOffShape = 22;                      // u16, round_shape
 constexpr std::size_t kOffIndex = kAggregatorIndexOffset;  // u32
 constexpr std::size_t kOffSrc = 28;                        // u32
 constexpr std::size_t kOffDst = 32;                        // u32
-static_assert(kOffDst + 4 == kHeaderBytes);
+constexpr std::size_t kOffExponent = 36;                   // i16, scale_exponent
+constexpr std::size_t kOffMagnitude = 38;                  // i16, magnitude_or_next
+static_assert(kOffMagnitude + 2 == kHeaderBytes);
 
 // Flag bits of the flags byte.
 constexpr std::uint8_t kFlagAck = 1u << 0;
@@ -67,6 +70,8 @@ std::string_view to_string(DecodeError e) {
       return "round shape out of range";
     case DecodeError::kTooManyValues:
       return "value count above the maximum";
+    case DecodeError::kBadExponent:
+      return "scale exponent or magnitude out of range";
     case DecodeError::kLengthMismatch:
       return "length does not match the value count";
   }
@@ -86,6 +91,12 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   const std::uint16_t shape = get16(p + kOffShape);
   const bool ack = (flags & kFlagAck) != 0;
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
+  const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
+  const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
+  if (exponent < -kMaxScaleExponent || exponent > kMaxScaleExponent ||
+      (magnitude != kNoMagnitude && (magnitude < -kMaxScaleExponent || magnitude > kMaxScaleExponent))) {
+    return DecodeError::kBadExponent;
+  }
 
   out.is_ack = (flags & kFlagAck) != 0;
   out.resend = (flags & kFlagResend) != 0;
@@ -105,6 +116,8 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.aggregator_index = get32(p + kOffIndex);
   out.src = get32(p + kOffSrc);
   out.dst = get32(p + kOffDst);
+  out.scale_exponent = exponent;
+  out.magnitude_or_next = magnitude;
   return DecodeError::kOk;
 }
 
@@ -132,6 +145,8 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put32(p + kOffIndex, h.aggregator_index);
   put32(p + kOffSrc, h.src);
   put32(p + kOffDst, h.dst);
+  put16(p + kOffExponent, static_cast<std::uint16_t>(h.scale_exponent));
+  put16(p + kOffMagnitude, static_cast<std::uint16_t>(h.magnitude_or_next));
 }
 
 std::int32_t load_value(std::span<const std::uint8_t> packet, std::size_t i) {

@@ -1,7 +1,9 @@
 // The values after the ATP header (big-endian 32-bit words) to and from memory in one pass each:
 // byte order, fixed point and the switch's and the PS's additions fused (wire.h); and quantize
 // (fixed_point.h), which shares store_quantized's loop. AVX2 where the CPU has it.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "atp/big_endian.h"
 #include "atp/fixed_point.h"
@@ -321,6 +323,15 @@ void store_sums(std::span<std::uint8_t> packet, std::span<const std::int64_t> su
   } else {
     scalar::store_sums(sums.data(), sums.size(), values_of(packet));
   }
+}
+
+std::int16_t magnitude_of(std::span<const float> values) {
+  float largest = 0;
+  for (const float x : values) {
+    const float a = std::fabs(x);
+    largest = a > largest && a <= std::numeric_limits<float>::max() ? a : largest;  // NaN and infinities: not
+  }
+  return largest == 0 ? kNoMagnitude : static_cast<std::int16_t>(std::ilogb(largest));
 }
 
 }  // namespace atp

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "atp/fixed_point.h"
 #include "atp/values_per_packet.h"
 
 namespace atp {
@@ -85,6 +86,10 @@ struct WorkerEndpoint::Impl {
     Time sent = kNever;                  // its latest send (the first, unless kResent)
     std::uint32_t aggregator_index = 0;  // fixed at the first send: resends must find the same aggregator
     std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent
+    // Scale per fragment, fixed at the first send: the exponent its values are sent at (the
+    // PS's choice from this position's last round), then its result's; and its largest magnitude.
+    std::int16_t exponent = 0;
+    std::int16_t magnitude = kNoMagnitude;
   };
 
   // One PS shard: the fragments whose job-wide number (fragments of earlier rounds + index in
@@ -182,7 +187,14 @@ struct WorkerEndpoint::Impl {
   void send_fragment(std::uint32_t i, bool resend, PacketSink& out) {
     Fragment& frag = fragments[i];
     const Seq seq = seq_of_fragment(i);
-    if (!resend) frag.aggregator_index = aggregator_index_for(seq);
+    const std::size_t first = std::size_t{i} * config.values_per_packet;
+    const std::span<const float> in =
+        input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
+    if (!resend) {
+      frag.aggregator_index = aggregator_index_for(seq);
+      frag.exponent = i < next_exponents.size() ? next_exponents[i] : initial_exponent(config.scale);
+      frag.magnitude = magnitude_of(in);
+    }
     if (resend) frag.flags |= kResent;
     frag.sent = clock;
     if (!resend) frag.first_sent = clock;
@@ -202,14 +214,13 @@ struct WorkerEndpoint::Impl {
     h.aggregator_index = frag.aggregator_index;
     h.src = config.self;
     h.dst = route.ps;
+    h.scale_exponent = h.float_payload ? 0 : frag.exponent;
+    h.magnitude_or_next = frag.magnitude;
     encode_header(h, packet);
-    const std::size_t first = std::size_t{i} * config.values_per_packet;
-    const std::span<const float> in =
-        input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
     if (h.float_payload) {
       store_floats(packet, in);
     } else {
-      store_quantized(packet, in, config.scale);
+      store_quantized(packet, in, std::ldexp(1.0, frag.exponent));
     }
     // The round's last fragment is zero-padded to the packet's width.
     std::fill(packet.begin() + static_cast<std::ptrdiff_t>(kHeaderBytes + 4 * in.size()), packet.end(), 0);
@@ -248,6 +259,7 @@ struct WorkerEndpoint::Impl {
     result = sums;
     fragments.assign(count, Fragment{});
     float_fragments.clear();
+    result_exponents.assign(count, 0);
     if (count == 0) {
       ++stats.rounds_completed;
       return true;
@@ -300,8 +312,12 @@ struct WorkerEndpoint::Impl {
       fragments[i].flags |= kFloatResult;
       float_fragments.push_back(i);
     } else {
-      load_dequantized(bytes, config.scale, out);
+      load_dequantized(bytes, std::ldexp(1.0, h.scale_exponent), out);
+      result_exponents[i] = h.scale_exponent;
     }
+    // Every worker gets the same parameter packet: the same exponent for the position's next round.
+    if (next_exponents.size() <= i) next_exponents.resize(std::size_t{i} + 1, initial_exponent(config.scale));
+    next_exponents[i] = h.magnitude_or_next;
     fragments[i].flags |= kReceived;
     ++fragments_received;
   }
@@ -611,6 +627,10 @@ struct WorkerEndpoint::Impl {
   std::vector<float> owned_input, owned_result;  // start() without a place for the sums
   std::vector<Fragment> fragments;               // round_fragments entries
   std::vector<std::uint32_t> float_fragments;
+  std::vector<std::int16_t> result_exponents;  // round_fragments entries: each int result's exponent
+  // By fragment position, across rounds: the exponent the PS chose for the position's next round
+  // (a position no round reached yet starts at initial_exponent(config.scale)).
+  std::vector<std::int16_t> next_exponents;
 
   // Reused for every packet, so that sending allocates nothing.
   std::vector<std::uint8_t> packet;  // one gradient packet
@@ -640,6 +660,7 @@ WorkerState WorkerEndpoint::state() const { return impl_->state; }
 const std::string& WorkerEndpoint::error() const { return impl_->error; }
 std::span<const float> WorkerEndpoint::result() const { return impl_->result; }
 const std::vector<std::uint32_t>& WorkerEndpoint::float_fragments() const { return impl_->float_fragments; }
+const std::vector<std::int16_t>& WorkerEndpoint::result_exponents() const { return impl_->result_exponents; }
 const WorkerStats& WorkerEndpoint::stats() const { return impl_->stats; }
 std::uint32_t WorkerEndpoint::window(std::size_t ps_index) const {
   return ps_index < impl_->flows.size() ? impl_->flows[ps_index].cc.window() : 0;

@@ -62,23 +62,46 @@ void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, 
 }
 
 void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
-                    double magnitude, double scale, RoundReference& ref) {
+                    double magnitude, double scale, std::size_t values_per_packet, RoundReference& ref) {
   ref.int_sum.assign(elements, 0);
   ref.float_sum.assign(elements, 0.0);
   ref.abs_sum.assign(elements, 0.0);
   ref.addends = workers;
-  std::vector<std::uint64_t> seeds(workers);
-  for (std::size_t w = 0; w < workers; ++w) seeds[w] = input_seed(seed, job, w, round);
-  // Block by block, every worker's share of the block: the sums stay in cache while they grow.
+  // Fragment by fragment (2048 values at a time when there are none): every worker's share of
+  // it, so that the sums stay in cache while they grow.
   constexpr std::size_t kBlock = 2048;
-  std::array<float, kBlock> input{};
-  std::array<std::int32_t, kBlock> quantized{};
-  for (std::size_t begin = 0; begin < elements; begin += kBlock) {
-    const std::size_t n = std::min(kBlock, elements - begin);
-    const std::span<float> in(input.data(), n);
-    for (std::uint64_t s : seeds) {
-      generate_input(s, magnitude, in, begin);
-      quantize(in, scale, std::span<std::int32_t>(quantized.data(), n));
+  const std::size_t width = values_per_packet != 0 ? values_per_packet : kBlock;
+  const std::size_t pieces = (elements + width - 1) / width;
+  std::vector<float> input(width);
+  std::vector<std::int32_t> quantized(width);
+  auto piece = [&](std::size_t k) { return std::pair{k * width, std::min(width, elements - k * width)}; };
+  // The exponents: the PS's choice from each fragment's largest magnitude in the last round that
+  // had values in it (drawing those rounds' inputs again), else the first round's.
+  ref.exponents.assign(values_per_packet != 0 ? pieces : 0, initial_exponent(scale));
+  std::vector<bool> known(ref.exponents.size(), false);
+  std::size_t left = ref.exponents.size();
+  for (std::uint32_t earlier = round; earlier-- > 0 && left > 0;) {
+    for (std::size_t k = 0; k < ref.exponents.size(); ++k) {
+      if (known[k]) continue;
+      const auto [begin, n] = piece(k);
+      std::int16_t largest = kNoMagnitude;
+      for (std::size_t w = 0; w < workers; ++w) {
+        generate_input(input_seed(seed, job, w, earlier), magnitude, std::span(input).first(n), begin);
+        largest = std::max(largest, magnitude_of(std::span(input).first(n)));
+      }
+      if (largest == kNoMagnitude) continue;
+      ref.exponents[k] = next_exponent(largest, static_cast<std::uint32_t>(workers), ref.exponents[k]);
+      known[k] = true;
+      --left;
+    }
+  }
+  for (std::size_t k = 0; k < pieces; ++k) {
+    const auto [begin, n] = piece(k);
+    const std::span<float> in = std::span(input).first(n);
+    const double piece_scale = std::ldexp(1.0, ref.exponents.empty() ? initial_exponent(scale) : ref.exponents[k]);
+    for (std::size_t w = 0; w < workers; ++w) {
+      generate_input(input_seed(seed, job, w, round), magnitude, in, begin);
+      quantize(in, piece_scale, std::span(quantized).first(n));
       for (std::size_t i = 0; i < n; ++i) {
         ref.int_sum[begin + i] += quantized[i];
         ref.float_sum[begin + i] += input[i];
@@ -89,14 +112,18 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 }
 
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
-                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen,
-                         bool float32_sums, std::uint64_t* wrong_values) {
+                         std::size_t values_per_packet, std::uint64_t* float_fragments_seen, bool float32_sums,
+                         std::uint64_t* wrong_values) {
   const std::size_t n = ref.int_sum.size();
   if (result.size() != n) {
     return "result has " + std::to_string(result.size()) + " values, expected " + std::to_string(n);
   }
   // Fragments matter only where a fragment may have taken the float path on its own; a float32
   // collective's sum is one whole (its width then need not be given).
+  if (!float32_sums && values_per_packet != 0 &&
+      ref.exponents.size() != fragment_count(n, static_cast<std::uint16_t>(values_per_packet))) {
+    throw std::invalid_argument("check_result: the reference was made for fragments of another width");
+  }
   if (values_per_packet == 0 && !float32_sums) {
     throw std::invalid_argument("check_result: values_per_packet 0 (the fragments' width must be known)");
   }
@@ -113,6 +140,8 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
   for (std::size_t begin = 0; begin < n; begin += vpp) {
     const std::size_t end = std::min(n, begin + vpp);
     const std::size_t fragment = begin / vpp;
+    // The exact int32 path's value i: the sum at the fragment's exponent, as the worker divides it.
+    const double scale = float32_sums || ref.exponents.empty() ? 1.0 : std::ldexp(1.0, ref.exponents[fragment]);
     // Which path to hold the fragment to: known, or (unknown) the int path unless a value differs.
     bool as_float = float32_sums || (!is_float.empty() && is_float[fragment]);
     if (is_float.empty() && !float32_sums) {
@@ -144,7 +173,7 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
         if (!(got == expected) && wrong([&] {
               std::ostringstream s = message();
               s << "value " << i << " is " << got << ", the exact sum is " << expected << " (" << ref.int_sum[i]
-                << " / scale)";
+                << " / 2^" << std::ilogb(scale) << ")";
               return s.str();
             })) {
           return first_wrong;

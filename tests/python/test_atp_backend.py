@@ -18,7 +18,9 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ATP_BINARY = os.environ.get("ATP_BINARY", str(HERE.parents[1] / "build" / "atp"))
-SCALE = 1e8
+# The first call's fixed-point scale: ATP_SCALE's default 1e8 rounded down to a power of two;
+# later calls' exponents resolve each fragment's largest value to float32's precision.
+SCALE = 2.0 ** 26
 HARD_LIMIT_S = 120  # no test may hang: every process is killed after this
 
 
@@ -76,7 +78,8 @@ def expect_gloo_within_the_fixed_point_bound(lines, size):
             if not isinstance(d, dict):
                 continue
             divisor = size if key.startswith("avg") else 1
-            # ATP: each input rounds to a multiple of 1/SCALE (error <= 0.5/SCALE each), the sum is
+            # ATP: each input rounds to a multiple of 1/SCALE in a first call (error <= 0.5/SCALE each),
+            # later to float32's precision of the fragment's largest value (in float_rounding), the sum is
             # rounded once to float32; gloo: float32 additions, each rounding by <= 2^-24 of a partial sum.
             float_rounding = 2.0 ** -24 * d["max_abs_sum"] / divisor
             atp_bound = size * 0.5 / SCALE / divisor + 2 * float_rounding

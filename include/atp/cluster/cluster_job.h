@@ -40,7 +40,9 @@ struct ClusterJobOptions {
   std::uint32_t bind_ip = 0x7F000001;      // where every rank binds its data socket (the switch reaches it there)
   // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).
   std::uint16_t values_per_packet = 0;
-  double scale = 1e8;  // fixed point: value x scale, rounded, as int32 (paper §3.8)
+  // A fragment position's first fixed-point scale, rounded down to a power of two; later calls
+  // take the exponent the PS picks per fragment (docs/protocol.md "Scale per fragment").
+  double scale = 1e8;
   // The retransmission timeout before one is measured (WorkerConfig::retransmit_timeout); later
   // ones come from the round trips the ranks measure, scheduling delays included.
   Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;

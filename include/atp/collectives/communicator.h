@@ -57,8 +57,9 @@ class Communicator : public Allreduce {
   // some fragments and the inputs of the others).
   std::future<void> allreduce_async(std::span<float> inout);
 
-  SocketAddress local_endpoint() const;  // the bound address (its port when `local` had port 0)
-  WorkerStats stats() const;             // a snapshot, taken on the loop thread
+  SocketAddress local_endpoint() const;     // the bound address (its port when `local` had port 0)
+  WorkerStats stats() const;                // a snapshot, taken on the loop thread
+  std::uint16_t values_per_packet() const;  // the job's fragment width (its plan's)
   // Datagrams dropped before the endpoint because they came from neither a PS of the job nor this
   // host's PS relay (addressed by IP). With an uplink the kernel drops them instead: always 0.
   std::uint64_t foreign_datagrams() const;

@@ -111,7 +111,7 @@ struct JobSpec {
   // holds kDefaultValuesPerPacket (62); a software switch costs about the same per packet
   // whatever its size, so wider fragments move more values for the same work.
   std::uint16_t values_per_packet = 0;
-  double scale = 1e8;
+  double scale = 1e8;  // a fragment position's first scale, rounded down to a power of two (WorkerConfig::scale)
   IndexPolicy index_policy = IndexPolicy::kHashedSlots;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;

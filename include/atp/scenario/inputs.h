@@ -25,15 +25,21 @@ void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, 
 
 // The exact answer of one round of a job.
 struct RoundReference {
-  std::vector<std::int64_t> int_sum;  // sum over workers of the quantized inputs
+  // Each fragment's scale exponent this round, as the PS picks it (docs/protocol.md "Scale per
+  // fragment"): from the largest magnitude of the fragment's last round with values, else the
+  // job's initial one. Empty for a job no fragments cut (values_per_packet 0).
+  std::vector<std::int16_t> exponents;
+  std::vector<std::int64_t> int_sum;  // sum over workers of the inputs quantized at their fragment's exponent
   std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
   std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
   std::size_t addends = 0;            // workers: how many values each sum adds
 };
 
-// Fills `ref` (its vectors keep their storage from round to round).
+// Fills `ref` (its vectors keep their storage from round to round). `values_per_packet`: the
+// job's fragment width (0: a collective that does not cut fragments; then only the float sums
+// are of use).
 void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
-                    double magnitude, double scale, RoundReference& ref);
+                    double magnitude, double scale, std::size_t values_per_packet, RoundReference& ref);
 
 // Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
 // an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must
@@ -46,7 +52,7 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 // value is checked and the wrong ones are added to it (nccl-tests' #wrong); without, the check
 // stops at the first.
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,
-                         std::size_t values_per_packet, double scale, std::uint64_t* float_fragments_seen = nullptr,
+                         std::size_t values_per_packet, std::uint64_t* float_fragments_seen = nullptr,
                          bool float32_sums = false, std::uint64_t* wrong_values = nullptr);
 
 // What a noise source (Scenario::noise) imitates: the jobs' real ids and member addresses, so

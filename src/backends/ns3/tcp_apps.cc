@@ -178,7 +178,7 @@ struct TcpApps::Impl {
                                     r.buffer);
     if (const auto [it, fresh] = job.references.try_emplace(round); fresh) {
       scenario_inputs::make_reference(scenario.seed, spec.spec.id, job.ranks.size(), round, spec.elements,
-                                      spec.magnitude, spec.spec.scale, it->second.first);
+                                      spec.magnitude, spec.spec.scale, 0, it->second.first);
     }
     r.executor = std::make_unique<ScheduleExecutor>(r.schedule, r.buffer);
     r.running = true;
@@ -217,8 +217,7 @@ struct TcpApps::Impl {
     auto ref = job.references.find(round);
     // The float32 sum in the schedule's order, held to the float path's rounding bound.
     const std::string wrong =
-        scenario_inputs::check_result(ref->second.first, r.buffer, {}, WorkerConfig{}.values_per_packet,
-                                      job.job->spec.scale, nullptr, true, &job.wrong_values);
+        scenario_inputs::check_result(ref->second.first, r.buffer, {}, 0, nullptr, true, &job.wrong_values);
     if (++ref->second.second == job.ranks.size()) job.references.erase(ref);
     const Time t = now();
     run.saw_activity(t);

@@ -210,7 +210,7 @@ int run_worker_process(const std::string& spec_path) {
       scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
                                       spec.magnitude, buffer);
       scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                      spec.scale, ref);
+                                      spec.scale, spec.atp ? spec.atp->values_per_packet : 0, ref);
       print({{"event", "wait"}, {"round", round}});
       if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
       const Time t0 = EventLoop::now();
@@ -220,8 +220,8 @@ int run_worker_process(const std::string& spec_path) {
       // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
       // collective's sum is held to the float path's rounding bound everywhere.
       const std::string wrong =
-          scenario_inputs::check_result(ref, buffer, {}, spec.atp ? spec.atp->values_per_packet : 0, spec.scale,
-                                        &floats, algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
+          scenario_inputs::check_result(ref, buffer, {}, spec.atp ? spec.atp->values_per_packet : 0, &floats,
+                                        algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
       if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;

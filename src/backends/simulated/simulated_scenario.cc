@@ -271,7 +271,7 @@ struct JobRuntime {
     if (it != references.end()) return it->second;
     RoundReference& ref = references[round];
     scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                    job->spec.scale, ref);
+                                    job->spec.scale, plan.values_per_packet, ref);
     ref.checks_left = drivers.size();
     // Every worker gets the same set of float fragments; count them once per round.
     if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
@@ -413,8 +413,8 @@ void RoundDriver::verify() {
     }
   }
   if (wrong.empty()) {
-    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, job_.job->spec.scale,
-                                          nullptr, false, &wrong_values);
+    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, nullptr, false,
+                                          &wrong_values);
   }
   if (!wrong.empty() && !mismatch) {
     mismatch = true;
