@@ -1156,6 +1156,31 @@ TEST(Worker, DuplicateParametersAreIgnored) {
   EXPECT_EQ(w.stats().dropped, 0u);
 }
 
+// Scale per fragment: each position's next call is at the exponent its last result named, and a
+// result that names none (kNoMagnitude, which decoding lets through) leaves it as it was.
+TEST(Worker, EachPositionTakesTheExponentItsLastResultNamed) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(8), kStart, out));
+  for (const Bytes& p : out.take()) EXPECT_EQ(decoded(p).scale_exponent, kExponent);
+  Header first = parameter_header(kInitialSeq);
+  first.magnitude_or_next = 7;
+  w.on_packet(parameter_with(first), kStart, out);
+  Header second = parameter_header(kInitialSeq + 1);
+  second.magnitude_or_next = kNoMagnitude;
+  w.on_packet(parameter_with(second), kStart, out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.result_exponents(), (std::vector<std::int16_t>{kExponent, kExponent}));
+  const std::vector<float> input = ramp(8);
+  ASSERT_TRUE(w.start(input, kStart, out));
+  const std::vector<Bytes> sent = out.take();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(decoded(sent[0]).scale_exponent, 7);
+  EXPECT_EQ(values_of(sent[0]), quantized(std::span(input).first(4), std::ldexp(1.0, 7)));
+  EXPECT_EQ(decoded(sent[1]).scale_exponent, kExponent);
+  EXPECT_EQ(decoded(sent[0]).magnitude_or_next, magnitude_of(std::span(input).first(4)));
+}
+
 TEST(Worker, EmptyInputCompletesAtOnce) {
   WorkerEndpoint w(base_config());
   RecordingSink out;

@@ -315,9 +315,10 @@ struct WorkerEndpoint::Impl {
       load_dequantized(bytes, std::ldexp(1.0, h.scale_exponent), out);
       result_exponents[i] = h.scale_exponent;
     }
-    // Every worker gets the same parameter packet: the same exponent for the position's next round.
+    // Every worker gets the same parameter packet: the same exponent for the position's next
+    // round. kNoMagnitude is no exponent (decode_header lets it through for gradients): kept as it was.
     if (next_exponents.size() <= i) next_exponents.resize(std::size_t{i} + 1, initial_exponent(config.scale));
-    next_exponents[i] = h.magnitude_or_next;
+    if (h.magnitude_or_next != kNoMagnitude) next_exponents[i] = h.magnitude_or_next;
     fragments[i].flags |= kReceived;
     ++fragments_received;
   }
