@@ -12,7 +12,9 @@ version=$(sed -n 's/^project(atp VERSION \([^ ]*\).*/\1/p' "$src/CMakeLists.txt"
 
 ATP_BUILD_DIR=$build /usr/bin/python3 -m pip wheel --no-build-isolation --no-deps -q -w "$tmp/wheels" "$src"
 wheel=$(ls "$tmp"/wheels/atp_torch-"$version"-*.whl)
-unzip -l "$wheel" | grep -q "atp_torch/atp$" || { echo "the wheel carries no atp binary"; exit 1; }
+# The listing first: `unzip | grep -q` under pipefail fails when grep stops reading early.
+listing=$(unzip -l "$wheel")
+grep -q "atp_torch/atp$" <<<"$listing" || { echo "the wheel carries no atp binary"; exit 1; }
 /usr/bin/python3 -m pip install --no-index --no-deps -q --root-user-action=ignore --target "$tmp/site" "$wheel"
 
 cd /  # nothing of the source or build tree on the path
