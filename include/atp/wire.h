@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "atp/fixed_point.h"
+
 namespace atp {
 
 using JobId = std::uint16_t;
@@ -82,7 +84,7 @@ struct Header {
   // Gradient: floor(log2) of the largest magnitude among the sender's values (of an aggregate:
   // the largest of its members'), kNoMagnitude when they are all zero (or not finite). Parameter
   // packet: the exponent the workers use for this fragment's position in their next round.
-  std::int16_t magnitude_or_next = -32768;  // kNoMagnitude (fixed_point.h)
+  std::int16_t magnitude_or_next = kNoMagnitude;
 };
 
 enum class DecodeError : std::uint8_t {

@@ -192,7 +192,7 @@ struct WorkerEndpoint::Impl {
         input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
     if (!resend) {
       frag.aggregator_index = aggregator_index_for(seq);
-      frag.exponent = i < next_exponents.size() ? next_exponents[i] : initial_exponent(config.scale);
+      frag.exponent = i < next_exponents.size() ? next_exponents[i] : first_exponent;
       frag.magnitude = magnitude_of(in);
     }
     if (resend) frag.flags |= kResent;
@@ -317,7 +317,7 @@ struct WorkerEndpoint::Impl {
     }
     // Every worker gets the same parameter packet: the same exponent for the position's next
     // round. kNoMagnitude is no exponent (decode_header lets it through for gradients): kept as it was.
-    if (next_exponents.size() <= i) next_exponents.resize(std::size_t{i} + 1, initial_exponent(config.scale));
+    if (next_exponents.size() <= i) next_exponents.resize(std::size_t{i} + 1, first_exponent);
     if (h.magnitude_or_next != kNoMagnitude) next_exponents[i] = h.magnitude_or_next;
     fragments[i].flags |= kReceived;
     ++fragments_received;
@@ -630,8 +630,9 @@ struct WorkerEndpoint::Impl {
   std::vector<std::uint32_t> float_fragments;
   std::vector<std::int16_t> result_exponents;  // round_fragments entries: each int result's exponent
   // By fragment position, across rounds: the exponent the PS chose for the position's next round
-  // (a position no round reached yet starts at initial_exponent(config.scale)).
+  // (a position no round reached yet starts at first_exponent).
   std::vector<std::int16_t> next_exponents;
+  const std::int16_t first_exponent = initial_exponent(config.scale);
 
   // Reused for every packet, so that sending allocates nothing.
   std::vector<std::uint8_t> packet;  // one gradient packet
