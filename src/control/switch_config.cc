@@ -21,6 +21,7 @@
 #include "atp/io/config_file.h"
 #include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 
 namespace atp::control {
@@ -276,9 +277,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     c.name = r.string(doc["name"], "name");
     // It labels every metric (switch="NAME"; to_prometheus escapes it, other tools' exporters may
     // not) and every stats document (JSON: UTF-8).
-    const bool printable = std::all_of(c.name.begin(), c.name.end(),
-                                       [](char ch) { return ch >= ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
-    if (c.name.empty() || c.name.size() > 255 || !printable) {
+    if (c.name.empty() || !label_text(c.name)) {
       r.fail("name", "'" + excerpt(c.name) +
                          "' is not a switch name (1-255 printable ASCII characters, no quotes or backslashes)");
     }

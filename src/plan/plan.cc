@@ -472,10 +472,13 @@ std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_ag
   return static_cast<std::uint16_t>(std::max<std::uint32_t>(width, 1));
 }
 
+bool label_text(std::string_view text) {
+  return text.size() <= 255 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= ' ' && c < 0x7F && c != '"' && c != '\\'; });
+}
+
 std::optional<std::string> job_name_error(std::string_view name) {
-  const bool printable =
-      std::all_of(name.begin(), name.end(), [](char c) { return c >= ' ' && c < 0x7F && c != '"' && c != '\\'; });
-  if (name.size() <= 255 && printable) return std::nullopt;
+  if (label_text(name)) return std::nullopt;
   return "'" + std::string(name.substr(0, 64)) + (name.size() > 64 ? "...'" : "'") +
          " is not a job name (at most 255 printable ASCII characters, no quotes or backslashes)";
 }

@@ -159,8 +159,11 @@ inline constexpr std::uint16_t kFragmentWithoutMtu = 1024;
 // at most kWidestChosenFragment. Throws PlanError when not even one value fits the MTU.
 std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator);
 
-// Why `name` cannot name a job, or nullopt: a job's name labels the daemons' metrics and log
-// lines, so it is at most 255 printable ASCII characters, without quotes or backslashes.
+// Whether `text` can label the daemons' metrics and log lines as it is: at most 255 printable
+// ASCII characters, without quotes or backslashes (job and switch names).
+bool label_text(std::string_view text);
+
+// Why `name` cannot name a job (label_text), or nullopt.
 std::optional<std::string> job_name_error(std::string_view name);
 
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
