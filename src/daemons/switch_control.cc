@@ -25,6 +25,8 @@ control::Tenancy::Resource host_resource(PortId port) { return {control::Tenancy
 SwitchControl::SwitchControl(const SwitchDaemonConfig& config, SwitchDataplane& dataplane)
     : config_(config), dataplane_(dataplane) {}
 
+void SwitchControl::note(const std::string& what) const { log::info("switch " + config_.name + ": " + what); }
+
 // POST /jobs' 400 when `ports` (the request's field `field`) names a port the switch does not have.
 std::optional<Reply> SwitchControl::missing_port(const char* field, const std::vector<PortId>& ports) const {
   for (PortId p : ports) {
@@ -94,12 +96,11 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
   installed_entries_ += entries;
   tenancy_.claim(job_resource(plan.entry.job), who, lease);
   if (log::enabled(log::Level::kInfo)) {
-    log::info("switch " + config_.name + ": job " + std::to_string(plan.entry.job) + " installed by " + who +
-              (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " +
-              std::to_string(plan.entry.admitted_ports.size()) + " admitted ports, " +
-              std::to_string(plan.multicast_ports.size()) + " multicast ports, " +
-              std::to_string(plan.entry.roles.size()) + " aggregation roles, " +
-              std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
+    note("job " + std::to_string(plan.entry.job) + " installed by " + who +
+         (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " +
+         std::to_string(plan.entry.admitted_ports.size()) + " admitted ports, " +
+         std::to_string(plan.multicast_ports.size()) + " multicast ports, " + std::to_string(plan.entry.roles.size()) +
+         " aggregation roles, " + std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
   }
   return ok(json{{"installed", plan.entry.job}});
 }
@@ -109,7 +110,7 @@ Reply SwitchControl::uninstall_job(std::optional<std::uint64_t> id, const std::s
   if (!id || *id > 0xFFFF || !installed_.contains(job)) return Reply::error(404, "job " + text + " is not installed");
   if (auto forbidden = tenancy_.forbids_change(who, job_resource(job))) return Reply::error(403, *forbidden);
   remove_job(job);
-  log::info("switch " + config_.name + ": job " + std::to_string(job) + " removed by " + who);
+  note("job " + std::to_string(job) + " removed by " + who);
   return ok(json{{"removed", job}});
 }
 
@@ -188,9 +189,8 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   }
   if (!known) {
     dataplane_.attach(port, peer);
-    log::info("switch " + config_.name + ": host " + peer.to_string() + " attached on port " + std::to_string(port) +
-              " as " + format_address(*address) + " by " + who + (shared ? " (shared)" : "") +
-              (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")"));
+    note("host " + peer.to_string() + " attached on port " + std::to_string(port) + " as " + format_address(*address) +
+         " by " + who + (shared ? " (shared)" : "") + (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")"));
   }
   if (new_address) dataplane_.add_route(*address, port);
   if (claim) tenancy_.claim(host_resource(port), shared ? std::string(control::Authenticator::kOperator) : who, lease);
@@ -214,7 +214,7 @@ Reply SwitchControl::detach_host(std::optional<std::uint64_t> port, const std::s
   if (!dataplane_.ports().attached(p)) return Reply::error(404, "port " + text + " is already detached");
   if (auto forbidden = tenancy_.forbids_change(who, host_resource(p))) return Reply::error(403, *forbidden);
   detach(p);
-  log::info("switch " + config_.name + ": port " + std::to_string(p) + " detached by " + who);
+  note("port " + std::to_string(p) + " detached by " + who);
   return ok(json{{"detached", p}});
 }
 
@@ -242,10 +242,10 @@ void SwitchControl::detach(PortId p) {
 void SwitchControl::remove(control::Tenancy::Resource r, const char* why) {
   if (r.kind == control::Tenancy::Kind::kJob) {
     remove_job(static_cast<JobId>(r.id));
-    log::info("switch " + config_.name + ": job " + std::to_string(r.id) + " removed: " + why);
+    note("job " + std::to_string(r.id) + " removed: " + why);
   } else if (r.id < dataplane_.port_count() && dataplane_.ports().attached(static_cast<PortId>(r.id))) {
     detach(static_cast<PortId>(r.id));  // a host: only ports that supports_hosts() have them
-    log::info("switch " + config_.name + ": port " + std::to_string(r.id) + " detached: " + why);
+    note("port " + std::to_string(r.id) + " detached: " + why);
   }
 }
 

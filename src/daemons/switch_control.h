@@ -71,6 +71,8 @@ class SwitchControl {
 
  private:
   void remove_job(JobId job);
+  // A line of the daemon's log at info, about this switch ("switch NAME: what").
+  void note(const std::string& what) const;
   void detach(PortId p);
   std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
 
