@@ -55,14 +55,9 @@ class ExactModel {
       float_path = float_path || !resolved(largest, exponents_[k], workers);
       for (std::size_t i = begin; i < end; ++i) {
         std::int64_t sum = 0;
-        double exact = 0;
-        for (const auto& in : inputs) {
-          sum += quantize_one(in[i], scale);
-          exact += in[i];
-        }
+        for (const auto& in : inputs) sum += quantize_one(in[i], scale);
         float_path = float_path || sum > kSaturatedMax || sum < kSaturatedMin;
         out[i] = dequantize_one(sum, scale);
-        if (float_path) out[i] = static_cast<float>(exact);
       }
       float_fragments_ += float_path;
       if (float_path) {  // the whole fragment: a late value may have sent it there

@@ -57,6 +57,19 @@ def allreduce_vs_gloo(rank, size, gloo):
     return out
 
 
+def train(model, rank, steps, batch):
+    """`steps` SGD steps of a DDP `model` on this rank's seeded data; its parameters, flattened."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(batch, 20, generator=gen)
+        loss = ((model(x) - x[:, :1]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
 def ddp(rank, size, gloo):
     """A few DDP steps with the atp group and with gloo, from the same start and data."""
     results = {}
@@ -67,16 +80,7 @@ def ddp(rank, size, gloo):
             with torch.no_grad():
                 for p in model.parameters():
                     p.add_(rank)
-        model = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        gen = torch.Generator().manual_seed(100 + rank)
-        for _ in range(5):
-            x = torch.randn(32, 20, generator=gen)
-            loss = ((model(x) - x[:, :1]) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        flat = train(torch.nn.parallel.DistributedDataParallel(model, process_group=group), rank, 5, 32)
         everyone = [torch.zeros_like(flat) for _ in range(size)]
         dist.all_gather(everyone, flat)
         results[name] = flat
@@ -228,15 +232,7 @@ def ddp_options(rank, size, gloo):
                 static_graph=option == "static_graph")
             if option == "fp16_compress_hook":
                 model.register_comm_hook(group, default_hooks.fp16_compress_hook)
-            opt = torch.optim.SGD(model.parameters(), lr=0.05)
-            gen = torch.Generator().manual_seed(100 + rank)
-            for _ in range(4):
-                x = torch.randn(16, 20, generator=gen)
-                loss = ((model(x) - x[:, :1]) ** 2).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            flats[name] = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            flats[name] = train(model, rank, 4, 16)
         results[option] = float((flats["atp"] - flats["gloo"]).abs().max())
     return results
 
