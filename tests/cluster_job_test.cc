@@ -79,10 +79,10 @@ std::string message(const std::exception_ptr& e) {
 }
 
 // Every rank allreduces seeded inputs `rounds` times; each result must be the exact reference.
-// Rank r joins with options_of(r); `before_close` runs on rank 0 after its rounds.
+// Rank r joins with options_of(r); `before_close` runs on rank 0's job after its rounds.
 void expect_exact_rounds(Store& store, int size, const std::function<ClusterJobOptions(int)>& options_of,
                          std::uint64_t seed, std::vector<JobId>* jobs = nullptr,
-                         const std::function<void()>& before_close = {}) {
+                         const std::function<void(ClusterJob&)>& before_close = {}) {
   const double scale = options_of(0).scale;
   const int rounds = 3;
   std::vector<std::vector<std::vector<float>>> inputs;
@@ -101,7 +101,7 @@ void expect_exact_rounds(Store& store, int size, const std::function<ClusterJobO
       expect_exact(data, exact.next(inputs[static_cast<std::size_t>(round)]),
                    "rank " + std::to_string(rank) + " round " + std::to_string(round));
     }
-    if (rank == 0 && before_close) before_close();
+    if (rank == 0 && before_close) before_close(*job);
     job->close();
   });
   for (const auto& e : errors) EXPECT_FALSE(e) << message(e);
@@ -124,17 +124,68 @@ TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
   }
 }
 
+// ATP_TOPOLOGY's side of ClusterJob: rank 0 starts a topology's racks on this machine and hangs
+// each rank under its host's switch. Ranks 0 and 2 under tor0, 1 and 3 under tor1, the PS under
+// core: every switch aggregates.
+TEST(ClusterJob, ALocalNetworkOfTwoRacksIsExact) {
+  ClusterJobOptions options;
+  options.local = true;
+  options.atp_binary = ATP_BINARY;
+  options.timeout = 10s;
+  Topology topology = test::RackedDaemons::topology(2048);
+  topology.hosts = {{"h0", "tor0"}, {"h1", "tor1"}, {"h2", "tor0"}, {"h3", "tor1"}, {"p", "core"}};
+  options.local_network = {topology, {"h0", "h1", "h2", "h3"}, "p"};
+  MemoryStore store;
+  std::map<std::string, std::uint64_t> aggregations;
+  expect_exact_rounds(
+      store, 4, [&](int) { return options; }, 71, nullptr,
+      [&](ClusterJob& job) { aggregations = job.switch_aggregations(); });
+  ASSERT_EQ(aggregations.size(), 3u);
+  for (const auto& [name, n] : aggregations) EXPECT_GT(n, 0u) << name << " summed nothing";
+  EXPECT_EQ(store.size(), 0u);
+}
+
+// A local network that cannot hold the job is one sentence on every rank, before anything starts.
+TEST(ClusterJob, ALocalNetworkThatDoesNotFitIsRefused) {
+  ClusterJobOptions options;
+  options.local = true;
+  options.atp_binary = ATP_BINARY;
+  options.timeout = 10s;
+  Topology topology = test::RackedDaemons::topology(64);
+  topology.hosts = {{"h0", "tor0"}, {"p", "core"}};
+  const std::vector<std::pair<ClusterJobOptions::LocalNetwork, std::string>> cases = {
+      {{topology, {"h0"}, "p"}, "the local network names the hosts of 1 ranks, the job has 2"},
+      {{topology, {"h0", "h9"}, "p"}, "the local network has no host 'h9'"},
+      {{topology, {"h0", "p"}, "q"}, "the local network has no host 'q'"},
+  };
+  for (const auto& [network, sentence] : cases) {
+    options.local_network = network;
+    MemoryStore store;
+    const auto errors = run_ranks(2, [&](int rank) { ClusterJob::join(store, rank, 2, options); });
+    for (const auto& e : errors) EXPECT_EQ(message(e), sentence);
+  }
+  options.local = false;
+  options.local_network = {topology, {"h0", "p"}, "p"};
+  MemoryStore store;
+  try {
+    ClusterJob::join(store, 0, 1, options);
+    FAIL() << "a local network without a local cluster was taken";
+  } catch (const ClusterJobError& e) {
+    EXPECT_STREQ(e.what(), "a local network is started by rank 0 of a local cluster: set local too");
+  }
+}
+
 // A running switch (`aggregators` of 1024 values) and PS, `atp switch` and `atp ps` processes
 // that take the token clients find (ATP_HOME), and the options of a job on them (10 s timeout).
 struct RunningDaemons {
   explicit RunningDaemons(std::uint32_t aggregators) : daemons(ATP_BINARY, aggregators, control::client_token()) {
-    options.switch_control = daemons.switch_control();
+    options.switch_control = daemons.switch_control("local");
     options.ps_control = daemons.ps_control();
     options.timeout = 10s;
   }
   // GET /stats of each.
   control::SwitchStats switch_stats() const {
-    return control::SwitchClient("the switch", daemons.switch_control(), daemons.access()).stats();
+    return control::SwitchClient("the switch", daemons.switch_control("local"), daemons.access()).stats();
   }
   control::PsStats ps_stats() const {
     return control::PsClient("the PS", daemons.ps_control(), daemons.access()).stats();
@@ -185,7 +236,7 @@ TEST(ClusterJob, RanksInTwoRacksAreExact) {
   };
   MemoryStore store;
   std::map<std::string, control::SwitchStats> during;
-  expect_exact_rounds(store, 4, options_of, 61, nullptr, [&] {
+  expect_exact_rounds(store, 4, options_of, 61, nullptr, [&](ClusterJob&) {
     for (const char* name : {"tor0", "tor1", "core"}) during[name] = racks.switch_client(name).stats();
   });
   for (const char* name : {"tor0", "tor1", "core"}) {

@@ -22,7 +22,7 @@ USES = {
     "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["schedule", "sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "io", "core"],
-    "torch": ["cluster", "collectives", "io", "core"],
+    "torch": ["scenario", "cluster", "collectives", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

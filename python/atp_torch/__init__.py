@@ -13,6 +13,9 @@ store. Where the switches and PS are comes from the environment:
     ATP_SWITCH=HOST:PORT ATP_PS=HOST:PORT
                                      control addresses of this rank's running `atp switch` and
                                      of the `atp ps`
+    ATP_TOPOLOGY=FILE                with ATP_LOCAL=1: rank 0 starts the switches of a scenario
+                                     file's topology instead of one; rank r hangs under the
+                                     switch of its first job's r-th worker, the PS under its PS's
     ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS

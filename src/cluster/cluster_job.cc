@@ -15,6 +15,7 @@
 #include "atp/cluster/orchestrator.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
+#include "atp/control/stats.h"
 #include "atp/plan/plan.h"
 
 namespace atp {
@@ -49,6 +50,27 @@ RankInfo rank_info_from_json(const std::string& text) {
   if (doc.contains("switch")) r.switch_control = SocketAddress::parse(doc["switch"].get<std::string>());
   if (doc.contains("ps")) r.ps_control = SocketAddress::parse(doc["ps"].get<std::string>());
   return r;
+}
+
+// The switch of `host` in a local network's topology. Throws ClusterJobError naming the host.
+const std::string& switch_of(const ClusterJobOptions::LocalNetwork& network, const std::string& host) {
+  for (const HostSpec& h : network.topology.hosts) {
+    if (h.name == host) return h.switch_name;
+  }
+  throw ClusterJobError("the local network has no host '" + host + "'");
+}
+
+// A local network that cannot hold this job, as one sentence (every rank finds the same).
+void check_local_network(const ClusterJobOptions& options, int size) {
+  if (!options.local_network) return;
+  if (!options.local) throw ClusterJobError("a local network is started by rank 0 of a local cluster: set local too");
+  const ClusterJobOptions::LocalNetwork& network = *options.local_network;
+  if (network.rank_hosts.size() != static_cast<std::size_t>(size)) {
+    throw ClusterJobError("the local network names the hosts of " + std::to_string(network.rank_hosts.size()) +
+                          " ranks, the job has " + std::to_string(size));
+  }
+  for (const std::string& host : network.rank_hosts) switch_of(network, host);
+  switch_of(network, network.ps_host);
 }
 
 }  // namespace
@@ -173,6 +195,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   if (size < 1 || rank < 0 || rank >= size) {
     throw ClusterJobError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank of the job");
   }
+  check_local_network(options, size);
   if (!options.local && (!options.switch_control || !options.ps_control)) {
     throw ClusterJobError(
         "no ATP cluster given: name a running switch and PS (their control addresses), or start a local one on rank 0");
@@ -206,25 +229,34 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       }
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up, and no local
       // cluster is started for a job whose ranks never all came.
-      std::vector<SocketAddress> endpoints, rank_switches;
+      std::vector<SocketAddress> endpoints, rank_switches, more_switches;
       SocketAddress ps_control;
       control::ClientAccess access;
-      if (options.local) {
+      if (options.local_network) {
+        const ClusterJobOptions::LocalNetwork& network = *options.local_network;
+        coordinator->local = std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), network.topology,
+                                                            switch_of(network, network.ps_host));
+        for (const std::string& host : network.rank_hosts) {
+          rank_switches.push_back(coordinator->local->switch_control(switch_of(network, host)));
+        }
+        more_switches = coordinator->local->switch_controls();  // those no rank hangs under too
+      } else if (options.local) {
         coordinator->local =
             std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), options.local_aggregators);
-        rank_switches.assign(ranks.size(), coordinator->local->switch_control());
-        ps_control = coordinator->local->ps_control();
-        access = coordinator->local->access();
+        rank_switches.assign(ranks.size(), coordinator->local->switch_control("local"));
       } else {
         for (const RankInfo& r : ranks) rank_switches.push_back(*r.switch_control);
+        more_switches = options.switches;
         ps_control = *options.ps_control;
         access = control::client_access();
       }
+      if (coordinator->local) {
+        ps_control = coordinator->local->ps_control();
+        access = coordinator->local->access();
+      }
       for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
       const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
-      placed = coordinator->plan_and_install(endpoints, rank_switches,
-                                             options.local ? std::vector<SocketAddress>{} : options.switches, ps,
-                                             access, options);
+      placed = coordinator->plan_and_install(endpoints, rank_switches, more_switches, ps, access, options);
       job->job_ = coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {
@@ -266,6 +298,19 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   job->communicator_ = std::make_unique<Communicator>(config, std::move(socket),
                                                       SocketAddress::parse(reply["uplink"].get<std::string>()));
   return job;
+}
+
+std::map<std::string, std::uint64_t> ClusterJob::switch_aggregations() const {
+  std::map<std::string, std::uint64_t> aggregations;
+  if (!coordinator_ || !coordinator_->orchestrator) return aggregations;
+  const Orchestrator& orchestrator = *coordinator_->orchestrator;
+  for (const SwitchSpec& sw : orchestrator.topology().switches) {
+    std::uint64_t& n = aggregations[sw.name];
+    for (const control::SwitchJobStats& j : orchestrator.switch_client(sw.name).stats().jobs) {
+      if (j.job == job_) n += j.counters.aggregations;
+    }
+  }
+  return aggregations;
 }
 
 void ClusterJob::close() {

@@ -12,6 +12,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/switch_config.h"
+#include "atp/io/udp_socket.h"
 
 namespace atp {
 
@@ -98,22 +99,75 @@ std::vector<SocketAddress> control_addresses(processes::ChildSet& children,
   return addresses;
 }
 
-LocalDaemons::LocalDaemons(const std::string& binary, std::uint32_t aggregators, const std::string& token)
+LocalDaemons::LocalDaemons(const std::string& binary, const Topology& topology, const std::string& ps_switch,
+                           const std::string& token)
     : token_(token.empty() ? control::random_token() : token) {
+  const std::size_t n = topology.switches.size();
+  if (n == 0 || n > 255) {
+    throw std::invalid_argument("a local network has 1 to 255 switches (a host_pool each), not " + std::to_string(n));
+  }
+  // Data addresses are picked before anything starts, each socket held until all are picked (so
+  // they are distinct): a switch's config names its neighbours'. A switch binds its own again at
+  // once; another process taking one in between fails that switch loudly.
+  std::map<std::string, SocketAddress> data;
+  {
+    std::vector<UdpSocket> held;
+    for (const SwitchSpec& sw : topology.switches) {
+      held.emplace_back(SocketAddress::loopback(0));
+      data[sw.name] = held.back().local_endpoint();
+      names_.push_back(sw.name);
+    }
+  }
+  auto known = [&](const std::string& name, const std::string& what) {
+    if (!data.contains(name)) throw std::invalid_argument(what + " '" + name + "' is not a switch of the topology");
+  };
+  known(ps_switch, "the PS's switch");
+  std::map<std::string, std::vector<std::string>> neighbours;
+  for (const SwitchLink& l : topology.switch_links) {
+    known(l.a, "link end");
+    known(l.b, "link end");
+    neighbours[l.a].push_back(l.b);
+    neighbours[l.b].push_back(l.a);
+  }
   const std::string token_file = (dir_.path() / "token").string();
   processes::write_private_file(token_file, token_ + "\n");
-  const auto config = dir_.path() / "switch.yaml";
-  control::SwitchDaemonConfig sw_config;  // UDP ports on 127.0.0.1, the data and control ports the kernel's
-  sw_config.name = "local";
-  sw_config.pipeline.num_aggregators = aggregators;
-  processes::write_file(config, control::to_yaml(sw_config));
-  processes::Child& sw = start_switch_process(children_, binary, "local", config.string(), token_file);
-  switch_control_ = control_addresses(children_, {&sw}, processes::Clock::now() + processes::kStartupTimeout).front();
+  std::vector<processes::Child*> started;
+  for (std::size_t i = 0; i < n; ++i) {
+    const SwitchSpec& sw = topology.switches[i];
+    control::SwitchDaemonConfig c;
+    c.name = sw.name;
+    c.pipeline = sw.config;
+    c.listen = data.at(sw.name);
+    if (n > 1) c.host_pool = {0x0A000000 + (static_cast<Address>(i + 1) << 16), 16};
+    for (const std::string& peer : neighbours[sw.name]) c.ports.push_back({data.at(peer), {}, {}, ""});
+    const auto config = dir_.path() / ("switch-" + std::to_string(i) + ".yaml");
+    processes::write_file(config, control::to_yaml(c));
+    started.push_back(&start_switch_process(children_, binary, sw.name, config.string(), token_file));
+  }
+  const auto controls = control_addresses(children_, started, processes::Clock::now() + processes::kStartupTimeout);
+  for (std::size_t i = 0; i < n; ++i) switch_control_[names_[i]] = controls[i];
   PsProcessOptions options;
   options.listen = SocketAddress::loopback(0);
-  options.uplink = control::SwitchClient(sw.name, switch_control_, access()).data_address();
+  options.uplink = data.at(ps_switch);
   processes::Child& ps = start_ps_process(children_, binary, "local", options, token_file);
   ps_control_ = control_addresses(children_, {&ps}, processes::Clock::now() + processes::kStartupTimeout).front();
+}
+
+LocalDaemons::LocalDaemons(const std::string& binary, std::uint32_t aggregators, const std::string& token)
+    : LocalDaemons(
+          binary,
+          [aggregators] {
+            Topology one;
+            one.switches.push_back({"local", {}});
+            one.switches.back().config.num_aggregators = aggregators;
+            return one;
+          }(),
+          "local", token) {}
+
+std::vector<SocketAddress> LocalDaemons::switch_controls() const {
+  std::vector<SocketAddress> controls;
+  for (const std::string& name : names_) controls.push_back(switch_control_.at(name));
+  return controls;
 }
 
 }  // namespace atp

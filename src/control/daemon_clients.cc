@@ -113,6 +113,10 @@ SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, Le
   }
 }
 
+void SwitchClient::detach_host(PortId port) const {
+  call("DELETE", "/hosts/" + std::to_string(port), "detach port " + std::to_string(port));
+}
+
 Install DaemonClient::install(JobId job, const std::string& body, LeaseTable::Id lease) const {
   const std::string path = "/jobs" + lease_query(lease);
   const Answer answer = send("POST", path, body);

@@ -29,6 +29,7 @@
 
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
+#include "atp/scenario/scenario.h"
 
 namespace atp::torch_backend {
 namespace {
@@ -89,7 +90,22 @@ double env_number(const char* name, double min, double max) {
   return v;
 }
 
-// ClusterJobOptions from ATP_LOCAL, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
+// ATP_TOPOLOGY: a scenario file (`atp run`'s format). Its topology is the network rank 0 starts,
+// its first job's workers are the ranks' hosts in rank order, and its PS the job's.
+ClusterJobOptions::LocalNetwork network_from_scenario_file(const std::string& path) {
+  Scenario scenario;
+  try {
+    scenario = load_scenario_file(path);
+  } catch (const ScenarioError& e) {
+    TORCH_CHECK(false, "atp: ATP_TOPOLOGY: ", e.what());
+  }
+  const JobSpec& job = scenario.jobs.front().spec;  // the parser requires one
+  TORCH_CHECK(job.ps.size() == 1, "atp: ATP_TOPOLOGY=", path, ": jobs[0] names ", job.ps.size(),
+              " PS hosts; the ranks' job has one (ps: [HOST])");
+  return {scenario.topology, job.workers, job.ps.front()};
+}
+
+// ClusterJobOptions from ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
 // ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
 ClusterJobOptions options_from_environment(Duration timeout) {
   ClusterJobOptions o;
@@ -97,6 +113,11 @@ ClusterJobOptions options_from_environment(Duration timeout) {
   const std::string local = env("ATP_LOCAL");
   TORCH_CHECK(local.empty() || local == "0" || local == "1", "atp: ATP_LOCAL='", local, "' must be 1 or 0");
   o.local = local == "1";
+  if (const std::string topology = env("ATP_TOPOLOGY"); !topology.empty()) {
+    TORCH_CHECK(o.local, "atp: ATP_TOPOLOGY is the network that ATP_LOCAL=1 starts on rank 0: set ATP_LOCAL=1 too ",
+                "(a job on running switches finds their links from the switches' configs)");
+    o.local_network = network_from_scenario_file(topology);
+  }
   const std::string switch_control = env("ATP_SWITCH"), ps_control = env("ATP_PS");
   if (!o.local) {
     TORCH_CHECK(!switch_control.empty() && !ps_control.empty(),

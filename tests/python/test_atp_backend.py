@@ -43,7 +43,7 @@ def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
     port = free_port()
     full_env = dict(os.environ, **(env if env is not None else {"ATP_LOCAL": "1"}))
     if env is not None:
-        for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS", "ATP_SWITCHES"):
+        for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS", "ATP_SWITCHES", "ATP_TOPOLOGY"):
             if key not in env:
                 full_env.pop(key, None)
     start = time.monotonic()
@@ -257,3 +257,38 @@ def test_a_job_across_two_racks(tmp_path):
         for p in daemons:
             p.terminate()
             p.wait(timeout=10)
+
+
+TWO_RACKS = """
+topology:
+  switches: [{name: tor0}, {name: tor1}, {name: core}]
+  hosts:
+    - {name: w0, switch: tor0}
+    - {name: w1, switch: tor0}
+    - {name: w2, switch: tor1}
+    - {name: w3, switch: tor1}
+    - {name: ps, switch: core}
+  links: [[tor0, core], [tor1, core]]
+jobs:
+  - {name: torch, workers: [w0, w2, w1, w3], ps: [ps], elements: 1000}
+"""
+
+
+def test_a_topology_file_is_the_network_rank_zero_starts(tmp_path):
+    """ATP_TOPOLOGY with ATP_LOCAL=1: rank 0 starts the switches of a scenario file, linked as its
+    links say, and hangs rank r under the switch of its first job's r-th worker (ranks 0 and 2 under
+    tor0, 1 and 3 under tor1, the PS under core). ClusterJob's test checks that every switch
+    aggregates; this one, that the variable reaches it and the results are gloo's."""
+    topology = tmp_path / "racks.yaml"
+    topology.write_text(TWO_RACKS)
+    lines, _ = run_ranks("allreduce_vs_gloo", 4, env={"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)})
+    expect_gloo_within_the_fixed_point_bound(lines, 4)
+    # What does not fit is one sentence on every rank.
+    for env, size, sentence in [
+        ({"ATP_TOPOLOGY": str(topology)}, 1, "ATP_TOPOLOGY is the network that ATP_LOCAL=1 starts on rank 0"),
+        ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)}, 2, "the local network names the hosts of 4 ranks, the job has 2"),
+        ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(tmp_path / "none.yaml")}, 1, "ATP_TOPOLOGY: "),
+    ]:
+        lines, _ = run_ranks("every_op", size, env=env)
+        for line in lines:
+            assert not line["ok"] and sentence in line["error"], (env, line)

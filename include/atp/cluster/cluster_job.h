@@ -6,13 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "atp/collectives/communicator.h"
 #include "atp/collectives/store.h"
 #include "atp/io/socket_address.h"
+#include "atp/plan/plan.h"
 #include "atp/wire.h"
 
 namespace atp {
@@ -37,7 +40,18 @@ struct ClusterJobOptions {
   // `atp` beside the PyTorch extension).
   std::string atp_binary;
   std::uint32_t local_aggregators = 4096;  // the local switch's table (aggregators of 1024 int32 values)
-  std::uint32_t bind_ip = 0x7F000001;      // where every rank binds its data socket (the switch reaches it there)
+  // With `local`: the network rank 0 starts instead of one switch of local_aggregators, on one
+  // machine: every switch of `topology` with its config, linked as its switch_links say
+  // (LocalDaemons); rank r hangs under the switch of host rank_hosts[r], the PS under ps_host's.
+  // What a scenario file's topology and first job give (ATP_TOPOLOGY): a multi-rack plan tried on
+  // one machine before it runs on the racks.
+  struct LocalNetwork {
+    Topology topology;
+    std::vector<std::string> rank_hosts;  // one per rank, hosts of the topology
+    std::string ps_host;
+  };
+  std::optional<LocalNetwork> local_network;
+  std::uint32_t bind_ip = 0x7F000001;  // where every rank binds its data socket (the switch reaches it there)
   // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).
   std::uint16_t values_per_packet = 0;
   // A fragment position's first fixed-point scale, rounded down to a power of two; later calls
@@ -77,6 +91,10 @@ class ClusterJob {
 
   Communicator& communicator() { return *communicator_; }
   JobId job() const { return job_; }
+  // Rank 0: the gradient packets each switch of the job's network has aggregated for it so far,
+  // by switch name (GET /stats on each): where in-network aggregation happened. Other ranks, and
+  // a closed job: empty. Throws control::DaemonError when a switch does not answer.
+  std::map<std::string, std::uint64_t> switch_aggregations() const;
 
   // Ends the job: every rank says it is done; rank 0 waits (at most the timeout, or 10 s) for
   // all of them, then removes the job from the switch and PS, detaches the ranks from the switch

@@ -3,6 +3,7 @@
 // backends start a scenario's daemons with, and what ClusterJob's local cluster runs.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "atp/control/control_client.h"
 #include "atp/io/processes.h"
 #include "atp/io/socket_address.h"
+#include "atp/plan/plan.h"
 
 namespace atp {
 
@@ -46,15 +48,27 @@ std::vector<SocketAddress> control_addresses(processes::ChildSet& children,
                                              const std::vector<processes::Child*>& started,
                                              processes::Clock::time_point deadline);
 
-// A switch with no ports (hosts attach at run time, POST /hosts) and a PS behind it, on
-// 127.0.0.1, as children of this process that answer only to `token` (a fresh random one by
-// default): ClusterJob's local cluster. They stop when it is destroyed, or die with the thread
-// that made it (PR_SET_PDEATHSIG) if that thread ends first. Throws std::runtime_error when a
-// daemon does not start (its own error is on stderr).
+// A network of software switches and a PS on 127.0.0.1, as children of this process that answer
+// only to `token` (a fresh random one by default): ClusterJob's local cluster. Every switch of
+// `topology` runs with its config (aggregators, width, ATP-capable or not), a UDP port per link of
+// its `switch_links` (peer: the other switch's data address, so Orchestrator::discover_links finds
+// them) and a host_pool of its own (10.1.0.0/16, 10.2.0.0/16, ... in topology order; one switch:
+// all of 10/8); its hosts are not read (they attach at run time, POST /hosts). The PS sends to
+// switch `ps_switch`. They stop when this is destroyed, or die with the thread that made it
+// (PR_SET_PDEATHSIG) if that thread ends first. Throws std::invalid_argument naming what is wrong
+// with the topology (no switch, more than 255, an unknown ps_switch or link end), std::runtime_error
+// when a daemon does not start (its own error is on stderr).
 class LocalDaemons {
  public:
+  LocalDaemons(const std::string& binary, const Topology& topology, const std::string& ps_switch,
+               const std::string& token = "");
+  // One switch named "local" with `aggregators` (of the default width), the PS under it.
   LocalDaemons(const std::string& binary, std::uint32_t aggregators, const std::string& token = "");
-  const SocketAddress& switch_control() const { return switch_control_; }
+
+  // std::out_of_range for a name the topology does not have.
+  const SocketAddress& switch_control(const std::string& name) const { return switch_control_.at(name); }
+  // Every switch's, in topology order.
+  std::vector<SocketAddress> switch_controls() const;
   const SocketAddress& ps_control() const { return ps_control_; }
   // How to reach them: their token, plain HTTP.
   control::ClientAccess access() const { return {token_, ""}; }
@@ -63,7 +77,9 @@ class LocalDaemons {
   processes::TempDir dir_{"atp-local"};
   std::string token_;
   processes::ChildSet children_;
-  SocketAddress switch_control_, ps_control_;
+  std::vector<std::string> names_;                       // the switches, in topology order
+  std::map<std::string, SocketAddress> switch_control_;  // by switch name
+  SocketAddress ps_control_;
 };
 
 }  // namespace atp

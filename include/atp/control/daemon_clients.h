@@ -113,6 +113,9 @@ class SwitchClient : public DaemonClient {
   // `shared`: a peer every tenant's jobs may name (a PS), the operator's from then on
   // (POST /hosts?shared=1); it hangs on no lease.
   Attachment attach_host(const SocketAddress& peer, LeaseTable::Id lease = 0, bool shared = false) const;
+  // DELETE /hosts/<port>: the port loses its peer (a host's, or a linked switch's from the config),
+  // its routes and its owner, and is reused by the next attach_host. Throws DaemonError.
+  void detach_host(PortId port) const;
 
   Install install_job(const SwitchJobPlan& plan, LeaseTable::Id lease = 0) const;
   void set_port(PortId port, const PortSettings& settings) const;
