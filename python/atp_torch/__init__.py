@@ -4,9 +4,9 @@
     import atp_torch  # noqa: F401  (registers the backend)
     dist.init_process_group("atp", init_method="env://")
 
-allreduce (SUM, AVG) of float32, float16 and bfloat16 CPU tensors is aggregated by the ATP
+allreduce (SUM, AVG) of float32, float16 and bfloat16 tensors is aggregated by the ATP
 switches; every other operation and dtype goes to a Gloo group the backend makes on the same
-store. Where the switches and PS are comes from the environment:
+store. Tensors on a GPU are staged through pinned host memory. Where the switches and PS are comes from the environment:
 
     ATP_LOCAL=1                      rank 0 starts a switch and a PS as its child processes
                                      (from the `atp` beside this package, or ATP_BINARY)
@@ -26,6 +26,8 @@ A rank that cannot make progress (a peer died) fails its collective after init_p
 timeout instead of hanging.
 """
 
+import inspect as _inspect
+
 import torch.distributed as _dist
 
 from . import _C
@@ -34,6 +36,9 @@ BACKEND = "atp"
 __version__ = "@PROJECT_VERSION@"  # CMake writes project()'s version here
 
 if BACKEND.upper() not in _dist.Backend._plugins:  # importing twice (reload) registers once
-    _dist.Backend.register_backend(BACKEND, _C.create_process_group)
+    if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters:  # torch 2.x
+        _dist.Backend.register_backend(BACKEND, _C.create_process_group, devices=["cpu", "cuda"])
+    else:  # torch 1.13: a backend is a whole process group, for every device
+        _dist.Backend.register_backend(BACKEND, _C.create_process_group)
 
 __all__ = ["BACKEND", "__version__"]

@@ -1,11 +1,16 @@
 // The PyTorch c10d backend "atp" (python/atp_torch registers it): a thin adapter from torch's
-// ProcessGroup to a ClusterJob. allreduce (SUM, AVG) of float32, float16 and bfloat16 CPU tensors
-// goes through ATP (the switches add them); everything in-network aggregation does not speed up
-// (other dtypes and reduce ops, broadcast, gather, scatter, all_to_all, point-to-point, ...) goes
-// to a Gloo process group the backend makes on the same store, so nothing Gloo does is written
-// again. Options come from ATP_* variables.
+// ProcessGroup (torch 1.13) or Backend (torch 2.x) to a ClusterJob. allreduce (SUM, AVG) of
+// float32, float16 and bfloat16 tensors goes through ATP (the switches add them); everything
+// in-network aggregation does not speed up (other dtypes and reduce ops, broadcast, gather,
+// scatter, all_to_all, point-to-point, ...) goes to a Gloo process group the backend makes on the
+// same store, so nothing Gloo does is written again. Tensors on a device (CUDA) are staged through
+// pinned host memory. Options come from ATP_* variables.
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/chrono.h>
 #include <torch/python.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -26,6 +32,9 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
@@ -34,9 +43,16 @@
 namespace atp::torch_backend {
 namespace {
 
-[[noreturn]] void unsupported(const std::string& what) {
-  TORCH_CHECK(false, "not supported by atp: ", what, " (atp and the Gloo group it delegates to take CPU tensors)");
-}
+#if TORCH_VERSION_MAJOR >= 2
+// torch 2.x: a backend is a c10d::Backend, to which torch's ProcessGroup hands the tensors of the
+// devices it was registered for.
+using BackendBase = c10d::Backend;
+#else
+// torch 1.13: a backend is a whole ProcessGroup.
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+[[noreturn]] void unsupported(const std::string& what) { TORCH_CHECK(false, "not supported by atp: ", what); }
 
 // torch's store (the PrefixStore of this process group) as ATP's rendezvous Store; our keys
 // under "atp/".
@@ -172,10 +188,130 @@ class AtpWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-void check_cpu(const std::vector<at::Tensor>& tensors, const char* what) {
+void check_one(const std::vector<at::Tensor>& tensors, const char* what) {
   TORCH_CHECK(tensors.size() == 1, "atp ", what, ": expected one tensor per call, got ", tensors.size());
-  if (!tensors[0].device().is_cpu()) unsupported(std::string(what) + " of tensors on " + tensors[0].device().str());
 }
+
+// Waits until the work `stream` had when `event` was recorded on it is done. Polls: torch 1.13's
+// c10::Event has no synchronize().
+void wait_for(const c10::Event& event) {
+  while (!event.query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+// A collective's tensors on a device (CUDA) through pinned host memory, which is what the
+// switches and Gloo's CPU transport take. When the collective is called, its inputs are copied to
+// the host on a copy stream of the device (after what the caller's current stream has queued:
+// the kernels that computed them), without waiting: the copies run beside the caller's next
+// kernels and while earlier collectives (DDP's earlier buckets) are on the network. The group's
+// thread waits for them when the collective's turn comes, runs it on the host copies, and copies
+// the results back on the same stream, waiting for that before the Work completes: wait() means
+// on a device what it means on the CPU. CPU tensors pass through untouched.
+class DeviceStaging {
+ public:
+  // The host tensor a collective reads (`t` itself on the CPU: then nothing is staged).
+  at::Tensor input(const at::Tensor& t) { return stage(t, true, false); }
+  // The host tensor a collective writes, copied back into `t` after it.
+  at::Tensor output(const at::Tensor& t) { return stage(t, false, true); }
+  // Both: an in-place collective's (allreduce, broadcast).
+  at::Tensor in_place(const at::Tensor& t) { return stage(t, true, true); }
+  template <class Stage>
+  std::vector<at::Tensor> each(const std::vector<at::Tensor>& tensors, Stage stage) {
+    std::vector<at::Tensor> host;
+    for (const at::Tensor& t : tensors) host.push_back((this->*stage)(t));
+    return host;
+  }
+  template <class Stage>
+  std::vector<std::vector<at::Tensor>> each(const std::vector<std::vector<at::Tensor>>& lists, Stage stage) {
+    std::vector<std::vector<at::Tensor>> host;
+    for (const auto& list : lists) host.push_back(each(list, stage));
+    return host;
+  }
+
+  // On the caller's thread, after the last input(): marks where the input copies end.
+  void inputs_started() {
+    if (stream_) copied_in_.emplace(stream_->device_type()).record(*stream_);
+  }
+  // On the group's thread, before the collective runs.
+  void wait_for_inputs() const {
+    if (copied_in_) wait_for(*copied_in_);
+  }
+  // On the group's thread, after it ran: the outputs are back on their device.
+  void write_back() const {
+    if (!stream_) return;
+    const c10::StreamGuard on(*stream_);
+    for (const Staged& s : staged_) {
+      if (s.copy_back) s.device.copy_(s.host, /*non_blocking=*/true);
+    }
+    c10::Event copied_back(stream_->device_type());
+    copied_back.record(*stream_);
+    wait_for(copied_back);
+  }
+
+ private:
+  at::Tensor stage(const at::Tensor& t, bool copy_in, bool copy_back) {
+    if (t.device().is_cpu()) return t;
+    if (!stream_) {
+      // The copy stream starts after what the caller's stream has queued so far.
+      const c10::impl::VirtualGuardImpl device(t.device().type());
+      const c10::Stream caller = device.getStream(t.device());
+      stream_ = device.getStreamFromGlobalPool(t.device());
+      c10::Event computed(t.device().type());
+      computed.record(caller);
+      computed.block(*stream_);
+    } else {
+      TORCH_CHECK(stream_->device() == t.device(), "atp: a collective's tensors are on one device, got ",
+                  stream_->device().str(), " and ", t.device().str());
+    }
+    at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+    if (copy_in) {
+      const c10::StreamGuard on(*stream_);
+      host.copy_(t, /*non_blocking=*/true);
+    }
+    staged_.push_back({t, host, copy_back});
+    return host;
+  }
+
+  struct Staged {
+    at::Tensor device, host;
+    bool copy_back;
+  };
+  std::vector<Staged> staged_;
+  std::optional<c10::Stream> stream_;  // the copies' stream on the tensors' device
+  std::optional<c10::Event> copied_in_;
+};
+using Staging = std::shared_ptr<DeviceStaging>;
+
+// A point-to-point receive into a device tensor: Gloo receives into a host copy, which this Work
+// writes back when it is waited for or found complete.
+class StagedReceive : public c10d::Work {
+ public:
+  StagedReceive(c10::intrusive_ptr<c10d::Work> inner, Staging staging)
+      : Work(-1, c10d::OpType::RECV), inner_(std::move(inner)), staging_(std::move(staging)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    const bool done = inner_->wait(timeout);
+    write_back();
+    return done;
+  }
+  bool isCompleted() override {
+    if (!inner_->isCompleted()) return false;
+    write_back();
+    return true;
+  }
+  bool isSuccess() const override { return inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_->exception(); }
+  int sourceRank() const override { return inner_->sourceRank(); }
+
+ private:
+  void write_back() {
+    std::call_once(written_, [this] {
+      if (inner_->isSuccess()) staging_->write_back();
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> inner_;
+  Staging staging_;
+  std::once_flag written_;
+};
 
 // Whether ATP aggregates an allreduce of `t` with `op`: a sum of floats the switches can add as
 // fixed point (float32, and float16 and bfloat16 staged as float32). float64 would lose bits in
@@ -186,10 +322,10 @@ bool through_atp(const at::Tensor& t, c10d::ReduceOp::RedOpType op) {
          (type == at::kFloat || type == at::kHalf || type == at::kBFloat16);
 }
 
-class ProcessGroupAtp : public c10d::ProcessGroup {
+class ProcessGroupAtp : public BackendBase {
  public:
   ProcessGroupAtp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Duration timeout)
-      : ProcessGroup(rank, size), store_(store) {
+      : BackendBase(rank, size), store_(store) {
     const ClusterJobOptions options = options_from_environment(timeout);
     try {
       job_ = ClusterJob::join(store_, rank, size, options);
@@ -218,102 +354,123 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
 
   const std::string getBackendName() const override { return "atp"; }
 
+  // Every collective below takes CPU tensors, and device tensors staged through the host
+  // (DeviceStaging): each maps its tensors to host ones first, and runs on those.
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
-    check_cpu(tensors, "allreduce");
-    at::Tensor t = tensors[0];
+    check_one(tensors, "allreduce");
     const c10d::ReduceOp::RedOpType op = opts.reduceOp;
-    check_op(t, op, "allreduce");
-    return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, op]() mutable { reduce_in_place(t, op); });
+    check_op(tensors[0], op, "allreduce");
+    auto staging = std::make_shared<DeviceStaging>();
+    at::Tensor t = staging->in_place(tensors[0]);
+    return enqueue(c10d::OpType::ALLREDUCE, tensors, staging, [this, t, op]() mutable { reduce_in_place(t, op); });
   }
 
   // What in-network aggregation does not speed up: Gloo's, in this group's call order.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
-    check_cpu(tensors, "broadcast");
-    return in_order(c10d::OpType::BROADCAST, tensors,
-                    [=](auto& gloo) mutable { return gloo.broadcast(tensors, opts); });
+    check_one(tensors, "broadcast");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host = staging->each(tensors, &DeviceStaging::in_place);
+    return in_order(c10d::OpType::BROADCAST, tensors, staging,
+                    [=](auto& gloo) mutable { return gloo.broadcast(host, opts); });
   }
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override {
-    check_cpu(inputs, "allgather");
-    return in_order(c10d::OpType::ALLGATHER, flat(outputs),
-                    [=](auto& gloo) mutable { return gloo.allgather(outputs, inputs, opts); });
+    check_one(inputs, "allgather");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return in_order(c10d::OpType::ALLGATHER, flat(outputs), staging,
+                    [=](auto& gloo) mutable { return gloo.allgather(out, in, opts); });
   }
   // torch 1.13's Gloo has no _allgather_base: its list form, into the output's chunks.
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override {
-    check_cpu({input}, "allgather");
     TORCH_CHECK(output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
                 "atp allgather: the output must hold ", getSize(), " inputs of the same dtype");
-    return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [this, output, input, opts]() mutable {
-      at::Tensor whole = output.contiguous();
+    auto staging = std::make_shared<DeviceStaging>();
+    at::Tensor in = staging->input(input), out = staging->output(output);
+    return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, staging, [this, out, in, opts]() mutable {
+      at::Tensor whole = out.contiguous();
       std::vector<std::vector<at::Tensor>> outputs{whole.view(-1).chunk(getSize())};
-      for (at::Tensor& chunk : outputs[0]) chunk = chunk.view(input.sizes());
-      std::vector<at::Tensor> inputs{input.contiguous()};
+      for (at::Tensor& chunk : outputs[0]) chunk = chunk.view(in.sizes());
+      std::vector<at::Tensor> inputs{in.contiguous()};
       gloo_->allgather(outputs, inputs, opts)->wait();
-      if (!whole.is_same(output)) output.copy_(whole);
+      if (!whole.is_same(out)) out.copy_(whole);
     });
   }
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override {
-    return in_order(c10d::OpType::ALLGATHER_COALESCED, flat(outputs),
-                    [=](auto& gloo) mutable { return gloo.allgather_coalesced(outputs, inputs, opts); });
+    auto staging = std::make_shared<DeviceStaging>();
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return in_order(c10d::OpType::ALLGATHER_COALESCED, flat(outputs), staging,
+                    [=](auto& gloo) mutable { return gloo.allgather_coalesced(out, in, opts); });
   }
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override {
-    return in_order(c10d::OpType::ALLREDUCE_COALESCED, tensors,
-                    [=](auto& gloo) mutable { return gloo.allreduce_coalesced(tensors, opts); });
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host = staging->each(tensors, &DeviceStaging::in_place);
+    return in_order(c10d::OpType::ALLREDUCE_COALESCED, tensors, staging,
+                    [=](auto& gloo) mutable { return gloo.allreduce_coalesced(host, opts); });
   }
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    check_cpu(tensors, "reduce");
-    return in_order(c10d::OpType::REDUCE, tensors, [=](auto& gloo) mutable { return gloo.reduce(tensors, opts); });
+    check_one(tensors, "reduce");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host = staging->each(tensors, &DeviceStaging::in_place);
+    return in_order(c10d::OpType::REDUCE, tensors, staging,
+                    [=](auto& gloo) mutable { return gloo.reduce(host, opts); });
   }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
-    check_cpu(inputs, "gather");
-    return in_order(c10d::OpType::GATHER, flat(outputs),
-                    [=](auto& gloo) mutable { return gloo.gather(outputs, inputs, opts); });
+    check_one(inputs, "gather");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return in_order(c10d::OpType::GATHER, flat(outputs), staging,
+                    [=](auto& gloo) mutable { return gloo.gather(out, in, opts); });
   }
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    check_cpu(outputs, "scatter");
-    return in_order(c10d::OpType::SCATTER, outputs,
-                    [=](auto& gloo) mutable { return gloo.scatter(outputs, inputs, opts); });
+    check_one(outputs, "scatter");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return in_order(c10d::OpType::SCATTER, outputs, staging,
+                    [=](auto& gloo) mutable { return gloo.scatter(out, in, opts); });
   }
   // torch 1.13's Gloo has no reduce_scatter: an allreduce of all the inputs (through ATP where
   // it aggregates them), of which each rank keeps its chunk.
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override {
-    check_cpu(outputs, "reduce_scatter");
+    check_one(outputs, "reduce_scatter");
     TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<std::size_t>(getSize()),
                 "atp reduce_scatter: expected one input list of ", getSize(), " tensors");
-    std::vector<at::Tensor> flat_inputs;
     for (const at::Tensor& in : inputs[0]) {
       TORCH_CHECK(in.numel() == outputs[0].numel() && in.scalar_type() == outputs[0].scalar_type(),
                   "atp reduce_scatter: every input must be of the output's size and dtype");
-      flat_inputs.push_back(in.reshape(-1));
     }
-    return reduce_scatter_of(outputs[0], flat_inputs, opts.reduceOp);
+    return reduce_scatter_of(outputs[0], inputs[0], opts.reduceOp);
   }
   // FSDP's reduce_scatter_tensor.
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override {
-    check_cpu({output}, "reduce_scatter");
     TORCH_CHECK(input.numel() == output.numel() * getSize() && input.scalar_type() == output.scalar_type(),
                 "atp reduce_scatter: the input must hold ", getSize(), " outputs of the same dtype");
-    return reduce_scatter_of(output, {input.reshape(-1)}, opts.reduceOp);
+    return reduce_scatter_of(output, {input}, opts.reduceOp);
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,
                                                const c10d::AllToAllOptions& opts) override {
-    check_cpu({input}, "alltoall");
-    return in_order(c10d::OpType::ALLTOALL_BASE, {output}, [=](auto& gloo) mutable {
-      return gloo.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+    auto staging = std::make_shared<DeviceStaging>();
+    at::Tensor in = staging->input(input), out = staging->output(output);
+    return in_order(c10d::OpType::ALLTOALL_BASE, {output}, staging, [=](auto& gloo) mutable {
+      return gloo.alltoall_base(out, in, output_split_sizes, input_split_sizes, opts);
     });
   }
   // torch 1.13's Gloo has only the flat form: the inputs concatenated, split by their sizes.
@@ -322,44 +479,49 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
     TORCH_CHECK(
         !inputs.empty() && inputs.size() == outputs.size() && inputs.size() == static_cast<std::size_t>(getSize()),
         "atp alltoall: expected ", getSize(), " inputs and outputs");
-    check_cpu({inputs[0]}, "alltoall");
-    return enqueue(c10d::OpType::ALLTOALL, outputs, [this, outputs, inputs, opts]() mutable {
-      std::vector<at::Tensor> flat_inputs, flat_outputs;
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host_inputs = staging->each(inputs, &DeviceStaging::input);
+    auto host_outputs = staging->each(outputs, &DeviceStaging::output);
+    return enqueue(c10d::OpType::ALLTOALL, outputs, staging, [this, host_outputs, host_inputs, opts]() mutable {
+      std::vector<at::Tensor> flat_inputs;
       std::vector<int64_t> input_splits, output_splits;
-      for (std::size_t r = 0; r < inputs.size(); ++r) {
-        flat_inputs.push_back(inputs[r].reshape(-1));
-        input_splits.push_back(inputs[r].numel());
-        output_splits.push_back(outputs[r].numel());
+      for (std::size_t r = 0; r < host_inputs.size(); ++r) {
+        flat_inputs.push_back(host_inputs[r].reshape(-1));
+        input_splits.push_back(host_inputs[r].numel());
+        output_splits.push_back(host_outputs[r].numel());
       }
       at::Tensor in = at::cat(flat_inputs);
-      at::Tensor out =
-          at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})}, outputs[0].options());
+      at::Tensor out = at::empty({std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0})},
+                                 host_outputs[0].options());
       // Gloo moves the split sizes away: it gets copies.
       std::vector<int64_t> gloo_output_splits = output_splits, gloo_input_splits = input_splits;
       gloo_->alltoall_base(out, in, gloo_output_splits, gloo_input_splits, opts)->wait();
       int64_t at = 0;
-      for (std::size_t r = 0; r < outputs.size(); ++r) {
-        outputs[r].copy_(out.narrow(0, at, output_splits[r]).view(outputs[r].sizes()));
+      for (std::size_t r = 0; r < host_outputs.size(); ++r) {
+        host_outputs[r].copy_(out.narrow(0, at, output_splits[r]).view(host_outputs[r].sizes()));
         at += output_splits[r];
       }
     });
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
-    return in_order(c10d::OpType::BARRIER, {}, [=](auto& gloo) mutable { return gloo.barrier(opts); });
+    return in_order(c10d::OpType::BARRIER, {}, std::make_shared<DeviceStaging>(),
+                    [=](auto& gloo) mutable { return gloo.barrier(opts); });
   }
   // Point to point runs at once on the caller's thread, as Gloo's own does: a send waiting in
-  // this group's queue for an earlier receive would deadlock isend/irecv pairs.
+  // this group's queue for an earlier receive would deadlock isend/irecv pairs. A device tensor
+  // is sent from a host copy made first, and received into one written back by the Work.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
-    check_cpu(tensors, "send");
-    return gloo_->send(tensors, dst, tag);
+    check_one(tensors, "send");
+    std::vector<at::Tensor> host{tensors[0].is_cpu() ? tensors[0] : tensors[0].to(at::kCPU)};
+    return gloo_->send(host, dst, tag);
   }
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    check_cpu(tensors, "recv");
-    return gloo_->recv(tensors, src, tag);
+    check_one(tensors, "recv");
+    return received(tensors, [&](std::vector<at::Tensor>& host) { return gloo_->recv(host, src, tag); });
   }
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    check_cpu(tensors, "recv");
-    return gloo_->recvAnysource(tensors, tag);
+    check_one(tensors, "recv");
+    return received(tensors, [&](std::vector<at::Tensor>& host) { return gloo_->recvAnysource(host, tag); });
   }
 
  private:
@@ -392,22 +554,38 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
   }
 
   // `output` becomes this rank's chunk of `op` over every rank's `inputs` (concatenated).
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_of(at::Tensor output, std::vector<at::Tensor> inputs,
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_of(const at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                                    c10d::ReduceOp::RedOpType op) {
     check_op(output, op, "reduce_scatter");
-    return enqueue(c10d::OpType::REDUCE_SCATTER, {output}, [this, output, inputs, op]() mutable {
-      at::Tensor whole = at::cat(inputs);
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host_inputs = staging->each(inputs, &DeviceStaging::input);
+    at::Tensor out = staging->output(output);
+    return enqueue(c10d::OpType::REDUCE_SCATTER, {output}, staging, [this, out, host_inputs, op]() mutable {
+      std::vector<at::Tensor> flat_inputs;
+      for (const at::Tensor& in : host_inputs) flat_inputs.push_back(in.reshape(-1));
+      at::Tensor whole = at::cat(flat_inputs);
       reduce_in_place(whole, op);
-      output.copy_(whole.chunk(getSize())[static_cast<std::size_t>(getRank())].view(output.sizes()));
+      out.copy_(whole.chunk(getSize())[static_cast<std::size_t>(getRank())].view(out.sizes()));
     });
+  }
+
+  // A receive into `tensors` (one), by `receive` into host tensors; a device tensor gets a Work
+  // that writes the host copy back.
+  template <class Receive>
+  c10::intrusive_ptr<c10d::Work> received(std::vector<at::Tensor>& tensors, Receive receive) {
+    if (tensors[0].is_cpu()) return receive(tensors);
+    auto staging = std::make_shared<DeviceStaging>();
+    std::vector<at::Tensor> host = staging->each(tensors, &DeviceStaging::output);
+    return c10::make_intrusive<StagedReceive>(receive(host), staging);
   }
 
   // Gloo's collective `call(gloo)`, started from this group's thread after everything called
   // before it (ATP's allreduces included: an allgather of their results must see them) and
   // waited for there.
   template <class Call>
-  c10::intrusive_ptr<c10d::Work> in_order(c10d::OpType type, std::vector<at::Tensor> outputs, Call call) {
-    return enqueue(type, std::move(outputs), [this, call]() mutable { call(*gloo_)->wait(); });
+  c10::intrusive_ptr<c10d::Work> in_order(c10d::OpType type, std::vector<at::Tensor> outputs, Staging staging,
+                                          Call call) {
+    return enqueue(type, std::move(outputs), std::move(staging), [this, call]() mutable { call(*gloo_)->wait(); });
   }
   static std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
     std::vector<at::Tensor> all;
@@ -416,16 +594,20 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
   }
 
   // Queues `body` on the group's thread (collectives run one at a time, in call order, as every
-  // rank calls them); the Work completes when it has run.
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+  // rank calls them), between the staging's wait for its inputs and its write-back; the Work, of
+  // the caller's `outputs`, completes when all that has run.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs, Staging staging,
                                          std::function<void()> body) {
+    staging->inputs_started();
     auto work = c10::make_intrusive<AtpWork>(type, std::move(outputs));
     {
       std::lock_guard lock(mutex_);
-      queue_.push_back([work, body = std::move(body)] {
+      queue_.push_back([work, staging = std::move(staging), body = std::move(body)] {
         std::exception_ptr error;
         try {
+          staging->wait_for_inputs();
           body();
+          staging->write_back();
         } catch (...) {
           error = std::current_exception();
         }
@@ -471,8 +653,8 @@ class ProcessGroupAtp : public c10d::ProcessGroup {
 };
 
 // What torch.distributed.Backend.register_backend calls: (store, rank, size, timeout).
-c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                            int size, const std::chrono::duration<float>& timeout) {
+c10::intrusive_ptr<BackendBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                     const std::chrono::duration<float>& timeout) {
   return c10::make_intrusive<ProcessGroupAtp>(store, rank, size, std::chrono::duration_cast<Duration>(timeout));
 }
 

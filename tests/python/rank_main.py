@@ -18,6 +18,10 @@ import torch.distributed as dist
 import atp_torch  # noqa: F401  registers "atp"
 
 SCALE = 2.0 ** 26  # the first call's fixed-point scale: ATP_SCALE's default 1e8 rounded down to a power of two
+# Where the scenarios put their tensors and models ("cuda": staged through the host by the
+# backend), and the backend string of the default group ("cpu:gloo,cuda:atp" on torch 2.x).
+DEVICE = os.environ.get("ATP_TEST_DEVICE", "cpu")
+BACKEND = os.environ.get("ATP_TEST_BACKEND", "atp")
 
 
 def inputs(rank, n, seed):
@@ -62,7 +66,7 @@ def train(model, rank, steps, batch):
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(100 + rank)
     for _ in range(steps):
-        x = torch.randn(batch, 20, generator=gen)
+        x = torch.randn(batch, 20, generator=gen).to(DEVICE)
         loss = ((model(x) - x[:, :1]) ** 2).mean()
         opt.zero_grad()
         loss.backward()
@@ -75,7 +79,7 @@ def ddp(rank, size, gloo):
     results = {}
     for name, group in (("atp", None), ("gloo", gloo)):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEVICE)
         if rank != 0:  # different on purpose: DDP's start-up broadcast must make them equal
             with torch.no_grad():
                 for p in model.parameters():
@@ -95,7 +99,10 @@ def ddp(rank, size, gloo):
 def every_op(rank, size, gloo):
     """Every torch.distributed operation on the atp group, each checked against its exact value
     (small integers, which every dtype holds exactly, so float sums through ATP are exact too);
-    then the group still works. One entry per operation: True, or what went wrong."""
+    then the group still works. One entry per operation: True, or what went wrong. On DEVICE
+    (torch 2.x's default device, where it is not the CPU)."""
+    if DEVICE != "cpu":
+        torch.set_default_device(DEVICE)
     out = {}
     ReduceOp = dist.ReduceOp
 
@@ -227,7 +234,7 @@ def ddp_options(rank, size, gloo):
         for name, group in (("atp", None), ("gloo", gloo)):
             torch.manual_seed(0)
             model = torch.nn.parallel.DistributedDataParallel(
-                Net(unused=option != "fp16_compress_hook"), process_group=group,
+                Net(unused=option != "fp16_compress_hook").to(DEVICE), process_group=group,
                 find_unused_parameters=option == "find_unused_parameters",
                 static_graph=option == "static_graph")
             if option == "fp16_compress_hook":
@@ -235,6 +242,24 @@ def ddp_options(rank, size, gloo):
             flats[name] = train(model, rank, 4, 16)
         results[option] = float((flats["atp"] - flats["gloo"]).abs().max())
     return results
+
+
+def fsdp(rank, size, gloo):
+    """A few FSDP steps (torch 2.x: torch 1.13's FSDP needs CUDA) on atp and on gloo from the same
+    start and data: its reduce_scatter_tensor and all_gather_into_tensor on both."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    flats = {}
+    for name, group in (("atp", None), ("gloo", gloo)):
+        torch.manual_seed(0)
+        model = FullyShardedDataParallel(
+            torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEVICE),
+            process_group=group, use_orig_params=True)
+        train(model, rank, 4, 16)
+        with FullyShardedDataParallel.summon_full_params(model):
+            flats[name] = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
+    return {"atp_vs_gloo": float((flats["atp"] - flats["gloo"]).abs().max()),
+            "parameters": flats["atp"].numel()}
 
 
 def dead_rank(rank, size, gloo):
@@ -295,7 +320,7 @@ def nan_and_inf(rank, size, gloo):
     }
 
 
-SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, every_op, ddp_options, dead_rank, late_rank,
+SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, every_op, ddp_options, fsdp, dead_rank, late_rank,
                                      sizes_differ_in_fragments, sizes_differ_in_the_last_fragment,
                                      nan_and_inf)}
 
@@ -310,7 +335,7 @@ def main():
         time.sleep(3 * timeout + 2)
     start = time.monotonic()
     try:
-        dist.init_process_group("atp", rank=rank, world_size=size, timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(BACKEND, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=timeout))
         gloo = dist.new_group(backend="gloo")
         line.update(ok=True, **SCENARIOS[scenario](rank, size, gloo))
     except Exception as e:  # reported to the test, which decides

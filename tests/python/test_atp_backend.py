@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 HERE = Path(__file__).resolve().parent
 ATP_BINARY = os.environ.get("ATP_BINARY", str(HERE.parents[1] / "build" / "atp"))
@@ -128,6 +129,36 @@ def test_ddp_with_unused_parameters_static_graph_and_fp16_compression_matches_gl
         # float16 the same way, then atp adds them exactly where gloo adds float16s.
         assert line["find_unused_parameters"] < 1e-5 and line["static_graph"] < 1e-5, line
         assert line["fp16_compress_hook"] < 1e-3, line
+
+
+TORCH_2 = int(torch.__version__.split(".")[0]) >= 2
+CUDA = torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not TORCH_2, reason="torch 1.13's FSDP needs CUDA (docs/pytorch.md); FSDP on CPU needs torch 2.x")
+def test_fsdp_steps_match_gloo():
+    lines, _ = run_ranks("fsdp", 2)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        assert line["parameters"] == 20 * 16 + 16 + 16 + 1, line
+        assert line["atp_vs_gloo"] < 1e-5, line
+
+
+@pytest.mark.skipif(not (TORCH_2 and CUDA), reason="needs torch 2.x with a CUDA device")
+@pytest.mark.parametrize("backend", ["atp", "cpu:gloo,cuda:atp"])
+def test_cuda_tensors_are_staged_through_the_host(backend):
+    """Every operation on CUDA tensors gives the exact result, and DDP of a CUDA model matches
+    gloo's, with the backend for every device and for CUDA's alone."""
+    env = {"ATP_LOCAL": "1", "ATP_TEST_DEVICE": "cuda", "ATP_TEST_BACKEND": backend}
+    lines, _ = run_ranks("every_op", 2, env=env)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        wrong = {k: v for k, v in line.items() if k not in ("rank", "ok", "avg_of_ints", "after", "after_big")
+                 and v is not True}
+        assert not wrong, wrong
+    lines, _ = run_ranks("ddp", 2, env=env)
+    for line in lines:
+        assert line["ok"] and line["atp_identical_on_every_rank"] and line["atp_vs_gloo"] < 1e-5, line
 
 
 def test_a_dead_rank_makes_the_others_fail_within_the_timeout():

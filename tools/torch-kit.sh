@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The PyTorch backend built and tested against another machine's torch: torch 2.x with CUDA on
+# the device machine, which has none of the Debian packages the CMake build needs.
+#   tools/torch-kit.sh pack [BUILD=build]  here, after a build with the torch extension: .torch-kit/
+#       (git-ignored): the project's static libraries the backend links, without debug
+#       information; the atp binary its local cluster runs; the shared libraries both need beyond
+#       glibc and libstdc++ (atp's, as ldd finds them).
+#   tools/torch-kit.sh test [PYTEST-ARGS]  there (or here, to check the kit): compiles
+#       src/torch/process_group.cc against the torch of $PYTHON (python3 by default) and the kit
+#       (tools/build_torch_extension.py) into the kit's python/atp_torch, then runs
+#       tests/python/test_atp_backend.py on that package.
+# ATP_TORCH_KIT names another folder for the kit. On the device: `run` with carry [".torch-kit"]
+# and the command `tools/torch-kit.sh test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kit=${ATP_TORCH_KIT:-.torch-kit}
+case "${1:-}" in
+  pack)
+    build=${2:-build}
+    for f in "$build/atp" "$build/src/cluster/libatp_cluster.a" "$build/python/atp_torch/__init__.py"; do
+      [[ -e $f ]] || { echo "torch-kit: no $f: build $build with the torch extension first" >&2; exit 2; }
+    done
+    if [[ $kit == .torch-kit ]] && ! grep -qxF "/$kit/" .git/info/exclude 2>/dev/null; then
+      mkdir -p .git/info && echo "/$kit/" >>.git/info/exclude
+    fi
+    rm -rf "$kit"; mkdir -p "$kit/lib" "$kit/bin"
+    # What atp_torch_ext links (CMakeLists.txt: atp_cluster, atp_scenario and what they build on).
+    for layer in cluster scenario collectives control plan sim io core schedule; do
+      strip --strip-debug -o "$kit/lib/libatp_$layer.a" "$build/src/$layer/libatp_$layer.a"
+    done
+    strip -o "$kit/bin/atp" "$build/atp"
+    cp "$build/python/atp_torch/__init__.py" "$kit/"
+    ldd "$build/atp" | awk '$3 ~ /^\// {print $3}' | sort -u |
+      grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so|ld-linux' | xargs -r -I{} cp -L {} "$kit/lib/"
+    du -sh "$kit"
+    ;;
+  test)
+    shift
+    python=${PYTHON:-python3}
+    out=$kit/python
+    [[ -d $kit ]] || { echo "torch-kit: no $kit: run 'tools/torch-kit.sh pack' where the project builds, and carry it" >&2; exit 2; }
+    "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
+    "$python" tools/build_torch_extension.py "$kit" "$out"
+    export PYTHONPATH=$out ATP_BINARY=$out/atp_torch/atp LD_LIBRARY_PATH=$(cd "$kit/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    "$python" -m pytest -q -rs tests/python/test_atp_backend.py "$@"
+    ;;
+  *)
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
