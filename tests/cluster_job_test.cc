@@ -112,13 +112,19 @@ void expect_exact_rounds(Store& store, int size, const ClusterJobOptions& option
       store, size, [&options](int) { return options; }, seed, jobs);
 }
 
+// A job on a local cluster (rank 0 starts it from this build's atp), 10 s timeout.
+ClusterJobOptions local_cluster() {
+  ClusterJobOptions options;
+  options.local = true;
+  options.atp_binary = ATP_BINARY;
+  options.timeout = 10s;
+  return options;
+}
+
 TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
   for (int size : {1, 2, 4}) {
     MemoryStore store;
-    ClusterJobOptions options;
-    options.local = true;
-    options.atp_binary = ATP_BINARY;
-    options.timeout = 10s;
+    const ClusterJobOptions options = local_cluster();
     expect_exact_rounds(store, size, options, 40 + static_cast<std::uint64_t>(size));
     EXPECT_EQ(store.size(), 0u) << "size " << size << ": the rendezvous keys are erased";
   }
@@ -128,10 +134,7 @@ TEST(ClusterJob, LocalClusterOnRankZeroIsExact) {
 // each rank under its host's switch. Ranks 0 and 2 under tor0, 1 and 3 under tor1, the PS under
 // core: every switch aggregates.
 TEST(ClusterJob, ALocalNetworkOfTwoRacksIsExact) {
-  ClusterJobOptions options;
-  options.local = true;
-  options.atp_binary = ATP_BINARY;
-  options.timeout = 10s;
+  ClusterJobOptions options = local_cluster();
   Topology topology = test::RackedDaemons::topology(2048);
   topology.hosts = {{"h0", "tor0"}, {"h1", "tor1"}, {"h2", "tor0"}, {"h3", "tor1"}, {"p", "core"}};
   options.local_network = {topology, {"h0", "h1", "h2", "h3"}, "p"};
@@ -147,10 +150,7 @@ TEST(ClusterJob, ALocalNetworkOfTwoRacksIsExact) {
 
 // A local network that cannot hold the job is one sentence on every rank, before anything starts.
 TEST(ClusterJob, ALocalNetworkThatDoesNotFitIsRefused) {
-  ClusterJobOptions options;
-  options.local = true;
-  options.atp_binary = ATP_BINARY;
-  options.timeout = 10s;
+  ClusterJobOptions options = local_cluster();
   Topology topology = test::RackedDaemons::topology(64);
   topology.hosts = {{"h0", "tor0"}, {"p", "core"}};
   const std::vector<std::pair<ClusterJobOptions::LocalNetwork, std::string>> cases = {
@@ -323,9 +323,7 @@ TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
 
   // A rank that never joins: rank 0 gives up after the timeout (once, not once more while its
   // half-made job waited for the others to close it) and tells the others why.
-  ClusterJobOptions local;
-  local.local = true;
-  local.atp_binary = ATP_BINARY;
+  ClusterJobOptions local = local_cluster();
   local.timeout = 1s;
   MemoryStore store3;
   const auto started = std::chrono::steady_clock::now();
@@ -341,9 +339,7 @@ TEST(ClusterJob, FailuresAreOneSentenceOnEveryRank) {
 // fails within the timeout instead of hanging.
 TEST(ClusterJob, ADeadRankFailsTheOthersWithinTheTimeout) {
   MemoryStore store;
-  ClusterJobOptions options;
-  options.local = true;
-  options.atp_binary = ATP_BINARY;
+  ClusterJobOptions options = local_cluster();
   options.timeout = 1s;
   std::promise<void> joined;
   std::shared_future<void> all_joined = joined.get_future().share();

@@ -290,28 +290,14 @@ def test_a_job_across_two_racks(tmp_path):
             p.wait(timeout=10)
 
 
-TWO_RACKS = """
-topology:
-  switches: [{name: tor0}, {name: tor1}, {name: core}]
-  hosts:
-    - {name: w0, switch: tor0}
-    - {name: w1, switch: tor0}
-    - {name: w2, switch: tor1}
-    - {name: w3, switch: tor1}
-    - {name: ps, switch: core}
-  links: [[tor0, core], [tor1, core]]
-jobs:
-  - {name: torch, workers: [w0, w2, w1, w3], ps: [ps], elements: 1000}
-"""
 
 
 def test_a_topology_file_is_the_network_rank_zero_starts(tmp_path):
     """ATP_TOPOLOGY with ATP_LOCAL=1: rank 0 starts the switches of a scenario file, linked as its
-    links say, and hangs rank r under the switch of its first job's r-th worker (ranks 0 and 2 under
-    tor0, 1 and 3 under tor1, the PS under core). ClusterJob's test checks that every switch
-    aggregates; this one, that the variable reaches it and the results are gloo's."""
-    topology = tmp_path / "racks.yaml"
-    topology.write_text(TWO_RACKS)
+    links say, and hangs rank r under the switch of its first job's r-th worker (the example's: ranks
+    0 and 1 under tor0, 2 and 3 under tor1, the PS under core). ClusterJob's test checks that every
+    switch aggregates; this one, that the variable reaches it and the results are gloo's."""
+    topology = HERE.parents[1] / "examples" / "netns-two-racks.yaml"
     lines, _ = run_ranks("allreduce_vs_gloo", 4, env={"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)})
     expect_gloo_within_the_fixed_point_bound(lines, 4)
     # What does not fit is one sentence on every rank.
