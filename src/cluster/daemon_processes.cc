@@ -129,7 +129,11 @@ LocalDaemons::LocalDaemons(const std::string& binary, const Topology& topology, 
     neighbours[l.a].push_back(l.b);
     neighbours[l.b].push_back(l.a);
   }
-  const std::string token_file = (dir_.path() / "token").string();
+  // The daemons read their configs and the token when they start, before the line that says they
+  // are up: the folder goes when they are (a process that ends without destroying this, as a
+  // training script may, leaves no secret behind).
+  const processes::TempDir dir("atp-local");
+  const std::string token_file = (dir.path() / "token").string();
   processes::write_private_file(token_file, token_ + "\n");
   std::vector<processes::Child*> started;
   for (std::size_t i = 0; i < n; ++i) {
@@ -140,7 +144,7 @@ LocalDaemons::LocalDaemons(const std::string& binary, const Topology& topology, 
     c.listen = data.at(sw.name);
     if (n > 1) c.host_pool = {0x0A000000 + (static_cast<Address>(i + 1) << 16), 16};
     for (const std::string& peer : neighbours[sw.name]) c.ports.push_back({data.at(peer), {}, {}, ""});
-    const auto config = dir_.path() / ("switch-" + std::to_string(i) + ".yaml");
+    const auto config = dir.path() / ("switch-" + std::to_string(i) + ".yaml");
     processes::write_file(config, control::to_yaml(c));
     started.push_back(&start_switch_process(children_, binary, sw.name, config.string(), token_file));
   }

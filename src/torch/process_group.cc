@@ -359,6 +359,11 @@ class ProcessGroupAtp : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
     check_one(tensors, "allreduce");
+    if (tensors[0].is_sparse()) {  // Gloo's sparse SUM (nn.Embedding(sparse=True)'s gradients)
+      if (!tensors[0].is_cpu()) unsupported("allreduce of sparse tensors on " + tensors[0].device().str());
+      return in_order(c10d::OpType::ALLREDUCE, tensors, std::make_shared<DeviceStaging>(),
+                      [=](auto& gloo) mutable { return gloo.allreduce(tensors, opts); });
+    }
     const c10d::ReduceOp::RedOpType op = opts.reduceOp;
     check_op(tensors[0], op, "allreduce");
     auto staging = std::make_shared<DeviceStaging>();
@@ -506,6 +511,12 @@ class ProcessGroupAtp : public BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override {
     return in_order(c10d::OpType::BARRIER, {}, std::make_shared<DeviceStaging>(),
                     [=](auto& gloo) mutable { return gloo.barrier(opts); });
+  }
+  // Gloo's, after everything called before it has run (ProcessGroup.monitored_barrier; torch's
+  // dist.monitored_barrier itself takes only a Gloo group).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    enqueue(c10d::OpType::BARRIER, {}, std::make_shared<DeviceStaging>(), [] {})->wait();
+    gloo_->monitoredBarrier(opts, wait_all_ranks);
   }
   // Point to point runs at once on the caller's thread, as Gloo's own does: a send waiting in
   // this group's queue for an earlier receive would deadlock isend/irecv pairs. A device tensor

@@ -190,13 +190,20 @@ def every_op(rank, size, gloo):
 
     def barrier():
         dist.barrier()
+        # ProcessGroup.monitored_barrier (dist.monitored_barrier itself is torch's for Gloo groups only)
+        dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=30))
         return True
+
+    def sparse():  # nn.Embedding(sparse=True)'s gradients
+        t = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.tensor([rank + 1.0, 2.0]), (4,))
+        dist.all_reduce(t)
+        return torch.equal(t.to_dense().cpu(), torch.tensor([size * (size + 1) / 2, 0.0, 2.0 * size, 0.0]))
 
     for name, call in (("broadcast", broadcast), ("all_gather", all_gather), ("reduce", reduce),
                        ("gather_scatter", gather_scatter), ("reduce_scatter", reduce_scatter),
                        ("all_to_all", all_to_all), ("send_recv", send_recv), ("objects", objects),
-                       ("barrier", barrier)):
-        if size > 1 or name != "send_recv":
+                       ("barrier", barrier), ("sparse", sparse)):
+        if (size > 1 or name != "send_recv") and (DEVICE == "cpu" or name != "sparse"):
             check(name, call)
     # An average of integers is refused in one sentence, and the group still works after.
     try:

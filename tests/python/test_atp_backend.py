@@ -110,10 +110,12 @@ def test_ddp_steps_leave_identical_parameters_on_every_rank():
 def test_every_operation_and_dtype_gives_the_exact_result(size):
     """allreduce of every dtype with every op, broadcast, all_gather (both forms), reduce, gather,
     scatter, reduce_scatter (both forms, FSDP's included), all_to_all (both forms), send/recv,
-    the object collectives and barrier: what ATP does not aggregate goes to Gloo."""
+    the object collectives, barrier and monitored_barrier, a sparse allreduce: what ATP does not
+    aggregate goes to Gloo."""
     lines, _ = run_ranks("every_op", size)
     for line in lines:
         assert line["ok"] and "exit" not in line, line
+        assert line.get("sparse") is True and line.get("barrier") is True, line
         wrong = {k: v for k, v in line.items() if v is not True and k not in ("rank", "ok", "avg_of_ints", "after",
                                                                               "after_big")}
         assert not wrong, (line["rank"], wrong)

@@ -74,7 +74,6 @@ class LocalDaemons {
   control::ClientAccess access() const { return {token_, ""}; }
 
  private:
-  processes::TempDir dir_{"atp-local"};
   std::string token_;
   processes::ChildSet children_;
   std::vector<std::string> names_;                       // the switches, in topology order
