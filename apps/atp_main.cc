@@ -33,7 +33,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
     switches: [{name, atp (true), aggregators (4096), width (4096 values),
                 reclaim_timeout_us (100000; 0: never)}]
     hosts:    [{name, switch}]   each host has one link, to its switch
-    links:    [[switch, switch]] switch-to-switch links; they must form a tree
+    links:    [[switch, switch]] switch-to-switch links; they must connect every switch (cycles are
+              fine: routes are shortest paths, ties to the link listed first)
   jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
           rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (unset: the widest the
           aggregating switches, the links' MTU and the PS's memory take: 2234 on 9000-byte frames, 4096 on

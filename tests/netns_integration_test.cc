@@ -270,6 +270,25 @@ jobs:
   EXPECT_THROW(run_loopback(s, with_binary()), ScenarioError);
 }
 
+// Switch links with a cycle would loop the flooded ARP: refused in one sentence before anything
+// starts (examples/leaf-spine.yaml runs on the other backends).
+TEST_F(NetnsIntegration, LinksWithACycleAreRefusedInOneSentence) {
+  const Scenario s = parse_scenario_yaml(R"(
+topology:
+  switches: [{name: a}, {name: b}, {name: c}]
+  hosts: [{name: w0, switch: a}, {name: w1, switch: b}, {name: ps, switch: c}]
+  links: [[a, b], [b, c], [c, a]]
+jobs:
+  - {name: j, workers: [w0, w1], ps: [ps], elements: 1000}
+)");
+  try {
+    run_netns(s);
+    FAIL() << "a topology with a cycle ran on netns";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("topology.links: the links form a cycle", 0), 0u) << e.what();
+  }
+}
+
 TEST_F(NetnsIntegration, AWorkerHostRunsNoPsWhereItHasOneAddressForBoth) {
   // On loopback a host is one UDP peer of its switch: a colocated PS shard is refused there
   // (and in process, below), with a sentence that names the backend that can.

@@ -1058,8 +1058,9 @@ Mutation mutate(Built& b, Rng& rng, std::string& kind) {
     }
     return Mutation{path + " of two kinds", path, "exactly one of"};
   });
-  // Switch links that do not form one tree: a self-link, a duplicate, or a missing one.
-  add("switch-links-not-a-tree", [&]() -> std::optional<Mutation> {
+  // Switch links that are wrong: a self-link, a duplicate, or a missing one (the generated links
+  // form a tree, so any one missing cuts a switch off).
+  add("switch-links-wrong", [&]() -> std::optional<Mutation> {
     YNode* topology = b.root.get("topology");
     YNode* links = topology->get("links");
     if (links == nullptr || links->items.empty()) return std::nullopt;

@@ -157,7 +157,7 @@ std::size_t Orchestrator::discover_links() {
       if (const auto [other, fresh] = port_to.emplace(std::pair{name, neighbour->second}, port.port); !fresh) {
         throw PlanError("switch '" + name + "' has two ports to switch '" + neighbour->second + "' (" +
                         std::to_string(other->second) + " and " + std::to_string(port.port) +
-                        "); switch-to-switch links must form a tree");
+                        "); two switches are linked at most once");
       }
     }
   }

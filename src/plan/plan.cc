@@ -1,5 +1,5 @@
 // Job setup (paper §3.2, §3.4; docs/protocol.md "Aggregation tree"): validates a topology and a
-// job, numbers addresses and ports, computes tree routes, bitmaps, fan-ins and switch entries.
+// job, numbers addresses and ports, computes shortest-path routes, bitmaps, fan-ins and switch entries.
 #include "atp/plan/plan.h"
 
 #include <algorithm>
@@ -68,8 +68,9 @@ std::size_t find_root(std::vector<std::size_t>& parent, std::size_t a) {
   return a;
 }
 
-// Rejects links to unknown switches, self-links, duplicates, cycles and a disconnected graph.
-void check_switch_tree(const Topology& topology, const std::unordered_map<std::string, std::size_t>& switch_index) {
+// Rejects links to unknown switches, self-links, duplicates and a disconnected graph. Cycles are
+// fine (fat-trees, dragonflies): routes are shortest paths (plan_network).
+void check_switch_graph(const Topology& topology, const std::unordered_map<std::string, std::size_t>& switch_index) {
   std::vector<std::size_t> parent(topology.switches.size());
   std::iota(parent.begin(), parent.end(), std::size_t{0});
   std::set<std::pair<std::size_t, std::size_t>> seen;
@@ -87,13 +88,12 @@ void check_switch_tree(const Topology& topology, const std::unordered_map<std::s
       throw PlanError("switch link " + link + " is listed twice");
     }
     const std::size_t ra = find_root(parent, ia), rb = find_root(parent, ib);
-    if (ra == rb) throw PlanError("switch link " + link + " closes a cycle; switch-to-switch links must form a tree");
     parent[std::max(ra, rb)] = std::min(ra, rb);
   }
   for (std::size_t i = 1; i < topology.switches.size(); ++i) {
     if (find_root(parent, i) != find_root(parent, 0)) {
       throw PlanError("switch " + quoted(topology.switches[i].name) + " is not connected to switch " +
-                      quoted(topology.switches[0].name) + "; switch-to-switch links must form a connected tree");
+                      quoted(topology.switches[0].name) + "; switch-to-switch links must connect every switch");
     }
   }
 }
@@ -130,7 +130,7 @@ void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string
                Visit&& visit) {
   const Address dst = network.host_address.at(to);
   PortRef at = g.peer.at(from).at(0);  // the host's only port leads to its ToR
-  // A tree path visits each switch at most once; more steps means the routes are inconsistent.
+  // A shortest path visits each switch at most once; more steps means the routes are inconsistent.
   for (std::size_t step = 0; step <= g.switch_config.size(); ++step) {
     const auto routes = network.routes.find(at.node);
     if (routes == network.routes.end() || !routes->second.contains(dst)) break;
@@ -315,7 +315,7 @@ AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, bool ag
 
 NetworkPlan plan_network(const Topology& topology) {
   const auto switch_index = index_switches(topology);
-  check_switch_tree(topology, switch_index);
+  check_switch_graph(topology, switch_index);
   if (topology.hosts.size() > std::size_t{kLastHostAddress - kFirstHostAddress + 1}) {
     throw PlanError("the topology has " + std::to_string(topology.hosts.size()) +
                     " hosts, more than the 10.0.0.0/8 address range holds");
@@ -394,8 +394,12 @@ NetworkPlan plan_network(const Topology& topology) {
     plan.switch_port_count[topology.switches[s].name] = static_cast<std::uint16_t>(next_port[s]);
   }
 
-  // Routes: a search over the tree from every switch gives the first hop towards every other
-  // switch; a host is reached through its ToR (or directly from its ToR).
+  // Routes: a breadth-first search from every switch gives the first hop of a shortest path
+  // towards every other switch; a host is reached through its ToR (or directly from its ToR).
+  // Ties go to the neighbour found first: neighbours are searched in the order of their links in
+  // the topology. Each hop of a route is a shortest path's, so the distance to the destination
+  // falls at every hop: no loops, and the routes of every switch towards one host form a tree
+  // (ATP's aggregation tree towards a PS is the one towards the PS's address).
   std::vector<PortId> first_hop(n_switches);
   std::vector<bool> reached(n_switches);
   std::vector<std::size_t> frontier;
@@ -601,19 +605,23 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   }
 
   // Switch entries: admission on every ingress port of the job's paths in both directions,
-  // multicast towards the workers, roles from the trees.
+  // multicast towards the workers, roles from the trees. Multicast follows the workers' paths to
+  // the PS backwards: their union is a tree (each switch on it has one port towards the PS), so
+  // no switch gets a packet twice however the links form cycles. The unicast routes from the PS
+  // are chosen per destination and are not built to form one tree.
   struct PortSets {
     std::set<PortId> admitted, multicast;
   };
   std::map<std::string, PortSets> ports;
   for (const std::string& ps : job.ps) {
     for (const std::string& worker : job.workers) {
-      walk_path(network, graph, worker, ps,
-                [&](const std::string& s, PortId ingress, PortId) { ports[s].admitted.insert(ingress); });
-      walk_path(network, graph, ps, worker, [&](const std::string& s, PortId ingress, PortId egress) {
+      walk_path(network, graph, worker, ps, [&](const std::string& s, PortId ingress, PortId egress) {
         ports[s].admitted.insert(ingress);
-        ports[s].multicast.insert(egress);
+        ports[s].admitted.insert(egress);  // the multicast from the PS comes in there
+        ports[s].multicast.insert(ingress);
       });
+      walk_path(network, graph, ps, worker,
+                [&](const std::string& s, PortId ingress, PortId) { ports[s].admitted.insert(ingress); });
     }
   }
   for (const auto& [switch_name, sets] : ports) {

@@ -219,7 +219,7 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
     topology.hosts.push_back(std::move(spec));
   }
 
-  std::map<std::string, std::string> parent;  // union-find over switch names: the tree check
+  std::map<std::string, std::string> parent;  // union-find over switch names: the connectivity check
   for (const auto& sw : topology.switches) parent[sw.name] = sw.name;
   if (node["links"]) {
     const std::string links_path = child(path, "links");
@@ -244,10 +244,9 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
       }
       if (a == b) fail(p, "a switch cannot be linked to itself ('" + a + "')");
       if (!seen.insert(std::minmax(a, b)).second) fail(p, "duplicate link between '" + a + "' and '" + b + "'");
-      // Routes are shortest paths in a tree: a link joining two switches already connected closes a cycle.
+      // Cycles are fine (fat-trees, dragonflies): routes are shortest paths, ties broken by link order.
       const std::string ra = tree_root(parent, a), rb = tree_root(parent, b);
-      if (ra == rb) fail(p, "the link [" + a + ", " + b + "] closes a cycle; switch-to-switch links must form a tree");
-      parent[ra] = rb;
+      if (ra != rb) parent[ra] = rb;
       topology.switch_links.push_back({std::move(a), std::move(b)});
     }
   }
@@ -255,7 +254,7 @@ Topology parse_topology(const YAML::Node& node, const std::string& path, Names& 
   for (const auto& sw : topology.switches) {
     if (tree_root(parent, sw.name) != tree_root(parent, first)) {
       fail(child(path, "links"), "switch '" + sw.name + "' is not connected to switch '" + first +
-                                     "'; switch-to-switch links must form one tree");
+                                     "'; switch-to-switch links must connect every switch");
     }
   }
   return topology;

@@ -60,7 +60,7 @@ struct SwitchLink {
 struct Topology {
   std::vector<SwitchSpec> switches;
   std::vector<HostSpec> hosts;
-  std::vector<SwitchLink> switch_links;  // must form a tree
+  std::vector<SwitchLink> switch_links;  // must connect every switch; cycles are fine (shortest-path routes)
 };
 
 // One end of a link in the planned network.

@@ -905,6 +905,12 @@ class ProcessBackend final : public Backend {
       }
     }
     if (loopback) return "";
+    // Connected, so as many links as switches or more close a cycle.
+    if (scenario.topology.switch_links.size() >= scenario.topology.switches.size()) {
+      return "topology.links: the links form a cycle, and the netns testbed's switches pass ARP and TCP by MAC "
+             "learning and flooding, which loops around a cycle; give netns links that form a tree (inproc, ns3 "
+             "and loopback take cycles)";
+    }
     // Probing runs `ip` and `ethtool` and makes a namespace: once per process, not at every check
     // (run() checks again, and the benchmark checks each algorithm before it runs each size).
     static const std::string unavailable = netns::unavailable_reason();
