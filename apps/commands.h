@@ -49,6 +49,8 @@ Command add_demo_command(CLI::App& parent);    // apps/demo_command.cc: `atp dem
 Command add_switch_command(CLI::App& parent);  // apps/switch_command.cc: `atp switch`
 Command add_ps_command(CLI::App& parent);      // apps/ps_command.cc: `atp ps`
 Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp bench switch` and `allreduce`
+// apps/topology_command.cc: `atp topology fat-tree`, `dragonfly` and `leaf-spine`.
+Command add_topology_command(CLI::App& parent);
 // apps/bench_allreduce_command.cc: adds `allreduce` under `atp bench`; `run` is what it runs.
 CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run);
 

@@ -128,6 +128,33 @@ for f in "$SRC"/examples/*.yaml; do
   [ "$code" -eq 2 ] && fail "example $f is rejected: $(cat "$TMP/err")"
 done
 
+# Generated topologies: the counts of a k = 4 fat-tree (one "atp:" line a switch, one "switch:" line a
+# host, one "- [a, b]" line a link), one sentence and exit 2 for a bad parameter, and the output
+# with a job added runs: a one-spine leaf-spine (a tree) and the fat-tree (cycles).
+expect_exit 0 "atp topology --help" "$ATP" topology --help
+if expect_exit 0 "atp topology fat-tree --k 4" "$ATP" topology fat-tree --k 4; then
+  switches=$(grep -c 'atp: false' "$TMP/out")
+  hosts=$(grep -c 'switch: edge' "$TMP/out")
+  links=$(grep -c '^    - \[' "$TMP/out")
+  [ "$switches $hosts $links" = "20 16 32" ] ||
+    fail "atp topology fat-tree --k 4: expected 20 switches, 16 hosts, 32 links, got $switches, $hosts, $links"
+  cp "$TMP/out" "$TMP/fat-tree.yaml"
+fi
+expect_usage_error "atp topology fat-tree: --k must be an even number of at least 2, got 3" topology fat-tree --k 3
+expect_usage_error "atp topology dragonfly: --g must be a*h + 1 = 9 for --a 4 --h 2 (the balanced dragonfly: one global \
+link between every pair of groups), got 5" topology dragonfly --a 4 --h 2 --g 5
+expect_usage_error "atp topology leaf-spine: --ina must be none, all or tors, got 'edges'" \
+  topology leaf-spine --leaves 2 --spines 1 --ina edges
+if expect_exit 0 "atp topology leaf-spine" "$ATP" topology leaf-spine --leaves 3 --spines 1 --ina tors --aggregators 64; then
+  cp "$TMP/out" "$TMP/leaf-spine.yaml"
+  printf 'jobs:\n  - {workers: [h0_0, h1_0], ps: [h2_0], elements: 1000}\n' >>"$TMP/leaf-spine.yaml"
+  expect_exit 0 "atp run on a generated leaf-spine" "$ATP" run "$TMP/leaf-spine.yaml"
+fi
+if [ -f "$TMP/fat-tree.yaml" ]; then
+  printf 'jobs:\n  - {workers: [h0_0_0, h1_0_0, h3_1_1], ps: [h2_0_1], elements: 1000}\n' >>"$TMP/fat-tree.yaml"
+  expect_exit 0 "atp run on a generated fat-tree" "$ATP" run "$TMP/fat-tree.yaml"
+fi
+
 # The daemons: --help works; a bad config names the key and exits 2.
 expect_exit 0 "atp switch --help" "$ATP" switch --help
 expect_exit 0 "atp ps --help" "$ATP" ps --help

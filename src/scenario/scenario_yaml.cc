@@ -20,6 +20,7 @@
 #include "atp/io/machine.h"
 #include "atp/scenario/scenario.h"
 #include "atp/values_per_packet.h"
+#include "saturating.h"
 
 namespace atp {
 namespace {
@@ -662,14 +663,8 @@ Scenario parse_root(const YAML::Node& root) {
 
 // --- memory
 
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t s = 0;
-  return __builtin_add_overflow(a, b, &s) ? std::numeric_limits<std::uint64_t>::max() : s;
-}
-std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t p = 0;
-  return __builtin_mul_overflow(a, b, &p) ? std::numeric_limits<std::uint64_t>::max() : p;
-}
+using scenario_detail::saturating_add;
+using scenario_detail::saturating_mul;
 
 // Per value of a worker's tensor: the round driver's input (4 B), the endpoint's copy (4 B) and
 // result (4 B), and the round's reference (int64 sum, double float sum and |x| sum: 24 B) with
