@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
   const atp::cli::Command ps_command = atp::cli::add_ps_command(app);
   const atp::cli::Command bench_command = atp::cli::add_bench_command(app);
   const atp::cli::Command topology_command = atp::cli::add_topology_command(app);
+  const atp::cli::Command bom_command = atp::cli::add_bom_command(app);
 
   // Hidden (empty group): the worker process the process backends start per worker host.
   std::string worker_spec;
@@ -268,6 +269,7 @@ int main(int argc, char** argv) {
     if (ps_command.app->parsed()) return ps_command.run();
     if (bench_command.app->parsed()) return bench_command.run();
     if (topology_command.app->parsed()) return topology_command.run();
+    if (bom_command.app->parsed()) return bom_command.run();
   } catch (const atp::ScenarioError& e) {
     std::cerr << "atp: " << e.what() << "\n";
     return kExitBadInput;

@@ -155,6 +155,17 @@ if [ -f "$TMP/fat-tree.yaml" ]; then
   expect_exit 0 "atp run on a generated fat-tree" "$ATP" run "$TMP/fat-tree.yaml"
 fi
 
+# The bandwidth-occupation model: Fig. 9's six workers share the PS's link without aggregation
+# (1/6), every switch of the file aggregating gives each worker the whole link, and the replacement
+# order ends there; a job the file lacks is one sentence and exit 2.
+if expect_exit 0 "atp bom examples/fig9.yaml --incremental" "$ATP" bom "$SRC/examples/fig9.yaml" --incremental; then
+  grep -q '^PS, no switch aggregating  *0.1667  sw2 -> ps, 6 streams$' "$TMP/out" ||
+    fail "atp bom: no PS line of 0.1667 through sw2 -> ps: $(cat "$TMP/out")"
+  [ "$(tail -1 "$TMP/out" | awk '{print $2, $3}')" = "sw2 1.0000" ] ||
+    fail "atp bom --incremental: the last replacement is not sw2 at 1.0000: $(tail -1 "$TMP/out")"
+fi
+expect_usage_error "atp bom: $SRC/examples/fig9.yaml has no job named 'nope'" bom "$SRC/examples/fig9.yaml" --job nope
+
 # The daemons: --help works; a bad config names the key and exits 2.
 expect_exit 0 "atp switch --help" "$ATP" switch --help
 expect_exit 0 "atp ps --help" "$ATP" ps --help

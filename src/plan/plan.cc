@@ -487,6 +487,16 @@ std::optional<std::string> job_name_error(std::string_view name) {
          " is not a job name (at most 255 printable ASCII characters, no quotes or backslashes)";
 }
 
+std::vector<std::string> route_switches(const NetworkPlan& network, const std::string& from, const std::string& to) {
+  const PortGraph graph = build_port_graph(network);
+  for (const std::string* host : {&from, &to}) {
+    if (!network.host_address.contains(*host)) throw PlanError("no host " + quoted(*host) + " in the network");
+  }
+  std::vector<std::string> switches;
+  walk_path(network, graph, from, to, [&](const std::string& s, PortId, PortId) { switches.push_back(s); });
+  return switches;
+}
+
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_spec(network, job);

@@ -170,4 +170,8 @@ std::optional<std::string> job_name_error(std::string_view name);
 // fragment wider than an aggregating switch's aggregators, a static share of no aggregators).
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
 
+// The switches a packet from host `from` to host `to` crosses, in order, as the network's routes
+// take it. Throws PlanError for an unknown host or routes that do not lead there.
+std::vector<std::string> route_switches(const NetworkPlan& network, const std::string& from, const std::string& to);
+
 }  // namespace atp

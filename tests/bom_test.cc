@@ -1,0 +1,111 @@
+// The bandwidth-occupation model against the cases Rina's paper computes by hand (its Fig. 4 and
+// Lemma 1), and Rina's replacement order.
+#include "atp/plan/bom.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atp/scenario/topologies.h"
+
+namespace atp {
+namespace {
+
+// Rina's Fig. 4: four workers under switch s2 (regular), which hangs under s3 with workers w1 and
+// w2; s3 and worker w5 under s4, and the PS under s4.
+Topology fig4() {
+  Topology t;
+  for (const char* s : {"s2", "s3", "s4"}) t.switches.push_back({s, {}});
+  for (int i = 0; i < 4; ++i) t.hosts.push_back({"t" + std::to_string(i), "s2"});
+  t.hosts.push_back({"w1", "s3"});
+  t.hosts.push_back({"w2", "s3"});
+  t.hosts.push_back({"w5", "s4"});
+  t.hosts.push_back({"ps", "s4"});
+  t.switch_links = {{"s2", "s3"}, {"s3", "s4"}};
+  return t;
+}
+
+JobSpec fig4_job() {
+  JobSpec job;
+  job.name = "fig4";
+  job.workers = {"t0", "t1", "t2", "t3", "w1", "w2", "w5"};
+  job.ps = {"ps"};
+  return job;
+}
+
+TEST(Bom, Fig4WithS3AggregatingIsAQuarterOfTheLink) {
+  const Topology t = fig4();
+  const NetworkPlan n = plan_network(t);
+  const BomPrediction p = bom_predict(n, fig4_job(), {"s3"});
+  EXPECT_DOUBLE_EQ(p.throughput, 0.25);  // the paper: B0/4, T1's four workers on s2's uplink
+  EXPECT_EQ(p.bottleneck.from, "s2");
+  EXPECT_EQ(p.bottleneck.to, "s3");
+  EXPECT_EQ(p.bottleneck.streams, 4u);
+  ASSERT_EQ(p.links.size(), 7u + 3u);
+  EXPECT_EQ(p.links.back().from, "s4");  // s3 counts as one worker, with w5: B0/2 on s4's link
+  EXPECT_EQ(p.links.back().to, "ps");
+  EXPECT_EQ(p.links.back().streams, 2u);
+}
+
+TEST(Bom, WithoutAggregationEveryWorkerGetsOneWthOfTheLink) {  // Lemma 1
+  const Topology t = fig4();
+  const BomPrediction p = bom_predict(plan_network(t), fig4_job(), {});
+  EXPECT_DOUBLE_EQ(p.throughput, 1.0 / 7);
+  EXPECT_EQ(p.bottleneck.from, "s4");
+  EXPECT_EQ(p.bottleneck.streams, 7u);
+  const BomPrediction all = bom_predict(plan_network(t), fig4_job(), {"s2", "s3", "s4"});
+  EXPECT_DOUBLE_EQ(all.throughput, 1.0);
+}
+
+TEST(Bom, RefusesWhatTheModelCannotSay) {
+  const Topology t = fig4();
+  const NetworkPlan n = plan_network(t);
+  JobSpec two_ps = fig4_job();
+  two_ps.ps = {"ps", "w5"};
+  two_ps.workers.pop_back();
+  EXPECT_THROW(bom_predict(n, two_ps, {}), PlanError);
+  JobSpec nobody = fig4_job();
+  nobody.workers.clear();
+  EXPECT_THROW(bom_predict(n, nobody, {}), PlanError);
+  JobSpec stranger = fig4_job();
+  stranger.workers.push_back("w9");
+  EXPECT_THROW(bom_predict(n, stranger, {}), PlanError);
+}
+
+TEST(Bom, DeploymentOrderTakesTheFullestRacksFirst) {
+  const Topology t = fig4();
+  EXPECT_EQ(bom_deployment_order(plan_network(t), fig4_job()), (std::vector<std::string>{"s2", "s3", "s4"}));
+}
+
+// On a k = 4 fat-tree (a PS and 15 workers), each replacement in the order keeps or raises the
+// throughput, the edge switches come first (the PS's, with one worker, last of them), and once
+// every switch on the tree aggregates each link carries one stream.
+TEST(Bom, FatTreeReplacementsNeverLowerThroughput) {
+  const Topology t = fat_tree(4);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job;
+  job.name = "ft";
+  job.ps = {"h0_0_0"};
+  for (const HostSpec& h : t.hosts) {
+    if (h.name != "h0_0_0") job.workers.push_back(h.name);
+  }
+  const std::vector<std::string> order = bom_deployment_order(n, job);
+  ASSERT_GE(order.size(), 8u);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(order[i].rfind("edge", 0), 0u) << order[i];
+  EXPECT_EQ(order[7], "edge0_0");
+  std::set<std::string> aggregating;
+  double before = bom_predict(n, job, aggregating).throughput;
+  EXPECT_DOUBLE_EQ(before, 1.0 / 15);
+  for (const std::string& s : order) {
+    aggregating.insert(s);
+    const double now = bom_predict(n, job, aggregating).throughput;
+    EXPECT_GE(now, before) << "after " << s;
+    before = now;
+  }
+  EXPECT_DOUBLE_EQ(before, 1.0);
+}
+
+}  // namespace
+}  // namespace atp
