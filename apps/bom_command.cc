@@ -48,19 +48,20 @@ int run_bom(const BomOptions& o) {
       if (s.config.atp_capable) aggregating.insert(s.name);
     }
     const JobSpec& spec = job->spec;
+    const BomModel model(network, spec);
     std::cout << "job '" << spec.name << "' of " << o.file << ": " << spec.workers.size() << " workers, PS '"
               << spec.ps.front() << "'; every link of bandwidth B0 (the model: include/atp/plan/bom.h)\n"
               << "                             throughput  bottleneck (B0 per worker)\n"
-              << row("PS, no switch aggregating", bom_predict(network, spec, {}))
-              << row("ATP, the atp: true switches", bom_predict(network, spec, aggregating));
+              << row("PS, no switch aggregating", model.predict({}))
+              << row("ATP, the atp: true switches", model.predict(aggregating));
     if (o.incremental) {
       std::cout << "\nswitches made aggregating one at a time in Rina's order (its §IV-D), ATP's throughput after "
                    "each:\n";
       std::set<std::string> replaced;
-      std::cout << row("(none)", bom_predict(network, spec, replaced));
-      for (const std::string& s : bom_deployment_order(network, spec)) {
+      std::cout << row("(none)", model.predict(replaced));
+      for (const std::string& s : model.deployment_order()) {
         replaced.insert(s);
-        std::cout << row("+ " + s, bom_predict(network, spec, replaced));
+        std::cout << row("+ " + s, model.predict(replaced));
       }
     }
   } catch (const PlanError& e) {

@@ -38,7 +38,7 @@ JobSpec fig4_job() {
 TEST(Bom, Fig4WithS3AggregatingIsAQuarterOfTheLink) {
   const Topology t = fig4();
   const NetworkPlan n = plan_network(t);
-  const BomPrediction p = bom_predict(n, fig4_job(), {"s3"});
+  const BomPrediction p = BomModel(n, fig4_job()).predict({"s3"});
   EXPECT_DOUBLE_EQ(p.throughput, 0.25);  // the paper: B0/4, T1's four workers on s2's uplink
   EXPECT_EQ(p.bottleneck.from, "s2");
   EXPECT_EQ(p.bottleneck.to, "s3");
@@ -51,11 +51,11 @@ TEST(Bom, Fig4WithS3AggregatingIsAQuarterOfTheLink) {
 
 TEST(Bom, WithoutAggregationEveryWorkerGetsOneWthOfTheLink) {  // Lemma 1
   const Topology t = fig4();
-  const BomPrediction p = bom_predict(plan_network(t), fig4_job(), {});
+  const BomPrediction p = BomModel(plan_network(t), fig4_job()).predict({});
   EXPECT_DOUBLE_EQ(p.throughput, 1.0 / 7);
   EXPECT_EQ(p.bottleneck.from, "s4");
   EXPECT_EQ(p.bottleneck.streams, 7u);
-  const BomPrediction all = bom_predict(plan_network(t), fig4_job(), {"s2", "s3", "s4"});
+  const BomPrediction all = BomModel(plan_network(t), fig4_job()).predict({"s2", "s3", "s4"});
   EXPECT_DOUBLE_EQ(all.throughput, 1.0);
 }
 
@@ -65,18 +65,18 @@ TEST(Bom, RefusesWhatTheModelCannotSay) {
   JobSpec two_ps = fig4_job();
   two_ps.ps = {"ps", "w5"};
   two_ps.workers.pop_back();
-  EXPECT_THROW(bom_predict(n, two_ps, {}), PlanError);
+  EXPECT_THROW(BomModel(n, two_ps), PlanError);
   JobSpec nobody = fig4_job();
   nobody.workers.clear();
-  EXPECT_THROW(bom_predict(n, nobody, {}), PlanError);
+  EXPECT_THROW(BomModel(n, nobody), PlanError);
   JobSpec stranger = fig4_job();
   stranger.workers.push_back("w9");
-  EXPECT_THROW(bom_predict(n, stranger, {}), PlanError);
+  EXPECT_THROW(BomModel(n, stranger), PlanError);
 }
 
 TEST(Bom, DeploymentOrderTakesTheFullestRacksFirst) {
   const Topology t = fig4();
-  EXPECT_EQ(bom_deployment_order(plan_network(t), fig4_job()), (std::vector<std::string>{"s2", "s3", "s4"}));
+  EXPECT_EQ(BomModel(plan_network(t), fig4_job()).deployment_order(), (std::vector<std::string>{"s2", "s3", "s4"}));
 }
 
 // On a k = 4 fat-tree (a PS and 15 workers), each replacement in the order keeps or raises the
@@ -91,16 +91,17 @@ TEST(Bom, FatTreeReplacementsNeverLowerThroughput) {
   for (const HostSpec& h : t.hosts) {
     if (h.name != "h0_0_0") job.workers.push_back(h.name);
   }
-  const std::vector<std::string> order = bom_deployment_order(n, job);
+  const BomModel model(n, job);
+  const std::vector<std::string> order = model.deployment_order();
   ASSERT_GE(order.size(), 8u);
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(order[i].rfind("edge", 0), 0u) << order[i];
   EXPECT_EQ(order[7], "edge0_0");
   std::set<std::string> aggregating;
-  double before = bom_predict(n, job, aggregating).throughput;
+  double before = model.predict(aggregating).throughput;
   EXPECT_DOUBLE_EQ(before, 1.0 / 15);
   for (const std::string& s : order) {
     aggregating.insert(s);
-    const double now = bom_predict(n, job, aggregating).throughput;
+    const double now = model.predict(aggregating).throughput;
     EXPECT_GE(now, before) << "after " << s;
     before = now;
   }

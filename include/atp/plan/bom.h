@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,16 +33,32 @@ struct BomPrediction {
   BomLink bottleneck;          // the link with the most streams (the first such in `links`)
 };
 
-// The prediction for `job` (one PS: the model has one root) on `network`'s routes, with the
-// switches in `aggregating` adding their inputs up (the others forward). Throws PlanError for a job
-// without workers, with other than one PS, or naming hosts the network lacks.
-BomPrediction bom_predict(const NetworkPlan& network, const JobSpec& job, const std::set<std::string>& aggregating);
+// A job's tree towards its PS (one PS: the model has one root) on `network`'s routes, found once:
+// then the prediction for any set of aggregating switches, and Rina's replacement order. Throws
+// PlanError for a job without workers, with other than one PS, or naming hosts the network lacks.
+class BomModel {
+ public:
+  BomModel(const NetworkPlan& network, const JobSpec& job);
 
-// Rina's order for making switches aggregating, one at a time (§IV-D): first the switches the
-// job's workers hang under, those with the most workers first; then the other switches on the
-// job's tree towards its PS, each time the one with the most workers below it, an aggregating
-// switch and everything below it counting as one worker; ties go to the switch first in the
-// topology. Switches off the tree are not listed: they carry none of the job's traffic.
-std::vector<std::string> bom_deployment_order(const NetworkPlan& network, const JobSpec& job);
+  // The prediction with the switches in `aggregating` adding their inputs up (the others forward).
+  BomPrediction predict(const std::set<std::string>& aggregating) const;
+
+  // Rina's order for making switches aggregating, one at a time (§IV-D): first the switches the
+  // job's workers hang under, those with the most workers first; then the other switches on the
+  // job's tree towards its PS, each time the one with the most workers below it, an aggregating
+  // switch and everything below it counting as one worker; ties go to the switch first in the
+  // topology. Switches off the tree are not listed: they carry none of the job's traffic.
+  std::vector<std::string> deployment_order() const;
+
+ private:
+  // Streams (or, for the replacement order, workers) that leave `node` towards the PS: one for a
+  // worker and for an aggregating switch, the sum of its children's for another switch.
+  std::uint32_t streams_out(const std::string& node, const std::set<std::string>& aggregating) const;
+
+  std::vector<std::string> workers_;
+  std::map<std::string, std::string> parent_;                 // each worker's and switch's next node
+  std::map<std::string, std::vector<std::string>> children_;  // what hangs below each switch, as found
+  std::vector<std::string> switches_;                         // on the tree, in topology order
+};
 
 }  // namespace atp
