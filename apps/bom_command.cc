@@ -1,10 +1,11 @@
 // `atp bom FILE.yaml`: the bandwidth-occupation model's prediction for a scenario's job
 // (include/atp/plan/bom.h): the PS baseline, PS-based in-network aggregation with the file's
 // aggregating switches, and with --incremental Rina's order of replacing switches.
-#include <cstdio>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "atp/plan/bom.h"
@@ -21,11 +22,11 @@ struct BomOptions {
 };
 
 std::string row(const std::string& what, const BomPrediction& p) {
-  char line[256];
-  std::snprintf(line, sizeof line, "%-28s %10.4f  %s -> %s, %u stream%s\n", what.c_str(), p.throughput,
-                p.bottleneck.from.c_str(), p.bottleneck.to.c_str(), p.bottleneck.streams,
-                p.bottleneck.streams == 1 ? "" : "s");
-  return line;
+  std::ostringstream line;
+  line << std::left << std::setw(28) << what << " " << std::right << std::fixed << std::setprecision(4) << std::setw(10)
+       << p.throughput << "  " << p.bottleneck.from << " -> " << p.bottleneck.to << ", " << p.bottleneck.streams
+       << (p.bottleneck.streams == 1 ? " stream\n" : " streams\n");
+  return line.str();
 }
 
 int run_bom(const BomOptions& o) {
