@@ -125,17 +125,21 @@ Command add_topology_command(CLI::App& parent) {
       const std::optional<std::uint32_t> hosts = given(o->hosts_per_edge_flag, o->hosts_per_edge);
       return print_topology(
           "atp topology fat-tree", [&](const GeneratedSwitches& s) { return fat_tree(o->k, hosts, s); },
-          [&] { return "--k " + n(o->k) + " --hosts-per-edge " + n(hosts.value_or(o->k / 2)); }, *o);
+          [&] { return "--k " + n(o->k) + " --hosts-per-edge " + n(hosts.value_or(default_hosts_per_edge(o->k))); },
+          *o);
     }
     if (fly->parsed()) {
-      // Unset, g is the one value taken: a*h+1. One that does not fit 32 bits is far too large, and
+      // Unset, g is the one value taken: balanced_groups. One that does not fit 32 bits is far too large, and
       // dragonfly() says so before it looks at g.
-      const std::uint64_t balanced = std::uint64_t{o->a} * o->h + 1;
-      const std::uint32_t g = o->g_flag->count() > 0 ? o->g : static_cast<std::uint32_t>(balanced);
+      const std::uint32_t g = o->g_flag->count() > 0 ? o->g : static_cast<std::uint32_t>(balanced_groups(o->a, o->h));
       const std::optional<std::uint32_t> p = given(o->p_flag, o->p);
       return print_topology(
           "atp topology dragonfly", [&](const GeneratedSwitches& s) { return dragonfly(o->a, g, o->h, p, s); },
-          [&] { return "--a " + n(o->a) + " --g " + n(g) + " --h " + n(o->h) + " --p " + n(p.value_or(o->h)); }, *o);
+          [&] {
+            return "--a " + n(o->a) + " --g " + n(g) + " --h " + n(o->h) + " --p " +
+                   n(p.value_or(default_hosts_per_router(o->h)));
+          },
+          *o);
     }
     const std::optional<std::uint32_t> hosts = given(o->hosts_per_leaf_flag, o->hosts_per_leaf);
     return print_topology(
@@ -143,7 +147,7 @@ Command add_topology_command(CLI::App& parent) {
         [&](const GeneratedSwitches& s) { return leaf_spine(o->leaves, o->spines, hosts, s); },
         [&] {
           return "--leaves " + n(o->leaves) + " --spines " + n(o->spines) + " --hosts-per-leaf " +
-                 n(hosts.value_or(o->spines));
+                 n(hosts.value_or(default_hosts_per_leaf(o->spines)));
         },
         *o);
   };

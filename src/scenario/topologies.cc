@@ -154,7 +154,7 @@ Topology fat_tree(std::uint32_t k, std::optional<std::uint32_t> hosts_per_edge, 
   if (k < 2 || k % 2 != 0)
     throw std::invalid_argument("--k must be an even number of at least 2, got " + std::to_string(k));
   const std::uint32_t half = k / 2;
-  const std::uint32_t hosts = hosts_per_edge.value_or(half);
+  const std::uint32_t hosts = hosts_per_edge.value_or(default_hosts_per_edge(k));
   require_positive("--hosts-per-edge", hosts);
   check_switches(switches);
   const std::string flags = flag("--k", k) + " " + flag("--hosts-per-edge", hosts);
@@ -198,13 +198,13 @@ Topology dragonfly(std::uint32_t a, std::uint32_t g, std::uint32_t h, std::optio
                    const GeneratedSwitches& switches) {
   require_positive("--a", a);
   require_positive("--h", h);
-  const std::uint32_t hosts = p.value_or(h);
+  const std::uint32_t hosts = p.value_or(default_hosts_per_router(h));
   require_positive("--p", hosts);
   check_switches(switches);
   // Sized with the balanced g before g is checked, so that parameters far too large are refused
   // as such even where a*h + 1 does not fit a 32-bit g.
   const std::uint64_t global_per_group = std::uint64_t{a} * h;
-  const std::uint64_t groups = global_per_group + 1;
+  const std::uint64_t groups = balanced_groups(a, h);
   const std::string flags =
       flag("--a", a) + " " + flag("--g", groups) + " " + flag("--h", h) + " " + flag("--p", hosts);
   const std::uint64_t router_count = saturating_mul(a, groups);
@@ -256,7 +256,7 @@ Topology leaf_spine(std::uint32_t leaves, std::uint32_t spines, std::optional<st
                     const GeneratedSwitches& switches) {
   require_positive("--leaves", leaves);
   require_positive("--spines", spines);
-  const std::uint32_t hosts = hosts_per_leaf.value_or(spines);
+  const std::uint32_t hosts = hosts_per_leaf.value_or(default_hosts_per_leaf(spines));
   require_positive("--hosts-per-leaf", hosts);
   check_switches(switches);
   const std::string flags =

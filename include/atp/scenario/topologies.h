@@ -35,6 +35,14 @@ struct GeneratedSwitches {
 // printed under about 170 MB and refuses a mistyped parameter before memory runs out.
 inline constexpr std::uint64_t kMaxGeneratedElements = std::uint64_t{1} << 22;
 
+// The parameters a generator fills in when they are left out (what `atp topology` prints them as):
+// a fat-tree's k/2 hosts under each edge switch, a dragonfly's a*h + 1 groups and h hosts under
+// each router, a leaf-spine's as many hosts under a leaf as it has spines.
+inline std::uint32_t default_hosts_per_edge(std::uint32_t k) { return k / 2; }
+inline std::uint64_t balanced_groups(std::uint32_t a, std::uint32_t h) { return std::uint64_t{a} * h + 1; }
+inline std::uint32_t default_hosts_per_router(std::uint32_t h) { return h; }
+inline std::uint32_t default_hosts_per_leaf(std::uint32_t spines) { return spines; }
+
 // Every generator throws std::invalid_argument, one sentence naming the `atp topology` flag and
 // its rule, for parameters out of range, a topology of more than kMaxGeneratedElements elements
 // and a switch of more than 65535 ports (port numbers are 16 bits). Switches, hosts and switch links come in the
