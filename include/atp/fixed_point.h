@@ -61,8 +61,7 @@ inline int ceil_log2(std::uint32_t n) {
 }
 
 inline std::int16_t clamp_exponent(int e) {
-  return static_cast<std::int16_t>(e < -kMaxScaleExponent ? -kMaxScaleExponent
-                                                             : (e > kMaxScaleExponent ? kMaxScaleExponent : e));
+  return static_cast<std::int16_t>(std::clamp<int>(e, -kMaxScaleExponent, kMaxScaleExponent));
 }
 
 // The exponent of a fragment position's first round: the job's scale rounded down to a power of

@@ -93,8 +93,7 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
   const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
   const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
-  if (exponent < -kMaxScaleExponent || exponent > kMaxScaleExponent ||
-      (magnitude != kNoMagnitude && (magnitude < -kMaxScaleExponent || magnitude > kMaxScaleExponent))) {
+  if (exponent != clamp_exponent(exponent) || (magnitude != kNoMagnitude && magnitude != clamp_exponent(magnitude))) {
     return DecodeError::kBadExponent;
   }
 
