@@ -9,6 +9,7 @@
 #include <string>
 
 #include "atp/backends/backend.h"
+#include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp {
@@ -44,7 +45,7 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
   EXPECT_EQ(find_algorithm("bcube"), nullptr);
   EXPECT_EQ(find_algorithm(""), nullptr);
   // Gloo's are known in every build, with or without Gloo.
-  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd or halving_doubling");
+  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling or hierarchical");
 }
 
 TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
@@ -65,7 +66,7 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
     ADD_FAILURE() << "an unknown algorithm was taken";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd or halving_doubling, got 'bcube'");
+              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling or hierarchical, got 'bcube'");
   }
 }
 
@@ -134,8 +135,31 @@ TEST(Algorithms, ScheduleAlgorithmsNameTheirBuilder) {
     EXPECT_EQ(a.schedule != nullptr, built) << a.name;
     if (!built) continue;
     for (int size : {1, 3, 4}) {
-      for (int rank = 0; rank < size; ++rank) EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10))) << a.name;
+      RankGroups racks(1);  // one rack, then two: {0, 2, ..}, {1, 3, ..}
+      for (int r = 0; r < size; ++r) racks[0].push_back(r);
+      for (int rank = 0; rank < size; ++rank)
+        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks))) << a.name;
+      if (size < 2) continue;
+      racks = RankGroups(2);
+      for (int r = 0; r < size; ++r) racks[static_cast<std::size_t>(r % 2)].push_back(r);
+      for (int rank = 0; rank < size; ++rank)
+        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks))) << a.name;
     }
+  }
+}
+
+// A job's racks come from its workers' switches, in rank order, racks in the order of their first rank.
+TEST(Algorithms, JobRacksGroupWorkersBySwitch) {
+  Topology t;
+  t.switches = {{"tor0", {}}, {"tor1", {}}, {"tor2", {}}};
+  t.hosts = {{"a", "tor1"}, {"b", "tor0"}, {"c", "tor1"}, {"d", "tor2"}, {"e", "tor0"}};
+  EXPECT_EQ(job_racks(t, {"a", "b", "c", "d", "e"}), (RankGroups{{0, 2}, {1, 4}, {3}}));
+  EXPECT_EQ(job_racks(t, {"e", "d"}), (RankGroups{{0}, {1}}));
+  try {
+    job_racks(t, {"a", "z"});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "worker 1 (z) is no host of the topology");
   }
 }
 

@@ -386,7 +386,7 @@ Schedule hierarchical_in_threes(int rank, int size, std::size_t count) {
 }
 
 // algorithm x ranks: the schedules with more than two streams per rank (halving-doubling's
-// partners, hierarchical's group members) as well as the ring's.
+// partners, hierarchical's rings inside and across racks) as well as the ring's.
 using TinyParams = std::tuple<std::string, int>;
 class TinySegmentsTest : public ::testing::TestWithParam<TinyParams> {};
 
@@ -422,7 +422,7 @@ TEST_P(TinySegmentsTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
 }
 
 // 3 ranks: the ring; 5 and 6: halving-doubling's extra pre- and post-steps, with 4 taking part;
-// 4 and 7: hierarchical masters with members and a one-rank group among them.
+// 4 and 7: hierarchical, racks of 3 and 1 (4) and of 3, 3 and 1 (7), unequal racks.
 INSTANTIATE_TEST_SUITE_P(Algorithms, TinySegmentsTest,
                          ::testing::Values(TinyParams{"ring", 3}, TinyParams{"halving_doubling", 4},
                                            TinyParams{"halving_doubling", 5}, TinyParams{"halving_doubling", 6},

@@ -113,6 +113,29 @@ jobs:
   EXPECT_EQ(r.result.jobs[0].ps_packets_received, 0u);
 }
 
+// Hierarchical allreduce follows the topology's racks: unequal ones (3 and 2 workers), whose
+// members interleave in rank order.
+TEST(LoopbackIntegration, HierarchicalRunsOverTheTopologysRacks) {
+  const Outcome r = run(parse_scenario_yaml(R"(
+topology:
+  switches: [{name: core}, {name: tor0}, {name: tor1}]
+  hosts:
+    - {name: w0, switch: tor0}
+    - {name: w1, switch: tor1}
+    - {name: w2, switch: tor0}
+    - {name: w3, switch: tor1}
+    - {name: w4, switch: tor0}
+  links: [[tor0, core], [tor1, core]]
+jobs:
+  - {name: h, algorithm: hierarchical, workers: [w0, w1, w2, w3, w4], elements: 100003, rounds: 2}
+)",
+                                            "test"));
+  expect_all_correct(r.result);
+  EXPECT_EQ(r.result.jobs[0].algorithm, "hierarchical");
+  EXPECT_EQ(r.result.jobs[0].wrong_values, 0u);
+  EXPECT_EQ(r.rounds.size(), 5u * 2u);
+}
+
 TEST(LoopbackIntegration, TwoJobsOnATableTooSmallForBoth) {
   // 32 aggregators against two windows of up to 200 fragments: most packets collide and reach
   // the PS unaggregated; both results stay exact.

@@ -240,11 +240,12 @@ jobs:
   EXPECT_GT(core_bytes, 300000u * 4) << to_summary(r);
 }
 
-// Our two schedules, and Gloo's two where this build has Gloo (ATP_WITH_GLOO).
+// Our three schedules, and Gloo's two where this build has Gloo (ATP_WITH_GLOO).
 INSTANTIATE_TEST_SUITE_P(Algorithms, NetnsBaselines,
                          ::testing::ValuesIn(ATP_WITH_GLOO ? std::vector<const char*>{"ring", "halving_doubling",
-                                                                                      "gloo", "gloo_hd"}
-                                                           : std::vector<const char*>{"ring", "halving_doubling"}));
+                                                                                      "hierarchical", "gloo", "gloo_hd"}
+                                                           : std::vector<const char*>{"ring", "halving_doubling",
+                                                                                      "hierarchical"}));
 
 TEST_F(NetnsIntegration, LeftoversOfAKilledRunAreRemovedByTheNextRun) {
   // A namespace named like a run whose process is gone (pid 4194303 is above any pid_max in use).

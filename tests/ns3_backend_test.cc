@@ -174,7 +174,7 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
 // The host collectives run their schedules over ns-3 TCP with the values: every rank's result is
 // checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4.
 TEST(Ns3Backend, HostCollectivesCarryValuesAndAreChecked) {
-  for (const char* algorithm : {"ring", "halving_doubling"}) {
+  for (const char* algorithm : {"ring", "halving_doubling", "hierarchical"}) {
     for (std::size_t ranks : {3u, 4u}) {
       Scenario s = parse_scenario_yaml(two_racks(""));
       s.jobs[0].algorithm = find_algorithm(algorithm);

@@ -64,6 +64,13 @@ const std::vector<std::pair<std::string, Builder>> kBuilders = {
      [](int rank, int size, std::size_t count) {
        return hierarchical_allreduce_schedule(rank, size, count, groups_of_three(size));
      }},
+    // Racks whose members interleave in rank order, of unequal sizes where 3 does not divide size.
+    {"hierarchical_interleaved",
+     [](int rank, int size, std::size_t count) {
+       RankGroups racks(static_cast<std::size_t>(std::min(size, 3)));
+       for (int r = 0; r < size; ++r) racks[static_cast<std::size_t>(r % 3)].push_back(r);
+       return hierarchical_allreduce_schedule(rank, size, count, racks);
+     }},
 };
 
 std::vector<Schedule> schedules_of(const Builder& build, int size, std::size_t count) {
@@ -90,7 +97,7 @@ TEST_P(ScheduleSumTest, EveryRankEndsWithTheExactSum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BuildersSizesCounts, ScheduleSumTest,
-                         ::testing::Combine(::testing::Values(0u, 1u, 2u),
+                         ::testing::Combine(::testing::Values(0u, 1u, 2u, 3u),
                                             ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16),
                                             ::testing::Values(std::size_t{0}, std::size_t{1}, std::size_t{7},
                                                               std::size_t{1001}, std::size_t{100003})),
@@ -126,6 +133,30 @@ TEST(ScheduleTest, RingSendsTwoNMinusOneOverNOfTheBuffer) {
         EXPECT_NEAR(static_cast<double>(sent[static_cast<std::size_t>(r)]), ideal, 2.0 * (n - 1) * sizeof(float));
       }
     }
+}
+
+// H-AR with R racks of L members: each rank sends (L-1)/L of the buffer in each of the rack's
+// reduce-scatter and allgather, and 2(R-1)/R of its 1/L across racks.
+TEST(ScheduleTest, HierarchicalSendsInsideAndAcrossRacksAsHorovodDoes) {
+  constexpr std::size_t kCount = 100800;  // divisible by every L * R below
+  for (const auto& [racks, members] :
+       {std::pair{2, 4}, std::pair{3, 2}, std::pair{4, 3}, std::pair{1, 5}, std::pair{5, 1}}) {
+    const int n = racks * members;
+    RankGroups groups(static_cast<std::size_t>(racks));
+    for (int r = 0; r < n; ++r) groups[static_cast<std::size_t>(r / members)].push_back(r);
+    auto buffers = inputs(n, kCount);
+    const auto sent = run_schedules_in_memory(
+        schedules_of(
+            [&](int r, int size, std::size_t c) { return hierarchical_allreduce_schedule(r, size, c, groups); }, n,
+            kCount),
+        buffers);
+    EXPECT_EQ(wrong_elements(buffers), 0u);
+    const std::size_t l = static_cast<std::size_t>(members), g = static_cast<std::size_t>(racks);
+    const std::size_t floats = 2 * (l - 1) * kCount / l + 2 * (g - 1) * kCount / (l * g);
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(sent[static_cast<std::size_t>(r)], floats * sizeof(float))
+          << racks << " racks of " << members << ", rank " << r;
+  }
 }
 
 // Halving-doubling: 2(p-1)/p of the buffer over the largest power of two p, within a float per

@@ -2,6 +2,10 @@
 // every backend words from it.
 #include "atp/scenario/algorithm.h"
 
+#include <map>
+#include <stdexcept>
+
+#include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
 #include "atp/schedule/builders.h"
 
@@ -10,6 +14,12 @@ namespace {
 
 using enum AlgorithmRuntime;
 using enum ResultCheck;
+
+// The flat schedules, which place ranks without regard to racks.
+template <Schedule (*Build)(int, int, std::size_t)>
+Schedule flat(int rank, int size, std::size_t count, const RankGroups&) {
+  return Build(rank, size, count);
+}
 
 // The registry: one entry per algorithm, the default first.
 constexpr Algorithm kAlgorithms[] = {
@@ -27,7 +37,7 @@ constexpr Algorithm kAlgorithms[] = {
      .summary = "bandwidth-optimal ring allreduce over TCP between the workers; no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = ring_allreduce_schedule},
+     .schedule = flat<ring_allreduce_schedule>},
     {.name = "gloo",
      .summary = "Gloo's ring allreduce over TCP (what PyTorch's gloo backend runs); no ps",
      .runtime = kGloo,
@@ -44,10 +54,32 @@ constexpr Algorithm kAlgorithms[] = {
      .summary = "Rabenseifner's halving-doubling allreduce over TCP (this project's schedule); no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = halving_doubling_allreduce_schedule},
+     .schedule = flat<halving_doubling_allreduce_schedule>},
+    {.name = "hierarchical",
+     .summary = "hierarchical allreduce over TCP (H-AR, as Horovod and NCCL): ring reduce-scatter in each rack, "
+                "ring allreduce across racks, ring allgather in each rack; no ps",
+     .runtime = kSchedule,
+     .check = kFloat32Rounding,
+     .schedule = hierarchical_allreduce_schedule},
 };
 
 }  // namespace
+
+RankGroups job_racks(const Topology& topology, const std::vector<std::string>& workers) {
+  std::map<std::string, const HostSpec*> hosts;
+  for (const HostSpec& h : topology.hosts) hosts.emplace(h.name, &h);
+  RankGroups racks;
+  std::map<std::string, std::size_t> rack_of_switch;
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    const auto host = hosts.find(workers[w]);
+    if (host == hosts.end())
+      throw std::invalid_argument("worker " + std::to_string(w) + " (" + workers[w] + ") is no host of the topology");
+    const auto [rack, fresh] = rack_of_switch.emplace(host->second->switch_name, racks.size());
+    if (fresh) racks.emplace_back();
+    racks[rack->second].push_back(static_cast<int>(w));
+  }
+  return racks;
+}
 
 std::span<const Algorithm> algorithms() { return kAlgorithms; }
 

@@ -2,6 +2,7 @@
 // hazards), so a builder only lists its steps in an order that matches its peers' streams.
 #include "atp/schedule/builders.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -17,18 +18,45 @@ Schedule empty_schedule(const char* what, int rank, int size, std::size_t count)
   return Schedule{rank, size, count, {}};
 }
 
-// The ring among `members` (ranks, in ring order) as seen by members[index], over the whole buffer.
-void append_ring(Schedule& s, const std::vector<int>& members, std::size_t index) {
+// The ring among `members` (ranks, in ring order) as seen by members[index], over `range` of the buffer.
+void append_ring(Schedule& s, const std::vector<int>& members, std::size_t index, ElementRange range) {
   const std::size_t n = members.size();
   if (n < 2) return;
   const int next = members[(index + 1) % n];
   const int prev = members[(index + n - 1) % n];
-  const auto chunk = [&](std::size_t c) { return ElementRange{s.count * c / n, s.count * (c + 1) / n}; };
+  const auto chunk = [&](std::size_t c) {
+    return ElementRange{range.begin + range.size() * c / n, range.begin + range.size() * (c + 1) / n};
+  };
   for (std::size_t t = 0; t < 2 * (n - 1); ++t) {
     schedule_append(s, StepKind::kSend, next, chunk((index + 2 * n - t) % n));
     schedule_append(s, t < n - 1 ? StepKind::kReceiveAdd : StepKind::kReceiveCopy, prev,
                     chunk((index + 2 * n - t - 1) % n));
   }
+}
+
+// Rack of each rank (racks must partition [0, size) into non-empty groups).
+std::vector<int> rack_of_rank(const RankGroups& racks, int size) {
+  constexpr const char* kWhat = "hierarchical allreduce schedule: ";
+  if (racks.empty()) throw std::invalid_argument(std::string(kWhat) + "no groups; the groups must partition the ranks");
+  std::vector<int> rack_of(static_cast<std::size_t>(size), -1);
+  for (std::size_t g = 0; g < racks.size(); ++g) {
+    if (racks[g].empty()) throw std::invalid_argument(kWhat + ("group " + std::to_string(g) + " is empty"));
+    for (const int r : racks[g]) {
+      if (r < 0 || r >= size)
+        throw std::invalid_argument(kWhat + ("rank " + std::to_string(r) + " of group " + std::to_string(g) +
+                                             " is not in [0, " + std::to_string(size) + ")"));
+      if (const int first = rack_of[static_cast<std::size_t>(r)]; first != -1)
+        throw std::invalid_argument(kWhat + ("rank " + std::to_string(r) + " is in group " + std::to_string(first) +
+                                             " and again in group " + std::to_string(g) +
+                                             "; the groups must partition the ranks"));
+      rack_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
+    }
+  }
+  for (int r = 0; r < size; ++r)
+    if (rack_of[static_cast<std::size_t>(r)] == -1)
+      throw std::invalid_argument(
+          kWhat + ("rank " + std::to_string(r) + " is in no group; the groups must partition the ranks"));
+  return rack_of;
 }
 
 }  // namespace
@@ -37,7 +65,7 @@ Schedule ring_allreduce_schedule(int rank, int size, std::size_t count) {
   Schedule s = empty_schedule("ring allreduce schedule", rank, size, count);
   std::vector<int> members(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) members[static_cast<std::size_t>(i)] = i;
-  append_ring(s, members, static_cast<std::size_t>(rank));
+  append_ring(s, members, static_cast<std::size_t>(rank), whole(count));
   return s;
 }
 
@@ -85,42 +113,45 @@ Schedule halving_doubling_allreduce_schedule(int rank, int size, std::size_t cou
   return s;
 }
 
-Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count,
-                                         const std::vector<std::vector<int>>& groups) {
+Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count, const RankGroups& racks) {
   Schedule s = empty_schedule("hierarchical allreduce schedule", rank, size, count);
-  std::vector<int> group_of(static_cast<std::size_t>(size), -1);
-  std::vector<int> masters;
-  if (groups.empty())
-    throw std::invalid_argument("hierarchical allreduce schedule: no groups; the groups must partition the ranks");
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (groups[g].empty())
-      throw std::invalid_argument("hierarchical allreduce schedule: group " + std::to_string(g) + " is empty");
-    for (const int r : groups[g]) {
-      if (r < 0 || r >= size)
-        throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) + " of group " +
-                                    std::to_string(g) + " is not in [0, " + std::to_string(size) + ")");
-      if (const int first = group_of[static_cast<std::size_t>(r)]; first != -1)
-        throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) + " is in group " +
-                                    std::to_string(first) + " and again in group " + std::to_string(g) +
-                                    "; the groups must partition the ranks");
-      group_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
-    }
-    masters.push_back(groups[g].front());
+  const std::vector<int> rack_of = rack_of_rank(racks, size);
+  const std::vector<int>& rack = racks[static_cast<std::size_t>(rack_of[static_cast<std::size_t>(rank)])];
+  const std::size_t local = static_cast<std::size_t>(std::find(rack.begin(), rack.end(), rank) - rack.begin());
+
+  // The buffer is cut into as many slots as the largest rack has members. In a rack of L members,
+  // slot i is in class i mod L; the ring's reduce-scatter leaves member j with class (j+1) mod L
+  // summed over the rack (one slot each where racks are equal in size, as Horovod and NCCL have it).
+  std::size_t slots = 0;
+  for (const auto& r : racks) slots = std::max(slots, r.size());
+  const auto slot = [&](std::size_t i) { return ElementRange{count * i / slots, count * (i + 1) / slots}; };
+  const std::size_t l = rack.size();
+  const auto each_in_class = [&](std::size_t c, auto f) {
+    for (std::size_t i = c % l; i < slots; i += l) f(slot(i));
+  };
+  const auto holder = [](const std::vector<int>& members, std::size_t i) {
+    const std::size_t n = members.size();
+    return members[(i % n + n - 1) % n];
+  };
+  const int next = rack[(local + 1) % l], prev = rack[(local + l - 1) % l];
+
+  // 1. Reduce-scatter inside the rack: the ring over the classes.
+  for (std::size_t t = 0; l > 1 && t < l - 1; ++t) {
+    each_in_class(local + 2 * l - t, [&](ElementRange r) { schedule_append(s, StepKind::kSend, next, r); });
+    each_in_class(local + 2 * l - t - 1, [&](ElementRange r) { schedule_append(s, StepKind::kReceiveAdd, prev, r); });
   }
-  for (int r = 0; r < size; ++r)
-    if (group_of[static_cast<std::size_t>(r)] == -1)
-      throw std::invalid_argument("hierarchical allreduce schedule: rank " + std::to_string(r) +
-                                  " is in no group; the groups must partition the ranks");
-  const std::size_t g = static_cast<std::size_t>(group_of[static_cast<std::size_t>(rank)]);
-  const std::vector<int>& group = groups[g];
-  if (rank != group.front()) {
-    schedule_append(s, StepKind::kSend, group.front(), whole(count));
-    schedule_append(s, StepKind::kReceiveCopy, group.front(), whole(count));
-    return s;
+  // 2. Allreduce across racks: each slot's holders, one per rack in rack order, run the ring over it.
+  const std::size_t my_rack = static_cast<std::size_t>(rack_of[static_cast<std::size_t>(rank)]);
+  for (std::size_t i = (local + 1) % l; i < slots; i += l) {
+    std::vector<int> holders;
+    for (const auto& r : racks) holders.push_back(holder(r, i));
+    append_ring(s, holders, my_rack, slot(i));
   }
-  for (std::size_t i = 1; i < group.size(); ++i) schedule_append(s, StepKind::kReceiveAdd, group[i], whole(count));
-  append_ring(s, masters, g);
-  for (std::size_t i = 1; i < group.size(); ++i) schedule_append(s, StepKind::kSend, group[i], whole(count));
+  // 3. Allgather inside the rack: the ring again, copying the finished classes.
+  for (std::size_t t = 0; l > 1 && t < l - 1; ++t) {
+    each_in_class(local + 1 + 2 * l - t, [&](ElementRange r) { schedule_append(s, StepKind::kSend, next, r); });
+    each_in_class(local + 2 * l - t, [&](ElementRange r) { schedule_append(s, StepKind::kReceiveCopy, prev, r); });
+  }
   return s;
 }
 

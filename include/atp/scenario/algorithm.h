@@ -10,12 +10,20 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "atp/schedule/builders.h"
 #include "atp/schedule/schedule.h"
 
 namespace atp {
 
 struct Scenario;
+struct Topology;
+
+// A job's workers by rack: the ranks (indices into its worker list) under each switch, in rank
+// order, racks in the order of their first rank. Throws std::invalid_argument naming a worker that
+// is no host of `topology`.
+RankGroups job_racks(const Topology& topology, const std::vector<std::string>& workers);
 
 // What an algorithm's hosts run, and so what a backend must offer to run it.
 enum class AlgorithmRuntime : std::uint8_t {
@@ -45,8 +53,9 @@ struct Algorithm {
   std::string_view variant = {};
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
-  // Host collectives (kSchedule): one rank's schedule (builders.h).
-  Schedule (*schedule)(int rank, int size, std::size_t count) = nullptr;
+  // Host collectives (kSchedule): one rank's schedule (builders.h), given the job's racks
+  // (job_racks), which the hierarchical ones follow and the flat ones ignore.
+  Schedule (*schedule)(int rank, int size, std::size_t count, const RankGroups& racks) = nullptr;
 
   // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
   // collective over TCP: no PS, nothing for the switches to install.

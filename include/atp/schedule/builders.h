@@ -24,10 +24,16 @@ Schedule ring_allreduce_schedule(int rank, int size, std::size_t count);
 // gets the whole sum back at the end (the usual extra pre- and post-step).
 Schedule halving_doubling_allreduce_schedule(int rank, int size, std::size_t count);
 
-// Two-level hierarchical allreduce: every member of a group sends its buffer to the group's
-// master (its first rank), which adds them; the masters run the ring among themselves; each master
-// sends the sum back to its members. `groups` must partition [0, size) into non-empty groups.
-Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count,
-                                         const std::vector<std::vector<int>>& groups);
+// Ranks in groups: a job's racks (the workers under one switch, in rank order; racks in the order
+// of their first rank), or any partition of [0, size) into non-empty groups.
+using RankGroups = std::vector<std::vector<int>>;
+
+// Hierarchical allreduce (H-AR, as Horovod and NCCL run it across nodes): a ring reduce-scatter
+// inside each rack, a ring allreduce across racks of each rack-summed part among the members that
+// hold it (one per rack), then a ring allgather inside each rack. The buffer is cut into as many
+// slots as the largest rack has members; in a rack of L members, slot i is in class i mod L and
+// each member holds one class (so with equal racks of L members each sends about
+// 2(L-1)/L + 2(R-1)/(R L) of the buffer for R racks). `racks` must partition [0, size).
+Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count, const RankGroups& racks);
 
 }  // namespace atp

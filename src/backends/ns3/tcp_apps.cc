@@ -238,12 +238,13 @@ struct TcpApps::Impl {
     job.file_index = file_index;
     const std::size_t n = spec.spec.workers.size();
     job.ranks.resize(n);
+    const RankGroups racks = job_racks(scenario.topology, spec.spec.workers);
     const std::uint16_t port =
         listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
     for (std::size_t i = 0; i < n; ++i) {
       CollectiveRank& r = job.ranks[i];
       r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
-      r.schedule = spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements);
+      r.schedule = spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements, racks);
       r.peers = schedule_peers(r.schedule);
       r.buffer.resize(spec.elements);
       job.rank_of[run.address_of(spec.spec.workers[i])] = static_cast<int>(i);

@@ -268,6 +268,7 @@ class ProcessRun {
           where_->place_worker(host, spec);
         } else {
           spec.ranks = ranks;
+          spec.racks = job_racks(s_.topology, job.spec.workers);
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }

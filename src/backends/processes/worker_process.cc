@@ -51,7 +51,10 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
-      return std::make_unique<TcpScheduleAllreduce>(std::string(algorithm.name), algorithm.schedule, rank, size,
+      ScheduleBuilder build = [&algorithm, racks = spec.racks](int r, int n, std::size_t count) {
+        return algorithm.schedule(r, n, count, racks);
+      };
+      return std::make_unique<TcpScheduleAllreduce>(std::string(algorithm.name), std::move(build), rank, size,
                                                     addresses, kCollectiveTimeout);
     }
     case AlgorithmRuntime::kGloo: {
@@ -85,6 +88,7 @@ std::string to_json(const WorkerSpec& s) {
               {"local", s.local.to_string()},
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
+              {"racks", s.racks},
               {"store_dir", s.store_dir},
               {"seed", s.seed},
               {"worker", s.worker},
@@ -109,6 +113,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   s.local = SocketAddress::parse(j.at("local").get<std::string>());
   if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
+  s.racks = j.at("racks").get<RankGroups>();
   s.store_dir = j.at("store_dir").get<std::string>();
   s.seed = j.at("seed").get<std::uint64_t>();
   s.worker = j.at("worker").get<std::size_t>();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "atp/io/socket_address.h"
+#include "atp/schedule/builders.h"
 #include "atp/worker.h"
 
 namespace atp::worker_process {
@@ -33,6 +34,7 @@ struct WorkerSpec {
   // Host collectives (ring, gloo): every rank's TCP address (ring) or this host's IP (gloo,
   // ranks[worker]), and gloo's rendezvous directory.
   std::vector<SocketAddress> ranks;
+  RankGroups racks;  // host collectives: the job's racks (job_racks), which hierarchical ones follow
   std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
   std::uint64_t seed = 0;
