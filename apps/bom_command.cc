@@ -1,6 +1,7 @@
 // `atp bom FILE.yaml`: the bandwidth-occupation model's prediction for a scenario's job
 // (include/atp/plan/bom.h): the PS baseline, PS-based in-network aggregation with the file's
-// aggregating switches, and with --incremental Rina's order of replacing switches.
+// aggregating switches, ring allreduce and Rina, and with --incremental Rina's order of replacing
+// switches with ATP's and Rina's throughput after each.
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -21,11 +22,25 @@ struct BomOptions {
   bool incremental = false;
 };
 
+std::string load(double gradients) {
+  std::ostringstream text;
+  text << std::setprecision(4) << gradients << " S";
+  return text.str();
+}
+
 std::string row(const std::string& what, const BomPrediction& p) {
   std::ostringstream line;
   line << std::left << std::setw(28) << what << " " << std::right << std::fixed << std::setprecision(4) << std::setw(10)
-       << p.throughput << "  " << p.bottleneck.from << " -> " << p.bottleneck.to << ", " << p.bottleneck.streams
-       << (p.bottleneck.streams == 1 ? " stream\n" : " streams\n");
+       << p.throughput << "  " << p.bottleneck.from << " -> " << p.bottleneck.to << ", " << load(p.bottleneck.load)
+       << "\n";
+  return line.str();
+}
+
+// One replacement step: ATP's and Rina's throughput side by side.
+std::string step_row(const std::string& what, const BomPrediction& atp, const BomPrediction& rina) {
+  std::ostringstream line;
+  line << std::left << std::setw(28) << what << " " << std::right << std::fixed << std::setprecision(4) << std::setw(10)
+       << atp.throughput << " " << std::setw(10) << rina.throughput << "\n";
   return line.str();
 }
 
@@ -51,18 +66,26 @@ int run_bom(const BomOptions& o) {
     const JobSpec& spec = job->spec;
     const BomModel model(network, spec);
     std::cout << "job '" << spec.name << "' of " << o.file << ": " << spec.workers.size() << " workers, PS '"
-              << spec.ps.front() << "'; every link of bandwidth B0 (the model: include/atp/plan/bom.h)\n"
-              << "                             throughput  bottleneck (B0 per worker)\n"
+              << spec.ps.front() << "'; every link of bandwidth B0; S: one worker's gradient (the model: "
+              << "include/atp/plan/bom.h)\n"
+              << "                             throughput  bottleneck (B0 per worker; the most any link carries)\n"
               << row("PS, no switch aggregating", model.predict({}))
               << row("ATP, the atp: true switches", model.predict(aggregating));
+    if (spec.workers.size() >= 2) {
+      std::cout << row("ring", model.predict_ring())
+                << row("Rina, the atp: true ToRs", model.predict_rina(aggregating));
+    }
     if (o.incremental) {
-      std::cout << "\nswitches made aggregating one at a time in Rina's order (its §IV-D), ATP's throughput after "
-                   "each:\n";
+      std::cout << "\nswitches made aggregating one at a time in Rina's order (its §IV-D), throughput after each:\n"
+                << "                                    ATP       Rina\n";
       std::set<std::string> replaced;
-      std::cout << row("(none)", model.predict(replaced));
+      const auto rina = [&] {
+        return spec.workers.size() >= 2 ? model.predict_rina(replaced) : model.predict(replaced);
+      };
+      std::cout << step_row("(none)", model.predict(replaced), rina());
       for (const std::string& s : model.deployment_order()) {
         replaced.insert(s);
-        std::cout << row("+ " + s, model.predict(replaced));
+        std::cout << step_row("+ " + s, model.predict(replaced), rina());
       }
     }
   } catch (const PlanError& e) {
@@ -78,18 +101,20 @@ Command add_bom_command(CLI::App& parent) {
   auto o = std::make_shared<BomOptions>();
   Command c;
   c.app = parent.add_subcommand("bom",
-                                "predict a job's per-worker throughput with Rina's bandwidth-occupation model (PS and "
-                                "PS-based in-network aggregation)");
+                                "predict a job's per-worker throughput with Rina's bandwidth-occupation model (PS, "
+                                "PS-based in-network aggregation, ring, Rina)");
   c.app->add_option("file", o->file, "Scenario file (YAML): its topology, which switches are atp: true, a job")
       ->required();
   c.app->add_option("--job", o->job, "the job to model (default: the first)");
   c.app->add_flag("--incremental", o->incremental,
-                  "also make the switches aggregating one at a time, in Rina's replacement order, and print the "
-                  "throughput after each");
+                  "also make the switches aggregating one at a time, in Rina's replacement order, and print ATP's and "
+                  "Rina's throughput after each");
   c.app->footer(
-      "Every link has the same bandwidth B0; a link carries one stream per worker below it, an aggregating switch "
-      "one for all of them; each worker gets B0 over the most streams any link of its tree to the PS carries. "
-      "Ring and Rina predictions come with Rina (issue 16).");
+      "Every link has the same bandwidth B0; each worker gets B0 over the most gradients' worth any link carries in "
+      "one allreduce. PS-based: a link carries one stream per worker below it, an aggregating switch one for all of "
+      "them. Ring: each ring edge carries 2(n-1)/n. Rina: a rack whose ToR aggregates and holds two or more workers "
+      "is one ring member; each edge carries 2(G-1)/G for G members, and the rack's agent also gets the partial "
+      "sums. include/atp/plan/bom.h says more.");
   c.run = [o] { return run_bom(*o); };
   return c;
 }

@@ -42,11 +42,11 @@ TEST(Bom, Fig4WithS3AggregatingIsAQuarterOfTheLink) {
   EXPECT_DOUBLE_EQ(p.throughput, 0.25);  // the paper: B0/4, T1's four workers on s2's uplink
   EXPECT_EQ(p.bottleneck.from, "s2");
   EXPECT_EQ(p.bottleneck.to, "s3");
-  EXPECT_EQ(p.bottleneck.streams, 4u);
+  EXPECT_EQ(p.bottleneck.load, 4);
   ASSERT_EQ(p.links.size(), 7u + 3u);
   EXPECT_EQ(p.links.back().from, "s4");  // s3 counts as one worker, with w5: B0/2 on s4's link
   EXPECT_EQ(p.links.back().to, "ps");
-  EXPECT_EQ(p.links.back().streams, 2u);
+  EXPECT_EQ(p.links.back().load, 2);
 }
 
 TEST(Bom, WithoutAggregationEveryWorkerGetsOneWthOfTheLink) {  // Lemma 1
@@ -54,9 +54,59 @@ TEST(Bom, WithoutAggregationEveryWorkerGetsOneWthOfTheLink) {  // Lemma 1
   const BomPrediction p = BomModel(plan_network(t), fig4_job()).predict({});
   EXPECT_DOUBLE_EQ(p.throughput, 1.0 / 7);
   EXPECT_EQ(p.bottleneck.from, "s4");
-  EXPECT_EQ(p.bottleneck.streams, 7u);
+  EXPECT_EQ(p.bottleneck.load, 7);
   const BomPrediction all = BomModel(plan_network(t), fig4_job()).predict({"s2", "s3", "s4"});
   EXPECT_DOUBLE_EQ(all.throughput, 1.0);
+}
+
+// The ring in job order on Fig. 4's network: 7 edges of 2(7-1)/7 S each, no two on one direction of
+// a link (t3 -> w1 crosses s2 -> s3, w5 -> t0 crosses s4 -> s3 -> s2).
+TEST(Bom, RingCarriesTwoNMinusOneOverNOnEveryEdge) {
+  const Topology t = fig4();
+  const NetworkPlan n = plan_network(t);
+  const BomPrediction p = BomModel(n, fig4_job()).predict_ring();
+  EXPECT_DOUBLE_EQ(p.bottleneck.load, 12.0 / 7);
+  EXPECT_DOUBLE_EQ(p.throughput, 7.0 / 12);
+  EXPECT_EQ(p.bottleneck.from, "t0");  // the first edge's first link
+  EXPECT_EQ(p.bottleneck.to, "s2");
+}
+
+// Rina on Fig. 4 with s2 and s3 aggregating: racks t0..t3 (agent t0) and w1, w2 (agent w1) are one
+// member each, w5 (alone under s4) is autonomous: G = 3. Edges carry 2(3-1)/3 = 4/3 S; each
+// agent gets its rack's multicast (S) and the reduce-scatter's partial sums (2/3 S): 5/3 S.
+TEST(Bom, RinaAbstractsAggregatingRacksAndLoadsTheirAgents) {
+  const Topology t = fig4();
+  const NetworkPlan n = plan_network(t);
+  const BomModel model(n, fig4_job());
+  const BomPrediction p = model.predict_rina({"s2", "s3"});
+  EXPECT_DOUBLE_EQ(p.throughput, 0.6);
+  EXPECT_EQ(p.bottleneck.from, "s2");
+  EXPECT_EQ(p.bottleneck.to, "t0");
+  const auto load = [&](const std::string& from, const std::string& to) {
+    for (const BomLink& l : p.links)
+      if (l.from == from && l.to == to) return l.load;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(load("t1", "s2"), 1);        // a member's gradient, once
+  EXPECT_DOUBLE_EQ(load("s2", "t1"), 1);        // every chunk's sum, by multicast
+  EXPECT_DOUBLE_EQ(load("s2", "s3"), 4.0 / 3);  // rack 0's ToR to rack 1's
+  EXPECT_DOUBLE_EQ(load("s3", "s4"), 4.0 / 3);  // rack 1's ToR to w5
+  EXPECT_DOUBLE_EQ(load("s4", "w5"), 4.0 / 3);
+  EXPECT_DOUBLE_EQ(load("w5", "s4"), 4.0 / 3);  // w5 back to rack 0's ToR
+  EXPECT_DOUBLE_EQ(load("s3", "s2"), 4.0 / 3);
+  EXPECT_DOUBLE_EQ(load("s2", "w5"), -1);  // no such link
+  // s4 aggregating changes nothing: w5 is alone under it. No aggregating ToR: the ring.
+  EXPECT_DOUBLE_EQ(model.predict_rina({"s2", "s3", "s4"}).throughput, 0.6);
+  EXPECT_DOUBLE_EQ(model.predict_rina({}).throughput, model.predict_ring().throughput);
+}
+
+// One rack whose ToR aggregates: one member, nothing goes around; each worker sends and gets S.
+TEST(Bom, RinaOfOneAbstractedRackIsTheLinkRate) {
+  const Topology t = fig4();
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = fig4_job();
+  job.workers = {"t0", "t1", "t2", "t3"};
+  EXPECT_DOUBLE_EQ(BomModel(n, job).predict_rina({"s2"}).throughput, 1.0);
 }
 
 TEST(Bom, RefusesWhatTheModelCannotSay) {
@@ -69,6 +119,10 @@ TEST(Bom, RefusesWhatTheModelCannotSay) {
   JobSpec nobody = fig4_job();
   nobody.workers.clear();
   EXPECT_THROW(BomModel(n, nobody), PlanError);
+  JobSpec alone = fig4_job();
+  alone.workers = {"t0"};
+  EXPECT_THROW(BomModel(n, alone).predict_ring(), PlanError);
+  EXPECT_THROW(BomModel(n, alone).predict_rina({"s2"}), PlanError);
   JobSpec stranger = fig4_job();
   stranger.workers.push_back("w9");
   EXPECT_THROW(BomModel(n, stranger), PlanError);

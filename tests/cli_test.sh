@@ -157,10 +157,12 @@ fi
 
 # The bandwidth-occupation model: Fig. 9's six workers share the PS's link without aggregation
 # (1/6), every switch of the file aggregating gives each worker the whole link, and the replacement
-# order ends there; a job the file lacks is one sentence and exit 2.
+# order ends there; the ring's host links carry 2(6-1)/6 S (0.6); a job the file lacks is one
+# sentence and exit 2.
 if expect_exit 0 "atp bom examples/fig9.yaml --incremental" "$ATP" bom "$SRC/examples/fig9.yaml" --incremental; then
-  grep -q '^PS, no switch aggregating  *0.1667  sw2 -> ps, 6 streams$' "$TMP/out" ||
+  grep -q '^PS, no switch aggregating  *0.1667  sw2 -> ps, 6 S$' "$TMP/out" ||
     fail "atp bom: no PS line of 0.1667 through sw2 -> ps: $(cat "$TMP/out")"
+  grep -q '^ring  *0.6000  w0 -> sw0, 1.667 S$' "$TMP/out" || fail "atp bom: no ring line of 0.6000: $(cat "$TMP/out")"
   [ "$(tail -1 "$TMP/out" | awk '{print $2, $3}')" = "sw2 1.0000" ] ||
     fail "atp bom --incremental: the last replacement is not sw2 at 1.0000: $(tail -1 "$TMP/out")"
 fi

@@ -2,10 +2,41 @@
 #include "atp/plan/bom.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace atp {
+namespace {
 
-BomModel::BomModel(const NetworkPlan& network, const JobSpec& job) : workers_(job.workers) {
+// The load on each direction of the links, in the order first loaded.
+class LinkLoads {
+ public:
+  void add(const std::string& from, const std::string& to, double load) {
+    const auto [at, fresh] = index_.emplace(std::pair(from, to), links_.size());
+    if (fresh) links_.push_back({from, to, 0});
+    links_[at->second].load += load;
+  }
+  // Along a path of nodes (hosts and switches).
+  void add_path(const std::vector<std::string>& path, double load) {
+    for (std::size_t i = 0; i + 1 < path.size(); ++i) add(path[i], path[i + 1], load);
+  }
+  BomPrediction prediction() && {
+    BomPrediction p;
+    p.links = std::move(links_);
+    if (p.links.empty()) return p;
+    p.bottleneck = *std::max_element(p.links.begin(), p.links.end(),
+                                     [](const BomLink& a, const BomLink& b) { return a.load < b.load; });
+    p.throughput = 1.0 / p.bottleneck.load;
+    return p;
+  }
+
+ private:
+  std::vector<BomLink> links_;
+  std::map<std::pair<std::string, std::string>, std::size_t> index_;
+};
+
+}  // namespace
+
+BomModel::BomModel(const NetworkPlan& network, const JobSpec& job) : network_(&network), workers_(job.workers) {
   const std::string name = "job '" + job.name + "'";
   if (job.workers.empty()) throw PlanError(name + " has no workers");
   if (job.ps.size() != 1) {
@@ -40,13 +71,67 @@ std::uint32_t BomModel::streams_out(const std::string& node, const std::set<std:
 }
 
 BomPrediction BomModel::predict(const std::set<std::string>& aggregating) const {
-  BomPrediction p;
-  for (const std::string& worker : workers_) p.links.push_back({worker, parent_.at(worker), 1});
-  for (const std::string& s : switches_) p.links.push_back({s, parent_.at(s), streams_out(s, aggregating)});
-  p.bottleneck = *std::max_element(p.links.begin(), p.links.end(),
-                                   [](const BomLink& a, const BomLink& b) { return a.streams < b.streams; });
-  p.throughput = 1.0 / p.bottleneck.streams;
-  return p;
+  LinkLoads loads;
+  for (const std::string& worker : workers_) loads.add(worker, parent_.at(worker), 1);
+  for (const std::string& s : switches_) loads.add(s, parent_.at(s), streams_out(s, aggregating));
+  return std::move(loads).prediction();
+}
+
+BomPrediction BomModel::predict_ring() const {
+  if (workers_.size() < 2) throw PlanError("a ring needs at least two workers");
+  const double n = static_cast<double>(workers_.size());
+  LinkLoads loads;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const std::string& from = workers_[i];
+    const std::string& to = workers_[(i + 1) % workers_.size()];
+    std::vector<std::string> path = route_switches(*network_, from, to);
+    path.insert(path.begin(), from);
+    path.push_back(to);
+    loads.add_path(path, 2 * (n - 1) / n);
+  }
+  return std::move(loads).prediction();
+}
+
+BomPrediction BomModel::predict_rina(const std::set<std::string>& aggregating) const {
+  if (workers_.size() < 2) throw PlanError("a ring needs at least two workers");
+  // The ring's members: racks (the workers under one switch, the first the agent), then split
+  // into autonomous workers where the ToR does not aggregate or holds one worker.
+  std::vector<std::vector<std::string>> members;
+  std::map<std::string, std::size_t> rack_of_tor;
+  for (const std::string& w : workers_) {
+    const std::string& tor = parent_.at(w);
+    const auto [at, fresh] = rack_of_tor.emplace(tor, members.size());
+    if (fresh) members.emplace_back();
+    members[at->second].push_back(w);
+  }
+  std::vector<std::vector<std::string>> ring;
+  for (auto& rack : members) {
+    if (rack.size() >= 2 && aggregating.contains(parent_.at(rack.front()))) {
+      ring.push_back(std::move(rack));
+    } else {
+      for (std::string& w : rack) ring.push_back({std::move(w)});
+    }
+  }
+  const double g = static_cast<double>(ring.size());
+  const auto abstracted = [](const std::vector<std::string>& m) { return m.size() > 1; };
+  LinkLoads loads;
+  for (std::size_t i = 0; i < ring.size(); ++i) {
+    const std::vector<std::string>& from = ring[i];
+    const std::vector<std::string>& to = ring[(i + 1) % ring.size()];
+    if (abstracted(from)) {  // the rack's gradients into its ToR, every chunk's sum back out
+      const std::string& tor = parent_.at(from.front());
+      for (const std::string& w : from) {
+        loads.add(w, tor, 1);
+        loads.add(tor, w, w == from.front() ? 1 + (g - 1) / g : 1);
+      }
+    }
+    if (ring.size() < 2) continue;
+    std::vector<std::string> path = route_switches(*network_, from.front(), to.front());
+    if (!abstracted(from)) path.insert(path.begin(), from.front());  // else from its ToR
+    if (!abstracted(to)) path.push_back(to.front());                 // else to its ToR
+    loads.add_path(path, 2 * (g - 1) / g);
+  }
+  return std::move(loads).prediction();
 }
 
 std::vector<std::string> BomModel::deployment_order() const {
