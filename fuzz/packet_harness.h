@@ -1,5 +1,5 @@
 // One fuzz input fed to every piece of the core that parses network bytes: the decoder, a
-// two-level switch pair, a worker and a PS. Shared by the libFuzzer target and the seeded gtest.
+// two-level switch pair, a Rina ToR, a worker and a PS. Shared by the libFuzzer target and the seeded gtest.
 #pragma once
 
 #include <cstdint>
@@ -36,14 +36,15 @@ class CheckingPacketSink final : public PacketSink {
 
 // Long-lived state, so that a sequence of inputs can build up aggregator state.
 struct Harness {
-  Harness() : level0(config(16)), level1(config(16)), worker(worker_config()), ps(ps_config()) {
-    for (SwitchPipeline* s : {&level0, &level1}) {
+  Harness() : level0(config(16)), level1(config(16)), rina(config(16)), worker(worker_config()), ps(ps_config()) {
+    for (SwitchPipeline* s : {&level0, &level1, &rina}) {
       s->add_route(kPs, 0);
       s->add_route(kWorker, 1);
       s->add_multicast_group(multicast_group_address(kJob), {1, 2});
     }
-    level0.install_job({kJob, {0, 1, 2}, {{kPs, 0}}});
-    level1.install_job({kJob, {0, 1, 2}, {{kPs, 1}}});
+    level0.install_job({kJob, {0, 1, 2}, {{kPs, 0}}, {}});
+    level1.install_job({kJob, {0, 1, 2}, {{kPs, 1}}, {}});
+    rina.install_job({kJob, {0, 1, 2}, {}, {1, 2}});  // a rack of two workers on ports 1 and 2
     std::vector<float> input(200, 0.25f);
     worker.start(input, time_from_ns(0), host_sink);
   }
@@ -91,15 +92,19 @@ struct Harness {
       level0.process(port, copy, now, port_sink);
       copy = buffer;
       level1.process(port, copy, now, port_sink);
+      copy = buffer;
+      rina.process(port, copy, now, port_sink);
     }
     worker.on_packet(buffer, now, host_sink);
     ps.on_packet(buffer, now, host_sink);
     if (level0.next_deadline() <= now) level0.on_timeout(now);
+    if (rina.next_deadline() <= now) rina.on_timeout(now);
     if (worker.next_deadline() <= now) worker.on_timeout(now, host_sink);
     if (level0.table().in_use() > level0.table().size()) std::abort();
+    if (rina.table().in_use() > rina.table().size()) std::abort();
   }
 
-  SwitchPipeline level0, level1;
+  SwitchPipeline level0, level1, rina;
   WorkerEndpoint worker;
   PsEndpoint ps;
   CheckingPortSink port_sink;

@@ -98,7 +98,7 @@ class SwitchTest : public ::testing::Test {
     s.add_multicast_group(multicast_group_address(kOtherJob), {1, 2, 3});
   }
   static SwitchJobEntry job_entry(JobId job, std::uint8_t level = 0) {
-    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, level}}};
+    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, level}}, {}};
   }
 
   // A gradient from worker k (0-2) of a three-worker group aggregated at level 0.
@@ -427,7 +427,7 @@ TEST_F(SwitchFig17, Box1_ParameterPacketWithResendFlagIsNotAResend) {
 
 TEST_F(SwitchFig17, Box2_EdgeSwitchIdentifierChoosesTheLevel) {
   // One switch aggregating at level 0 for kPs and at level 1 for kOtherPs.
-  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}, AggregationRole{kOtherPs, 1}}});
+  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}, AggregationRole{kOtherPs, 1}}, {}});
   from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(1));
   Header second_level = gradient(0, 200, 2);
   second_level.dst = kOtherPs;
@@ -572,7 +572,7 @@ TEST_F(SwitchFig17, Box7_ResendAfterCompletionSendsTheWholeAggregateAgain) {
 // of its members; a member at another exponent saturates it (sticky), so the PS takes the
 // float32 path for that fragment.
 TEST_F(SwitchTest, AggregatesCarryTheExponentAndLargestMagnitudeAndMixedExponentsSaturate) {
-  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}}});
+  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}}, {}});
   auto at = [](Header h, std::int16_t exponent, std::int16_t magnitude) {
     h.scale_exponent = exponent;
     h.magnitude_or_next = magnitude;
@@ -594,7 +594,7 @@ TEST_F(SwitchTest, AggregatesCarryTheExponentAndLargestMagnitudeAndMixedExponent
 }
 
 TEST_F(SwitchTest, PacketOnPortNotAdmittedIsCountedAndDropped) {
-  sw.install_job(SwitchJobEntry{kJob, {0, 1}, {AggregationRole{kPs, 0}}});
+  sw.install_job(SwitchJobEntry{kJob, {0, 1}, {AggregationRole{kPs, 0}}, {}});
   from_worker(1, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));  // port 2
   feed(3, parameter(100, 3), {0, 0, 0, 0}, us(2));           // port 3
   EXPECT_TRUE(sink.sent.empty());
@@ -608,7 +608,7 @@ TEST_F(SwitchTest, PacketOnPortNotAdmittedIsCountedAndDropped) {
 }
 
 TEST_F(SwitchTest, InstallJobReplacesTheEntry) {
-  sw.install_job(SwitchJobEntry{kJob, {0}, {}});
+  sw.install_job(SwitchJobEntry{kJob, {0}, {}, {}});
   from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
   EXPECT_EQ(sw.counters().not_admitted, 1u);
   feed(kPsPort, gradient(0, 100, 3), {1, 2, 3, 4}, us(2));  // admitted, but no role any more
@@ -634,7 +634,7 @@ TEST_F(SwitchTest, NonAtpSwitchOnlyForwardsByDst) {
   plain.atp_capable = false;
   SwitchPipeline s(plain);
   install_network(s);
-  s.install_job(SwitchJobEntry{kJob, {1}, {AggregationRole{kPs, 0}}});  // ignored: no admission, no role
+  s.install_job(SwitchJobEntry{kJob, {1}, {AggregationRole{kPs, 0}}, {}});  // ignored: no admission, no role
   EXPECT_EQ(s.table().size(), 0u);
 
   feed(s, 2, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));
@@ -1125,14 +1125,14 @@ class SwitchTwoLevel : public SwitchTest {
     rack_a.add_route(kWorkers[1], 2);
     rack_a.add_route(kWorkers[2], 0);
     rack_a.add_multicast_group(multicast_group_address(kJob), {1, 2});
-    rack_a.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 0}}});
+    rack_a.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 0}}, {}});
     // Rack B: port 0 the PS, port 1 down to A, port 2 worker 2.
     rack_b.add_route(kPs, 0);
     rack_b.add_route(kWorkers[0], 1);
     rack_b.add_route(kWorkers[1], 1);
     rack_b.add_route(kWorkers[2], 2);
     rack_b.add_multicast_group(multicast_group_address(kJob), {1, 2});
-    rack_b.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 1}}});
+    rack_b.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 1}}, {}});
   }
   // Group 0 = workers 0-1 under A (level 0), group 1 = worker 2, a singleton.
   static Header member(int worker, Seq seq, std::uint32_t index) {
@@ -1387,6 +1387,195 @@ TEST_F(SwitchTest, RoundShapeMismatchPathDoesNotAllocate) {
   EXPECT_EQ(g_allocations.load(), before);
   EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 64u);
   EXPECT_EQ(null_sink.sent, 128u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rina's mode (docs/rina.md "The switch's Rina mode"): the ToR of a rack of three workers (ports
+// 1-3, bits 0-2) that is one member of a job's ring; the next member's receiver is kNext, behind
+// the uplink (port 0).
+
+class RinaSwitchTest : public ::testing::Test {
+ protected:
+  static constexpr JobId kJob = 5;
+  static constexpr Address kWorkers[3] = {0x0A000001, 0x0A000002, 0x0A000003};
+  static constexpr Address kNext = 0x0A000010;  // the next member's receiver, behind port 0
+  static constexpr Address kPrev = 0x0A000020;  // the previous member's worker, behind port 0
+  static constexpr std::uint32_t kFragments = 12;
+
+  RinaSwitchTest() : sw(config()) {
+    sw.add_route(kNext, 0);
+    sw.add_route(kPrev, 0);
+    for (PortId k = 0; k < 3; ++k) sw.add_route(kWorkers[k], static_cast<PortId>(k + 1));
+    sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {}, {1, 2, 3}});
+  }
+  static SwitchConfig config() {
+    SwitchConfig c;
+    c.num_aggregators = 8;
+    c.aggregator_width = 8;
+    c.reclaim_timeout = 1ms;
+    return c;
+  }
+  // Worker k's contribution (or final) for `seq` towards kNext.
+  static std::vector<std::uint8_t> contribution(int k, Seq seq, std::int32_t value,
+                                                RinaKind kind = RinaKind::kContribution, bool resend = false) {
+    Header h;
+    h.rina = kind;
+    h.job = kJob;
+    h.seq = seq;
+    h.bitmap0 = 1u << k;
+    h.fan_in0 = 3;
+    h.bitmap1 = kFragments;
+    h.aggregator_index = seq;
+    h.src = kWorkers[k];
+    h.dst = kNext;
+    h.resend = resend;
+    h.magnitude_or_next = static_cast<std::int16_t>(k);
+    return build_packet(h, Values(4, value));
+  }
+  static std::vector<std::uint8_t> no_values(RinaKind kind, Seq seq, Address src, Address dst) {
+    Header h;
+    h.rina = kind;
+    h.job = kJob;
+    h.seq = seq;
+    h.aggregator_index = seq;
+    h.src = src;
+    h.dst = dst;
+    return build_packet(h, Values{});
+  }
+  void process(PortId port, std::vector<std::uint8_t> packet, Time now = us(1)) { sw.process(port, packet, now, sink); }
+
+  SwitchPipeline sw;
+  RecordingPortSink sink;
+};
+
+TEST_F(RinaSwitchTest, TheRacksContributionsGoOnAsOneSumWhoseAggregatorWaitsForTheAck) {
+  process(1, contribution(0, 4, 1));
+  process(2, contribution(1, 4, 10));
+  EXPECT_TRUE(sink.sent.empty());
+  process(3, contribution(2, 4, 100));
+  ASSERT_EQ(sink.sent.size(), 1u);  // a contribution: to the next member's receiver only
+  EXPECT_EQ(sink.sent[0].port, 0);
+  const Header sum = sink.sent[0].header();
+  EXPECT_EQ(sum.rina, RinaKind::kContribution);
+  EXPECT_EQ(sum.bitmap0, 0b111u);
+  EXPECT_EQ(sum.fan_in0, 3);
+  EXPECT_EQ(sum.bitmap1, kFragments);
+  EXPECT_EQ(sum.magnitude_or_next, 2);  // the largest of the members'
+  EXPECT_EQ(sink.sent[0].values(), (Values{111, 111, 111, 111}));
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  // The receiver's ack frees the aggregator and reaches every worker of the rack.
+  sink.sent.clear();
+  process(0, no_values(RinaKind::kAck, 4, kNext, kWorkers[0]));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  EXPECT_EQ(sw.job_counters(kJob).completions, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 1u);
+}
+
+TEST_F(RinaSwitchTest, ACompleteFinalAlsoGoesToEveryWorkerOfTheCompletingRack) {
+  process(1, contribution(0, 4, 1, RinaKind::kFinal));
+  process(2, contribution(1, 4, 2, RinaKind::kFinal));
+  process(3, contribution(2, 4, 3, RinaKind::kFinal));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{0, 1, 2, 3}));
+  for (const auto& s : sink.sent) EXPECT_EQ(s.values(), (Values{6, 6, 6, 6}));
+}
+
+// From outside: a complete final and a gather reach the whole rack, a partial final and a
+// request's answer only their receiver.
+TEST_F(RinaSwitchTest, AllgatherPacketsFromOutsideReachTheWholeRack) {
+  Header h;
+  h.rina = RinaKind::kFinal;
+  h.job = kJob;
+  h.seq = 2;
+  h.bitmap0 = 0b11;
+  h.fan_in0 = 2;  // the previous rack had two workers, both in
+  h.src = kPrev;
+  h.dst = kWorkers[1];
+  process(0, build_packet(h, Values(4, 9)));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  sink.sent.clear();
+  h.bitmap0 = 0b01;  // a partial one (a resend flushed it): for the receiver to merge
+  process(0, build_packet(h, Values(4, 9)));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{2}));
+  sink.sent.clear();
+  h.rina = RinaKind::kGather;
+  h.bitmap0 = 0;
+  h.fan_in0 = 0;
+  process(0, build_packet(h, Values(4, 9)));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  sink.sent.clear();
+  h.resend = true;  // a request's answer
+  process(0, build_packet(h, Values(4, 9)));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{2}));
+  sink.sent.clear();
+  process(0, no_values(RinaKind::kGatherAck, 2, kPrev, kWorkers[2]));
+  process(2, no_values(RinaKind::kRequest, 2, kWorkers[1], kPrev));
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{3, 0}));
+}
+
+// A resend never claims an aggregator: the one holding its fragment takes it in and goes on as
+// it is (here partial: the receiver merges it), and is freed; later resends go on alone.
+TEST_F(RinaSwitchTest, AResendFlushesThePartialSumAndLaterOnesGoAlone) {
+  process(1, contribution(0, 4, 1));
+  process(2, contribution(1, 4, 10, RinaKind::kContribution, true));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b011u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{11, 11, 11, 11}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  process(1, contribution(0, 4, 1, RinaKind::kContribution, true));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b001u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
+}
+
+TEST_F(RinaSwitchTest, DuplicatesCollisionsAndOtherShapesAreNeverAdded) {
+  process(1, contribution(0, 4, 1));
+  process(1, contribution(0, 4, 1));  // the network's duplicate
+  EXPECT_EQ(sw.job_counters(kJob).duplicates, 1u);
+  process(2, contribution(1, 12, 5));  // slot 12 mod 8 = 4, held by seq 4: on alone
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].header().seq, 12u);
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 1u);
+  // Another round size (fragment count): the partial sum goes on apart, and so does the packet.
+  auto other = contribution(1, 4, 7);
+  Header h;
+  ASSERT_EQ(decode_header(other, h), DecodeError::kOk);
+  h.bitmap1 = kFragments + 1;
+  encode_header(h, other);
+  process(2, other);
+  ASSERT_EQ(sink.sent.size(), 3u);
+  EXPECT_EQ(sink.sent[1].header().bitmap1, kFragments);
+  EXPECT_EQ(sink.sent[1].values(), (Values{1, 1, 1, 1}));
+  EXPECT_EQ(sink.sent[2].header().bitmap1, kFragments + 1);
+  EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 1u);
+}
+
+// A worker speaks for itself only: its own port's bit and the rack's fan-in.
+TEST_F(RinaSwitchTest, AContributionForAnotherWorkerOrRackSizeIsMalformed) {
+  process(2, contribution(0, 4, 1));  // worker 0's bit on worker 1's port
+  auto wrong_fan_in = contribution(1, 4, 1);
+  Header h;
+  ASSERT_EQ(decode_header(wrong_fan_in, h), DecodeError::kOk);
+  h.fan_in0 = 2;
+  encode_header(h, wrong_fan_in);
+  process(2, wrong_fan_in);
+  EXPECT_EQ(sw.counters().malformed, 2u);
+  EXPECT_TRUE(sink.sent.empty());
+  EXPECT_EQ(sw.table().in_use(), 0u);
+}
+
+// At a switch that is no Rina ToR for the job, Rina packets are forwarded by dst like any.
+TEST_F(RinaSwitchTest, ASwitchWithoutTheRackOnlyForwards) {
+  SwitchPipeline core(config());
+  core.add_route(kNext, 0);
+  core.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {}, {}});
+  for (int k = 0; k < 2; ++k) {
+    auto packet = contribution(k, 4, 1);
+    core.process(static_cast<PortId>(k + 1), packet, us(1), sink);
+  }
+  EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{0, 0}));
+  EXPECT_EQ(core.table().in_use(), 0u);
 }
 
 }  // namespace

@@ -143,9 +143,11 @@ TEST(Wire, GarbledHeadersAreRejected) {
   auto bad_version = good;
   bad_version[2] = 1;  // the 36-byte header of version 1
   EXPECT_EQ(decode_header(bad_version, h), DecodeError::kBadVersion);
-  auto bad_flag = good;
-  bad_flag[3] = 0x80;  // reserved flag bit
-  EXPECT_EQ(decode_header(bad_flag, h), DecodeError::kBadFlags);
+  auto bad_kind = good;
+  bad_kind[3] = 0x80;  // the Rina flag, with kind byte 0 (no kind)
+  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadRinaKind);
+  bad_kind[21] = kRinaKinds;  // past the last kind
+  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadRinaKind);
   // Exponents and magnitudes within +-kMaxScaleExponent; kNoMagnitude only as a magnitude.
   for (const std::int16_t bad :
        {std::int16_t{kMaxScaleExponent + 1}, std::int16_t{-kMaxScaleExponent - 1}, kNoMagnitude}) {
@@ -252,6 +254,30 @@ TEST(Wire, SequenceOrderSurvivesWrapAround) {
   EXPECT_FALSE(seq_before(0x10, 0xFFFFFF00));
 }
 
+// A Rina packet: the flag and its kind in fan_in1's byte; ATP packets keep fan_in1.
+TEST(Wire, RinaKindsRoundTripAndLeaveAtpPacketsAlone) {
+  for (std::uint8_t k = 1; k < kRinaKinds; ++k) {
+    Header in;
+    in.rina = static_cast<RinaKind>(k);
+    in.bitmap0 = 4;
+    in.fan_in0 = 3;
+    const auto packet = build_packet(in, std::vector<std::int32_t>(3, 7));
+    EXPECT_EQ(packet[21], k);
+    Header out;
+    ASSERT_EQ(decode_header(packet, out), DecodeError::kOk);
+    EXPECT_EQ(out.rina, in.rina);
+    EXPECT_EQ(out.fan_in1, 0);
+    EXPECT_EQ(out.bitmap0, 4u);
+    EXPECT_EQ(out.fan_in0, 3);
+  }
+  Header atp;
+  atp.fan_in1 = 5;
+  Header out;
+  ASSERT_EQ(decode_header(build_packet(atp, std::vector<std::int32_t>(1)), out), DecodeError::kOk);
+  EXPECT_EQ(out.rina, RinaKind::kNone);
+  EXPECT_EQ(out.fan_in1, 5);
+}
+
 TEST(Wire, MulticastGroups) {
   EXPECT_TRUE(is_multicast(multicast_group_address(7)));
   EXPECT_FALSE(is_multicast(0x0A000001));
@@ -260,8 +286,8 @@ TEST(Wire, MulticastGroups) {
 
 TEST(Wire, DecodeErrorsHaveText) {
   for (auto e : {DecodeError::kOk, DecodeError::kTruncated, DecodeError::kBadMagic, DecodeError::kBadVersion,
-                 DecodeError::kBadFlags, DecodeError::kBadRoundShape, DecodeError::kTooManyValues,
-                 DecodeError::kLengthMismatch}) {
+                 DecodeError::kBadRoundShape, DecodeError::kTooManyValues, DecodeError::kBadExponent,
+                 DecodeError::kBadRinaKind, DecodeError::kLengthMismatch}) {
     EXPECT_FALSE(to_string(e).empty());
   }
 }

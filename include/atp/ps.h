@@ -67,7 +67,7 @@ struct PsStats {
   // Fragments whose contributions had different round_shape fields (the workers all-reduce
   // tensors of different sizes): the mismatch notice was multicast instead of a result.
   std::uint64_t shape_mismatches = 0;
-  std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, wrong value_count, bad bitmaps,
+  std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, Rina packets, wrong value_count, bad bitmaps,
                               // a src not among the workers, floats not from one worker or not
                               // asked for, too far ahead
 };

@@ -1,5 +1,6 @@
 // The ATP switch dataplane (paper §3.5, §3.7, Fig. 6, 7, 17): a shared table of aggregators,
-// per-job admission and aggregation roles, unicast and multicast forwarding. No I/O.
+// per-job admission and aggregation roles, unicast and multicast forwarding; and Rina's mode for
+// the ToR of a rack that is one ring member (docs/rina.md). No I/O.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,9 @@ struct Aggregator {
   std::uint16_t value_count = 0;
   // Header::round_shape of the packet that claimed it: packets with another one are never added.
   std::uint16_t round_shape = 0;
+  // Rina: the claiming packet's Header::bitmap1, its round's fragment count; nor are packets with
+  // another one (a worker that all-reduces another size cuts the ring's chunks elsewhere).
+  std::uint32_t round_fragments = 0;
   // bitmap0 of the first packet added. At level 1 that is its group's members, which a partial
   // aggregate holding that one group must carry to the PS when it is flushed.
   std::uint32_t first_bitmap0 = 0;
@@ -129,6 +133,10 @@ struct SwitchJobEntry {
   JobId job = 0;
   std::vector<PortId> admitted_ports;  // ingress ports this job's packets may arrive on
   std::vector<AggregationRole> roles;  // empty: the switch only forwards this job
+  // Rina (docs/rina.md): this switch is the ToR of a rack that is one member of the job's ring;
+  // its workers' ports in rank order (bit i of a contribution's bitmap0 is rina_members[i]).
+  // Empty: the job's Rina packets are forwarded by dst.
+  std::vector<PortId> rina_members;
 };
 
 struct SwitchJobCounters {
@@ -151,7 +159,8 @@ struct SwitchCounters {
   std::uint64_t packets = 0;  // packets processed
   // Failed decode_header; or a gradient this switch would aggregate whose bitmap for the level
   // is not one-hot, whose fan-in is not 1..32, or whose value count differs from the
-  // aggregator holding its fragment. Dropped.
+  // aggregator holding its fragment; or a Rina contribution whose bitmap is not its port's bit or
+  // whose fan-in is not the rack's. Dropped.
   std::uint64_t malformed = 0;
   std::uint64_t unknown_job = 0;   // job not installed at this ATP switch; dropped
   std::uint64_t not_admitted = 0;  // job's packet on a port not in its admission list; dropped
@@ -223,6 +232,7 @@ class SwitchPipeline {
   struct JobState {
     std::vector<PortId> admitted_ports;
     std::vector<AggregationRole> roles;
+    std::vector<PortId> rina_members;
     SwitchJobCounters* counters = nullptr;  // into job_counters_ (node-based map: stable address)
   };
 
@@ -240,6 +250,18 @@ class SwitchPipeline {
                              std::span<std::uint8_t> packet, PortSink& out);
   void process_parameter(PortId ingress, const Header& h, const JobState& job, std::span<const std::uint8_t> packet,
                          Time now, PortSink& out);
+  // A Rina packet of a job this switch admitted (docs/rina.md "The switch's Rina mode").
+  void process_rina(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet, Time now,
+                    PortSink& out);
+  // A contribution or final from the rack's member `member`: aggregated, or sent on alone.
+  void rina_aggregate(PortId ingress, std::size_t member, Header& h, const JobState& job,
+                      std::span<std::uint8_t> packet, Time now, PortSink& out);
+  // Aggregator i's sum (complete or not) on towards h.dst in `packet`, which must have room for
+  // it; a complete final to every member port as well.
+  void rina_send_sum(PortId ingress, Header& h, const JobState& job, std::uint32_t i, std::span<std::uint8_t> packet,
+                     PortSink& out);
+  // `packet` to every member port but `except`.
+  static void to_members(const JobState& job, PortId except, std::span<const std::uint8_t> packet, PortSink& out);
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
   void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
                  SwitchJobCounters& counters, Time now);

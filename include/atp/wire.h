@@ -44,6 +44,19 @@ std::string format_address(Address a);
 // Serial-number order on sequence numbers (RFC 1982): a is before b if b is less than 2^31 ahead.
 inline constexpr bool seq_before(Seq a, Seq b) { return static_cast<std::int32_t>(a - b) < 0; }
 
+// Rina's packets (docs/rina.md): ATP packets with the Rina flag, of these kinds. kNone: an ATP
+// packet. On the wire the kind takes the byte of fan_in1 (Rina has no second level).
+enum class RinaKind : std::uint8_t {
+  kNone = 0,
+  kContribution,  // a worker's values for a reduce-scatter hop (a carrier's: plus the last hop's sum)
+  kFinal,         // the same for a fragment's last hop, whose sum is complete
+  kAck,           // the hop's receiver has every contribution; no values
+  kGather,        // a complete sum going round the allgather, or a reply to a request
+  kGatherAck,     // the gather's receiver has it; no values
+  kRequest,       // a worker lacks this fragment's complete sum; no values
+};
+inline constexpr std::uint8_t kRinaKinds = 7;  // kinds 0..6 (kNone and the six above)
+
 // The decoded header. Field names follow the paper (Fig. 5).
 struct Header {
   // Direction and status flags.
@@ -54,6 +67,7 @@ struct Header {
   bool overflow = false;                    // ack only: the aggregate saturated, resend this fragment as float32
   bool float_payload = false;               // values are float32 bit patterns (overflow path); never aggregated
   std::uint8_t edge_switch_identifier = 0;  // 0: heading to the first-level switch, 1: the second
+  RinaKind rina = RinaKind::kNone;          // a Rina packet's kind (its fan_in1 is then 0)
 
   JobId job = 0;
   std::uint16_t value_count = 0;  // number of 32-bit values after the header
@@ -92,9 +106,9 @@ enum class DecodeError : std::uint8_t {
   kTruncated,       // shorter than the header
   kBadMagic,        // not an ATP packet
   kBadVersion,      // an ATP version this code does not speak
-  kBadFlags,        // reserved flag bits set
   kBadRoundShape,   // gradient: round_shape above value_count; parameter: neither 0 nor kRoundShapeMismatch
   kBadExponent,     // scale_exponent or magnitude_or_next out of range
+  kBadRinaKind,     // Rina flag set and the kind byte is none of RinaKind
   kTooManyValues,   // value_count above kMaxValuesPerPacket
   kLengthMismatch,  // packet length differs from kHeaderBytes + 4 * value_count
 };

@@ -46,10 +46,10 @@ struct Slot {
   // Some merged packet was a worker's retransmission (or a partial aggregate a resend flushed): the
   // result's `resend` flag, so that no worker takes its timing for a round trip (Karn's rule).
   bool recovered = false;
-  bool collision = false;              // some merged packet had the collision flag
-  bool saturated = false;              // a contributed value was INT32_MAX or INT32_MIN
-  bool float_result = false;           // kComplete via the float32 path: `sums` hold double sums
-  std::uint16_t round_shape = 0;       // of the first merged packet: every other must carry the same
+  bool collision = false;         // some merged packet had the collision flag
+  bool saturated = false;         // a contributed value was INT32_MAX or INT32_MIN
+  bool float_result = false;      // kComplete via the float32 path: `sums` hold double sums
+  std::uint16_t round_shape = 0;  // of the first merged packet: every other must carry the same
   // Scale per fragment: the first merged int packet's exponent (one at another, or a sum that
   // would not hold the largest value to float32's precision, sends the fragment to the float32
   // path), and the largest magnitude of any contribution (int or float32), which picks the
@@ -380,7 +380,8 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
 // All workers are in. Either the int32 result goes out, or (saturation somewhere, or a sum
 // outside int32) the overflow request, and the fragment starts over as float32 (§3.8).
 void PsEndpoint::Impl::complete_int(Slot& slot, PacketSink& out) {
-  bool overflow = slot.saturated || slot.exponent_mismatch || !resolved(slot.magnitude, slot.scale_exponent, num_workers);
+  bool overflow =
+      slot.saturated || slot.exponent_mismatch || !resolved(slot.magnitude, slot.scale_exponent, num_workers);
   for (const std::int64_t sum : slot.sums) {
     overflow |= sum > kSaturatedMax || sum < kSaturatedMin;
   }
@@ -476,8 +477,8 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
 
 void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSink& out) {
   Header h;
-  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack || h.dst != config.self ||
-      h.value_count != config.values_per_packet || !is_worker(h.src)) {
+  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack || h.rina != RinaKind::kNone ||
+      h.dst != config.self || h.value_count != config.values_per_packet || !is_worker(h.src)) {
     ++stats.dropped;
     return;
   }

@@ -118,6 +118,7 @@ void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
   JobState& job = jobs_[entry.job];
   job.admitted_ports = entry.admitted_ports;
   job.roles = entry.roles;
+  job.rina_members = entry.rina_members;
   // Created here, not on the packet path, so that processing a packet never allocates.
   job.counters = &job_counters_[entry.job];
 }
@@ -220,7 +221,9 @@ void SwitchPipeline::process(PortId ingress, std::span<std::uint8_t> packet, Tim
     ++counters_.not_admitted;
     return;
   }
-  if (h.is_ack) {
+  if (h.rina != RinaKind::kNone) {
+    process_rina(ingress, h, job->second, packet, now, out);
+  } else if (h.is_ack) {
     process_parameter(ingress, h, job->second, packet, now, out);
   } else {
     process_gradient(ingress, h, job->second, packet, now, out);
@@ -305,7 +308,10 @@ void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobS
     // timeouts. resend + edgeSwitchIdentifier 1: no later switch adds it to anything. A level-1
     // partial of several groups counts them whole at the PS; of one group, carries its members.
     Header flushed = h;
-    if (level0) {
+    if (h.rina != RinaKind::kNone) {
+      flushed.bitmap0 = a.bitmap;
+      flushed.bitmap1 = a.round_fragments;
+    } else if (level0) {
       flushed.bitmap0 = a.bitmap;
     } else {
       flushed.bitmap1 = a.bitmap;
@@ -417,6 +423,146 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   encode_header(h, packet);
   ++counters.completions;
   forward(h, ingress, packet, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SwitchPipeline: Rina's mode (docs/rina.md)
+
+void SwitchPipeline::to_members(const JobState& job, PortId except, std::span<const std::uint8_t> packet,
+                                PortSink& out) {
+  for (const PortId port : job.rina_members) {
+    if (port != except) out.send(port, packet);
+  }
+}
+
+void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
+                                  Time now, PortSink& out) {
+  SwitchJobCounters& counters = *job.counters;
+  const auto& members = job.rina_members;
+  if (!members.empty() && table_.size() != 0) {
+    const auto member = std::find(members.begin(), members.end(), ingress);
+    const auto route = routes_.find(h.dst);
+    const bool to_rack = route != routes_.end() && contains(members, route->second);
+    const bool from_rack = member != members.end();
+    switch (h.rina) {
+      case RinaKind::kContribution:
+      case RinaKind::kFinal:
+        if (from_rack) {
+          rina_aggregate(ingress, static_cast<std::size_t>(member - members.begin()), h, job, packet, now, out);
+          return;
+        }
+        // The previous member's complete final: every worker of the rack needs it (the first of
+        // the allgather's multicasts); a partial one only its receiver, which merges it.
+        if (h.rina == RinaKind::kFinal && to_rack && h.fan_in0 != 0 && std::popcount(h.bitmap0) == h.fan_in0) {
+          to_members(job, ingress, packet, out);
+          ++counters.forwarded;
+          return;
+        }
+        break;
+      case RinaKind::kGather:
+        if (!from_rack && to_rack && !h.resend) {  // a request's answer (resend) is for its asker alone
+          to_members(job, ingress, packet, out);
+          ++counters.forwarded;
+          return;
+        }
+        break;
+      case RinaKind::kAck:
+        if (to_rack) {  // every worker of the rack contributed; the fragment's aggregator is done
+          const std::uint32_t i = row_of(h.aggregator_index);
+          const Aggregator& a = table_.at(i);
+          if (a.in_use && a.job == h.job && a.seq == h.seq) {
+            table_.release(i);
+            ++counters.deallocations;
+          } else {
+            reclaim_if_stale(i, now);
+          }
+          to_members(job, ingress, packet, out);
+          ++counters.forwarded;
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (forward(h, ingress, packet, out)) ++counters.forwarded;
+}
+
+void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& h, const JobState& job,
+                                    std::span<std::uint8_t> packet, Time now, PortSink& out) {
+  SwitchJobCounters& counters = *job.counters;
+  if (h.value_count > table_.width()) {
+    ++counters_.too_wide;
+    return;
+  }
+  // A worker speaks for itself only: its port's bit, the rack's fan-in.
+  const std::uint32_t bit = std::uint32_t{1} << member;
+  if (h.bitmap0 != bit || h.fan_in0 != job.rina_members.size()) {
+    ++counters_.malformed;
+    return;
+  }
+  const std::uint32_t i = row_of(h.aggregator_index);
+  reclaim_if_stale(i, now);
+  Aggregator& a = table_.at(i);
+  const bool holds_fragment = a.in_use && a.job == h.job && a.seq == h.seq;
+  if (holds_fragment && a.value_count != h.value_count) {
+    ++counters_.malformed;
+    return;
+  }
+  if (holds_fragment && (a.round_shape != h.round_shape || a.round_fragments != h.bitmap1)) {
+    separate_round_shapes(ingress, h, job, i, packet, out);
+    return;
+  }
+  if (h.resend) {
+    // Fig. 17 as ATP's level 0: a resend never claims an aggregator; the one holding its
+    // fragment takes it in (if it is not in yet) and goes on as it is, and is freed.
+    if (holds_fragment) {
+      ++counters.resend_flushes;
+      if ((a.bitmap & bit) == 0) aggregate(i, bit, h, packet, counters, now);
+      rina_send_sum(ingress, h, job, i, packet, out);
+      table_.release(i);
+    } else if (forward(h, ingress, packet, out)) {
+      ++counters.forwarded;
+    }
+    return;
+  }
+  if (!a.in_use) {
+    table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);
+    a.round_fragments = h.bitmap1;
+  } else if (!holds_fragment) {
+    ++counters.collisions;  // held by another fragment: on alone, for the receiver to merge
+    forward(h, ingress, packet, out);
+    return;
+  }
+  if ((a.bitmap & bit) != 0) {
+    a.ecn = a.ecn || h.ecn;
+    if (h.ecn) ++counters.ecn_merged;
+    ++counters.duplicates;
+    return;
+  }
+  aggregate(i, bit, h, packet, counters, now);
+  if (a.counter < h.fan_in0) return;
+  // Complete. The aggregator stays held until the receiver's ack frees it: a resend finds it.
+  ++counters.completions;
+  rina_send_sum(ingress, h, job, i, packet, out);
+}
+
+void SwitchPipeline::rina_send_sum(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
+                                   std::span<std::uint8_t> packet, PortSink& out) {
+  const Aggregator& a = table_.at(i);
+  store_values(packet, table_.values(i).first(a.value_count));
+  h.bitmap0 = a.bitmap;
+  h.ecn = h.ecn || a.ecn;
+  h.round_shape = a.round_shape;
+  h.scale_exponent = a.scale_exponent;
+  h.magnitude_or_next = a.magnitude;
+  encode_header(h, packet);
+  forward(h, ingress, packet, out);
+  if (h.rina == RinaKind::kFinal && a.counter == job.rina_members.size()) {
+    // The completing rack has its final at once (docs/rina.md: no chunk goes round twice).
+    const auto route = routes_.find(h.dst);
+    to_members(job, route == routes_.end() ? ingress : route->second, packet, out);
+  }
 }
 
 }  // namespace atp

@@ -44,7 +44,7 @@ constexpr std::uint8_t kFlagEcn = 1u << 3;
 constexpr std::uint8_t kFlagOverflow = 1u << 4;
 constexpr std::uint8_t kFlagFloat = 1u << 5;
 constexpr std::uint8_t kFlagEdgeSwitch = 1u << 6;
-constexpr std::uint8_t kFlagsKnown = 0x7F;
+constexpr std::uint8_t kFlagRina = 1u << 7;  // the fan_in1 byte is a RinaKind
 
 }  // namespace
 
@@ -64,14 +64,14 @@ std::string_view to_string(DecodeError e) {
       return "not an ATP packet (bad magic)";
     case DecodeError::kBadVersion:
       return "unsupported ATP version";
-    case DecodeError::kBadFlags:
-      return "reserved header bits set";
     case DecodeError::kBadRoundShape:
       return "round shape out of range";
     case DecodeError::kTooManyValues:
       return "value count above the maximum";
     case DecodeError::kBadExponent:
       return "scale exponent or magnitude out of range";
+    case DecodeError::kBadRinaKind:
+      return "unknown Rina packet kind";
     case DecodeError::kLengthMismatch:
       return "length does not match the value count";
   }
@@ -84,7 +84,6 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (get16(p + kOffMagic) != kMagic) return DecodeError::kBadMagic;
   if (p[kOffVersion] != kVersion) return DecodeError::kBadVersion;
   const std::uint8_t flags = p[kOffFlags];
-  if ((flags & ~kFlagsKnown) != 0) return DecodeError::kBadFlags;
   const std::uint16_t count = get16(p + kOffCount);
   if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
   if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
@@ -96,6 +95,8 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (exponent != clamp_exponent(exponent) || (magnitude != kNoMagnitude && magnitude != clamp_exponent(magnitude))) {
     return DecodeError::kBadExponent;
   }
+  const bool rina = (flags & kFlagRina) != 0;
+  if (rina && (p[kOffFanIn1] == 0 || p[kOffFanIn1] >= kRinaKinds)) return DecodeError::kBadRinaKind;
 
   out.is_ack = (flags & kFlagAck) != 0;
   out.resend = (flags & kFlagResend) != 0;
@@ -110,7 +111,8 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.bitmap0 = get32(p + kOffBitmap0);
   out.bitmap1 = get32(p + kOffBitmap1);
   out.fan_in0 = p[kOffFanIn0];
-  out.fan_in1 = p[kOffFanIn1];
+  out.fan_in1 = rina ? 0 : p[kOffFanIn1];
+  out.rina = rina ? static_cast<RinaKind>(p[kOffFanIn1]) : RinaKind::kNone;
   out.round_shape = shape;
   out.aggregator_index = get32(p + kOffIndex);
   out.src = get32(p + kOffSrc);
@@ -130,6 +132,7 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   if (h.overflow) flags |= kFlagOverflow;
   if (h.float_payload) flags |= kFlagFloat;
   if (h.edge_switch_identifier != 0) flags |= kFlagEdgeSwitch;
+  if (h.rina != RinaKind::kNone) flags |= kFlagRina;
   put16(p + kOffMagic, kMagic);
   p[kOffVersion] = kVersion;
   p[kOffFlags] = flags;
@@ -139,7 +142,7 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put32(p + kOffBitmap0, h.bitmap0);
   put32(p + kOffBitmap1, h.bitmap1);
   p[kOffFanIn0] = h.fan_in0;
-  p[kOffFanIn1] = h.fan_in1;
+  p[kOffFanIn1] = h.rina != RinaKind::kNone ? static_cast<std::uint8_t>(h.rina) : h.fan_in1;
   put16(p + kOffShape, h.round_shape);
   put32(p + kOffIndex, h.aggregator_index);
   put32(p + kOffSrc, h.src);

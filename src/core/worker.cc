@@ -337,7 +337,7 @@ struct WorkerEndpoint::Impl {
     clock = now;
     Header h;
     if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
-        !h.is_ack) {
+        !h.is_ack || h.rina != RinaKind::kNone) {
       ++stats.dropped;
       return;
     }
