@@ -1,5 +1,6 @@
 // One fuzz input fed to every piece of the core that parses network bytes: the decoder, a
-// two-level switch pair, a Rina ToR, a worker and a PS. Shared by the libFuzzer target and the seeded gtest.
+// two-level switch pair, a Rina ToR, a worker, a PS and a Rina worker. Shared by the libFuzzer target and the seeded
+// gtest.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "atp/ps.h"
+#include "atp/rina/worker.h"
 #include "atp/switch.h"
 #include "atp/wire.h"
 #include "atp/worker.h"
@@ -36,7 +38,13 @@ class CheckingPacketSink final : public PacketSink {
 
 // Long-lived state, so that a sequence of inputs can build up aggregator state.
 struct Harness {
-  Harness() : level0(config(16)), level1(config(16)), rina(config(16)), worker(worker_config()), ps(ps_config()) {
+  Harness()
+      : level0(config(16)),
+        level1(config(16)),
+        rina(config(16)),
+        worker(worker_config()),
+        ps(ps_config()),
+        rina_worker(rina_config()) {
     for (SwitchPipeline* s : {&level0, &level1, &rina}) {
       s->add_route(kPs, 0);
       s->add_route(kWorker, 1);
@@ -47,6 +55,7 @@ struct Harness {
     rina.install_job({kJob, {0, 1, 2}, {}, {1, 2}});  // a rack of two workers on ports 1 and 2
     std::vector<float> input(200, 0.25f);
     worker.start(input, time_from_ns(0), host_sink);
+    rina_worker.start(input, time_from_ns(0), host_sink);
   }
 
   static constexpr JobId kJob = 3;
@@ -67,6 +76,18 @@ struct Harness {
     c.ps = {PsRoute{kPs, 1, 1, 2, 2, 0}};
     c.values_per_packet = 8;
     c.aggregators = {0, 16};
+    c.congestion.initial_window = 4;
+    return c;
+  }
+  // Rank 1 of a ring of a rack (ranks 0, 1) and an autonomous worker (rank 2).
+  static RinaConfig rina_config() {
+    RinaConfig c;
+    c.job = kJob;
+    c.rank = 1;
+    c.workers = {0x0A000002, kWorker, kPs};
+    c.members = {{0, 1}, {2}};
+    c.values_per_packet = 8;
+    c.aggregator_slots = 16;
     c.congestion.initial_window = 4;
     return c;
   }
@@ -97,6 +118,8 @@ struct Harness {
     }
     worker.on_packet(buffer, now, host_sink);
     ps.on_packet(buffer, now, host_sink);
+    rina_worker.on_packet(buffer, now, host_sink);
+    if (rina_worker.next_deadline() <= now) rina_worker.on_timeout(now, host_sink);
     if (level0.next_deadline() <= now) level0.on_timeout(now);
     if (rina.next_deadline() <= now) rina.on_timeout(now);
     if (worker.next_deadline() <= now) worker.on_timeout(now, host_sink);
@@ -107,6 +130,7 @@ struct Harness {
   SwitchPipeline level0, level1, rina;
   WorkerEndpoint worker;
   PsEndpoint ps;
+  RinaWorker rina_worker;
   CheckingPortSink port_sink;
   CheckingPacketSink host_sink;
   Time now = time_from_ns(0);

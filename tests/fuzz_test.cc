@@ -27,6 +27,13 @@ std::vector<std::uint8_t> valid_packet(std::mt19937_64& rng) {
   h.aggregator_index = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : static_cast<std::uint32_t>(rng() % 16);
   h.src = rng() % 2 ? Harness::kWorker : static_cast<Address>(rng());
   h.dst = rng() % 2 ? Harness::kPs : multicast_group_address(h.job);
+  if (rng() % 3 == 0) {  // a Rina packet, often one the Rina worker's round takes (200 values: 25 fragments)
+    h.rina = static_cast<RinaKind>(1 + rng() % (kRinaKinds - 1));
+    h.bitmap1 = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 25;
+    h.round_shape = 0;
+    h.dst = rng() % 2 ? Harness::kWorker : h.dst;
+    h.src = rng() % 2 ? Address{0x0A000002} : Harness::kPs;
+  }
   std::vector<std::int32_t> values(rng() % 4 == 0 ? rng() % 100 : 8);
   for (auto& v : values) v = static_cast<std::int32_t>(rng());
   return build_packet(h, values);

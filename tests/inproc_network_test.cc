@@ -24,6 +24,7 @@
 #include "atp/scenario/scenario.h"
 #include "atp/switch.h"
 #include "atp/worker.h"
+#include "inproc_hosts.h"
 #include "reference_sum.h"
 
 namespace atp::inproc {
@@ -532,36 +533,8 @@ jobs: [{name: j, workers: [h0], ps: [p0, p1], elements: 21, rounds: 2,
   EXPECT_EQ(r.jobs[0].completed_rounds, 2u);
 }
 
-// A switch node of a hand-built job: the pipeline with the plan's routes, groups and job entry.
-class SwitchHost final : public Node {
- public:
-  SwitchHost(const SwitchConfig& config, const std::map<Address, PortId>& routes, const SwitchJobPlan* job,
-             JobId job_id)
-      : pipeline(config) {
-    for (const auto& [dst, port] : routes) pipeline.add_route(dst, port);
-    if (job != nullptr) {
-      pipeline.add_multicast_group(multicast_group_address(job_id), job->multicast_ports);
-      pipeline.install_job(job->entry);
-    }
-  }
-  void on_packet(PortId port, std::span<std::uint8_t> p, Time now, PortSink& out) override {
-    pipeline.process(port, p, now, out);
-  }
-  void on_timeout(Time now, PortSink&) override { pipeline.on_timeout(now); }
-  Time next_deadline() const override { return pipeline.next_deadline(); }
-
-  SwitchPipeline pipeline;
-};
-
-// A host's single uplink: whatever an endpoint sends leaves on port 0.
-class Uplink final : public PacketSink {
- public:
-  explicit Uplink(PortSink& ports) : ports_(ports) {}
-  void send(std::span<const std::uint8_t> p) override { ports_.send(0, p); }
-
- private:
-  PortSink& ports_;
-};
+using test::SwitchHost;
+using test::Uplink;
 
 // An end host with a worker (which runs `inputs`, one allreduce after the other, and keeps each
 // result) or a PS.

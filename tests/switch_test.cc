@@ -1075,9 +1075,10 @@ TEST_F(SwitchTest, MalformedAndTruncatedPacketsAreCounted) {
   bad_magic[0] = 0;
   std::vector<std::uint8_t> bad_version = valid;
   bad_version[2] = 1;
-  std::vector<std::uint8_t> reserved_flag = valid;
-  reserved_flag[3] |= 0x80;
-  for (auto* p : {&empty, &short_header, &truncated_values, &bad_magic, &bad_version, &reserved_flag}) {
+  std::vector<std::uint8_t> unknown_rina_kind = valid;
+  unknown_rina_kind[3] |= 0x80;
+  unknown_rina_kind[21] = kRinaKinds;
+  for (auto* p : {&empty, &short_header, &truncated_values, &bad_magic, &bad_version, &unknown_rina_kind}) {
     sw.process(1, *p, us(1), sink);
   }
   EXPECT_TRUE(sink.sent.empty());

@@ -11,7 +11,8 @@ from pathlib import Path
 # layer or an edge is one line here, next to its add_subdirectory in CMakeLists.txt.
 USES = {
     "core": [],
-    "plan": ["core"],
+    "rina": ["core"],
+    "plan": ["rina", "core"],
     "schedule": [],
     "io": ["core"],
     "sim": ["io", "core"],

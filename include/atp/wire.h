@@ -50,7 +50,8 @@ enum class RinaKind : std::uint8_t {
   kNone = 0,
   kContribution,  // a worker's values for a reduce-scatter hop (a carrier's: plus the last hop's sum)
   kFinal,         // the same for a fragment's last hop, whose sum is complete
-  kAck,           // the hop's receiver has every contribution; no values
+  kAck,           // the hop's receiver has every contribution; no values (round_shape kRoundShapeMismatch:
+                  // the workers all-reduce tensors of different sizes)
   kGather,        // a complete sum going round the allgather, or a reply to a request
   kGatherAck,     // the gather's receiver has it; no values
   kRequest,       // a worker lacks this fragment's complete sum; no values

@@ -87,16 +87,17 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   const std::uint16_t count = get16(p + kOffCount);
   if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
   if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
+  const bool rina = (flags & kFlagRina) != 0;
+  if (rina && (p[kOffFanIn1] == 0 || p[kOffFanIn1] >= kRinaKinds)) return DecodeError::kBadRinaKind;
   const std::uint16_t shape = get16(p + kOffShape);
-  const bool ack = (flags & kFlagAck) != 0;
+  // Parameter packets and Rina's acks say "the rounds differ in size" with kRoundShapeMismatch.
+  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffFanIn1] == static_cast<std::uint8_t>(RinaKind::kAck));
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
   const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
   const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
   if (exponent != clamp_exponent(exponent) || (magnitude != kNoMagnitude && magnitude != clamp_exponent(magnitude))) {
     return DecodeError::kBadExponent;
   }
-  const bool rina = (flags & kFlagRina) != 0;
-  if (rina && (p[kOffFanIn1] == 0 || p[kOffFanIn1] >= kRinaKinds)) return DecodeError::kBadRinaKind;
 
   out.is_ack = (flags & kFlagAck) != 0;
   out.resend = (flags & kFlagResend) != 0;

@@ -143,11 +143,12 @@ void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string
   throw PlanError("the network plan has no loop-free route from host " + quoted(from) + " to host " + quoted(to));
 }
 
-void check_job_spec(const NetworkPlan& network, const JobSpec& job) {
+// `needs_ps`: ATP's protocol; Rina's ignores the PS list.
+void check_job_spec(const NetworkPlan& network, const JobSpec& job, bool needs_ps = true) {
   if (const std::optional<std::string> bad = job_name_error(job.name)) throw PlanError("job name " + *bad);
   const std::string name = "job " + quoted(job.name);
   if (job.workers.empty()) throw PlanError(name + " has no workers");
-  if (job.ps.empty()) throw PlanError(name + " has no parameter server");
+  if (job.ps.empty() && needs_ps) throw PlanError(name + " has no parameter server");
   std::unordered_set<std::string> workers, servers;
   for (const std::string& w : job.workers) {
     if (!network.host_address.contains(w)) {
@@ -155,7 +156,7 @@ void check_job_spec(const NetworkPlan& network, const JobSpec& job) {
     }
     if (!workers.insert(w).second) throw PlanError(name + " lists worker " + quoted(w) + " twice");
   }
-  for (const std::string& p : job.ps) {
+  for (const std::string& p : needs_ps ? job.ps : std::vector<std::string>{}) {
     if (!network.host_address.contains(p)) {
       throw PlanError(name + " names parameter server " + quoted(p) + ", which is not a host in the topology");
     }
@@ -177,6 +178,25 @@ void check_job_spec(const NetworkPlan& network, const JobSpec& job) {
   if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
     throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
   }
+}
+
+// A job's fragment width: its own, or the widest its `narrowest` aggregating switch and the links'
+// MTU take (fragment_width). PlanError, naming the job, when its own does not fit the MTU.
+std::uint16_t job_fragment_width(const NetworkPlan& network, const JobSpec& job, std::uint16_t narrowest) {
+  const std::string name = "job " + quoted(job.name);
+  std::uint16_t width = job.values_per_packet;
+  try {
+    if (width == 0) width = fragment_width(network.mtu_bytes, narrowest);
+  } catch (const PlanError& e) {
+    throw PlanError(name + ": " + e.what());
+  }
+  if (network.mtu_bytes != 0 && kIpUdpBytes + packet_size(width) > network.mtu_bytes) {
+    throw PlanError(name + " uses " + std::to_string(width) + " values per packet: its " +
+                    std::to_string(kIpUdpBytes + packet_size(width)) +
+                    "-byte IP packets do not fit the links' MTU of " + std::to_string(network.mtu_bytes) +
+                    " bytes; leave values_per_packet out to fit the path");
+  }
+  return width;
 }
 
 // A set of workers aggregated together before the second level (docs/protocol.md).
@@ -514,18 +534,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
       narrowest = std::min(narrowest, graph.switch_config.at(switch_name)->aggregator_width);
     }
   }
-  try {
-    plan.values_per_packet =
-        job.values_per_packet != 0 ? job.values_per_packet : fragment_width(network.mtu_bytes, narrowest);
-  } catch (const PlanError& e) {
-    throw PlanError(name + ": " + e.what());
-  }
-  if (network.mtu_bytes != 0 && kIpUdpBytes + packet_size(plan.values_per_packet) > network.mtu_bytes) {
-    throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet: its " +
-                    std::to_string(kIpUdpBytes + packet_size(plan.values_per_packet)) +
-                    "-byte IP packets do not fit the links' MTU of " + std::to_string(network.mtu_bytes) +
-                    " bytes; leave values_per_packet out to fit the path");
-  }
+  plan.values_per_packet = job_fragment_width(network, job, narrowest);
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {
       const SwitchConfig& config = *graph.switch_config.at(switch_name);
@@ -652,6 +661,105 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   }
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) plan.switches.at(switch_name).entry.roles.push_back(role);
+  }
+  return plan;
+}
+
+RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
+  const PortGraph graph = build_port_graph(network);
+  check_job_spec(network, job, false);
+  const std::string name = "job " + quoted(job.name);
+
+  // Racks in the order of their first worker; an aggregating one of two or more is one member.
+  std::vector<std::pair<std::string, std::vector<std::uint32_t>>> racks;
+  for (std::uint32_t r = 0; r < job.workers.size(); ++r) {
+    const std::string& tor = graph.tor.at(job.workers[r]);
+    const auto rack = std::find_if(racks.begin(), racks.end(), [&](const auto& e) { return e.first == tor; });
+    if (rack == racks.end()) {
+      racks.push_back({tor, {r}});
+    } else {
+      rack->second.push_back(r);
+    }
+  }
+  RinaJobPlan plan;
+  std::map<std::string, std::vector<std::uint32_t>> abstracted;  // ToR -> its member's ranks
+  for (auto& [tor, ranks] : racks) {
+    if (job.in_network_aggregation && ranks.size() >= 2 && graph.switch_config.at(tor)->atp_capable) {
+      if (ranks.size() > kMaxBitmapPositions) {
+        throw PlanError(name + " has " + std::to_string(ranks.size()) + " workers under switch " + quoted(tor) +
+                        "; a rack holds at most " + std::to_string(kMaxBitmapPositions));
+      }
+      abstracted[tor] = ranks;
+      plan.members.push_back(ranks);
+    } else {
+      for (const std::uint32_t r : ranks) plan.members.push_back({r});
+    }
+  }
+  std::sort(plan.members.begin(), plan.members.end());
+
+  // The racks' switches bound the fragment width and give the aggregator slots.
+  std::uint16_t narrowest = kMaxValuesPerPacket;
+  std::uint32_t slots = 0;
+  for (const auto& [tor, ranks] : abstracted) {
+    const SwitchConfig& config = *graph.switch_config.at(tor);
+    narrowest = std::min(narrowest, config.aggregator_width);
+    slots = slots == 0 ? config.num_aggregators : std::min(slots, config.num_aggregators);
+  }
+  plan.values_per_packet = job_fragment_width(network, job, narrowest);
+  if (plan.values_per_packet > narrowest) {
+    throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) +
+                    " values per packet, wider than a rack switch's aggregators (" + std::to_string(narrowest) + ")");
+  }
+
+  std::vector<Address> addresses;
+  for (const std::string& w : job.workers) addresses.push_back(network.host_address.at(w));
+  for (std::uint32_t r = 0; r < job.workers.size(); ++r) {
+    RinaConfig c;
+    c.job = job.id;
+    c.rank = r;
+    c.workers = addresses;
+    c.members = plan.members;
+    c.values_per_packet = plan.values_per_packet;
+    c.scale = job.scale;
+    c.aggregator_slots = std::max<std::uint32_t>(slots, 1);
+    c.congestion = job.congestion;
+    c.retransmit_timeout = job.retransmit_timeout;
+    c.min_retransmit_timeout = std::min(c.min_retransmit_timeout, job.retransmit_timeout);
+    c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, job.retransmit_timeout);
+    c.progress_timeout = job.progress_timeout;
+    c.initial_seq = job.initial_seq;
+    plan.workers.push_back(std::move(c));
+  }
+
+  // Admission on every port a packet between two of the job's workers comes in on: ring
+  // neighbours talk, and any worker may ask any other for a sum it missed.
+  std::map<std::string, std::set<PortId>> admitted;
+  for (const std::string& from : job.workers) {
+    for (const std::string& to : job.workers) {
+      if (from == to) continue;
+      walk_path(network, graph, from, to,
+                [&](const std::string& s, PortId ingress, PortId) { admitted[s].insert(ingress); });
+    }
+  }
+  for (const auto& [tor, ranks] : abstracted) admitted[tor];  // a ring of one rack: its ToR still aggregates
+  for (const auto& [switch_name, ports] : admitted) {
+    SwitchJobPlan& entry = plan.switches[switch_name];
+    entry.name = job.name;
+    entry.entry.job = job.id;
+    entry.entry.admitted_ports.assign(ports.begin(), ports.end());
+    const std::map<Address, PortId>& routes = network.routes.at(switch_name);
+    for (const Address a : addresses) entry.routes.emplace_back(a, routes.at(a));
+    std::sort(entry.routes.begin(), entry.routes.end());
+    if (const auto rack = abstracted.find(switch_name); rack != abstracted.end()) {
+      for (const std::uint32_t r : rack->second) {
+        const PortId port = routes.at(addresses[r]);
+        entry.entry.rina_members.push_back(port);
+        if (!std::count(entry.entry.admitted_ports.begin(), entry.entry.admitted_ports.end(), port)) {
+          entry.entry.admitted_ports.push_back(port);
+        }
+      }
+      std::sort(entry.entry.admitted_ports.begin(), entry.entry.admitted_ports.end());
+    }
   }
   return plan;
 }

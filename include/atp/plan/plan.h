@@ -15,6 +15,7 @@
 #include "atp/aggregator_index.h"
 #include "atp/congestion.h"
 #include "atp/ps.h"
+#include "atp/rina/worker.h"
 #include "atp/switch.h"
 #include "atp/worker.h"
 
@@ -169,6 +170,21 @@ std::optional<std::string> job_name_error(std::string_view name);
 // Throws PlanError (e.g. an unknown host, more than 32 workers of a job under one ToR, a
 // fragment wider than an aggregating switch's aggregators, a static share of no aggregators).
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
+
+// A Rina job (docs/rina.md): its ring and what each worker and switch is given.
+struct RinaJobPlan {
+  std::uint16_t values_per_packet = 0;              // JobSpec's, or the width fragment_width chose
+  std::vector<std::vector<std::uint32_t>> members;  // the ring (RinaConfig::members)
+  std::vector<RinaConfig> workers;                  // same order as JobSpec::workers
+  std::map<std::string, SwitchJobPlan> switches;    // every switch on a path between two workers
+};
+
+// The ring of a job: each rack whose ToR is ATP-capable and holds two or more of its workers is one
+// member (unless JobSpec::in_network_aggregation is false: then every worker is its own, a plain
+// ring), every other worker one of its own, ordered by their first worker. Its PS list is ignored.
+// Throws PlanError as plan_job does (a worker that is no host, more than 32 workers in a rack, a
+// fragment wider than a rack's aggregators or the MTU).
+RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job);
 
 // The switches a packet from host `from` to host `to` crosses, in order, as the network's routes
 // take it. Throws PlanError for an unknown host or routes that do not lead there.

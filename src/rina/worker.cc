@@ -1,0 +1,784 @@
+// Rina's worker endpoint (include/atp/rina/worker.h), following docs/rina.md.
+#include "atp/rina/worker.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "atp/values_per_packet.h"
+
+namespace atp {
+namespace {
+
+// Seqs a round reserves: its first pass and at most one redo pass (docs/rina.md "Exponents").
+constexpr std::uint32_t kPasses = 2;
+constexpr std::uint64_t kMaxRoundFragments = std::uint64_t{1} << 30;
+constexpr std::size_t kMaxEarlyPackets = 16384;  // kept for a pass or round not started yet
+constexpr int kMaxBackoff = 16;                  // RTO multiples, as ATP's worker
+constexpr std::size_t kRequestBatch = 64;        // asks sent at once
+constexpr std::uint32_t kMaxMemberWorkers = 32;  // a rack's bitmap
+
+Time deadline_after(Time now, Duration d) {
+  if (now == kNever || d >= kNever - now) return kNever;
+  return now + d;
+}
+
+std::string format_duration(Duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", std::chrono::duration<double>(d).count() * 1e3);
+  return text;
+}
+
+void validate(const RinaConfig& c) {
+  const std::string job = "job " + std::to_string(c.job) + ": ";
+  if (c.rank >= c.workers.size()) {
+    throw std::invalid_argument(job + "rank " + std::to_string(c.rank) + " is not one of the " +
+                                std::to_string(c.workers.size()) + " workers");
+  }
+  std::vector<int> seen(c.workers.size(), 0);
+  for (const auto& member : c.members) {
+    if (member.empty() || member.size() > kMaxMemberWorkers) {
+      throw std::invalid_argument(job + "every ring member must hold 1 to 32 workers");
+    }
+    for (const std::uint32_t r : member) {
+      if (r >= c.workers.size() || seen[r]++ != 0) {
+        throw std::invalid_argument(job + "the ring's members must hold every rank exactly once (rank " +
+                                    std::to_string(r) + ")");
+      }
+    }
+  }
+  if (std::find(seen.begin(), seen.end(), 0) != seen.end()) {
+    throw std::invalid_argument(job + "the ring's members must hold every rank exactly once");
+  }
+  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
+    throw std::invalid_argument(job + "values_per_packet " + *bad);
+  }
+  if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
+    throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
+  }
+  if (c.aggregator_slots == 0) throw std::invalid_argument(job + "aggregator_slots must be at least 1");
+  if (c.retransmit_timeout <= Duration::zero() || c.min_retransmit_timeout <= Duration::zero() ||
+      c.progress_timeout <= Duration::zero() || c.max_retransmit_timeout < c.min_retransmit_timeout) {
+    throw std::invalid_argument(job + "the timeouts must be positive, max_retransmit_timeout at least the minimum");
+  }
+}
+
+// A fragment's complete sum, at its exponent.
+struct Final {
+  std::vector<std::int32_t> values;
+  std::int16_t exponent = 0;
+  std::int16_t magnitude = kNoMagnitude;  // the largest among every worker's values of it
+  std::uint32_t fragments = 0;            // its round's fragment count (Header::bitmap1)
+  std::uint16_t shape = 0;                // Header::round_shape
+};
+
+// A hop's sum arriving at its carrier, in one piece or several (disjoint sets of workers).
+struct Merge {
+  std::uint32_t bitmap = 0;
+  std::vector<std::int64_t> sums;
+  std::int16_t magnitude = kNoMagnitude;
+  bool saturated = false;
+  bool ecn = false;
+  bool complete = false;
+  std::uint32_t aggregator_index = 0;
+};
+
+// A send that waits for its acknowledgement.
+struct Outstanding {
+  std::vector<std::uint8_t> packet;
+  Time first_sent{};
+  Time expires{};
+  bool resent = false;
+  bool carrier = false;  // a carrier's contribution, which has an allowance of its own
+  Seq cc_seq = 0;
+};
+
+// What a carrier acknowledged, to say it again to a resend.
+struct AckSent {
+  Address dst = 0;
+  std::uint32_t aggregator_index = 0;
+};
+
+enum class Flow : std::uint8_t { kReduceScatter, kAllgather };
+
+bool any_saturated(std::span<const std::int32_t> values) {
+  return std::any_of(values.begin(), values.end(), is_saturated);
+}
+
+}  // namespace
+
+struct RinaWorker::Impl {
+  explicit Impl(RinaConfig c)
+      : config((validate(c), std::move(c))),
+        ring(config.members.size()),
+        n(static_cast<std::uint32_t>(config.workers.size())),
+        v(config.values_per_packet),
+        rtt(config.retransmit_timeout, config.min_retransmit_timeout, max_rto()),
+        sr(config.congestion, static_cast<std::uint32_t>(packet_size(v))),
+        ag(allgather_congestion(config.congestion), static_cast<std::uint32_t>(packet_size(v))) {
+    for (std::uint32_t m = 0; m < ring; ++m) {
+      for (std::uint32_t p = 0; p < config.members[m].size(); ++p) {
+        if (config.members[m][p] == config.rank) {
+          member = m;
+          position = p;
+        }
+      }
+    }
+    self = config.workers[config.rank];
+    round_base = config.initial_seq;
+  }
+
+  // The allgather's window starts from one packet (Rina §IV-C1: "starts from zero").
+  static CongestionConfig allgather_congestion(CongestionConfig c) {
+    c.initial_window = std::max<std::uint32_t>(1, c.min_window);
+    return c;
+  }
+  Duration max_rto() const {
+    return std::max(config.min_retransmit_timeout,
+                    std::min(config.max_retransmit_timeout, config.progress_timeout / 8));
+  }
+
+  // ---- the ring's shape for this round ----
+  std::uint32_t member_size(std::uint32_t m) const { return static_cast<std::uint32_t>(config.members[m].size()); }
+  bool abstracted(std::uint32_t m) const { return member_size(m) > 1; }
+  std::uint32_t next_member() const { return (member + 1) % ring; }
+  std::uint32_t prev_member() const { return (member + ring - 1) % ring; }
+  std::uint32_t carrier_rank(std::uint32_t f, std::uint32_t m) const { return config.members[m][f % member_size(m)]; }
+  Address carrier(std::uint32_t f, std::uint32_t m) const { return config.workers[carrier_rank(f, m)]; }
+  bool carries(std::uint32_t f) const { return carrier_rank(f, member) == config.rank; }
+  std::uint32_t chunk(std::uint32_t f) const { return chunk_of[f]; }
+  // This member's reduce-scatter hop of fragment f: 0 where its chunk starts, ring-1 completes it.
+  std::uint32_t hop(std::uint32_t f) const { return (member + ring - chunk(f)) % ring; }
+  // Whether this worker passes f's final on round the allgather: it carries f here, and neither
+  // this member nor the next one completed it (the completing rack has it from its switch).
+  bool forwards(std::uint32_t f) const {
+    const std::uint32_t completer = (chunk(f) + ring - 1) % ring;
+    return ring > 1 && carries(f) && member != completer && next_member() != completer;
+  }
+  std::uint16_t shape(std::uint32_t f) const { return f + 1 == fragments ? last_count : 0; }
+  Seq seq_of(std::uint32_t f) const { return pass_base + f; }
+  // Where acknowledgements to member m go: its agent (its ToR hands them to the whole rack), or
+  // another worker of it when the agent is this worker (a ring of one rack).
+  Address ack_destination(std::uint32_t m) const {
+    const auto& ranks = config.members[m];
+    return config.workers[ranks[0] != config.rank || ranks.size() == 1 ? ranks[0] : ranks[1]];
+  }
+
+  // ---- packets out ----
+  void emit(std::span<const std::uint8_t> packet, PacketSink& out) {
+    out.send(packet);
+    ++stats.packets_sent;
+  }
+  void send_control(RinaKind kind, Seq seq, Address dst, std::uint32_t aggregator_index, bool ecn,
+                    std::uint16_t round_shape, PacketSink& out) {
+    Header h;
+    h.rina = kind;
+    h.job = config.job;
+    h.seq = seq;
+    h.src = self;
+    h.dst = dst;
+    h.aggregator_index = aggregator_index;
+    h.ecn = ecn;
+    h.round_shape = round_shape;
+    std::uint8_t bytes[kHeaderBytes];
+    encode_header(h, bytes);
+    emit(bytes, out);
+  }
+  Header fragment_header(RinaKind kind, std::uint32_t f, Address dst, std::int16_t e, std::int16_t magnitude) {
+    Header h;
+    h.rina = kind;
+    h.job = config.job;
+    h.seq = seq_of(f);
+    h.bitmap1 = fragments;
+    h.round_shape = shape(f);
+    h.src = self;
+    h.dst = dst;
+    h.scale_exponent = e;
+    h.magnitude_or_next = magnitude;
+    return h;
+  }
+  void track(Flow flow, Seq seq, std::vector<std::uint8_t> packet, bool carrier_pool, Time now) {
+    Outstanding o;
+    o.packet = std::move(packet);
+    o.first_sent = now;
+    o.expires = deadline_after(now, rto());
+    o.carrier = carrier_pool;
+    o.cc_seq = flow == Flow::kReduceScatter ? sr_next++ : ag_next++;
+    timers.emplace(o.expires, key(flow, seq));
+    (flow == Flow::kReduceScatter ? sr_out : ag_out).emplace(seq, std::move(o));
+  }
+  static std::uint64_t key(Flow flow, Seq seq) { return (std::uint64_t{flow == Flow::kAllgather} << 32) | seq; }
+
+  void send_contribution(std::uint32_t f, bool from_carrier_pool, Time now, PacketSink& out) {
+    const std::uint32_t k = hop(f);
+    const std::int16_t e = exponent[f];
+    std::vector<std::int32_t> values(v, 0);
+    const std::size_t first = std::size_t{f} * v;
+    const std::span<const float> mine = std::span(input).subspan(first, std::min<std::size_t>(v, input.size() - first));
+    quantize(mine, std::ldexp(1.0, e), values);
+    std::int16_t magnitude = magnitude_of(mine);
+    bool saturated = any_saturated(values);
+    if (carries(f) && k > 0) {  // this worker's values plus the hop sum it received
+      const Merge& m = merges.at(seq_of(f));
+      for (std::uint32_t i = 0; i < v; ++i) {
+        const std::int64_t sum = std::int64_t{values[i]} + m.sums[i];
+        saturated = saturated || sum > kSaturatedMax || sum < kSaturatedMin;
+        values[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(sum, kSaturatedMin, kSaturatedMax));
+      }
+      saturated = saturated || m.saturated;
+      magnitude = std::max(magnitude, m.magnitude);
+    }
+    if (saturated && !is_saturated(values[0])) values[0] = kSaturatedMax;  // sticky in every sum after
+    const RinaKind kind = k + 1 == ring ? RinaKind::kFinal : RinaKind::kContribution;
+    Header h = fragment_header(kind, f, carrier(f, next_member()), e, magnitude);
+    h.bitmap0 = std::uint32_t{1} << position;
+    h.fan_in0 = static_cast<std::uint8_t>(member_size(member));
+    h.aggregator_index = h.seq % config.aggregator_slots;
+    std::vector<std::uint8_t> packet = build_packet(h, values);
+    emit(packet, out);
+    ++stats.contributions_sent;
+    track(Flow::kReduceScatter, h.seq, std::move(packet), from_carrier_pool, now);
+    // An autonomous worker completing a fragment has its final in what it sent.
+    if (kind == RinaKind::kFinal && !abstracted(member)) record_final(f, std::move(values), e, magnitude, now, out);
+  }
+
+  void send_gather(std::uint32_t f, Time now, PacketSink& out) {
+    const Final& fin = finals.at(seq_of(f));
+    Header h = fragment_header(RinaKind::kGather, f, carrier(f, next_member()), fin.exponent, fin.magnitude);
+    std::vector<std::uint8_t> packet = build_packet(h, fin.values);
+    emit(packet, out);
+    ++stats.gathers_sent;
+    track(Flow::kAllgather, h.seq, std::move(packet), false, now);
+  }
+
+  // Sends what the windows allow: the reduce-scatter's contributions in the order of their hops
+  // (a carrier's dependent ones in an allowance of their own, so that they never wait behind
+  // contributions that wait for them), then the allgather's.
+  void pump(Time now, PacketSink& out) {
+    if (state != WorkerState::kRunning) return;
+    const std::uint32_t window = sr.window();
+    for (const bool carrier_pool : {false, true}) {
+      auto& ready = carrier_pool ? ready_carrier : ready_plain;
+      std::uint32_t& in_flight = carrier_pool ? carrier_in_flight : plain_in_flight;
+      while (!ready.empty() && in_flight < window) {
+        const std::uint32_t f = static_cast<std::uint32_t>(*ready.begin() & 0xFFFFFFFFu);
+        ready.erase(ready.begin());
+        ++in_flight;
+        send_contribution(f, carrier_pool, now, out);
+        if (state != WorkerState::kRunning) return;
+      }
+    }
+    while (!ready_gather.empty() && ag_out.size() < ag.window()) {
+      const std::uint32_t f = ready_gather.front();
+      ready_gather.pop_front();
+      send_gather(f, now, out);
+    }
+  }
+  std::uint64_t order(std::uint32_t f) const { return (std::uint64_t{hop(f)} << 32) | f; }
+
+  // ---- rounds and passes ----
+  bool start(std::span<const float> in, Time now, PacketSink& out) {
+    if (state != WorkerState::kIdle) return false;
+    const std::uint64_t count = fragment_count(in.size(), v);
+    if (count > kMaxRoundFragments) return false;
+    clock = now;
+    input.assign(in.begin(), in.end());
+    result.assign(in.size(), 0.0f);
+    fragments = static_cast<std::uint32_t>(count);
+    last_count = fragments == 0 ? 0 : static_cast<std::uint16_t>(in.size() - std::size_t{fragments - 1} * v);
+    if (exponent_by_position.size() < fragments) {
+      exponent_by_position.resize(fragments, initial_exponent(config.scale));
+    }
+    exponent.assign(exponent_by_position.begin(), exponent_by_position.begin() + fragments);
+    result_exponent.assign(fragments, 0);
+    chunk_of.resize(fragments);
+    for (std::uint32_t c = 0; c < ring; ++c) {
+      const auto begin = static_cast<std::uint32_t>(std::uint64_t{fragments} * c / ring);
+      const auto end = static_cast<std::uint32_t>(std::uint64_t{fragments} * (c + 1) / ring);
+      for (std::uint32_t f = begin; f < end; ++f) chunk_of[f] = c;
+    }
+    state = WorkerState::kRunning;
+    std::vector<std::uint32_t> all(fragments);
+    for (std::uint32_t f = 0; f < fragments; ++f) all[f] = f;
+    start_pass(0, all, now, out);
+    return true;
+  }
+
+  void start_pass(std::uint32_t p, const std::vector<std::uint32_t>& set, Time now, PacketSink& out) {
+    pass = p;
+    pass_base = round_base + p * fragments;
+    missing = static_cast<std::uint32_t>(set.size());
+    in_pass.assign(fragments, false);
+    merges.clear();
+    ready_plain.clear();
+    ready_carrier.clear();
+    ready_gather.clear();
+    progress(now);
+    if (missing == 0) return end_pass(now, out);
+    for (const std::uint32_t f : set) {
+      in_pass[f] = true;
+      if (ring == 1 && !abstracted(member)) continue;  // a job of one worker: nothing to send
+      if (!(carries(f) && hop(f) > 0)) ready_plain.insert(order(f));
+    }
+    if (ring == 1 && !abstracted(member)) {  // its own values are the sum
+      for (const std::uint32_t f : set) {
+        std::vector<std::int32_t> values(v, 0);
+        const std::size_t first = std::size_t{f} * v;
+        const auto mine = std::span(input).subspan(first, std::min<std::size_t>(v, input.size() - first));
+        quantize(mine, std::ldexp(1.0, exponent[f]), values);
+        record_final(f, std::move(values), exponent[f], magnitude_of(mine), now, out);
+        if (state != WorkerState::kRunning || pass != p) return;
+      }
+      return;
+    }
+    replay_early(now, out);
+    pump(now, out);
+  }
+
+  // Every final of the pass is in: redo the fragments whose exponent did not fit (every worker
+  // sees the same finals, so all agree on which), or finish the round.
+  void end_pass(Time now, PacketSink& out) {
+    std::vector<std::uint32_t> redo;
+    for (std::uint32_t f = 0; f < fragments; ++f) {
+      if (!in_pass[f]) continue;
+      const Final& fin = finals.at(seq_of(f));
+      const std::int16_t better = next_exponent(fin.magnitude, n, fin.exponent);
+      if (any_saturated(fin.values)) {
+        if (better >= fin.exponent) {
+          return fail("job " + std::to_string(config.job) + ": fragment " + std::to_string(f) +
+                      " holds an Inf or NaN, which Rina does not carry (ATP's float32 path does); "
+                      "use algorithm atp for such tensors");
+        }
+      } else if (resolved(fin.magnitude, fin.exponent, n)) {
+        continue;
+      }
+      redo.push_back(f);
+      exponent[f] = better;
+    }
+    if (!redo.empty()) {
+      if (pass + 1 >= kPasses) {
+        return fail("job " + std::to_string(config.job) + ": fragment " + std::to_string(redo.front()) +
+                    " still does not fit its exponent after a redo");
+      }
+      stats.redone_fragments += redo.size();
+      return start_pass(pass + 1, redo, now, out);
+    }
+    // Done: the results, and each position's exponent for the next round.
+    for (std::uint32_t f = 0; f < fragments; ++f) {
+      const Final& fin = finals.at(latest_seq(f));
+      const double scale = std::ldexp(1.0, fin.exponent);
+      const std::size_t first = std::size_t{f} * v;
+      const std::size_t count = std::min<std::size_t>(v, result.size() - first);
+      for (std::size_t i = 0; i < count; ++i) result[first + i] = dequantize_one(fin.values[i], scale);
+      result_exponent[f] = fin.exponent;
+      exponent_by_position[f] = next_exponent(fin.magnitude, n, fin.exponent);
+    }
+    // Finals and acks of this round stay to answer late asks and resends; the round before goes.
+    const Seq next_base = round_base + kPasses * fragments;
+    std::erase_if(finals, [&](const auto& e) { return seq_before(e.first, previous_round_base); });
+    std::erase_if(acks_sent, [&](const auto& e) { return seq_before(e.first, previous_round_base); });
+    previous_round_base = round_base;
+    round_base = next_base;
+    pass_base = next_base;
+    merges.clear();
+    ++stats.rounds_completed;
+    state = WorkerState::kIdle;
+  }
+  // The seq of f's final in the last pass that had it.
+  Seq latest_seq(std::uint32_t f) const {
+    for (std::uint32_t p = pass + 1; p-- > 0;) {
+      const Seq s = round_base + p * fragments + f;
+      if (finals.contains(s)) return s;
+    }
+    return round_base + f;
+  }
+
+  void record_final(std::uint32_t f, std::vector<std::int32_t> values, std::int16_t e, std::int16_t magnitude, Time now,
+                    PacketSink& out) {
+    const Seq s = seq_of(f);
+    if (finals.contains(s)) {
+      ++stats.duplicates;
+      return;
+    }
+    finals.emplace(s, Final{std::move(values), e, magnitude, fragments, shape(f)});
+    progress(now);
+    if (forwards(f)) ready_gather.push_back(f);
+    if (--missing == 0) return end_pass(now, out);
+    pump(now, out);
+  }
+
+  // ---- packets in ----
+  void on_packet(std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
+    clock = now;
+    Header h;
+    if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
+        h.rina == RinaKind::kNone) {
+      ++stats.dropped;
+      return;
+    }
+    if (h.rina == RinaKind::kAck) return on_ack(Flow::kReduceScatter, h, now, out);
+    if (h.rina == RinaKind::kGatherAck) return on_ack(Flow::kAllgather, h, now, out);
+    // About a fragment: of the running pass, of one to come, or of one gone by.
+    const std::int64_t ahead = static_cast<std::int32_t>(h.seq - pass_base);
+    const bool running = state == WorkerState::kRunning;
+    if (running && ahead >= 0 && ahead < fragments) {
+      const auto f = static_cast<std::uint32_t>(ahead);
+      if (!in_pass[f]) return on_stale(h, now, out);  // not redone: its final stands (pass 0's)
+      return on_fragment(h, bytes, f, now, out);
+    }
+    if (ahead >= (running ? std::int64_t{fragments} : 0)) {
+      if (early.size() >= kMaxEarlyPackets) {
+        ++stats.dropped;  // its sender resends it
+        return;
+      }
+      early.emplace_back(bytes.begin(), bytes.end());
+      ++stats.early_kept;
+      return;
+    }
+    on_stale(h, now, out);
+  }
+
+  void replay_early(Time now, PacketSink& out) {
+    std::vector<std::vector<std::uint8_t>> kept;
+    std::vector<std::vector<std::uint8_t>> now_due;
+    for (auto& packet : early) {
+      Header h;
+      (void)decode_header(packet, h);
+      const std::int64_t ahead = static_cast<std::int32_t>(h.seq - pass_base);
+      (ahead >= fragments ? kept : now_due).push_back(std::move(packet));
+    }
+    early = std::move(kept);
+    for (const auto& packet : now_due) {
+      if (state != WorkerState::kRunning) return;
+      on_packet(packet, now, out);
+    }
+  }
+
+  void on_fragment(const Header& h, std::span<const std::uint8_t> bytes, std::uint32_t f, Time now, PacketSink& out) {
+    switch (h.rina) {
+      case RinaKind::kContribution:
+      case RinaKind::kFinal:
+        if (h.dst == self) return on_hop_sum(h, bytes, f, now, out);
+        // A copy of a complete final from a ToR: the completing rack's, or the origin rack's.
+        if (h.rina == RinaKind::kFinal && h.fan_in0 != 0 && std::popcount(h.bitmap0) == h.fan_in0) {
+          return take_final(h, bytes, f, now, out);
+        }
+        ++stats.dropped;
+        return;
+      case RinaKind::kGather:
+        if (h.dst == self && !h.resend) {
+          send_control(RinaKind::kGatherAck, h.seq, h.src, 0, h.ecn, 0, out);
+        }
+        return take_final(h, bytes, f, now, out);
+      case RinaKind::kRequest:
+        return answer(h, out);
+      default:
+        ++stats.dropped;
+        return;
+    }
+  }
+
+  // A packet whose fragment's pass is over: say again what was said, answer what can be.
+  void on_stale(const Header& h, Time, PacketSink& out) {
+    if ((h.rina == RinaKind::kContribution || h.rina == RinaKind::kFinal) && h.dst == self) {
+      const auto acked = acks_sent.find(h.seq);
+      if (acked != acks_sent.end()) {
+        ++stats.duplicates;
+        send_control(RinaKind::kAck, h.seq, h.src, acked->second.aggregator_index, false, 0, out);
+        return;
+      }
+    } else if (h.rina == RinaKind::kGather && h.dst == self && !h.resend) {
+      ++stats.duplicates;
+      send_control(RinaKind::kGatherAck, h.seq, h.src, 0, false, 0, out);
+      return;
+    } else if (h.rina == RinaKind::kRequest) {
+      return answer(h, out);
+    }
+    ++stats.dropped;
+  }
+
+  void answer(const Header& h, PacketSink& out) {
+    const auto fin = finals.find(h.seq);
+    if (fin == finals.end()) {
+      ++stats.dropped;  // not here yet: the asker asks again
+      return;
+    }
+    Header g;
+    g.rina = RinaKind::kGather;
+    g.job = config.job;
+    g.seq = h.seq;
+    g.bitmap1 = fin->second.fragments;
+    g.round_shape = fin->second.shape;
+    g.src = self;
+    g.dst = h.src;
+    g.resend = true;  // an answer: for the asker alone
+    g.scale_exponent = fin->second.exponent;
+    g.magnitude_or_next = fin->second.magnitude;
+    emit(build_packet(g, fin->second.values), out);
+    ++stats.gathers_sent;
+  }
+
+  // Checks a fragment packet's round against this worker's: false when the sender cuts another
+  // tensor size. Then the round fails here, and every other worker is told (an ack that says so),
+  // so that all of them fail at once with the reason instead of waiting for the progress timeout.
+  bool same_round(const Header& h, std::uint32_t f, PacketSink& out) {
+    if (h.bitmap1 == fragments && h.round_shape == shape(f)) return true;
+    for (const Address w : config.workers) {
+      if (w != self) send_control(RinaKind::kAck, h.seq, w, 0, false, kRoundShapeMismatch, out);
+    }
+    fail(size_mismatch());
+    return false;
+  }
+  std::string size_mismatch() const {
+    return "job " + std::to_string(config.job) +
+           ": the workers all-reduce tensors of different sizes (this worker: " + std::to_string(input.size()) +
+           " values in this call); every worker must pass the same number of values";
+  }
+
+  void take_final(const Header& h, std::span<const std::uint8_t> bytes, std::uint32_t f, Time now, PacketSink& out) {
+    if (h.value_count != v || h.scale_exponent != exponent[f]) {
+      ++stats.dropped;
+      return;
+    }
+    if (!same_round(h, f, out)) return;
+    std::vector<std::int32_t> values(v);
+    load_values(bytes, values);
+    record_final(f, std::move(values), h.scale_exponent, h.magnitude_or_next, now, out);
+  }
+
+  // A hop's sum (or a piece of it) for a fragment this worker carries here.
+  void on_hop_sum(const Header& h, std::span<const std::uint8_t> bytes, std::uint32_t f, Time now, PacketSink& out) {
+    const std::uint32_t k = hop(f);
+    const std::uint32_t prev = prev_member();
+    const std::uint32_t size = member_size(prev);
+    const auto& from = config.members[prev];
+    const bool from_prev =
+        std::any_of(from.begin(), from.end(), [&](std::uint32_t r) { return config.workers[r] == h.src; });
+    const RinaKind expected = k == 0 ? RinaKind::kFinal : RinaKind::kContribution;
+    if (!carries(f) || h.rina != expected || !from_prev || h.fan_in0 != size || h.bitmap0 == 0 ||
+        (size < 32 && (h.bitmap0 >> size) != 0) || h.value_count != v || h.scale_exponent != exponent[f]) {
+      ++stats.dropped;
+      return;
+    }
+    if (!same_round(h, f, out)) return;
+    Merge& m = merges[h.seq];
+    if (m.complete) {
+      ++stats.duplicates;
+      send_control(RinaKind::kAck, h.seq, h.src, m.aggregator_index, h.ecn, 0, out);
+      return;
+    }
+    if ((m.bitmap & h.bitmap0) != 0) {
+      ++stats.overlaps_dropped;  // its workers resend alone what this piece held
+      return;
+    }
+    if (m.sums.empty()) m.sums.assign(v, 0);
+    m.saturated = add_to_sums(bytes, m.sums) || m.saturated;
+    m.bitmap |= h.bitmap0;
+    m.magnitude = std::max(m.magnitude, h.magnitude_or_next);
+    m.ecn = m.ecn || h.ecn;
+    m.aggregator_index = h.aggregator_index;
+    ++stats.merges;
+    progress(now);
+    if (static_cast<std::uint32_t>(std::popcount(m.bitmap)) < size) return;
+
+    // In: custody passes to this worker; the contributors may stop resending.
+    m.complete = true;
+    const Address ack_to = ack_destination(prev);
+    send_control(RinaKind::kAck, h.seq, ack_to, m.aggregator_index, m.ecn, 0, out);
+    acks_sent[h.seq] = AckSent{ack_to, m.aggregator_index};
+    if (ring == 1) acknowledged(Flow::kReduceScatter, h.seq, false, now, out);  // its own contribution too
+    if (state != WorkerState::kRunning) return;
+    if (k == 0) {  // the last hop's: the final
+      std::vector<std::int32_t> values(v);
+      for (std::uint32_t i = 0; i < v; ++i) {
+        values[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(m.sums[i], kSaturatedMin, kSaturatedMax));
+      }
+      const bool out_of_range = std::any_of(m.sums.begin(), m.sums.end(),
+                                            [](std::int64_t s) { return s > kSaturatedMax || s < kSaturatedMin; });
+      if ((m.saturated || out_of_range) && !is_saturated(values[0])) values[0] = kSaturatedMax;
+      return record_final(f, std::move(values), h.scale_exponent, m.magnitude, now, out);
+    }
+    ready_carrier.insert(order(f));
+    pump(now, out);
+  }
+
+  void on_ack(Flow flow, const Header& h, Time now, PacketSink& out) {
+    if (flow == Flow::kReduceScatter && h.round_shape == kRoundShapeMismatch) {
+      if (state == WorkerState::kRunning) fail(size_mismatch());
+      return;
+    }
+    acknowledged(flow, h.seq, h.ecn, now, out);
+  }
+
+  void acknowledged(Flow flow, Seq seq, bool ecn, Time now, PacketSink& out) {
+    auto& outstanding = flow == Flow::kReduceScatter ? sr_out : ag_out;
+    const auto it = outstanding.find(seq);
+    if (it == outstanding.end()) {
+      ++stats.duplicates;
+      return;
+    }
+    const Outstanding& o = it->second;
+    timers.erase({o.expires, key(flow, seq)});
+    if (!o.resent) rtt.on_sample(now - o.first_sent);
+    if (flow == Flow::kReduceScatter) {
+      sr.on_ack(o.cc_seq, ecn, sr_next);
+      --(o.carrier ? carrier_in_flight : plain_in_flight);
+    } else {
+      ag.on_ack(o.cc_seq, ecn, ag_next);
+    }
+    outstanding.erase(it);
+    backoff = 1;
+    progress(now);
+    pump(now, out);
+  }
+
+  // ---- time ----
+  Duration rto() const { return std::min(rtt.rto() * backoff, max_rto()); }
+  void progress(Time now) {
+    last_progress = now;
+    request_interval = 4 * rto();
+  }
+
+  void on_timeout(Time now, PacketSink& out) {
+    clock = now;
+    if (state == WorkerState::kRunning && now >= deadline_after(last_progress, config.progress_timeout)) {
+      return fail("job " + std::to_string(config.job) + ": rank " + std::to_string(config.rank) +
+                  " made no progress for " + format_duration(config.progress_timeout) + " (" + std::to_string(missing) +
+                  " fragments' sums missing)");
+    }
+    // Resends: every send whose timer ran out; one window cut per flow.
+    bool cut[2] = {false, false};
+    while (!timers.empty() && timers.begin()->first <= now) {
+      const std::uint64_t k = timers.begin()->second;
+      timers.erase(timers.begin());
+      const Flow flow = (k >> 32) != 0 ? Flow::kAllgather : Flow::kReduceScatter;
+      const Seq seq = static_cast<Seq>(k & 0xFFFFFFFFu);
+      auto& outstanding = flow == Flow::kReduceScatter ? sr_out : ag_out;
+      Outstanding& o = outstanding.at(seq);
+      if (!cut[flow == Flow::kAllgather]) {
+        cut[flow == Flow::kAllgather] = true;
+        ++stats.timeouts;
+        if (flow == Flow::kReduceScatter) {
+          sr.on_timeout(o.cc_seq, sr_next);
+        } else {
+          ag.on_timeout(o.cc_seq, ag_next);
+        }
+      }
+      if (flow == Flow::kReduceScatter && !o.resent) {  // a contribution's resend flushes its aggregator
+        Header h;
+        (void)decode_header(o.packet, h);
+        h.resend = true;
+        encode_header(h, o.packet);
+      }
+      o.resent = true;
+      emit(o.packet, out);
+      ++stats.retransmissions;
+      o.expires = deadline_after(now, rto());
+      timers.emplace(o.expires, k);
+    }
+    if (cut[0] || cut[1]) backoff = std::min(backoff * 2, kMaxBackoff);
+    // Asks for finals that have not come after a quiet spell.
+    if (state == WorkerState::kRunning && missing > 0 && now >= deadline_after(last_progress, request_interval)) {
+      std::size_t asked = 0;
+      for (std::uint32_t f = 0; f < fragments && asked < kRequestBatch; ++f) {
+        if (!in_pass[f] || finals.contains(seq_of(f))) continue;
+        const std::uint32_t origin = chunk(f);
+        if (origin == member && carries(f)) continue;  // this worker completes it itself
+        send_control(RinaKind::kRequest, seq_of(f), carrier(f, origin), 0, false, 0, out);
+        ++stats.requests_sent;
+        ++asked;
+      }
+      request_interval = std::min(request_interval * 2, config.progress_timeout / 4);
+      last_request = now;
+    }
+    pump(now, out);
+  }
+
+  Time next_deadline() const {
+    Time t = timers.empty() ? kNever : timers.begin()->first;
+    if (state == WorkerState::kRunning) {
+      t = std::min(t, deadline_after(last_progress, config.progress_timeout));
+      if (missing > 0) {
+        const Time base = std::max(last_progress, last_request);
+        t = std::min(t, deadline_after(base, request_interval));
+      }
+    }
+    return t;
+  }
+
+  void fail(std::string why) {
+    state = WorkerState::kFailed;
+    error = std::move(why);
+  }
+
+  RinaConfig config;
+  std::uint32_t ring;  // G
+  std::uint32_t n;     // workers
+  std::uint16_t v;     // values per fragment
+  std::uint32_t member = 0, position = 0;
+  Address self = 0;
+  RttEstimator rtt;
+  AimdWindow sr, ag;
+  Seq sr_next = 0, ag_next = 0;  // congestion-control sequence numbers of the two flows
+  int backoff = 1;
+
+  WorkerState state = WorkerState::kIdle;
+  std::string error;
+  RinaStats stats;
+  Time clock{};
+  Time last_progress{}, last_request{};
+  Duration request_interval{};
+
+  // The round.
+  std::vector<float> input, result;
+  std::uint32_t fragments = 0;
+  std::uint16_t last_count = 0;
+  std::vector<std::uint32_t> chunk_of;
+  std::vector<std::int16_t> exponent;              // this pass's, by fragment
+  std::vector<std::int16_t> exponent_by_position;  // the next round's, by fragment position
+  std::vector<std::int16_t> result_exponent;
+  Seq round_base = 0, previous_round_base = 0, pass_base = 0;
+  std::uint32_t pass = 0;
+  std::uint32_t missing = 0;  // finals of this pass not in yet
+  std::vector<bool> in_pass;
+  std::map<Seq, Merge> merges;                         // hop sums this worker carries, this pass
+  std::unordered_map<Seq, Final> finals;               // this round's and the last one's, by seq
+  std::unordered_map<Seq, AckSent> acks_sent;          // what it acknowledged, for resends
+  std::set<std::uint64_t> ready_plain, ready_carrier;  // contributions to send, by (hop, fragment)
+  std::deque<std::uint32_t> ready_gather;
+  std::uint32_t plain_in_flight = 0, carrier_in_flight = 0;
+  std::map<Seq, Outstanding> sr_out, ag_out;
+  std::set<std::pair<Time, std::uint64_t>> timers;  // (expiry, flow and seq)
+  std::vector<std::vector<std::uint8_t>> early;
+};
+
+RinaWorker::RinaWorker(RinaConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+RinaWorker::~RinaWorker() = default;
+RinaWorker::RinaWorker(RinaWorker&&) noexcept = default;
+RinaWorker& RinaWorker::operator=(RinaWorker&&) noexcept = default;
+
+bool RinaWorker::start(std::span<const float> input, Time now, PacketSink& out) {
+  return impl_->start(input, now, out);
+}
+void RinaWorker::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  impl_->on_packet(packet, now, out);
+}
+void RinaWorker::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, out); }
+Time RinaWorker::next_deadline() const { return impl_->next_deadline(); }
+WorkerState RinaWorker::state() const { return impl_->state; }
+const std::string& RinaWorker::error() const { return impl_->error; }
+std::span<const float> RinaWorker::result() const { return impl_->result; }
+const std::vector<std::int16_t>& RinaWorker::result_exponents() const { return impl_->result_exponent; }
+const RinaStats& RinaWorker::stats() const { return impl_->stats; }
+const RinaConfig& RinaWorker::config() const { return impl_->config; }
+
+}  // namespace atp

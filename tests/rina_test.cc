@@ -1,0 +1,358 @@
+// Rina end to end on the in-process network (docs/rina.md): planned rings of racks and autonomous
+// workers, the switches' Rina mode, every worker's endpoint; exact sums (the integer sum of every
+// worker's quantized values at the exponent each fragment ended with) on clean links and under
+// loss, duplication and reordering across seeds; loud failures where Rina cannot deliver.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "atp/fixed_point.h"
+#include "atp/plan/plan.h"
+#include "atp/rina/worker.h"
+#include "atp/sim/inproc_network.h"
+#include "atp/switch.h"
+#include "inproc_hosts.h"
+
+namespace atp {
+namespace {
+
+using inproc::Network;
+using sim::ChannelConfig;
+using sim::Node;
+using sim::NodeId;
+
+using test::SwitchHost;
+using test::Uplink;
+
+// A host that takes no part.
+class IdleHost final : public Node {
+ public:
+  void on_packet(PortId, std::span<std::uint8_t>, Time, PortSink&) override {}
+  void on_timeout(Time, PortSink&) override {}
+  Time next_deadline() const override { return kNever; }
+};
+
+// A host running one Rina worker through `inputs`, one round after the other.
+class RinaHost final : public Node {
+ public:
+  explicit RinaHost(RinaConfig config) : worker(std::move(config)) {}
+  void on_packet(PortId, std::span<std::uint8_t> p, Time now, PortSink& out) override {
+    Uplink uplink(out);
+    worker.on_packet(p, now, uplink);
+    next_round(now, uplink);
+  }
+  void on_timeout(Time now, PortSink& out) override {
+    Uplink uplink(out);
+    worker.on_timeout(now, uplink);
+    next_round(now, uplink);
+  }
+  Time next_deadline() const override { return worker.next_deadline(); }
+  void next_round(Time now, PacketSink& out) {
+    while (worker.state() == WorkerState::kIdle && started > results.size()) {
+      results.emplace_back(worker.result().begin(), worker.result().end());
+      exponents.push_back(worker.result_exponents());
+      if (started < inputs.size()) {
+        ASSERT_TRUE(worker.start(inputs[started++], now, out));
+      }
+    }
+  }
+
+  RinaWorker worker;
+  std::vector<std::vector<float>> inputs;
+  std::size_t started = 0;
+  std::vector<std::vector<float>> results;
+  std::vector<std::vector<std::int16_t>> exponents;
+};
+
+struct RinaRun {
+  std::vector<RinaHost*> workers;  // by rank
+  std::map<std::string, SwitchHost*> switches;
+  RinaJobPlan plan;
+  std::unique_ptr<Network> net;
+  std::vector<std::unique_ptr<NetworkPlan>> keep;
+};
+
+// Plans `spec` on `topology`, wires the in-process network (every link `link`), gives worker w
+// inputs[w], and runs until nothing is left to do or `limit`.
+RinaRun run_rina(const Topology& topology, const JobSpec& spec,
+                 const std::vector<std::vector<std::vector<float>>>& inputs, ChannelConfig link = {},
+                 std::uint64_t seed = 1, Time limit = time_from_ns(20'000'000'000)) {
+  RinaRun run;
+  auto network_plan = std::make_unique<NetworkPlan>(plan_network(topology));
+  run.plan = plan_rina_job(*network_plan, spec);
+  run.net = std::make_unique<Network>(seed);
+  std::map<std::string, NodeId> ids;
+  for (const SwitchSpec& sw : topology.switches) {
+    const auto job = run.plan.switches.find(sw.name);
+    auto node = std::make_unique<SwitchHost>(sw.config, network_plan->routes.at(sw.name),
+                                             job == run.plan.switches.end() ? nullptr : &job->second, spec.id);
+    run.switches[sw.name] = node.get();
+    ids[sw.name] = run.net->add_node(sw.name, std::move(node));
+  }
+  run.workers.resize(spec.workers.size());
+  for (const HostSpec& h : topology.hosts) {
+    for (std::size_t w = 0; w < spec.workers.size(); ++w) {
+      if (spec.workers[w] != h.name) continue;
+      auto host = std::make_unique<RinaHost>(run.plan.workers[w]);
+      host->inputs = inputs[w];
+      run.workers[w] = host.get();
+      ids[h.name] = run.net->add_node(h.name, std::move(host));
+    }
+    if (!ids.contains(h.name)) ids[h.name] = run.net->add_node(h.name, std::make_unique<IdleHost>());
+  }
+  for (const PlannedLink& l : network_plan->links) {
+    run.net->connect(ids.at(l.a.node), l.a.port, ids.at(l.b.node), l.b.port, link, link);
+  }
+  for (std::size_t w = 0; w < run.workers.size(); ++w) {
+    RinaHost* host = run.workers[w];
+    const NodeId id = ids.at(spec.workers[w]);
+    Network* net = run.net.get();
+    run.net->schedule(Time{}, [host, id, net](Time now) {
+      Uplink uplink(net->sink_for(id));
+      host->started = 1;
+      ASSERT_TRUE(host->worker.start(host->inputs[0], now, uplink));
+      host->next_round(now, uplink);
+    });
+  }
+  run.net->run_until(limit);
+  run.keep.push_back(std::move(network_plan));
+  return run;
+}
+
+// Checks every worker's every round against the exact integer sum at the exponents it reports.
+void expect_exact(const RinaRun& run, const std::vector<std::vector<std::vector<float>>>& inputs, std::size_t rounds) {
+  const std::size_t n = run.workers.size();
+  const std::uint16_t v = run.plan.values_per_packet;
+  for (std::size_t w = 0; w < n; ++w) {
+    const RinaHost& host = *run.workers[w];
+    ASSERT_EQ(host.worker.state(), WorkerState::kIdle) << "rank " << w << ": " << host.worker.error();
+    ASSERT_EQ(host.results.size(), rounds) << "rank " << w;
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const std::vector<float>& got = host.results[r];
+      ASSERT_EQ(got.size(), inputs[0][r].size());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double scale = std::ldexp(1.0, host.exponents[r][i / v]);
+        std::int64_t sum = 0;
+        for (std::size_t k = 0; k < n; ++k) sum += quantize_one(inputs[k][r][i], scale);
+        const float want = dequantize_one(sum, scale);
+        wrong += std::memcmp(&want, &got[i], sizeof want) != 0;
+      }
+      EXPECT_EQ(wrong, 0u) << "rank " << w << ", round " << r;
+      if (w > 0) {
+        EXPECT_EQ(got, run.workers[0]->results[r]) << "rank " << w << " differs from rank 0, round " << r;
+      }
+    }
+  }
+}
+
+// inputs[worker][round]: seeded values around `magnitude`.
+std::vector<std::vector<std::vector<float>>> make_inputs(std::size_t workers, std::vector<std::size_t> sizes,
+                                                         std::vector<double> magnitudes, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<std::vector<float>>> in(workers);
+  for (std::size_t w = 0; w < workers; ++w) {
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      std::uniform_real_distribution<double> d(-magnitudes[r], magnitudes[r]);
+      std::vector<float> values(sizes[r]);
+      for (float& x : values) x = static_cast<float>(d(rng));
+      in[w].push_back(std::move(values));
+    }
+  }
+  return in;
+}
+
+// Racks under tor0..: racks[i] workers each (named r<i>w<j>); `ina[i]` says whether tor i
+// aggregates; the ToRs under one core switch.
+Topology racks_topology(const std::vector<int>& racks, const std::vector<bool>& ina, std::vector<std::string>& workers,
+                        std::uint32_t aggregators = 64) {
+  Topology t;
+  SwitchConfig core;
+  core.atp_capable = false;
+  t.switches.push_back({"core", core});
+  for (std::size_t i = 0; i < racks.size(); ++i) {
+    SwitchConfig c;
+    c.atp_capable = ina[i];
+    c.num_aggregators = aggregators;
+    const std::string tor = "tor" + std::to_string(i);
+    t.switches.push_back({tor, c});
+    t.switch_links.push_back({tor, "core"});
+    for (int j = 0; j < racks[i]; ++j) {
+      t.hosts.push_back({"r" + std::to_string(i) + "w" + std::to_string(j), tor});
+    }
+  }
+  // Ranks interleave over the racks, so that members are not runs of consecutive ranks.
+  for (int j = 0;; ++j) {
+    bool any = false;
+    for (std::size_t i = 0; i < racks.size(); ++i) {
+      if (j < racks[i]) {
+        workers.push_back("r" + std::to_string(i) + "w" + std::to_string(j));
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  return t;
+}
+
+JobSpec rina_job(const std::vector<std::string>& workers, std::uint16_t values_per_packet = 16) {
+  JobSpec spec;
+  spec.name = "rina";
+  spec.id = 4;
+  spec.workers = workers;
+  spec.values_per_packet = values_per_packet;
+  return spec;
+}
+
+TEST(RinaPlan, RacksWithAnAggregatingToRAreOneMemberAndTheRestAreAutonomous) {
+  std::vector<std::string> workers;
+  const Topology t = racks_topology({3, 2, 1}, {true, false, true}, workers);
+  // workers: r0w0 r1w0 r2w0 r0w1 r1w1 r0w2 -> ranks 0..5; rack 0 = {0, 3, 5}
+  const NetworkPlan n = plan_network(t);
+  const RinaJobPlan plan = plan_rina_job(n, rina_job(workers));
+  EXPECT_EQ(plan.members, (std::vector<std::vector<std::uint32_t>>{{0, 3, 5}, {1}, {2}, {4}}));
+  const SwitchJobPlan& tor0 = plan.switches.at("tor0");
+  EXPECT_EQ(tor0.entry.rina_members.size(), 3u);
+  EXPECT_TRUE(plan.switches.at("tor1").entry.rina_members.empty());  // not aggregating
+  EXPECT_TRUE(plan.switches.at("tor2").entry.rina_members.empty());  // one worker
+  EXPECT_EQ(plan.workers[3].rank, 3u);
+  EXPECT_EQ(plan.workers[3].aggregator_slots, 64u);
+  JobSpec ring = rina_job(workers);
+  ring.in_network_aggregation = false;  // every worker its own member: a plain ring
+  EXPECT_EQ(plan_rina_job(n, ring).members.size(), 6u);
+}
+
+// Two racks of three, both aggregating: a ring of two abstracted members. Three rounds: values
+// near 1 (the first exponent fits), near 1e-6 (the last round's exponent is 20 bits too coarse:
+// a redo pass), then near 1e-6 again (learned: no redo).
+TEST(Rina, TwoRacksSumExactlyAndRedoWhatTheExponentMissed) {
+  std::vector<std::string> names;
+  const Topology t = racks_topology({3, 3}, {true, true}, names);
+  const auto inputs = make_inputs(6, {1000, 1000, 1000}, {1.0, 1e-6, 1e-6}, 7);
+  const RinaRun run = run_rina(t, rina_job(names), inputs);
+  expect_exact(run, inputs, 3);
+  std::uint64_t redone = 0;
+  for (const RinaHost* w : run.workers) redone += w->worker.stats().redone_fragments;
+  EXPECT_GT(redone, 0u);
+  for (const char* tor : {"tor0", "tor1"}) {
+    const SwitchJobCounters c = run.switches.at(tor)->pipeline.job_counters(4);
+    EXPECT_GT(c.completions, 0u) << tor;
+    EXPECT_EQ(run.switches.at(tor)->pipeline.table().in_use(), 0u) << tor << ": acks free every aggregator";
+  }
+}
+
+// Shapes x seeds x faults on every link: exact, and the same on every worker.
+using FaultParams = std::tuple<int, std::uint64_t, int>;  // shape, seed, faults (0 none, 1 loss, 2 all)
+class RinaFaults : public ::testing::TestWithParam<FaultParams> {};
+
+TEST_P(RinaFaults, ExactUnderLossDuplicationAndReordering) {
+  const auto [shape, seed, faults] = GetParam();
+  const std::vector<std::vector<int>> racks = {{4}, {2, 2}, {3, 2, 1}, {2, 3, 1, 2}};
+  const std::vector<std::vector<bool>> ina = {{true}, {true, true}, {true, false, true}, {true, true, false, true}};
+  std::vector<std::string> names;
+  const Topology t =
+      racks_topology(racks[static_cast<std::size_t>(shape)], ina[static_cast<std::size_t>(shape)], names);
+  ChannelConfig link;
+  link.rate_gbps = 10;
+  if (faults >= 1) link.loss = 0.02;
+  if (faults >= 2) {
+    link.duplicate = 0.02;
+    link.reorder = 0.05;
+  }
+  const auto inputs = make_inputs(names.size(), {777, 1600}, {1.0, 30.0}, seed);
+  const RinaRun run = run_rina(t, rina_job(names, 32), inputs, link, seed);
+  expect_exact(run, inputs, 2);
+  // What the run went through: the faults, the resends they caused, the racks' switches adding.
+  std::uint64_t lost = 0, resent = 0, completions = 0;
+  for (std::size_t c = 0; c < run.net->channel_count(); ++c) lost += run.net->channel_counters(c).lost;
+  for (const RinaHost* w : run.workers) resent += w->worker.stats().retransmissions;
+  for (const auto& [name, sw] : run.switches) completions += sw->pipeline.job_counters(4).completions;
+  EXPECT_EQ(lost > 0, faults >= 1);
+  EXPECT_TRUE(faults == 0 || resent > 0);
+  EXPECT_GT(completions, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ShapesSeedsFaults, RinaFaults,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1u, 2u, 3u),
+                                            ::testing::Values(0, 1, 2)));
+
+// Three aggregator slots for windows of many fragments: most contributions find their slot held
+// by another fragment and go on alone; the receivers' merges keep the sums exact.
+TEST(Rina, ExactWhenTheRackSwitchesHaveFewerSlotsThanFragmentsInFlight) {
+  for (const std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    std::vector<std::string> names;
+    const Topology t = racks_topology({3, 2, 1}, {true, true, true}, names, 3);
+    ChannelConfig link;
+    link.rate_gbps = 10;
+    link.loss = 0.02;
+    const auto inputs = make_inputs(names.size(), {2000, 900}, {1.0, 4.0}, seed);
+    const RinaRun run = run_rina(t, rina_job(names, 32), inputs, link, seed);
+    expect_exact(run, inputs, 2);
+    std::uint64_t collisions = 0;
+    for (const auto& [name, sw] : run.switches) collisions += sw->pipeline.job_counters(4).collisions;
+    EXPECT_GT(collisions, 0u) << "seed " << seed;
+  }
+}
+
+TEST(Rina, OneWorkerSumsItself) {
+  std::vector<std::string> names;
+  const Topology t = racks_topology({1}, {true}, names);
+  const auto inputs = make_inputs(1, {100}, {1.0}, 3);
+  const RinaRun run = run_rina(t, rina_job(names), inputs);
+  expect_exact(run, inputs, 1);
+}
+
+TEST(Rina, TensorsOfDifferentSizesFailLoudly) {
+  std::vector<std::string> names;
+  const Topology t = racks_topology({2, 2}, {true, true}, names);
+  auto inputs = make_inputs(4, {160}, {1.0}, 3);
+  inputs[2][0].resize(200);
+  const RinaRun run = run_rina(t, rina_job(names), inputs, {}, 1, time_from_ns(5'000'000'000));
+  std::size_t failed = 0;
+  for (const RinaHost* w : run.workers) {
+    if (w->worker.state() != WorkerState::kFailed) continue;
+    ++failed;
+    EXPECT_NE(w->worker.error().find("different sizes"), std::string::npos) << w->worker.error();
+  }
+  EXPECT_GT(failed, 0u);
+  for (const RinaHost* w : run.workers) EXPECT_TRUE(w->results.empty());  // no round completed anywhere
+}
+
+TEST(Rina, AnInfinityFailsLoudlyInsteadOfVanishing) {
+  std::vector<std::string> names;
+  const Topology t = racks_topology({2, 2}, {true, true}, names);
+  auto inputs = make_inputs(4, {64}, {1.0}, 3);
+  inputs[1][0][5] = std::numeric_limits<float>::infinity();
+  const RinaRun run = run_rina(t, rina_job(names), inputs);
+  for (const RinaHost* w : run.workers) {
+    ASSERT_EQ(w->worker.state(), WorkerState::kFailed);
+    EXPECT_NE(w->worker.error().find("Inf or NaN"), std::string::npos) << w->worker.error();
+  }
+}
+
+TEST(Rina, ConfigsThatCannotWorkAreRefusedInOneSentence) {
+  RinaConfig c;
+  c.workers = {1, 2};
+  c.members = {{0}, {0, 1}};
+  EXPECT_THROW(RinaWorker{c}, std::invalid_argument);
+  c.members = {{0}};
+  EXPECT_THROW(RinaWorker{c}, std::invalid_argument);
+  c.members = {{0}, {1}};
+  c.rank = 2;
+  EXPECT_THROW(RinaWorker{c}, std::invalid_argument);
+  c.rank = 0;
+  c.aggregator_slots = 0;
+  EXPECT_THROW(RinaWorker{c}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp
