@@ -33,11 +33,12 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
     EXPECT_TRUE(names.insert(a.name).second) << a.name << " is registered twice";
     EXPECT_EQ(find_algorithm(a.name), &a) << a.name;
     EXPECT_FALSE(a.summary.empty()) << a.name;
-    // Only ATP's protocol aggregates in the switches, and only it is checked exactly.
+    // Only ATP's protocol and Rina aggregate in the switches, and only they are checked exactly.
+    const bool integer_sums = a.atp_protocol() || a.runtime == AlgorithmRuntime::kRina;
     if (a.in_network_aggregation) {
-      EXPECT_TRUE(a.atp_protocol()) << a.name;
+      EXPECT_TRUE(integer_sums) << a.name;
     }
-    EXPECT_EQ(a.check == ResultCheck::kExact, a.atp_protocol()) << a.name;
+    EXPECT_EQ(a.check == ResultCheck::kExact, integer_sums) << a.name;
   }
   EXPECT_EQ(&default_algorithm(), &algorithms()[0]);
   EXPECT_EQ(default_algorithm().name, "atp");
@@ -45,7 +46,7 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
   EXPECT_EQ(find_algorithm("bcube"), nullptr);
   EXPECT_EQ(find_algorithm(""), nullptr);
   // Gloo's are known in every build, with or without Gloo.
-  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling or hierarchical");
+  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling, rina or hierarchical");
 }
 
 TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
@@ -66,7 +67,8 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
     ADD_FAILURE() << "an unknown algorithm was taken";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling or hierarchical, got 'bcube'");
+              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling, rina or hierarchical, got "
+              "'bcube'");
   }
 }
 
@@ -124,7 +126,13 @@ TEST(Algorithms, TheRefusalsSayWhatIsMissingAndWhatToUse) {
             "or netns");
   EXPECT_EQ(cannot_run(hd, ns3), "");
   EXPECT_EQ(cannot_run(hd, without_gloo), "");
-  for (const Algorithm& a : algorithms()) EXPECT_EQ(cannot_run(a, with_gloo), "") << a.name;
+  const Algorithm& rina = *find_algorithm("rina");
+  EXPECT_EQ(cannot_run(rina, with_gloo),
+            "rina runs on the simulated backends so far (inproc, ns3), not on netns; use --backend inproc or ns3");
+  EXPECT_EQ(cannot_run(rina, AlgorithmSupport{.where = "ns3", .tcp = true, .rina = true}), "");
+  for (const Algorithm& a : algorithms()) {
+    EXPECT_EQ(cannot_run(a, with_gloo).empty(), &a != &rina) << a.name;
+  }
 }
 
 // Host collectives built as schedules name their builder: the registry is the one place that

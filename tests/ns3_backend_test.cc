@@ -85,7 +85,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{"PsBaseline", two_racks(", algorithm: ps")},
                       Shape{"TwoJobs", two_racks(", index: linear") +
                                            "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear, "
-                                           "values_per_packet: 1024}\n"}),
+                                           "values_per_packet: 1024}\n"},
+                      // Rina: the racks tor0 (w0, w1, x) and tor1 (w2, w3) as members, ps alone under core.
+                      Shape{"Rina",
+                            "seed: 2\nlink: {rate_gbps: 10, delay_us: 2}\ntopology:\n"
+                            "  switches: [{name: core, atp: false}, {name: tor0}, {name: tor1}]\n"
+                            "  hosts: [{name: w0, switch: tor0}, {name: w1, switch: tor0}, {name: x, switch: tor0}, "
+                            "{name: w2, switch: tor1}, {name: w3, switch: tor1}, {name: ps, switch: core}]\n"
+                            "  links: [[tor0, core], [tor1, core]]\n"
+                            "jobs:\n  - {algorithm: rina, workers: [w0, w2, w1, w3, x, ps], elements: 50000, rounds: 2, "
+                            "values_per_packet: 1024}\n"}),
     [](const auto& test) { return std::string(test.param.name); });
 
 // --- behaviour only ns-3 shows

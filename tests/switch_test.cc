@@ -1494,6 +1494,9 @@ TEST_F(RinaSwitchTest, AllgatherPacketsFromOutsideReachTheWholeRack) {
   h.dst = kWorkers[1];
   process(0, build_packet(h, Values(4, 9)));
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
+  // Addressed to the job's group, which every worker's host takes (not to w1, which the others
+  // would drop).
+  for (const auto& s : sink.sent) EXPECT_EQ(s.header().dst, multicast_group_address(kJob));
   sink.sent.clear();
   h.bitmap0 = 0b01;  // a partial one (a resend flushed it): for the receiver to merge
   process(0, build_packet(h, Values(4, 9)));

@@ -22,7 +22,8 @@ USES = {
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["schedule", "sim", "plan", "io", "core"],
-    "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "io", "core"],
+    "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "rina", "io",
+                 "core"],
     "torch": ["scenario", "cluster", "collectives", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

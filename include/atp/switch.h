@@ -260,8 +260,9 @@ class SwitchPipeline {
   // it; a complete final to every member port as well.
   void rina_send_sum(PortId ingress, Header& h, const JobState& job, std::uint32_t i, std::span<std::uint8_t> packet,
                      PortSink& out);
-  // `packet` to every member port but `except`.
-  static void to_members(const JobState& job, PortId except, std::span<const std::uint8_t> packet, PortSink& out);
+  // `packet` (h, its header) to every member port but `except`, addressed to the job's multicast group.
+  static void to_members(const JobState& job, Header& h, PortId except, std::span<std::uint8_t> packet,
+                         PortSink& out);
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
   void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
                  SwitchJobCounters& counters, Time now);

@@ -428,8 +428,12 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
 // ---------------------------------------------------------------------------------------------
 // SwitchPipeline: Rina's mode (docs/rina.md)
 
-void SwitchPipeline::to_members(const JobState& job, PortId except, std::span<const std::uint8_t> packet,
+void SwitchPipeline::to_members(const JobState& job, Header& h, PortId except, std::span<std::uint8_t> packet,
                                 PortSink& out) {
+  // Addressed to the job's group, which every worker's host takes (one of another's unicast
+  // address it would drop, or route back).
+  h.dst = multicast_group_address(h.job);
+  encode_header(h, packet);
   for (const PortId port : job.rina_members) {
     if (port != except) out.send(port, packet);
   }
@@ -454,14 +458,14 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
         // The previous member's complete final: every worker of the rack needs it (the first of
         // the allgather's multicasts); a partial one only its receiver, which merges it.
         if (h.rina == RinaKind::kFinal && to_rack && h.fan_in0 != 0 && std::popcount(h.bitmap0) == h.fan_in0) {
-          to_members(job, ingress, packet, out);
+          to_members(job, h, ingress, packet, out);
           ++counters.forwarded;
           return;
         }
         break;
       case RinaKind::kGather:
         if (!from_rack && to_rack && !h.resend) {  // a request's answer (resend) is for its asker alone
-          to_members(job, ingress, packet, out);
+          to_members(job, h, ingress, packet, out);
           ++counters.forwarded;
           return;
         }
@@ -476,7 +480,7 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
           } else {
             reclaim_if_stale(i, now);
           }
-          to_members(job, ingress, packet, out);
+          to_members(job, h, ingress, packet, out);
           ++counters.forwarded;
           return;
         }
@@ -561,7 +565,7 @@ void SwitchPipeline::rina_send_sum(PortId ingress, Header& h, const JobState& jo
   if (h.rina == RinaKind::kFinal && a.counter == job.rina_members.size()) {
     // The completing rack has its final at once (docs/rina.md: no chunk goes round twice).
     const auto route = routes_.find(h.dst);
-    to_members(job, route == routes_.end() ? ingress : route->second, packet, out);
+    to_members(job, h, route == routes_.end() ? ingress : route->second, packet, out);
   }
 }
 

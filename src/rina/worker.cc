@@ -468,14 +468,18 @@ struct RinaWorker::Impl {
       case RinaKind::kContribution:
       case RinaKind::kFinal:
         if (h.dst == self) return on_hop_sum(h, bytes, f, now, out);
-        // A copy of a complete final from a ToR: the completing rack's, or the origin rack's.
-        if (h.rina == RinaKind::kFinal && h.fan_in0 != 0 && std::popcount(h.bitmap0) == h.fan_in0) {
+        // The rack's copy (to the job's group) of a complete final from its ToR: the completing
+        // rack's, or the origin rack's, whose carrier of f takes it as its last hop's sum.
+        if (h.rina == RinaKind::kFinal && is_multicast(h.dst) && h.fan_in0 != 0 &&
+            std::popcount(h.bitmap0) == h.fan_in0) {
+          if (carries(f) && hop(f) == 0) return on_hop_sum(h, bytes, f, now, out);
           return take_final(h, bytes, f, now, out);
         }
         ++stats.dropped;
         return;
       case RinaKind::kGather:
-        if (h.dst == self && !h.resend) {
+        // Its receiver (this member's carrier of f) acknowledges; the rack's copies reach the rest.
+        if ((h.dst == self || (is_multicast(h.dst) && carries(f))) && !h.resend) {
           send_control(RinaKind::kGatherAck, h.seq, h.src, 0, h.ecn, 0, out);
         }
         return take_final(h, bytes, f, now, out);
@@ -496,7 +500,7 @@ struct RinaWorker::Impl {
         send_control(RinaKind::kAck, h.seq, h.src, acked->second.aggregator_index, false, 0, out);
         return;
       }
-    } else if (h.rina == RinaKind::kGather && h.dst == self && !h.resend) {
+    } else if (h.rina == RinaKind::kGather && !h.resend) {  // its sender still waits: any of the rack answers
       ++stats.duplicates;
       send_control(RinaKind::kGatherAck, h.seq, h.src, 0, false, 0, out);
       return;

@@ -55,6 +55,12 @@ constexpr Algorithm kAlgorithms[] = {
      .runtime = kSchedule,
      .check = kFloat32Rounding,
      .schedule = flat<halving_doubling_allreduce_schedule>},
+    {.name = "rina",
+     .summary = "Rina: a ring in which each rack whose ToR aggregates (atp: true) is one member, its switch adding "
+                "the rack's values (docs/rina.md); no ps",
+     .runtime = kRina,
+     .in_network_aggregation = true,
+     .check = kExact},
     {.name = "hierarchical",
      .summary = "hierarchical allreduce over TCP (H-AR, as Horovod and NCCL): ring reduce-scatter in each rack, "
                 "ring allreduce across racks, ring allgather in each rack; no ps",
@@ -109,6 +115,10 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
   switch (a.runtime) {
     case kAtpProtocol:
       return "";
+    case kRina:
+      if (s.rina) return "";
+      return name + " runs on the simulated backends so far (inproc, ns3), not on " + std::string(s.where) +
+             "; use --backend inproc or ns3";
     case kSchedule:
       if (s.tcp) return "";
       return name + " runs over TCP, which " + std::string(s.where) +

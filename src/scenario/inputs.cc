@@ -61,19 +61,48 @@ void generate_input(std::uint64_t seed, double magnitude, std::span<float> out, 
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = input_value(seed, first + i, magnitude);
 }
 
-void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
-                    double magnitude, double scale, std::size_t values_per_packet, RoundReference& ref) {
+namespace {
+
+// The sums of round `round` at ref.exponents (one per fragment; empty: the job's first exponent
+// from `scale` for all), and with `magnitudes`, each fragment's largest magnitude this round.
+void sum_round(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+               double magnitude, double scale, std::size_t width, RoundReference& ref, bool magnitudes) {
   ref.int_sum.assign(elements, 0);
   ref.float_sum.assign(elements, 0.0);
   ref.abs_sum.assign(elements, 0.0);
   ref.addends = workers;
-  // Fragment by fragment (2048 values at a time when there are none): every worker's share of
-  // it, so that the sums stay in cache while they grow.
-  constexpr std::size_t kBlock = 2048;
+  const std::size_t pieces = (elements + width - 1) / width;
+  if (magnitudes) ref.magnitudes.assign(pieces, kNoMagnitude);
+  std::vector<float> input(width);
+  std::vector<std::int32_t> quantized(width);
+  for (std::size_t k = 0; k < pieces; ++k) {
+    const std::size_t begin = k * width, n = std::min(width, elements - k * width);
+    const std::span<float> in = std::span(input).first(n);
+    const double piece_scale = std::ldexp(1.0, ref.exponents.empty() ? initial_exponent(scale) : ref.exponents[k]);
+    for (std::size_t w = 0; w < workers; ++w) {
+      generate_input(input_seed(seed, job, w, round), magnitude, in, begin);
+      quantize(in, piece_scale, std::span(quantized).first(n));
+      if (magnitudes) ref.magnitudes[k] = std::max(ref.magnitudes[k], magnitude_of(in));
+      for (std::size_t i = 0; i < n; ++i) {
+        ref.int_sum[begin + i] += quantized[i];
+        ref.float_sum[begin + i] += input[i];
+        ref.abs_sum[begin + i] += std::fabs(static_cast<double>(input[i]));
+      }
+    }
+  }
+}
+
+// Fragment by fragment (2048 values at a time when there are none): every worker's share of it,
+// so that the sums stay in cache while they grow.
+constexpr std::size_t kBlock = 2048;
+
+}  // namespace
+
+void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                    double magnitude, double scale, std::size_t values_per_packet, RoundReference& ref) {
   const std::size_t width = values_per_packet != 0 ? values_per_packet : kBlock;
   const std::size_t pieces = (elements + width - 1) / width;
   std::vector<float> input(width);
-  std::vector<std::int32_t> quantized(width);
   auto piece = [&](std::size_t k) { return std::pair{k * width, std::min(width, elements - k * width)}; };
   // The exponents: the PS's choice from each fragment's largest magnitude in the last round that
   // had values in it (drawing those rounds' inputs again), else the first round's.
@@ -95,20 +124,29 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
       --left;
     }
   }
-  for (std::size_t k = 0; k < pieces; ++k) {
-    const auto [begin, n] = piece(k);
-    const std::span<float> in = std::span(input).first(n);
-    const double piece_scale = std::ldexp(1.0, ref.exponents.empty() ? initial_exponent(scale) : ref.exponents[k]);
-    for (std::size_t w = 0; w < workers; ++w) {
-      generate_input(input_seed(seed, job, w, round), magnitude, in, begin);
-      quantize(in, piece_scale, std::span(quantized).first(n));
-      for (std::size_t i = 0; i < n; ++i) {
-        ref.int_sum[begin + i] += quantized[i];
-        ref.float_sum[begin + i] += input[i];
-        ref.abs_sum[begin + i] += std::fabs(static_cast<double>(input[i]));
-      }
+  sum_round(seed, job, workers, round, elements, magnitude, scale, width, ref, false);
+}
+
+void make_reference_at(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                       double magnitude, std::size_t values_per_packet, std::span<const std::int16_t> exponents,
+                       RoundReference& ref) {
+  if (values_per_packet == 0 ||
+      exponents.size() != fragment_count(elements, static_cast<std::uint16_t>(values_per_packet))) {
+    throw std::invalid_argument("make_reference_at: one exponent per fragment of values_per_packet values");
+  }
+  ref.exponents.assign(exponents.begin(), exponents.end());
+  sum_round(seed, job, workers, round, elements, magnitude, kDefaultScale, values_per_packet, ref, true);
+}
+
+std::string unresolved_fragment(const RoundReference& ref, std::size_t values_per_packet) {
+  for (std::size_t k = 0; k < ref.magnitudes.size() && k < ref.exponents.size(); ++k) {
+    if (!resolved(ref.magnitudes[k], ref.exponents[k], static_cast<std::uint32_t>(ref.addends))) {
+      return "fragment " + std::to_string(k) + " (values " + std::to_string(k * values_per_packet) +
+             "..) came back at exponent " + std::to_string(ref.exponents[k]) + ", which does not hold its largest " +
+             "value (2^" + std::to_string(ref.magnitudes[k]) + ") to float32's precision";
     }
   }
+  return "";
 }
 
 std::string check_result(const RoundReference& ref, std::span<const float> result, const std::vector<bool>& is_float,

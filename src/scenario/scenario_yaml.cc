@@ -602,7 +602,9 @@ void parse_aggregator_sharing(const YAML::Node& node, const std::string& path, S
   const std::string sharing = as_string(node, path);
   if (sharing == "dynamic") return;
   if (sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
-  auto aggregates = [](const ScenarioJob& job) { return job.algorithm->in_network_aggregation; };
+  auto aggregates = [](const ScenarioJob& job) {
+    return job.algorithm->atp_protocol() && job.algorithm->in_network_aggregation;
+  };
   const auto shares = static_cast<std::uint32_t>(std::count_if(scenario.jobs.begin(), scenario.jobs.end(), aggregates));
   std::uint32_t next = 0;
   for (ScenarioJob& job : scenario.jobs) {

@@ -35,6 +35,9 @@ enum class AlgorithmRuntime : std::uint8_t {
   // over TCP between the workers, which the switches forward like any traffic: on real sockets
   // (TcpScheduleAllreduce) and over ns-3's TCP (backends with TCP).
   kSchedule,
+  // Rina's workers (atp/rina/worker.h) and its switch entries, planned by plan_rina_job: the
+  // backends that run its endpoints (AlgorithmSupport::rina). No PS.
+  kRina,
 };
 
 // How the workers check a round's result (atp/scenario/inputs.h, check_result).
@@ -78,6 +81,7 @@ struct AlgorithmSupport {
   bool tcp = false;           // TCP between hosts: kSchedule runs
   bool real_sockets = false;  // real processes with real sockets: kGloo runs where the build has Gloo
   bool gloo_built = false;    // this build has Gloo (ATP_WITH_GLOO)
+  bool rina = false;          // it runs Rina's endpoints (the simulated backends, so far)
 };
 
 // "" when a backend offering `support` runs jobs of `algorithm`; else why not and what to use, as

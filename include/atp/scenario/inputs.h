@@ -29,10 +29,11 @@ struct RoundReference {
   // fragment"): from the largest magnitude of the fragment's last round with values, else the
   // job's initial one. Empty for a job no fragments cut (values_per_packet 0).
   std::vector<std::int16_t> exponents;
-  std::vector<std::int64_t> int_sum;  // sum over workers of the inputs quantized at their fragment's exponent
-  std::vector<double> float_sum;      // sum of the float32 inputs (overflow path), worker order
-  std::vector<double> abs_sum;        // sum of |inputs|: scales the float path's rounding bound
-  std::size_t addends = 0;            // workers: how many values each sum adds
+  std::vector<std::int64_t> int_sum;     // sum over workers of the inputs quantized at their fragment's exponent
+  std::vector<double> float_sum;         // sum of the float32 inputs (overflow path), worker order
+  std::vector<double> abs_sum;           // sum of |inputs|: scales the float path's rounding bound
+  std::size_t addends = 0;               // workers: how many values each sum adds
+  std::vector<std::int16_t> magnitudes;  // make_reference_at: each fragment's largest magnitude this round
 };
 
 // Fills `ref` (its vectors keep their storage from round to round). `values_per_packet`: the
@@ -40,6 +41,16 @@ struct RoundReference {
 // are of use).
 void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
                     double magnitude, double scale, std::size_t values_per_packet, RoundReference& ref);
+
+// The same at given exponents, one per fragment (Rina's, which a redo pass may have changed).
+// ref.magnitudes gets each fragment's largest magnitude among the workers' values this round.
+void make_reference_at(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
+                       double magnitude, std::size_t values_per_packet, std::span<const std::int16_t> exponents,
+                       RoundReference& ref);
+
+// "" if every fragment's exponent in `ref` (from make_reference_at) holds its largest value to
+// float32's precision (fixed_point.h, resolved), else one sentence naming the first that does not.
+std::string unresolved_fragment(const RoundReference& ref, std::size_t values_per_packet);
 
 // Checks `result` against `ref`. `is_float[f]` says fragment f took the float32 overflow path;
 // an empty `is_float` means "unknown" (a Communicator does not tell): then each fragment must

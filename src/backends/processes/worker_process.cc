@@ -72,6 +72,8 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
       break;  // the runner refuses such jobs before it starts a worker (cannot_run)
 #endif
     }
+    case AlgorithmRuntime::kRina:
+      break;  // not on real sockets yet: the runner refuses such jobs (cannot_run)
   }
   throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }

@@ -11,10 +11,12 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <variant>
 
 #include "atp/backends/simulated.h"
 #include "atp/fixed_point.h"
 #include "atp/io/machine.h"
+#include "atp/rina/worker.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "atp/sim/inproc_network.h"
@@ -181,8 +183,43 @@ class NoiseSender {
 
 class RoundDriver;
 
-// One end host: the worker and PS endpoints of every job placed on it. Parameter packets go to
-// the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
+// A job's worker endpoint on a host: ATP's or Rina's, which answer the same calls.
+class JobEndpoint {
+ public:
+  explicit JobEndpoint(WorkerEndpoint atp) : e_(std::move(atp)) {}
+  explicit JobEndpoint(RinaWorker rina) : e_(std::move(rina)) {}
+
+  bool start(std::span<const float> input, Time now, PacketSink& out) {
+    return std::visit([&](auto& e) { return e.start(input, now, out); }, e_);
+  }
+  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+    std::visit([&](auto& e) { e.on_packet(packet, now, out); }, e_);
+  }
+  void on_timeout(Time now, PacketSink& out) {
+    std::visit([&](auto& e) { e.on_timeout(now, out); }, e_);
+  }
+  Time next_deadline() const {
+    return std::visit([](const auto& e) { return e.next_deadline(); }, e_);
+  }
+  WorkerState state() const {
+    return std::visit([](const auto& e) { return e.state(); }, e_);
+  }
+  const std::string& error() const {
+    return std::visit([](const auto& e) -> const std::string& { return e.error(); }, e_);
+  }
+  std::span<const float> result() const {
+    return std::visit([](const auto& e) { return e.result(); }, e_);
+  }
+  WorkerEndpoint* atp() { return std::get_if<WorkerEndpoint>(&e_); }
+  const WorkerEndpoint* atp() const { return std::get_if<WorkerEndpoint>(&e_); }
+  const RinaWorker* rina() const { return std::get_if<RinaWorker>(&e_); }
+
+ private:
+  std::variant<WorkerEndpoint, RinaWorker> e_;
+};
+
+// One end host: the worker and PS endpoints of every job placed on it. Parameter packets and
+// Rina's packets go to the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
 // crashed host ignores everything and sends nothing.
 class HostNode final : public sim::Node {
  public:
@@ -193,7 +230,7 @@ class HostNode final : public sim::Node {
   Time next_deadline() const override;
 
   struct LocalWorker {
-    WorkerEndpoint endpoint;
+    JobEndpoint endpoint;
     RoundDriver* driver;
   };
   std::string name;
@@ -223,7 +260,7 @@ class RoundDriver {
   // Called after every call into the endpoint: notices completion and failure.
   void after_endpoint_call(Time now);
 
-  WorkerEndpoint& endpoint() { return host_.workers.at(job_id()).endpoint; }
+  JobEndpoint& endpoint() { return host_.workers.at(job_id()).endpoint; }
   JobId job_id() const;
   std::uint32_t rounds_completed = 0;
   bool running = false;
@@ -253,7 +290,11 @@ struct RoundReference : scenario_inputs::RoundReference {
 struct JobRuntime {
   const ScenarioJob* job = nullptr;
   std::size_t file_index = 0;
-  JobPlan plan;
+  JobPlan plan;                     // ATP's protocol
+  std::optional<RinaJobPlan> rina;  // Rina
+  std::uint16_t values_per_packet = 0;
+  // The switch entries of either plan.
+  const std::map<std::string, SwitchJobPlan>& switch_plans() const { return rina ? rina->switches : plan.switches; }
   sim::Network* network = nullptr;
   std::uint64_t seed = 0;
   std::vector<std::unique_ptr<RoundDriver>> drivers;
@@ -264,18 +305,27 @@ struct JobRuntime {
   std::vector<std::uint64_t> float_fragments_by_round;
   RoundTimes times;
 
-  std::uint64_t fragments_per_round() const { return fragment_count(job->elements, plan.values_per_packet); }
+  std::uint64_t fragments_per_round() const { return fragment_count(job->elements, values_per_packet); }
 
-  RoundReference& reference(std::uint32_t round, const WorkerEndpoint& first_finisher) {
+  // ATP: the exponents its PS picks, which the reference works out itself. Rina: the exponents the
+  // round's first finisher reports (a redo pass picks them from values the reference cannot order
+  // the same way); every other worker must match its sums, and they must resolve this round's
+  // values (checked in RoundDriver::verify).
+  RoundReference& reference(std::uint32_t round, const JobEndpoint& first_finisher) {
     auto it = references.find(round);
     if (it != references.end()) return it->second;
     RoundReference& ref = references[round];
-    scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                    job->spec.scale, plan.values_per_packet, ref);
+    if (const RinaWorker* rina_worker = first_finisher.rina()) {
+      scenario_inputs::make_reference_at(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
+                                         values_per_packet, rina_worker->result_exponents(), ref);
+    } else {
+      scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
+                                      job->spec.scale, values_per_packet, ref);
+    }
     ref.checks_left = drivers.size();
     // Every worker gets the same set of float fragments; count them once per round.
     if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
-    float_fragments_by_round[round] = first_finisher.float_fragments().size();
+    float_fragments_by_round[round] = first_finisher.atp() ? first_finisher.atp()->float_fragments().size() : 0;
     return ref;
   }
 };
@@ -299,7 +349,7 @@ void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortS
     return;
   }
   HostUplink uplink(out);
-  if (h.is_ack) {
+  if (h.is_ack || h.rina != RinaKind::kNone) {
     auto it = workers.find(h.job);
     if (it == workers.end()) {
       ++dropped;
@@ -381,7 +431,7 @@ void RoundDriver::start_round(Time now) {
 
 void RoundDriver::after_endpoint_call(Time now) {
   if (!running) return;
-  WorkerEndpoint& ep = endpoint();
+  JobEndpoint& ep = endpoint();
   if (ep.state() == WorkerState::kFailed) {
     running = false;
     stopped = true;
@@ -400,21 +450,26 @@ void RoundDriver::after_endpoint_call(Time now) {
 }
 
 void RoundDriver::verify() {
-  WorkerEndpoint& ep = endpoint();
+  JobEndpoint& ep = endpoint();
   RoundReference& ref = job_.reference(round_, ep);
   const auto result = ep.result();
   std::vector<bool> is_float(job_.fragments_per_round(), false);
   std::string wrong;
-  for (std::uint32_t f : ep.float_fragments()) {
-    if (f >= is_float.size()) {
-      if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
-    } else {
-      is_float[f] = true;
+  if (const WorkerEndpoint* atp = ep.atp()) {
+    for (std::uint32_t f : atp->float_fragments()) {
+      if (f >= is_float.size()) {
+        if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
+      } else {
+        is_float[f] = true;
+      }
     }
+  } else if (ep.rina()->result_exponents() != ref.exponents) {
+    wrong = "its fragments' exponents differ from the first worker's to finish the round";
+  } else {
+    wrong = scenario_inputs::unresolved_fragment(ref, job_.values_per_packet);
   }
   if (wrong.empty()) {
-    wrong = scenario_inputs::check_result(ref, result, is_float, job_.plan.values_per_packet, nullptr, false,
-                                          &wrong_values);
+    wrong = scenario_inputs::check_result(ref, result, is_float, job_.values_per_packet, nullptr, false, &wrong_values);
   }
   if (!wrong.empty() && !mismatch) {
     mismatch = true;
@@ -505,12 +560,19 @@ void SimulatedScenario::Impl::build() {
     throw ScenarioError(std::string("topology: ") + e.what());
   }
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (!scenario.jobs[j].algorithm->atp_protocol()) continue;
+    const AlgorithmRuntime runtime = scenario.jobs[j].algorithm->runtime;
+    if (runtime != AlgorithmRuntime::kAtpProtocol && runtime != AlgorithmRuntime::kRina) continue;
     auto rt = std::make_unique<JobRuntime>();
     rt->job = &scenario.jobs[j];
     rt->file_index = j;
     try {
-      rt->plan = plan_job(network_plan, scenario.jobs[j].spec);
+      if (runtime == AlgorithmRuntime::kRina) {
+        rt->rina = plan_rina_job(network_plan, scenario.jobs[j].spec);
+        rt->values_per_packet = rt->rina->values_per_packet;
+      } else {
+        rt->plan = plan_job(network_plan, scenario.jobs[j].spec);
+        rt->values_per_packet = rt->plan.values_per_packet;
+      }
     } catch (const PlanError& e) {
       throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
     }
@@ -574,7 +636,7 @@ void SimulatedScenario::Impl::build() {
   }
   for (auto& rt : jobs) {
     const JobId id = rt->job->spec.id;
-    for (const auto& [name, sw] : rt->plan.switches) {
+    for (const auto& [name, sw] : rt->switch_plans()) {
       switches.at(name)->setup.jobs.push_back(
           SwitchSetup::Job{multicast_group_address(id), sw.multicast_ports, sw.entry});
     }
@@ -600,7 +662,10 @@ void SimulatedScenario::Impl::build() {
       rt->drivers.push_back(std::make_unique<RoundDriver>(*rt, w, host, node));
       RoundDriver* driver = rt->drivers.back().get();
       try {
-        host.workers.emplace(job.spec.id, HostNode::LocalWorker{WorkerEndpoint(rt->plan.workers[w]), driver});
+        host.workers.emplace(job.spec.id,
+                             HostNode::LocalWorker{rt->rina ? JobEndpoint(RinaWorker(rt->rina->workers[w]))
+                                                            : JobEndpoint(WorkerEndpoint(rt->plan.workers[w])),
+                                                   driver});
       } catch (const std::invalid_argument& e) {
         // The parser checks every setting an endpoint rejects; this only guards against a gap.
         throw ScenarioError("jobs[" + std::to_string(rt->file_index) + "]: " + e.what());
@@ -616,7 +681,9 @@ void SimulatedScenario::Impl::build() {
   // Noise sources imitate every job's id and member addresses (see NoiseTargets), each from its
   // own stream: the scenario seed mixed with the source's index in the file.
   std::vector<const JobPlan*> plans;
-  for (const auto& rt : jobs) plans.push_back(&rt->plan);
+  for (const auto& rt : jobs) {
+    if (!rt->rina) plans.push_back(&rt->plan);
+  }
   const scenario_inputs::NoiseTargets noise_targets = scenario_inputs::noise_targets(plans);
   for (std::size_t i = 0; i < scenario.noise.size(); ++i) {
     const NoiseSource& source = scenario.noise[i];
@@ -657,11 +724,12 @@ void SimulatedScenario::Impl::sample_series(Time now) {
     std::uint64_t parameters = 0, aggregations = 0, ps_packets = 0;
     double window = 0;
     for (const auto& d : rt.drivers) {
-      const WorkerEndpoint& ep = d->endpoint();
-      parameters += ep.stats().parameters_received - ep.stats().duplicate_parameters;
-      window += ep.window();
+      const WorkerEndpoint* ep = d->endpoint().atp();
+      if (ep == nullptr) continue;  // Rina: the switches' aggregations only
+      parameters += ep->stats().parameters_received - ep->stats().duplicate_parameters;
+      window += ep->window();
     }
-    for (const auto& [name, sw] : rt.plan.switches)
+    for (const auto& [name, sw] : rt.switch_plans())
       aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
     for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
     const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
@@ -682,13 +750,19 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   const JobId id = job.spec.id;
   JobResult r = job_result_for(job);
   r.completed_rounds = job.rounds;
+  std::uint64_t hop_pieces = 0;  // Rina: hop sums (or pieces of them) its carriers received
   std::string crash_error, mismatch_error, failure_error, unfinished_error;
   for (const auto& d : rt.drivers) {
     r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
-    const WorkerEndpoint& ep = d->endpoint();
-    r.retransmissions += ep.stats().retransmissions;
-    r.fast_retransmits += ep.stats().fast_retransmits;
-    r.timeouts += ep.stats().timeouts;
+    if (const WorkerEndpoint* ep = d->endpoint().atp()) {
+      r.retransmissions += ep->stats().retransmissions;
+      r.fast_retransmits += ep->stats().fast_retransmits;
+      r.timeouts += ep->stats().timeouts;
+    } else if (const RinaWorker* rina = d->endpoint().rina()) {
+      r.retransmissions += rina->stats().retransmissions;
+      r.timeouts += rina->stats().timeouts;
+      hop_pieces += rina->stats().merges;
+    }
     r.wrong_values += d->wrong_values;
     const bool finished = d->rounds_completed == job.rounds;
     // The first reason of each kind; a crash explains the others' failures, so it wins.
@@ -716,7 +790,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     if (r.error.empty()) r.error = *e;
   }
   r.correct = r.error.empty() && r.completed_rounds == job.rounds;
-  for (const auto& [name, sw] : rt.plan.switches) {
+  for (const auto& [name, sw] : rt.switch_plans()) {
     const SwitchJobCounters c = switches.at(name)->job_counters(id);
     r.switch_aggregations[name] = c.aggregations;
     r.collisions += c.collisions;
@@ -726,10 +800,20 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   for (std::uint32_t k = 0; k < r.completed_rounds && k < rt.float_fragments_by_round.size(); ++k) {
     r.float_fragments += rt.float_fragments_by_round[k];
   }
-  r.values_per_packet = rt.plan.values_per_packet;
+  r.values_per_packet = rt.values_per_packet;
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
   rt.times.report(r, job.warmup_rounds);
   derive_rates(r);
+  if (rt.rina) {
+    // A ring delivers one hop sum per member and fragment at least; of the contributions beyond
+    // those, the share its racks' switches absorbed (1: every rack fully aggregated in its ToR).
+    const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
+    const double least = static_cast<double>(r.fragments) * static_cast<double>(rt.rina->members.size());
+    r.in_network_share =
+        contributions > least
+            ? std::clamp((contributions - static_cast<double>(hop_pieces)) / (contributions - least), 0.0, 1.0)
+            : 0.0;
+  }
   return r;
 }
 
@@ -800,7 +884,7 @@ class InprocBackend final : public Backend {
     return "the in-process simulated network: ATP's protocol only, simulated time, deterministic";
   }
   bool simulated() const override { return true; }
-  AlgorithmSupport algorithm_support() const override { return {.where = "the in-process network"}; }
+  AlgorithmSupport algorithm_support() const override { return {.where = "the in-process network", .rina = true}; }
 
   std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
     if (std::string why = cannot_run_algorithms(scenario, algorithm_support()); !why.empty()) return why;
