@@ -65,12 +65,20 @@ int run_bom(const BomOptions& o) {
     }
     const JobSpec& spec = job->spec;
     const BomModel model(network, spec);
-    std::cout << "job '" << spec.name << "' of " << o.file << ": " << spec.workers.size() << " workers, PS '"
-              << spec.ps.front() << "'; every link of bandwidth B0; S: one worker's gradient (the model: "
-              << "include/atp/plan/bom.h)\n"
-              << "                             throughput  bottleneck (B0 per worker; the most any link carries)\n"
-              << row("PS, no switch aggregating", model.predict({}))
-              << row("ATP, the atp: true switches", model.predict(aggregating));
+    const bool has_ps = !spec.ps.empty();
+    if (o.incremental && !has_ps) {
+      std::cerr << "atp bom: --incremental follows the job's tree towards its PS, and job '" << spec.name
+                << "' has none; give it one ps host\n";
+      return kExitBadInput;
+    }
+    std::cout << "job '" << spec.name << "' of " << o.file << ": " << spec.workers.size() << " workers, "
+              << (has_ps ? "PS '" + spec.ps.front() + "'" : std::string("no PS")) << "; every link of bandwidth B0; "
+              << "S: one worker's gradient (the model: include/atp/plan/bom.h)\n"
+              << "                             throughput  bottleneck (B0 per worker; the most any link carries)\n";
+    if (has_ps) {
+      std::cout << row("PS, no switch aggregating", model.predict({}))
+                << row("ATP, the atp: true switches", model.predict(aggregating));
+    }
     if (spec.workers.size() >= 2) {
       std::cout << row("ring", model.predict_ring())
                 << row("Rina, the atp: true ToRs", model.predict_rina(aggregating));

@@ -72,13 +72,14 @@ TEST(Bom, RingCarriesTwoNMinusOneOverNOnEveryEdge) {
 }
 
 // Rina on Fig. 4 with s2 and s3 aggregating: racks t0..t3 (agent t0) and w1, w2 (agent w1) are one
-// member each, w5 (alone under s4) is autonomous: G = 3. Edges carry 2(3-1)/3 = 4/3 S; each
-// agent gets its rack's multicast (S) and the reduce-scatter's partial sums (2/3 S): 5/3 S.
+// member each, w5 (alone under s4) is autonomous: G = 3. Edges carry 2(3-1)/3 = 4/3 S. As the
+// paper has it, each agent gets its rack's multicast (S) and the reduce-scatter's partial sums
+// (2/3 S): 5/3 S.
 TEST(Bom, RinaAbstractsAggregatingRacksAndLoadsTheirAgents) {
   const Topology t = fig4();
   const NetworkPlan n = plan_network(t);
   const BomModel model(n, fig4_job());
-  const BomPrediction p = model.predict_rina({"s2", "s3"});
+  const BomPrediction p = model.predict_rina({"s2", "s3"}, true);
   EXPECT_DOUBLE_EQ(p.throughput, 0.6);
   EXPECT_EQ(p.bottleneck.from, "s2");
   EXPECT_EQ(p.bottleneck.to, "t0");
@@ -96,8 +97,13 @@ TEST(Bom, RinaAbstractsAggregatingRacksAndLoadsTheirAgents) {
   EXPECT_DOUBLE_EQ(load("s3", "s2"), 4.0 / 3);
   EXPECT_DOUBLE_EQ(load("s2", "w5"), -1);  // no such link
   // s4 aggregating changes nothing: w5 is alone under it. No aggregating ToR: the ring.
-  EXPECT_DOUBLE_EQ(model.predict_rina({"s2", "s3", "s4"}).throughput, 0.6);
+  EXPECT_DOUBLE_EQ(model.predict_rina({"s2", "s3", "s4"}, true).throughput, 0.6);
   EXPECT_DOUBLE_EQ(model.predict_rina({}).throughput, model.predict_ring().throughput);
+  // As built, the partial sums are shared over the rack: t0..t3 get 1 + (2/3)/4 S each, w1 and w2
+  // 1 + (2/3)/2 = 4/3 S, as much as the ring's edges carry.
+  const BomPrediction built = model.predict_rina({"s2", "s3"});
+  EXPECT_DOUBLE_EQ(built.bottleneck.load, 4.0 / 3);
+  EXPECT_DOUBLE_EQ(built.throughput, 0.75);
 }
 
 // One rack whose ToR aggregates: one member, nothing goes around; each worker sends and gets S.

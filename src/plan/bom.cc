@@ -39,6 +39,11 @@ class LinkLoads {
 BomModel::BomModel(const NetworkPlan& network, const JobSpec& job) : network_(&network), workers_(job.workers) {
   const std::string name = "job '" + job.name + "'";
   if (job.workers.empty()) throw PlanError(name + " has no workers");
+  for (const std::string& w : job.workers) {
+    if (!network.host_address.contains(w)) throw PlanError(name + " names worker '" + w + "', which is no host");
+  }
+  for (const HostSpec& h : network.topology->hosts) tor_[h.name] = h.switch_name;
+  if (job.ps.empty()) return;  // ring and Rina only: no tree towards a PS
   if (job.ps.size() != 1) {
     throw PlanError(name + " has " + std::to_string(job.ps.size()) +
                     " parameter servers; the bandwidth-occupation model has one root");
@@ -71,6 +76,7 @@ std::uint32_t BomModel::streams_out(const std::string& node, const std::set<std:
 }
 
 BomPrediction BomModel::predict(const std::set<std::string>& aggregating) const {
+  if (parent_.empty()) throw PlanError("the job has no parameter server: the PS-based model needs one");
   LinkLoads loads;
   for (const std::string& worker : workers_) loads.add(worker, parent_.at(worker), 1);
   for (const std::string& s : switches_) loads.add(s, parent_.at(s), streams_out(s, aggregating));
@@ -92,21 +98,21 @@ BomPrediction BomModel::predict_ring() const {
   return std::move(loads).prediction();
 }
 
-BomPrediction BomModel::predict_rina(const std::set<std::string>& aggregating) const {
+BomPrediction BomModel::predict_rina(const std::set<std::string>& aggregating, bool agent_carries) const {
   if (workers_.size() < 2) throw PlanError("a ring needs at least two workers");
   // The ring's members: racks (the workers under one switch, the first the agent), then split
   // into autonomous workers where the ToR does not aggregate or holds one worker.
   std::vector<std::vector<std::string>> members;
   std::map<std::string, std::size_t> rack_of_tor;
   for (const std::string& w : workers_) {
-    const std::string& tor = parent_.at(w);
+    const std::string& tor = tor_.at(w);
     const auto [at, fresh] = rack_of_tor.emplace(tor, members.size());
     if (fresh) members.emplace_back();
     members[at->second].push_back(w);
   }
   std::vector<std::vector<std::string>> ring;
   for (auto& rack : members) {
-    if (rack.size() >= 2 && aggregating.contains(parent_.at(rack.front()))) {
+    if (rack.size() >= 2 && aggregating.contains(tor_.at(rack.front()))) {
       ring.push_back(std::move(rack));
     } else {
       for (std::string& w : rack) ring.push_back({std::move(w)});
@@ -118,11 +124,13 @@ BomPrediction BomModel::predict_rina(const std::set<std::string>& aggregating) c
   for (std::size_t i = 0; i < ring.size(); ++i) {
     const std::vector<std::string>& from = ring[i];
     const std::vector<std::string>& to = ring[(i + 1) % ring.size()];
-    if (abstracted(from)) {  // the rack's gradients into its ToR, every chunk's sum back out
-      const std::string& tor = parent_.at(from.front());
+    if (abstracted(from)) {  // the rack's gradients into its ToR, every chunk's sum and the partials back out
+      const std::string& tor = tor_.at(from.front());
+      const double partials = (g - 1) / g;
+      const double l = static_cast<double>(from.size());
       for (const std::string& w : from) {
         loads.add(w, tor, 1);
-        loads.add(tor, w, w == from.front() ? 1 + (g - 1) / g : 1);
+        loads.add(tor, w, 1 + (agent_carries ? (w == from.front() ? partials : 0) : partials / l));
       }
     }
     if (ring.size() < 2) continue;
@@ -135,6 +143,7 @@ BomPrediction BomModel::predict_rina(const std::set<std::string>& aggregating) c
 }
 
 std::vector<std::string> BomModel::deployment_order() const {
+  if (parent_.empty()) throw PlanError("the job has no parameter server: the replacement order follows its tree");
   std::vector<std::string> order;
   // The workers' switches, by how many of the job's workers each has (stable: topology order).
   std::vector<std::pair<std::string, std::size_t>> tors;

@@ -270,7 +270,7 @@ struct RinaWorker::Impl {
       auto& ready = carrier_pool ? ready_carrier : ready_plain;
       std::uint32_t& in_flight = carrier_pool ? carrier_in_flight : plain_in_flight;
       while (!ready.empty() && in_flight < window) {
-        const std::uint32_t f = static_cast<std::uint32_t>(*ready.begin() & 0xFFFFFFFFu);
+        const std::uint32_t f = ready.begin()->second;
         ready.erase(ready.begin());
         ++in_flight;
         send_contribution(f, carrier_pool, now, out);
@@ -283,7 +283,16 @@ struct RinaWorker::Impl {
       send_gather(f, now, out);
     }
   }
-  std::uint64_t order(std::uint32_t f) const { return (std::uint64_t{hop(f)} << 32) | f; }
+  // The order contributions go out in: by position in their chunk, then by hop, so that every
+  // hop's fragment i leaves together and the ring pipelines (hop k of fragment i needs only hop k-1
+  // of fragment i). Hop by hop instead would leave the allgather's multicasts to the round's
+  // last hop: the downlinks idle for the first hops and carry every final at the end.
+  std::pair<std::uint64_t, std::uint32_t> order(std::uint32_t f) const {
+    return {(std::uint64_t{f - chunk_begin(chunk(f))} << 32) | hop(f), f};
+  }
+  std::uint32_t chunk_begin(std::uint32_t c) const {
+    return static_cast<std::uint32_t>(std::uint64_t{fragments} * c / ring);
+  }
 
   // ---- rounds and passes ----
   bool start(std::span<const float> in, Time now, PacketSink& out) {
@@ -754,10 +763,10 @@ struct RinaWorker::Impl {
   std::uint32_t pass = 0;
   std::uint32_t missing = 0;  // finals of this pass not in yet
   std::vector<bool> in_pass;
-  std::map<Seq, Merge> merges;                         // hop sums this worker carries, this pass
-  std::unordered_map<Seq, Final> finals;               // this round's and the last one's, by seq
-  std::unordered_map<Seq, AckSent> acks_sent;          // what it acknowledged, for resends
-  std::set<std::uint64_t> ready_plain, ready_carrier;  // contributions to send, by (hop, fragment)
+  std::map<Seq, Merge> merges;                 // hop sums this worker carries, this pass
+  std::unordered_map<Seq, Final> finals;       // this round's and the last one's, by seq
+  std::unordered_map<Seq, AckSent> acks_sent;  // what it acknowledged, for resends
+  std::set<std::pair<std::uint64_t, std::uint32_t>> ready_plain, ready_carrier;  // contributions to send, in order()
   std::deque<std::uint32_t> ready_gather;
   std::uint32_t plain_in_flight = 0, carrier_in_flight = 0;
   std::map<Seq, Outstanding> sr_out, ag_out;

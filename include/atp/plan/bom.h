@@ -14,14 +14,15 @@
 //   (one multicast stream per link) are not modelled, as in the paper.
 // - Ring (this project's, in the same units): the workers in job order; every ring edge carries
 //   2(n-1)/n S along its route.
-// - Rina (this project's, in the same units, of Rina as built here): a rack whose ToR aggregates and
-//   holds at least two of the job's workers is one ring member, every other worker one of its own;
-//   G members in order of their first worker. Every ring edge carries 2(G-1)/G S, from the rack's
-//   ToR (or the worker) to the next rack's ToR (or worker): the switch that completes a chunk
-//   multicasts it to its own rack at once, so no chunk goes around more than a ring of G does. In
-//   a rack, each worker sends its gradient to the ToR once (S) and gets every chunk's sum by
-//   multicast (S); the agent (the rack's first worker) also gets the partial sums of the ring's
-//   reduce-scatter ((G-1)/G S), which it adds its own gradient to (Rina §IV-B).
+// - Rina (this project's, in the same units, of Rina as built here, docs/rina.md): a rack whose
+//   ToR aggregates and holds at least two of the job's workers is one ring member, every other
+//   worker one of its own; G members in order of their first worker. Every ring edge carries
+//   2(G-1)/G S, from the rack's ToR (or the worker) to the next rack's ToR (or worker): the switch
+//   that completes a chunk multicasts it to its own rack at once, so no chunk goes around more
+//   than a ring of G does. In a rack of L, each worker sends its gradient to the ToR once (S) and
+//   gets every chunk's sum by multicast (S), and carries 1/L of the reduce-scatter's partial sums
+//   ((G-1)/(G L) S), which it adds its own gradient to. With `agent_carries` the rack's agent (its
+//   first worker) carries all of them ((G-1)/G S), as the paper has it (§IV-B).
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,9 @@ struct BomPrediction {
 
 // A job's tree towards its PS (one PS: the model has one root) on `network`'s routes, found once:
 // then the prediction for any set of aggregating switches, and Rina's replacement order. Throws
-// PlanError for a job without workers, with other than one PS, or naming hosts the network lacks.
-// The model keeps a pointer to `network`, which must outlive it.
+// PlanError for a job without workers, with more than one PS, or naming hosts the network lacks.
+// A job without a PS (ring, Rina) has only predict_ring and predict_rina; the others throw
+// PlanError for it. The model keeps a pointer to `network`, which must outlive it.
 class BomModel {
  public:
   BomModel(const NetworkPlan& network, const JobSpec& job);
@@ -63,8 +65,10 @@ class BomModel {
   BomPrediction predict(const std::set<std::string>& aggregating) const;
   // Ring allreduce among the job's workers, in job order. PlanError for fewer than two workers.
   BomPrediction predict_ring() const;
-  // Rina with the racks whose ToR is in `aggregating` abstracted. PlanError for fewer than two workers.
-  BomPrediction predict_rina(const std::set<std::string>& aggregating) const;
+  // Rina with the racks whose ToR is in `aggregating` abstracted; `agent_carries`: the paper's
+  // agent receives every partial sum, else (as built) the rack's workers share them. PlanError for
+  // fewer than two workers.
+  BomPrediction predict_rina(const std::set<std::string>& aggregating, bool agent_carries = false) const;
 
   // Rina's order for making switches aggregating, one at a time (§IV-D): first the switches the
   // job's workers hang under, those with the most workers first; then the other switches on the
@@ -83,6 +87,7 @@ class BomModel {
   std::map<std::string, std::string> parent_;                 // each worker's and switch's next node
   std::map<std::string, std::vector<std::string>> children_;  // what hangs below each switch, as found
   std::vector<std::string> switches_;                         // on the tree, in topology order
+  std::map<std::string, std::string> tor_;                    // each host's switch
 };
 
 }  // namespace atp
