@@ -1517,18 +1517,21 @@ TEST_F(RinaSwitchTest, AllgatherPacketsFromOutsideReachTheWholeRack) {
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{3, 0}));
 }
 
-// A resend never claims an aggregator: the one holding its fragment takes it in and goes on as
-// it is (here partial: the receiver merges it), and is freed; later resends go on alone.
-TEST_F(RinaSwitchTest, AResendFlushesThePartialSumAndLaterOnesGoAlone) {
+// A resend is never added to a sum (every first copy is in one sum at most): one whose worker is
+// not in the aggregator goes on alone and the aggregator keeps collecting; one whose worker is in
+// it sends the waiting sum on as it is (the receiver merges it) and frees it, and is dropped (its
+// value went with the sum).
+TEST_F(RinaSwitchTest, AResendGoesAloneOrFlushesTheSumItIsIn) {
   process(1, contribution(0, 4, 1));
   process(2, contribution(1, 4, 10, RinaKind::kContribution, true));
   ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b011u);
-  EXPECT_EQ(sink.sent[0].values(), (Values{11, 11, 11, 11}));
-  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b010u);  // alone
+  EXPECT_EQ(sink.sent[0].values(), (Values{10, 10, 10, 10}));
+  EXPECT_EQ(sw.table().in_use(), 1u);
   process(1, contribution(0, 4, 1, RinaKind::kContribution, true));
   ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b001u);
+  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b001u);  // the sum that waited: worker 0's first copy
+  EXPECT_EQ(sink.sent[1].values(), (Values{1, 1, 1, 1}));
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
 }

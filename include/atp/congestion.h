@@ -119,10 +119,12 @@ class AimdWindow {
 // which then stall the others in turn. So each sample is first clipped to kClip times the least
 // of the recent ones (the last kMinWindow to 2 kMinWindow samples), as one that reflects lasting
 // delay is. Samples come only from fragments sent once (Karn's rule: a result for a resent
-// fragment may answer either copy). Before the first sample the RTO is `initial`.
+// fragment may answer either copy). Before the first sample the RTO is `initial`. `clip` 0 keeps
+// samples whole (plain RFC 6298): Rina's acks wait for the ring's previous hop and for queues that
+// last, which the clip would hide from the RTO.
 class RttEstimator {
  public:
-  RttEstimator(Duration initial, Duration min_rto, Duration max_rto);
+  RttEstimator(Duration initial, Duration min_rto, Duration max_rto, int clip = kClip);
 
   void on_sample(Duration rtt);
   // A result's delay that is no sample (a resent fragment's, one that waited for another worker's
@@ -146,6 +148,7 @@ class RttEstimator {
 
  private:
   Duration initial_, min_rto_, max_rto_;
+  int clip_;
   bool has_sample_ = false;
   // The least sample of the current block of kMinWindow samples and of the block before it.
   Duration block_min_ = Duration::max();

@@ -55,8 +55,9 @@ enum class RinaKind : std::uint8_t {
   kGather,        // a complete sum going round the allgather, or a reply to a request
   kGatherAck,     // the gather's receiver has it; no values
   kRequest,       // a worker lacks this fragment's complete sum; no values
+  kPull,          // the carrier has the last hop's sum: its rack's workers send theirs; no values
 };
-inline constexpr std::uint8_t kRinaKinds = 7;  // kinds 0..6 (kNone and the six above)
+inline constexpr std::uint8_t kRinaKinds = 8;  // kinds 0..7 (kNone and the seven above)
 
 // The decoded header. Field names follow the paper (Fig. 5).
 struct Header {

@@ -107,8 +107,8 @@ void AimdWindow::decrease(Seq next_seq) {
   timeout_epoch_ = false;
 }
 
-RttEstimator::RttEstimator(Duration initial, Duration min_rto, Duration max_rto)
-    : initial_(initial), min_rto_(min_rto), max_rto_(std::max(min_rto, max_rto)) {}
+RttEstimator::RttEstimator(Duration initial, Duration min_rto, Duration max_rto, int clip)
+    : initial_(initial), min_rto_(min_rto), max_rto_(std::max(min_rto, max_rto)), clip_(clip) {}
 
 void RttEstimator::observe(Duration delay) {
   block_min_ = std::min(block_min_, std::max(delay, Duration::zero()));
@@ -122,7 +122,7 @@ void RttEstimator::observe(Duration delay) {
 void RttEstimator::on_sample(Duration rtt) {
   rtt = std::max(rtt, Duration::zero());
   observe(rtt);
-  rtt = std::min(rtt, kClip * std::min(block_min_, last_block_min_));
+  if (clip_ > 0) rtt = std::min(rtt, clip_ * std::min(block_min_, last_block_min_));
   if (!has_sample_) {
     has_sample_ = true;
     srtt_ = rtt;

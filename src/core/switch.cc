@@ -470,6 +470,13 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
           return;
         }
         break;
+      case RinaKind::kPull:
+        if (to_rack) {  // a carrier asks its rack for the fragment's values
+          to_members(job, h, ingress, packet, out);
+          ++counters.forwarded;
+          return;
+        }
+        break;
       case RinaKind::kAck:
         if (to_rack) {  // every worker of the rack contributed; the fragment's aggregator is done
           const std::uint32_t i = row_of(h.aggregator_index);
@@ -518,11 +525,12 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     return;
   }
   if (h.resend) {
-    // Fig. 17 as ATP's level 0: a resend never claims an aggregator; the one holding its
-    // fragment takes it in (if it is not in yet) and goes on as it is, and is freed.
-    if (holds_fragment) {
+    // A resend is never added to a sum, so that every worker's first copy is in one sum at most
+    // and the receiver can take a worker that also came alone out of it (docs/rina.md). One that
+    // is in the aggregator of its fragment says that sum waits (for a worker that collided or was
+    // lost): the sum goes on as it is, and is freed. Else the resend goes on alone.
+    if (holds_fragment && (a.bitmap & bit) != 0) {
       ++counters.resend_flushes;
-      if ((a.bitmap & bit) == 0) aggregate(i, bit, h, packet, counters, now);
       rina_send_sum(ingress, h, job, i, packet, out);
       table_.release(i);
     } else if (forward(h, ingress, packet, out)) {

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <map>
@@ -88,17 +89,27 @@ struct Merge {
   std::int16_t magnitude = kNoMagnitude;
   bool saturated = false;
   bool ecn = false;
+  bool resent = false;  // some piece was (or held) a resend
   bool complete = false;
+  std::uint32_t alone_bits = 0;                              // workers that came in alone
+  std::map<std::uint32_t, std::vector<std::int32_t>> alone;  // their values, by bit
   std::uint32_t aggregator_index = 0;
 };
+
+// What limits a contribution (docs/rina.md "Reliability and congestion control"): a first hop's go
+// out in one order on every worker of the rack, in the window; a carrier's of a later hop in a
+// window of its own, and when it goes, it pulls the rest of the rack's, which go at once. A
+// window that held a worker's later hops back could wait for a fragment that waits for it.
+enum class Pool : std::uint8_t { kFirstHop, kCarrier, kPulled };
 
 // A send that waits for its acknowledgement.
 struct Outstanding {
   std::vector<std::uint8_t> packet;
   Time first_sent{};
+  Time last_sent{};
   Time expires{};
   bool resent = false;
-  bool carrier = false;  // a carrier's contribution, which has an allowance of its own
+  Pool pool = Pool::kFirstHop;  // a contribution's (a gather's is unused)
   Seq cc_seq = 0;
 };
 
@@ -122,7 +133,7 @@ struct RinaWorker::Impl {
         ring(config.members.size()),
         n(static_cast<std::uint32_t>(config.workers.size())),
         v(config.values_per_packet),
-        rtt(config.retransmit_timeout, config.min_retransmit_timeout, max_rto()),
+        rtt(config.retransmit_timeout, config.min_retransmit_timeout, max_rto(), 0),
         sr(config.congestion, static_cast<std::uint32_t>(packet_size(v))),
         ag(allgather_congestion(config.congestion), static_cast<std::uint32_t>(packet_size(v))) {
     for (std::uint32_t m = 0; m < ring; ++m) {
@@ -166,6 +177,10 @@ struct RinaWorker::Impl {
   }
   std::uint16_t shape(std::uint32_t f) const { return f + 1 == fragments ? last_count : 0; }
   Seq seq_of(std::uint32_t f) const { return pass_base + f; }
+  bool in_current_pass(Seq s) const {
+    const std::int64_t f = static_cast<std::int32_t>(s - pass_base);
+    return state == WorkerState::kRunning && f >= 0 && f < fragments && in_pass[static_cast<std::size_t>(f)];
+  }
   // Where acknowledgements to member m go: its agent (its ToR hands them to the whole rack), or
   // another worker of it when the agent is this worker (a ring of one rack).
   Address ack_destination(std::uint32_t m) const {
@@ -178,9 +193,12 @@ struct RinaWorker::Impl {
     out.send(packet);
     ++stats.packets_sent;
   }
+  // `resend` on an ack: a piece of the hop sum it acknowledges was a resend (else every worker's
+  // first copy made it, whatever it resent since: its round trip is a sample).
   void send_control(RinaKind kind, Seq seq, Address dst, std::uint32_t aggregator_index, bool ecn,
-                    std::uint16_t round_shape, PacketSink& out) {
+                    std::uint16_t round_shape, PacketSink& out, bool resend = false) {
     Header h;
+    h.resend = resend;
     h.rina = kind;
     h.job = config.job;
     h.seq = seq;
@@ -206,19 +224,20 @@ struct RinaWorker::Impl {
     h.magnitude_or_next = magnitude;
     return h;
   }
-  void track(Flow flow, Seq seq, std::vector<std::uint8_t> packet, bool carrier_pool, Time now) {
+  void track(Flow flow, Seq seq, std::vector<std::uint8_t> packet, Pool pool, Time now) {
     Outstanding o;
     o.packet = std::move(packet);
     o.first_sent = now;
+    o.last_sent = now;
     o.expires = deadline_after(now, rto());
-    o.carrier = carrier_pool;
+    o.pool = pool;
     o.cc_seq = flow == Flow::kReduceScatter ? sr_next++ : ag_next++;
     timers.emplace(o.expires, key(flow, seq));
     (flow == Flow::kReduceScatter ? sr_out : ag_out).emplace(seq, std::move(o));
   }
   static std::uint64_t key(Flow flow, Seq seq) { return (std::uint64_t{flow == Flow::kAllgather} << 32) | seq; }
 
-  void send_contribution(std::uint32_t f, bool from_carrier_pool, Time now, PacketSink& out) {
+  void send_contribution(std::uint32_t f, Pool pool, Time now, PacketSink& out) {
     const std::uint32_t k = hop(f);
     const std::int16_t e = exponent[f];
     std::vector<std::int32_t> values(v, 0);
@@ -238,6 +257,7 @@ struct RinaWorker::Impl {
       magnitude = std::max(magnitude, m.magnitude);
     }
     if (saturated && !is_saturated(values[0])) values[0] = kSaturatedMax;  // sticky in every sum after
+    contributed[f] = true;
     const RinaKind kind = k + 1 == ring ? RinaKind::kFinal : RinaKind::kContribution;
     Header h = fragment_header(kind, f, carrier(f, next_member()), e, magnitude);
     h.bitmap0 = std::uint32_t{1} << position;
@@ -246,7 +266,8 @@ struct RinaWorker::Impl {
     std::vector<std::uint8_t> packet = build_packet(h, values);
     emit(packet, out);
     ++stats.contributions_sent;
-    track(Flow::kReduceScatter, h.seq, std::move(packet), from_carrier_pool, now);
+    track(Flow::kReduceScatter, h.seq, std::move(packet), pool, now);
+    if (pool == Pool::kCarrier && abstracted(member)) pull(f, out);
     // An autonomous worker completing a fragment has its final in what it sent.
     if (kind == RinaKind::kFinal && !abstracted(member)) record_final(f, std::move(values), e, magnitude, now, out);
   }
@@ -257,7 +278,7 @@ struct RinaWorker::Impl {
     std::vector<std::uint8_t> packet = build_packet(h, fin.values);
     emit(packet, out);
     ++stats.gathers_sent;
-    track(Flow::kAllgather, h.seq, std::move(packet), false, now);
+    track(Flow::kAllgather, h.seq, std::move(packet), Pool::kPulled, now);
   }
 
   // Sends what the windows allow: the reduce-scatter's contributions in the order of their hops
@@ -266,14 +287,15 @@ struct RinaWorker::Impl {
   void pump(Time now, PacketSink& out) {
     if (state != WorkerState::kRunning) return;
     const std::uint32_t window = sr.window();
-    for (const bool carrier_pool : {false, true}) {
+    for (const Pool pool : {Pool::kFirstHop, Pool::kCarrier}) {
+      const bool carrier_pool = pool == Pool::kCarrier;
       auto& ready = carrier_pool ? ready_carrier : ready_plain;
       std::uint32_t& in_flight = carrier_pool ? carrier_in_flight : plain_in_flight;
       while (!ready.empty() && in_flight < window) {
         const std::uint32_t f = ready.begin()->second;
         ready.erase(ready.begin());
         ++in_flight;
-        send_contribution(f, carrier_pool, now, out);
+        send_contribution(f, pool, now, out);
         if (state != WorkerState::kRunning) return;
       }
     }
@@ -327,6 +349,7 @@ struct RinaWorker::Impl {
     pass_base = round_base + p * fragments;
     missing = static_cast<std::uint32_t>(set.size());
     in_pass.assign(fragments, false);
+    contributed.assign(fragments, false);
     merges.clear();
     ready_plain.clear();
     ready_carrier.clear();
@@ -336,7 +359,9 @@ struct RinaWorker::Impl {
     for (const std::uint32_t f : set) {
       in_pass[f] = true;
       if (ring == 1 && !abstracted(member)) continue;  // a job of one worker: nothing to send
-      if (!(carries(f) && hop(f) > 0)) ready_plain.insert(order(f));
+      // A first hop needs nothing; a later one waits for the last hop's sum: its carrier sends
+      // when that is in, the rest of its rack when the carrier pulls them.
+      if (hop(f) == 0) ready_plain.insert(order(f));
     }
     if (ring == 1 && !abstracted(member)) {  // its own values are the sum
       for (const std::uint32_t f : set) {
@@ -494,6 +519,13 @@ struct RinaWorker::Impl {
         return take_final(h, bytes, f, now, out);
       case RinaKind::kRequest:
         return answer(h, out);
+      case RinaKind::kPull:
+        if (hop(f) > 0 && !carries(f) && !contributed[f]) {
+          send_contribution(f, Pool::kPulled, now, out);
+        } else {
+          ++stats.duplicates;
+        }
+        return;
       default:
         ++stats.dropped;
         return;
@@ -502,11 +534,12 @@ struct RinaWorker::Impl {
 
   // A packet whose fragment's pass is over: say again what was said, answer what can be.
   void on_stale(const Header& h, Time, PacketSink& out) {
-    if ((h.rina == RinaKind::kContribution || h.rina == RinaKind::kFinal) && h.dst == self) {
+    // A hop sum this worker took in: to it, or (an autonomous member's final, complete) to its rack.
+    if ((h.rina == RinaKind::kContribution || h.rina == RinaKind::kFinal) && (h.dst == self || is_multicast(h.dst))) {
       const auto acked = acks_sent.find(h.seq);
       if (acked != acks_sent.end()) {
         ++stats.duplicates;
-        send_control(RinaKind::kAck, h.seq, h.src, acked->second.aggregator_index, false, 0, out);
+        send_control(RinaKind::kAck, h.seq, h.src, acked->second.aggregator_index, false, 0, out, true);
         return;
       }
     } else if (h.rina == RinaKind::kGather && !h.resend) {  // its sender still waits: any of the rack answers
@@ -586,18 +619,40 @@ struct RinaWorker::Impl {
     Merge& m = merges[h.seq];
     if (m.complete) {
       ++stats.duplicates;
-      send_control(RinaKind::kAck, h.seq, h.src, m.aggregator_index, h.ecn, 0, out);
-      return;
-    }
-    if ((m.bitmap & h.bitmap0) != 0) {
-      ++stats.overlaps_dropped;  // its workers resend alone what this piece held
+      send_control(RinaKind::kAck, h.seq, h.src, m.aggregator_index, h.ecn, 0, out, true);
       return;
     }
     if (m.sums.empty()) m.sums.assign(v, 0);
+    const std::uint32_t overlap = m.bitmap & h.bitmap0;
+    if (overlap == h.bitmap0) {
+      ++stats.duplicates;  // every worker of it is in already
+      return;
+    }
+    if (std::popcount(h.bitmap0) == 1) {
+      // A worker alone (a resend, or a first copy that found its slot taken): kept apart as well,
+      // so that a later sum of first copies that holds it can take it out again.
+      std::vector<std::int32_t>& alone = m.alone[h.bitmap0];
+      alone.resize(v);
+      load_values(bytes, alone);
+      m.alone_bits |= h.bitmap0;
+    } else if (overlap != 0) {
+      // A sum of first copies that holds workers already in alone (the switches never add a resend
+      // to a sum, so nothing else overlaps): those workers' values come out of it, exactly.
+      if ((overlap & ~m.alone_bits) != 0) {
+        ++stats.overlaps_dropped;  // not a piece the switches send; its workers resend alone
+        return;
+      }
+      for (const auto& [bit, values] : m.alone) {
+        if ((overlap & bit) == 0) continue;
+        for (std::uint32_t i = 0; i < v; ++i) m.sums[i] -= values[i];
+        m.saturated = m.saturated || std::any_of(values.begin(), values.end(), is_saturated);
+      }
+    }
     m.saturated = add_to_sums(bytes, m.sums) || m.saturated;
     m.bitmap |= h.bitmap0;
     m.magnitude = std::max(m.magnitude, h.magnitude_or_next);
     m.ecn = m.ecn || h.ecn;
+    m.resent = m.resent || h.resend;
     m.aggregator_index = h.aggregator_index;
     ++stats.merges;
     progress(now);
@@ -606,9 +661,9 @@ struct RinaWorker::Impl {
     // In: custody passes to this worker; the contributors may stop resending.
     m.complete = true;
     const Address ack_to = ack_destination(prev);
-    send_control(RinaKind::kAck, h.seq, ack_to, m.aggregator_index, m.ecn, 0, out);
+    send_control(RinaKind::kAck, h.seq, ack_to, m.aggregator_index, m.ecn, 0, out, m.resent);
     acks_sent[h.seq] = AckSent{ack_to, m.aggregator_index};
-    if (ring == 1) acknowledged(Flow::kReduceScatter, h.seq, false, now, out);  // its own contribution too
+    if (ring == 1) acknowledged(Flow::kReduceScatter, h.seq, false, true, now, out);  // its own contribution too
     if (state != WorkerState::kRunning) return;
     if (k == 0) {  // the last hop's: the final
       std::vector<std::int32_t> values(v);
@@ -624,15 +679,25 @@ struct RinaWorker::Impl {
     pump(now, out);
   }
 
+  // The rack's other workers may send their values of f's hop now (Rina's pull, §IV-B3: here the
+  // fragment's carrier, as it sends the last hop's sum with its own values, asks, and its ToR
+  // hands the pull to the rack). Until then their contributions would only wait in the switch.
+  void pull(std::uint32_t f, PacketSink& out) {
+    send_control(RinaKind::kPull, seq_of(f), ack_destination(member), seq_of(f) % config.aggregator_slots, false, 0,
+                 out);
+  }
+
   void on_ack(Flow flow, const Header& h, Time now, PacketSink& out) {
     if (flow == Flow::kReduceScatter && h.round_shape == kRoundShapeMismatch) {
       if (state == WorkerState::kRunning) fail(size_mismatch());
       return;
     }
-    acknowledged(flow, h.seq, h.ecn, now, out);
+    // A gather's ack cannot say which copy it answers: only a gather sent once gives a sample.
+    acknowledged(flow, h.seq, h.ecn, flow == Flow::kAllgather || h.resend, now, out);
   }
 
-  void acknowledged(Flow flow, Seq seq, bool ecn, Time now, PacketSink& out) {
+  // `from_resend`: the ack may answer a resent copy (Karn's rule then keeps its time out of the RTO).
+  void acknowledged(Flow flow, Seq seq, bool ecn, bool from_resend, Time now, PacketSink& out) {
     auto& outstanding = flow == Flow::kReduceScatter ? sr_out : ag_out;
     const auto it = outstanding.find(seq);
     if (it == outstanding.end()) {
@@ -641,10 +706,19 @@ struct RinaWorker::Impl {
     }
     const Outstanding& o = it->second;
     timers.erase({o.expires, key(flow, seq)});
-    if (!o.resent) rtt.on_sample(now - o.first_sent);
+    if (!o.resent || !from_resend) {
+      rtt.on_sample(now - o.first_sent);
+    } else {
+      // Until a first clean sample, a resend's ack stands in for one (as ATP's worker does): it
+      // breaks the loop of a first RTO shorter than the round trip, where everything is resent
+      // before its ack comes and nothing gives a sample.
+      if (!rtt.has_sample()) rtt.raise_initial(2 * (now - o.last_sent));
+      rtt.observe(now - o.first_sent);
+    }
     if (flow == Flow::kReduceScatter) {
       sr.on_ack(o.cc_seq, ecn, sr_next);
-      --(o.carrier ? carrier_in_flight : plain_in_flight);
+      if (o.pool == Pool::kFirstHop) --plain_in_flight;
+      if (o.pool == Pool::kCarrier) --carrier_in_flight;
     } else {
       ag.on_ack(o.cc_seq, ecn, ag_next);
     }
@@ -658,7 +732,9 @@ struct RinaWorker::Impl {
   Duration rto() const { return std::min(rtt.rto() * backoff, max_rto()); }
   void progress(Time now) {
     last_progress = now;
-    request_interval = 4 * rto();
+    // Asks after two round trips without news (the backed-off RTO is for resends), and again at
+    // least every eighth of the progress timeout: several asks before a round gives up.
+    request_interval = std::min(2 * rtt.rto(), config.progress_timeout / 8);
   }
 
   void on_timeout(Time now, PacketSink& out) {
@@ -669,38 +745,44 @@ struct RinaWorker::Impl {
                   " fragments' sums missing)");
     }
     // Resends: every send whose timer ran out; one window cut per flow.
-    bool cut[2] = {false, false};
+    std::vector<std::uint64_t> expired;
     while (!timers.empty() && timers.begin()->first <= now) {
-      const std::uint64_t k = timers.begin()->second;
+      expired.push_back(timers.begin()->second);
       timers.erase(timers.begin());
-      const Flow flow = (k >> 32) != 0 ? Flow::kAllgather : Flow::kReduceScatter;
-      const Seq seq = static_cast<Seq>(k & 0xFFFFFFFFu);
-      auto& outstanding = flow == Flow::kReduceScatter ? sr_out : ag_out;
-      Outstanding& o = outstanding.at(seq);
-      if (!cut[flow == Flow::kAllgather]) {
-        cut[flow == Flow::kAllgather] = true;
+    }
+    bool cut[2] = {false, false};
+    for (const std::uint64_t k : expired) {
+      const bool allgather = (k >> 32) != 0;
+      Outstanding& o = (allgather ? ag_out : sr_out).at(static_cast<Seq>(k & 0xFFFFFFFFu));
+      if (!cut[allgather]) {
+        cut[allgather] = true;
         ++stats.timeouts;
-        if (flow == Flow::kReduceScatter) {
-          sr.on_timeout(o.cc_seq, sr_next);
-        } else {
-          ag.on_timeout(o.cc_seq, ag_next);
-        }
+        (allgather ? ag : sr).on_timeout(o.cc_seq, allgather ? ag_next : sr_next);
       }
-      if (flow == Flow::kReduceScatter && !o.resent) {  // a contribution's resend flushes its aggregator
-        Header h;
-        (void)decode_header(o.packet, h);
+      Header h;
+      (void)decode_header(o.packet, h);
+      if (!allgather && !o.resent) {  // a contribution's resend flushes the sum that waits for it
         h.resend = true;
         encode_header(h, o.packet);
       }
+      // A carrier's: its rack may have missed the pull too.
+      if (o.pool == Pool::kCarrier && abstracted(member) && in_current_pass(h.seq)) {
+        pull(static_cast<std::uint32_t>(h.seq - pass_base), out);
+      }
       o.resent = true;
+      o.last_sent = now;
       emit(o.packet, out);
       ++stats.retransmissions;
+    }
+    if (!expired.empty()) backoff = std::min(backoff * 2, kMaxBackoff);
+    for (const std::uint64_t k : expired) {
+      Outstanding& o = ((k >> 32) != 0 ? ag_out : sr_out).at(static_cast<Seq>(k & 0xFFFFFFFFu));
       o.expires = deadline_after(now, rto());
       timers.emplace(o.expires, k);
     }
-    if (cut[0] || cut[1]) backoff = std::min(backoff * 2, kMaxBackoff);
     // Asks for finals that have not come after a quiet spell.
-    if (state == WorkerState::kRunning && missing > 0 && now >= deadline_after(last_progress, request_interval)) {
+    if (state == WorkerState::kRunning && missing > 0 &&
+        now >= deadline_after(std::max(last_progress, last_request), request_interval)) {
       std::size_t asked = 0;
       for (std::uint32_t f = 0; f < fragments && asked < kRequestBatch; ++f) {
         if (!in_pass[f] || finals.contains(seq_of(f))) continue;
@@ -710,7 +792,7 @@ struct RinaWorker::Impl {
         ++stats.requests_sent;
         ++asked;
       }
-      request_interval = std::min(request_interval * 2, config.progress_timeout / 4);
+      request_interval = std::min(request_interval * 2, config.progress_timeout / 8);
       last_request = now;
     }
     pump(now, out);
@@ -763,6 +845,7 @@ struct RinaWorker::Impl {
   std::uint32_t pass = 0;
   std::uint32_t missing = 0;  // finals of this pass not in yet
   std::vector<bool> in_pass;
+  std::vector<bool> contributed;               // this pass: sent its contribution (a pull after that is news to nobody)
   std::map<Seq, Merge> merges;                 // hop sums this worker carries, this pass
   std::unordered_map<Seq, Final> finals;       // this round's and the last one's, by seq
   std::unordered_map<Seq, AckSent> acks_sent;  // what it acknowledged, for resends
@@ -775,7 +858,20 @@ struct RinaWorker::Impl {
 };
 
 RinaWorker::RinaWorker(RinaConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
-RinaWorker::~RinaWorker() = default;
+RinaWorker::~RinaWorker() {
+  if (impl_ && std::getenv("RINA_DEBUG")) {
+    const auto& s = impl_->stats;
+    std::fprintf(
+        stderr,
+        "rank %u: sent %lu contrib %lu gathers %lu retrans %lu timeouts %lu requests %lu merges %lu overlaps %lu dups "
+        "%lu redone %lu early %lu dropped %lu rounds %lu sr_window %u ag_window %u rto %ld us srtt %ld\n",
+        impl_->config.rank, s.packets_sent, s.contributions_sent, s.gathers_sent, s.retransmissions, s.timeouts,
+        s.requests_sent, s.merges, s.overlaps_dropped, s.duplicates, s.redone_fragments, s.early_kept, s.dropped,
+        s.rounds_completed, impl_->sr.window(), impl_->ag.window(),
+        (long)std::chrono::duration_cast<std::chrono::microseconds>(impl_->rto()).count(),
+        (long)std::chrono::duration_cast<std::chrono::microseconds>(impl_->rtt.srtt()).count());
+  }
+}
 RinaWorker::RinaWorker(RinaWorker&&) noexcept = default;
 RinaWorker& RinaWorker::operator=(RinaWorker&&) noexcept = default;
 
