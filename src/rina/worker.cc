@@ -5,7 +5,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <map>
@@ -858,20 +857,7 @@ struct RinaWorker::Impl {
 };
 
 RinaWorker::RinaWorker(RinaConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
-RinaWorker::~RinaWorker() {
-  if (impl_ && std::getenv("RINA_DEBUG")) {
-    const auto& s = impl_->stats;
-    std::fprintf(
-        stderr,
-        "rank %u: sent %lu contrib %lu gathers %lu retrans %lu timeouts %lu requests %lu merges %lu overlaps %lu dups "
-        "%lu redone %lu early %lu dropped %lu rounds %lu sr_window %u ag_window %u rto %ld us srtt %ld\n",
-        impl_->config.rank, s.packets_sent, s.contributions_sent, s.gathers_sent, s.retransmissions, s.timeouts,
-        s.requests_sent, s.merges, s.overlaps_dropped, s.duplicates, s.redone_fragments, s.early_kept, s.dropped,
-        s.rounds_completed, impl_->sr.window(), impl_->ag.window(),
-        (long)std::chrono::duration_cast<std::chrono::microseconds>(impl_->rto()).count(),
-        (long)std::chrono::duration_cast<std::chrono::microseconds>(impl_->rtt.srtt()).count());
-  }
-}
+RinaWorker::~RinaWorker() = default;
 RinaWorker::RinaWorker(RinaWorker&&) noexcept = default;
 RinaWorker& RinaWorker::operator=(RinaWorker&&) noexcept = default;
 
