@@ -116,6 +116,7 @@ struct Outstanding {
 struct AckSent {
   Address dst = 0;
   std::uint32_t aggregator_index = 0;
+  RinaKind kind = RinaKind::kContribution;  // of the hop sum acknowledged: a seq's hops share it
 };
 
 enum class Flow : std::uint8_t { kReduceScatter, kAllgather };
@@ -535,8 +536,13 @@ struct RinaWorker::Impl {
   void on_stale(const Header& h, Time, PacketSink& out) {
     // A hop sum this worker took in: to it, or (an autonomous member's final, complete) to its rack.
     if ((h.rina == RinaKind::kContribution || h.rina == RinaKind::kFinal) && (h.dst == self || is_multicast(h.dst))) {
+      // The same hop's sum again, from the member before: a fragment keeps its seq at every hop,
+      // and another hop's sum passing by (a final's copy to the rack) is no resend of it.
       const auto acked = acks_sent.find(h.seq);
-      if (acked != acks_sent.end()) {
+      const auto& from = config.members[prev_member()];
+      const bool from_prev =
+          std::any_of(from.begin(), from.end(), [&](std::uint32_t r) { return config.workers[r] == h.src; });
+      if (acked != acks_sent.end() && acked->second.kind == h.rina && from_prev) {
         ++stats.duplicates;
         send_control(RinaKind::kAck, h.seq, h.src, acked->second.aggregator_index, false, 0, out, true);
         return;
@@ -661,7 +667,7 @@ struct RinaWorker::Impl {
     m.complete = true;
     const Address ack_to = ack_destination(prev);
     send_control(RinaKind::kAck, h.seq, ack_to, m.aggregator_index, m.ecn, 0, out, m.resent);
-    acks_sent[h.seq] = AckSent{ack_to, m.aggregator_index};
+    acks_sent[h.seq] = AckSent{ack_to, m.aggregator_index, h.rina};
     if (ring == 1) acknowledged(Flow::kReduceScatter, h.seq, false, true, now, out);  // its own contribution too
     if (state != WorkerState::kRunning) return;
     if (k == 0) {  // the last hop's: the final
