@@ -213,6 +213,172 @@ JobSpec rina_job(const std::vector<std::string>& workers, std::uint16_t values_p
   return spec;
 }
 
+// One worker by hand, time advanced by hand: rank 0 of a ring of a rack (ranks 0, 1) and an
+// autonomous worker (rank 2); 8 values in two fragments of 4, one chunk each. Fragment 0 starts
+// here (its first hop: sent at once, to rank 2); fragment 1 ends here (its last hop: sent when the
+// carrier, rank 1, pulls), and fragment 0 comes back from rank 2 to rank 0, its carrier here.
+class Sent final : public PacketSink {
+ public:
+  void send(std::span<const std::uint8_t> p) override { packets.emplace_back(p.begin(), p.end()); }
+  Header header(std::size_t i) const {
+    Header h;
+    EXPECT_EQ(decode_header(packets.at(i), h), DecodeError::kOk);
+    return h;
+  }
+  std::vector<std::vector<std::uint8_t>> packets;
+};
+
+TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLastHop) {
+  RinaConfig c;
+  c.job = 3;
+  c.rank = 0;
+  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  c.members = {{0, 1}, {2}};
+  c.values_per_packet = 4;
+  c.scale = 1 << 21;  // exponent 21: holds these values to float32's precision (no redo pass)
+  c.aggregator_slots = 64;
+  RinaWorker w(c);
+  Sent out;
+  const std::vector<float> input = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE(w.start(input, time_from_ns(0), out));
+  ASSERT_EQ(out.packets.size(), 1u);  // fragment 0's first hop; fragment 1 waits for the pull
+  Header h = out.header(0);
+  EXPECT_EQ(h.rina, RinaKind::kContribution);
+  EXPECT_EQ(h.seq, 0u);
+  EXPECT_EQ(h.dst, c.workers[2]);
+  EXPECT_EQ(h.bitmap0, 1u);
+  EXPECT_EQ(h.fan_in0, 2);
+  EXPECT_EQ(h.bitmap1, 2u);  // the round's fragments
+  EXPECT_EQ(h.scale_exponent, 21);
+
+  // The RTO (1 ms) passes: the contribution goes again, marked as a resend.
+  w.on_timeout(time_from_ns(1'000'001), out);
+  ASSERT_EQ(out.packets.size(), 2u);
+  EXPECT_TRUE(out.header(1).resend);
+  EXPECT_EQ(out.header(1).seq, 0u);
+
+  // Rank 1 pulls fragment 1: rank 0's last-hop values go to rank 2, as the final.
+  Header pull;
+  pull.rina = RinaKind::kPull;
+  pull.job = 3;
+  pull.seq = 1;
+  pull.src = c.workers[1];
+  pull.dst = multicast_group_address(3);
+  w.on_packet(build_packet(pull, std::vector<std::int32_t>{}), time_from_ns(1'100'000), out);
+  ASSERT_EQ(out.packets.size(), 3u);
+  EXPECT_EQ(out.header(2).rina, RinaKind::kFinal);
+  EXPECT_EQ(out.header(2).seq, 1u);
+
+  // Rank 2 acknowledges fragment 0's first hop.
+  Header ack;
+  ack.rina = RinaKind::kAck;
+  ack.job = 3;
+  ack.seq = 0;
+  ack.src = c.workers[2];
+  ack.dst = multicast_group_address(3);
+  w.on_packet(build_packet(ack, std::vector<std::int32_t>{}), time_from_ns(1'200'000), out);
+
+  // Fragment 1's final, complete, from the rack's ToR (ranks 0 and 1 added: 2x, at 2^21).
+  constexpr std::int32_t k = 1 << 21;
+  Header fin;
+  fin.rina = RinaKind::kFinal;
+  fin.job = 3;
+  fin.seq = 1;
+  fin.bitmap0 = 0b11;
+  fin.fan_in0 = 2;
+  fin.bitmap1 = 2;
+  fin.round_shape = 4;
+  fin.scale_exponent = 21;
+  fin.magnitude_or_next = 3;
+  fin.src = c.workers[1];
+  fin.dst = multicast_group_address(3);
+  w.on_packet(build_packet(fin, std::vector<std::int32_t>{10 * k, 12 * k, 14 * k, 16 * k}), time_from_ns(1'300'000),
+              out);
+  EXPECT_EQ(w.state(), WorkerState::kRunning);
+
+  // Fragment 0's last hop from rank 2 (its values plus the rack's): rank 0 carries it here.
+  Header last;
+  last.rina = RinaKind::kFinal;
+  last.job = 3;
+  last.seq = 0;
+  last.bitmap0 = 1;
+  last.fan_in0 = 1;
+  last.bitmap1 = 2;
+  last.scale_exponent = 21;
+  last.magnitude_or_next = 2;
+  last.src = c.workers[2];
+  last.dst = c.workers[0];
+  const std::size_t before = out.packets.size();
+  w.on_packet(build_packet(last, std::vector<std::int32_t>{3 * k, 6 * k, 9 * k, 12 * k}), time_from_ns(1'400'000), out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle) << w.error();
+  ASSERT_EQ(out.packets.size(), before + 1);  // its ack, to rank 2
+  EXPECT_EQ(out.header(before).rina, RinaKind::kAck);
+  EXPECT_EQ(out.header(before).dst, c.workers[2]);
+  EXPECT_EQ(std::vector<float>(w.result().begin(), w.result().end()),
+            (std::vector<float>{3, 6, 9, 12, 10, 12, 14, 16}));
+  EXPECT_EQ(w.stats().rounds_completed, 1u);
+  EXPECT_EQ(w.stats().retransmissions, 1u);
+}
+
+// A carrier's merge by hand: rank 0 alone is member 0, ranks 1 and 2 a rack. Fragment 0's last hop
+// comes from the rack in two pieces: rank 2's values alone (a resend), then a sum of first copies
+// that holds rank 2 too; the carrier takes rank 2's values out of it, exactly, and acknowledges
+// once all are in. Fragment 1's first hop is the rack's; rank 0 adds its own values and, as an
+// autonomous member completing it, has the final in what it sends.
+TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
+  RinaConfig c;
+  c.job = 3;
+  c.rank = 0;
+  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  c.members = {{0}, {1, 2}};
+  c.values_per_packet = 4;
+  c.scale = 1 << 21;
+  c.aggregator_slots = 64;
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>{1, 1, 1, 1, 2, 2, 2, 2}, time_from_ns(0), out));
+  ASSERT_EQ(out.packets.size(), 1u);  // fragment 0's first hop, to the rack's carrier of it (rank 1)
+  EXPECT_EQ(out.header(0).dst, c.workers[1]);
+  constexpr std::int32_t k = 1 << 21;
+  const auto piece = [&](RinaKind kind, Seq seq, std::uint32_t bitmap, Address src, bool resend,
+                         std::vector<std::int32_t> values) {
+    Header h;
+    h.rina = kind;
+    h.job = 3;
+    h.seq = seq;
+    h.bitmap0 = bitmap;
+    h.fan_in0 = 2;
+    h.bitmap1 = 2;
+    h.round_shape = seq == 1 ? 4 : 0;
+    h.scale_exponent = 21;
+    h.magnitude_or_next = 3;
+    h.src = src;
+    h.dst = c.workers[0];
+    h.resend = resend;
+    return build_packet(h, values);
+  };
+  // Fragment 0: rank 2's values alone (4 each), then the sum of the rack's first copies: rank 1's
+  // (its own 1 plus the 1 rank 0 sent it) and rank 2's 4, 6 each; all three workers' sum is 6.
+  w.on_packet(piece(RinaKind::kFinal, 0, 0b10, c.workers[2], true, {4 * k, 4 * k, 4 * k, 4 * k}), time_from_ns(10),
+              out);
+  EXPECT_EQ(out.packets.size(), 1u);  // not all in: no ack yet
+  w.on_packet(piece(RinaKind::kFinal, 0, 0b11, c.workers[1], false, {6 * k, 6 * k, 6 * k, 6 * k}), time_from_ns(20),
+              out);
+  ASSERT_EQ(out.packets.size(), 2u);
+  EXPECT_EQ(out.header(1).rina, RinaKind::kAck);
+  EXPECT_EQ(out.header(1).dst, c.workers[1]);  // the rack's agent; its ToR hands it to the rack
+  EXPECT_TRUE(out.header(1).resend);           // a piece was a resend: no round-trip sample
+  // Fragment 1's first hop, the rack's sum (3 each), and rank 0 completes it with its 2s.
+  w.on_packet(piece(RinaKind::kContribution, 1, 0b11, c.workers[2], false, {3 * k, 3 * k, 3 * k, 3 * k}),
+              time_from_ns(30), out);
+  ASSERT_EQ(w.state(), WorkerState::kIdle) << w.error();
+  ASSERT_EQ(out.packets.size(), 4u);
+  EXPECT_EQ(out.header(2).rina, RinaKind::kAck);
+  EXPECT_EQ(out.header(3).rina, RinaKind::kFinal);
+  EXPECT_EQ(std::vector<float>(w.result().begin(), w.result().end()), (std::vector<float>{6, 6, 6, 6, 5, 5, 5, 5}));
+  EXPECT_EQ(w.stats().merges, 3u);
+}
+
 TEST(RinaPlan, RacksWithAnAggregatingToRAreOneMemberAndTheRestAreAutonomous) {
   std::vector<std::string> workers;
   const Topology t = racks_topology({3, 2, 1}, {true, false, true}, workers);
