@@ -261,8 +261,10 @@ class SwitchPipeline {
   void rina_send_sum(PortId ingress, Header& h, const JobState& job, std::uint32_t i, std::span<std::uint8_t> packet,
                      PortSink& out);
   // `packet` (h, its header) to every member port but `except`, addressed to the job's multicast group.
-  static void to_members(const JobState& job, Header& h, PortId except, std::span<std::uint8_t> packet,
-                         PortSink& out);
+  static void to_members(const JobState& job, Header& h, PortId except, std::span<std::uint8_t> packet, PortSink& out);
+  // A packet whose child is already in aggregator `a` (the network duplicated it): its ECN mark
+  // still counts, its values do not.
+  static void absorb_duplicate(Aggregator& a, const Header& h, SwitchJobCounters& counters);
   // Adds the packet's values into aggregator i (copies them if it is the first) and records it.
   void aggregate(std::uint32_t i, std::uint32_t bit, const Header& h, std::span<const std::uint8_t> packet,
                  SwitchJobCounters& counters, Time now);

@@ -247,6 +247,12 @@ void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const Jo
   if (forward(h, ingress, packet, out)) ++job.counters->forwarded;
 }
 
+void SwitchPipeline::absorb_duplicate(Aggregator& a, const Header& h, SwitchJobCounters& counters) {
+  a.ecn = a.ecn || h.ecn;
+  if (h.ecn) ++counters.ecn_merged;
+  ++counters.duplicates;
+}
+
 void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header& h,
                                std::span<const std::uint8_t> packet, SwitchJobCounters& counters, Time now) {
   Aggregator& a = table_.at(i);
@@ -401,11 +407,8 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     return;
   }
 
-  if ((a.bitmap & bit) != 0) {
-    // Box 4 -> box 7: this child is already in (the network duplicated its packet).
-    a.ecn = a.ecn || h.ecn;
-    if (h.ecn) ++counters.ecn_merged;
-    ++counters.duplicates;
+  if ((a.bitmap & bit) != 0) {  // box 4 -> box 7: this child is already in
+    absorb_duplicate(a, h, counters);
     return;
   }
   aggregate(i, bit, h, packet, counters, now);  // box 5
@@ -547,9 +550,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     return;
   }
   if ((a.bitmap & bit) != 0) {
-    a.ecn = a.ecn || h.ecn;
-    if (h.ecn) ++counters.ecn_merged;
-    ++counters.duplicates;
+    absorb_duplicate(a, h, counters);
     return;
   }
   aggregate(i, bit, h, packet, counters, now);

@@ -199,6 +199,18 @@ std::uint16_t job_fragment_width(const NetworkPlan& network, const JobSpec& job,
   return width;
 }
 
+// A job's timeouts and first seq in a worker's config (ATP's WorkerConfig, Rina's RinaConfig).
+// JobSpec has no RTO bounds of its own: the config's defaults stay unless its first RTO is
+// outside them.
+template <class Config>
+void set_timeouts(const JobSpec& job, Config& c) {
+  c.retransmit_timeout = job.retransmit_timeout;
+  c.min_retransmit_timeout = std::min(c.min_retransmit_timeout, job.retransmit_timeout);
+  c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, job.retransmit_timeout);
+  c.progress_timeout = job.progress_timeout;
+  c.initial_seq = job.initial_seq;
+}
+
 // A set of workers aggregated together before the second level (docs/protocol.md).
 struct Group {
   std::optional<std::string> level0_switch;  // the ToR aggregating it at level 0; none: a singleton
@@ -592,12 +604,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.index_policy = job.index_policy;
     w.congestion = congestion;
     w.loss_recovery = job.loss_recovery;
-    w.retransmit_timeout = job.retransmit_timeout;
-    // JobSpec has no bounds of its own: keep the default ones unless its first RTO is outside them.
-    w.min_retransmit_timeout = std::min(w.min_retransmit_timeout, job.retransmit_timeout);
-    w.max_retransmit_timeout = std::max(w.max_retransmit_timeout, job.retransmit_timeout);
-    w.progress_timeout = job.progress_timeout;
-    w.initial_seq = job.initial_seq;
+    set_timeouts(job, w);
     plan.workers.push_back(std::move(w));
   }
   for (std::size_t k = 0; k < job.ps.size(); ++k) {
@@ -723,11 +730,7 @@ RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
     c.scale = job.scale;
     c.aggregator_slots = std::max<std::uint32_t>(slots, 1);
     c.congestion = job.congestion;
-    c.retransmit_timeout = job.retransmit_timeout;
-    c.min_retransmit_timeout = std::min(c.min_retransmit_timeout, job.retransmit_timeout);
-    c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, job.retransmit_timeout);
-    c.progress_timeout = job.progress_timeout;
-    c.initial_seq = job.initial_seq;
+    set_timeouts(job, c);
     plan.workers.push_back(std::move(c));
   }
 
