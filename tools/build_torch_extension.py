@@ -27,11 +27,21 @@ def main():
     extension = package / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))
     command = ["c++", "-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-               "-DUSE_C10D_GLOO",  # torch's ProcessGroupGloo header, as CMakeLists.txt sets it
                f"-I{root / 'include'}", f"-isystem{sysconfig.get_paths()['include']}"]
     command += [f"-isystem{p}" for p in cpp_extension.include_paths()]
+    # pybind11 shares types (torch's Store, Backend, Work) between modules whose ABI tags match:
+    # torch's own, as torch.utils.cpp_extension passes them.
+    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+        value = getattr(torch._C, f"_PYBIND11_{name}", None)
+        if value is not None:
+            command.append(f'-DPYBIND11_{name}="{value}"')
     command += [str(root / "src" / "torch" / "process_group.cc"), "-o", str(extension)]
     command += ["-Wl,--start-group", *sorted(str(p) for p in lib.glob("libatp_*.a")), "-Wl,--end-group"]
+    # The C++ runtime before torch's libraries: pip's libtorch.so exports copies of some of it
+    # (std::filesystem::remove_all among them, from its toolchain's static part of libstdc++),
+    # and the first library in this list that defines a symbol is the one the extension calls.
+    # torch 2.11's copy of remove_all jumped to address 0.
+    command += ["-Wl,--no-as-needed", "-lstdc++"]
     # The shared libraries of the kit: those the static ones need stay (--as-needed drops the rest).
     command += [f"-L{lib}", "-Wl,--as-needed", *sorted(f"-l:{p.name}" for p in lib.glob("*.so*")),
                 f"-Wl,-rpath,{lib}"]

@@ -9,6 +9,9 @@
 #       src/torch/process_group.cc against the torch of $PYTHON (python3 by default) and the kit
 #       (tools/build_torch_extension.py) into the kit's python/atp_torch, then runs
 #       tests/python/test_atp_backend.py on that package.
+#   tools/torch-kit.sh suite [RUN_SUITE-ARGS]  there: torch's own distributed test suite on gloo
+#       and on that package (tests/python/torch_suite/run_suite.py; docs/pytorch-suite.md),
+#       compiling the package first unless `test` did.
 # ATP_TORCH_KIT names another folder for the kit. On the device: `run` with carry [".torch-kit"]
 # and the command `tools/torch-kit.sh test`.
 set -euo pipefail
@@ -34,18 +37,29 @@ case "${1:-}" in
       grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so|ld-linux' | xargs -r -I{} cp -L {} "$kit/lib/"
     du -sh "$kit"
     ;;
-  test)
+  test|suite)
+    what=$1
     shift
     python=${PYTHON:-python3}
     out=$kit/python
     [[ -d $kit ]] || { echo "torch-kit: no $kit: run 'tools/torch-kit.sh pack' where the project builds, and carry it" >&2; exit 2; }
     "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-    "$python" tools/build_torch_extension.py "$kit" "$out"
-    export PYTHONPATH=$out ATP_BINARY=$out/atp_torch/atp LD_LIBRARY_PATH=$(cd "$kit/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    "$python" -m pytest -q -rs tests/python/test_atp_backend.py "$@"
+    [[ $what == suite && -e $out/atp_torch/atp ]] || "$python" tools/build_torch_extension.py "$kit" "$out"
+    # The kit's shared libraries for atp alone (the extension finds them by its rpath): on the
+    # Python's LD_LIBRARY_PATH they would stand in for the system's own under torch and Python.
+    lib=$(cd "$kit/lib" && pwd) out=$(cd "$out" && pwd)
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+      "$lib" "$out/atp_torch/atp" >"$out/atp"
+    chmod +x "$out/atp"
+    export PYTHONPATH=$out ATP_BINARY=$out/atp
+    if [[ $what == test ]]; then
+      "$python" -m pytest -q -rs tests/python/test_atp_backend.py "$@"
+    else
+      "$python" tests/python/torch_suite/run_suite.py --python "$python" --atp-path "$out" "$@"
+    fi
     ;;
   *)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -35,10 +35,26 @@ from . import _C
 BACKEND = "atp"
 __version__ = "@PROJECT_VERSION@"  # CMake writes project()'s version here
 
+
+def _create_process_group(store, rank, size, timeout):
+    """What torch calls to make an "atp" group: the backend, over the Gloo group that takes what
+    ATP does not aggregate (torch's own, on ATP_BIND's address, under keys of its own in the same
+    store), which the backend makes once the ATP job is set up."""
+
+    def make_gloo():
+        gloo_class = _dist.ProcessGroupGloo
+        options = (getattr(gloo_class, "_Options", None) or gloo_class.Options)()
+        options._timeout = timeout
+        options._devices = [gloo_class.create_device(hostname=_C.bind_address())]
+        return gloo_class(_dist.PrefixStore("atp_gloo", store), rank, size, options)
+
+    return _C.create_process_group(store, rank, size, timeout, make_gloo)
+
+
 if BACKEND.upper() not in _dist.Backend._plugins:  # importing twice (reload) registers once
     if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters:  # torch 2.x
-        _dist.Backend.register_backend(BACKEND, _C.create_process_group, devices=["cpu", "cuda"])
+        _dist.Backend.register_backend(BACKEND, _create_process_group, devices=["cpu", "cuda"])
     else:  # torch 1.13: a backend is a whole process group, for every device
-        _dist.Backend.register_backend(BACKEND, _C.create_process_group)
+        _dist.Backend.register_backend(BACKEND, _create_process_group)
 
 __all__ = ["BACKEND", "__version__"]

@@ -9,6 +9,7 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/chrono.h>
+#include <pybind11/functional.h>
 #include <torch/python.h>
 #include <torch/version.h>
 
@@ -25,9 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -324,7 +323,12 @@ bool through_atp(const at::Tensor& t, c10d::ReduceOp::RedOpType op) {
 
 class ProcessGroupAtp : public BackendBase {
  public:
-  ProcessGroupAtp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Duration timeout)
+  // `make_gloo` makes torch's Gloo group of the same ranks (atp_torch's: on the ranks' data
+  // address, ATP_BIND, under keys of its own in the same store), once the ATP job is set up, so
+  // that a rank that never came is named by the job's rendezvous. Made through torch's Python
+  // API, so that this file needs none of Gloo's headers, which torch's wheels do not ship.
+  ProcessGroupAtp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Duration timeout,
+                  const std::function<c10::intrusive_ptr<BackendBase>()>& make_gloo)
       : BackendBase(rank, size), store_(store) {
     const ClusterJobOptions options = options_from_environment(timeout);
     try {
@@ -332,12 +336,9 @@ class ProcessGroupAtp : public BackendBase {
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "atp: ", e.what());
     }
-    // Gloo on the ranks' data address (ATP_BIND), under keys of its own in the same store.
-    auto gloo_options =
-        c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
-    gloo_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(format_address(options.bind_ip)));
-    gloo_ = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("atp_gloo", store), rank,
-                                                        size, gloo_options);
+    gloo_ = make_gloo();
+    TORCH_CHECK(gloo_ && gloo_->getRank() == rank && gloo_->getSize() == size,
+                "atp: the Gloo group made for the backend is not of the same ranks");
     thread_ = std::thread([this] { run(); });
   }
 
@@ -390,22 +391,26 @@ class ProcessGroupAtp : public BackendBase {
     return in_order(c10d::OpType::ALLGATHER, flat(outputs), staging,
                     [=](auto& gloo) mutable { return gloo.allgather(out, in, opts); });
   }
-  // torch 1.13's Gloo has no _allgather_base: its list form, into the output's chunks.
+  // all_gather_into_tensor. torch 1.13's Gloo has no _allgather_base: its list form, into the
+  // output's chunks.
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override {
-    TORCH_CHECK(output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
-                "atp allgather: the output must hold ", getSize(), " inputs of the same dtype");
-    auto staging = std::make_shared<DeviceStaging>();
-    at::Tensor in = staging->input(input), out = staging->output(output);
-    return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, staging, [this, out, in, opts]() mutable {
-      at::Tensor whole = out.contiguous();
-      std::vector<std::vector<at::Tensor>> outputs{whole.view(-1).chunk(getSize())};
-      for (at::Tensor& chunk : outputs[0]) chunk = chunk.view(in.sizes());
-      std::vector<at::Tensor> inputs{in.contiguous()};
-      gloo_->allgather(outputs, inputs, opts)->wait();
-      if (!whole.is_same(out)) out.copy_(whole);
-    });
+    std::vector<at::Tensor> outputs{output}, inputs{input};
+    return allgather_into_tensors(c10d::OpType::_ALLGATHER_BASE, outputs, inputs, opts);
   }
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's coalesced forms (FSDP's fully_shard gathers and reduces several tensors at once).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    return allgather_into_tensors(c10d::OpType::COALESCED, outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_tensors(c10d::OpType::COALESCED, outputs, inputs, opts.reduceOp);
+  }
+#endif
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override {
@@ -459,14 +464,19 @@ class ProcessGroupAtp : public BackendBase {
       TORCH_CHECK(in.numel() == outputs[0].numel() && in.scalar_type() == outputs[0].scalar_type(),
                   "atp reduce_scatter: every input must be of the output's size and dtype");
     }
-    return reduce_scatter_of(outputs[0], inputs[0], opts.reduceOp);
+    const c10d::ReduceOp::RedOpType op = opts.reduceOp;
+    check_op(outputs[0], op, "reduce_scatter");
+    auto staging = std::make_shared<DeviceStaging>();
+    auto host_inputs = staging->each(inputs[0], &DeviceStaging::input);
+    at::Tensor out = staging->output(outputs[0]);
+    return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, staging,
+                   [this, out, host_inputs, op]() mutable { reduce_scatter_into(out, host_inputs, op); });
   }
   // FSDP's reduce_scatter_tensor.
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override {
-    TORCH_CHECK(input.numel() == output.numel() * getSize() && input.scalar_type() == output.scalar_type(),
-                "atp reduce_scatter: the input must hold ", getSize(), " outputs of the same dtype");
-    return reduce_scatter_of(output, {input}, opts.reduceOp);
+    std::vector<at::Tensor> outputs{output}, inputs{input};
+    return reduce_scatter_tensors(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, inputs, opts.reduceOp);
   }
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_split_sizes,
@@ -564,20 +574,60 @@ class ProcessGroupAtp : public BackendBase {
     if (!staged[0].is_same(t)) t.copy_(staged[0]);
   }
 
-  // `output` becomes this rank's chunk of `op` over every rank's `inputs` (concatenated).
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_of(const at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                                                   c10d::ReduceOp::RedOpType op) {
-    check_op(output, op, "reduce_scatter");
+  // all_gather_into_tensor of each (outputs[i], inputs[i]), as one collective.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensors(c10d::OpType type, std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::AllgatherOptions& opts) {
+    TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(), "atp allgather: expected as many outputs (",
+                outputs.size(), ") as inputs (", inputs.size(), ")");
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
+                      outputs[i].scalar_type() == inputs[i].scalar_type(),
+                  "atp allgather: an output must hold ", getSize(), " inputs of the same dtype");
+    }
     auto staging = std::make_shared<DeviceStaging>();
-    auto host_inputs = staging->each(inputs, &DeviceStaging::input);
-    at::Tensor out = staging->output(output);
-    return enqueue(c10d::OpType::REDUCE_SCATTER, {output}, staging, [this, out, host_inputs, op]() mutable {
-      std::vector<at::Tensor> flat_inputs;
-      for (const at::Tensor& in : host_inputs) flat_inputs.push_back(in.reshape(-1));
-      at::Tensor whole = at::cat(flat_inputs);
-      reduce_in_place(whole, op);
-      out.copy_(whole.chunk(getSize())[static_cast<std::size_t>(getRank())].view(out.sizes()));
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return enqueue(type, outputs, staging, [this, out, in, opts]() mutable {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        at::Tensor whole = out[i].contiguous();
+        std::vector<std::vector<at::Tensor>> chunks{whole.view(-1).chunk(getSize())};
+        for (at::Tensor& chunk : chunks[0]) chunk = chunk.view(in[i].sizes());
+        std::vector<at::Tensor> input{in[i].contiguous()};
+        gloo_->allgather(chunks, input, opts)->wait();
+        if (!whole.is_same(out[i])) out[i].copy_(whole);
+      }
     });
+  }
+
+  // reduce_scatter_tensor of each (outputs[i], inputs[i]), as one collective.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensors(c10d::OpType type, std::vector<at::Tensor>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        c10d::ReduceOp::RedOpType op) {
+    TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(), "atp reduce_scatter: expected as many outputs (",
+                outputs.size(), ") as inputs (", inputs.size(), ")");
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
+                      inputs[i].scalar_type() == outputs[i].scalar_type(),
+                  "atp reduce_scatter: an input must hold ", getSize(), " outputs of the same dtype");
+      check_op(outputs[i], op, "reduce_scatter");
+    }
+    auto staging = std::make_shared<DeviceStaging>();
+    auto in = staging->each(inputs, &DeviceStaging::input);
+    auto out = staging->each(outputs, &DeviceStaging::output);
+    return enqueue(type, outputs, staging, [this, out, in, op]() mutable {
+      for (std::size_t i = 0; i < out.size(); ++i) reduce_scatter_into(out[i], {in[i]}, op);
+    });
+  }
+
+  // On the group's thread: `out` becomes this rank's chunk of `op` over every rank's `inputs`
+  // (concatenated).
+  void reduce_scatter_into(at::Tensor& out, const std::vector<at::Tensor>& inputs, c10d::ReduceOp::RedOpType op) {
+    std::vector<at::Tensor> flat_inputs;
+    for (const at::Tensor& in : inputs) flat_inputs.push_back(in.reshape(-1));
+    at::Tensor whole = at::cat(flat_inputs);
+    reduce_in_place(whole, op);
+    out.copy_(whole.chunk(getSize())[static_cast<std::size_t>(getRank())].view(out.sizes()));
   }
 
   // A receive into `tensors` (one), by `receive` into host tensors; a device tensor gets a Work
@@ -655,7 +705,7 @@ class ProcessGroupAtp : public BackendBase {
 
   TorchStore store_;
   std::unique_ptr<ClusterJob> job_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_;
+  c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;  // under mutex_
@@ -663,17 +713,26 @@ class ProcessGroupAtp : public BackendBase {
   std::thread thread_;
 };
 
-// What torch.distributed.Backend.register_backend calls: (store, rank, size, timeout).
-c10::intrusive_ptr<BackendBase> create_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                     const std::chrono::duration<float>& timeout) {
-  return c10::make_intrusive<ProcessGroupAtp>(store, rank, size, std::chrono::duration_cast<Duration>(timeout));
+// What atp_torch's creator, which torch.distributed.Backend.register_backend calls with (store,
+// rank, size, timeout), calls, with how to make the Gloo group.
+c10::intrusive_ptr<BackendBase> create_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::chrono::duration<float>& timeout,
+    const std::function<c10::intrusive_ptr<BackendBase>()>& make_gloo) {
+  return c10::make_intrusive<ProcessGroupAtp>(store, rank, size, std::chrono::duration_cast<Duration>(timeout),
+                                              make_gloo);
 }
+
+// ATP_BIND's address (default 127.0.0.1), where atp_torch binds the Gloo group's device.
+std::string bind_address() { return format_address(options_from_environment(Duration{}).bind_ip); }
 
 }  // namespace
 }  // namespace atp::torch_backend
 
 PYBIND11_MODULE(_C, module) {
   module.doc() = "ATP's torch.distributed backend (C++ part); import atp_torch instead";
-  module.def("create_process_group", &atp::torch_backend::create_process_group, "the 'atp' backend's creator",
-             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"));
+  module.def("create_process_group", &atp::torch_backend::create_process_group,
+             "the 'atp' backend, over the Gloo group of the same ranks that make_gloo() makes",
+             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+             pybind11::arg("make_gloo"));
+  module.def("bind_address", &atp::torch_backend::bind_address, "ATP_BIND's address (default 127.0.0.1)");
 }

@@ -61,13 +61,21 @@ def allreduce_vs_gloo(rank, size, gloo):
     return out
 
 
+def batches(rank, steps, batch, device=None):
+    """Rank `rank`'s seeded training data: `steps` batches of `batch` rows of 20."""
+    gen = torch.Generator().manual_seed(100 + rank)
+    return [torch.randn(batch, 20, generator=gen).to(device or DEVICE) for _ in range(steps)]
+
+
+def loss_of(model, x):
+    return ((model(x) - x[:, :1]) ** 2).mean()
+
+
 def train(model, rank, steps, batch):
     """`steps` SGD steps of a DDP `model` on this rank's seeded data; its parameters, flattened."""
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    gen = torch.Generator().manual_seed(100 + rank)
-    for _ in range(steps):
-        x = torch.randn(batch, 20, generator=gen).to(DEVICE)
-        loss = ((model(x) - x[:, :1]) ** 2).mean()
+    for x in batches(rank, steps, batch):
+        loss = loss_of(model, x)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -252,21 +260,42 @@ def ddp_options(rank, size, gloo):
 
 
 def fsdp(rank, size, gloo):
-    """A few FSDP steps (torch 2.x: torch 1.13's FSDP needs CUDA) on atp and on gloo from the same
-    start and data: its reduce_scatter_tensor and all_gather_into_tensor on both."""
-    from torch.distributed.fsdp import FullyShardedDataParallel
+    """A few steps of FSDP (torch 2.x's fully_shard: its reduce_scatter_tensor and
+    all_gather_into_tensor) on the atp group, on DEVICE, against the same steps taken without
+    any sharding on every rank's data at once, on the CPU: the mean of the ranks' losses has the
+    gradient FSDP averages. (torch 2.x's FullyShardedDataParallel needs an accelerator, and gloo
+    reduces no AVG, which fully_shard asks for: neither makes a reference on the CPU.)"""
+    from torch.distributed.device_mesh import DeviceMesh
 
-    flats = {}
-    for name, group in (("atp", None), ("gloo", gloo)):
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import fully_shard
+
+    def net():
         torch.manual_seed(0)
-        model = FullyShardedDataParallel(
-            torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(DEVICE),
-            process_group=group, use_orig_params=True)
-        train(model, rank, 4, 16)
-        with FullyShardedDataParallel.summon_full_params(model):
-            flats[name] = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
-    return {"atp_vs_gloo": float((flats["atp"] - flats["gloo"]).abs().max()),
-            "parameters": flats["atp"].numel()}
+        return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+    steps, batch = 4, 16
+    model = net().to(DEVICE)
+    mesh = DeviceMesh.from_group(dist.group.WORLD, DEVICE)
+    for layer in model:
+        if any(True for _ in layer.parameters()):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    train(model, rank, steps, batch)
+    sharded = torch.cat([p.full_tensor().detach().reshape(-1).cpu() for p in model.parameters()])
+
+    reference = net()
+    opt = torch.optim.SGD(reference.parameters(), lr=0.05)
+    data = [batches(r, steps, batch, "cpu") for r in range(size)]
+    for step in range(steps):
+        loss = sum(loss_of(reference, data[r][step]) for r in range(size)) / size
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    whole = torch.cat([p.detach().reshape(-1) for p in reference.parameters()])
+    return {"atp_vs_reference": float((sharded - whole).abs().max()), "parameters": sharded.numel()}
 
 
 def dead_rank(rank, size, gloo):

@@ -52,9 +52,12 @@ if BACKEND == "atp":
 # DDP test then fails on gloo and atp alike, in DDP's constructor. Unless run_suite.py's
 # --replicated-tensor asks for torch's behaviour (ATP_SUITE_REPLICATED_TENSOR=1), the call is made
 # to set False, so DDP runs as users run it (the default, without ReplicatedTensor).
-if os.environ.get("ATP_SUITE_REPLICATED_TENSOR", "0") != "1":
+# torch 2.x has no such path: nothing to turn off.
+try:
     import torch.nn.parallel._replicated_tensor_ddp_utils as _replicated  # noqa: E402
-
+except ImportError:
+    _replicated = None
+if _replicated is not None and os.environ.get("ATP_SUITE_REPLICATED_TENSOR", "0") != "1":
     _set_replicated = _replicated._set_ddp_with_replicated_tensor
     _replicated._set_ddp_with_replicated_tensor = lambda value: _set_replicated(False)
 
@@ -91,7 +94,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
 
     @classmethod
-    def _run(cls, rank, test_name, file_name, pipe):
+    def _run(cls, rank, test_name, file_name, pipe, **kwargs):  # torch 2.x passes keywords (fake_pg)
         if START_METHOD == "forkserver":
             # Forked from the server, the rank has the server's stdout and stderr, not the test's
             # log: it writes a log of its own beside it.
@@ -104,7 +107,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
             with open(_environment_file()) as f:
                 os.environ.update(json.load(f))
             distributed_test.INIT_METHOD = os.environ["INIT_METHOD"]  # as a spawned rank's import reads it
-        super()._run(rank, test_name, file_name, pipe)
+        super()._run(rank, test_name, file_name, pipe, **kwargs)
 
 
 def test_names():
