@@ -251,10 +251,11 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   EXPECT_EQ(h.bitmap1, 2u);  // the round's fragments
   EXPECT_EQ(h.scale_exponent, 21);
 
-  // The RTO (1 ms) passes: the contribution goes again, marked as a resend.
+  // The first RTO (1 ms) passes before any round trip is measured: the contribution goes again
+  // as a plain copy (the switch drops it where the first one is in), not as a resend.
   w.on_timeout(time_from_ns(1'000'001), out);
   ASSERT_EQ(out.packets.size(), 2u);
-  EXPECT_TRUE(out.header(1).resend);
+  EXPECT_FALSE(out.header(1).resend);
   EXPECT_EQ(out.header(1).seq, 0u);
 
   // Rank 1 pulls fragment 1: rank 0's last-hop values go to rank 2, as the final.
@@ -278,6 +279,13 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   ack.dst = multicast_group_address(3);
   w.on_packet(build_packet(ack, std::vector<std::int32_t>{}), time_from_ns(1'200'000), out);
 
+  // That ack measured a round trip: the final, sent at 1.1 ms with the backed-off RTO (2 ms), now
+  // goes again as a resend, which flushes the sum that may wait for it.
+  w.on_timeout(time_from_ns(3'100'001), out);
+  ASSERT_EQ(out.packets.size(), 4u);
+  EXPECT_TRUE(out.header(3).resend);
+  EXPECT_EQ(out.header(3).seq, 1u);
+
   // Fragment 1's final, complete, from the rack's ToR (ranks 0 and 1 added: 2x, at 2^21).
   constexpr std::int32_t k = 1 << 21;
   Header fin;
@@ -292,7 +300,7 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   fin.magnitude_or_next = 3;
   fin.src = c.workers[1];
   fin.dst = multicast_group_address(3);
-  w.on_packet(build_packet(fin, std::vector<std::int32_t>{10 * k, 12 * k, 14 * k, 16 * k}), time_from_ns(1'300'000),
+  w.on_packet(build_packet(fin, std::vector<std::int32_t>{10 * k, 12 * k, 14 * k, 16 * k}), time_from_ns(3'300'000),
               out);
   EXPECT_EQ(w.state(), WorkerState::kRunning);
 
@@ -309,7 +317,7 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   last.src = c.workers[2];
   last.dst = c.workers[0];
   const std::size_t before = out.packets.size();
-  w.on_packet(build_packet(last, std::vector<std::int32_t>{3 * k, 6 * k, 9 * k, 12 * k}), time_from_ns(1'400'000), out);
+  w.on_packet(build_packet(last, std::vector<std::int32_t>{3 * k, 6 * k, 9 * k, 12 * k}), time_from_ns(3'400'000), out);
   ASSERT_EQ(w.state(), WorkerState::kIdle) << w.error();
   ASSERT_EQ(out.packets.size(), before + 1);  // its ack, to rank 2
   EXPECT_EQ(out.header(before).rina, RinaKind::kAck);
@@ -317,7 +325,45 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   EXPECT_EQ(std::vector<float>(w.result().begin(), w.result().end()),
             (std::vector<float>{3, 6, 9, 12, 10, 12, 14, 16}));
   EXPECT_EQ(w.stats().rounds_completed, 1u);
-  EXPECT_EQ(w.stats().retransmissions, 1u);
+  EXPECT_EQ(w.stats().retransmissions, 2u);
+}
+
+// Before any round trip is measured the RTO is a guess: the resends are plain copies (which the
+// switch drops where the first copy is in) until the largest RTO has passed since the first send,
+// then a resend that flushes the sum waiting for it, or sends it again if it was lost on its way.
+TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto) {
+  RinaConfig c;
+  c.job = 3;
+  c.rank = 0;
+  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  c.members = {{0, 1}, {2}};
+  c.values_per_packet = 4;
+  c.scale = 1 << 21;
+  c.aggregator_slots = 64;
+  c.progress_timeout = std::chrono::seconds(2);  // the largest RTO: an eighth of it, 250 ms
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, time_from_ns(0), out));
+  ASSERT_EQ(out.packets.size(), 1u);
+  std::size_t plain = 0;
+  for (int i = 0; i < 200 && w.state() == WorkerState::kRunning; ++i) {
+    const Time t = w.next_deadline();
+    const std::size_t before = out.packets.size();
+    w.on_timeout(t, out);
+    for (std::size_t p = before; p < out.packets.size(); ++p) {
+      const Header h = out.header(p);
+      if (h.rina != RinaKind::kContribution) continue;  // asks for the final
+      if (!h.resend) {
+        EXPECT_LT(t - time_from_ns(0), std::chrono::milliseconds(250));
+        ++plain;
+        continue;
+      }
+      EXPECT_GE(t - time_from_ns(0), std::chrono::milliseconds(250));
+      EXPECT_GT(plain, 10u);  // at 1, 3, 7, 15, 31 ms, then every 16 ms (the backoff's cap)
+      return;
+    }
+  }
+  FAIL() << "no resend after " << plain << " plain copies";
 }
 
 // A carrier's merge by hand: rank 0 alone is member 0, ranks 1 and 2 a rack. Fragment 0's last hop
