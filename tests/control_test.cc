@@ -268,6 +268,7 @@ const std::vector<std::pair<const char*, std::function<void(const std::string&)>
       {"port_settings_from_json", [](const std::string& t) { port_settings_from_json(t); }},
       {"host_from_json", [](const std::string& t) { host_from_json(t); }},
       {"worker_config_from_json", [](const std::string& t) { worker_config_from_json(t); }},
+      {"rina_config_from_json", [](const std::string& t) { rina_config_from_json(t); }},
   };
   return all;
 }
@@ -283,6 +284,72 @@ std::string control_error(const std::function<void(const std::string&)>& parse, 
     return "";
   }
   return "no error";
+}
+
+// A Rina ToR's part of a job: its rack's ports in rank order, at most 32, each once, and never
+// beside ATP's roles.
+TEST(ControlCodec, RinaMembersRoundTripAndBadOnesAreNamed) {
+  SwitchJobPlan plan;
+  plan.entry.job = 9;
+  plan.entry.admitted_ports = {0, 1, 3};
+  plan.entry.rina_members = {3, 0, 1};
+  plan.multicast_ports = {0, 1, 3};
+  EXPECT_EQ(switch_job_from_json(to_json(plan)).entry.rina_members, plan.entry.rina_members);
+  plan.entry.rina_members.clear();
+  EXPECT_EQ(to_json(plan).find("rina_members"), std::string::npos) << "an ATP job's part has none";
+  const auto error = [](const std::string& extra) {
+    return control_error([](const std::string& t) { switch_job_from_json(t); },
+                         R"({"job": 1, "admitted_ports": [], "multicast_ports": [], )" + extra + "}");
+  };
+  EXPECT_EQ(error(R"("roles": [], "rina_members": [1, 2, 1])"), "rina_members: a port is listed twice");
+  EXPECT_EQ(error(R"("roles": [{"ps": "10.0.0.1", "level": 0}], "rina_members": [1])"),
+            "rina_members: a job is aggregated as ATP's (roles) or as Rina's, not both");
+  std::string many;
+  for (int p = 0; p < 33; ++p) many += (p ? ", " : "") + std::to_string(p);
+  EXPECT_EQ(error(R"("roles": [], "rina_members": [)" + many + "]"),
+            "rina_members: at most 32 ports (a rack's bitmap), got 33");
+}
+
+TEST(RinaConfigCodec, RoundTripsEveryField) {
+  RinaConfig c;
+  c.job = 300;
+  c.rank = 2;
+  c.workers = {0x0A000001, 0x0A000002, 0x0A000003, 0x0A000004};
+  c.members = {{0, 2}, {1}, {3}};
+  c.values_per_packet = 512;
+  c.scale = 1e5;
+  c.aggregator_slots = 77;
+  c.congestion = {true, 8, 2, 256, 100, 9000};
+  c.retransmit_timeout = std::chrono::milliseconds(3);
+  c.min_retransmit_timeout = std::chrono::microseconds(500);
+  c.max_retransmit_timeout = std::chrono::milliseconds(700);
+  c.progress_timeout = std::chrono::seconds(9);
+  c.initial_seq = 1234;
+  const RinaConfig back = rina_config_from_json(to_json(c));
+  EXPECT_EQ(back.job, c.job);
+  EXPECT_EQ(back.rank, c.rank);
+  EXPECT_EQ(back.workers, c.workers);
+  EXPECT_EQ(back.members, c.members);
+  EXPECT_EQ(back.values_per_packet, c.values_per_packet);
+  EXPECT_EQ(back.scale, c.scale);
+  EXPECT_EQ(back.aggregator_slots, c.aggregator_slots);
+  EXPECT_EQ(back.congestion.enabled, c.congestion.enabled);
+  EXPECT_EQ(back.congestion.initial_window, c.congestion.initial_window);
+  EXPECT_EQ(back.congestion.min_window, c.congestion.min_window);
+  EXPECT_EQ(back.congestion.max_window, c.congestion.max_window);
+  EXPECT_EQ(back.congestion.initial_ssthresh, c.congestion.initial_ssthresh);
+  EXPECT_EQ(back.congestion.mtu_bytes, c.congestion.mtu_bytes);
+  EXPECT_EQ(back.retransmit_timeout, c.retransmit_timeout);
+  EXPECT_EQ(back.min_retransmit_timeout, c.min_retransmit_timeout);
+  EXPECT_EQ(back.max_retransmit_timeout, c.max_retransmit_timeout);
+  EXPECT_EQ(back.progress_timeout, c.progress_timeout);
+  EXPECT_EQ(back.initial_seq, c.initial_seq);
+  const auto error = [](const std::string& text) {
+    return control_error([](const std::string& t) { rina_config_from_json(t); }, text);
+  };
+  std::string text = to_json(c);
+  text.replace(text.find(R"("members":[[0,2],[1],[3]])"), 25, R"("members":[[0,2],1,[3]])");
+  EXPECT_EQ(error(text), "members[1]: expected a list of ranks, got 1");
 }
 
 // The adversarial pass's reproducer: a value nested 100,000 arrays deep crashed the daemons

@@ -136,6 +136,44 @@ jobs:
   EXPECT_EQ(r.rounds.size(), 5u * 2u);
 }
 
+// Rina on real sockets (docs/rina.md): two aggregating racks of three and a worker alone under a
+// third switch (an autonomous member), with loss on a rack's uplink, downlink and the spine.
+// Every worker checks its sums exactly, and a worker that missed a final when the others were
+// done still gets it (they stay to answer: Communicator::close).
+TEST(LoopbackIntegration, RinaRingOfRacksAndAWorkerAloneIsExactUnderLoss) {
+  const Outcome r = run(parse_scenario_yaml(R"(
+seed: 3
+topology:
+  switches: [{name: spine}, {name: tor0, atp: true}, {name: tor1, atp: true}, {name: tor2}]
+  hosts:
+    - {name: w0, switch: tor0}
+    - {name: w1, switch: tor1}
+    - {name: w2, switch: tor0}
+    - {name: w3, switch: tor1}
+    - {name: w4, switch: tor0}
+    - {name: w5, switch: tor1}
+    - {name: w6, switch: tor2}
+  links: [[tor0, spine], [tor1, spine], [tor2, spine]]
+jobs:
+  - {name: r, algorithm: rina, workers: [w0, w1, w2, w3, w4, w5, w6], elements: 100003, rounds: 3}
+faults:
+  - {link: [w0, tor0], loss: 0.03}
+  - {link: [tor1, spine], loss: 0.01}
+  - {link: [w6, tor2], loss: 0.01}
+)",
+                                            "test"));
+  expect_all_correct(r.result);
+  const JobResult& j = r.result.jobs[0];
+  EXPECT_EQ(j.algorithm, "rina");
+  EXPECT_EQ(j.wrong_values, 0u);
+  EXPECT_EQ(j.ps_packets_received, 0u);
+  EXPECT_GT(j.switch_aggregations.at("tor0"), 0u);
+  EXPECT_GT(j.switch_aggregations.at("tor1"), 0u);
+  EXPECT_EQ(j.switch_aggregations.at("tor2"), 0u) << "tor2 does not aggregate";
+  EXPECT_GT(j.retransmissions, 0u) << "nothing was resent: the loss was not applied";
+  EXPECT_EQ(r.result.leaked_aggregators, 0u);
+}
+
 TEST(LoopbackIntegration, TwoJobsOnATableTooSmallForBoth) {
   // 32 aggregators against two windows of up to 200 fragments: most packets collide and reach
   // the PS unaggregated; both results stay exact.

@@ -146,6 +146,29 @@ faults:
   EXPECT_GT(j.retransmissions, 0u);
 }
 
+// Rina on the Ethernet switches: each rack one member of the ring (its ToR adds its workers'
+// values and multicasts finals to them by IP), ranks interleaved over the racks, with loss on a
+// worker's link and the core's; every worker checks its sums exactly.
+TEST_F(NetnsIntegration, RinaRacksAsRingMembersAreExactUnderLoss) {
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: r, algorithm: rina, workers: [w0, w2, w1, w3, x], elements: 100000, rounds: 3}
+faults:
+  - {link: [w0, tor0], loss: 0.03}
+  - {link: [tor1, core], loss: 0.01}
+)"),
+                                     with_binary());
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(j.completed_rounds, 3u);
+  EXPECT_EQ(j.wrong_values, 0u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_GT(j.switch_aggregations.at("tor0"), 0u);
+  EXPECT_GT(j.switch_aggregations.at("tor1"), 0u);
+  EXPECT_EQ(j.switch_aggregations.at("core"), 0u) << "the core joins no rack";
+  EXPECT_GT(j.retransmissions, 0u) << "nothing was resent: the loss was not applied";
+}
+
 TEST_F(NetnsIntegration, BadPacketsFromAHostAreAllRejectedAndHarmless) {
   // x sends garbage, spoofed and unknown-job packets to the ATP port: every one must be counted
   // by a switch (the unparseable ones as malformed frames) and the job must stay exact.

@@ -18,7 +18,7 @@ USES = {
     "sim": ["io", "core"],
     "control": ["plan", "io", "core"],
     "daemons": ["control", "plan", "io", "core"],
-    "collectives": ["io", "core"],
+    "collectives": ["io", "rina", "core"],
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["schedule", "sim", "plan", "io", "core"],

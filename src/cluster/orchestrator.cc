@@ -189,15 +189,25 @@ const NetworkPlan& Orchestrator::network() {
 }
 
 JobPlan Orchestrator::plan(const JobSpec& spec) { return plan_job(network(), spec); }
+RinaJobPlan Orchestrator::plan_rina(const JobSpec& spec) { return plan_rina_job(network(), spec); }
 
 control::Install Orchestrator::install(const JobPlan& plan) {
   if (plan.workers.empty()) throw std::invalid_argument("a job plan with no workers");
-  const JobId id = plan.workers.front().job;
+  return install(plan.workers.front().job, plan.switches, plan.ps);
+}
+
+control::Install Orchestrator::install(const RinaJobPlan& plan) {
+  if (plan.workers.empty()) throw std::invalid_argument("a job plan with no workers");
+  return install(plan.workers.front().job, plan.switches, {});
+}
+
+control::Install Orchestrator::install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,
+                                       const std::vector<PsConfig>& ps) {
   // Clients first, so that a missing one installs nothing.
   std::vector<std::pair<const control::SwitchClient*, const SwitchJobPlan*>> on_switches;
-  for (const auto& [name, part] : plan.switches) on_switches.emplace_back(&switch_client(name), &part);
+  for (const auto& [name, part] : switches) on_switches.emplace_back(&switch_client(name), &part);
   std::vector<std::pair<const control::PsClient*, const PsConfig*>> on_ps;
-  for (const PsConfig& part : plan.ps) {
+  for (const PsConfig& part : ps) {
     const auto host = network().host_by_address.find(part.self);
     if (host == network().host_by_address.end()) throw std::invalid_argument("a PS outside the topology");
     on_ps.emplace_back(&ps_client(host->second), &part);
@@ -241,7 +251,7 @@ control::Install Orchestrator::install(const JobPlan& plan) {
     undo();
     throw;
   }
-  installed_.insert_or_assign(id, plan);
+  installed_.insert_or_assign(id, switches);
   return control::Install::kInstalled;
 }
 
@@ -259,9 +269,9 @@ JobPlan Orchestrator::install_with_free_id(JobSpec spec, int attempts) {
 
 void Orchestrator::reinstall(const std::string& name) {
   const control::SwitchClient& sw = switch_client(name);
-  for (const auto& [id, plan] : installed_) {
-    const auto part = plan.switches.find(name);
-    if (part == plan.switches.end()) continue;
+  for (const auto& [id, parts] : installed_) {
+    const auto part = parts.find(name);
+    if (part == parts.end()) continue;
     if (sw.install_job(part->second, lease_on(sw)) == control::Install::kIdTaken) {
       throw control::DaemonError(sw.who() + " has job " + std::to_string(id) + " already", 409);
     }

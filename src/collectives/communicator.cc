@@ -1,11 +1,12 @@
-// atp::Communicator: moves a WorkerEndpoint's packets between a UDP socket and the core on an
-// event-loop thread, and turns queued allreduce calls into rounds, one at a time.
+// atp::Communicator: moves a WorkerEndpoint's (or a RinaWorker's) packets between a UDP socket and
+// the endpoint on an event-loop thread, and turns queued allreduce calls into rounds, one at a time.
 #include "atp/collectives/communicator.h"
 
 #include <algorithm>
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "atp/io/event_loop.h"
@@ -23,12 +24,13 @@ struct Round {
 }  // namespace
 
 struct Communicator::Impl {
-  WorkerEndpoint endpoint;  // loop thread only
+  std::variant<WorkerEndpoint, RinaWorker> endpoint;  // loop thread only
   UdpSocket socket;
   // Addressed by IP (no uplink to connect to): the only senders whose datagrams reach the
   // endpoint. Empty with an uplink (the connected socket filters).
   std::vector<SocketAddress> accepted_sources;
   std::uint64_t foreign_datagrams = 0;  // loop thread only: datagrams from anyone else, dropped
+  Time last_heard{};                    // loop thread only: when the endpoint last got a datagram
   UdpBatchSink sink;                    // what one event sends leaves in one sendmmsg at its end
   EventLoop loop;
   UdpRecvBatch batch{64};
@@ -48,41 +50,54 @@ struct Communicator::Impl {
                   }};
   std::thread thread;
 
+  // ATP's endpoint. Addressed by IP, parameter packets come to the job's multicast group, from the
+  // job's PSes (or relayed by a PS on this host, from this host's own address at kUdpPort).
   Impl(WorkerConfig config, UdpSocket bound, std::optional<SocketAddress> uplink)
-      : endpoint(config), socket(std::move(bound)), sink(socket, uplink) {
+      : endpoint(std::in_place_type<WorkerEndpoint>, config), socket(std::move(bound)), sink(socket, uplink) {
+    std::vector<Address> sources;
+    for (const PsRoute& route : config.ps) sources.push_back(route.ps);
+    sources.push_back(config.self);
+    set_up(config.job, config.self, sources, uplink);
+  }
+  // Rina's worker. Addressed by IP, its packets come from the job's workers (to the job's group
+  // where a rack's switch hands them to the rack).
+  Impl(RinaConfig config, UdpSocket bound, std::optional<SocketAddress> uplink)
+      : endpoint(std::in_place_type<RinaWorker>, config), socket(std::move(bound)), sink(socket, uplink) {
+    set_up(config.job, config.workers.at(config.rank), config.workers, uplink);
+  }
+  void set_up(JobId job, Address self, const std::vector<Address>& sources, std::optional<SocketAddress> uplink) {
     // A window larger than the device's queue waits in the sink instead of being dropped there.
     socket.report_full_queues();
     if (uplink) {
-      // Every parameter packet comes through the uplink: the kernel drops anyone else's datagrams,
-      // so another process on the host cannot forge results.
+      // Every packet comes through the uplink: the kernel drops anyone else's datagrams, so
+      // another process on the host cannot forge results.
       socket.connect(*uplink);
     } else {
-      // Addressed by IP: parameter packets come to the job's multicast group, from the job's PSes
-      // (or relayed by a PS on this host, from this host's own address at kUdpPort).
-      socket.join_multicast(multicast_group_address(config.job), config.self);
-      for (const PsRoute& route : config.ps) accepted_sources.push_back({route.ps, kUdpPort});
-      accepted_sources.push_back({config.self, kUdpPort});
+      socket.join_multicast(multicast_group_address(job), self);
+      for (const Address a : sources) accepted_sources.push_back({a, kUdpPort});
     }
     loop.add_readable(socket.fd(), [this] { on_readable(); });
-    loop.set_timer([this] { return endpoint.next_deadline(); },
+    loop.set_timer([this] { return std::visit([](const auto& e) { return e.next_deadline(); }, endpoint); },
                    [this](Time now) {
-                     endpoint.on_timeout(now, sink);
+                     std::visit([&](auto& e) { e.on_timeout(now, sink); }, endpoint);
                      after_event(now);
                      flush(now);
                    });
   }
+  WorkerState state() const { return std::visit([](const auto& e) { return e.state(); }, endpoint); }
   void on_readable() {
     for (int round = 0; round < 8; ++round) {  // bounded, so timers are not starved
       const std::size_t n = socket.recv_batch(batch);
       if (n == 0) break;
       const Time now = EventLoop::now();
+      last_heard = now;
       for (std::size_t i = 0; i < n; ++i) {
         if (!accepted_sources.empty() &&
             std::find(accepted_sources.begin(), accepted_sources.end(), batch.from(i)) == accepted_sources.end()) {
           ++foreign_datagrams;
           continue;
         }
-        endpoint.on_packet(batch.bytes(i), now, sink);
+        std::visit([&](auto& e) { e.on_packet(batch.bytes(i), now, sink); }, endpoint);
         after_event(now);
       }
       flush(now);
@@ -95,19 +110,23 @@ struct Communicator::Impl {
   // the window hears of it as of a switch's ECN mark.
   void flush(Time now) {
     sink.flush(loop);
-    if (sink.backlog() > 0) endpoint.on_host_queue_full(now);
+    if (sink.backlog() > 0) std::visit([&](auto& e) { e.on_host_queue_full(now); }, endpoint);
   }
 
   // After anything the endpoint saw: finish the running round, fail everything if the endpoint
   // failed, or start the next queued round.
   void after_event(Time now) {
     for (;;) {
-      if (endpoint.state() == WorkerState::kFailed) {
-        fail_all("allreduce failed: " + endpoint.error());
+      if (state() == WorkerState::kFailed) {
+        fail_all("allreduce failed: " + std::visit([](const auto& e) { return e.error(); }, endpoint));
         return;
       }
       if (running_round) {
-        if (endpoint.state() != WorkerState::kIdle) return;  // the sums are in the buffer already
+        if (state() != WorkerState::kIdle) return;
+        // ATP's sums are in the buffer already; Rina's worker holds them.
+        if (const RinaWorker* rina = std::get_if<RinaWorker>(&endpoint)) {
+          std::copy(rina->result().begin(), rina->result().end(), current.buffer.begin());
+        }
         running_round = false;
         current.done.set_value();
       }
@@ -118,9 +137,18 @@ struct Communicator::Impl {
         queued.pop_front();
       }
       running_round = true;
-      // In place: no copy of the tensor, no pass over it but quantizing; each fragment's sum
-      // replaces its values as it arrives.
-      if (!endpoint.start_in_place(current.buffer, now, sink)) {
+      // ATP in place: no copy of the tensor, no pass over it but quantizing; each fragment's sum
+      // replaces its values as it arrives. Rina's worker copies it, and the sums come back at the end.
+      const bool started = std::visit(
+          [&](auto& e) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, WorkerEndpoint>) {
+              return e.start_in_place(current.buffer, now, sink);
+            } else {
+              return e.start(current.buffer, now, sink);
+            }
+          },
+          endpoint);
+      if (!started) {
         running_round = false;
         current.done.set_exception(std::make_exception_ptr(CommunicatorError(
             "allreduce failed: a buffer of " + std::to_string(current.buffer.size()) + " floats is too large")));
@@ -150,6 +178,15 @@ Communicator::Communicator(WorkerConfig config, const SocketAddress& local, std:
 
 Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<SocketAddress> uplink)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
+  start_loop();
+}
+
+Communicator::Communicator(RinaConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink)
+    : impl_(std::make_unique<Impl>(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink)) {
+  start_loop();
+}
+
+void Communicator::start_loop() {
   impl_->tasks.loop_started();
   impl_->thread = std::thread([impl = impl_.get()] {
     try {
@@ -184,6 +221,7 @@ std::future<void> Communicator::allreduce_async(std::span<float> inout) {
 
 void Communicator::allreduce(std::span<float> inout) { allreduce_async(inout).get(); }
 
+
 SocketAddress Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
 
 // Runs `read` on the loop thread (which owns the endpoint and its counters) and returns its value.
@@ -193,14 +231,58 @@ auto Communicator::on_loop(F read) const {
 }
 
 // The config never changes after construction: no need to go through the loop.
-std::uint16_t Communicator::values_per_packet() const { return impl_->endpoint.config().values_per_packet; }
+std::uint16_t Communicator::values_per_packet() const {
+  return std::visit([](const auto& e) { return e.config().values_per_packet; }, impl_->endpoint);
+}
+
+std::string_view Communicator::algorithm() const {
+  return std::holds_alternative<RinaWorker>(impl_->endpoint) ? "rina" : "atp";
+}
 
 WorkerStats Communicator::stats() const {
-  return on_loop([impl = impl_.get()] { return impl->endpoint.stats(); });
+  if (!std::holds_alternative<WorkerEndpoint>(impl_->endpoint)) throw std::logic_error("stats(): a Rina communicator");
+  return on_loop([impl = impl_.get()] { return std::get<WorkerEndpoint>(impl->endpoint).stats(); });
+}
+
+RinaStats Communicator::rina_stats() const {
+  if (!std::holds_alternative<RinaWorker>(impl_->endpoint)) throw std::logic_error("rina_stats(): an ATP communicator");
+  return on_loop([impl = impl_.get()] { return std::get<RinaWorker>(impl->endpoint).stats(); });
+}
+
+std::vector<std::int16_t> Communicator::result_exponents() const {
+  return on_loop([impl = impl_.get()] {
+    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
+    return rina ? rina->result_exponents() : std::vector<std::int16_t>();
+  });
+}
+
+std::vector<std::int16_t> Communicator::next_exponents(std::uint32_t fragments) const {
+  return on_loop([impl = impl_.get(), fragments] {
+    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
+    return rina ? rina->next_exponents(fragments) : std::vector<std::int16_t>();
+  });
 }
 
 std::uint64_t Communicator::foreign_datagrams() const {
   return on_loop([impl = impl_.get()] { return impl->foreign_datagrams; });
+}
+
+// ATP's last sums come from the PS, which stays. Rina's come from the other workers: one that
+// missed a final asks its holder again, at least every eighth of the progress timeout, so a
+// worker stays until the job has been quiet for a quarter of it (two of those asks), and at most
+// the whole progress timeout, after which an asker has failed anyway.
+void Communicator::close() {
+  const auto* rina = std::get_if<RinaWorker>(&impl_->endpoint);
+  if (rina == nullptr) return;
+  const Duration progress = rina->config().progress_timeout;
+  const Duration quiet = progress / 4;
+  const Time start = EventLoop::now();
+  for (;;) {
+    const Time heard = std::max(start, on_loop([impl = impl_.get()] { return impl->last_heard; }));
+    const Time now = EventLoop::now();
+    if (now - heard >= quiet || now - start >= progress) return;
+    std::this_thread::sleep_for(std::min<Duration>(quiet - (now - heard), progress - (now - start)));
+  }
 }
 
 }  // namespace atp

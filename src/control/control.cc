@@ -255,12 +255,13 @@ std::string to_json(const SwitchJobPlan& plan) {
   json routes = json::array();
   for (const auto& [dst, port] : plan.routes) routes.push_back({{"dst", format_address(dst)}, {"port", port}});
   doc["routes"] = std::move(routes);
+  if (!plan.entry.rina_members.empty()) doc["rina_members"] = plan.entry.rina_members;
   return doc.dump();
 }
 
 SwitchJobPlan switch_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "switch job");
-  check_keys(doc, "", {"name", "job", "admitted_ports", "roles", "multicast_ports", "routes"});
+  check_keys(doc, "", {"name", "job", "admitted_ports", "roles", "multicast_ports", "routes", "rina_members"});
   SwitchJobPlan plan;
   if (doc.contains("name")) plan.name = job_name(doc);
   plan.entry.job = get_unsigned<JobId>(doc, "", "job");
@@ -277,6 +278,18 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
     role.level = get_unsigned<std::uint8_t>(roles[i], where, "level");
     if (role.level > 1) throw ControlError(where + "level: must be 0 or 1, got " + std::to_string(role.level));
     plan.entry.roles.push_back(role);
+  }
+  if (doc.contains("rina_members")) {  // optional: the ToR of a rack that is one member of a Rina ring
+    plan.entry.rina_members = get_unsigned_list<PortId>(doc, "", "rina_members");
+    const std::set<PortId> distinct(plan.entry.rina_members.begin(), plan.entry.rina_members.end());
+    if (distinct.size() != plan.entry.rina_members.size()) throw ControlError("rina_members: a port is listed twice");
+    if (plan.entry.rina_members.size() > 32) {
+      throw ControlError("rina_members: at most 32 ports (a rack's bitmap), got " +
+                         std::to_string(plan.entry.rina_members.size()));
+    }
+    if (!plan.entry.roles.empty() && !plan.entry.rina_members.empty()) {
+      throw ControlError("rina_members: a job is aggregated as ATP's (roles) or as Rina's, not both");
+    }
   }
   if (doc.contains("routes")) {  // optional: a job whose switches route its hosts already
     const json& routes = doc["routes"];
@@ -347,6 +360,59 @@ EgressConfig egress_from_json(const json& doc, const char* direction) {
 
 }  // namespace
 
+namespace {
+
+json congestion_json(const CongestionConfig& cc) {
+  return {{"enabled", cc.enabled},
+          {"initial_window", cc.initial_window},
+          {"min_window", cc.min_window},
+          {"max_window", cc.max_window},
+          {"initial_ssthresh", cc.initial_ssthresh},
+          {"mtu_bytes", cc.mtu_bytes}};
+}
+
+CongestionConfig congestion_from(const json& doc) {
+  const json& cc = require(doc, "", "congestion");
+  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
+  check_keys(cc, "congestion.",
+             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
+  const json& enabled = require(cc, "congestion.", "enabled");
+  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + shown(enabled));
+  CongestionConfig c;
+  c.enabled = enabled.get<bool>();
+  c.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
+  c.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
+  c.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
+  c.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
+  c.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
+  return c;
+}
+
+// The four timeouts and the first seq that ATP's and Rina's worker configs share.
+template <class Config>
+void put_timeouts(const Config& c, json& doc) {
+  doc["retransmit_timeout_ns"] = c.retransmit_timeout.count();
+  doc["min_retransmit_timeout_ns"] = c.min_retransmit_timeout.count();
+  doc["max_retransmit_timeout_ns"] = c.max_retransmit_timeout.count();
+  doc["progress_timeout_ns"] = c.progress_timeout.count();
+  doc["initial_seq"] = c.initial_seq;
+}
+
+template <class Config>
+void get_timeouts(const json& doc, Config& c) {
+  auto nanoseconds = [&doc](const char* key) {
+    return Duration(
+        static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
+  };
+  c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
+  c.min_retransmit_timeout = nanoseconds("min_retransmit_timeout_ns");
+  c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
+  c.progress_timeout = nanoseconds("progress_timeout_ns");
+  c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");
+}
+
+}  // namespace
+
 std::string to_json(const WorkerConfig& c) {
   json ps = json::array();
   for (const PsRoute& r : c.ps) {
@@ -357,7 +423,6 @@ std::string to_json(const WorkerConfig& c) {
                   {"fan_in1", r.fan_in1},
                   {"edge_switch_identifier", r.edge_switch_identifier}});
   }
-  const CongestionConfig& cc = c.congestion;
   json doc = {{"job", c.job},
               {"self", format_address(c.self)},
               {"ps", ps},
@@ -367,18 +432,8 @@ std::string to_json(const WorkerConfig& c) {
               {"num_aggregators", c.aggregators.count},
               {"index", to_string(c.index_policy)},
               {"loss_recovery", c.loss_recovery == LossRecovery::kTimeoutOnly ? "timeout" : "atp"},
-              {"congestion",
-               {{"enabled", cc.enabled},
-                {"initial_window", cc.initial_window},
-                {"min_window", cc.min_window},
-                {"max_window", cc.max_window},
-                {"initial_ssthresh", cc.initial_ssthresh},
-                {"mtu_bytes", cc.mtu_bytes}}},
-              {"retransmit_timeout_ns", c.retransmit_timeout.count()},
-              {"min_retransmit_timeout_ns", c.min_retransmit_timeout.count()},
-              {"max_retransmit_timeout_ns", c.max_retransmit_timeout.count()},
-              {"progress_timeout_ns", c.progress_timeout.count()},
-              {"initial_seq", c.initial_seq}};
+              {"congestion", congestion_json(c.congestion)}};
+  put_timeouts(c, doc);
   return doc.dump();
 }
 
@@ -416,27 +471,53 @@ WorkerConfig worker_config_from_json(const std::string& text) {
     throw ControlError("loss_recovery: must be \"atp\" or \"timeout\", got " + shown(recovery));
   }
   c.loss_recovery = recovery == "timeout" ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
-  const json& cc = require(doc, "", "congestion");
-  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
-  check_keys(cc, "congestion.",
-             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
-  const json& enabled = require(cc, "congestion.", "enabled");
-  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + shown(enabled));
-  c.congestion.enabled = enabled.get<bool>();
-  c.congestion.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
-  c.congestion.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
-  c.congestion.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
-  c.congestion.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
-  c.congestion.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
-  auto nanoseconds = [&doc](const char* key) {
-    return Duration(
-        static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
-  };
-  c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
-  c.min_retransmit_timeout = nanoseconds("min_retransmit_timeout_ns");
-  c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
-  c.progress_timeout = nanoseconds("progress_timeout_ns");
-  c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");
+  c.congestion = congestion_from(doc);
+  get_timeouts(doc, c);
+  return c;
+}
+
+std::string to_json(const RinaConfig& c) {
+  json workers = json::array();
+  for (const Address a : c.workers) workers.push_back(format_address(a));
+  json doc = {{"job", c.job},
+              {"rank", c.rank},
+              {"workers", workers},
+              {"members", c.members},
+              {"values_per_packet", c.values_per_packet},
+              {"scale", c.scale},
+              {"aggregator_slots", c.aggregator_slots},
+              {"congestion", congestion_json(c.congestion)}};
+  put_timeouts(c, doc);
+  return doc.dump();
+}
+
+RinaConfig rina_config_from_json(const std::string& text) {
+  const json doc = parse_object(text, "Rina worker config");
+  check_keys(doc, "",
+             {"job", "rank", "workers", "members", "values_per_packet", "scale", "aggregator_slots", "congestion",
+              "retransmit_timeout_ns", "min_retransmit_timeout_ns", "max_retransmit_timeout_ns", "progress_timeout_ns",
+              "initial_seq"});
+  RinaConfig c;
+  c.job = get_unsigned<JobId>(doc, "", "job");
+  c.rank = get_unsigned<std::uint32_t>(doc, "", "rank");
+  c.workers = get_address_list(doc, "", "workers", 1024);
+  const json& members = require(doc, "", "members");
+  if (!members.is_array()) throw ControlError("members: expected a list, got " + shown(members));
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    const std::string where = "members[" + std::to_string(m) + "]";
+    if (!members[m].is_array()) throw ControlError(where + ": expected a list of ranks, got " + shown(members[m]));
+    std::vector<std::uint32_t> ranks;
+    for (std::size_t i = 0; i < members[m].size(); ++i) {
+      ranks.push_back(static_cast<std::uint32_t>(to_unsigned(members[m][i], where + "[" + std::to_string(i) + "]",
+                                                             std::numeric_limits<std::uint32_t>::max())));
+    }
+    c.members.push_back(std::move(ranks));
+  }
+  c.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
+  c.scale = get_number(doc, "", "scale", 0, std::numeric_limits<double>::max());
+  c.aggregator_slots = get_unsigned<std::uint32_t>(doc, "", "aggregator_slots");
+  c.congestion = congestion_from(doc);
+  get_timeouts(doc, c);
   return c;
 }
 

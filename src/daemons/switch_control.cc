@@ -41,6 +41,7 @@ std::optional<Reply> SwitchControl::missing_port(const char* field, const std::v
 Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& who, LeaseTable::Id lease) {
   if (auto bad = missing_port("admitted_ports", plan.entry.admitted_ports)) return *bad;
   if (auto bad = missing_port("multicast_ports", plan.multicast_ports)) return *bad;
+  if (auto bad = missing_port("rina_members", plan.entry.rina_members)) return *bad;
   const std::vector<PortId> route_ports = [&plan] {
     std::vector<PortId> ports;
     for (const auto& [dst, port] : plan.routes) ports.push_back(port);
@@ -56,7 +57,8 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                                    " as the job's plan says: the plan is of another topology");
     }
   }
-  for (const std::vector<PortId>* ports : {&plan.entry.admitted_ports, &plan.multicast_ports, &route_ports}) {
+  for (const std::vector<PortId>* ports :
+       {&plan.entry.admitted_ports, &plan.multicast_ports, &plan.entry.rina_members, &route_ports}) {
     for (PortId p : *ports) {
       if (auto forbidden = tenancy_.forbids_use(who, host_resource(p))) return Reply::error(403, *forbidden);
     }
@@ -70,8 +72,8 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                  (tenancy_.forbids_change(who, job_resource(plan.entry.job)) ? " by another tenant; pick another id"
                                                                              : "; remove it first"));
   }
-  const std::size_t entries =
-      plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size() + plan.routes.size();
+  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
+                              plan.entry.roles.size() + plan.entry.rina_members.size() + plan.routes.size();
   if (entries > config_.max_job_entries - installed_entries_) {
     return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
                                  " ports, roles and routes, and the installed jobs " +
@@ -100,7 +102,10 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
          (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " +
          std::to_string(plan.entry.admitted_ports.size()) + " admitted ports, " +
          std::to_string(plan.multicast_ports.size()) + " multicast ports, " + std::to_string(plan.entry.roles.size()) +
-         " aggregation roles, " + std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
+         " aggregation roles, " +
+         (plan.entry.rina_members.empty() ? ""
+                                          : std::to_string(plan.entry.rina_members.size()) + " Rina rack ports, ") +
+         std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
   }
   return ok(json{{"installed", plan.entry.job}});
 }

@@ -736,6 +736,16 @@ struct RinaWorker::Impl {
     pump(now, out);
   }
 
+  void on_host_queue_full(Time now) {
+    if (state != WorkerState::kRunning) return;
+    clock = now;
+    for (auto [window, outstanding, next] : {std::tuple{&sr, &sr_out, sr_next}, std::tuple{&ag, &ag_out, ag_next}}) {
+      if (outstanding->empty()) continue;  // nothing in flight: not this flow's queue
+      ++stats.host_queue_full;
+      window->on_congestion(outstanding->begin()->second.cc_seq, next);
+    }
+  }
+
   // ---- time ----
   // RFC 6298's, and at least a quarter above the longest round trip of this round and the last:
   // a round's first windows, all sent at once behind the last round's tail (whose few packets
@@ -758,7 +768,7 @@ struct RinaWorker::Impl {
     if (state == WorkerState::kRunning && now >= deadline_after(last_progress, config.progress_timeout)) {
       return fail("job " + std::to_string(config.job) + ": rank " + std::to_string(config.rank) +
                   " made no progress for " + format_duration(config.progress_timeout) + " (" + std::to_string(missing) +
-                  " fragments' sums missing)");
+                  " fragments' sums missing; " + first_missing() + ")");
     }
     // Resends: every send whose timer ran out; one window cut per flow.
     std::vector<std::uint64_t> expired;
@@ -817,6 +827,27 @@ struct RinaWorker::Impl {
       last_request = now;
     }
     pump(now, out);
+  }
+
+  // Where the first fragment whose final is missing stands here, for the progress timeout's
+  // sentence: what a reader needs to tell a lost packet from a protocol that waits for nothing.
+  std::string first_missing() const {
+    for (std::uint32_t f = 0; f < fragments; ++f) {
+      if (!in_pass[f] || finals.contains(seq_of(f))) continue;
+      const Seq s = seq_of(f);
+      const auto m = merges.find(s);
+      std::string where = "the first, fragment " + std::to_string(f) + " (seq " + std::to_string(s) + "), is at hop " +
+                          std::to_string(hop(f)) + " of " + std::to_string(ring) + " here, carried by rank " +
+                          std::to_string(carrier_rank(f, member)) + "; this worker ";
+      where += contributed[f] ? "sent its values" : "has not sent its values";
+      if (sr_out.contains(s)) where += ", unacknowledged";
+      if (m != merges.end()) {
+        where += ", holds " + std::to_string(std::popcount(m->second.bitmap)) + " of the last hop's " +
+                 std::to_string(member_size(prev_member())) + " workers" + (m->second.complete ? " (complete)" : "");
+      }
+      return where;
+    }
+    return "none found";
   }
 
   Time next_deadline() const {
@@ -896,6 +927,13 @@ WorkerState RinaWorker::state() const { return impl_->state; }
 const std::string& RinaWorker::error() const { return impl_->error; }
 std::span<const float> RinaWorker::result() const { return impl_->result; }
 const std::vector<std::int16_t>& RinaWorker::result_exponents() const { return impl_->result_exponent; }
+std::vector<std::int16_t> RinaWorker::next_exponents(std::uint32_t fragments) const {
+  std::vector<std::int16_t> e(fragments, initial_exponent(impl_->config.scale));
+  std::copy_n(impl_->exponent_by_position.begin(), std::min<std::size_t>(fragments, impl_->exponent_by_position.size()),
+              e.begin());
+  return e;
+}
+void RinaWorker::on_host_queue_full(Time now) { impl_->on_host_queue_full(now); }
 const RinaStats& RinaWorker::stats() const { return impl_->stats; }
 const RinaConfig& RinaWorker::config() const { return impl_->config; }
 

@@ -114,11 +114,8 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
   const std::string instead = a.instead.empty() ? "" : std::string(a.instead) + ", or ";
   switch (a.runtime) {
     case kAtpProtocol:
-      return "";
     case kRina:
-      if (s.rina) return "";
-      return name + " runs on the simulated backends so far (inproc, ns3), not on " + std::string(s.where) +
-             "; use --backend inproc or ns3";
+      return "";
     case kSchedule:
       if (s.tcp) return "";
       return name + " runs over TCP, which " + std::string(s.where) +

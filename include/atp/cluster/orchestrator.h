@@ -74,12 +74,17 @@ class Orchestrator {
 
   // plan_job over network(). Throws PlanError.
   JobPlan plan(const JobSpec& spec);
+  // plan_rina_job over network(), for a job of `algorithm: rina`. Throws PlanError.
+  RinaJobPlan plan_rina(const JobSpec& spec);
   // Installs a planned job on every switch and PS its plan names. kIdTaken when a daemon has a
   // job of that id already: nothing stays installed (parts installed before are removed again,
   // and so is the part of a daemon that did not answer, in case it installed it all the same).
   // Throws control::DaemonError when a daemon refuses or does not answer, std::invalid_argument
   // when a daemon of the plan has no client.
   control::Install install(const JobPlan& plan);
+  // The same for a Rina job: its racks' ToRs get the job's rack ports (docs/rina.md), every other
+  // switch on its paths the job's admission and routes; no PS.
+  control::Install install(const RinaJobPlan& plan);
   // plan() and install() `spec` under a free id: a random one in [1, 65534], tried up to
   // `attempts` times while daemons have it (as every tenant may install jobs). Returns the plan
   // (its id is plan.workers[i].job); throws what plan() and install() throw, and
@@ -90,6 +95,8 @@ class Orchestrator {
   void reinstall(const std::string& name);
 
  private:
+  control::Install install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,
+                           const std::vector<PsConfig>& ps);
   LeaseTable::Id lease_on(const control::DaemonClient& daemon);
   void keep_leases_alive();
 
@@ -98,7 +105,7 @@ class Orchestrator {
   std::unique_ptr<NetworkPlan> network_;  // planned on first use after a change (it points into topology_)
   std::map<std::string, control::SwitchClient> switches_;
   std::map<std::string, control::PsClient> ps_;
-  std::map<JobId, JobPlan> installed_;
+  std::map<JobId, std::map<std::string, SwitchJobPlan>> installed_;  // each job's switches' parts
 
   // Leases: ttl 0 while none are held; one per daemon, by DaemonClient::where().
   Duration lease_ttl_{0};

@@ -1,5 +1,6 @@
-// The worker library: allreduce of float32 buffers over ATP on real UDP sockets. One
-// Communicator per worker process and job; it runs a WorkerEndpoint on its own loop thread.
+// The worker library: allreduce of float32 buffers over ATP (or Rina) on real UDP sockets. One
+// Communicator per worker process and job; it runs a WorkerEndpoint (or a RinaWorker) on its own
+// loop thread.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "atp/collectives/allreduce.h"
 #include "atp/io/udp_socket.h"
+#include "atp/rina/worker.h"
 #include "atp/worker.h"
 
 namespace atp {
@@ -25,7 +27,7 @@ class CommunicatorError : public CollectiveError {
 };
 
 // ATP's allreduce (and the PS baseline's: the same endpoint, with a job plan in which no switch
-// aggregates).
+// aggregates), or Rina's (docs/rina.md).
 class Communicator : public Allreduce {
  public:
   // `config` is this worker's part of plan_job(); `local` the UDP address to bind (port 0: the
@@ -40,6 +42,9 @@ class Communicator : public Allreduce {
   // The same on a socket bound already: for a worker that must tell its address to the job's
   // planner (the PyTorch backend's rendezvous) before the plan, and so its config, exists.
   Communicator(WorkerConfig config, UdpSocket socket, std::optional<SocketAddress> uplink);
+  // Rina's worker: `config` is this worker's part of plan_rina_job(); `local` and `uplink` as
+  // above (addressed by IP, its packets come from the job's other workers at kUdpPort).
+  Communicator(RinaConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
@@ -51,20 +56,31 @@ class Communicator : public Allreduce {
   // endpoint stays failed: every later call throws the same error. Thread-safe: concurrent calls
   // run one round at a time, in the order they were made.
   void allreduce(std::span<float> inout) override;
-  std::string_view algorithm() const override { return "atp"; }
+  std::string_view algorithm() const override;  // "atp" or "rina"
   // The same without blocking: the buffer must stay alive and untouched until the future is
   // ready; the future throws CommunicatorError on failure (the buffer then holds the sums of
   // some fragments and the inputs of the others).
   std::future<void> allreduce_async(std::span<float> inout);
+  // Rina: stays (answering the other workers' asks for finals they missed) until the job has
+  // been quiet for a quarter of the progress timeout, at most the whole of it. ATP: returns.
+  void close() override;
 
   SocketAddress local_endpoint() const;     // the bound address (its port when `local` had port 0)
-  WorkerStats stats() const;                // a snapshot, taken on the loop thread
+  // Snapshots, taken on the loop thread: ATP's endpoint's, or Rina's worker's (std::logic_error
+  // when asked of the other kind).
+  WorkerStats stats() const;
+  RinaStats rina_stats() const;
+  // Rina: the exponents of the last round's sums and the ones the next round starts with
+  // (RinaWorker::result_exponents, next_exponents); empty for ATP, whose PS picks them.
+  std::vector<std::int16_t> result_exponents() const;
+  std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const;
   std::uint16_t values_per_packet() const;  // the job's fragment width (its plan's)
   // Datagrams dropped before the endpoint because they came from neither a PS of the job nor this
   // host's PS relay (addressed by IP). With an uplink the kernel drops them instead: always 0.
   std::uint64_t foreign_datagrams() const;
 
  private:
+  void start_loop();
   template <class F>
   auto on_loop(F read) const;
   struct Impl;

@@ -82,6 +82,10 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 // (WorkerEndpoint's constructor does that).
 std::string to_json(const WorkerConfig& config);
 WorkerConfig worker_config_from_json(const std::string& text);  // throws ControlError
+// Rina's worker (RinaWorker's config), for the process backends' worker spec. The worker's own
+// constructor checks what the fields mean together (RinaWorker: one sentence).
+std::string to_json(const RinaConfig& config);
+RinaConfig rina_config_from_json(const std::string& text);  // throws ControlError
 
 // A host to attach to a switch at run time (the switch's POST /hosts): its UDP address. Shape:
 //   {"peer": "127.0.0.1:40001"}

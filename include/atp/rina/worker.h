@@ -47,6 +47,7 @@ struct RinaStats {
   std::uint64_t contributions_sent = 0;
   std::uint64_t gathers_sent = 0;  // allgather sends and request answers
   std::uint64_t retransmissions = 0;
+  std::uint64_t host_queue_full = 0;  // on_host_queue_full calls while contributions were in flight
   std::uint64_t timeouts = 0;          // retransmission timeouts fired
   std::uint64_t requests_sent = 0;     // asks for a final this worker missed
   std::uint64_t merges = 0;            // hop sums (or pieces of them) added in as a carrier
@@ -76,6 +77,9 @@ class RinaWorker {
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
   // Call when now >= next_deadline(): resends, requests, and the progress timeout.
   void on_timeout(Time now, PacketSink& out);
+  // The host's own queue (socket buffer, qdisc) refused packets the sink still holds: the path's
+  // bottleneck is this host's link. Its windows take it as a switch's ECN mark.
+  void on_host_queue_full(Time now);
   Time next_deadline() const;
 
   WorkerState state() const;
@@ -84,6 +88,9 @@ class RinaWorker {
   // The exponent of each fragment's int32 sum in the last round (fixed_point.h): result value i
   // of fragment f is dequantize_one(sum, 2^exponent).
   const std::vector<std::int16_t>& result_exponents() const;
+  // The exponents the next round's first pass will use for its first `fragments` fragments
+  // (positions never reduced yet: the config's scale), which a redo pass may still change.
+  std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const;
   const RinaStats& stats() const;
   const RinaConfig& config() const;
 

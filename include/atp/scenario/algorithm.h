@@ -36,7 +36,7 @@ enum class AlgorithmRuntime : std::uint8_t {
   // (TcpScheduleAllreduce) and over ns-3's TCP (backends with TCP).
   kSchedule,
   // Rina's workers (atp/rina/worker.h) and its switch entries, planned by plan_rina_job: the
-  // backends that run its endpoints (AlgorithmSupport::rina). No PS.
+  // every backend (on real sockets through atp::Communicator). No PS.
   kRina,
 };
 
@@ -81,7 +81,6 @@ struct AlgorithmSupport {
   bool tcp = false;           // TCP between hosts: kSchedule runs
   bool real_sockets = false;  // real processes with real sockets: kGloo runs where the build has Gloo
   bool gloo_built = false;    // this build has Gloo (ATP_WITH_GLOO)
-  bool rina = false;          // it runs Rina's endpoints (the simulated backends, so far)
 };
 
 // "" when a backend offering `support` runs jobs of `algorithm`; else why not and what to use, as

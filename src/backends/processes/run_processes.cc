@@ -89,11 +89,17 @@ class ProcessRun {
     for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
     wait_switches();
     start_ps();
-    for (const JobPlan& plan : plans_) {
-      // Fresh daemons have no job yet: no id can be taken.
-      if (!plan.workers.empty() && orchestrator_->install(plan) != control::Install::kInstalled) {
+    // Fresh daemons have no job yet: no id can be taken.
+    const auto installed = [](control::Install result, const auto& plan) {
+      if (result != control::Install::kInstalled) {
         throw std::logic_error("a fresh daemon had job " + std::to_string(plan.workers.front().job) + " already");
       }
+    };
+    for (const JobPlan& plan : plans_) {
+      if (!plan.workers.empty()) installed(orchestrator_->install(plan), plan);
+    }
+    for (const RinaJobPlan& plan : rina_plans_) {
+      if (!plan.workers.empty()) installed(orchestrator_->install(plan), plan);
     }
     start_workers();
     drive();
@@ -135,6 +141,11 @@ class ProcessRun {
   }
 
   std::string namespace_of(const std::string& node) const { return where_->namespace_of(node); }
+  bool rina(std::size_t job) const { return s_.jobs[job].algorithm->runtime == AlgorithmRuntime::kRina; }
+  // The job's parts on the switches (none for a TCP collective).
+  const std::map<std::string, SwitchJobPlan>& switch_parts(std::size_t job) const {
+    return rina(job) ? rina_plans_[job].switches : plans_[job].switches;
+  }
 
   void plan() {
     try {
@@ -143,13 +154,14 @@ class ProcessRun {
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());
     }
+    // Each job's ATP plan or Rina plan (the other empty); a TCP collective has neither: nothing
+    // for switches or PSes.
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
-      if (!s_.jobs[j].algorithm->atp_protocol()) {
-        plans_.emplace_back();  // a TCP collective: nothing for switches or PSes
-        continue;
-      }
+      plans_.emplace_back();
+      rina_plans_.emplace_back();
       try {
-        plans_.push_back(orchestrator_->plan(s_.jobs[j].spec));
+        if (s_.jobs[j].algorithm->atp_protocol()) plans_.back() = orchestrator_->plan(s_.jobs[j].spec);
+        if (rina(j)) rina_plans_.back() = orchestrator_->plan_rina(s_.jobs[j].spec);
       } catch (const PlanError& e) {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
@@ -255,8 +267,8 @@ class ProcessRun {
     std::vector<Child*> started;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
-      const std::vector<SocketAddress> ranks =
-          job.algorithm->atp_protocol() ? std::vector<SocketAddress>() : where_->tcp_ranks(job.spec.workers);
+      const bool tcp = !job.algorithm->atp_protocol() && !rina(j);
+      const std::vector<SocketAddress> ranks = tcp ? where_->tcp_ranks(job.spec.workers) : std::vector<SocketAddress>();
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;
@@ -265,6 +277,9 @@ class ProcessRun {
         spec.scale = job.spec.scale;
         if (job.algorithm->atp_protocol()) {
           spec.atp = plans_[j].workers[w];
+          where_->place_worker(host, spec);
+        } else if (rina(j)) {
+          spec.rina = rina_plans_[j].workers[w];
           where_->place_worker(host, spec);
         } else {
           spec.ranks = ranks;
@@ -719,7 +734,7 @@ class ProcessRun {
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       JobResult& r = result.jobs[j];
       const JobId id = s_.jobs[j].spec.id;
-      for (const auto& [name, plan] : plans_[j].switches) {
+      for (const auto& [name, plan] : switch_parts(j)) {
         r.switch_aggregations[name] = 0;
         for (const control::SwitchJobStats& jc : stats[name].jobs) {
           if (jc.job != id) continue;
@@ -741,8 +756,8 @@ class ProcessRun {
       }
       r.correct = r.error.empty();
       // TCP collectives have no fragments (nor PS packets, nor an in-network share).
-      if (s_.jobs[j].algorithm->atp_protocol()) {
-        r.values_per_packet = plans_[j].values_per_packet;
+      if (s_.jobs[j].algorithm->atp_protocol() || rina(j)) {
+        r.values_per_packet = rina(j) ? rina_plans_[j].values_per_packet : plans_[j].values_per_packet;
         r.fragments = fragment_count(s_.jobs[j].elements, r.values_per_packet) * r.completed_rounds;
       }
       r.seconds = ns_to_s(allreduce_ns[j]);
@@ -843,6 +858,7 @@ class ProcessRun {
   std::unique_ptr<Orchestrator> orchestrator_;  // plans the jobs, installs them on the daemons
   const NetworkPlan* network_ = nullptr;        // the orchestrator's plan of the topology
   std::vector<JobPlan> plans_;
+  std::vector<RinaJobPlan> rina_plans_;
   std::set<std::string> ps_hosts_;  // hosts that run a PS
   std::map<std::string, Switch> switches_;
   std::map<std::string, Child*> ps_;  // host -> its PS process

@@ -36,11 +36,13 @@ constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
 // The worker's allreduce: ATP's Communicator (ATP's protocol) or a host collective over TCP. Throws
 // std::invalid_argument for a spec this worker cannot run.
 std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const WorkerSpec& spec) {
-  if (algorithm.atp_protocol() != spec.atp.has_value()) {
-    throw std::invalid_argument(std::string("the spec ") + (spec.atp ? "has" : "lacks") + " an ATP worker config for " +
+  const bool rina = algorithm.runtime == AlgorithmRuntime::kRina;
+  if (algorithm.atp_protocol() != spec.atp.has_value() || rina != spec.rina.has_value()) {
+    throw std::invalid_argument("the spec's worker config (" +
+                                std::string(spec.atp ? "ATP's" : spec.rina ? "Rina's" : "none") + ") is not one for " +
                                 std::string(algorithm.name));
   }
-  if (!algorithm.atp_protocol() && spec.ranks.size() != spec.workers) {
+  if (!algorithm.atp_protocol() && !rina && spec.ranks.size() != spec.workers) {
     throw std::invalid_argument("the spec lists the wrong number of ranks");
   }
   const int rank = static_cast<int>(spec.worker);
@@ -73,7 +75,7 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
 #endif
     }
     case AlgorithmRuntime::kRina:
-      break;  // not on real sockets yet: the runner refuses such jobs (cannot_run)
+      return std::make_unique<Communicator>(*spec.rina, spec.local, spec.uplink);
   }
   throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }
@@ -87,6 +89,7 @@ std::string to_json(const WorkerSpec& s) {
               {"job", s.job},
               {"scale", s.scale},
               {"config", s.atp ? json::parse(control::to_json(*s.atp)) : json()},
+              {"rina_config", s.rina ? json::parse(control::to_json(*s.rina)) : json()},
               {"local", s.local.to_string()},
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
@@ -112,6 +115,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   s.job = j.at("job").get<JobId>();
   s.scale = j.at("scale").get<double>();
   if (!j.at("config").is_null()) s.atp = control::worker_config_from_json(j["config"].dump());
+  if (!j.at("rina_config").is_null()) s.rina = control::rina_config_from_json(j["rina_config"].dump());
   s.local = SocketAddress::parse(j.at("local").get<std::string>());
   if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
@@ -203,6 +207,18 @@ int run_worker_process(const std::string& spec_path) {
     std::this_thread::sleep_for(spec.start);
     std::vector<float> buffer(spec.elements);
     scenario_inputs::RoundReference ref;
+    const bool rina = spec.rina.has_value();
+    const std::size_t values_per_packet =
+        spec.atp ? spec.atp->values_per_packet : rina ? spec.rina->values_per_packet : 0;
+    const auto fragments = static_cast<std::uint32_t>(
+        rina ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet)) : 0);
+    // Rina's sums: exact integers at the exponents its workers picked, which must hold every
+    // fragment's largest value to float32's precision (no float path).
+    const std::vector<bool> integer_path(rina ? fragments : 0, false);
+    const auto rina_reference = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
+      scenario_inputs::make_reference_at(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
+                                         values_per_packet, exponents, ref);
+    };
     for (std::uint32_t round = 0; round < spec.rounds && r.error.empty(); ++round) {
       if (spec.crash_round && round >= *spec.crash_round) {
         r.crashed = true;
@@ -216,19 +232,33 @@ int run_worker_process(const std::string& spec_path) {
       // worker of the job starts the round together, as nccl-tests' ranks do.
       scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
                                       spec.magnitude, buffer);
-      scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                      spec.scale, spec.atp ? spec.atp->values_per_packet : 0, ref);
+      if (rina) {
+        // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
+        // reference is made again after the round.
+        rina_reference(round, comm->next_exponents(fragments));
+      } else {
+        scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
+                                        spec.scale, values_per_packet, ref);
+      }
       print({{"event", "wait"}, {"round", round}});
       if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
       const Time t0 = EventLoop::now();
       collective->allreduce(buffer);
       if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
       std::uint64_t floats = 0;
-      // ATP's result is exact (or, per fragment, the float32 overflow path's); a float32
-      // collective's sum is held to the float path's rounding bound everywhere.
-      const std::string wrong =
-          scenario_inputs::check_result(ref, buffer, {}, spec.atp ? spec.atp->values_per_packet : 0, &floats,
-                                        algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
+      std::string wrong;
+      if (rina) {
+        if (const std::vector<std::int16_t> used = comm->result_exponents(); used != ref.exponents) {
+          rina_reference(round, used);
+        }
+        wrong = scenario_inputs::unresolved_fragment(ref, values_per_packet);
+      }
+      // ATP's result is exact (or, per fragment, the float32 overflow path's), Rina's exact; a
+      // float32 collective's sum is held to the float path's rounding bound everywhere.
+      if (wrong.empty()) {
+        wrong = scenario_inputs::check_result(ref, buffer, integer_path, values_per_packet, &floats,
+                                              algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
+      }
       if (comm) r.float_fragments += floats;
       if (!wrong.empty()) {
         r.error = "round " + std::to_string(round) + ": " + wrong;
@@ -238,7 +268,11 @@ int run_worker_process(const std::string& spec_path) {
       print({{"event", "round"}, {"round", round}});
     }
     if (r.error.empty()) collective->close();
-    if (comm) {
+    if (comm && rina) {
+      const RinaStats st = comm->rina_stats();
+      r.retransmissions = st.retransmissions;
+      r.timeouts = st.timeouts;
+    } else if (comm) {
       const WorkerStats st = comm->stats();
       r.retransmissions = st.retransmissions;
       r.fast_retransmits = st.fast_retransmits;

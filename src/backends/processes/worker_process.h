@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "atp/io/socket_address.h"
+#include "atp/rina/worker.h"
 #include "atp/schedule/builders.h"
 #include "atp/worker.h"
 
@@ -29,6 +30,7 @@ struct WorkerSpec {
   // ATP's protocol (atp, ps): this worker's part of plan_job(), its data address and its ToR
   // switch's data address (loopback; nullopt: hosts address each other by IP, netns).
   std::optional<WorkerConfig> atp;
+  std::optional<RinaConfig> rina;  // Rina: this worker's part of plan_rina_job(); local and uplink as ATP's
   SocketAddress local;
   std::optional<SocketAddress> uplink;
   // Host collectives (ring, gloo): every rank's TCP address (ring) or this host's IP (gloo,

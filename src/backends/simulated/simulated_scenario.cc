@@ -884,7 +884,7 @@ class InprocBackend final : public Backend {
     return "the in-process simulated network: ATP's protocol only, simulated time, deterministic";
   }
   bool simulated() const override { return true; }
-  AlgorithmSupport algorithm_support() const override { return {.where = "the in-process network", .rina = true}; }
+  AlgorithmSupport algorithm_support() const override { return {.where = "the in-process network"}; }
 
   std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {
     if (std::string why = cannot_run_algorithms(scenario, algorithm_support()); !why.empty()) return why;
