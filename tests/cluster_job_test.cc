@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <future>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "atp/cluster/daemon_processes.h"
+#include "atp/fixed_point.h"
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
@@ -146,6 +148,44 @@ TEST(ClusterJob, ALocalNetworkOfTwoRacksIsExact) {
   ASSERT_EQ(aggregations.size(), 3u);
   for (const auto& [name, n] : aggregations) EXPECT_GT(n, 0u) << name << " summed nothing";
   EXPECT_EQ(store.size(), 0u);
+}
+
+// Rina (ClusterJobOptions::Protocol::kRina, ATP_ALGORITHM=rina) on the same local network: each
+// rack one member of the ring; every rank's sums are the exact integer sums of every rank's values
+// at the exponents its worker reports, and close() waits for every rank.
+TEST(ClusterJob, RinaOnALocalNetworkOfTwoRacksIsExact) {
+  ClusterJobOptions options = local_cluster();
+  options.protocol = ClusterJobOptions::Protocol::kRina;
+  Topology topology = test::RackedDaemons::topology(2048);
+  topology.hosts = {{"h0", "tor0"}, {"h1", "tor1"}, {"h2", "tor0"}, {"h3", "tor1"}, {"p", "core"}};
+  options.local_network = {topology, {"h0", "h1", "h2", "h3"}, "p"};
+  MemoryStore store;
+  const int size = 4;
+  const auto inputs = random_inputs(size, 20000, 5);
+  std::map<std::string, std::uint64_t> aggregations;
+  const auto errors = run_ranks(size, [&](int rank) {
+    auto job = ClusterJob::join(store, rank, size, options);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<float> data = inputs[static_cast<std::size_t>(rank)];
+      job->communicator().allreduce(data);
+      const std::vector<std::int16_t> exponents = job->communicator().result_exponents();
+      const std::size_t v = job->communicator().values_per_packet();
+      ASSERT_EQ(exponents.size(), (data.size() + v - 1) / v);
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        const double scale = std::ldexp(1.0, exponents[i / v]);
+        std::int64_t sum = 0;
+        for (const auto& in : inputs) sum += quantize_one(in[i], scale);
+        ASSERT_EQ(data[i], dequantize_one(sum, scale)) << "rank " << rank << " round " << round << " value " << i;
+      }
+    }
+    if (rank == 0) aggregations = job->switch_aggregations();
+    job->close();
+  });
+  for (const auto& e : errors) EXPECT_FALSE(e) << message(e);
+  EXPECT_GT(aggregations["tor0"], 0u);
+  EXPECT_GT(aggregations["tor1"], 0u);
+  EXPECT_EQ(aggregations["core"], 0u) << "the core joins no rack";
+  EXPECT_EQ(store.size(), 0u) << "the rendezvous keys are erased";
 }
 
 // A local network that cannot hold the job is one sentence on every rank, before anything starts.

@@ -84,9 +84,10 @@ struct ClusterJob::Coordinator {
     if (orchestrator) orchestrator->revoke_leases();  // removes the job and its ranks' ports
   }
 
-  // The job's plan: each rank's worker config and uplink (its switch's data address).
+  // The job's plan: each rank's worker config (ATP's or Rina's) and uplink (its switch's data address).
   struct Placed {
     std::vector<WorkerConfig> configs;
+    std::vector<RinaConfig> rina_configs;
     std::vector<SocketAddress> uplinks;
   };
 
@@ -170,18 +171,26 @@ struct ClusterJob::Coordinator {
     spec.scale = options.scale;
     spec.retransmit_timeout = options.retransmit_timeout;
     spec.progress_timeout = options.timeout;
-    JobPlan plan;
-    if (options.job_id) {
+    // PlanError: e.g. more than 32 ranks under one switch.
+    const auto install = [&](auto plan_of, auto install_free) {
+      if (!options.job_id) return install_free(spec);
       spec.id = *options.job_id;
-      plan = orchestrator->plan(spec);  // PlanError: e.g. more than 32 ranks under one switch
+      auto plan = (orchestrator.get()->*plan_of)(spec);
       if (orchestrator->install(plan) == control::Install::kIdTaken) {
         throw ClusterJobError("job " + std::to_string(spec.id) + " is installed on a switch or the PS already");
       }
+      return plan;
+    };
+    if (options.protocol == ClusterJobOptions::Protocol::kRina) {
+      placed.rina_configs =
+          install(&Orchestrator::plan_rina, [&](JobSpec s) { return orchestrator->install_rina_with_free_id(s); })
+              .workers;
+      installed = placed.rina_configs.front().job;
     } else {
-      plan = orchestrator->install_with_free_id(spec);
+      placed.configs =
+          install(&Orchestrator::plan, [&](JobSpec s) { return orchestrator->install_with_free_id(s); }).workers;
+      installed = placed.configs.front().job;
     }
-    installed = plan.workers.front().job;
-    placed.configs = plan.workers;
     return placed;
   }
 };
@@ -274,13 +283,17 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       }
       throw ClusterJobError(why);
     }
+    const bool rina = !placed.rina_configs.empty();
     for (int r = 1; r < size; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      const json reply = {{"config", json::parse(control::to_json(placed.configs[i]))},
+      const json reply = {{rina ? "rina_config" : "config",
+                           json::parse(rina ? control::to_json(placed.rina_configs[i]) : control::to_json(placed.configs[i]))},
                           {"uplink", placed.uplinks[i].to_string()}};
       store.set("config/" + std::to_string(r), reply.dump());
     }
-    job->communicator_ = std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
+    job->rina_ = rina;
+    job->communicator_ = rina ? std::make_unique<Communicator>(placed.rina_configs[0], std::move(socket), placed.uplinks[0])
+                              : std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
     return job;
   }
 
@@ -293,10 +306,17 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     store.add(kErrorReadKey, 1);  // rank 0 waits for this before it goes (and its store with it)
     throw ClusterJobError(reply["error"].get<std::string>());
   }
-  const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
-  job->job_ = config.job;
-  job->communicator_ = std::make_unique<Communicator>(config, std::move(socket),
-                                                      SocketAddress::parse(reply["uplink"].get<std::string>()));
+  const SocketAddress uplink = SocketAddress::parse(reply["uplink"].get<std::string>());
+  if (reply.contains("rina_config")) {
+    const RinaConfig config = control::rina_config_from_json(reply["rina_config"].dump());
+    job->job_ = config.job;
+    job->rina_ = true;
+    job->communicator_ = std::make_unique<Communicator>(config, std::move(socket), uplink);
+  } else {
+    const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
+    job->job_ = config.job;
+    job->communicator_ = std::make_unique<Communicator>(config, std::move(socket), uplink);
+  }
   return job;
 }
 
@@ -324,9 +344,25 @@ void ClusterJob::close() {
   }
   try {
     const std::int64_t done = store_.add("closed", 1);
-    if (rank_ == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::min<Duration>(timeout_, std::chrono::seconds(10));
+    if (rina_) {
+      // Rina's last sums come from the other ranks, not from a PS that stays: a rank that missed a
+      // final asks its holder. Every rank stays until all are done (each has all its sums), then
+      // says it is leaving, and rank 0 removes the keys once all have.
+      for (std::int64_t n = done; n < size_ && std::chrono::steady_clock::now() < deadline; n = store_.add("closed", 0)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      const std::int64_t left = store_.add("left", 1);
+      if (rank_ == 0) {
+        for (std::int64_t n = left; n < size_ && std::chrono::steady_clock::now() < deadline; n = store_.add("left", 0)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        store_.erase("left");
+        store_.erase("closed");
+        store_.erase("endpoint/0");
+      }
+    } else if (rank_ == 0) {
       // Wait for the others, so that none loses its switch and PS in the middle of a last round.
-      const auto deadline = std::chrono::steady_clock::now() + std::min<Duration>(timeout_, std::chrono::seconds(10));
       for (std::int64_t n = done; n < size_ && std::chrono::steady_clock::now() < deadline;
            n = store_.add("closed", 0)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -255,16 +255,25 @@ control::Install Orchestrator::install(JobId id, const std::map<std::string, Swi
   return control::Install::kInstalled;
 }
 
-JobPlan Orchestrator::install_with_free_id(JobSpec spec, int attempts) {
+template <class Plan>
+Plan Orchestrator::install_with_free_id(JobSpec spec, int attempts, Plan (Orchestrator::*plan_of)(const JobSpec&)) {
   std::mt19937 random{std::random_device{}()};
   for (int attempt = 0; attempt < attempts; ++attempt) {
     spec.id = static_cast<JobId>(1 + random() % 0xFFFE);
-    JobPlan p = plan(spec);
+    Plan p = (this->*plan_of)(spec);
     if (install(p) == control::Install::kInstalled) return p;
   }
   throw control::DaemonError(
       "no free job id after " + std::to_string(attempts) + " tries: the switches or PSes have too many jobs installed",
       0);
+}
+
+JobPlan Orchestrator::install_with_free_id(JobSpec spec, int attempts) {
+  return install_with_free_id(std::move(spec), attempts, &Orchestrator::plan);
+}
+
+RinaJobPlan Orchestrator::install_rina_with_free_id(JobSpec spec, int attempts) {
+  return install_with_free_id(std::move(spec), attempts, &Orchestrator::plan_rina);
 }
 
 void Orchestrator::reinstall(const std::string& name) {

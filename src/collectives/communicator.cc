@@ -182,7 +182,10 @@ Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<
 }
 
 Communicator::Communicator(RinaConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink)
-    : impl_(std::make_unique<Impl>(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink)) {
+    : Communicator(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink) {}
+
+Communicator::Communicator(RinaConfig config, UdpSocket socket, std::optional<SocketAddress> uplink)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
   start_loop();
 }
 

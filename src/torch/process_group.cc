@@ -121,7 +121,7 @@ ClusterJobOptions::LocalNetwork network_from_scenario_file(const std::string& pa
 }
 
 // ClusterJobOptions from ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
-// ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
+// ATP_ALGORITHM, ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
 ClusterJobOptions options_from_environment(Duration timeout) {
   ClusterJobOptions o;
   o.timeout = timeout;
@@ -151,6 +151,10 @@ ClusterJobOptions options_from_environment(Duration timeout) {
     TORCH_CHECK(env("ATP_SWITCHES").empty(), "atp: ATP_SWITCHES names running switches; ATP_LOCAL=1 starts its own");
   }
   if (const std::string bind = env("ATP_BIND"); !bind.empty()) o.bind_ip = env_endpoint("ATP_BIND", bind + ":0").ip;
+  const std::string algorithm = env("ATP_ALGORITHM");
+  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina", "atp: ATP_ALGORITHM='", algorithm,
+              "' must be atp (in-network aggregation towards the PS, the default) or rina (a ring of the racks)");
+  if (algorithm == "rina") o.protocol = ClusterJobOptions::Protocol::kRina;
   if (!env("ATP_VALUES_PER_PACKET").empty()) {
     o.values_per_packet = static_cast<std::uint16_t>(env_number("ATP_VALUES_PER_PACKET", 1, kMaxValuesPerPacket));
   }

@@ -313,11 +313,22 @@ def test_a_topology_file_is_the_network_rank_zero_starts(tmp_path):
     topology = HERE.parents[1] / "examples" / "netns-two-racks.yaml"
     lines, _ = run_ranks("allreduce_vs_gloo", 4, env={"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)})
     expect_gloo_within_the_fixed_point_bound(lines, 4)
+    # Rina on the same network: each rack one member of the ring (docs/rina.md); and DDP on it.
+    rina = {"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology), "ATP_ALGORITHM": "rina"}
+    lines, _ = run_ranks("allreduce_vs_gloo", 4, env=rina)
+    expect_gloo_within_the_fixed_point_bound(lines, 4)
+    lines, _ = run_ranks("every_op", 4, env=rina)
+    for line in lines:
+        assert line["ok"] and "exit" not in line, line
+        wrong = {k: v for k, v in line.items() if v is not True and k not in ("rank", "ok", "avg_of_ints", "after",
+                                                                              "after_big")}
+        assert not wrong, (line["rank"], wrong)
     # What does not fit is one sentence on every rank.
     for env, size, sentence in [
         ({"ATP_TOPOLOGY": str(topology)}, 1, "ATP_TOPOLOGY is the network that ATP_LOCAL=1 starts on rank 0"),
         ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)}, 2, "the local network names the hosts of 4 ranks, the job has 2"),
         ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(tmp_path / "none.yaml")}, 1, "ATP_TOPOLOGY: "),
+        ({"ATP_LOCAL": "1", "ATP_ALGORITHM": "ring"}, 1, "ATP_ALGORITHM='ring' must be atp"),
     ]:
         lines, _ = run_ranks("every_op", size, env=env)
         for line in lines:

@@ -64,6 +64,10 @@ struct ClusterJobOptions {
   // (a rank died): then it throws CollectiveError instead of hanging.
   Duration timeout = std::chrono::seconds(30);
   std::optional<JobId> job_id;  // unset: rank 0 picks one the switch and PS do not have
+  // The allreduce's protocol: ATP's (towards the PS) or Rina's (docs/rina.md: a ring of the ranks'
+  // racks, each whose switch aggregates and holds two or more ranks one member; the PS idles).
+  enum class Protocol : std::uint8_t { kAtp, kRina };
+  Protocol protocol = Protocol::kAtp;
   // What rank 0 installs on running daemons hangs on a lease with this time to live, which it
   // keeps alive while the job runs: if rank 0 dies, the daemons remove the job and its hosts
   // within this much time. The daemons clamp it to [1 s, 1 h].
@@ -109,6 +113,7 @@ class ClusterJob {
   int rank_, size_;
   Duration timeout_;
   JobId job_ = 0;
+  bool rina_ = false;                         // ClusterJobOptions::Protocol::kRina
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<Communicator> communicator_;
   bool closed_ = false;

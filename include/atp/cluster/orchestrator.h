@@ -90,6 +90,7 @@ class Orchestrator {
   // (its id is plan.workers[i].job); throws what plan() and install() throw, and
   // control::DaemonError when every id tried was taken.
   JobPlan install_with_free_id(JobSpec spec, int attempts = 64);
+  RinaJobPlan install_rina_with_free_id(JobSpec spec, int attempts = 64);  // the same for a Rina job
   // Installs again, on switch `name`, the part of every job installed so far (a switch that
   // restarted lost them). Throws control::DaemonError.
   void reinstall(const std::string& name);
@@ -97,6 +98,8 @@ class Orchestrator {
  private:
   control::Install install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,
                            const std::vector<PsConfig>& ps);
+  template <class Plan>
+  Plan install_with_free_id(JobSpec spec, int attempts, Plan (Orchestrator::*plan_of)(const JobSpec&));
   LeaseTable::Id lease_on(const control::DaemonClient& daemon);
   void keep_leases_alive();
 

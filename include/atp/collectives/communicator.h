@@ -45,6 +45,7 @@ class Communicator : public Allreduce {
   // Rina's worker: `config` is this worker's part of plan_rina_job(); `local` and `uplink` as
   // above (addressed by IP, its packets come from the job's other workers at kUdpPort).
   Communicator(RinaConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink);
+  Communicator(RinaConfig config, UdpSocket socket, std::optional<SocketAddress> uplink);
   // Stops the loop thread; rounds still queued or running fail with CommunicatorError.
   ~Communicator() override;
   Communicator(const Communicator&) = delete;
