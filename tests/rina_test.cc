@@ -441,6 +441,12 @@ TEST(RinaPlan, RacksWithAnAggregatingToRAreOneMemberAndTheRestAreAutonomous) {
   JobSpec ring = rina_job(workers);
   ring.in_network_aggregation = false;  // every worker its own member: a plain ring
   EXPECT_EQ(plan_rina_job(n, ring).members.size(), 6u);
+  // Windows stop at kRinaMaxWindow unless the job names a max_window of its own.
+  EXPECT_EQ(plan.workers[0].congestion.max_window, kRinaMaxWindow);
+  EXPECT_LE(plan.workers[0].congestion.initial_window, kRinaMaxWindow);
+  JobSpec wide = rina_job(workers);
+  wide.congestion.max_window = 300;
+  EXPECT_EQ(plan_rina_job(n, wide).workers[0].congestion.max_window, 300u);
 }
 
 // Two racks of three, both aggregating: a ring of two abstracted members. Three rounds: values

@@ -730,6 +730,12 @@ RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
     c.scale = job.scale;
     c.aggregator_slots = std::max<std::uint32_t>(slots, 1);
     c.congestion = job.congestion;
+    if (c.congestion.max_window == CongestionConfig{}.max_window) {  // the job names none of its own
+      c.congestion.max_window = kRinaMaxWindow;
+      c.congestion.initial_window = std::min(c.congestion.initial_window, kRinaMaxWindow);
+      c.congestion.min_window = std::min(c.congestion.min_window, kRinaMaxWindow);
+      c.congestion.initial_ssthresh = std::min(c.congestion.initial_ssthresh, kRinaMaxWindow);
+    }
     set_timeouts(job, c);
     plan.workers.push_back(std::move(c));
   }
