@@ -366,6 +366,28 @@ TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto
   FAIL() << "no resend after " << plain << " plain copies";
 }
 
+// The host's own queue refused packets (Communicator's sink holds them): a congestion mark for the
+// flows with packets in flight, counted; nothing for an idle worker. And the exponents the next
+// round starts with: the config's scale where no round has reduced a position yet.
+TEST(RinaWorkerByHand, AFullHostQueueIsCongestionForTheFlowsInFlight) {
+  RinaConfig c;
+  c.job = 3;
+  c.rank = 0;
+  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  c.members = {{0, 1}, {2}};
+  c.values_per_packet = 4;
+  c.scale = 1 << 21;
+  c.aggregator_slots = 64;
+  RinaWorker w(c);
+  Sent out;
+  w.on_host_queue_full(time_from_ns(0));
+  EXPECT_EQ(w.stats().host_queue_full, 0u) << "idle: no flow to slow down";
+  EXPECT_EQ(w.next_exponents(3), (std::vector<std::int16_t>{21, 21, 21}));
+  ASSERT_TRUE(w.start(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, time_from_ns(0), out));
+  w.on_host_queue_full(time_from_ns(10));
+  EXPECT_EQ(w.stats().host_queue_full, 1u) << "one flow (the reduce-scatter's) has a contribution in flight";
+}
+
 // A carrier's merge by hand: rank 0 alone is member 0, ranks 1 and 2 a rack. Fragment 0's last hop
 // comes from the rack in two pieces: rank 2's values alone (a resend), then a sum of first copies
 // that holds rank 2 too; the carrier takes rank 2's values out of it, exactly, and acknowledges
