@@ -349,11 +349,15 @@ class ProcessGroupAtp : public BackendBase {
   ~ProcessGroupAtp() override {
     // Python drops the group holding the GIL, and the group's thread may need the GIL to free a
     // tensor that has a Python object: let go of it while waiting for that thread and the others.
+    // So for the Gloo group, whose last reference this is: torch destroys its groups without the
+    // GIL (their destructors join threads that may run Python callbacks, a DDP future's).
     if (PyGILState_Check() != 0) {
       pybind11::gil_scoped_release release;
       shut_down();
+      gloo_.reset();
     } else {
       shut_down();
+      gloo_.reset();
     }
   }
 
