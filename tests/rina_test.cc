@@ -228,15 +228,22 @@ class Sent final : public PacketSink {
   std::vector<std::vector<std::uint8_t>> packets;
 };
 
-TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLastHop) {
+// Rank 0 of job 3's three workers (10.0.0.1-3) in `members`: fragments of 4 values at exponent 21,
+// which holds the tests' values to float32's precision (no redo pass).
+RinaConfig by_hand(std::vector<std::vector<std::uint32_t>> members) {
   RinaConfig c;
   c.job = 3;
   c.rank = 0;
   c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
-  c.members = {{0, 1}, {2}};
+  c.members = std::move(members);
   c.values_per_packet = 4;
-  c.scale = 1 << 21;  // exponent 21: holds these values to float32's precision (no redo pass)
+  c.scale = 1 << 21;
   c.aggregator_slots = 64;
+  return c;
+}
+
+TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLastHop) {
+  RinaConfig c = by_hand({{0, 1}, {2}});
   RinaWorker w(c);
   Sent out;
   const std::vector<float> input = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -332,14 +339,7 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
 // switch drops where the first copy is in) until the largest RTO has passed since the first send,
 // then a resend that flushes the sum waiting for it, or sends it again if it was lost on its way.
 TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto) {
-  RinaConfig c;
-  c.job = 3;
-  c.rank = 0;
-  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
-  c.members = {{0, 1}, {2}};
-  c.values_per_packet = 4;
-  c.scale = 1 << 21;
-  c.aggregator_slots = 64;
+  RinaConfig c = by_hand({{0, 1}, {2}});
   c.progress_timeout = std::chrono::seconds(2);  // the largest RTO: an eighth of it, 250 ms
   RinaWorker w(c);
   Sent out;
@@ -370,14 +370,7 @@ TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto
 // flows with packets in flight, counted; nothing for an idle worker. And the exponents the next
 // round starts with: the config's scale where no round has reduced a position yet.
 TEST(RinaWorkerByHand, AFullHostQueueIsCongestionForTheFlowsInFlight) {
-  RinaConfig c;
-  c.job = 3;
-  c.rank = 0;
-  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
-  c.members = {{0, 1}, {2}};
-  c.values_per_packet = 4;
-  c.scale = 1 << 21;
-  c.aggregator_slots = 64;
+  RinaConfig c = by_hand({{0, 1}, {2}});
   RinaWorker w(c);
   Sent out;
   w.on_host_queue_full(time_from_ns(0));
@@ -394,14 +387,7 @@ TEST(RinaWorkerByHand, AFullHostQueueIsCongestionForTheFlowsInFlight) {
 // once all are in. Fragment 1's first hop is the rack's; rank 0 adds its own values and, as an
 // autonomous member completing it, has the final in what it sends.
 TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
-  RinaConfig c;
-  c.job = 3;
-  c.rank = 0;
-  c.workers = {0x0A000001, 0x0A000002, 0x0A000003};
-  c.members = {{0}, {1, 2}};
-  c.values_per_packet = 4;
-  c.scale = 1 << 21;
-  c.aggregator_slots = 64;
+  RinaConfig c = by_hand({{0}, {1, 2}});
   RinaWorker w(c);
   Sent out;
   ASSERT_TRUE(w.start(std::vector<float>{1, 1, 1, 1, 2, 2, 2, 2}, time_from_ns(0), out));
