@@ -343,30 +343,26 @@ void ClusterJob::close() {
     return;
   }
   try {
-    const std::int64_t done = store_.add("closed", 1);
     const auto deadline = std::chrono::steady_clock::now() + std::min<Duration>(timeout_, std::chrono::seconds(10));
+    // Counts this rank in `key`, then (with `wait`) waits until every rank has been counted.
+    const auto count_in = [&](const std::string& key, bool wait) {
+      for (std::int64_t n = store_.add(key, 1); wait && n < size_ && std::chrono::steady_clock::now() < deadline;
+           n = store_.add(key, 0)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    };
     if (rina_) {
       // Rina's last sums come from the other ranks, not from a PS that stays: a rank that missed a
       // final asks its holder. Every rank stays until all are done (each has all its sums), then
       // says it is leaving, and rank 0 removes the keys once all have.
-      for (std::int64_t n = done; n < size_ && std::chrono::steady_clock::now() < deadline; n = store_.add("closed", 0)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      const std::int64_t left = store_.add("left", 1);
-      if (rank_ == 0) {
-        for (std::int64_t n = left; n < size_ && std::chrono::steady_clock::now() < deadline; n = store_.add("left", 0)) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        store_.erase("left");
-        store_.erase("closed");
-        store_.erase("endpoint/0");
-      }
-    } else if (rank_ == 0) {
-      // Wait for the others, so that none loses its switch and PS in the middle of a last round.
-      for (std::int64_t n = done; n < size_ && std::chrono::steady_clock::now() < deadline;
-           n = store_.add("closed", 0)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+      count_in("closed", true);
+      count_in("left", rank_ == 0);
+      if (rank_ == 0) store_.erase("left");
+    } else {
+      // Rank 0 waits for the others, so that none loses its switch and PS in the middle of a last round.
+      count_in("closed", rank_ == 0);
+    }
+    if (rank_ == 0) {
       store_.erase("closed");
       store_.erase("endpoint/0");
     }
