@@ -401,6 +401,87 @@ TEST(ScenarioRun, CrashFailsOnlyItsJob) {
   EXPECT_FALSE(all_correct(r));
 }
 
+// Rina's failures (docs/rina.md "Failures", paper §IV-C2): racks of three (tor0, tor1) and of two
+// (tor2) whose ToRs aggregate, and a worker on its own (a0). A crashed worker is left out: its
+// rack goes on as one member of the others (its agent's too: the next rank is the agent), a rack
+// left with one worker has it as a member of its own, and the ring goes round the rest. The
+// rounds from the crash on are the survivors' exact sum (the reference leaves the gone worker
+// out), on every survivor, with and without loss.
+struct RinaFailure {
+  const char* name;
+  const char* faults;                    // the crashes
+  std::vector<ExcludedWorker> excluded;  // what the job reports (from_round: the crash's round; 99: any)
+};
+using RinaFailureParam = std::tuple<RinaFailure, std::uint64_t, bool>;  // case, seed, loss
+class RinaFailures : public ::testing::TestWithParam<RinaFailureParam> {};
+
+TEST_P(RinaFailures, TheOthersGoOnWithTheirExactSum) {
+  const auto& [c, seed, loss] = GetParam();
+  std::string text = R"(
+seed: )" + std::to_string(seed) + R"(
+link: {delay_us: 2, rate_gbps: 10}
+topology:
+  switches:
+    - {name: spine, atp: false}
+    - {name: tor0, atp: true}
+    - {name: tor1, atp: true}
+    - {name: tor2, atp: true}
+    - {name: edge, atp: false}
+  hosts:
+    - {name: w0, switch: tor0}
+    - {name: w1, switch: tor0}
+    - {name: w2, switch: tor0}
+    - {name: w3, switch: tor1}
+    - {name: w4, switch: tor1}
+    - {name: w5, switch: tor1}
+    - {name: w6, switch: tor2}
+    - {name: w7, switch: tor2}
+    - {name: a0, switch: edge}
+  links: [[tor0, spine], [tor1, spine], [tor2, spine], [edge, spine]]
+jobs:
+  - {name: rina, algorithm: rina, workers: [w0, w1, w2, w3, w4, w5, w6, w7, a0], elements: 20000, rounds: 4,
+     values_per_packet: 62, progress_timeout_us: 50000}
+faults:
+)" + std::string(c.faults);
+  if (loss) text += "\n  - {link: [tor0, spine], loss: 0.01}\n  - {link: [w4, tor1], loss: 0.01}";
+  const ScenarioResult r = run_inproc(parse_scenario_yaml(text));
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 4u);
+  EXPECT_EQ(j.wrong_values, 0u);
+  ASSERT_EQ(j.excluded_workers.size(), c.excluded.size());
+  for (std::size_t k = 0; k < c.excluded.size(); ++k) {
+    EXPECT_EQ(j.excluded_workers[k].host, c.excluded[k].host);
+    // The crash's round, or the one before where some survivor had not completed that yet when
+    // the crashed worker, done with it, was about to start the next: all redo it.
+    if (c.excluded[k].from_round != 99) {
+      EXPECT_LE(j.excluded_workers[k].from_round, c.excluded[k].from_round);
+      EXPECT_GE(j.excluded_workers[k].from_round + 1, c.excluded[k].from_round);
+    }
+  }
+  EXPECT_FALSE(r.time_limit_reached);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+  if (loss) {
+    EXPECT_GT(j.retransmissions, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CasesSeedsLoss, RinaFailures,
+    ::testing::Combine(
+        ::testing::Values(RinaFailure{"agent", "  - {crash: w0, at_round: 1}", {{"w0", 1}}},
+                          RinaFailure{"worker", "  - {crash: w4, at_round: 2}", {{"w4", 2}}},
+                          RinaFailure{"autonomous", "  - {crash: a0, at_round: 3}", {{"a0", 3}}},
+                          RinaFailure{"rack_of_two", "  - {crash: w7, at_round: 1}", {{"w7", 1}}},
+                          RinaFailure{"mid_round", "  - {crash: w2, at_us: 40}", {{"w2", 99}}},
+                          RinaFailure{"two", "  - {crash: w3, at_round: 1}\n  - {crash: w6, at_round: 2}",
+                                      {{"w3", 1}, {"w6", 2}}}),
+        ::testing::Values(1u, 2u, 3u), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<RinaFailureParam>& p) {
+      return std::string(std::get<0>(p.param).name) + "_seed" + std::to_string(std::get<1>(p.param)) +
+             (std::get<2>(p.param) ? "_loss" : "");
+    });
+
 TEST(ScenarioRun, CrashAtTimeOfThePs) {
   // The PS stops mid-round: its workers fail after their progress timeout, honestly reported.
   const Scenario s =

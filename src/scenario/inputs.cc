@@ -66,11 +66,14 @@ namespace {
 // The sums of round `round` at ref.exponents (one per fragment; empty: the job's first exponent
 // from `scale` for all), and with `magnitudes`, each fragment's largest magnitude this round.
 void sum_round(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
-               double magnitude, double scale, std::size_t width, RoundReference& ref, bool magnitudes) {
+               double magnitude, double scale, std::size_t width, RoundReference& ref, bool magnitudes,
+               std::span<const std::uint32_t> excluded = {}) {
   ref.int_sum.assign(elements, 0);
   ref.float_sum.assign(elements, 0.0);
   ref.abs_sum.assign(elements, 0.0);
-  ref.addends = workers;
+  auto is_excluded = [&](std::size_t w) { return std::find(excluded.begin(), excluded.end(), w) != excluded.end(); };
+  ref.addends = 0;
+  for (std::size_t w = 0; w < workers; ++w) ref.addends += is_excluded(w) ? 0 : 1;
   const std::size_t pieces = (elements + width - 1) / width;
   if (magnitudes) ref.magnitudes.assign(pieces, kNoMagnitude);
   std::vector<float> input(width);
@@ -80,6 +83,7 @@ void sum_round(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t
     const std::span<float> in = std::span(input).first(n);
     const double piece_scale = std::ldexp(1.0, ref.exponents.empty() ? initial_exponent(scale) : ref.exponents[k]);
     for (std::size_t w = 0; w < workers; ++w) {
+      if (is_excluded(w)) continue;
       generate_input(input_seed(seed, job, w, round), magnitude, in, begin);
       quantize(in, piece_scale, std::span(quantized).first(n));
       if (magnitudes) ref.magnitudes[k] = std::max(ref.magnitudes[k], magnitude_of(in));
@@ -129,13 +133,13 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 
 void make_reference_at(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
                        double magnitude, std::size_t values_per_packet, std::span<const std::int16_t> exponents,
-                       RoundReference& ref) {
+                       RoundReference& ref, std::span<const std::uint32_t> excluded) {
   if (values_per_packet == 0 ||
       exponents.size() != fragment_count(elements, static_cast<std::uint16_t>(values_per_packet))) {
     throw std::invalid_argument("make_reference_at: one exponent per fragment of values_per_packet values");
   }
   ref.exponents.assign(exponents.begin(), exponents.end());
-  sum_round(seed, job, workers, round, elements, magnitude, kDefaultScale, values_per_packet, ref, true);
+  sum_round(seed, job, workers, round, elements, magnitude, kDefaultScale, values_per_packet, ref, true, excluded);
 }
 
 std::string unresolved_fragment(const RoundReference& ref, std::size_t values_per_packet) {

@@ -53,6 +53,11 @@ std::string to_json(const ScenarioResult& result) {
     o["algbw_gbps"] = j.algbw_gbps;
     o["round_end_seconds"] = j.round_end_seconds;
     o["error"] = j.error;
+    if (!j.excluded_workers.empty()) {
+      ordered_json excluded = ordered_json::array();
+      for (const ExcludedWorker& e : j.excluded_workers) excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
+      o["excluded_workers"] = std::move(excluded);
+    }
     jobs.push_back(std::move(o));
   }
   root["jobs"] = std::move(jobs);
@@ -157,6 +162,10 @@ std::string to_summary(const ScenarioResult& result) {
     if (!aggregations.empty()) out << "  aggregated in switches: " << aggregations << "\n";
     if (j.reclaimed_aggregators > 0) {
       out << "  aggregators reclaimed by switch timeouts: " << j.reclaimed_aggregators << "\n";
+    }
+    for (const ExcludedWorker& e : j.excluded_workers) {
+      out << "  went on without " << e.host << " (crashed): rounds from " << e.from_round
+          << " on are the other workers' sum\n";
     }
     if (!j.error.empty()) out << "  error: " << j.error << "\n";
   }

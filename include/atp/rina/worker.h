@@ -91,6 +91,11 @@ class RinaWorker {
   // The exponents the next round's first pass will use for its first `fragments` fragments
   // (positions never reduced yet: the config's scale), which a redo pass may still change.
   std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const;
+  // A seq past every one this worker's ring may have used so far: its own round's and the next
+  // round's, which a worker ahead of it may have begun. A ring re-formed from this one (a worker
+  // gone, docs/rina.md "Failures") starts there (RinaConfig::initial_seq), so that no packet of
+  // this ring still on its way is taken for one of the new ring's.
+  Seq next_ring_seq() const;
   const RinaStats& stats() const;
   const RinaConfig& config() const;
 

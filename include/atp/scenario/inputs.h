@@ -44,9 +44,11 @@ void make_reference(std::uint64_t seed, JobId job, std::size_t workers, std::uin
 
 // The same at given exponents, one per fragment (Rina's, which a redo pass may have changed).
 // ref.magnitudes gets each fragment's largest magnitude among the workers' values this round.
+// `excluded`: workers (indices below `workers`) whose values are not in the sum (a Rina ring
+// re-formed without them).
 void make_reference_at(std::uint64_t seed, JobId job, std::size_t workers, std::uint32_t round, std::size_t elements,
                        double magnitude, std::size_t values_per_packet, std::span<const std::int16_t> exponents,
-                       RoundReference& ref);
+                       RoundReference& ref, std::span<const std::uint32_t> excluded = {});
 
 // "" if every fragment's exponent in `ref` (from make_reference_at) holds its largest value to
 // float32's precision (fixed_point.h, resolved), else one sentence naming the first that does not.

@@ -143,6 +143,13 @@ std::uint64_t scenario_memory_bytes(const Scenario& scenario);
 // killed for memory.
 void check_scenario_memory(const Scenario& scenario, std::uint64_t available);
 
+// A worker a Rina job went on without (docs/rina.md "Failures"): its host crashed, and the ring
+// of the others, re-formed, redid the rounds from `from_round` on without its values.
+struct ExcludedWorker {
+  std::string host;
+  std::uint32_t from_round = 0;
+};
+
 struct JobResult {
   std::string name;
   bool correct = false;                // every round completed on every worker with the exact result
@@ -173,6 +180,9 @@ struct JobResult {
   double in_network_share = 0;
   std::string error;              // why the job is not correct, if it is not
   std::string algorithm = "atp";  // Algorithm::name
+  // Rina: workers whose host crashed and whom the others' ring went on without. Their rounds from
+  // `from_round` on are the others' exact sum, and correct means that.
+  std::vector<ExcludedWorker> excluded_workers;
   // Seconds from the start of the run at which each round was completed by every worker: the
   // job's progress over time, for goodput plots.
   std::vector<double> round_end_seconds;

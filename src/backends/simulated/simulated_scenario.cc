@@ -239,6 +239,9 @@ class HostNode final : public sim::Node {
   std::vector<NoiseSender> noise;
   bool crashed = false;
   Time crash_time{};
+  // What the control plane does when this host crashes (a Rina job's ring re-forms without it),
+  // run right after the crash: it sees the process gone at once, as a launcher sees its child exit.
+  std::vector<std::function<void(Time)>> on_crash;
   std::optional<std::uint32_t> crash_round;  // crash when a worker here would start this round
   std::uint64_t dropped = 0;                 // undecodable, or for a job with no endpoint here
 
@@ -257,8 +260,19 @@ class RoundDriver {
       : job_(job), index_(index), host_(host), node_(node) {}
 
   void start_round(Time now);
+  // start_round at `at`, unless restart() comes first.
+  void schedule_start(Time at);
   // Called after every call into the endpoint: notices completion and failure.
   void after_endpoint_call(Time now);
+  // Its job's ring re-formed (a worker gone, Rina): from `round` on again, at once, with the
+  // endpoint the host now has. A start scheduled before is void.
+  void restart(std::uint32_t round, Time now);
+  // Stops it for good with `why` as its error.
+  void fail(std::string why) {
+    running = false;
+    stopped = true;
+    if (error.empty()) error = std::move(why);
+  }
 
   JobEndpoint& endpoint() { return host_.workers.at(job_id()).endpoint; }
   JobId job_id() const;
@@ -278,6 +292,7 @@ class RoundDriver {
   HostNode& host_;
   NodeId node_;
   std::uint32_t round_ = 0;  // the round running or next to start
+  std::uint32_t epoch_ = 0;  // restarts so far: a start scheduled in an earlier epoch is void
   std::vector<float> input_;
 };
 
@@ -299,6 +314,11 @@ struct JobRuntime {
   std::uint64_t seed = 0;
   std::vector<std::unique_ptr<RoundDriver>> drivers;
   std::vector<HostNode*> ps_hosts;
+  // Rina: the workers (indices into drivers) its ring went on without, and when; every switch
+  // any of its rings used (for the report).
+  std::vector<std::uint32_t> excluded;
+  std::vector<ExcludedWorker> excluded_workers;
+  std::set<std::string> rina_switches;
   std::map<std::uint32_t, RoundReference> references;
   // Float32-path fragments per round (every worker gets the same set), counted when the round's
   // first worker completes it; the report sums the rounds every worker completed, like `fragments`.
@@ -317,12 +337,12 @@ struct JobRuntime {
     RoundReference& ref = references[round];
     if (const RinaWorker* rina_worker = first_finisher.rina()) {
       scenario_inputs::make_reference_at(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                         values_per_packet, rina_worker->result_exponents(), ref);
+                                         values_per_packet, rina_worker->result_exponents(), ref, excluded);
     } else {
       scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
                                       job->spec.scale, values_per_packet, ref);
     }
-    ref.checks_left = drivers.size();
+    ref.checks_left = drivers.size() - excluded.size();
     // Every worker gets the same set of float fragments; count them once per round.
     if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
     float_fragments_by_round[round] = first_finisher.atp() ? first_finisher.atp()->float_fragments().size() : 0;
@@ -406,6 +426,7 @@ void crash_host(HostNode& host, Time now, sim::Network& network, NodeId node) {
   host.crashed = true;
   host.crash_time = now;
   network.wake(node);
+  for (const auto& hook : host.on_crash) network.schedule(now, hook);
 }
 
 void RoundDriver::start_round(Time now) {
@@ -444,9 +465,21 @@ void RoundDriver::after_endpoint_call(Time now) {
   ++rounds_completed;
   ++round_;
   job_.times.completed(round_ - 1, now);
-  if (round_ < job_.job->rounds) {
-    job_.network->schedule(now + job_.job->compute_time, [this](Time t) { start_round(t); });
-  }
+  if (round_ < job_.job->rounds) schedule_start(now + job_.job->compute_time);
+}
+
+void RoundDriver::schedule_start(Time at) {
+  job_.network->schedule(at, [this, epoch = epoch_](Time t) {
+    if (epoch == epoch_) start_round(t);
+  });
+}
+
+void RoundDriver::restart(std::uint32_t round, Time now) {
+  ++epoch_;
+  running = false;
+  round_ = round;
+  rounds_completed = std::min(rounds_completed, round);
+  if (round_ < job_.job->rounds) start_round(now);
 }
 
 void RoundDriver::verify() {
@@ -522,6 +555,7 @@ struct SimulatedScenario::Impl {
   Impl(const Scenario& s, sim::Network& n) : scenario(s), network(n) {}
 
   void build();
+  void reform(JobRuntime& rt, Time now);
   void sample_series(Time now);
   JobResult job_result(const JobRuntime& rt) const;
 
@@ -670,7 +704,11 @@ void SimulatedScenario::Impl::build() {
         // The parser checks every setting an endpoint rejects; this only guards against a gap.
         throw ScenarioError("jobs[" + std::to_string(rt->file_index) + "]: " + e.what());
       }
-      network.schedule(Time(job.start_time), [driver](Time t) { driver->start_round(t); });
+      driver->schedule_start(Time(job.start_time));
+      if (rt->rina) host.on_crash.push_back([this, job_runtime = rt.get()](Time t) { reform(*job_runtime, t); });
+    }
+    if (rt->rina) {
+      for (const auto& [name, sw] : rt->rina->switches) rt->rina_switches.insert(name);
     }
     for (std::size_t p = 0; p < job.spec.ps.size(); ++p) {
       HostNode& host = *hosts.at(job.spec.ps[p]);
@@ -696,6 +734,72 @@ void SimulatedScenario::Impl::build() {
   }
 
   for (const auto& [name, id] : node_ids) network.wake(id);
+}
+
+// A Rina job's worker host crashed: the control plane re-forms the ring of the others (docs/rina.md
+// "Failures"). The rack of a gone worker stays one member while two or more of the job's workers
+// are left in it; a worker left alone in its rack is a member of its own. Every survivor redoes
+// the rounds from the earliest one some survivor has not completed, so that all of them hold the
+// same sums (a round some of them completed with the gone worker's values is done again without).
+void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
+  const JobId id = rt.job->spec.id;
+  std::vector<RoundDriver*> survivors;
+  std::vector<std::uint32_t> gone;
+  std::uint32_t from_round = rt.job->rounds;
+  for (std::uint32_t w = 0; w < rt.drivers.size(); ++w) {
+    RoundDriver& d = *rt.drivers[w];
+    if (!d.host().crashed) {
+      survivors.push_back(&d);
+      from_round = std::min(from_round, d.rounds_completed);
+    } else if (std::find(rt.excluded.begin(), rt.excluded.end(), w) == rt.excluded.end()) {
+      gone.push_back(w);
+    }
+  }
+  // (All rounds done: nothing to go on with; the crash is reported as any.)
+  if (survivors.empty() || gone.empty() || from_round >= rt.job->rounds) return;
+  for (const std::uint32_t w : gone) {
+    rt.excluded.push_back(w);
+    rt.excluded_workers.push_back(ExcludedWorker{rt.drivers[w]->host().name, from_round});
+  }
+  JobSpec spec = rt.job->spec;
+  spec.workers.clear();
+  for (const RoundDriver* d : survivors) spec.workers.push_back(d->host().name);
+  spec.values_per_packet = rt.values_per_packet;
+  spec.initial_seq = 0;
+  for (RoundDriver* d : survivors) {
+    const Seq bound = d->endpoint().rina()->next_ring_seq();
+    if (seq_before(spec.initial_seq, bound)) spec.initial_seq = bound;
+  }
+  RinaJobPlan plan;
+  try {
+    plan = plan_rina_job(network_plan, spec);
+  } catch (const PlanError& e) {  // a subset of a plan that worked: not expected
+    for (RoundDriver* d : survivors) d->fail(std::string("the ring could not re-form: ") + e.what());
+    return;
+  }
+  // The switches: the old ring's entries go (their aggregators freed), the new ring's come.
+  const Address group = multicast_group_address(id);
+  for (const auto& [name, sw] : rt.rina->switches) {
+    SwitchNode& node = *switches.at(name);
+    std::erase_if(node.setup.jobs, [id](const SwitchSetup::Job& j) { return j.entry.job == id; });
+    node.pipeline().remove_job(id);
+    node.pipeline().remove_multicast_group(group);
+  }
+  for (const auto& [name, sw] : plan.switches) {
+    SwitchNode& node = *switches.at(name);
+    node.setup.jobs.push_back(SwitchSetup::Job{group, sw.multicast_ports, sw.entry});
+    node.pipeline().add_multicast_group(group, sw.multicast_ports);
+    node.pipeline().install_job(sw.entry);
+    rt.rina_switches.insert(name);
+  }
+  // References of the rounds to redo are made again, without the gone workers' values.
+  std::erase_if(rt.references, [from_round](const auto& e) { return e.first >= from_round; });
+  for (std::size_t k = 0; k < survivors.size(); ++k) {
+    RoundDriver& d = *survivors[k];
+    d.endpoint() = JobEndpoint(RinaWorker(plan.workers[k]));
+  }
+  rt.rina = std::move(plan);
+  for (RoundDriver* d : survivors) d->restart(from_round, now);
 }
 
 sim::NodeId SimulatedScenario::node_id(const std::string& name) const { return impl_->node_ids.at(name); }
@@ -752,8 +856,12 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   r.completed_rounds = job.rounds;
   std::uint64_t hop_pieces = 0;  // Rina: hop sums (or pieces of them) its carriers received
   std::string crash_error, mismatch_error, failure_error, unfinished_error;
-  for (const auto& d : rt.drivers) {
-    r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
+  r.excluded_workers = rt.excluded_workers;
+  for (std::uint32_t w = 0; w < rt.drivers.size(); ++w) {
+    const auto& d = rt.drivers[w];
+    // A worker the ring went on without: its counts are in, its rounds and its crash are not.
+    const bool excluded = std::find(rt.excluded.begin(), rt.excluded.end(), w) != rt.excluded.end();
+    if (!excluded) r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
     if (const WorkerEndpoint* ep = d->endpoint().atp()) {
       r.retransmissions += ep->stats().retransmissions;
       r.fast_retransmits += ep->stats().fast_retransmits;
@@ -766,7 +874,9 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     r.wrong_values += d->wrong_values;
     const bool finished = d->rounds_completed == job.rounds;
     // The first reason of each kind; a crash explains the others' failures, so it wins.
-    if (d->host().crashed && !finished) {
+    if (excluded) {
+      continue;
+    } else if (d->host().crashed && !finished) {
       if (crash_error.empty()) {
         std::ostringstream s;
         s << "host '" << d->host().name << "' crashed at " << to_seconds(d->host().crash_time.time_since_epoch())
@@ -790,7 +900,9 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     if (r.error.empty()) r.error = *e;
   }
   r.correct = r.error.empty() && r.completed_rounds == job.rounds;
-  for (const auto& [name, sw] : rt.switch_plans()) {
+  std::set<std::string> used = rt.rina_switches;
+  for (const auto& [name, sw] : rt.plan.switches) used.insert(name);
+  for (const std::string& name : used) {
     const SwitchJobCounters c = switches.at(name)->job_counters(id);
     r.switch_aggregations[name] = c.aggregations;
     r.collisions += c.collisions;
