@@ -57,8 +57,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
        buffer_packets, ecn_threshold_packets, one_way (false: both directions),
        from_us (0), until_us (forever)}
     - {crash: host, at_round: N | at_us: T}   the host stops for good (before round N, 0-based);
-                                              its jobs fail, but a Rina job on inproc or ns3
-                                              goes on without it (docs/rina.md "Failures")
+                                              its jobs fail, but a Rina job goes on without
+                                              it (docs/rina.md "Failures")
     - {restart: switch, at_us, down_us (0)}   the switch loses all state, drops everything for
                                               down_us, then gets its jobs installed again
     - {noise: host, rate_pps (1000), from_us (0), until_us (forever)}

@@ -136,13 +136,9 @@ jobs:
   EXPECT_EQ(r.rounds.size(), 5u * 2u);
 }
 
-// Rina on real sockets (docs/rina.md): two aggregating racks of three and a worker alone under a
-// third switch (an autonomous member), with loss on a rack's uplink, downlink and the spine.
-// Every worker checks its sums exactly, and a worker that missed a final when the others were
-// done still gets it (they stay to answer: Communicator::close).
-TEST(LoopbackIntegration, RinaRingOfRacksAndAWorkerAloneIsExactUnderLoss) {
-  const Outcome r = run(parse_scenario_yaml(R"(
-seed: 3
+// Two aggregating racks of three under a spine, ranks alternating between them, and a worker
+// alone under a third switch that does not aggregate (an autonomous member of a Rina ring).
+constexpr const char* kRinaRacks = R"(
 topology:
   switches: [{name: spine}, {name: tor0, atp: true}, {name: tor1, atp: true}, {name: tor2}]
   hosts:
@@ -154,6 +150,15 @@ topology:
     - {name: w5, switch: tor1}
     - {name: w6, switch: tor2}
   links: [[tor0, spine], [tor1, spine], [tor2, spine]]
+)";
+
+// Rina on real sockets (docs/rina.md): two aggregating racks of three and a worker alone under a
+// third switch (an autonomous member), with loss on a rack's uplink, downlink and the spine.
+// Every worker checks its sums exactly, and a worker that missed a final when the others were
+// done still gets it (they stay to answer: Communicator::close).
+TEST(LoopbackIntegration, RinaRingOfRacksAndAWorkerAloneIsExactUnderLoss) {
+  const Outcome r = run(parse_scenario_yaml(std::string(kRinaRacks) + R"(
+seed: 3
 jobs:
   - {name: r, algorithm: rina, workers: [w0, w1, w2, w3, w4, w5, w6], elements: 100003, rounds: 3}
 faults:
@@ -171,6 +176,36 @@ faults:
   EXPECT_GT(j.switch_aggregations.at("tor1"), 0u);
   EXPECT_EQ(j.switch_aggregations.at("tor2"), 0u) << "tor2 does not aggregate";
   EXPECT_GT(j.retransmissions, 0u) << "nothing was resent: the loss was not applied";
+  EXPECT_EQ(r.result.leaked_aggregators, 0u);
+}
+
+// Rina's failures on real processes (docs/rina.md "Failures"): tor0's agent (w0) crashes before
+// round 1, at a round's barrier; the worker alone under tor2 (w6) at 0.3 s, inside a round or
+// between two (10 ms of compute each), whose others then fail it after their progress timeout
+// (0.2 s here) or wait at its barrier. Each time
+// the runner re-forms the ring of the others, who redo the round, and every round from then on is
+// their exact sum, checked by each.
+TEST(LoopbackIntegration, RinaGoesOnWithoutCrashedWorkers) {
+  const Outcome r = run(parse_scenario_yaml(std::string(kRinaRacks) + R"(
+seed: 5
+jobs:
+  - {name: r, algorithm: rina, workers: [w0, w1, w2, w3, w4, w5, w6], elements: 100003, rounds: 40,
+     compute_us: 10000, progress_timeout_us: 200000}
+faults:
+  - {crash: w0, at_round: 1}
+  - {crash: w6, at_us: 300000}
+  - {link: [tor1, spine], loss: 0.01}
+)",
+                                            "test"));
+  const JobResult& j = r.result.jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 40u);
+  EXPECT_EQ(j.wrong_values, 0u);
+  ASSERT_EQ(j.excluded_workers.size(), 2u);  // 40 rounds take 0.4 s at least: w6 crashes during them
+  EXPECT_EQ(j.excluded_workers[0].host, "w0");
+  EXPECT_LE(j.excluded_workers[0].from_round, 1u);
+  EXPECT_EQ(j.excluded_workers[1].host, "w6");
+  EXPECT_GT(j.switch_aggregations.at("tor0"), 0u) << "tor0's rack goes on as one member of two";
   EXPECT_EQ(r.result.leaked_aggregators, 0u);
 }
 

@@ -169,6 +169,34 @@ faults:
   EXPECT_GT(j.retransmissions, 0u) << "nothing was resent: the loss was not applied";
 }
 
+// Rina's failures on real processes (docs/rina.md "Failures"): tor1's agent (w2) crashes before
+// round 1, and tor0's second worker (w1) before round 2, which leaves w0 alone in its rack. The
+// runner re-forms the ring each time (tor1 stays one member of two workers, w0 becomes one of its
+// own), and every round from then on is the others' exact sum, checked by each of them.
+TEST_F(NetnsIntegration, RinaGoesOnWithoutCrashedWorkers) {
+  const ScenarioResult r = run_netns(two_racks(R"(
+jobs:
+  - {name: r, algorithm: rina, workers: [w0, w1, w2, w3, x], elements: 50000, rounds: 4}
+faults:
+  - {crash: w2, at_round: 1}
+  - {crash: w1, at_round: 2}
+  - {link: [w0, tor0], loss: 0.02}
+)"),
+                                     with_binary());
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(j.completed_rounds, 4u);
+  EXPECT_EQ(j.wrong_values, 0u);
+  ASSERT_EQ(j.excluded_workers.size(), 2u) << to_summary(r);
+  EXPECT_EQ(j.excluded_workers[0].host, "w2");
+  EXPECT_LE(j.excluded_workers[0].from_round, 1u);
+  EXPECT_EQ(j.excluded_workers[1].host, "w1");
+  EXPECT_LE(j.excluded_workers[1].from_round, 2u);
+  EXPECT_GE(j.excluded_workers[1].from_round, j.excluded_workers[0].from_round);
+  EXPECT_GT(j.switch_aggregations.at("tor1"), 0u);
+  EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
 TEST_F(NetnsIntegration, BadPacketsFromAHostAreAllRejectedAndHarmless) {
   // x sends garbage, spoofed and unknown-job packets to the ATP port: every one must be counted
   // by a switch (the unparseable ones as malformed frames) and the job must stay exact.

@@ -120,6 +120,26 @@ TEST_F(OrchestratorTest, ARestartedSwitchGetsItsJobsAgain) {
   EXPECT_TRUE(on_switch(3));
 }
 
+// A Rina ring that re-forms (docs/rina.md "Failures"): its parts leave the switches, and the job
+// goes in again under its id, planned without a worker, which a restart then brings back.
+TEST_F(OrchestratorTest, ARinaJobRemovedFromTheSwitchesGoesInAgainUnderItsId) {
+  JobSpec spec = attach_job(3);
+  spec.id = 12;
+  spec.ps.clear();
+  ASSERT_EQ(orchestrator_.install(orchestrator_.plan_rina(spec)), control::Install::kInstalled);
+  ASSERT_TRUE(on_switch(12));
+  orchestrator_.remove_from_switches(12);
+  EXPECT_FALSE(on_switch(12));
+  orchestrator_.remove_from_switches(12);  // nothing left: nothing to do
+  spec.workers.pop_back();
+  const RinaJobPlan two = orchestrator_.plan_rina(spec);
+  ASSERT_EQ(orchestrator_.install(two), control::Install::kInstalled);
+  EXPECT_TRUE(on_switch(12));
+  sw().remove_job(12);  // as a restart loses it
+  orchestrator_.reinstall("tor0");
+  EXPECT_TRUE(on_switch(12));
+}
+
 TEST_F(OrchestratorTest, RevokingTheLeasesRemovesWhatHungOnThem) {
   orchestrator_.hold_leases(10s);
   JobSpec spec = attach_job(2);  // the workers' ports on the switch's lease, the PS's not

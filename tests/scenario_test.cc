@@ -1171,6 +1171,34 @@ TEST(WorkerProcessSpec, CarriesAnAtpConfigOnlyForAtpsProtocol) {
   EXPECT_EQ(atp_back.job, 3);
 }
 
+// What a re-formed Rina ring tells each worker left (docs/rina.md "Failures"), and the lines it
+// answers with, read back as written.
+TEST(WorkerProcessSpec, ReformAndFailedLinesReadBack) {
+  worker_process::Reform reform;
+  reform.rina.job = 9;
+  reform.rina.rank = 1;
+  reform.rina.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  reform.rina.members = {{0, 1}, {2}};
+  reform.rina.initial_seq = 4000000000u;
+  reform.excluded = {3, 5};
+  reform.round = 2;
+  const worker_process::Reform back = worker_process::reform_from_json(worker_process::reform_json(reform));
+  EXPECT_EQ(back.rina.rank, 1u);
+  EXPECT_EQ(back.rina.members, reform.rina.members);
+  EXPECT_EQ(back.rina.initial_seq, 4000000000u);
+  EXPECT_EQ(back.excluded, reform.excluded);
+  EXPECT_EQ(back.round, 2u);
+  EXPECT_THROW(worker_process::reform_from_json(R"({"excluded": [], "round": 1})"), std::exception);
+
+  const worker_process::WorkerLine failed =
+      worker_process::parse_line(R"({"event": "failed", "round": 3, "next_seq": 77, "error": "no progress"})");
+  EXPECT_EQ(failed.event, "failed");
+  EXPECT_EQ(failed.round, 3u);
+  EXPECT_EQ(failed.next_seq, 77u);
+  EXPECT_EQ(failed.error, "no progress");
+  EXPECT_EQ(worker_process::parse_line(R"({"event": "failed", "round": 3})").event, "") << "a failed line names its error";
+}
+
 TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {
   // `atp worker --spec /dev/zero`: exit 2 at once instead of reading until memory runs out.
   EXPECT_EQ(run_worker_process("/dev/zero"), 2);

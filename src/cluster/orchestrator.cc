@@ -287,4 +287,18 @@ void Orchestrator::reinstall(const std::string& name) {
   }
 }
 
+void Orchestrator::remove_from_switches(JobId id) {
+  const auto job = installed_.find(id);
+  if (job == installed_.end()) return;
+  const std::map<std::string, SwitchJobPlan> parts = std::move(job->second);
+  installed_.erase(job);
+  for (const auto& [name, part] : parts) {
+    try {
+      switch_client(name).remove_job(id);
+    } catch (const control::DaemonError& e) {
+      if (e.status() != 0) throw;
+    }
+  }
+}
+
 }  // namespace atp

@@ -259,6 +259,13 @@ std::vector<std::int16_t> Communicator::result_exponents() const {
   });
 }
 
+Seq Communicator::next_ring_seq() const {
+  return on_loop([impl = impl_.get()] {
+    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
+    return rina ? rina->next_ring_seq() : Seq{0};
+  });
+}
+
 std::vector<std::int16_t> Communicator::next_exponents(std::uint32_t fragments) const {
   return on_loop([impl = impl_.get(), fragments] {
     const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);

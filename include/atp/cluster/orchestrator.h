@@ -94,6 +94,11 @@ class Orchestrator {
   // Installs again, on switch `name`, the part of every job installed so far (a switch that
   // restarted lost them). Throws control::DaemonError.
   void reinstall(const std::string& name);
+  // Removes job `id`'s parts from the switches install() put them on (their aggregators freed)
+  // and forgets them: a Rina ring that re-forms without a worker gone (docs/rina.md "Failures")
+  // goes in again under the same id. A switch that does not answer (down: it comes back
+  // without the job) is passed over; one that refuses throws control::DaemonError.
+  void remove_from_switches(JobId id);
 
  private:
   control::Install install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,

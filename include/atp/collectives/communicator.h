@@ -75,6 +75,8 @@ class Communicator : public Allreduce {
   // (RinaWorker::result_exponents, next_exponents); empty for ATP, whose PS picks them.
   std::vector<std::int16_t> result_exponents() const;
   std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const;
+  // Rina: RinaWorker::next_ring_seq (where a ring re-formed from this one starts). 0 for ATP.
+  Seq next_ring_seq() const;
   std::uint16_t values_per_packet() const;  // the job's fragment width (its plan's)
   // Datagrams dropped before the endpoint because they came from neither a PS of the job nor this
   // host's PS relay (addressed by IP). With an uplink the kernel drops them instead: always 0.

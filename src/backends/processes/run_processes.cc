@@ -118,6 +118,8 @@ class ProcessRun {
     std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
     Clock::time_point waiting_since;       // when its "wait" line came
     bool stopped = false;                  // killed by the runner because its job had already failed
+    std::optional<std::uint32_t> failed;   // Rina: the round it failed (a "failed" line), until "reform" or "stop"
+    Seq next_seq = 0;                      // Rina: from its last "wait" or "failed" line
   };
   struct Switch {
     Child* child = nullptr;
@@ -563,7 +565,10 @@ class ProcessRun {
       }
     }
     if (!first_wait) return Clock::time_point::max();
-    const Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
+    Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
+    // A Rina ring that lost a worker: those still in their round fail it after their progress
+    // timeout and then wait too; they have that, and as long again, from the loss.
+    if (lost_since_[job]) give_up = std::max(give_up, *lost_since_[job] + 2 * s_.jobs[job].spec.progress_timeout);
     if (Clock::now() < give_up) return give_up;
     // What the others have written already counts first: this runner may itself have been busy
     // past the timeout (a switch restart, a loaded machine) while their lines waited in the pipes.
@@ -576,7 +581,7 @@ class ProcessRun {
                                        [&](const Worker& w) { return w.job == job && !w.finished && w.waiting; });
     if (released) return Clock::time_point::max();
     for (Worker& w : workers_) {
-      if (w.job != job || w.finished || w.waiting) continue;
+      if (w.job != job || w.finished || w.waiting || w.failed) continue;
       children_.kill(*w.child);
       w.finished = true;
       w.result.completed_rounds = w.rounds_done;
@@ -608,8 +613,17 @@ class ProcessRun {
     }
   }
 
-  // Once every live worker of `job` waits to start a round, all of them start it.
+  // Once every live worker of `job` waits to start a round, all of them start it. A Rina job that
+  // lost a worker re-forms its ring instead, once every live worker waits or has failed its round.
   void release_barrier(std::size_t job) {
+    if (rina(job) && lost(job)) {
+      if (!lost_since_[job]) lost_since_[job] = Clock::now();
+      const bool all_stalled = std::all_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
+        return w.job != job || w.finished || w.waiting || w.failed;
+      });
+      if (all_stalled) reform(job);
+      return;
+    }
     bool any = false;
     for (const Worker& w : workers_) {
       if (w.job != job || w.finished) continue;
@@ -622,6 +636,61 @@ class ProcessRun {
       w.waiting.reset();
       children_.write(*w.child, "go\n");
     }
+  }
+
+  // Whether a worker of Rina job `job` crashed (the scenario's crash) and its ring has not been
+  // re-formed without it yet.
+  bool lost(std::size_t job) const {
+    return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
+      return w.job == job && w.finished && w.result.crashed && !excluded(job, w.index);
+    });
+  }
+  bool excluded(std::size_t job, std::size_t index) const {
+    return std::find(excluded_[job].begin(), excluded_[job].end(), index) != excluded_[job].end();
+  }
+
+  // The ring of Rina job `job`'s workers left, planned and installed anew (docs/rina.md
+  // "Failures"): every one of them goes on, with its part of it, from the earliest round one of
+  // them has not completed, so that all hold the same sums; its seqs start past the old ring's.
+  void reform(std::size_t job) {
+    std::vector<Worker*> left;
+    std::uint32_t from_round = s_.jobs[job].rounds;
+    for (Worker& w : workers_) {
+      if (w.job != job || w.finished) continue;
+      left.push_back(&w);
+      from_round = std::min(from_round, w.rounds_done);
+    }
+    for (const Worker& w : workers_) {
+      if (w.job == job && w.finished && w.result.crashed && !excluded(job, w.index)) {
+        excluded_[job].push_back(static_cast<std::uint32_t>(w.index));
+        excluded_workers_[job].push_back(ExcludedWorker{w.host, from_round});
+      }
+    }
+    lost_since_[job].reset();
+    if (left.empty()) return;
+    JobSpec spec = s_.jobs[job].spec;
+    spec.workers.clear();
+    for (const Worker* w : left) spec.workers.push_back(w->host);
+    spec.values_per_packet = rina_plans_[job].values_per_packet;
+    spec.initial_seq = 0;
+    for (const Worker* w : left) {
+      if (seq_before(spec.initial_seq, w->next_seq)) spec.initial_seq = w->next_seq;
+    }
+    orchestrator_->remove_from_switches(spec.id);
+    RinaJobPlan plan = orchestrator_->plan_rina(spec);
+    if (orchestrator_->install(plan) != control::Install::kInstalled) {
+      throw std::runtime_error("job " + spec.name + ": its ring could not be installed again after a worker was lost");
+    }
+    for (const auto& [name, part] : rina_plans_[job].switches) rina_switches_[job].insert(name);
+    for (std::size_t k = 0; k < left.size(); ++k) {
+      Worker& w = *left[k];
+      const worker_process::Reform r{plan.workers[k], excluded_[job], from_round};
+      children_.write(*w.child, "reform " + worker_process::reform_json(r) + "\n");
+      w.waiting.reset();
+      w.failed.reset();
+      w.rounds_done = from_round;
+    }
+    rina_plans_[job] = std::move(plan);
   }
 
   // Every job is done: flows still running stop now; then each receiver's report is read.
@@ -668,7 +737,17 @@ class ProcessRun {
     } else if (line.event == "wait") {
       w.waiting = line.round;
       w.waiting_since = Clock::now();
+      w.next_seq = line.next_seq;
       release_barrier(w.job);
+    } else if (line.event == "failed") {
+      // A Rina round without progress: its ring lost a worker (it waits to re-form), or it failed.
+      w.next_seq = line.next_seq;
+      if (lost(w.job)) {
+        w.failed = line.round;
+        release_barrier(w.job);
+      } else {
+        children_.write(*w.child, "stop\n");
+      }
     } else if (line.event == "result") {
       w.result = line.result;
       w.finished = true;
@@ -693,10 +772,13 @@ class ProcessRun {
     result.flows = flow_results_;
     std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
     std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size()), stop_error(s_.jobs.size());
+    for (std::size_t j = 0; j < s_.jobs.size(); ++j) result.jobs[j].excluded_workers = excluded_workers_[j];
     for (const Worker& w : workers_) {
       JobResult& r = result.jobs[w.job];
       const worker_process::WorkerResult& out = w.result;
-      r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
+      // A worker its ring went on without: its counts are in, its rounds and its crash are not.
+      const bool left_out = excluded(w.job, w.index);
+      if (!left_out) r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
       r.timeouts += out.timeouts;
@@ -705,7 +787,9 @@ class ProcessRun {
       r.float_fragments = std::max(r.float_fragments, out.float_fragments);
       allreduce_ns[w.job] = std::max(allreduce_ns[w.job], out.allreduce_ns);
       std::string& other = other_error[w.job];
-      if (!w.finished) {
+      if (left_out) {
+        continue;
+      } else if (!w.finished) {
         if (other.empty()) {
           other = "worker '" + w.host + "' did not finish within the time limit of " +
                   std::to_string(ns_to_s(s_.time_limit.count())) + " s (wall clock)";
@@ -734,7 +818,9 @@ class ProcessRun {
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       JobResult& r = result.jobs[j];
       const JobId id = s_.jobs[j].spec.id;
-      for (const auto& [name, plan] : switch_parts(j)) {
+      std::set<std::string> parts = rina_switches_[j];
+      for (const auto& [name, plan] : switch_parts(j)) parts.insert(name);
+      for (const std::string& name : parts) {
         r.switch_aggregations[name] = 0;
         for (const control::SwitchJobStats& jc : stats[name].jobs) {
           if (jc.job != id) continue;
@@ -868,6 +954,14 @@ class ProcessRun {
   std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
   std::vector<FlowResult> flow_results_ = std::vector<FlowResult>(s_.background.size());
   std::vector<std::vector<double>> round_end_ = std::vector<std::vector<double>>(s_.jobs.size());
+  // Rina jobs (docs/rina.md "Failures"): the workers (indices in the job) each ring went on
+  // without, and since when a crashed worker waits to be left out (its ring re-forms once every
+  // worker left waits at the barrier or has failed its round).
+  std::vector<std::vector<std::uint32_t>> excluded_ = std::vector<std::vector<std::uint32_t>>(s_.jobs.size());
+  std::vector<std::vector<ExcludedWorker>> excluded_workers_ = std::vector<std::vector<ExcludedWorker>>(s_.jobs.size());
+  std::vector<std::optional<Clock::time_point>> lost_since_ =
+      std::vector<std::optional<Clock::time_point>>(s_.jobs.size());
+  std::vector<std::set<std::string>> rina_switches_ = std::vector<std::set<std::string>>(s_.jobs.size());
   Clock::time_point start_;
   bool time_limit_reached_ = false;
 };

@@ -4,6 +4,7 @@
 #include "worker_process.h"
 
 #include <csignal>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -155,7 +156,11 @@ WorkerLine parse_line(const std::string& text) {
   if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return line;
   try {
     line.event = j["event"].get<std::string>();
-    if (line.event == "round" || line.event == "wait") line.round = j.at("round").get<std::uint32_t>();
+    if (line.event == "round" || line.event == "wait" || line.event == "failed") {
+      line.round = j.at("round").get<std::uint32_t>();
+    }
+    if (j.contains("next_seq")) line.next_seq = j["next_seq"].get<Seq>();
+    if (line.event == "failed") line.error = j.at("error").get<std::string>();
     if (line.event == "result") {
       WorkerResult& r = line.result;
       r.correct = j.at("correct").get<bool>();
@@ -173,6 +178,20 @@ WorkerLine parse_line(const std::string& text) {
     line.event.clear();  // not one of ours
   }
   return line;
+}
+
+std::string reform_json(const Reform& r) {
+  return json{{"rina_config", json::parse(control::to_json(r.rina))}, {"excluded", r.excluded}, {"round", r.round}}
+      .dump();
+}
+
+Reform reform_from_json(const std::string& text) {
+  const json j = json::parse(text);
+  Reform r;
+  r.rina = control::rina_config_from_json(j.at("rina_config").dump());
+  r.excluded = j.at("excluded").get<std::vector<std::uint32_t>>();
+  r.round = j.at("round").get<std::uint32_t>();
+  return r;
 }
 
 }  // namespace atp::worker_process
@@ -215,11 +234,35 @@ int run_worker_process(const std::string& spec_path) {
     // Rina's sums: exact integers at the exponents its workers picked, which must hold every
     // fragment's largest value to float32's precision (no float path).
     const std::vector<bool> integer_path(rina ? fragments : 0, false);
+    std::vector<std::uint32_t> excluded;  // Rina: workers the ring went on without (a "reform" line)
+    RinaStats left_behind;                // Rina: the counts of the rings it left
     const auto rina_reference = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
       scenario_inputs::make_reference_at(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                         values_per_packet, exponents, ref);
+                                         values_per_packet, exponents, ref, excluded);
     };
-    for (std::uint32_t round = 0; round < spec.rounds && r.error.empty(); ++round) {
+    // The runner's answer to a "wait" or "failed" line; false: the run was called off. A Rina
+    // worker's may be "reform {...}": then its ring is built anew, and `round` is where it goes on.
+    const auto answer = [&](const char* event, std::uint32_t& round, const std::string& error) {
+      json line{{"event", event}, {"round", round}};
+      if (rina) line["next_seq"] = comm->next_ring_seq();
+      if (!error.empty()) line["error"] = error;
+      print(line);
+      if (!std::getline(std::cin, go)) return false;
+      if (!rina || !go.starts_with("reform ")) return true;
+      const Reform reform = reform_from_json(go.substr(std::strlen("reform ")));
+      const RinaStats st = comm->rina_stats();
+      left_behind.retransmissions += st.retransmissions;
+      left_behind.timeouts += st.timeouts;
+      collective.reset();  // its socket's port is the new ring's
+      spec.rina = reform.rina;
+      collective = make_collective(*algorithm, spec);
+      comm = dynamic_cast<Communicator*>(collective.get());
+      excluded = reform.excluded;
+      round = reform.round;
+      r.completed_rounds = std::min(r.completed_rounds, round);
+      return true;
+    };
+    for (std::uint32_t round = 0; round < spec.rounds && r.error.empty();) {
       if (spec.crash_round && round >= *spec.crash_round) {
         r.crashed = true;
         r.error = "host crashed (at_round " + std::to_string(*spec.crash_round) + ") after " +
@@ -240,10 +283,20 @@ int run_worker_process(const std::string& spec_path) {
         scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
                                         spec.scale, values_per_packet, ref);
       }
-      print({{"event", "wait"}, {"round", round}});
-      if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
+      if (!answer("wait", round, "")) return 1;
+      if (go.starts_with("reform ")) continue;  // re-formed: from its round again
+      if (go != "go") return 1;                 // the run was called off
       const Time t0 = EventLoop::now();
-      collective->allreduce(buffer);
+      try {
+        collective->allreduce(buffer);
+      } catch (const std::exception& e) {
+        // Rina: a worker gone leaves its ring without progress; the runner re-forms it or stops.
+        if (!rina) throw;
+        if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();  // time lost counts
+        if (!answer("failed", round, e.what())) return 1;
+        if (go.starts_with("reform ")) continue;
+        throw;  // "stop": the failure is the job's
+      }
       if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
       std::uint64_t floats = 0;
       std::string wrong;
@@ -266,12 +319,13 @@ int run_worker_process(const std::string& spec_path) {
       }
       ++r.completed_rounds;
       print({{"event", "round"}, {"round", round}});
+      ++round;
     }
     if (r.error.empty()) collective->close();
     if (comm && rina) {
       const RinaStats st = comm->rina_stats();
-      r.retransmissions = st.retransmissions;
-      r.timeouts = st.timeouts;
+      r.retransmissions = left_behind.retransmissions + st.retransmissions;
+      r.timeouts = left_behind.timeouts + st.timeouts;
     } else if (comm) {
       const WorkerStats st = comm->stats();
       r.retransmissions = st.retransmissions;

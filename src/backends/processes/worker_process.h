@@ -7,8 +7,14 @@
 //   {"event": "wait", "round": k}           its input and the answer of round k are ready; it waits
 //                                           for "go\n" to start round k: the runner answers once
 //                                           every live worker of the job waits
+//   {"event": "failed", "round": k, "error": ...}
+//                                           Rina: round k failed (no progress: a worker gone); it
+//                                           waits for "reform ..." or "stop" (then reports the error)
 //   {"event": "result", ...}                the last line: see WorkerResult
 // Every worker waits for "go" so that all start together: process start-up is not measured.
+// A Rina worker's "wait" and "failed" lines also carry "next_seq" (RinaWorker::next_ring_seq):
+// where the ring starts if the runner re-forms it, which it does with one line to each worker
+// left, "reform " + reform_json(...), in place of "go" or "stop" (docs/rina.md "Failures").
 #pragma once
 
 #include <cstdint>
@@ -67,13 +73,25 @@ struct WorkerResult {
 };
 
 std::string result_line(const WorkerResult& result);
-// A line the worker printed: its event ("ready", "round", "result"; "" if not one of its lines).
+// A line the worker printed: its event ("ready", "round", "wait", "failed", "result"; "" if not
+// one of its lines).
 struct WorkerLine {
   std::string event;
-  std::uint32_t round = 0;  // "round", "wait"
+  std::uint32_t round = 0;  // "round", "wait", "failed"
+  Seq next_seq = 0;         // "wait", "failed" of a Rina worker
+  std::string error;        // "failed"
   WorkerResult result;      // "result"
 };
 WorkerLine parse_line(const std::string& line);
+
+// The ring a Rina worker goes on in, after workers of its job were lost.
+struct Reform {
+  RinaConfig rina;                      // this worker's part of the new ring's plan
+  std::vector<std::uint32_t> excluded;  // the job's workers (indices) whose values are out from now on
+  std::uint32_t round = 0;              // the round to go on from
+};
+std::string reform_json(const Reform& reform);  // one line, without "reform "
+Reform reform_from_json(const std::string& text);  // throws std::exception naming the key
 
 // The process body itself is atp::run_worker_process (atp/backends/processes.h), which `atp worker` calls.
 
