@@ -366,6 +366,29 @@ TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto
   FAIL() << "no resend after " << plain << " plain copies";
 }
 
+// Before a round trip is measured, a worker waits the longest request interval (an eighth of the
+// progress timeout) before it asks for finals: with ATP's first RTO (1 ms) it asked every few
+// milliseconds of the first round at 200 Mbit/s, whose first acks take tens, and the answers
+// crowded the queues the finals were in.
+TEST(RinaWorkerByHand, AsksForFinalsOnlyAfterTheLongestIntervalBeforeARoundTrip) {
+  RinaConfig c = by_hand({{0, 1}, {2}});
+  c.progress_timeout = std::chrono::seconds(2);  // the longest interval: 250 ms
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, time_from_ns(0), out));
+  for (int i = 0; i < 200 && w.state() == WorkerState::kRunning; ++i) {
+    const Time t = w.next_deadline();
+    const std::size_t before = out.packets.size();
+    w.on_timeout(t, out);
+    for (std::size_t p = before; p < out.packets.size(); ++p) {
+      if (out.header(p).rina != RinaKind::kRequest) continue;
+      EXPECT_GE(t - time_from_ns(0), std::chrono::milliseconds(250));
+      return;
+    }
+  }
+  FAIL() << "it never asked";
+}
+
 // The host's own queue refused packets (Communicator's sink holds them): a congestion mark for the
 // flows with packets in flight, counted; nothing for an idle worker. And the exponents the next
 // round starts with: the config's scale where no round has reduced a position yet.
