@@ -35,6 +35,7 @@
 #include "atp/baselines/ring_allreduce.h"
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/schedule/builders.h"
+#include "memory_store.h"
 #include "run_ranks.h"
 
 namespace atp {
@@ -575,6 +576,35 @@ TEST(TcpScheduleAllreduceTest, AnAcceptThatFailsIsAnErrorNotASpin) {
   ::setrlimit(RLIMIT_NOFILE, &old_limit);
   EXPECT_EQ(message, "ring allreduce on rank 1 of 2: cannot accept a connection on " + addresses[1] + ": " +
                          std::generic_category().message(EMFILE));
+}
+
+// Ranks with no port known ahead (a PyTorch group's) meet through a store: each listens where
+// the kernel says, and the hierarchical schedule's sums are exact on every rank.
+TEST(TcpScheduleAllreduceTest, RanksWithoutKnownPortsMeetThroughAStore) {
+  constexpr int kSize = 5;
+  constexpr std::size_t kCount = 1001;
+  test::MemoryStore store;
+  std::vector<std::vector<float>> results(kSize);
+  const auto errors = run_ranks(kSize, [&](int rank) {
+    const auto allreduce = TcpScheduleAllreduce::join("hierarchical", hierarchical_in_threes, store, rank, kSize,
+                                                      0x7F000001, 20s);
+    std::vector<float> data(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) data[i] = small_integer(rank, i, 0);
+    allreduce->allreduce(data);
+    results[static_cast<std::size_t>(rank)] = std::move(data);
+  });
+  for (int rank = 0; rank < kSize; ++rank) ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
+  for (int rank = 0; rank < kSize; ++rank) {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      float expected = 0;
+      for (int r = 0; r < kSize; ++r) expected += small_integer(r, i, 0);
+      ASSERT_EQ(results[static_cast<std::size_t>(rank)][i], expected) << "rank " << rank << ", element " << i;
+    }
+  }
+  // A rank that never says where it listens: the others fail naming the key, within the timeout.
+  test::MemoryStore alone;
+  EXPECT_THROW(TcpScheduleAllreduce::join("ring", ring_allreduce_schedule, alone, 0, 2, 0x7F000001, 100ms),
+               CollectiveError);
 }
 
 TEST(RingAllreduceTest, RejectsBadArguments) {

@@ -24,7 +24,7 @@ USES = {
     "scenario": ["schedule", "sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "rina", "io",
                  "core"],
-    "torch": ["scenario", "cluster", "collectives", "plan", "io", "core"],
+    "torch": ["scenario", "cluster", "baselines", "collectives", "schedule", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -97,6 +97,21 @@ Fd tcp_socket(int buffer_bytes) {
   return fd;
 }
 
+// A socket listening on `at` (port 0: one the kernel picks); the sockets it accepts inherit its
+// buffer sizes. Throws CollectiveError beginning with `who`.
+Fd listen_on(const SocketAddress& at, int buffer_bytes, const std::string& who) {
+  Fd listener = tcp_socket(buffer_bytes);
+  const int one = 1;
+  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const sockaddr_in local = to_sockaddr(at);
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0 ||
+      ::listen(listener.get(), 128) != 0) {
+    const int error = errno;  // before anything else can overwrite it
+    throw CollectiveError(who + "cannot listen on " + at.to_string() + ": " + reason(error));
+  }
+  return listener;
+}
+
 // Linux "simultaneous open": connecting to a port in the ephemeral range that nobody listens on
 // can pick that same port as the source and connect the socket to itself.
 bool connected_to_itself(int fd) {
@@ -128,7 +143,31 @@ int try_connect(Fd& fd, const SocketAddress& to, Clock::time_point deadline) {
 TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size,
                                            std::vector<std::string> addresses, Duration timeout,
                                            TcpAllreduceOptions options)
+    : TcpScheduleAllreduce(std::move(name), std::move(build), rank, size, std::move(addresses), timeout, options, -1) {}
+
+std::unique_ptr<TcpScheduleAllreduce> TcpScheduleAllreduce::join(std::string name, ScheduleBuilder build, Store& store,
+                                                                 int rank, int size, std::uint32_t bind_ip,
+                                                                 Duration timeout, TcpAllreduceOptions options) {
+  const std::string who = name + " allreduce on rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
+  Fd listener = listen_on(SocketAddress{bind_ip, 0}, options.socket_buffer_bytes, who);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+    throw CollectiveError(who + "cannot read the port it listens on: " + reason(errno));
+  }
+  const std::string key = "tcp/" + name + "/";
+  store.set(key + std::to_string(rank), from_sockaddr(local).to_string());
+  std::vector<std::string> addresses;
+  for (int r = 0; r < size; ++r) addresses.push_back(store.get(key + std::to_string(r), timeout));
+  return std::unique_ptr<TcpScheduleAllreduce>(new TcpScheduleAllreduce(
+      std::move(name), std::move(build), rank, size, std::move(addresses), timeout, options, listener.release()));
+}
+
+TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size,
+                                           std::vector<std::string> addresses, Duration timeout,
+                                           TcpAllreduceOptions options, int listener)
     : name_(std::move(name)), build_(std::move(build)), rank_(rank), size_(size), timeout_(timeout), options_(options) {
+  Fd owned(listener);  // closed if the checks below throw
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument(name_ + " allreduce: rank " + std::to_string(rank) + " is not in [0, " +
                                 std::to_string(size) + "); size must be at least 1");
@@ -151,7 +190,7 @@ TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder bui
   // Whole floats per call; at least one.
   options_.segment_bytes = std::max(sizeof(float), options_.segment_bytes / sizeof(float) * sizeof(float));
   const std::vector<int> peers = schedule_peers(build_(rank, size, 0));
-  if (!peers.empty()) connect_peers(peers);
+  if (!peers.empty()) connect_peers(peers, owned.release());
 }
 
 TcpScheduleAllreduce::~TcpScheduleAllreduce() { close_sockets(); }
@@ -178,21 +217,15 @@ void TcpScheduleAllreduce::fail(const std::string& what) {
   throw CollectiveError(failure_);
 }
 
-void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers) {
+void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int listening) {
   const std::string who = prefix();
   const auto deadline = Clock::now() + timeout_;
 
   // Listen first: lower ranks may already be retrying their connects; the kernel completes the
   // handshakes into the backlog while this rank is still connecting to the higher ones.
-  Fd listener = tcp_socket(options_.socket_buffer_bytes);  // accepted sockets inherit its buffer sizes
-  const int one = 1;
-  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in local = to_sockaddr(addresses_[static_cast<std::size_t>(rank_)]);
-  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0 ||
-      ::listen(listener.get(), 128) != 0) {
-    const int error = errno;  // before anything else can overwrite it
-    throw CollectiveError(who + "cannot listen on " + addresses_[static_cast<std::size_t>(rank_)].to_string() + ": " +
-                          reason(error));
+  Fd listener(listening);
+  if (listener.get() < 0) {
+    listener = listen_on(addresses_[static_cast<std::size_t>(rank_)], options_.socket_buffer_bytes, who);
   }
 
   // Connect to the higher peers, retrying while one is not listening yet (it may start later).
@@ -274,6 +307,7 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers) {
         throw CollectiveError(who + "rank " + std::to_string(theirs.rank) + " of " + std::to_string(theirs.size) +
                               " connected, which is not a lower peer of this rank of " + std::to_string(size_) +
                               " ranks that has yet to connect; do all ranks have the same address list?");
+      const int one = 1;
       ::setsockopt(done.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       fds[i] = std::move(done.fd);
       --awaited;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -35,8 +36,10 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
 
+#include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
+#include "atp/scenario/algorithm.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp::torch_backend {
@@ -120,6 +123,47 @@ ClusterJobOptions::LocalNetwork network_from_scenario_file(const std::string& pa
   return {scenario.topology, job.workers, job.ps.front()};
 }
 
+// ATP_BIND: where the ranks' sockets bind (default 127.0.0.1).
+std::uint32_t bind_ip_from_environment() {
+  const std::string bind = env("ATP_BIND");
+  return bind.empty() ? ClusterJobOptions{}.bind_ip : env_endpoint("ATP_BIND", bind + ":0").ip;
+}
+
+// ATP_ALGORITHM: atp (the default), rina, or hierarchical.
+std::string algorithm_from_environment() {
+  const std::string algorithm = env("ATP_ALGORITHM");
+  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina" || algorithm == "hierarchical",
+              "atp: ATP_ALGORITHM='", algorithm,
+              "' must be atp (in-network aggregation towards the PS, the default), rina (a ring of the racks) or "
+              "hierarchical (the baseline: TCP between the ranks, no switch adds)");
+  return algorithm.empty() ? "atp" : algorithm;
+}
+
+// ATP_ALGORITHM=hierarchical: the baseline Rina is measured against (docs/baselines.md), Horovod's
+// and NCCL's hierarchical allreduce over TCP between the ranks (a reduce-scatter inside each
+// rack, an allreduce across the racks, an allgather inside), no switch adding. Each rank names
+// its rack in ATP_RACK (ranks with the same name share one); the ranks meet in the group's store,
+// each listening on ATP_BIND (default 127.0.0.1) at a port the kernel picks.
+std::unique_ptr<Allreduce> join_hierarchical(Store& store, int rank, int size, Duration timeout) {
+  const std::string rack = env("ATP_RACK");
+  TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=hierarchical needs ATP_RACK on every rank: the name of its rack ",
+              "(ranks with the same name are one rack)");
+  const std::uint32_t bind_ip = bind_ip_from_environment();
+  store.set("rack/" + std::to_string(rank), rack);
+  RankGroups racks;  // in the order of their first rank, as job_racks gives them
+  std::map<std::string, std::size_t> index;
+  for (int r = 0; r < size; ++r) {
+    const auto [it, fresh] = index.emplace(store.get("rack/" + std::to_string(r), timeout), racks.size());
+    if (fresh) racks.emplace_back();
+    racks[it->second].push_back(r);
+  }
+  const Algorithm& hierarchical = *find_algorithm("hierarchical");
+  ScheduleBuilder build = [&hierarchical, racks](int r, int n, std::size_t count) {
+    return hierarchical.schedule(r, n, count, racks);
+  };
+  return TcpScheduleAllreduce::join("hierarchical", std::move(build), store, rank, size, bind_ip, timeout);
+}
+
 // ClusterJobOptions from ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
 // ATP_ALGORITHM, ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
 ClusterJobOptions options_from_environment(Duration timeout) {
@@ -150,11 +194,8 @@ ClusterJobOptions options_from_environment(Duration timeout) {
   } else {
     TORCH_CHECK(env("ATP_SWITCHES").empty(), "atp: ATP_SWITCHES names running switches; ATP_LOCAL=1 starts its own");
   }
-  if (const std::string bind = env("ATP_BIND"); !bind.empty()) o.bind_ip = env_endpoint("ATP_BIND", bind + ":0").ip;
-  const std::string algorithm = env("ATP_ALGORITHM");
-  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina", "atp: ATP_ALGORITHM='", algorithm,
-              "' must be atp (in-network aggregation towards the PS, the default) or rina (a ring of the racks)");
-  if (algorithm == "rina") o.protocol = ClusterJobOptions::Protocol::kRina;
+  o.bind_ip = bind_ip_from_environment();
+  if (algorithm_from_environment() == "rina") o.protocol = ClusterJobOptions::Protocol::kRina;
   if (!env("ATP_VALUES_PER_PACKET").empty()) {
     o.values_per_packet = static_cast<std::uint16_t>(env_number("ATP_VALUES_PER_PACKET", 1, kMaxValuesPerPacket));
   }
@@ -334,9 +375,14 @@ class ProcessGroupAtp : public BackendBase {
   ProcessGroupAtp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Duration timeout,
                   const std::function<c10::intrusive_ptr<BackendBase>()>& make_gloo)
       : BackendBase(rank, size), store_(store) {
-    const ClusterJobOptions options = options_from_environment(timeout);
     try {
-      job_ = ClusterJob::join(store_, rank, size, options);
+      if (algorithm_from_environment() == "hierarchical") {
+        tcp_ = join_hierarchical(store_, rank, size, timeout);
+      } else {
+        job_ = ClusterJob::join(store_, rank, size, options_from_environment(timeout));
+      }
+    } catch (const c10::Error&) {
+      throw;  // a setting's one sentence, already worded
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "atp: ", e.what());
     }
@@ -567,7 +613,8 @@ class ProcessGroupAtp : public BackendBase {
     if (through_atp(t, op)) {
       // float32, contiguous: the tensor itself, else a staged copy written back after.
       at::Tensor c = t.to(at::kFloat).contiguous();
-      job_->communicator().allreduce(std::span<float>(c.data_ptr<float>(), static_cast<std::size_t>(c.numel())));
+      const std::span<float> values(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()));
+      (job_ ? static_cast<Allreduce&>(job_->communicator()) : *tcp_).allreduce(values);
       if (op == c10d::ReduceOp::AVG) c.div_(getSize());
       if (!c.is_same(t)) t.copy_(c);
       return;
@@ -694,7 +741,8 @@ class ProcessGroupAtp : public BackendBase {
     }
     wake_.notify_all();
     thread_.join();
-    job_->close();
+    if (job_) job_->close();
+    if (tcp_) tcp_->close();
   }
 
   void run() {
@@ -712,7 +760,8 @@ class ProcessGroupAtp : public BackendBase {
   }
 
   TorchStore store_;
-  std::unique_ptr<ClusterJob> job_;
+  std::unique_ptr<ClusterJob> job_;   // atp, rina
+  std::unique_ptr<Allreduce> tcp_;    // hierarchical
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -731,7 +780,7 @@ c10::intrusive_ptr<BackendBase> create_process_group(
 }
 
 // ATP_BIND's address (default 127.0.0.1), where atp_torch binds the Gloo group's device.
-std::string bind_address() { return format_address(options_from_environment(Duration{}).bind_ip); }
+std::string bind_address() { return format_address(bind_ip_from_environment()); }
 
 }  // namespace
 }  // namespace atp::torch_backend

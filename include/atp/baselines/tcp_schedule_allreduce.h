@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "atp/collectives/allreduce.h"
+#include "atp/collectives/store.h"
 #include "atp/io/socket_address.h"
 #include "atp/schedule/schedule.h"
 #include "atp/time.h"
@@ -58,6 +60,13 @@ class TcpScheduleAllreduce : public Allreduce {
   // above kMaxSegmentBytes (executor.h). A schedule without peers (size 1) opens no socket.
   TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
                        Duration timeout, TcpAllreduceOptions options = {});
+  // The same where no port is known ahead (a PyTorch group's ranks): every rank listens on
+  // `bind_ip` at a port the kernel picks, says where in `store` (key "tcp/<name>/<rank>"), reads
+  // the others' there, and connects. Throws what the constructor throws, CollectiveError when a
+  // rank has not said within `timeout` (the store's) or the listener cannot be opened.
+  static std::unique_ptr<TcpScheduleAllreduce> join(std::string name, ScheduleBuilder build, Store& store, int rank,
+                                                    int size, std::uint32_t bind_ip, Duration timeout,
+                                                    TcpAllreduceOptions options = {});
   ~TcpScheduleAllreduce() override;  // closes every connection at once
   TcpScheduleAllreduce(const TcpScheduleAllreduce&) = delete;
   TcpScheduleAllreduce& operator=(const TcpScheduleAllreduce&) = delete;
@@ -86,7 +95,11 @@ class TcpScheduleAllreduce : public Allreduce {
   [[noreturn]] void fail(const std::string& what);
   // allreduce() without the failure handling: the schedule's run over the links.
   void run_schedule(std::span<float> data);
-  void connect_peers(const std::vector<int>& peers);
+  // `listener` (join's): a socket already listening on this rank's address, owned from then on.
+  TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
+                       Duration timeout, TcpAllreduceOptions options, int listener);
+  // `listener`: join's, or -1 (then it binds one on this rank's address).
+  void connect_peers(const std::vector<int>& peers, int listener);
   void close_sockets();
 
   std::string name_;
