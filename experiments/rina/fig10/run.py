@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Rina's Fig. 10 (its §VI-B) on ns-3: each of the paper's five models as one allreduce of its
+gradient per iteration, on a k=4 fat-tree and a dragonfly (a=4, g=9, h=2), with PS, ring,
+hierarchical (H-AR), and ATP and Rina at 50% and 100% of the switches replaced by aggregating
+ones. 50% is the paper's count (fat-tree: 6 switches for ATP, 4 for Rina; dragonfly: 18 for
+both), taken in `atp bom --incremental`'s order (Rina's §IV-D); 100% is every switch. One job on
+every host but the last (the PS's, for PS and ATP), every link at RATE_GBPS (100: the paper's).
+
+Reported: allreduces per second (the communication half of the paper's training throughput; the
+models' per-iteration compute is not modelled) and algbw, a JSON per run, table.txt.
+
+Usage: run.py [--smoke] [--topologies fat-tree,dragonfly] [--scale N] OUT_DIR
+  --scale N: each gradient divided by N (default 16 on a 2-core machine: the TCP baselines take
+             most of the time, about 9 minutes per 100 MB on the fat-tree); --smoke: 4096, and
+             ResNet50 and VGG16 only, on the fat-tree
+Parameters (torchvision's models; BERT-base uncased): ResNet50 25,557,032; VGG16 138,357,544;
+InceptionV3 27,161,264; ResNet101 44,549,160; BERT-base 109,482,240.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+MODELS = [("resnet50", 25557032), ("vgg16", 138357544), ("inceptionv3", 27161264), ("resnet101", 44549160),
+          ("bert-base", 109482240)]
+TOPOLOGIES = {
+    "fat-tree": (["fat-tree", "--k", "4"], {"atp": 6, "rina": 4}),
+    "dragonfly": (["dragonfly", "--a", "4", "--g", "9", "--h", "2"], {"atp": 18, "rina": 18}),
+}
+RATE_GBPS = 100
+SWITCH = re.compile(r"^    - \{name: ([^,]+), atp: (true|false)\}$")
+HOST = re.compile(r"^    - \{name: ([^,]+), switch: ")
+
+
+def topology(atp, args):
+    """The `atp topology` YAML (from its `topology:` line) and its hosts, in order."""
+    text = subprocess.run([atp, "topology", *args], check=True, capture_output=True, text=True).stdout
+    text = text[text.index("topology:"):]
+    hosts = [m.group(1) for m in map(HOST.match, text.splitlines()) if m]
+    return text, hosts
+
+
+def with_ina(text, switches):
+    """The topology with exactly `switches` aggregating (None: every switch)."""
+    lines = []
+    for line in text.splitlines():
+        m = SWITCH.match(line)
+        if m:
+            on = switches is None or m.group(1) in switches
+            line = f"    - {{name: {m.group(1)}, atp: {'true' if on else 'false'}}}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def scenario(text, hosts, algorithm, elements, switches):
+    workers = ", ".join(hosts[:-1])
+    ps = f", ps: [{hosts[-1]}]" if algorithm in ("ps", "atp") else ""
+    return (f"seed: 1\ntime_limit_s: 36000\nlink: {{rate_gbps: {RATE_GBPS}}}\n" + with_ina(text, switches) +
+            f"jobs:\n  - {{name: fig10, algorithm: {algorithm}, workers: [{workers}]{ps}, elements: {elements}}}\n")
+
+
+def order(atp, text, hosts, gen):
+    """`atp bom --incremental`'s replacement order for this topology's job."""
+    path = os.path.join(gen, "order.yaml")
+    with open(path, "w") as f:
+        f.write(scenario(text, hosts, "atp", 1000, set()))  # the order follows the tree towards its PS
+    out = subprocess.run([atp, "bom", path, "--incremental"], check=True, capture_output=True, text=True).stdout
+    return [m.group(1) for m in (re.match(r"^\+ (\S+)", l) for l in out.splitlines()) if m]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--topologies", default="fat-tree,dragonfly")
+    parser.add_argument("--scale", type=int)
+    parser.add_argument("out")
+    a = parser.parse_args()
+    atp = os.environ.get("ATP", "./build/atp")
+    scale = a.scale or (4096 if a.smoke else 16)
+    models = MODELS[:2] if a.smoke else MODELS
+    names = ["fat-tree"] if a.smoke else a.topologies.split(",")
+    os.makedirs(a.out, exist_ok=True)
+    table = [f"# ns-3, links {RATE_GBPS} Gbit/s, gradients / {scale}; allreduces per second (algbw Gbit/s); "
+             "'failed' where a run was not correct"]
+    with tempfile.TemporaryDirectory() as gen, open(os.path.join(a.out, "times.txt"), "a") as times:
+        for name in names:
+            topo_args, half = TOPOLOGIES[name]
+            text, hosts = topology(atp, topo_args)
+            replacement = order(atp, text, hosts, gen)
+            configs = [("ps", "ps", set()), ("ring", "ring", set()), ("hierarchical", "hierarchical", set()),
+                       ("atp-50%", "atp", set(replacement[:half["atp"]])), ("atp-100%", "atp", None),
+                       ("rina-50%", "rina", set(replacement[:half["rina"]])), ("rina-100%", "rina", None)]
+            table.append(f"## {name}: {len(hosts) - 1} workers; 50%: ATP {', '.join(replacement[:half['atp']])}; "
+                         f"Rina {', '.join(replacement[:half['rina']])}")
+            table.append("%-12s %8s" % ("model", "MB") + "".join("%19s" % c[0] for c in configs) +
+                         "  rina-50%/hier  rina-50%/atp-50%")
+            for model, params in models:
+                elements = params // scale
+                rate = {}
+                row = "%-12s %8.1f" % (model, elements * 4 / 1e6)
+                for label, algorithm, switches in configs:
+                    path = os.path.join(gen, "run.yaml")
+                    with open(path, "w") as f:
+                        f.write(scenario(text, hosts, algorithm, elements, switches))
+                    start = time.monotonic()
+                    run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True,
+                                         text=True)
+                    times.write(f"{name} {model} {label} {time.monotonic() - start:.0f} s\n")
+                    times.flush()
+                    if run.returncode > 1:
+                        sys.exit(f"run.py: atp run failed on {name} {model} {label}: {run.stderr.strip()}")
+                    out = os.path.join(a.out, f"{name}-{model}-{label}.json")
+                    with open(out, "w") as f:
+                        f.write(run.stdout)
+                    job = json.loads(run.stdout)["jobs"][0]
+                    ok = job["correct"] and job["seconds"] > 0
+                    rate[label] = 1 / job["seconds"] if ok else None
+                    row += "%19s" % ("%.1f (%.1f)" % (rate[label], job["algbw_gbps"]) if ok else "failed")
+                ratio = lambda x, y: "%.2fx" % (rate[x] / rate[y]) if rate.get(x) and rate.get(y) else "-"  # noqa: E731
+                table.append(row + "  %13s  %16s" % (ratio("rina-50%", "hierarchical"), ratio("rina-50%", "atp-50%")))
+                print(table[-1], flush=True)
+    with open(os.path.join(a.out, "table.txt"), "w") as f:
+        f.write("\n".join(table) + "\n")
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
