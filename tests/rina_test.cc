@@ -370,23 +370,29 @@ TEST(RinaWorkerByHand, ResendsBeforeAnyRoundTripArePlainCopiesUntilTheLargestRto
 // progress timeout) before it asks for finals: with ATP's first RTO (1 ms) it asked every few
 // milliseconds of the first round at 200 Mbit/s, whose first acks take tens, and the answers
 // crowded the queues the finals were in.
-TEST(RinaWorkerByHand, AsksForFinalsOnlyAfterTheLongestIntervalBeforeARoundTrip) {
+// The asks go to a rack-mate first (fragment 1's carrier in this rack, rank 1: its switch gave it
+// the same copies, and its answer stays in the rack), then to the final's holder (fragment 1's
+// carrier in its origin member, rank 2), by turns.
+TEST(RinaWorkerByHand, AsksForFinalsOnlyAfterTheLongestIntervalBeforeARoundTripRackMateFirst) {
   RinaConfig c = by_hand({{0, 1}, {2}});
   c.progress_timeout = std::chrono::seconds(2);  // the longest interval: 250 ms
   RinaWorker w(c);
   Sent out;
   ASSERT_TRUE(w.start(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, time_from_ns(0), out));
-  for (int i = 0; i < 200 && w.state() == WorkerState::kRunning; ++i) {
+  std::vector<Address> asked;
+  for (int i = 0; i < 200 && w.state() == WorkerState::kRunning && asked.size() < 3; ++i) {
     const Time t = w.next_deadline();
     const std::size_t before = out.packets.size();
     w.on_timeout(t, out);
     for (std::size_t p = before; p < out.packets.size(); ++p) {
-      if (out.header(p).rina != RinaKind::kRequest) continue;
+      const Header h = out.header(p);
+      if (h.rina != RinaKind::kRequest) continue;
       EXPECT_GE(t - time_from_ns(0), std::chrono::milliseconds(250));
-      return;
+      EXPECT_EQ(h.seq, 1u) << "fragment 0's final comes to this worker itself, its carrier";
+      asked.push_back(h.dst);
     }
   }
-  FAIL() << "it never asked";
+  EXPECT_EQ(asked, (std::vector<Address>{c.workers[1], c.workers[2], c.workers[1]}));
 }
 
 // The host's own queue refused packets (Communicator's sink holds them): a congestion mark for the

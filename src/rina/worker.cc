@@ -350,6 +350,7 @@ struct RinaWorker::Impl {
     pass = p;
     pass_base = round_base + p * fragments;
     missing = static_cast<std::uint32_t>(set.size());
+    request_batches = 0;
     in_pass.assign(fragments, false);
     contributed.assign(fragments, false);
     merges.clear();
@@ -825,22 +826,36 @@ struct RinaWorker::Impl {
       o.expires = deadline_after(now, rto());
       timers.emplace(o.expires, k);
     }
-    // Asks for finals that have not come after a quiet spell.
+    // Asks for finals that have not come after a quiet spell. In a rack, every other time a
+    // rack-mate first: its switch gave the rack's workers the same copies, so one that has the
+    // final answers from inside the rack, where the holder's answer (the carrier of f in its
+    // origin member, across the ring) would load the ring's links with a final that, most often,
+    // was only late (measured: netns at 200 Mbit/s, the answers were a third of the spine's bytes).
     if (state == WorkerState::kRunning && missing > 0 &&
         now >= deadline_after(std::max(last_progress, last_request), request_interval)) {
+      const bool in_rack = abstracted(member) && request_batches % 2 == 0;
       std::size_t asked = 0;
       for (std::uint32_t f = 0; f < fragments && asked < kRequestBatch; ++f) {
         if (!in_pass[f] || finals.contains(seq_of(f))) continue;
         const std::uint32_t origin = chunk(f);
         if (origin == member && carries(f)) continue;  // this worker completes it itself
-        send_control(RinaKind::kRequest, seq_of(f), carrier(f, origin), 0, false, 0, out);
+        send_control(RinaKind::kRequest, seq_of(f), in_rack ? rack_mate(f) : carrier(f, origin), 0, false, 0, out);
         ++stats.requests_sent;
         ++asked;
       }
+      ++request_batches;
       request_interval = std::min(request_interval * 2, config.progress_timeout / 8);
       last_request = now;
     }
     pump(now, out);
+  }
+
+  // A rack-mate to ask for f's final: f's carrier in this member, or the next one when that is
+  // this worker. Requires abstracted(member).
+  Address rack_mate(std::uint32_t f) const {
+    const auto& ranks = config.members[member];
+    const std::uint32_t r = carrier_rank(f, member);
+    return config.workers[r != config.rank ? r : ranks[(f + 1) % ranks.size()]];
   }
 
   // Where the first fragment whose final is missing stands here, for the progress timeout's
@@ -899,6 +914,7 @@ struct RinaWorker::Impl {
   Time clock{};
   Time last_progress{}, last_request{};
   Duration request_interval{};
+  std::uint32_t request_batches = 0;  // this pass's asks (batches): even ones go to a rack-mate first
 
   // The round.
   std::vector<float> input, result;
