@@ -771,11 +771,11 @@ struct RinaWorker::Impl {
     // every eighth of the progress timeout: several asks before a round gives up. The RTO with its
     // floor at the recent longest round trip: the finals still to come wait behind the same
     // queues (measured, netns at 200 Mbit/s with RFC 6298's alone: each worker asked for about a
-    // quarter of a round's finals, and the answers doubled what the spine carried).
+    // quarter of a round's finals, and the answers nearly doubled what the spine carried).
     // Before a round trip is measured the RTO is a guess (ATP's first, 1 ms; at 200 Mbit/s the
     // first acks take ten times that), and asks then only add to the queues: the longest wait.
-    request_interval = rtt.has_sample() ? std::min(2 * unbacked_rto(), config.progress_timeout / 8)
-                                        : config.progress_timeout / 8;
+    request_interval =
+        rtt.has_sample() ? std::min(2 * unbacked_rto(), config.progress_timeout / 8) : config.progress_timeout / 8;
   }
 
   void on_timeout(Time now, PacketSink& out) {

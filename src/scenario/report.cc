@@ -55,7 +55,9 @@ std::string to_json(const ScenarioResult& result) {
     o["error"] = j.error;
     if (!j.excluded_workers.empty()) {
       ordered_json excluded = ordered_json::array();
-      for (const ExcludedWorker& e : j.excluded_workers) excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
+      for (const ExcludedWorker& e : j.excluded_workers) {
+        excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
+      }
       o["excluded_workers"] = std::move(excluded);
     }
     jobs.push_back(std::move(o));

@@ -778,7 +778,9 @@ class ProcessRun {
       const worker_process::WorkerResult& out = w.result;
       // A worker its ring went on without: its counts are in, its rounds and its crash are not.
       const bool left_out = excluded(w.job, w.index);
-      if (!left_out) r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
+      if (!left_out) {
+        r.completed_rounds = std::min(r.completed_rounds, w.finished ? out.completed_rounds : w.rounds_done);
+      }
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
       r.timeouts += out.timeouts;
