@@ -413,8 +413,10 @@ TEST(RinaWorkerByHand, AFullHostQueueIsCongestionForTheFlowsInFlight) {
 // A carrier's merge by hand: rank 0 alone is member 0, ranks 1 and 2 a rack. Fragment 0's last hop
 // comes from the rack in two pieces: rank 2's values alone (a resend), then a sum of first copies
 // that holds rank 2 too; the carrier takes rank 2's values out of it, exactly, and acknowledges
-// once all are in. Fragment 1's first hop is the rack's; rank 0 adds its own values and, as an
-// autonomous member completing it, has the final in what it sends.
+// once all are in; the final, put together from pieces, never was whole in the rack's switch, so
+// it goes back to the rack as a gather (to its carrier of it, whose switch hands it to all).
+// Fragment 1's first hop is the rack's; rank 0 adds its own values and, as an autonomous member
+// completing it, has the final in what it sends.
 TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
   RinaConfig c = by_hand({{0}, {1, 2}});
   RinaWorker w(c);
@@ -447,17 +449,22 @@ TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
   EXPECT_EQ(out.packets.size(), 1u);  // not all in: no ack yet
   w.on_packet(piece(RinaKind::kFinal, 0, 0b11, c.workers[1], false, {6 * k, 6 * k, 6 * k, 6 * k}), time_from_ns(20),
               out);
-  ASSERT_EQ(out.packets.size(), 2u);
+  ASSERT_EQ(out.packets.size(), 3u);
   EXPECT_EQ(out.header(1).rina, RinaKind::kAck);
   EXPECT_EQ(out.header(1).dst, c.workers[1]);  // the rack's agent; its ToR hands it to the rack
   EXPECT_TRUE(out.header(1).resend);           // a piece was a resend: no round-trip sample
+  const Header back = out.header(2);
+  EXPECT_EQ(back.rina, RinaKind::kGather);
+  EXPECT_EQ(back.dst, c.workers[1]);  // the rack's carrier of fragment 0
+  EXPECT_FALSE(back.resend);          // so that the rack's switch hands it to every worker
+  EXPECT_EQ(load_value(out.packets[2], 0), 6 * k);
   // Fragment 1's first hop, the rack's sum (3 each), and rank 0 completes it with its 2s.
   w.on_packet(piece(RinaKind::kContribution, 1, 0b11, c.workers[2], false, {3 * k, 3 * k, 3 * k, 3 * k}),
               time_from_ns(30), out);
   ASSERT_EQ(w.state(), WorkerState::kIdle) << w.error();
-  ASSERT_EQ(out.packets.size(), 4u);
-  EXPECT_EQ(out.header(2).rina, RinaKind::kAck);
-  EXPECT_EQ(out.header(3).rina, RinaKind::kFinal);
+  ASSERT_EQ(out.packets.size(), 5u);
+  EXPECT_EQ(out.header(3).rina, RinaKind::kAck);
+  EXPECT_EQ(out.header(4).rina, RinaKind::kFinal);
   EXPECT_EQ(std::vector<float>(w.result().begin(), w.result().end()), (std::vector<float>{6, 6, 6, 6, 5, 5, 5, 5}));
   EXPECT_EQ(w.stats().merges, 3u);
 }

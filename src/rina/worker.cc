@@ -90,6 +90,7 @@ struct Merge {
   bool ecn = false;
   bool resent = false;  // some piece was (or held) a resend
   bool complete = false;
+  std::uint32_t pieces = 0;                                  // packets merged in
   std::uint32_t alone_bits = 0;                              // workers that came in alone
   std::map<std::uint32_t, std::vector<std::int32_t>> alone;  // their values, by bit
   std::uint32_t aggregator_index = 0;
@@ -669,6 +670,7 @@ struct RinaWorker::Impl {
     m.ecn = m.ecn || h.ecn;
     m.resent = m.resent || h.resend;
     m.aggregator_index = h.aggregator_index;
+    ++m.pieces;
     ++stats.merges;
     progress(now);
     if (static_cast<std::uint32_t>(std::popcount(m.bitmap)) < size) return;
@@ -688,6 +690,17 @@ struct RinaWorker::Impl {
       const bool out_of_range = std::any_of(m.sums.begin(), m.sums.end(),
                                             [](std::int64_t s) { return s > kSaturatedMax || s < kSaturatedMin; });
       if ((m.saturated || out_of_range) && !is_saturated(values[0])) values[0] = kSaturatedMax;
+      // Put together here from pieces (a resend flushed the completing rack's sum, or a
+      // contribution found its switch slot taken), the final was never whole in that rack's
+      // switch, so its workers got no copy of it: it goes back to them, as a gather their switch
+      // hands to all of them (measured: netns at 200 Mbit/s, the completing rack waited for such
+      // finals until it asked, 40-60 ms without progress at the end of most rounds). Sent once:
+      // a loss there is what their asks are for.
+      if (m.pieces > 1 && abstracted(prev)) {
+        Header g = fragment_header(RinaKind::kGather, f, carrier(f, prev), h.scale_exponent, m.magnitude);
+        emit(build_packet(g, values), out);
+        ++stats.gathers_sent;
+      }
       return record_final(f, std::move(values), h.scale_exponent, m.magnitude, now, out);
     }
     ready_carrier.insert(order(f));
@@ -708,6 +721,16 @@ struct RinaWorker::Impl {
       return;
     }
     // A gather's ack cannot say which copy it answers: only a gather sent once gives a sample.
+    // And only its receiver's acknowledges it: the completing rack's carrier also acks the final
+    // sent back to that rack (on_hop_sum), which has the same seq.
+    if (flow == Flow::kAllgather) {
+      const auto it = ag_out.find(h.seq);
+      Header sent;
+      if (it != ag_out.end() && decode_header(it->second.packet, sent) == DecodeError::kOk && sent.dst != h.src) {
+        ++stats.duplicates;
+        return;
+      }
+    }
     acknowledged(flow, h.seq, h.ecn, flow == Flow::kAllgather || h.resend, now, out);
   }
 
