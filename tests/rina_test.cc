@@ -469,6 +469,56 @@ TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
   EXPECT_EQ(w.stats().merges, 3u);
 }
 
+// A gather is acknowledged by its receiver only: a ring of three workers alone, 12 values in three
+// fragments. Fragment 0's final comes to rank 0 from rank 2 (its last hop), and rank 0 passes it
+// on to rank 1; an ack of seq 0 from rank 2 (as a completing rack's carrier acks a final sent back
+// to it, docs/rina.md "Allgather") leaves the gather outstanding and resent; rank 1's ends it.
+TEST(RinaWorkerByHand, AGathersAckCountsOnlyFromItsReceiver) {
+  RinaConfig c = by_hand({{0}, {1}, {2}});
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>(12, 1.0f), time_from_ns(0), out));
+  Header fin;
+  fin.rina = RinaKind::kFinal;
+  fin.job = 3;
+  fin.seq = 0;
+  fin.bitmap0 = 1;
+  fin.fan_in0 = 1;
+  fin.bitmap1 = 3;
+  fin.scale_exponent = 21;
+  fin.magnitude_or_next = 1;
+  fin.src = c.workers[2];
+  fin.dst = c.workers[0];
+  constexpr std::int32_t k = 1 << 21;
+  const std::size_t before = out.packets.size();
+  w.on_packet(build_packet(fin, std::vector<std::int32_t>{3 * k, 3 * k, 3 * k, 3 * k}), time_from_ns(10), out);
+  std::size_t gather = out.packets.size();
+  for (std::size_t p = before; p < out.packets.size(); ++p) {
+    if (out.header(p).rina == RinaKind::kGather) gather = p;
+  }
+  ASSERT_LT(gather, out.packets.size()) << "rank 0 passes fragment 0's final on";
+  EXPECT_EQ(out.header(gather).dst, c.workers[1]);
+  const auto ack_from = [&](Address src) {
+    Header a;
+    a.rina = RinaKind::kGatherAck;
+    a.job = 3;
+    a.seq = 0;
+    a.src = src;
+    a.dst = c.workers[0];
+    std::uint8_t bytes[kHeaderBytes];
+    encode_header(a, bytes);
+    return std::vector<std::uint8_t>(bytes, bytes + kHeaderBytes);
+  };
+  const std::uint64_t duplicates = w.stats().duplicates;
+  w.on_packet(ack_from(c.workers[2]), time_from_ns(20), out);
+  EXPECT_EQ(w.stats().duplicates, duplicates + 1) << "not the gather's receiver: acknowledges nothing";
+  const std::uint64_t resent = w.stats().retransmissions;
+  for (int i = 0; i < 50 && w.stats().retransmissions == resent; ++i) w.on_timeout(w.next_deadline(), out);
+  EXPECT_GT(w.stats().retransmissions, resent) << "the gather is still outstanding: resent";
+  w.on_packet(ack_from(c.workers[1]), w.next_deadline(), out);
+  EXPECT_EQ(w.stats().duplicates, duplicates + 1) << "its receiver's ack ends it";
+}
+
 TEST(RinaPlan, RacksWithAnAggregatingToRAreOneMemberAndTheRestAreAutonomous) {
   std::vector<std::string> workers;
   const Topology t = racks_topology({3, 2, 1}, {true, false, true}, workers);
