@@ -672,6 +672,17 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   return plan;
 }
 
+JobSpec rina_reformed_job(JobSpec job, std::vector<std::string> left, std::uint16_t values_per_packet,
+                          std::span<const Seq> old_ring_seqs) {
+  job.workers = std::move(left);
+  job.values_per_packet = values_per_packet;
+  job.initial_seq = 0;
+  for (const Seq s : old_ring_seqs) {
+    if (seq_before(job.initial_seq, s)) job.initial_seq = s;
+  }
+  return job;
+}
+
 RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_spec(network, job, false);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -171,7 +172,6 @@ std::optional<std::string> job_name_error(std::string_view name);
 // fragment wider than an aggregating switch's aggregators, a static share of no aggregators).
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
 
-// A Rina job (docs/rina.md): its ring and what each worker and switch is given.
 // A Rina worker's windows stop at this many fragments unless its job names a max_window: where no
 // switch marks ECN (the scenario files' default links) a timeout is a window's only brake, and a
 // Rina resend that comes too early sends the sum waiting for it on without the workers still
@@ -181,6 +181,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job);
 // at 100 Gbit/s.
 inline constexpr std::uint32_t kRinaMaxWindow = 64;
 
+// A Rina job (docs/rina.md): its ring and what each worker and switch is given.
 struct RinaJobPlan {
   std::uint16_t values_per_packet = 0;              // JobSpec's, or the width fragment_width chose
   std::vector<std::vector<std::uint32_t>> members;  // the ring (RinaConfig::members)
@@ -194,6 +195,13 @@ struct RinaJobPlan {
 // Throws PlanError as plan_job does (a worker that is no host, more than 32 workers in a rack, a
 // fragment wider than a rack's aggregators or the MTU).
 RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job);
+
+// The job a Rina ring re-forms into when some of its workers are gone (docs/rina.md "Failures"):
+// `job` with `left` (hosts, in rank order) as its workers, the fragment width the old ring had,
+// and a first seq past every one the old ring may have used: the last, in serial-number order, of
+// `old_ring_seqs` (each a survivor's RinaWorker::next_ring_seq).
+JobSpec rina_reformed_job(JobSpec job, std::vector<std::string> left, std::uint16_t values_per_packet,
+                          std::span<const Seq> old_ring_seqs);
 
 // The switches a packet from host `from` to host `to` crosses, in order, as the network's routes
 // take it. Throws PlanError for an unknown host or routes that do not lead there.

@@ -668,14 +668,14 @@ class ProcessRun {
     }
     lost_since_[job].reset();
     if (left.empty()) return;
-    JobSpec spec = s_.jobs[job].spec;
-    spec.workers.clear();
-    for (const Worker* w : left) spec.workers.push_back(w->host);
-    spec.values_per_packet = rina_plans_[job].values_per_packet;
-    spec.initial_seq = 0;
+    std::vector<std::string> hosts;
+    std::vector<Seq> old_ring_seqs;
     for (const Worker* w : left) {
-      if (seq_before(spec.initial_seq, w->next_seq)) spec.initial_seq = w->next_seq;
+      hosts.push_back(w->host);
+      old_ring_seqs.push_back(w->next_seq);
     }
+    const JobSpec spec =
+        rina_reformed_job(s_.jobs[job].spec, std::move(hosts), rina_plans_[job].values_per_packet, old_ring_seqs);
     orchestrator_->remove_from_switches(spec.id);
     RinaJobPlan plan = orchestrator_->plan_rina(spec);
     if (orchestrator_->install(plan) != control::Install::kInstalled) {

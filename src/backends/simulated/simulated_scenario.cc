@@ -761,15 +761,13 @@ void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
     rt.excluded.push_back(w);
     rt.excluded_workers.push_back(ExcludedWorker{rt.drivers[w]->host().name, from_round});
   }
-  JobSpec spec = rt.job->spec;
-  spec.workers.clear();
-  for (const RoundDriver* d : survivors) spec.workers.push_back(d->host().name);
-  spec.values_per_packet = rt.values_per_packet;
-  spec.initial_seq = 0;
+  std::vector<std::string> left;
+  std::vector<Seq> old_ring_seqs;
   for (RoundDriver* d : survivors) {
-    const Seq bound = d->endpoint().rina()->next_ring_seq();
-    if (seq_before(spec.initial_seq, bound)) spec.initial_seq = bound;
+    left.push_back(d->host().name);
+    old_ring_seqs.push_back(d->endpoint().rina()->next_ring_seq());
   }
+  const JobSpec spec = rina_reformed_job(rt.job->spec, std::move(left), rt.values_per_packet, old_ring_seqs);
   RinaJobPlan plan;
   try {
     plan = plan_rina_job(network_plan, spec);
