@@ -444,6 +444,39 @@ jobs:
   EXPECT_LT(seconds, 15.0) << describe(r);
 }
 
+TEST(LoopbackIntegration, AWorkerSlowToPrepareARoundIsWaitedForWhileItSaysItIsAlive) {
+  // After its round 0, a1 runs a fiftieth of the time (stopped for 100 ms, let go for 2 ms, over
+  // and over): building round 1's answer (the job's 4 x 2M inputs drawn again, some 25 ms on this
+  // 2-core machine) then takes it a second or more, while the others wait at round 1's barrier far
+  // past the job's progress timeout (0.5 s). It is slow, not hung: its "alive" lines keep coming
+  // (every 125 ms, so at most about 230 ms apart), and the job completes.
+  const Scenario s = one_switch(4096, R"(
+seed: 31
+time_limit_s: 60
+jobs:
+  - {name: a, algorithm: ring, workers: [a0, a1, a2, a3], elements: 2000000, rounds: 2, compute_us: 100000,
+     progress_timeout_us: 500000}
+)");
+  std::jthread throttle;
+  const ScenarioResult r = run_loopback(s, with_binary([&](const RoundDone& d) {
+                                          if (d.worker != 1 || d.round != 0) return;
+                                          const std::optional<pid_t> a1 = child_pid("worker-a1.json");
+                                          ASSERT_TRUE(a1.has_value());
+                                          throttle = std::jthread([pid = *a1](const std::stop_token& stop) {
+                                            const auto until =
+                                                std::chrono::steady_clock::now() + std::chrono::seconds(3);
+                                            while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
+                                              if (::kill(pid, SIGSTOP) != 0) return;  // it has exited
+                                              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                                              ::kill(pid, SIGCONT);
+                                              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                            }
+                                          });
+                                        }));
+  expect_all_correct(r);
+  EXPECT_FALSE(r.time_limit_reached) << describe(r);
+}
+
 TEST(LoopbackIntegration, NoiseAtARestartedSwitchIsAccountedExactly) {
   // Host x sends 20k bad packets/s; the switch is down from 50 to 80 ms. What x sent meanwhile
   // never reached a switch; what the restarted switch rejected before its jobs were installed

@@ -117,6 +117,7 @@ class ProcessRun {
     bool reported = false;                 // it printed its result line
     std::optional<std::uint32_t> waiting;  // the round it waits to start (a "wait" line), until "go"
     Clock::time_point waiting_since;       // when its "wait" line came
+    Clock::time_point heard;               // when its last line came (its "alive" lines too)
     bool stopped = false;                  // killed by the runner because its job had already failed
     std::optional<std::uint32_t> failed;   // Rina: the round it failed (a "failed" line), until "reform" or "stop"
     Seq next_seq = 0;                      // Rina: from its last "wait" or "failed" line
@@ -298,6 +299,7 @@ class ProcessRun {
         spec.magnitude = job.magnitude;
         spec.compute = job.compute_time;
         spec.start = job.start_time;
+        spec.alive_every = job.spec.progress_timeout / 4;
         if (crash_round.contains(host)) spec.crash_round = crash_round[host];
         const auto path = dir_.path() / ("worker-" + host + ".json");
         processes::write_file(path, worker_process::to_json(spec));
@@ -554,9 +556,10 @@ class ProcessRun {
   }
 
   // The round barrier has no timer of its own: when some of `job`'s live workers have waited to
-  // start a round for the job's progress timeout and others never came, those are failed (they
-  // hang, or died without a word), as a worker fails when its round makes no progress that long.
-  // Returns when to look again (time_point::max: nobody waits).
+  // start a round for the job's progress timeout and others never came, and the runner has not
+  // heard from those for as long (a worker says it is alive while it prepares a round), those are
+  // failed (they hang, or died without a word), as a worker fails when its round makes no
+  // progress that long. Returns when to look again (time_point::max: nobody waits).
   Clock::time_point fail_barrier_laggards(std::size_t job) {
     std::optional<Clock::time_point> first_wait;
     for (const Worker& w : workers_) {
@@ -565,11 +568,23 @@ class ProcessRun {
       }
     }
     if (!first_wait) return Clock::time_point::max();
-    Clock::time_point give_up = *first_wait + s_.jobs[job].spec.progress_timeout;
-    // A Rina ring that lost a worker: those still in their round fail it after their progress
-    // timeout and then wait too; they have that, and as long again, from the loss.
-    if (lost_since_[job]) give_up = std::max(give_up, *lost_since_[job] + 2 * s_.jobs[job].spec.progress_timeout);
-    if (Clock::now() < give_up) return give_up;
+    const Duration timeout = s_.jobs[job].spec.progress_timeout;
+    const auto laggard = [&](const Worker& w) { return w.job == job && !w.finished && !w.waiting && !w.failed; };
+    const auto give_up = [&](const Worker& w) {
+      Clock::time_point at = std::max(*first_wait, w.heard) + timeout;
+      // A Rina ring that lost a worker: those still in their round fail it after their progress
+      // timeout and then wait too; they have that, and as long again, from the loss.
+      if (lost_since_[job]) at = std::max(at, *lost_since_[job] + 2 * timeout);
+      return at;
+    };
+    const auto next = [&] {
+      Clock::time_point at = Clock::time_point::max();
+      for (const Worker& w : workers_) {
+        if (laggard(w)) at = std::min(at, give_up(w));
+      }
+      return at;
+    };
+    if (Clock::now() < next()) return next();
     // What the others have written already counts first: this runner may itself have been busy
     // past the timeout (a switch restart, a loaded machine) while their lines waited in the pipes.
     std::vector<Child*> others;
@@ -581,16 +596,15 @@ class ProcessRun {
                                        [&](const Worker& w) { return w.job == job && !w.finished && w.waiting; });
     if (released) return Clock::time_point::max();
     for (Worker& w : workers_) {
-      if (w.job != job || w.finished || w.waiting || w.failed) continue;
+      if (!laggard(w) || Clock::now() < give_up(w)) continue;
       children_.kill(*w.child);
       w.finished = true;
       w.result.completed_rounds = w.rounds_done;
       w.result.error = "worker '" + w.host + "' did not come to start round " + std::to_string(w.rounds_done) +
-                       " within the progress timeout of " +
-                       std::to_string(ns_to_s(s_.jobs[job].spec.progress_timeout.count())) +
+                       " within the progress timeout of " + std::to_string(ns_to_s(timeout.count())) +
                        " s while the job's other workers waited for it";
     }
-    return Clock::time_point::max();
+    return next();
   }
 
   // Once a worker of `job` has failed (not by the scenario's crash: the others then fail by
@@ -722,6 +736,7 @@ class ProcessRun {
     const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.child == &child; });
     if (it == workers_.end() || it->finished) return;
     Worker& w = *it;
+    w.heard = Clock::now();
     const worker_process::WorkerLine line = worker_process::parse_line(text);
     if (line.event == "round") {
       w.rounds_done = line.round + 1;

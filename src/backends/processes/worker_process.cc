@@ -3,11 +3,14 @@
 // reporting on stdout (worker_process.h).
 #include "worker_process.h"
 
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +32,35 @@ namespace {
 
 using nlohmann::json;
 
-void print(const json& line) { std::cout << line.dump() << std::endl; }  // endl: the parent reads line by line
+// endl: the parent reads line by line. The lock: an Alive's thread prints too.
+void print(const json& line) {
+  static std::mutex m;
+  const std::lock_guard lock(m);
+  std::cout << line.dump() << std::endl;
+}
+
+// While it lives, an "alive" line every `every` (0: none): the runner fails a worker that keeps
+// the job's others waiting at a round's barrier only once it has not heard from it for the job's
+// progress timeout, and a worker's own work between rounds may take longer than that (a large
+// job's answer, 8 workers on 2 cores) while a stopped or hung process says nothing.
+class Alive {
+ public:
+  explicit Alive(Duration every) {
+    if (every <= Duration::zero()) return;
+    thread_ = std::jthread([every](const std::stop_token& stop) {
+      std::mutex m;
+      std::condition_variable_any wake;
+      std::unique_lock lock(m);
+      while (!wake.wait_for(lock, stop, every, [] { return false; })) {
+        if (stop.stop_requested()) return;
+        print({{"event", "alive"}});
+      }
+    });
+  }
+
+ private:
+  std::jthread thread_;  // stopped and joined first thing in the destructor
+};
 
 // Setup (rendezvous, connections) of the TCP collectives is bounded by this; so is any stall.
 constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
@@ -105,6 +136,7 @@ std::string to_json(const WorkerSpec& s) {
               {"magnitude", s.magnitude},
               {"compute_ns", s.compute.count()},
               {"start_ns", s.start.count()},
+              {"alive_every_ns", s.alive_every.count()},
               {"crash_round", s.crash_round ? json(*s.crash_round) : json()}}
       .dump();
 }
@@ -131,6 +163,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   s.magnitude = j.at("magnitude").get<double>();
   s.compute = Duration(j.at("compute_ns").get<std::int64_t>());
   s.start = Duration(j.at("start_ns").get<std::int64_t>());
+  s.alive_every = Duration(j.at("alive_every_ns").get<std::int64_t>());
   if (!j.at("crash_round").is_null()) s.crash_round = j["crash_round"].get<std::uint32_t>();
   return s;
 }
@@ -269,19 +302,22 @@ int run_worker_process(const std::string& spec_path) {
                   std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
         break;
       }
-      if (round > 0) std::this_thread::sleep_for(spec.compute);
-      // The input and the answer come before the round's barrier: building the answer draws every
-      // worker's input, and that must not run beside another worker's timed allreduce. Then every
-      // worker of the job starts the round together, as nccl-tests' ranks do.
-      scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
-                                      spec.magnitude, buffer);
-      if (rina) {
-        // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
-        // reference is made again after the round.
-        rina_reference(round, comm->next_exponents(fragments));
-      } else {
-        scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                        spec.scale, values_per_packet, ref);
+      {
+        const Alive alive(spec.alive_every);
+        if (round > 0) std::this_thread::sleep_for(spec.compute);
+        // The input and the answer come before the round's barrier: building the answer draws every
+        // worker's input, and that must not run beside another worker's timed allreduce. Then every
+        // worker of the job starts the round together, as nccl-tests' ranks do.
+        scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
+                                        spec.magnitude, buffer);
+        if (rina) {
+          // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
+          // reference is made again after the round.
+          rina_reference(round, comm->next_exponents(fragments));
+        } else {
+          scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
+                                          spec.scale, values_per_packet, ref);
+        }
       }
       if (!answer("wait", round, "")) return 1;
       if (go.starts_with("reform ")) continue;  // re-formed: from its round again
@@ -298,6 +334,7 @@ int run_worker_process(const std::string& spec_path) {
         throw;  // "stop": the failure is the job's
       }
       if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
+      const Alive alive(spec.alive_every);
       std::uint64_t floats = 0;
       std::string wrong;
       if (rina) {

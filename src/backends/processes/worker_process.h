@@ -7,6 +7,9 @@
 //   {"event": "wait", "round": k}           its input and the answer of round k are ready; it waits
 //                                           for "go\n" to start round k: the runner answers once
 //                                           every live worker of the job waits
+//   {"event": "alive"}                      every alive_every while it checks a round and prepares the
+//                                           next (its compute phase, its input and the answer):
+//                                           seconds, for a large job on a loaded machine
 //   {"event": "failed", "round": k, "error": ...}
 //                                           Rina: round k failed (no progress: a worker gone); it
 //                                           waits for "reform ..." or "stop" (then reports the error)
@@ -54,6 +57,7 @@ struct WorkerSpec {
   double magnitude = 1;
   Duration compute{0};                       // between rounds
   Duration start{0};                         // after "go", before round 0
+  Duration alive_every{0};                   // between "alive" lines (0: none)
   std::optional<std::uint32_t> crash_round;  // reports a crash instead of starting this round
 };
 
@@ -73,7 +77,7 @@ struct WorkerResult {
 };
 
 std::string result_line(const WorkerResult& result);
-// A line the worker printed: its event ("ready", "round", "wait", "failed", "result"; "" if not
+// A line the worker printed: its event ("ready", "round", "wait", "alive", "failed", "result"; "" if not
 // one of its lines).
 struct WorkerLine {
   std::string event;
