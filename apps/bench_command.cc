@@ -103,11 +103,9 @@ class Load {
       const WorkerConfig& wc = net.job.workers[w];
       Header& h = headers_[w];
       h.job = wc.job;
-      h.bitmap0 = wc.ps[0].bitmap0;
-      h.bitmap1 = wc.ps[0].bitmap1;
-      h.fan_in0 = wc.ps[0].fan_in0;
-      h.fan_in1 = wc.ps[0].fan_in1;
-      h.edge_switch_identifier = wc.ps[0].edge_switch_identifier;
+      h.node = wc.ps[0].node;
+      h.bitmap = 1;
+      h.fan_in = 1;
       h.src = wc.self;
       h.dst = wc.ps[0].ps;
       h.value_count = values;
@@ -188,8 +186,9 @@ class Load {
   void answer() {
     UdpRecvBatch batch(kBatch);
     std::vector<UdpOutgoing> out;
-    const std::uint32_t worker0_bit = net_.job.workers[0].ps[0].bitmap0;
     const PsConfig& ps = net_.job.ps[0];
+    // The packets with worker 0's values: its own, or the sum of the switch above it.
+    const std::uint16_t worker0 = net_.job.workers[0].ps[0].node, above = ps.tree.at(worker0);
     while (!stop_) {
       const std::size_t n = net_.ps.recv_batch(batch);
       if (n == 0) {
@@ -200,7 +199,10 @@ class Load {
       for (std::size_t i = 0; i < n; ++i) {
         const std::span<std::uint8_t> bytes = batch.bytes(i);
         Header h;
-        if (decode_header(bytes, h) != DecodeError::kOk || h.is_ack || (h.bitmap0 & worker0_bit) == 0) continue;
+        if (decode_header(bytes, h) != DecodeError::kOk || h.is_ack ||
+            (h.node != worker0 && (above == 0 || h.node != above))) {
+          continue;
+        }
         Header p;  // the parameter packet: the values (the sum) stay, the header is the PS's
         p.is_ack = true;
         p.job = h.job;

@@ -1,6 +1,6 @@
 // One fuzz input fed to every piece of the core that parses network bytes: the decoder, a
-// two-level switch pair, a Rina ToR, a worker, a PS and a Rina worker. Shared by the libFuzzer target and the seeded
-// gtest.
+// switch pair (one above the other), a Rina ToR, a worker, a PS and a Rina worker. Shared by the libFuzzer target and
+// the seeded gtest.
 #pragma once
 
 #include <cstdint>
@@ -50,14 +50,16 @@ struct Harness {
       s->add_route(kWorker, 1);
       s->add_multicast_group(multicast_group_address(kJob), {1, 2});
     }
-    level0.install_job({kJob, {0, 1, 2}, {{kPs, 0}}, {}});
-    level1.install_job({kJob, {0, 1, 2}, {{kPs, 1}}, {}});
+    level0.install_job({kJob, {0, 1, 2}, {{kPs, 2, {{4, 1}, {5, 1}}}}, {}});
+    level1.install_job({kJob, {0, 1, 2}, {{kPs, 1, {{2, 2}, {3, 1}}}}, {}});
     rina.install_job({kJob, {0, 1, 2}, {}, {1, 2}});  // a rack of two workers on ports 1 and 2
     std::vector<float> input(200, 0.25f);
     worker.start(input, time_from_ns(0), host_sink);
     rina_worker.start(input, time_from_ns(0), host_sink);
   }
 
+  // The job's tree (PsConfig::tree): node 1, level1, above node 2, level0, and worker 3; level0
+  // above workers 4 (`worker`) and 5.
   static constexpr JobId kJob = 3;
   static constexpr Address kPs = 0x0A000009;
   static constexpr Address kWorker = 0x0A000001;
@@ -73,7 +75,7 @@ struct Harness {
     WorkerConfig c;
     c.job = kJob;
     c.self = kWorker;
-    c.ps = {PsRoute{kPs, 1, 1, 2, 2, 0}};
+    c.ps = {PsRoute{kPs, 4}};
     c.values_per_packet = 8;
     c.aggregators = {0, 16};
     c.congestion.initial_window = 4;
@@ -96,7 +98,7 @@ struct Harness {
     c.job = kJob;
     c.self = kPs;
     c.multicast_group = multicast_group_address(kJob);
-    c.group_sizes = {2, 2};
+    c.tree = {0, 0, 1, 1, 2, 2};
     c.values_per_packet = 8;
     c.aggregators = {0, 16};
     c.max_window_seqs = 32;

@@ -108,9 +108,9 @@ sed 's/aggregators: 4096/aggregators: -3/' "$SRC/examples/quickstart.yaml" >"$TM
 check_bad_file "negative aggregators" "topology.switches[0].aggregators: must be a positive integer, got -3"
 printf 'seed: [1\n' >"$TMP/bad.yaml"
 check_bad_file "not YAML" "line"
-sed -e 's/values_per_packet: 62/values_per_packet: 2000/' -e 's/aggregators: 4096}/aggregators: 4096, width: 1024}/' \
+sed -e 's/values_per_packet: 62/values_per_packet: 4096, max_window: 1048576/' \
   "$SRC/examples/quickstart.yaml" >"$TMP/bad.yaml"
-check_bad_file "plan error (fragment wider than the aggregators)" "jobs[0]:"
+check_bad_file "plan error (a PS above its memory budget)" "jobs[0]:"
 expect_exit 2 "missing file" "$ATP" run "$TMP/does-not-exist.yaml"
 
 # Backends that do not exist: exit 2 with one clear line.

@@ -17,13 +17,13 @@ std::vector<std::string> seeds() {
   SwitchJobPlan plan;
   plan.entry.job = 1;
   plan.entry.admitted_ports = {0, 1, 2};
-  plan.entry.roles = {{0x0A000003, 0}};
+  plan.entry.roles = {{0x0A000003, 1, {{2, 1}, {3, 1}}}};
   plan.multicast_ports = {0, 1};
   PsConfig ps;
   ps.job = 1;
   ps.self = 0x0A000003;
   ps.multicast_group = multicast_group_address(1);
-  ps.group_sizes = {2};
+  ps.tree = flat_tree(2);
   ps.workers = {0x0A000001, 0x0A000002};
   ps.values_per_packet = 4;
   ps.aggregators = {0, 16};
@@ -31,7 +31,7 @@ std::vector<std::string> seeds() {
   WorkerConfig worker;
   worker.job = 1;
   worker.self = 0x0A000001;
-  worker.ps = {PsRoute{0x0A000003, 1, 1, 2, 1, 0}};
+  worker.ps = {PsRoute{0x0A000003, 2}};
   control::PortSettings port{EgressConfig{.rate_gbps = 1, .buffer_packets = 8, .loss = 0.5}, EgressConfig{}};
   return {
       control::to_json(plan),

@@ -40,7 +40,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   SwitchJobPlan plan;
   plan.entry.job = 7;
   plan.entry.admitted_ports = {0, 2};
-  plan.entry.roles = {{0x0A000003u, 1}};
+  plan.entry.roles = {{0x0A000003u, 1, {{2, 1}, {3, 4}}}};
   plan.multicast_ports = {0, 1};
   plan.routes = {{0x0A010001u, 2}, {0x0A020001u, 0}};
   const SwitchJobPlan back = switch_job_from_json(to_json(plan));
@@ -77,14 +77,34 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(back.entry.admitted_ports, plan.entry.admitted_ports);
   ASSERT_EQ(back.entry.roles.size(), 1u);
   EXPECT_EQ(back.entry.roles[0].ps, 0x0A000003u);
-  EXPECT_EQ(back.entry.roles[0].level, 1);
+  EXPECT_EQ(back.entry.roles[0].node, 1);
+  ASSERT_EQ(back.entry.roles[0].children.size(), 2u);
+  EXPECT_EQ(back.entry.roles[0].children[1].node, 3);
+  EXPECT_EQ(back.entry.roles[0].children[1].fan_in, 4);
+  auto role_error = [](const std::string& role) {
+    try {
+      switch_job_from_json(R"({"job": 1, "admitted_ports": [], "multicast_ports": [], "roles": [)" + role + "]}");
+    } catch (const ControlError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(role_error(R"({"ps": "10.0.0.3", "node": 0, "children": [{"node": 2, "fan_in": 1}]})"),
+            "roles[0].node: 0 is the PS's, a switch's is 1 or more");
+  EXPECT_EQ(role_error(R"({"ps": "10.0.0.3", "node": 1, "children": []})").substr(0, 61),
+            "roles[0].children: expected a list of 1 to 32 (a bitmap's bit");
+  EXPECT_EQ(role_error(R"({"ps": "10.0.0.3", "node": 1, "children": [{"node": 2, "fan_in": 33}]})"),
+            "roles[0].children[0].fan_in: must be 1..32, got 33");
+  EXPECT_EQ(
+      role_error(R"({"ps": "10.0.0.3", "node": 1, "children": [{"node": 2, "fan_in": 1}, {"node": 2, "fan_in": 1}]})"),
+      "roles[0].children[1].node: 2 is the PS's, the role's own or listed twice");
   EXPECT_EQ(back.multicast_ports, plan.multicast_ports);
 
   PsConfig ps;
   ps.job = 3;
   ps.self = 0x0A000005u;
   ps.multicast_group = multicast_group_address(3);
-  ps.group_sizes = {4, 2};
+  ps.tree = {0, 0, 1, 1};
   ps.workers = {0x0A000001u, 0x0A000002u};
   ps.values_per_packet = 256;
   ps.aggregators = {40, 100};
@@ -97,7 +117,7 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   EXPECT_EQ(ps_back.job, 3);
   EXPECT_EQ(ps_back.self, ps.self);
   EXPECT_EQ(ps_back.multicast_group, ps.multicast_group);
-  EXPECT_EQ(ps_back.group_sizes, ps.group_sizes);
+  EXPECT_EQ(ps_back.tree, ps.tree);
   EXPECT_EQ(ps_back.workers, ps.workers);
   EXPECT_EQ(ps_back.values_per_packet, 256);
   EXPECT_EQ(ps_back.aggregators, (AggregatorRange{40, 100}));
@@ -111,41 +131,43 @@ TEST(ControlCodec, RoundTripsAndNamesBadFields) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0],
                          "windoww": 3})")
                 .find("windoww: unknown key"),
             std::string::npos);
-  EXPECT_NE(
-      error_of(R"({"job": 1, "self": "10.0.0", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("self:"),
-      std::string::npos);
-  EXPECT_NE(error_of(R"({"job": 70000, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})")
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0", "multicast_group": "224.0.0.1", "tree": [0, 0]})").find("self:"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"job": 70000, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0]})")
                 .find("job: must be between 0 and 65535"),
             std::string::npos);
-  EXPECT_NE(
-      error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})").find("job: missing"),
-      std::string::npos);
+  EXPECT_NE(error_of(R"({"self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0]})").find("job: missing"),
+            std::string::npos);
   // values_per_packet gets the one check's sentence, beyond a uint16's range too.
   for (const char* values : {"0", "4097", "70000"}) {
     EXPECT_NE(error_of(std::string(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1",
-                         "group_sizes": [2], "workers": ["10.0.0.2"], "values_per_packet": )") +
+                         "tree": [0, 0], "workers": ["10.0.0.2"], "values_per_packet": )") +
                        values + "}")
                   .find(std::string("values_per_packet: must be 1..4096, got ") + values),
               std::string::npos)
         << values;
   }
+  // A tree that is not one is refused with the PS's own sentence.
+  EXPECT_EQ(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 1],
+                         "workers": ["10.0.0.2"]})"),
+            "tree[1] is 1; a node's parent must come before it");
   // A PS takes gradients only from the workers it is told of: the list is required.
-  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2]})")
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0]})")
                 .find("workers: missing"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0],
                          "workers": []})")
                 .find("workers: must list"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0],
                          "workers": ["10.0.0.2", 7]})")
                 .find("workers[1]: expected an address"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "group_sizes": [2],
+  EXPECT_NE(error_of(R"({"job": 1, "self": "10.0.0.1", "multicast_group": "224.0.0.1", "tree": [0, 0],
                          "workers": ["10.0.0.2"], "index": "random"})")
                 .find("index: must be"),
             std::string::npos);
@@ -180,7 +202,7 @@ WorkerConfig sample() {
   WorkerConfig c;
   c.job = 513;
   c.self = 0x0A000009;
-  c.ps = {PsRoute{0x0A000001, 4, 1, 3, 1, 0}, PsRoute{0x0A000002, 8, 2, 5, 2, 7}};
+  c.ps = {PsRoute{0x0A000001, 4}, PsRoute{0x0A000002, 300}};
   c.values_per_packet = 1024;
   c.scale = 1e6;
   c.aggregators = {100, 400};
@@ -202,11 +224,7 @@ TEST(WorkerConfigCodec, RoundTripsEveryField) {
   ASSERT_EQ(back.ps.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(back.ps[i].ps, c.ps[i].ps);
-    EXPECT_EQ(back.ps[i].bitmap0, c.ps[i].bitmap0);
-    EXPECT_EQ(back.ps[i].bitmap1, c.ps[i].bitmap1);
-    EXPECT_EQ(back.ps[i].fan_in0, c.ps[i].fan_in0);
-    EXPECT_EQ(back.ps[i].fan_in1, c.ps[i].fan_in1);
-    EXPECT_EQ(back.ps[i].edge_switch_identifier, c.ps[i].edge_switch_identifier);
+    EXPECT_EQ(back.ps[i].node, c.ps[i].node);
   }
   EXPECT_EQ(back.values_per_packet, c.values_per_packet);
   EXPECT_EQ(back.scale, c.scale);
@@ -245,7 +263,8 @@ TEST(WorkerConfigCodec, NamesBadFields) {
       {replaced("\"index\":\"hashed_slots\"", "\"index\":\"random\""), "index: must be"},
       {replaced("\"loss_recovery\":\"timeout\"", "\"loss_recovery\":\"fast\""), "loss_recovery: must be"},
       {replaced("\"enabled\":false", "\"enabled\":1"), "congestion.enabled: expected true or false"},
-      {replaced("\"fan_in0\":3", "\"fan_in0\":300"), "ps[0].fan_in0: must be between 0 and 255"},
+      {replaced("\"node\":4", "\"node\":70000"), "ps[0].node: must be between 0 and 65535"},
+      {replaced("\"node\":4", "\"node\":0"), "ps[0].node: 0 is the PS's"},
       {replaced("\"initial_seq\":77", "\"initial_seq\":77,\"colour\":1"), "colour: unknown key"},
       {replaced(",\"initial_seq\":77", ""), "initial_seq: missing"},
       {replaced("\"progress_timeout_ns\":30000000000", "\"progress_timeout_ns\":-1"), "progress_timeout_ns: must be"},
@@ -302,8 +321,9 @@ TEST(ControlCodec, RinaMembersRoundTripAndBadOnesAreNamed) {
                          R"({"job": 1, "admitted_ports": [], "multicast_ports": [], )" + extra + "}");
   };
   EXPECT_EQ(error(R"("roles": [], "rina_members": [1, 2, 1])"), "rina_members: a port is listed twice");
-  EXPECT_EQ(error(R"("roles": [{"ps": "10.0.0.1", "level": 0}], "rina_members": [1])"),
-            "rina_members: a job is aggregated as ATP's (roles) or as Rina's, not both");
+  EXPECT_EQ(
+      error(R"("roles": [{"ps": "10.0.0.1", "node": 1, "children": [{"node": 2, "fan_in": 1}]}], "rina_members": [1])"),
+      "rina_members: a job is aggregated as ATP's (roles) or as Rina's, not both");
   std::string many;
   for (int p = 0; p < 33; ++p) many += (p ? ", " : "") + std::to_string(p);
   EXPECT_EQ(error(R"("roles": [], "rina_members": [)" + many + "]"),

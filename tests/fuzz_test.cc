@@ -17,19 +17,19 @@ std::vector<std::uint8_t> valid_packet(std::mt19937_64& rng) {
   h.ecn = rng() % 4 == 0;
   h.overflow = rng() % 16 == 0;
   h.float_payload = rng() % 16 == 0;
-  h.edge_switch_identifier = static_cast<std::uint8_t>(rng() % 2);
   h.job = rng() % 4 == 0 ? static_cast<JobId>(rng()) : Harness::kJob;
   h.seq = static_cast<Seq>(rng() % 40);
-  h.bitmap0 = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 1u << (rng() % 3);
-  h.bitmap1 = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 1u << (rng() % 3);
-  h.fan_in0 = static_cast<std::uint8_t>(rng() % 4);
-  h.fan_in1 = static_cast<std::uint8_t>(rng() % 4);
+  // Mostly a node of the harness's tree with its own fan-in and a whole or partial bitmap.
+  h.node = rng() % 4 == 0 ? static_cast<std::uint16_t>(rng()) : static_cast<std::uint16_t>(1 + rng() % 5);
+  const std::uint8_t fan_in = h.node == 1 || h.node == 2 ? 2 : 1;
+  h.fan_in = rng() % 4 == 0 ? static_cast<std::uint8_t>(rng() % 4) : fan_in;
+  h.bitmap = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 1 + static_cast<std::uint32_t>(rng() % fan_in) * 2;
   h.aggregator_index = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : static_cast<std::uint32_t>(rng() % 16);
   h.src = rng() % 2 ? Harness::kWorker : static_cast<Address>(rng());
   h.dst = rng() % 2 ? Harness::kPs : multicast_group_address(h.job);
   if (rng() % 3 == 0) {  // a Rina packet, often one the Rina worker's round takes (200 values: 25 fragments)
     h.rina = static_cast<RinaKind>(1 + rng() % (kRinaKinds - 1));
-    h.bitmap1 = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 25;
+    h.round_fragments = rng() % 4 == 0 ? static_cast<std::uint32_t>(rng()) : 25;
     h.round_shape = 0;
     h.dst = rng() % 2 ? Harness::kWorker : h.dst;
     h.src = rng() % 2 ? Address{0x0A000002} : Harness::kPs;
@@ -66,6 +66,7 @@ TEST(Fuzz, RandomBytesAndMutatedPacketsNeverCrash) {
   // The run must have exercised both rejection and the real paths.
   EXPECT_GT(harness.level0.counters().malformed, 1000u);
   EXPECT_GT(harness.level0.job_counters(Harness::kJob).aggregations, 100u);
+  EXPECT_GT(harness.level1.job_counters(Harness::kJob).aggregations, 100u);
   EXPECT_GT(harness.ps.stats().packets_received, 100u);
   EXPECT_LE(harness.level0.table().in_use(), harness.level0.table().size());
 }

@@ -53,6 +53,43 @@ JobSpec job_of(std::vector<std::string> workers, std::vector<std::string> ps) {
 
 std::vector<PortId> ports(std::initializer_list<PortId> p) { return p; }
 
+// The aggregation tree towards job.ps[k] as "ps(sw2(sw0(w0 w1) sw1(w2 w3) w4 w5))": the PS's
+// config gives its shape, the workers' routes and the switches' roles name its nodes. Every
+// role must list its node's children of that shape in order, with their fan-ins, and every node
+// must be named once (a mismatch fails the test).
+std::string tree_of(const JobPlan& p, const JobSpec& job, std::size_t k = 0) {
+  const std::vector<std::uint16_t>& tree = p.ps.at(k).tree;
+  std::vector<std::vector<std::uint16_t>> children(tree.size());
+  for (std::size_t i = 1; i < tree.size(); ++i) children.at(tree[i]).push_back(static_cast<std::uint16_t>(i));
+  std::vector<std::string> name(tree.size());
+  name[0] = job.ps.at(k);
+  for (std::size_t i = 0; i < job.workers.size(); ++i) {
+    const std::uint16_t node = p.workers.at(i).ps.at(k).node;
+    EXPECT_TRUE(name.at(node).empty() && children.at(node).empty()) << job.workers[i] << " at node " << node;
+    name.at(node) = job.workers[i];
+  }
+  for (const auto& [switch_name, plan] : p.switches) {
+    for (const AggregationRole& role : plan.entry.roles) {
+      if (role.ps != p.ps[k].self) continue;
+      EXPECT_TRUE(name.at(role.node).empty()) << switch_name << " at node " << role.node;
+      name.at(role.node) = switch_name;
+      std::vector<std::uint16_t> listed;
+      for (const TreeChild& c : role.children) {
+        listed.push_back(c.node);
+        EXPECT_EQ(c.fan_in, std::max<std::size_t>(1, children.at(c.node).size())) << switch_name;
+      }
+      EXPECT_EQ(listed, children.at(role.node)) << switch_name;
+    }
+  }
+  const std::function<std::string(std::uint16_t)> draw = [&](std::uint16_t n) {
+    EXPECT_FALSE(name[n].empty()) << "node " << n << " has no name";
+    std::string out = name[n];
+    for (std::size_t c = 0; c < children[n].size(); ++c) out += (c == 0 ? "(" : " ") + draw(children[n][c]);
+    return children[n].empty() ? out : out + ")";
+  };
+  return draw(0);
+}
+
 // The paper's Fig. 9: w0,w1 under sw0; w2,w3 under sw1; w4,w5 and the PS under sw2.
 // with_core: sw0, sw1 and sw2 hang off an ATP-capable core switch instead of sw0/sw1 off sw2.
 Topology fig9(bool with_core) {
@@ -60,7 +97,7 @@ Topology fig9(bool with_core) {
   t.switches = {atp_switch("sw0", 1000), atp_switch("sw1", 2000), atp_switch("sw2", 3000)};
   t.hosts = {{"w0", "sw0"}, {"w1", "sw0"}, {"w2", "sw1"}, {"w3", "sw1"}, {"w4", "sw2"}, {"w5", "sw2"}, {"ps", "sw2"}};
   if (with_core) {
-    t.switches.push_back(atp_switch("core", 10, 8));  // small: must not bound the job (it only forwards)
+    t.switches.push_back(atp_switch("core", 10, 8));  // small: it bounds a job it aggregates
     t.switch_links = {{"sw0", "core"}, {"sw1", "core"}, {"sw2", "core"}};
   } else {
     t.switch_links = {{"sw0", "sw2"}, {"sw1", "sw2"}};
@@ -354,35 +391,31 @@ TEST(PlanNetwork, RejectsBadTopologies) {
 // ------------------------------------------------------------------------------------------
 // plan_job
 
-TEST(PlanJob, SingleRackIsOneGroupAtLevelZero) {
+TEST(PlanJob, SingleRackIsOneSwitchAboveItsWorkers) {
   Topology t;
   t.switches = {atp_switch("tor0", 500)};
   t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"ps", "tor0"}, {"w2", "tor0"}};
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2"}, {"ps"}));
+  const JobSpec job = job_of({"w0", "w1", "w2"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
 
   ASSERT_EQ(p.workers.size(), 3u);
-  const std::uint32_t bits[] = {1, 2, 4};
   for (std::size_t i = 0; i < 3; ++i) {
     ASSERT_EQ(p.workers[i].ps.size(), 1u);
-    const PsRoute& r = p.workers[i].ps[0];
-    EXPECT_EQ(r.ps, ip(3));
-    EXPECT_EQ(r.bitmap0, bits[i]);
-    EXPECT_EQ(r.fan_in0, 3);
-    EXPECT_EQ(r.bitmap1, 1u);
-    EXPECT_EQ(r.fan_in1, 1);
-    EXPECT_EQ(r.edge_switch_identifier, 0);
+    EXPECT_EQ(p.workers[i].ps[0].ps, ip(3));
+    EXPECT_EQ(p.workers[i].ps[0].node, 2 + i);  // breadth first: tor0 is node 1
   }
   ASSERT_EQ(p.ps.size(), 1u);
-  EXPECT_EQ(p.ps[0].group_sizes, std::vector<std::uint8_t>{3});
+  EXPECT_EQ(p.ps[0].tree, (std::vector<std::uint16_t>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(tree_of(p, job), "ps(tor0(w0 w1 w2))");
   EXPECT_EQ(p.num_aggregators, 500u);
 
   ASSERT_EQ(p.switches.size(), 1u);
   const SwitchJobPlan& s = p.switches.at("tor0");
   EXPECT_EQ(s.entry.job, 7);
-  ASSERT_EQ(s.entry.roles.size(), 1u);  // level 0 only: no level 1 in a single rack
+  ASSERT_EQ(s.entry.roles.size(), 1u);
   EXPECT_EQ(s.entry.roles[0].ps, ip(3));
-  EXPECT_EQ(s.entry.roles[0].level, 0);
+  EXPECT_EQ(s.entry.roles[0].node, 1);
   EXPECT_EQ(s.entry.admitted_ports, ports({0, 1, 2, 3}));
   EXPECT_EQ(s.multicast_ports, ports({0, 1, 3}));  // the workers, not the PS
 }
@@ -403,7 +436,7 @@ TEST(PlanJob, AttachedHostsKeepTheirAddressesAndPorts) {
   const JobPlan p = plan_job(n, job_of({"w0", "w1"}, {"ps"}));
   EXPECT_EQ(p.workers[0].self, ip(9));
   EXPECT_EQ(p.workers[1].ps[0].ps, ip(1));
-  EXPECT_EQ(p.workers[1].ps[0].bitmap0, 2u);
+  EXPECT_EQ(tree_of(p, job_of({"w0", "w1"}, {"ps"})), "ps(tor0(w0 w1))");
   const SwitchJobPlan& s = p.switches.at("tor0");
   EXPECT_EQ(s.entry.admitted_ports, ports({0, 2, 5}));
   EXPECT_EQ(s.multicast_ports, ports({2, 5}));
@@ -460,35 +493,18 @@ TEST(PlanJob, LinksBetweenRunningSwitchesKeepTheirPorts) {
 TEST(PlanJob, Figure9TwoLevels) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"}));
-
-  struct Want {
-    std::uint32_t bitmap0, bitmap1;
-    std::uint8_t fan_in0, esi;
-  };
-  // Groups: 0 = sw0 {w0,w1}, 1 = sw1 {w2,w3}, 2 = {w4}, 3 = {w5} (w4, w5 are under the PS's ToR).
-  const Want want[] = {{1, 1, 2, 0}, {2, 1, 2, 0}, {1, 2, 2, 0}, {2, 2, 2, 0}, {1, 4, 1, 1}, {1, 8, 1, 1}};
-  for (std::size_t i = 0; i < 6; ++i) {
-    const PsRoute& r = p.workers[i].ps.at(0);
-    EXPECT_EQ(r.bitmap0, want[i].bitmap0) << i;
-    EXPECT_EQ(r.bitmap1, want[i].bitmap1) << i;
-    EXPECT_EQ(r.fan_in0, want[i].fan_in0) << i;
-    EXPECT_EQ(r.fan_in1, 4) << i;  // 2 groups + w4 + w5
-    EXPECT_EQ(r.edge_switch_identifier, want[i].esi) << i;
-  }
-  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{2, 2, 1, 1}));
+  const JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(tree_of(p, job), "ps(sw2(sw0(w0 w1) sw1(w2 w3) w4 w5))");
 
   ASSERT_EQ(p.switches.size(), 3u);
   const auto& sw0 = p.switches.at("sw0");
   const auto& sw1 = p.switches.at("sw1");
   const auto& sw2 = p.switches.at("sw2");
   ASSERT_EQ(sw0.entry.roles.size(), 1u);
-  EXPECT_EQ(sw0.entry.roles[0].level, 0);
   EXPECT_EQ(sw0.entry.roles[0].ps, ip(7));
   ASSERT_EQ(sw1.entry.roles.size(), 1u);
-  EXPECT_EQ(sw1.entry.roles[0].level, 0);
   ASSERT_EQ(sw2.entry.roles.size(), 1u);
-  EXPECT_EQ(sw2.entry.roles[0].level, 1);
   EXPECT_EQ(sw2.entry.roles[0].ps, ip(7));
 
   EXPECT_EQ(sw0.entry.admitted_ports, ports({0, 1, 2}));
@@ -500,12 +516,25 @@ TEST(PlanJob, Figure9TwoLevels) {
   EXPECT_EQ(p.num_aggregators, 1000u);  // smallest of sw0, sw1, sw2
 }
 
-TEST(PlanJob, Figure9ThroughAnAtpCoreThatOnlyForwards) {
+// Every ATP switch where paths meet aggregates: the core too, three levels deep (docs/protocol.md
+// "Aggregation tree"). Its 10 aggregators of 8 values then bound the job's indices and width.
+TEST(PlanJob, Figure9ThroughAnAtpCoreAggregatesAtEveryLevel) {
+  const Topology t = fig9(true);
+  const NetworkPlan n = plan_network(t);
+  const JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(tree_of(p, job), "ps(sw2(core(sw0(w0 w1) sw1(w2 w3)) w4 w5))");
+  EXPECT_EQ(p.num_aggregators, 10u);
+  EXPECT_EQ(p.values_per_packet, 8);
+}
+
+TEST(PlanJob, Figure9ThroughAnAtpCoreTooNarrowForTheJobsPackets) {
   const Topology t = fig9(true);
   const NetworkPlan n = plan_network(t);
   JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});
-  job.values_per_packet = 62;  // wider than the core's 8-value aggregators: fine, it does not aggregate
+  job.values_per_packet = 62;  // wider than the core's 8-value aggregators: it only forwards the job
   const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(tree_of(p, job), "ps(sw2(sw0(w0 w1) sw1(w2 w3) w4 w5))");
 
   ASSERT_EQ(p.switches.size(), 4u);
   const auto& core = p.switches.at("core");
@@ -514,77 +543,58 @@ TEST(PlanJob, Figure9ThroughAnAtpCoreThatOnlyForwards) {
   // the PS's multicast comes in from sw2 and only has workers to reach behind sw0 and sw1.
   EXPECT_EQ(core.entry.admitted_ports, ports({0, 1, 2}));
   EXPECT_EQ(core.multicast_ports, ports({0, 1}));
-  EXPECT_EQ(p.switches.at("sw2").entry.roles.size(), 1u);
-  EXPECT_EQ(p.switches.at("sw2").entry.roles[0].level, 1);
   EXPECT_EQ(p.switches.at("sw2").entry.admitted_ports, ports({0, 1, 2, 3}));
   EXPECT_EQ(p.switches.at("sw2").multicast_ports, ports({0, 1, 3}));
-  EXPECT_EQ(p.workers[0].ps[0].fan_in1, 4);
   EXPECT_EQ(p.num_aggregators, 1000u);  // the core's 10 aggregators do not count
 }
 
-TEST(PlanJob, WorkersUnderAPlainTorAreSingletons) {
+// A switch where one path goes on adds nothing: its child takes its place. Workers under a plain
+// ToR are children of the first ATP switch above.
+TEST(PlanJob, WorkersUnderAPlainTorAreChildrenOfTheSwitchAbove) {
   Topology t;
   t.switches = {plain_switch("tor0"), atp_switch("tor1", 300), atp_switch("tor2", 400)};
   t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"ps", "tor2"}};
   t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w0", "w2", "w1"}, {"ps"}));
+  const JobSpec job = job_of({"w0", "w2", "w1"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
 
-  // Group order follows the worker list: w0 -> 0, w2 (tor1's group) -> 1, w1 -> 2.
-  const PsRoute& w0 = p.workers[0].ps[0];
-  const PsRoute& w2 = p.workers[1].ps[0];
-  const PsRoute& w1 = p.workers[2].ps[0];
-  EXPECT_EQ(w0.bitmap0, 1u);
-  EXPECT_EQ(w0.bitmap1, 1u);
-  EXPECT_EQ(w0.fan_in0, 1);
-  EXPECT_EQ(w0.edge_switch_identifier, 1);
-  EXPECT_EQ(w2.bitmap0, 1u);
-  EXPECT_EQ(w2.bitmap1, 2u);
-  EXPECT_EQ(w2.fan_in0, 1);
-  EXPECT_EQ(w2.edge_switch_identifier, 0);  // a group of one, still aggregated at tor1
-  EXPECT_EQ(w1.bitmap1, 4u);
-  EXPECT_EQ(w1.edge_switch_identifier, 1);
-  EXPECT_EQ(w0.fan_in1, 3);
-  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1, 1}));
-
+  // Children in the order of their first worker in the job's list.
+  EXPECT_EQ(tree_of(p, job), "ps(tor2(w0 w2 w1))");
   EXPECT_TRUE(p.switches.at("tor0").entry.roles.empty());
   EXPECT_EQ(p.switches.at("tor0").multicast_ports, ports({0, 1}));
-  ASSERT_EQ(p.switches.at("tor1").entry.roles.size(), 1u);
-  EXPECT_EQ(p.switches.at("tor1").entry.roles[0].level, 0);
-  ASSERT_EQ(p.switches.at("tor2").entry.roles.size(), 1u);
-  EXPECT_EQ(p.switches.at("tor2").entry.roles[0].level, 1);
-  EXPECT_EQ(p.num_aggregators, 300u);
+  EXPECT_TRUE(p.switches.at("tor1").entry.roles.empty());  // one worker: nothing to add up
+  EXPECT_EQ(p.num_aggregators, 400u);
 }
 
-TEST(PlanJob, PlainPsTorHasNoSecondLevel) {
+TEST(PlanJob, APlainPsTorLeavesTheSumsToThePs) {
   Topology t;
   t.switches = {atp_switch("tor0", 300), atp_switch("tor1", 200), plain_switch("tor2")};
   t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"ps", "tor2"}};
   t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w0", "w1", "w2"}, {"ps"}));
-  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{2, 1}));
-  EXPECT_EQ(p.workers[2].ps[0].edge_switch_identifier, 0);
-  EXPECT_EQ(p.workers[2].ps[0].fan_in1, 2);
+  const JobSpec job = job_of({"w0", "w1", "w2"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(tree_of(p, job), "ps(tor0(w0 w1) w2)");
   EXPECT_TRUE(p.switches.at("tor2").entry.roles.empty());
-  EXPECT_EQ(p.switches.at("tor0").entry.roles.size(), 1u);
-  EXPECT_EQ(p.switches.at("tor1").entry.roles.size(), 1u);
-  EXPECT_EQ(p.num_aggregators, 200u);
+  EXPECT_TRUE(p.switches.at("tor1").entry.roles.empty());
+  EXPECT_EQ(p.num_aggregators, 300u);
 
-  // One remote group only: no level 1 even at an ATP-capable PS ToR.
-  const JobPlan one_group = plan_job(n, job_of({"w0", "w1"}, {"w2"}));
-  EXPECT_EQ(one_group.ps[0].group_sizes, (std::vector<std::uint8_t>{2}));
-  EXPECT_TRUE(one_group.switches.at("tor1").entry.roles.empty());
+  // One remote rack only: nothing to add at the PS's ATP ToR.
+  const JobSpec one_rack = job_of({"w0", "w1"}, {"w2"});
+  const JobPlan one = plan_job(n, one_rack);
+  EXPECT_EQ(tree_of(one, one_rack), "w2(tor0(w0 w1))");
+  EXPECT_TRUE(one.switches.at("tor1").entry.roles.empty());
 
-  // A single rack under a plain switch: every worker is a singleton, nothing aggregates.
+  // A single rack under a plain switch: nothing aggregates.
   Topology plain;
   plain.switches = {plain_switch("tor")};
   plain.hosts = {{"w0", "tor"}, {"w1", "tor"}, {"ps", "tor"}};
   const NetworkPlan pn = plan_network(plain);
-  const JobPlan pp = plan_job(pn, job_of({"w0", "w1"}, {"ps"}));
-  EXPECT_EQ(pp.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1}));
-  EXPECT_EQ(pp.workers[1].ps[0].bitmap1, 2u);
-  EXPECT_EQ(pp.workers[1].ps[0].edge_switch_identifier, 1);
+  const JobSpec flat = job_of({"w0", "w1"}, {"ps"});
+  const JobPlan pp = plan_job(pn, flat);
+  EXPECT_EQ(tree_of(pp, flat), "ps(w0 w1)");
+  EXPECT_EQ(pp.ps[0].tree, flat_tree(2));
   EXPECT_TRUE(pp.switches.at("tor").entry.roles.empty());
   EXPECT_EQ(pp.num_aggregators, 1u);
 }
@@ -599,45 +609,15 @@ TEST(PlanJob, TwoPsInDifferentRacksHaveDifferentTrees) {
   job.congestion.max_window = 300;
   const JobPlan p = plan_job(n, job);
 
-  // Towards ps0 (tor0): w0, w1 singletons (groups 0, 1), w2+w3 tor1's group 2.
-  // Towards ps1 (tor1): w0+w1 tor0's group 0, w2, w3 singletons (groups 1, 2).
-  const PsRoute& w0_ps0 = p.workers[0].ps[0];
-  const PsRoute& w0_ps1 = p.workers[0].ps[1];
-  const PsRoute& w3_ps0 = p.workers[3].ps[0];
-  const PsRoute& w3_ps1 = p.workers[3].ps[1];
-  EXPECT_EQ(w0_ps0.ps, ip(3));
-  EXPECT_EQ(w0_ps1.ps, ip(6));
-  EXPECT_EQ(w0_ps0.edge_switch_identifier, 1);
-  EXPECT_EQ(w0_ps0.bitmap1, 1u);
-  EXPECT_EQ(w0_ps1.edge_switch_identifier, 0);
-  EXPECT_EQ(w0_ps1.bitmap0, 1u);
-  EXPECT_EQ(w0_ps1.bitmap1, 1u);
-  EXPECT_EQ(w0_ps1.fan_in0, 2);
-  EXPECT_EQ(w3_ps0.edge_switch_identifier, 0);
-  EXPECT_EQ(w3_ps0.bitmap0, 2u);
-  EXPECT_EQ(w3_ps0.bitmap1, 4u);
-  EXPECT_EQ(w3_ps1.edge_switch_identifier, 1);
-  EXPECT_EQ(w3_ps1.bitmap1, 4u);
-  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 1, 2}));
-  EXPECT_EQ(p.ps[1].group_sizes, (std::vector<std::uint8_t>{2, 1, 1}));
+  EXPECT_EQ(tree_of(p, job, 0), "ps0(tor0(w0 w1 tor1(w2 w3)))");
+  EXPECT_EQ(tree_of(p, job, 1), "ps1(tor1(tor0(w0 w1) w2 w3))");
+  EXPECT_EQ(p.workers[0].ps[0].ps, ip(3));
+  EXPECT_EQ(p.workers[0].ps[1].ps, ip(6));
   EXPECT_EQ(p.ps[0].max_window_seqs, 600u);
   EXPECT_EQ(p.ps[1].max_window_seqs, 600u);
-
-  // Each ToR is level 1 for its own PS and level 0 for the other one.
-  const auto& tor0 = p.switches.at("tor0").entry.roles;
-  const auto& tor1 = p.switches.at("tor1").entry.roles;
-  ASSERT_EQ(tor0.size(), 2u);
-  ASSERT_EQ(tor1.size(), 2u);
-  auto has = [](const std::vector<AggregationRole>& roles, Address ps, std::uint8_t level) {
-    for (const auto& r : roles) {
-      if (r.ps == ps && r.level == level) return true;
-    }
-    return false;
-  };
-  EXPECT_TRUE(has(tor0, ip(3), 1));
-  EXPECT_TRUE(has(tor0, ip(6), 0));
-  EXPECT_TRUE(has(tor1, ip(3), 0));
-  EXPECT_TRUE(has(tor1, ip(6), 1));
+  // Each ToR has a role towards each PS.
+  EXPECT_EQ(p.switches.at("tor0").entry.roles.size(), 2u);
+  EXPECT_EQ(p.switches.at("tor1").entry.roles.size(), 2u);
   // tor0: hosts w0 0, w1 1, ps0 2, link 3. Multicast from ps1 enters on 3 and must reach w0, w1;
   // from ps0 it must reach w0, w1 and tor1.
   EXPECT_EQ(p.switches.at("tor0").entry.admitted_ports, ports({0, 1, 2, 3}));
@@ -651,44 +631,34 @@ TEST(PlanJob, OnlySwitchesOnTheJobsPathsGetEntries) {
   t.hosts.push_back({"x", "sw3"});
   t.switch_links.push_back({"sw3", "core"});
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w0", "w1"}, {"ps"}));
+  const JobSpec job = job_of({"w0", "w1"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
   EXPECT_EQ(p.switches.size(), 3u);  // sw0, core, sw2
   EXPECT_TRUE(p.switches.contains("sw0"));
   EXPECT_TRUE(p.switches.contains("core"));
   EXPECT_TRUE(p.switches.contains("sw2"));
-  // sw2 has only one group (sw0's): no level 1, the aggregate goes straight to the PS.
+  // The core and sw2 carry sw0's sum alone: it goes straight to the PS.
+  EXPECT_EQ(tree_of(p, job), "ps(sw0(w0 w1))");
   EXPECT_TRUE(p.switches.at("sw2").entry.roles.empty());
   EXPECT_EQ(p.switches.at("sw2").entry.admitted_ports, ports({2, 3}));
   EXPECT_EQ(p.switches.at("sw2").multicast_ports, ports({3}));
-  EXPECT_EQ(p.workers[1].ps[0].fan_in1, 1);
 }
 
-// tor0 - tor1 - tor2 (PS): tor1 carries tor0's traffic to the PS. If tor1 also aggregated its
-// own workers at level 0, a resend from tor0's group (still edgeSwitchIdentifier 0) would be
-// merged into tor1's aggregate; so tor1's workers are singletons and tor1 only forwards.
-TEST(PlanJob, ALevelZeroTorNeverCarriesAnotherGroupsTraffic) {
+// tor0 - tor1 - tor2 (PS): tor1 adds tor0's sum and its own workers' (a resend or a partial sum
+// from tor0 is not one of its children's whole sums, so it is never merged there).
+TEST(PlanJob, ASwitchOnAnotherRacksPathAddsItsSumToItsOwnWorkers) {
   Topology t;
   t.switches = {atp_switch("tor0"), atp_switch("tor1"), atp_switch("tor2")};
   t.hosts = {{"w0", "tor0"}, {"w1", "tor0"}, {"w2", "tor1"}, {"w3", "tor1"}, {"ps", "tor2"}};
   t.switch_links = {{"tor0", "tor1"}, {"tor1", "tor2"}};
   const NetworkPlan n = plan_network(t);
-  const JobPlan p = plan_job(n, job_of({"w2", "w0", "w1", "w3"}, {"ps"}));
-  EXPECT_EQ(p.ps[0].group_sizes, (std::vector<std::uint8_t>{1, 2, 1}));  // w2, tor0 {w0, w1}, w3
-  EXPECT_EQ(p.workers[0].ps[0].edge_switch_identifier, 1);
-  EXPECT_EQ(p.workers[1].ps[0].edge_switch_identifier, 0);
-  EXPECT_EQ(p.workers[2].ps[0].bitmap0, 2u);
-  EXPECT_EQ(p.workers[3].ps[0].bitmap1, 4u);
-  EXPECT_EQ(p.workers[3].ps[0].fan_in1, 3);
-  EXPECT_TRUE(p.switches.at("tor1").entry.roles.empty());
-  ASSERT_EQ(p.switches.at("tor0").entry.roles.size(), 1u);
-  ASSERT_EQ(p.switches.at("tor2").entry.roles.size(), 1u);
-  EXPECT_EQ(p.switches.at("tor2").entry.roles[0].level, 1);
+  const JobSpec job = job_of({"w2", "w0", "w1", "w3"}, {"ps"});
+  const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(tree_of(p, job), "ps(tor1(w2 tor0(w0 w1) w3))");
+  EXPECT_TRUE(p.switches.at("tor2").entry.roles.empty());
 
-  // Without workers under tor0, tor1 carries nobody else's traffic and aggregates as usual.
-  const JobPlan only_tor1 = plan_job(n, job_of({"w2", "w3"}, {"ps"}));
-  EXPECT_EQ(only_tor1.ps[0].group_sizes, (std::vector<std::uint8_t>{2}));
-  ASSERT_EQ(only_tor1.switches.at("tor1").entry.roles.size(), 1u);
-  EXPECT_EQ(only_tor1.switches.at("tor1").entry.roles[0].level, 0);
+  const JobSpec only_tor1 = job_of({"w2", "w3"}, {"ps"});
+  EXPECT_EQ(tree_of(plan_job(n, only_tor1), only_tor1), "ps(tor1(w2 w3))");
 }
 
 TEST(PlanJob, CopiesJobSettingsIntoEndpoints) {
@@ -725,7 +695,7 @@ TEST(PlanJob, CopiesJobSettingsIntoEndpoints) {
   EXPECT_EQ(ps.values_per_packet, 100);
   EXPECT_EQ(ps.aggregators, w.aggregators);
   EXPECT_EQ(ps.max_window_seqs, job.congestion.max_window);
-  EXPECT_EQ(p.num_aggregators, 1000u);
+  EXPECT_EQ(p.num_aggregators, 3000u);  // only sw2 adds up (w3's and w0's ToRs hold one each)
 
   job.retransmit_timeout = std::chrono::seconds(1);  // above the default cap: the cap follows
   EXPECT_EQ(plan_job(n, job).workers[0].max_retransmit_timeout, std::chrono::seconds(1));
@@ -796,7 +766,9 @@ TEST(PlanJob, RejectsStaticSharesOfNoAggregators) {
   expect_plan_error([&] { (void)plan_job(n, job); }, {"job 'a'", "share 0 of 0"});
 }
 
-TEST(PlanJob, ThirtyTwoWorkersPerTorAndThirtyTwoGroups) {
+// A switch adds up at most 32 children (a 32-bit bitmap); where more paths meet it only forwards,
+// and they are its parent's children (the PS takes any number).
+TEST(PlanJob, ASwitchWhereMoreThanThirtyTwoPathsMeetOnlyForwards) {
   Topology t;
   t.switches = {atp_switch("tor0"), plain_switch("tor1"), atp_switch("tor2")};
   t.switch_links = {{"tor0", "tor2"}, {"tor1", "tor2"}};
@@ -809,21 +781,32 @@ TEST(PlanJob, ThirtyTwoWorkersPerTorAndThirtyTwoGroups) {
   }
   t.hosts.push_back({"ps", "tor2"});
   const NetworkPlan n = plan_network(t);
+  auto children_of = [](const JobPlan& p, const std::string& s) {
+    const auto& roles = p.switches.at(s).entry.roles;
+    return roles.empty() ? std::size_t{0} : roles[0].children.size();
+  };
 
-  std::vector<std::string> workers(rack0.begin(), rack0.begin() + 32);
-  const JobPlan p = plan_job(n, job_of(workers, {"ps"}));
-  EXPECT_EQ(p.workers[31].ps[0].bitmap0, 0x80000000u);
-  EXPECT_EQ(p.workers[31].ps[0].fan_in0, 32);
+  JobSpec job = job_of(std::vector<std::string>(rack0.begin(), rack0.begin() + 32), {"ps"});
+  JobPlan p = plan_job(n, job);
+  EXPECT_EQ(children_of(p, "tor0"), 32u);
+  EXPECT_EQ(p.switches.at("tor0").entry.roles[0].children[31].node, p.workers[31].ps[0].node);
+  job.workers.push_back(rack0[32]);
+  p = plan_job(n, job);
+  EXPECT_EQ(children_of(p, "tor0"), 0u);
+  EXPECT_EQ(children_of(p, "tor2"), 0u);
+  EXPECT_EQ(p.ps[0].tree, flat_tree(33));
 
-  workers.push_back(rack0[32]);
-  expect_plan_error([&] { (void)plan_job(n, job_of(workers, {"ps"})); },
-                    {"job 'a' has 33 workers under switch 'tor0', but a 32-bit bitmap allows at most 32 per ToR"});
-
-  // Under a plain ToR every worker is its own group: 32 are fine, 33 are not.
-  workers.assign(rack1.begin(), rack1.begin() + 32);
-  EXPECT_EQ(plan_job(n, job_of(workers, {"ps"})).workers[31].ps[0].bitmap1, 0x80000000u);
-  workers.push_back(rack1[32]);
-  expect_plan_error([&] { (void)plan_job(n, job_of(workers, {"ps"})); }, {"job 'a'", "33 aggregation groups", "'ps'"});
+  // Under a plain ToR the workers are tor2's children: 32 it adds up, 33 it forwards.
+  job.workers.assign(rack1.begin(), rack1.begin() + 32);
+  EXPECT_EQ(children_of(plan_job(n, job), "tor2"), 32u);
+  job.workers.push_back(rack1[32]);
+  EXPECT_EQ(plan_job(n, job).ps[0].tree, flat_tree(33));
+  // 32 under tor0 and 2 under tor1: tor2 adds tor0's sum and the two.
+  job.workers.assign(rack0.begin(), rack0.begin() + 32);
+  job.workers.insert(job.workers.end(), {rack1[0], rack1[1]});
+  p = plan_job(n, job);
+  EXPECT_EQ(children_of(p, "tor0"), 32u);
+  EXPECT_EQ(children_of(p, "tor2"), 3u);
 }
 
 TEST(PlanJob, RejectsBadJobs) {
@@ -843,9 +826,10 @@ TEST(PlanJob, RejectsBadJobs) {
   JobSpec job = job_of({"w0", "w1"}, {"ps"});
   job.values_per_packet = kMaxValuesPerPacket + 1;
   expect_plan_error(plan(job), {"values_per_packet must be 1..4096, got 4097"});
-  job.values_per_packet = kMaxValuesPerPacket;
-  expect_plan_error(plan(job), {"4096 values per packet", "switch 'sw0'", "1024 values wide"});
+  job.values_per_packet = kMaxValuesPerPacket;  // wider than sw0's aggregators: sw0 only forwards it
+  EXPECT_TRUE(plan_job(n, job).switches.at("sw0").entry.roles.empty());
   job.values_per_packet = 1024;
+  EXPECT_FALSE(plan_job(n, job).switches.at("sw0").entry.roles.empty());
   EXPECT_NO_THROW(plan(job)());
   job.congestion.initial_window = 300;
   job.congestion.max_window = 100;
@@ -875,9 +859,9 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
   expect_plan_error([] { (void)fragment_width(20 + 8 + 40 + 3, kMaxValuesPerPacket); },
                     {"MTU of 71 bytes", "no room for even one value"});
 
-  // sw0 and sw1 aggregate at level 0, sw2 at level 1; the core only forwards and, 8 values wide,
-  // bounds nothing.
+  // sw0, sw1 and sw2 aggregate; a plain core bounds nothing.
   Topology t = fig9(true);
+  t.switches[3].config.atp_capable = false;
   t.switches[1].config.aggregator_width = 300;
   NetworkPlan n = plan_network(t);
   JobSpec job = job_of({"w0", "w1", "w4"}, {"ps"});  // not under sw1
@@ -885,7 +869,7 @@ TEST(PlanJob, AnUnsetFragmentWidthIsTheWidestThePathTakes) {
   EXPECT_EQ(p.values_per_packet, 1024);
   EXPECT_EQ(p.workers[0].values_per_packet, 1024);
   EXPECT_EQ(p.ps[0].values_per_packet, 1024);
-  job.workers.push_back("w2");  // under sw1
+  job.workers.insert(job.workers.end(), {"w2", "w3"});  // under sw1, which adds them up
   EXPECT_EQ(plan_job(n, job).values_per_packet, 300);
   n.mtu_bytes = 1000;
   EXPECT_EQ(plan_job(n, job).values_per_packet, 233);  // (1000 - 68) / 4

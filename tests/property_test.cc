@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "atp/backends/simulated.h"
+#include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
+#include "atp/scenario/topologies.h"
 
 namespace atp {
 namespace {
@@ -19,7 +21,7 @@ struct Case {
   std::uint32_t jobs;
   double loss;                // on every link, both directions
   std::uint32_t aggregators;  // per switch
-  bool atp_core;              // the core switch is ATP-capable too (it must only forward)
+  bool atp_core;              // the core switch is ATP-capable too (it adds up the racks' sums)
 };
 
 std::string name_of(const Case& c) {
@@ -29,8 +31,7 @@ std::string name_of(const Case& c) {
 }
 
 // Racks tor0..tor{R-1} under one core switch. Job j's workers are spread round-robin over the
-// racks; its PS sits in rack j % R where the bitmaps allow (two levels of aggregation), and
-// jobs share every switch's table.
+// racks; its PS sits in rack j % R where the bitmaps allow, and jobs share every switch's table.
 Scenario make_scenario(const Case& c) {
   Scenario s;
   s.seed = c.seed;
@@ -54,9 +55,9 @@ Scenario make_scenario(const Case& c) {
       s.topology.hosts.push_back({host, "tor" + std::to_string(w % c.racks)});
       job.spec.workers.push_back(host);
     }
-    // In the PS's rack, workers are direct children of the second level, next to the other
-    // racks' groups; a 32-bit bitmap1 caps that at 32 (plan_job rejects more). Larger jobs
-    // put their PS behind the core switch instead.
+    // In the PS's rack, workers are children of its ToR, next to the other racks' ToRs (or the
+    // core, where it aggregates); a 32-bit bitmap caps that at 32 (plan_job rejects more). Larger
+    // jobs put their PS behind the core switch instead.
     const std::uint32_t rack = j % c.racks;
     const std::uint32_t in_rack = (c.workers + c.racks - 1 - rack) / c.racks;
     const bool fits = c.racks == 1 || in_rack + (c.racks - 1) <= 32;
@@ -165,6 +166,66 @@ TEST(PropertySanity, TinyTableForcesCollisionsAndStaysExact) {
   }
   EXPECT_GT(collisions, 0u);
   EXPECT_EQ(r.leaked_aggregators, 0u);
+}
+
+// Every INA switch of a k=4 fat-tree adds up what meets there (docs/protocol.md "Aggregation
+// tree"): edge, aggregation and core switches, five levels on the longest paths. Exact across
+// seeds, with loss, duplication and reordering on every link, and with a table small enough for
+// fragments to collide.
+TEST(EveryLevel, AFatTreeOfInaSwitchesAggregatesExactlyUnderLoss) {
+  Scenario base;
+  base.topology = fat_tree(4, std::nullopt, GeneratedSwitches{InaSwitches::kAll, 4096});
+  ScenarioJob job;
+  job.spec.name = "all";
+  job.spec.id = 1;
+  for (std::size_t h = 0; h + 1 < base.topology.hosts.size(); ++h)
+    job.spec.workers.push_back(base.topology.hosts[h].name);
+  job.spec.ps.push_back(base.topology.hosts.back().name);
+  job.spec.values_per_packet = 32;
+  job.spec.index_policy = IndexPolicy::kLinear;  // fragments in flight meet in a row only when they outnumber the table
+  job.spec.progress_timeout = std::chrono::seconds(5);
+  job.elements = 60 * 32 - 7;
+  job.rounds = 3;
+  base.jobs.push_back(job);
+
+  // The tree: the PS's edge switch adds its rack-mate's value and its aggregation switches' sums,
+  // which add up their cores', which add up the other pods' aggregation switches'.
+  const NetworkPlan network = plan_network(base.topology);
+  const JobPlan plan = plan_job(network, job.spec);
+  std::size_t depth = 0;
+  for (std::uint16_t node = plan.workers[0].ps[0].node; node != 0; node = plan.ps[0].tree[node]) ++depth;
+  EXPECT_GE(depth, 5u) << "worker 0's path to the PS: its edge, aggregation and core switches, and the PS's pod's";
+  EXPECT_FALSE(plan.switches.at("core0").entry.roles.empty());
+
+  for (const auto& [loss, table] :
+       {std::pair{0.0, 4096u}, std::pair{0.0, 64u}, std::pair{0.02, 4096u}, std::pair{0.02, 64u}}) {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      Scenario s = base;
+      s.seed = seed;
+      for (SwitchSpec& sw : s.topology.switches) sw.config.num_aggregators = table;
+      if (loss > 0) {
+        auto faulty = [&](const std::string& a, const std::string& b) {
+          LinkFault f;
+          f.a = a;
+          f.b = b;
+          f.overrides.loss = loss;
+          f.overrides.duplicate = loss / 2;
+          f.overrides.reorder = loss;
+          s.link_faults.push_back(f);
+        };
+        for (const HostSpec& h : s.topology.hosts) faulty(h.name, h.switch_name);
+        for (const SwitchLink& l : s.topology.switch_links) faulty(l.a, l.b);
+      }
+      const ScenarioResult r = run_inproc(s);
+      const JobResult& j = r.jobs.at(0);
+      EXPECT_TRUE(j.correct) << "seed " << seed << ", loss " << loss << ", table " << table << ": " << j.error;
+      EXPECT_EQ(j.completed_rounds, 3u);
+      EXPECT_EQ(r.leaked_aggregators, 0u);
+      if (loss == 0 && table == 4096) {
+        EXPECT_EQ(j.in_network_share, 1.0) << "seed " << seed;  // the PS got one packet per fragment
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -100,11 +100,9 @@ std::vector<std::uint8_t> gradient(const Planned& p, std::size_t w, Seq seq, std
   Header h;
   h.job = wc.job;
   h.seq = seq;
-  h.bitmap0 = route.bitmap0;
-  h.bitmap1 = route.bitmap1;
-  h.fan_in0 = route.fan_in0;
-  h.fan_in1 = route.fan_in1;
-  h.edge_switch_identifier = route.edge_switch_identifier;
+  h.node = route.node;
+  h.bitmap = 1;
+  h.fan_in = 1;
   h.src = wc.self;
   h.dst = route.ps;
   return build_packet(h, values);

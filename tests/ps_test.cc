@@ -45,30 +45,66 @@ class RecordingSink final : public PacketSink {
   std::vector<Packet> packets;
 };
 
+// The trees of these tests (PsConfig::tree): the PS (node 0); node 1, a switch above G groups;
+// nodes 2 .. G + 1, the groups' switches; then the workers, group by group. gradient() and
+// individual() speak of them as a ToR-and-spine header would: members of one group, or whole
+// groups. Set by make_config for the test that calls it.
+std::vector<std::uint8_t> groups_in_use;
+
+std::vector<std::uint16_t> grouped_tree(const std::vector<std::uint8_t>& group_sizes) {
+  std::vector<std::uint16_t> tree = {0, 0};
+  for (std::size_t g = 0; g < group_sizes.size(); ++g) tree.push_back(1);
+  for (std::size_t g = 0; g < group_sizes.size(); ++g) {
+    for (std::uint8_t m = 0; m < group_sizes[g]; ++m) tree.push_back(static_cast<std::uint16_t>(2 + g));
+  }
+  return tree;
+}
+
 PsConfig make_config(std::vector<std::uint8_t> group_sizes, std::uint16_t values_per_packet = 4,
                      std::uint32_t max_window_seqs = 64) {
   PsConfig c;
   c.job = kJob;
   c.self = kPs;
   c.multicast_group = multicast_group_address(kJob);
-  c.group_sizes = std::move(group_sizes);
+  c.tree = grouped_tree(group_sizes);
+  groups_in_use = std::move(group_sizes);
   c.values_per_packet = values_per_packet;
   c.aggregators = {0, kAggregators};
   c.max_window_seqs = max_window_seqs;
   return c;
 }
 
-// A gradient packet header heading to the PS for the workers `bitmap0` of the groups `bitmap1`.
-Header gradient(Seq seq, std::uint32_t bitmap0, std::uint32_t bitmap1, Address src) {
+// A gradient packet header heading to the PS for the members `members` of the one group in
+// `groups` (the partial or whole sum of that group's switch), or for the whole groups `groups`
+// (the sum of the switch above them). Groups that do not exist give nodes and fan-ins the PS
+// must refuse.
+Header gradient(Seq seq, std::uint32_t members, std::uint32_t groups, Address src) {
   Header h;
   h.job = kJob;
   h.seq = seq;
-  h.bitmap0 = bitmap0;
-  h.bitmap1 = bitmap1;
-  h.edge_switch_identifier = 1;
+  if (std::has_single_bit(groups)) {
+    const auto g = static_cast<std::size_t>(std::countr_zero(groups));
+    h.node = static_cast<std::uint16_t>(2 + g);
+    h.bitmap = members;
+    h.fan_in = g < groups_in_use.size() ? groups_in_use[g] : 0;
+  } else {
+    h.node = 1;
+    h.bitmap = groups;
+    h.fan_in = static_cast<std::uint8_t>(groups_in_use.size());
+  }
   h.aggregator_index = base_aggregator_index(kJob, seq, {0, kAggregators}, IndexPolicy::kHashed);
   h.src = src;
   h.dst = kPs;
+  return h;
+}
+
+// Worker `member` of group `group`: its own packet (its node, bitmap 1, fan-in 1).
+Header own(Seq seq, std::uint32_t group, std::uint32_t member, Address src) {
+  Header h = gradient(seq, 1, 1, src);
+  std::size_t node = 2 + groups_in_use.size() + member;
+  for (std::uint32_t g = 0; g < group; ++g) node += groups_in_use[g];
+  h.node = static_cast<std::uint16_t>(node);
+  h.fan_in = 1;
   return h;
 }
 
@@ -96,7 +132,7 @@ struct PsUnderTest {
   // Worker `member` of group `group` (one bit in each bitmap), as a switch forwards it.
   void individual(Seq seq, std::uint32_t group, std::uint32_t member, Address src,
                   const std::vector<std::int32_t>& values, bool ecn = false) {
-    Header h = gradient(seq, 1u << member, 1u << group, src);
+    Header h = own(seq, group, member, src);
     h.ecn = ecn;
     deliver(h, values);
   }
@@ -163,7 +199,7 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
   expect_multicast_result(ack, 100, {10, -26, 2'147'482'647, 6});
   EXPECT_FALSE(ack.header.collision);
   EXPECT_FALSE(ack.header.ecn);
-  EXPECT_EQ(ack.header.bitmap0, 0u);
+  EXPECT_EQ(ack.header.bitmap, 0u);
   EXPECT_EQ(ack.header.aggregator_index, base_aggregator_index(kJob, 100, {0, kAggregators}, IndexPolicy::kHashed));
   EXPECT_EQ(ack.header.value_count, 4u);
   const PsStats& s = t.ps.stats();
@@ -251,7 +287,7 @@ TEST(PsEndpoint, DuplicateIndividualIsDropped) {
 TEST(PsEndpoint, LevelOneAggregateCountsWholeGroups) {
   // Group 0: 2 workers, group 1: 3 workers, group 2: a singleton.
   PsUnderTest t(make_config({2, 3, 1}));
-  // A complete second-level aggregate of every group; bitmap0 is whatever the last packet had.
+  // A complete sum of the switch above every group.
   t.deliver(gradient(40, 0b1, 0b111, kWorker0), {6, 0, -6, 1});
   ASSERT_EQ(t.sink.packets.size(), 1u);
   expect_multicast_result(t.sink.packets[0], 40, {6, 0, -6, 1});
@@ -285,17 +321,6 @@ TEST(PsEndpoint, InvalidBitmapsAreCountedDrops) {
   EXPECT_EQ(t.ps.stats().packets_received, 0u);
   EXPECT_EQ(t.ps.stored_fragments(), 0u);
   EXPECT_TRUE(t.sink.packets.empty());
-}
-
-TEST(PsEndpoint, EmptyGroupHasNoValidBitsAndIsNotWaitedFor) {
-  PsUnderTest t(make_config({2, 0, 1}));
-  const std::vector<std::int32_t> v = {1, 2, 3, 4};
-  t.deliver(gradient(3, 1, 0b010, kWorker0), v);
-  t.deliver(gradient(3, 1, 0b111, kWorker0), v);
-  EXPECT_EQ(t.ps.stats().dropped, 2u);
-  t.deliver(gradient(3, 1, 0b101, kWorker0), v);  // groups 0 and 2: every worker
-  ASSERT_EQ(t.sink.packets.size(), 1u);
-  expect_multicast_result(t.sink.packets[0], 3, v);
 }
 
 TEST(PsEndpoint, BadPacketsAreCountedDrops) {
@@ -340,8 +365,8 @@ TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
   const auto& ack = t.sink.packets[0];
   expect_multicast_result(ack, 77, {6, 0, 0, 0});
   EXPECT_TRUE(ack.header.collision);
-  EXPECT_EQ(ack.header.bitmap0, rehash_aggregator_index(index, {0, kAggregators}));
-  EXPECT_NE(ack.header.bitmap0, index);
+  EXPECT_EQ(ack.header.bitmap, rehash_aggregator_index(index, {0, kAggregators}));
+  EXPECT_NE(ack.header.bitmap, index);
   EXPECT_EQ(ack.header.aggregator_index, index);  // switches free the aggregator the gradients used
   EXPECT_EQ(t.ps.stats().collisions, 1u);
 }
@@ -368,9 +393,9 @@ TEST(PsEndpoint, CollisionRehashStaysInsideTheJobsShare) {
     ASSERT_EQ(t.sink.packets.size(), 1u) << "seq " << seq;
     const Header& ack = t.sink.packets[0].header;
     EXPECT_TRUE(ack.collision);
-    EXPECT_TRUE(share.contains(ack.bitmap0)) << "seq " << seq << ": " << index << " -> " << ack.bitmap0;
+    EXPECT_TRUE(share.contains(ack.bitmap)) << "seq " << seq << ": " << index << " -> " << ack.bitmap;
     if (share.contains(index)) {
-      EXPECT_NE(ack.bitmap0, index);
+      EXPECT_NE(ack.bitmap, index);
     }
     EXPECT_EQ(ack.aggregator_index, index);  // switches free the aggregator the gradients used
     t.sink.packets.clear();
@@ -629,6 +654,7 @@ TEST_P(PsShardsWithWorkers, EveryRoundCompletesExactlyWithoutDrops) {
   std::vector<PsEndpoint> servers;
   for (std::uint32_t k = 0; k < shards; ++k) {
     PsConfig c = make_config({kWorkers}, kValues, window * shards);
+    c.tree = flat_tree(kWorkers);  // nodes 1..kWorkers: the workers
     c.self = kPs + k;
     servers.emplace_back(c);
   }
@@ -637,7 +663,7 @@ TEST_P(PsShardsWithWorkers, EveryRoundCompletesExactlyWithoutDrops) {
     WorkerConfig c;
     c.job = kJob;
     c.self = kWorker0 + w;
-    for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs + k, 1u << w, 1, kWorkers, 1, 1});
+    for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs + k, static_cast<std::uint16_t>(1 + w)});
     c.values_per_packet = kValues;
     c.aggregators = {0, kAggregators};
     c.congestion.initial_window = window;
@@ -764,18 +790,66 @@ TEST(PsEndpoint, CorruptedPacketsNeverCrash) {
   EXPECT_GT(s.aggregations, 0u);
 }
 
+// A tree three switches deep, and a worker straight under the PS (docs/protocol.md "Aggregation
+// tree"): sums of any node merge as long as their workers are new.
+TEST(PsEndpoint, MergesSumsFromEveryLevelOfADeepTreeWithoutCountingAWorkerTwice) {
+  PsConfig c = make_config({});
+  // 0: PS; 1: spine above 2 and 3; 2: ToR of workers 4, 5; 3: ToR of workers 6, 7; 8: a worker.
+  c.tree = {0, 0, 1, 1, 2, 2, 3, 3, 0};
+  PsUnderTest t(c);
+  auto from = [](std::uint16_t node, std::uint32_t bitmap, std::uint8_t fan_in) {
+    Header h = gradient(5, 1, 1, kWorker0);
+    h.node = node;
+    h.bitmap = bitmap;
+    h.fan_in = fan_in;
+    return h;
+  };
+  t.deliver(from(2, 0b01, 2), {1, 0, 0, 0});  // ToR 2 flushed with worker 4 only
+  t.deliver(from(1, 0b01, 2), {9, 9, 9, 9});  // the spine's partial of ToR 2: worker 4 again
+  t.deliver(from(4, 1, 1), {9, 9, 9, 9});     // worker 4's own resend
+  EXPECT_EQ(t.ps.stats().overlaps_dropped, 2u);
+  t.deliver(from(3, 0b11, 2), {0, 1, 0, 0});  // ToR 3 whole: workers 6 and 7
+  t.deliver(from(5, 1, 1), {0, 0, 1, 0});     // worker 5
+  EXPECT_TRUE(t.sink.packets.empty());
+  t.deliver(from(8, 1, 1), {0, 0, 0, 1});  // the worker under the PS: every one is in
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 5, {1, 1, 1, 1});
+  // Nodes and bitmaps the tree does not have are dropped.
+  t.deliver(from(9, 1, 1), {1, 1, 1, 1});      // no node 9
+  t.deliver(from(0, 1, 1), {1, 1, 1, 1});      // the PS's own
+  t.deliver(from(1, 0b100, 2), {1, 1, 1, 1});  // the spine has two children
+  t.deliver(from(1, 0b11, 3), {1, 1, 1, 1});   // nor three
+  t.deliver(from(4, 0b11, 1), {1, 1, 1, 1});   // a worker speaks for itself
+  EXPECT_EQ(t.ps.stats().dropped, 5u);
+}
+
+TEST(PsEndpoint, ATreeThatIsNotOneIsRefusedWithOneSentence) {
+  PsConfig c = make_config({2});
+  auto refusal = [&c] {
+    try {
+      PsEndpoint ps(c);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  c.tree = {0};
+  EXPECT_EQ(refusal(), "job 7: tree has 1 nodes; it needs the PS and 1 to 65535 more");
+  c.tree = {0, 2, 0};
+  EXPECT_EQ(refusal(), "job 7: tree[1] is 2; a node's parent must come before it");
+  c.tree = {0, 0};
+  c.tree.insert(c.tree.end(), 33, 1);
+  EXPECT_EQ(refusal(), "job 7: tree node 1 has more than 32 children; a bitmap holds 32");
+  c.tree = flat_tree(100);  // the PS itself takes any number
+  EXPECT_EQ(refusal(), "");
+}
+
 TEST(PsEndpoint, BadConfigDoesNotCrash) {
-  PsConfig c = make_config(std::vector<std::uint8_t>(40, 200), 4, 0);
+  PsConfig c = make_config({2}, 4, 0);
   c.aggregators = {0, 0};
   PsUnderTest t(c);
-  t.deliver(gradient(1, ~0u, 1, kWorker0), {1, 1, 1, 1});  // group 0 clamped to 32 members
-  t.deliver(gradient(1, 1, ~0u, kWorker0), {1, 1, 1, 1});  // every one of the 32 groups
-  EXPECT_EQ(t.ps.stats().aggregations, 1u);
-  EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
-
-  PsUnderTest none(make_config({}));
-  none.deliver(gradient(1, 1, 1, kWorker0), {1, 1, 1, 1});
-  EXPECT_EQ(none.ps.stats().dropped, 1u);
+  t.deliver(gradient(1, 0b11, 1, kWorker0), {1, 1, 1, 1});
+  EXPECT_EQ(t.ps.stats().completions, 1u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -878,7 +952,7 @@ std::string constructor_error(const PsConfig& c) {
 TEST(PsEndpoint, ConfigsBeyondTheMemoryBudgetAreRefusedWithOneSentence) {
   PsConfig c;
   c.job = kJob;
-  c.group_sizes = {4};
+  c.tree = flat_tree(4);
   EXPECT_LT(ps_job_memory_bound(c), 4u << 20);  // the default: 1024 x 62 values, about 2 MiB
   EXPECT_EQ(constructor_error(c), "");
   for (const std::uint32_t window : {0xFFFFFFFFu, kMaxWindowSeqs + 1}) {

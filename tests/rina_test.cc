@@ -253,9 +253,9 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   EXPECT_EQ(h.rina, RinaKind::kContribution);
   EXPECT_EQ(h.seq, 0u);
   EXPECT_EQ(h.dst, c.workers[2]);
-  EXPECT_EQ(h.bitmap0, 1u);
-  EXPECT_EQ(h.fan_in0, 2);
-  EXPECT_EQ(h.bitmap1, 2u);  // the round's fragments
+  EXPECT_EQ(h.bitmap, 1u);
+  EXPECT_EQ(h.fan_in, 2);
+  EXPECT_EQ(h.round_fragments, 2u);  // the round's fragments
   EXPECT_EQ(h.scale_exponent, 21);
 
   // The first RTO (1 ms) passes before any round trip is measured: the contribution goes again
@@ -299,9 +299,9 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   fin.rina = RinaKind::kFinal;
   fin.job = 3;
   fin.seq = 1;
-  fin.bitmap0 = 0b11;
-  fin.fan_in0 = 2;
-  fin.bitmap1 = 2;
+  fin.bitmap = 0b11;
+  fin.fan_in = 2;
+  fin.round_fragments = 2;
   fin.round_shape = 4;
   fin.scale_exponent = 21;
   fin.magnitude_or_next = 3;
@@ -316,9 +316,9 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   last.rina = RinaKind::kFinal;
   last.job = 3;
   last.seq = 0;
-  last.bitmap0 = 1;
-  last.fan_in0 = 1;
-  last.bitmap1 = 2;
+  last.bitmap = 1;
+  last.fan_in = 1;
+  last.round_fragments = 2;
   last.scale_exponent = 21;
   last.magnitude_or_next = 2;
   last.src = c.workers[2];
@@ -431,9 +431,9 @@ TEST(RinaWorkerByHand, ACarrierTakesAWorkerThatCameAloneOutOfALaterSum) {
     h.rina = kind;
     h.job = 3;
     h.seq = seq;
-    h.bitmap0 = bitmap;
-    h.fan_in0 = 2;
-    h.bitmap1 = 2;
+    h.bitmap = bitmap;
+    h.fan_in = 2;
+    h.round_fragments = 2;
     h.round_shape = seq == 1 ? 4 : 0;
     h.scale_exponent = 21;
     h.magnitude_or_next = 3;
@@ -482,9 +482,9 @@ TEST(RinaWorkerByHand, AGathersAckCountsOnlyFromItsReceiver) {
   fin.rina = RinaKind::kFinal;
   fin.job = 3;
   fin.seq = 0;
-  fin.bitmap0 = 1;
-  fin.fan_in0 = 1;
-  fin.bitmap1 = 3;
+  fin.bitmap = 1;
+  fin.fan_in = 1;
+  fin.round_fragments = 3;
   fin.scale_exponent = 21;
   fin.magnitude_or_next = 1;
   fin.src = c.workers[2];

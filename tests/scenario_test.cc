@@ -349,16 +349,16 @@ TEST(ScenarioYaml, ExamplesParse) {
 
 // PlanError from plan_job comes back as one ScenarioError sentence naming the job.
 TEST(ScenarioRun, PlanErrorsNameTheJob) {
-  std::string text = replaced("rounds: 2}", "rounds: 2, values_per_packet: 2000}");
-  text.replace(text.find("aggregators: 4096}"), 18, "aggregators: 4096, width: 1024}");
-  const Scenario s = parse_scenario_yaml(text);
+  // A PS holding up to 2 x 2^20 fragments of 4096 values: above the memory a PS job may use.
+  const Scenario s =
+      parse_scenario_yaml(replaced("rounds: 2}", "rounds: 2, values_per_packet: 4096, max_window: 1048576}"));
   try {
     run_inproc(s);
     FAIL() << "expected a ScenarioError";
   } catch (const ScenarioError& e) {
     const std::string m = e.what();
     EXPECT_EQ(m.substr(0, 9), "jobs[0]: ") << m;
-    EXPECT_NE(m.find("2000"), std::string::npos) << m;
+    EXPECT_NE(m.find("4096 values per packet"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
 }
@@ -583,10 +583,11 @@ TEST(ScenarioRun, StaticShareOfNoAggregatorsNamesTheJob) {
 aggregator_sharing: static
 topology:
   switches: [{name: tor, aggregators: 1}]
-  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: p, switch: tor}]
+  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
+          {name: p, switch: tor}]
 jobs:
-  - {name: a, workers: [w0], ps: [p], elements: 10}
-  - {name: b, workers: [w1], ps: [p], elements: 10}
+  - {name: a, workers: [w0, w1], ps: [p], elements: 10}
+  - {name: b, workers: [w2, w3], ps: [p], elements: 10}
 )");
   try {
     run_inproc(s);

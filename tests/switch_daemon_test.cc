@@ -763,12 +763,12 @@ TEST_P(SwitchDaemonTest, MalformedAndSpoofedPacketsAreCountedAndHaveNoEffect) {
 }
 
 TEST_P(SwitchDaemonTest, BadJobRequestsAreRefusedWithTheField) {
-  auto res = client_->Post("/jobs", R"({"job": 1, "admitted_ports": [0], "roles": [{"ps": "10.0.0.3", "level": 7}],
-                                       "multicast_ports": [0]})",
+  auto res = client_->Post("/jobs", R"({"job": 1, "admitted_ports": [0], "roles": [{"ps": "10.0.0.3", "node": 1,
+                                       "children": [{"node": 2, "fan_in": 40}]}], "multicast_ports": [0]})",
                            "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
-  EXPECT_NE(res->body.find("roles[0].level"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("roles[0].children[0].fan_in"), std::string::npos) << res->body;
   res = client_->Post("/jobs", R"({"job": 1, "admitted_ports": [9], "roles": [], "multicast_ports": []})",
                       "application/json");
   ASSERT_TRUE(res);

@@ -70,7 +70,8 @@ std::vector<PortId> ports_of(const std::vector<RecordingPortSink::Sent>& sent) {
 }
 
 // One switch with a PS uplink on port 0 and three workers on ports 1-3. Job kJob is installed,
-// admitted on every port, and aggregated here at level 0 for kPs.
+// admitted on every port, and aggregated here for kPs: the switch is node kNode of its tree, the
+// workers its children, nodes kNode + 1 + k.
 class SwitchTest : public ::testing::Test {
  protected:
   static constexpr JobId kJob = 7;
@@ -97,19 +98,25 @@ class SwitchTest : public ::testing::Test {
     s.add_multicast_group(multicast_group_address(kJob), {1, 2, 3});
     s.add_multicast_group(multicast_group_address(kOtherJob), {1, 2, 3});
   }
-  static SwitchJobEntry job_entry(JobId job, std::uint8_t level = 0) {
-    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, level}}, {}};
+  static constexpr std::uint16_t kNode = 1;
+  static SwitchJobEntry job_entry(JobId job) {
+    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, kNode, {{2, 1}, {3, 1}, {4, 1}}}}, {}};
+  }
+  // A switch above one like this: node kUpper, whose children are a switch like this one (node
+  // kNode, three children) and a worker (node 5).
+  static constexpr std::uint16_t kUpper = 10;
+  static SwitchJobEntry upper_entry(JobId job = kJob) {
+    return SwitchJobEntry{job, {0, 1, 2, 3}, {AggregationRole{kPs, kUpper, {{kNode, 3}, {5, 1}}}}, {}};
   }
 
-  // A gradient from worker k (0-2) of a three-worker group aggregated at level 0.
+  // A gradient from worker k (0-2), a child of this switch's node.
   static Header gradient(int worker, Seq seq, std::uint32_t index, JobId job = kJob) {
     Header h;
     h.job = job;
     h.seq = seq;
-    h.bitmap0 = 1u << worker;
-    h.bitmap1 = 1;
-    h.fan_in0 = 3;
-    h.fan_in1 = 1;
+    h.node = static_cast<std::uint16_t>(kNode + 1 + worker);
+    h.bitmap = 1;
+    h.fan_in = 1;
     h.aggregator_index = index;
     h.src = kWorkers[worker];
     h.dst = kPs;
@@ -120,14 +127,27 @@ class SwitchTest : public ::testing::Test {
     h.resend = true;
     return h;
   }
+  // `h` made the sum of node kNode's children `bitmap`, as this switch sends it on.
+  static Header sum_of(Header h, std::uint32_t bitmap) {
+    h.node = kNode;
+    h.bitmap = bitmap;
+    h.fan_in = 3;
+    return h;
+  }
+  // The upper switch's child `node` (kNode or 5): its whole sum.
+  static Header from_child(std::uint16_t node, Seq seq, std::uint32_t index) {
+    Header h = gradient(0, seq, index);
+    h.node = node;
+    h.fan_in = node == kNode ? 3 : 1;
+    h.bitmap = whole_bitmap(h.fan_in);
+    return h;
+  }
   // A parameter packet from the PS, multicast to the job's workers.
   static Header parameter(Seq seq, std::uint32_t index, JobId job = kJob) {
     Header h;
     h.is_ack = true;
     h.job = job;
     h.seq = seq;
-    h.bitmap0 = 0b111;
-    h.bitmap1 = 1;
     h.aggregator_index = index;
     h.src = kPs;
     h.dst = multicast_group_address(job);
@@ -192,7 +212,7 @@ TEST_F(SwitchFig7, Box1_SameJobAndSeqJoinsTheHeldAggregator) {
   EXPECT_EQ(sw.job_counters(kJob).collisions, 0u);
 }
 
-TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendCollisionAndFlippedEsi) {
+TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendAndCollision) {
   sw.install_job(job_entry(kOtherJob));
   from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(10));
   // Another fragment of the same job, and a fragment of another job (index 11 % 8 = 3).
@@ -203,13 +223,11 @@ TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendCollisionAndFlippedEsi) {
   Header expected = gradient(1, 101, 3);
   expected.resend = true;
   expected.collision = true;
-  expected.edge_switch_identifier = 1;
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{5, 6, 7, 8}));
   Header expected_other = gradient(2, 500, 11, kOtherJob);
   expected_other.resend = true;
   expected_other.collision = true;
-  expected_other.edge_switch_identifier = 1;
   EXPECT_EQ(sink.sent[1].port, kPsPort);
   EXPECT_EQ(sink.sent[1].bytes, build_packet(expected_other, Values{9, 9, 9, 9}));
 
@@ -227,19 +245,13 @@ TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendCollisionAndFlippedEsi) {
   EXPECT_EQ(sw.job_counters(kOtherJob).aggregations, 0u);
 }
 
-TEST_F(SwitchFig7, Box2_CollisionAtTheSecondLevelKeepsEsiOne) {
-  SwitchPipeline level1(config());
-  install_network(level1);
-  level1.install_job(job_entry(kJob, 1));
-  Header first = gradient(0, 100, 3);
-  first.edge_switch_identifier = 1;
-  first.fan_in1 = 2;
-  feed(level1, 1, first, {1, 1, 1, 1}, us(1));
-  Header other = gradient(1, 101, 3);
-  other.edge_switch_identifier = 1;
-  other.bitmap1 = 0b10;
-  other.fan_in1 = 2;
-  feed(level1, 2, other, {2, 2, 2, 2}, us(2));
+TEST_F(SwitchFig7, Box2_CollisionAtAnUpperSwitchForwardsTheChildsSum) {
+  SwitchPipeline upper(config());
+  install_network(upper);
+  upper.install_job(upper_entry());
+  feed(upper, 1, from_child(kNode, 100, 3), {1, 1, 1, 1}, us(1));
+  const Header other = from_child(5, 101, 3);
+  feed(upper, 2, other, {2, 2, 2, 2}, us(2));
 
   ASSERT_EQ(sink.sent.size(), 1u);
   Header expected = other;
@@ -248,42 +260,41 @@ TEST_F(SwitchFig7, Box2_CollisionAtTheSecondLevelKeepsEsiOne) {
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{2, 2, 2, 2}));
 }
 
-TEST_F(SwitchFig7, Box3_UsesBitmapAndFanInOfTheSwitchLevel) {
-  // Level 0: bitmap0/fanInDegree0 count; bitmap1/fanInDegree1 are ignored.
-  Header h = gradient(2, 100, 1);
-  h.bitmap1 = 1u << 4;
-  h.fan_in1 = 5;
-  from_worker(2, h, {1, 1, 1, 1}, us(1));
+TEST_F(SwitchFig7, Box3_AddsTheWholeSumOfAChildAtItsBit) {
+  // A worker's packet: its node's bit among this switch's children.
+  from_worker(2, gradient(2, 100, 1), {1, 1, 1, 1}, us(1));
   EXPECT_EQ(sw.table().at(1).bitmap, 0b100u);
 
-  // Level 1: a completed group aggregate (bitmap0 = two workers) and a singleton worker.
-  SwitchPipeline level1(config());
-  install_network(level1);
-  level1.install_job(job_entry(kJob, 1));
-  Header group = gradient(0, 200, 2);
-  group.edge_switch_identifier = 1;
-  group.bitmap0 = 0b011;
-  group.fan_in0 = 2;
-  group.bitmap1 = 0b01;
-  group.fan_in1 = 2;
-  feed(level1, 1, group, {10, 20, 30, 40}, us(2));
+  // Above: the whole sum of a switch below (three children) and a worker.
+  SwitchPipeline upper(config());
+  install_network(upper);
+  upper.install_job(upper_entry());
+  feed(upper, 1, from_child(kNode, 200, 2), {10, 20, 30, 40}, us(2));
   EXPECT_TRUE(sink.sent.empty());
-  EXPECT_EQ(level1.table().at(2).bitmap, 0b01u);
-  EXPECT_EQ(level1.table().at(2).counter, 1);
+  EXPECT_EQ(upper.table().at(2).bitmap, 0b01u);
+  EXPECT_EQ(upper.table().at(2).counter, 1);
 
-  Header singleton = gradient(2, 200, 2);
-  singleton.edge_switch_identifier = 1;
-  singleton.bitmap0 = 1;
-  singleton.fan_in0 = 1;
-  singleton.bitmap1 = 0b10;
-  singleton.fan_in1 = 2;
-  feed(level1, 3, singleton, {1, 2, 3, 4}, us(3));
+  const Header worker = from_child(5, 200, 2);
+  feed(upper, 3, worker, {1, 2, 3, 4}, us(3));
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = singleton;
-  expected.bitmap1 = 0b11;  // the level-1 bitmap is written; bitmap0 is the packet's own
+  Header expected = worker;  // the node, bitmap and fan-in are the upper switch's now
+  expected.node = kUpper;
+  expected.bitmap = 0b11;
+  expected.fan_in = 2;
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
-  EXPECT_EQ(level1.job_counters(kJob).completions, 1u);
+  EXPECT_EQ(upper.job_counters(kJob).completions, 1u);
+
+  // A partial sum of a child, or a sum of a node that is not a child, is not added: it goes on.
+  Header partial = from_child(kNode, 300, 4);
+  partial.bitmap = 0b011;
+  feed(upper, 1, partial, {5, 5, 5, 5}, us(4));
+  Header grandchild = gradient(0, 300, 4);  // worker 0 is kNode's child, not kUpper's
+  feed(upper, 1, grandchild, {6, 6, 6, 6}, us(5));
+  ASSERT_EQ(sink.sent.size(), 3u);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(partial, Values{5, 5, 5, 5}));
+  EXPECT_EQ(sink.sent[2].bytes, build_packet(grandchild, Values{6, 6, 6, 6}));
+  EXPECT_FALSE(upper.table().at(4).in_use);
 }
 
 TEST_F(SwitchFig7, Box4_BitmapTestSeparatesNewChildrenFromAggregatedOnes) {
@@ -323,9 +334,7 @@ TEST_F(SwitchFig7, Box6_BelowFanInDropsAndAtFanInSendsTheAggregate) {
 
   from_worker(2, gradient(2, 100, 3), {100, 200, 300, 400}, us(3));
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = gradient(2, 100, 3);  // the last packet carries the aggregate
-  expected.bitmap0 = 0b111;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(gradient(2, 100, 3), 0b111);  // the last packet carries the aggregate
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{111, 222, 333, 444}));
 
@@ -425,77 +434,84 @@ TEST_F(SwitchFig17, Box1_ParameterPacketWithResendFlagIsNotAResend) {
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
 }
 
-TEST_F(SwitchFig17, Box2_EdgeSwitchIdentifierChoosesTheLevel) {
-  // One switch aggregating at level 0 for kPs and at level 1 for kOtherPs.
-  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}, AggregationRole{kOtherPs, 1}}, {}});
+TEST_F(SwitchFig17, Box2_ThePacketsPsChoosesTheNode) {
+  // One switch: node kNode towards kPs, node kUpper towards kOtherPs.
+  SwitchJobEntry entry = job_entry(kJob);
+  entry.roles.push_back(upper_entry().roles[0]);
+  entry.roles[1].ps = kOtherPs;
+  sw.install_job(entry);
   from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(1));
-  Header second_level = gradient(0, 200, 2);
-  second_level.dst = kOtherPs;
-  second_level.edge_switch_identifier = 1;
-  second_level.fan_in1 = 2;
-  from_worker(0, second_level, {5, 5, 5, 5}, us(2));
+  Header upper = from_child(kNode, 200, 2);
+  upper.dst = kOtherPs;
+  from_worker(0, upper, {5, 5, 5, 5}, us(2));
   ASSERT_EQ(sw.table().in_use(), 2u);
 
-  // Edge switch identifier 0: first-level path (merge, write back, flip the identifier).
+  // Towards kPs: worker 1's resend is merged into kNode's sum, which goes on.
   from_worker(1, resend(1, 100, 1), {2, 2, 2, 2}, us(3));
   ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].header().edge_switch_identifier, 1);
+  EXPECT_EQ(sink.sent[0].header().node, kNode);
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b11u);
   EXPECT_EQ(sink.sent[0].values(), (Values{3, 3, 3, 3}));
 
-  // Edge switch identifier 1: second-level path (forward unchanged).
-  Header second_level_resend = second_level;
-  second_level_resend.resend = true;
-  second_level_resend.bitmap1 = 0b10;
-  from_worker(1, second_level_resend, {7, 7, 7, 7}, us(4));
+  // Towards kOtherPs: worker 5's resend is merged into kUpper's sum, which is whole now.
+  Header worker5 = from_child(5, 200, 2);
+  worker5.dst = kOtherPs;
+  worker5.resend = true;
+  from_worker(1, worker5, {7, 7, 7, 7}, us(4));
   ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].bytes, build_packet(second_level_resend, Values{7, 7, 7, 7}));
+  EXPECT_EQ(sink.sent[1].header().node, kUpper);
+  EXPECT_EQ(sink.sent[1].header().bitmap, 0b11u);
+  EXPECT_TRUE(sink.sent[1].header().resend);
+  EXPECT_EQ(sink.sent[1].values(), (Values{12, 12, 12, 12}));
 
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 2u);
 }
 
-TEST_F(SwitchFig17, Box3_SecondLevelResendFreesTheAggregatorAndForwardsUnchanged) {
-  SwitchPipeline level1(config());
-  install_network(level1);
-  level1.install_job(job_entry(kJob, 1));
-  Header group0 = gradient(0, 100, 3);
-  group0.edge_switch_identifier = 1;
-  group0.fan_in1 = 2;
-  group0.ecn = true;
-  feed(level1, 1, group0, {5, 5, 5, 5}, us(1));
-  ASSERT_TRUE(level1.table().at(3).in_use);
+TEST_F(SwitchFig17, Box3_AResendThisNodeCannotAddFlushesItsSumFirst) {
+  SwitchPipeline upper(config());
+  install_network(upper);
+  upper.install_job(upper_entry());
+  Header child = from_child(kNode, 100, 3);
+  child.ecn = true;
+  feed(upper, 1, child, {5, 5, 5, 5}, us(1));
+  ASSERT_TRUE(upper.table().at(3).in_use);
 
-  Header group1_resend = gradient(1, 100, 3);
-  group1_resend.edge_switch_identifier = 1;
-  group1_resend.bitmap1 = 0b10;
-  group1_resend.fan_in1 = 2;
-  group1_resend.resend = true;
-  feed(level1, 2, group1_resend, {7, 7, 7, 7}, us(2));
+  // kNode's partial sum (a resend flushed it there): not a whole child, so not added here.
+  Header partial = from_child(kNode, 100, 3);
+  partial.bitmap = 0b101;
+  partial.resend = true;
+  feed(upper, 1, partial, {7, 7, 7, 7}, us(2));
 
-  ASSERT_EQ(sink.sent.size(), 1u);
+  ASSERT_EQ(sink.sent.size(), 2u);
+  // First the upper node's own partial sum (kNode whole), as a resend: nothing above adds it.
+  Header flushed = from_child(kNode, 100, 3);
+  flushed.node = kUpper;
+  flushed.bitmap = 0b01;
+  flushed.fan_in = 2;
+  flushed.resend = true;
+  flushed.ecn = true;
   EXPECT_EQ(sink.sent[0].port, kPsPort);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(group1_resend, Values{7, 7, 7, 7}));
-  EXPECT_FALSE(level1.table().at(3).in_use);
-  EXPECT_EQ(level1.job_counters(kJob).resend_flushes, 1u);
-  EXPECT_EQ(level1.job_counters(kJob).aggregations, 1u);  // the resend was not added
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(flushed, Values{5, 5, 5, 5}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(partial, Values{7, 7, 7, 7}));
+  EXPECT_FALSE(upper.table().at(3).in_use);
+  EXPECT_EQ(upper.job_counters(kJob).resend_flushes, 1u);
+  EXPECT_EQ(upper.job_counters(kJob).aggregations, 1u);  // the resend was not added
 
   // Later resends of the fragment find no aggregator and pass through.
-  feed(level1, 2, group1_resend, {7, 7, 7, 7}, us(3));
-  ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].bytes, build_packet(group1_resend, Values{7, 7, 7, 7}));
-  EXPECT_EQ(level1.table().in_use(), 0u);
+  feed(upper, 1, partial, {7, 7, 7, 7}, us(3));
+  ASSERT_EQ(sink.sent.size(), 3u);
+  EXPECT_EQ(sink.sent[2].bytes, build_packet(partial, Values{7, 7, 7, 7}));
+  EXPECT_EQ(upper.table().in_use(), 0u);
 }
 
-TEST_F(SwitchFig17, Box4_FirstLevelResendTakesBitmap0AndFanIn0AndSetsEsi) {
+TEST_F(SwitchFig17, Box4_AChildsResendIsMergedAndTheNodesSumGoesOnInItsPlace) {
   from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
-  Header h = resend(1, 100, 3);
-  h.bitmap1 = 1u << 6;  // bitmap1 plays no part at level 0 and is sent on as it came
+  const Header h = resend(1, 100, 3);
   from_worker(1, h, {10, 20, 30, 40}, us(2));
 
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = h;
-  expected.bitmap0 = 0b11;
-  expected.edge_switch_identifier = 1;  // the resend flag stays: the next level must not aggregate it
+  Header expected = sum_of(h, 0b11);  // the resend flag stays: no switch above claims for it
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
 }
@@ -506,9 +522,7 @@ TEST_F(SwitchFig17, Box5_ResendAlreadyAggregatedIsNotAddedAgain) {
   from_worker(0, resend(0, 100, 3), {1, 2, 3, 4}, us(3));
 
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = resend(0, 100, 3);
-  expected.bitmap0 = 0b11;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(resend(0, 100, 3), 0b11);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
   EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
@@ -521,9 +535,7 @@ TEST_F(SwitchFig17, Box6_ResendNotYetAggregatedIsAdded) {
   from_worker(2, h, {100, 200, 300, 400}, us(2));
 
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = h;
-  expected.bitmap0 = 0b101;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(h, 0b101);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{101, 202, 303, 404}));
   EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
   EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
@@ -536,9 +548,7 @@ TEST_F(SwitchFig17, Box7_FlushWritesTheAggregateFreesAndLaterResendsPassThrough)
   from_worker(1, resend(1, 100, 3), {10, 20, 30, 40}, us(2));
 
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = resend(1, 100, 3);
-  expected.bitmap0 = 0b11;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(resend(1, 100, 3), 0b11);
   expected.ecn = true;  // the aggregator's mark goes with its values
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
   EXPECT_FALSE(sw.table().at(3).in_use);
@@ -558,9 +568,7 @@ TEST_F(SwitchFig17, Box7_ResendAfterCompletionSendsTheWholeAggregateAgain) {
   ASSERT_EQ(sink.sent.size(), 1u);
   from_worker(1, resend(1, 100, 3), {2, 0, 0, 0}, us(2));  // the parameter packet was lost
   ASSERT_EQ(sink.sent.size(), 2u);
-  Header expected = resend(1, 100, 3);
-  expected.bitmap0 = 0b111;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(resend(1, 100, 3), 0b111);
   EXPECT_EQ(sink.sent[1].bytes, build_packet(expected, Values{6, 0, 0, 0}));
   EXPECT_EQ(sw.table().in_use(), 0u);
 }
@@ -572,7 +580,7 @@ TEST_F(SwitchFig17, Box7_ResendAfterCompletionSendsTheWholeAggregateAgain) {
 // of its members; a member at another exponent saturates it (sticky), so the PS takes the
 // float32 path for that fragment.
 TEST_F(SwitchTest, AggregatesCarryTheExponentAndLargestMagnitudeAndMixedExponentsSaturate) {
-  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, {AggregationRole{kPs, 0}}, {}});
+  sw.install_job(SwitchJobEntry{kJob, {0, 1, 2, 3}, job_entry(kJob).roles, {}});
   auto at = [](Header h, std::int16_t exponent, std::int16_t magnitude) {
     h.scale_exponent = exponent;
     h.magnitude_or_next = magnitude;
@@ -594,7 +602,7 @@ TEST_F(SwitchTest, AggregatesCarryTheExponentAndLargestMagnitudeAndMixedExponent
 }
 
 TEST_F(SwitchTest, PacketOnPortNotAdmittedIsCountedAndDropped) {
-  sw.install_job(SwitchJobEntry{kJob, {0, 1}, {AggregationRole{kPs, 0}}, {}});
+  sw.install_job(SwitchJobEntry{kJob, {0, 1}, job_entry(kJob).roles, {}});
   from_worker(1, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));  // port 2
   feed(3, parameter(100, 3), {0, 0, 0, 0}, us(2));           // port 3
   EXPECT_TRUE(sink.sent.empty());
@@ -634,7 +642,7 @@ TEST_F(SwitchTest, NonAtpSwitchOnlyForwardsByDst) {
   plain.atp_capable = false;
   SwitchPipeline s(plain);
   install_network(s);
-  s.install_job(SwitchJobEntry{kJob, {1}, {AggregationRole{kPs, 0}}, {}});  // ignored: no admission, no role
+  s.install_job(SwitchJobEntry{kJob, {1}, job_entry(kJob).roles, {}});  // ignored: no admission, no role
   EXPECT_EQ(s.table().size(), 0u);
 
   feed(s, 2, gradient(1, 100, 3), {1, 2, 3, 4}, us(1));
@@ -749,7 +757,7 @@ TEST_F(SwitchTest, GradientWithoutARoleHereIsForwardedUntouched) {
   other_ps.dst = kOtherPs;
   from_worker(0, other_ps, {1, 2, 3, 4}, us(1));
   Header other_level = gradient(1, 100, 3);
-  other_level.edge_switch_identifier = 1;  // heading to the second level: not ours
+  other_level.node = 30;  // a node this switch's node is not the parent of
   from_worker(1, other_level, {5, 6, 7, 8}, us(2));
 
   ASSERT_EQ(sink.sent.size(), 2u);
@@ -869,9 +877,7 @@ TEST_F(SwitchTest, EcnIsMergedAndCarriedIntoTheCompletedPacket) {
   from_worker(2, gradient(2, 100, 3), {1, 1, 1, 1}, us(3));  // the completing packet is unmarked
 
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = gradient(2, 100, 3);
-  expected.bitmap0 = 0b111;
-  expected.edge_switch_identifier = 1;
+  Header expected = sum_of(gradient(2, 100, 3), 0b111);
   expected.ecn = true;
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{3, 3, 3, 3}));
   EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
@@ -913,21 +919,24 @@ class SwitchFanIn : public SwitchTest, public ::testing::WithParamInterface<int>
 
 TEST_P(SwitchFanIn, CompletesExactlyAtFanIn) {
   const int fan_in = GetParam();
+  AggregationRole role{kPs, kNode, {}};  // workers at nodes 100, 101, ...
+  for (int k = 0; k < fan_in; ++k) role.children.push_back({static_cast<std::uint16_t>(100 + k), 1});
+  sw.install_job({kJob, {0, 1, 2, 3}, {role}, {}});
   std::int64_t expected_sum = 0;
   std::uint32_t expected_bitmap = 0;
   for (int n = 0; n < fan_in; ++n) {
     const int position = fan_in - 1 - n;  // highest bit first
     Header h = gradient(0, 100, 5);
-    h.bitmap0 = 1u << position;
-    h.fan_in0 = static_cast<std::uint8_t>(fan_in);
+    h.node = static_cast<std::uint16_t>(100 + position);
     feed(1, h, {position + 1, -(position + 1)}, us(n));
     expected_sum += position + 1;
     expected_bitmap |= 1u << position;
     ASSERT_EQ(sink.sent.size(), n + 1 == fan_in ? 1u : 0u) << "after " << n + 1 << " of " << fan_in;
   }
   const Header out = sink.sent[0].header();
-  EXPECT_EQ(out.bitmap0, expected_bitmap);
-  EXPECT_EQ(out.edge_switch_identifier, 1);
+  EXPECT_EQ(out.node, kNode);
+  EXPECT_EQ(out.bitmap, expected_bitmap);
+  EXPECT_EQ(out.fan_in, fan_in);
   EXPECT_EQ(sink.sent[0].values(),
             (Values{static_cast<std::int32_t>(expected_sum), static_cast<std::int32_t>(-expected_sum)}));
   EXPECT_EQ(sw.job_counters(kJob).completions, 1u);
@@ -1045,7 +1054,7 @@ TEST_F(SwitchTest, ZeroReclaimTimeoutNeverReclaims) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Jobs, bad input, two levels, allocation.
+// Jobs, bad input, two switches, allocation.
 
 TEST_F(SwitchTest, RemoveJobFreesItsAggregatorsAndKeepsItsCounters) {
   sw.install_job(job_entry(kOtherJob));
@@ -1096,16 +1105,17 @@ TEST_F(SwitchTest, MalformedAndTruncatedPacketsAreCounted) {
 }
 
 TEST_F(SwitchTest, GradientWithBadBitmapOrFanInIsMalformedAndClaimsNothing) {
+  // A worker's packet: bitmap 1, fan-in 1, as the role says of that child.
   Header no_bit = gradient(0, 100, 3);
-  no_bit.bitmap0 = 0;
+  no_bit.bitmap = 0;
   Header two_bits = gradient(0, 100, 3);
-  two_bits.bitmap0 = 0b11;
+  two_bits.bitmap = 0b11;
   Header zero_fan_in = gradient(0, 100, 3);
-  zero_fan_in.fan_in0 = 0;
+  zero_fan_in.fan_in = 0;
   Header fan_in_33 = gradient(0, 100, 3);
-  fan_in_33.fan_in0 = 33;
+  fan_in_33.fan_in = 33;
   Header bad_resend = resend(0, 100, 3);
-  bad_resend.bitmap0 = 0;
+  bad_resend.bitmap = 0;
   for (const Header& h : {no_bit, two_bits, zero_fan_in, fan_in_33, bad_resend}) {
     from_worker(0, h, {1, 2, 3, 4}, us(1));
   }
@@ -1115,8 +1125,8 @@ TEST_F(SwitchTest, GradientWithBadBitmapOrFanInIsMalformedAndClaimsNothing) {
   EXPECT_EQ(sw.job_counters(kJob).aggregations, 0u);
 }
 
-// Rack A aggregates workers 0 and 1 at level 0; rack B, the PS's, aggregates A's result and the
-// singleton worker 2 at level 1. Then the PS's parameter packet frees both.
+// Rack A (node 2) aggregates workers 0 and 1 (nodes 3, 4); rack B, the PS's (node 1), aggregates
+// A's sum and worker 2 (node 5). Then the PS's parameter packet frees both.
 class SwitchTwoLevel : public SwitchTest {
  protected:
   SwitchTwoLevel() : rack_a(config()), rack_b(config()) {
@@ -1126,30 +1136,30 @@ class SwitchTwoLevel : public SwitchTest {
     rack_a.add_route(kWorkers[1], 2);
     rack_a.add_route(kWorkers[2], 0);
     rack_a.add_multicast_group(multicast_group_address(kJob), {1, 2});
-    rack_a.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 0}}, {}});
+    rack_a.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 2, {{3, 1}, {4, 1}}}}, {}});
     // Rack B: port 0 the PS, port 1 down to A, port 2 worker 2.
     rack_b.add_route(kPs, 0);
     rack_b.add_route(kWorkers[0], 1);
     rack_b.add_route(kWorkers[1], 1);
     rack_b.add_route(kWorkers[2], 2);
     rack_b.add_multicast_group(multicast_group_address(kJob), {1, 2});
-    rack_b.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 1}}, {}});
+    rack_b.install_job(SwitchJobEntry{kJob, {0, 1, 2}, {AggregationRole{kPs, 1, {{2, 2}, {5, 1}}}}, {}});
   }
-  // Group 0 = workers 0-1 under A (level 0), group 1 = worker 2, a singleton.
   static Header member(int worker, Seq seq, std::uint32_t index) {
     Header h = gradient(worker, seq, index);
-    h.fan_in0 = 2;
-    h.bitmap1 = 0b01;
-    h.fan_in1 = 2;
+    h.node = static_cast<std::uint16_t>(3 + worker);
     return h;
   }
   static Header singleton(Seq seq, std::uint32_t index) {
     Header h = gradient(2, seq, index);
-    h.bitmap0 = 1;
-    h.fan_in0 = 1;
-    h.bitmap1 = 0b10;
-    h.fan_in1 = 2;
-    h.edge_switch_identifier = 1;
+    h.node = 5;
+    return h;
+  }
+  // `h` as node `node` (fan-in 2) sends it on with its children `bitmap`.
+  static Header sum_at(Header h, std::uint16_t node, std::uint32_t bitmap) {
+    h.node = node;
+    h.bitmap = bitmap;
+    h.fan_in = 2;
     return h;
   }
   // Moves what rack A sent on its uplink into rack B (and clears the sink).
@@ -1169,20 +1179,15 @@ TEST_F(SwitchTwoLevel, FirstLevelCompletionThenSecondLevelCompletion) {
   feed(rack_a, 1, member(0, 100, 3), {1, 2, 3, 4}, us(1));
   feed(rack_a, 2, member(1, 100, 3), {10, 20, 30, 40}, us(2));
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header group = member(1, 100, 3);
-  group.bitmap0 = 0b11;
-  group.edge_switch_identifier = 1;
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(group, Values{11, 22, 33, 44}));
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(member(1, 100, 3), 2, 0b11), Values{11, 22, 33, 44}));
   a_to_b(us(3));
-  EXPECT_TRUE(sink.sent.empty());  // B waits for the second group
+  EXPECT_TRUE(sink.sent.empty());  // B waits for worker 2
   EXPECT_EQ(rack_b.table().at(3).bitmap, 0b01u);
 
   feed(rack_b, 2, singleton(100, 3), {100, 200, 300, 400}, us(4));
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header total = singleton(100, 3);
-  total.bitmap1 = 0b11;
   EXPECT_EQ(sink.sent[0].port, 0);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(total, Values{111, 222, 333, 444}));
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(singleton(100, 3), 1, 0b11), Values{111, 222, 333, 444}));
   EXPECT_EQ(rack_a.job_counters(kJob).completions, 1u);
   EXPECT_EQ(rack_b.job_counters(kJob).completions, 1u);
   sink.sent.clear();
@@ -1202,27 +1207,41 @@ TEST_F(SwitchTwoLevel, FirstLevelCompletionThenSecondLevelCompletion) {
   EXPECT_EQ(rack_b.job_counters(kJob).deallocations, 1u);
 }
 
-TEST_F(SwitchTwoLevel, FirstLevelFlushIsForwardedThroughTheSecondLevelWhichFlushesToo) {
+TEST_F(SwitchTwoLevel, AFlushThatMakesItsNodeWholeIsMergedAbove) {
   feed(rack_a, 1, member(0, 100, 3), {1, 1, 1, 1}, us(1));
   feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(2));
   ASSERT_TRUE(sink.sent.empty());
 
   Header lost = member(1, 100, 3);
   lost.resend = true;
-  feed(rack_a, 2, lost, {10, 10, 10, 10}, us(3));  // A: partial group aggregate, resend kept
+  feed(rack_a, 2, lost, {10, 10, 10, 10}, us(3));  // A: merged, whole, resend kept
   ASSERT_EQ(sink.sent.size(), 1u);
-  Header partial = lost;
-  partial.bitmap0 = 0b11;
-  partial.edge_switch_identifier = 1;
-  const std::vector<std::uint8_t> expected = build_packet(partial, Values{11, 11, 11, 11});
-  EXPECT_EQ(sink.sent[0].bytes, expected);
-  a_to_b(us(4));  // B: level-1 resend, drops its state and forwards unchanged
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(lost, 2, 0b11), Values{11, 11, 11, 11}));
+  a_to_b(us(4));  // B: a child's whole sum, merged: B is whole too, and its sum goes on
   ASSERT_EQ(sink.sent.size(), 1u);
   EXPECT_EQ(sink.sent[0].port, 0);
-  EXPECT_EQ(sink.sent[0].bytes, expected);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(lost, 1, 0b11), Values{111, 111, 111, 111}));
   EXPECT_EQ(rack_a.table().in_use(), 0u);
   EXPECT_EQ(rack_b.table().in_use(), 0u);
   EXPECT_EQ(rack_b.job_counters(kJob).resend_flushes, 1u);
+}
+
+TEST_F(SwitchTwoLevel, APartialFlushGoesOnAndFlushesTheNodeAbove) {
+  feed(rack_a, 1, member(0, 100, 3), {1, 1, 1, 1}, us(1));
+  feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(2));
+  Header again = member(0, 100, 3);  // worker 0's resend: in already; worker 1's packet was lost
+  again.resend = true;
+  feed(rack_a, 1, again, {1, 1, 1, 1}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  const std::vector<std::uint8_t> partial = build_packet(sum_at(again, 2, 0b01), Values{1, 1, 1, 1});
+  EXPECT_EQ(sink.sent[0].bytes, partial);
+  a_to_b(us(4));  // B cannot add a partial: its own partial sum first, then A's, both to the PS
+  ASSERT_EQ(sink.sent.size(), 2u);
+  const Header b_partial = sum_at(again, 1, 0b10);  // worker 2's values, in the header of the packet in hand
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(b_partial, Values{100, 100, 100, 100}));
+  EXPECT_EQ(sink.sent[1].bytes, partial);
+  EXPECT_EQ(rack_a.table().in_use(), 0u);
+  EXPECT_EQ(rack_b.table().in_use(), 0u);
 }
 
 // The packet path of an installed switch never touches the heap.
@@ -1298,18 +1317,15 @@ TEST_F(SwitchTest, PacketOfAnotherRoundShapeIsKeptApartAndFlushesThePartialAggre
   from_worker(2, gradient(2, 100, 3), {100, 200, 300, 400}, us(3));
   ASSERT_EQ(sink.sent.size(), 2u);
   // First the partial aggregate of workers 0 and 1, with their shape, as a flushed resend.
-  Header partial = gradient(2, 100, 3);
-  partial.bitmap0 = 0b11;
+  Header partial = sum_of(gradient(2, 100, 3), 0b11);
   partial.round_shape = 3;
   partial.ecn = true;
   partial.resend = true;
-  partial.edge_switch_identifier = 1;
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(partial, Values{11, 22, 33, 0}));
   // Then worker 2's packet, not added to anything: its own values and shape.
   Header apart = gradient(2, 100, 3);
   apart.resend = true;
-  apart.edge_switch_identifier = 1;
   EXPECT_EQ(sink.sent[1].port, kPsPort);
   EXPECT_EQ(sink.sent[1].bytes, build_packet(apart, Values{100, 200, 300, 400}));
   EXPECT_FALSE(sw.table().at(3).in_use);
@@ -1324,10 +1340,12 @@ TEST_F(SwitchTest, ResendOfAnotherRoundShapeIsNotMergedIntoTheFlush) {
   from_worker(0, first, {1, 1, 1, 1}, us(1));
   from_worker(1, resend(1, 100, 3), {5, 5, 5, 5}, us(2));  // shape 0: not added, not a box-5 merge
   ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b1u);
+  EXPECT_EQ(sink.sent[0].header().node, kNode);  // the partial sum: worker 0
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b1u);
   EXPECT_EQ(sink.sent[0].header().round_shape, 4);
   EXPECT_EQ(sink.sent[0].values(), (Values{1, 1, 1, 1}));
-  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b10u);
+  EXPECT_EQ(sink.sent[1].header().node, kNode + 2);  // worker 1's own
+  EXPECT_EQ(sink.sent[1].header().bitmap, 1u);
   EXPECT_EQ(sink.sent[1].header().round_shape, 0);
   EXPECT_EQ(sink.sent[1].values(), (Values{5, 5, 5, 5}));
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
@@ -1359,15 +1377,15 @@ TEST_F(SwitchTwoLevel, SecondLevelKeepsGroupsOfAnotherShapeApart) {
   ASSERT_TRUE(sink.sent.empty());
   feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(3));
   ASSERT_EQ(sink.sent.size(), 2u);
-  // B's partial aggregate, one group: it carries the group's members in bitmap0 for the PS.
+  // B's partial sum: A's whole one.
   const Header flushed = sink.sent[0].header();
-  EXPECT_EQ(flushed.bitmap1, 0b01u);
-  EXPECT_EQ(flushed.bitmap0, 0b11u);
+  EXPECT_EQ(flushed.node, 1);
+  EXPECT_EQ(flushed.bitmap, 0b01u);
   EXPECT_EQ(flushed.round_shape, 3);
-  EXPECT_EQ(flushed.edge_switch_identifier, 1);
+  EXPECT_TRUE(flushed.resend);
   EXPECT_EQ(sink.sent[0].values(), (Values{2, 2, 2, 2}));
   const Header apart = sink.sent[1].header();
-  EXPECT_EQ(apart.bitmap1, 0b10u);
+  EXPECT_EQ(apart.node, 5);
   EXPECT_EQ(apart.round_shape, 0);
   EXPECT_EQ(sink.sent[1].values(), (Values{100, 100, 100, 100}));
   EXPECT_EQ(rack_b.table().in_use(), 0u);
@@ -1423,9 +1441,9 @@ class RinaSwitchTest : public ::testing::Test {
     h.rina = kind;
     h.job = kJob;
     h.seq = seq;
-    h.bitmap0 = 1u << k;
-    h.fan_in0 = 3;
-    h.bitmap1 = kFragments;
+    h.bitmap = 1u << k;
+    h.fan_in = 3;
+    h.round_fragments = kFragments;
     h.aggregator_index = seq;
     h.src = kWorkers[k];
     h.dst = kNext;
@@ -1458,9 +1476,9 @@ TEST_F(RinaSwitchTest, TheRacksContributionsGoOnAsOneSumWhoseAggregatorWaitsForT
   EXPECT_EQ(sink.sent[0].port, 0);
   const Header sum = sink.sent[0].header();
   EXPECT_EQ(sum.rina, RinaKind::kContribution);
-  EXPECT_EQ(sum.bitmap0, 0b111u);
-  EXPECT_EQ(sum.fan_in0, 3);
-  EXPECT_EQ(sum.bitmap1, kFragments);
+  EXPECT_EQ(sum.bitmap, 0b111u);
+  EXPECT_EQ(sum.fan_in, 3);
+  EXPECT_EQ(sum.round_fragments, kFragments);
   EXPECT_EQ(sum.magnitude_or_next, 2);  // the largest of the members'
   EXPECT_EQ(sink.sent[0].values(), (Values{111, 111, 111, 111}));
   EXPECT_EQ(sw.table().in_use(), 1u);
@@ -1488,8 +1506,8 @@ TEST_F(RinaSwitchTest, AllgatherPacketsFromOutsideReachTheWholeRack) {
   h.rina = RinaKind::kFinal;
   h.job = kJob;
   h.seq = 2;
-  h.bitmap0 = 0b11;
-  h.fan_in0 = 2;  // the previous rack had two workers, both in
+  h.bitmap = 0b11;
+  h.fan_in = 2;  // the previous rack had two workers, both in
   h.src = kPrev;
   h.dst = kWorkers[1];
   process(0, build_packet(h, Values(4, 9)));
@@ -1498,13 +1516,13 @@ TEST_F(RinaSwitchTest, AllgatherPacketsFromOutsideReachTheWholeRack) {
   // would drop).
   for (const auto& s : sink.sent) EXPECT_EQ(s.header().dst, multicast_group_address(kJob));
   sink.sent.clear();
-  h.bitmap0 = 0b01;  // a partial one (a resend flushed it): for the receiver to merge
+  h.bitmap = 0b01;  // a partial one (a resend flushed it): for the receiver to merge
   process(0, build_packet(h, Values(4, 9)));
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{2}));
   sink.sent.clear();
   h.rina = RinaKind::kGather;
-  h.bitmap0 = 0;
-  h.fan_in0 = 0;
+  h.bitmap = 0;
+  h.fan_in = 0;
   process(0, build_packet(h, Values(4, 9)));
   EXPECT_EQ(ports_of(sink.sent), (std::vector<PortId>{1, 2, 3}));
   sink.sent.clear();
@@ -1525,12 +1543,12 @@ TEST_F(RinaSwitchTest, AResendGoesAloneOrFlushesTheSumItIsIn) {
   process(1, contribution(0, 4, 1));
   process(2, contribution(1, 4, 10, RinaKind::kContribution, true));
   ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].header().bitmap0, 0b010u);  // alone
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b010u);  // alone
   EXPECT_EQ(sink.sent[0].values(), (Values{10, 10, 10, 10}));
   EXPECT_EQ(sw.table().in_use(), 1u);
   process(1, contribution(0, 4, 1, RinaKind::kContribution, true));
   ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].header().bitmap0, 0b001u);  // the sum that waited: worker 0's first copy
+  EXPECT_EQ(sink.sent[1].header().bitmap, 0b001u);  // the sum that waited: worker 0's first copy
   EXPECT_EQ(sink.sent[1].values(), (Values{1, 1, 1, 1}));
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
@@ -1548,13 +1566,13 @@ TEST_F(RinaSwitchTest, DuplicatesCollisionsAndOtherShapesAreNeverAdded) {
   auto other = contribution(1, 4, 7);
   Header h;
   ASSERT_EQ(decode_header(other, h), DecodeError::kOk);
-  h.bitmap1 = kFragments + 1;
+  h.round_fragments = kFragments + 1;
   encode_header(h, other);
   process(2, other);
   ASSERT_EQ(sink.sent.size(), 3u);
-  EXPECT_EQ(sink.sent[1].header().bitmap1, kFragments);
+  EXPECT_EQ(sink.sent[1].header().round_fragments, kFragments);
   EXPECT_EQ(sink.sent[1].values(), (Values{1, 1, 1, 1}));
-  EXPECT_EQ(sink.sent[2].header().bitmap1, kFragments + 1);
+  EXPECT_EQ(sink.sent[2].header().round_fragments, kFragments + 1);
   EXPECT_EQ(sw.job_counters(kJob).round_shape_mismatches, 1u);
 }
 
@@ -1564,7 +1582,7 @@ TEST_F(RinaSwitchTest, AContributionForAnotherWorkerOrRackSizeIsMalformed) {
   auto wrong_fan_in = contribution(1, 4, 1);
   Header h;
   ASSERT_EQ(decode_header(wrong_fan_in, h), DecodeError::kOk);
-  h.fan_in0 = 2;
+  h.fan_in = 2;
   encode_header(h, wrong_fan_in);
   process(2, wrong_fan_in);
   EXPECT_EQ(sw.counters().malformed, 2u);

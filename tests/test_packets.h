@@ -48,11 +48,9 @@ inline std::vector<std::uint8_t> gradient_packet(const WorkerConfig& wc, Seq seq
   Header h;
   h.job = wc.job;
   h.seq = seq;
-  h.bitmap0 = wc.ps[0].bitmap0;
-  h.bitmap1 = wc.ps[0].bitmap1;
-  h.fan_in0 = wc.ps[0].fan_in0;
-  h.fan_in1 = wc.ps[0].fan_in1;
-  h.edge_switch_identifier = wc.ps[0].edge_switch_identifier;
+  h.node = wc.ps[0].node;
+  h.bitmap = 1;
+  h.fan_in = 1;
   h.aggregator_index = aggregator_index;
   h.src = wc.self;
   h.dst = wc.ps[0].ps;

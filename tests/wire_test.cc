@@ -21,13 +21,11 @@ Header full_header() {
   h.ecn = true;
   h.overflow = true;
   h.float_payload = true;
-  h.edge_switch_identifier = 1;
   h.job = 0xBEEF;
   h.seq = 0xFFFFFFFE;
-  h.bitmap0 = 0x80000001;
-  h.bitmap1 = 0x12345678;
-  h.fan_in0 = 32;
-  h.fan_in1 = 7;
+  h.bitmap = 0x80000001;
+  h.node = 0xFEDC;
+  h.fan_in = 32;
   h.round_shape = kRoundShapeMismatch;
   h.aggregator_index = 19999;
   h.src = 0x0A000001;
@@ -43,13 +41,12 @@ TEST(Wire, EveryFieldRoundTrips) {
   ASSERT_EQ(decode_header(packet, h), DecodeError::kOk);
   const Header want = full_header();
   EXPECT_TRUE(h.is_ack && h.resend && h.collision && h.ecn && h.overflow && h.float_payload);
-  EXPECT_EQ(h.edge_switch_identifier, 1);
   EXPECT_EQ(h.job, want.job);
   EXPECT_EQ(h.seq, want.seq);
-  EXPECT_EQ(h.bitmap0, want.bitmap0);
-  EXPECT_EQ(h.bitmap1, want.bitmap1);
-  EXPECT_EQ(h.fan_in0, want.fan_in0);
-  EXPECT_EQ(h.fan_in1, want.fan_in1);
+  EXPECT_EQ(h.bitmap, want.bitmap);
+  EXPECT_EQ(h.node, want.node);
+  EXPECT_EQ(h.fan_in, want.fan_in);
+  EXPECT_EQ(h.round_fragments, 0u);
   EXPECT_EQ(h.round_shape, want.round_shape);
   EXPECT_EQ(h.aggregator_index, want.aggregator_index);
   EXPECT_EQ(h.src, want.src);
@@ -66,7 +63,7 @@ TEST(Wire, FlagsClearByDefault) {
   Header h;
   ASSERT_EQ(decode_header(packet, h), DecodeError::kOk);
   EXPECT_FALSE(h.is_ack || h.resend || h.collision || h.ecn || h.overflow || h.float_payload);
-  EXPECT_EQ(h.edge_switch_identifier, 0);
+  EXPECT_EQ(h.node, 0);
   EXPECT_EQ(h.value_count, 62);
   EXPECT_EQ(packet.size(), 40u + 248u);  // the paper's 248 B of values
   EXPECT_EQ(h.scale_exponent, 0);
@@ -77,6 +74,7 @@ TEST(Wire, NetworkByteOrder) {
   Header h;
   h.job = 0x0102;
   h.seq = 0x03040506;
+  h.node = 0xABCD;
   h.scale_exponent = -2;
   h.magnitude_or_next = 0x0123;
   const std::vector<std::int32_t> values = {0x0708090A};
@@ -90,6 +88,10 @@ TEST(Wire, NetworkByteOrder) {
   EXPECT_EQ(p[7], 0x01);
   EXPECT_EQ(p[8], 0x03);
   EXPECT_EQ(p[11], 0x06);
+  EXPECT_EQ(p[16], 0xAB);  // node 0xABCD, then two zero bytes
+  EXPECT_EQ(p[17], 0xCD);
+  EXPECT_EQ(p[18], 0x00);
+  EXPECT_EQ(p[19], 0x00);
   EXPECT_EQ(p[36], 0xFF);  // scale_exponent -2, two's complement
   EXPECT_EQ(p[37], 0xFE);
   EXPECT_EQ(p[38], 0x01);
@@ -254,28 +256,35 @@ TEST(Wire, SequenceOrderSurvivesWrapAround) {
   EXPECT_FALSE(seq_before(0x10, 0xFFFFFF00));
 }
 
-// A Rina packet: the flag and its kind in fan_in1's byte; ATP packets keep fan_in1.
+// A Rina packet: the flag and its kind in byte 21, its round's fragment count in the bytes of
+// ATP's node; an ATP packet's node is its own.
 TEST(Wire, RinaKindsRoundTripAndLeaveAtpPacketsAlone) {
   for (std::uint8_t k = 1; k < kRinaKinds; ++k) {
     Header in;
     in.rina = static_cast<RinaKind>(k);
-    in.bitmap0 = 4;
-    in.fan_in0 = 3;
+    in.bitmap = 4;
+    in.fan_in = 3;
+    in.round_fragments = 0x01020304;
     const auto packet = build_packet(in, std::vector<std::int32_t>(3, 7));
     EXPECT_EQ(packet[21], k);
     Header out;
     ASSERT_EQ(decode_header(packet, out), DecodeError::kOk);
     EXPECT_EQ(out.rina, in.rina);
-    EXPECT_EQ(out.fan_in1, 0);
-    EXPECT_EQ(out.bitmap0, 4u);
-    EXPECT_EQ(out.fan_in0, 3);
+    EXPECT_EQ(out.node, 0);
+    EXPECT_EQ(out.round_fragments, 0x01020304u);
+    EXPECT_EQ(out.bitmap, 4u);
+    EXPECT_EQ(out.fan_in, 3);
   }
   Header atp;
-  atp.fan_in1 = 5;
+  atp.node = 5;
+  atp.round_fragments = 9;  // not an ATP field: not written
   Header out;
-  ASSERT_EQ(decode_header(build_packet(atp, std::vector<std::int32_t>(1)), out), DecodeError::kOk);
+  const auto packet = build_packet(atp, std::vector<std::int32_t>(1));
+  EXPECT_EQ(packet[21], 0);
+  ASSERT_EQ(decode_header(packet, out), DecodeError::kOk);
   EXPECT_EQ(out.rina, RinaKind::kNone);
-  EXPECT_EQ(out.fan_in1, 5);
+  EXPECT_EQ(out.node, 5);
+  EXPECT_EQ(out.round_fragments, 0u);
 }
 
 TEST(Wire, MulticastGroups) {

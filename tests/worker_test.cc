@@ -54,10 +54,10 @@ std::vector<Seq> seqs_of(const std::vector<Bytes>& packets) {
   return seqs;
 }
 
-// A worker in a rack group of 4 (position 2), group 1 of 3 at the PS's ToR.
-PsRoute route0() { return PsRoute{kPs0, 1u << 2, 1u << 1, 4, 3, 0}; }
-// A singleton group (its ToR does not aggregate): goes straight to the second level.
-PsRoute route1() { return PsRoute{kPs1, 1u, 1u << 2, 1, 3, 1}; }
+// A worker: its node in the tree towards PS 0.
+PsRoute route0() { return PsRoute{kPs0, 7}; }
+// Its node in the other PS's tree (PS shards' trees number their nodes each their own way).
+PsRoute route1() { return PsRoute{kPs1, 3}; }
 
 // The scale of the tests' rounds: a power of two, which the first round of every fragment
 // position uses as it is (initial_exponent), and the exponent of the results the tests make up,
@@ -95,7 +95,6 @@ Header parameter_header(Seq seq) {
   h.is_ack = true;
   h.job = kJob;
   h.seq = seq;
-  h.edge_switch_identifier = 1;
   h.src = kPs0;
   h.dst = multicast_group_address(kJob);
   h.scale_exponent = kExponent;
@@ -203,11 +202,9 @@ TEST(Worker, EachPsGetsItsShardWithItsHeaderTemplate) {
     const PsRoute r = (h.seq - kInitialSeq) % 2 == 0 ? route0() : route1();
     EXPECT_EQ(h.dst, r.ps);
     EXPECT_EQ(h.src, kSelf);
-    EXPECT_EQ(h.bitmap0, r.bitmap0);
-    EXPECT_EQ(h.bitmap1, r.bitmap1);
-    EXPECT_EQ(h.fan_in0, r.fan_in0);
-    EXPECT_EQ(h.fan_in1, r.fan_in1);
-    EXPECT_EQ(h.edge_switch_identifier, r.edge_switch_identifier);
+    EXPECT_EQ(h.node, r.node);
+    EXPECT_EQ(h.bitmap, 1u);  // a worker speaks for itself
+    EXPECT_EQ(h.fan_in, 1);
   }
   EXPECT_EQ(w.window(0), 8u);
   EXPECT_EQ(w.window(1), 8u);
@@ -223,7 +220,7 @@ TEST_P(WorkerShardSpacing, EachFlowSendsEveryPthSequenceNumberAcrossRounds) {
   const auto [shards, window] = GetParam();
   WorkerConfig c = base_config();
   c.ps.clear();
-  for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs0 + k, 1, 1, 1, 1, 1});
+  for (std::uint32_t k = 0; k < shards; ++k) c.ps.push_back(PsRoute{kPs0 + k, 1});
   c.congestion.initial_window = window;
   c.congestion.max_window = window;
   WorkerEndpoint w(c);
@@ -786,7 +783,7 @@ TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
   out.take();  // seqs 0, 1, 2 at indices 0, 1, 2
   Header h = parameter_header(0);
   h.collision = true;
-  h.bitmap0 = 3;  // the PS's new index for base 0
+  h.bitmap = 3;  // the PS's new index for base 0
   w.on_packet(parameter_with(h), kStart, out);
   EXPECT_EQ(w.stats().remaps, 1u);
   auto sent = out.take();
@@ -805,7 +802,7 @@ TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
   // A second collision on the remapped index moves base 0 again.
   h = parameter_header(4);
   h.collision = true;
-  h.bitmap0 = 2;
+  h.bitmap = 2;
   w.on_packet(parameter(3), kStart, out);
   w.on_packet(parameter_with(h), kStart, out);
   EXPECT_EQ(w.stats().remaps, 2u);
@@ -821,7 +818,7 @@ TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
   // An index outside the table is not an index: ignored.
   h = parameter_header(7);
   h.collision = true;
-  h.bitmap0 = 4;
+  h.bitmap = 4;
   w.on_packet(parameter_with(h), kStart, out);
   EXPECT_EQ(w.stats().remaps, 2u);
 }
@@ -838,7 +835,7 @@ TEST(Worker, ResendsKeepTheIndexTheFragmentWasFirstSentWith) {
   out.take();  // seqs 0, 1, 2 at indices 0, 1, 0
   Header h = parameter_header(2);
   h.collision = true;
-  h.bitmap0 = 1;  // base 0 -> 1
+  h.bitmap = 1;  // base 0 -> 1
   w.on_packet(parameter_with(h), kStart, out);
   w.on_timeout(kStart + std::chrono::milliseconds(1), out);
   auto resent = out.take();
@@ -884,15 +881,15 @@ TEST(Worker, StaticShareKeepsFirstAndRemappedIndicesInsideItsRange) {
     const std::uint32_t moved = rehash_aggregator_index(base0, share);
     Header h = parameter_header(0);
     h.collision = true;
-    h.bitmap0 = moved;
+    h.bitmap = moved;
     w.on_packet(parameter_with(h), kStart, out);
     EXPECT_EQ(w.stats().remaps, 1u);
     h = parameter_header(1);
     h.collision = true;
-    h.bitmap0 = 299;  // the next job's share
+    h.bitmap = 299;  // the next job's share
     w.on_packet(parameter_with(h), kStart, out);
     h.seq = 2;
-    h.bitmap0 = 350;
+    h.bitmap = 350;
     w.on_packet(parameter_with(h), kStart, out);
     EXPECT_EQ(w.stats().remaps, 1u);
 

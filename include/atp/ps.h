@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,9 +22,11 @@ struct PsConfig {
   std::string name;  // the job's, for the PS daemon's log and metrics; the endpoint ignores it
   Address self = 0;
   Address multicast_group = 0;  // parameter packets go here (multicast_group_address(job))
-  // Worker positions as seen in packets heading to this PS: group g (bit g of bitmap1) has
-  // group_sizes[g] members (bits 0..size-1 of bitmap0). Every worker is in exactly one group.
-  std::vector<std::uint8_t> group_sizes;
+  // The job's aggregation tree towards this PS (docs/protocol.md "Aggregation tree"): tree[i] is
+  // node i's parent, which comes before it (tree[0], this PS, is not read). Nodes without
+  // children are the workers; a node's children, by increasing id, are its bitmap's bits 0, 1,
+  // ...; other than the PS, a node has at most 32. flat_tree(n): n workers, no switch between.
+  std::vector<std::uint16_t> tree;
   // The job's workers: a gradient packet's src must be one of them, or it is dropped (a switch
   // forwards an aggregate with one member's src). Empty: not checked (in-process tests); the
   // plan and the PS daemon's job codec always fill it.
@@ -38,6 +41,16 @@ struct PsConfig {
   std::uint32_t max_window_seqs = 1024;
 };
 
+// Nodes a PS's tree may have (Header::node is 16 bits).
+inline constexpr std::uint32_t kMaxTreeNodes = 1u << 16;
+
+// The tree of a job whose `workers` (1..kMaxTreeNodes - 1) packets come to its PS unaggregated:
+// nodes 1..workers, each the PS's child.
+inline std::vector<std::uint16_t> flat_tree(std::size_t workers) { return std::vector<std::uint16_t>(workers + 1, 0); }
+
+// Why `tree` is not a PsConfig::tree, in one sentence naming the entry; nullopt: it is one.
+std::optional<std::string> tree_error(const std::vector<std::uint16_t>& tree);
+
 // The largest max_window_seqs a PS takes, so that the ring of slot references (2 x window + 1
 // entries rounded up to a power of two, 4 B each) stays at most 16 MiB and serial-number
 // comparisons over the stored range stay meaningful (far below 2^31). The memory budget is
@@ -49,8 +62,8 @@ inline constexpr std::uint32_t kMaxWindowSeqs = 1u << 20;
 inline constexpr std::uint64_t kPsJobMemoryBudget = std::uint64_t{256} << 20;  // bytes
 
 // An upper bound, in bytes, of what a PsEndpoint with `config` ever holds: the ring of slot
-// references and the slot pool at its bound of 2 x max_window_seqs + 1 slots (sums, group
-// members, bookkeeping), per-worker state and buffers. Grows with max_window_seqs x
+// references and the slot pool at its bound of 2 x max_window_seqs + 1 slots (sums, members,
+// bookkeeping), the tree, per-worker state and buffers. Grows with max_window_seqs x
 // values_per_packet.
 std::uint64_t ps_job_memory_bound(const PsConfig& config);
 
@@ -67,17 +80,17 @@ struct PsStats {
   // Fragments whose contributions had different round_shape fields (the workers all-reduce
   // tensors of different sizes): the mismatch notice was multicast instead of a result.
   std::uint64_t shape_mismatches = 0;
-  std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, Rina packets, wrong value_count, bad bitmaps,
+  std::uint64_t dropped = 0;  // malformed, wrong job or dst, acks, Rina packets, wrong value_count, a node not
+                              // in the tree or a bitmap or fan-in not its,
                               // a src not among the workers, floats not from one worker or not
                               // asked for, too far ahead
 };
 
 class PsEndpoint {
  public:
-  // Throws std::invalid_argument (one sentence naming max_window_seqs or values_per_packet)
-  // when values_per_packet is not 1..kMaxValuesPerPacket, max_window_seqs is above 2^20 or
-  // ps_job_memory_bound(config) above kPsJobMemoryBudget. Anything else a config gets wrong is
-  // tolerated: groups past 32 are ignored.
+  // Throws std::invalid_argument (one sentence naming the field) when values_per_packet is not
+  // 1..kMaxValuesPerPacket, the tree is not one (see PsConfig::tree), max_window_seqs is above
+  // 2^20 or ps_job_memory_bound(config) above kPsJobMemoryBudget.
   explicit PsEndpoint(PsConfig config);
   ~PsEndpoint();
   PsEndpoint(PsEndpoint&&) noexcept;

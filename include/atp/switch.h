@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -43,18 +44,15 @@ struct Aggregator {
   bool in_use = false;
   JobId job = 0;
   Seq seq = 0;
-  std::uint32_t bitmap = 0;  // children already added (bitmap0 or bitmap1 positions)
+  std::uint32_t bitmap = 0;  // children already added (their slots); Rina: rack members
   std::uint8_t counter = 0;  // number of children added
   bool ecn = false;          // OR of the ECN flags of the packets added or dropped here
   std::uint16_t value_count = 0;
   // Header::round_shape of the packet that claimed it: packets with another one are never added.
   std::uint16_t round_shape = 0;
-  // Rina: the claiming packet's Header::bitmap1, its round's fragment count; nor are packets with
+  // Rina: the claiming packet's Header::round_fragments, its round's fragment count; nor are packets with
   // another one (a worker that all-reduces another size cuts the ring's chunks elsewhere).
   std::uint32_t round_fragments = 0;
-  // bitmap0 of the first packet added. At level 1 that is its group's members, which a partial
-  // aggregate holding that one group must carry to the PS when it is flushed.
-  std::uint32_t first_bitmap0 = 0;
   // The first packet's Header::scale_exponent (one added at another exponent saturates the sum,
   // which sends the fragment down the PS's float32 path) and the largest magnitude added.
   std::int16_t scale_exponent = 0;
@@ -122,11 +120,19 @@ class AggregatorTable {
   std::uint32_t in_use_ = 0;
 };
 
-// Where this switch aggregates a job: for gradient packets heading to `ps` whose
-// edge_switch_identifier equals `level` (0: first-level, worker rack; 1: second-level, PS rack).
+// A child of a switch's node in a job's aggregation tree (docs/protocol.md "Aggregation tree"):
+// a worker (fan_in 1) or a switch below that aggregates too. Its slot is its place in the list.
+struct TreeChild {
+  std::uint16_t node = 0;
+  std::uint8_t fan_in = 1;  // its own children: a whole sum of it carries bitmap whole_bitmap(fan_in)
+};
+
+// Where this switch aggregates a job: it is node `node` of the job's aggregation tree towards
+// `ps` and adds the whole sums of `children` (at most 32) that head there.
 struct AggregationRole {
   Address ps = 0;
-  std::uint8_t level = 0;
+  std::uint16_t node = 0;
+  std::vector<TreeChild> children;
 };
 
 struct SwitchJobEntry {
@@ -134,7 +140,7 @@ struct SwitchJobEntry {
   std::vector<PortId> admitted_ports;  // ingress ports this job's packets may arrive on
   std::vector<AggregationRole> roles;  // empty: the switch only forwards this job
   // Rina (docs/rina.md): this switch is the ToR of a rack that is one member of the job's ring;
-  // its workers' ports in rank order (bit i of a contribution's bitmap0 is rina_members[i]).
+  // its workers' ports in rank order (bit i of a contribution's bitmap is rina_members[i]).
   // Empty: the job's Rina packets are forwarded by dst.
   std::vector<PortId> rina_members;
 };
@@ -157,10 +163,10 @@ struct SwitchJobCounters {
 
 struct SwitchCounters {
   std::uint64_t packets = 0;  // packets processed
-  // Failed decode_header; or a gradient this switch would aggregate whose bitmap for the level
-  // is not one-hot, whose fan-in is not 1..32, or whose value count differs from the
-  // aggregator holding its fragment; or a Rina contribution whose bitmap is not its port's bit or
-  // whose fan-in is not the rack's. Dropped.
+  // Failed decode_header; or a gradient from a child of this switch's node whose fan-in is not
+  // the child's or whose bitmap is empty or holds bits past it, or whose value count differs
+  // from the aggregator holding its fragment; or a Rina contribution whose bitmap is not its
+  // port's bit or whose fan-in is not the rack's. Dropped.
   std::uint64_t malformed = 0;
   std::uint64_t unknown_job = 0;   // job not installed at this ATP switch; dropped
   std::uint64_t not_admitted = 0;  // job's packet on a port not in its admission list; dropped
@@ -204,7 +210,8 @@ class SwitchPipeline {
   // Packets to `group` are then dropped as no_route. Returns false if there was no such group.
   bool remove_multicast_group(Address group);
   // Replaces an entry with the same job id. Aggregators the job holds stay held (its parameter
-  // packets or the timeout free them).
+  // packets or the timeout free them). Throws std::invalid_argument for a role with more than 32
+  // children or a child's fan-in outside 1..32 (the control plane's codec refuses those first).
   void install_job(const SwitchJobEntry& entry);
   // Removes the job and frees its aggregators. Returns false if it was not installed.
   bool remove_job(JobId job);
@@ -241,13 +248,22 @@ class SwitchPipeline {
   bool forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out);
   void process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet, Time now,
                         PortSink& out);
-  // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment.
-  void flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
-                       std::span<std::uint8_t> packet, Time now, PortSink& out);
+  // Aggregator i's sum into `packet` and `h`: node role->node's (whole or partial) sum, or with
+  // role nullptr, a Rina rack's.
+  void write_sum(std::uint32_t i, const AggregationRole* role, Header& h, std::span<std::uint8_t> packet);
+  // Aggregator i's sum on towards h.dst as a packet of its own (a resend: nothing on the way adds
+  // it), and the aggregator freed. role: as write_sum's.
+  void flush_partial(PortId ingress, const Header& h, const AggregationRole* role, std::uint32_t i, PortSink& out);
+  // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment; `bit`: the packet is
+  // the whole sum of the child of that bit.
+  void flush_on_resend(PortId ingress, Header& h, const AggregationRole& role, std::optional<std::uint32_t> bit,
+                       SwitchJobCounters& counters, std::uint32_t i, std::span<std::uint8_t> packet, Time now,
+                       PortSink& out);
   // A packet of aggregator i's <job, seq> whose round_shape differs from the aggregator's: sends
   // the held partial aggregate on to the PS, frees the aggregator, forwards the packet unadded.
-  void separate_round_shapes(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
-                             std::span<std::uint8_t> packet, PortSink& out);
+  // role: as write_sum's.
+  void separate_round_shapes(PortId ingress, Header& h, const JobState& job, const AggregationRole* role,
+                             std::uint32_t i, std::span<std::uint8_t> packet, PortSink& out);
   void process_parameter(PortId ingress, const Header& h, const JobState& job, std::span<const std::uint8_t> packet,
                          Time now, PortSink& out);
   // A Rina packet of a job this switch admitted (docs/rina.md "The switch's Rina mode").

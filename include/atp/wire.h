@@ -19,7 +19,7 @@ using Address = std::uint32_t;  // host address: an IPv4 address on real network
 using PortId = std::uint16_t;   // a switch port
 
 inline constexpr std::uint16_t kMagic = 0xA7B1;
-inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::uint8_t kVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 40;
 // Where Header::aggregator_index sits (a big-endian u32): what a dataplane over several threads
 // steers packets by, before decoding them (in the kernel, too: a socket filter reads it).
@@ -45,7 +45,7 @@ std::string format_address(Address a);
 inline constexpr bool seq_before(Seq a, Seq b) { return static_cast<std::int32_t>(a - b) < 0; }
 
 // Rina's packets (docs/rina.md): ATP packets with the Rina flag, of these kinds. kNone: an ATP
-// packet. On the wire the kind takes the byte of fan_in1 (Rina has no second level).
+// packet. On the wire the kind takes byte 21, which an ATP packet leaves zero.
 enum class RinaKind : std::uint8_t {
   kNone = 0,
   kContribution,  // a worker's values for a reduce-scatter hop (a carrier's: plus the last hop's sum)
@@ -64,23 +64,27 @@ struct Header {
   // Direction and status flags.
   bool is_ack = false;                      // a parameter packet (result from the PS), else a gradient packet
   bool resend = false;                      // a retransmission; switches flush or skip aggregation (Fig. 17)
-  bool collision = false;                   // gradient: forwarded past a busy aggregator; ack: bitmap0 has a new index
+  bool collision = false;                   // gradient: forwarded past a busy aggregator; ack: bitmap has a new index
   bool ecn = false;                         // congestion experienced somewhere on the path
   bool overflow = false;                    // ack only: the aggregate saturated, resend this fragment as float32
   bool float_payload = false;               // values are float32 bit patterns (overflow path); never aggregated
-  std::uint8_t edge_switch_identifier = 0;  // 0: heading to the first-level switch, 1: the second
-  RinaKind rina = RinaKind::kNone;          // a Rina packet's kind (its fan_in1 is then 0)
+  RinaKind rina = RinaKind::kNone;          // a Rina packet's kind
 
   JobId job = 0;
   std::uint16_t value_count = 0;  // number of 32-bit values after the header
   Seq seq = 0;
-  // One-hot positions in the aggregation tree: bitmap0 = worker within its rack group,
-  // bitmap1 = group at the second-level switch. In an ack with collision set, bitmap0 carries
-  // the aggregator index workers should use from now on (the paper's "unused bitmap field").
-  std::uint32_t bitmap0 = 0;
-  std::uint32_t bitmap1 = 0;
-  std::uint8_t fan_in0 = 0;  // packets that complete the first-level aggregate
-  std::uint8_t fan_in1 = 0;  // packets that complete the second-level aggregate
+  // Where the values come from in the job's aggregation tree towards its PS (docs/protocol.md
+  // "Aggregation tree"): the sum of the children of tree node `node` set in `bitmap` (bit i: the
+  // node's i-th child). A worker is a leaf: node = its own, bitmap 1, fan_in 1. A switch sends its
+  // node's sum on with every child's bit set (whole: the parent switch adds it), or, flushed
+  // early, with those it has (a partial sum, which only the PS merges). fan_in: the node's
+  // children. In an ack with collision set, `bitmap` carries the aggregator index workers should
+  // use from now on (the paper's "unused bitmap field"). Rina (docs/rina.md): `bitmap` is a rack
+  // member's bit, fan_in the rack's members, and round_fragments takes node's bytes.
+  std::uint32_t bitmap = 0;
+  std::uint16_t node = 0;
+  std::uint8_t fan_in = 0;
+  std::uint32_t round_fragments = 0;  // Rina: the fragments of the sender's round
   // The shape of the round the fragment belongs to, so that fragments of allreduce calls of
   // different sizes never merge (sequence numbers only say a fragment's position). Gradient:
   // 0, except on the last fragment of its round, which carries the number of real (not
@@ -102,6 +106,9 @@ struct Header {
   // packet: the exponent the workers use for this fragment's position in their next round.
   std::int16_t magnitude_or_next = kNoMagnitude;
 };
+
+// Header::bitmap of a whole sum of a tree node with `fan_in` children (1..32).
+inline constexpr std::uint32_t whole_bitmap(std::uint32_t fan_in) { return fan_in >= 32 ? ~0u : (1u << fan_in) - 1; }
 
 enum class DecodeError : std::uint8_t {
   kOk = 0,

@@ -18,14 +18,11 @@
 
 namespace atp {
 
-// Header fields this worker puts on every gradient packet heading to one PS (from the job plan).
+// One PS of the job (from the job plan): where its gradient packets go, and this worker's node in
+// the job's aggregation tree towards it (Header::node; its packets carry bitmap 1, fan_in 1).
 struct PsRoute {
   Address ps = 0;
-  std::uint32_t bitmap0 = 0;
-  std::uint32_t bitmap1 = 0;
-  std::uint8_t fan_in0 = 0;
-  std::uint8_t fan_in1 = 0;
-  std::uint8_t edge_switch_identifier = 0;
+  std::uint16_t node = 0;
 };
 
 // How a worker finds lost fragments.

@@ -246,7 +246,11 @@ std::string job_name(const json& doc) {
 
 std::string to_json(const SwitchJobPlan& plan) {
   json roles = json::array();
-  for (const AggregationRole& r : plan.entry.roles) roles.push_back({{"ps", format_address(r.ps)}, {"level", r.level}});
+  for (const AggregationRole& r : plan.entry.roles) {
+    json children = json::array();
+    for (const TreeChild& c : r.children) children.push_back({{"node", c.node}, {"fan_in", c.fan_in}});
+    roles.push_back({{"ps", format_address(r.ps)}, {"node", r.node}, {"children", children}});
+  }
   json doc = {{"name", plan.name},
               {"job", plan.entry.job},
               {"admitted_ports", plan.entry.admitted_ports},
@@ -272,11 +276,31 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
   for (std::size_t i = 0; i < roles.size(); ++i) {
     const std::string where = "roles[" + std::to_string(i) + "].";
     if (!roles[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
-    check_keys(roles[i], where, {"ps", "level"});
+    check_keys(roles[i], where, {"ps", "node", "children"});
     AggregationRole role;
     role.ps = get_address(roles[i], where, "ps");
-    role.level = get_unsigned<std::uint8_t>(roles[i], where, "level");
-    if (role.level > 1) throw ControlError(where + "level: must be 0 or 1, got " + std::to_string(role.level));
+    role.node = get_unsigned<std::uint16_t>(roles[i], where, "node");
+    if (role.node == 0) throw ControlError(where + "node: 0 is the PS's, a switch's is 1 or more");
+    const json& children = require(roles[i], where, "children");
+    if (!children.is_array() || children.empty() || children.size() > 32) {
+      throw ControlError(where + "children: expected a list of 1 to 32 (a bitmap's bits), got " + shown(children));
+    }
+    std::set<std::uint16_t> distinct;
+    for (std::size_t c = 0; c < children.size(); ++c) {
+      const std::string at = where + "children[" + std::to_string(c) + "].";
+      if (!children[c].is_object()) throw ControlError(at.substr(0, at.size() - 1) + ": expected an object");
+      check_keys(children[c], at, {"node", "fan_in"});
+      TreeChild child;
+      child.node = get_unsigned<std::uint16_t>(children[c], at, "node");
+      child.fan_in = get_unsigned<std::uint8_t>(children[c], at, "fan_in");
+      if (child.node == 0 || child.node == role.node || !distinct.insert(child.node).second) {
+        throw ControlError(at + "node: " + std::to_string(child.node) + " is the PS's, the role's own or listed twice");
+      }
+      if (child.fan_in < 1 || child.fan_in > 32) {
+        throw ControlError(at + "fan_in: must be 1..32, got " + std::to_string(child.fan_in));
+      }
+      role.children.push_back(child);
+    }
     plan.entry.roles.push_back(role);
   }
   if (doc.contains("rina_members")) {  // optional: the ToR of a rack that is one member of a Rina ring
@@ -314,7 +338,7 @@ std::string to_json(const PsConfig& config) {
               {"job", config.job},
               {"self", format_address(config.self)},
               {"multicast_group", format_address(config.multicast_group)},
-              {"group_sizes", config.group_sizes},
+              {"tree", config.tree},
               {"workers", workers},
               {"values_per_packet", config.values_per_packet},
               {"first_aggregator", config.aggregators.first},
@@ -416,12 +440,7 @@ void get_timeouts(const json& doc, Config& c) {
 std::string to_json(const WorkerConfig& c) {
   json ps = json::array();
   for (const PsRoute& r : c.ps) {
-    ps.push_back({{"ps", format_address(r.ps)},
-                  {"bitmap0", r.bitmap0},
-                  {"bitmap1", r.bitmap1},
-                  {"fan_in0", r.fan_in0},
-                  {"fan_in1", r.fan_in1},
-                  {"edge_switch_identifier", r.edge_switch_identifier}});
+    ps.push_back({{"ps", format_address(r.ps)}, {"node", r.node}});
   }
   json doc = {{"job", c.job},
               {"self", format_address(c.self)},
@@ -451,14 +470,11 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   for (std::size_t i = 0; i < routes.size(); ++i) {
     const std::string where = "ps[" + std::to_string(i) + "].";
     if (!routes[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
-    check_keys(routes[i], where, {"ps", "bitmap0", "bitmap1", "fan_in0", "fan_in1", "edge_switch_identifier"});
+    check_keys(routes[i], where, {"ps", "node"});
     PsRoute r;
     r.ps = get_address(routes[i], where, "ps");
-    r.bitmap0 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap0");
-    r.bitmap1 = get_unsigned<std::uint32_t>(routes[i], where, "bitmap1");
-    r.fan_in0 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in0");
-    r.fan_in1 = get_unsigned<std::uint8_t>(routes[i], where, "fan_in1");
-    r.edge_switch_identifier = get_unsigned<std::uint8_t>(routes[i], where, "edge_switch_identifier");
+    r.node = get_unsigned<std::uint16_t>(routes[i], where, "node");
+    if (r.node == 0) throw ControlError(where + "node: 0 is the PS's, a worker's is 1 or more");
     c.ps.push_back(r);
   }
   c.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
@@ -564,24 +580,21 @@ PortSettings port_settings_from_json(const std::string& text) {
 PsConfig ps_job_from_json(const std::string& text) {
   const json doc = parse_object(text, "PS job");
   check_keys(doc, "",
-             {"name", "job", "self", "multicast_group", "group_sizes", "workers", "values_per_packet",
-              "first_aggregator", "num_aggregators", "max_window_seqs", "index"});
+             {"name", "job", "self", "multicast_group", "tree", "workers", "values_per_packet", "first_aggregator",
+              "num_aggregators", "max_window_seqs", "index"});
   PsConfig config;
   if (doc.contains("name")) config.name = job_name(doc);
   config.job = get_unsigned<JobId>(doc, "", "job");
   config.self = get_address(doc, "", "self");
   config.multicast_group = get_address(doc, "", "multicast_group");
-  config.group_sizes = get_unsigned_list<std::uint8_t>(doc, "", "group_sizes");
-  if (config.group_sizes.empty()) throw ControlError("group_sizes: must list at least one group");
-  for (std::size_t g = 0; g < config.group_sizes.size(); ++g) {
-    if (config.group_sizes[g] < 1 || config.group_sizes[g] > 32) {
-      throw ControlError("group_sizes[" + std::to_string(g) + "]: must be 1..32, got " +
-                         std::to_string(config.group_sizes[g]));
-    }
+  // Its size is checked before it is read whole: a list longer than a tree can be is refused.
+  if (const json& tree = require(doc, "", "tree"); tree.is_array() && tree.size() > kMaxTreeNodes) {
+    throw ControlError("tree: at most " + std::to_string(kMaxTreeNodes) + " nodes, got " + std::to_string(tree.size()));
   }
-  if (config.group_sizes.size() > 32) throw ControlError("group_sizes: at most 32 groups");
+  config.tree = get_unsigned_list<std::uint16_t>(doc, "", "tree");
+  if (const std::optional<std::string> bad = tree_error(config.tree)) throw ControlError(*bad);
   // Required: a job's PS accepts gradients only from its workers (docs/security.md).
-  config.workers = get_address_list(doc, "", "workers", std::size_t{32} * 32);
+  config.workers = get_address_list(doc, "", "workers", kMaxTreeNodes - 1);
   if (config.workers.empty()) throw ControlError("workers: must list the job's workers' addresses");
   if (doc.contains("values_per_packet")) {
     // Read whole, then the one check: 70000 is "must be 1..4096", not a uint16's range.

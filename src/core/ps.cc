@@ -3,9 +3,11 @@
 #include "atp/ps.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -17,15 +19,9 @@
 namespace atp {
 namespace {
 
-// 32-bit bitmaps: at most 32 groups of at most 32 workers (docs/protocol.md "Aggregation tree").
-constexpr std::size_t kMaxGroups = 32;
-constexpr std::uint32_t kMaxGroupSize = 32;
 // What malloc keeps per heap block besides the bytes asked for (glibc: 8-16 B), for the bound.
 constexpr std::uint64_t kHeapBlockOverhead = 16;
 constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
-
-// Bits 0..n-1 set; n may be 32.
-constexpr std::uint32_t low_bits(std::uint32_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }
 
 enum class SlotState : std::uint8_t {
   kAggregating,       // collecting int32 gradients (individual or partially aggregated)
@@ -60,7 +56,7 @@ struct Slot {
   std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
   std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
   std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
-  std::vector<std::uint32_t> members;  // per group: bitmap0 positions merged so far
+  std::vector<std::uint64_t> members;  // a bit per worker (its id: PsEndpoint::Impl::nodes) merged so far
   // Int phase: exact sums of the quantized values. Float phase (the int sums are of no use any
   // more): the bit patterns of the double sums of the float32 values, so that a slot holds 8 B
   // per value whatever its phase (the PS's memory bound, ps_job_memory_bound, counts on it).
@@ -74,25 +70,53 @@ double float_sum(const Slot& slot, std::size_t i) { return std::bit_cast<double>
 // time: not recovery.
 bool recovery(const Header& h) { return h.resend && !h.collision; }
 
-// The workers a gradient packet speaks for, decoded from its bitmaps.
-struct Contributors {
-  std::uint32_t groups = 0;        // bitmap1
-  std::uint32_t members = 0;       // bitmap0 when `groups` has one bit; unused otherwise
-  bool whole_groups = false;       // several groups: every member of each (a level-1 aggregate)
-  std::uint32_t worker_count = 0;  // number of workers covered
+// A node of the job's aggregation tree towards this PS (PsConfig::tree). Workers get ids 0..n-1
+// in depth-first order, so the workers below any node are one run of ids.
+struct TreeNode {
+  std::vector<std::uint16_t> children;  // in slot order (increasing node id)
+  std::uint32_t first_worker = 0;
+  std::uint32_t workers = 0;
 };
 
+// The workers a gradient packet speaks for: one run of ids per child in its bitmap (a worker's
+// own packet: one run of one).
+struct Contributors {
+  std::array<std::pair<std::uint32_t, std::uint32_t>, 32> runs{};  // (first id, count)
+  std::size_t run_count = 0;
+  std::uint32_t worker_count = 0;
+};
+
+std::uint64_t words_for(std::uint64_t workers) { return (workers + 63) / 64; }
+
 }  // namespace
+
+std::optional<std::string> tree_error(const std::vector<std::uint16_t>& tree) {
+  if (tree.size() < 2 || tree.size() > std::size_t{kMaxTreeNodes}) {
+    return "tree has " + std::to_string(tree.size()) + " nodes; it needs the PS and 1 to " +
+           std::to_string(kMaxTreeNodes - 1) + " more";
+  }
+  std::vector<std::uint32_t> children(tree.size(), 0);
+  for (std::size_t i = 1; i < tree.size(); ++i) {
+    if (tree[i] >= i) {
+      return "tree[" + std::to_string(i) + "] is " + std::to_string(tree[i]) + "; a node's parent must come before it";
+    }
+    if (tree[i] != 0 && ++children[tree[i]] > 32) {
+      return "tree node " + std::to_string(tree[i]) + " has more than 32 children; a bitmap holds 32";
+    }
+  }
+  return std::nullopt;
+}
 
 std::uint64_t ps_job_memory_bound(const PsConfig& config) {
   const std::uint64_t window = std::max<std::uint32_t>(config.max_window_seqs, 1);
   const std::uint64_t slots = 2 * window + 1;  // the pool's bound: every stored seq is in [base, base + 2 x window]
-  const std::uint64_t groups = std::min(config.group_sizes.size(), kMaxGroups);
-  const std::uint64_t per_slot = sizeof(Slot) + sizeof(std::uint32_t) +                 // pool and free list
-                                 groups * sizeof(std::uint32_t) + kHeapBlockOverhead +  // members
+  const std::uint64_t nodes = config.tree.size();                                                 // workers are fewer
+  const std::uint64_t per_slot = sizeof(Slot) + sizeof(std::uint32_t) +                           // pool and free list
+                                 words_for(nodes) * sizeof(std::uint64_t) + kHeapBlockOverhead +  // members
                                  config.values_per_packet * sizeof(std::int64_t) + kHeapBlockOverhead;  // sums
   const std::uint64_t per_worker = sizeof(Seq) + 1;  // highest_seen, worker_seen
-  return std::bit_ceil(slots) * sizeof(std::uint32_t) + slots * per_slot + groups * kMaxGroupSize * per_worker +
+  const std::uint64_t per_node = sizeof(TreeNode) + sizeof(std::uint16_t) + kHeapBlockOverhead;  // nodes, children
+  return std::bit_ceil(slots) * sizeof(std::uint32_t) + slots * per_slot + nodes * (per_worker + per_node) +
          packet_size(config.values_per_packet);
 }
 
@@ -112,6 +136,7 @@ void check_config(const PsConfig& c) {
   if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
     throw std::invalid_argument(job + "values_per_packet " + *bad);
   }
+  if (const std::optional<std::string> bad = tree_error(c.tree)) throw std::invalid_argument(job + *bad);
   if (c.max_window_seqs > kMaxWindowSeqs) {
     throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) + " is above " +
                                 std::to_string(kMaxWindowSeqs) +
@@ -133,15 +158,28 @@ void check_config(const PsConfig& c) {
 struct PsEndpoint::Impl {
   explicit Impl(PsConfig c) : config(std::move(c)) {
     check_config(config);
-    // A bad configuration must not crash the PS: groups past 32 are ignored, sizes clamped to 32.
-    const std::size_t groups = std::min(config.group_sizes.size(), kMaxGroups);
-    for (std::size_t g = 0; g < groups; ++g) {
-      const std::uint32_t size = std::min<std::uint32_t>(config.group_sizes[g], kMaxGroupSize);
-      group_full.push_back(low_bits(size));
-      group_first_worker.push_back(num_workers);
-      if (size > 0) valid_groups |= 1u << g;
-      num_workers += size;
+    nodes.resize(config.tree.size());
+    for (std::size_t i = 1; i < config.tree.size(); ++i) {
+      nodes[config.tree[i]].children.push_back(static_cast<std::uint16_t>(i));
     }
+    // Worker ids depth first: a node's workers are the run from its first, as many as its
+    // children have (parents come before their children, so a pass from the back counts them).
+    for (std::size_t i = nodes.size(); i-- > 1;) {
+      if (nodes[i].children.empty()) nodes[i].workers = 1;
+      nodes[config.tree[i]].workers += nodes[i].workers;
+    }
+    std::vector<std::uint16_t> stack{0};
+    while (!stack.empty()) {
+      const std::uint16_t n = stack.back();
+      stack.pop_back();
+      std::uint32_t next = nodes[n].first_worker;
+      for (const std::uint16_t child : nodes[n].children) {
+        nodes[child].first_worker = next;
+        next += nodes[child].workers;
+        stack.push_back(child);
+      }
+    }
+    num_workers = nodes[0].workers;
     window = std::clamp<std::uint32_t>(config.max_window_seqs, 1, kMaxWindowSeqs);
     ring.assign(std::bit_ceil(2 * window + 1), kNoSlot);
     // Reserved whole (address space; pages are touched as slots are made), so that the pool
@@ -182,11 +220,7 @@ struct PsEndpoint::Impl {
   PsConfig config;
   PsStats stats;
 
-  // Workers: group g has positions group_full[g] (bitmap0 bits) and global ids starting at
-  // group_first_worker[g].
-  std::vector<std::uint32_t> group_full;
-  std::vector<std::uint32_t> group_first_worker;
-  std::uint32_t valid_groups = 0;  // bitmap1 bits of groups with at least one member
+  std::vector<TreeNode> nodes;  // the tree, by node id (0: this PS)
   std::uint32_t num_workers = 0;
 
   std::uint32_t window = 1;  // max_window_seqs, clamped: sequence numbers
@@ -211,43 +245,55 @@ struct PsEndpoint::Impl {
 };
 
 bool PsEndpoint::Impl::decode_contributors(const Header& h, Contributors& c) const {
-  if (h.bitmap1 == 0 || (h.bitmap1 & ~valid_groups) != 0) return false;
-  c.groups = h.bitmap1;
-  if (std::has_single_bit(h.bitmap1)) {
-    const auto g = static_cast<std::size_t>(std::countr_zero(h.bitmap1));
-    if (h.bitmap0 == 0 || (h.bitmap0 & ~group_full[g]) != 0) return false;
-    c.members = h.bitmap0;
-    c.whole_groups = false;
-    c.worker_count = static_cast<std::uint32_t>(std::popcount(h.bitmap0));
+  if (h.node == 0 || h.node >= nodes.size()) return false;
+  const TreeNode& n = nodes[h.node];
+  c.run_count = 0;
+  c.worker_count = 0;
+  if (n.children.empty()) {  // a worker's own packet
+    if (h.bitmap != 1 || h.fan_in != 1) return false;
+    c.runs[c.run_count++] = {n.first_worker, 1};
+    c.worker_count = 1;
     return true;
   }
-  // Only complete level-0 aggregates (or singletons) are aggregated at level 1, so each group
-  // named in bitmap1 counts whole; bitmap0 is whatever the last group's packet carried.
-  c.members = 0;
-  c.whole_groups = true;
-  c.worker_count = 0;
-  for (std::uint32_t rest = h.bitmap1; rest != 0; rest &= rest - 1) {
-    c.worker_count += static_cast<std::uint32_t>(std::popcount(group_full[std::countr_zero(rest)]));
+  if (h.fan_in != n.children.size() || h.bitmap == 0 || (h.bitmap & ~whole_bitmap(h.fan_in)) != 0) return false;
+  for (std::uint32_t rest = h.bitmap; rest != 0; rest &= rest - 1) {
+    const TreeNode& child = nodes[n.children[static_cast<std::size_t>(std::countr_zero(rest))]];
+    c.runs[c.run_count++] = {child.first_worker, child.workers};
+    c.worker_count += child.workers;
   }
   return true;
 }
 
-bool PsEndpoint::Impl::overlaps(const Slot& slot, const Contributors& c) const {
-  if (!c.whole_groups) return (slot.members[std::countr_zero(c.groups)] & c.members) != 0;
-  for (std::uint32_t rest = c.groups; rest != 0; rest &= rest - 1) {
-    if (slot.members[std::countr_zero(rest)] != 0) return true;
+namespace {
+
+// Calls f(word index, mask) for the words of `bits` that ids [first, first + count) fall in.
+template <class F>
+void for_words(std::uint32_t first, std::uint32_t count, F f) {
+  const std::uint32_t end = first + count;
+  for (std::uint32_t i = first; i < end;) {
+    const std::uint32_t word = i / 64, low = i % 64;
+    const std::uint32_t take = std::min<std::uint32_t>(64 - low, end - i);
+    const std::uint64_t mask = (take == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << take) - 1)) << low;
+    f(word, mask);
+    i += take;
   }
-  return false;
+}
+
+}  // namespace
+
+bool PsEndpoint::Impl::overlaps(const Slot& slot, const Contributors& c) const {
+  bool any = false;
+  for (std::size_t r = 0; r < c.run_count && !any; ++r) {
+    for_words(c.runs[r].first, c.runs[r].second,
+              [&](std::uint32_t word, std::uint64_t mask) { any = any || (slot.members[word] & mask) != 0; });
+  }
+  return any;
 }
 
 void PsEndpoint::Impl::merge_members(Slot& slot, const Contributors& c) {
-  if (!c.whole_groups) {
-    slot.members[std::countr_zero(c.groups)] |= c.members;
-  } else {
-    for (std::uint32_t rest = c.groups; rest != 0; rest &= rest - 1) {
-      const int g = std::countr_zero(rest);
-      slot.members[g] = group_full[g];
-    }
+  for (std::size_t r = 0; r < c.run_count; ++r) {
+    for_words(c.runs[r].first, c.runs[r].second,
+              [&](std::uint32_t word, std::uint64_t mask) { slot.members[word] |= mask; });
   }
   slot.missing_workers -= c.worker_count;  // overlap was ruled out first: cannot underflow
 }
@@ -267,12 +313,8 @@ void PsEndpoint::Impl::note_worker_seen(std::uint32_t worker, Seq seq) {
 // Every contributor of a packet has sent `seq`, so it holds the results of every seq before
 // seq - window: the evidence that lets the PS forget old slots.
 void PsEndpoint::Impl::note_seen(Seq seq, const Contributors& c) {
-  for (std::uint32_t groups = c.groups; groups != 0; groups &= groups - 1) {
-    const int g = std::countr_zero(groups);
-    const std::uint32_t members = c.whole_groups ? group_full[g] : c.members;
-    for (std::uint32_t rest = members; rest != 0; rest &= rest - 1) {
-      note_worker_seen(group_first_worker[g] + static_cast<std::uint32_t>(std::countr_zero(rest)), seq);
-    }
+  for (std::size_t r = 0; r < c.run_count; ++r) {
+    for (std::uint32_t w = c.runs[r].first; w < c.runs[r].first + c.runs[r].second; ++w) note_worker_seen(w, seq);
   }
 }
 
@@ -291,7 +333,7 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   } else {
     index = static_cast<std::uint32_t>(pool.size());
     Slot& fresh = pool.emplace_back();  // within the capacity reserved: never reallocates
-    fresh.members.resize(group_full.size());
+    fresh.members.resize(words_for(num_workers));
     fresh.sums.resize(config.values_per_packet);
   }
   Slot& slot = pool[index];
@@ -309,7 +351,7 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   slot.aggregator_index = aggregator_index;
   slot.collided_index = 0;
   slot.missing_workers = num_workers;
-  std::fill(slot.members.begin(), slot.members.end(), 0u);
+  std::fill(slot.members.begin(), slot.members.end(), std::uint64_t{0});
   std::fill(slot.sums.begin(), slot.sums.end(), std::int64_t{0});
   ring[seq & (ring.size() - 1)] = index;
   ++live_slots;
@@ -388,7 +430,7 @@ void PsEndpoint::Impl::complete_int(Slot& slot, PacketSink& out) {
   if (slot.collision) ++stats.collisions;  // counted once: the first parameter packet carries it
   if (overflow) {
     slot.state = SlotState::kCollectingFloats;
-    std::fill(slot.members.begin(), slot.members.end(), 0u);
+    std::fill(slot.members.begin(), slot.members.end(), std::uint64_t{0});
     slot.missing_workers = num_workers;
     std::fill(slot.sums.begin(), slot.sums.end(), std::bit_cast<std::int64_t>(0.0));  // the double sums
     ++stats.overflows;
@@ -451,11 +493,11 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   h.value_count = overflow_request || mismatch ? 0 : static_cast<std::uint16_t>(slot.sums.size());
   h.seq = slot.seq;
   // The switches free the aggregator the gradients used; on a collision, workers move this
-  // fragment's base index to the rehashed one carried in bitmap0 (§3.6).
+  // fragment's base index to the rehashed one carried in bitmap (§3.6).
   h.collision = slot.collision && !mismatch;
   const std::uint64_t salt =
       config.index_policy == IndexPolicy::kHashedSlots ? slot.seq % config.max_window_seqs + 1 : 0;
-  h.bitmap0 = h.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
+  h.bitmap = h.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;
@@ -488,7 +530,7 @@ void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSin
     return;
   }
   // Float32 fragments answer an overflow request; switches never aggregate them.
-  if (h.float_payload && (c.whole_groups || c.worker_count != 1)) {
+  if (h.float_payload && c.worker_count != 1) {
     ++stats.dropped;
     return;
   }

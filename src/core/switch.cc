@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <stdexcept>
+#include <string>
 
 namespace atp {
 
@@ -115,6 +117,16 @@ void SwitchPipeline::add_multicast_group(Address group, std::vector<PortId> port
 bool SwitchPipeline::remove_multicast_group(Address group) { return multicast_groups_.erase(group) > 0; }
 
 void SwitchPipeline::install_job(const SwitchJobEntry& entry) {
+  for (const AggregationRole& role : entry.roles) {
+    const bool fits =
+        role.children.size() <= 32 && std::all_of(role.children.begin(), role.children.end(),
+                                                  [](const TreeChild& c) { return c.fan_in >= 1 && c.fan_in <= 32; });
+    if (!fits) {
+      throw std::invalid_argument("job " + std::to_string(entry.job) + ": an aggregation role has " +
+                                  std::to_string(role.children.size()) +
+                                  " children; a bitmap holds 32, each child's fan-in 1..32");
+    }
+  }
   JobState& job = jobs_[entry.job];
   job.admitted_ports = entry.admitted_ports;
   job.roles = entry.roles;
@@ -268,7 +280,6 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
     if (h.scale_exponent != a.scale_exponent && !row.empty()) row[0] = kSaturatedMax;
     a.magnitude = std::max(a.magnitude, h.magnitude_or_next);
   }
-  if (a.counter == 0) a.first_bitmap0 = h.bitmap0;
   a.bitmap |= bit;
   ++a.counter;
   a.ecn = a.ecn || h.ecn;
@@ -277,67 +288,68 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
   if (h.ecn) ++counters.ecn_merged;
 }
 
-void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, SwitchJobCounters& counters, std::uint32_t i,
+void SwitchPipeline::write_sum(std::uint32_t i, const AggregationRole* role, Header& h,
+                               std::span<std::uint8_t> packet) {
+  const Aggregator& a = table_.at(i);
+  store_values(packet, table_.values(i).first(a.value_count));
+  if (role != nullptr) {
+    h.node = role->node;
+    h.fan_in = static_cast<std::uint8_t>(role->children.size());
+  } else {
+    h.round_fragments = a.round_fragments;
+  }
+  h.bitmap = a.bitmap;
+  h.ecn = h.ecn || a.ecn;
+  h.round_shape = a.round_shape;
+  h.scale_exponent = a.scale_exponent;
+  h.magnitude_or_next = a.magnitude;
+  encode_header(h, packet);
+}
+
+void SwitchPipeline::flush_partial(PortId ingress, const Header& h, const AggregationRole* role, std::uint32_t i,
+                                   PortSink& out) {
+  Header flushed = h;
+  flushed.resend = true;  // no switch above claims an aggregator for it
+  flushed.collision = false;
+  flushed.ecn = false;
+  const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(table_.at(i).value_count));
+  flushed.value_count = table_.at(i).value_count;
+  write_sum(i, role, flushed, bytes);
+  forward(flushed, ingress, bytes, out);
+  table_.release(i);
+}
+
+void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, const AggregationRole& role,
+                                     std::optional<std::uint32_t> bit, SwitchJobCounters& counters, std::uint32_t i,
                                      std::span<std::uint8_t> packet, Time now, PortSink& out) {
   ++counters.resend_flushes;
-  if (h.edge_switch_identifier == 1) {
-    // Box 2 "no" -> box 3: the second level keeps one bit per group, so it cannot merge a
-    // partial first-level result; it drops its state and lets the PS finish.
+  if (bit) {
+    // Boxes 4-7: a child's whole sum is merged if it is not in yet, and the node's sum (maybe
+    // partial) goes on in its place; the aggregator is freed, so later resends pass through.
+    if ((table_.at(i).bitmap & *bit) == 0) aggregate(i, *bit, h, packet, counters, now);  // box 5 -> box 6
+    write_sum(i, &role, h, packet);
     table_.release(i);
     forward(h, ingress, packet, out);
     return;
   }
-  // Boxes 4-7: merge the resend if it is not in yet, send the (maybe partial) aggregate on
-  // towards the second level / PS, and free the aggregator so later resends pass through.
-  Aggregator& a = table_.at(i);
-  const std::uint32_t bit = h.bitmap0;
-  if ((a.bitmap & bit) == 0) aggregate(i, bit, h, packet, counters, now);  // box 5 -> box 6
-  store_values(packet, table_.values(i).first(a.value_count));
-  h.bitmap0 = a.bitmap;
-  h.ecn = h.ecn || a.ecn;
-  h.scale_exponent = a.scale_exponent;
-  h.magnitude_or_next = a.magnitude;
-  h.edge_switch_identifier = 1;
-  encode_header(h, packet);
-  table_.release(i);
+  // A sum this node does not add (a child's partial, a worker's below a child that collided):
+  // the held sum goes on as a partial of its own, then the packet. The PS merges both.
+  flush_partial(ingress, h, &role, i, out);
   forward(h, ingress, packet, out);
 }
 
-void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
-                                           std::span<std::uint8_t> packet, PortSink& out) {
+void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobState& job, const AggregationRole* role,
+                                           std::uint32_t i, std::span<std::uint8_t> packet, PortSink& out) {
   ++job.counters->round_shape_mismatches;
-  const Aggregator& a = table_.at(i);
-  const bool level0 = h.edge_switch_identifier == 0;
-  if (a.counter < (level0 ? h.fan_in0 : h.fan_in1)) {
-    // A partial aggregate: on to the PS now, as a resend flushes it (Fig. 17 boxes 4-7, without
+  if (table_.at(i).counter < (role != nullptr ? role->children.size() : h.fan_in)) {
+    // A partial sum: on to the PS now, as a resend flushes it (Fig. 17 boxes 4-7, without
     // adding the packet), so that the PS sees both shapes at once instead of after the workers'
-    // timeouts. resend + edgeSwitchIdentifier 1: no later switch adds it to anything. A level-1
-    // partial of several groups counts them whole at the PS; of one group, carries its members.
-    Header flushed = h;
-    if (h.rina != RinaKind::kNone) {
-      flushed.bitmap0 = a.bitmap;
-      flushed.bitmap1 = a.round_fragments;
-    } else if (level0) {
-      flushed.bitmap0 = a.bitmap;
-    } else {
-      flushed.bitmap1 = a.bitmap;
-      flushed.bitmap0 = a.first_bitmap0;
-    }
-    flushed.ecn = a.ecn;
-    flushed.resend = true;
-    flushed.edge_switch_identifier = 1;
-    flushed.round_shape = a.round_shape;
-    flushed.scale_exponent = a.scale_exponent;
-    flushed.magnitude_or_next = a.magnitude;
-    const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
-    encode_header(flushed, bytes);
-    store_values(bytes, table_.values(i).first(a.value_count));
-    forward(flushed, ingress, bytes, out);
-    table_.release(i);
+    // timeouts.
+    flush_partial(ingress, h, role, i, out);
   }
-  // A complete aggregate already went on; its aggregator waits for the PS's parameter packet.
+  // A complete sum already went on; its aggregator waits for the PS's parameter packet. The
+  // packet goes on as a resend: no switch above adds it to anything.
   h.resend = true;
-  h.edge_switch_identifier = 1;
   encode_header(h, packet);
   if (forward(h, ingress, packet, out)) ++job.counters->forwarded;
 }
@@ -345,11 +357,10 @@ void SwitchPipeline::separate_round_shapes(PortId ingress, Header& h, const JobS
 void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet,
                                       Time now, PortSink& out) {
   SwitchJobCounters& counters = *job.counters;
-  const auto role = std::find_if(job.roles.begin(), job.roles.end(), [&](const AggregationRole& r) {
-    return r.ps == h.dst && r.level == h.edge_switch_identifier;
-  });
+  const auto role =
+      std::find_if(job.roles.begin(), job.roles.end(), [&](const AggregationRole& r) { return r.ps == h.dst; });
   // Float packets (the overflow path) are summed at the PS, never here; packets for another
-  // PS or level are aggregated elsewhere (or nowhere) and only pass through.
+  // PS are aggregated elsewhere (or nowhere) and only pass through.
   if (h.float_payload || role == job.roles.end() || table_.size() == 0) {
     if (forward(h, ingress, packet, out)) ++counters.forwarded;
     return;
@@ -358,14 +369,19 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     ++counters_.too_wide;
     return;
   }
-  // Fig. 7 box 3: the bitmap and fan-in of this switch's level. Each child sets exactly one bit
-  // (a worker at level 0, a group at level 1); anything else would corrupt the counter.
-  const bool level0 = h.edge_switch_identifier == 0;
-  const std::uint32_t bit = level0 ? h.bitmap0 : h.bitmap1;
-  const std::uint8_t fan_in = level0 ? h.fan_in0 : h.fan_in1;
-  if (!std::has_single_bit(bit) || fan_in == 0 || fan_in > 32) {
-    ++counters_.malformed;
-    return;
+  // Fig. 7 box 3, on a tree of any depth: the whole sum of one of this node's children is added
+  // at that child's bit. Anything else (a partial sum flushed early below, a packet that went
+  // past a busy aggregator below) is not added here; the PS merges it.
+  std::optional<std::uint32_t> bit;
+  const auto child =
+      std::find_if(role->children.begin(), role->children.end(), [&](const TreeChild& c) { return c.node == h.node; });
+  if (child != role->children.end()) {
+    const std::uint32_t whole = whole_bitmap(child->fan_in);
+    if (h.fan_in != child->fan_in || h.bitmap == 0 || (h.bitmap & ~whole) != 0) {
+      ++counters_.malformed;  // it would corrupt the counter
+      return;
+    }
+    if (h.bitmap == whole) bit = 1u << (child - role->children.begin());
   }
 
   const std::uint32_t i = row_of(h.aggregator_index);
@@ -379,17 +395,21 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   if (holds_fragment && a.round_shape != h.round_shape) {
     // Fragments of allreduce calls of different sizes share the seq: never add them together
     // (docs/protocol.md "Round shape"). The PS, which gets both, fails the workers' round.
-    separate_round_shapes(ingress, h, job, i, packet, out);
+    separate_round_shapes(ingress, h, job, &*role, i, packet, out);
     return;
   }
 
   if (h.resend) {
     // Fig. 17 box 1: a resend flushes the aggregator of its fragment, and never claims one.
     if (holds_fragment) {
-      flush_on_resend(ingress, h, counters, i, packet, now, out);
+      flush_on_resend(ingress, h, *role, bit, counters, i, packet, now, out);
     } else if (forward(h, ingress, packet, out)) {
       ++counters.forwarded;
     }
+    return;
+  }
+  if (!bit) {
+    if (forward(h, ingress, packet, out)) ++counters.forwarded;
     return;
   }
 
@@ -397,33 +417,27 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);  // first come, first served
   } else if (!holds_fragment) {
     // Box 1 -> box 2: held by another fragment. The PS aggregates this packet; resend keeps
-    // the next level from aggregating it, collision makes the PS rehash the index.
+    // the switches above from adding it, collision makes the PS rehash the index.
     h.resend = true;
     h.collision = true;
-    h.edge_switch_identifier = 1;
     encode_header(h, packet);
     ++counters.collisions;
     forward(h, ingress, packet, out);
     return;
   }
 
-  if ((a.bitmap & bit) != 0) {  // box 4 -> box 7: this child is already in
+  if ((a.bitmap & *bit) != 0) {  // box 4 -> box 7: this child is already in
     absorb_duplicate(a, h, counters);
     return;
   }
-  aggregate(i, bit, h, packet, counters, now);  // box 5
-  if (a.counter < fan_in) return;               // box 6: wait for the other children
+  aggregate(i, *bit, h, packet, counters, now);   // box 5
+  if (a.counter < role->children.size()) return;  // box 6: wait for the other children
 
-  // Complete: the packet carries the aggregate on towards the PS. The aggregator stays held
-  // so that duplicates and resends still find it, until the parameter packet frees it.
-  store_values(packet, table_.values(i).first(a.value_count));
-  (level0 ? h.bitmap0 : h.bitmap1) = a.bitmap;
-  h.ecn = a.ecn;
-  h.round_shape = a.round_shape;  // the same as the packet's: others are never added
-  h.scale_exponent = a.scale_exponent;
-  h.magnitude_or_next = a.magnitude;
-  h.edge_switch_identifier = 1;
-  encode_header(h, packet);
+  // Complete: the packet carries the node's whole sum on towards the PS (the parent node adds it).
+  // The aggregator stays held so that duplicates and resends still find it, until the parameter
+  // packet frees it.
+  h.ecn = false;
+  write_sum(i, &*role, h, packet);
   ++counters.completions;
   forward(h, ingress, packet, out);
 }
@@ -460,7 +474,7 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
         }
         // The previous member's complete final: every worker of the rack needs it (the first of
         // the allgather's multicasts); a partial one only its receiver, which merges it.
-        if (h.rina == RinaKind::kFinal && to_rack && h.fan_in0 != 0 && std::popcount(h.bitmap0) == h.fan_in0) {
+        if (h.rina == RinaKind::kFinal && to_rack && h.fan_in != 0 && std::popcount(h.bitmap) == h.fan_in) {
           to_members(job, h, ingress, packet, out);
           ++counters.forwarded;
           return;
@@ -511,7 +525,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
   }
   // A worker speaks for itself only: its port's bit, the rack's fan-in.
   const std::uint32_t bit = std::uint32_t{1} << member;
-  if (h.bitmap0 != bit || h.fan_in0 != job.rina_members.size()) {
+  if (h.bitmap != bit || h.fan_in != job.rina_members.size()) {
     ++counters_.malformed;
     return;
   }
@@ -523,8 +537,8 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     ++counters_.malformed;
     return;
   }
-  if (holds_fragment && (a.round_shape != h.round_shape || a.round_fragments != h.bitmap1)) {
-    separate_round_shapes(ingress, h, job, i, packet, out);
+  if (holds_fragment && (a.round_shape != h.round_shape || a.round_fragments != h.round_fragments)) {
+    separate_round_shapes(ingress, h, job, nullptr, i, packet, out);
     return;
   }
   if (h.resend) {
@@ -543,7 +557,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
   }
   if (!a.in_use) {
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);
-    a.round_fragments = h.bitmap1;
+    a.round_fragments = h.round_fragments;
   } else if (!holds_fragment) {
     ++counters.collisions;  // held by another fragment: on alone, for the receiver to merge
     forward(h, ingress, packet, out);
@@ -554,7 +568,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     return;
   }
   aggregate(i, bit, h, packet, counters, now);
-  if (a.counter < h.fan_in0) return;
+  if (a.counter < h.fan_in) return;
   // Complete. The aggregator stays held until the receiver's ack frees it: a resend finds it.
   ++counters.completions;
   rina_send_sum(ingress, h, job, i, packet, out);
@@ -563,13 +577,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
 void SwitchPipeline::rina_send_sum(PortId ingress, Header& h, const JobState& job, std::uint32_t i,
                                    std::span<std::uint8_t> packet, PortSink& out) {
   const Aggregator& a = table_.at(i);
-  store_values(packet, table_.values(i).first(a.value_count));
-  h.bitmap0 = a.bitmap;
-  h.ecn = h.ecn || a.ecn;
-  h.round_shape = a.round_shape;
-  h.scale_exponent = a.scale_exponent;
-  h.magnitude_or_next = a.magnitude;
-  encode_header(h, packet);
+  write_sum(i, nullptr, h, packet);
   forward(h, ingress, packet, out);
   if (h.rina == RinaKind::kFinal && a.counter == job.rina_members.size()) {
     // The completing rack has its final at once (docs/rina.md: no chunk goes round twice).

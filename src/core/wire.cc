@@ -24,10 +24,10 @@ constexpr std::size_t kOffFlags = 3;                       // u8
 constexpr std::size_t kOffJob = 4;                         // u16
 constexpr std::size_t kOffCount = 6;                       // u16
 constexpr std::size_t kOffSeq = 8;                         // u32
-constexpr std::size_t kOffBitmap0 = 12;                    // u32
-constexpr std::size_t kOffBitmap1 = 16;                    // u32
-constexpr std::size_t kOffFanIn0 = 20;                     // u8
-constexpr std::size_t kOffFanIn1 = 21;                     // u8
+constexpr std::size_t kOffBitmap = 12;                     // u32
+constexpr std::size_t kOffNode = 16;                       // u16 (then two zero bytes); Rina: u32 round_fragments
+constexpr std::size_t kOffFanIn = 20;                      // u8
+constexpr std::size_t kOffRinaKind = 21;                   // u8; ATP: 0
 constexpr std::size_t kOffShape = 22;                      // u16, round_shape
 constexpr std::size_t kOffIndex = kAggregatorIndexOffset;  // u32
 constexpr std::size_t kOffSrc = 28;                        // u32
@@ -43,8 +43,7 @@ constexpr std::uint8_t kFlagCollision = 1u << 2;
 constexpr std::uint8_t kFlagEcn = 1u << 3;
 constexpr std::uint8_t kFlagOverflow = 1u << 4;
 constexpr std::uint8_t kFlagFloat = 1u << 5;
-constexpr std::uint8_t kFlagEdgeSwitch = 1u << 6;
-constexpr std::uint8_t kFlagRina = 1u << 7;  // the fan_in1 byte is a RinaKind
+constexpr std::uint8_t kFlagRina = 1u << 7;  // byte 21 is a RinaKind
 
 }  // namespace
 
@@ -88,10 +87,10 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
   if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
   const bool rina = (flags & kFlagRina) != 0;
-  if (rina && (p[kOffFanIn1] == 0 || p[kOffFanIn1] >= kRinaKinds)) return DecodeError::kBadRinaKind;
+  if (rina && (p[kOffRinaKind] == 0 || p[kOffRinaKind] >= kRinaKinds)) return DecodeError::kBadRinaKind;
   const std::uint16_t shape = get16(p + kOffShape);
   // Parameter packets and Rina's acks say "the rounds differ in size" with kRoundShapeMismatch.
-  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffFanIn1] == static_cast<std::uint8_t>(RinaKind::kAck));
+  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffRinaKind] == static_cast<std::uint8_t>(RinaKind::kAck));
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
   const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
   const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
@@ -105,15 +104,14 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.ecn = (flags & kFlagEcn) != 0;
   out.overflow = (flags & kFlagOverflow) != 0;
   out.float_payload = (flags & kFlagFloat) != 0;
-  out.edge_switch_identifier = (flags & kFlagEdgeSwitch) != 0 ? 1 : 0;
   out.job = get16(p + kOffJob);
   out.value_count = count;
   out.seq = get32(p + kOffSeq);
-  out.bitmap0 = get32(p + kOffBitmap0);
-  out.bitmap1 = get32(p + kOffBitmap1);
-  out.fan_in0 = p[kOffFanIn0];
-  out.fan_in1 = rina ? 0 : p[kOffFanIn1];
-  out.rina = rina ? static_cast<RinaKind>(p[kOffFanIn1]) : RinaKind::kNone;
+  out.bitmap = get32(p + kOffBitmap);
+  out.node = rina ? 0 : get16(p + kOffNode);
+  out.round_fragments = rina ? get32(p + kOffNode) : 0;
+  out.fan_in = p[kOffFanIn];
+  out.rina = rina ? static_cast<RinaKind>(p[kOffRinaKind]) : RinaKind::kNone;
   out.round_shape = shape;
   out.aggregator_index = get32(p + kOffIndex);
   out.src = get32(p + kOffSrc);
@@ -132,7 +130,6 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   if (h.ecn) flags |= kFlagEcn;
   if (h.overflow) flags |= kFlagOverflow;
   if (h.float_payload) flags |= kFlagFloat;
-  if (h.edge_switch_identifier != 0) flags |= kFlagEdgeSwitch;
   if (h.rina != RinaKind::kNone) flags |= kFlagRina;
   put16(p + kOffMagic, kMagic);
   p[kOffVersion] = kVersion;
@@ -140,10 +137,10 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put16(p + kOffJob, h.job);
   put16(p + kOffCount, h.value_count);
   put32(p + kOffSeq, h.seq);
-  put32(p + kOffBitmap0, h.bitmap0);
-  put32(p + kOffBitmap1, h.bitmap1);
-  p[kOffFanIn0] = h.fan_in0;
-  p[kOffFanIn1] = h.rina != RinaKind::kNone ? static_cast<std::uint8_t>(h.rina) : h.fan_in1;
+  put32(p + kOffBitmap, h.bitmap);
+  put32(p + kOffNode, h.rina != RinaKind::kNone ? h.round_fragments : std::uint32_t{h.node} << 16);
+  p[kOffFanIn] = h.fan_in;
+  p[kOffRinaKind] = static_cast<std::uint8_t>(h.rina);
   put16(p + kOffShape, h.round_shape);
   put32(p + kOffIndex, h.aggregator_index);
   put32(p + kOffSrc, h.src);

@@ -202,14 +202,12 @@ struct WorkerEndpoint::Impl {
     Header h;
     h.resend = resend;
     h.float_payload = (frag.flags & kFloatMode) != 0;
-    h.edge_switch_identifier = route.edge_switch_identifier;
     h.job = config.job;
     h.value_count = config.values_per_packet;
     h.seq = seq;
-    h.bitmap0 = route.bitmap0;
-    h.bitmap1 = route.bitmap1;
-    h.fan_in0 = route.fan_in0;
-    h.fan_in1 = route.fan_in1;
+    h.node = route.node;
+    h.bitmap = 1;
+    h.fan_in = 1;
     h.round_shape = i + 1 == round_fragments ? last_fragment_values() : 0;  // same on every (re)send
     h.aggregator_index = frag.aggregator_index;
     h.src = config.self;
@@ -427,7 +425,7 @@ struct WorkerEndpoint::Impl {
     if (f.first_result_at == kNever) f.first_result_at = now;
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
-    if (h.collision) learn_remap(h.seq, h.bitmap0);
+    if (h.collision) learn_remap(h.seq, h.bitmap);
     f.progress_deadline = deadline_after(now, config.progress_timeout);
     // Every new result acknowledges data, so it feeds the window (and its ECN mark is not lost).
     f.cc.on_ack(h.seq, h.ecn, next_seq(f, k));

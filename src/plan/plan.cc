@@ -1,9 +1,10 @@
 // Job setup (paper §3.2, §3.4; docs/protocol.md "Aggregation tree"): validates a topology and a
-// job, numbers addresses and ports, computes shortest-path routes, bitmaps, fan-ins and switch entries.
+// job, numbers addresses and ports, computes shortest-path routes, aggregation trees and switch entries.
 #include "atp/plan/plan.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -17,7 +18,7 @@
 namespace atp {
 namespace {
 
-// bitmap0 and bitmap1 are 32-bit one-hot fields: at most 32 members per group and 32 groups.
+// Header::bitmap is 32 bits: at most 32 children per aggregating switch (and workers per Rina rack).
 constexpr std::size_t kMaxBitmapPositions = 32;
 // What an ATP packet travels in on a real network below the MTU: IPv4 (20) and UDP (8).
 constexpr std::size_t kIpUdpBytes = 20 + 8;
@@ -211,105 +212,114 @@ void set_timeouts(const JobSpec& job, Config& c) {
   c.initial_seq = job.initial_seq;
 }
 
-// A set of workers aggregated together before the second level (docs/protocol.md).
-struct Group {
-  std::optional<std::string> level0_switch;  // the ToR aggregating it at level 0; none: a singleton
-  std::vector<std::size_t> members;          // indices into JobSpec::workers, in worker order
-};
-
-// The aggregation tree of a job towards one PS.
+// The aggregation tree of a job towards one PS (docs/protocol.md "Aggregation tree").
 struct PsTree {
-  std::vector<PsRoute> worker_routes;  // per worker, in worker order
-  std::vector<Group> groups;
+  std::vector<PsRoute> worker_routes;                          // per worker, in worker order
+  std::vector<std::uint16_t> parents;                          // PsConfig::tree
   std::vector<std::pair<std::string, AggregationRole>> roles;  // (switch, role)
 };
 
+// The PS at the root (node 0), the workers at the leaves, and between them every switch on the
+// workers' paths to the PS that aggregates the job: ATP-capable, with aggregators as wide as the
+// job's packets where the job sets their width (else the width follows the narrowest), and where
+// two to 32 of those paths meet. Routes are chosen per destination, so the paths towards one PS
+// form a tree. Node ids go breadth first from the PS, each node's children by
+// their first worker: parents come before children, and a node's children are its bitmap's bits
+// in id order.
 PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
   const Address ps_address = network.host_address.at(ps);
-  const std::string& ps_tor = g.tor.at(ps);
-  // Whether switch s may aggregate this job.
-  auto aggregates = [&](const std::string& s) {
-    return job.in_network_aggregation && g.switch_config.at(s)->atp_capable;
-  };
-  const bool ps_tor_atp = aggregates(ps_tor);
-  const bool single_rack = ps_tor_atp && std::all_of(job.workers.begin(), job.workers.end(),
-                                                     [&](const std::string& w) { return g.tor.at(w) == ps_tor; });
-
-  // ATP ToRs (other than the PS's) that could aggregate their workers at level 0.
-  std::set<std::string> level0_tors;
-  for (const std::string& w : job.workers) {
-    const std::string& tor = g.tor.at(w);
-    if (tor != ps_tor && aggregates(tor)) level0_tors.insert(tor);
-  }
-  // A level-0 ToR must not lie on another level-0 ToR's path to the PS: resends that pass a
-  // level-0 switch unaggregated keep edgeSwitchIdentifier 0, and the role {ps, level 0} at the
-  // transit ToR would then merge them into its own group's aggregate. Workers under such a
-  // transit ToR become singletons instead (paths towards one PS nest, so one pass suffices).
-  std::set<std::string> transit_tors;
-  for (const std::string& w : job.workers) {
-    const std::string& tor = g.tor.at(w);
-    if (!level0_tors.contains(tor)) continue;
-    walk_path(network, g, w, ps, [&](const std::string& s, PortId, PortId) {
-      if (s != tor && level0_tors.contains(s)) transit_tors.insert(s);
+  const std::string name = "job " + quoted(job.name);
+  // Tree vertices before numbering: workers 0..n-1, then switches by first appearance; kRoot: the PS.
+  constexpr std::size_t kRoot = std::numeric_limits<std::size_t>::max();
+  const std::size_t n = job.workers.size();
+  std::vector<std::string> switches;
+  std::map<std::string, std::size_t> vertex_of_switch;
+  std::vector<std::size_t> parent(n, kRoot);  // kRoot: the PS
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t below = i;
+    walk_path(network, g, job.workers[i], ps, [&](const std::string& s, PortId, PortId) {
+      const SwitchConfig& config = *g.switch_config.at(s);
+      if (!job.in_network_aggregation || !config.atp_capable ||
+          (job.values_per_packet != 0 && config.aggregator_width < job.values_per_packet)) {
+        return;
+      }
+      const auto [it, fresh] = vertex_of_switch.emplace(s, n + switches.size());
+      if (fresh) {
+        switches.push_back(s);
+        parent.push_back(kRoot);
+      }
+      if (below >= n && parent[below] != kRoot && parent[below] != it->second) {
+        throw PlanError("the network plan's routes towards parameter server " + quoted(ps) + " leave switch " +
+                        quoted(switches[below - n]) + " by two ways");
+      }
+      parent[below] = it->second;
+      below = it->second;
     });
   }
+  // Each vertex's children; the PS is vertex `root`.
+  const std::size_t root = parent.size();
+  std::vector<std::vector<std::size_t>> children(root + 1);
+  for (std::size_t v = 0; v < root; ++v) children[parent[v] == kRoot ? root : parent[v]].push_back(v);
+  std::vector<std::size_t> first_worker(root + 1, kRoot);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t v = i; v != kRoot && first_worker[v] == kRoot; v = parent[v]) first_worker[v] = i;
+  }
+  first_worker[root] = 0;
+  // What each switch (and the PS) adds up: its children once those that would add nothing have
+  // stepped aside. A switch with one child adds nothing (the child takes its place); one where
+  // more paths meet than a 32-bit bitmap has bits only forwards (its children become its
+  // parent's; the PS takes any number). By their first worker.
+  std::vector<std::optional<std::vector<std::size_t>>> memo(root + 1);
+  const std::function<const std::vector<std::size_t>&(std::size_t)> aggregated =
+      [&](std::size_t v) -> const std::vector<std::size_t>& {
+    if (!memo[v]) {
+      std::vector<std::size_t> list;
+      for (const std::size_t c : children[v]) {
+        const std::vector<std::size_t>* below = c < n ? nullptr : &aggregated(c);
+        if (below != nullptr && (below->size() == 1 || below->size() > kMaxBitmapPositions)) {
+          list.insert(list.end(), below->begin(), below->end());
+        } else {
+          list.push_back(c);
+        }
+      }
+      std::sort(list.begin(), list.end(),
+                [&](std::size_t x, std::size_t y) { return first_worker[x] < first_worker[y]; });
+      memo[v] = std::move(list);
+    }
+    return *memo[v];
+  };
 
   PsTree tree;
-  std::map<std::string, std::size_t> group_of_switch;
-  std::vector<std::size_t> group_of_worker(job.workers.size());
-  std::vector<std::size_t> position_of_worker(job.workers.size());
-  for (std::size_t i = 0; i < job.workers.size(); ++i) {
-    const std::string& tor = g.tor.at(job.workers[i]);
-    const bool level0 = single_rack || (level0_tors.contains(tor) && !transit_tors.contains(tor));
-    std::size_t group;
-    if (level0 && group_of_switch.contains(tor)) {
-      group = group_of_switch.at(tor);
-    } else {
-      group = tree.groups.size();
-      tree.groups.push_back(Group{level0 ? std::optional<std::string>(tor) : std::nullopt, {}});
-      if (level0) group_of_switch.emplace(tor, group);
+  tree.worker_routes.resize(n);
+  tree.parents.push_back(0);
+  std::vector<std::pair<std::size_t, std::uint16_t>> queue;  // (vertex, parent node id), breadth first
+  for (const std::size_t v : aggregated(root)) queue.emplace_back(v, 0);
+  for (std::size_t q = 0; q < queue.size(); ++q) {
+    const auto [v, parent_node] = queue[q];
+    if (tree.parents.size() >= kMaxTreeNodes) {
+      throw PlanError(name + "'s aggregation tree towards parameter server " + quoted(ps) + " has more than " +
+                      std::to_string(kMaxTreeNodes - 1) + " workers and switches, which a 16-bit node id numbers");
     }
-    group_of_worker[i] = group;
-    position_of_worker[i] = tree.groups[group].members.size();
-    tree.groups[group].members.push_back(i);
-  }
-
-  const std::string name = "job " + quoted(job.name);
-  for (const Group& group : tree.groups) {
-    if (group.members.size() > kMaxBitmapPositions) {
-      throw PlanError(name + " has " + std::to_string(group.members.size()) + " workers under switch " +
-                      quoted(*group.level0_switch) + ", but a 32-bit bitmap allows at most 32 per ToR");
+    const auto node = static_cast<std::uint16_t>(tree.parents.size());
+    tree.parents.push_back(parent_node);
+    if (v < n) {
+      tree.worker_routes[v] = PsRoute{ps_address, node};
+      continue;
     }
+    for (const std::size_t c : aggregated(v)) queue.emplace_back(c, node);
   }
-  if (tree.groups.size() > kMaxBitmapPositions) {
-    throw PlanError(name + " reaches parameter server " + quoted(ps) + " from " + std::to_string(tree.groups.size()) +
-                    " aggregation groups, but a 32-bit bitmap allows at most 32 (each worker under the PS's ToR "
-                    "or under a switch that is not ATP-capable counts as a group of its own)");
-  }
-
-  const auto group_count = static_cast<std::uint8_t>(tree.groups.size());
-  for (std::size_t i = 0; i < job.workers.size(); ++i) {
-    const Group& group = tree.groups[group_of_worker[i]];
-    PsRoute route;
-    route.ps = ps_address;
-    route.bitmap1 = 1u << group_of_worker[i];
-    route.fan_in1 = group_count;
-    if (group.level0_switch) {
-      route.bitmap0 = 1u << position_of_worker[i];
-      route.fan_in0 = static_cast<std::uint8_t>(group.members.size());
-      route.edge_switch_identifier = 0;
-    } else {
-      route.bitmap0 = 1;
-      route.fan_in0 = 1;
-      route.edge_switch_identifier = 1;
+  // Roles, with each child's node id and fan-in: a node's children were numbered in a row.
+  std::vector<std::uint16_t> node_of(parent.size(), 0);
+  for (std::size_t id = 1; id < tree.parents.size(); ++id)
+    node_of[queue[id - 1].first] = static_cast<std::uint16_t>(id);
+  for (std::size_t q = 0; q < queue.size(); ++q) {
+    const std::size_t v = queue[q].first;
+    if (v < n) continue;
+    AggregationRole role{ps_address, node_of[v], {}};
+    for (const std::size_t c : aggregated(v)) {
+      role.children.push_back({node_of[c], static_cast<std::uint8_t>(c < n ? 1 : aggregated(c).size())});
     }
-    tree.worker_routes.push_back(route);
-  }
-  for (const Group& group : tree.groups) {
-    if (group.level0_switch) tree.roles.push_back({*group.level0_switch, AggregationRole{ps_address, 0}});
-  }
-  if (!single_rack && ps_tor_atp && tree.groups.size() >= 2) {
-    tree.roles.push_back({ps_tor, AggregationRole{ps_address, 1}});
+    tree.roles.emplace_back(switches[v - n], std::move(role));
   }
   return tree;
 }
@@ -464,13 +474,6 @@ NetworkPlan plan_network(const Topology& topology) {
 
 namespace {
 
-// The aggregation groups a PS tree's packets come from, their sizes in bitmap order (PsConfig).
-std::vector<std::uint8_t> group_sizes(const PsTree& tree) {
-  std::vector<std::uint8_t> sizes;
-  for (const Group& group : tree.groups) sizes.push_back(static_cast<std::uint8_t>(group.members.size()));
-  return sizes;
-}
-
 // The widest fragment, at most `width`, whose state a PS configured as `p` holds within
 // kPsJobMemoryBudget (ps_job_memory_bound grows with the width); 1 if none does, which plan_job's
 // check then refuses.
@@ -550,11 +553,6 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {
       const SwitchConfig& config = *graph.switch_config.at(switch_name);
-      if (plan.values_per_packet > config.aggregator_width) {
-        throw PlanError(name + " uses " + std::to_string(plan.values_per_packet) + " values per packet, but switch " +
-                        quoted(switch_name) + ", which aggregates it, has aggregators only " +
-                        std::to_string(config.aggregator_width) + " values wide");
-      }
       if (smallest_switch == nullptr || config.num_aggregators < plan.num_aggregators) {
         smallest_switch = &switch_name;
         plan.num_aggregators = config.num_aggregators;
@@ -588,7 +586,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     for (const PsTree& tree : trees) {
       PsConfig p;
       p.max_window_seqs = max_window_seqs;
-      p.group_sizes = group_sizes(tree);
+      p.tree = tree.parents;
       plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
     }
   }
@@ -613,7 +611,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.name = job.name;
     p.self = network.host_address.at(job.ps[k]);
     p.multicast_group = multicast_group_address(job.id);
-    p.group_sizes = group_sizes(trees[k]);
+    p.tree = trees[k].parents;
     for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
     p.values_per_packet = plan.values_per_packet;
     p.aggregators = plan.aggregators;

@@ -77,7 +77,7 @@ struct Final {
   std::vector<std::int32_t> values;
   std::int16_t exponent = 0;
   std::int16_t magnitude = kNoMagnitude;  // the largest among every worker's values of it
-  std::uint32_t fragments = 0;            // its round's fragment count (Header::bitmap1)
+  std::uint32_t fragments = 0;            // its round's fragment count (Header::round_fragments)
   std::uint16_t shape = 0;                // Header::round_shape
 };
 
@@ -217,7 +217,7 @@ struct RinaWorker::Impl {
     h.rina = kind;
     h.job = config.job;
     h.seq = seq_of(f);
-    h.bitmap1 = fragments;
+    h.round_fragments = fragments;
     h.round_shape = shape(f);
     h.src = self;
     h.dst = dst;
@@ -261,8 +261,8 @@ struct RinaWorker::Impl {
     contributed[f] = true;
     const RinaKind kind = k + 1 == ring ? RinaKind::kFinal : RinaKind::kContribution;
     Header h = fragment_header(kind, f, carrier(f, next_member()), e, magnitude);
-    h.bitmap0 = std::uint32_t{1} << position;
-    h.fan_in0 = static_cast<std::uint8_t>(member_size(member));
+    h.bitmap = std::uint32_t{1} << position;
+    h.fan_in = static_cast<std::uint8_t>(member_size(member));
     h.aggregator_index = h.seq % config.aggregator_slots;
     std::vector<std::uint8_t> packet = build_packet(h, values);
     emit(packet, out);
@@ -515,8 +515,7 @@ struct RinaWorker::Impl {
         if (h.dst == self) return on_hop_sum(h, bytes, f, now, out);
         // The rack's copy (to the job's group) of a complete final from its ToR: the completing
         // rack's, or the origin rack's, whose carrier of f takes it as its last hop's sum.
-        if (h.rina == RinaKind::kFinal && is_multicast(h.dst) && h.fan_in0 != 0 &&
-            std::popcount(h.bitmap0) == h.fan_in0) {
+        if (h.rina == RinaKind::kFinal && is_multicast(h.dst) && h.fan_in != 0 && std::popcount(h.bitmap) == h.fan_in) {
           if (carries(f) && hop(f) == 0) return on_hop_sum(h, bytes, f, now, out);
           return take_final(h, bytes, f, now, out);
         }
@@ -578,7 +577,7 @@ struct RinaWorker::Impl {
     g.rina = RinaKind::kGather;
     g.job = config.job;
     g.seq = h.seq;
-    g.bitmap1 = fin->second.fragments;
+    g.round_fragments = fin->second.fragments;
     g.round_shape = fin->second.shape;
     g.src = self;
     g.dst = h.src;
@@ -593,7 +592,7 @@ struct RinaWorker::Impl {
   // tensor size. Then the round fails here, and every other worker is told (an ack that says so),
   // so that all of them fail at once with the reason instead of waiting for the progress timeout.
   bool same_round(const Header& h, std::uint32_t f, PacketSink& out) {
-    if (h.bitmap1 == fragments && h.round_shape == shape(f)) return true;
+    if (h.round_fragments == fragments && h.round_shape == shape(f)) return true;
     for (const Address w : config.workers) {
       if (w != self) send_control(RinaKind::kAck, h.seq, w, 0, false, kRoundShapeMismatch, out);
     }
@@ -626,8 +625,8 @@ struct RinaWorker::Impl {
     const bool from_prev =
         std::any_of(from.begin(), from.end(), [&](std::uint32_t r) { return config.workers[r] == h.src; });
     const RinaKind expected = k == 0 ? RinaKind::kFinal : RinaKind::kContribution;
-    if (!carries(f) || h.rina != expected || !from_prev || h.fan_in0 != size || h.bitmap0 == 0 ||
-        (size < 32 && (h.bitmap0 >> size) != 0) || h.value_count != v || h.scale_exponent != exponent[f]) {
+    if (!carries(f) || h.rina != expected || !from_prev || h.fan_in != size || h.bitmap == 0 ||
+        (size < 32 && (h.bitmap >> size) != 0) || h.value_count != v || h.scale_exponent != exponent[f]) {
       ++stats.dropped;
       return;
     }
@@ -639,18 +638,18 @@ struct RinaWorker::Impl {
       return;
     }
     if (m.sums.empty()) m.sums.assign(v, 0);
-    const std::uint32_t overlap = m.bitmap & h.bitmap0;
-    if (overlap == h.bitmap0) {
+    const std::uint32_t overlap = m.bitmap & h.bitmap;
+    if (overlap == h.bitmap) {
       ++stats.duplicates;  // every worker of it is in already
       return;
     }
-    if (std::popcount(h.bitmap0) == 1) {
+    if (std::popcount(h.bitmap) == 1) {
       // A worker alone (a resend, or a first copy that found its slot taken): kept apart as well,
       // so that a later sum of first copies that holds it can take it out again.
-      std::vector<std::int32_t>& alone = m.alone[h.bitmap0];
+      std::vector<std::int32_t>& alone = m.alone[h.bitmap];
       alone.resize(v);
       load_values(bytes, alone);
-      m.alone_bits |= h.bitmap0;
+      m.alone_bits |= h.bitmap;
     } else if (overlap != 0) {
       // A sum of first copies that holds workers already in alone (the switches never add a resend
       // to a sum, so nothing else overlaps): those workers' values come out of it, exactly.
@@ -665,7 +664,7 @@ struct RinaWorker::Impl {
       }
     }
     m.saturated = add_to_sums(bytes, m.sums) || m.saturated;
-    m.bitmap |= h.bitmap0;
+    m.bitmap |= h.bitmap;
     m.magnitude = std::max(m.magnitude, h.magnitude_or_next);
     m.ecn = m.ecn || h.ecn;
     m.resent = m.resent || h.resend;

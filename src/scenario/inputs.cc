@@ -254,8 +254,9 @@ std::vector<std::uint8_t> noise_packet(std::uint64_t seed, std::uint64_t n, cons
   Header h;
   h.seq = static_cast<Seq>(rng() % 4096);
   h.aggregator_index = static_cast<std::uint32_t>(rng() % 4096);
-  h.bitmap0 = 1u << (rng() % 32);
-  h.fan_in0 = static_cast<std::uint8_t>(1 + rng() % 32);
+  h.node = static_cast<std::uint16_t>(rng() % 16);
+  h.bitmap = 1u << (rng() % 32);
+  h.fan_in = static_cast<std::uint8_t>(1 + rng() % 32);
   switch (have_jobs ? n % 5 : (n % 2 == 0 ? 0 : 3)) {
     case 0: {  // random bytes, mostly around the header size
       std::vector<std::uint8_t> bytes(rng() % (2 * kHeaderBytes + 8));

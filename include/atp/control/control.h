@@ -29,7 +29,7 @@ struct Request;
 namespace atp::control {
 
 // A control message that does not parse or names impossible values: what() is one sentence
-// naming the field ("roles[0].level: must be 0 or 1, got 7").
+// naming the field ("roles[0].children[1].fan_in: must be 1..32, got 40").
 class ControlError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -53,13 +53,13 @@ Address parse_address(const std::string& text, const std::string& field = "addre
 
 // A switch's part of a job plan: admission, roles and the job's multicast ports. The job id is
 // plan.entry.job. Shape:
-//   {"job": 1, "admitted_ports": [0, 1], "roles": [{"ps": "10.0.0.3", "level": 0}],
-//    "multicast_ports": [0, 1]}
+//   {"job": 1, "admitted_ports": [0, 1], "roles": [{"ps": "10.0.0.3", "node": 1, "children":
+//    [{"node": 2, "fan_in": 1}, {"node": 3, "fan_in": 1}]}], "multicast_ports": [0, 1]}
 std::string to_json(const SwitchJobPlan& plan);
 SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlError
 
 // A PS's part of a job plan. Shape:
-//   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "group_sizes": [2],
+//   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "tree": [0, 0, 1, 1],
 //    "workers": ["10.0.0.1", "10.0.0.2"], "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096,
 //    "max_window_seqs": 1024, "index": "hashed_slots"}
 // first_aggregator and num_aggregators are PsConfig::aggregators (the job's index range). Every
@@ -70,8 +70,7 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 
 // One worker's part of a job plan (plan_job's WorkerConfig), for a process that did not plan the
 // job itself (a PyTorch rank gets it from rank 0 through the rendezvous store). Shape:
-//   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "bitmap0": 1, "bitmap1": 1, "fan_in0": 2,
-//    "fan_in1": 1, "edge_switch_identifier": 0}], "values_per_packet": 62, "scale": 1e8,
+//   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "node": 2}], "values_per_packet": 62, "scale": 1e8,
 //    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed_slots", "loss_recovery": "atp",
 //    "congestion": {"enabled": true, "initial_window": 0, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},

@@ -1,6 +1,6 @@
 // Job setup (paper §3.2, §3.4): from a topology and a job, compute addresses, switch ports and
-// routes, each worker's bitmaps and fan-ins, each PS's view of the workers, and each switch's
-// admission, multicast and aggregation entries. Impossible jobs raise PlanError.
+// routes, the job's aggregation tree towards each PS (each worker's node in it, the PS's view of
+// it) and each switch's admission, multicast and aggregation entries. Impossible jobs raise PlanError.
 #pragma once
 
 #include <cstdint>
