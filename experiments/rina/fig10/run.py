@@ -7,13 +7,15 @@ both), taken in `atp bom --incremental`'s order (Rina's §IV-D); 100% is every s
 every host but the last (the PS's, for PS and ATP), every link at RATE_GBPS (100: the paper's).
 
 Reported: allreduces per second (the communication half of the paper's training throughput; the
-models' per-iteration compute is not modelled) and algbw, a JSON per run, table.txt. A PS-based
-configuration with more than 32 groups at the PS (ATP's two-level bitmaps) is "cannot plan".
+models' per-iteration compute is not modelled) and algbw, a JSON per run, table.txt.
 
-Usage: run.py [--smoke] [--topologies fat-tree,dragonfly] [--scale N] OUT_DIR
+Usage: run.py [--smoke] [--topologies fat-tree,dragonfly] [--scale N] [--only LABELS] OUT_DIR
   --scale N: each gradient divided by N (default 16 on a 2-core machine: the TCP baselines take
              most of the time, about 9 minutes per 100 MB on the fat-tree); --smoke: 4096, and
              ResNet50 and VGG16 only, on the fat-tree
+  --only LABELS: run only these configurations (e.g. ps,atp-50%,atp-100%); the table takes the
+             others from OUT_DIR's JSONs of an earlier run ("-" where there is none; one of
+             another --scale is refused)
 Parameters (torchvision's models; BERT-base uncased): ResNet50 25,557,032; VGG16 138,357,544;
 InceptionV3 27,161,264; ResNet101 44,549,160; BERT-base 109,482,240.
 """
@@ -78,6 +80,7 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--topologies", default="fat-tree,dragonfly")
     parser.add_argument("--scale", type=int)
+    parser.add_argument("--only", help="comma-separated configuration labels to run")
     parser.add_argument("out")
     a = parser.parse_args()
     atp = os.environ.get("ATP", "./build/atp")
@@ -99,42 +102,42 @@ def main():
                          f"Rina {', '.join(replacement[:half['rina']])}")
             table.append("%-12s %8s" % ("model", "MB") + "".join("%19s" % c[0] for c in configs) +
                          "  rina-50%/hier  rina-50%/atp-50%")
-            unplanned = ""
             for model, params in models:
                 elements = params // scale
                 rate = {}
                 row = "%-12s %8.1f" % (model, elements * 4 / 1e6)
                 for label, algorithm, switches in configs:
-                    path = os.path.join(gen, "run.yaml")
-                    with open(path, "w") as f:
-                        f.write(scenario(text, hosts, algorithm, elements, switches))
-                    start = time.monotonic()
-                    run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True,
-                                         text=True)
-                    times.write(f"{name} {model} {label} {time.monotonic() - start:.0f} s\n")
-                    times.flush()
-                    if run.returncode > 1 and "a 32-bit bitmap allows at most 32" in run.stderr:
-                        # ATP's two-level bitmaps: more than 32 groups at the PS cannot be planned
-                        # (the dragonfly's 71 workers without enough aggregating ToRs); said, not run.
-                        rate[label] = None
-                        row += "%19s" % "cannot plan"
-                        if not unplanned:
-                            unplanned = run.stderr.strip().split(": ", 2)[-1]
-                        continue
-                    if run.returncode > 1:
-                        sys.exit(f"run.py: atp run failed on {name} {model} {label}: {run.stderr.strip()}")
                     out = os.path.join(a.out, f"{name}-{model}-{label}.json")
-                    with open(out, "w") as f:
-                        f.write(run.stdout)
-                    job = json.loads(run.stdout)["jobs"][0]
+                    if a.only and label not in a.only.split(","):
+                        if not os.path.exists(out):
+                            rate[label] = None
+                            row += "%19s" % "-"
+                            continue
+                        with open(out) as f:
+                            job = json.load(f)["jobs"][0]
+                        if job["tensor_bytes"] != elements * 4:
+                            sys.exit(f"run.py: {out} is of another --scale ({job['tensor_bytes']} bytes, "
+                                     f"not {elements * 4}): run that configuration again")
+                    else:
+                        path = os.path.join(gen, "run.yaml")
+                        with open(path, "w") as f:
+                            f.write(scenario(text, hosts, algorithm, elements, switches))
+                        start = time.monotonic()
+                        run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True,
+                                             text=True)
+                        times.write(f"{name} {model} {label} {time.monotonic() - start:.0f} s\n")
+                        times.flush()
+                        if run.returncode > 1:
+                            sys.exit(f"run.py: atp run failed on {name} {model} {label}: {run.stderr.strip()}")
+                        with open(out, "w") as f:
+                            f.write(run.stdout)
+                        job = json.loads(run.stdout)["jobs"][0]
                     ok = job["correct"] and job["seconds"] > 0
                     rate[label] = 1 / job["seconds"] if ok else None
                     row += "%19s" % ("%.1f (%.1f)" % (rate[label], job["algbw_gbps"]) if ok else "failed")
                 ratio = lambda x, y: "%.2fx" % (rate[x] / rate[y]) if rate.get(x) and rate.get(y) else "-"  # noqa: E731
                 table.append(row + "  %13s  %16s" % (ratio("rina-50%", "hierarchical"), ratio("rina-50%", "atp-50%")))
                 print(table[-1], flush=True)
-            if unplanned:
-                table.append(f"# cannot plan: {unplanned}")
     with open(os.path.join(a.out, "table.txt"), "w") as f:
         f.write("\n".join(table) + "\n")
     print("\n".join(table))
