@@ -398,11 +398,11 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     }
     b.job_algorithm.push_back(ps_algorithm ? "ps" : "atp");
     atp_jobs += ps_algorithm ? 0 : 1;
-    // Workers: a random subset of the worker hosts; a ps job's workers are all singletons of its
-    // PS's aggregation tree, so at most 32.
+    // Workers: a random subset of the worker hosts, at most 64 (a PS takes any number, a switch
+    // where more than 32 meet only forwards).
     std::vector<std::string> pool = b.worker_hosts;
     rng.shuffle(pool);
-    const std::uint64_t cap = std::min<std::uint64_t>(pool.size(), ps_algorithm || racks == 1 ? 32 : 64);
+    const std::uint64_t cap = std::min<std::uint64_t>(pool.size(), 64);
     const std::uint64_t wc = rng.below(10);
     std::uint64_t k = wc < 3 ? rng.between(1, std::min<std::uint64_t>(cap, 3)) : rng.between(1, cap);
     std::vector<std::string> workers(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(k));
@@ -723,7 +723,7 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
   return b;
 }
 
-// Whether the in-process backend can plan the scenario (the 32-position bitmaps, static shares):
+// Whether the in-process backend can plan the scenario (static shares, a PS's memory budget):
 // the generator draws again when it cannot, since those limits are the planner's refusals.
 bool plannable(const std::string& yaml) {
   try {
