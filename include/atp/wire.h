@@ -1,5 +1,7 @@
-// The ATP packet on the wire: the header of the paper's Fig. 5 plus magic, version, addresses,
-// a value count and a round shape, followed by value_count 32-bit values, in network byte order.
+// The ATP packet on the wire: the header of the paper's Fig. 5, its two fixed levels (bitmap0/1,
+// fanInDegree0/1, edgeSwitchIdentifier) made a tree of any depth (node, bitmap, fan_in: docs/
+// protocol.md "Aggregation tree"), plus magic, version, addresses, a value count, a round shape
+// and the fixed-point exponents, followed by value_count 32-bit values, in network byte order.
 #pragma once
 
 #include <cstddef>
