@@ -242,6 +242,30 @@ RinaConfig by_hand(std::vector<std::vector<std::uint32_t>> members) {
   return c;
 }
 
+// A Rina packet of by_hand's job: `kind` for `seq`, from `src` to `dst`, no values yet.
+Header by_hand_header(RinaKind kind, Seq seq, Address src, Address dst) {
+  Header h;
+  h.rina = kind;
+  h.job = 3;
+  h.seq = seq;
+  h.src = src;
+  h.dst = dst;
+  return h;
+}
+
+// A final of by_hand's job at its exponent (21): the sum of the rack members `bitmap` of a rack
+// of `fan_in`, for a round of `fragments`, whose largest value is 2^magnitude.
+Header by_hand_final(Seq seq, std::uint32_t bitmap, std::uint8_t fan_in, std::uint32_t fragments,
+                     std::int16_t magnitude, Address src, Address dst) {
+  Header h = by_hand_header(RinaKind::kFinal, seq, src, dst);
+  h.bitmap = bitmap;
+  h.fan_in = fan_in;
+  h.round_fragments = fragments;
+  h.scale_exponent = 21;
+  h.magnitude_or_next = magnitude;
+  return h;
+}
+
 TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLastHop) {
   RinaConfig c = by_hand({{0, 1}, {2}});
   RinaWorker w(c);
@@ -266,24 +290,14 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   EXPECT_EQ(out.header(1).seq, 0u);
 
   // Rank 1 pulls fragment 1: rank 0's last-hop values go to rank 2, as the final.
-  Header pull;
-  pull.rina = RinaKind::kPull;
-  pull.job = 3;
-  pull.seq = 1;
-  pull.src = c.workers[1];
-  pull.dst = multicast_group_address(3);
+  const Header pull = by_hand_header(RinaKind::kPull, 1, c.workers[1], multicast_group_address(3));
   w.on_packet(build_packet(pull, std::vector<std::int32_t>{}), time_from_ns(1'100'000), out);
   ASSERT_EQ(out.packets.size(), 3u);
   EXPECT_EQ(out.header(2).rina, RinaKind::kFinal);
   EXPECT_EQ(out.header(2).seq, 1u);
 
   // Rank 2 acknowledges fragment 0's first hop.
-  Header ack;
-  ack.rina = RinaKind::kAck;
-  ack.job = 3;
-  ack.seq = 0;
-  ack.src = c.workers[2];
-  ack.dst = multicast_group_address(3);
+  const Header ack = by_hand_header(RinaKind::kAck, 0, c.workers[2], multicast_group_address(3));
   w.on_packet(build_packet(ack, std::vector<std::int32_t>{}), time_from_ns(1'200'000), out);
 
   // That ack measured a round trip: the final, sent at 1.1 ms with the backed-off RTO (2 ms), now
@@ -295,34 +309,14 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
 
   // Fragment 1's final, complete, from the rack's ToR (ranks 0 and 1 added: 2x, at 2^21).
   constexpr std::int32_t k = 1 << 21;
-  Header fin;
-  fin.rina = RinaKind::kFinal;
-  fin.job = 3;
-  fin.seq = 1;
-  fin.bitmap = 0b11;
-  fin.fan_in = 2;
-  fin.round_fragments = 2;
+  Header fin = by_hand_final(1, 0b11, 2, 2, 3, c.workers[1], multicast_group_address(3));
   fin.round_shape = 4;
-  fin.scale_exponent = 21;
-  fin.magnitude_or_next = 3;
-  fin.src = c.workers[1];
-  fin.dst = multicast_group_address(3);
   w.on_packet(build_packet(fin, std::vector<std::int32_t>{10 * k, 12 * k, 14 * k, 16 * k}), time_from_ns(3'300'000),
               out);
   EXPECT_EQ(w.state(), WorkerState::kRunning);
 
   // Fragment 0's last hop from rank 2 (its values plus the rack's): rank 0 carries it here.
-  Header last;
-  last.rina = RinaKind::kFinal;
-  last.job = 3;
-  last.seq = 0;
-  last.bitmap = 1;
-  last.fan_in = 1;
-  last.round_fragments = 2;
-  last.scale_exponent = 21;
-  last.magnitude_or_next = 2;
-  last.src = c.workers[2];
-  last.dst = c.workers[0];
+  const Header last = by_hand_final(0, 1, 1, 2, 2, c.workers[2], c.workers[0]);
   const std::size_t before = out.packets.size();
   w.on_packet(build_packet(last, std::vector<std::int32_t>{3 * k, 6 * k, 9 * k, 12 * k}), time_from_ns(3'400'000), out);
   ASSERT_EQ(w.state(), WorkerState::kIdle) << w.error();
@@ -478,17 +472,7 @@ TEST(RinaWorkerByHand, AGathersAckCountsOnlyFromItsReceiver) {
   RinaWorker w(c);
   Sent out;
   ASSERT_TRUE(w.start(std::vector<float>(12, 1.0f), time_from_ns(0), out));
-  Header fin;
-  fin.rina = RinaKind::kFinal;
-  fin.job = 3;
-  fin.seq = 0;
-  fin.bitmap = 1;
-  fin.fan_in = 1;
-  fin.round_fragments = 3;
-  fin.scale_exponent = 21;
-  fin.magnitude_or_next = 1;
-  fin.src = c.workers[2];
-  fin.dst = c.workers[0];
+  const Header fin = by_hand_final(0, 1, 1, 3, 1, c.workers[2], c.workers[0]);
   constexpr std::int32_t k = 1 << 21;
   const std::size_t before = out.packets.size();
   w.on_packet(build_packet(fin, std::vector<std::int32_t>{3 * k, 3 * k, 3 * k, 3 * k}), time_from_ns(10), out);
@@ -499,12 +483,7 @@ TEST(RinaWorkerByHand, AGathersAckCountsOnlyFromItsReceiver) {
   ASSERT_LT(gather, out.packets.size()) << "rank 0 passes fragment 0's final on";
   EXPECT_EQ(out.header(gather).dst, c.workers[1]);
   const auto ack_from = [&](Address src) {
-    Header a;
-    a.rina = RinaKind::kGatherAck;
-    a.job = 3;
-    a.seq = 0;
-    a.src = src;
-    a.dst = c.workers[0];
+    const Header a = by_hand_header(RinaKind::kGatherAck, 0, src, c.workers[0]);
     std::uint8_t bytes[kHeaderBytes];
     encode_header(a, bytes);
     return std::vector<std::uint8_t>(bytes, bytes + kHeaderBytes);
