@@ -584,7 +584,7 @@ class ProcessRun {
       }
       return at;
     };
-    if (Clock::now() < next()) return next();
+    if (const Clock::time_point at = next(); Clock::now() < at) return at;
     // What the others have written already counts first: this runner may itself have been busy
     // past the timeout (a switch restart, a loaded machine) while their lines waited in the pipes.
     std::vector<Child*> others;
