@@ -168,15 +168,12 @@ struct PsEndpoint::Impl {
       if (nodes[i].children.empty()) nodes[i].workers = 1;
       nodes[config.tree[i]].workers += nodes[i].workers;
     }
-    std::vector<std::uint16_t> stack{0};
-    while (!stack.empty()) {
-      const std::uint16_t n = stack.back();
-      stack.pop_back();
-      std::uint32_t next = nodes[n].first_worker;
-      for (const std::uint16_t child : nodes[n].children) {
+    // Each node's children take consecutive runs of its own, in id order (parents first).
+    for (TreeNode& node : nodes) {
+      std::uint32_t next = node.first_worker;
+      for (const std::uint16_t child : node.children) {
         nodes[child].first_worker = next;
         next += nodes[child].workers;
-        stack.push_back(child);
       }
     }
     num_workers = nodes[0].workers;
