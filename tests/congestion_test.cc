@@ -278,5 +278,32 @@ TEST(RttEstimator, PassingOutliersAreClippedLastingRisesFollowed) {
   EXPECT_GT(e.rto(), milliseconds(30));
 }
 
+// A timeout that its first copy answered (a queue grew past the RTO) is taken whole: a clipped
+// sample could not raise the estimate past twice the recent least round trip, so the same queue
+// would time every fragment out again.
+TEST(RttEstimator, ASpuriousTimeoutsRoundTripIsTakenWhole) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  RttEstimator clipped(milliseconds(10), microseconds(100), milliseconds(1000));
+  RttEstimator e(milliseconds(10), microseconds(100), milliseconds(1000));
+  for (int i = 0; i < 40; ++i) {
+    clipped.on_sample(milliseconds(1));
+    e.on_sample(milliseconds(1));
+  }
+  clipped.on_sample(milliseconds(10));
+  EXPECT_LT(clipped.rto(), milliseconds(10)) << "a plain sample is clipped to 2 ms";
+  e.on_spurious_timeout(milliseconds(10));
+  EXPECT_EQ(e.srtt(), milliseconds(10));
+  EXPECT_EQ(e.rttvar(), milliseconds(5));
+  EXPECT_EQ(e.rto(), milliseconds(30));
+  // Never lowers the estimate; and it is a first sample where there was none.
+  e.on_spurious_timeout(milliseconds(2));
+  EXPECT_EQ(e.rto(), milliseconds(30));
+  RttEstimator fresh(milliseconds(10), microseconds(100), milliseconds(1000));
+  fresh.on_spurious_timeout(milliseconds(4));
+  EXPECT_TRUE(fresh.has_sample());
+  EXPECT_EQ(fresh.rto(), milliseconds(4 + 4 * 2));
+}
+
 }  // namespace
 }  // namespace atp

@@ -352,8 +352,8 @@ TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));
   out.take();
-  w.on_packet(parameter(kInitialSeq + 2), kStart, out);  // out of order: no progress
   const Duration ms = std::chrono::milliseconds(1);
+  w.on_packet(parameter(kInitialSeq + 2), kStart + ms / 4, out);  // out of order: no progress
   EXPECT_EQ(w.next_deadline(), kStart + ms);
   w.on_timeout(kStart + ms / 2, out);  // early: nothing due
   EXPECT_TRUE(out.packets.empty());
@@ -444,6 +444,36 @@ TEST(Worker, TheTimeoutFollowsMeasuredRoundTrips) {
   w.on_packet(parameter(kInitialSeq + 12), now + milliseconds(30), out);
   run_round(12, now + milliseconds(30));
   EXPECT_EQ(w.stats().retransmissions, resent) << "no spurious resend once the round trip is known";
+}
+
+// A queue grows past the RTO after the first results: the timeout resends a fragment whose
+// first copy then makes the result (no resend flag). That round trip is taken whole, so the next
+// round's RTO is past it; where the resend was needed (the result carries the flag), it is not.
+TEST(Worker, ATimeoutThatTheFirstCopyAnsweredRaisesTheTimeoutPastItsRoundTrip) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  for (const bool spurious : {true, false}) {
+    WorkerConfig c = base_config();  // window 4, a 1 ms first RTO
+    c.max_retransmit_timeout = milliseconds(1000);
+    WorkerEndpoint w(c);
+    RecordingSink out;
+    Time now = kStart;
+    ASSERT_TRUE(w.start(ramp(8 * 4), now, out));
+    now += microseconds(500);
+    for (Seq s = 0; s < 4; ++s) w.on_packet(parameter(kInitialSeq + s), now, out);  // 4..7 go now
+    const Time queued = now + milliseconds(10);
+    while (w.next_deadline() < queued) w.on_timeout(w.next_deadline(), out);
+    ASSERT_EQ(seqs_of(out.take()).back(), kInitialSeq + 4) << "the timeouts resent fragment 4";
+    w.on_packet(spurious ? parameter(kInitialSeq + 4) : recovered_parameter(kInitialSeq + 4), queued, out);
+    for (Seq s = 5; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), queued, out);
+    ASSERT_EQ(w.state(), WorkerState::kIdle);
+    ASSERT_TRUE(w.start(ramp(4), queued, out));
+    if (spurious) {
+      EXPECT_GE(w.next_deadline() - queued, milliseconds(10)) << "spurious: past the 10 ms round trip";
+    } else {
+      EXPECT_LT(w.next_deadline() - queued, milliseconds(10)) << "needed: the clipped estimate";
+    }
+  }
 }
 
 // A round's first result waits for the last worker to start the round: a worker 50 ms ahead of

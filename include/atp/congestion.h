@@ -131,6 +131,11 @@ class RttEstimator {
   // resend), timed from the fragment's first send: never less than the round trip, so it counts
   // towards the recent minimum the samples are clipped against.
   void observe(Duration delay);
+  // The round trip of a packet that a timeout resent although its first copy made it (RFC 4015's
+  // spurious timeout, as TCP's timestamps show it): the estimate was below it. Taken whole, not
+  // clipped: SRTT and RTTVAR rise to at least `rtt` and `rtt` / 2 (RFC 4015 3.2), so the next RTO
+  // is past it. Later clipped samples bring the estimate back down if the rise passes.
+  void on_spurious_timeout(Duration rtt);
   // Before the first sample: the RTO is at least `rto` from now on (a stand-in's evidence that the
   // initial one is shorter than the round trip).
   void raise_initial(Duration rto) { initial_ = std::max(initial_, rto); }

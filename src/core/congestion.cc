@@ -134,6 +134,14 @@ void RttEstimator::on_sample(Duration rtt) {
   srtt_ = (7 * srtt_ + rtt) / 8;
 }
 
+void RttEstimator::on_spurious_timeout(Duration rtt) {
+  rtt = std::max(rtt, Duration::zero());
+  observe(rtt);
+  srtt_ = has_sample_ ? std::max(srtt_, rtt) : rtt;
+  rttvar_ = has_sample_ ? std::max(rttvar_, rtt / 2) : rtt / 2;
+  has_sample_ = true;
+}
+
 Duration RttEstimator::rto() const {
   if (!has_sample_) return std::clamp(initial_, min_rto_, max_rto_);
   return std::clamp(srtt_ + std::max(kMinVariance, 4 * rttvar_), min_rto_, max_rto_);

@@ -410,6 +410,14 @@ struct WorkerEndpoint::Impl {
       } else {
         f.rtt.on_sample(now - frag.sent);
       }
+    } else if (!h.resend && (frag.flags & kFastResent) == 0 && frag.first_sent >= f.first_result_at) {
+      // Resent by a timeout, and the first copy made the result (no resend went into it): the
+      // timeout was spurious, and its round trip, timed from that first copy, is a sample the
+      // resend does not blur. A queue that grew past the RTO shows here and nowhere else, since
+      // every fragment behind it is resent (Karn keeps them out); ATP pays for such resends twice
+      // (each is a packet to the PS and an answer from it, at every worker), so the estimate
+      // takes it whole, unclipped (RttEstimator::on_spurious_timeout).
+      f.rtt.on_spurious_timeout(now - frag.first_sent);
     } else if (!f.rtt.has_sample() && !h.resend) {
       // Until a first clean sample, this worker's own resend stands in, timed from its latest
       // send: the round trip if the result answers that copy; less if it answers an earlier one,
