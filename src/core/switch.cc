@@ -580,9 +580,16 @@ void SwitchPipeline::rina_send_sum(PortId ingress, Header& h, const JobState& jo
   write_sum(i, nullptr, h, packet);
   forward(h, ingress, packet, out);
   if (h.rina == RinaKind::kFinal && a.counter == job.rina_members.size()) {
-    // The completing rack has its final at once (docs/rina.md: no chunk goes round twice).
+    // The completing rack has its final at once (docs/rina.md: no chunk goes round twice): a copy
+    // of its own, since the packet in hand went on as it is. From the final's next receiver, not
+    // from the worker whose contribution completed it: that worker's kernel drops a packet from
+    // its own address arriving from outside (a martian source), so it never got its rack's final.
     const auto route = routes_.find(h.dst);
-    to_members(job, h, route == routes_.end() ? ingress : route->second, packet, out);
+    Header copy = h;
+    copy.src = h.dst;
+    const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet.size());
+    std::copy(packet.begin(), packet.end(), bytes.begin());
+    to_members(job, copy, route == routes_.end() ? ingress : route->second, bytes, out);
   }
 }
 
