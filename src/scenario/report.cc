@@ -47,6 +47,7 @@ std::string to_json(const ScenarioResult& result) {
     o["retransmissions"] = j.retransmissions;
     o["fast_retransmits"] = j.fast_retransmits;
     o["timeouts"] = j.timeouts;
+    o["final_requests"] = j.final_requests;
     o["collisions"] = j.collisions;
     o["reclaimed_aggregators"] = j.reclaimed_aggregators;
     o["seconds"] = j.seconds;

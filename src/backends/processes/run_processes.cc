@@ -799,6 +799,7 @@ class ProcessRun {
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
       r.timeouts += out.timeouts;
+      r.final_requests += out.final_requests;
       r.wrong_values += out.wrong_values;
       // Every worker sees the same float fragments: take one worker's count.
       r.float_fragments = std::max(r.float_fragments, out.float_fragments);

@@ -176,6 +176,7 @@ std::string result_line(const WorkerResult& r) {
               {"retransmissions", r.retransmissions},
               {"fast_retransmits", r.fast_retransmits},
               {"timeouts", r.timeouts},
+              {"final_requests", r.final_requests},
               {"float_fragments", r.float_fragments},
               {"wrong_values", r.wrong_values},
               {"allreduce_ns", r.allreduce_ns},
@@ -202,6 +203,7 @@ WorkerLine parse_line(const std::string& text) {
       r.retransmissions = j.at("retransmissions").get<std::uint64_t>();
       r.fast_retransmits = j.at("fast_retransmits").get<std::uint64_t>();
       r.timeouts = j.at("timeouts").get<std::uint64_t>();
+      r.final_requests = j.at("final_requests").get<std::uint64_t>();
       r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
       r.wrong_values = j.at("wrong_values").get<std::uint64_t>();
       r.allreduce_ns = j.at("allreduce_ns").get<std::int64_t>();
@@ -286,6 +288,7 @@ int run_worker_process(const std::string& spec_path) {
       const RinaStats st = comm->rina_stats();
       left_behind.retransmissions += st.retransmissions;
       left_behind.timeouts += st.timeouts;
+      left_behind.requests_sent += st.requests_sent;
       collective.reset();  // its socket's port is the new ring's
       spec.rina = reform.rina;
       collective = make_collective(*algorithm, spec);
@@ -363,6 +366,7 @@ int run_worker_process(const std::string& spec_path) {
       const RinaStats st = comm->rina_stats();
       r.retransmissions = left_behind.retransmissions + st.retransmissions;
       r.timeouts = left_behind.timeouts + st.timeouts;
+      r.final_requests = left_behind.requests_sent + st.requests_sent;
     } else if (comm) {
       const WorkerStats st = comm->stats();
       r.retransmissions = st.retransmissions;

@@ -867,6 +867,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     } else if (const RinaWorker* rina = d->endpoint().rina()) {
       r.retransmissions += rina->stats().retransmissions;
       r.timeouts += rina->stats().timeouts;
+      r.final_requests += rina->stats().requests_sent;
       hop_pieces += rina->stats().merges;
     }
     r.wrong_values += d->wrong_values;
