@@ -5,7 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <random>
 #include <stdexcept>
+#include <utility>
 
 #include "atp/cluster/daemon_processes.h"
 #include "testbed.h"
@@ -16,18 +20,41 @@ namespace {
 // The TCP port of the ring and gloo collectives in namespaces (each host has its own address).
 constexpr std::uint16_t kTcpCollectivePort = 9800;
 
-// A free TCP port on 127.0.0.1, kept bound (fd in `held`) so that the next call picks another.
+// The kernel's ephemeral port range (ip_local_port_range), from which connect() and bind(0) take
+// ports; Linux's default if it cannot be read.
+std::pair<int, int> ephemeral_ports() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768, high = 60999;
+  range >> low >> high;
+  return {low, high};
+}
+
+// A free TCP port on 127.0.0.1 for a worker to listen on later, kept bound (fd in `held`) so that
+// the next call picks another. Below the ephemeral range where there is room (10000 up to it):
+// between this pick and the worker's listen, any connect() on the machine (a collective's
+// connections, another test's) takes a source port from that range, and one did take a port
+// picked there ("Address already in use" in CI). Inside the range only where there is no room.
 SocketAddress free_tcp_port(std::vector<int>& held) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = to_sockaddr(SocketAddress::loopback(0));
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
+  constexpr int kFirst = 10000;
+  const int below = ephemeral_ports().first;
+  const int room = below - kFirst;
+  // A random start: the ports of an earlier run may still be in TIME_WAIT.
+  const int start = room > 0 ? static_cast<int>(std::random_device{}() % static_cast<unsigned>(room)) : 0;
+  for (int tried = 0; tried <= std::max(room, 0); ++tried) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    // The last try (or the only one, without room): port 0, the kernel's pick.
+    const int port = tried < room ? kFirst + (start + tried) % room : 0;
+    sockaddr_in a = to_sockaddr(SocketAddress::loopback(static_cast<std::uint16_t>(port)));
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      held.push_back(fd);
+      return from_sockaddr(a);
+    }
+    ::close(fd);
   }
-  held.push_back(fd);
-  return from_sockaddr(a);
+  throw std::runtime_error("cannot find a free TCP port on 127.0.0.1");
 }
 
 // Every process on this host's 127.0.0.1: each node has a UDP data address, every switch port
