@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev prometheus-cpp-dev ethtool iproute2
+          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev prometheus-cpp-dev libeigen3-dev liblemon-dev ethtool iproute2
           libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib python3-numpy
           python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-sklearn)
 # (ns3 and libgsl-dev: CMake's find_package(ns3) fails without them. python3-yaml, matplotlib and

@@ -12,6 +12,7 @@ from pathlib import Path
 USES = {
     "core": [],
     "rina": ["core"],
+    "plink": [],
     "plan": ["rina", "core"],
     "schedule": [],
     "io": ["core"],

@@ -1,0 +1,243 @@
+// Tests of PLink's ProbeEmbed parts (include/atp/plink/): the embedding recovers known
+// configurations from their exact distances, constrained k-means honours its sizes and finds
+// separable groups, PAIA counts hand-counted triplets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atp/plink/embed.h"
+#include "atp/plink/grouping.h"
+#include "atp/plink/paia.h"
+
+namespace atp::plink {
+namespace {
+
+// n random points in the plane, seeded.
+Eigen::MatrixXd random_points(int n, std::uint64_t seed, int dimensions = 2) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 10.0);
+  Eigen::MatrixXd x(n, dimensions);
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
+  return x;
+}
+
+Eigen::MatrixXd distances_of(const Eigen::MatrixXd& x, double power = 1.0) {
+  const Eigen::Index n = x.rows();
+  Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j) d(i, j) = std::pow((x.row(i) - x.row(j)).norm(), power);
+  }
+  return d;
+}
+
+double largest_relative_misfit(const Eigen::MatrixXd& fitted, const Eigen::MatrixXd& wanted) {
+  double worst = 0.0;
+  for (Eigen::Index i = 0; i < wanted.rows(); ++i) {
+    for (Eigen::Index j = 0; j < i; ++j) worst = std::max(worst, std::abs(fitted(i, j) - wanted(i, j)) / wanted(i, j));
+  }
+  return worst;
+}
+
+// Equation (1) with exact distances of a planar configuration has a zero: the fit finds it (up to
+// rotation and translation, which distances do not see), for alpha 1 (p = d) and 2 (p = d^2).
+TEST(Embed, ExactDistancesOfAKnownConfigurationAreRecovered) {
+  for (const double alpha : {1.0, 2.0}) {
+    for (const std::uint64_t seed : {1u, 2u, 3u}) {
+      const Eigen::MatrixXd p = distances_of(random_points(12, seed), alpha);
+      EmbedOptions o;
+      o.alpha = alpha;
+      const Embedding e = embed(p, o);
+      EXPECT_LT(largest_relative_misfit(e.distances(), p), 0.02) << "alpha " << alpha << ", seed " << seed;
+      EXPECT_EQ(e.coordinates.rows(), 12);
+      EXPECT_EQ(e.coordinates.cols(), 2);
+    }
+  }
+}
+
+// The per-node costs h_i (a host's own stack latency) are fitted too: p = d + h_i + h_j.
+TEST(Embed, PerNodeCostsAreFittedAndNeverNegative) {
+  const Eigen::MatrixXd x = random_points(10, 7);
+  Eigen::MatrixXd p = distances_of(x);
+  const std::vector<double> h = {0.5, 0, 1, 0.2, 0, 0, 2, 0.1, 0.3, 0};
+  for (Eigen::Index i = 0; i < 10; ++i) {
+    for (Eigen::Index j = 0; j < 10; ++j) {
+      if (i != j) p(i, j) += h[static_cast<std::size_t>(i)] + h[static_cast<std::size_t>(j)];
+    }
+  }
+  EmbedOptions o;
+  o.alpha = 1.0;
+  o.node_costs = true;
+  o.iterations = 6000;
+  const Embedding e = embed(p, o);
+  EXPECT_LT(largest_relative_misfit(e.distances(), p), 0.03);
+  EXPECT_GE(e.node_costs.minCoeff(), 0.0);
+  EmbedOptions without = o;
+  without.node_costs = false;
+  EXPECT_GT(embed(p, without).mean_squared_error, 10 * e.mean_squared_error) << "the costs are what fits";
+}
+
+// The unit does not matter: microseconds or seconds, the same fit.
+TEST(Embed, TheUnitOfTheDistancesDoesNotChangeTheFit) {
+  const Eigen::MatrixXd p = distances_of(random_points(8, 5));
+  const Embedding a = embed(p), b = embed(p * 1e-6);
+  EXPECT_LT(largest_relative_misfit(b.distances() * 1e6, a.distances()), 1e-6);
+}
+
+TEST(Embed, InputsThatCannotBeEmbeddedAreRefusedInOneSentence) {
+  auto message = [](const Eigen::MatrixXd& p, EmbedOptions o = {}) {
+    try {
+      embed(p, o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(Eigen::MatrixXd::Zero(2, 3)).find("square"), std::string::npos);
+  Eigen::MatrixXd p = Eigen::MatrixXd::Ones(3, 3);
+  p(0, 1) = std::nan("");
+  EXPECT_NE(message(p).find("between nodes 0 and 1 must be finite"), std::string::npos);
+  p(0, 1) = 2;
+  EXPECT_NE(message(p).find("symmetric"), std::string::npos);
+  EmbedOptions o;
+  o.alpha = 3;
+  EXPECT_NE(message(Eigen::MatrixXd::Ones(3, 3), o).find("alpha must be between 1 and 2"), std::string::npos);
+  o = {};
+  o.dimensions = 0;
+  EXPECT_NE(message(Eigen::MatrixXd::Ones(3, 3), o).find("dimension"), std::string::npos);
+  EXPECT_EQ(message(Eigen::MatrixXd::Zero(1, 1)), "accepted");
+}
+
+TEST(Grouping, GroupCountAndMinimumSizeAreThePapers) {
+  EXPECT_EQ(group_count(1), 1);
+  EXPECT_EQ(group_count(16), 4);
+  EXPECT_EQ(group_count(64), 8);
+  EXPECT_EQ(group_count(20), 4);  // sqrt(20) = 4.47
+  EXPECT_EQ(min_group_size(16, 4, 1.0), 4);
+  EXPECT_EQ(min_group_size(16, 4, 2.0), 2);  // elasticity 2: at least sqrt(n) / 2
+  EXPECT_EQ(min_group_size(17, 4, 1.0), 4);
+}
+
+// Four well separated blobs of four: every k-means start recovers them, and no two blobs share
+// a group.
+TEST(Grouping, SeparableGroupsAreRecovered) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0.0, 0.1);
+  const double centres[4][2] = {{0, 0}, {10, 0}, {0, 10}, {10, 10}};
+  Eigen::MatrixXd x(16, 2);
+  for (int i = 0; i < 16; ++i) {
+    x(i, 0) = centres[i % 4][0] + noise(rng);
+    x(i, 1) = centres[i % 4][1] + noise(rng);
+  }
+  for (const std::uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
+    const Grouping g = constrained_kmeans(x, 4, 4, seed);
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(g.group[static_cast<std::size_t>(i)], g.group[static_cast<std::size_t>(i % 4)]) << "seed " << seed;
+    }
+    EXPECT_EQ(std::set<int>(g.group.begin(), g.group.end()).size(), 4u);
+    EXPECT_DOUBLE_EQ(g.size_deviation, 0.0);
+  }
+}
+
+// Unbalanced natural clusters (a blob of 7 and three of 3): the minimum size is honoured, and with
+// perfect balance the big blob gives members away; elasticity 2 lets it keep them (the paper's
+// reason for the elasticity: a cohesive group beats a balanced one with a distant member).
+TEST(Grouping, MinimumSizesAreHonouredAndElasticityKeepsCohesiveGroups) {
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> noise(0.0, 0.1);
+  const double centres[4][2] = {{0, 0}, {20, 0}, {0, 20}, {20, 20}};
+  const int blob[16] = {0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3};
+  Eigen::MatrixXd x(16, 2);
+  for (int i = 0; i < 16; ++i) {
+    x(i, 0) = centres[blob[i]][0] + noise(rng);
+    x(i, 1) = centres[blob[i]][1] + noise(rng);
+  }
+  GroupingOptions balanced;  // k = 4, at least 4 each
+  const Grouping b = probe_groups(x, balanced);
+  std::vector<int> sizes(4, 0);
+  for (const int k : b.group) ++sizes[static_cast<std::size_t>(k)];
+  for (const int s : sizes) EXPECT_EQ(s, 4);
+  GroupingOptions elastic;
+  elastic.balance_elasticity = 2.0;  // at least 2 each
+  const Grouping e = probe_groups(x, elastic);
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < i; ++j) {
+      EXPECT_EQ(e.group[static_cast<std::size_t>(i)] == e.group[static_cast<std::size_t>(j)], blob[i] == blob[j])
+          << i << ", " << j;
+    }
+  }
+  EXPECT_LT(e.inertia, b.inertia);
+}
+
+TEST(Grouping, BalancedRandomDealsSizesThatDifferByAtMostOne) {
+  const Grouping g = balanced_random_groups(10, 3, 4);
+  std::vector<int> sizes(3, 0);
+  for (const int k : g.group) ++sizes[static_cast<std::size_t>(k)];
+  EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()) - *std::min_element(sizes.begin(), sizes.end()), 1);
+  EXPECT_NE(balanced_random_groups(10, 3, 5).group, g.group) << "another seed, another deal";
+  EXPECT_THROW(balanced_random_groups(3, 4, 1), std::invalid_argument);
+  EXPECT_THROW(constrained_kmeans(Eigen::MatrixXd::Zero(5, 2), 2, 3, 1), std::invalid_argument);
+}
+
+// Four hosts in two racks of one row: r0 = {a, b}, r1 = {c, d}. Observer a: b (same rack) against
+// c and d (the other rack): 2 comparable pairs, {c, d} not (same prefix). Every observer likewise:
+// 4 x 2 = 8 triplets.
+TEST(Paia, CountsTheComparableTripletsThatMeasurementsOrderRight) {
+  const std::vector<std::vector<std::string>> positions = {
+      {"row", "r0", "a"}, {"row", "r0", "b"}, {"row", "r1", "c"}, {"row", "r1", "d"}};
+  Eigen::MatrixXd m(4, 4);
+  m << 0, 1, 5, 5,  //
+      1, 0, 5, 5,   //
+      5, 5, 0, 1,   //
+      5, 5, 1, 0;
+  Paia p = paia(positions, m);
+  EXPECT_EQ(p.triplets, 8u);
+  EXPECT_EQ(p.agreeing, 8u);
+  EXPECT_DOUBLE_EQ(p.score(), 1.0);
+  // a measures c and d as close as b: observer a's two triplets, (b, c) and (b, d), are ties now,
+  // which do not agree; the other observers' rows are unchanged.
+  m(0, 2) = 1;
+  m(0, 3) = 1;
+  p = paia(positions, m);
+  EXPECT_EQ(p.triplets, 8u);
+  EXPECT_EQ(p.agreeing, 6u);
+  EXPECT_THROW(paia(positions, Eigen::MatrixXd::Zero(3, 3)), std::invalid_argument);
+}
+
+// The paper's point of the embedding (§4.1.2, §5.5): noisy probes of a hierarchy order nodes
+// wrongly more often than the embedding of the same probes does. 2 rows x 4 racks x 4 hosts; a
+// probe is the hops' latency (1 in a rack, 3 in a row, 5 across rows) times a lognormal noise.
+TEST(Embed, EmbeddingNoisyProbesOfAHierarchyOrdersMoreTripletsRight) {
+  std::vector<std::vector<std::string>> positions;
+  for (int host = 0; host < 32; ++host) {
+    positions.push_back({"row" + std::to_string(host / 16), "rack" + std::to_string(host / 4), std::to_string(host)});
+  }
+  std::uint64_t raw = 0, embedded = 0, triplets = 0;
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    std::mt19937_64 rng(seed);
+    std::lognormal_distribution<double> noise(0.0, 0.35);
+    Eigen::MatrixXd p = Eigen::MatrixXd::Zero(32, 32);
+    for (int i = 0; i < 32; ++i) {
+      for (int j = 0; j < i; ++j) {
+        const double hops = i / 4 == j / 4 ? 1 : i / 16 == j / 16 ? 3 : 5;
+        p(i, j) = p(j, i) = hops * noise(rng);
+      }
+    }
+    EmbedOptions o;
+    o.seed = seed;
+    const Paia before = paia(positions, p);
+    const Paia after = paia(positions, embed(p, o).distances());
+    raw += before.agreeing;
+    embedded += after.agreeing;
+    triplets += before.triplets;
+  }
+  const double raw_score = static_cast<double>(raw) / static_cast<double>(triplets);
+  const double embedded_score = static_cast<double>(embedded) / static_cast<double>(triplets);
+  EXPECT_GT(embedded_score, raw_score + 0.02) << "raw " << raw_score << ", embedded " << embedded_score;
+}
+
+}  // namespace
+}  // namespace atp::plink
