@@ -491,6 +491,31 @@ TEST(TcpScheduleAllreduceTest, StaysFailedAfterAnErrorFromInsideTheRun) {
   EXPECT_LT(Clock::now() - start, 5s) << "rank 1 only noticed by its timeout";
 }
 
+// A builder whose peers grow with the element count: the connections are made to the peers of
+// its schedule without elements (none here), so a call with elements would have nowhere to send
+// and, before this check, left every buffer as it was (each rank's own values, no error). Now it
+// fails loudly, naming the peer.
+TEST(TcpScheduleAllreduceTest, ASchedulePeerWithoutAConnectionFailsInsteadOfSummingNothing) {
+  const auto addresses = free_loopback_addresses(2);
+  const ScheduleBuilder build = [](int rank, int size, std::size_t count) {
+    return count == 0 ? Schedule{rank, size, 0, {}} : ring_allreduce_schedule(rank, size, count);
+  };
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int rank) {
+    TcpScheduleAllreduce allreduce("growing", build, rank, 2, addresses, 10s);
+    std::vector<float> data(8, 1.0f);
+    try {
+      allreduce.allreduce(data);
+    } catch (const CollectiveError& e) {
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[0].rfind("growing allreduce on rank 0 of 2: the schedule for 8 elements exchanges with rank 1 (", 0),
+            0u)
+      << errors[0];
+  EXPECT_NE(errors[1].find("which the schedule without elements did not name"), std::string::npos) << errors[1];
+}
+
 // A connection to a rank's port that never says hello (a port scan, a health check) is dropped
 // after about a second, and the real peers' hellos are read meanwhile: setup is not held up until
 // the timeout.

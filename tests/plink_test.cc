@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "atp/plink/aggregation.h"
 #include "atp/plink/embed.h"
 #include "atp/plink/grouping.h"
 #include "atp/plink/paia.h"
+#include "atp/schedule/in_memory.h"
 
 namespace atp::plink {
 namespace {
@@ -237,6 +239,108 @@ TEST(Embed, EmbeddingNoisyProbesOfAHierarchyOrdersMoreTripletsRight) {
   const double raw_score = static_cast<double>(raw) / static_cast<double>(triplets);
   const double embedded_score = static_cast<double>(embedded) / static_cast<double>(triplets);
   EXPECT_GT(embedded_score, raw_score + 0.02) << "raw " << raw_score << ", embedded " << embedded_score;
+}
+
+// Rank r's input: small integers, so that every sum is exact in float32 in any order and a chunk
+// added twice, or in the wrong place, shows.
+float value(int rank, std::size_t i) { return static_cast<float>(static_cast<int>((i * 5 + rank * 11) % 13) - 6); }
+
+// Runs every rank's schedule in memory; returns the elements that differ from the exact sum and
+// fills `sent` with each rank's bytes.
+std::size_t run_and_count_wrong(const std::vector<Schedule>& schedules, std::size_t count,
+                                std::vector<std::size_t>& sent) {
+  const auto n = static_cast<int>(schedules.size());
+  std::vector<std::vector<float>> buffers(schedules.size(), std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    validate_schedule(schedules[static_cast<std::size_t>(r)]);
+    for (std::size_t i = 0; i < count; ++i) buffers[static_cast<std::size_t>(r)][i] = value(r, i);
+  }
+  sent = run_schedules_in_memory(schedules, buffers);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    float sum = 0;
+    for (int r = 0; r < n; ++r) sum += value(r, i);
+    for (const auto& b : buffers) wrong += b[i] != sum;
+  }
+  return wrong;
+}
+
+// 2LHA over group shapes (equal, unequal, interleaved ranks, one group, singletons) x chunk
+// sizes x element counts (a chunk and a half, none at all, chunks that do not divide): every rank
+// ends with the exact sum; the dependencies only point back (validate_schedule), and the in-memory
+// runner finds no mismatched stream or deadlock.
+TEST(TwoLevelSchedule, EveryRankEndsWithTheExactSum) {
+  const std::vector<RankGroups> shapes = {{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}},
+                                          {{0, 1, 2, 3, 4}, {5, 6}},
+                                          {{0, 3, 6}, {1, 4}, {2, 5, 7}},
+                                          {{0, 1, 2, 3}},
+                                          {{0}, {1}, {2}},
+                                          {{2, 0}, {1}}};
+  for (const RankGroups& groups : shapes) {
+    int n = 0;
+    for (const auto& g : groups) n += static_cast<int>(g.size());
+    for (const std::size_t chunk : {1u, 7u, 64u}) {
+      for (const std::size_t count : {0u, 1u, 96u, 1001u}) {
+        std::vector<Schedule> schedules;
+        for (int r = 0; r < n; ++r) schedules.push_back(two_level_schedule(r, n, count, groups, chunk));
+        std::vector<std::size_t> sent;
+        EXPECT_EQ(run_and_count_wrong(schedules, count, sent), 0u)
+            << groups.size() << " groups of " << n << ", chunk " << chunk << ", count " << count;
+      }
+    }
+  }
+}
+
+// What 2LHA costs: with k equal groups of m (n = k m) and chunks that the masters divide evenly,
+// every rank sends 2 (m - 1) / m of the buffer inside its group and 2 (k - 1) / n across groups
+// (the paper's b = O(n/k + k) for a GM, spread by the turns). FA (one group) is 2 (n - 1) / n.
+TEST(TwoLevelSchedule, EachRankSendsWhatTheTwoLevelsCost) {
+  constexpr std::size_t kChunk = 10, kChunks = 36;  // 36 chunks: every count of masters below divides it
+  constexpr std::size_t kCount = kChunk * kChunks;
+  for (const auto& [k, m] : {std::pair{3, 3}, std::pair{2, 3}, std::pair{1, 6}, std::pair{6, 1}, std::pair{2, 2}}) {
+    const int n = k * m;
+    RankGroups groups(static_cast<std::size_t>(k));
+    for (int r = 0; r < n; ++r) groups[static_cast<std::size_t>(r / m)].push_back(r);
+    std::vector<Schedule> schedules;
+    for (int r = 0; r < n; ++r) schedules.push_back(two_level_schedule(r, n, kCount, groups, kChunk));
+    std::vector<std::size_t> sent;
+    ASSERT_EQ(run_and_count_wrong(schedules, kCount, sent), 0u);
+    const std::size_t floats = 2 * (m - 1) * kCount / m + 2 * (k - 1) * kCount / n;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(sent[static_cast<std::size_t>(r)], floats * sizeof(float)) << k << " groups of " << m << ", rank " << r;
+    }
+  }
+  std::vector<Schedule> flat;
+  for (int r = 0; r < 6; ++r) flat.push_back(flat_aggregation_schedule(r, 6, kCount, kChunk));
+  std::vector<std::size_t> sent;
+  ASSERT_EQ(run_and_count_wrong(flat, kCount, sent), 0u);
+  for (const std::size_t bytes : sent) EXPECT_EQ(bytes, 2 * 5 * kCount / 6 * sizeof(float));
+}
+
+// A transport connects before it knows the element count (schedule.h): the schedule without
+// elements names every peer any count will need, here every other rank.
+TEST(TwoLevelSchedule, ThePeersDoNotDependOnTheElementCount) {
+  const RankGroups groups = {{0, 1, 2}, {3, 4}};
+  for (int r = 0; r < 5; ++r) {
+    const std::vector<int> without = schedule_peers(two_level_schedule(r, 5, 0, groups));
+    EXPECT_EQ(without.size(), 4u) << "rank " << r;
+    for (const std::size_t count : {1u, 100u, 100000u}) {
+      EXPECT_EQ(schedule_peers(two_level_schedule(r, 5, count, groups, 64)), without) << "rank " << r << ", " << count;
+    }
+  }
+}
+
+TEST(TwoLevelSchedule, ImpossibleInputIsRefusedInOneSentence) {
+  EXPECT_THROW(two_level_schedule(3, 3, 10, {{0, 1, 2}}), std::invalid_argument);
+  EXPECT_THROW(two_level_schedule(0, 3, 10, {{0, 1}}), std::invalid_argument);          // rank 2 in no group
+  EXPECT_THROW(two_level_schedule(0, 3, 10, {{0, 1}, {1, 2}}), std::invalid_argument);  // rank 1 twice
+  EXPECT_THROW(two_level_schedule(0, 2, 10, {{0, 1}}, 0), std::invalid_argument);
+  try {
+    two_level_schedule(0, 3, 10, {{0, 1}});
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "PLink two-level schedule: rank 2 is in no group; the groups must partition the ranks");
+  }
 }
 
 }  // namespace

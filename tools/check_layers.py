@@ -12,7 +12,7 @@ from pathlib import Path
 USES = {
     "core": [],
     "rina": ["core"],
-    "plink": [],
+    "plink": ["schedule"],
     "plan": ["rina", "core"],
     "schedule": [],
     "io": ["core"],
@@ -22,7 +22,7 @@ USES = {
     "collectives": ["io", "rina", "core"],
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
-    "scenario": ["schedule", "sim", "plan", "io", "core"],
+    "scenario": ["plink", "schedule", "sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "rina", "io",
                  "core"],
     "torch": ["scenario", "cluster", "baselines", "collectives", "schedule", "plan", "io", "core"],

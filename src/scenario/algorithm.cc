@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "atp/plan/plan.h"
+#include "atp/plink/aggregation.h"
 #include "atp/scenario/scenario.h"
 #include "atp/schedule/builders.h"
 
@@ -19,6 +20,14 @@ using enum ResultCheck;
 template <Schedule (*Build)(int, int, std::size_t)>
 Schedule flat(int rank, int size, std::size_t count, const RankGroups&) {
   return Build(rank, size, count);
+}
+
+// PLink's plans (docs/plink.md): 2LHA with the job's racks as its groups; FA, one group.
+Schedule plink_two_level(int rank, int size, std::size_t count, const RankGroups& racks) {
+  return plink::two_level_schedule(rank, size, count, racks);
+}
+Schedule plink_flat(int rank, int size, std::size_t count, const RankGroups&) {
+  return plink::flat_aggregation_schedule(rank, size, count);
 }
 
 // The registry: one entry per algorithm, the default first.
@@ -67,6 +76,18 @@ constexpr Algorithm kAlgorithms[] = {
      .runtime = kSchedule,
      .check = kFloat32Rounding,
      .schedule = hierarchical_allreduce_schedule},
+    {.name = "plink",
+     .summary = "PLink's two-level hierarchical aggregation over TCP (2LHA): each 64 KiB chunk summed at a local "
+                "master in every rack, then at a global master, and sent back down; the racks are the groups "
+                "(docs/plink.md); no ps",
+     .runtime = kSchedule,
+     .check = kFloat32Rounding,
+     .schedule = plink_two_level},
+    {.name = "plink_fa",
+     .summary = "PLink's flat aggregation over TCP (FA): every worker the master of 1/n of the 64 KiB chunks; no ps",
+     .runtime = kSchedule,
+     .check = kFloat32Rounding,
+     .schedule = plink_flat},
 };
 
 }  // namespace

@@ -11,13 +11,6 @@ namespace {
 
 ElementRange whole(std::size_t count) { return {0, count}; }
 
-Schedule empty_schedule(const char* what, int rank, int size, std::size_t count) {
-  if (size < 1 || rank < 0 || rank >= size)
-    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(rank) + " is not in [0, " +
-                                std::to_string(size) + "); size must be at least 1");
-  return Schedule{rank, size, count, {}};
-}
-
 // The ring among `members` (ranks, in ring order) as seen by members[index], over `range` of the buffer.
 void append_ring(Schedule& s, const std::vector<int>& members, std::size_t index, ElementRange range) {
   const std::size_t n = members.size();
@@ -34,32 +27,38 @@ void append_ring(Schedule& s, const std::vector<int>& members, std::size_t index
   }
 }
 
-// Rack of each rank (racks must partition [0, size) into non-empty groups).
-std::vector<int> rack_of_rank(const RankGroups& racks, int size) {
-  constexpr const char* kWhat = "hierarchical allreduce schedule: ";
-  if (racks.empty()) throw std::invalid_argument(std::string(kWhat) + "no groups; the groups must partition the ranks");
-  std::vector<int> rack_of(static_cast<std::size_t>(size), -1);
-  for (std::size_t g = 0; g < racks.size(); ++g) {
-    if (racks[g].empty()) throw std::invalid_argument(kWhat + ("group " + std::to_string(g) + " is empty"));
-    for (const int r : racks[g]) {
+}  // namespace
+
+Schedule empty_schedule(std::string_view what, int rank, int size, std::size_t count) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(rank) + " is not in [0, " +
+                                std::to_string(size) + "); size must be at least 1");
+  return Schedule{rank, size, count, {}};
+}
+
+std::vector<int> group_of_rank(std::string_view what, const RankGroups& groups, int size) {
+  const std::string prefix = std::string(what) + ": ";
+  if (groups.empty()) throw std::invalid_argument(prefix + "no groups; the groups must partition the ranks");
+  std::vector<int> group_of(static_cast<std::size_t>(size), -1);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty()) throw std::invalid_argument(prefix + "group " + std::to_string(g) + " is empty");
+    for (const int r : groups[g]) {
       if (r < 0 || r >= size)
-        throw std::invalid_argument(kWhat + ("rank " + std::to_string(r) + " of group " + std::to_string(g) +
-                                             " is not in [0, " + std::to_string(size) + ")"));
-      if (const int first = rack_of[static_cast<std::size_t>(r)]; first != -1)
-        throw std::invalid_argument(kWhat + ("rank " + std::to_string(r) + " is in group " + std::to_string(first) +
-                                             " and again in group " + std::to_string(g) +
-                                             "; the groups must partition the ranks"));
-      rack_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
+        throw std::invalid_argument(prefix + "rank " + std::to_string(r) + " of group " + std::to_string(g) +
+                                    " is not in [0, " + std::to_string(size) + ")");
+      if (const int first = group_of[static_cast<std::size_t>(r)]; first != -1)
+        throw std::invalid_argument(prefix + "rank " + std::to_string(r) + " is in group " + std::to_string(first) +
+                                    " and again in group " + std::to_string(g) +
+                                    "; the groups must partition the ranks");
+      group_of[static_cast<std::size_t>(r)] = static_cast<int>(g);
     }
   }
   for (int r = 0; r < size; ++r)
-    if (rack_of[static_cast<std::size_t>(r)] == -1)
-      throw std::invalid_argument(
-          kWhat + ("rank " + std::to_string(r) + " is in no group; the groups must partition the ranks"));
-  return rack_of;
+    if (group_of[static_cast<std::size_t>(r)] == -1)
+      throw std::invalid_argument(prefix + "rank " + std::to_string(r) +
+                                  " is in no group; the groups must partition the ranks");
+  return group_of;
 }
-
-}  // namespace
 
 Schedule ring_allreduce_schedule(int rank, int size, std::size_t count) {
   Schedule s = empty_schedule("ring allreduce schedule", rank, size, count);
@@ -115,7 +114,7 @@ Schedule halving_doubling_allreduce_schedule(int rank, int size, std::size_t cou
 
 Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count, const RankGroups& racks) {
   Schedule s = empty_schedule("hierarchical allreduce schedule", rank, size, count);
-  const std::vector<int> rack_of = rack_of_rank(racks, size);
+  const std::vector<int> rack_of = group_of_rank("hierarchical allreduce schedule", racks, size);
   const std::vector<int>& rack = racks[static_cast<std::size_t>(rack_of[static_cast<std::size_t>(rank)])];
   const std::size_t local = static_cast<std::size_t>(std::find(rack.begin(), rack.end(), rank) - rack.begin());
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include "atp/schedule/schedule.h"
@@ -35,5 +36,12 @@ using RankGroups = std::vector<std::vector<int>>;
 // each member holds one class (so with equal racks of L members each sends about
 // 2(L-1)/L + 2(R-1)/(R L) of the buffer for R racks). `racks` must partition [0, size).
 Schedule hierarchical_allreduce_schedule(int rank, int size, std::size_t count, const RankGroups& racks);
+
+// For builders (here and in an algorithm's own folder): a schedule with no steps yet, after
+// checking rank and size; and each rank's group, after checking that `groups` partition
+// [0, size) into non-empty groups. Both throw std::invalid_argument with one sentence that starts
+// with `what` ("hierarchical allreduce schedule: rank 3 is in no group; ...").
+Schedule empty_schedule(std::string_view what, int rank, int size, std::size_t count);
+std::vector<int> group_of_rank(std::string_view what, const RankGroups& groups, int size);
 
 }  // namespace atp

@@ -1,0 +1,40 @@
+// PLink's AggEngine plan (PLink, MLSys'20, §4.2; docs/plink.md) as a schedule (atp/schedule/):
+// two-level hierarchical aggregation (2LHA). The buffer is cut into chunks; each chunk has one
+// global master (GM) and, in every group, one local master (LM; in the GM's group, the GM). For a
+// chunk, every node sends it to its group's LM, which adds them up (local reduce); each LM sends
+// that to the GM, which adds them up (global reduce) and sends the sum back to the LMs (global
+// broadcast), which send it to their groups (local broadcast). Masters go round so that every
+// node is the GM of 1/n of the chunks (each group hosts them in proportion to its size) and the LM
+// duties of a group go round its members. Flat aggregation (FA) is the same plan with one group:
+// every node the master of 1/n of the chunks.
+//
+// What the schedule form gives the paper's engine: the DAG of its Fetch / SendTo / ReceiveFrom /
+// Deliver is the steps with their exact data dependencies (chunks never wait for each other), its
+// streaming merge is the executor's element-by-element add, and its chunk id is the stream order
+// (each ordered pair of nodes carries a chunk's message at most once each way, in chunk order), so
+// nothing but the values travels and nothing is acknowledged. Not here: several connections per
+// peer (a schedule has one stream per pair).
+#pragma once
+
+#include <cstddef>
+
+#include "atp/schedule/builders.h"
+#include "atp/schedule/schedule.h"
+
+namespace atp::plink {
+
+// The default chunk: 64 KiB of float32 (the paper's range is 16-64 KiB).
+inline constexpr std::size_t kDefaultChunkElements = 16384;
+
+// Rank `rank`'s part of 2LHA over `groups` (a partition of [0, size) into non-empty groups; the
+// ranks of a group in any order) for a buffer of `count` elements cut into chunks of
+// `chunk_elements` (the last one shorter). Throws std::invalid_argument (one sentence) for a rank
+// outside [0, size), groups that do not partition the ranks, or chunks of 0 elements.
+Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups,
+                            std::size_t chunk_elements = kDefaultChunkElements);
+
+// FA: two_level_schedule with every rank in one group.
+Schedule flat_aggregation_schedule(int rank, int size, std::size_t count,
+                                   std::size_t chunk_elements = kDefaultChunkElements);
+
+}  // namespace atp::plink
