@@ -45,7 +45,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000: the first RTO; later ones are measured),
-          progress_timeout_us (2000000), initial_seq (0)}]
+          progress_timeout_us (2000000), initial_seq (0), grouping (plink only: topology: the racks |
+          random: sqrt(n) groups dealt at random, the paper's Balanced Random)}]
           job ids are 1, 2, ... in file order; algorithm: one of the algorithms below
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
                                  (ATP); static: the K atp jobs get fixed equal shares, job k (file

@@ -182,12 +182,15 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
 }
 
 // The host collectives run their schedules over ns-3 TCP with the values: every rank's result is
-// checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4.
+// checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4;
+// PLink's 2LHA over the racks and over Balanced Random groups, and its FA.
 TEST(Ns3Backend, HostCollectivesCarryValuesAndAreChecked) {
-  for (const char* algorithm : {"ring", "halving_doubling", "hierarchical"}) {
+  for (const char* algorithm : {"ring", "halving_doubling", "hierarchical", "plink", "plink_fa", "plink random"}) {
     for (std::size_t ranks : {3u, 4u}) {
       Scenario s = parse_scenario_yaml(two_racks(""));
-      s.jobs[0].algorithm = find_algorithm(algorithm);
+      const std::string name = algorithm;
+      s.jobs[0].algorithm = find_algorithm(name.substr(0, name.find(' ')));
+      if (name == "plink random") s.jobs[0].grouping = JobGrouping::kRandom;
       s.jobs[0].spec.ps.clear();
       s.jobs[0].spec.workers.resize(ranks);
       s.jobs[0].elements = 100'003;

@@ -72,6 +72,32 @@ std::string parse_error(const std::string& text) {
 
 // What every job starts from, in a file or built in code (atp bench, atp demo): the algorithm, the
 // id of its place in the file, in-network aggregation as the algorithm has it, a name.
+// PLink's groups: the racks, or sqrt(n) groups dealt at random from the seed: a partition of the
+// ranks, the same for the same seed (every backend deals alike), another for another seed.
+TEST(ScenarioJob, GroupsAreTheRacksOrBalancedRandom) {
+  Topology t;
+  t.switches.resize(2);
+  t.switches[0].name = "tor0";
+  t.switches[1].name = "tor1";
+  std::vector<std::string> workers;
+  for (int i = 0; i < 9; ++i) {
+    workers.push_back("h" + std::to_string(i));
+    t.hosts.push_back(HostSpec{workers.back(), i < 5 ? "tor0" : "tor1"});
+  }
+  EXPECT_EQ(job_groups(t, workers, JobGrouping::kTopology, 1), job_racks(t, workers));
+  const RankGroups random = job_groups(t, workers, JobGrouping::kRandom, 1);
+  ASSERT_EQ(random.size(), 3u);
+  std::vector<int> seen;
+  for (const auto& g : random) {
+    EXPECT_EQ(g.size(), 3u);
+    seen.insert(seen.end(), g.begin(), g.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(job_groups(t, workers, JobGrouping::kRandom, 1), random);
+  EXPECT_NE(job_groups(t, workers, JobGrouping::kRandom, 2), random);
+}
+
 TEST(ScenarioJob, StartsFromItsAlgorithmAndPlace) {
   const ScenarioJob atp = scenario_job(default_algorithm(), 0, "bench");
   EXPECT_EQ(atp.algorithm, &default_algorithm());
@@ -193,6 +219,16 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"workers: [w0, w1]", "workers: w0", "jobs[0].workers: must be a list, got w0"},
         ErrorCase{"rounds: 2", "rounds: 2, index: random",
                   "jobs[0].index: must be 'hashed', 'linear' or 'hashed_slots', got random"},
+        // PLink's grouping: its algorithm's key only, and probed groups are not built yet.
+        ErrorCase{"rounds: 2", "rounds: 2, grouping: random",
+                  "jobs[0].grouping: is PLink's key (algorithm plink); algorithm atp does not group its workers "
+                  "that way"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2",
+                  "algorithm: plink, elements: 1000, rounds: 2, grouping: probe",
+                  "jobs[0].grouping: probe needs the probes of `atp discover`, which are not built yet; use "
+                  "topology or random"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: plink, elements: 1000, rounds: 2, grouping: near",
+                  "jobs[0].grouping: must be 'topology' (the racks) or 'random' (Balanced Random), got near"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: fixed",
                   "aggregator_sharing: must be 'dynamic' or 'static', got fixed"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",

@@ -7,6 +7,7 @@
 
 #include "atp/plan/plan.h"
 #include "atp/plink/aggregation.h"
+#include "atp/plink/grouping.h"
 #include "atp/scenario/scenario.h"
 #include "atp/schedule/builders.h"
 
@@ -106,6 +107,17 @@ RankGroups job_racks(const Topology& topology, const std::vector<std::string>& w
     racks[rack->second].push_back(static_cast<int>(w));
   }
   return racks;
+}
+
+RankGroups job_groups(const Topology& topology, const std::vector<std::string>& workers, JobGrouping grouping,
+                      std::uint64_t seed) {
+  RankGroups racks = job_racks(topology, workers);  // also the check that every worker is a host
+  if (grouping == JobGrouping::kTopology) return racks;
+  const auto n = static_cast<int>(workers.size());
+  const plink::Grouping dealt = plink::balanced_random_groups(n, plink::group_count(n), seed);
+  RankGroups groups(static_cast<std::size_t>(dealt.groups));
+  for (int r = 0; r < n; ++r) groups[static_cast<std::size_t>(dealt.group[static_cast<std::size_t>(r)])].push_back(r);
+  return groups;
 }
 
 std::span<const Algorithm> algorithms() { return kAlgorithms; }

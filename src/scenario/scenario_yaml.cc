@@ -346,7 +346,8 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
               "progress_timeout_us",
               "initial_seq",
               "algorithm",
-              "warmup_rounds"});
+              "warmup_rounds",
+              "grouping"});
   require(node, path, "workers");
   require(node, path, "elements");
   const Algorithm* algorithm = &default_algorithm();
@@ -438,6 +439,23 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   }
   if (node["initial_seq"]) {
     spec.initial_seq = static_cast<Seq>(as_integer(node["initial_seq"], child(path, "initial_seq"), 0, kU32Max));
+  }
+  if (node["grouping"]) {
+    const std::string p = child(path, "grouping");
+    if (job.algorithm->name != "plink") {
+      fail(p, "is PLink's key (algorithm plink); algorithm " + std::string(job.algorithm->name) +
+                  " does not group its workers that way");
+    }
+    const std::string grouping = as_string(node["grouping"], p);
+    if (grouping == "topology") {
+      job.grouping = JobGrouping::kTopology;
+    } else if (grouping == "random") {
+      job.grouping = JobGrouping::kRandom;
+    } else if (grouping == "probe") {
+      fail(p, "probe needs the probes of `atp discover`, which are not built yet; use topology or random");
+    } else {
+      fail(p, "must be 'topology' (the racks) or 'random' (Balanced Random), got " + grouping);
+    }
   }
   return job;
 }

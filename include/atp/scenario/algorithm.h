@@ -25,6 +25,17 @@ struct Topology;
 // is no host of `topology`.
 RankGroups job_racks(const Topology& topology, const std::vector<std::string>& workers);
 
+// How a job's ranks are grouped for an algorithm that follows groups (`grouping:`).
+enum class JobGrouping : std::uint8_t {
+  kTopology,  // the racks (job_racks)
+  kRandom,    // PLink's Balanced Random: sqrt(n) groups of the ranks dealt at random
+};
+
+// The groups a job's schedule follows: its racks, or for kRandom the Balanced Random groups drawn
+// from `seed` (the scenario's seed with the job's id, so that every backend deals the same).
+RankGroups job_groups(const Topology& topology, const std::vector<std::string>& workers, JobGrouping grouping,
+                      std::uint64_t seed);
+
 // What an algorithm's hosts run, and so what a backend must offer to run it.
 enum class AlgorithmRuntime : std::uint8_t {
   // ATP's workers and PSes (the core's endpoints) with job entries on the switches: every backend.

@@ -37,6 +37,9 @@ struct ScenarioJob {
   double magnitude = 1.0;    // inputs are uniform in [-magnitude, magnitude]
   Duration compute_time{0};  // the "off" phase between a worker's rounds
   Duration start_time{0};    // when every worker starts round 0
+  // PLink's groups (`grouping:`, algorithm plink only): the racks, or the paper's Balanced Random
+  // (sqrt(n) groups dealt at random from the scenario's seed). Probed groups: not built yet.
+  JobGrouping grouping = JobGrouping::kTopology;
 };
 
 // The job `jobs[index]` of a scenario is before its own keys are read: of `algorithm`, id index + 1,

@@ -238,7 +238,8 @@ struct TcpApps::Impl {
     job.file_index = file_index;
     const std::size_t n = spec.spec.workers.size();
     job.ranks.resize(n);
-    const RankGroups racks = job_racks(scenario.topology, spec.spec.workers);
+    const RankGroups racks =
+        job_groups(scenario.topology, spec.spec.workers, spec.grouping, scenario.seed ^ spec.spec.id);
     const std::uint16_t port =
         listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
     for (std::size_t i = 0; i < n; ++i) {

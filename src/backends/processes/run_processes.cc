@@ -286,7 +286,7 @@ class ProcessRun {
           where_->place_worker(host, spec);
         } else {
           spec.ranks = ranks;
-          spec.racks = job_racks(s_.topology, job.spec.workers);
+          spec.racks = job_groups(s_.topology, job.spec.workers, job.grouping, s_.seed ^ job.spec.id);
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }
