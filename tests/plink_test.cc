@@ -13,6 +13,7 @@
 #include "atp/plink/embed.h"
 #include "atp/plink/grouping.h"
 #include "atp/plink/paia.h"
+#include "atp/plink/positions.h"
 #include "atp/schedule/in_memory.h"
 
 namespace atp::plink {
@@ -341,6 +342,39 @@ TEST(TwoLevelSchedule, ImpossibleInputIsRefusedInOneSentence) {
     EXPECT_EQ(std::string(e.what()),
               "PLink two-level schedule: rank 2 is in no group; the groups must partition the ranks");
   }
+}
+
+// A three-level tree listed bottom up (the centre is not the first switch): core - agg0 - {tor0,
+// tor1}, core - agg1 - tor2; two hosts under each ToR. Positions hang from the centre, core.
+TEST(Positions, AHostsChainRunsFromTheCentreDownToIt) {
+  Topology t;
+  for (const char* name : {"tor0", "tor1", "tor2", "agg0", "agg1", "core"}) {
+    t.switches.emplace_back();
+    t.switches.back().name = name;
+  }
+  t.switch_links = {{"tor0", "agg0"}, {"tor1", "agg0"}, {"tor2", "agg1"}, {"agg0", "core"}, {"agg1", "core"}};
+  for (const char* tor : {"tor0", "tor1", "tor2"}) {
+    for (int i = 0; i < 2; ++i) t.hosts.push_back(HostSpec{std::string(tor) + "h" + std::to_string(i), tor});
+  }
+  const auto p = host_positions(t);
+  ASSERT_EQ(p.size(), 6u);
+  EXPECT_EQ(p[0], (std::vector<std::string>{"core", "agg0", "tor0", "tor0h0"}));
+  EXPECT_EQ(p[3], (std::vector<std::string>{"core", "agg0", "tor1", "tor1h1"}));
+  EXPECT_EQ(p[5], (std::vector<std::string>{"core", "agg1", "tor2", "tor2h1"}));
+  // Distances by hops through the tree order every comparable triplet right.
+  Eigen::MatrixXd hops(6, 6);
+  for (int a = 0; a < 6; ++a) {
+    for (int b = 0; b < 6; ++b) {
+      std::size_t shared = 0;
+      while (shared < 3 && p[static_cast<std::size_t>(a)][shared] == p[static_cast<std::size_t>(b)][shared]) ++shared;
+      hops(a, b) = a == b ? 0 : 2.0 * (4 - static_cast<double>(shared));
+    }
+  }
+  const Paia perfect = paia(p, hops);
+  EXPECT_GT(perfect.triplets, 0u);
+  EXPECT_EQ(perfect.agreeing, perfect.triplets);
+  t.switch_links.pop_back();
+  EXPECT_THROW(host_positions(t), std::invalid_argument);  // agg1 and tor2 cut off
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ from pathlib import Path
 USES = {
     "core": [],
     "rina": ["core"],
-    "plink": ["schedule"],
+    "plink": ["schedule", "plan"],
     "plan": ["rina", "core"],
     "schedule": [],
     "io": ["core"],
