@@ -18,13 +18,15 @@ store. Tensors on a GPU are staged through pinned host memory. Where the switche
                                      switch of its first job's r-th worker, the PS under its PS's
     ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
-    ATP_ALGORITHM=atp|rina|hierarchical
+    ATP_ALGORITHM=atp|rina|hierarchical|plink|plink_fa
                                      how the switches aggregate: towards the PS (atp, the
                                      default) or Rina's ring of racks (docs/rina.md), which
-                                     fails loudly on Inf or NaN where atp carries them; or the
-                                     baseline, hierarchical allreduce over TCP between the
-                                     ranks (no switch adds; the switch variables are unused)
-    ATP_RACK=NAME                    hierarchical: this rank's rack (same name, same rack)
+                                     fails loudly on Inf or NaN where atp carries them; or over
+                                     TCP between the ranks, no switch adding (the switch
+                                     variables are unused): the baseline hierarchical
+                                     allreduce, PLink's two-level aggregation over the racks
+                                     (plink) or its flat aggregation (plink_fa, docs/plink.md)
+    ATP_RACK=NAME                    hierarchical, plink: this rank's rack (same name, same rack)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS
                                      fragment width, a fragment's first fixed-point scale (later
                                      ones are picked per fragment), first retransmission timeout

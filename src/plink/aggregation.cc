@@ -78,11 +78,14 @@ Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGro
   }
   // With enough chunks every rank meets every other (masters go round); with fewer, or none, some
   // pairs exchange nothing. A transport connects to the peers of the schedule without elements
-  // (schedule.h), so every other rank is named, by an empty step where no chunk names it.
+  // (schedule.h), so every other rank is named, by an empty step each way where no chunk names it:
+  // each way, as every pair that exchanges does (a member's send to its LM comes back from it, an
+  // LM's to the GM too), since a transport may frame each direction that has a step, empty or not.
   const std::vector<int> named = schedule_peers(s);
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank && !std::binary_search(named.begin(), named.end(), peer)) {
       schedule_append(s, StepKind::kSend, peer, ElementRange{});
+      schedule_append(s, StepKind::kReceiveCopy, peer, ElementRange{});
     }
   }
   return s;

@@ -129,24 +129,35 @@ std::uint32_t bind_ip_from_environment() {
   return bind.empty() ? ClusterJobOptions{}.bind_ip : env_endpoint("ATP_BIND", bind + ":0").ip;
 }
 
-// ATP_ALGORITHM: atp (the default), rina, or hierarchical.
+// ATP_ALGORITHM: atp (the default), rina, hierarchical, plink or plink_fa.
 std::string algorithm_from_environment() {
   const std::string algorithm = env("ATP_ALGORITHM");
-  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina" || algorithm == "hierarchical",
+  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina" || algorithm == "hierarchical" ||
+                  algorithm == "plink" || algorithm == "plink_fa",
               "atp: ATP_ALGORITHM='", algorithm,
-              "' must be atp (in-network aggregation towards the PS, the default), rina (a ring of the racks) or "
-              "hierarchical (the baseline: TCP between the ranks, no switch adds)");
+              "' must be atp (in-network aggregation towards the PS, the default), rina (a ring of the racks), "
+              "hierarchical (the baseline: TCP between the ranks, no switch adds), plink (PLink's two-level "
+              "aggregation over the racks, TCP) or plink_fa (PLink's flat aggregation, TCP)");
   return algorithm.empty() ? "atp" : algorithm;
 }
 
-// ATP_ALGORITHM=hierarchical: the baseline Rina is measured against (docs/baselines.md), Horovod's
-// and NCCL's hierarchical allreduce over TCP between the ranks (a reduce-scatter inside each
-// rack, an allreduce across the racks, an allgather inside), no switch adding. Each rank names
-// its rack in ATP_RACK (ranks with the same name share one); the ranks meet in the group's store,
-// each listening on ATP_BIND (default 127.0.0.1) at a port the kernel picks.
-std::unique_ptr<Allreduce> join_hierarchical(Store& store, int rank, int size, Duration timeout) {
-  const std::string rack = env("ATP_RACK");
-  TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=hierarchical needs ATP_RACK on every rank: the name of its rack ",
+// The algorithms the group runs over TCP between its ranks, as schedules (no switch adds).
+bool host_collective(const std::string& algorithm) {
+  return algorithm == "hierarchical" || algorithm == "plink" || algorithm == "plink_fa";
+}
+
+// ATP_ALGORITHM=hierarchical, plink or plink_fa: a host collective over TCP between the ranks, no
+// switch adding: the baseline Rina is measured against (docs/baselines.md), Horovod's and NCCL's
+// hierarchical allreduce (a reduce-scatter inside each rack, an allreduce across the racks, an
+// allgather inside); PLink's two-level aggregation over the racks, or its flat aggregation
+// (docs/plink.md). Each rank names its rack in ATP_RACK (ranks with the same name share one;
+// plink_fa needs none); the ranks meet in the group's store, each listening on ATP_BIND (default
+// 127.0.0.1) at a port the kernel picks.
+std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& store, int rank, int size,
+                                                Duration timeout) {
+  std::string rack = env("ATP_RACK");
+  if (name == "plink_fa") rack = "all";
+  TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=", name, " needs ATP_RACK on every rank: the name of its rack ",
               "(ranks with the same name are one rack)");
   const std::uint32_t bind_ip = bind_ip_from_environment();
   store.set("rack/" + std::to_string(rank), rack);
@@ -157,11 +168,11 @@ std::unique_ptr<Allreduce> join_hierarchical(Store& store, int rank, int size, D
     if (fresh) racks.emplace_back();
     racks[it->second].push_back(r);
   }
-  const Algorithm& hierarchical = *find_algorithm("hierarchical");
-  ScheduleBuilder build = [&hierarchical, racks](int r, int n, std::size_t count) {
-    return hierarchical.schedule(r, n, count, racks);
+  const Algorithm& algorithm = *find_algorithm(name);
+  ScheduleBuilder build = [&algorithm, racks](int r, int n, std::size_t count) {
+    return algorithm.schedule(r, n, count, racks);
   };
-  return TcpScheduleAllreduce::join("hierarchical", std::move(build), store, rank, size, bind_ip, timeout);
+  return TcpScheduleAllreduce::join(name, std::move(build), store, rank, size, bind_ip, timeout);
 }
 
 // ClusterJobOptions from ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
@@ -376,8 +387,8 @@ class ProcessGroupAtp : public BackendBase {
                   const std::function<c10::intrusive_ptr<BackendBase>()>& make_gloo)
       : BackendBase(rank, size), store_(store) {
     try {
-      if (algorithm_from_environment() == "hierarchical") {
-        tcp_ = join_hierarchical(store_, rank, size, timeout);
+      if (const std::string algorithm = algorithm_from_environment(); host_collective(algorithm)) {
+        tcp_ = join_host_collective(algorithm, store_, rank, size, timeout);
       } else {
         job_ = ClusterJob::join(store_, rank, size, options_from_environment(timeout));
       }
@@ -761,7 +772,7 @@ class ProcessGroupAtp : public BackendBase {
 
   TorchStore store_;
   std::unique_ptr<ClusterJob> job_;   // atp, rina
-  std::unique_ptr<Allreduce> tcp_;    // hierarchical
+  std::unique_ptr<Allreduce> tcp_;    // hierarchical, plink, plink_fa
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;

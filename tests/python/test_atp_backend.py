@@ -98,13 +98,15 @@ def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
     expect_gloo_within_the_fixed_point_bound(lines, size)
 
 
-def test_hierarchical_is_a_float_sum_within_gloos_rounding_and_ddp_trains_on_it():
-    """ATP_ALGORITHM=hierarchical, the baseline Rina is measured against: the ranks' own TCP
-    allreduce in the racks ATP_RACK names (a reduce-scatter in each, an allreduce across, an
-    allgather back), no switch. Its sums are float32 sums in another order than gloo's: both within
-    the float rounding bound of the exact sum; DDP on it trains as on gloo. Without ATP_RACK: one
-    sentence on every rank."""
-    env = {"ATP_ALGORITHM": "hierarchical"}
+@pytest.mark.parametrize("algorithm", ["hierarchical", "plink", "plink_fa"])
+def test_host_collectives_are_float_sums_within_gloos_rounding_and_ddp_trains_on_them(algorithm):
+    """ATP_ALGORITHM=hierarchical (the baseline Rina is measured against: a reduce-scatter in each
+    rack ATP_RACK names, an allreduce across, an allgather back), plink (PLink's two-level
+    aggregation over those racks) and plink_fa (its flat aggregation): the ranks' own TCP
+    allreduce, no switch. Their sums are float32 sums in another order than gloo's: both within the
+    float rounding bound of the exact sum; DDP on them trains as on gloo. Without ATP_RACK
+    (hierarchical, plink): one sentence on every rank."""
+    env = {"ATP_ALGORITHM": algorithm}
     racks = lambda r: {"ATP_RACK": "rack-a" if r < 3 else "rack-b"}  # noqa: E731
     lines, _ = run_ranks("allreduce_vs_gloo", 5, env=env, rank_env=racks)
     expect_gloo_within_the_fixed_point_bound(lines, 5, float_sums=True)
@@ -113,9 +115,11 @@ def test_hierarchical_is_a_float_sum_within_gloos_rounding_and_ddp_trains_on_it(
         assert line["ok"] and "exit" not in line, line
         assert line["atp_identical_on_every_rank"], line
         assert line["atp_vs_gloo"] < 1e-5, line
+    if algorithm == "plink_fa":
+        return
     lines, _ = run_ranks("every_op", 2, env=env)
     for line in lines:
-        assert not line["ok"] and "ATP_ALGORITHM=hierarchical needs ATP_RACK on every rank" in line["error"], line
+        assert not line["ok"] and f"ATP_ALGORITHM={algorithm} needs ATP_RACK on every rank" in line["error"], line
 
 
 def test_ddp_steps_leave_identical_parameters_on_every_rank():
