@@ -348,6 +348,20 @@ TEST(ScheduleTest, EmptyStepsNeedNoPartner) {
   EXPECT_EQ(buffers[1], (std::vector<float>{1, 2, 3, 4}));
 }
 
+// An empty step matches no step, but a direction with a step at one end needs one at the other: a
+// transport frames every direction that has a step (TCP: the element count first), and a frame no
+// step reads would be taken for the next call's.
+TEST(ScheduleTest, ADirectionWithAStepAtOneEndOnlyIsCaught) {
+  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  schedule_append(schedules[0], StepKind::kSend, 1, {0, 0});
+  std::vector<std::vector<float>> buffers{{1, 2, 3, 4}, {0, 0, 0, 0}};
+  EXPECT_EQ(run_error(schedules, buffers),
+            "in-memory run: step 0 of rank 0 sends to rank 1, which has no step receiving from rank 0; a transport "
+            "frames every direction with a step, empty or not, so both ends of a direction need one");
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {0, 0});
+  EXPECT_EQ(run_error(schedules, buffers), "");
+}
+
 TEST(ScheduleTest, MalformedSchedulesAreRefused) {
   Schedule s{0, 2, 10, {}};
   s.steps.push_back({StepKind::kSend, 0, {0, 1}, {}});

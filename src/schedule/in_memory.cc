@@ -72,6 +72,36 @@ void check_streams_match(const std::vector<Schedule>& schedules) {
     }
 }
 
+// Throws if one end of a direction has a step (even an empty one) and the other has none: a
+// transport may frame each direction that has any step (the TCP one sends the element count first
+// where sends_to, and reads it where receives_from), and a frame that nobody reads breaks the next
+// call. 2LHA's first padding (an empty send to a rank it met in no chunk, no step back) did that.
+void check_directions_match(const std::vector<Schedule>& schedules) {
+  const auto n = schedules.size();
+  std::vector<std::map<int, std::size_t>> sends(n), receives(n);  // by peer: a step's index
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < schedules[r].steps.size(); ++i) {
+      const ScheduleStep& step = schedules[r].steps[i];
+      (step.kind == StepKind::kSend ? sends : receives)[r].emplace(step.peer, i);
+    }
+  }
+  for (std::size_t from = 0; from < n; ++from) {
+    for (std::size_t to = 0; to < n; ++to) {
+      const auto out = sends[from].find(static_cast<int>(to));
+      const auto in = receives[to].find(static_cast<int>(from));
+      if ((out == sends[from].end()) == (in == receives[to].end())) continue;
+      const bool sender = out != sends[from].end();
+      const std::size_t at = sender ? from : to;
+      throw std::runtime_error("in-memory run: step " + std::to_string(sender ? out->second : in->second) + " of " +
+                               rank_name(static_cast<int>(at)) + (sender ? " sends to " : " receives from ") +
+                               rank_name(static_cast<int>(sender ? to : from)) + ", which has no step " +
+                               (sender ? "receiving from " : "sending to ") + rank_name(static_cast<int>(at)) +
+                               "; a transport frames every direction with a step, empty or not, so both ends of a "
+                               "direction need one");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& schedules,
@@ -90,6 +120,7 @@ std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& sc
     ranks.push_back(std::make_unique<ScheduleExecutor>(s, buffers[static_cast<std::size_t>(r)], segment_bytes));
   }
   check_streams_match(schedules);
+  check_directions_match(schedules);
   std::vector<Queue> queues(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));  // [from * n + to]
   const auto queue = [&](int from, int to) -> Queue& {
     return queues[static_cast<std::size_t>(from) * static_cast<std::size_t>(n) + static_cast<std::size_t>(to)];

@@ -15,7 +15,8 @@ namespace atp {
 // `segment_bytes` per transfer with move_bytes() (executor.h), rank after rank, until no rank can
 // move. Returns the bytes each rank sent. Throws std::runtime_error naming both steps, before
 // anything moves, when a send and the receive that takes its bytes (the k-th step that carries
-// bytes each way between two ranks) differ in size or in their elements (schedule.h); naming the
+// bytes each way between two ranks) differ in size or in their elements, or when one end of a
+// direction has a step and the other none (schedule.h); naming the
 // ranks and steps when no rank can move and some are not done (a deadlock); or when bytes are left
 // in a queue that no step receives. Throws std::invalid_argument when the schedules or buffers do
 // not fit together.

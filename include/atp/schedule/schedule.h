@@ -16,7 +16,9 @@
 // the same elements (every rank's buffer has the same layout, and the sum is element by element),
 // so the same size; steps with an empty range carry nothing and match nothing. A transport sees
 // bytes only and cannot tell; the in-memory runner (in_memory.h) checks every pair and says which
-// two steps differ.
+// two steps differ. And a direction has steps at both ends or at neither, empty ones included: a
+// transport may frame each direction that has any step (the TCP transport sends the element count
+// first), and a frame that the other end has no step to read breaks the next call.
 // The element type is float32, the type of atp::Allreduce. More than one connection per peer (as
 // PLink wants, so that one slow chunk does not hold back the next) would be a `lane` field here.
 #pragma once
