@@ -46,7 +46,7 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
   EXPECT_EQ(find_algorithm("bcube"), nullptr);
   EXPECT_EQ(find_algorithm(""), nullptr);
   // Gloo's are known in every build, with or without Gloo.
-  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling, rina or hierarchical");
+  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink or plink_fa");
 }
 
 TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
@@ -67,8 +67,8 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
     ADD_FAILURE() << "an unknown algorithm was taken";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling, rina or hierarchical, got "
-              "'bcube'");
+              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink or "
+              "plink_fa, got 'bcube'");
   }
 }
 

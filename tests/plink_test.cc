@@ -15,6 +15,7 @@
 #include "atp/plink/grouping.h"
 #include "atp/plink/paia.h"
 #include "atp/plink/positions.h"
+#include "atp/plink/probing.h"
 #include "atp/schedule/in_memory.h"
 
 namespace atp::plink {
@@ -387,6 +388,43 @@ TEST(Positions, AHostsChainRunsFromTheCentreDownToIt) {
   EXPECT_EQ(perfect.agreeing, perfect.triplets);
   t.switch_links.pop_back();
   EXPECT_THROW(host_positions(t), std::invalid_argument);  // agg1 and tor2 cut off
+}
+
+// O(n) rounds: every pair once, no node twice in a round, n - 1 rounds for even n and n for odd.
+TEST(Probing, PairingRoundsHoldEveryPairOnceAndNoNodeTwiceARound) {
+  for (int n = 0; n <= 9; ++n) {
+    const auto rounds = pairing_rounds(n);
+    EXPECT_EQ(rounds.size(), n < 2 ? 0u : static_cast<std::size_t>(n % 2 == 0 ? n - 1 : n)) << n;
+    std::set<std::pair<int, int>> seen;
+    for (const auto& round : rounds) {
+      std::set<int> busy;
+      for (const auto& [a, b] : round) {
+        EXPECT_LT(a, b);
+        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "a node twice in a round of " << n;
+        EXPECT_TRUE(seen.insert({a, b}).second) << "a pair twice for " << n;
+      }
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(n * (n - 1) / 2)) << n;
+  }
+}
+
+TEST(Probing, DistancesAreMediansAndBandwidthsInverted) {
+  EXPECT_DOUBLE_EQ(latency_distance({5, 1, 100, 2, 3}), 3);  // the outlier does not move it
+  EXPECT_DOUBLE_EQ(latency_distance({4, 1, 2, 3}), 2.5);
+  EXPECT_DOUBLE_EQ(bandwidth_distance({2, 4, 4}), 0.25);
+  EXPECT_THROW(latency_distance({}), std::invalid_argument);
+  EXPECT_THROW(bandwidth_distance({1, 0}), std::invalid_argument);
+  Eigen::MatrixXd m(3, 3);
+  m << 0, 2, -1,  //
+      4, 0, 1,    //
+      5, -1, 0;
+  const Eigen::MatrixXd d = symmetric_distances(m);
+  EXPECT_DOUBLE_EQ(d(0, 1), 3);  // both directions: their mean
+  EXPECT_DOUBLE_EQ(d(0, 2), 5);  // one direction: it
+  EXPECT_DOUBLE_EQ(d(2, 1), 1);
+  EXPECT_EQ(d, d.transpose());
+  m(1, 2) = -1;
+  EXPECT_THROW(symmetric_distances(m), std::invalid_argument);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ case "${1:-}" in
     rm -rf "$kit"; mkdir -p "$kit/lib" "$kit/bin"
     # What atp_torch_ext links (CMakeLists.txt: atp_cluster, atp_scenario, atp_baselines and what
     # they build on; the baselines' Gloo part is never pulled in).
-    for layer in cluster scenario baselines collectives control plan sim io rina core schedule; do
+    for layer in cluster scenario baselines collectives control plan plink sim io rina core schedule; do
       strip --strip-debug -o "$kit/lib/libatp_$layer.a" "$build/src/$layer/libatp_$layer.a"
     done
     strip -o "$kit/bin/atp" "$build/atp"
