@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""PLink's Figs. 8-9 in part (its §5.4) on ns-3: two-level hierarchical aggregation (2LHA) with its
+groups from the topology (the paper's "ground truth") and from Balanced Random, against flat
+aggregation (FA), the ring and hierarchical allreduce (H-AR), over many random placements: each
+placement takes WORKERS hosts at random from RACKS racks of HOSTS_PER_RACK under one core switch
+and gives them ranks in random order, as a cloud's scheduler would. Every link is RATE_MBPS, so a
+rack's uplink is HOSTS_PER_RACK:1 oversubscribed. The probe-guided column comes with the probes
+(docs/plink.md, not built yet).
+
+Reported: each run's algbw (Gbit/s, one untimed round first), a JSON per run, results.tsv (one line
+per placement and algorithm) and table.txt (per algorithm over the placements: median, min, max, and
+the median of 2LHA's ratio to it in the same placement).
+
+Usage: run.py [--smoke] [--placements N] OUT_DIR   (--smoke: 2 placements of 64 KiB)
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+
+RACKS, HOSTS_PER_RACK, WORKERS, RATE_MBPS = 4, 4, 9, 200
+ALGORITHMS = [("plink-topology", "plink", "topology"), ("plink-random", "plink", "random"), ("plink_fa", "plink_fa", None),
+              ("ring", "ring", None), ("hierarchical", "hierarchical", None)]
+
+
+def scenario(seed, workers, algorithm, grouping, elements):
+    hosts = "\n".join(f"    - {{name: h{r}_{i}, switch: tor{r}}}" for r in range(RACKS) for i in range(HOSTS_PER_RACK))
+    switches = ", ".join([f"{{name: tor{r}}}" for r in range(RACKS)] + ["{name: core}"])
+    links = ", ".join(f"[tor{r}, core]" for r in range(RACKS))
+    group = f", grouping: {grouping}" if grouping else ""
+    return (f"seed: {seed}\ntime_limit_s: 3600\nlink: {{rate_mbps: {RATE_MBPS}, ecn_threshold_packets: 16}}\n"
+            f"topology:\n  switches: [{switches}]\n  hosts:\n{hosts}\n  links: [{links}]\n"
+            f"jobs:\n  - {{name: placement, algorithm: {algorithm}{group}, workers: [{', '.join(workers)}], "
+            f"elements: {elements}, rounds: 2, warmup_rounds: 1}}\n")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--placements", type=int, default=20)
+    parser.add_argument("out")
+    args = parser.parse_args()
+    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
+    if not os.access(atp, os.X_OK):
+        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    placements, elements = (2, 16384) if args.smoke else (args.placements, 262144)  # 64 KiB or 1 MiB
+    os.makedirs(args.out, exist_ok=True)
+    rng = random.Random(1)
+    every = [f"h{r}_{i}" for r in range(RACKS) for i in range(HOSTS_PER_RACK)]
+    rows = []
+    with tempfile.TemporaryDirectory() as gen:
+        for p in range(placements):
+            workers = rng.sample(every, WORKERS)  # which hosts, and in which rank order
+            for label, algorithm, grouping in ALGORITHMS:
+                path = os.path.join(gen, "run.yaml")
+                with open(path, "w") as f:
+                    f.write(scenario(p + 1, workers, algorithm, grouping, elements))
+                run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True, text=True)
+                if run.returncode not in (0, 1):
+                    sys.exit(f"run.py: atp run failed: {run.stderr.strip()}")
+                result = json.loads(run.stdout)
+                with open(os.path.join(args.out, f"p{p}-{label}.json"), "w") as f:
+                    f.write(run.stdout)
+                job = result["jobs"][0]
+                rows.append((p, label, " ".join(workers), job["correct"], job["algbw_gbps"]))
+                print(f"placement {p} {label}: {job['algbw_gbps']:.4f} Gbit/s{'' if job['correct'] else ' FAILED'}",
+                      flush=True)
+    with open(os.path.join(args.out, "results.tsv"), "w") as f:
+        f.write("placement\talgorithm\tworkers\tcorrect\talgbw_gbps\n")
+        for row in rows:
+            f.write("\t".join(map(str, row)) + "\n")
+    algbw = {(p, label): a for p, label, _, ok, a in rows if ok}
+    with open(os.path.join(args.out, "table.txt"), "w") as f:
+        f.write(f"# ns-3, {RACKS} racks of {HOSTS_PER_RACK} hosts, every link {RATE_MBPS} Mbit/s; {WORKERS} workers "
+                f"placed at random, {placements} placements of {elements * 4} B per worker; algbw in Gbit/s\n")
+        f.write(f"{'algorithm':<16}{'median':>10}{'min':>10}{'max':>10}{'2LHA/it':>10}{'failed':>8}\n")
+        for label, _, _ in ALGORITHMS:
+            values = [algbw[(p, label)] for p in range(placements) if (p, label) in algbw]
+            ratios = [algbw[(p, "plink-topology")] / algbw[(p, label)] for p in range(placements)
+                      if (p, label) in algbw and (p, "plink-topology") in algbw and algbw[(p, label)] > 0]
+            failed = placements - len(values)
+            if values:
+                f.write(f"{label:<16}{statistics.median(values):>10.4f}{min(values):>10.4f}{max(values):>10.4f}"
+                        f"{statistics.median(ratios):>9.2f}x{failed:>8}\n")
+            else:
+                f.write(f"{label:<16}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{failed:>8}\n")
+    print(open(os.path.join(args.out, "table.txt")).read(), end="")
+
+
+if __name__ == "__main__":
+    main()
