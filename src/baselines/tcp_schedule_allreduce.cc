@@ -346,14 +346,17 @@ void TcpScheduleAllreduce::allreduce(std::span<float> data) {
 
 void TcpScheduleAllreduce::run_schedule(std::span<float> data) {
   const std::size_t count = data.size();
-  if (!schedule_ || schedule_->count != count) schedule_ = build_(rank_, size_, count);
-  // The connections were made to the peers of the schedule without elements; one that this
-  // count's schedule names besides would get another peer's bytes (a builder whose peers depend on
-  // the count). Refused, as loudly as a lost connection.
-  for (const int peer : schedule_peers(*schedule_)) {
-    if (std::none_of(links_.begin(), links_.end(), [peer](const Link& l) { return l.peer == peer; })) {
-      fail("the schedule for " + std::to_string(count) + " elements exchanges with " + peer_name(peer) +
-           ", which the schedule without elements did not name, so no connection to it was made");
+  if (!schedule_ || schedule_->count != count) {
+    schedule_ = build_(rank_, size_, count);
+    // The connections were made to the peers of the schedule without elements; one that this
+    // count's schedule names besides would get another peer's bytes (a builder whose peers depend
+    // on the count). Refused, as loudly as a lost connection (later calls throw the same); checked
+    // once per schedule built, not on every call.
+    for (const int peer : schedule_peers(*schedule_)) {
+      if (std::none_of(links_.begin(), links_.end(), [peer](const Link& l) { return l.peer == peer; })) {
+        fail("the schedule for " + std::to_string(count) + " elements exchanges with " + peer_name(peer) +
+             ", which the schedule without elements did not name, so no connection to it was made");
+      }
     }
   }
   if (links_.empty()) return;
