@@ -31,18 +31,30 @@ void check_groups(int nodes, int groups, int min_size) {
   }
 }
 
+std::vector<int> group_sizes(const std::vector<int>& group, int groups) {
+  std::vector<int> sizes(static_cast<std::size_t>(groups), 0);
+  for (const int k : group) ++sizes[static_cast<std::size_t>(k)];
+  return sizes;
+}
+
+// Each group's centre: the mean of its members (the origin for a group without any).
+Eigen::MatrixXd group_centres(const Eigen::MatrixXd& points, const std::vector<int>& group, int groups) {
+  const std::vector<int> sizes = group_sizes(group, groups);
+  Eigen::MatrixXd centres = Eigen::MatrixXd::Zero(groups, points.cols());
+  for (std::size_t i = 0; i < group.size(); ++i) centres.row(group[i]) += points.row(static_cast<Eigen::Index>(i));
+  for (int k = 0; k < groups; ++k) centres.row(k) /= std::max(1, sizes[static_cast<std::size_t>(k)]);
+  return centres;
+}
+
 void finish(Grouping& g, const Eigen::MatrixXd& points) {
-  std::vector<int> sizes(static_cast<std::size_t>(g.groups), 0);
-  for (const int k : g.group) ++sizes[static_cast<std::size_t>(k)];
+  const std::vector<int> sizes = group_sizes(g.group, g.groups);
   const double mean = static_cast<double>(g.group.size()) / g.groups;
   double variance = 0.0;
   for (const int s : sizes) variance += (s - mean) * (s - mean) / g.groups;
   g.size_deviation = std::sqrt(variance);
   g.inertia = 0.0;
   if (points.rows() == 0) return;
-  Eigen::MatrixXd centres = Eigen::MatrixXd::Zero(g.groups, points.cols());
-  for (std::size_t i = 0; i < g.group.size(); ++i) centres.row(g.group[i]) += points.row(static_cast<Eigen::Index>(i));
-  for (int k = 0; k < g.groups; ++k) centres.row(k) /= std::max(1, sizes[static_cast<std::size_t>(k)]);
+  const Eigen::MatrixXd centres = group_centres(points, g.group, g.groups);
   for (std::size_t i = 0; i < g.group.size(); ++i) {
     g.inertia += (points.row(static_cast<Eigen::Index>(i)) - centres.row(g.group[i])).squaredNorm();
   }
@@ -140,13 +152,7 @@ Grouping constrained_kmeans(const Eigen::MatrixXd& points, int groups, int min_s
     g.group = std::move(next);
     if (stable) break;
     // The update step: each centre to the mean of its group (every group has min_size >= 1).
-    centres.setZero();
-    std::vector<int> sizes(static_cast<std::size_t>(groups), 0);
-    for (int i = 0; i < n; ++i) {
-      centres.row(g.group[static_cast<std::size_t>(i)]) += points.row(i);
-      ++sizes[static_cast<std::size_t>(g.group[static_cast<std::size_t>(i)])];
-    }
-    for (int k = 0; k < groups; ++k) centres.row(k) /= sizes[static_cast<std::size_t>(k)];
+    centres = group_centres(points, g.group, groups);
   }
   finish(g, points);
   return g;
