@@ -9,7 +9,6 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
-#include <utility>
 
 #include "atp/cluster/daemon_processes.h"
 #include "testbed.h"
@@ -20,13 +19,13 @@ namespace {
 // The TCP port of the ring and gloo collectives in namespaces (each host has its own address).
 constexpr std::uint16_t kTcpCollectivePort = 9800;
 
-// The kernel's ephemeral port range (ip_local_port_range), from which connect() and bind(0) take
-// ports; Linux's default if it cannot be read.
-std::pair<int, int> ephemeral_ports() {
+// The first port of the kernel's ephemeral range (ip_local_port_range), from which connect() and
+// bind(0) take ports; Linux's default if it cannot be read.
+int first_ephemeral_port() {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  int low = 32768, high = 60999;
-  range >> low >> high;
-  return {low, high};
+  int low = 32768;
+  range >> low;
+  return low;
 }
 
 // A free TCP port on 127.0.0.1 for a worker to listen on later, kept bound (fd in `held`) so that
@@ -36,9 +35,10 @@ std::pair<int, int> ephemeral_ports() {
 // picked there ("Address already in use" in CI). Inside the range only where there is no room.
 SocketAddress free_tcp_port(std::vector<int>& held) {
   constexpr int kFirst = 10000;
-  const int below = ephemeral_ports().first;
+  const int below = first_ephemeral_port();
   const int room = below - kFirst;
-  // A random start: the ports of an earlier run may still be in TIME_WAIT.
+  // A random start: every call starts afresh (`held` is closed in between), and from one place
+  // each would pick the ports it just gave an earlier job's workers.
   const int start = room > 0 ? static_cast<int>(std::random_device{}() % static_cast<unsigned>(room)) : 0;
   for (int tried = 0; tried <= std::max(room, 0); ++tried) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
