@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "atp/backends/backend.h"
+#include "atp/backends/discover.h"
 #include "atp/backends/processes.h"
 #include "atp/scenario/scenario.h"
 #include "commands.h"
@@ -46,8 +47,10 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000: the first RTO; later ones are measured),
           progress_timeout_us (2000000), initial_seq (0), grouping (plink only: topology: the racks |
-          random: sqrt(n) groups dealt at random, the paper's Balanced Random)}]
-          job ids are 1, 2, ... in file order; algorithm: one of the algorithms below
+          random: sqrt(n) groups dealt at random, the paper's Balanced Random | probe: the groups of the
+          workers' probed distances, probed on the same backend first, as atp discover does)}]
+          job ids are 1, 2, ... in file order; algorithm: one of the algorithms below (probe: no rounds,
+          elements are the bytes / 4 of each timed transfer; its JSON has the pairs' round trips and bandwidths)
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
                                  (ATP); static: the K atp jobs get fixed equal shares, job k (file
                                  order) only [k*c, k*c + c) with c = the smallest ATP table / K
@@ -196,13 +199,19 @@ int run_command(const std::string& backend_name, const std::string& file, bool j
   options.series_interval = atp::Duration(static_cast<atp::Duration::rep>(series_ms * 1e6));
   atp::ScenarioResult result;
   try {
-    const atp::Scenario scenario = atp::load_scenario_file(file);
+    // PLink's probed groups first (grouping: probe), on the same backend.
+    const atp::Scenario loaded = atp::load_scenario_file(file);
+    if (loaded.jobs.empty()) throw atp::ScenarioError("has no jobs to run (a file without jobs is for atp discover)");
+    const atp::Scenario scenario = atp::with_probed_groups(*backend, loaded);
     result = backend->run(scenario, options);
   } catch (const atp::ScenarioError& e) {
     const std::string what = e.what();
     // Errors from the parser that already start with the file name are not prefixed twice.
     std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
     return kExitBadInput;
+  } catch (const atp::ProbeFailed& e) {
+    std::cerr << "atp run: " << e.what() << "\n";
+    return kExitIncorrect;
   } catch (const std::runtime_error& e) {
     if (backend->simulated()) throw;
     std::cerr << "atp run: " << e.what() << "\n";  // a process that did not start, or Ctrl-C
@@ -241,6 +250,7 @@ int main(int argc, char** argv) {
   const atp::cli::Command bench_command = atp::cli::add_bench_command(app);
   const atp::cli::Command topology_command = atp::cli::add_topology_command(app);
   const atp::cli::Command bom_command = atp::cli::add_bom_command(app);
+  const atp::cli::Command discover_command = atp::cli::add_discover_command(app);
 
   // Hidden (empty group): the worker process the process backends start per worker host.
   std::string worker_spec;
@@ -273,6 +283,7 @@ int main(int argc, char** argv) {
     if (bench_command.app->parsed()) return bench_command.run();
     if (topology_command.app->parsed()) return topology_command.run();
     if (bom_command.app->parsed()) return bom_command.run();
+    if (discover_command.app->parsed()) return discover_command.run();
   } catch (const atp::ScenarioError& e) {
     std::cerr << "atp: " << e.what() << "\n";
     return kExitBadInput;

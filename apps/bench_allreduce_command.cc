@@ -394,10 +394,11 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--backend", o->backend,
                   "where the runs run: " + backend_names() + " (atp run --help says what each is)")
       ->capture_default_str();
-  // The registry's algorithms, then ps_nn.
+  // The registry's allreduces (not the probe, a measurement), then ps_nn.
   std::vector<std::string> names;
   std::string listed;
   for (const Algorithm& a : algorithms()) {
+    if (a.timed_calls != nullptr) continue;
     names.emplace_back(a.name);
     listed += (listed.empty() ? "" : ", ") + std::string(a.name);
   }

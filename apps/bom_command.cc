@@ -46,6 +46,10 @@ std::string step_row(const std::string& what, const BomPrediction& atp, const Bo
 
 int run_bom(const BomOptions& o) {
   const Scenario scenario = load_scenario_file(o.file);  // ScenarioError: main() prints it, exit 2
+  if (scenario.jobs.empty()) {
+    std::cerr << "atp bom: " << o.file << " has no jobs; the model needs one (its workers and PS)\n";
+    return kExitBadInput;
+  }
   const ScenarioJob* job = &scenario.jobs.front();
   if (!o.job.empty()) {
     job = nullptr;

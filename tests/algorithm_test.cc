@@ -46,7 +46,13 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
   EXPECT_EQ(find_algorithm("bcube"), nullptr);
   EXPECT_EQ(find_algorithm(""), nullptr);
   // Gloo's are known in every build, with or without Gloo.
-  EXPECT_EQ(algorithm_names(), "atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink or plink_fa");
+  EXPECT_EQ(algorithm_names(),
+            "atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink, plink_fa or probe");
+  // The probe measures, and only it: its calls are timed, its schedule names whom to connect to.
+  for (const Algorithm& a : algorithms()) {
+    EXPECT_EQ(a.timed_calls != nullptr, a.name == "probe") << a.name;
+    EXPECT_EQ(a.schedule != nullptr, a.runtime == AlgorithmRuntime::kSchedule) << a.name;
+  }
 }
 
 TEST(Algorithms, TheParserTakesEveryRegisteredNameAndReportsIt) {
@@ -67,8 +73,8 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
     ADD_FAILURE() << "an unknown algorithm was taken";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink or "
-              "plink_fa, got 'bcube'");
+              "jobs[0].algorithm: must be atp, ps, ring, gloo, gloo_hd, halving_doubling, rina, hierarchical, plink, "
+              "plink_fa or probe, got 'bcube'");
   }
 }
 

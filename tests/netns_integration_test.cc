@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../src/backends/processes/testbed.h"
+#include "atp/backends/discover.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
 #include "atp/io/processes.h"
@@ -121,6 +123,34 @@ jobs:
   EXPECT_GT(j.switch_aggregations.at("core"), 0u);
   EXPECT_GT(j.in_network_share, 0.5) << to_summary(r);
   EXPECT_GT(j.algbw_gbps, 0.0);
+}
+
+// PLink's probes across the switches (docs/plink.md): the round trips order the hosts as the
+// racks do, the groups are the racks, and a plink job grouped by probes (its ranks interleaved
+// over the racks) follows them and is correct.
+TEST_F(NetnsIntegration, ProbesFindTheRacksAndAPlinkJobFollowsThem) {
+  const Scenario s = two_racks(R"(
+jobs:
+  - {name: p, algorithm: plink, grouping: probe, workers: [w0, w2, w1, w3], elements: 100000, rounds: 2}
+)",
+                               200);
+  DiscoverOptions o;
+  o.hosts = {"w0", "w1", "w2", "w3"};
+  o.transfer_bytes = 256 << 10;
+  o.run = with_binary();
+  const Discovery d = discover(netns_backend(), s, o);
+  EXPECT_EQ(d.latency.triplets, 8u);  // per host: its rack-mate against the 2 others
+  EXPECT_GE(d.latency.agreeing, 7u);
+  EXPECT_EQ(d.groups.group[0], d.groups.group[1]);
+  EXPECT_EQ(d.groups.group[2], d.groups.group[3]);
+  EXPECT_NE(d.groups.group[0], d.groups.group[2]);
+  const Scenario probed = with_probed_groups(netns_backend(), s, o);
+  RankGroups groups = probed.jobs[0].probed_groups;
+  for (auto& g : groups) std::sort(g.begin(), g.end());
+  std::sort(groups.begin(), groups.end());
+  EXPECT_EQ(groups, (RankGroups{{0, 2}, {1, 3}}));
+  const ScenarioResult r = run_netns(probed, with_binary());
+  EXPECT_TRUE(r.jobs[0].correct) << to_summary(r);
 }
 
 TEST_F(NetnsIntegration, LossDuplicationAndReorderingOnLinksKeepResultsExact) {

@@ -428,4 +428,94 @@ TEST(Probing, DistancesAreMediansAndBandwidthsInverted) {
 }
 
 }  // namespace
+// Every round's calls run to the end with every rank (matched steps, no deadlock, odd and even
+// counts): the latency rounds carry one value each way per call, the bandwidth rounds a transfer
+// that leaves the sender's values at the receiver; all_pairs names every other rank.
+TEST(Probing, ProbeCallsRunBetweenTheRoundsPairs) {
+  const ProbeOptions o{.echoes = 2, .transfers = 1};
+  for (const int n : {2, 5, 6}) {
+    const std::size_t count = 100;
+    const auto pairings = pairing_rounds(n);
+    ASSERT_EQ(probe_rounds(n), 2 * pairings.size());
+    for (std::uint32_t r = 0; r < probe_rounds(n); ++r) {
+      const bool transfers = r >= pairings.size();
+      std::vector<std::vector<Schedule>> calls;
+      for (int rank = 0; rank < n; ++rank) calls.push_back(probe_calls(rank, n, count, r, o));
+      ASSERT_EQ(calls[0].size(), transfers ? 3u : 5u);
+      for (std::size_t c = 0; c < calls[0].size(); ++c) {
+        std::vector<Schedule> schedules;
+        std::vector<std::vector<float>> buffers;
+        for (int rank = 0; rank < n; ++rank) {
+          schedules.push_back(calls[static_cast<std::size_t>(rank)][c]);
+          buffers.emplace_back(count, static_cast<float>(rank));
+        }
+        const std::vector<std::size_t> sent = run_schedules_in_memory(schedules, buffers);
+        for (const auto& [a, b] : pairings[transfers ? r - pairings.size() : r]) {
+          const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
+          if (c == 0 || !transfers) {  // meet, echoes: one value each way
+            EXPECT_EQ(sent[ua], 4u);
+            EXPECT_EQ(sent[ub], 4u);
+            continue;
+          }
+          const bool lower_sends = c % 2 == 1;
+          const std::size_t from = lower_sends ? ua : ub, to = lower_sends ? ub : ua;
+          EXPECT_EQ(sent[from], count * 4) << "n " << n << " round " << r << " call " << c;
+          EXPECT_EQ(sent[to], 4u);
+          EXPECT_EQ(buffers[to], std::vector<float>(count, static_cast<float>(from)));
+        }
+      }
+    }
+  }
+  std::vector<Schedule> pairs;
+  std::vector<std::vector<float>> empty(4);
+  for (int rank = 0; rank < 4; ++rank) pairs.push_back(all_pairs(rank, 4));
+  EXPECT_EQ(schedule_peers(pairs[2]), (std::vector<int>{0, 1, 3}));
+  EXPECT_NO_THROW(run_schedules_in_memory(pairs, empty));
+  EXPECT_THROW(probe_calls(0, 4, 100, 6, o), std::invalid_argument);  // 4 nodes: rounds 0..5
+  EXPECT_THROW(probe_calls(0, 4, 0, 0, o), std::invalid_argument);
+  EXPECT_THROW(probe_calls(0, 4, 100, 0, {.echoes = 0, .transfers = 1}), std::invalid_argument);
+}
+
+// Times from a known network come back as its round trips and inverse bandwidths: each rank's
+// measured calls (a ping it sends, a transfer it sends) timed from the model, the others at 1 s
+// (not read).
+TEST(Probing, SamplesFromTimedCallsGiveEachPairsRoundTripAndBandwidth) {
+  const int n = 5;
+  const std::size_t count = 1000;
+  const ProbeOptions o{.echoes = 3, .transfers = 2};
+  const auto rtt = [](int a, int b) { return 1e-4 * (1 + std::abs(a - b)); };
+  const auto bw = [](int a, int b) { return 1e8 / (1 + (a + b) % 3); };
+  std::vector<std::vector<std::vector<double>>> seconds(n);
+  for (int rank = 0; rank < n; ++rank) {
+    for (std::uint32_t r = 0; r < probe_rounds(n); ++r) {
+      auto& times = seconds[static_cast<std::size_t>(rank)].emplace_back();
+      const auto calls = probe_calls(rank, n, count, r, o);
+      for (std::size_t c = 0; c < calls.size(); ++c) {
+        const auto& steps = calls[c].steps;
+        double t = 1;
+        if (c > 0 && !steps.empty() && steps[0].kind == StepKind::kSend) {
+          const int peer = steps[0].peer;
+          t = steps[0].range.size() == 1 ? rtt(rank, peer) : static_cast<double>(count) * 4 / bw(rank, peer);
+        }
+        times.push_back(t);
+      }
+    }
+  }
+  const ProbeSamples samples = probe_samples(n, count, seconds, o);
+  EXPECT_EQ(samples.round_trip_s[1][3].size(), 3u);
+  EXPECT_EQ(samples.bytes_per_second[3][1].size(), 2u);
+  const Eigen::MatrixXd latency = samples.latency_distances(), bandwidth = samples.bandwidth_distances();
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      EXPECT_NEAR(latency(a, b), rtt(a, b), 1e-12);
+      EXPECT_NEAR(bandwidth(a, b), 1 / bw(a, b), 1e-15);
+    }
+  }
+  for (auto& rank : seconds) rank[1][4] = 0;  // a measured call (whoever measured it) timed as nothing
+  EXPECT_THROW(probe_samples(n, count, seconds, o), std::invalid_argument);
+  seconds.pop_back();
+  EXPECT_THROW(probe_samples(n, count, seconds, o), std::invalid_argument);
+}
+
 }  // namespace atp::plink

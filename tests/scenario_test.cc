@@ -72,20 +72,24 @@ std::string parse_error(const std::string& text) {
 
 // What every job starts from, in a file or built in code (atp bench, atp demo): the algorithm, the
 // id of its place in the file, in-network aggregation as the algorithm has it, a name.
-// PLink's groups: the racks, or sqrt(n) groups dealt at random from the seed: a partition of the
-// ranks, the same for the same seed (every backend deals alike), another for another seed.
-TEST(ScenarioJob, GroupsAreTheRacksOrBalancedRandom) {
-  Topology t;
+// PLink's groups: the racks, sqrt(n) groups dealt at random from the seed (a partition of the
+// ranks, the same for the same seed, so every backend deals alike, another for another seed), or
+// the probed groups, which must be there.
+TEST(ScenarioJob, GroupsAreTheRacksBalancedRandomOrProbed) {
+  Scenario s;
+  Topology& t = s.topology;
   t.switches.resize(2);
   t.switches[0].name = "tor0";
   t.switches[1].name = "tor1";
-  std::vector<std::string> workers;
+  ScenarioJob job = scenario_job(*find_algorithm("plink"), 0);
+  std::vector<std::string>& workers = job.spec.workers;
   for (int i = 0; i < 9; ++i) {
     workers.push_back("h" + std::to_string(i));
     t.hosts.push_back(HostSpec{workers.back(), i < 5 ? "tor0" : "tor1"});
   }
-  EXPECT_EQ(job_groups(t, workers, JobGrouping::kTopology, 1), job_racks(t, workers));
-  const RankGroups random = job_groups(t, workers, JobGrouping::kRandom, 1);
+  EXPECT_EQ(job_groups(s, job), job_racks(t, workers));
+  job.grouping = JobGrouping::kRandom;
+  const RankGroups random = job_groups(s, job);
   ASSERT_EQ(random.size(), 3u);
   std::vector<int> seen;
   for (const auto& g : random) {
@@ -94,8 +98,13 @@ TEST(ScenarioJob, GroupsAreTheRacksOrBalancedRandom) {
   }
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_EQ(job_groups(t, workers, JobGrouping::kRandom, 1), random);
-  EXPECT_NE(job_groups(t, workers, JobGrouping::kRandom, 2), random);
+  EXPECT_EQ(job_groups(s, job), random);
+  s.seed = 2;
+  EXPECT_NE(job_groups(s, job), random);
+  job.grouping = JobGrouping::kProbe;
+  EXPECT_THROW(job_groups(s, job), std::invalid_argument);
+  job.probed_groups = {{0, 8}, {1, 2, 3, 4, 5, 6, 7}};
+  EXPECT_EQ(job_groups(s, job), job.probed_groups);
 }
 
 TEST(ScenarioJob, StartsFromItsAlgorithmAndPlace) {
@@ -219,16 +228,16 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"workers: [w0, w1]", "workers: w0", "jobs[0].workers: must be a list, got w0"},
         ErrorCase{"rounds: 2", "rounds: 2, index: random",
                   "jobs[0].index: must be 'hashed', 'linear' or 'hashed_slots', got random"},
-        // PLink's grouping: its algorithm's key only, and probed groups are not built yet.
+        // PLink's grouping: its algorithm's key only. A probe's rounds are its pairings.
         ErrorCase{"rounds: 2", "rounds: 2, grouping: random",
                   "jobs[0].grouping: is PLink's key (algorithm plink); algorithm atp does not group its workers "
                   "that way"},
-        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2",
-                  "algorithm: plink, elements: 1000, rounds: 2, grouping: probe",
-                  "jobs[0].grouping: probe needs the probes of `atp discover`, which are not built yet; use "
-                  "topology or random"},
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: plink, elements: 1000, rounds: 2, grouping: near",
-                  "jobs[0].grouping: must be 'topology' (the racks) or 'random' (Balanced Random), got near"},
+                  "jobs[0].grouping: must be 'topology' (the racks), 'random' (Balanced Random) or 'probe' "
+                  "(ProbeEmbed's groups), got near"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: probe, elements: 1000, rounds: 2",
+                  "jobs[0].rounds: algorithm probe runs one round per pairing of its workers (every pair once); "
+                  "remove rounds"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: fixed",
                   "aggregator_sharing: must be 'dynamic' or 'static', got fixed"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",

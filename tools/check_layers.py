@@ -23,8 +23,8 @@ USES = {
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "io", "core"],
     "scenario": ["plink", "schedule", "sim", "plan", "io", "core"],
-    "backends": ["scenario", "cluster", "baselines", "collectives", "schedule", "control", "sim", "plan", "rina", "io",
-                 "core"],
+    "backends": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "control", "sim", "plan", "rina",
+                 "io", "core"],
     "torch": ["scenario", "cluster", "baselines", "collectives", "schedule", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

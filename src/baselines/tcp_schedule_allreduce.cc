@@ -329,10 +329,11 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
   for (std::size_t i = 0; i < peers.size(); ++i) links_.push_back({peers[i], fds[i].release()});
 }
 
-void TcpScheduleAllreduce::allreduce(std::span<float> data) {
+template <typename F>
+void TcpScheduleAllreduce::guarded(F&& body) {
   if (!failure_.empty()) throw CollectiveError(failure_);
   try {
-    run_schedule(data);
+    body();
   } catch (const std::exception& e) {
     if (!failure_.empty()) throw;  // from fail(): the sockets are closed already
     // Anything else (the executor's std::logic_error, the builder's error, std::bad_alloc) leaves
@@ -344,23 +345,46 @@ void TcpScheduleAllreduce::allreduce(std::span<float> data) {
   }
 }
 
-void TcpScheduleAllreduce::run_schedule(std::span<float> data) {
-  const std::size_t count = data.size();
+void TcpScheduleAllreduce::allreduce(std::span<float> data) {
+  guarded([&] { run_schedule(schedule_for(data.size()), data); });
+}
+
+void TcpScheduleAllreduce::run(const Schedule& schedule, std::span<float> data) {
+  guarded([&] {
+    if (schedule.rank != rank_ || schedule.size != size_ || schedule.count != data.size()) {
+      fail("a schedule for rank " + std::to_string(schedule.rank) + " of " + std::to_string(schedule.size) + " over " +
+           std::to_string(schedule.count) + " elements cannot run on rank " + std::to_string(rank_) + " of " +
+           std::to_string(size_) + " over " + std::to_string(data.size()));
+    }
+    check_connected(schedule);
+    run_schedule(schedule, data);
+  });
+}
+
+const Schedule& TcpScheduleAllreduce::schedule_for(std::size_t count) {
   if (!schedule_ || schedule_->count != count) {
     schedule_ = build_(rank_, size_, count);
-    // The connections were made to the peers of the schedule without elements; one that this
-    // count's schedule names besides would get another peer's bytes (a builder whose peers depend
-    // on the count). Refused, as loudly as a lost connection (later calls throw the same); checked
-    // once per schedule built, not on every call.
-    for (const int peer : schedule_peers(*schedule_)) {
-      if (std::none_of(links_.begin(), links_.end(), [peer](const Link& l) { return l.peer == peer; })) {
-        fail("the schedule for " + std::to_string(count) + " elements exchanges with " + peer_name(peer) +
-             ", which the schedule without elements did not name, so no connection to it was made");
-      }
+    check_connected(*schedule_);  // once per schedule built, not on every call
+  }
+  return *schedule_;
+}
+
+void TcpScheduleAllreduce::check_connected(const Schedule& schedule) {
+  // The connections were made to the peers of the schedule without elements; one that this
+  // schedule names besides would get another peer's bytes (a builder whose peers depend on the
+  // count). Refused, as loudly as a lost connection (later calls throw the same).
+  for (const int peer : schedule_peers(schedule)) {
+    if (std::none_of(links_.begin(), links_.end(), [peer](const Link& l) { return l.peer == peer; })) {
+      fail("the schedule for " + std::to_string(schedule.count) + " elements exchanges with " + peer_name(peer) +
+           ", which the schedule without elements did not name, so no connection to it was made");
     }
   }
+}
+
+void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<float> data) {
+  const std::size_t count = data.size();
   if (links_.empty()) return;
-  ScheduleExecutor executor(*schedule_, data, options_.segment_bytes);
+  ScheduleExecutor executor(schedule, data, options_.segment_bytes);
 
   // Per link: the count header this call sends and the one it receives, each 8 bytes long (host
   // byte order, as the hello), ahead of the schedule's bytes, in each direction that carries data.

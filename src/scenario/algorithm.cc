@@ -8,6 +8,7 @@
 #include "atp/plan/plan.h"
 #include "atp/plink/aggregation.h"
 #include "atp/plink/grouping.h"
+#include "atp/plink/probing.h"
 #include "atp/scenario/scenario.h"
 #include "atp/schedule/builders.h"
 
@@ -29,6 +30,11 @@ Schedule plink_two_level(int rank, int size, std::size_t count, const RankGroups
 }
 Schedule plink_flat(int rank, int size, std::size_t count, const RankGroups&) {
   return plink::flat_aggregation_schedule(rank, size, count);
+}
+// PLink's probes (plink/probing.h): a connection to every other worker, and each pairing round's calls.
+Schedule probe_connections(int rank, int size, std::size_t, const RankGroups&) { return plink::all_pairs(rank, size); }
+std::vector<Schedule> probe_round(int rank, int size, std::size_t count, std::uint32_t round) {
+  return plink::probe_calls(rank, size, count, round);
 }
 
 // The registry: one entry per algorithm, the default first.
@@ -89,6 +95,14 @@ constexpr Algorithm kAlgorithms[] = {
      .runtime = kSchedule,
      .check = kFloat32Rounding,
      .schedule = plink_flat},
+    {.name = "probe",
+     .summary = "PLink's probes between the workers, not an allreduce: round trips of one value and timed transfers "
+                "of `elements` values, every pair once in rounds of disjoint pairs (rounds: set by the workers); "
+                "the result is the distances (atp discover); no ps",
+     .runtime = kSchedule,
+     .check = kFloat32Rounding,
+     .schedule = probe_connections,
+     .timed_calls = probe_round},
 };
 
 }  // namespace
@@ -109,12 +123,22 @@ RankGroups job_racks(const Topology& topology, const std::vector<std::string>& w
   return racks;
 }
 
-RankGroups job_groups(const Topology& topology, const std::vector<std::string>& workers, JobGrouping grouping,
-                      std::uint64_t seed) {
-  RankGroups racks = job_racks(topology, workers);  // also the check that every worker is a host
-  if (grouping == JobGrouping::kTopology) return racks;
+RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job) {
+  const std::vector<std::string>& workers = job.spec.workers;
+  RankGroups racks = job_racks(scenario.topology, workers);  // also the check that every worker is a host
+  switch (job.grouping) {
+    case JobGrouping::kTopology:
+      return racks;
+    case JobGrouping::kProbe:
+      if (job.probed_groups.empty()) {
+        throw std::invalid_argument("job '" + job.spec.name + "' is grouped by probes that have not run");
+      }
+      return job.probed_groups;
+    case JobGrouping::kRandom:
+      break;
+  }
   const auto n = static_cast<int>(workers.size());
-  const plink::Grouping dealt = plink::balanced_random_groups(n, plink::group_count(n), seed);
+  const plink::Grouping dealt = plink::balanced_random_groups(n, plink::group_count(n), scenario.seed ^ job.spec.id);
   RankGroups groups(static_cast<std::size_t>(dealt.groups));
   for (int r = 0; r < n; ++r) groups[static_cast<std::size_t>(dealt.group[static_cast<std::size_t>(r)])].push_back(r);
   return groups;
@@ -169,8 +193,14 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
 
 std::string cannot_run_algorithms(const Scenario& scenario, const AlgorithmSupport& support) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    if (const std::string why = cannot_run(*scenario.jobs[j].algorithm, support); !why.empty()) {
+    const ScenarioJob& job = scenario.jobs[j];
+    if (const std::string why = cannot_run(*job.algorithm, support); !why.empty()) {
       return "jobs[" + std::to_string(j) + "].algorithm: " + why;
+    }
+    if (job.grouping == JobGrouping::kProbe && job.probed_groups.empty()) {
+      return "jobs[" + std::to_string(j) +
+             "].grouping: probe groups the workers by probing them first, which atp run does before the run "
+             "(in code: with_probed_groups, atp/backends/discover.h)";
     }
   }
   return "";

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "atp/plink/probing.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp {
@@ -60,6 +61,23 @@ std::string to_json(const ScenarioResult& result) {
         excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
       }
       o["excluded_workers"] = std::move(excluded);
+    }
+    if (j.correct && !j.call_seconds.empty()) {
+      // A probe's distances (atp discover reads the same): median round trips, median bandwidths.
+      const plink::ProbeSamples samples =
+          plink::probe_samples(static_cast<int>(j.workers), j.tensor_bytes / sizeof(float), j.call_seconds);
+      const Eigen::MatrixXd rtt = samples.latency_distances(), inverse = samples.bandwidth_distances();
+      ordered_json rtt_us = ordered_json::array(), gbps = ordered_json::array();
+      for (Eigen::Index a = 0; a < rtt.rows(); ++a) {
+        ordered_json r1 = ordered_json::array(), r2 = ordered_json::array();
+        for (Eigen::Index b = 0; b < rtt.cols(); ++b) {
+          r1.push_back(rtt(a, b) * 1e6);
+          r2.push_back(a == b ? 0.0 : 8 / inverse(a, b) / 1e9);
+        }
+        rtt_us.push_back(std::move(r1));
+        gbps.push_back(std::move(r2));
+      }
+      o["probe"] = {{"round_trip_us", std::move(rtt_us)}, {"bandwidth_gbps", std::move(gbps)}};
     }
     jobs.push_back(std::move(o));
   }

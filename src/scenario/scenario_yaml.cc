@@ -18,6 +18,7 @@
 #include "atp/io/config_file.h"
 #include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
+#include "atp/plink/probing.h"
 #include "atp/scenario/scenario.h"
 #include "atp/values_per_packet.h"
 #include "saturating.h"
@@ -378,6 +379,17 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
   }
   // A few GiB of float32 per worker is far beyond what an in-process run can hold.
   job.elements = as_integer(node["elements"], child(path, "elements"), 1, std::uint64_t(1) << 30);
+  if (job.algorithm->timed_calls != nullptr) {
+    // The probe's rounds are its pairing rounds: every pair once.
+    for (const char* key : {"rounds", "warmup_rounds"}) {
+      if (node[key]) {
+        fail(child(path, key), "algorithm " + std::string(job.algorithm->name) +
+                                   " runs one round per pairing of its workers (every pair once); remove " + key);
+      }
+    }
+    if (spec.workers.size() < 2) fail(child(path, "workers"), "a probe needs at least two workers");
+    job.rounds = plink::probe_rounds(static_cast<int>(spec.workers.size()));
+  }
   if (node["rounds"]) {
     job.rounds = static_cast<std::uint32_t>(as_integer(node["rounds"], child(path, "rounds"), 1, 1u << 20));
   }
@@ -452,9 +464,10 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
     } else if (grouping == "random") {
       job.grouping = JobGrouping::kRandom;
     } else if (grouping == "probe") {
-      fail(p, "probe needs the probes of `atp discover`, which are not built yet; use topology or random");
+      job.grouping = JobGrouping::kProbe;
     } else {
-      fail(p, "must be 'topology' (the racks) or 'random' (Balanced Random), got " + grouping);
+      fail(p, "must be 'topology' (the racks), 'random' (Balanced Random) or 'probe' (ProbeEmbed's groups), got " +
+                  grouping);
     }
   }
   return job;
@@ -640,8 +653,7 @@ Scenario parse_root(const YAML::Node& root) {
   expect_map(root, "",
              {"description", "seed", "time_limit_s", "link", "topology", "jobs", "aggregator_sharing", "faults",
               "background"});
-  require(root, "", "topology");
-  require(root, "", "jobs");
+  require(root, "", "topology");  // jobs may be left out: atp discover needs only the network
   Scenario scenario;
   if (root["description"]) as_string(root["description"], "description");
   if (root["seed"]) scenario.seed = as_integer(root["seed"], "seed", 0, std::numeric_limits<std::uint64_t>::max());
@@ -655,7 +667,7 @@ Scenario parse_root(const YAML::Node& root) {
   Names names;
   scenario.topology = parse_topology(root["topology"], "topology", names);
 
-  const YAML::Node jobs = expect_list(root["jobs"], "jobs", true);
+  const YAML::Node jobs = root["jobs"] ? expect_list(root["jobs"], "jobs", true) : YAML::Node(YAML::NodeType::Sequence);
   if (jobs.size() > std::numeric_limits<JobId>::max()) fail("jobs", "too many jobs (job ids are 16 bits)");
   std::set<std::string> job_names;
   for (std::size_t i = 0; i < jobs.size(); ++i) {

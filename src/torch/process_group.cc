@@ -117,7 +117,9 @@ ClusterJobOptions::LocalNetwork network_from_scenario_file(const std::string& pa
   } catch (const ScenarioError& e) {
     TORCH_CHECK(false, "atp: ATP_TOPOLOGY: ", e.what());
   }
-  const JobSpec& job = scenario.jobs.front().spec;  // the parser requires one
+  TORCH_CHECK(!scenario.jobs.empty(), "atp: ATP_TOPOLOGY=", path,
+              " has no jobs; the first job's workers are the ranks' hosts and its ps their PS");
+  const JobSpec& job = scenario.jobs.front().spec;
   TORCH_CHECK(job.ps.size() == 1, "atp: ATP_TOPOLOGY=", path, ": jobs[0] names ", job.ps.size(),
               " PS hosts; the ranks' job has one (ps: [HOST])");
   return {scenario.topology, job.workers, job.ps.front()};

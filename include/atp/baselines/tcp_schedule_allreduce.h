@@ -77,6 +77,11 @@ class TcpScheduleAllreduce : public Allreduce {
   // every connection is closed (so the peers fail at once too) and every later call throws the
   // same error.
   void allreduce(std::span<float> data) override;
+  // Runs `schedule` (this rank's, over data.size() elements) instead of the builder's, with the
+  // same framing and failures: a measurement's calls (PLink's probes), whose peers must be among
+  // those of the builder's schedule without elements (else CollectiveError, as for a builder
+  // whose peers grow).
+  void run(const Schedule& schedule, std::span<float> data);
   std::string_view algorithm() const override { return name_; }
 
   int rank() const { return rank_; }
@@ -93,8 +98,16 @@ class TcpScheduleAllreduce : public Allreduce {
   std::string prefix() const;
   // Records `what` as the failure, closes every connection and throws it as CollectiveError.
   [[noreturn]] void fail(const std::string& what);
-  // allreduce() without the failure handling: the schedule's run over the links.
-  void run_schedule(std::span<float> data);
+  // Runs `body` (which runs a schedule) with the failure handling: an earlier failure is thrown
+  // again, and any exception inside fails the collective (fail()).
+  template <typename F>
+  void guarded(F&& body);
+  // The builder's schedule for `count` elements (the last one, if the count is the same).
+  const Schedule& schedule_for(std::size_t count);
+  // fail()s when `schedule` names a peer that has no connection.
+  void check_connected(const Schedule& schedule);
+  // A schedule's run over the links, without the failure handling.
+  void run_schedule(const Schedule& schedule, std::span<float> data);
   // `listener` (join's): a socket already listening on this rank's address, owned from then on.
   TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
                        Duration timeout, TcpAllreduceOptions options, int listener);

@@ -18,6 +18,7 @@
 namespace atp {
 
 struct Scenario;
+struct ScenarioJob;
 struct Topology;
 
 // A job's workers by rack: the ranks (indices into its worker list) under each switch, in rank
@@ -29,12 +30,14 @@ RankGroups job_racks(const Topology& topology, const std::vector<std::string>& w
 enum class JobGrouping : std::uint8_t {
   kTopology,  // the racks (job_racks)
   kRandom,    // PLink's Balanced Random: sqrt(n) groups of the ranks dealt at random
+  kProbe,     // PLink's ProbeEmbed: the groups of the workers' probed distances (ScenarioJob::probed_groups)
 };
 
-// The groups a job's schedule follows: its racks, or for kRandom the Balanced Random groups drawn
-// from `seed` (the scenario's seed with the job's id, so that every backend deals the same).
-RankGroups job_groups(const Topology& topology, const std::vector<std::string>& workers, JobGrouping grouping,
-                      std::uint64_t seed);
+// The groups job `job` of `scenario` follows: its racks; for kRandom the Balanced Random groups
+// drawn from the scenario's seed with the job's id (so every backend deals the same); for kProbe
+// the job's probed_groups. Throws std::invalid_argument naming a worker that is no host of the
+// topology, or a kProbe job whose groups were not probed.
+RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job);
 
 // What an algorithm's hosts run, and so what a backend must offer to run it.
 enum class AlgorithmRuntime : std::uint8_t {
@@ -70,6 +73,10 @@ struct Algorithm {
   // Host collectives (kSchedule): one rank's schedule (builders.h), given the job's racks
   // (job_racks), which the hierarchical ones follow and the flat ones ignore.
   Schedule (*schedule)(int rank, int size, std::size_t count, const RankGroups& racks) = nullptr;
+  // A measurement rather than an allreduce (probe): a rank's round `round` is these calls, run one
+  // after the other and each timed (JobResult::call_seconds), with no result to check; `schedule`
+  // then names only whom to connect to.
+  std::vector<Schedule> (*timed_calls)(int rank, int size, std::size_t count, std::uint32_t round) = nullptr;
 
   // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
   // collective over TCP: no PS, nothing for the switches to install.
@@ -98,7 +105,8 @@ struct AlgorithmSupport {
 // the end of a sentence that starts with the algorithm's name ("gloo is Gloo's code on ...").
 std::string cannot_run(const Algorithm& algorithm, const AlgorithmSupport& support);
 // The first job of `scenario` that a backend offering `support` cannot run, in one sentence
-// naming its key ("jobs[1].algorithm: ring runs over TCP, ..."); "" when it runs every one.
+// naming its key ("jobs[1].algorithm: ring runs over TCP, ..."), or whose `grouping: probe` has
+// no probed groups yet; "" when it runs every one.
 std::string cannot_run_algorithms(const Scenario& scenario, const AlgorithmSupport& support);
 
 }  // namespace atp

@@ -30,16 +30,19 @@ struct ScenarioJob {
   // the same hosts and switches, so they can be compared in one scenario.
   const Algorithm* algorithm = &default_algorithm();
   std::uint64_t elements = 0;  // float32 values per allreduce
-  std::uint32_t rounds = 1;    // allreduce rounds
+  std::uint32_t rounds = 1;    // allreduce rounds (probe: plink::probe_rounds of its workers)
   // The first rounds run and are checked but not timed (process backends): connection set-up,
   // ARP and cold caches stay out of seconds and algbw, as in nccl-tests' warm-up iterations.
   std::uint32_t warmup_rounds = 0;
   double magnitude = 1.0;    // inputs are uniform in [-magnitude, magnitude]
   Duration compute_time{0};  // the "off" phase between a worker's rounds
   Duration start_time{0};    // when every worker starts round 0
-  // PLink's groups (`grouping:`, algorithm plink only): the racks, or the paper's Balanced Random
-  // (sqrt(n) groups dealt at random from the scenario's seed). Probed groups: not built yet.
+  // PLink's groups (`grouping:`, algorithm plink only): the racks, the paper's Balanced Random
+  // (sqrt(n) groups dealt at random from the scenario's seed), or ProbeEmbed's groups of the
+  // workers' probed distances, which are filled in before the run (with_probed_groups,
+  // atp/backends/discover.h): its ranks by group.
   JobGrouping grouping = JobGrouping::kTopology;
+  RankGroups probed_groups;
 };
 
 // The job `jobs[index]` of a scenario is before its own keys are read: of `algorithm`, id index + 1,
@@ -192,6 +195,9 @@ struct JobResult {
   // Seconds from the start of the run at which each round was completed by every worker: the
   // job's progress over time, for goodput plots.
   std::vector<double> round_end_seconds;
+  // Algorithm::timed_calls (probe): each worker's time for each call, [worker][round][call], in
+  // seconds; plink::probe_samples makes the distances of them.
+  std::vector<std::vector<std::vector<double>>> call_seconds;
 };
 
 // A background flow's outcome (netns backend).

@@ -116,6 +116,12 @@ struct CollectiveRank {
   std::vector<int> peers;                         // the schedule's, ascending
   std::vector<float> buffer;
   std::unique_ptr<ScheduleExecutor> executor;  // this round's, while it runs
+  // Algorithm::timed_calls (probe): this round's calls, the one running, when it started, and the
+  // times of every call so far ([round][call], seconds). An allreduce runs `schedule` instead.
+  std::vector<Schedule> calls;
+  std::size_t call = 0;
+  Time call_start{};
+  std::vector<std::vector<double>> call_seconds;
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
   bool failed = false;   // a connection failed
@@ -174,13 +180,22 @@ struct TcpApps::Impl {
     if (r.failed) return;
     const ScenarioJob& spec = *job.job;
     const std::uint32_t round = r.rounds_done;
-    scenario_inputs::generate_input(scenario_inputs::input_seed(scenario.seed, spec.spec.id, i, round), spec.magnitude,
-                                    r.buffer);
-    if (const auto [it, fresh] = job.references.try_emplace(round); fresh) {
-      scenario_inputs::make_reference(scenario.seed, spec.spec.id, job.ranks.size(), round, spec.elements,
-                                      spec.magnitude, spec.spec.scale, 0, it->second.first);
+    if (spec.algorithm->timed_calls != nullptr) {
+      r.calls =
+          spec.algorithm->timed_calls(static_cast<int>(i), static_cast<int>(job.ranks.size()), spec.elements, round);
+      r.call = 0;
+      r.call_start = now();
+      r.call_seconds.emplace_back();
+      r.executor = std::make_unique<ScheduleExecutor>(r.calls[0], r.buffer);
+    } else {
+      scenario_inputs::generate_input(scenario_inputs::input_seed(scenario.seed, spec.spec.id, i, round),
+                                      spec.magnitude, r.buffer);
+      if (const auto [it, fresh] = job.references.try_emplace(round); fresh) {
+        scenario_inputs::make_reference(scenario.seed, spec.spec.id, job.ranks.size(), round, spec.elements,
+                                        spec.magnitude, spec.spec.scale, 0, it->second.first);
+      }
+      r.executor = std::make_unique<ScheduleExecutor>(r.schedule, r.buffer);
     }
-    r.executor = std::make_unique<ScheduleExecutor>(r.schedule, r.buffer);
     r.running = true;
     job.times.started(now());
     pump(job, i);
@@ -191,7 +206,6 @@ struct TcpApps::Impl {
   void pump(CollectiveJob& job, std::size_t i) {
     CollectiveRank& r = job.ranks[i];
     if (!r.running) return;
-    ScheduleExecutor& x = *r.executor;
     const auto try_send = [&r](int peer, std::span<const std::byte> out) -> std::size_t {
       const auto it = r.to.find(peer);
       if (it == r.to.end() || !r.connected.contains(peer)) return 0;
@@ -209,8 +223,24 @@ struct TcpApps::Impl {
       if (!p || p->GetSize() == 0) return 0;
       return p->CopyData(reinterpret_cast<std::uint8_t*>(into.data()), p->GetSize());
     };
-    move_bytes(x, r.peers, try_send, try_receive);
-    if (!x.done()) return;
+    move_bytes(*r.executor, r.peers, try_send, try_receive);
+    if (!r.executor->done()) return;
+    run.saw_activity(now());
+    if (!r.calls.empty()) {
+      // A timed call is done: its time, and the next call (a round of calls ends with its last).
+      r.call_seconds.back().push_back(seconds_of(now() - r.call_start));
+      if (++r.call < r.calls.size()) {
+        r.call_start = now();
+        r.executor = std::make_unique<ScheduleExecutor>(r.calls[r.call], r.buffer);
+        pump(job, i);
+        return;
+      }
+      r.calls.clear();
+      r.running = false;
+      r.executor.reset();
+      finish_round(job, i);
+      return;
+    }
     r.running = false;
     r.executor.reset();
     const std::uint32_t round = r.rounds_done;
@@ -219,14 +249,17 @@ struct TcpApps::Impl {
     const std::string wrong =
         scenario_inputs::check_result(ref->second.first, r.buffer, {}, 0, nullptr, true, &job.wrong_values);
     if (++ref->second.second == job.ranks.size()) job.references.erase(ref);
-    const Time t = now();
-    run.saw_activity(t);
     if (!wrong.empty()) {
       r.error = "round " + std::to_string(round) + ": " + wrong;
       return;
     }
-    ++r.rounds_done;
-    job.times.completed(round, t);
+    finish_round(job, i);
+  }
+
+  // Rank i completed its round: counted, and the next one started after the compute time.
+  void finish_round(CollectiveJob& job, std::size_t i) {
+    CollectiveRank& r = job.ranks[i];
+    job.times.completed(r.rounds_done++, now());
     if (r.rounds_done < job.job->rounds) {
       ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
     }
@@ -238,8 +271,7 @@ struct TcpApps::Impl {
     job.file_index = file_index;
     const std::size_t n = spec.spec.workers.size();
     job.ranks.resize(n);
-    const RankGroups racks =
-        job_groups(scenario.topology, spec.spec.workers, spec.grouping, scenario.seed ^ spec.spec.id);
+    const RankGroups racks = job_groups(scenario, spec);
     const std::uint16_t port =
         listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
     for (std::size_t i = 0; i < n; ++i) {
@@ -319,6 +351,9 @@ struct TcpApps::Impl {
       r.error = s.str();
     }
     r.correct = r.error.empty();
+    if (job.job->algorithm->timed_calls != nullptr) {
+      for (const CollectiveRank& rank : job.ranks) r.call_seconds.push_back(rank.call_seconds);
+    }
     job.times.report(r, job.job->warmup_rounds);
     derive_rates(r);
     return r;

@@ -286,7 +286,7 @@ class ProcessRun {
           where_->place_worker(host, spec);
         } else {
           spec.ranks = ranks;
-          spec.racks = job_groups(s_.topology, job.spec.workers, job.grouping, s_.seed ^ job.spec.id);
+          spec.racks = job_groups(s_, job);
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }
@@ -783,6 +783,7 @@ class ProcessRun {
       r.completed_rounds = r.rounds;
       r.warmup_rounds = s_.jobs[j].warmup_rounds;
       r.round_end_seconds = round_end_[j];
+      if (s_.jobs[j].algorithm->timed_calls != nullptr) r.call_seconds.resize(s_.jobs[j].spec.workers.size());
     }
     result.flows = flow_results_;
     std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
@@ -804,6 +805,12 @@ class ProcessRun {
       // Every worker sees the same float fragments: take one worker's count.
       r.float_fragments = std::max(r.float_fragments, out.float_fragments);
       allreduce_ns[w.job] = std::max(allreduce_ns[w.job], out.allreduce_ns);
+      if (!r.call_seconds.empty()) {
+        for (const auto& round : out.call_ns) {
+          auto& times = r.call_seconds[w.index].emplace_back();
+          for (const std::int64_t ns : round) times.push_back(ns_to_s(ns));
+        }
+      }
       std::string& other = other_error[w.job];
       if (left_out) {
         continue;

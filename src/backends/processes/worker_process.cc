@@ -180,6 +180,7 @@ std::string result_line(const WorkerResult& r) {
               {"float_fragments", r.float_fragments},
               {"wrong_values", r.wrong_values},
               {"allreduce_ns", r.allreduce_ns},
+              {"call_ns", r.call_ns},
               {"error", r.error}}
       .dump();
 }
@@ -207,6 +208,7 @@ WorkerLine parse_line(const std::string& text) {
       r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
       r.wrong_values = j.at("wrong_values").get<std::uint64_t>();
       r.allreduce_ns = j.at("allreduce_ns").get<std::int64_t>();
+      r.call_ns = j.at("call_ns").get<std::vector<std::vector<std::int64_t>>>();
       r.error = j.at("error").get<std::string>();
     }
   } catch (const json::exception&) {
@@ -260,6 +262,9 @@ int run_worker_process(const std::string& spec_path) {
     if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
     std::this_thread::sleep_for(spec.start);
     std::vector<float> buffer(spec.elements);
+    const int rank = static_cast<int>(spec.worker), size = static_cast<int>(spec.workers);
+    auto* timed_calls =
+        algorithm->timed_calls != nullptr ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
     scenario_inputs::RoundReference ref;
     const bool rina = spec.rina.has_value();
     const std::size_t values_per_packet =
@@ -304,6 +309,22 @@ int run_worker_process(const std::string& spec_path) {
         r.error = "host crashed (at_round " + std::to_string(*spec.crash_round) + ") after " +
                   std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
         break;
+      }
+      if (timed_calls != nullptr) {
+        // A measurement (probe): this round's calls one after the other, each timed; nothing to check.
+        const std::vector<Schedule> calls = algorithm->timed_calls(rank, size, spec.elements, round);
+        if (!answer("wait", round, "") || go != "go") return 1;
+        std::vector<std::int64_t>& times = r.call_ns.emplace_back();
+        for (const Schedule& call : calls) {
+          const Time t0 = EventLoop::now();
+          timed_calls->run(call, buffer);
+          times.push_back((EventLoop::now() - t0).count());
+          r.allreduce_ns += times.back();
+        }
+        ++r.completed_rounds;
+        print({{"event", "round"}, {"round", round}});
+        ++round;
+        continue;
       }
       {
         const Alive alive(spec.alive_every);

@@ -73,6 +73,8 @@ struct WorkerResult {
   // Time spent inside allreduce calls, all rounds: what the job's `seconds` is made of (the
   // checking between rounds is this harness's cost, not the collective's).
   std::int64_t allreduce_ns = 0;
+  // Algorithm::timed_calls (probe): each call's time, [round][call], nanoseconds.
+  std::vector<std::vector<std::int64_t>> call_ns;
   std::string error;  // why not correct
 };
 
