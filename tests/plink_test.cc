@@ -161,12 +161,12 @@ TEST(Grouping, MinimumSizesAreHonouredAndElasticityKeepsCohesiveGroups) {
     x(i, 1) = centres[blob[i]][1] + noise(rng);
   }
   GroupingOptions balanced;  // k = 4, at least 4 each
+  balanced.balance_elasticity = 1.0;
   const Grouping b = probe_groups(x, balanced);
   std::vector<int> sizes(4, 0);
   for (const int k : b.group) ++sizes[static_cast<std::size_t>(k)];
   for (const int s : sizes) EXPECT_EQ(s, 4);
-  GroupingOptions elastic;
-  elastic.balance_elasticity = 2.0;  // at least 2 each
+  const GroupingOptions elastic;  // the default elasticity, 2: at least 2 each
   const Grouping e = probe_groups(x, elastic);
   for (int i = 0; i < 16; ++i) {
     for (int j = 0; j < i; ++j) {

@@ -1,17 +1,18 @@
 #!/usr/bin/python3
-"""PLink's Figs. 8-9 in part (its §5.4) on ns-3: two-level hierarchical aggregation (2LHA) with its
-groups from the topology (the paper's "ground truth") and from Balanced Random, against flat
-aggregation (FA), the ring and hierarchical allreduce (H-AR), over many random placements: each
-placement takes WORKERS hosts at random from RACKS racks of HOSTS_PER_RACK under one core switch
-and gives them ranks in random order, as a cloud's scheduler would. Every link is RATE_MBPS, so a
-rack's uplink is HOSTS_PER_RACK:1 oversubscribed. The probe-guided column comes with the probes
-(docs/plink.md, not built yet).
+"""PLink's Figs. 8-9 (its §5.4): two-level hierarchical aggregation (2LHA) with its groups from the
+probes (`grouping: probe`: the job's workers probed first on the same backend, as `atp discover`
+does), from the topology (the paper's "ground truth") and from Balanced Random, against flat
+aggregation (FA), the ring, hierarchical allreduce (H-AR) and, on netns, Gloo's ring, over many
+random placements: each placement takes WORKERS hosts at random from RACKS racks of HOSTS_PER_RACK
+under one core switch and gives them ranks in random order, as a cloud's scheduler would. Every
+link is RATE_MBPS, so a rack's uplink is HOSTS_PER_RACK:1 oversubscribed.
 
 Reported: each run's algbw (Gbit/s, one untimed round first), a JSON per run, results.tsv (one line
 per placement and algorithm) and table.txt (per algorithm over the placements: median, min, max, and
-the median of 2LHA's ratio to it in the same placement).
+the median of probe-guided 2LHA's ratio to it in the same placement).
 
-Usage: run.py [--smoke] [--placements N] OUT_DIR   (--smoke: 2 placements of 64 KiB)
+Usage: run.py [--smoke] [--placements N] [--backend ns3|netns] OUT_DIR
+       (--smoke: 2 placements of 64 KiB; netns needs root)
 """
 import argparse
 import json
@@ -23,8 +24,10 @@ import sys
 import tempfile
 
 RACKS, HOSTS_PER_RACK, WORKERS, RATE_MBPS = 4, 4, 9, 200
-ALGORITHMS = [("plink-topology", "plink", "topology"), ("plink-random", "plink", "random"), ("plink_fa", "plink_fa", None),
-              ("ring", "ring", None), ("hierarchical", "hierarchical", None)]
+ALGORITHMS = [("plink-probe", "plink", "probe"), ("plink-topology", "plink", "topology"),
+              ("plink-random", "plink", "random"), ("plink_fa", "plink_fa", None), ("ring", "ring", None),
+              ("hierarchical", "hierarchical", None)]
+GLOO = ("gloo", "gloo", None)  # real sockets only: netns
 
 
 def scenario(seed, workers, algorithm, grouping, elements):
@@ -42,6 +45,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--placements", type=int, default=20)
+    parser.add_argument("--backend", choices=["ns3", "netns"], default="ns3")
     parser.add_argument("out")
     args = parser.parse_args()
     atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
@@ -51,17 +55,23 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     rng = random.Random(1)
     every = [f"h{r}_{i}" for r in range(RACKS) for i in range(HOSTS_PER_RACK)]
+    algorithms = ALGORITHMS + ([GLOO] if args.backend == "netns" else [])
     rows = []
     with tempfile.TemporaryDirectory() as gen:
         for p in range(placements):
             workers = rng.sample(every, WORKERS)  # which hosts, and in which rank order
-            for label, algorithm, grouping in ALGORITHMS:
+            for label, algorithm, grouping in algorithms:
                 path = os.path.join(gen, "run.yaml")
                 with open(path, "w") as f:
                     f.write(scenario(p + 1, workers, algorithm, grouping, elements))
-                run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True, text=True)
+                run = subprocess.run([atp, "run", "--backend", args.backend, "--json", path], capture_output=True,
+                                     text=True)
                 if run.returncode not in (0, 1):
                     sys.exit(f"run.py: atp run failed: {run.stderr.strip()}")
+                if not run.stdout:  # the probes before the run failed: no result
+                    rows.append((p, label, " ".join(workers), False, 0.0))
+                    print(f"placement {p} {label}: FAILED: {run.stderr.strip()}", flush=True)
+                    continue
                 result = json.loads(run.stdout)
                 with open(os.path.join(args.out, f"p{p}-{label}.json"), "w") as f:
                     f.write(run.stdout)
@@ -75,13 +85,14 @@ def main():
             f.write("\t".join(map(str, row)) + "\n")
     algbw = {(p, label): a for p, label, _, ok, a in rows if ok}
     with open(os.path.join(args.out, "table.txt"), "w") as f:
-        f.write(f"# ns-3, {RACKS} racks of {HOSTS_PER_RACK} hosts, every link {RATE_MBPS} Mbit/s; {WORKERS} workers "
-                f"placed at random, {placements} placements of {elements * 4} B per worker; algbw in Gbit/s\n")
-        f.write(f"{'algorithm':<16}{'median':>10}{'min':>10}{'max':>10}{'2LHA/it':>10}{'failed':>8}\n")
-        for label, _, _ in ALGORITHMS:
+        f.write(f"# {args.backend}, {RACKS} racks of {HOSTS_PER_RACK} hosts, every link {RATE_MBPS} Mbit/s; "
+                f"{WORKERS} workers placed at random, {placements} placements of {elements * 4} B per worker; algbw "
+                f"in Gbit/s; probe/it: the median of probe-guided 2LHA's algbw over the algorithm's\n")
+        f.write(f"{'algorithm':<16}{'median':>10}{'min':>10}{'max':>10}{'probe/it':>10}{'failed':>8}\n")
+        for label, _, _ in algorithms:
             values = [algbw[(p, label)] for p in range(placements) if (p, label) in algbw]
-            ratios = [algbw[(p, "plink-topology")] / algbw[(p, label)] for p in range(placements)
-                      if (p, label) in algbw and (p, "plink-topology") in algbw and algbw[(p, label)] > 0]
+            ratios = [algbw[(p, "plink-probe")] / algbw[(p, label)] for p in range(placements)
+                      if (p, label) in algbw and (p, "plink-probe") in algbw and algbw[(p, label)] > 0]
             failed = placements - len(values)
             if values:
                 f.write(f"{label:<16}{statistics.median(values):>10.4f}{min(values):>10.4f}{max(values):>10.4f}"

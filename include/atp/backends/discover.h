@@ -36,7 +36,7 @@ struct DiscoverOptions {
   std::size_t transfer_bytes = 1 << 20;   // per bandwidth sample (rounded down to whole floats)
   ProbeKind probe = ProbeKind::kLatency;  // the distances that are embedded and grouped
   plink::EmbedOptions embed;              // the embedding that the groups are made of (alpha 2)
-  plink::GroupingOptions grouping;        // k = sqrt(n), perfect balance, 10 clusterings
+  plink::GroupingOptions grouping;        // k = sqrt(n), balance elasticity 2, 10 clusterings
   RunOptions run;                         // how the backend runs the probe job
 };
 
