@@ -17,6 +17,7 @@
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
 #include <ns3/tcp-socket-factory.h>
+#include <ns3/uinteger.h>
 
 #include "atp/scenario/inputs.h"
 #include "atp/schedule/executor.h"
@@ -44,6 +45,7 @@ constexpr double kSegmentWireBytes = 1502;
 // this many full segments take on the slowest link (below).
 constexpr Duration kMinRtoFloor = std::chrono::milliseconds(1);
 constexpr double kMinRtoSegments = 100;
+constexpr std::uint32_t kSynRetries = 30;  // ConnCount: a connection fails after this many lost SYNs
 
 Time now() { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
 double seconds_of(Duration d) { return static_cast<double>(d.count()) / 1e9; }
@@ -89,6 +91,11 @@ TcpTimers tcp_timers(const Scenario& s) {
 void use_timers(const ns3::Ptr<ns3::Socket>& socket, const TcpTimers& t) {
   socket->SetAttribute("MinRto", ns3::TimeValue(to_ns3(t.min_rto)));
   socket->SetAttribute("DelAckTimeout", ns3::TimeValue(to_ns3(t.delayed_ack)));
+  // A lost SYN is sent again after the minimum RTO, not ns-3's 3 s, and up to kSynRetries times:
+  // with finite buffers the connections a large job opens at once lose SYNs (64 probing ranks,
+  // 4032 connections through 64-packet queues), and at 3 s the whole run stalled on them.
+  socket->SetAttribute("ConnTimeout", ns3::TimeValue(to_ns3(t.min_rto)));
+  socket->SetAttribute("ConnCount", ns3::UintegerValue(kSynRetries));
 }
 
 // Sends up to `limit` more bytes on `socket` as far as its buffer allows. Returns bytes sent.
