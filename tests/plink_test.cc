@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "atp/plink/aggregation.h"
+#include "atp/plink/autotune.h"
 #include "atp/plink/embed.h"
 #include "atp/plink/grouping.h"
 #include "atp/plink/paia.h"
@@ -516,6 +517,204 @@ TEST(Probing, SamplesFromTimedCallsGiveEachPairsRoundTripAndBandwidth) {
   EXPECT_THROW(probe_samples(n, count, seconds, o), std::invalid_argument);
   seconds.pop_back();
   EXPECT_THROW(probe_samples(n, count, seconds, o), std::invalid_argument);
+}
+
+// --- Autotune
+
+// Equal weights give the masters by turns (the plan without shares); other weights give each rank
+// its part of the chunks give or take one, spread through them (a rank with at most half the
+// weight never masters two chunks in a row), a zero weight none; shares that do not fit are refused.
+TEST(Autotune, MastersFollowTheSharesSpreadThroughTheChunks) {
+  const RankGroups groups = {{0, 1, 2}, {3, 4, 5}};
+  const MasterAssignment equal = assign_masters(groups, equal_shares(6), 12);
+  for (std::size_t c = 0; c < 12; ++c) {
+    EXPECT_EQ(equal.gm[c], static_cast<int>(c % 6));
+    const int gm_group = equal.gm[c] / 3;
+    for (int h = 0; h < 2; ++h) {
+      EXPECT_EQ(equal.lm[c][static_cast<std::size_t>(h)],
+                h == gm_group ? equal.gm[c] : 3 * h + static_cast<int>(c % 3));
+    }
+  }
+  MasterShares shares = equal_shares(6);
+  shares.gm = {4, 2, 1, 1, 0, 0};
+  shares.lm = {1, 1, 2, 1, 1, 0};
+  const std::size_t chunks = 80;
+  const MasterAssignment a = assign_masters(groups, shares, chunks);
+  std::vector<int> gms(6, 0), lms(6, 0);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    ++gms[static_cast<std::size_t>(a.gm[c])];
+    if (c > 0 && a.gm[c] == a.gm[c - 1]) {
+      EXPECT_EQ(a.gm[c], 0) << "chunk " << c;  // only rank 0 has half
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int lm = a.lm[c][static_cast<std::size_t>(h)];
+      if (lm != a.gm[c]) ++lms[static_cast<std::size_t>(lm)];
+    }
+  }
+  EXPECT_EQ(gms, (std::vector<int>{40, 20, 10, 10, 0, 0}));
+  EXPECT_EQ(lms[5], 0);
+  EXPECT_GT(lms[2], lms[0]);  // twice the weight of its group-mates
+  shares.gm = {0, 0, 0, 0, 0, 0};
+  EXPECT_THROW(assign_masters(groups, shares, 4), std::invalid_argument);
+  shares.gm = {1, 1, 1, 1, 1, -1};
+  EXPECT_THROW(assign_masters(groups, shares, 4), std::invalid_argument);
+  shares.gm = {1, 1, 1};
+  EXPECT_THROW(assign_masters(groups, shares, 4), std::invalid_argument);
+  shares = equal_shares(6);
+  shares.lm = {0, 0, 0, 1, 1, 1};  // group 0 has no LM
+  EXPECT_THROW(assign_masters(groups, shares, 4), std::invalid_argument);
+}
+
+// Whatever the shares, every rank ends with the exact sum (integer inputs), over group shapes and
+// chunk sizes, seeded.
+TEST(Autotune, SchedulesFromAnySharesAreExact) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> weight(0.0, 3.0);
+  const std::vector<RankGroups> shapes = {{{0, 1, 2}, {3, 4, 5}, {6, 7}}, {{0, 1, 2, 3, 4}}, {{0, 3}, {1, 4}, {2}}};
+  for (const RankGroups& groups : shapes) {
+    int n = 0;
+    for (const auto& g : groups) n += static_cast<int>(g.size());
+    for (int trial = 0; trial < 5; ++trial) {
+      MasterShares shares = equal_shares(n);
+      for (auto& w : shares.gm) w = weight(rng);
+      for (auto& w : shares.lm) w = 0.1 + weight(rng);
+      for (const std::size_t chunk : {3u, 64u}) {
+        const std::size_t count = 1001;
+        std::vector<Schedule> schedules;
+        for (int r = 0; r < n; ++r) schedules.push_back(two_level_schedule(r, n, count, groups, shares, chunk));
+        std::vector<std::size_t> sent;
+        EXPECT_EQ(run_and_count_wrong(schedules, count, sent), 0u) << n << " ranks, trial " << trial;
+      }
+    }
+  }
+}
+
+// The plan's bytes, and a send-bound model of an iteration: rank i sends D(i, j) at its own rate
+// rate[i] (its link), and the iteration takes as long as the slowest rank. The measurements are
+// what a transport would report of it.
+struct Model {
+  RankGroups groups;
+  std::size_t count = 0, chunk = 0;
+  std::vector<double> rate;  // bytes per second, per rank
+
+  LinkMeasurements measure(const MasterShares& shares) const {
+    const auto n = static_cast<Eigen::Index>(rate.size());
+    LinkMeasurements m{Eigen::MatrixXd::Zero(n, n), Eigen::MatrixXd::Zero(n, n), Eigen::MatrixXd::Zero(n, n)};
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const Schedule s = two_level_schedule(static_cast<int>(i), static_cast<int>(n), count, groups, shares, chunk);
+      for (Eigen::Index j = 0; j < n; ++j) {
+        if (i == j) continue;
+        m.bytes(i, j) = static_cast<double>(schedule_bytes_sent(s, static_cast<int>(j)));
+        m.bytes_per_second(i, j) = rate[static_cast<std::size_t>(i)];
+        m.round_trip_s(i, j) = 1e-5;
+      }
+    }
+    return m;
+  }
+  double seconds(const MasterShares& shares) const {
+    const LinkMeasurements m = measure(shares);
+    double slowest = 0;
+    for (Eigen::Index i = 0; i < m.bytes.rows(); ++i) {
+      slowest = std::max(slowest, m.bytes.row(i).sum() / rate[static_cast<std::size_t>(i)]);
+    }
+    return slowest;
+  }
+};
+
+// Quicktune gives each rank GMs and LMs in proportion to its measured bandwidth, and each group GMs
+// in proportion to its members' bandwidth to the other groups.
+TEST(Autotune, QuicktuneSharesFollowTheMeasuredBandwidth) {
+  const Model model{{{0, 1}, {2, 3}}, 4096, 64, {1e9, 4e9, 4e9, 4e9}};
+  const MasterShares q = quicktune(model.groups, model.measure(equal_shares(4)));
+  EXPECT_NEAR(q.lm[1] / q.lm[0], 4, 1e-9);
+  EXPECT_NEAR(q.lm[2], q.lm[3], 1e-9);
+  EXPECT_NEAR(q.gm[1] / q.gm[0], 4, 1e-9);
+  // Group 0 measured 1 + 4 to group 1 (of each member's rate: to every peer alike), group 1 4 + 4.
+  EXPECT_NEAR((q.gm[0] + q.gm[1]) / (q.gm[2] + q.gm[3]), 5.0 / 8.0, 1e-9);
+}
+
+// Blame by hand: the imbalance part is 0 for the rank that sends least and 1 for the most, the time
+// part each rank's time over the mean.
+TEST(Autotune, BlameIsImbalanceAndTimeAsThePaperWeighsThem) {
+  LinkMeasurements m{Eigen::MatrixXd::Zero(3, 3), Eigen::MatrixXd::Zero(3, 3), Eigen::MatrixXd::Zero(3, 3)};
+  m.bytes << 0, 100, 100,  //
+      50, 0, 50,           //
+      100, 200, 0;
+  m.bytes_per_second.setConstant(100);
+  m.round_trip_s.setConstant(0);
+  // l = 200, 100, 300: l_hat = 0.5, 0, 1; t = 2, 1, 3: t_hat = 1, 0.5, 1.5.
+  FinetuneOptions even;
+  even.beta = even.gamma = 1;
+  const Eigen::VectorXd b = blame(m, even);
+  EXPECT_NEAR(b(0), 1.5, 1e-12);
+  EXPECT_NEAR(b(1), 0.5, 1e-12);
+  EXPECT_NEAR(b(2), 2.5, 1e-12);
+  EXPECT_NEAR(blame(m)(2), 0.1 * 1 + 1.5, 1e-12);  // the default: beta 0.1
+}
+
+// Finetune moves one chunk's GM from the most to the least blamed rank, twice as many when the same
+// rank stays the bottleneck, LM duties inside its group once it has no GM, and nothing once the
+// blame is balanced.
+TEST(Autotune, FinetuneMovesMastersAwayFromTheBottleneckFasterEachTime) {
+  const RankGroups groups = {{0, 1}, {2, 3}};
+  // Every rank sends alike; rank 0 at a quarter of the others' rate, rank 3 a little faster.
+  LinkMeasurements m{Eigen::MatrixXd::Constant(4, 4, 1e6), Eigen::MatrixXd::Constant(4, 4, 4e9),
+                     Eigen::MatrixXd::Constant(4, 4, 1e-5)};
+  m.bytes_per_second.row(0).setConstant(1e9);
+  m.bytes_per_second.row(3).setConstant(5e9);
+  const std::size_t chunks = 64;
+  const double unit = 4.0 / 64;  // one chunk's worth of 4 equal gm weights
+  MasterShares shares = equal_shares(4);
+  FinetuneState state;
+  std::optional<MasterShares> next = finetune(groups, shares, chunks, m, state);
+  ASSERT_TRUE(next);
+  EXPECT_NEAR(next->gm[0], 1 - unit, 1e-12);
+  EXPECT_NEAR(next->gm[3], 1 + unit, 1e-12);  // the least blamed
+  EXPECT_EQ(state.last_bottleneck, 0);
+  next = finetune(groups, *next, chunks, m, state);
+  ASSERT_TRUE(next);
+  EXPECT_NEAR(next->gm[0], 1 - 3 * unit, 1e-12);  // the same bottleneck: two more
+  shares.gm[0] = 0;                               // no GM left: its LM duties go to its group-mate
+  state = {};
+  next = finetune(groups, shares, chunks, m, state);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->gm, shares.gm);
+  EXPECT_LT(next->lm[0], 1);
+  EXPECT_GT(next->lm[1], 1);
+  EXPECT_FALSE(finetune({{0, 1, 2, 3}}, shares, chunks, m, state));  // one group: no LM to move
+  m.bytes_per_second.setConstant(4e9);                               // balanced: nothing to do
+  EXPECT_FALSE(finetune(groups, equal_shares(4), chunks, m, state));
+}
+
+// The loop on the send-bound model, 8 ranks of FA as in the paper's Fig. 10: node 0's link drops to
+// 2/5, and within 5 iterations the plan runs at 90% or more of the best one for the throttled
+// network (node 0 mastering nothing: it still sends its whole buffer once, at 2/5 of the others'
+// rate, so the unthrottled time cannot come back); when the link is restored the plan returns to
+// within 90% of the unthrottled one. Unchanged conditions change nothing.
+TEST(Autotune, RecoversFromAThrottleWithinFiveIterations) {
+  Model model{{{0, 1, 2, 3, 4, 5, 6, 7}}, 256 * 1024, 1024, std::vector<double>(8, 5e9 / 8)};
+  const std::size_t chunks = 256;
+  Autotune tune(model.groups, chunks);
+  MasterShares shares = equal_shares(8);
+  const double unthrottled = model.seconds(shares);
+  const auto iterate = [&](int times) {
+    for (int i = 0; i < times; ++i) {
+      if (auto next = tune.after_iteration(model.seconds(shares), shares, model.measure(shares))) shares = *next;
+    }
+  };
+  iterate(5);
+  EXPECT_EQ(shares, equal_shares(8));
+  model.rate[0] = 2e9 / 8;
+  MasterShares best = equal_shares(8);
+  best.gm[0] = 0;
+  const double throttled_best = model.seconds(best);
+  const double throttled_equal = model.seconds(equal_shares(8));
+  ASSERT_GT(throttled_equal, 1.5 * throttled_best);  // the plan matters here
+  iterate(5);
+  EXPECT_LE(model.seconds(shares), throttled_best / 0.9) << "equal shares: " << throttled_equal;
+  model.rate[0] = 5e9 / 8;
+  iterate(5);
+  EXPECT_LE(model.seconds(shares), unthrottled / 0.9);
 }
 
 }  // namespace atp::plink

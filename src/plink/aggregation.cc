@@ -12,16 +12,17 @@ namespace atp::plink {
 
 Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups,
                             std::size_t chunk_elements) {
+  return two_level_schedule(rank, size, count, groups, equal_shares(size), chunk_elements);
+}
+
+Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups, const MasterShares& shares,
+                            std::size_t chunk_elements) {
   constexpr const char* kWhat = "PLink two-level schedule";
   Schedule s = empty_schedule(kWhat, rank, size, count);
   const std::vector<int> group_of = group_of_rank(kWhat, groups, size);
   if (chunk_elements == 0) throw std::invalid_argument(std::string(kWhat) + ": chunks must hold at least 1 element");
-  // The groups' members in rank order, and every rank in group order: the GM of chunk c is
-  // order[c mod size], so each group hosts GMs in proportion to its size.
   RankGroups members = groups;
   for (auto& g : members) std::sort(g.begin(), g.end());
-  std::vector<int> order;
-  for (const auto& g : members) order.insert(order.end(), g.begin(), g.end());
   const auto mine = static_cast<std::size_t>(group_of[static_cast<std::size_t>(rank)]);
 
   // Phase by phase, chunk by chunk within a phase. Between two ranks the messages then go in
@@ -34,12 +35,9 @@ Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGro
   const auto range = [&](std::size_t c) {
     return ElementRange{c * chunk_elements, std::min(count, (c + 1) * chunk_elements)};
   };
-  const auto gm = [&](std::size_t c) { return order[c % order.size()]; };
-  // Group h's LM of chunk c: the GM in its own group, else the members by turns.
-  const auto lm = [&](std::size_t h, std::size_t c) {
-    const int g = gm(c);
-    return static_cast<std::size_t>(group_of[static_cast<std::size_t>(g)]) == h ? g : members[h][c % members[h].size()];
-  };
+  const MasterAssignment masters = assign_masters(groups, shares, chunks);
+  const auto gm = [&](std::size_t c) { return masters.gm[c]; };
+  const auto lm = [&](std::size_t h, std::size_t c) { return masters.lm[c][h]; };
   // 1. Local reduce: every member to its group's LM, which adds its members' values.
   for (std::size_t c = 0; c < chunks; ++c) {
     if (rank != lm(mine, c)) {

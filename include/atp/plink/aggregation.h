@@ -3,9 +3,10 @@
 // global master (GM) and, in every group, one local master (LM; in the GM's group, the GM). For a
 // chunk, every node sends it to its group's LM, which adds them up (local reduce); each LM sends
 // that to the GM, which adds them up (global reduce) and sends the sum back to the LMs (global
-// broadcast), which send it to their groups (local broadcast). Masters go round so that every
-// node is the GM of 1/n of the chunks (each group hosts them in proportion to its size) and the LM
-// duties of a group go round its members. Flat aggregation (FA) is the same plan with one group:
+// broadcast), which send it to their groups (local broadcast). Masters go round (assign_masters,
+// autotune.h) so that by default every node is the GM of 1/n of the chunks (each group hosts them
+// in proportion to its size) and the LM duties of a group go round its members; Autotune's shares
+// move them. Flat aggregation (FA) is the same plan with one group:
 // every node the master of 1/n of the chunks.
 //
 // What the schedule form gives the paper's engine: the DAG of its Fetch / SendTo / ReceiveFrom /
@@ -18,6 +19,7 @@
 
 #include <cstddef>
 
+#include "atp/plink/autotune.h"
 #include "atp/schedule/builders.h"
 #include "atp/schedule/schedule.h"
 
@@ -28,9 +30,14 @@ inline constexpr std::size_t kDefaultChunkElements = 16384;
 
 // Rank `rank`'s part of 2LHA over `groups` (a partition of [0, size) into non-empty groups; the
 // ranks of a group in any order) for a buffer of `count` elements cut into chunks of
-// `chunk_elements` (the last one shorter). Throws std::invalid_argument (one sentence) for a rank
-// outside [0, size), groups that do not partition the ranks, or chunks of 0 elements.
+// `chunk_elements` (the last one shorter), every rank taking an equal share of the masters. Throws
+// std::invalid_argument (one sentence) for a rank outside [0, size), groups that do not partition
+// the ranks, or chunks of 0 elements.
 Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups,
+                            std::size_t chunk_elements = kDefaultChunkElements);
+// The same with the masters in proportion to `shares` (assign_masters, autotune.h: Autotune's
+// plans); throws as assign_masters does for shares that do not fit.
+Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups, const MasterShares& shares,
                             std::size_t chunk_elements = kDefaultChunkElements);
 
 // FA: two_level_schedule with every rank in one group.

@@ -77,7 +77,7 @@ std::vector<int> schedule_peers(const Schedule& schedule);
 // [0, count), a dependency that is not an earlier step.
 void validate_schedule(const Schedule& schedule);
 
-// Bytes this rank sends in `schedule` (4 per element of each send step).
-std::size_t schedule_bytes_sent(const Schedule& schedule);
+// Bytes this rank sends in `schedule` (4 per element of each send step), to `peer` (< 0: to all).
+std::size_t schedule_bytes_sent(const Schedule& schedule, int peer = -1);
 
 }  // namespace atp

@@ -1,0 +1,112 @@
+// PLink's Autotune (PLink, MLSys'20, §4.3; docs/plink.md): the masters of 2LHA moved to where the
+// bandwidth is, as links change. Quicktune redistributes them at once in proportion to measured
+// bandwidth; Finetune then moves them one step at a time away from the node that the blame model
+// names. Its output is master shares, from which two_level_schedule (aggregation.h) builds the
+// next iteration's schedules: every rank computes the same shares from the same measurements, so a
+// new plan needs no coordinator and is installed between iterations, where no chunk is in flight.
+// No I/O, no clock: the measurements come from the transport.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "atp/schedule/builders.h"
+
+namespace atp::plink {
+
+// How much master work each rank takes, as weights: gm[r] its part of the chunks' global masters
+// (against every rank's), lm[r] its part of its group's local-master duties (against its group's
+// members'). Non-negative and finite; every group needs a member with a positive lm weight and
+// some rank a positive gm weight.
+struct MasterShares {
+  std::vector<double> gm, lm;
+  friend bool operator==(const MasterShares&, const MasterShares&) = default;
+};
+
+// Every rank the same weight: the plan of two_level_schedule without shares.
+MasterShares equal_shares(int size);
+
+// Which rank masters each chunk: its GM, and per group its LM (in the GM's group, the GM).
+struct MasterAssignment {
+  std::vector<int> gm;               // [chunk]
+  std::vector<std::vector<int>> lm;  // [chunk][group], groups in the order given
+};
+
+// The masters of `chunks` chunks by smooth weighted round robin (each pick goes to the rank
+// furthest behind its share, ties to the first in group order): a rank of weight w gets
+// w / total of the chunks, give or take one, spread evenly through them rather than in a block,
+// so every rank's master work runs at once. The GMs are drawn over the ranks in group order (each
+// group's members ascending), each group's LMs over its members for every chunk. Equal weights
+// give the GMs in group order by turns and each group's LMs by turns. Throws std::invalid_argument
+// (one sentence) for shares that do not fit the groups.
+MasterAssignment assign_masters(const RankGroups& groups, const MasterShares& shares, std::size_t chunks);
+
+// What Autotune reads after an iteration, per ordered pair of ranks (i, j): how many bytes i sent j
+// (D(i, j): the plan's, schedule_bytes_to), at what rate while i's stream to j was busy (bytes per
+// second; <= 0: not measured), and the connection's round trip (seconds; 0 where not known).
+struct LinkMeasurements {
+  Eigen::MatrixXd bytes, bytes_per_second, round_trip_s;
+};
+
+// Quicktune (§4.3.1): GMs to each group in proportion to the bandwidth its members measured to the
+// other groups (with one group: to each other), then within a group, and its LMs, in proportion to
+// each member's total measured bandwidth. A rank that measured nothing keeps the mean of its
+// group's. Throws std::invalid_argument when the matrices are not size x size.
+MasterShares quicktune(const RankGroups& groups, const LinkMeasurements& m);
+
+struct FinetuneOptions {
+  double beta = 0.1;      // the weight of imbalance in the blame
+  double gamma = 1.0;     // the weight of time
+  double epsilon = 1.05;  // tune while the largest blame exceeds the smallest by this factor
+};
+
+// The blame of each rank (§4.3.2): beta x its normalised imbalance ((l - min l) / (max l - min l),
+// l(i) = the bytes it sends) + gamma x its normalised time (t / mean t, t(i) = its largest round
+// trip + the sum over its peers of D(i, j) / BW(i, j)).
+Eigen::VectorXd blame(const LinkMeasurements& m, const FinetuneOptions& options = {});
+
+// Finetune's state between steps: the last bottleneck, and how many chunks' worth of master work
+// the next move from it takes (doubling while the same node stays the bottleneck).
+struct FinetuneState {
+  int last_bottleneck = -1;
+  double moves = 1;
+};
+
+// One Finetune step: if the largest blame exceeds the smallest by more than epsilon, one chunk's
+// GM (`state.moves` of them, when the same node was the bottleneck last time) leaves the most
+// blamed rank for the least blamed; where it masters no GM, its LM duties go to the least blamed
+// member of its group. Returns the new shares, or nullopt when the blame is balanced or there is
+// nothing to move. `chunks`: the chunk count, the unit of a move.
+std::optional<MasterShares> finetune(const RankGroups& groups, const MasterShares& shares, std::size_t chunks,
+                                     const LinkMeasurements& m, FinetuneState& state,
+                                     const FinetuneOptions& options = {});
+
+struct AutotuneOptions {
+  double trigger = 0.2;  // a change of the iteration time by more than this share starts Quicktune
+  FinetuneOptions finetune;
+};
+
+// The loop of §4.3: watches the iteration time; when it changes by more than `trigger` from one
+// iteration to the next (not counting the first iteration of a plan it made), Quicktune, then one
+// Finetune step per iteration until the blame is balanced.
+class Autotune {
+ public:
+  Autotune(RankGroups groups, std::size_t chunks, AutotuneOptions options = {});
+  // After an iteration of `seconds` whose plan was `shares`, measured as `m`: the shares of the
+  // next iteration's plan, or nullopt to keep the plan.
+  std::optional<MasterShares> after_iteration(double seconds, const MasterShares& shares, const LinkMeasurements& m);
+
+ private:
+  RankGroups groups_;
+  std::size_t chunks_;
+  AutotuneOptions options_;
+  std::optional<double> settled_;  // the last iteration's time
+  bool replanned_ = false;         // the last iteration ran a plan this loop made
+  bool tuning_ = false;            // between a trigger and a balanced blame
+  FinetuneState finetune_;
+};
+
+}  // namespace atp::plink
