@@ -48,7 +48,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           start_us (0), rto_us (1000: the first RTO; later ones are measured),
           progress_timeout_us (2000000), initial_seq (0), grouping (plink only: topology: the racks |
           random: sqrt(n) groups dealt at random, the paper's Balanced Random | probe: the groups of the
-          workers' probed distances, probed on the same backend first, as atp discover does)}]
+          workers' probed distances, probed on the same backend first, as atp discover does),
+          autotune (false; plink and plink_fa, ns3: PLink's Autotune moves the masters between rounds)}]
           job ids are 1, 2, ... in file order; algorithm: one of the algorithms below (probe: no rounds,
           elements are the bytes / 4 of each timed transfer; its JSON has the pairs' round trips and bandwidths)
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table

@@ -235,6 +235,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: plink, elements: 1000, rounds: 2, grouping: near",
                   "jobs[0].grouping: must be 'topology' (the racks), 'random' (Balanced Random) or 'probe' "
                   "(ProbeEmbed's groups), got near"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: ring, elements: 1000, rounds: 2, autotune: true",
+                  "jobs[0].autotune: is PLink's key (algorithm plink or plink_fa); algorithm ring has no masters to "
+                  "move"},
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: probe, elements: 1000, rounds: 2",
                   "jobs[0].rounds: algorithm probe runs one round per pairing of its workers (every pair once); "
                   "remove rounds"},

@@ -235,7 +235,7 @@ std::optional<MasterShares> Autotune::after_iteration(double seconds, const Mast
     finetune_ = {};
     next = quicktune(groups_, m);
     if (*next == shares) next.reset();
-  } else if (tuning_) {
+  } else if (tuning_ || options_.continuous) {
     next = finetune(groups_, shares, chunks_, m, finetune_, options_.finetune);
     if (!next) tuning_ = false;  // balanced: watch again
   }

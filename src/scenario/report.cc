@@ -54,6 +54,7 @@ std::string to_json(const ScenarioResult& result) {
     o["seconds"] = j.seconds;
     o["algbw_gbps"] = j.algbw_gbps;
     o["round_end_seconds"] = j.round_end_seconds;
+    if (j.replans > 0) o["replans"] = j.replans;
     o["error"] = j.error;
     if (!j.excluded_workers.empty()) {
       ordered_json excluded = ordered_json::array();

@@ -348,7 +348,8 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
               "initial_seq",
               "algorithm",
               "warmup_rounds",
-              "grouping"});
+              "grouping",
+              "autotune"});
   require(node, path, "workers");
   require(node, path, "elements");
   const Algorithm* algorithm = &default_algorithm();
@@ -469,6 +470,14 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
       fail(p, "must be 'topology' (the racks), 'random' (Balanced Random) or 'probe' (ProbeEmbed's groups), got " +
                   grouping);
     }
+  }
+  if (node["autotune"]) {
+    const std::string p = child(path, "autotune");
+    if (job.algorithm->name != "plink" && job.algorithm->name != "plink_fa") {
+      fail(p, "is PLink's key (algorithm plink or plink_fa); algorithm " + std::string(job.algorithm->name) +
+                  " has no masters to move");
+    }
+    job.autotune = as_bool(node["autotune"], p);
   }
   return job;
 }

@@ -86,6 +86,9 @@ std::optional<MasterShares> finetune(const RankGroups& groups, const MasterShare
 
 struct AutotuneOptions {
   double trigger = 0.2;  // a change of the iteration time by more than this share starts Quicktune
+  // Finetune at every iteration whose blame is unbalanced, not only from a trigger until the blame
+  // is balanced (the paper's Fig. 10 runs so, "ignoring the stop condition").
+  bool continuous = false;
   FinetuneOptions finetune;
 };
 

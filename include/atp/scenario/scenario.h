@@ -43,6 +43,10 @@ struct ScenarioJob {
   // atp/backends/discover.h): its ranks by group.
   JobGrouping grouping = JobGrouping::kTopology;
   RankGroups probed_groups;
+  // PLink's Autotune (`autotune:`, plink and plink_fa): between rounds the masters move to where
+  // the measured bandwidth is (atp/plink/autotune.h); every rank waits for the last before the
+  // next round.
+  bool autotune = false;
 };
 
 // The job `jobs[index]` of a scenario is before its own keys are read: of `algorithm`, id index + 1,
@@ -198,6 +202,7 @@ struct JobResult {
   // Algorithm::timed_calls (probe): each worker's time for each call, [worker][round][call], in
   // seconds; plink::probe_samples makes the distances of them.
   std::vector<std::vector<std::vector<double>>> call_seconds;
+  std::uint32_t replans = 0;  // PLink's Autotune: rounds that ran a new plan
 };
 
 // A background flow's outcome (netns backend).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <span>
@@ -19,6 +20,8 @@
 #include <ns3/tcp-socket-factory.h>
 #include <ns3/uinteger.h>
 
+#include "atp/plink/aggregation.h"
+#include "atp/plink/autotune.h"
 #include "atp/scenario/inputs.h"
 #include "atp/schedule/executor.h"
 
@@ -129,6 +132,14 @@ struct CollectiveRank {
   std::size_t call = 0;
   Time call_start{};
   std::vector<std::vector<double>> call_seconds;
+  // Autotune: each connection to a peer as TCP sees it (PLink reads the same from the OS): its
+  // window and smoothed round trip, and this round's samples of their ratio, the rate TCP allows.
+  struct Sending {
+    double window_bytes = 0, round_trip_s = 0;
+    double rate_sum = 0;  // bytes per second
+    std::uint64_t samples = 0;
+  };
+  std::map<int, Sending> sending;
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
   bool failed = false;   // a connection failed
@@ -147,6 +158,15 @@ struct CollectiveJob {
   std::map<std::uint32_t, std::pair<scenario_inputs::RoundReference, std::size_t>> references;
   std::uint64_t wrong_values = 0;
   RoundTimes times;
+  // PLink's Autotune (autotune: true): the groups and master shares of the running plan, the
+  // loop, the ranks done with the running round (all wait for the last, which replans), and when
+  // the round started.
+  std::optional<plink::Autotune> autotune;
+  RankGroups groups;
+  plink::MasterShares shares;
+  std::size_t ranks_done = 0;
+  Time round_start{};
+  std::uint32_t replans = 0;
 };
 
 struct Flow {
@@ -267,9 +287,71 @@ struct TcpApps::Impl {
   void finish_round(CollectiveJob& job, std::size_t i) {
     CollectiveRank& r = job.ranks[i];
     job.times.completed(r.rounds_done++, now());
+    if (job.autotune) {
+      if (++job.ranks_done == job.ranks.size()) replan(job);
+      return;
+    }
     if (r.rounds_done < job.job->rounds) {
       ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, i] { start_round(job, i); });
     }
+  }
+
+  // Autotune between rounds, once every rank is done with one (PLink's central daemon, which sees
+  // every connection): each ordered pair's bytes in the plan, its connection's mean rate over the
+  // round (window / round trip at each change of either) and round trip, and the round's time;
+  // the next round starts on every rank together, with the plan the loop gives.
+  void replan(CollectiveJob& job) {
+    const std::size_t n = job.ranks.size();
+    const auto e = static_cast<Eigen::Index>(n);
+    plink::LinkMeasurements m{Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e)};
+    for (std::size_t j = 0; j < n; ++j) {
+      for (auto& [peer, c] : job.ranks[j].sending) {
+        const auto at = std::pair{static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(peer)};
+        if (c.samples > 0) m.bytes_per_second(at.first, at.second) = c.rate_sum / static_cast<double>(c.samples);
+        m.round_trip_s(at.first, at.second) = c.round_trip_s;
+        c.rate_sum = 0;
+        c.samples = 0;
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        m.bytes(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(k)) =
+            static_cast<double>(schedule_bytes_sent(job.ranks[j].schedule, static_cast<int>(k)));
+      }
+    }
+    if (const auto next = job.autotune->after_iteration(seconds_of(now() - job.round_start), job.shares, m)) {
+      job.shares = *next;
+      ++job.replans;
+      for (std::size_t j = 0; j < n; ++j) {
+        job.ranks[j].schedule = plink::two_level_schedule(static_cast<int>(j), static_cast<int>(n), job.job->elements,
+                                                          job.groups, job.shares);
+      }
+    }
+    job.ranks_done = 0;
+    if (job.ranks.front().rounds_done >= job.job->rounds) return;
+    job.round_start = now() + job.job->compute_time;
+    for (std::size_t j = 0; j < n; ++j) {
+      ns3::Simulator::Schedule(to_ns3(job.job->compute_time), [this, &job, j] { start_round(job, j); });
+    }
+  }
+
+  // Keeps `c` up to date with the socket's congestion window and smoothed round trip (ns-3's trace
+  // sources), sampling their ratio at each change while the window has data in flight.
+  static void watch_connection(const ns3::Ptr<ns3::Socket>& s, CollectiveRank::Sending& c) {
+    const auto sample = [&c] {
+      if (c.round_trip_s > 0 && c.window_bytes > 0) {
+        c.rate_sum += c.window_bytes / c.round_trip_s;
+        ++c.samples;
+      }
+    };
+    s->TraceConnectWithoutContext("CongestionWindow", ns3::Callback<void, std::uint32_t, std::uint32_t>(
+                                                          [&c, sample](std::uint32_t, std::uint32_t w) {
+                                                            c.window_bytes = w;
+                                                            sample();
+                                                          }));
+    s->TraceConnectWithoutContext("RTT",
+                                  ns3::Callback<void, ns3::Time, ns3::Time>([&c, sample](ns3::Time, ns3::Time t) {
+                                    c.round_trip_s = t.GetSeconds();
+                                    sample();
+                                  }));
   }
 
   void install_collective(const ScenarioJob& spec, std::size_t file_index) {
@@ -279,6 +361,15 @@ struct TcpApps::Impl {
     const std::size_t n = spec.spec.workers.size();
     job.ranks.resize(n);
     const RankGroups racks = job_groups(scenario, spec);
+    if (spec.autotune) {
+      job.groups = racks;  // plink_fa: one group of every rank
+      if (spec.algorithm->name == "plink_fa") job.groups.assign(1, std::vector<int>(n));
+      if (spec.algorithm->name == "plink_fa") std::iota(job.groups[0].begin(), job.groups[0].end(), 0);
+      job.shares = plink::equal_shares(static_cast<int>(n));
+      job.autotune.emplace(job.groups,
+                           (spec.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements);
+      job.round_start = Time(spec.start_time);
+    }
     const std::uint16_t port =
         listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
     for (std::size_t i = 0; i < n; ++i) {
@@ -331,6 +422,7 @@ struct TcpApps::Impl {
         s->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
             [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
         const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(peer)]);
+        if (spec.autotune) watch_connection(s, job.ranks[i].sending[peer]);
         s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));
         r.to[peer] = s;
       }
@@ -361,6 +453,7 @@ struct TcpApps::Impl {
     if (job.job->algorithm->timed_calls != nullptr) {
       for (const CollectiveRank& rank : job.ranks) r.call_seconds.push_back(rank.call_seconds);
     }
+    r.replans = job.replans;
     job.times.report(r, job.job->warmup_rounds);
     derive_rates(r);
     return r;
