@@ -25,7 +25,7 @@ USES = {
     "scenario": ["plink", "schedule", "sim", "plan", "io", "core"],
     "backends": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "control", "sim", "plan", "rina",
                  "io", "core"],
-    "torch": ["scenario", "cluster", "baselines", "collectives", "schedule", "plan", "io", "core"],
+    "torch": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

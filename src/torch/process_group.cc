@@ -39,6 +39,9 @@
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
+#include "atp/plink/embed.h"
+#include "atp/plink/grouping.h"
+#include "atp/plink/probing.h"
 #include "atp/scenario/algorithm.h"
 #include "atp/scenario/scenario.h"
 
@@ -155,20 +158,74 @@ bool host_collective(const std::string& algorithm) {
 // (docs/plink.md). Each rank names its rack in ATP_RACK (ranks with the same name share one;
 // plink_fa needs none); the ranks meet in the group's store, each listening on ATP_BIND (default
 // 127.0.0.1) at a port the kernel picks.
+// ATP_GROUPING=probe (plink): the ranks' groups from PLink's probes (docs/plink.md): every pair of
+// ranks probes once over TCP (plink::probe_calls, 256 KiB transfers), each rank publishes its call
+// times in the store, and every rank computes the same embedding and groups from all of them.
+RankGroups probed_groups(Store& store, int rank, int size, std::uint32_t bind_ip, Duration timeout) {
+  RankGroups groups(1);
+  if (size < 2) {
+    groups[0].push_back(0);
+    return groups;
+  }
+  constexpr std::size_t kTransferElements = (256 << 10) / sizeof(float);
+  const auto probes = TcpScheduleAllreduce::join(
+      "probe", [](int r, int n, std::size_t) { return plink::all_pairs(r, n); }, store, rank, size, bind_ip, timeout);
+  std::vector<float> buffer(kTransferElements);
+  std::string mine;  // rounds separated by ';', each round's call times (s) by ','
+  for (std::uint32_t round = 0; round < plink::probe_rounds(size); ++round) {
+    if (round > 0) mine += ';';
+    const std::vector<Schedule> calls = plink::probe_calls(rank, size, kTransferElements, round);
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      probes->run(calls[c], buffer);
+      mine += (c == 0 ? "" : ",") +
+              std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  store.set("probe/" + std::to_string(rank), mine);
+  std::vector<std::vector<std::vector<double>>> seconds(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const std::string text = store.get("probe/" + std::to_string(r), timeout);
+    auto& rounds = seconds[static_cast<std::size_t>(r)];
+    rounds.emplace_back();
+    for (std::size_t at = 0; at <= text.size();) {
+      const std::size_t end = text.find_first_of(",;", at);
+      rounds.back().push_back(std::stod(text.substr(at, end - at)));
+      if (end == std::string::npos) break;
+      if (text[end] == ';') rounds.emplace_back();
+      at = end + 1;
+    }
+  }
+  const plink::ProbeSamples samples = plink::probe_samples(size, kTransferElements, seconds);
+  const plink::Grouping g = plink::probe_groups(plink::embed(samples.latency_distances()).coordinates);
+  groups.assign(static_cast<std::size_t>(g.groups), {});
+  for (int r = 0; r < size; ++r) groups[static_cast<std::size_t>(g.group[static_cast<std::size_t>(r)])].push_back(r);
+  return groups;
+}
+
 std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& store, int rank, int size,
                                                 Duration timeout) {
-  std::string rack = env("ATP_RACK");
-  if (name == "plink_fa") rack = "all";
-  TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=", name, " needs ATP_RACK on every rank: the name of its rack ",
-              "(ranks with the same name are one rack)");
   const std::uint32_t bind_ip = bind_ip_from_environment();
-  store.set("rack/" + std::to_string(rank), rack);
+  const std::string grouping = env("ATP_GROUPING");
+  TORCH_CHECK(grouping.empty() || grouping == "racks" || grouping == "probe", "atp: ATP_GROUPING must be racks or ",
+              "probe, got '", grouping, "'");
+  TORCH_CHECK(grouping != "probe" || name == "plink",
+              "atp: ATP_GROUPING=probe groups the ranks of ATP_ALGORITHM=plink; ", "ATP_ALGORITHM is ", name);
   RankGroups racks;  // in the order of their first rank, as job_racks gives them
-  std::map<std::string, std::size_t> index;
-  for (int r = 0; r < size; ++r) {
-    const auto [it, fresh] = index.emplace(store.get("rack/" + std::to_string(r), timeout), racks.size());
-    if (fresh) racks.emplace_back();
-    racks[it->second].push_back(r);
+  if (grouping == "probe") {
+    racks = probed_groups(store, rank, size, bind_ip, timeout);
+  } else {
+    std::string rack = env("ATP_RACK");
+    if (name == "plink_fa") rack = "all";
+    TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=", name, " needs ATP_RACK on every rank: the name of its rack ",
+                "(ranks with the same name are one rack)", name == "plink" ? ", or ATP_GROUPING=probe" : "");
+    store.set("rack/" + std::to_string(rank), rack);
+    std::map<std::string, std::size_t> index;
+    for (int r = 0; r < size; ++r) {
+      const auto [it, fresh] = index.emplace(store.get("rack/" + std::to_string(r), timeout), racks.size());
+      if (fresh) racks.emplace_back();
+      racks[it->second].push_back(r);
+    }
   }
   const Algorithm& algorithm = *find_algorithm(name);
   ScheduleBuilder build = [&algorithm, racks](int r, int n, std::size_t count) {

@@ -122,6 +122,20 @@ def test_host_collectives_are_float_sums_within_gloos_rounding_and_ddp_trains_on
         assert not line["ok"] and f"ATP_ALGORITHM={algorithm} needs ATP_RACK on every rank" in line["error"], line
 
 
+def test_plink_grouped_by_probes_sums_within_gloos_rounding():
+    """ATP_GROUPING=probe: the plink ranks probe each other at the group's start and group by the
+    probes (docs/plink.md), no ATP_RACK; the sums are float sums within the bound. ATP_GROUPING is
+    plink's only, and takes racks or probe: one sentence otherwise."""
+    lines, _ = run_ranks("allreduce_vs_gloo", 5, env={"ATP_ALGORITHM": "plink", "ATP_GROUPING": "probe"})
+    expect_gloo_within_the_fixed_point_bound(lines, 5, float_sums=True)
+    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "hierarchical", "ATP_GROUPING": "probe"})
+    for line in lines:
+        assert not line["ok"] and "ATP_GROUPING=probe groups the ranks of ATP_ALGORITHM=plink" in line["error"], line
+    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "plink", "ATP_GROUPING": "near"})
+    for line in lines:
+        assert not line["ok"] and "ATP_GROUPING must be racks or probe, got 'near'" in line["error"], line
+
+
 def test_ddp_steps_leave_identical_parameters_on_every_rank():
     lines, _ = run_ranks("ddp", 3)
     for line in lines:
