@@ -6,7 +6,8 @@
 # hierarchical (H-AR), ATP (both ToRs aggregating; its PS on a ninth host under tor1, since ATP's
 # in-network aggregation cannot put PS shards on workers' hosts) and Rina. Reported:
 # allreduces per second (the communication half of the paper's training throughput; per-iteration
-# compute is not modelled) and Rina's ratio to the ring and to H-AR.
+# compute is not modelled) and Rina's ratio to the ring and to H-AR. ALGORITHMS="..." runs others
+# too (docs/plink.md runs it with plink and plink_fa).
 # Usage: experiments/rina/fig12/run.sh [--smoke] [OUT_DIR]   (as root: network namespaces)
 #   full: each model's gradient divided by SCALE (default 8 on a 2-core machine, where the full
 #     sizes take an hour; SCALE=1 for the paper's), 1 warm-up and ITERS (2) timed iterations per
@@ -33,7 +34,7 @@ GEN=$(mktemp -d)
 trap 'rm -rf "$GEN"' EXIT
 
 MODELS="resnet50:25557032 vgg16:138357544 inceptionv3:27161264 resnet101:44549160 bert-base:109482240"
-ALGORITHMS="ps ring hierarchical atp rina"
+ALGORITHMS=${ALGORITHMS:-"ps ring hierarchical atp rina"}  # PLink's end-to-end comparison adds plink plink_fa
 WORKERS="w0, w1, w2, w3, w4, w5, w6, w7"
 
 # scenario ALGORITHM ELEMENTS: the testbed and one job. ECN at 16 packets, as `atp bench`'s.
