@@ -314,6 +314,9 @@ int run_worker_process(const std::string& spec_path) {
         // A measurement (probe): this round's calls one after the other, each timed; nothing to check.
         const std::vector<Schedule> calls = algorithm->timed_calls(rank, size, spec.elements, round);
         if (!answer("wait", round, "") || go != "go") return 1;
+        // Pairs finish a round at their paths' pace and wait for the slowest at the next barrier,
+        // which fails a worker not heard from for the progress timeout: this one says it is alive.
+        const Alive alive(spec.alive_every);
         std::vector<std::int64_t>& times = r.call_ns.emplace_back();
         for (const Schedule& call : calls) {
           const Time t0 = EventLoop::now();
