@@ -27,7 +27,8 @@ def main():
     extension = package / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))
     command = ["c++", "-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-               f"-I{root / 'include'}", f"-isystem{sysconfig.get_paths()['include']}"]
+               f"-I{root / 'include'}", f"-isystem{kit / 'include'}",  # the kit's Eigen
+               f"-isystem{sysconfig.get_paths()['include']}"]
     command += [f"-isystem{p}" for p in cpp_extension.include_paths()]
     # pybind11 shares types (torch's Store, Backend, Work) between modules whose ABI tags match:
     # torch's own, as torch.utils.cpp_extension passes them.

@@ -34,6 +34,8 @@ case "${1:-}" in
     done
     strip -o "$kit/bin/atp" "$build/atp"
     cp "$build/python/atp_torch/__init__.py" "$kit/"
+    # Eigen, header-only, which the extension's PLink headers include (the device has no apt).
+    mkdir -p "$kit/include" && cp -r /usr/include/eigen3/Eigen "$kit/include/"
     ldd "$build/atp" | awk '$3 ~ /^\// {print $3}' | sort -u |
       grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so|ld-linux' | xargs -r -I{} cp -L {} "$kit/lib/"
     du -sh "$kit"
