@@ -183,6 +183,11 @@ int run_discover(const DiscoverFlags& f) {
     return kExitBadInput;
   }
   o.probe = f.probe == "latency" ? ProbeKind::kLatency : ProbeKind::kBandwidth;
+  // The embedding's options are checked before the probes, which take a while.
+  if (!(f.alpha >= 1 && f.alpha <= 2) || f.dimensions < 1) {
+    std::cerr << "atp discover: --alpha must be between 1 and 2 and --dimensions at least 1\n";
+    return kExitBadInput;
+  }
   o.embed.alpha = f.alpha;
   o.embed.dimensions = f.dimensions;
   o.embed.node_costs = f.node_costs;

@@ -51,6 +51,10 @@ Discovery discover(const Backend& backend, const Scenario& scenario, const Disco
   }
   if (d.hosts.size() < 2) throw ScenarioError("probing needs at least two hosts");
 
+  if (const AlgorithmSupport support = backend.algorithm_support(); !support.tcp) {
+    throw ScenarioError("the probes run over TCP, which " + std::string(support.where) +
+                        " does not carry; use --backend ns3, loopback or netns");
+  }
   const Scenario probe = probe_scenario(scenario, d.hosts, options.transfer_bytes);
   if (const std::string why = backend.cannot_run(probe, options.run); !why.empty()) throw ScenarioError(why);
   const ScenarioResult result = backend.run(probe, options.run);
