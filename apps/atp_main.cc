@@ -206,9 +206,7 @@ int run_command(const std::string& backend_name, const std::string& file, bool j
     const atp::Scenario scenario = atp::with_probed_groups(*backend, loaded);
     result = backend->run(scenario, options);
   } catch (const atp::ScenarioError& e) {
-    const std::string what = e.what();
-    // Errors from the parser that already start with the file name are not prefixed twice.
-    std::cerr << "atp run: " << (what.rfind(file + ":", 0) == 0 ? what : file + ": " + what) << "\n";
+    std::cerr << "atp run: " << atp::cli::with_file(file, e.what()) << "\n";
     return kExitBadInput;
   } catch (const atp::ProbeFailed& e) {
     std::cerr << "atp run: " << e.what() << "\n";

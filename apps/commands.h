@@ -15,6 +15,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;    // the work failed (a job, a daemon's run)
 inline constexpr int kExitBadInput = 2;  // bad command line, config or scenario file
 
+// `what` (a ScenarioError's sentence) prefixed with `file`, unless the parser already named it.
+inline std::string with_file(const std::string& file, const std::string& what) {
+  return what.rfind(file + ":", 0) == 0 ? what : file + ": " + what;
+}
+
 struct Command {
   CLI::App* app = nullptr;
   std::function<int()> run;

@@ -199,8 +199,7 @@ int run_discover(const DiscoverFlags& f) {
     scenario = load_scenario_file(f.file);
     d = discover(*backend, scenario, o);
   } catch (const ScenarioError& e) {
-    const std::string what = e.what();
-    std::cerr << "atp discover: " << (what.rfind(f.file + ":", 0) == 0 ? what : f.file + ": " + what) << "\n";
+    std::cerr << "atp discover: " << with_file(f.file, e.what()) << "\n";
     return kExitBadInput;
   } catch (const std::invalid_argument& e) {
     std::cerr << "atp discover: " << e.what() << "\n";  // an embedding or grouping option

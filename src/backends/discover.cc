@@ -92,11 +92,7 @@ Scenario with_probed_groups(const Backend& backend, Scenario scenario, const Dis
     if (job.grouping != JobGrouping::kProbe) continue;
     DiscoverOptions o = options;
     o.hosts = job.spec.workers;
-    const Discovery d = discover(backend, scenario, o);
-    job.probed_groups.assign(static_cast<std::size_t>(d.groups.groups), {});
-    for (std::size_t rank = 0; rank < d.hosts.size(); ++rank) {
-      job.probed_groups[static_cast<std::size_t>(d.groups.group[rank])].push_back(static_cast<int>(rank));
-    }
+    job.probed_groups = plink::rank_groups(discover(backend, scenario, o).groups);
   }
   return scenario;
 }

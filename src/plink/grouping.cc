@@ -176,6 +176,14 @@ Grouping probe_groups(const Eigen::MatrixXd& points, const GroupingOptions& opti
   return best;
 }
 
+RankGroups rank_groups(const Grouping& grouping) {
+  RankGroups groups(static_cast<std::size_t>(grouping.groups));
+  for (std::size_t r = 0; r < grouping.group.size(); ++r) {
+    groups[static_cast<std::size_t>(grouping.group[r])].push_back(static_cast<int>(r));
+  }
+  return groups;
+}
+
 Grouping balanced_random_groups(int nodes, int groups, std::uint64_t seed) {
   check_groups(nodes, groups, 1);
   std::vector<int> order(static_cast<std::size_t>(nodes));

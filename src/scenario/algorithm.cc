@@ -138,10 +138,7 @@ RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job) {
       break;
   }
   const auto n = static_cast<int>(workers.size());
-  const plink::Grouping dealt = plink::balanced_random_groups(n, plink::group_count(n), scenario.seed ^ job.spec.id);
-  RankGroups groups(static_cast<std::size_t>(dealt.groups));
-  for (int r = 0; r < n; ++r) groups[static_cast<std::size_t>(dealt.group[static_cast<std::size_t>(r)])].push_back(r);
-  return groups;
+  return plink::rank_groups(plink::balanced_random_groups(n, plink::group_count(n), scenario.seed ^ job.spec.id));
 }
 
 std::span<const Algorithm> algorithms() { return kAlgorithms; }

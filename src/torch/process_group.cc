@@ -197,10 +197,7 @@ RankGroups probed_groups(Store& store, int rank, int size, std::uint32_t bind_ip
     }
   }
   const plink::ProbeSamples samples = plink::probe_samples(size, kTransferElements, seconds);
-  const plink::Grouping g = plink::probe_groups(plink::embed(samples.latency_distances()).coordinates);
-  groups.assign(static_cast<std::size_t>(g.groups), {});
-  for (int r = 0; r < size; ++r) groups[static_cast<std::size_t>(g.group[static_cast<std::size_t>(r)])].push_back(r);
-  return groups;
+  return plink::rank_groups(plink::probe_groups(plink::embed(samples.latency_distances()).coordinates));
 }
 
 std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& store, int rank, int size,

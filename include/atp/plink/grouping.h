@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "atp/schedule/builders.h"
+
 namespace atp::plink {
 
 // The paper's group count, the one that minimises a global master's bytes O(n/k + k): sqrt(n),
@@ -50,6 +52,10 @@ Grouping constrained_kmeans(const Eigen::MatrixXd& points, int groups, int min_s
 // (the paper breaks ties at random; this keeps runs reproducible). Throws as above, and for an
 // elasticity below 1.
 Grouping probe_groups(const Eigen::MatrixXd& points, const GroupingOptions& options = {});
+
+// The ranks of each group, groups in order and ranks ascending within them: the form a schedule
+// takes (RankGroups, atp/schedule/builders.h).
+RankGroups rank_groups(const Grouping& grouping);
 
 // The paper's Balanced Random baseline: the nodes shuffled, then dealt into `groups` groups in
 // turn (sizes differ by at most one). Throws for groups < 1 or groups > nodes.

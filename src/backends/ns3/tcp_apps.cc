@@ -362,9 +362,11 @@ struct TcpApps::Impl {
     job.ranks.resize(n);
     const RankGroups racks = job_groups(scenario, spec);
     if (spec.autotune) {
-      job.groups = racks;  // plink_fa: one group of every rank
-      if (spec.algorithm->name == "plink_fa") job.groups.assign(1, std::vector<int>(n));
-      if (spec.algorithm->name == "plink_fa") std::iota(job.groups[0].begin(), job.groups[0].end(), 0);
+      job.groups = racks;
+      if (spec.algorithm->name == "plink_fa") {  // one group of every rank
+        job.groups.assign(1, std::vector<int>(n));
+        std::iota(job.groups[0].begin(), job.groups[0].end(), 0);
+      }
       job.shares = plink::equal_shares(static_cast<int>(n));
       job.autotune.emplace(job.groups,
                            (spec.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements);
