@@ -169,12 +169,12 @@ TEST(Algorithms, ScheduleAlgorithmsNameTheirBuilder) {
       RankGroups racks(1);  // one rack, then two: {0, 2, ..}, {1, 3, ..}
       for (int r = 0; r < size; ++r) racks[0].push_back(r);
       for (int rank = 0; rank < size; ++rank)
-        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks))) << a.name;
+        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks, 1))) << a.name;
       if (size < 2) continue;
       racks = RankGroups(2);
       for (int r = 0; r < size; ++r) racks[static_cast<std::size_t>(r % 2)].push_back(r);
       for (int rank = 0; rank < size; ++rank)
-        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks))) << a.name;
+        EXPECT_NO_THROW(validate_schedule(a.schedule(rank, size, 10, racks, 2))) << a.name;
     }
   }
 }

@@ -386,6 +386,15 @@ Schedule hierarchical_in_threes(int rank, int size, std::size_t count) {
   return hierarchical_allreduce_schedule(rank, size, count, groups);
 }
 
+// A ring over three connections per pair (lanes, schedule.h), round robin: step t of the ring on
+// lane t mod 3, so each ring step's chunk has a stream (and a TCP connection) of its own.
+Schedule ring_on_three_lanes(int rank, int size, std::size_t count) {
+  Schedule s = ring_allreduce_schedule(rank, size, count);
+  s.lanes = 3;
+  for (std::size_t i = 0; i < s.steps.size(); ++i) s.steps[i].lane = static_cast<int>(i / 2 % 3);
+  return s;
+}
+
 // algorithm x ranks: the schedules with more than two streams per rank (halving-doubling's
 // partners, hierarchical's rings inside and across racks) as well as the ring's.
 using TinyParams = std::tuple<std::string, int>;
@@ -396,6 +405,7 @@ class TinySegmentsTest : public ::testing::TestWithParam<TinyParams> {};
 TEST_P(TinySegmentsTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
   const auto [name, size] = GetParam();
   const ScheduleBuilder build = name == "ring"               ? ScheduleBuilder(ring_allreduce_schedule)
+                                : name == "ring_lanes"       ? ScheduleBuilder(ring_on_three_lanes)
                                 : name == "halving_doubling" ? ScheduleBuilder(halving_doubling_allreduce_schedule)
                                                              : ScheduleBuilder(hierarchical_in_threes);
   constexpr std::size_t kCount = 100001;
@@ -423,11 +433,13 @@ TEST_P(TinySegmentsTest, TinySegmentsAndSmallSocketBuffersStillSumExactly) {
 }
 
 // 3 ranks: the ring; 5 and 6: halving-doubling's extra pre- and post-steps, with 4 taking part;
-// 4 and 7: hierarchical, racks of 3 and 1 (4) and of 3, 3 and 1 (7), unequal racks.
+// 4 and 7: hierarchical, racks of 3 and 1 (4) and of 3, 3 and 1 (7), unequal racks; the ring on
+// three lanes, each a connection of its own.
 INSTANTIATE_TEST_SUITE_P(Algorithms, TinySegmentsTest,
-                         ::testing::Values(TinyParams{"ring", 3}, TinyParams{"halving_doubling", 4},
-                                           TinyParams{"halving_doubling", 5}, TinyParams{"halving_doubling", 6},
-                                           TinyParams{"hierarchical", 4}, TinyParams{"hierarchical", 7}),
+                         ::testing::Values(TinyParams{"ring", 3}, TinyParams{"ring_lanes", 4},
+                                           TinyParams{"halving_doubling", 4}, TinyParams{"halving_doubling", 5},
+                                           TinyParams{"halving_doubling", 6}, TinyParams{"hierarchical", 4},
+                                           TinyParams{"hierarchical", 7}),
                          [](const ::testing::TestParamInfo<TinyParams>& p) {
                            return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
                          });
@@ -498,7 +510,8 @@ TEST(TcpScheduleAllreduceTest, StaysFailedAfterAnErrorFromInsideTheRun) {
 TEST(TcpScheduleAllreduceTest, ASchedulePeerWithoutAConnectionFailsInsteadOfSummingNothing) {
   const auto addresses = free_loopback_addresses(2);
   const ScheduleBuilder build = [](int rank, int size, std::size_t count) {
-    return count == 0 ? Schedule{rank, size, 0, {}} : ring_allreduce_schedule(rank, size, count);
+    return count == 0 ? Schedule{.rank = rank, .size = size, .count = 0, .lanes = 1, .steps = {}}
+                      : ring_allreduce_schedule(rank, size, count);
   };
   std::vector<std::string> errors(2);
   run_ranks(2, [&](int rank) {
@@ -611,14 +624,15 @@ TEST(TcpScheduleAllreduceTest, RanksWithoutKnownPortsMeetThroughAStore) {
   test::MemoryStore store;
   std::vector<std::vector<float>> results(kSize);
   const auto errors = run_ranks(kSize, [&](int rank) {
-    const auto allreduce = TcpScheduleAllreduce::join("hierarchical", hierarchical_in_threes, store, rank, kSize,
-                                                      0x7F000001, 20s);
+    const auto allreduce =
+        TcpScheduleAllreduce::join("hierarchical", hierarchical_in_threes, store, rank, kSize, 0x7F000001, 20s);
     std::vector<float> data(kCount);
     for (std::size_t i = 0; i < kCount; ++i) data[i] = small_integer(rank, i, 0);
     allreduce->allreduce(data);
     results[static_cast<std::size_t>(rank)] = std::move(data);
   });
-  for (int rank = 0; rank < kSize; ++rank) ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
+  for (int rank = 0; rank < kSize; ++rank)
+    ASSERT_FALSE(errors[rank]) << "rank " << rank << ": " << describe(errors[rank]);
   for (int rank = 0; rank < kSize; ++rank) {
     for (std::size_t i = 0; i < kCount; ++i) {
       float expected = 0;

@@ -151,5 +151,21 @@ TEST(DiscoverLoopback, ProbesRunBetweenProcesses) {
   EXPECT_EQ(d.groups.groups, 2);
 }
 
+// PLink's connections per pair (`connections:`, schedule lanes) between real processes: each chunk
+// on its lane's connection, every sum right, FA and 2LHA alike.
+TEST(PlinkLoopback, SeveralConnectionsPerPairSumCorrectly) {
+  RunOptions o;
+  o.atp_binary = ATP_BINARY;
+  for (const char* algorithm : {"plink", "plink_fa"}) {
+    const Scenario s = three_racks(std::string("jobs: [{algorithm: ") + algorithm +
+                                   ", connections: 3, workers: [h00, h10, h01, h11, h20], elements: 200003, "
+                                   "rounds: 2}]\n");
+    ASSERT_EQ(s.jobs[0].connections, 3);
+    const JobResult j = loopback_backend().run(s, o).jobs.at(0);
+    EXPECT_TRUE(j.correct) << algorithm << ": " << j.error;
+    EXPECT_EQ(j.completed_rounds, 2u) << algorithm;
+  }
+}
+
 }  // namespace
 }  // namespace atp

@@ -88,14 +88,15 @@ INSTANTIATE_TEST_SUITE_P(
                                            "  - {name: b, workers: [w1, w2], ps: [x], elements: 30000, index: linear, "
                                            "values_per_packet: 1024}\n"},
                       // Rina: the racks tor0 (w0, w1, x) and tor1 (w2, w3) as members, ps alone under core.
-                      Shape{"Rina",
-                            "seed: 2\nlink: {rate_gbps: 10, delay_us: 2}\ntopology:\n"
-                            "  switches: [{name: core, atp: false}, {name: tor0}, {name: tor1}]\n"
-                            "  hosts: [{name: w0, switch: tor0}, {name: w1, switch: tor0}, {name: x, switch: tor0}, "
-                            "{name: w2, switch: tor1}, {name: w3, switch: tor1}, {name: ps, switch: core}]\n"
-                            "  links: [[tor0, core], [tor1, core]]\n"
-                            "jobs:\n  - {algorithm: rina, workers: [w0, w2, w1, w3, x, ps], elements: 50000, rounds: 2, "
-                            "values_per_packet: 1024}\n"}),
+                      Shape{
+                          "Rina",
+                          "seed: 2\nlink: {rate_gbps: 10, delay_us: 2}\ntopology:\n"
+                          "  switches: [{name: core, atp: false}, {name: tor0}, {name: tor1}]\n"
+                          "  hosts: [{name: w0, switch: tor0}, {name: w1, switch: tor0}, {name: x, switch: tor0}, "
+                          "{name: w2, switch: tor1}, {name: w3, switch: tor1}, {name: ps, switch: core}]\n"
+                          "  links: [[tor0, core], [tor1, core]]\n"
+                          "jobs:\n  - {algorithm: rina, workers: [w0, w2, w1, w3, x, ps], elements: 50000, rounds: 2, "
+                          "values_per_packet: 1024}\n"}),
     [](const auto& test) { return std::string(test.param.name); });
 
 // --- behaviour only ns-3 shows
@@ -183,14 +184,17 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
 
 // The host collectives run their schedules over ns-3 TCP with the values: every rank's result is
 // checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4;
-// PLink's 2LHA over the racks and over Balanced Random groups, and its FA.
+// PLink's 2LHA over the racks and over Balanced Random groups, its FA, and both over three
+// connections per pair (a listener per lane).
 TEST(Ns3Backend, HostCollectivesCarryValuesAndAreChecked) {
-  for (const char* algorithm : {"ring", "halving_doubling", "hierarchical", "plink", "plink_fa", "plink random"}) {
+  for (const char* algorithm : {"ring", "halving_doubling", "hierarchical", "plink", "plink_fa", "plink random",
+                                "plink 3 connections", "plink_fa 3 connections"}) {
     for (std::size_t ranks : {3u, 4u}) {
       Scenario s = parse_scenario_yaml(two_racks(""));
       const std::string name = algorithm;
       s.jobs[0].algorithm = find_algorithm(name.substr(0, name.find(' ')));
       if (name == "plink random") s.jobs[0].grouping = JobGrouping::kRandom;
+      if (name.ends_with("3 connections")) s.jobs[0].connections = 3;
       s.jobs[0].spec.ps.clear();
       s.jobs[0].spec.workers.resize(ranks);
       s.jobs[0].elements = 100'003;

@@ -270,7 +270,8 @@ std::size_t run_and_count_wrong(const std::vector<Schedule>& schedules, std::siz
 }
 
 // 2LHA over group shapes (equal, unequal, interleaved ranks, one group, singletons) x chunk
-// sizes x element counts (a chunk and a half, none at all, chunks that do not divide): every rank
+// sizes x element counts (a chunk and a half, none at all, chunks that do not divide) x lanes (one
+// connection per pair, the default, more lanes than chunks): every rank
 // ends with the exact sum; the dependencies only point back (validate_schedule), and the in-memory
 // runner finds no mismatched stream or deadlock.
 TEST(TwoLevelSchedule, EveryRankEndsWithTheExactSum) {
@@ -285,11 +286,14 @@ TEST(TwoLevelSchedule, EveryRankEndsWithTheExactSum) {
     for (const auto& g : groups) n += static_cast<int>(g.size());
     for (const std::size_t chunk : {1u, 7u, 64u}) {
       for (const std::size_t count : {0u, 1u, 96u, 1001u}) {
-        std::vector<Schedule> schedules;
-        for (int r = 0; r < n; ++r) schedules.push_back(two_level_schedule(r, n, count, groups, chunk));
-        std::vector<std::size_t> sent;
-        EXPECT_EQ(run_and_count_wrong(schedules, count, sent), 0u)
-            << groups.size() << " groups of " << n << ", chunk " << chunk << ", count " << count;
+        for (const int lanes : {1, kDefaultLanes, 7}) {
+          std::vector<Schedule> schedules;
+          for (int r = 0; r < n; ++r) schedules.push_back(two_level_schedule(r, n, count, groups, chunk, lanes));
+          std::vector<std::size_t> sent;
+          EXPECT_EQ(run_and_count_wrong(schedules, count, sent), 0u)
+              << groups.size() << " groups of " << n << ", chunk " << chunk << ", count " << count << ", lanes "
+              << lanes;
+        }
       }
     }
   }
@@ -322,26 +326,41 @@ TEST(TwoLevelSchedule, EachRankSendsWhatTheTwoLevelsCost) {
 }
 
 // A transport connects before it knows the element count (schedule.h): the schedule without
-// elements names every peer any count will need, here every other rank. And a rank has a step
-// each way with every peer (a transport may frame each direction that has a step, empty or not:
-// one way only, the TCP transport's size header stayed unread and broke the next call).
-TEST(TwoLevelSchedule, ThePeersDoNotDependOnTheElementCountAndEveryPairHasStepsBothWays) {
+// elements names every channel any count will need, here every lane to every other rank. And a
+// rank has a step each way on every channel (a transport may frame each direction that has a step,
+// empty or not: one way only, the TCP transport's size header stayed unread and broke the next
+// call).
+TEST(TwoLevelSchedule, TheChannelsDoNotDependOnTheElementCountAndEveryChannelHasStepsBothWays) {
   const RankGroups groups = {{0, 1, 2}, {3, 4}};
-  for (int r = 0; r < 5; ++r) {
-    const std::vector<int> without = schedule_peers(two_level_schedule(r, 5, 0, groups));
-    EXPECT_EQ(without.size(), 4u) << "rank " << r;
-    for (const std::size_t count : {0u, 1u, 100u, 100000u}) {
-      const Schedule s = two_level_schedule(r, 5, count, groups, 64);
-      EXPECT_EQ(schedule_peers(s), without) << "rank " << r << ", " << count;
-      for (const int peer : without) {
-        const auto has = [&](bool send) {
-          return std::any_of(s.steps.begin(), s.steps.end(), [&](const ScheduleStep& step) {
-            return step.peer == peer && (step.kind == StepKind::kSend) == send;
-          });
-        };
-        EXPECT_TRUE(has(true) && has(false)) << "rank " << r << " and " << peer << ", " << count;
+  for (const int lanes : {1, 3}) {
+    for (int r = 0; r < 5; ++r) {
+      const std::vector<int> without = schedule_channels(two_level_schedule(r, 5, 0, groups, 64, lanes));
+      EXPECT_EQ(without.size(), 4u * static_cast<std::size_t>(lanes)) << "rank " << r;
+      for (const std::size_t count : {0u, 1u, 100u, 100000u}) {
+        const Schedule s = two_level_schedule(r, 5, count, groups, 64, lanes);
+        EXPECT_EQ(s.lanes, lanes);
+        EXPECT_EQ(schedule_channels(s), without) << "rank " << r << ", " << count;
+        for (const int c : without) {
+          const auto has = [&](bool send) {
+            return std::any_of(s.steps.begin(), s.steps.end(), [&](const ScheduleStep& step) {
+              return channel(s, step.peer, step.lane) == c && (step.kind == StepKind::kSend) == send;
+            });
+          };
+          EXPECT_TRUE(has(true) && has(false)) << "rank " << r << " and channel " << c << ", " << count;
+        }
       }
     }
+  }
+}
+
+// The paper's load-balanced map from chunks to connections: chunk c on lane c mod lanes, every
+// step of it (each phase, each peer) on that lane.
+TEST(TwoLevelSchedule, ChunkCTravelsOnLaneCModLanes) {
+  constexpr std::size_t kChunk = 10;
+  const Schedule s = two_level_schedule(1, 6, 25 * kChunk, {{0, 1, 2}, {3, 4, 5}}, kChunk, 4);
+  for (const ScheduleStep& step : s.steps) {
+    if (step.range.empty()) continue;
+    EXPECT_EQ(step.lane, static_cast<int>(step.range.begin / kChunk % 4)) << "elements " << step.range.begin;
   }
 }
 
@@ -350,6 +369,8 @@ TEST(TwoLevelSchedule, ImpossibleInputIsRefusedInOneSentence) {
   EXPECT_THROW(two_level_schedule(0, 3, 10, {{0, 1}}), std::invalid_argument);          // rank 2 in no group
   EXPECT_THROW(two_level_schedule(0, 3, 10, {{0, 1}, {1, 2}}), std::invalid_argument);  // rank 1 twice
   EXPECT_THROW(two_level_schedule(0, 2, 10, {{0, 1}}, 0), std::invalid_argument);
+  EXPECT_THROW(two_level_schedule(0, 2, 10, {{0, 1}}, 4, 0), std::invalid_argument);              // no lane
+  EXPECT_THROW(two_level_schedule(0, 2, 10, {{0, 1}}, 4, kMaxLanes + 1), std::invalid_argument);  // too many
   try {
     two_level_schedule(0, 3, 10, {{0, 1}});
   } catch (const std::invalid_argument& e) {

@@ -238,6 +238,12 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: ring, elements: 1000, rounds: 2, autotune: true",
                   "jobs[0].autotune: is PLink's key (algorithm plink or plink_fa); algorithm ring has no masters to "
                   "move"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: ring, elements: 1000, rounds: 2, connections: 2",
+                  "jobs[0].connections: is PLink's key (algorithm plink or plink_fa); algorithm ring keeps one "
+                  "connection per pair"},
+        ErrorCase{"ps: [ps0], elements: 1000, rounds: 2",
+                  "algorithm: plink, elements: 1000, rounds: 2, connections: 17",
+                  "jobs[0].connections: must be at most 16, got 17"},
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: probe, elements: 1000, rounds: 2",
                   "jobs[0].rounds: algorithm probe runs one round per pairing of its workers (every pair once); "
                   "remove rounds"},
@@ -466,7 +472,8 @@ class RinaFailures : public ::testing::TestWithParam<RinaFailureParam> {};
 TEST_P(RinaFailures, TheOthersGoOnWithTheirExactSum) {
   const auto& [c, seed, loss] = GetParam();
   std::string text = R"(
-seed: )" + std::to_string(seed) + R"(
+seed: )" + std::to_string(seed) +
+                     R"(
 link: {delay_us: 2, rate_gbps: 10}
 topology:
   switches:
@@ -516,15 +523,15 @@ faults:
 
 INSTANTIATE_TEST_SUITE_P(
     CasesSeedsLoss, RinaFailures,
-    ::testing::Combine(
-        ::testing::Values(RinaFailure{"agent", "  - {crash: w0, at_round: 1}", {{"w0", 1}}},
-                          RinaFailure{"worker", "  - {crash: w4, at_round: 2}", {{"w4", 2}}},
-                          RinaFailure{"autonomous", "  - {crash: a0, at_round: 3}", {{"a0", 3}}},
-                          RinaFailure{"rack_of_two", "  - {crash: w7, at_round: 1}", {{"w7", 1}}},
-                          RinaFailure{"mid_round", "  - {crash: w2, at_us: 40}", {{"w2", 99}}},
-                          RinaFailure{"two", "  - {crash: w3, at_round: 1}\n  - {crash: w6, at_round: 2}",
-                                      {{"w3", 1}, {"w6", 2}}}),
-        ::testing::Values(1u, 2u, 3u), ::testing::Bool()),
+    ::testing::Combine(::testing::Values(RinaFailure{"agent", "  - {crash: w0, at_round: 1}", {{"w0", 1}}},
+                                         RinaFailure{"worker", "  - {crash: w4, at_round: 2}", {{"w4", 2}}},
+                                         RinaFailure{"autonomous", "  - {crash: a0, at_round: 3}", {{"a0", 3}}},
+                                         RinaFailure{"rack_of_two", "  - {crash: w7, at_round: 1}", {{"w7", 1}}},
+                                         RinaFailure{"mid_round", "  - {crash: w2, at_us: 40}", {{"w2", 99}}},
+                                         RinaFailure{"two",
+                                                     "  - {crash: w3, at_round: 1}\n  - {crash: w6, at_round: 2}",
+                                                     {{"w3", 1}, {"w6", 2}}}),
+                       ::testing::Values(1u, 2u, 3u), ::testing::Bool()),
     [](const ::testing::TestParamInfo<RinaFailureParam>& p) {
       return std::string(std::get<0>(p.param).name) + "_seed" + std::to_string(std::get<1>(p.param)) +
              (std::get<2>(p.param) ? "_loss" : "");
@@ -1268,7 +1275,8 @@ TEST(WorkerProcessSpec, ReformAndFailedLinesReadBack) {
   EXPECT_EQ(failed.round, 3u);
   EXPECT_EQ(failed.next_seq, 77u);
   EXPECT_EQ(failed.error, "no progress");
-  EXPECT_EQ(worker_process::parse_line(R"({"event": "failed", "round": 3})").event, "") << "a failed line names its error";
+  EXPECT_EQ(worker_process::parse_line(R"({"event": "failed", "round": 3})").event, "")
+      << "a failed line names its error";
 }
 
 TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {

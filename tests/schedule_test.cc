@@ -183,7 +183,7 @@ TEST(ScheduleTest, HalvingDoublingSendsTwoPMinusOneOverPOfTheBuffer) {
 // The executor hands out a send's bytes as the receive it depends on adds them, float by float,
 // and adds a float that arrives in pieces once it is whole.
 TEST(ScheduleExecutorTest, ForwardsWhatHasArrivedAndAddsPartialFloats) {
-  Schedule s{0, 2, 4, {}};
+  Schedule s{0, 2, 4, 1, {}};
   schedule_append(s, StepKind::kReceiveAdd, 1, {0, 4});
   schedule_append(s, StepKind::kSend, 1, {0, 4});
   ASSERT_EQ(s.steps[1].after, std::vector<std::uint32_t>{0});
@@ -214,7 +214,7 @@ TEST(ScheduleExecutorTest, ForwardsWhatHasArrivedAndAddsPartialFloats) {
 
 // A segment caps every piece, and independent streams (one per peer) move at once.
 TEST(ScheduleExecutorTest, PiecesAreAtMostOneSegmentAndStreamsAreIndependent) {
-  Schedule s{1, 3, 100, {}};
+  Schedule s{1, 3, 100, 1, {}};
   schedule_append(s, StepKind::kReceiveAdd, 0, {0, 50});
   schedule_append(s, StepKind::kSend, 2, {0, 100});
   std::vector<float> buffer(100, 1.0f);
@@ -232,6 +232,34 @@ TEST(ScheduleExecutorTest, PiecesAreAtMostOneSegmentAndStreamsAreIndependent) {
   EXPECT_TRUE(ex.next_send(0).empty());
   EXPECT_TRUE(ex.next_receive(2).empty());
   EXPECT_TRUE(ex.sends_to(2) && ex.receives_from(0) && !ex.sends_to(0) && !ex.receives_from(2));
+}
+
+// Lanes: two streams to one peer, each in its own order. The send on lane 1 leaves while the one
+// on lane 0 (listed first) waits for its receive; with one lane it would wait behind it. A
+// channel names a lane to a peer (lane * size + peer).
+TEST(ScheduleExecutorTest, EachLaneToAPeerIsItsOwnStream) {
+  Schedule s{0, 2, 8, 2, {}};
+  schedule_append(s, StepKind::kReceiveAdd, 1, {0, 4}, 0);  // 0
+  schedule_append(s, StepKind::kSend, 1, {0, 4}, 0);        // 1: waits for 0
+  schedule_append(s, StepKind::kSend, 1, {4, 8}, 1);        // 2: ready at once
+  EXPECT_EQ(schedule_channels(s), (std::vector<int>{1, 3}));
+  EXPECT_EQ(channel(s, 1, 1), 3);
+  EXPECT_EQ(channel_peer(s, 3), 1);
+  EXPECT_EQ(channel_lane(s, 3), 1);
+  std::vector<float> buffer(8, 1.0f);
+  ScheduleExecutor ex(s, buffer, 1000);
+  EXPECT_TRUE(ex.next_send(1).empty());
+  EXPECT_EQ(ex.next_send(3).size(), 16u);
+  EXPECT_TRUE(ex.next_receive(3).empty());
+  EXPECT_TRUE(ex.sends_to(3) && !ex.receives_from(3) && ex.receives_from(1));
+  ex.sent(3, 16);
+  const std::vector<float> incoming{1, 2, 3, 4};
+  std::memcpy(ex.next_receive(1).data(), incoming.data(), 16);
+  ex.received(1, 16);
+  EXPECT_EQ(ex.next_send(1).size(), 16u);
+  ex.sent(1, 16);
+  EXPECT_TRUE(ex.done());
+  EXPECT_EQ(buffer, (std::vector<float>{2, 3, 4, 5, 1, 1, 1, 1}));
 }
 
 // A missing dependency lets the ring forward a chunk before the previous rank's part is added:
@@ -265,7 +293,7 @@ TEST(ScheduleTest, AStepThatNoOneReceivesIsCaught) {
 
 TEST(ScheduleTest, ADeadlockIsCaught) {
   // Each rank first waits to receive what the other sends only after its own receive.
-  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  std::vector<Schedule> schedules{{0, 2, 4, 1, {}}, {1, 2, 4, 1, {}}};
   for (int r = 0; r < 2; ++r) {
     schedule_append(schedules[static_cast<std::size_t>(r)], StepKind::kReceiveAdd, 1 - r, {0, 4});
     schedule_append(schedules[static_cast<std::size_t>(r)], StepKind::kSend, 1 - r, {0, 4});
@@ -290,6 +318,25 @@ std::string run_error(const std::vector<Schedule>& schedules, std::vector<std::v
   return "";
 }
 
+// The in-memory runner keeps a queue per lane: bytes sent on one lane are not taken by a receive
+// on another, and a stream whose other end is on another lane is named with its lane.
+TEST(ScheduleTest, TheInMemoryRunnerKeepsTheLanesApart) {
+  std::vector<Schedule> schedules{{0, 2, 4, 2, {}}, {1, 2, 4, 2, {}}};
+  schedule_append(schedules[0], StepKind::kSend, 1, {0, 2}, 1);
+  schedule_append(schedules[0], StepKind::kSend, 1, {2, 4}, 0);
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {2, 4}, 0);
+  schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {0, 2}, 1);
+  std::vector<std::vector<float>> buffers{{1, 2, 3, 4}, {10, 20, 30, 40}};
+  EXPECT_EQ(run_error(schedules, buffers), "");
+  EXPECT_EQ(buffers[1], (std::vector<float>{11, 22, 33, 44}));
+  schedules[1].steps[1].lane = 0;  // both receives on lane 0: lane 1 has a send and no receive
+  EXPECT_EQ(run_error(schedules, buffers),
+            "in-memory run: step 0 of rank 0 sends to rank 1 on lane 1, which has no step receiving from rank 0; a "
+            "transport frames every direction with a step, empty or not, so both ends of a direction need one");
+  schedules[1].lanes = 1;
+  EXPECT_THROW(run_schedules_in_memory(schedules, buffers), std::invalid_argument);  // the ranks disagree on lanes
+}
+
 TEST(ScheduleTest, MismatchedStepSizesAreCaught) {
   auto schedules = schedules_of(ring_allreduce_schedule, 2, 10);
   schedules[0].steps[0].range.end -= 1;  // rank 0 sends one float less than rank 1 receives
@@ -304,7 +351,7 @@ TEST(ScheduleTest, MismatchedStepSizesAreCaught) {
 // Equal byte totals do not make matching steps: 3 + 1 floats sent, 1 + 3 received. Without the
 // check the bytes flowed and the sum came out wrong.
 TEST(ScheduleTest, StepsThatSplitTheStreamDifferentlyAreCaught) {
-  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  std::vector<Schedule> schedules{{0, 2, 4, 1, {}}, {1, 2, 4, 1, {}}};
   schedule_append(schedules[0], StepKind::kSend, 1, {0, 3});
   schedule_append(schedules[0], StepKind::kSend, 1, {3, 4});
   schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {0, 1});
@@ -318,7 +365,7 @@ TEST(ScheduleTest, StepsThatSplitTheStreamDifferentlyAreCaught) {
 // The review's case (/tmp/review-schedule/mismatch.cc): the sizes match, 3 then 1 float, but
 // rank 1 adds rank 0's elements [0, 3) into its [1, 4), so every sum was off by a neighbour.
 TEST(ScheduleTest, AReceiveIntoOtherElementsIsCaught) {
-  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  std::vector<Schedule> schedules{{0, 2, 4, 1, {}}, {1, 2, 4, 1, {}}};
   schedule_append(schedules[0], StepKind::kSend, 1, {0, 3});
   schedule_append(schedules[0], StepKind::kSend, 1, {3, 4});
   schedule_append(schedules[1], StepKind::kReceiveAdd, 0, {1, 4});
@@ -338,7 +385,7 @@ TEST(ScheduleTest, AReceiveIntoOtherElementsIsCaught) {
 
 // Empty steps carry no bytes, so they match nothing: one side may have them where the other has not.
 TEST(ScheduleTest, EmptyStepsNeedNoPartner) {
-  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  std::vector<Schedule> schedules{{0, 2, 4, 1, {}}, {1, 2, 4, 1, {}}};
   schedule_append(schedules[0], StepKind::kSend, 1, {2, 2});
   schedule_append(schedules[0], StepKind::kSend, 1, {0, 4});
   schedule_append(schedules[1], StepKind::kReceiveCopy, 0, {0, 4});
@@ -352,7 +399,7 @@ TEST(ScheduleTest, EmptyStepsNeedNoPartner) {
 // transport frames every direction that has a step (TCP: the element count first), and a frame no
 // step reads would be taken for the next call's.
 TEST(ScheduleTest, ADirectionWithAStepAtOneEndOnlyIsCaught) {
-  std::vector<Schedule> schedules{{0, 2, 4, {}}, {1, 2, 4, {}}};
+  std::vector<Schedule> schedules{{0, 2, 4, 1, {}}, {1, 2, 4, 1, {}}};
   schedule_append(schedules[0], StepKind::kSend, 1, {0, 0});
   std::vector<std::vector<float>> buffers{{1, 2, 3, 4}, {0, 0, 0, 0}};
   EXPECT_EQ(run_error(schedules, buffers),
@@ -363,15 +410,25 @@ TEST(ScheduleTest, ADirectionWithAStepAtOneEndOnlyIsCaught) {
 }
 
 TEST(ScheduleTest, MalformedSchedulesAreRefused) {
-  Schedule s{0, 2, 10, {}};
-  s.steps.push_back({StepKind::kSend, 0, {0, 1}, {}});
+  Schedule s{0, 2, 10, 1, {}};
+  s.steps.push_back({StepKind::kSend, 0, {0, 1}, 0, {}});
   EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // sends to itself
-  s.steps[0] = {StepKind::kSend, 1, {5, 11}, {}};
+  s.steps[0] = {StepKind::kSend, 1, {5, 11}, 0, {}};
   EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // past the buffer
-  s.steps[0] = {StepKind::kSend, 1, {0, 1}, {0}};
+  s.steps[0] = {StepKind::kSend, 1, {0, 1}, 0, {0}};
   EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // waits for itself
   s.steps[0].after.clear();
   EXPECT_NO_THROW(validate_schedule(s));
+  s.steps[0].lane = 1;
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);  // a lane the schedule does not have
+  s.lanes = 2;
+  EXPECT_NO_THROW(validate_schedule(s));
+  s.lanes = 0;
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);
+  s.lanes = kMaxLanes + 1;
+  EXPECT_THROW(validate_schedule(s), std::invalid_argument);
+  s.lanes = 1;
+  s.steps[0].lane = 0;
   std::vector<float> short_buffer(9);
   EXPECT_THROW(ScheduleExecutor(s, short_buffer), std::invalid_argument);
 }
@@ -405,7 +462,7 @@ TEST(ScheduleExecutorTest, AHugeSegmentCostsNoMoreThanTheLargestAdd) {
 // until the transport takes nothing), then all receives likewise; passes repeat while bytes moved.
 // ns-3's traces depend on this order.
 TEST(ScheduleExecutorTest, MoveBytesSendsThenReceivesPeerByPeerUntilNothingMoves) {
-  Schedule s{1, 3, 4, {}};
+  Schedule s{1, 3, 4, 1, {}};
   schedule_append(s, StepKind::kReceiveAdd, 0, {0, 4});  // 0
   schedule_append(s, StepKind::kSend, 2, {0, 4});        // 1: waits for 0
   schedule_append(s, StepKind::kSend, 0, {0, 2});        // 2: waits for 0's first half

@@ -28,6 +28,7 @@ store. Tensors on a GPU are staged through pinned host memory. Where the switche
                                      (plink) or its flat aggregation (plink_fa, docs/plink.md)
     ATP_RACK=NAME                    hierarchical, plink: this rank's rack (same name, same rack)
     ATP_GROUPING=probe               plink: group the ranks by PLink's probes instead of ATP_RACK
+    ATP_CONNECTIONS=N                plink, plink_fa: TCP connections per pair of ranks (1)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS
                                      fragment width, a fragment's first fixed-point scale (later
                                      ones are picked per fragment), first retransmission timeout

@@ -34,6 +34,7 @@ struct Hello {
   std::uint32_t magic = kHelloMagic;
   std::uint32_t rank = 0;
   std::uint32_t size = 0;
+  std::uint32_t lane = 0;  // which of the schedule's connections to this peer (schedule.h)
 };
 
 // How long an accepted connection has to say hello: a peer sends it right after its connect
@@ -189,14 +190,21 @@ TcpScheduleAllreduce::TcpScheduleAllreduce(std::string name, ScheduleBuilder bui
                                 " bytes)");
   // Whole floats per call; at least one.
   options_.segment_bytes = std::max(sizeof(float), options_.segment_bytes / sizeof(float) * sizeof(float));
-  const std::vector<int> peers = schedule_peers(build_(rank, size, 0));
-  if (!peers.empty()) connect_peers(peers, owned.release());
+  const Schedule empty = build_(rank, size, 0);
+  lanes_ = empty.lanes;
+  const std::vector<int> channels = schedule_channels(empty);
+  if (!channels.empty()) connect_channels(channels, owned.release());
 }
 
 TcpScheduleAllreduce::~TcpScheduleAllreduce() { close_sockets(); }
 
 std::string TcpScheduleAllreduce::peer_name(int peer) const {
   return "rank " + std::to_string(peer) + " (" + addresses_[static_cast<std::size_t>(peer)].to_string() + ")";
+}
+
+std::string TcpScheduleAllreduce::channel_name(int channel) const {
+  const int lane = channel / size_;
+  return peer_name(channel % size_) + (lanes_ > 1 ? " on lane " + std::to_string(lane) : "");
 }
 
 std::string TcpScheduleAllreduce::prefix() const {
@@ -217,7 +225,7 @@ void TcpScheduleAllreduce::fail(const std::string& what) {
   throw CollectiveError(failure_);
 }
 
-void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int listening) {
+void TcpScheduleAllreduce::connect_channels(const std::vector<int>& channels, int listening) {
   const std::string who = prefix();
   const auto deadline = Clock::now() + timeout_;
 
@@ -229,10 +237,10 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
   }
 
   // Connect to the higher peers, retrying while one is not listening yet (it may start later).
-  std::vector<Fd> fds(peers.size());
-  std::size_t awaited = 0;  // lower peers that have not connected yet
-  for (std::size_t i = 0; i < peers.size(); ++i) {
-    const int peer = peers[i];
+  std::vector<Fd> fds(channels.size());
+  std::size_t awaited = 0;  // lower peers' channels that have not connected yet
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    const int peer = channels[i] % size_;
     if (peer < rank_) {
       ++awaited;
       continue;
@@ -243,15 +251,16 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
       const int error = try_connect(fds[i], addresses_[static_cast<std::size_t>(peer)], deadline);
       if (error == 0) break;
       if (Clock::now() >= deadline)
-        throw CollectiveError(who + "cannot connect to " + peer_name(peer) + " within " + seconds(timeout_) + ": " +
-                              reason(error) + "; is that rank running?");
+        throw CollectiveError(who + "cannot connect to " + channel_name(channels[i]) + " within " + seconds(timeout_) +
+                              ": " + reason(error) + "; is that rank running?");
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
     }
-    const Hello hello{kHelloMagic, static_cast<std::uint32_t>(rank_), static_cast<std::uint32_t>(size_)};
+    const Hello hello{kHelloMagic, static_cast<std::uint32_t>(rank_), static_cast<std::uint32_t>(size_),
+                      static_cast<std::uint32_t>(channels[i] / size_)};
     if (::send(fds[i].get(), &hello, sizeof hello, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof hello)) {
       const int error = errno;
-      throw CollectiveError(who + "cannot send the hello to " + peer_name(peer) + ": " + reason(error));
+      throw CollectiveError(who + "cannot send the hello to " + channel_name(channels[i]) + ": " + reason(error));
     }
   }
 
@@ -270,8 +279,9 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
     const auto now = Clock::now();
     if (now >= deadline) {
       std::string missing;
-      for (std::size_t i = 0; i < peers.size(); ++i)
-        if (peers[i] < rank_ && fds[i].get() < 0) missing += (missing.empty() ? "" : ", ") + peer_name(peers[i]);
+      for (std::size_t i = 0; i < channels.size(); ++i)
+        if (channels[i] % size_ < rank_ && fds[i].get() < 0)
+          missing += (missing.empty() ? "" : ", ") + channel_name(channels[i]);
       throw CollectiveError(who + "no connection from " + missing + " within " + seconds(timeout_) +
                             "; is that rank running?");
     }
@@ -301,12 +311,18 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
       candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(k));
       if (n <= 0 || done.hello.magic != kHelloMagic) continue;  // closed, broken or not ours: a stray
       const Hello& theirs = done.hello;
-      const auto it = std::find(peers.begin(), peers.end(), static_cast<int>(theirs.rank));
-      const std::size_t i = static_cast<std::size_t>(it - peers.begin());
-      if (theirs.size != static_cast<std::uint32_t>(size_) || it == peers.end() || *it >= rank_ || fds[i].get() >= 0)
+      // rank and lane are below size and kMaxLanes where they are a channel of this rank's, which
+      // the search checks: a larger one names no channel here.
+      const bool fits = theirs.size == static_cast<std::uint32_t>(size_) && theirs.rank < theirs.size &&
+                        theirs.lane < static_cast<std::uint32_t>(lanes_);
+      const int theirs_channel = fits ? static_cast<int>(theirs.lane) * size_ + static_cast<int>(theirs.rank) : -1;
+      const auto it = std::find(channels.begin(), channels.end(), theirs_channel);
+      const std::size_t i = static_cast<std::size_t>(it - channels.begin());
+      if (it == channels.end() || static_cast<int>(theirs.rank) >= rank_ || fds[i].get() >= 0)
         throw CollectiveError(who + "rank " + std::to_string(theirs.rank) + " of " + std::to_string(theirs.size) +
-                              " connected, which is not a lower peer of this rank of " + std::to_string(size_) +
-                              " ranks that has yet to connect; do all ranks have the same address list?");
+                              " connected on lane " + std::to_string(theirs.lane) +
+                              ", which is not a lower peer's connection to this rank of " + std::to_string(size_) +
+                              " ranks that has yet to be made; do all ranks have the same address list?");
       const int one = 1;
       ::setsockopt(done.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       fds[i] = std::move(done.fd);
@@ -326,7 +342,7 @@ void TcpScheduleAllreduce::connect_peers(const std::vector<int>& peers, int list
       throw CollectiveError(who + "cannot accept a connection on " +
                             addresses_[static_cast<std::size_t>(rank_)].to_string() + ": " + reason(error));
   }
-  for (std::size_t i = 0; i < peers.size(); ++i) links_.push_back({peers[i], fds[i].release()});
+  for (std::size_t i = 0; i < channels.size(); ++i) links_.push_back({channels[i], fds[i].release()});
 }
 
 template <typename F>
@@ -373,9 +389,9 @@ void TcpScheduleAllreduce::check_connected(const Schedule& schedule) {
   // The connections were made to the peers of the schedule without elements; one that this
   // schedule names besides would get another peer's bytes (a builder whose peers depend on the
   // count). Refused, as loudly as a lost connection (later calls throw the same).
-  for (const int peer : schedule_peers(schedule)) {
-    if (std::none_of(links_.begin(), links_.end(), [peer](const Link& l) { return l.peer == peer; })) {
-      fail("the schedule for " + std::to_string(schedule.count) + " elements exchanges with " + peer_name(peer) +
+  for (const int channel : schedule_channels(schedule)) {
+    if (std::none_of(links_.begin(), links_.end(), [channel](const Link& l) { return l.channel == channel; })) {
+      fail("the schedule for " + std::to_string(schedule.count) + " elements exchanges with " + channel_name(channel) +
            ", which the schedule without elements did not name, so no connection to it was made");
     }
   }
@@ -394,15 +410,15 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
   };
   constexpr std::size_t kHeader = sizeof(std::uint64_t);
   std::vector<Header> headers(links_.size());
-  std::vector<int> peers(links_.size());  // ascending, as links_
+  std::vector<int> channels(links_.size());  // ascending, as links_
   for (std::size_t i = 0; i < links_.size(); ++i) {
-    peers[i] = links_[i].peer;
+    channels[i] = links_[i].channel;
     headers[i].out = count;
-    if (executor.sends_to(links_[i].peer)) headers[i].sent = 0;
-    if (executor.receives_from(links_[i].peer)) headers[i].received = 0;
+    if (executor.sends_to(links_[i].channel)) headers[i].sent = 0;
+    if (executor.receives_from(links_[i].channel)) headers[i].received = 0;
   }
-  const auto link_of = [&peers](int peer) {
-    return static_cast<std::size_t>(std::lower_bound(peers.begin(), peers.end(), peer) - peers.begin());
+  const auto link_of = [&channels](int channel) {
+    return static_cast<std::size_t>(std::lower_bound(channels.begin(), channels.end(), channel) - channels.begin());
   };
 
   // One send() / recv() on link i: the bytes that moved, 0 when the socket has no room or no data.
@@ -410,7 +426,7 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     const ssize_t k = ::send(links_[i].fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (k > 0) return static_cast<std::size_t>(k);
     if (const int error = errno; error != EAGAIN && error != EWOULDBLOCK && error != EINTR)
-      fail("cannot send to " + peer_name(links_[i].peer) + ": " + reason(error));
+      fail("cannot send to " + channel_name(links_[i].channel) + ": " + reason(error));
     return 0;
   };
   const auto receive_some = [&](std::size_t i, std::span<std::byte> into) -> std::size_t {
@@ -418,19 +434,19 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     if (k > 0) return static_cast<std::size_t>(k);
     const int error = errno;
     if (k == 0)
-      fail(peer_name(links_[i].peer) + " closed the connection in the middle of an allreduce of " +
+      fail(channel_name(links_[i].channel) + " closed the connection in the middle of an allreduce of " +
            std::to_string(count) + " floats");
     if (error != EAGAIN && error != EWOULDBLOCK && error != EINTR)
-      fail("cannot receive from " + peer_name(links_[i].peer) + ": " + reason(error));
+      fail("cannot receive from " + channel_name(links_[i].channel) + ": " + reason(error));
     return 0;
   };
   // The schedule's bytes on a link wait for its count header in that direction.
-  const auto try_send = [&](int peer, std::span<const std::byte> out) -> std::size_t {
-    const std::size_t i = link_of(peer);
+  const auto try_send = [&](int channel, std::span<const std::byte> out) -> std::size_t {
+    const std::size_t i = link_of(channel);
     return headers[i].sent < kHeader ? 0 : send_some(i, out);
   };
-  const auto try_receive = [&](int peer, std::span<std::byte> into) -> std::size_t {
-    const std::size_t i = link_of(peer);
+  const auto try_receive = [&](int channel, std::span<std::byte> into) -> std::size_t {
+    const std::size_t i = link_of(channel);
     return headers[i].received < kHeader ? 0 : receive_some(i, into);
   };
 
@@ -451,11 +467,11 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
         h.received += k;
         progress = progress || k > 0;
         if (k > 0 && h.received == kHeader && h.in != count)
-          fail(peer_name(links_[i].peer) + " called allreduce with " + std::to_string(h.in) +
+          fail(channel_name(links_[i].channel) + " called allreduce with " + std::to_string(h.in) +
                " floats and this rank with " + std::to_string(count) + "; every rank must pass the same size");
       }
     }
-    if (move_bytes(executor, peers, try_send, try_receive)) progress = true;
+    if (move_bytes(executor, channels, try_send, try_receive)) progress = true;
     bool headers_done = true;
     for (const Header& h : headers) headers_done = headers_done && h.sent == kHeader && h.received == kHeader;
     if (headers_done && executor.done()) return;
@@ -467,22 +483,22 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     // Nothing moved: sleep until a socket is ready, at most until the stall deadline.
     nfds_t nfds = 0;
     for (std::size_t i = 0; i < links_.size(); ++i) {
-      const int peer = links_[i].peer;
-      wants_send[i] = headers[i].sent < kHeader || !executor.next_send(peer).empty();
-      wants_receive[i] = headers[i].received < kHeader || !executor.next_receive(peer).empty();
+      const int channel = links_[i].channel;
+      wants_send[i] = headers[i].sent < kHeader || !executor.next_send(channel).empty();
+      wants_receive[i] = headers[i].received < kHeader || !executor.next_receive(channel).empty();
       const short events = static_cast<short>((wants_send[i] ? POLLOUT : 0) | (wants_receive[i] ? POLLIN : 0));
       if (events != 0) fds[nfds++] = {links_[i].fd, events, 0};
     }
     if (nfds == 0) {
       // Cannot happen for a valid schedule: its first unfinished step waits for no other step.
       std::string stuck;
-      for (const int peer : peers) {
-        if (const long step = executor.next_send_step(peer); step >= 0)
-          stuck +=
-              (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to send to ") + peer_name(peer);
-        if (const long step = executor.next_receive_step(peer); step >= 0)
+      for (const int channel : channels) {
+        if (const long step = executor.next_send_step(channel); step >= 0)
+          stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to send to ") +
+                   channel_name(channel);
+        if (const long step = executor.next_receive_step(channel); step >= 0)
           stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to receive from ") +
-                   peer_name(peer);
+                   channel_name(channel);
       }
       fail("the schedule is not done but none of its steps can move (" + stuck + "); the schedule is wrong");
     }
@@ -492,8 +508,8 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     if (ready == 0 && Clock::now() >= deadline) {
       std::string silent, full;
       for (std::size_t i = 0; i < links_.size(); ++i) {
-        if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + peer_name(links_[i].peer);
-        if (wants_send[i]) full += (full.empty() ? "" : ", ") + peer_name(links_[i].peer);
+        if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + channel_name(links_[i].channel);
+        if (wants_send[i]) full += (full.empty() ? "" : ", ") + channel_name(links_[i].channel);
       }
       std::string what = "no progress for " + seconds(timeout_) + ": ";
       if (!silent.empty()) what += "no data from " + silent;

@@ -95,7 +95,7 @@ std::vector<Schedule> probe_calls(int rank, int size, std::size_t count, std::ui
   std::vector<Schedule> calls;
   const int measured = 2 * (transfers ? o.transfers : o.echoes);
   for (int c = 0; c <= measured; ++c) {
-    Schedule& s = calls.emplace_back(Schedule{.rank = rank, .size = size, .count = count, .steps = {}});
+    Schedule& s = calls.emplace_back(Schedule{.rank = rank, .size = size, .count = count, .lanes = 1, .steps = {}});
     if (peer < 0) continue;
     const auto [kind, lower_measures] = call_at(c, transfers);
     const bool measures = lower_measures == (rank < peer);

@@ -20,19 +20,25 @@ using enum ResultCheck;
 
 // The flat schedules, which place ranks without regard to racks.
 template <Schedule (*Build)(int, int, std::size_t)>
-Schedule flat(int rank, int size, std::size_t count, const RankGroups&) {
+Schedule flat(int rank, int size, std::size_t count, const RankGroups&, int) {
   return Build(rank, size, count);
 }
 
-// PLink's plans (docs/plink.md): 2LHA with the job's racks as its groups; FA, one group.
-Schedule plink_two_level(int rank, int size, std::size_t count, const RankGroups& racks) {
-  return plink::two_level_schedule(rank, size, count, racks);
+Schedule hierarchical(int rank, int size, std::size_t count, const RankGroups& racks, int) {
+  return hierarchical_allreduce_schedule(rank, size, count, racks);
 }
-Schedule plink_flat(int rank, int size, std::size_t count, const RankGroups&) {
-  return plink::flat_aggregation_schedule(rank, size, count);
+
+// PLink's plans (docs/plink.md): 2LHA with the job's racks as its groups; FA, one group.
+Schedule plink_two_level(int rank, int size, std::size_t count, const RankGroups& racks, int connections) {
+  return plink::two_level_schedule(rank, size, count, racks, plink::kDefaultChunkElements, connections);
+}
+Schedule plink_flat(int rank, int size, std::size_t count, const RankGroups&, int connections) {
+  return plink::flat_aggregation_schedule(rank, size, count, plink::kDefaultChunkElements, connections);
 }
 // PLink's probes (plink/probing.h): a connection to every other worker, and each pairing round's calls.
-Schedule probe_connections(int rank, int size, std::size_t, const RankGroups&) { return plink::all_pairs(rank, size); }
+Schedule probe_connections(int rank, int size, std::size_t, const RankGroups&, int) {
+  return plink::all_pairs(rank, size);
+}
 std::vector<Schedule> probe_round(int rank, int size, std::size_t count, std::uint32_t round) {
   return plink::probe_calls(rank, size, count, round);
 }
@@ -82,7 +88,7 @@ constexpr Algorithm kAlgorithms[] = {
                 "ring allreduce across racks, ring allgather in each rack; no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = hierarchical_allreduce_schedule},
+     .schedule = hierarchical},
     {.name = "plink",
      .summary = "PLink's two-level hierarchical aggregation over TCP (2LHA): each 64 KiB chunk summed at a local "
                 "master in every rack, then at a global master, and sent back down; the racks are the groups "

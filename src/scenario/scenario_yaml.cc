@@ -18,6 +18,7 @@
 #include "atp/io/config_file.h"
 #include "atp/io/egress_fields.h"
 #include "atp/io/machine.h"
+#include "atp/plink/aggregation.h"
 #include "atp/plink/probing.h"
 #include "atp/scenario/scenario.h"
 #include "atp/values_per_packet.h"
@@ -349,7 +350,8 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
               "algorithm",
               "warmup_rounds",
               "grouping",
-              "autotune"});
+              "autotune",
+              "connections"});
   require(node, path, "workers");
   require(node, path, "elements");
   const Algorithm* algorithm = &default_algorithm();
@@ -478,6 +480,14 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
                   " has no masters to move");
     }
     job.autotune = as_bool(node["autotune"], p);
+  }
+  if (node["connections"]) {
+    const std::string p = child(path, "connections");
+    if (job.algorithm->name != "plink" && job.algorithm->name != "plink_fa") {
+      fail(p, "is PLink's key (algorithm plink or plink_fa); algorithm " + std::string(job.algorithm->name) +
+                  " keeps one connection per pair");
+    }
+    job.connections = static_cast<int>(as_integer(node["connections"], p, 1, kMaxLanes));
   }
   return job;
 }
@@ -802,6 +812,7 @@ ScenarioJob scenario_job(const Algorithm& algorithm, std::size_t index, std::str
   job.spec.in_network_aggregation = algorithm.in_network_aggregation;
   job.spec.id = static_cast<JobId>(index + 1);
   job.spec.name = name.empty() ? "job" + std::to_string(job.spec.id) : std::move(name);
+  job.connections = plink::kDefaultLanes;
   return job;
 }
 

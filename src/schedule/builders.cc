@@ -33,7 +33,7 @@ Schedule empty_schedule(std::string_view what, int rank, int size, std::size_t c
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(rank) + " is not in [0, " +
                                 std::to_string(size) + "); size must be at least 1");
-  return Schedule{rank, size, count, {}};
+  return Schedule{.rank = rank, .size = size, .count = count, .lanes = 1, .steps = {}};
 }
 
 std::vector<int> group_of_rank(std::string_view what, const RankGroups& groups, int size) {

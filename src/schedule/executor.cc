@@ -1,4 +1,4 @@
-// ScheduleExecutor: streams per peer, per-element dependency checks, in-place adds.
+// ScheduleExecutor: streams per channel (a peer and a lane), per-element dependency checks, in-place adds.
 #include "atp/schedule/executor.h"
 
 #include <algorithm>
@@ -35,64 +35,64 @@ ScheduleExecutor::ScheduleExecutor(const Schedule& schedule, std::span<float> bu
                                 " bytes is larger than any buffer can be (" + std::to_string(kMaxSegmentBytes) +
                                 " bytes)");
   done_bytes_.assign(schedule.steps.size(), 0);
-  peer_slot_.assign(static_cast<std::size_t>(schedule.size), -1);
-  std::vector<std::size_t> largest_add;  // per peer slot: bytes of its largest receive-add step
+  channel_slot_.assign(static_cast<std::size_t>(schedule.size) * static_cast<std::size_t>(schedule.lanes), -1);
+  std::vector<std::size_t> largest_add;  // per channel slot: bytes of its largest receive-add step
   for (std::size_t i = 0; i < schedule.steps.size(); ++i) {
     const ScheduleStep& step = schedule.steps[i];
-    int& slot = peer_slot_[static_cast<std::size_t>(step.peer)];
+    int& slot = channel_slot_[static_cast<std::size_t>(atp::channel(schedule, step.peer, step.lane))];
     if (slot < 0) {
-      slot = static_cast<int>(peers_.size());
-      peers_.emplace_back();
+      slot = static_cast<int>(channels_.size());
+      channels_.emplace_back();
       largest_add.push_back(0);
     }
-    Peer& peer = peers_[static_cast<std::size_t>(slot)];
-    (step.kind == StepKind::kSend ? peer.send : peer.receive).steps.push_back(static_cast<std::uint32_t>(i));
+    Channel& c = channels_[static_cast<std::size_t>(slot)];
+    (step.kind == StepKind::kSend ? c.send : c.receive).steps.push_back(static_cast<std::uint32_t>(i));
     // range.size() * 4 cannot overflow: the range lies inside `buffer`, an object in memory.
     if (step.kind == StepKind::kReceiveAdd) {
       std::size_t& largest = largest_add[static_cast<std::size_t>(slot)];
       largest = std::max(largest, step.range.size() * kFloat);
     }
   }
-  for (std::size_t slot = 0; slot < peers_.size(); ++slot) {
+  for (std::size_t slot = 0; slot < channels_.size(); ++slot) {
     // A piece is at most a segment and at most the step, and a partial float (up to 3 bytes) waits
     // at the front: the smaller of the two plus 4 bytes, in whole floats. No overflow: both are
     // at most kMaxSegmentBytes.
     const std::size_t piece = std::min(segment_bytes_, largest_add[slot]);
-    if (piece > 0) peers_[slot].staging.resize((piece + kFloat - 1) / kFloat + 1);
+    if (piece > 0) channels_[slot].staging.resize((piece + kFloat - 1) / kFloat + 1);
   }
-  for (Peer& peer : peers_) {
-    skip_finished(peer.send);
-    skip_finished(peer.receive);
+  for (Channel& c : channels_) {
+    skip_finished(c.send);
+    skip_finished(c.receive);
   }
 }
 
-ScheduleExecutor::Peer* ScheduleExecutor::find(int peer) {
-  if (peer < 0 || peer >= schedule_->size) return nullptr;
-  const int slot = peer_slot_[static_cast<std::size_t>(peer)];
-  return slot < 0 ? nullptr : &peers_[static_cast<std::size_t>(slot)];
+ScheduleExecutor::Channel* ScheduleExecutor::find(int channel) {
+  if (channel < 0 || static_cast<std::size_t>(channel) >= channel_slot_.size()) return nullptr;
+  const int slot = channel_slot_[static_cast<std::size_t>(channel)];
+  return slot < 0 ? nullptr : &channels_[static_cast<std::size_t>(slot)];
 }
 
-const ScheduleExecutor::Peer* ScheduleExecutor::find(int peer) const {
-  return const_cast<ScheduleExecutor*>(this)->find(peer);
+const ScheduleExecutor::Channel* ScheduleExecutor::find(int channel) const {
+  return const_cast<ScheduleExecutor*>(this)->find(channel);
 }
 
-bool ScheduleExecutor::sends_to(int peer) const {
-  const Peer* p = find(peer);
+bool ScheduleExecutor::sends_to(int channel) const {
+  const Channel* p = find(channel);
   return p != nullptr && !p->send.steps.empty();
 }
 
-bool ScheduleExecutor::receives_from(int peer) const {
-  const Peer* p = find(peer);
+bool ScheduleExecutor::receives_from(int channel) const {
+  const Channel* p = find(channel);
   return p != nullptr && !p->receive.steps.empty();
 }
 
-long ScheduleExecutor::next_send_step(int peer) const {
-  const Peer* p = find(peer);
+long ScheduleExecutor::next_send_step(int channel) const {
+  const Channel* p = find(channel);
   return p == nullptr || p->send.next == p->send.steps.size() ? -1 : static_cast<long>(p->send.steps[p->send.next]);
 }
 
-long ScheduleExecutor::next_receive_step(int peer) const {
-  const Peer* p = find(peer);
+long ScheduleExecutor::next_receive_step(int channel) const {
+  const Channel* p = find(channel);
   return p == nullptr || p->receive.next == p->receive.steps.size()
              ? -1
              : static_cast<long>(p->receive.steps[p->receive.next]);
@@ -139,8 +139,8 @@ void ScheduleExecutor::advance(Stream& stream, std::size_t bytes) {
   skip_finished(stream);
 }
 
-std::span<const std::byte> ScheduleExecutor::next_send(int peer) const {
-  const Peer* p = find(peer);
+std::span<const std::byte> ScheduleExecutor::next_send(int channel) const {
+  const Channel* p = find(channel);
   if (p == nullptr) return {};
   const std::size_t n = movable(p->send);
   if (n == 0) return {};
@@ -148,14 +148,14 @@ std::span<const std::byte> ScheduleExecutor::next_send(int peer) const {
   return {buffer_ + schedule_->steps[index].range.begin * kFloat + done_bytes_[index], n};
 }
 
-void ScheduleExecutor::sent(int peer, std::size_t bytes) {
-  Peer* p = find(peer);
-  if (p == nullptr) throw std::logic_error("schedule executor: sent to a rank the schedule does not send to");
+void ScheduleExecutor::sent(int channel, std::size_t bytes) {
+  Channel* p = find(channel);
+  if (p == nullptr) throw std::logic_error("schedule executor: sent on a channel the schedule does not send on");
   advance(p->send, bytes);
 }
 
-std::span<std::byte> ScheduleExecutor::next_receive(int peer) {
-  Peer* p = find(peer);
+std::span<std::byte> ScheduleExecutor::next_receive(int channel) {
+  Channel* p = find(channel);
   if (p == nullptr) return {};
   const std::size_t n = movable(p->receive);
   if (n == 0) return {};
@@ -166,10 +166,9 @@ std::span<std::byte> ScheduleExecutor::next_receive(int peer) {
   return {reinterpret_cast<std::byte*>(p->staging.data()) + done % kFloat, n};
 }
 
-void ScheduleExecutor::received(int peer, std::size_t bytes) {
-  Peer* p = find(peer);
-  if (p == nullptr)
-    throw std::logic_error("schedule executor: received from a rank the schedule does not receive from");
+void ScheduleExecutor::received(int channel, std::size_t bytes) {
+  Channel* p = find(channel);
+  if (p == nullptr) throw std::logic_error("schedule executor: received on a channel the schedule does not receive on");
   if (bytes == 0) return;
   if (p->receive.next == p->receive.steps.size())
     throw std::logic_error("schedule executor: bytes received on a stream that has no step left");

@@ -21,21 +21,28 @@ struct Queue {
 
 std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
+// "rank 2", or "rank 2 on lane 1" where a schedule has several lanes.
+std::string rank_name(int rank, int lane, int lanes) {
+  return rank_name(rank) + (lanes > 1 ? " on lane " + std::to_string(lane) : "");
+}
+
 std::string elements(const ElementRange& range) {
   return "[" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")";
 }
 
-// A rank's streams, one per direction and peer: the indices of the steps that carry bytes, in list
-// order. Empty steps carry nothing, so they match nothing.
+// A rank's streams, one per direction, peer and lane: the indices of the steps that carry bytes, in
+// list order. Empty steps carry nothing, so they match nothing.
 struct Streams {
-  std::map<int, std::vector<std::size_t>> to, from;  // by peer: its send steps, its receive steps
+  using Key = std::pair<int, int>;                   // peer, lane
+  std::map<Key, std::vector<std::size_t>> to, from;  // its send steps, its receive steps
 };
 
 Streams streams_of(const Schedule& schedule) {
   Streams streams;
   for (std::size_t i = 0; i < schedule.steps.size(); ++i) {
     const ScheduleStep& step = schedule.steps[i];
-    if (!step.range.empty()) (step.kind == StepKind::kSend ? streams.to : streams.from)[step.peer].push_back(i);
+    if (!step.range.empty())
+      (step.kind == StepKind::kSend ? streams.to : streams.from)[{step.peer, step.lane}].push_back(i);
   }
   return streams;
 }
@@ -49,8 +56,9 @@ void check_streams_match(const std::vector<Schedule>& schedules) {
   std::vector<Streams> streams;
   for (const Schedule& s : schedules) streams.push_back(streams_of(s));
   for (std::size_t from = 0; from < schedules.size(); ++from)
-    for (const auto& [to, sends] : streams[from].to) {
-      const auto found = streams[static_cast<std::size_t>(to)].from.find(static_cast<int>(from));
+    for (const auto& [key, sends] : streams[from].to) {
+      const auto [to, lane] = key;
+      const auto found = streams[static_cast<std::size_t>(to)].from.find({static_cast<int>(from), lane});
       if (found == streams[static_cast<std::size_t>(to)].from.end()) continue;
       const std::vector<std::size_t>& receives = found->second;
       for (std::size_t k = 0; k < std::min(sends.size(), receives.size()); ++k) {
@@ -58,8 +66,8 @@ void check_streams_match(const std::vector<Schedule>& schedules) {
         const ElementRange& in = schedules[static_cast<std::size_t>(to)].steps[receives[k]].range;
         const std::string sender =
             "in-memory run: step " + std::to_string(sends[k]) + " of " + rank_name(static_cast<int>(from)) + " sends ";
-        const std::string receiver = " to " + rank_name(to) + " but step " + std::to_string(receives[k]) + " of " +
-                                     rank_name(to) + ", which receives them, ";
+        const std::string receiver = " to " + rank_name(to, lane, schedules[from].lanes) + " but step " +
+                                     std::to_string(receives[k]) + " of " + rank_name(to) + ", which receives them, ";
         if (out.size() != in.size())
           throw std::runtime_error(sender + std::to_string(out.size()) + " elements" + receiver + "takes " +
                                    std::to_string(in.size()) +
@@ -78,26 +86,30 @@ void check_streams_match(const std::vector<Schedule>& schedules) {
 // call. 2LHA's first padding (an empty send to a rank it met in no chunk, no step back) did that.
 void check_directions_match(const std::vector<Schedule>& schedules) {
   const auto n = schedules.size();
-  std::vector<std::map<int, std::size_t>> sends(n), receives(n);  // by peer: a step's index
+  using Key = std::pair<int, int>;                                // peer, lane
+  std::vector<std::map<Key, std::size_t>> sends(n), receives(n);  // a step's index
   for (std::size_t r = 0; r < n; ++r) {
     for (std::size_t i = 0; i < schedules[r].steps.size(); ++i) {
       const ScheduleStep& step = schedules[r].steps[i];
-      (step.kind == StepKind::kSend ? sends : receives)[r].emplace(step.peer, i);
+      (step.kind == StepKind::kSend ? sends : receives)[r].emplace(Key{step.peer, step.lane}, i);
     }
   }
+  const int lanes = n == 0 ? 1 : schedules[0].lanes;
   for (std::size_t from = 0; from < n; ++from) {
     for (std::size_t to = 0; to < n; ++to) {
-      const auto out = sends[from].find(static_cast<int>(to));
-      const auto in = receives[to].find(static_cast<int>(from));
-      if ((out == sends[from].end()) == (in == receives[to].end())) continue;
-      const bool sender = out != sends[from].end();
-      const std::size_t at = sender ? from : to;
-      throw std::runtime_error("in-memory run: step " + std::to_string(sender ? out->second : in->second) + " of " +
-                               rank_name(static_cast<int>(at)) + (sender ? " sends to " : " receives from ") +
-                               rank_name(static_cast<int>(sender ? to : from)) + ", which has no step " +
-                               (sender ? "receiving from " : "sending to ") + rank_name(static_cast<int>(at)) +
-                               "; a transport frames every direction with a step, empty or not, so both ends of a "
-                               "direction need one");
+      for (int lane = 0; lane < lanes; ++lane) {
+        const auto out = sends[from].find({static_cast<int>(to), lane});
+        const auto in = receives[to].find({static_cast<int>(from), lane});
+        if ((out == sends[from].end()) == (in == receives[to].end())) continue;
+        const bool sender = out != sends[from].end();
+        const std::size_t at = sender ? from : to;
+        throw std::runtime_error("in-memory run: step " + std::to_string(sender ? out->second : in->second) + " of " +
+                                 rank_name(static_cast<int>(at)) + (sender ? " sends to " : " receives from ") +
+                                 rank_name(static_cast<int>(sender ? to : from), lane, lanes) + ", which has no step " +
+                                 (sender ? "receiving from " : "sending to ") + rank_name(static_cast<int>(at)) +
+                                 "; a transport frames every direction with a step, empty or not, so both ends of a "
+                                 "direction need one");
+      }
     }
   }
 }
@@ -113,6 +125,10 @@ std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& sc
   std::vector<std::unique_ptr<ScheduleExecutor>> ranks;
   for (int r = 0; r < n; ++r) {
     const Schedule& s = schedules[static_cast<std::size_t>(r)];
+    if (s.lanes != schedules[0].lanes)
+      throw std::invalid_argument("in-memory run: schedule " + std::to_string(r) + " has " + std::to_string(s.lanes) +
+                                  " lanes and schedule 0 " + std::to_string(schedules[0].lanes) +
+                                  "; every rank's connections to a peer are the same");
     if (s.rank != r || s.size != n)
       throw std::invalid_argument("in-memory run: schedule " + std::to_string(r) + " is rank " +
                                   std::to_string(s.rank) + " of " + std::to_string(s.size) + ", expected rank " +
@@ -121,32 +137,37 @@ std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& sc
   }
   check_streams_match(schedules);
   check_directions_match(schedules);
-  std::vector<Queue> queues(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));  // [from * n + to]
-  const auto queue = [&](int from, int to) -> Queue& {
-    return queues[static_cast<std::size_t>(from) * static_cast<std::size_t>(n) + static_cast<std::size_t>(to)];
+  const int lanes = n == 0 ? 1 : schedules[0].lanes;
+  // [(lane * n + from) * n + to]: rank `from`'s channel lane * n + to, rank `to`'s lane * n + from.
+  std::vector<Queue> queues(static_cast<std::size_t>(lanes) * static_cast<std::size_t>(n) *
+                            static_cast<std::size_t>(n));
+  const auto queue = [&](int from, int to, int lane) -> Queue& {
+    return queues[(static_cast<std::size_t>(lane) * static_cast<std::size_t>(n) + static_cast<std::size_t>(from)) *
+                      static_cast<std::size_t>(n) +
+                  static_cast<std::size_t>(to)];
   };
   std::vector<std::size_t> bytes_sent(static_cast<std::size_t>(n), 0);
-  std::vector<std::vector<int>> peers;
-  for (const Schedule& s : schedules) peers.push_back(schedule_peers(s));
+  std::vector<std::vector<int>> channels;
+  for (const Schedule& s : schedules) channels.push_back(schedule_channels(s));
 
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < n; ++r) {
-      const auto try_send = [&](int peer, std::span<const std::byte> out) {
-        Queue& q = queue(r, peer);
+      const auto try_send = [&](int channel, std::span<const std::byte> out) {
+        Queue& q = queue(r, channel % n, channel / n);
         q.bytes.insert(q.bytes.end(), out.begin(), out.end());
         bytes_sent[static_cast<std::size_t>(r)] += out.size();
         return out.size();
       };
-      const auto try_receive = [&](int peer, std::span<std::byte> into) {
-        Queue& in = queue(peer, r);
+      const auto try_receive = [&](int channel, std::span<std::byte> into) {
+        Queue& in = queue(channel % n, r, channel / n);
         const std::size_t k = std::min(in.left(), into.size());
         if (k == 0) return k;  // nothing waits (and an empty queue's data() may be null)
         std::memcpy(into.data(), in.bytes.data() + in.read, k);
         in.read += k;
         return k;
       };
-      if (move_bytes(*ranks[static_cast<std::size_t>(r)], peers[static_cast<std::size_t>(r)], try_send, try_receive))
+      if (move_bytes(*ranks[static_cast<std::size_t>(r)], channels[static_cast<std::size_t>(r)], try_send, try_receive))
         progress = true;
     }
   }
@@ -155,19 +176,22 @@ std::vector<std::size_t> run_schedules_in_memory(const std::vector<Schedule>& sc
   for (int r = 0; r < n; ++r) {
     const ScheduleExecutor& rank = *ranks[static_cast<std::size_t>(r)];
     if (rank.done()) continue;
-    for (int peer = 0; peer < n; ++peer) {
-      if (const long step = rank.next_receive_step(peer); step >= 0)
-        stuck += "; " + rank_name(r) + " waits at step " + std::to_string(step) + " to receive from " + rank_name(peer);
-      if (const long step = rank.next_send_step(peer); step >= 0)
-        stuck += "; " + rank_name(r) + " waits at step " + std::to_string(step) + " to send to " + rank_name(peer);
+    for (const int c : channels[static_cast<std::size_t>(r)]) {
+      const std::string peer = rank_name(c % n, c / n, lanes);
+      if (const long step = rank.next_receive_step(c); step >= 0)
+        stuck += "; " + rank_name(r) + " waits at step " + std::to_string(step) + " to receive from " + peer;
+      if (const long step = rank.next_send_step(c); step >= 0)
+        stuck += "; " + rank_name(r) + " waits at step " + std::to_string(step) + " to send to " + peer;
     }
   }
   if (!stuck.empty()) throw std::runtime_error("in-memory run: deadlock" + stuck);
-  for (int from = 0; from < n; ++from)
-    for (int to = 0; to < n; ++to)
-      if (const std::size_t left = queue(from, to).left(); left > 0)
-        throw std::runtime_error("in-memory run: " + rank_name(from) + " sent " + std::to_string(left) + " bytes to " +
-                                 rank_name(to) + " that no step of " + rank_name(to) + " receives");
+  for (int lane = 0; lane < lanes; ++lane)
+    for (int from = 0; from < n; ++from)
+      for (int to = 0; to < n; ++to)
+        if (const std::size_t left = queue(from, to, lane).left(); left > 0)
+          throw std::runtime_error("in-memory run: " + rank_name(from) + " sent " + std::to_string(left) +
+                                   " bytes to " + rank_name(to, lane, lanes) + " that no step of " + rank_name(to) +
+                                   " receives");
   return bytes_sent;
 }
 

@@ -14,6 +14,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -39,6 +40,7 @@
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
+#include "atp/plink/aggregation.h"
 #include "atp/plink/embed.h"
 #include "atp/plink/grouping.h"
 #include "atp/plink/probing.h"
@@ -224,9 +226,18 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
       racks[it->second].push_back(r);
     }
   }
+  int connections = plink::kDefaultLanes;
+  if (const std::string text = env("ATP_CONNECTIONS"); !text.empty()) {
+    TORCH_CHECK(name == "plink" || name == "plink_fa", "atp: ATP_CONNECTIONS is PLink's (ATP_ALGORITHM=plink or ",
+                "plink_fa); ATP_ALGORITHM is ", name);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), connections);
+    TORCH_CHECK(
+        error == std::errc() && end == text.data() + text.size() && connections >= 1 && connections <= kMaxLanes,
+        "atp: ATP_CONNECTIONS='", text, "' must be a whole number of connections per pair from 1 to ", kMaxLanes);
+  }
   const Algorithm& algorithm = *find_algorithm(name);
-  ScheduleBuilder build = [&algorithm, racks](int r, int n, std::size_t count) {
-    return algorithm.schedule(r, n, count, racks);
+  ScheduleBuilder build = [&algorithm, racks, connections](int r, int n, std::size_t count) {
+    return algorithm.schedule(r, n, count, racks, connections);
   };
   return TcpScheduleAllreduce::join(name, std::move(build), store, rank, size, bind_ip, timeout);
 }
@@ -703,9 +714,9 @@ class ProcessGroupAtp : public BackendBase {
     TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(), "atp allgather: expected as many outputs (",
                 outputs.size(), ") as inputs (", inputs.size(), ")");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize() &&
-                      outputs[i].scalar_type() == inputs[i].scalar_type(),
-                  "atp allgather: an output must hold ", getSize(), " inputs of the same dtype");
+      TORCH_CHECK(
+          outputs[i].numel() == inputs[i].numel() * getSize() && outputs[i].scalar_type() == inputs[i].scalar_type(),
+          "atp allgather: an output must hold ", getSize(), " inputs of the same dtype");
     }
     auto staging = std::make_shared<DeviceStaging>();
     auto in = staging->each(inputs, &DeviceStaging::input);
@@ -724,14 +735,13 @@ class ProcessGroupAtp : public BackendBase {
 
   // reduce_scatter_tensor of each (outputs[i], inputs[i]), as one collective.
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensors(c10d::OpType type, std::vector<at::Tensor>& outputs,
-                                                        std::vector<at::Tensor>& inputs,
-                                                        c10d::ReduceOp::RedOpType op) {
+                                                        std::vector<at::Tensor>& inputs, c10d::ReduceOp::RedOpType op) {
     TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(), "atp reduce_scatter: expected as many outputs (",
                 outputs.size(), ") as inputs (", inputs.size(), ")");
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * getSize() &&
-                      inputs[i].scalar_type() == outputs[i].scalar_type(),
-                  "atp reduce_scatter: an input must hold ", getSize(), " outputs of the same dtype");
+      TORCH_CHECK(
+          inputs[i].numel() == outputs[i].numel() * getSize() && inputs[i].scalar_type() == outputs[i].scalar_type(),
+          "atp reduce_scatter: an input must hold ", getSize(), " outputs of the same dtype");
       check_op(outputs[i], op, "reduce_scatter");
     }
     auto staging = std::make_shared<DeviceStaging>();
@@ -827,8 +837,8 @@ class ProcessGroupAtp : public BackendBase {
   }
 
   TorchStore store_;
-  std::unique_ptr<ClusterJob> job_;   // atp, rina
-  std::unique_ptr<Allreduce> tcp_;    // hierarchical, plink, plink_fa
+  std::unique_ptr<ClusterJob> job_;  // atp, rina
+  std::unique_ptr<Allreduce> tcp_;   // hierarchical, plink, plink_fa
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -855,8 +865,7 @@ std::string bind_address() { return format_address(bind_ip_from_environment()); 
 PYBIND11_MODULE(_C, module) {
   module.doc() = "ATP's torch.distributed backend (C++ part); import atp_torch instead";
   module.def("create_process_group", &atp::torch_backend::create_process_group,
-             "the 'atp' backend, over the Gloo group of the same ranks that make_gloo() makes",
-             pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
-             pybind11::arg("make_gloo"));
+             "the 'atp' backend, over the Gloo group of the same ranks that make_gloo() makes", pybind11::arg("store"),
+             pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"), pybind11::arg("make_gloo"));
   module.def("bind_address", &atp::torch_backend::bind_address, "ATP_BIND's address (default 127.0.0.1)");
 }

@@ -4,12 +4,13 @@
 // builder each, so an algorithm is written once, as a schedule, and runs here, in memory and on ns-3.
 //
 // Connections: rank i listens on addresses[i]; with each peer its schedule names (the same for
-// every element count) it keeps one TCP connection, opened by the lower rank (retrying until the
-// timeout, so ranks may start in any order) and introduced by a hello (magic, rank, size) so that
-// a stray connection is refused; one that says nothing is dropped after a second, and the peers'
-// hellos are read beside it meanwhile. One connection per pair rather than one per direction: TCP is
-// full duplex, and algorithms that exchange with a partner (halving-doubling) need half the
-// sockets; in the ring each connection still carries one direction (two ranks: both).
+// every element count) it keeps one TCP connection per lane (schedule.h; one but for PLink),
+// opened by the lower rank (retrying until the timeout, so ranks may start in any order) and
+// introduced by a hello (magic, rank, size, lane) so that a stray connection is refused and each
+// connection carries its lane's stream; one that says nothing is dropped after a second, and the
+// peers' hellos are read beside it meanwhile. One connection per pair and lane rather than per
+// direction: TCP is full duplex, and algorithms that exchange with a partner (halving-doubling)
+// need half the sockets; in the ring each connection still carries one direction (two ranks: both).
 //
 // Each allreduce is one stream per direction that carries data: an 8-byte header (the element
 // count, so ranks that disagree on the size fail with a clear error) then the schedule's bytes,
@@ -89,12 +90,14 @@ class TcpScheduleAllreduce : public Allreduce {
 
  private:
   struct Link {
-    int peer;
+    int channel;  // the peer and lane it carries (schedule.h)
     int fd;
   };
 
-  // "rank 2 (127.0.0.1:7002)": how errors name a peer.
+  // "rank 2 (127.0.0.1:7002)": how errors name a peer; with " on lane 1" after it, a channel
+  // (only where the builder's schedule has several lanes).
   std::string peer_name(int peer) const;
+  std::string channel_name(int channel) const;
   std::string prefix() const;
   // Records `what` as the failure, closes every connection and throws it as CollectiveError.
   [[noreturn]] void fail(const std::string& what);
@@ -112,7 +115,7 @@ class TcpScheduleAllreduce : public Allreduce {
   TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
                        Duration timeout, TcpAllreduceOptions options, int listener);
   // `listener`: join's, or -1 (then it binds one on this rank's address).
-  void connect_peers(const std::vector<int>& peers, int listener);
+  void connect_channels(const std::vector<int>& channels, int listener);
   void close_sockets();
 
   std::string name_;
@@ -122,7 +125,8 @@ class TcpScheduleAllreduce : public Allreduce {
   std::vector<SocketAddress> addresses_;
   Duration timeout_;
   TcpAllreduceOptions options_;
-  std::vector<Link> links_;           // one per peer, ascending
+  int lanes_ = 1;                     // the builder's schedules' connections per peer
+  std::vector<Link> links_;           // one per channel, ascending
   std::optional<Schedule> schedule_;  // the last call's: calls with the same count reuse it
   std::string failure_;               // set once an allreduce failed: later calls throw it again
 };

@@ -71,8 +71,9 @@ struct Algorithm {
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
   // Host collectives (kSchedule): one rank's schedule (builders.h), given the job's racks
-  // (job_racks), which the hierarchical ones follow and the flat ones ignore.
-  Schedule (*schedule)(int rank, int size, std::size_t count, const RankGroups& racks) = nullptr;
+  // (job_racks), which the hierarchical ones follow and the flat ones ignore, and its connections
+  // per pair (ScenarioJob::connections: PLink's lanes; 1 for the others).
+  Schedule (*schedule)(int rank, int size, std::size_t count, const RankGroups& racks, int connections) = nullptr;
   // A measurement rather than an allreduce (probe): a rank's round `round` is these calls, run one
   // after the other and each timed (JobResult::call_seconds), with no result to check; `schedule`
   // then names only whom to connect to.

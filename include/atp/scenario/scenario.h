@@ -47,6 +47,10 @@ struct ScenarioJob {
   // the measured bandwidth is (atp/plink/autotune.h); every rank waits for the last before the
   // next round.
   bool autotune = false;
+  // PLink's connections per pair of workers (`connections:`, plink and plink_fa; schedule.h's lanes):
+  // chunks go round them. scenario_job() starts it at plink::kDefaultLanes; the other algorithms
+  // keep one connection per pair.
+  int connections = 1;
 };
 
 // The job `jobs[index]` of a scenario is before its own keys are read: of `algorithm`, id index + 1,
@@ -175,8 +179,8 @@ struct JobResult {
   // Rina: asks for a final a worker had not received (docs/rina.md, "Reliability"), over all
   // workers; loss recovery, as resends are: near 0 where nothing is lost. ATP, PS, ring: 0.
   std::uint64_t final_requests = 0;
-  std::uint64_t collisions = 0;        // packets forwarded past a busy aggregator, over all switches
-  std::uint64_t float_fragments = 0;   // fragments that took the float32 overflow path, all rounds
+  std::uint64_t collisions = 0;       // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t float_fragments = 0;  // fragments that took the float32 overflow path, all rounds
   // Values of results that differed from the reference, summed over workers and the rounds they
   // checked (nccl-tests' #wrong); a worker stops after the first round with any.
   std::uint64_t wrong_values = 0;

@@ -19,8 +19,14 @@
 // two steps differ. And a direction has steps at both ends or at neither, empty ones included: a
 // transport may frame each direction that has any step (the TCP transport sends the element count
 // first), and a frame that the other end has no step to read breaks the next call.
-// The element type is float32, the type of atp::Allreduce. More than one connection per peer (as
-// PLink wants, so that one slow chunk does not hold back the next) would be a `lane` field here.
+//
+// Lanes: a schedule may spread its bytes with a peer over several connections (`lanes`, PLink's
+// several connections per pair, so that one chunk waiting for its sum does not hold back the next,
+// and a network that caps each flow gives a pair more than one flow's share). Each step names its
+// lane; every rule above is per lane: a stream is an ordered pair of ranks and a lane. Executors
+// and transports name a lane to a peer by one int, its channel (channel() below), which is the
+// peer's rank when there is one lane, as in every algorithm but PLink's.
+// The element type is float32, the type of atp::Allreduce.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +55,7 @@ struct ScheduleStep {
   StepKind kind = StepKind::kSend;
   int peer = 0;  // the other rank
   ElementRange range;
+  int lane = 0;  // the connection to `peer` that carries it, in [0, lanes)
   // Indices of earlier steps of the same schedule (each < this step's index) that must have
   // finished element e before this step may touch e; elements outside a listed step's range do not
   // wait for it. schedule_append() fills this with exactly the data hazards.
@@ -60,21 +67,34 @@ struct Schedule {
   int rank = 0;
   int size = 1;
   std::size_t count = 0;  // elements of the buffer
+  int lanes = 1;          // connections per pair of ranks, in [1, kMaxLanes]
   std::vector<ScheduleStep> steps;
 };
+
+// The most lanes a schedule may have: enough for any network's per-flow cap (PLink used 4), few
+// enough that lanes x ranks stays far inside an int and a rank's sockets inside its descriptors.
+inline constexpr int kMaxLanes = 16;
+
+// A lane to a peer as one int, lane * size + peer: what executors and transports index streams by.
+inline int channel(const Schedule& schedule, int peer, int lane) { return lane * schedule.size + peer; }
+inline int channel_peer(const Schedule& schedule, int channel) { return channel % schedule.size; }
+inline int channel_lane(const Schedule& schedule, int channel) { return channel / schedule.size; }
 
 // Appends a step with `after` set to every earlier step whose range overlaps this one's where one
 // of the two writes the buffer (a receive): read after write, write after read, write after write.
 // Returns the new step's index.
-std::uint32_t schedule_append(Schedule& schedule, StepKind kind, int peer, ElementRange range);
+std::uint32_t schedule_append(Schedule& schedule, StepKind kind, int peer, ElementRange range, int lane = 0);
 
 // The ranks `schedule` sends to or receives from, ascending (its steps' peers; for the builders
 // of builders.h they do not depend on the element count, so a transport can connect before it).
 std::vector<int> schedule_peers(const Schedule& schedule);
+// The channels of its steps (a peer and a lane each), ascending: with one lane, schedule_peers.
+std::vector<int> schedule_channels(const Schedule& schedule);
 
 // Throws std::invalid_argument with one sentence naming the step if the schedule is malformed:
-// rank or size out of range, a peer that is this rank or not in [0, size), a range outside
-// [0, count), a dependency that is not an earlier step.
+// rank or size out of range, lanes outside [1, kMaxLanes], a peer that is this rank or not in
+// [0, size), a lane outside [0, lanes), a range outside [0, count), a dependency that is not an
+// earlier step.
 void validate_schedule(const Schedule& schedule);
 
 // Bytes this rank sends in `schedule` (4 per element of each send step), to `peer` (< 0: to all).

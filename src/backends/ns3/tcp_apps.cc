@@ -3,6 +3,7 @@
 #include "tcp_apps.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -37,7 +38,9 @@ constexpr std::uint32_t kCollectivePortBase = 40000;
 constexpr std::uint32_t kFlowPortBase = 50000;
 constexpr std::uint32_t kPortEnd = 65536;
 constexpr std::uint32_t kSparePortBase = 1024;  // up to kCollectivePortBase
-constexpr std::uint32_t kMaxSend = 64 << 10;    // bytes per Send() call
+// An offset that no base has room for: listening_port() then gives a spare port (extra lanes).
+constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint32_t kMaxSend = 64 << 10;  // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
 // A full segment on the wire: 1448 bytes of payload (ns3_network.cc) + TCP 20 + timestamps 12 +
@@ -115,15 +118,16 @@ std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
   return sent;
 }
 
-// One rank of a host collective: its connections (one per peer it sends to, which it opened; one
-// per peer it receives from, which it accepted), its buffer and this round's executor.
+// One rank of a host collective: its connections (one per channel it sends on, which it opened;
+// one per channel it receives on, which it accepted; a channel is a peer and a lane, schedule.h),
+// its buffer and this round's executor.
 struct CollectiveRank {
   ns3::Ptr<ns3::Node> node;
-  ns3::Ptr<ns3::Socket> listener;
-  std::map<int, ns3::Ptr<ns3::Socket>> to, from;  // by peer rank
-  std::set<int> connected;                        // peers whose `to` connection is up
+  std::vector<ns3::Ptr<ns3::Socket>> listeners;   // one per lane, on the job's port for it
+  std::map<int, ns3::Ptr<ns3::Socket>> to, from;  // by channel
+  std::set<int> connected;                        // channels whose `to` connection is up
   Schedule schedule;                              // for the job's element count
-  std::vector<int> peers;                         // the schedule's, ascending
+  std::vector<int> channels;                      // the schedule's, ascending
   std::vector<float> buffer;
   std::unique_ptr<ScheduleExecutor> executor;  // this round's, while it runs
   // Algorithm::timed_calls (probe): this round's calls, the one running, when it started, and the
@@ -132,7 +136,7 @@ struct CollectiveRank {
   std::size_t call = 0;
   Time call_start{};
   std::vector<std::vector<double>> call_seconds;
-  // Autotune: each connection to a peer as TCP sees it (PLink reads the same from the OS): its
+  // Autotune: each connection it opened (by channel) as TCP sees it (PLink reads the same from the OS): its
   // window and smoothed round trip, and this round's samples of their ratio, the rate TCP allows.
   struct Sending {
     double window_bytes = 0, round_trip_s = 0;
@@ -233,9 +237,9 @@ struct TcpApps::Impl {
   void pump(CollectiveJob& job, std::size_t i) {
     CollectiveRank& r = job.ranks[i];
     if (!r.running) return;
-    const auto try_send = [&r](int peer, std::span<const std::byte> out) -> std::size_t {
-      const auto it = r.to.find(peer);
-      if (it == r.to.end() || !r.connected.contains(peer)) return 0;
+    const auto try_send = [&r](int channel, std::span<const std::byte> out) -> std::size_t {
+      const auto it = r.to.find(channel);
+      if (it == r.to.end() || !r.connected.contains(channel)) return 0;
       const ns3::Ptr<ns3::Socket>& socket = it->second;
       const auto n = static_cast<std::uint32_t>(
           std::min<std::uint64_t>({out.size(), socket->GetTxAvailable(), std::uint64_t{kMaxSend}}));
@@ -243,14 +247,14 @@ struct TcpApps::Impl {
       const int k = socket->Send(reinterpret_cast<const std::uint8_t*>(out.data()), n, 0);
       return k <= 0 ? 0 : static_cast<std::size_t>(k);
     };
-    const auto try_receive = [&r](int peer, std::span<std::byte> into) -> std::size_t {
-      const auto it = r.from.find(peer);
+    const auto try_receive = [&r](int channel, std::span<std::byte> into) -> std::size_t {
+      const auto it = r.from.find(channel);
       if (it == r.from.end() || it->second->GetRxAvailable() == 0) return 0;
       const ns3::Ptr<ns3::Packet> p = it->second->Recv(static_cast<std::uint32_t>(into.size()), 0);
       if (!p || p->GetSize() == 0) return 0;
       return p->CopyData(reinterpret_cast<std::uint8_t*>(into.data()), p->GetSize());
     };
-    move_bytes(*r.executor, r.peers, try_send, try_receive);
+    move_bytes(*r.executor, r.channels, try_send, try_receive);
     if (!r.executor->done()) return;
     run.saw_activity(now());
     if (!r.calls.empty()) {
@@ -297,18 +301,20 @@ struct TcpApps::Impl {
   }
 
   // Autotune between rounds, once every rank is done with one (PLink's central daemon, which sees
-  // every connection): each ordered pair's bytes in the plan, its connection's mean rate over the
-  // round (window / round trip at each change of either) and round trip, and the round's time;
+  // every connection): each ordered pair's bytes in the plan, its connections' mean rates over the
+  // round (window / round trip at each change of either) summed over its lanes and their longest
+  // round trip, and the round's time;
   // the next round starts on every rank together, with the plan the loop gives.
   void replan(CollectiveJob& job) {
     const std::size_t n = job.ranks.size();
     const auto e = static_cast<Eigen::Index>(n);
     plink::LinkMeasurements m{Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e)};
     for (std::size_t j = 0; j < n; ++j) {
-      for (auto& [peer, c] : job.ranks[j].sending) {
-        const auto at = std::pair{static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(peer)};
-        if (c.samples > 0) m.bytes_per_second(at.first, at.second) = c.rate_sum / static_cast<double>(c.samples);
-        m.round_trip_s(at.first, at.second) = c.round_trip_s;
+      for (auto& [channel, c] : job.ranks[j].sending) {
+        const auto at =
+            std::pair{static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(channel % static_cast<int>(n))};
+        if (c.samples > 0) m.bytes_per_second(at.first, at.second) += c.rate_sum / static_cast<double>(c.samples);
+        m.round_trip_s(at.first, at.second) = std::max(m.round_trip_s(at.first, at.second), c.round_trip_s);
         c.rate_sum = 0;
         c.samples = 0;
       }
@@ -321,8 +327,9 @@ struct TcpApps::Impl {
       job.shares = *next;
       ++job.replans;
       for (std::size_t j = 0; j < n; ++j) {
-        job.ranks[j].schedule = plink::two_level_schedule(static_cast<int>(j), static_cast<int>(n), job.job->elements,
-                                                          job.groups, job.shares);
+        job.ranks[j].schedule =
+            plink::two_level_schedule(static_cast<int>(j), static_cast<int>(n), job.job->elements, job.groups,
+                                      job.shares, plink::kDefaultChunkElements, job.job->connections);
       }
     }
     job.ranks_done = 0;
@@ -372,61 +379,68 @@ struct TcpApps::Impl {
                            (spec.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements);
       job.round_start = Time(spec.start_time);
     }
-    const std::uint16_t port =
-        listening_port(kCollectivePortBase, spec.spec.id, "jobs[" + std::to_string(file_index) + "]");
+    // A port per lane: the job's own for lane 0 (kCollectivePortBase), spare ones for the others,
+    // so that an accepted connection's lane is the port it came in on and its peer the host.
+    std::vector<std::uint16_t> ports;
+    for (int lane = 0; lane < spec.connections; ++lane)
+      ports.push_back(listening_port(kCollectivePortBase, lane == 0 ? spec.spec.id : kNoOffset,
+                                     "jobs[" + std::to_string(file_index) + "]"));
     for (std::size_t i = 0; i < n; ++i) {
       CollectiveRank& r = job.ranks[i];
       r.node = network.ns3_node(run.node_id(spec.spec.workers[i]));
-      r.schedule = spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements, racks);
-      r.peers = schedule_peers(r.schedule);
+      r.schedule =
+          spec.algorithm->schedule(static_cast<int>(i), static_cast<int>(n), spec.elements, racks, spec.connections);
+      r.channels = schedule_channels(r.schedule);
       r.buffer.resize(spec.elements);
       job.rank_of[run.address_of(spec.spec.workers[i])] = static_cast<int>(i);
       if (n == 1) continue;
-      r.listener = tcp_socket(r.node);
-      r.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
-      r.listener->Listen();
-      r.listener->SetAcceptCallback(
-          ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
-              [this, &job, i](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
-                use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
-                const ns3::Ipv4Address ip = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4();
-                const auto peer = job.rank_of.find(ip.Get());
-                if (peer == job.rank_of.end()) {
-                  // Not thrown: an exception must not unwind through ns-3's callbacks. Recorded
-                  // instead, and reported as this rank's error.
-                  std::ostringstream what;
-                  what << "accepted a connection from " << ip << ", which is no host of this job";
-                  if (job.ranks[i].error.empty()) job.ranks[i].error = what.str();
-                  s->Close();
-                  return;
-                }
-                job.ranks[i].from[peer->second] = s;
-                s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
-                  run.saw_activity(now());
-                  pump(job, i);
+      for (int lane = 0; lane < spec.connections; ++lane) {
+        ns3::Ptr<ns3::Socket> listener = r.listeners.emplace_back(tcp_socket(r.node));
+        listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), ports[static_cast<std::size_t>(lane)]));
+        listener->Listen();
+        listener->SetAcceptCallback(
+            ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
+            ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
+                [this, &job, i, lane](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
+                  use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
+                  const ns3::Ipv4Address ip = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4();
+                  const auto peer = job.rank_of.find(ip.Get());
+                  if (peer == job.rank_of.end()) {
+                    // Not thrown: an exception must not unwind through ns-3's callbacks. Recorded
+                    // instead, and reported as this rank's error.
+                    std::ostringstream what;
+                    what << "accepted a connection from " << ip << ", which is no host of this job";
+                    if (job.ranks[i].error.empty()) job.ranks[i].error = what.str();
+                    s->Close();
+                    return;
+                  }
+                  job.ranks[i].from[channel(job.ranks[i].schedule, peer->second, lane)] = s;
+                  s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
+                    run.saw_activity(now());
+                    pump(job, i);
+                  }));
                 }));
-              }));
+      }
     }
     for (std::size_t i = 0; i < n && n > 1; ++i) {
       CollectiveRank& r = job.ranks[i];
       for (const ScheduleStep& step : r.schedule.steps) {
-        if (step.kind != StepKind::kSend || r.to.contains(step.peer)) continue;
-        const int peer = step.peer;
+        const int c = channel(r.schedule, step.peer, step.lane);
+        if (step.kind != StepKind::kSend || r.to.contains(c)) continue;
         ns3::Ptr<ns3::Socket> s = tcp_socket(r.node);
         s->Bind();
-        s->SetConnectCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i, peer](ns3::Ptr<ns3::Socket>) {
-                                job.ranks[i].connected.insert(peer);
+        s->SetConnectCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i, c](ns3::Ptr<ns3::Socket>) {
+                                job.ranks[i].connected.insert(c);
                                 pump(job, i);
                               }),
                               ns3::Callback<void, ns3::Ptr<ns3::Socket>>(
                                   [&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
         s->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
             [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
-        const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(peer)]);
-        if (spec.autotune) watch_connection(s, job.ranks[i].sending[peer]);
-        s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));
-        r.to[peer] = s;
+        const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(step.peer)]);
+        if (spec.autotune) watch_connection(s, job.ranks[i].sending[c]);
+        s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), ports[static_cast<std::size_t>(step.lane)]));
+        r.to[c] = s;
       }
     }
     for (std::size_t i = 0; i < n; ++i) {

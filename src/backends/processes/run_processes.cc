@@ -287,6 +287,7 @@ class ProcessRun {
         } else {
           spec.ranks = ranks;
           spec.racks = job_groups(s_, job);
+          spec.connections = job.connections;
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }

@@ -71,8 +71,10 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   const bool rina = algorithm.runtime == AlgorithmRuntime::kRina;
   if (algorithm.atp_protocol() != spec.atp.has_value() || rina != spec.rina.has_value()) {
     throw std::invalid_argument("the spec's worker config (" +
-                                std::string(spec.atp ? "ATP's" : spec.rina ? "Rina's" : "none") + ") is not one for " +
-                                std::string(algorithm.name));
+                                std::string(spec.atp    ? "ATP's"
+                                            : spec.rina ? "Rina's"
+                                                        : "none") +
+                                ") is not one for " + std::string(algorithm.name));
   }
   if (!algorithm.atp_protocol() && !rina && spec.ranks.size() != spec.workers) {
     throw std::invalid_argument("the spec lists the wrong number of ranks");
@@ -85,8 +87,8 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
-      ScheduleBuilder build = [&algorithm, racks = spec.racks](int r, int n, std::size_t count) {
-        return algorithm.schedule(r, n, count, racks);
+      ScheduleBuilder build = [&algorithm, racks = spec.racks, c = spec.connections](int r, int n, std::size_t count) {
+        return algorithm.schedule(r, n, count, racks, c);
       };
       return std::make_unique<TcpScheduleAllreduce>(std::string(algorithm.name), std::move(build), rank, size,
                                                     addresses, kCollectiveTimeout);
@@ -126,6 +128,7 @@ std::string to_json(const WorkerSpec& s) {
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
               {"racks", s.racks},
+              {"connections", s.connections},
               {"store_dir", s.store_dir},
               {"seed", s.seed},
               {"worker", s.worker},
@@ -153,6 +156,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
   s.racks = j.at("racks").get<RankGroups>();
+  s.connections = j.at("connections").get<int>();
   s.store_dir = j.at("store_dir").get<std::string>();
   s.seed = j.at("seed").get<std::uint64_t>();
   s.worker = j.at("worker").get<std::size_t>();
@@ -267,8 +271,9 @@ int run_worker_process(const std::string& spec_path) {
         algorithm->timed_calls != nullptr ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
     scenario_inputs::RoundReference ref;
     const bool rina = spec.rina.has_value();
-    const std::size_t values_per_packet =
-        spec.atp ? spec.atp->values_per_packet : rina ? spec.rina->values_per_packet : 0;
+    const std::size_t values_per_packet = spec.atp ? spec.atp->values_per_packet
+                                          : rina   ? spec.rina->values_per_packet
+                                                   : 0;
     const auto fragments = static_cast<std::uint32_t>(
         rina ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet)) : 0);
     // Rina's sums: exact integers at the exponents its workers picked, which must hold every

@@ -45,7 +45,8 @@ struct WorkerSpec {
   // Host collectives (ring, gloo): every rank's TCP address (ring) or this host's IP (gloo,
   // ranks[worker]), and gloo's rendezvous directory.
   std::vector<SocketAddress> ranks;
-  RankGroups racks;  // host collectives: the job's racks (job_racks), which hierarchical ones follow
+  RankGroups racks;     // host collectives: the job's racks (job_racks), which hierarchical ones follow
+  int connections = 1;  // host collectives: per pair of ranks (ScenarioJob::connections)
   std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
   std::uint64_t seed = 0;
@@ -96,7 +97,7 @@ struct Reform {
   std::vector<std::uint32_t> excluded;  // the job's workers (indices) whose values are out from now on
   std::uint32_t round = 0;              // the round to go on from
 };
-std::string reform_json(const Reform& reform);  // one line, without "reform "
+std::string reform_json(const Reform& reform);     // one line, without "reform "
 Reform reform_from_json(const std::string& text);  // throws std::exception naming the key
 
 // The process body itself is atp::run_worker_process (atp/backends/processes.h), which `atp worker` calls.
