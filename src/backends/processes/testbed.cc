@@ -159,14 +159,18 @@ void Testbed::set_host_rate(const std::string& host, double rate_gbps) {
     return;
   }
   const auto rate_kbit = static_cast<long long>(std::llround(rate_gbps * 1e6));
-  // Burst: 2 ms at the rate, at least 32 KiB (a few jumbo frames). Queue: what Linux gives a NIC,
-  // txqueuelen 1000 full-size frames (60 ms at 200 Mbit/s). The host's own queue, not the network's:
-  // with 10 ms (250 KB at 200 Mbit/s) one flow stayed inside it (TCP small queues) but PLink's
-  // flat aggregation, 7 flows per host, overflowed it, and a flow that lost its last segments
-  // waited for the 200 ms minimum retransmission timeout: 1 MiB over 8 workers took 300 ms a
-  // round, not 115 (docs/plink.md). ATP, the ring and Gloo were within 3% either way.
+  // Burst: 2 ms at the rate, at least 96 KiB, more than the largest GSO packet (64 KiB and its
+  // headers): tbf keeps queued packets as they came, and when a fault lowered the rate (and with it
+  // a burst of 2 ms) a queued packet larger than the new burst could never leave, so the queue, and
+  // every flow of the host, stalled until the fault ended (PLink's FA, 1 run in 3, 2 s).
+  // Queue: what Linux gives a NIC, txqueuelen 1000 full-size frames (60 ms at 200 Mbit/s). It is
+  // the host's own queue, not the network's: with 10 ms (250 KB at 200 Mbit/s) one flow stayed
+  // inside it (TCP small queues) but PLink's flat aggregation, 7 flows per host, overflowed it, and
+  // a flow that lost its last segments waited for the 200 ms minimum retransmission timeout: 1 MiB
+  // over 8 workers took 300 ms a round, not 115 (docs/plink.md). ATP, the ring and Gloo were
+  // within 3% either way.
   constexpr long long kQueueBytes = 1000 * 1514;
-  const long long burst_bytes = std::max<long long>(32 * 1024, static_cast<long long>(rate_gbps * 1e9 / 8 * 0.002));
+  const long long burst_bytes = std::max<long long>(96 * 1024, static_cast<long long>(rate_gbps * 1e9 / 8 * 0.002));
   run_or_throw({"tc", "-n", namespace_name(host), "qdisc", "replace", "dev", kHostInterface, "root", "tbf", "rate",
                 std::to_string(rate_kbit) + "kbit", "burst", std::to_string(burst_bytes), "limit",
                 std::to_string(kQueueBytes)});
