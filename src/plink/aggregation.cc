@@ -100,10 +100,14 @@ Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGro
   return s;
 }
 
-Schedule flat_aggregation_schedule(int rank, int size, std::size_t count, std::size_t chunk_elements, int lanes) {
+RankGroups one_group(int size) {
   RankGroups one(1);
   for (int r = 0; r < size; ++r) one[0].push_back(r);
-  return two_level_schedule(rank, size, count, one, chunk_elements, lanes);
+  return one;
+}
+
+Schedule flat_aggregation_schedule(int rank, int size, std::size_t count, std::size_t chunk_elements, int lanes) {
+  return two_level_schedule(rank, size, count, one_group(size), chunk_elements, lanes);
 }
 
 }  // namespace atp::plink

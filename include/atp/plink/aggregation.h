@@ -20,7 +20,7 @@
 
 #include <cstddef>
 
-#include "atp/plink/autotune.h"
+#include "atp/plink/masters.h"
 #include "atp/schedule/builders.h"
 #include "atp/schedule/schedule.h"
 
@@ -45,6 +45,9 @@ Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGro
 // plans); throws as assign_masters does for shares that do not fit.
 Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups, const MasterShares& shares,
                             std::size_t chunk_elements = kDefaultChunkElements, int lanes = kDefaultLanes);
+
+// FA's groups: one, of every rank in order.
+RankGroups one_group(int size);
 
 // FA: two_level_schedule with every rank in one group.
 Schedule flat_aggregation_schedule(int rank, int size, std::size_t count,

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <span>
@@ -369,11 +368,7 @@ struct TcpApps::Impl {
     job.ranks.resize(n);
     const RankGroups racks = job_groups(scenario, spec);
     if (spec.autotune) {
-      job.groups = racks;
-      if (spec.algorithm->name == "plink_fa") {  // one group of every rank
-        job.groups.assign(1, std::vector<int>(n));
-        std::iota(job.groups[0].begin(), job.groups[0].end(), 0);
-      }
+      job.groups = spec.algorithm->name == "plink_fa" ? plink::one_group(static_cast<int>(n)) : racks;
       job.shares = plink::equal_shares(static_cast<int>(n));
       job.autotune.emplace(job.groups,
                            (spec.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements);
