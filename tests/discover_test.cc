@@ -167,5 +167,18 @@ TEST(PlinkLoopback, SeveralConnectionsPerPairSumCorrectly) {
   }
 }
 
+// Autotune between real processes on loopback: the workers report their connections with each
+// round and take the runner's "go"; nothing throttles here, every sum is right.
+TEST(PlinkLoopback, AutotuneJobsRunAndSumCorrectly) {
+  RunOptions o;
+  o.atp_binary = ATP_BINARY;
+  const Scenario s = three_racks(
+      "jobs: [{algorithm: plink, autotune: true, connections: 2, workers: [h00, h10, h01, h11, h20], "
+      "elements: 100003, rounds: 4}]\n");
+  const JobResult j = loopback_backend().run(s, o).jobs.at(0);
+  EXPECT_TRUE(j.correct) << j.error;
+  EXPECT_EQ(j.completed_rounds, 4u);
+}
+
 }  // namespace
 }  // namespace atp

@@ -153,6 +153,24 @@ jobs:
   EXPECT_TRUE(r.jobs[0].correct) << to_summary(r);
 }
 
+// PLink's Autotune between real processes: the runner reads every worker's connections (TCP_INFO)
+// after each round and, when w0's link drops to a fifth and the rounds slow down, sends a new plan
+// with the next "go"; the workers install it between rounds and every sum stays right.
+TEST_F(NetnsIntegration, AutotuneReplansWhenALinkSlowsAndStaysCorrect) {
+  const ScenarioResult r = run_netns(two_racks(R"(
+faults:
+  - {link: [w0, tor0], rate_gbps: 0.04, from_us: 600000}
+jobs:
+  - {name: fa, algorithm: plink_fa, autotune: true, workers: [w0, w1, w2, w3], elements: 262144, rounds: 24}
+)",
+                                               200),
+                                     with_binary());
+  const JobResult& j = r.jobs.at(0);
+  EXPECT_TRUE(j.correct) << to_summary(r);
+  EXPECT_EQ(j.completed_rounds, 24u);
+  EXPECT_GE(j.replans, 1u) << to_summary(r);
+}
+
 TEST_F(NetnsIntegration, LossDuplicationAndReorderingOnLinksKeepResultsExact) {
   // Both directions of two workers' links and of a switch link lose, duplicate and reorder:
   // lost parameter packets are recovered by resends the PS answers by unicast, lost gradients

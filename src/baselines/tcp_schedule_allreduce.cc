@@ -3,8 +3,8 @@
 #include "atp/baselines/tcp_schedule_allreduce.h"
 
 #include <arpa/inet.h>
+#include <linux/tcp.h>  // TCP_NODELAY, and struct tcp_info with the busy times (glibc's lacks them)
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,6 +137,25 @@ int try_connect(Fd& fd, const SocketAddress& to, Clock::time_point deadline) {
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len) != 0) return errno;
   if (error == 0 && connected_to_itself(fd.get())) return ECONNREFUSED;
   return error;
+}
+
+// A connection's counters for LinkSample: bytes acknowledged, microseconds with data to send,
+// smoothed round trip (microseconds). Zero where the kernel does not say.
+struct TcpCounters {
+  std::uint64_t acked = 0, active_us = 0;
+  std::uint32_t rtt_us = 0;
+};
+
+TcpCounters tcp_counters(int fd) {
+  tcp_info info{};
+  socklen_t length = sizeof info;
+  TcpCounters c;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return c;
+  // Older kernels fill less of the struct (length says how much): the fields past it stay 0.
+  c.acked = info.tcpi_bytes_acked;
+  c.active_us = info.tcpi_busy_time + info.tcpi_rwnd_limited + info.tcpi_sndbuf_limited;
+  c.rtt_us = info.tcpi_rtt;
+  return c;
 }
 
 }  // namespace
@@ -399,8 +418,19 @@ void TcpScheduleAllreduce::check_connected(const Schedule& schedule) {
 
 void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<float> data) {
   const std::size_t count = data.size();
+  link_samples_.clear();
   if (links_.empty()) return;
   ScheduleExecutor executor(schedule, data, options_.segment_bytes);
+  std::vector<TcpCounters> before(links_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) before[i] = tcp_counters(links_[i].fd);
+  const auto sample_links = [&] {
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      const TcpCounters after = tcp_counters(links_[i].fd);
+      if (after.acked <= before[i].acked) continue;
+      link_samples_.push_back({links_[i].channel % size_, links_[i].channel / size_, after.acked - before[i].acked,
+                               static_cast<double>(after.active_us - before[i].active_us) * 1e-6, after.rtt_us * 1e-6});
+    }
+  };
 
   // Per link: the count header this call sends and the one it receives, each 8 bytes long (host
   // byte order, as the hello), ahead of the schedule's bytes, in each direction that carries data.
@@ -474,7 +504,10 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     if (move_bytes(executor, channels, try_send, try_receive)) progress = true;
     bool headers_done = true;
     for (const Header& h : headers) headers_done = headers_done && h.sent == kHeader && h.received == kHeader;
-    if (headers_done && executor.done()) return;
+    if (headers_done && executor.done()) {
+      sample_links();
+      return;
+    }
     if (progress) {
       last_progress = Clock::now();
       continue;

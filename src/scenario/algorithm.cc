@@ -200,10 +200,6 @@ std::string cannot_run_algorithms(const Scenario& scenario, const AlgorithmSuppo
     if (const std::string why = cannot_run(*job.algorithm, support); !why.empty()) {
       return "jobs[" + std::to_string(j) + "].algorithm: " + why;
     }
-    if (job.autotune && !support.autotune) {
-      return "jobs[" + std::to_string(j) + "].autotune: PLink's Autotune runs on ns3 so far, not on " +
-             std::string(support.where);
-    }
     if (job.grouping == JobGrouping::kProbe && job.probed_groups.empty()) {
       return "jobs[" + std::to_string(j) +
              "].grouping: probe groups the workers by probing them first, which atp run does before the run "

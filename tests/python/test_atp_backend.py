@@ -136,6 +136,22 @@ def test_plink_grouped_by_probes_sums_within_gloos_rounding():
         assert not line["ok"] and "ATP_GROUPING must be racks or probe, got 'near'" in line["error"], line
 
 
+def test_plink_over_several_connections_per_pair_sums_within_gloos_rounding():
+    """ATP_CONNECTIONS=N: PLink's chunks go round N TCP connections per pair of ranks (docs/plink.md);
+    the sums stay float sums within the bound. It is PLink's only, from 1 to 16: one sentence
+    otherwise."""
+    env = {"ATP_ALGORITHM": "plink_fa", "ATP_CONNECTIONS": "3"}
+    lines, _ = run_ranks("allreduce_vs_gloo", 4, env=env)
+    expect_gloo_within_the_fixed_point_bound(lines, 4, float_sums=True)
+    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "hierarchical", "ATP_CONNECTIONS": "2",
+                                             "ATP_RACK": "a"})
+    for line in lines:
+        assert not line["ok"] and "ATP_CONNECTIONS is PLink's" in line["error"], line
+    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "plink_fa", "ATP_CONNECTIONS": "17"})
+    for line in lines:
+        assert not line["ok"] and "ATP_CONNECTIONS='17' must be a whole number" in line["error"], line
+
+
 def test_ddp_steps_leave_identical_parameters_on_every_rank():
     lines, _ = run_ranks("ddp", 3)
     for line in lines:

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""PLink's Fig. 10 (its §5.6) on ns-3: Autotune reacting to a throttled link. Eight hosts under one
-switch run FA (plink_fa) on 4 MiB per worker for 40 rounds over 1 Gbit/s links (64-packet
-buffers, ECN at 16); host h0's link drops to 0.4 Gbit/s (the paper: 5 to 2 Gbit/s) from 0.6 s to
-1.6 s, both ways. Once with `autotune: true`, once without; every result is checked.
+"""PLink's Fig. 10 (its §5.6): Autotune reacting to a throttled link. Eight hosts under one switch
+run FA (plink_fa) for 40 rounds; host h0's link drops to 0.4 of the others' rate (the paper: 5 to
+2 Gbit/s) for a while, both ways. Once with `autotune: true`, once without; every result is checked.
+- ns3 (default): 4 MiB per worker, 1 Gbit/s links (64-packet buffers, ECN at 16), h0 at 0.4 Gbit/s
+  from 0.6 s to 1.6 s (simulated).
+- netns: real processes and sockets, 1 MiB per worker, 200 Mbit/s links (ECN at 16), h0 at
+  80 Mbit/s from 1.5 s to 3.5 s of the run (wall clock); needs root.
 
 Reported: table.txt (each round's time in ms, both runs side by side, and the throttled rounds'
 median), a JSON per run.
 
-Usage: run.py [--smoke] OUT_DIR   (--smoke: 12 rounds of 256 KiB, the throttle from 0.05 s to 0.15 s)
+Usage: run.py [--smoke] [--backend ns3|netns] OUT_DIR   (--smoke: 12 short rounds, a short throttle)
 """
 import argparse
 import json
@@ -18,11 +21,22 @@ import sys
 import tempfile
 
 
-def scenario(autotune, elements, rounds, start_us, end_us):
+# Per backend: the link, the throttled rate (Gbit/s), elements, rounds and the throttle's window
+# (microseconds), in full and for --smoke.
+SETTINGS = {
+    "ns3": ("{rate_gbps: 1, buffer_packets: 64, ecn_threshold_packets: 16}", 0.4,
+            (1048576, 40, 600000, 1600000), (65536, 12, 50000, 150000)),
+    "netns": ("{rate_mbps: 200, ecn_threshold_packets: 16}", 0.08,
+              (262144, 40, 1500000, 3500000), (65536, 12, 300000, 900000)),
+}
+
+
+def scenario(backend, autotune, elements, rounds, start_us, end_us):
+    link, throttled = SETTINGS[backend][0], SETTINGS[backend][1]
     hosts = "\n".join(f"    - {{name: h{i}, switch: s}}" for i in range(8))
-    return (f"seed: 1\nlink: {{rate_gbps: 1, buffer_packets: 64, ecn_threshold_packets: 16}}\n"
+    return (f"seed: 1\nlink: {link}\n"
             f"topology:\n  switches: [{{name: s}}]\n  hosts:\n{hosts}\n"
-            f"faults:\n  - {{link: [h0, s], rate_gbps: 0.4, from_us: {start_us}, until_us: {end_us}}}\n"
+            f"faults:\n  - {{link: [h0, s], rate_gbps: {throttled}, from_us: {start_us}, until_us: {end_us}}}\n"
             f"jobs:\n  - {{name: fa, algorithm: plink_fa, autotune: {'true' if autotune else 'false'}, "
             f"workers: [{', '.join(f'h{i}' for i in range(8))}], elements: {elements}, rounds: {rounds}}}\n")
 
@@ -30,20 +44,22 @@ def scenario(autotune, elements, rounds, start_us, end_us):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--backend", choices=sorted(SETTINGS), default="ns3")
     parser.add_argument("out")
     args = parser.parse_args()
     atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
     if not os.access(atp, os.X_OK):
         sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
-    elements, rounds, start_us, end_us = (65536, 12, 50000, 150000) if args.smoke else (1048576, 40, 600000, 1600000)
+    elements, rounds, start_us, end_us = SETTINGS[args.backend][3 if args.smoke else 2]
     os.makedirs(args.out, exist_ok=True)
     times = {}
     with tempfile.TemporaryDirectory() as gen:
         for autotune in (False, True):
             path = os.path.join(gen, "run.yaml")
             with open(path, "w") as f:
-                f.write(scenario(autotune, elements, rounds, start_us, end_us))
-            run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True, text=True)
+                f.write(scenario(args.backend, autotune, elements, rounds, start_us, end_us))
+            run = subprocess.run([atp, "run", "--backend", args.backend, "--json", path], capture_output=True,
+                                 text=True)
             if run.returncode != 0:
                 sys.exit(f"run.py: atp run failed ({'with' if autotune else 'without'} Autotune): "
                          f"{run.stderr.strip() or run.stdout[-500:]}")
@@ -53,8 +69,9 @@ def main():
             ends = job["round_end_seconds"]
             times[autotune] = (ends, job.get("replans", 0))
     with open(os.path.join(args.out, "table.txt"), "w") as f:
-        f.write(f"# ns-3, 8 hosts, FA on {elements * 4} B, 1 Gbit/s links, h0 at 0.4 Gbit/s from {start_us / 1e6} s "
-                f"to {end_us / 1e6} s; each round's time in ms (* throttled when it ended)\n")
+        f.write(f"# {args.backend}, 8 hosts, FA on {elements * 4} B, links {SETTINGS[args.backend][0]}, h0 at "
+                f"{SETTINGS[args.backend][1]} Gbit/s from {start_us / 1e6} s to {end_us / 1e6} s; each round's time "
+                f"in ms (* throttled when it ended)\n")
         f.write(f"{'round':>5}{'without':>10}{'with':>10}\n")
         throttled = {False: [], True: []}
         for r in range(rounds):

@@ -88,6 +88,20 @@ class TcpScheduleAllreduce : public Allreduce {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
+  // What TCP measured of each connection that carried bytes out in the last call (Linux's
+  // TCP_INFO, read before and after it): the bytes acknowledged, the time it had data to send
+  // (in flight, or held back by the receiver's window or the send buffer), and its smoothed round
+  // trip at the end. PLink's Autotune reads the rate the path allowed as bytes / active_s, as the
+  // paper reads its per-connection statistics from the OS. Empty before the first call.
+  struct LinkSample {
+    int peer = 0;
+    int lane = 0;
+    std::uint64_t bytes = 0;
+    double active_s = 0;
+    double round_trip_s = 0;
+  };
+  const std::vector<LinkSample>& last_call_links() const { return link_samples_; }
+
  private:
   struct Link {
     int channel;  // the peer and lane it carries (schedule.h)
@@ -125,10 +139,11 @@ class TcpScheduleAllreduce : public Allreduce {
   std::vector<SocketAddress> addresses_;
   Duration timeout_;
   TcpAllreduceOptions options_;
-  int lanes_ = 1;                     // the builder's schedules' connections per peer
-  std::vector<Link> links_;           // one per channel, ascending
-  std::optional<Schedule> schedule_;  // the last call's: calls with the same count reuse it
-  std::string failure_;               // set once an allreduce failed: later calls throw it again
+  int lanes_ = 1;                         // the builder's schedules' connections per peer
+  std::vector<Link> links_;               // one per channel, ascending
+  std::optional<Schedule> schedule_;      // the last call's: calls with the same count reuse it
+  std::string failure_;                   // set once an allreduce failed: later calls throw it again
+  std::vector<LinkSample> link_samples_;  // the last call's (last_call_links)
 };
 
 }  // namespace atp

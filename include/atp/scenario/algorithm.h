@@ -100,7 +100,6 @@ struct AlgorithmSupport {
   bool tcp = false;           // TCP between hosts: kSchedule runs
   bool real_sockets = false;  // real processes with real sockets: kGloo runs where the build has Gloo
   bool gloo_built = false;    // this build has Gloo (ATP_WITH_GLOO)
-  bool autotune = false;      // PLink's Autotune between a job's rounds (autotune: true)
 };
 
 // "" when a backend offering `support` runs jobs of `algorithm`; else why not and what to use, as

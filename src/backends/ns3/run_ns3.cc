@@ -21,7 +21,7 @@ class Ns3Backend final : public Backend {
   }
   bool simulated() const override { return true; }
   // ns-3's TCP carries the host collectives built as schedules (tcp_apps.h), not Gloo's code.
-  AlgorithmSupport algorithm_support() const override { return {.where = "ns3", .tcp = true, .autotune = true}; }
+  AlgorithmSupport algorithm_support() const override { return {.where = "ns3", .tcp = true}; }
 
   // What the ns-3 links cannot do, said before anything runs (a fault would otherwise fail mid-run).
   std::string cannot_run(const Scenario& scenario, const RunOptions&) const override {

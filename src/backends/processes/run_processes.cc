@@ -26,10 +26,12 @@
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
+#include "atp/plink/aggregation.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "placement.h"
 #include "tcp_flow.h"
+#include "tuning.h"
 #include "worker_process.h"
 
 namespace atp {
@@ -121,6 +123,7 @@ class ProcessRun {
     bool stopped = false;                  // killed by the runner because its job had already failed
     std::optional<std::uint32_t> failed;   // Rina: the round it failed (a "failed" line), until "reform" or "stop"
     Seq next_seq = 0;                      // Rina: from its last "wait" or "failed" line
+    std::vector<TcpScheduleAllreduce::LinkSample> links;  // Autotune: its connections in its last round
   };
   struct Switch {
     Child* child = nullptr;
@@ -272,6 +275,11 @@ class ProcessRun {
       const ScenarioJob& job = s_.jobs[j];
       const bool tcp = !job.algorithm->atp_protocol() && !rina(j);
       const std::vector<SocketAddress> ranks = tcp ? where_->tcp_ranks(job.spec.workers) : std::vector<SocketAddress>();
+      if (job.autotune) {
+        const int n = static_cast<int>(job.spec.workers.size());
+        tuning_[j] = std::make_unique<processes::JobTuning>(
+            job, job.algorithm->name == "plink_fa" ? plink::one_group(n) : job_groups(s_, job));
+      }
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;
@@ -288,6 +296,7 @@ class ProcessRun {
           spec.ranks = ranks;
           spec.racks = job_groups(s_, job);
           spec.connections = job.connections;
+          spec.autotune = job.autotune;
           spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }
@@ -646,11 +655,30 @@ class ProcessRun {
       any = true;
     }
     if (!any) return;
+    std::string go = "go\n";
+    if (tuning_[job]) go = tune(job);
     for (Worker& w : workers_) {
       if (w.job != job || w.finished || !w.waiting) continue;
       w.waiting.reset();
-      children_.write(*w.child, "go\n");
+      children_.write(*w.child, go);
     }
+  }
+
+  // The "go" line of an Autotune job's next round: once a round has run since the last release,
+  // its time (from the release to the last worker's end) and every worker's connections go to the
+  // job's tuning, which may send a new plan with it.
+  std::string tune(std::size_t job) {
+    const std::vector<double>& ends = round_end_[job];
+    std::string go = "go\n";
+    if (const auto& last = released_[job]; last && last->first < ends.size()) {
+      std::vector<std::vector<TcpScheduleAllreduce::LinkSample>> links(s_.jobs[job].spec.workers.size());
+      for (const Worker& w : workers_) {
+        if (w.job == job) links[w.index] = w.links;
+      }
+      go = tuning_[job]->after_round(ends[last->first] - last->second, links);
+    }
+    released_[job] = {ends.size(), ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count())};
+    return go;
   }
 
   // Whether a worker of Rina job `job` crashed (the scenario's crash) and its ring has not been
@@ -741,6 +769,7 @@ class ProcessRun {
     const worker_process::WorkerLine line = worker_process::parse_line(text);
     if (line.event == "round") {
       w.rounds_done = line.round + 1;
+      w.links = line.links;
       // The job's round ends when its slowest worker ends it.
       std::vector<double>& ends = round_end_[w.job];
       if (ends.size() <= line.round) ends.resize(line.round + 1, 0);
@@ -784,6 +813,7 @@ class ProcessRun {
       r.completed_rounds = r.rounds;
       r.warmup_rounds = s_.jobs[j].warmup_rounds;
       r.round_end_seconds = round_end_[j];
+      if (tuning_[j]) r.replans = tuning_[j]->replans();
       if (s_.jobs[j].algorithm->timed_calls != nullptr) r.call_seconds.resize(s_.jobs[j].spec.workers.size());
     }
     result.flows = flow_results_;
@@ -980,6 +1010,11 @@ class ProcessRun {
   std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
   std::vector<FlowResult> flow_results_ = std::vector<FlowResult>(s_.background.size());
   std::vector<std::vector<double>> round_end_ = std::vector<std::vector<double>>(s_.jobs.size());
+  // Autotune jobs: their tuning, and the round the runner last let start with when (seconds since start_).
+  std::vector<std::unique_ptr<processes::JobTuning>> tuning_ =
+      std::vector<std::unique_ptr<processes::JobTuning>>(s_.jobs.size());
+  std::vector<std::optional<std::pair<std::size_t, double>>> released_ =
+      std::vector<std::optional<std::pair<std::size_t, double>>>(s_.jobs.size());
   // Rina jobs (docs/rina.md "Failures"): the workers (indices in the job) each ring went on
   // without, and since when a crashed worker waits to be left out (its ring re-forms once every
   // worker left waits at the barrier or has failed its round).

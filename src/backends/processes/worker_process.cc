@@ -24,6 +24,7 @@
 #include "atp/control/control.h"
 #include "atp/io/config_file.h"
 #include "atp/io/event_loop.h"
+#include "atp/plink/aggregation.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 
@@ -129,6 +130,7 @@ std::string to_json(const WorkerSpec& s) {
               {"ranks", ranks},
               {"racks", s.racks},
               {"connections", s.connections},
+              {"autotune", s.autotune},
               {"store_dir", s.store_dir},
               {"seed", s.seed},
               {"worker", s.worker},
@@ -157,6 +159,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
   s.racks = j.at("racks").get<RankGroups>();
   s.connections = j.at("connections").get<int>();
+  s.autotune = j.at("autotune").get<bool>();
   s.store_dir = j.at("store_dir").get<std::string>();
   s.seed = j.at("seed").get<std::uint64_t>();
   s.worker = j.at("worker").get<std::size_t>();
@@ -200,6 +203,12 @@ WorkerLine parse_line(const std::string& text) {
     }
     if (j.contains("next_seq")) line.next_seq = j["next_seq"].get<Seq>();
     if (line.event == "failed") line.error = j.at("error").get<std::string>();
+    if (line.event == "round" && j.contains("links")) {
+      for (const json& l : j["links"]) {
+        line.links.push_back({l.at(0).get<int>(), l.at(1).get<int>(), l.at(2).get<std::uint64_t>(),
+                              l.at(3).get<double>(), l.at(4).get<double>()});
+      }
+    }
     if (line.event == "result") {
       WorkerResult& r = line.result;
       r.correct = j.at("correct").get<bool>();
@@ -219,6 +228,13 @@ WorkerLine parse_line(const std::string& text) {
     line.event.clear();  // not one of ours
   }
   return line;
+}
+
+std::string shares_json(const plink::MasterShares& shares) { return json{{"gm", shares.gm}, {"lm", shares.lm}}.dump(); }
+
+plink::MasterShares shares_from_json(const std::string& text) {
+  const json j = json::parse(text);
+  return {j.at("gm").get<std::vector<double>>(), j.at("lm").get<std::vector<double>>()};
 }
 
 std::string reform_json(const Reform& r) {
@@ -269,6 +285,15 @@ int run_worker_process(const std::string& spec_path) {
     const int rank = static_cast<int>(spec.worker), size = static_cast<int>(spec.workers);
     auto* timed_calls =
         algorithm->timed_calls != nullptr ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
+    // PLink's Autotune: the plan this worker runs, from the master shares the runner sends with "go".
+    auto* tuned = spec.autotune ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
+    if (spec.autotune && tuned == nullptr) throw std::invalid_argument("autotune needs a plink or plink_fa job");
+    const RankGroups groups = spec.algorithm == "plink_fa" ? plink::one_group(size) : spec.racks;
+    const auto plan_for = [&](const plink::MasterShares& shares) {
+      return plink::two_level_schedule(rank, size, spec.elements, groups, shares, plink::kDefaultChunkElements,
+                                       spec.connections);
+    };
+    Schedule plan = tuned != nullptr ? plan_for(plink::equal_shares(size)) : Schedule{};
     scenario_inputs::RoundReference ref;
     const bool rina = spec.rina.has_value();
     const std::size_t values_per_packet = spec.atp ? spec.atp->values_per_packet
@@ -353,10 +378,18 @@ int run_worker_process(const std::string& spec_path) {
       }
       if (!answer("wait", round, "")) return 1;
       if (go.starts_with("reform ")) continue;  // re-formed: from its round again
-      if (go != "go") return 1;                 // the run was called off
+      if (tuned != nullptr && go.starts_with("go ")) {
+        plan = plan_for(shares_from_json(go.substr(3)));
+        go = "go";
+      }
+      if (go != "go") return 1;  // the run was called off
       const Time t0 = EventLoop::now();
       try {
-        collective->allreduce(buffer);
+        if (tuned != nullptr) {
+          tuned->run(plan, buffer);
+        } else {
+          collective->allreduce(buffer);
+        }
       } catch (const std::exception& e) {
         // Rina: a worker gone leaves its ring without progress; the runner re-forms it or stops.
         if (!rina) throw;
@@ -387,7 +420,13 @@ int run_worker_process(const std::string& spec_path) {
         break;
       }
       ++r.completed_rounds;
-      print({{"event", "round"}, {"round", round}});
+      json done{{"event", "round"}, {"round", round}};
+      if (tuned != nullptr) {
+        json& links = done["links"] = json::array();
+        for (const auto& l : tuned->last_call_links())
+          links.push_back(json::array({l.peer, l.lane, l.bytes, l.active_s, l.round_trip_s}));
+      }
+      print(done);
       ++round;
     }
     if (r.error.empty()) collective->close();

@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/io/socket_address.h"
+#include "atp/plink/masters.h"
 #include "atp/rina/worker.h"
 #include "atp/schedule/builders.h"
 #include "atp/worker.h"
@@ -47,6 +49,9 @@ struct WorkerSpec {
   std::vector<SocketAddress> ranks;
   RankGroups racks;     // host collectives: the job's racks (job_racks), which hierarchical ones follow
   int connections = 1;  // host collectives: per pair of ranks (ScenarioJob::connections)
+  // PLink's Autotune (plink, plink_fa): after each round its "round" line carries what TCP measured
+  // of its connections; the runner's "go" may carry the next round's master shares.
+  bool autotune = false;
   std::string store_dir;
   // What it needs to regenerate every worker's inputs and check the results itself.
   std::uint64_t seed = 0;
@@ -84,12 +89,18 @@ std::string result_line(const WorkerResult& result);
 // one of its lines).
 struct WorkerLine {
   std::string event;
-  std::uint32_t round = 0;  // "round", "wait", "failed"
-  Seq next_seq = 0;         // "wait", "failed" of a Rina worker
-  std::string error;        // "failed"
-  WorkerResult result;      // "result"
+  std::uint32_t round = 0;                              // "round", "wait", "failed"
+  Seq next_seq = 0;                                     // "wait", "failed" of a Rina worker
+  std::string error;                                    // "failed"
+  WorkerResult result;                                  // "result"
+  std::vector<TcpScheduleAllreduce::LinkSample> links;  // "round" of an Autotune worker: its connections
 };
 WorkerLine parse_line(const std::string& line);
+
+// The runner's answer to an Autotune worker's "wait": "go" keeps its plan, "go " + shares_json()
+// installs a new one. shares_from_json throws std::exception naming the key.
+std::string shares_json(const plink::MasterShares& shares);
+plink::MasterShares shares_from_json(const std::string& text);
 
 // The ring a Rina worker goes on in, after workers of its job were lost.
 struct Reform {
