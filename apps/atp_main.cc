@@ -68,7 +68,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
                                               down_us, then gets its jobs installed again
     - {noise: host, rate_pps (1000), from_us (0), until_us (forever)}
                                   a host with no job role sends malformed and spoofed packets
-  background: [{from: host, to: host, kind (tcp), from_us (0), until_us (when all jobs end)}]
+  background: [{from: host, to: host, kind (tcp), from_us (0), until_us (when all jobs end),
+                congestion (cubic; reno, bbr), ecn (true)}]
                                   a TCP flow through the same switches (netns and ns3)
 )";
 
@@ -259,12 +260,15 @@ int main(int argc, char** argv) {
   worker->add_option("--spec", worker_spec, "worker spec (JSON) written by atp run")->required();
 
   // Hidden: the two ends of a background TCP flow of `atp run --backend netns`.
-  std::string flow_listen, flow_connect;
+  std::string flow_listen, flow_connect, flow_congestion = "cubic";
+  bool flow_ecn = false;
   CLI::App* flow =
       app.add_subcommand("flow", "internal: one end of a background TCP flow of `atp run --backend netns`");
   flow->group("");
   flow->add_option("--listen", flow_listen, "receive on IP:PORT and report goodput when the sender closes");
   flow->add_option("--connect", flow_connect, "send to IP:PORT until stdin closes");
+  flow->add_option("--congestion", flow_congestion, "the sender's TCP congestion control (cubic, reno, bbr)");
+  flow->add_flag("--ecn", flow_ecn, "the sender asks for ECN");
 
   try {
     app.parse(argc, argv);
@@ -275,7 +279,7 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) return run_command(backend, file, json, series_ms);
     if (worker->parsed()) return atp::run_worker_process(worker_spec);
-    if (flow->parsed()) return atp::run_background_flow(flow_listen, flow_connect);
+    if (flow->parsed()) return atp::run_background_flow(flow_listen, flow_connect, flow_congestion, flow_ecn);
     if (demo_command.app->parsed()) return demo_command.run();
     if (switch_command.app->parsed()) return switch_command.run();
     if (ps_command.app->parsed()) return ps_command.run();

@@ -277,6 +277,40 @@ faults:
   EXPECT_EQ(r.rejected_packets, r.noise_packets) << to_summary(r);
 }
 
+// An ATP job beside a CUBIC flow into one of its workers, every setting at its default (issue 19,
+// experiments/netns/tcp-share): the job finishes exact and neither starves while they overlap.
+// Measured 0.40-0.43 of the link for the job and 0.55 for the flow; the bounds here leave room for
+// a busy machine (the issue's 0.4 is a benchmark's goal, not this test's).
+TEST_F(NetnsIntegration, AnAtpJobBesideATcpFlowFinishesAndNeitherStarves) {
+  const ScenarioResult r = run_netns(two_racks(R"(
+background: [{from: x, to: w3, from_us: 500000, until_us: 2500000}]
+jobs:
+  - {name: a, workers: [w2, w3], ps: [ps], elements: 262144, rounds: 40}
+)",
+                                               200),
+                                     with_binary());
+  const JobResult& j = r.jobs.at(0);
+  ASSERT_TRUE(j.correct) << to_summary(r);
+  ASSERT_EQ(r.flows.size(), 1u);
+  const FlowResult& f = r.flows[0];
+  // The flow's samples from its second 100 ms on (slow start done), while the job still runs.
+  std::vector<double> tcp;
+  for (std::size_t i = 1; i < f.goodput_mbps.size() && f.start_seconds + (i + 1) * f.interval_s < j.seconds; ++i)
+    tcp.push_back(f.goodput_mbps[i]);
+  ASSERT_GE(tcp.size(), 3u) << to_summary(r);
+  std::sort(tcp.begin(), tcp.end());
+  EXPECT_GT(tcp[tcp.size() / 2], 0.2 * 200) << to_summary(r);
+  // The job's rounds that ended while the flow ran: tensor bytes per round at 0.2 of the link or more.
+  std::vector<double> atp;
+  for (std::size_t k = 1; k < j.round_end_seconds.size(); ++k) {
+    const double end = j.round_end_seconds[k], took = end - j.round_end_seconds[k - 1];
+    if (end > f.start_seconds + 0.2 && end < f.start_seconds + 2.0) atp.push_back(j.tensor_bytes * 8 / took / 1e6);
+  }
+  ASSERT_GE(atp.size(), 3u) << to_summary(r);
+  std::sort(atp.begin(), atp.end());
+  EXPECT_GT(atp[atp.size() / 2], 0.2 * 200) << to_summary(r);
+}
+
 TEST_F(NetnsIntegration, PsBaselineOnTheSameSwitchesIsExactAndAggregatesNothing) {
   const ScenarioResult r = run_netns(two_racks(R"(
 jobs:

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "atp/backends/ns3.h"
@@ -221,6 +222,23 @@ TEST(Ns3Backend, BackgroundFlowSharesALinkAndStopsWithTheJobs) {
   EXPECT_FALSE(r.time_limit_reached);
   // The flow stops once the job is done: the run ends within a few sample intervals of it.
   EXPECT_LT(r.simulated_seconds, r.jobs[0].seconds + 0.01);
+}
+
+// A background flow's own TCP (congestion:, ecn:) reaches ns-3's socket: each control moves
+// bytes, and they do not all move the same (the setting took).
+TEST(Ns3Backend, BackgroundFlowsRunTheTcpTheyName) {
+  std::set<std::uint64_t> bytes;
+  for (const char* cc : {"cubic", "reno", "bbr"}) {
+    Scenario s =
+        parse_scenario_yaml(two_racks("", ", buffer_packets: 200") + "background:\n  - {from: x, to: w1, kind: tcp}\n");
+    s.background[0].congestion = cc;
+    s.background[0].ecn = false;
+    const ScenarioResult r = run_ns3(s);
+    ASSERT_TRUE(r.jobs[0].correct) << cc << ": " << r.jobs[0].error;
+    EXPECT_GT(r.flows.at(0).bytes, 100'000u) << cc;
+    bytes.insert(r.flows[0].bytes);
+  }
+  EXPECT_GT(bytes.size(), 1u);
 }
 
 TEST(Ns3Backend, SameSeedGivesTheSameResult) {

@@ -194,6 +194,17 @@ struct ErrorCase {
 
 class ScenarioYamlError : public ::testing::TestWithParam<ErrorCase> {};
 
+// A background flow's sender TCP: CUBIC asking for ECN unless the flow says otherwise.
+TEST(ScenarioYaml, BackgroundFlowsNameTheirTcp) {
+  const Scenario s = parse_scenario_yaml(replaced(
+      "seed: 1", "seed: 1\nbackground: [{from: w0, to: w1}, {from: w1, to: w0, congestion: bbr, ecn: false}]"));
+  ASSERT_EQ(s.background.size(), 2u);
+  EXPECT_EQ(s.background[0].congestion, "cubic");
+  EXPECT_TRUE(s.background[0].ecn);
+  EXPECT_EQ(s.background[1].congestion, "bbr");
+  EXPECT_FALSE(s.background[1].ecn);
+}
+
 TEST_P(ScenarioYamlError, NamesTheKeyInOneSentence) {
   const ErrorCase& c = GetParam();
   const std::string message = parse_error(replaced(c.from, c.to));
@@ -247,6 +258,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"ps: [ps0], elements: 1000, rounds: 2", "algorithm: probe, elements: 1000, rounds: 2",
                   "jobs[0].rounds: algorithm probe runs one round per pairing of its workers (every pair once); "
                   "remove rounds"},
+        // A background flow's TCP: named congestion controls only; ECN on or off.
+        ErrorCase{"seed: 1", "seed: 1\nbackground: [{from: w0, to: w1, congestion: vegas}]",
+                  "background[0].congestion: must be cubic, reno or bbr, got 'vegas'"},
+        ErrorCase{"seed: 1", "seed: 1\nbackground: [{from: w0, to: w1, ecn: sometimes}]",
+                  "background[0].ecn: must be true or false, got sometimes"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: fixed",
                   "aggregator_sharing: must be 'dynamic' or 'static', got fixed"},
         ErrorCase{"seed: 1", "seed: 1\naggregator_sharing: [static]",

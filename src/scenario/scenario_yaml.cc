@@ -623,7 +623,7 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
 }
 
 BackgroundFlow parse_background(const YAML::Node& node, const std::string& path, const Names& names) {
-  expect_map(node, path, {"from", "to", "kind", "from_us", "until_us"});
+  expect_map(node, path, {"from", "to", "kind", "from_us", "until_us", "congestion", "ecn"});
   require(node, path, "from");
   require(node, path, "to");
   BackgroundFlow flow;
@@ -637,6 +637,13 @@ BackgroundFlow parse_background(const YAML::Node& node, const std::string& path,
     if (kind != "tcp")
       fail(child(path, "kind"), "must be tcp (the only kind of background traffic), got '" + kind + "'");
   }
+  if (node["congestion"]) {
+    flow.congestion = as_string(node["congestion"], child(path, "congestion"));
+    if (std::find(std::begin(kFlowCongestionControls), std::end(kFlowCongestionControls), flow.congestion) ==
+        std::end(kFlowCongestionControls))
+      fail(child(path, "congestion"), "must be cubic, reno or bbr, got '" + flow.congestion + "'");
+  }
+  if (node["ecn"]) flow.ecn = as_bool(node["ecn"], child(path, "ecn"));
   if (node["from_us"]) flow.start = as_microseconds(node["from_us"], child(path, "from_us"), true);
   if (node["until_us"]) {
     flow.until = as_microseconds(node["until_us"], child(path, "until_us"), true);

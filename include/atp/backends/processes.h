@@ -37,8 +37,10 @@ ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options = {
 int run_worker_process(const std::string& spec_path);
 
 // The body of the hidden `atp flow` subcommand run_netns starts for background traffic: with
-// `listen` (IP:PORT) the receiving end, with `connect` the sending end
-// (src/backends/processes/tcp_flow.h has its protocol). Returns the exit code (2: not exactly one of them, or not an address).
-int run_background_flow(const std::string& listen, const std::string& connect);
+// `listen` (IP:PORT) the receiving end, with `connect` the sending end, whose TCP uses
+// `congestion` (cubic, reno, bbr) and asks for ECN if `ecn` (BackgroundFlow's keys)
+// (src/backends/processes/tcp_flow.h has its protocol). Returns the exit code (2: not exactly
+// one of them, or not an address).
+int run_background_flow(const std::string& listen, const std::string& connect, const std::string& congestion, bool ecn);
 
 }  // namespace atp

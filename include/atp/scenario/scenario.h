@@ -115,7 +115,14 @@ struct BackgroundFlow {
   std::string from, to;  // hosts
   Duration start{0};
   std::optional<Duration> until;
+  // The sender's TCP: `congestion:` cubic (Linux's and ns-3's default), reno or bbr, and `ecn:`
+  // whether it asks for ECN (and so backs off at the switches' marks, as ATP does). Named, not
+  // left to the machine: a testbed whose kernel defaults to BBR gave another experiment.
+  std::string congestion = "cubic";
+  bool ecn = true;
 };
+// The congestion controls a background flow may name.
+inline constexpr std::string_view kFlowCongestionControls[] = {"cubic", "reno", "bbr"};
 
 struct Scenario {
   std::uint64_t seed = 1;

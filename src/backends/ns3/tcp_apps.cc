@@ -17,6 +17,11 @@
 #include <ns3/packet.h>
 #include <ns3/simulator.h>
 #include <ns3/socket.h>
+#include <ns3/string.h>
+#include <ns3/tcp-bbr.h>
+#include <ns3/tcp-cubic.h>
+#include <ns3/tcp-linux-reno.h>
+#include <ns3/tcp-socket-base.h>
 #include <ns3/tcp-socket-factory.h>
 #include <ns3/uinteger.h>
 
@@ -512,6 +517,18 @@ struct TcpApps::Impl {
       if (!jobs_running()) return;  // nothing to compete with any more
       f.started = true;
       f.sender = tcp_socket(network.ns3_node(run.node_id(f.spec->from)));
+      // The flow's own TCP (BackgroundFlow): ns-3's counterparts of Linux's cubic, reno and bbr.
+      const std::string& cc = f.spec->congestion;
+      ns3::Ptr<ns3::TcpCongestionOps> ops;
+      if (cc == "reno") {
+        ops = ns3::CreateObject<ns3::TcpLinuxReno>();
+      } else if (cc == "bbr") {
+        ops = ns3::CreateObject<ns3::TcpBbr>();
+      } else {
+        ops = ns3::CreateObject<ns3::TcpCubic>();
+      }
+      ns3::DynamicCast<ns3::TcpSocketBase>(f.sender)->SetCongestionControlAlgorithm(ops);
+      f.sender->SetAttribute("UseEcn", ns3::StringValue(f.spec->ecn ? "On" : "Off"));
       f.sender->Bind();
       f.sender->SetSendCallback(
           ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>([&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {

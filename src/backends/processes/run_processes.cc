@@ -460,8 +460,9 @@ class ProcessRun {
     flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
                                      namespace_of(f.to));
     expect_line(*flow.receiver, "listening");
-    flow.sender = &children_.start("flow sender " + f.from, {binary_, "flow", "--connect", to.to_string()}, true,
-                                   namespace_of(f.from));
+    std::vector<std::string> sender{binary_, "flow", "--connect", to.to_string(), "--congestion", f.congestion};
+    if (f.ecn) sender.push_back("--ecn");
+    flow.sender = &children_.start("flow sender " + f.from, sender, true, namespace_of(f.from));
     expect_line(*flow.sender, "connected");
   }
   void stop_flow(std::size_t i) {

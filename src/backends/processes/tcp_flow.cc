@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -77,13 +78,21 @@ int run_receiver(const SocketAddress& listen, Duration interval) {
   return 0;
 }
 
-int run_sender(const SocketAddress& to, Duration connect_timeout) {
+int run_sender(const SocketAddress& to, Duration connect_timeout, const std::string& congestion, bool ecn) {
+  {
+    std::ofstream sysctl("/proc/sys/net/ipv4/tcp_ecn");
+    sysctl << (ecn ? "1" : "2") << std::flush;
+    if (!sysctl) return fail("cannot set net.ipv4.tcp_ecn in the sender's namespace");
+  }
   const sockaddr_in addr = to_sockaddr(to);
   int fd = -1;
   const Time give_up = EventLoop::now() + connect_timeout;
   for (;;) {  // the receiver listens before the sender starts; retries cover ARP and SYN losses
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return fail("cannot create a TCP socket");
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(), static_cast<socklen_t>(congestion.size())) !=
+        0)
+      return fail("this kernel has no TCP congestion control '" + congestion + "'");
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
     ::close(fd);
     if (EventLoop::now() >= give_up) return fail("cannot connect to " + to.to_string());
@@ -130,7 +139,8 @@ bool parse_report(const std::string& line, FlowReport& report) {
 
 namespace atp {
 
-int run_background_flow(const std::string& listen, const std::string& connect) {
+int run_background_flow(const std::string& listen, const std::string& connect, const std::string& congestion,
+                        bool ecn) {
   if (listen.empty() == connect.empty()) {
     std::cerr << "atp flow: give exactly one of --listen and --connect\n";
     return 2;
@@ -142,7 +152,7 @@ int run_background_flow(const std::string& listen, const std::string& connect) {
     std::cerr << "atp flow: " << e.what() << "\n";
     return 2;
   }
-  return listen.empty() ? tcp_flow::run_sender(address, std::chrono::seconds(5))
+  return listen.empty() ? tcp_flow::run_sender(address, std::chrono::seconds(5), congestion, ecn)
                         : tcp_flow::run_receiver(address, std::chrono::milliseconds(100));
 }
 

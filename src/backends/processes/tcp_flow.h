@@ -21,7 +21,9 @@ namespace atp::tcp_flow {
 inline constexpr std::uint16_t kPort = 9701;
 
 int run_receiver(const SocketAddress& listen, Duration interval);
-int run_sender(const SocketAddress& to, Duration connect_timeout);
+// `congestion`: the socket's TCP_CONGESTION; `ecn`: net.ipv4.tcp_ecn of the sender's namespace
+// (Linux sets ECN per namespace, not per socket), 1 to ask for it, 2 (Linux's default) not to.
+int run_sender(const SocketAddress& to, Duration connect_timeout, const std::string& congestion, bool ecn);
 
 struct FlowReport {
   std::uint64_t bytes = 0;

@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""An ATP job beside a TCP flow on the netns testbed, every setting at its default (issue 19, the
+paper's Fig. 16): 4 workers and their PS under one switch, 200 Mbit/s links, 1 MiB allreduces
+back to back; from 1 s to 4 s a TCP flow from another host of the rack to worker w0, so the flow
+and the job's results share the switch's queue towards w0. Once per sender TCP: CUBIC asking for
+ECN (the default), CUBIC without ECN, BBR and Reno.
+
+Reported (table.txt): the job's rate alone and beside the flow (tensor bytes per round over the
+round's time, the rounds that end from 1 s after the flow starts to its end), the flow's median
+goodput over the same stretch (100 ms samples), both as shares of the link, and the flow's first
+second. Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+LINK_MBPS = 200
+VARIANTS = [("cubic", True), ("cubic", False), ("bbr", False), ("reno", False)]
+
+
+def scenario(congestion, ecn, start_us, until_us, rounds):
+    hosts = "\n".join(f"    - {{name: {h}, switch: tor}}" for h in ["w0", "w1", "w2", "w3", "ps", "x"])
+    return (f"seed: 16\nlink: {{rate_mbps: {LINK_MBPS}}}\ntopology:\n  switches: [{{name: tor}}]\n  hosts:\n{hosts}\n"
+            f"background: [{{from: x, to: w0, from_us: {start_us}, until_us: {until_us}, congestion: {congestion}, "
+            f"ecn: {'true' if ecn else 'false'}}}]\n"
+            f"jobs:\n  - {{name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 262144, rounds: {rounds}}}\n")
+
+
+def shares(result, start_s, until_s):
+    job, flow = result["jobs"][0], result["flows"][0]
+    ends = job["round_end_seconds"]
+    rate = [(job["tensor_bytes"] * 8 / (b - a) / 1e6, b) for a, b in zip([0] + ends, ends)]
+    alone = statistics.median([r for r, b in rate if b < start_s]) if any(b < start_s for r, b in rate) else 0
+    beside = [r for r, b in rate if start_s + 1 < b <= until_s]
+    samples = flow["goodput_mbps"]
+    per = flow["interval_s"]
+    steady = samples[int(1 / per):int((until_s - start_s) / per)]
+    return (job["correct"], alone, statistics.median(beside) if beside else 0,
+            statistics.median(steady) if steady else 0, samples[:int(1 / per)])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("out")
+    args = parser.parse_args()
+    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
+    if not os.access(atp, os.X_OK):
+        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    start_us, until_us, rounds = (500000, 2000000, 40) if args.smoke else (1000000, 4000000, 60)
+    variants = VARIANTS[:1] if args.smoke else VARIANTS
+    os.makedirs(args.out, exist_ok=True)
+    lines = [f"# netns, 4 workers + PS + x under one switch, {LINK_MBPS} Mbit/s links, defaults; 1 MiB allreduces; "
+             f"TCP x -> w0 from {start_us / 1e6} s to {until_us / 1e6} s. Mbit/s; share = of the link",
+             f"{'sender TCP':<14}{'correct':>8}{'ATP alone':>10}{'ATP beside':>11}{'TCP':>7}{'ATP share':>10}"
+             f"{'TCP share':>10}{'together':>9}  TCP's first second (100 ms)"]
+    failed = False
+    with tempfile.TemporaryDirectory() as gen:
+        for congestion, ecn in variants:
+            name = f"{congestion}{'-ecn' if ecn else ''}"
+            path = os.path.join(gen, "run.yaml")
+            with open(path, "w") as f:
+                f.write(scenario(congestion, ecn, start_us, until_us, rounds))
+            run = subprocess.run([atp, "run", "--backend", "netns", "--json", path], capture_output=True, text=True)
+            with open(os.path.join(args.out, f"{name}.json"), "w") as f:
+                f.write(run.stdout)
+            if run.returncode != 0 and not run.stdout:
+                sys.exit(f"run.py: atp run failed ({name}): {run.stderr.strip()[-500:]}")
+            correct, alone, beside, tcp, first = shares(json.loads(run.stdout), start_us / 1e6, until_us / 1e6)
+            failed = failed or not correct
+            lines.append(f"{name:<14}{str(correct):>8}{alone:>10.0f}{beside:>11.0f}{tcp:>7.0f}"
+                         f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}  "
+                         + " ".join(f"{x:.0f}" for x in first))
+    with open(os.path.join(args.out, "table.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
