@@ -210,6 +210,17 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
               "probe, got '", grouping, "'");
   TORCH_CHECK(grouping != "probe" || name == "plink",
               "atp: ATP_GROUPING=probe groups the ranks of ATP_ALGORITHM=plink; ", "ATP_ALGORITHM is ", name);
+  // Checked before any rank talks to the store: a rank that fails later leaves the others waiting
+  // on keys it never sets (rank 0, which serves the store, gone).
+  int connections = plink::kDefaultLanes;
+  if (const std::string text = env("ATP_CONNECTIONS"); !text.empty()) {
+    TORCH_CHECK(name == "plink" || name == "plink_fa", "atp: ATP_CONNECTIONS is PLink's (ATP_ALGORITHM=plink or ",
+                "plink_fa); ATP_ALGORITHM is ", name);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), connections);
+    TORCH_CHECK(
+        error == std::errc() && end == text.data() + text.size() && connections >= 1 && connections <= kMaxLanes,
+        "atp: ATP_CONNECTIONS='", text, "' must be a whole number of connections per pair from 1 to ", kMaxLanes);
+  }
   RankGroups racks;  // in the order of their first rank, as job_racks gives them
   if (grouping == "probe") {
     racks = probed_groups(store, rank, size, bind_ip, timeout);
@@ -225,15 +236,6 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
       if (fresh) racks.emplace_back();
       racks[it->second].push_back(r);
     }
-  }
-  int connections = plink::kDefaultLanes;
-  if (const std::string text = env("ATP_CONNECTIONS"); !text.empty()) {
-    TORCH_CHECK(name == "plink" || name == "plink_fa", "atp: ATP_CONNECTIONS is PLink's (ATP_ALGORITHM=plink or ",
-                "plink_fa); ATP_ALGORITHM is ", name);
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), connections);
-    TORCH_CHECK(
-        error == std::errc() && end == text.data() + text.size() && connections >= 1 && connections <= kMaxLanes,
-        "atp: ATP_CONNECTIONS='", text, "' must be a whole number of connections per pair from 1 to ", kMaxLanes);
   }
   const Algorithm& algorithm = *find_algorithm(name);
   ScheduleBuilder build = [&algorithm, racks, connections](int r, int n, std::size_t count) {
