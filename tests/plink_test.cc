@@ -314,8 +314,12 @@ TEST(TwoLevelSchedule, EachRankSendsWhatTheTwoLevelsCost) {
     std::vector<std::size_t> sent;
     ASSERT_EQ(run_and_count_wrong(schedules, kCount, sent), 0u);
     const std::size_t floats = 2 * (m - 1) * kCount / m + 2 * (k - 1) * kCount / n;
+    // plan_bytes (Autotune's D(i, j)) says the same of each rank as the run.
+    const Eigen::MatrixXd d = plan_bytes(groups, equal_shares(n), kCount, kChunk);
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(sent[static_cast<std::size_t>(r)], floats * sizeof(float)) << k << " groups of " << m << ", rank " << r;
+      EXPECT_EQ(d.row(r).sum(), static_cast<double>(floats * sizeof(float)))
+          << k << " groups of " << m << ", rank " << r;
     }
   }
   std::vector<Schedule> flat;
@@ -620,12 +624,11 @@ struct Model {
 
   LinkMeasurements measure(const MasterShares& shares) const {
     const auto n = static_cast<Eigen::Index>(rate.size());
-    LinkMeasurements m{Eigen::MatrixXd::Zero(n, n), Eigen::MatrixXd::Zero(n, n), Eigen::MatrixXd::Zero(n, n)};
+    LinkMeasurements m{plan_bytes(groups, shares, count, chunk), Eigen::MatrixXd::Zero(n, n),
+                       Eigen::MatrixXd::Zero(n, n)};
     for (Eigen::Index i = 0; i < n; ++i) {
-      const Schedule s = two_level_schedule(static_cast<int>(i), static_cast<int>(n), count, groups, shares, chunk);
       for (Eigen::Index j = 0; j < n; ++j) {
         if (i == j) continue;
-        m.bytes(i, j) = static_cast<double>(schedule_bytes_sent(s, static_cast<int>(j)));
         m.bytes_per_second(i, j) = rate[static_cast<std::size_t>(i)];
         m.round_trip_s(i, j) = 1e-5;
       }

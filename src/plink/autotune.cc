@@ -27,6 +27,18 @@ int size_of(const RankGroups& groups) {
 
 }  // namespace
 
+Eigen::MatrixXd plan_bytes(const RankGroups& groups, const MasterShares& shares, std::size_t count,
+                           std::size_t chunk_elements) {
+  const int n = size_of(groups);
+  Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);
+  for (int i = 0; i < n; ++i) {
+    for (const ScheduleStep& step : two_level_schedule(i, n, count, groups, shares, chunk_elements).steps) {
+      if (step.kind == StepKind::kSend) d(i, step.peer) += static_cast<double>(step.range.size() * sizeof(float));
+    }
+  }
+  return d;
+}
+
 MasterShares quicktune(const RankGroups& groups, const LinkMeasurements& m) {
   const int size = size_of(groups);
   const std::vector<int> group_of = group_of_rank("Quicktune", groups, size);

@@ -132,6 +132,7 @@ RankGroups job_racks(const Topology& topology, const std::vector<std::string>& w
 RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job) {
   const std::vector<std::string>& workers = job.spec.workers;
   RankGroups racks = job_racks(scenario.topology, workers);  // also the check that every worker is a host
+  if (job.algorithm->name == "plink_fa") return plink::one_group(static_cast<int>(workers.size()));
   switch (job.grouping) {
     case JobGrouping::kTopology:
       return racks;

@@ -73,11 +73,4 @@ void validate_schedule(const Schedule& schedule) {
   }
 }
 
-std::size_t schedule_bytes_sent(const Schedule& schedule, int peer) {
-  std::size_t bytes = 0;
-  for (const ScheduleStep& step : schedule.steps)
-    if (step.kind == StepKind::kSend && (peer < 0 || step.peer == peer)) bytes += step.range.size() * sizeof(float);
-  return bytes;
-}
-
 }  // namespace atp

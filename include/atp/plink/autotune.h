@@ -13,17 +13,23 @@
 #include <optional>
 #include <vector>
 
+#include "atp/plink/aggregation.h"
 #include "atp/plink/masters.h"
 #include "atp/schedule/builders.h"
 
 namespace atp::plink {
 
 // What Autotune reads after an iteration, per ordered pair of ranks (i, j): how many bytes i sent j
-// (D(i, j): the plan's, schedule_bytes_to), at what rate while i's stream to j was busy (bytes per
+// (D(i, j): the plan's, plan_bytes), at what rate while i's stream to j was busy (bytes per
 // second; <= 0: not measured), and the connection's round trip (seconds; 0 where not known).
 struct LinkMeasurements {
   Eigen::MatrixXd bytes, bytes_per_second, round_trip_s;
 };
+
+// D(i, j) of the 2LHA plan with `shares` over `groups` (two_level_schedule, aggregation.h) for
+// `count` elements in chunks of `chunk_elements`: the bytes rank i sends rank j in an iteration.
+Eigen::MatrixXd plan_bytes(const RankGroups& groups, const MasterShares& shares, std::size_t count,
+                           std::size_t chunk_elements = kDefaultChunkElements);
 
 // Quicktune (§4.3.1): GMs to each group in proportion to the bandwidth its members measured to the
 // other groups (with one group: to each other), then within a group, and its LMs, in proportion to

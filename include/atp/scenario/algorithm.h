@@ -35,8 +35,8 @@ enum class JobGrouping : std::uint8_t {
 
 // The groups job `job` of `scenario` follows: its racks; for kRandom the Balanced Random groups
 // drawn from the scenario's seed with the job's id (so every backend deals the same); for kProbe
-// the job's probed_groups. Throws std::invalid_argument naming a worker that is no host of the
-// topology, or a kProbe job whose groups were not probed.
+// the job's probed_groups; for plink_fa (PLink's FA) one group of every worker. Throws std::invalid_argument naming a
+// worker that is no host of the topology, or a kProbe job whose groups were not probed.
 RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job);
 
 // What an algorithm's hosts run, and so what a backend must offer to run it.

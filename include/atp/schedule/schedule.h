@@ -97,7 +97,4 @@ std::vector<int> schedule_channels(const Schedule& schedule);
 // earlier step.
 void validate_schedule(const Schedule& schedule);
 
-// Bytes this rank sends in `schedule` (4 per element of each send step), to `peer` (< 0: to all).
-std::size_t schedule_bytes_sent(const Schedule& schedule, int peer = -1);
-
 }  // namespace atp

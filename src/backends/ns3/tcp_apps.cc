@@ -166,12 +166,13 @@ struct CollectiveJob {
   std::map<std::uint32_t, std::pair<scenario_inputs::RoundReference, std::size_t>> references;
   std::uint64_t wrong_values = 0;
   RoundTimes times;
-  // PLink's Autotune (autotune: true): the groups and master shares of the running plan, the
-  // loop, the ranks done with the running round (all wait for the last, which replans), and when
-  // the round started.
+  // PLink's Autotune (autotune: true): the groups, master shares and D(i, j) of the running plan,
+  // the loop, the ranks done with the running round (all wait for the last, which replans), and
+  // when the round started.
   std::optional<plink::Autotune> autotune;
   RankGroups groups;
   plink::MasterShares shares;
+  Eigen::MatrixXd bytes;
   std::size_t ranks_done = 0;
   Time round_start{};
   std::uint32_t replans = 0;
@@ -312,7 +313,7 @@ struct TcpApps::Impl {
   void replan(CollectiveJob& job) {
     const std::size_t n = job.ranks.size();
     const auto e = static_cast<Eigen::Index>(n);
-    plink::LinkMeasurements m{Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e)};
+    plink::LinkMeasurements m{job.bytes, Eigen::MatrixXd::Zero(e, e), Eigen::MatrixXd::Zero(e, e)};
     for (std::size_t j = 0; j < n; ++j) {
       for (auto& [channel, c] : job.ranks[j].sending) {
         const auto at =
@@ -322,13 +323,10 @@ struct TcpApps::Impl {
         c.rate_sum = 0;
         c.samples = 0;
       }
-      for (std::size_t k = 0; k < n; ++k) {
-        m.bytes(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(k)) =
-            static_cast<double>(schedule_bytes_sent(job.ranks[j].schedule, static_cast<int>(k)));
-      }
     }
     if (const auto next = job.autotune->after_iteration(seconds_of(now() - job.round_start), job.shares, m)) {
       job.shares = *next;
+      job.bytes = plink::plan_bytes(job.groups, job.shares, job.job->elements);
       ++job.replans;
       for (std::size_t j = 0; j < n; ++j) {
         job.ranks[j].schedule =
@@ -373,8 +371,9 @@ struct TcpApps::Impl {
     job.ranks.resize(n);
     const RankGroups racks = job_groups(scenario, spec);
     if (spec.autotune) {
-      job.groups = spec.algorithm->name == "plink_fa" ? plink::one_group(static_cast<int>(n)) : racks;
+      job.groups = racks;
       job.shares = plink::equal_shares(static_cast<int>(n));
+      job.bytes = plink::plan_bytes(job.groups, job.shares, spec.elements);
       job.autotune.emplace(job.groups,
                            (spec.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements);
       job.round_start = Time(spec.start_time);

@@ -26,7 +26,6 @@
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
-#include "atp/plink/aggregation.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "placement.h"
@@ -275,11 +274,7 @@ class ProcessRun {
       const ScenarioJob& job = s_.jobs[j];
       const bool tcp = !job.algorithm->atp_protocol() && !rina(j);
       const std::vector<SocketAddress> ranks = tcp ? where_->tcp_ranks(job.spec.workers) : std::vector<SocketAddress>();
-      if (job.autotune) {
-        const int n = static_cast<int>(job.spec.workers.size());
-        tuning_[j] = std::make_unique<processes::JobTuning>(
-            job, job.algorithm->name == "plink_fa" ? plink::one_group(n) : job_groups(s_, job));
-      }
+      if (job.autotune) tuning_[j] = std::make_unique<processes::JobTuning>(job, job_groups(s_, job));
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
         const std::string& host = job.spec.workers[w];
         worker_process::WorkerSpec spec;

@@ -3,37 +3,24 @@
 
 #include <algorithm>
 
-#include "atp/plink/aggregation.h"
 #include "atp/plink/autotune.h"
 #include "worker_process.h"
 
 namespace atp::processes {
 
 struct JobTuning::Impl {
-  Impl(const ScenarioJob& j, RankGroups g)
-      : job(&j),
-        loop(g, (j.elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements),
+  Impl(const ScenarioJob& job, RankGroups g)
+      : elements(job.elements),
+        loop(g, (elements + plink::kDefaultChunkElements - 1) / plink::kDefaultChunkElements),
         groups(std::move(g)),
-        shares(plink::equal_shares(static_cast<int>(j.spec.workers.size()))),
-        bytes(plan_bytes()) {}
+        shares(plink::equal_shares(static_cast<int>(job.spec.workers.size()))),
+        bytes(plink::plan_bytes(groups, shares, elements)) {}
 
-  // D(i, j) of the plan with `shares`: the bytes rank i sends rank j in a round.
-  Eigen::MatrixXd plan_bytes() const {
-    const int n = static_cast<int>(job->spec.workers.size());
-    Eigen::MatrixXd d = Eigen::MatrixXd::Zero(n, n);
-    for (int i = 0; i < n; ++i) {
-      const Schedule plan = plink::two_level_schedule(i, n, job->elements, groups, shares, plink::kDefaultChunkElements,
-                                                      job->connections);
-      for (int j = 0; j < n; ++j) d(i, j) = static_cast<double>(schedule_bytes_sent(plan, j));
-    }
-    return d;
-  }
-
-  const ScenarioJob* job;
+  std::size_t elements;
   plink::Autotune loop;
   RankGroups groups;
   plink::MasterShares shares;
-  Eigen::MatrixXd bytes;
+  Eigen::MatrixXd bytes;  // D(i, j) of the plan with `shares`
   std::uint32_t replans = 0;
 };
 
@@ -59,7 +46,7 @@ std::string JobTuning::after_round(double seconds,
   const auto next = t.loop.after_iteration(seconds, t.shares, m);
   if (!next) return "go\n";
   t.shares = *next;
-  t.bytes = t.plan_bytes();
+  t.bytes = plink::plan_bytes(t.groups, t.shares, t.elements);
   ++t.replans;
   return "go " + worker_process::shares_json(t.shares) + "\n";
 }

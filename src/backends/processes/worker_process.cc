@@ -288,9 +288,8 @@ int run_worker_process(const std::string& spec_path) {
     // PLink's Autotune: the plan this worker runs, from the master shares the runner sends with "go".
     auto* tuned = spec.autotune ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
     if (spec.autotune && tuned == nullptr) throw std::invalid_argument("autotune needs a plink or plink_fa job");
-    const RankGroups groups = spec.algorithm == "plink_fa" ? plink::one_group(size) : spec.racks;
     const auto plan_for = [&](const plink::MasterShares& shares) {
-      return plink::two_level_schedule(rank, size, spec.elements, groups, shares, plink::kDefaultChunkElements,
+      return plink::two_level_schedule(rank, size, spec.elements, spec.racks, shares, plink::kDefaultChunkElements,
                                        spec.connections);
     };
     Schedule plan = tuned != nullptr ? plan_for(plink::equal_shares(size)) : Schedule{};
