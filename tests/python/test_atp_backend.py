@@ -71,6 +71,13 @@ def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
     return lines, time.monotonic() - start
 
 
+def expect_every_rank_refuses(env, sentence, size=2):
+    """every_op on `size` ranks with `env`: every rank fails, `sentence` in its error."""
+    lines, _ = run_ranks("every_op", size, env=env)
+    for line in lines:
+        assert not line["ok"] and sentence in line["error"], (env, line)
+
+
 def expect_gloo_within_the_fixed_point_bound(lines, size, float_sums=False):
     """Every rank's allreduce_vs_gloo results within the bounds; `float_sums`: the group sums in
     float32 too (ATP_ALGORITHM=hierarchical), held to gloo's bound instead of the fixed point's."""
@@ -117,9 +124,7 @@ def test_host_collectives_are_float_sums_within_gloos_rounding_and_ddp_trains_on
         assert line["atp_vs_gloo"] < 1e-5, line
     if algorithm == "plink_fa":
         return
-    lines, _ = run_ranks("every_op", 2, env=env)
-    for line in lines:
-        assert not line["ok"] and f"ATP_ALGORITHM={algorithm} needs ATP_RACK on every rank" in line["error"], line
+    expect_every_rank_refuses(env, f"ATP_ALGORITHM={algorithm} needs ATP_RACK on every rank")
 
 
 def test_plink_grouped_by_probes_sums_within_gloos_rounding():
@@ -128,12 +133,10 @@ def test_plink_grouped_by_probes_sums_within_gloos_rounding():
     plink's only, and takes racks or probe: one sentence otherwise."""
     lines, _ = run_ranks("allreduce_vs_gloo", 5, env={"ATP_ALGORITHM": "plink", "ATP_GROUPING": "probe"})
     expect_gloo_within_the_fixed_point_bound(lines, 5, float_sums=True)
-    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "hierarchical", "ATP_GROUPING": "probe"})
-    for line in lines:
-        assert not line["ok"] and "ATP_GROUPING=probe groups the ranks of ATP_ALGORITHM=plink" in line["error"], line
-    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "plink", "ATP_GROUPING": "near"})
-    for line in lines:
-        assert not line["ok"] and "ATP_GROUPING must be racks or probe, got 'near'" in line["error"], line
+    expect_every_rank_refuses({"ATP_ALGORITHM": "hierarchical", "ATP_GROUPING": "probe"},
+                              "ATP_GROUPING=probe groups the ranks of ATP_ALGORITHM=plink")
+    expect_every_rank_refuses({"ATP_ALGORITHM": "plink", "ATP_GROUPING": "near"},
+                              "ATP_GROUPING must be racks or probe, got 'near'")
 
 
 def test_plink_over_several_connections_per_pair_sums_within_gloos_rounding():
@@ -143,13 +146,10 @@ def test_plink_over_several_connections_per_pair_sums_within_gloos_rounding():
     env = {"ATP_ALGORITHM": "plink_fa", "ATP_CONNECTIONS": "3"}
     lines, _ = run_ranks("allreduce_vs_gloo", 4, env=env)
     expect_gloo_within_the_fixed_point_bound(lines, 4, float_sums=True)
-    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "hierarchical", "ATP_CONNECTIONS": "2",
-                                             "ATP_RACK": "a"})
-    for line in lines:
-        assert not line["ok"] and "ATP_CONNECTIONS is PLink's" in line["error"], line
-    lines, _ = run_ranks("every_op", 2, env={"ATP_ALGORITHM": "plink_fa", "ATP_CONNECTIONS": "17"})
-    for line in lines:
-        assert not line["ok"] and "ATP_CONNECTIONS='17' must be a whole number" in line["error"], line
+    expect_every_rank_refuses({"ATP_ALGORITHM": "hierarchical", "ATP_CONNECTIONS": "2", "ATP_RACK": "a"},
+                              "ATP_CONNECTIONS is PLink's")
+    expect_every_rank_refuses({"ATP_ALGORITHM": "plink_fa", "ATP_CONNECTIONS": "17"},
+                              "ATP_CONNECTIONS='17' must be a whole number")
 
 
 def test_ddp_steps_leave_identical_parameters_on_every_rank():
@@ -386,6 +386,4 @@ def test_a_topology_file_is_the_network_rank_zero_starts(tmp_path):
         ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(tmp_path / "none.yaml")}, 1, "ATP_TOPOLOGY: "),
         ({"ATP_LOCAL": "1", "ATP_ALGORITHM": "ring"}, 1, "ATP_ALGORITHM='ring' must be atp"),
     ]:
-        lines, _ = run_ranks("every_op", size, env=env)
-        for line in lines:
-            assert not line["ok"] and sentence in line["error"], (env, line)
+        expect_every_rank_refuses(env, sentence, size)
