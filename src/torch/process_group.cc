@@ -14,6 +14,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -489,6 +490,12 @@ class ProcessGroupAtp : public BackendBase {
 
   const std::string getBackendName() const override { return "atp"; }
 
+  // The group's sequence number, which torch sets when it makes a group and reads to check that
+  // the ranks called the same collectives: the collectives called on this group so far, counted
+  // from 0 as Gloo counts its own, so equal on ranks that call them in the same order.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+
   // Every collective below takes CPU tensors, and device tensors staged through the host
   // (DeviceStaging): each maps its tensors to host ones first, and runs on those.
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -794,6 +801,7 @@ class ProcessGroupAtp : public BackendBase {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs, Staging staging,
                                          std::function<void()> body) {
     staging->inputs_started();
+    ++sequence_;
     auto work = c10::make_intrusive<AtpWork>(type, std::move(outputs));
     {
       std::lock_guard lock(mutex_);
@@ -846,6 +854,7 @@ class ProcessGroupAtp : public BackendBase {
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;  // under mutex_
   bool stopping_ = false;                    // under mutex_
+  std::atomic<uint64_t> sequence_{0};        // collectives called (getSequenceNumberForGroup)
   std::thread thread_;
 };
 

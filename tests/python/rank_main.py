@@ -207,10 +207,25 @@ def every_op(rank, size, gloo):
         dist.all_reduce(t)
         return torch.equal(t.to_dense().cpu(), torch.tensor([size * (size + 1) / 2, 0.0, 2.0 * size, 0.0]))
 
+    def sequence_numbers():  # torch's check that ranks call the same collectives (new_group sets it)
+        group = dist.new_group(backend="atp")
+        backend = group._get_backend(torch.device(DEVICE)) if hasattr(group, "_get_backend") else group
+        before = backend._get_sequence_number_for_group()
+        seen = [None] * size
+        dist.all_gather_object(seen, before, group=group)
+        ones = torch.ones(100_000)
+        dist.all_reduce(ones, group=group)
+        after = backend._get_sequence_number_for_group()
+        dist.destroy_process_group(group)
+        afters = [None] * size
+        dist.all_gather_object(afters, after)
+        return (seen == [before] * size and after > before and afters == [after] * size and
+                torch.equal(ones, torch.full_like(ones, size)))
+
     for name, call in (("broadcast", broadcast), ("all_gather", all_gather), ("reduce", reduce),
                        ("gather_scatter", gather_scatter), ("reduce_scatter", reduce_scatter),
                        ("all_to_all", all_to_all), ("send_recv", send_recv), ("objects", objects),
-                       ("barrier", barrier), ("sparse", sparse)):
+                       ("barrier", barrier), ("sparse", sparse), ("sequence_numbers", sequence_numbers)):
         if (size > 1 or name != "send_recv") and (DEVICE == "cpu" or name != "sparse"):
             check(name, call)
     # An average of integers is refused in one sentence, and the group still works after.

@@ -247,7 +247,11 @@ def test_a_late_rank_fails_the_others_within_about_the_timeout():
     lines, _ = run_ranks("late_rank", 3, timeout_s=timeout_s)
     for line in lines[:2]:
         assert not line["ok"], line
-    assert "rank 0 could not set up the ATP job" in lines[0]["error"] and "endpoint/2" in lines[0]["error"], lines[0]
+    error = lines[0]["error"]
+    if TORCH_2:  # torch 2.x's TCPStore itself waits for every rank before any backend is made
+        assert "Timed out after" in error and "2/3 clients joined" in error, lines[0]
+    else:
+        assert "rank 0 could not set up the ATP job" in error and "endpoint/2" in error, lines[0]
     # torch's own store waits the timeout once (gloo fails after about 2 x timeout too), ATP's rank
     # 0 once more for the missing rank, and not a third time while its half-made job closed.
     assert lines[0]["seconds"] < 2 * timeout_s + 3, lines[0]
@@ -317,7 +321,8 @@ def test_jobs_on_a_running_switch_and_ps(tmp_path):
         # The switch aggregated: the 100,000 values' fragments, at least (a one-fragment call may
         # end at the PS whole, when one rank starts it more than an RTO after the other, as on a
         # loaded machine: the earlier rank's resend flushes the aggregator).
-        assert len(stats["jobs"]) == 2 and all(j["completions"] > 0 for j in stats["jobs"]), stats["jobs"]
+        # Two jobs a run: the ranks' group and every_op's new_group of them.
+        assert len(stats["jobs"]) == 4 and all(j["completions"] > 0 for j in stats["jobs"]), stats["jobs"]
         assert all(p["peer"] == "" for p in stats["ports"][1:]), "the ranks' ports are detached after each job"
     finally:
         for p in (ps, switch):
