@@ -753,6 +753,41 @@ TEST(PlanJob, StaticSharesAreCutFromTheSmallestAtpTableSoTheyAreDisjointEverywhe
   EXPECT_EQ(plan_job(n, a).workers[0].congestion.max_window, 1024u);
 }
 
+// Dynamic sharing with hashed_slots: a job's fragments in flight, and so its slots (the PS's
+// max_window_seqs), stop at its part of the smallest table, so that the sharing jobs' slots fit
+// it together; the other indices keep the paper's windows.
+TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});  // sw0's 1000 is the smallest
+  ASSERT_EQ(job.index_policy, IndexPolicy::kHashedSlots);
+  const std::pair<std::uint32_t, std::uint32_t> cases[] = {{1, 1000}, {3, 333}, {4, 250}, {1000, 1}, {5000, 1}};
+  for (const auto& [sharing, window] : cases) {
+    SCOPED_TRACE(testing::Message() << sharing << " jobs");
+    job.sharing_jobs = sharing;
+    const JobPlan p = plan_job(n, job);
+    EXPECT_EQ(p.aggregators, (AggregatorRange{0, 1000}));  // still the whole table
+    for (const WorkerConfig& w : p.workers) {
+      EXPECT_EQ(w.congestion.max_window, window);
+      EXPECT_LE(w.congestion.initial_ssthresh, window);
+    }
+    EXPECT_EQ(p.ps[0].max_window_seqs, window);
+  }
+  JobSpec sharded = job_of({"w0", "w1", "w2", "w3"}, {"ps", "w5"});  // two shards: 333 slots, two flows of 166
+  sharded.sharing_jobs = 3;
+  ASSERT_EQ(plan_job(n, sharded).num_aggregators, 1000u);
+  EXPECT_EQ(plan_job(n, sharded).workers[0].congestion.max_window, 166u);
+  EXPECT_EQ(plan_job(n, sharded).ps[0].max_window_seqs, 332u);
+  job.sharing_jobs = 3;
+  job.congestion.max_window = 100;  // a job's own smaller bound stays
+  EXPECT_EQ(plan_job(n, job).workers[0].congestion.max_window, 100u);
+  job.congestion = CongestionConfig{};
+  for (IndexPolicy paper : {IndexPolicy::kHashed, IndexPolicy::kLinear}) {
+    job.index_policy = paper;
+    EXPECT_EQ(plan_job(n, job).workers[0].congestion.max_window, 1024u);
+  }
+}
+
 TEST(PlanJob, RejectsStaticSharesOfNoAggregators) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);

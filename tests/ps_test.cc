@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -371,6 +372,49 @@ TEST(PsEndpoint, CollisionRehashesTheIndexInTheAck) {
   EXPECT_EQ(t.ps.stats().collisions, 1u);
 }
 
+// Fragment `seq` of two workers at aggregator `index`: worker 0's aggregated there, worker 1's
+// found it busy, and its switch offered `offered` (plus one; 0: none).
+void deliver_with_a_collision(PsUnderTest& t, Seq seq, std::uint32_t index, std::uint16_t offered = 0) {
+  Header first = gradient(seq, 0b01, 1, kWorker0);
+  first.aggregator_index = index;
+  t.deliver(first, {1, 0, 0, 0});
+  Header collided = gradient(seq, 0b10, 1, kWorker0 + 1);
+  collided.aggregator_index = index;
+  collided.collision = true;
+  collided.resend = true;
+  collided.offered_aggregator = offered;
+  t.deliver(collided, {2, 0, 0, 0});
+}
+
+// With hashed_slots the fragment moves to the aggregator the switch offered, where that is the
+// job's and not the one it collided at; else (and with the paper's indices) to the rehashed one.
+TEST(PsEndpoint, CollisionMovesAHashedSlotsFragmentToTheOfferedAggregator) {
+  for (const IndexPolicy policy : {IndexPolicy::kHashedSlots, IndexPolicy::kHashed}) {
+    PsConfig c = make_config({2});
+    c.index_policy = policy;
+    c.aggregators = {16, 16};
+    PsUnderTest t(c);
+    const std::uint32_t index = 20;
+    // offer + 1 -> where the fragment moves, with hashed_slots
+    const std::pair<std::uint16_t, std::optional<std::uint32_t>> cases[] = {
+        {25 + 1, 25},           {16 + 1, 16},           {31 + 1, 31},          {0, std::nullopt},
+        {20 + 1, std::nullopt}, {15 + 1, std::nullopt}, {32 + 1, std::nullopt}};
+    Seq seq = 0;
+    for (const auto& [offered, moved] : cases) {
+      SCOPED_TRACE(testing::Message() << to_string(policy) << ", offered " << offered);
+      deliver_with_a_collision(t, seq, index, offered);
+      ASSERT_EQ(t.sink.packets.size(), 1u);
+      const Header& ack = t.sink.packets[0].header;
+      EXPECT_TRUE(ack.collision);
+      const std::uint64_t salt = policy == IndexPolicy::kHashedSlots ? seq % c.max_window_seqs + 1 : 0;
+      const std::uint32_t rehashed = rehash_aggregator_index(index, c.aggregators, salt);
+      EXPECT_EQ(ack.bitmap, policy == IndexPolicy::kHashedSlots && moved ? *moved : rehashed);
+      t.sink.packets.clear();
+      ++seq;
+    }
+  }
+}
+
 // Static sharing: the job owns [32, 48) of the table. Whatever index a collision was reported
 // at (in the share, or a corrupt one outside it), the rehashed index the workers move to is
 // in the share, and it moves whenever it can.
@@ -382,14 +426,7 @@ TEST(PsEndpoint, CollisionRehashStaysInsideTheJobsShare) {
   for (Seq seq = 0; seq < 600; ++seq) {
     // Every third fragment collided at an index of another job (seq % 64 spans the table).
     const std::uint32_t index = seq % 3 == 0 ? seq % 64 : base_aggregator_index(kJob, seq, share, IndexPolicy::kHashed);
-    Header first = gradient(seq, 0b01, 1, kWorker0);
-    first.aggregator_index = index;
-    t.deliver(first, {1, 0, 0, 0});
-    Header collided = gradient(seq, 0b10, 1, kWorker0 + 1);
-    collided.aggregator_index = index;
-    collided.collision = true;
-    collided.resend = true;
-    t.deliver(collided, {2, 0, 0, 0});
+    deliver_with_a_collision(t, seq, index);
     ASSERT_EQ(t.sink.packets.size(), 1u) << "seq " << seq;
     const Header& ack = t.sink.packets[0].header;
     EXPECT_TRUE(ack.collision);

@@ -377,7 +377,8 @@ TEST(ScenarioYaml, NotAMapAndMissingFile) {
 }
 
 // `aggregator_sharing: static` gives the jobs with in-network aggregation shares 0..K-1 of K in
-// file order; ps and ring jobs use no aggregators and get none. Dynamic is the default.
+// file order; `dynamic`, the default, tells each that K jobs share the tables. ps and ring jobs
+// use no aggregators and get neither.
 TEST(ScenarioYaml, AggregatorSharingGivesEachAtpJobItsShare) {
   const std::string jobs = R"(
 topology:
@@ -389,12 +390,16 @@ jobs:
   - {name: r, algorithm: ring, workers: [h0, h1], elements: 10}
   - {name: b, workers: [h1, h3], ps: [h2], elements: 10}
 )";
+  // Dynamic: every ATP job hashes over the whole table and keeps to its part (2 ATP jobs).
   for (const std::string& dynamic : {std::string(), std::string("aggregator_sharing: dynamic\n")}) {
     for (const ScenarioJob& j : parse_scenario_yaml(dynamic + jobs).jobs) {
       EXPECT_FALSE(j.spec.aggregator_share.has_value()) << j.spec.name;
+      EXPECT_EQ(j.spec.sharing_jobs, j.algorithm->in_network_aggregation && j.algorithm->atp_protocol() ? 2u : 1u)
+          << j.spec.name;
     }
   }
   const Scenario s = parse_scenario_yaml("aggregator_sharing: static\n" + jobs);
+  for (const ScenarioJob& j : s.jobs) EXPECT_EQ(j.spec.sharing_jobs, 1u) << j.spec.name;
   ASSERT_EQ(s.jobs.size(), 4u);
   ASSERT_TRUE(s.jobs[0].spec.aggregator_share.has_value());
   EXPECT_EQ(s.jobs[0].spec.aggregator_share->index, 0u);

@@ -223,11 +223,13 @@ TEST_F(SwitchFig7, Box2_CollisionForwardsWithResendAndCollision) {
   Header expected = gradient(1, 101, 3);
   expected.resend = true;
   expected.collision = true;
+  expected.offered_aggregator = 0 + 1;  // free the longest: never held, lowest first
   EXPECT_EQ(sink.sent[0].port, kPsPort);
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{5, 6, 7, 8}));
   Header expected_other = gradient(2, 500, 11, kOtherJob);
   expected_other.resend = true;
   expected_other.collision = true;
+  expected_other.offered_aggregator = 1 + 1;  // the next: one offer counts as freed now
   EXPECT_EQ(sink.sent[1].port, kPsPort);
   EXPECT_EQ(sink.sent[1].bytes, build_packet(expected_other, Values{9, 9, 9, 9}));
 
@@ -257,7 +259,45 @@ TEST_F(SwitchFig7, Box2_CollisionAtAnUpperSwitchForwardsTheChildsSum) {
   Header expected = other;
   expected.resend = true;
   expected.collision = true;
+  expected.offered_aggregator = 0 + 1;
   EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{2, 2, 2, 2}));
+}
+
+// What a collision offers: the aggregator free the longest, never held ones first and lowest
+// first; each offer then counts as freed now, so that a burst of collisions gets different ones.
+TEST(AggregatorTable, OffersTheAggregatorFreeTheLongest) {
+  AggregatorTable t(4, 2);
+  EXPECT_EQ(t.offer(), 0u);
+  EXPECT_EQ(t.offer(), 1u);
+  t.claim(2, 1, 7, 2, 0, Time{});
+  EXPECT_EQ(t.offer(), 3u);
+  EXPECT_EQ(t.offer(), 0u);
+  t.release(2);  // freed just now: offered last
+  EXPECT_EQ(t.offer(), 1u);
+  EXPECT_EQ(t.offer(), 3u);
+  EXPECT_EQ(t.offer(), 0u);
+  EXPECT_EQ(t.offer(), 2u);
+  for (std::uint32_t i = 0; i < 4; ++i) t.claim(i, 1, i, 2, 0, Time{});
+  EXPECT_EQ(t.offer(), AggregatorTable::kNone);
+  t.claim(1, 2, 9, 2, 0, Time{});  // taken over by another fragment: still held
+  EXPECT_EQ(t.offer(), AggregatorTable::kNone);
+  t.release(3);
+  EXPECT_EQ(t.offer(), 3u);
+  EXPECT_EQ(t.offer(), 3u);
+}
+
+// A pipeline holding slice 1 of 2 (aggregators 1, 3, 5, 7) offers by the table's own index.
+TEST_F(SwitchTest, ASliceOffersAnAggregatorOfItsOwnByItsIndexInTheWholeTable) {
+  SwitchPipeline slice(config(), TableSlice{1, 2});
+  install_network(slice);
+  slice.install_job(job_entry(kJob));
+  feed(slice, 1, gradient(0, 100, 3), {1, 1, 1, 1}, us(1));
+  feed(slice, 2, gradient(1, 101, 3), {2, 2, 2, 2}, us(2));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header forwarded;
+  ASSERT_EQ(decode_header(sink.sent[0].bytes, forwarded), DecodeError::kOk);
+  EXPECT_TRUE(forwarded.collision);
+  EXPECT_EQ(forwarded.offered_aggregator, 1 + 1);  // row 0 of slice 1: aggregator 1
 }
 
 TEST_F(SwitchFig7, Box3_AddsTheWholeSumOfAChildAtItsBit) {

@@ -25,6 +25,7 @@ Header full_header() {
   h.seq = 0xFFFFFFFE;
   h.bitmap = 0x80000001;
   h.node = 0xFEDC;
+  h.offered_aggregator = 0xFFFF;
   h.fan_in = 32;
   h.round_shape = kRoundShapeMismatch;
   h.aggregator_index = 19999;
@@ -45,6 +46,7 @@ TEST(Wire, EveryFieldRoundTrips) {
   EXPECT_EQ(h.seq, want.seq);
   EXPECT_EQ(h.bitmap, want.bitmap);
   EXPECT_EQ(h.node, want.node);
+  EXPECT_EQ(h.offered_aggregator, want.offered_aggregator);
   EXPECT_EQ(h.fan_in, want.fan_in);
   EXPECT_EQ(h.round_fragments, 0u);
   EXPECT_EQ(h.round_shape, want.round_shape);
@@ -271,6 +273,7 @@ TEST(Wire, RinaKindsRoundTripAndLeaveAtpPacketsAlone) {
     ASSERT_EQ(decode_header(packet, out), DecodeError::kOk);
     EXPECT_EQ(out.rina, in.rina);
     EXPECT_EQ(out.node, 0);
+    EXPECT_EQ(out.offered_aggregator, 0);  // its bytes are round_fragments'
     EXPECT_EQ(out.round_fragments, 0x01020304u);
     EXPECT_EQ(out.bitmap, 4u);
     EXPECT_EQ(out.fan_in, 3);

@@ -62,7 +62,8 @@ struct Aggregator {
 
 // The switch's aggregators. Held aggregators are also kept on a list in the order they were
 // last aggregated into (claim or touch), so the oldest one, which times out first, is found in
-// O(1) and the reclaim sweep only visits stale ones. `now` must not go backwards.
+// O(1) and the reclaim sweep only visits stale ones; free ones on a list in the order they were
+// freed, so that the one free the longest is found in O(1). `now` must not go backwards.
 class AggregatorTable {
  public:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // "no aggregator" from oldest()
@@ -85,7 +86,12 @@ class AggregatorTable {
   // Records an aggregation into held aggregator i at `now` (timestamp = now).
   void touch(std::uint32_t i, Time now);
   // The held aggregator with the oldest timestamp, or kNone when none is held.
-  std::uint32_t oldest() const { return oldest_; }
+  std::uint32_t oldest() const { return held_.oldest; }
+  // What a collision offers instead of the aggregator it found busy: the one free the longest
+  // (never held ones first, lowest first), as the least likely to be some fragment's usual place,
+  // then counted as freed now, so that the collisions of a burst get different ones. kNone when
+  // all are held.
+  std::uint32_t offer();
 
  private:
   // A std::allocator that default-initialises: resizing the value rows leaves them untouched,
@@ -104,19 +110,23 @@ class AggregatorTable {
       ::new (static_cast<void*>(p)) U;
     }
   };
-  struct Link {  // neighbours on the oldest-first list (kNone at the ends)
+  struct Link {  // neighbours on the oldest-first list it is on (kNone at the ends)
     std::uint32_t older = kNone;
     std::uint32_t newer = kNone;
   };
-  void unlink(std::uint32_t i);
-  void append_newest(std::uint32_t i);
+  struct List {  // an oldest-first list through links_
+    std::uint32_t oldest = kNone;
+    std::uint32_t newest = kNone;
+  };
+  void unlink(List& list, std::uint32_t i);
+  void append_newest(List& list, std::uint32_t i);
 
   std::uint16_t width_;
   std::vector<Aggregator> slots_;
   std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> values_;  // size() x width(), row-major
-  std::vector<Link> links_;
-  std::uint32_t oldest_ = kNone;
-  std::uint32_t newest_ = kNone;
+  std::vector<Link> links_;  // each aggregator is on one list: held_ or free_
+  List held_;                // by the time last aggregated into
+  List free_;                // by the time freed
   std::uint32_t in_use_ = 0;
 };
 

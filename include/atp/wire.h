@@ -64,13 +64,13 @@ inline constexpr std::uint8_t kRinaKinds = 8;  // kinds 0..7 (kNone and the seve
 // The decoded header. Field names follow the paper (Fig. 5).
 struct Header {
   // Direction and status flags.
-  bool is_ack = false;                      // a parameter packet (result from the PS), else a gradient packet
-  bool resend = false;                      // a retransmission; switches flush or skip aggregation (Fig. 17)
-  bool collision = false;                   // gradient: forwarded past a busy aggregator; ack: bitmap has a new index
-  bool ecn = false;                         // congestion experienced somewhere on the path
-  bool overflow = false;                    // ack only: the aggregate saturated, resend this fragment as float32
-  bool float_payload = false;               // values are float32 bit patterns (overflow path); never aggregated
-  RinaKind rina = RinaKind::kNone;          // a Rina packet's kind
+  bool is_ack = false;              // a parameter packet (result from the PS), else a gradient packet
+  bool resend = false;              // a retransmission; switches flush or skip aggregation (Fig. 17)
+  bool collision = false;           // gradient: forwarded past a busy aggregator; ack: bitmap has a new index
+  bool ecn = false;                 // congestion experienced somewhere on the path
+  bool overflow = false;            // ack only: the aggregate saturated, resend this fragment as float32
+  bool float_payload = false;       // values are float32 bit patterns (overflow path); never aggregated
+  RinaKind rina = RinaKind::kNone;  // a Rina packet's kind
 
   JobId job = 0;
   std::uint16_t value_count = 0;  // number of 32-bit values after the header
@@ -87,6 +87,11 @@ struct Header {
   std::uint16_t node = 0;
   std::uint8_t fan_in = 0;
   std::uint32_t round_fragments = 0;  // Rina: the fragments of the sender's round
+  // A gradient a switch forwarded past a busy aggregator (collision): the free aggregator that
+  // switch offers the fragment instead, plus one (0: none offered; indices from 65,535 on are
+  // not offered). The PS of a hashed_slots job moves the fragment there (docs/protocol.md
+  // "Sharing the table"). Not in Rina packets, whose round_fragments takes these bytes.
+  std::uint16_t offered_aggregator = 0;
   // The shape of the round the fragment belongs to, so that fragments of allreduce calls of
   // different sizes never merge (sequence numbers only say a fragment's position). Gradient:
   // 0, except on the last fragment of its round, which carries the number of real (not

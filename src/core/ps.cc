@@ -53,10 +53,11 @@ struct Slot {
   std::int16_t scale_exponent = 0;
   bool exponent_mismatch = false;
   std::int16_t magnitude = kNoMagnitude;
-  std::uint32_t aggregator_index = 0;  // index of the first merged packet: the ack frees it
-  std::uint32_t collided_index = 0;    // index of the first packet with the collision flag
-  std::uint32_t missing_workers = 0;   // workers not yet in `members` (int or float phase)
-  std::vector<std::uint64_t> members;  // a bit per worker (its id: PsEndpoint::Impl::nodes) merged so far
+  std::uint32_t aggregator_index = 0;    // index of the first merged packet: the ack frees it
+  std::uint32_t collided_index = 0;      // index of the first packet with the collision flag
+  std::uint16_t offered_aggregator = 0;  // and the aggregator its switch offered (Header's)
+  std::uint32_t missing_workers = 0;     // workers not yet in `members` (int or float phase)
+  std::vector<std::uint64_t> members;    // a bit per worker (its id: PsEndpoint::Impl::nodes) merged so far
   // Int phase: exact sums of the quantized values. Float phase (the int sums are of no use any
   // more): the bit patterns of the double sums of the float32 values, so that a slot holds 8 B
   // per value whatever its phase (the PS's memory bound, ps_job_memory_bound, counts on it).
@@ -109,8 +110,8 @@ std::optional<std::string> tree_error(const std::vector<std::uint16_t>& tree) {
 
 std::uint64_t ps_job_memory_bound(const PsConfig& config) {
   const std::uint64_t window = std::max<std::uint32_t>(config.max_window_seqs, 1);
-  const std::uint64_t slots = 2 * window + 1;  // the pool's bound: every stored seq is in [base, base + 2 x window]
-  const std::uint64_t nodes = config.tree.size();                                                 // workers are fewer
+  const std::uint64_t slots = 2 * window + 1;      // the pool's bound: every stored seq is in [base, base + 2 x window]
+  const std::uint64_t nodes = config.tree.size();  // workers are fewer
   const std::uint64_t per_slot = sizeof(Slot) + sizeof(std::uint32_t) +                           // pool and free list
                                  words_for(nodes) * sizeof(std::uint64_t) + kHeapBlockOverhead +  // members
                                  config.values_per_packet * sizeof(std::int64_t) + kHeapBlockOverhead;  // sums
@@ -213,6 +214,8 @@ struct PsEndpoint::Impl {
   void complete_int(Slot& slot, PacketSink& out);
   void fail_round_shape(Slot& slot, PacketSink& out);
   void send_parameter(const Slot& slot, Address dst, PacketSink& out);
+  // Where a fragment that collided moves (its result's bitmap).
+  std::uint32_t moved_index(const Slot& slot) const;
 
   PsConfig config;
   PsStats stats;
@@ -347,6 +350,7 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   slot.magnitude = kNoMagnitude;
   slot.aggregator_index = aggregator_index;
   slot.collided_index = 0;
+  slot.offered_aggregator = 0;
   slot.missing_workers = num_workers;
   std::fill(slot.members.begin(), slot.members.end(), std::uint64_t{0});
   std::fill(slot.sums.begin(), slot.sums.end(), std::int64_t{0});
@@ -409,6 +413,7 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
   if (h.collision && !slot.collision) {
     slot.collision = true;
     slot.collided_index = h.aggregator_index;
+    slot.offered_aggregator = h.offered_aggregator;
   }
   merge_members(slot, c);
   slot.recovered = slot.recovered || recovery(h);
@@ -475,6 +480,18 @@ void PsEndpoint::Impl::fail_round_shape(Slot& slot, PacketSink& out) {
 // The parameter packet for the slot's state: the overflow request (no values) while collecting
 // floats, the round-shape mismatch notice (no values), else the result, int32 or float32 (the
 // double sums rounded to float once, here).
+std::uint32_t PsEndpoint::Impl::moved_index(const Slot& slot) const {
+  if (config.index_policy != IndexPolicy::kHashedSlots)
+    return rehash_aggregator_index(slot.collided_index, config.aggregators);
+  // The switch's offer, the aggregator free there the longest: the fragment's slot settles where
+  // no other slot of any job is at home, in one move (a rehash may land on another's place).
+  const std::uint32_t offered = slot.offered_aggregator - 1u;
+  if (slot.offered_aggregator != 0 && config.aggregators.contains(offered) && offered != slot.collided_index) {
+    return offered;
+  }
+  return rehash_aggregator_index(slot.collided_index, config.aggregators, slot.seq % config.max_window_seqs + 1);
+}
+
 void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink& out) {
   const bool overflow_request = slot.state == SlotState::kCollectingFloats;
   const bool mismatch = slot.state == SlotState::kShapeMismatch;
@@ -490,11 +507,10 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   h.value_count = overflow_request || mismatch ? 0 : static_cast<std::uint16_t>(slot.sums.size());
   h.seq = slot.seq;
   // The switches free the aggregator the gradients used; on a collision, workers move this
-  // fragment's base index to the rehashed one carried in bitmap (§3.6).
+  // fragment's base index to the one carried in bitmap (§3.6): rehashed, or with hashed_slots the
+  // aggregator the switch offered, where it is the job's and not the one that collided.
   h.collision = slot.collision && !mismatch;
-  const std::uint64_t salt =
-      config.index_policy == IndexPolicy::kHashedSlots ? slot.seq % config.max_window_seqs + 1 : 0;
-  h.bitmap = h.collision ? rehash_aggregator_index(slot.collided_index, config.aggregators, salt) : 0;
+  h.bitmap = h.collision ? moved_index(slot) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;
   h.dst = dst;

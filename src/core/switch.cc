@@ -14,31 +14,35 @@ namespace atp {
 // AggregatorTable
 
 AggregatorTable::AggregatorTable(std::uint32_t size, std::uint16_t width)
-    : width_(width), slots_(size), values_(std::size_t(size) * width), links_(size) {}
+    : width_(width), slots_(size), values_(std::size_t(size) * width), links_(size) {
+  for (std::uint32_t i = 0; i < size; ++i) append_newest(free_, i);
+}
 
-void AggregatorTable::unlink(std::uint32_t i) {
+void AggregatorTable::unlink(List& list, std::uint32_t i) {
   Link& link = links_[i];
-  (link.older != kNone ? links_[link.older].newer : oldest_) = link.newer;
-  (link.newer != kNone ? links_[link.newer].older : newest_) = link.older;
+  (link.older != kNone ? links_[link.older].newer : list.oldest) = link.newer;
+  (link.newer != kNone ? links_[link.newer].older : list.newest) = link.older;
   link = Link{};
 }
 
-void AggregatorTable::append_newest(std::uint32_t i) {
-  links_[i] = Link{newest_, kNone};
-  (newest_ != kNone ? links_[newest_].newer : oldest_) = i;
-  newest_ = i;
+void AggregatorTable::append_newest(List& list, std::uint32_t i) {
+  links_[i] = Link{list.newest, kNone};
+  (list.newest != kNone ? links_[list.newest].newer : list.oldest) = i;
+  list.newest = i;
 }
 
 void AggregatorTable::release(std::uint32_t i) {
   if (!slots_[i].in_use) return;
-  unlink(i);
+  unlink(held_, i);
   slots_[i] = Aggregator{};
   --in_use_;
+  append_newest(free_, i);
 }
 
 void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape,
                             Time now) {
   release(i);
+  unlink(free_, i);
   Aggregator& a = slots_[i];
   a.in_use = true;
   a.job = job;
@@ -46,16 +50,25 @@ void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t v
   a.value_count = value_count;
   a.round_shape = round_shape;
   a.timestamp = now;
-  append_newest(i);
+  append_newest(held_, i);
   ++in_use_;
+}
+
+std::uint32_t AggregatorTable::offer() {
+  const std::uint32_t i = free_.oldest;
+  if (i != kNone && free_.newest != i) {
+    unlink(free_, i);
+    append_newest(free_, i);
+  }
+  return i;
 }
 
 void AggregatorTable::touch(std::uint32_t i, Time now) {
   assert(slots_[i].in_use);
   slots_[i].timestamp = now;
-  if (newest_ == i) return;  // the common case while one fragment collects its packets
-  unlink(i);
-  append_newest(i);
+  if (held_.newest == i) return;  // the common case while one fragment collects its packets
+  unlink(held_, i);
+  append_newest(held_, i);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,9 +430,14 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);  // first come, first served
   } else if (!holds_fragment) {
     // Box 1 -> box 2: held by another fragment. The PS aggregates this packet; resend keeps
-    // the switches above from adding it, collision makes the PS rehash the index.
+    // the switches above from adding it, collision makes the PS move the index: to the
+    // aggregator offered here, the one free the longest, or rehashed.
     h.resend = true;
     h.collision = true;
+    const std::uint32_t row = table_.offer();
+    const std::uint64_t offered =
+        row == AggregatorTable::kNone ? 0 : std::uint64_t{row} * slice_.count + slice_.index + 1;
+    h.offered_aggregator = offered <= 0xFFFF ? static_cast<std::uint16_t>(offered) : 0;
     encode_header(h, packet);
     ++counters.collisions;
     forward(h, ingress, packet, out);

@@ -18,17 +18,17 @@ using big_endian::put16;
 using big_endian::put32;
 
 // Byte offsets of the header fields.
-constexpr std::size_t kOffMagic = 0;                       // u16
-constexpr std::size_t kOffVersion = 2;                     // u8
-constexpr std::size_t kOffFlags = 3;                       // u8
-constexpr std::size_t kOffJob = 4;                         // u16
-constexpr std::size_t kOffCount = 6;                       // u16
-constexpr std::size_t kOffSeq = 8;                         // u32
-constexpr std::size_t kOffBitmap = 12;                     // u32
-constexpr std::size_t kOffNode = 16;                       // u16 (then two zero bytes); Rina: u32 round_fragments
-constexpr std::size_t kOffFanIn = 20;                      // u8
-constexpr std::size_t kOffRinaKind = 21;                   // u8; ATP: 0
-constexpr std::size_t kOffShape = 22;                      // u16, round_shape
+constexpr std::size_t kOffMagic = 0;      // u16
+constexpr std::size_t kOffVersion = 2;    // u8
+constexpr std::size_t kOffFlags = 3;      // u8
+constexpr std::size_t kOffJob = 4;        // u16
+constexpr std::size_t kOffCount = 6;      // u16
+constexpr std::size_t kOffSeq = 8;        // u32
+constexpr std::size_t kOffBitmap = 12;    // u32
+constexpr std::size_t kOffNode = 16;      // u16, then u16 offered_aggregator; Rina: u32 round_fragments
+constexpr std::size_t kOffFanIn = 20;     // u8
+constexpr std::size_t kOffRinaKind = 21;  // u8; ATP: 0
+constexpr std::size_t kOffShape = 22;     // u16, round_shape
 constexpr std::size_t kOffIndex = kAggregatorIndexOffset;  // u32
 constexpr std::size_t kOffSrc = 28;                        // u32
 constexpr std::size_t kOffDst = 32;                        // u32
@@ -110,6 +110,7 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.bitmap = get32(p + kOffBitmap);
   out.node = rina ? 0 : get16(p + kOffNode);
   out.round_fragments = rina ? get32(p + kOffNode) : 0;
+  out.offered_aggregator = rina ? 0 : get16(p + kOffNode + 2);
   out.fan_in = p[kOffFanIn];
   out.rina = rina ? static_cast<RinaKind>(p[kOffRinaKind]) : RinaKind::kNone;
   out.round_shape = shape;
@@ -138,7 +139,8 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put16(p + kOffCount, h.value_count);
   put32(p + kOffSeq, h.seq);
   put32(p + kOffBitmap, h.bitmap);
-  put32(p + kOffNode, h.rina != RinaKind::kNone ? h.round_fragments : std::uint32_t{h.node} << 16);
+  put32(p + kOffNode,
+        h.rina != RinaKind::kNone ? h.round_fragments : std::uint32_t{h.node} << 16 | h.offered_aggregator);
   p[kOffFanIn] = h.fan_in;
   p[kOffRinaKind] = static_cast<std::uint8_t>(h.rina);
   put16(p + kOffShape, h.round_shape);

@@ -563,11 +563,15 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
 
   // A static share is SwitchML's pool of slots: a job never has more fragments in flight than
   // aggregators in its share (split evenly over its PS shards' flows), so that its own
-  // fragments never compete for one.
+  // fragments never compete for one. A dynamic job with hashed_slots keeps to its part of the
+  // table the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together.
   CongestionConfig congestion = job.congestion;
-  if (job.aggregator_share && smallest_switch != nullptr) {
+  const bool slotted = !job.aggregator_share && job.index_policy == IndexPolicy::kHashedSlots;
+  if ((job.aggregator_share || slotted) && smallest_switch != nullptr) {
     const auto flows = static_cast<std::uint32_t>(job.ps.size());
-    const std::uint32_t cap = std::max<std::uint32_t>(1, plan.aggregators.count / flows);
+    const std::uint32_t part =
+        slotted ? plan.aggregators.count / std::max<std::uint32_t>(1, job.sharing_jobs) : plan.aggregators.count;
+    const std::uint32_t cap = std::max<std::uint32_t>(1, part / flows);
     congestion.max_window = std::min(congestion.max_window, cap);
     congestion.initial_window = std::min(congestion.initial_window, cap);
     congestion.min_window = std::min(congestion.min_window, cap);

@@ -652,20 +652,25 @@ BackgroundFlow parse_background(const YAML::Node& node, const std::string& path,
   return flow;
 }
 
-// `aggregator_sharing: static` gives the jobs with in-network aggregation (algorithm atp), in
-// file order, shares 0..K-1 of K of the aggregator tables (plan.h, AggregatorShare); `dynamic`,
-// the default, lets every job hash over the whole table. Other algorithms use no aggregators.
-void parse_aggregator_sharing(const YAML::Node& node, const std::string& path, Scenario& scenario) {
-  const std::string sharing = as_string(node, path);
-  if (sharing == "dynamic") return;
-  if (sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
+// The K jobs with in-network aggregation (algorithm atp) share the aggregator tables:
+// `aggregator_sharing: static` gives them, in file order, shares 0..K-1 of K (plan.h,
+// AggregatorShare); `dynamic`, the default, lets every job hash over the whole table, each
+// keeping to its part of it (JobSpec::sharing_jobs = K). Other algorithms use no aggregators.
+void share_aggregators(const YAML::Node* node, const std::string& path, Scenario& scenario) {
+  const std::string sharing = node ? as_string(*node, path) : "dynamic";
+  if (sharing != "dynamic" && sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
   auto aggregates = [](const ScenarioJob& job) {
     return job.algorithm->atp_protocol() && job.algorithm->in_network_aggregation;
   };
   const auto shares = static_cast<std::uint32_t>(std::count_if(scenario.jobs.begin(), scenario.jobs.end(), aggregates));
   std::uint32_t next = 0;
   for (ScenarioJob& job : scenario.jobs) {
-    if (aggregates(job)) job.spec.aggregator_share = AggregatorShare{next++, shares};
+    if (!aggregates(job)) continue;
+    if (sharing == "static") {
+      job.spec.aggregator_share = AggregatorShare{next++, shares};
+    } else {
+      job.spec.sharing_jobs = shares;
+    }
   }
 }
 
@@ -703,7 +708,8 @@ Scenario parse_root(const YAML::Node& root) {
     }
     scenario.jobs.push_back(std::move(job));
   }
-  if (root["aggregator_sharing"]) parse_aggregator_sharing(root["aggregator_sharing"], "aggregator_sharing", scenario);
+  const YAML::Node sharing = root["aggregator_sharing"];
+  share_aggregators(sharing ? &sharing : nullptr, "aggregator_sharing", scenario);
 
   if (root["faults"]) {
     const YAML::Node faults = expect_list(root["faults"], "faults", false);

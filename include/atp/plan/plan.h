@@ -127,6 +127,11 @@ struct JobSpec {
   // Unset: dynamic sharing (ATP's design), the job's indices span the whole smallest table on
   // its paths and collide with other jobs' at random. Set: the job only ever uses its share.
   std::optional<AggregatorShare> aggregator_share;
+  // Dynamic sharing with the default index (hashed_slots): the jobs whose indices span the same
+  // tables, this one included. Its fragments in flight, and so its slots, stop at its part of the
+  // smallest table, num_aggregators / sharing_jobs: then the jobs' slots fit the table together
+  // and their remaps settle onto aggregators of their own (docs/protocol.md, "Sharing the table").
+  std::uint32_t sharing_jobs = 1;
 };
 
 struct SwitchJobPlan {
