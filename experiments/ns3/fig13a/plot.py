@@ -18,7 +18,7 @@ LABELS = {
     "dynamic-hashed": "ATP: dynamic sharing, hashed index",
     "static-linear": "static shares, linear index, window <= share (SwitchML)",
     "static-hashed": "static shares, hashed index, window <= share",
-    "dynamic-hashed_slots": "ATP: dynamic sharing, hashed_slots (authors' code), window <= PTA/3",
+    "dynamic-hashed_slots": "ATP's defaults: dynamic sharing, hashed_slots, each job at its third",
 }
 
 

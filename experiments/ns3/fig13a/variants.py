@@ -29,16 +29,10 @@ SCHEMES = {
     "dynamic-hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "static-linear": ("static", "linear"),  # SwitchML: own slots, one packet per slot
     "static-hashed": ("static", "hashed"),  # ATP's index inside fixed shares
-    # ATP as the authors' code does it: HASH(job, seq mod slots), slots = max_window (one PS).
+    # ATP's default: HASH(job, seq mod slots), each job's slots and window at its third of the
+    # table, collisions moved to the aggregator the switch offers (docs/protocol.md).
     "dynamic-hashed_slots": ("dynamic", "hashed_slots"),
 }
-# Schemes whose jobs get `window` = `max_window` = the PTA's share per job (pta.json). With
-# hashed_slots, max_window is also the number of slots a job cycles through; the authors' code has
-# one slot per packet of its (fixed) window, and a window of one job's need is what a static share
-# at 100% of the PTA allows too (AIMD still moves the window below it). The
-# default (200 growing to 1024) would give 1024 slots per job: 3,072 slots hashed into a table of
-# 480 or fewer, and windows beyond the hosts' 1000-packet NIC queues (the doc's "Oddities", 1).
-WINDOW_AT_SHARE = {"dynamic-hashed_slots"}
 
 
 def load(name):
@@ -54,15 +48,12 @@ def shrink(doc):
     return doc
 
 
-def configure(doc, table, scheme, window=None):
+def configure(doc, table, scheme):
     sharing, index = SCHEMES[scheme]
     doc["aggregator_sharing"] = sharing
     doc["topology"]["switches"][0]["aggregators"] = table
     for job in doc["jobs"]:
         job["index"] = index
-        if window is not None:
-            job["window"] = window
-            job["max_window"] = window
     return doc
 
 
@@ -100,8 +91,7 @@ def compare(smoke, results, out):
     for scheme, percent in runs:
         if smoke and scheme == "static-hashed":
             continue
-        window = pta["share_per_job"] if scheme in WINDOW_AT_SHARE else None
-        doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme, window)
+        doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
         common.write_yaml(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
 
 

@@ -19,7 +19,7 @@ LABELS = {
     "hashed": "hash-based dynamic (ATP)",
     "linear": "linear-based dynamic (seq % N)",
     "static": "static shares (SwitchML-style)",
-    "hashed_slots": "hashed_slots dynamic (authors' code), window <= 192",
+    "hashed_slots": "ATP's defaults: hashed_slots, each job at its part of the table",
 }
 # What fits in a 100 Gbit/s link: 248 value bytes per 314-byte packet on the wire
 # (36 B ATP header + 30 B PPP/IPv4/UDP).

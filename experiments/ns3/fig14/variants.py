@@ -21,15 +21,10 @@ SCHEMES = {
     "hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "linear": ("dynamic", "linear"),  # index = seq % N over the shared table
     "static": ("static", "linear"),  # SwitchML: own slots, one packet per slot
-    # ATP as the authors' code does it: HASH(job, seq mod slots), slots = max_window (one PS).
+    # ATP's default: HASH(job, seq mod slots), each job's slots and window at its part of the
+    # table (n x 192 / n), collisions moved to the aggregator the switch offers.
     "hashed_slots": ("dynamic", "hashed_slots"),
 }
-# Schemes whose jobs get `window` = `max_window` = PTA_PER_JOB. With hashed_slots, max_window is
-# also the number of slots a job cycles through; the authors' code has one slot per packet of its
-# (fixed) window, and 192 is the window a static share allows too (AIMD still moves it below). The
-# default (200 growing to 1024) would give 1024 slots per job hashed into 192 per job, and windows
-# beyond the hosts' 1000-packet NIC queues (docs/ns3-reproductions-aggregation.md, "Oddities", 1).
-WINDOW_AT_SHARE = {"hashed_slots"}
 
 
 def variant(n, scheme, smoke):
@@ -40,9 +35,6 @@ def variant(n, scheme, smoke):
     doc["jobs"] = doc["jobs"][:n]
     for job in doc["jobs"]:
         job["index"] = index
-        if scheme in WINDOW_AT_SHARE:
-            job["window"] = PTA_PER_JOB
-            job["max_window"] = PTA_PER_JOB
         if smoke:
             job["elements"] = 20000
             job["rounds"] = 2
