@@ -108,16 +108,29 @@ TEST(AggregatorIndex, IndicesAndRehashesStayInsideTheRange) {
 namespace atp {
 namespace {
 
+// A job's slots sit side by side from its home, wrapping inside the range: distinct aggregators
+// for its fragments in flight (slots <= count), each reused every `slots` sequence numbers.
 TEST(AggregatorIndex, HashedSlotsReusesAnIndexEverySlotsSequenceNumbers) {
   const AggregatorRange range{100, 5000};
-  for (Seq seq = 0; seq < 3000; ++seq) {
-    const std::uint32_t i = base_aggregator_index(9, seq, range, IndexPolicy::kHashedSlots, 256);
-    EXPECT_TRUE(range.contains(i));
-    EXPECT_EQ(i, base_aggregator_index(9, seq + 256, range, IndexPolicy::kHashedSlots, 256));
-    EXPECT_EQ(i, base_aggregator_index(9, seq % 256, range, IndexPolicy::kHashed));
+  for (const std::uint32_t home : {0u, 4900u, hashed_slot_home(9, range.count)}) {
+    std::set<std::uint32_t> in_flight;
+    for (Seq seq = 0; seq < 3000; ++seq) {
+      const std::uint32_t i = base_aggregator_index(9, seq, range, IndexPolicy::kHashedSlots, 256, home);
+      EXPECT_TRUE(range.contains(i));
+      EXPECT_EQ(i, range.first + (home + seq % 256) % range.count);
+      EXPECT_EQ(i, base_aggregator_index(9, seq + 256, range, IndexPolicy::kHashedSlots, 256, home));
+      if (seq < 256) in_flight.insert(i);
+    }
+    EXPECT_EQ(in_flight.size(), 256u) << "home " << home;
   }
-  EXPECT_NE(base_aggregator_index(9, 300, range, IndexPolicy::kHashedSlots, 256),
-            base_aggregator_index(9, 300, range, IndexPolicy::kHashed));
+  // Unplanned jobs start at HASH(job): somewhere in the range, and not all at one place.
+  std::set<std::uint32_t> homes;
+  for (JobId job = 1; job <= 64; ++job) {
+    EXPECT_LT(hashed_slot_home(job, 480), 480u);
+    homes.insert(hashed_slot_home(job, 480));
+  }
+  EXPECT_GT(homes.size(), 50u);
+  EXPECT_EQ(hashed_slot_home(7, 0), 0u);
 }
 
 TEST(AggregatorIndex, SaltedRehashesSeparateSlotsThatCollidedAtOneIndex) {

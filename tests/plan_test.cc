@@ -778,7 +778,15 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
   ASSERT_EQ(plan_job(n, sharded).num_aggregators, 1000u);
   EXPECT_EQ(plan_job(n, sharded).workers[0].congestion.max_window, 166u);
   EXPECT_EQ(plan_job(n, sharded).ps[0].max_window_seqs, 332u);
+  // Where each job's slots start: a part of its own among the jobs planned together, else HASH(job).
+  job.sharing_jobs = 1;
+  EXPECT_EQ(plan_job(n, job).workers[0].slot_home, hashed_slot_home(job.id, 1000));
   job.sharing_jobs = 3;
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    job.sharing_index = k;
+    for (const WorkerConfig& w : plan_job(n, job).workers) EXPECT_EQ(w.slot_home, k * 333);
+  }
+  job.sharing_index = 0;
   job.congestion.max_window = 100;  // a job's own smaller bound stays
   EXPECT_EQ(plan_job(n, job).workers[0].congestion.max_window, 100u);
   job.congestion = CongestionConfig{};

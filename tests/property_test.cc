@@ -68,7 +68,8 @@ Scenario make_scenario(const Case& c) {
     job.rounds = 2;
     job.magnitude = 1.0;
     job.spec.progress_timeout = std::chrono::seconds(5);
-    job.spec.sharing_jobs = c.jobs;  // as a scenario's dynamic sharing: each keeps to its part of the table
+    job.spec.sharing_jobs = c.jobs;  // as a scenario's dynamic sharing: each at its part of the table
+    job.spec.sharing_index = j;
     s.jobs.push_back(job);
   }
   if (c.loss > 0) {

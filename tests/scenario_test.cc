@@ -396,6 +396,7 @@ jobs:
       EXPECT_FALSE(j.spec.aggregator_share.has_value()) << j.spec.name;
       EXPECT_EQ(j.spec.sharing_jobs, j.algorithm->in_network_aggregation && j.algorithm->atp_protocol() ? 2u : 1u)
           << j.spec.name;
+      EXPECT_EQ(j.spec.sharing_index, j.spec.name == "b" ? 1u : 0u) << j.spec.name;  // file order among a, b
     }
   }
   const Scenario s = parse_scenario_yaml("aggregator_sharing: static\n" + jobs);
@@ -590,13 +591,24 @@ TEST(ScenarioRun, OverflowTakesTheFloatPathAndIsCorrect) {
   EXPECT_LT(j.float_fragments, j.fragments);  // and most fragments still went the int32 way
 }
 
+// Two jobs on a table of 64: by default each keeps to 32 aggregators of its own and never
+// collides; with the paper's hashed index (every fragment a new draw) they collide, are
+// aggregated at the PS, and stay exact.
 TEST(ScenarioRun, SmallTableCollidesAndStaysCorrect) {
-  const ScenarioResult r = run_example("two-jobs-small-table.yaml");
-  for (const auto& j : r.jobs) {
+  Scenario s = load_scenario_file(example("two-jobs-small-table.yaml"));
+  const ScenarioResult defaults = run_inproc(s);
+  for (const auto& j : defaults.jobs) {
+    EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
+    EXPECT_EQ(j.collisions, 0u) << j.name;
+  }
+  for (ScenarioJob& job : s.jobs) job.spec.index_policy = IndexPolicy::kHashed;
+  const ScenarioResult hashed = run_inproc(s);
+  for (const auto& j : hashed.jobs) {
     EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
     EXPECT_GT(j.collisions, 0u) << j.name;
   }
-  EXPECT_EQ(r.leaked_aggregators, 0u);
+  EXPECT_EQ(defaults.leaked_aggregators, 0u);
+  EXPECT_EQ(hashed.leaked_aggregators, 0u);
 }
 
 // Two ATP jobs and a PS-baseline job on one switch of 64 aggregators, linear indices and a

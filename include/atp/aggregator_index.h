@@ -13,9 +13,10 @@ namespace atp {
 enum class IndexPolicy : std::uint8_t {
   kHashed,  // HASH(job, seq) % n: the paper's text (§3.5)
   kLinear,  // seq % n: the baseline of the paper's Fig. 14
-  // HASH(job, seq % slots) % n, slots = the job's bound on sequence numbers in flight: the
-  // authors' code. A job's in-flight fragments have distinct slots, each slot is reused, and
-  // remaps are kept per slot (the PS's rehash is salted with the slot), so they settle. The
+  // (home + seq % slots) % n, slots = the job's bound on sequence numbers in flight, home = where
+  // its slots start (the plan's, or HASH(job)): the authors' code's distinct aggregators per job.
+  // A job's in-flight fragments have distinct slots on distinct aggregators, each slot is reused,
+  // and remaps are kept per slot (the PS's rehash is salted with the slot), so they settle. The
   // default: with kHashed a job collides with its own fragments in flight, every collision
   // sends the fragment to the PS packet by packet, and remaps never settle (docs/protocol.md).
   kHashedSlots,
@@ -36,10 +37,14 @@ struct AggregatorRange {
 };
 
 // The index every worker of `job` derives for `seq` before any remapping: first + HASH(job, seq)
-// % count (kHashed), first + seq % count (kLinear), or first + HASH(job, seq % slots) % count
+// % count (kHashed), first + seq % count (kLinear), or first + (home + seq % slots) % count
 // (kHashedSlots, slots > 0). range.count must be > 0.
 std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy,
-                                    std::uint32_t slots = 1);
+                                    std::uint32_t slots = 1, std::uint32_t home = 0);
+
+// Where a kHashedSlots job's slots start in a range of `count` aggregators when no plan placed it
+// among the jobs it shares the table with: HASH(job) % count.
+std::uint32_t hashed_slot_home(JobId job, std::uint32_t count);
 
 // The PS's new index after a collision at `index`: first + HASH(index - first) % count, inside
 // the range even for an index outside it, and different from `index` whenever count > 1 and

@@ -45,6 +45,8 @@ struct WorkerConfig {
   // static share of it); count >= 1. Remaps from the PS outside it are ignored.
   AggregatorRange aggregators;
   IndexPolicy index_policy = IndexPolicy::kHashedSlots;
+  // kHashedSlots: where slot 0 sits in `aggregators` (base_aggregator_index's home; the plan's).
+  std::uint32_t slot_home = 0;
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
   // The retransmission timeout is measured (RttEstimator: RFC 6298 from the round trips of

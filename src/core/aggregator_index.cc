@@ -37,11 +37,21 @@ std::optional<IndexPolicy> parse_index_policy(std::string_view name) {
   return std::nullopt;
 }
 
-std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy,
-                                    std::uint32_t slots) {
-  if (policy == IndexPolicy::kLinear) return range.first + seq % range.count;
-  const Seq key = policy == IndexPolicy::kHashedSlots ? seq % slots : seq;
-  return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | key) % range.count);
+std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy, std::uint32_t slots,
+                                    std::uint32_t home) {
+  switch (policy) {
+    case IndexPolicy::kLinear:
+      return range.first + seq % range.count;
+    case IndexPolicy::kHashedSlots:
+      return range.first + static_cast<std::uint32_t>((std::uint64_t{home} + seq % slots) % range.count);
+    case IndexPolicy::kHashed:
+      break;
+  }
+  return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | seq) % range.count);
+}
+
+std::uint32_t hashed_slot_home(JobId job, std::uint32_t count) {
+  return count == 0 ? 0 : static_cast<std::uint32_t>(mix64(std::uint64_t{job} << 32) % count);
 }
 
 std::uint32_t rehash_aggregator_index(std::uint32_t index, AggregatorRange range, std::uint64_t salt) {

@@ -178,9 +178,9 @@ struct WorkerEndpoint::Impl {
 
   std::uint32_t aggregator_index_for(Seq seq) const {
     const auto it = remap.find(remap_key(seq));
-    return it != remap.end()
-               ? it->second
-               : base_aggregator_index(config.job, seq, config.aggregators, config.index_policy, index_slots());
+    return it != remap.end() ? it->second
+                             : base_aggregator_index(config.job, seq, config.aggregators, config.index_policy,
+                                                     index_slots(), config.slot_home);
   }
 
   // Builds fragment i in the reusable buffer and sends it.

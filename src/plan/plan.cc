@@ -567,10 +567,12 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   // table the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together.
   CongestionConfig congestion = job.congestion;
   const bool slotted = !job.aggregator_share && job.index_policy == IndexPolicy::kHashedSlots;
+  const std::uint32_t sharing = std::max<std::uint32_t>(1, job.sharing_jobs);
+  const std::uint32_t part = slotted ? plan.aggregators.count / sharing : plan.aggregators.count;
+  const std::uint32_t slot_home =
+      sharing > 1 ? job.sharing_index % sharing * part : hashed_slot_home(job.id, plan.aggregators.count);
   if ((job.aggregator_share || slotted) && smallest_switch != nullptr) {
     const auto flows = static_cast<std::uint32_t>(job.ps.size());
-    const std::uint32_t part =
-        slotted ? plan.aggregators.count / std::max<std::uint32_t>(1, job.sharing_jobs) : plan.aggregators.count;
     const std::uint32_t cap = std::max<std::uint32_t>(1, part / flows);
     congestion.max_window = std::min(congestion.max_window, cap);
     congestion.initial_window = std::min(congestion.initial_window, cap);
@@ -604,6 +606,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.scale = job.scale;
     w.aggregators = plan.aggregators;
     w.index_policy = job.index_policy;
+    w.slot_home = slot_home;
     w.congestion = congestion;
     w.loss_recovery = job.loss_recovery;
     set_timeouts(job, w);

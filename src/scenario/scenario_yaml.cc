@@ -654,8 +654,9 @@ BackgroundFlow parse_background(const YAML::Node& node, const std::string& path,
 
 // The K jobs with in-network aggregation (algorithm atp) share the aggregator tables:
 // `aggregator_sharing: static` gives them, in file order, shares 0..K-1 of K (plan.h,
-// AggregatorShare); `dynamic`, the default, lets every job hash over the whole table, each
-// keeping to its part of it (JobSpec::sharing_jobs = K). Other algorithms use no aggregators.
+// AggregatorShare); `dynamic`, the default, lets every job use the whole table, each keeping to
+// its part of it and starting on a K-th of the table of its own (JobSpec::sharing_jobs = K,
+// sharing_index). Other algorithms use no aggregators.
 void share_aggregators(const YAML::Node* node, const std::string& path, Scenario& scenario) {
   const std::string sharing = node ? as_string(*node, path) : "dynamic";
   if (sharing != "dynamic" && sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
@@ -670,6 +671,7 @@ void share_aggregators(const YAML::Node* node, const std::string& path, Scenario
       job.spec.aggregator_share = AggregatorShare{next++, shares};
     } else {
       job.spec.sharing_jobs = shares;
+      job.spec.sharing_index = next++;
     }
   }
 }

@@ -29,8 +29,9 @@ SCHEMES = {
     "dynamic-hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "static-linear": ("static", "linear"),  # SwitchML: own slots, one packet per slot
     "static-hashed": ("static", "hashed"),  # ATP's index inside fixed shares
-    # ATP's default: HASH(job, seq mod slots), each job's slots and window at its third of the
-    # table, collisions moved to the aggregator the switch offers (docs/protocol.md).
+    # ATP's default: (home + seq mod slots), each job's slots and window at a third of the table,
+    # starting on a third of its own; collisions move to the aggregator the switch offers
+    # (docs/protocol.md, "Sharing the table").
     "dynamic-hashed_slots": ("dynamic", "hashed_slots"),
 }
 

@@ -21,8 +21,9 @@ SCHEMES = {
     "hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "linear": ("dynamic", "linear"),  # index = seq % N over the shared table
     "static": ("static", "linear"),  # SwitchML: own slots, one packet per slot
-    # ATP's default: HASH(job, seq mod slots), each job's slots and window at its part of the
-    # table (n x 192 / n), collisions moved to the aggregator the switch offers.
+    # ATP's default: (home + seq mod slots), each job's slots and window at its part of the table
+    # (n x 192 / n), starting on a part of its own; collisions move to the aggregator the switch
+    # offers (docs/protocol.md, "Sharing the table").
     "hashed_slots": ("dynamic", "hashed_slots"),
 }
 

@@ -128,10 +128,14 @@ struct JobSpec {
   // its paths and collide with other jobs' at random. Set: the job only ever uses its share.
   std::optional<AggregatorShare> aggregator_share;
   // Dynamic sharing with the default index (hashed_slots): the jobs whose indices span the same
-  // tables, this one included. Its fragments in flight, and so its slots, stop at its part of the
-  // smallest table, num_aggregators / sharing_jobs: then the jobs' slots fit the table together
-  // and their remaps settle onto aggregators of their own (docs/protocol.md, "Sharing the table").
+  // tables, this one included, and this job's place among them (0..sharing_jobs-1). Its
+  // fragments in flight, and so its slots, stop at its part of the smallest table, part =
+  // num_aggregators / sharing_jobs, and its slots start at sharing_index x part: the jobs planned
+  // together start on aggregators of their own, and any may still use the whole table
+  // (docs/protocol.md, "Sharing the table"). A job planned alone (sharing_jobs 1) starts at
+  // HASH(job).
   std::uint32_t sharing_jobs = 1;
+  std::uint32_t sharing_index = 0;
 };
 
 struct SwitchJobPlan {
