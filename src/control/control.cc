@@ -387,12 +387,8 @@ EgressConfig egress_from_json(const json& doc, const char* direction) {
 namespace {
 
 json congestion_json(const CongestionConfig& cc) {
-  return {{"enabled", cc.enabled},
-          {"initial_window", cc.initial_window},
-          {"min_window", cc.min_window},
-          {"max_window", cc.max_window},
-          {"initial_ssthresh", cc.initial_ssthresh},
-          {"mtu_bytes", cc.mtu_bytes}};
+  return {{"enabled", cc.enabled},       {"initial_window", cc.initial_window},     {"min_window", cc.min_window},
+          {"max_window", cc.max_window}, {"initial_ssthresh", cc.initial_ssthresh}, {"mtu_bytes", cc.mtu_bytes}};
 }
 
 CongestionConfig congestion_from(const json& doc) {
@@ -450,6 +446,7 @@ std::string to_json(const WorkerConfig& c) {
               {"first_aggregator", c.aggregators.first},
               {"num_aggregators", c.aggregators.count},
               {"index", to_string(c.index_policy)},
+              {"slot_home", c.slot_home},
               {"loss_recovery", c.loss_recovery == LossRecovery::kTimeoutOnly ? "timeout" : "atp"},
               {"congestion", congestion_json(c.congestion)}};
   put_timeouts(c, doc);
@@ -460,7 +457,7 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   const json doc = parse_object(text, "worker config");
   check_keys(doc, "",
              {"job", "self", "ps", "values_per_packet", "scale", "first_aggregator", "num_aggregators", "index",
-              "loss_recovery", "congestion", "retransmit_timeout_ns", "min_retransmit_timeout_ns",
+              "slot_home", "loss_recovery", "congestion", "retransmit_timeout_ns", "min_retransmit_timeout_ns",
               "max_retransmit_timeout_ns", "progress_timeout_ns", "initial_seq"});
   WorkerConfig c;
   c.job = get_unsigned<JobId>(doc, "", "job");
@@ -482,6 +479,7 @@ WorkerConfig worker_config_from_json(const std::string& text) {
   c.aggregators.first = get_unsigned<std::uint32_t>(doc, "", "first_aggregator");
   c.aggregators.count = get_unsigned<std::uint32_t>(doc, "", "num_aggregators");
   c.index_policy = index_policy(require(doc, "", "index"));
+  c.slot_home = get_unsigned<std::uint32_t>(doc, "", "slot_home");
   const json& recovery = require(doc, "", "loss_recovery");
   if (recovery != "atp" && recovery != "timeout") {
     throw ControlError("loss_recovery: must be \"atp\" or \"timeout\", got " + shown(recovery));
