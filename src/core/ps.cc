@@ -477,12 +477,10 @@ void PsEndpoint::Impl::fail_round_shape(Slot& slot, PacketSink& out) {
   ++stats.parameters_sent;
 }
 
-// The parameter packet for the slot's state: the overflow request (no values) while collecting
-// floats, the round-shape mismatch notice (no values), else the result, int32 or float32 (the
-// double sums rounded to float once, here).
 std::uint32_t PsEndpoint::Impl::moved_index(const Slot& slot) const {
-  if (config.index_policy != IndexPolicy::kHashedSlots)
+  if (config.index_policy != IndexPolicy::kHashedSlots) {
     return rehash_aggregator_index(slot.collided_index, config.aggregators);
+  }
   // The switch's offer, the aggregator free there the longest: the fragment's slot settles where
   // no other slot of any job is at home, in one move (a rehash may land on another's place).
   const std::uint32_t offered = slot.offered_aggregator - 1u;
@@ -492,6 +490,9 @@ std::uint32_t PsEndpoint::Impl::moved_index(const Slot& slot) const {
   return rehash_aggregator_index(slot.collided_index, config.aggregators, slot.seq % config.max_window_seqs + 1);
 }
 
+// The parameter packet for the slot's state: the overflow request (no values) while collecting
+// floats, the round-shape mismatch notice (no values), else the result, int32 or float32 (the
+// double sums rounded to float once, here).
 void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink& out) {
   const bool overflow_request = slot.state == SlotState::kCollectingFloats;
   const bool mismatch = slot.state == SlotState::kShapeMismatch;

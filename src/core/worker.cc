@@ -169,7 +169,8 @@ struct WorkerEndpoint::Impl {
         std::clamp<std::uint64_t>(std::uint64_t{config.congestion.max_window} * num_flows(), 1, 0xFFFFFFFFu));
   }
   // Remaps are kept per base index (§3.6: "any subsequent gradient that would have been sent with
-  // the old index"), or per slot with kHashedSlots, whose slots may share a base index.
+  // the old index"), or per slot with kHashedSlots, whose slots share a base index when there are
+  // more of them than the range has aggregators.
   std::uint32_t remap_key(Seq seq) const {
     return config.index_policy == IndexPolicy::kHashedSlots
                ? seq % index_slots()
