@@ -27,9 +27,10 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   seed (1)                       seeds inputs and link faults: same seed, same run
   time_limit_s (60)              simulated seconds before unfinished jobs are reported
   description                    free text
-  link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (0: unlimited),
-         ecn_threshold_packets (0: off; switch ports only: a host's queue marks only where a fault
-         sets it)}                                defaults of every link, both directions
+  link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (switch ports 100,
+         hosts' NICs unlimited; 0: unlimited), ecn_threshold_packets (20; 0: off; switch ports
+         only, which drop what is not ECN-capable from there: a host's queue marks only where a
+         fault sets it)}                          defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (4096 values),
                 reclaim_timeout_us (100000; 0: never)}]

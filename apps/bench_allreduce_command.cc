@@ -38,11 +38,10 @@ struct BenchOptions {
   int warmup = 1;
   int values_per_packet = 0;  // 0: the run's choice (JobSpec::values_per_packet)
   int aggregators = 4096;
-  // Switches mark ECN above this queue (packets), as ATP's congestion control expects (§3.7):
-  // without it, a queue that hash collisions overload (the PS's link) grows until the fixed RTO
-  // fires spuriously.
-  int ecn_threshold = 16;
-  int buffer_packets = 0;
+  // Every link's queue: unset, each end's default (link_base: a switch port marks from 20 packets
+  // and holds 100, a host's NIC queue has no limit), what users get.
+  std::optional<int> ecn_threshold;
+  std::optional<int> buffer_packets;
   // ATP workers' transport, for experiments only: unset, the workers' defaults (what users get).
   std::optional<int> window;
   std::optional<int> max_window;
@@ -65,9 +64,9 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
   Scenario s;
   s.seed = 1;
   s.time_limit = std::chrono::seconds(600);
-  s.default_link.rate_gbps = o.rate_mbps / 1000;
-  s.default_link.buffer_packets = static_cast<std::uint32_t>(o.buffer_packets);
-  s.default_link.ecn_threshold_packets = static_cast<std::uint32_t>(o.ecn_threshold);
+  s.link.rate_gbps = o.rate_mbps / 1000;
+  if (o.buffer_packets) s.link.buffer_packets = static_cast<std::uint32_t>(*o.buffer_packets);
+  if (o.ecn_threshold) s.link.ecn_threshold_packets = static_cast<std::uint32_t>(*o.ecn_threshold);
   Topology& t = s.topology;
   const auto add_switch = [&](std::string name) {
     t.switches.push_back({std::move(name), {}});
@@ -246,8 +245,9 @@ int run_allreduce_bench(const BenchOptions& o) {
         "# atp bench allreduce: backend %s%s, %d workers in %d rack(s) under a core switch, PS under the core\n",
         name.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
     std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, link_GBps);
-    if (o.ecn_threshold > 0) std::printf(", ECN at %d packets", o.ecn_threshold);
-    if (o.buffer_packets > 0) std::printf(", buffers of %d packets", o.buffer_packets);
+    const EgressConfig port = link_base(bench_scenario(o, "atp", o.min_bytes), false);
+    if (port.ecn_threshold_packets > 0) std::printf(", switch ports mark at %u packets", port.ecn_threshold_packets);
+    if (port.buffer_packets > 0) std::printf(", hold %u", port.buffer_packets);
     std::printf("\n# minBytes %llu maxBytes %llu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
                 static_cast<unsigned long long>(o.min_bytes), static_cast<unsigned long long>(o.max_bytes), o.factor,
                 o.warmup, o.iters);
@@ -441,11 +441,11 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--aggregators", o->aggregators, "aggregators per switch")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--ecn-threshold", o->ecn_threshold, "switch egress ECN threshold (packets; 0: off)")
-      ->capture_default_str()
+  app->add_option("--ecn-threshold", o->ecn_threshold,
+                  "every link's ECN threshold, switch ports only (packets; 0: off; default: the switches' 20)")
       ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--buffer-packets", o->buffer_packets, "switch egress buffer (packets; 0: unlimited)")
-      ->capture_default_str()
+  app->add_option("--buffer-packets", o->buffer_packets,
+                  "every link's buffer (packets; 0: unlimited; default: 100 at switch ports, none at hosts)")
       ->check(CLI::Range(0, 1 << 20));
   app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)")
       ->check(CLI::Range(1, 1 << 20));

@@ -26,9 +26,7 @@ Scenario demo_scenario(std::uint64_t elements, std::uint32_t rounds, double link
   Scenario s;
   s.seed = 7;
   s.time_limit = std::chrono::seconds(300);
-  s.default_link.rate_gbps = link_gbps;
-  s.default_link.buffer_packets = 400;
-  s.default_link.ecn_threshold_packets = 100;
+  s.link.rate_gbps = link_gbps;
   s.topology.switches.push_back({"tor", {}});
   s.topology.switches.back().config.atp_capable = atp;
   s.topology.switches.back().config.num_aggregators = 4096;

@@ -138,10 +138,12 @@ std::string scenario_yaml(const Scenario& s, const Discovery& d, const DiscoverF
   y << "# atp discover --backend " << f.backend << " " << f.file << ": " << d.groups.groups
     << " groups of probed hosts (" << f.probe << " probes, alpha " << f.alpha << ")\n";
   y << "seed: " << s.seed << "\n";
-  const sim::ChannelConfig& l = s.default_link;
-  y << "link: {delay_us: " << std::chrono::duration<double, std::micro>(l.delay).count()
-    << ", rate_gbps: " << l.rate_gbps << ", buffer_packets: " << l.buffer_packets
-    << ", ecn_threshold_packets: " << l.ecn_threshold_packets << "}\n";
+  const LinkOverrides& l = s.link;
+  y << "link: {delay_us: " << std::chrono::duration<double, std::micro>(l.delay.value_or(EgressConfig{}.delay)).count()
+    << ", rate_gbps: " << l.rate_gbps.value_or(0);
+  if (l.buffer_packets) y << ", buffer_packets: " << *l.buffer_packets;
+  if (l.ecn_threshold_packets) y << ", ecn_threshold_packets: " << *l.ecn_threshold_packets;
+  y << "}\n";
   y << topology_yaml(inferred_topology(d, f.ina));
   const std::set<std::string> probed(d.hosts.begin(), d.hosts.end());
   const auto list = [](const std::vector<std::string>& names) {

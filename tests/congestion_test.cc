@@ -305,5 +305,26 @@ TEST(RttEstimator, ASpuriousTimeoutsRoundTripIsTakenWhole) {
   EXPECT_EQ(fresh.rto(), milliseconds(4 + 4 * 2));
 }
 
+// A spurious timeout shows a delay that lasts (an ECN-marked queue's sawtooth beside a TCP flow):
+// samples up to it are no longer clipped, so the estimate stays past the queue's peaks instead of
+// sinking back to twice the least round trip and timing out at every peak. Once a whole block of
+// samples stays below it, the floor follows them down and passing lags are clipped again.
+TEST(RttEstimator, ASpuriousTimeoutKeepsSamplesUpToItUnclippedWhileTheyLast) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  RttEstimator e(milliseconds(10), microseconds(100), milliseconds(1000));
+  for (int i = 0; i < 40; ++i) e.on_sample(microseconds(300));
+  e.on_spurious_timeout(milliseconds(7));
+  // The queue swings between empty and 7 ms: the peaks count whole.
+  for (int i = 0; i < 3 * RttEstimator::kMinWindow; ++i) e.on_sample(i % 2 == 0 ? microseconds(300) : milliseconds(7));
+  EXPECT_GT(e.srtt(), milliseconds(3));
+  EXPECT_GT(e.rto(), milliseconds(7)) << "past the peaks: no timeout at each one";
+  // The queue is gone: after two blocks of short samples a 7 ms lag is clipped again.
+  for (int i = 0; i < 2 * RttEstimator::kMinWindow; ++i) e.on_sample(microseconds(300));
+  const Duration before = e.srtt();
+  e.on_sample(milliseconds(7));
+  EXPECT_LE(e.srtt(), before + (microseconds(600) - before) / 8 + microseconds(1));
+}
+
 }  // namespace
 }  // namespace atp

@@ -226,7 +226,8 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
 }
 
 // With Ethernet framing the queue marks the ATP header inside an ATP frame, and CE in the IPv4
-// header of an ECN-capable (ECT) frame, fixing its checksum; other frames pass unmarked.
+// header of an ECN-capable (ECT) frame, fixing its checksum; past the threshold, a frame that
+// cannot carry a mark is dropped (RFC 3168 §7), below it it passes.
 TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   EgressConfig c;
   c.rate_gbps = 100;
@@ -234,22 +235,28 @@ TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   EgressQueue q(c, 0, Framing::kEthernet);
   std::vector<std::uint8_t> atp;
   build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), atp);
-  // An ECT(0) IPv4/TCP frame: the same frame with protocol TCP and TOS 0x02, checksum refreshed.
-  std::vector<std::uint8_t> ect = atp;
-  ect[kEthernetHeaderBytes + 1] = 0x02;
-  ect[kEthernetHeaderBytes + 9] = 6;
-  ect[kEthernetHeaderBytes + 10] = ect[kEthernetHeaderBytes + 11] = 0;
-  const std::uint16_t sum = internet_checksum(std::span(ect).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes));
-  ect[kEthernetHeaderBytes + 10] = static_cast<std::uint8_t>(sum >> 8);
-  ect[kEthernetHeaderBytes + 11] = static_cast<std::uint8_t>(sum);
-  std::vector<std::uint8_t> not_ect = ect;
-  not_ect[kEthernetHeaderBytes + 1] = 0;  // checksum now wrong, but not-ECT is never marked anyway
+  // IPv4/TCP frames: the same frame with protocol TCP and a TOS (ECN field), checksum refreshed.
+  const auto tcp_with_tos = [&](std::uint8_t tos) {
+    std::vector<std::uint8_t> f = atp;
+    f[kEthernetHeaderBytes + 1] = tos;
+    f[kEthernetHeaderBytes + 9] = 6;
+    f[kEthernetHeaderBytes + 10] = f[kEthernetHeaderBytes + 11] = 0;
+    const std::uint16_t sum = internet_checksum(std::span(f).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes));
+    f[kEthernetHeaderBytes + 10] = static_cast<std::uint8_t>(sum >> 8);
+    f[kEthernetHeaderBytes + 11] = static_cast<std::uint8_t>(sum);
+    return f;
+  };
+  const std::vector<std::uint8_t> ect = tcp_with_tos(0x02);
+  const std::vector<std::uint8_t> not_ect = tcp_with_tos(0);
+  const std::vector<std::uint8_t> ce = tcp_with_tos(0x03);  // marked upstream: kept, not counted again
 
-  q.enqueue(atp, time_from_ns(0));  // depth 0: not marked
+  EXPECT_EQ(q.enqueue(not_ect, time_from_ns(0)).status, EnqueueStatus::kQueued);  // depth 0: passes
   q.enqueue(atp, time_from_ns(0));
   q.enqueue(ect, time_from_ns(0));
-  q.enqueue(not_ect, time_from_ns(0));
+  EXPECT_EQ(q.enqueue(not_ect, time_from_ns(0)).status, EnqueueStatus::kQueueFull);
+  q.enqueue(ce, time_from_ns(0));
   EXPECT_EQ(q.counters().ecn_marked, 2u);
+  EXPECT_EQ(q.counters().queue_drops, 1u);
   std::vector<std::vector<std::uint8_t>> out;
   while (q.next_release() != kNever) {
     q.release(q.next_release(), [&](std::span<std::uint8_t> f) { out.emplace_back(f.begin(), f.end()); });
@@ -258,17 +265,19 @@ TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   const auto atp_ecn = [](const std::vector<std::uint8_t>& f) {
     return header_of(std::span(f).subspan(kEncapsulationBytes)).ecn;
   };
-  EXPECT_FALSE(atp_ecn(out[0]));
+  EXPECT_EQ(out[0], not_ect);
   EXPECT_TRUE(atp_ecn(out[1]));
   EXPECT_EQ(out[2][kEthernetHeaderBytes + 1], 0x03);  // CE
   EXPECT_EQ(internet_checksum(std::span(out[2]).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes)), 0);
-  EXPECT_EQ(out[3], not_ect);
+  EXPECT_EQ(out[3], ce);
 
-  // The default (ATP) framing does not know frames: it marks nothing in them.
+  // The default (ATP) framing does not know frames: none is an ATP packet it could mark, so past
+  // the threshold it drops them.
   EgressQueue atp_framed(c);
   atp_framed.enqueue(atp, time_from_ns(0));
   atp_framed.enqueue(atp, time_from_ns(0));
   EXPECT_EQ(atp_framed.counters().ecn_marked, 0u);
+  EXPECT_EQ(atp_framed.counters().queue_drops, 1u);
 }
 
 TEST(EgressQueue, CertainFaults) {

@@ -333,14 +333,14 @@ TEST(InprocNetwork, EcnMarksAtTheThreshold) {
   Pair pair(1, c);
   const auto p = packet(0);
   for (int i = 0; i < 5; ++i) pair.send_from_a(p);
-  const std::vector<std::uint8_t> not_atp(50, 0x55);  // never marked, never counted
+  const std::vector<std::uint8_t> not_atp(50, 0x55);  // cannot be marked: dropped past the threshold
   pair.send_from_a(not_atp);
   pair.net.run_until_idle();
-  ASSERT_EQ(pair.b->got.size(), 6u);
+  ASSERT_EQ(pair.b->got.size(), 5u);
   // Queue lengths at enqueue: 0, 1, 2, 3, 4 -> the last three are marked.
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(ecn_of(pair.b->got[i].bytes), i >= 2) << i;
-  EXPECT_EQ(pair.b->got[5].bytes, not_atp);
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).ecn_marked, 3u);
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 1u);
   EXPECT_FALSE(ecn_of(p));  // the sender's bytes are untouched
 
   // Without a rate no queue builds up: nothing is marked or dropped.

@@ -117,7 +117,8 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (!job.correct && ex.may_fail[j] && !contains(job.error, "crashed") && !contains(job.error, "failed")) {
       fail(name + " failed without saying it crashed or failed: " + job.error);
     }
-    if (!job.correct) out.observed.insert(ex.may_fail[j] ? "job failed by a crash (expected)" : "job failed");
+    if (!job.correct)
+      out.observed.insert(ex.may_fail[j] ? "job failed by a crash or a deaf neighbour (expected)" : "job failed");
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
     // The width the file set, or (unset: 0) the one planning chose: the in-process network states
     // no MTU, so at most kFragmentWithoutMtu.

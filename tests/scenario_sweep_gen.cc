@@ -297,7 +297,10 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     ex.time_limit_s = rng.percent(80) ? 10 : 30;
     put(root, "time_limit_s", scalar(num(static_cast<std::uint64_t>(ex.time_limit_s)), number_leaf(0, 1e6, true)));
   }
-  std::uint64_t default_buffer = 0, default_ecn = 0;
+  std::uint64_t default_buffer = 0;
+  // Some link has a rate (so queues build at the switches' ports, which have buffers) and some
+  // job does not back off (congestion_control: false): see may_fail below.
+  bool rated = false, deaf_job = false;
   if (rng.percent(60)) {
     YNode link = map_node(true);
     if (rng.percent(60)) {
@@ -305,8 +308,10 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     }
     if (rng.percent(40)) {
       put(link, "rate_gbps", scalar(rng.pick<std::string>({"1", "10", "25", "100"}), number_leaf(0, 1e6)));
+      rated = true;
     } else if (rng.percent(10)) {
       put(link, "rate_mbps", scalar("800", number_leaf(0, 1e9)));
+      rated = true;
     }
     if (rng.percent(25)) {
       default_buffer = rng.pick<std::uint64_t>({20, 100, 1000});
@@ -314,8 +319,7 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
       feature("buffer-limit");
     }
     if (rng.percent(25)) {
-      default_ecn = rng.pick<std::uint64_t>({10, 40});
-      put(link, "ecn_threshold_packets", scalar(num(default_ecn), int_leaf(0, kU32Max)));
+      put(link, "ecn_threshold_packets", scalar(rng.pick<std::string>({"10", "40"}), int_leaf(0, kU32Max)));
       feature("ecn");
     }
     put(root, "link", std::move(link));
@@ -491,7 +495,9 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
       feature("index-" + index);
     }
     if (rng.percent(30)) {
-      put(m, "congestion_control", scalar(rng.percent(50) ? "true" : "false", kind_leaf(LeafKind::kBool)));
+      const bool cc = rng.percent(50);
+      put(m, "congestion_control", scalar(cc ? "true" : "false", kind_leaf(LeafKind::kBool)));
+      deaf_job = deaf_job || !cc;
     }
     if (rng.percent(20)) {
       const std::string recovery = rng.percent(50) ? "atp" : "timeout";
@@ -542,19 +548,17 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
   std::vector<std::pair<std::string, std::string>> links;
   for (const auto& [name, sw] : hosts) links.emplace_back(name, sw);
   for (const auto& l : switch_links) links.push_back(l);
-  auto limit_all = [&](std::set<std::string>& set) {
-    for (const auto& [a, c] : links) {
-      set.insert(a + ">" + c);
-      set.insert(c + ">" + a);
-    }
-  };
-  if (default_buffer > 0) limit_all(ex.limited);
-  if (default_ecn > 0) {
-    // Switch ports mark by the default threshold; hosts' NIC queues only where a fault says so.
-    for (const auto& [a, c] : links) {
-      const bool a_host = std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == a; });
-      ex.marking.insert(c + ">" + a);
-      if (!a_host) ex.marking.insert(a + ">" + c);
+  // Switch ports have a buffer and mark (`link:`'s, else switch_port_egress's); a host's NIC
+  // queue has only the buffer `link:` gives it, and marks only where a fault says so.
+  for (const auto& [a, c] : links) {
+    const bool a_host = std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == a; });
+    ex.limited.insert(c + ">" + a);
+    ex.marking.insert(c + ">" + a);
+    if (!a_host) {
+      ex.limited.insert(a + ">" + c);
+      ex.marking.insert(a + ">" + c);
+    } else if (default_buffer > 0) {
+      ex.limited.insert(a + ">" + c);
     }
   }
   std::vector<std::function<void()>> fault_makers;
@@ -597,7 +601,10 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
         }
       }
       if (rng.percent(15)) put(m, "delay_us", scalar(rng.pick<std::string>({"1", "20"}), number_leaf(0, kMaxUs)));
-      if (rng.percent(10)) put(m, "rate_gbps", scalar(rng.pick<std::string>({"1", "10"}), number_leaf(0, 1e6)));
+      if (rng.percent(10)) {
+        put(m, "rate_gbps", scalar(rng.pick<std::string>({"1", "10"}), number_leaf(0, 1e6)));
+        rated = true;
+      }
       if (rng.percent(8)) {
         put(m, "buffer_packets", scalar(rng.pick<std::string>({"10", "50"}), int_leaf(0, kU32Max)));
         limited = true;
@@ -717,6 +724,10 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
   for (std::size_t j = 0; j < jobs; ++j) {
     if (ex.must_fail[j]) ex.may_fail[j] = true;
   }
+  // A job that keeps its window whatever the network says can hold a port's buffer full, as any
+  // unresponsive sender can, and the others' packets there are then dropped until they give up:
+  // they may fail (never with a wrong result).
+  if (rated && deaf_job && jobs > 1) ex.may_fail.assign(jobs, true);
   for (const std::string& p : ps_names) {
     if (jobs_of(p, true).empty()) b.role_free_ps_hosts.push_back(p);
   }

@@ -148,10 +148,10 @@ faults:
 )");
   EXPECT_EQ(s.seed, 42u);
   EXPECT_EQ(s.time_limit, std::chrono::milliseconds(3500));
-  EXPECT_EQ(s.default_link.delay, std::chrono::nanoseconds(1500));
-  EXPECT_EQ(s.default_link.rate_gbps, 25);
-  EXPECT_EQ(s.default_link.buffer_packets, 100u);
-  EXPECT_EQ(s.default_link.ecn_threshold_packets, 20u);
+  EXPECT_EQ(s.link.delay, std::chrono::nanoseconds(1500));
+  EXPECT_EQ(s.link.rate_gbps, 25);
+  EXPECT_EQ(s.link.buffer_packets, 100u);
+  EXPECT_EQ(s.link.ecn_threshold_packets, 20u);
   const SwitchConfig& sw = s.topology.switches[0].config;
   EXPECT_EQ(sw.num_aggregators, 512u);
   EXPECT_EQ(sw.aggregator_width, 128);
@@ -195,6 +195,26 @@ struct ErrorCase {
 class ScenarioYamlError : public ::testing::TestWithParam<ErrorCase> {};
 
 // A background flow's sender TCP: CUBIC asking for ECN unless the flow says otherwise.
+// Where `link:` sets no buffer or threshold, a switch's port holds 100 packets and marks from 20
+// (switch_port_egress) and a host's NIC queue neither; what `link:` sets, both ends take, but a
+// host's queue never marks.
+TEST(ScenarioYaml, SwitchPortsAndHostNicsStartFromTheirOwnQueues) {
+  const std::string topology = "topology: {switches: [{name: t}], hosts: [{name: a, switch: t}]}\n";
+  const Scenario plain = parse_scenario_yaml("link: {rate_gbps: 1}\n" + topology);
+  EXPECT_EQ(link_base(plain, false).buffer_packets, kSwitchPortBufferPackets);
+  EXPECT_EQ(link_base(plain, false).ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
+  EXPECT_EQ(link_base(plain, false).rate_gbps, 1);
+  EXPECT_EQ(link_base(plain, true).buffer_packets, 0u);
+  EXPECT_EQ(link_base(plain, true).ecn_threshold_packets, 0u);
+  EXPECT_EQ(link_base(plain, true).delay, sim::ChannelConfig{}.delay);
+  const Scenario set =
+      parse_scenario_yaml("link: {rate_gbps: 1, buffer_packets: 0, ecn_threshold_packets: 7}\n" + topology);
+  EXPECT_EQ(link_base(set, false).buffer_packets, 0u);
+  EXPECT_EQ(link_base(set, false).ecn_threshold_packets, 7u);
+  EXPECT_EQ(link_base(set, true).buffer_packets, 0u);
+  EXPECT_EQ(link_base(set, true).ecn_threshold_packets, 0u);
+}
+
 TEST(ScenarioYaml, BackgroundFlowsNameTheirTcp) {
   const Scenario s = parse_scenario_yaml(replaced(
       "seed: 1", "seed: 1\nbackground: [{from: w0, to: w1}, {from: w1, to: w0, congestion: bbr, ecn: false}]"));

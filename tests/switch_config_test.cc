@@ -94,6 +94,22 @@ TEST(SwitchConfigFile, RoundTripsASwitchOnInterfacesAndOneWithoutPorts) {
   expect_same(parse_switch_config(to_yaml(plain), "plain.yaml"), plain);
 }
 
+// A port's egress that the file leaves unset is a switch port's queue (switch_port_egress: marks
+// from 20 packets, holds 100); its ingress (the peer's NIC) has neither.
+TEST(SwitchConfigFile, APortsQueueDefaultsToASwitchPortsIngressToNone) {
+  const SwitchDaemonConfig c = parse_switch_config(
+      "ports: [{interface: sw0-p0, rate_gbps: 1, ingress: {rate_gbps: 1}}, {interface: sw0-p1, buffer_packets: 0}]\n",
+      "q.yaml");
+  ASSERT_EQ(c.ports.size(), 2u);
+  EXPECT_EQ(c.ports[0].egress.buffer_packets, kSwitchPortBufferPackets);
+  EXPECT_EQ(c.ports[0].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
+  ASSERT_TRUE(c.ports[0].ingress.has_value());
+  EXPECT_EQ(c.ports[0].ingress->buffer_packets, 0u);
+  EXPECT_EQ(c.ports[0].ingress->ecn_threshold_packets, 0u);
+  EXPECT_EQ(c.ports[1].egress.buffer_packets, 0u);
+  EXPECT_EQ(c.ports[1].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
+}
+
 // The reclaim timeout and a port's delay_us keep their nanoseconds (egress_fields.h): 500 ns was
 // written as 0 microseconds, which the switch reads as "never reclaim".
 TEST(SwitchConfigFile, ReclaimTimeoutAndDelaysKeepTheirNanoseconds) {

@@ -118,10 +118,12 @@ class AimdWindow {
 // its own loss recovery) is not: fed to SRTT and RTTVAR it would stretch this worker's timeouts,
 // which then stall the others in turn. So each sample is first clipped to kClip times the least
 // of the recent ones (the last kMinWindow to 2 kMinWindow samples), as one that reflects lasting
-// delay is. Samples come only from fragments sent once (Karn's rule: a result for a resent
-// fragment may answer either copy). Before the first sample the RTO is `initial`. `clip` 0 keeps
-// samples whole (plain RFC 6298): Rina's acks wait for the ring's previous hop and for queues that
-// last, which the clip would hide from the RTO.
+// delay is. A queue that swings (ECN's sawtooth beside a TCP flow: from empty to the threshold,
+// many times the least round trip) is lasting delay too, which a spurious timeout shows: up to
+// its round trip, samples are not clipped, until whole blocks of them stay below it. Samples come only from fragments
+// sent once (Karn's rule: a result for a resent fragment may answer either copy). Before the first sample the RTO is
+// `initial`. `clip` 0 keeps samples whole (plain RFC 6298): Rina's acks wait for the ring's previous hop and for queues
+// that last, which the clip would hide from the RTO.
 class RttEstimator {
  public:
   RttEstimator(Duration initial, Duration min_rto, Duration max_rto, int clip = kClip);
@@ -134,7 +136,8 @@ class RttEstimator {
   // The round trip of a packet that a timeout resent although its first copy made it (RFC 4015's
   // spurious timeout, as TCP's timestamps show it): the estimate was below it. Taken whole, not
   // clipped: SRTT and RTTVAR rise to at least `rtt` and `rtt` / 2 (RFC 4015 3.2), so the next RTO
-  // is past it. Later clipped samples bring the estimate back down if the rise passes.
+  // is past it; and samples up to `rtt` are not clipped, a bound that follows each block's largest
+  // sample down. Later samples bring the estimate back down if the rise passes.
   void on_spurious_timeout(Duration rtt);
   // Before the first sample: the RTO is at least `rto` from now on (a stand-in's evidence that the
   // initial one is shorter than the round trip).
@@ -161,6 +164,11 @@ class RttEstimator {
   int block_samples_ = 0;
   Duration srtt_{};
   Duration rttvar_{};
+  // Clipping: the largest sample of the current block (before clipping), and the least delay that
+  // a spurious timeout showed to last (a queue: clip_ x lasting_ is never clipped), see
+  // on_spurious_timeout.
+  Duration block_max_{};
+  Duration lasting_{};
 };
 
 }  // namespace atp

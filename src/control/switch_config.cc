@@ -136,10 +136,9 @@ class YamlReader {
   std::string where_;
 };
 
-// The keys of a port direction's settings (the port's egress, or its `ingress:` mapping) that
-// `map` has, each checked by kEgressFields (egress_fields.h).
-EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix) {
-  EgressConfig e;
+// `e` with the keys of a port direction's settings (the port's egress, or its `ingress:` mapping)
+// that `map` has, each checked by kEgressFields (egress_fields.h).
+EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const std::string& prefix, EgressConfig e) {
   for (const EgressField& f : kEgressFields) {
     if (const YAML::Node value = map[std::string(f.key)]) f.set(e, r.setting(value, prefix + std::string(f.key), f));
   }
@@ -357,10 +356,10 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
              std::string("all ports of a switch are of one kind, and ports[0] has ") +
                  (pc.is_interface() ? "peer:" : "interface:"));
     }
-    pc.egress = egress_settings(r, port, p);
+    pc.egress = egress_settings(r, port, p, switch_port_egress());
     if (const YAML::Node ingress = port["ingress"]) {
       r.check_keys(ingress, p + "ingress.", egress_keys({}));
-      pc.ingress = egress_settings(r, ingress, p + "ingress.");
+      pc.ingress = egress_settings(r, ingress, p + "ingress.", EgressConfig{});
     }
     c.ports.push_back(pc);
   }

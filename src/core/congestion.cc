@@ -116,13 +116,18 @@ void RttEstimator::observe(Duration delay) {
     last_block_min_ = block_min_;
     block_min_ = Duration::max();
     block_samples_ = 0;
+    // A queue's delay is vouched for as long as samples still reach it; once a whole block's
+    // largest is below it, the queue has shrunk (or gone) and the floor follows it down.
+    if (clip_ > 0) lasting_ = std::min(lasting_, block_max_ / clip_);
+    block_max_ = Duration::zero();
   }
 }
 
 void RttEstimator::on_sample(Duration rtt) {
   rtt = std::max(rtt, Duration::zero());
   observe(rtt);
-  if (clip_ > 0) rtt = std::min(rtt, clip_ * std::min(block_min_, last_block_min_));
+  block_max_ = std::max(block_max_, rtt);
+  if (clip_ > 0) rtt = std::min(rtt, clip_ * std::max(lasting_, std::min(block_min_, last_block_min_)));
   if (!has_sample_) {
     has_sample_ = true;
     srtt_ = rtt;
@@ -137,6 +142,9 @@ void RttEstimator::on_sample(Duration rtt) {
 void RttEstimator::on_spurious_timeout(Duration rtt) {
   rtt = std::max(rtt, Duration::zero());
   observe(rtt);
+  // The delay lasts (a queue that grew, not another worker's stall, which flags its results): the
+  // samples behind it are not clipped below it either, until blocks of lower ones replace it.
+  if (clip_ > 0) lasting_ = std::max(lasting_, rtt / clip_);
   srtt_ = has_sample_ ? std::max(srtt_, rtt) : rtt;
   rttvar_ = has_sample_ ? std::max(rttvar_, rtt / 2) : rtt / 2;
   has_sample_ = true;

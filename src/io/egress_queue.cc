@@ -37,6 +37,12 @@ Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 
 
 }  // namespace
 
+bool EgressQueue::ecn_capable(std::span<const std::uint8_t> packet) const {
+  if (framing_ == Framing::kEthernet) return ecn_capable_frame(packet);
+  Header h;
+  return decode_header(packet, h) == DecodeError::kOk;
+}
+
 EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed, Framing framing)
     : config_(config), framing_(framing), rng_(seed) {}
 
@@ -88,6 +94,13 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
       return result;
     }
     mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
+    // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
+    // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
+    if (mark && !ecn_capable(packet)) {
+      ++counters_.queue_drops;
+      result.status = EnqueueStatus::kQueueFull;
+      return result;
+    }
     // bits / (Gbit/s) = ns; x1000 for ps.
     const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
     const double bits = 8.0 * static_cast<double>(wire_bytes);

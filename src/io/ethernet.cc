@@ -175,6 +175,15 @@ bool mark_ecn_frame(std::span<std::uint8_t> frame) {
   return true;
 }
 
+bool ecn_capable_frame(std::span<const std::uint8_t> frame) {
+  const std::optional<ParsedFrame> parsed = parse_frame(frame);
+  if (!parsed || !parsed->ipv4) return false;
+  const FrameClass c = classify(*parsed, frame);
+  if (c.kind == FrameKind::kAtp) return true;
+  if (c.kind == FrameKind::kMalformedAtp) return false;
+  return (parsed->ipv4->tos & kEcnMask) != 0 && parsed->ipv4->checksum_ok;
+}
+
 std::uint64_t MacTable::key(const MacAddress& m) {
   std::uint64_t k = 0;
   for (std::uint8_t b : m) k = (k << 8) | b;

@@ -298,16 +298,11 @@ void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOv
   if (present.contains("reorder")) o.reorder = read.reorder;
 }
 
-sim::ChannelConfig parse_default_link(const YAML::Node& node, const std::string& path) {
+LinkOverrides parse_default_link(const YAML::Node& node, const std::string& path) {
   expect_map(node, path, {"delay_us", "rate_gbps", "rate_mbps", "buffer_packets", "ecn_threshold_packets"});
   LinkOverrides o;
   parse_link_settings(node, path, o, false);
-  sim::ChannelConfig c;
-  if (o.delay) c.delay = *o.delay;
-  if (o.rate_gbps) c.rate_gbps = *o.rate_gbps;
-  if (o.buffer_packets) c.buffer_packets = *o.buffer_packets;
-  if (o.ecn_threshold_packets) c.ecn_threshold_packets = *o.ecn_threshold_packets;
-  return c;
+  return o;
 }
 
 // --- jobs
@@ -695,7 +690,7 @@ Scenario parse_root(const YAML::Node& root) {
     if (s == 0) fail("time_limit_s", "must be a positive number of seconds (at most 1e6), got 0");
     scenario.time_limit = Duration(static_cast<std::int64_t>(std::llround(s * 1e9)));
   }
-  if (root["link"]) scenario.default_link = parse_default_link(root["link"], "link");
+  if (root["link"]) scenario.link = parse_default_link(root["link"], "link");
 
   Names names;
   scenario.topology = parse_topology(root["topology"], "topology", names);
@@ -841,6 +836,18 @@ std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& fr
     if (s.link_faults[f].applies_to(from, to)) out.push_back(f);
   }
   return out;
+}
+
+sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
+  sim::ChannelConfig c;
+  if (!from_host) {
+    const EgressConfig port = switch_port_egress();
+    c.buffer_packets = port.buffer_packets;
+    c.ecn_threshold_packets = port.ecn_threshold_packets;
+  }
+  s.link.apply_to(c);
+  if (from_host) c.ecn_threshold_packets = 0;
+  return c;
 }
 
 sim::ChannelConfig link_settings(const Scenario& s, std::span<const std::size_t> faults, Duration t,

@@ -33,8 +33,10 @@ struct EgressConfig {
   double rate_gbps = 0;
   // The queue holds the packets accepted but not yet fully sent (including the one being sent).
   // Both limits compare against its length when a packet is enqueued.
-  std::uint32_t buffer_packets = 0;         // drop-tail limit; 0: unlimited
-  std::uint32_t ecn_threshold_packets = 0;  // mark packets (see Framing) when the queue holds this many; 0: off
+  std::uint32_t buffer_packets = 0;  // drop-tail limit; 0: unlimited
+  // Mark packets (see Framing) when the queue holds this many, and drop those that cannot carry a
+  // mark (not ECN-capable, RFC 3168 §7); 0: off.
+  std::uint32_t ecn_threshold_packets = 0;
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
   Duration delay{0};
@@ -43,11 +45,25 @@ struct EgressConfig {
   double reorder = 0;    // probability a packet is held back by 1-3 extra delays (at least 1 us)
 };
 
+// A switch port's queue where nothing sets it (a scenario's `link:`, an `atp switch` port): ECN
+// marks from 20 packets (DCTCP's K at 1 Gbit/s) and, from there, drops of what cannot carry a
+// mark, so that ATP, ECN-capable TCP and any other TCP answer one signal at one depth and share
+// the link (docs/protocol.md, "Sharing a link"); room for 100 packets, for bursts. A host's NIC
+// queue keeps EgressConfig's own defaults: no limit (its sender waits), no marks.
+inline constexpr std::uint32_t kSwitchPortBufferPackets = 100;
+inline constexpr std::uint32_t kSwitchPortEcnThresholdPackets = 20;
+inline EgressConfig switch_port_egress() {
+  EgressConfig c;
+  c.buffer_packets = kSwitchPortBufferPackets;
+  c.ecn_threshold_packets = kSwitchPortEcnThresholdPackets;
+  return c;
+}
+
 struct EgressCounters {
   std::uint64_t packets = 0;  // packets sent (after queue drops, before loss)
   std::uint64_t bytes = 0;    // their bytes as enqueued (encapsulation not counted)
   std::uint64_t lost = 0;
-  std::uint64_t queue_drops = 0;  // refused by the drop-tail limit
+  std::uint64_t queue_drops = 0;  // refused by the drop-tail limit, or not ECN-capable past the threshold
   std::uint64_t duplicated = 0;
   std::uint64_t reordered = 0;
   std::uint64_t ecn_marked = 0;
@@ -56,7 +72,7 @@ struct EgressCounters {
 
 enum class EnqueueStatus : std::uint8_t {
   kQueued,     // will be released at `release` (and its duplicate at `duplicate_release`)
-  kQueueFull,  // refused by the drop-tail limit: never sent, counted in queue_drops
+  kQueueFull,  // refused (drop-tail, or past the ECN threshold unmarkable): never sent, counted in queue_drops
   kLost,       // sent (it used the rate), then lost: counted in packets and lost
 };
 
@@ -157,6 +173,8 @@ class EgressQueue {
     }
   };
 
+  // Whether a mark past the ECN threshold can be carried (see Framing): else the packet is dropped.
+  bool ecn_capable(std::span<const std::uint8_t> packet) const;
   std::uint32_t store(std::span<const std::uint8_t> bytes);
   void hold(Time release, std::uint32_t slot);
   // Drops the finish times before `now_ps` from `sending_done_ps` and sets the depth.

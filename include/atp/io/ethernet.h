@@ -112,6 +112,10 @@ void build_atp_frame(const MacAddress& dst, const MacAddress& src, std::span<con
 // updated. Returns false, leaving the bytes alone, for anything else (not-ECT, already CE,
 // ARP, IPv6, malformed).
 bool mark_ecn_frame(std::span<std::uint8_t> frame);
+// Whether a queue over its ECN threshold marks `frame` rather than dropping it (RFC 3168 §7: a
+// router drops, where it would mark, what is not ECN-capable): an ATP frame, or IPv4 whose ECN
+// field is ECT(0), ECT(1) or already CE. Not ARP, IPv6, not-ECT IPv4 or a malformed frame.
+bool ecn_capable_frame(std::span<const std::uint8_t> frame);
 
 // Where each MAC address was last seen as a source: a learning switch's forwarding table. Holds
 // at most `capacity` addresses; when full, new addresses are not learned (counted) and frames to

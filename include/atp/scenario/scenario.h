@@ -127,7 +127,7 @@ inline constexpr std::string_view kFlowCongestionControls[] = {"cubic", "reno", 
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
-  sim::ChannelConfig default_link;  // delay/rate/buffer/ECN of every link (no faults)
+  LinkOverrides link;  // `link:`: every link's delay/rate/buffer/ECN where it sets them (link_base)
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;
@@ -137,7 +137,12 @@ struct Scenario {
   Duration time_limit = std::chrono::seconds(60);  // simulated
 };
 
-// `base` (a backend's view of the scenario's default link) with every fault of `faults` (indices
+// A link direction's settings before faults: `link:`'s, and where it sets no buffer or ECN
+// threshold, the queue's own at that end: a switch port's (switch_port_egress: marks from 20
+// packets, room for 100), or a host NIC's (no limit, as a sender that waits for its queue). A
+// host's NIC never marks (§3.7: marking is the switches'), whatever `link:` says.
+sim::ChannelConfig link_base(const Scenario& s, bool from_host);
+// `base` (a backend's view of link_base) with every fault of `faults` (indices
 // into s.link_faults) active at `t` applied, in file order: the settings of a link direction
 // (faults that apply_to it) at one time, the same way on every backend.
 sim::ChannelConfig link_settings(const Scenario& s, std::span<const std::size_t> faults, Duration t,

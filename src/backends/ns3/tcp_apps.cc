@@ -85,7 +85,7 @@ TcpTimers tcp_timers(const Scenario& s) {
   auto consider = [&](double gbps) {
     if (gbps > 0 && (slowest_gbps == 0 || gbps < slowest_gbps)) slowest_gbps = gbps;
   };
-  consider(s.default_link.rate_gbps);
+  consider(s.link.rate_gbps.value_or(0));
   for (const LinkFault& f : s.link_faults) {
     if (f.overrides.rate_gbps) consider(*f.overrides.rate_gbps);
   }

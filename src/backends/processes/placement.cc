@@ -200,7 +200,9 @@ class NamespacePlacement final : public Placement {
 }  // namespace
 
 EgressConfig direction_settings(const Scenario& s, const std::string& from, const std::string& to, Duration t) {
-  sim::ChannelConfig base = s.default_link;
+  const bool from_host = std::none_of(s.topology.switches.begin(), s.topology.switches.end(),
+                                      [&](const SwitchSpec& sw) { return sw.name == from; });
+  sim::ChannelConfig base = link_base(s, from_host);
   base.delay = Duration::zero();
   return link_settings(s, link_faults_of(s, from, to), t, base);
 }

@@ -511,14 +511,12 @@ void RoundDriver::verify() {
   if (--ref.checks_left == 0) job_.references.erase(round_);
 }
 
-// The channel settings of a link direction at time `now`: the defaults, then every fault active
-// at `now` on that direction, in file order. ECN marking is the switches' job (§3.7): a host's
-// NIC queue only marks where a fault says so, not by the default link's threshold.
+// The channel settings of a link direction at time `now`: its end's defaults (link_base: a host's
+// NIC queue only marks where a fault says so), then every fault active at `now` on that
+// direction, in file order.
 sim::ChannelConfig channel_settings(const Scenario& s, const std::vector<std::size_t>& faults, bool from_host,
                                     Time now) {
-  sim::ChannelConfig base = s.default_link;
-  if (from_host) base.ecn_threshold_packets = 0;
-  return link_settings(s, faults, now.time_since_epoch(), base);
+  return link_settings(s, faults, now.time_since_epoch(), link_base(s, from_host));
 }
 
 struct Channel {

@@ -208,10 +208,17 @@ struct Ns3Network::Impl {
       return;  // the plan routes every host's address: only traffic to no host ends here
     }
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[route->second])];
-    const auto ecn = ip.GetEcn();
-    if ((ecn == ns3::Ipv4Header::ECN_ECT0 || ecn == ns3::Ipv4Header::ECN_ECT1) && over_ecn_threshold(c)) {
-      ip.SetEcn(ns3::Ipv4Header::ECN_CE);
-      ++c.counters.ecn_marked;
+    if (over_ecn_threshold(c)) {
+      // As EgressQueue: CE on ECN-capable packets, a drop for the others (RFC 3168 §7).
+      const auto ecn = ip.GetEcn();
+      if (ecn == ns3::Ipv4Header::ECN_NotECT) {
+        ++c.counters.queue_drops;
+        return;
+      }
+      if (ecn != ns3::Ipv4Header::ECN_CE) {
+        ip.SetEcn(ns3::Ipv4Header::ECN_CE);
+        ++c.counters.ecn_marked;
+      }
     }
     p->AddHeader(ip);
     emit(c, p, device_sender(c));
