@@ -18,7 +18,8 @@ import common  # noqa: E402
 plt = common.pyplot()
 
 PANELS = [("cc-on", "ATP CC on, ECN above 200 packets"), ("cc-off", "ATP CC off (window 200), ECN above 200"),
-          ("ecn-800", "ATP CC on, ECN above 800 packets"), ("ecn-1000", "ATP CC on, ECN only at a full buffer")]
+          ("ecn-800", "ATP CC on, ECN above 800 packets"), ("ecn-1000", "ATP CC on, ECN only at a full buffer"),
+          ("reno", "ATP CC on, ECN above 200 packets, the flow's TCP Reno (ECN)")]
 FINAL_S = 0.002  # the "final" means: the last 2 ms of the overlap, where it has settled (if it has)
 
 
@@ -115,7 +116,7 @@ def main(argv):
     # Means while both run (the job's start to its end), and the threshold sweep.
     rows = []
     for name, k, cc in [("cc-on", 200, True), ("cc-off", 200, False), ("ecn-400", 400, True), ("ecn-600", 600, True),
-                        ("ecn-800", 800, True), ("ecn-1000", 1000, True)]:
+                        ("ecn-800", 800, True), ("ecn-1000", 1000, True), ("reno", 200, True)]:
         doc = common.load_result(results, name)
         if doc is None:
             continue
@@ -135,7 +136,7 @@ def main(argv):
         print(f"| {name} | {k} | {'on' if cc else 'off'} | {a:.1f} | {t:.1f} | {a_final:.1f} | {t_final:.1f} "
               f"| {end * 1e3:.2f} | {job['completed_rounds']}/{job['rounds']} | {job['algbw_gbps']:.1f} "
               f"| {link['queue_drops']} | {link['ecn_marked']} | {job['retransmissions']} / {job['timeouts']} |")
-    sweep = [r for r in rows if r[2]]
+    sweep = [r for r in rows if r[2] and r[0] != "reno"]  # the CUBIC flow at each threshold
     if sweep:
         fig, ax = plt.subplots(figsize=(9, 3.8))
         ks = [r[1] for r in sweep]

@@ -6,6 +6,8 @@ Usage: variants.py [--smoke] OUT_DIR
     cc-on.yaml       ATP's congestion control on, ECN above 200 packets (fig16.yaml as it is)
     cc-off.yaml      the same with congestion_control: false (the window stays at 200 packets)
     ecn-<K>.yaml     CC on, ECN above K = 400, 600, 800, 1000 packets (1000: only a full buffer)
+    reno.yaml        CC on, ECN above 200, the flow's TCP Reno (ns-3's TcpLinuxReno, ECN-capable)
+                     instead of ns-3's CUBIC, which has no TCP-friendly region
   --smoke: alone, cc-on and cc-off only, a 3 ms run, the job from 0.5 ms, 10 rounds of 248 KB.
 """
 import copy
@@ -31,6 +33,8 @@ def main(argv):
     variants["cc-off"] = copy.deepcopy(base)
     variants["cc-off"]["jobs"][0]["congestion_control"] = False
     if not smoke:
+        variants["reno"] = copy.deepcopy(base)
+        variants["reno"]["background"][0]["congestion"] = "reno"
         for k in THRESHOLDS:
             doc = copy.deepcopy(base)
             doc["link"]["ecn_threshold_packets"] = k

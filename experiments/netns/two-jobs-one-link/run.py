@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Two ATP jobs on one bottleneck, every setting at its default (issue 19): jobs.yaml, run RUNS
+times on the netns testbed. Each job's rate is tensor bytes per round over the round's time, the
+median of the rounds that end from 0.5 s after job b starts until b's last round; the ratio is a's
+over b's. Every result is checked. Usage: run.py [--runs N] OUT_DIR (root)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LINK_MBPS = 200
+B_START_S = 1.0
+
+
+def rates(job, start, lo, hi):
+    ends = job["round_end_seconds"]
+    per_round = [(job["tensor_bytes"] * 8 / (b - a) / 1e6, b) for a, b in zip([start] + ends, ends)]
+    return [r for r, b in per_round if lo < b <= hi]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("out")
+    args = parser.parse_args()
+    atp = os.environ.get("ATP", os.path.join(HERE, "..", "..", "..", "build", "atp"))
+    if not os.access(atp, os.X_OK):
+        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    os.makedirs(args.out, exist_ok=True)
+    lines = [f"# netns, two 3-worker ATP jobs whose rack-0 sums share one {LINK_MBPS} Mbit/s link, defaults; "
+             "1 MiB allreduces; b from 1 s. Mbit/s while both run",
+             f"{'run':<5}{'correct':>8}{'a alone':>9}{'a':>7}{'b':>7}{'a / b':>7}{'together':>9}{'marks':>7}{'drops':>7}"]
+    failed = False
+    for i in range(args.runs):
+        run = subprocess.run([atp, "run", "--backend", "netns", "--json", os.path.join(HERE, "jobs.yaml")],
+                             capture_output=True, text=True)
+        with open(os.path.join(args.out, f"run{i}.json"), "w") as f:
+            f.write(run.stdout)
+        if run.returncode != 0 and not run.stdout:
+            sys.exit(f"run.py: atp run failed: {run.stderr.strip()[-500:]}")
+        d = json.loads(run.stdout)
+        a, b = d["jobs"]
+        b_end = max(b["round_end_seconds"])
+        ra = statistics.median(rates(a, 0, B_START_S + 0.5, b_end))
+        rb = statistics.median(rates(b, B_START_S, B_START_S + 0.5, b_end))
+        alone = statistics.median(rates(a, 0, 0, B_START_S))
+        link = next(l for l in d["links"] if l["from"] == "tor0" and l["to"] == "tor1")
+        failed = failed or not d["correct"]
+        lines.append(f"{i:<5}{str(d['correct']):>8}{alone:>9.0f}{ra:>7.0f}{rb:>7.0f}{ra / rb:>7.2f}"
+                     f"{(ra + rb) / LINK_MBPS:>9.2f}{link['ecn_marked']:>7}{link['queue_drops']:>7}")
+    with open(os.path.join(args.out, "table.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
