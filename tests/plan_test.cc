@@ -786,6 +786,8 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
     job.sharing_index = k;
     for (const WorkerConfig& w : plan_job(n, job).workers) EXPECT_EQ(w.slot_home, k * 333);
   }
+  job.sharing_index = 3;  // not a place among 3: refused, not wrapped round to another job's part
+  expect_plan_error([&] { plan_job(n, job); }, {"sharing_index 3; it must be below sharing_jobs (3)"});
   job.sharing_index = 0;
   job.congestion.max_window = 100;  // a job's own smaller bound stays
   EXPECT_EQ(plan_job(n, job).workers[0].congestion.max_window, 100u);

@@ -18,7 +18,7 @@ MAX=64M
 
 # One job, 8 workers in 2 racks, the PS under the core; every link 200 Mbit/s.
 "$ATP" bench allreduce --backend netns --workers 8 --racks 2 --rate-mbps 200 --min-bytes 4K --max-bytes "$MAX" \
-  --factor 4 --iters 5 --warmup 1 --algorithms atp,ring,gloo,ps,ps_nn --ecn-threshold 16 \
+  --factor 4 --iters 5 --warmup 1 --algorithms atp,ring,gloo,ps,ps_nn \
   --json \
   >"$OUT/allreduce.json"
 for f in fig9 fig9-rack-only two-jobs-small-table tcp-competition tcp-competition-cc-off; do

@@ -176,6 +176,11 @@ void check_job_spec(const NetworkPlan& network, const JobSpec& job, bool needs_p
     }
   }
   if (const std::optional<std::string> bad = window_error(job.congestion)) throw PlanError(name + ": " + *bad);
+  if (job.sharing_jobs > 1 && job.sharing_index >= job.sharing_jobs) {
+    throw PlanError(name + " has sharing_index " + std::to_string(job.sharing_index) +
+                    "; it must be below sharing_jobs (" + std::to_string(job.sharing_jobs) +
+                    "), its place among the jobs that share the table");
+  }
   if (!(job.scale > 0) || job.scale == std::numeric_limits<double>::infinity()) {
     throw PlanError(name + " has scale " + std::to_string(job.scale) + "; it must be a positive finite number");
   }
@@ -570,7 +575,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const std::uint32_t sharing = std::max<std::uint32_t>(1, job.sharing_jobs);
   const std::uint32_t part = slotted ? plan.aggregators.count / sharing : plan.aggregators.count;
   const std::uint32_t slot_home =
-      sharing > 1 ? job.sharing_index % sharing * part : hashed_slot_home(job.id, plan.aggregators.count);
+      sharing > 1 ? job.sharing_index * part : hashed_slot_home(job.id, plan.aggregators.count);
   if ((job.aggregator_share || slotted) && smallest_switch != nullptr) {
     const auto flows = static_cast<std::uint32_t>(job.ps.size());
     const std::uint32_t cap = std::max<std::uint32_t>(1, part / flows);
