@@ -305,6 +305,24 @@ TEST(RttEstimator, ASpuriousTimeoutsRoundTripIsTakenWhole) {
   EXPECT_EQ(fresh.rto(), milliseconds(4 + 4 * 2));
 }
 
+// The median of the last block of samples is a floor of the clip: a lag that holds up half the
+// samples or more (another worker's queue swinging beside a TCP flow) is followed without any
+// timeout, while one that holds up fewer (a passing stall) stays clipped to twice the least.
+TEST(RttEstimator, ALagInHalfTheSamplesIsFollowedOneInFewerIsClipped) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  RttEstimator swing(milliseconds(10), microseconds(100), milliseconds(1000));
+  for (int i = 0; i < 2 * RttEstimator::kMinWindow; ++i)
+    swing.on_sample(i % 2 == 0 ? microseconds(300) : milliseconds(7));
+  EXPECT_GT(swing.srtt(), milliseconds(3));
+  EXPECT_GT(swing.rto(), milliseconds(7));
+  RttEstimator stall(milliseconds(10), microseconds(100), milliseconds(1000));
+  for (int i = 0; i < 2 * RttEstimator::kMinWindow; ++i)
+    stall.on_sample(i % 4 == 0 ? milliseconds(7) : microseconds(300));
+  EXPECT_LT(stall.srtt(), microseconds(600));
+  EXPECT_LT(stall.rto(), milliseconds(2));
+}
+
 // A spurious timeout shows a delay that lasts (an ECN-marked queue's sawtooth beside a TCP flow):
 // samples up to it are no longer clipped, so the estimate stays past the queue's peaks instead of
 // sinking back to twice the least round trip and timing out at every peak. Once a whole block of

@@ -105,8 +105,9 @@ TEST(DiscoverNs3, RoundTripsFollowTheRacksAndTheGroupsAreThem) {
   for (Eigen::Index a = 0; a < 9; ++a) {
     for (Eigen::Index b = 0; b < 9; ++b) {
       if (a == b) continue;
-      // Probes between racks share the core's ports, which mark from 20 packets: 2.2-10 Gbit/s.
-      EXPECT_GT(d.bytes_per_second(a, b), 0.25e9) << a << " " << b;
+      // Probes between racks share the core's ports, which mark from 20 packets and drop TCP data
+      // that is not ECN-capable there: 1.6-10 Gbit/s.
+      EXPECT_GT(d.bytes_per_second(a, b), 0.2e9) << a << " " << b;
       EXPECT_LT(d.bytes_per_second(a, b), 1.25e9) << a << " " << b;
     }
   }

@@ -226,8 +226,8 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
 }
 
 // With Ethernet framing the queue marks the ATP header inside an ATP frame, and CE in the IPv4
-// header of an ECN-capable (ECT) frame, fixing its checksum; past the threshold, a frame that
-// cannot carry a mark is dropped (RFC 3168 §7), below it it passes.
+// header of an ECN-capable (ECT) frame, fixing its checksum; past the threshold, not-ECT IPv4 is
+// dropped (RFC 3168 §7), below it it passes; ARP and small not-ECT IPv4 (ACKs, SYNs) always pass.
 TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   EgressConfig c;
   c.rate_gbps = 100;
@@ -236,8 +236,8 @@ TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   std::vector<std::uint8_t> atp;
   build_atp_frame(kBroadcastMac, kBroadcastMac, packet(1), atp);
   // IPv4/TCP frames: the same frame with protocol TCP and a TOS (ECN field), checksum refreshed.
-  const auto tcp_with_tos = [&](std::uint8_t tos) {
-    std::vector<std::uint8_t> f = atp;
+  const auto tcp_with_tos = [&](std::uint8_t tos, const std::vector<std::uint8_t>& base) {
+    std::vector<std::uint8_t> f = base;
     f[kEthernetHeaderBytes + 1] = tos;
     f[kEthernetHeaderBytes + 9] = 6;
     f[kEthernetHeaderBytes + 10] = f[kEthernetHeaderBytes + 11] = 0;
@@ -246,22 +246,34 @@ TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
     f[kEthernetHeaderBytes + 11] = static_cast<std::uint8_t>(sum);
     return f;
   };
-  const std::vector<std::uint8_t> ect = tcp_with_tos(0x02);
-  const std::vector<std::uint8_t> not_ect = tcp_with_tos(0);
-  const std::vector<std::uint8_t> ce = tcp_with_tos(0x03);  // marked upstream: kept, not counted again
+  const std::vector<std::uint8_t> ect = tcp_with_tos(0x02, atp);
+  const std::vector<std::uint8_t> not_ect = tcp_with_tos(0, atp);
+  const std::vector<std::uint8_t> ce = tcp_with_tos(0x03, atp);  // marked upstream: kept, not counted again
+  // A not-ECT segment below kEcnDropMinBytes, as TCP's pure ACKs and SYNs are: it passes.
+  Header tiny;
+  tiny.job = 1;
+  std::vector<std::uint8_t> small;
+  build_atp_frame(kBroadcastMac, kBroadcastMac, build_packet(tiny, std::vector<std::int32_t>(1, 0)), small);
+  const std::vector<std::uint8_t> ack = tcp_with_tos(0, small);
+  ASSERT_LT(ack.size(), kEcnDropMinBytes);
 
   EXPECT_EQ(q.enqueue(not_ect, time_from_ns(0)).status, EnqueueStatus::kQueued);  // depth 0: passes
   q.enqueue(atp, time_from_ns(0));
   q.enqueue(ect, time_from_ns(0));
   EXPECT_EQ(q.enqueue(not_ect, time_from_ns(0)).status, EnqueueStatus::kQueueFull);
   q.enqueue(ce, time_from_ns(0));
+  std::vector<std::uint8_t> arp(kEthernetHeaderBytes + 28, 0);  // not IP: neither marked nor dropped
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  EXPECT_EQ(q.enqueue(arp, time_from_ns(0)).status, EnqueueStatus::kQueued);
+  EXPECT_EQ(q.enqueue(ack, time_from_ns(0)).status, EnqueueStatus::kQueued);
   EXPECT_EQ(q.counters().ecn_marked, 2u);
   EXPECT_EQ(q.counters().queue_drops, 1u);
   std::vector<std::vector<std::uint8_t>> out;
   while (q.next_release() != kNever) {
     q.release(q.next_release(), [&](std::span<std::uint8_t> f) { out.emplace_back(f.begin(), f.end()); });
   }
-  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out.size(), 6u);
   const auto atp_ecn = [](const std::vector<std::uint8_t>& f) {
     return header_of(std::span(f).subspan(kEncapsulationBytes)).ecn;
   };
@@ -270,6 +282,8 @@ TEST(EgressQueue, MarksEthernetFramesByWhatTheyCarry) {
   EXPECT_EQ(out[2][kEthernetHeaderBytes + 1], 0x03);  // CE
   EXPECT_EQ(internet_checksum(std::span(out[2]).subspan(kEthernetHeaderBytes, kIpv4HeaderBytes)), 0);
   EXPECT_EQ(out[3], ce);
+  EXPECT_EQ(out[4], arp);
+  EXPECT_EQ(out[5], ack);
 
   // The default (ATP) framing does not know frames: none is an ATP packet it could mark, so past
   // the threshold it drops them.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "atp/time.h"
 #include "atp/wire.h"
@@ -116,14 +117,17 @@ class AimdWindow {
 // slowest worker of the job. A lag that lasts (a worker always ahead of another) is path delay to
 // this worker, and its samples carry it. A passing one (another worker stalled for a moment, by
 // its own loss recovery) is not: fed to SRTT and RTTVAR it would stretch this worker's timeouts,
-// which then stall the others in turn. So each sample is first clipped to kClip times the least
-// of the recent ones (the last kMinWindow to 2 kMinWindow samples), as one that reflects lasting
-// delay is. A queue that swings (ECN's sawtooth beside a TCP flow: from empty to the threshold,
-// many times the least round trip) is lasting delay too, which a spurious timeout shows: up to
-// its round trip, samples are not clipped, until whole blocks of them stay below it. Samples come only from fragments
-// sent once (Karn's rule: a result for a resent fragment may answer either copy). Before the first sample the RTO is
-// `initial`. `clip` 0 keeps samples whole (plain RFC 6298): Rina's acks wait for the ring's previous hop and for queues
-// that last, which the clip would hide from the RTO.
+// which then stall the others in turn. So each sample is first clipped to kClip times the larger
+// of the least recent delay (the last kMinWindow to 2 kMinWindow) and the median of the last
+// block of kMinWindow samples: a passing lag holds up fewer than half of a block's samples, a
+// lasting one at least half. A queue that swings (ECN's sawtooth beside a TCP flow: from empty to
+// the threshold, many times the least round trip) is lasting delay, at this worker's port or at
+// another's whose lag every aggregate waits for: the median keeps its peaks, and a spurious
+// timeout lifts the clip to its round trip until whole blocks of samples stay below it. Samples
+// come only from fragments sent once (Karn's rule: a result for a resent fragment may answer
+// either copy). Before the first sample the RTO is `initial`. `clip` 0 keeps samples whole (plain
+// RFC 6298): Rina's acks wait for the ring's previous hop and for queues that last, which the
+// clip would hide from the RTO.
 class RttEstimator {
  public:
   RttEstimator(Duration initial, Duration min_rto, Duration max_rto, int clip = kClip);
@@ -169,6 +173,8 @@ class RttEstimator {
   // on_spurious_timeout.
   Duration block_max_{};
   Duration lasting_{};
+  std::vector<Duration> samples_;  // the current block's samples (before clipping), for its median
+  Duration median_{};              // the median of the last whole block of kMinWindow samples
 };
 
 }  // namespace atp

@@ -127,7 +127,13 @@ void RttEstimator::on_sample(Duration rtt) {
   rtt = std::max(rtt, Duration::zero());
   observe(rtt);
   block_max_ = std::max(block_max_, rtt);
-  if (clip_ > 0) rtt = std::min(rtt, clip_ * std::max(lasting_, std::min(block_min_, last_block_min_)));
+  samples_.push_back(rtt);
+  if (samples_.size() == kMinWindow) {
+    std::nth_element(samples_.begin(), samples_.begin() + kMinWindow / 2, samples_.end());
+    median_ = samples_[kMinWindow / 2];
+    samples_.clear();
+  }
+  if (clip_ > 0) rtt = std::min(rtt, clip_ * std::max({lasting_, median_, std::min(block_min_, last_block_min_)}));
   if (!has_sample_) {
     has_sample_ = true;
     srtt_ = rtt;

@@ -37,10 +37,10 @@ Time ceil_ns(std::int64_t ps) { return time_from_ns(ps / 1000 + (ps % 1000 != 0 
 
 }  // namespace
 
-bool EgressQueue::ecn_capable(std::span<const std::uint8_t> packet) const {
-  if (framing_ == Framing::kEthernet) return ecn_capable_frame(packet);
+bool EgressQueue::ecn_drops(std::span<const std::uint8_t> packet) const {
+  if (framing_ == Framing::kEthernet) return ecn_drops_frame(packet);
   Header h;
-  return decode_header(packet, h) == DecodeError::kOk;
+  return decode_header(packet, h) != DecodeError::kOk;
 }
 
 EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed, Framing framing)
@@ -96,7 +96,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
     // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
     // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
-    if (mark && !ecn_capable(packet)) {
+    if (mark && ecn_drops(packet)) {
       ++counters_.queue_drops;
       result.status = EnqueueStatus::kQueueFull;
       return result;

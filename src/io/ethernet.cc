@@ -175,13 +175,13 @@ bool mark_ecn_frame(std::span<std::uint8_t> frame) {
   return true;
 }
 
-bool ecn_capable_frame(std::span<const std::uint8_t> frame) {
+bool ecn_drops_frame(std::span<const std::uint8_t> frame) {
   const std::optional<ParsedFrame> parsed = parse_frame(frame);
-  if (!parsed || !parsed->ipv4) return false;
+  if (!parsed || !parsed->ipv4) return false;  // ARP and the like: not a transport's to slow down
   const FrameClass c = classify(*parsed, frame);
-  if (c.kind == FrameKind::kAtp) return true;
-  if (c.kind == FrameKind::kMalformedAtp) return false;
-  return (parsed->ipv4->tos & kEcnMask) != 0 && parsed->ipv4->checksum_ok;
+  if (c.kind == FrameKind::kAtp) return false;
+  if (c.kind == FrameKind::kMalformedAtp) return true;
+  return (parsed->ipv4->tos & kEcnMask) == 0 && frame.size() >= kEcnDropMinBytes;
 }
 
 std::uint64_t MacTable::key(const MacAddress& m) {

@@ -5,10 +5,11 @@ back to back; from 1 s to 4 s a TCP flow from another host of the rack to worker
 and the job's results share the switch's queue towards w0. Once per sender TCP: CUBIC asking for
 ECN (the default), CUBIC without ECN, BBR and Reno.
 
-Reported (table.txt): the job's rate alone and beside the flow (tensor bytes per round over the
-round's time, the rounds that end from 1 s after the flow starts to its end), the flow's median
-goodput over the same stretch (100 ms samples), both as shares of the link, and the flow's first
-second. Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
+Reported (table.txt): the job's rate alone (the median round's tensor bytes over its time, before
+the flow) and beside the flow (the tensor bytes of the rounds that start from 1 s after the flow
+starts and end before it stops, over the time they took), the flow's mean goodput over the same
+stretch (100 ms samples), both as shares of the link, and the flow's first second. Every result is
+checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
 """
 import argparse
 import json
@@ -33,14 +34,15 @@ def scenario(congestion, ecn, start_us, until_us, rounds):
 def shares(result, start_s, until_s):
     job, flow = result["jobs"][0], result["flows"][0]
     ends = job["round_end_seconds"]
-    rate = [(job["tensor_bytes"] * 8 / (b - a) / 1e6, b) for a, b in zip([0] + ends, ends)]
-    alone = statistics.median([r for r, b in rate if b < start_s]) if any(b < start_s for r, b in rate) else 0
-    beside = [r for r, b in rate if start_s + 1 < b <= until_s]
+    rounds = list(zip([0] + ends, ends))  # back to back: a round starts when the one before ends
+    alone = [job["tensor_bytes"] * 8 / (b - a) / 1e6 for a, b in rounds if b < start_s]
+    inside = [(a, b) for a, b in rounds if a >= start_s + 1 and b <= until_s]
+    beside = len(inside) * job["tensor_bytes"] * 8 / (inside[-1][1] - inside[0][0]) / 1e6 if inside else 0
     samples = flow["goodput_mbps"]
     per = flow["interval_s"]
     steady = samples[int(1 / per):int((until_s - start_s) / per)]
-    return (job["correct"], alone, statistics.median(beside) if beside else 0,
-            statistics.median(steady) if steady else 0, samples[:int(1 / per)])
+    return (job["correct"], statistics.median(alone) if alone else 0, beside,
+            statistics.mean(steady) if steady else 0, samples[:int(1 / per)])
 
 
 def main():

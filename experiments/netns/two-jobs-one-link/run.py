@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Two ATP jobs on one bottleneck, every setting at its default (issue 19): jobs.yaml, run RUNS
-times on the netns testbed. Each job's rate is tensor bytes per round over the round's time, the
-median of the rounds that end from 0.5 s after job b starts until b's last round; the ratio is a's
-over b's. Every result is checked. Usage: run.py [--runs N] OUT_DIR (root)
+times on the netns testbed. Each job's rate while both run is the tensor bytes of its rounds that
+start from 0.5 s after job b starts and end by b's last round, over the time they took; the ratio
+is a's over b's; a alone is a's median round before b starts. Every result is checked.
+Usage: run.py [--runs N] OUT_DIR (root)
 """
 import argparse
 import json
@@ -16,10 +17,13 @@ LINK_MBPS = 200
 B_START_S = 1.0
 
 
-def rates(job, start, lo, hi):
+def rounds(job, start, lo, hi):
     ends = job["round_end_seconds"]
-    per_round = [(job["tensor_bytes"] * 8 / (b - a) / 1e6, b) for a, b in zip([start] + ends, ends)]
-    return [r for r, b in per_round if lo < b <= hi]
+    return [(a, b) for a, b in zip([start] + ends, ends) if a >= lo and b <= hi]
+
+
+def rate(job, spans):
+    return len(spans) * job["tensor_bytes"] * 8 / (spans[-1][1] - spans[0][0]) / 1e6
 
 
 def main():
@@ -45,9 +49,9 @@ def main():
         d = json.loads(run.stdout)
         a, b = d["jobs"]
         b_end = max(b["round_end_seconds"])
-        ra = statistics.median(rates(a, 0, B_START_S + 0.5, b_end))
-        rb = statistics.median(rates(b, B_START_S, B_START_S + 0.5, b_end))
-        alone = statistics.median(rates(a, 0, 0, B_START_S))
+        ra = rate(a, rounds(a, 0, B_START_S + 0.5, b_end))
+        rb = rate(b, rounds(b, B_START_S, B_START_S + 0.5, b_end))
+        alone = statistics.median([a["tensor_bytes"] * 8 / (y - x) / 1e6 for x, y in rounds(a, 0, 0, B_START_S)])
         link = next(l for l in d["links"] if l["from"] == "tor0" and l["to"] == "tor1")
         failed = failed or not d["correct"]
         lines.append(f"{i:<5}{str(d['correct']):>8}{alone:>9.0f}{ra:>7.0f}{rb:>7.0f}{ra / rb:>7.2f}"

@@ -35,7 +35,7 @@ struct EgressConfig {
   // Both limits compare against its length when a packet is enqueued.
   std::uint32_t buffer_packets = 0;  // drop-tail limit; 0: unlimited
   // Mark packets (see Framing) when the queue holds this many, and drop those that cannot carry a
-  // mark (not ECN-capable, RFC 3168 §7); 0: off.
+  // mark (not-ECT IPv4, RFC 3168 §7; never ARP); 0: off.
   std::uint32_t ecn_threshold_packets = 0;
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
@@ -173,8 +173,9 @@ class EgressQueue {
     }
   };
 
-  // Whether a mark past the ECN threshold can be carried (see Framing): else the packet is dropped.
-  bool ecn_capable(std::span<const std::uint8_t> packet) const;
+  // Whether a packet past the ECN threshold is dropped rather than marked (see Framing): one that
+  // cannot carry a mark (ecn_drops_frame; with kAtp framing, what is no ATP packet).
+  bool ecn_drops(std::span<const std::uint8_t> packet) const;
   std::uint32_t store(std::span<const std::uint8_t> bytes);
   void hold(Time release, std::uint32_t slot);
   // Drops the finish times before `now_ps` from `sending_done_ps` and sets the depth.

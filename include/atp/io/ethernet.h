@@ -112,10 +112,15 @@ void build_atp_frame(const MacAddress& dst, const MacAddress& src, std::span<con
 // updated. Returns false, leaving the bytes alone, for anything else (not-ECT, already CE,
 // ARP, IPv6, malformed).
 bool mark_ecn_frame(std::span<std::uint8_t> frame);
-// Whether a queue over its ECN threshold marks `frame` rather than dropping it (RFC 3168 §7: a
-// router drops, where it would mark, what is not ECN-capable): an ATP frame, or IPv4 whose ECN
-// field is ECT(0), ECT(1) or already CE. Not ARP, IPv6, not-ECT IPv4 or a malformed frame.
-bool ecn_capable_frame(std::span<const std::uint8_t> frame);
+// Whether a queue over its ECN threshold drops `frame` where it would mark an ECN-capable one
+// (RFC 3168 §7): IPv4 of at least kEcnDropMinBytes whose ECN field is not-ECT (the data of a TCP
+// that does not ask for ECN), or a frame for ATP's port that is no ATP packet. Not an ATP frame,
+// nor ECT or CE IPv4, nor what is not IPv4 (ARP: lost under load, a neighbour would go unresolved
+// for a second), nor smaller IPv4: TCP's handshakes and pure ACKs are never ECN-capable, even in a
+// connection that asked for ECN (RFC 3168 §6.1.1), they barely load a queue, and a lost SYN costs
+// a whole second.
+inline constexpr std::size_t kEcnDropMinBytes = 256;
+bool ecn_drops_frame(std::span<const std::uint8_t> frame);
 
 // Where each MAC address was last seen as a source: a learning switch's forwarding table. Holds
 // at most `capacity` addresses; when full, new addresses are not learned (counted) and frames to

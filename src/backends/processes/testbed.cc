@@ -1,5 +1,6 @@
 // The netns testbed: namespaces and veths built with `ip -batch` (iproute2, the tool made for
-// it), offloads switched off with ethtool, host rates with tc tbf; all removed on every way out.
+// it), offloads switched off with ethtool, host rates with tc tbf, TCP asking for ECN; all removed on
+// every way out.
 #include "testbed.h"
 
 #include <unistd.h>
@@ -95,6 +96,12 @@ Testbed::Testbed(const NetworkPlan& network) : prefix_("atp" + std::to_string(::
       for (const std::string& dev : interfaces[n]) {
         run_or_throw({"ip", "netns", "exec", namespace_name(n), "ethtool", "-K", dev, "tx", "off", "rx", "off", "tso",
                       "off", "gso", "off", "gro", "off"});
+      }
+      // A host's TCP asks for ECN, as in a data centre whose switches mark: past a port's threshold
+      // its segments are then marked, as ATP's packets are, not dropped (a lost segment of a short
+      // exchange costs Linux's 200 ms minimum RTO). A background flow sets its own (`ecn:`).
+      if (network.host_address.contains(n)) {
+        run_or_throw({"ip", "netns", "exec", namespace_name(n), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_ecn"});
       }
     }
   } catch (...) {

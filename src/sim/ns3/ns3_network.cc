@@ -31,6 +31,8 @@
 #include <ns3/udp-socket-factory.h>
 #include <ns3/uinteger.h>
 
+#include "atp/io/ethernet.h"
+
 namespace atp::ns3adapter {
 namespace {
 
@@ -209,9 +211,11 @@ struct Ns3Network::Impl {
     }
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[route->second])];
     if (over_ecn_threshold(c)) {
-      // As EgressQueue: CE on ECN-capable packets, a drop for the others (RFC 3168 §7).
+      // As EgressQueue: CE on ECN-capable packets, a drop for the others (RFC 3168 §7) but small
+      // ones (SYNs, pure ACKs: ecn_drops_frame), counted at their size on an Ethernet link.
       const auto ecn = ip.GetEcn();
-      if (ecn == ns3::Ipv4Header::ECN_NotECT) {
+      if (ecn == ns3::Ipv4Header::ECN_NotECT &&
+          kEthernetHeaderBytes + ip.GetSerializedSize() + p->GetSize() >= kEcnDropMinBytes) {
         ++c.counters.queue_drops;
         return;
       }
