@@ -279,8 +279,10 @@ faults:
 
 // An ATP job beside a CUBIC flow into one of its workers, every setting at its default (issue 19,
 // experiments/netns/tcp-share): the job finishes exact and neither starves while they overlap.
-// Measured 0.40-0.43 of the link for the job and 0.55 for the flow; the bounds here leave room for
-// a busy machine (the issue's 0.4 is a benchmark's goal, not this test's).
+// Measured 0.48-0.49 of the link for each (tcp-share, since the switch ports mark and drop at 20
+// packets); the bounds here, 0.3, leave room for a busy machine (passed 3 of 3 beside a core kept
+// busy); the issue's 0.4 is a benchmark's goal, not this test's. (Before the queue defaults the
+// test held 0.2: the job got 0.24 beside Reno.)
 TEST_F(NetnsIntegration, AnAtpJobBesideATcpFlowFinishesAndNeitherStarves) {
   const ScenarioResult r = run_netns(two_racks(R"(
 background: [{from: x, to: w3, from_us: 500000, until_us: 2500000}]
@@ -299,8 +301,8 @@ jobs:
     tcp.push_back(f.goodput_mbps[i]);
   ASSERT_GE(tcp.size(), 3u) << to_summary(r);
   std::sort(tcp.begin(), tcp.end());
-  EXPECT_GT(tcp[tcp.size() / 2], 0.2 * 200) << to_summary(r);
-  // The job's rounds that ended while the flow ran: tensor bytes per round at 0.2 of the link or more.
+  EXPECT_GT(tcp[tcp.size() / 2], 0.3 * 200) << to_summary(r);
+  // The job's rounds that ended while the flow ran: tensor bytes per round at 0.3 of the link or more.
   std::vector<double> atp;
   for (std::size_t k = 1; k < j.round_end_seconds.size(); ++k) {
     const double end = j.round_end_seconds[k], took = end - j.round_end_seconds[k - 1];
@@ -308,7 +310,7 @@ jobs:
   }
   ASSERT_GE(atp.size(), 3u) << to_summary(r);
   std::sort(atp.begin(), atp.end());
-  EXPECT_GT(atp[atp.size() / 2], 0.2 * 200) << to_summary(r);
+  EXPECT_GT(atp[atp.size() / 2], 0.3 * 200) << to_summary(r);
 }
 
 TEST_F(NetnsIntegration, PsBaselineOnTheSameSwitchesIsExactAndAggregatesNothing) {
