@@ -29,8 +29,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   description                    free text
   link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (switch ports 100,
          hosts' NICs unlimited; 0: unlimited), ecn_threshold_packets (20; 0: off; switch ports
-         only, which drop what is not ECN-capable from there: a host's queue marks only where a
-         fault sets it)}                          defaults of every link, both directions
+         only, which from there drop TCP data that is not ECN-capable: a host's queue marks only
+         where a fault sets it)}                  defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (4096 values),
                 reclaim_timeout_us (100000; 0: never)}]

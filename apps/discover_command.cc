@@ -139,8 +139,9 @@ std::string scenario_yaml(const Scenario& s, const Discovery& d, const DiscoverF
     << " groups of probed hosts (" << f.probe << " probes, alpha " << f.alpha << ")\n";
   y << "seed: " << s.seed << "\n";
   const LinkOverrides& l = s.link;
-  y << "link: {delay_us: " << std::chrono::duration<double, std::micro>(l.delay.value_or(EgressConfig{}.delay)).count()
-    << ", rate_gbps: " << l.rate_gbps.value_or(0);
+  const sim::ChannelConfig port = link_base(s, false);
+  y << "link: {delay_us: " << std::chrono::duration<double, std::micro>(port.delay).count()
+    << ", rate_gbps: " << port.rate_gbps;
   if (l.buffer_packets) y << ", buffer_packets: " << *l.buffer_packets;
   if (l.ecn_threshold_packets) y << ", ecn_threshold_packets: " << *l.ecn_threshold_packets;
   y << "}\n";
