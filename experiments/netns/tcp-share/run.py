@@ -12,12 +12,13 @@ stretch (100 ms samples), both as shares of the link, and the flow's first secon
 checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E402
 
 LINK_MBPS = 200
 VARIANTS = [("cubic", True), ("cubic", False), ("bbr", False), ("reno", False)]
@@ -34,10 +35,9 @@ def scenario(congestion, ecn, start_us, until_us, rounds):
 def shares(result, start_s, until_s):
     job, flow = result["jobs"][0], result["flows"][0]
     ends = job["round_end_seconds"]
-    rounds = list(zip([0] + ends, ends))  # back to back: a round starts when the one before ends
-    alone = [job["tensor_bytes"] * 8 / (b - a) / 1e6 for a, b in rounds if b < start_s]
-    inside = [(a, b) for a, b in rounds if a >= start_s + 1 and b <= until_s]
-    beside = len(inside) * job["tensor_bytes"] * 8 / (inside[-1][1] - inside[0][0]) / 1e6 if inside else 0
+    alone = [job["tensor_bytes"] * 8 / (b - a) / 1e6 for a, b in zip([0] + ends, ends) if b < start_s]
+    inside = rounds(job, 0, start_s + 1, until_s)
+    beside = rate_mbps(job, inside) if inside else 0
     samples = flow["goodput_mbps"]
     per = flow["interval_s"]
     steady = samples[int(1 / per):int((until_s - start_s) / per)]
@@ -50,9 +50,7 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("out")
     args = parser.parse_args()
-    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    atp = atp_binary()
     start_us, until_us, rounds = (500000, 2000000, 40) if args.smoke else (1000000, 4000000, 60)
     variants = VARIANTS[:1] if args.smoke else VARIANTS
     os.makedirs(args.out, exist_ok=True)
@@ -67,20 +65,13 @@ def main():
             path = os.path.join(gen, "run.yaml")
             with open(path, "w") as f:
                 f.write(scenario(congestion, ecn, start_us, until_us, rounds))
-            run = subprocess.run([atp, "run", "--backend", "netns", "--json", path], capture_output=True, text=True)
-            with open(os.path.join(args.out, f"{name}.json"), "w") as f:
-                f.write(run.stdout)
-            if run.returncode != 0 and not run.stdout:
-                sys.exit(f"run.py: atp run failed ({name}): {run.stderr.strip()[-500:]}")
-            correct, alone, beside, tcp, first = shares(json.loads(run.stdout), start_us / 1e6, until_us / 1e6)
+            result = run_netns(atp, path, os.path.join(args.out, f"{name}.json"), name)
+            correct, alone, beside, tcp, first = shares(result, start_us / 1e6, until_us / 1e6)
             failed = failed or not correct
             lines.append(f"{name:<14}{str(correct):>8}{alone:>10.0f}{beside:>11.0f}{tcp:>7.0f}"
                          f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}  "
                          + " ".join(f"{x:.0f}" for x in first))
-    with open(os.path.join(args.out, "table.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    sys.exit(1 if failed else 0)
+    finish(args.out, lines, failed)
 
 
 if __name__ == "__main__":

@@ -6,24 +6,16 @@ is a's over b's; a alone is a's median round before b starts. Every result is ch
 Usage: run.py [--runs N] OUT_DIR (root)
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E402
+
 LINK_MBPS = 200
 B_START_S = 1.0
-
-
-def rounds(job, start, lo, hi):
-    ends = job["round_end_seconds"]
-    return [(a, b) for a, b in zip([start] + ends, ends) if a >= lo and b <= hi]
-
-
-def rate(job, spans):
-    return len(spans) * job["tensor_bytes"] * 8 / (spans[-1][1] - spans[0][0]) / 1e6
 
 
 def main():
@@ -31,35 +23,24 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("out")
     args = parser.parse_args()
-    atp = os.environ.get("ATP", os.path.join(HERE, "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    atp = atp_binary()
     os.makedirs(args.out, exist_ok=True)
     lines = [f"# netns, two 3-worker ATP jobs whose rack-0 sums share one {LINK_MBPS} Mbit/s link, defaults; "
              "1 MiB allreduces; b from 1 s. Mbit/s while both run",
              f"{'run':<5}{'correct':>8}{'a alone':>9}{'a':>7}{'b':>7}{'a / b':>7}{'together':>9}{'marks':>7}{'drops':>7}"]
     failed = False
     for i in range(args.runs):
-        run = subprocess.run([atp, "run", "--backend", "netns", "--json", os.path.join(HERE, "jobs.yaml")],
-                             capture_output=True, text=True)
-        with open(os.path.join(args.out, f"run{i}.json"), "w") as f:
-            f.write(run.stdout)
-        if run.returncode != 0 and not run.stdout:
-            sys.exit(f"run.py: atp run failed: {run.stderr.strip()[-500:]}")
-        d = json.loads(run.stdout)
+        d = run_netns(atp, os.path.join(HERE, "jobs.yaml"), os.path.join(args.out, f"run{i}.json"), f"run {i}")
         a, b = d["jobs"]
         b_end = max(b["round_end_seconds"])
-        ra = rate(a, rounds(a, 0, B_START_S + 0.5, b_end))
-        rb = rate(b, rounds(b, B_START_S, B_START_S + 0.5, b_end))
+        ra = rate_mbps(a, rounds(a, 0, B_START_S + 0.5, b_end))
+        rb = rate_mbps(b, rounds(b, B_START_S, B_START_S + 0.5, b_end))
         alone = statistics.median([a["tensor_bytes"] * 8 / (y - x) / 1e6 for x, y in rounds(a, 0, 0, B_START_S)])
         link = next(l for l in d["links"] if l["from"] == "tor0" and l["to"] == "tor1")
         failed = failed or not d["correct"]
         lines.append(f"{i:<5}{str(d['correct']):>8}{alone:>9.0f}{ra:>7.0f}{rb:>7.0f}{ra / rb:>7.2f}"
                      f"{(ra + rb) / LINK_MBPS:>9.2f}{link['ecn_marked']:>7}{link['queue_drops']:>7}")
-    with open(os.path.join(args.out, "table.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    sys.exit(1 if failed else 0)
+    finish(args.out, lines, failed)
 
 
 if __name__ == "__main__":
