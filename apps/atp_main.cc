@@ -41,9 +41,11 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (unset: the widest the
           aggregating switches, the links' MTU and the PS's memory take: 2234 on 9000-byte frames, 4096 on
           loopback, 1024 in process; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
-          in [-magnitude, magnitude]), index (hashed_slots: slot seq mod max_window x PS shards, side by
-          side from the job's home, as the authors' code keeps a job's aggregators distinct | hashed:
-          HASH(job, seq), the paper's text | linear: seq), congestion_control (true),
+          in [-magnitude, magnitude]), index (allocated: the switch gives a fragment's first packet the
+          aggregator free the longest and finds it by <job, seq>; a job over an even share of a full
+          table is braked | hashed_slots: slot seq mod max_window x PS shards, side by side from the
+          job's home, as the authors' code keeps a job's aggregators distinct | hashed: HASH(job,
+          seq), the paper's text | linear: seq), congestion_control (true),
           loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),
           window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),
@@ -55,7 +57,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           job ids are 1, 2, ... in file order; algorithm: one of the algorithms below (probe: no rounds,
           elements are the bytes / 4 of each timed transfer; its JSON has the pairs' round trips and bandwidths)
   aggregator_sharing (dynamic)   dynamic: every atp job's indices span the whole aggregator table
-                                 (ATP); with hashed_slots each of the K atp jobs keeps its window at
+                                 (ATP; with allocated a job's window may grow to the whole table);
+                                 with hashed_slots each of the K atp jobs keeps its window at
                                  1/K of the smallest table and starts on a K-th of its own, a
                                  collision moving a slot to the aggregator the switch offers;
                                  static: the K atp jobs get fixed equal shares, job k (file

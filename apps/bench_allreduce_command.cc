@@ -46,7 +46,7 @@ struct BenchOptions {
   std::optional<int> window;
   std::optional<int> max_window;
   std::optional<int> rto_us;
-  std::string index = "hashed_slots";
+  std::string index = "allocated";
   bool json = false;
 };
 
@@ -454,9 +454,10 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)")
       ->check(CLI::Range(1, 1'000'000'000));
   app->add_option("--index", o->index,
-                  "ATP aggregator indices: hashed_slots (the authors' code), hashed (the paper's text) or linear")
+                  "ATP aggregator indices: allocated (the switch gives a fragment a free aggregator), hashed_slots "
+                  "(the authors' code), hashed (the paper's text) or linear")
       ->capture_default_str()
-      ->check(CLI::IsMember({"hashed", "linear", "hashed_slots"}));
+      ->check(CLI::IsMember({"allocated", "hashed", "linear", "hashed_slots"}));
   app->add_flag("--json", o->json, "print the figures as JSON instead of a table");
   run = [o] { return run_allreduce_bench(*o); };
   return app;

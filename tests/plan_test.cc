@@ -760,7 +760,7 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);
   JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});  // sw0's 1000 is the smallest
-  ASSERT_EQ(job.index_policy, IndexPolicy::kHashedSlots);
+  job.index_policy = IndexPolicy::kHashedSlots;
   const std::pair<std::uint32_t, std::uint32_t> cases[] = {{1, 1000}, {3, 333}, {4, 250}, {1000, 1}, {5000, 1}};
   for (const auto& [sharing, window] : cases) {
     SCOPED_TRACE(testing::Message() << sharing << " jobs");
@@ -774,6 +774,7 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
     EXPECT_EQ(p.ps[0].max_window_seqs, window);
   }
   JobSpec sharded = job_of({"w0", "w1", "w2", "w3"}, {"ps", "w5"});  // two shards: 333 slots, two flows of 166
+  sharded.index_policy = IndexPolicy::kHashedSlots;
   sharded.sharing_jobs = 3;
   ASSERT_EQ(plan_job(n, sharded).num_aggregators, 1000u);
   EXPECT_EQ(plan_job(n, sharded).workers[0].congestion.max_window, 166u);
@@ -796,6 +797,30 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
     job.index_policy = paper;
     EXPECT_EQ(plan_job(n, job).workers[0].congestion.max_window, 1024u);
   }
+}
+
+// The default index (allocated): the switch finds each fragment by <job, seq> and the table brake
+// shares the table out, so a job's window may grow to the whole smallest table, however many
+// jobs share it. A static share takes it as linear: an allocating switch would ignore the share.
+TEST(PlanJob, AllocatedJobsMayFillTheSmallestTableAndStaticSharesTakeItAsLinear) {
+  const Topology t = fig9(false);
+  const NetworkPlan n = plan_network(t);
+  JobSpec job = job_of({"w0", "w1", "w2", "w3", "w4", "w5"}, {"ps"});  // sw0's 1000 is the smallest
+  ASSERT_EQ(job.index_policy, IndexPolicy::kAllocated);
+  for (const std::uint32_t sharing : {1u, 3u}) {
+    job.sharing_jobs = sharing;
+    const JobPlan p = plan_job(n, job);
+    EXPECT_EQ(p.workers[0].index_policy, IndexPolicy::kAllocated);
+    EXPECT_EQ(p.workers[0].congestion.max_window, 1000u);
+    EXPECT_EQ(p.ps[0].index_policy, IndexPolicy::kAllocated);
+    EXPECT_EQ(p.ps[0].max_window_seqs, 1000u);
+  }
+  job.sharing_jobs = 1;
+  job.aggregator_share = AggregatorShare{1, 4};
+  const JobPlan p = plan_job(n, job);
+  EXPECT_EQ(p.workers[0].index_policy, IndexPolicy::kLinear);
+  EXPECT_EQ(p.ps[0].index_policy, IndexPolicy::kLinear);
+  EXPECT_EQ(p.workers[0].aggregators, (AggregatorRange{250, 250}));
 }
 
 TEST(PlanJob, RejectsStaticSharesOfNoAggregators) {

@@ -386,6 +386,22 @@ void deliver_with_a_collision(PsUnderTest& t, Seq seq, std::uint32_t index, std:
   t.deliver(collided, {2, 0, 0, 0});
 }
 
+// An allocated fragment (the default) collides only where a switch's table is full: its index
+// stays, and its parameter packet tells the switches to find its aggregator by <job, seq>.
+TEST(PsEndpoint, AnAllocatedFragmentsCollisionMovesNoIndex) {
+  PsConfig c = make_config({2});
+  ASSERT_EQ(c.index_policy, IndexPolicy::kAllocated);
+  PsUnderTest t(c);
+  deliver_with_a_collision(t, 5, 20, 25 + 1);
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  const Header& ack = t.sink.packets[0].header;
+  EXPECT_TRUE(ack.allocate);
+  EXPECT_FALSE(ack.collision);
+  EXPECT_EQ(ack.bitmap, 0u);
+  EXPECT_EQ(ack.aggregator_index, 20u);
+  EXPECT_EQ(t.ps.stats().collisions, 1u);
+}
+
 // With hashed_slots the fragment moves to the aggregator the switch offered, where that is the
 // job's and not the one it collided at; else (and with the paper's indices) to the rehashed one.
 TEST(PsEndpoint, CollisionMovesAHashedSlotsFragmentToTheOfferedAggregator) {
@@ -422,6 +438,7 @@ TEST(PsEndpoint, CollisionRehashStaysInsideTheJobsShare) {
   const AggregatorRange share{32, 16};
   PsConfig c = make_config({2}, 4, 1024);
   c.aggregators = share;
+  c.index_policy = IndexPolicy::kLinear;  // a static share's (plan.cc)
   PsUnderTest t(c);
   for (Seq seq = 0; seq < 600; ++seq) {
     // Every third fragment collided at an index of another job (seq % 64 spans the table).

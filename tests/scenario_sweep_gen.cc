@@ -490,7 +490,7 @@ Built build_valid(std::uint64_t seed, Rng& rng) {
     if (static_cast<double>(k) * magnitude > 3.4e38) feature("inf-possible");
 
     if (rng.percent(50)) {
-      const std::string index = rng.pick<std::string>({"hashed", "linear", "hashed_slots"});
+      const std::string index = rng.pick<std::string>({"hashed", "linear", "hashed_slots", "allocated"});
       put(m, "index", scalar(index, kind_leaf(LeafKind::kEnum)));
       feature("index-" + index);
     }

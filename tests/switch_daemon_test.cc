@@ -311,7 +311,8 @@ constexpr const char* kSampleStats = R"({
       "name": "j1",
       "reclaimed": 0,
       "resend_flushes": 0,
-      "round_shape_mismatches": 0
+      "round_shape_mismatches": 0,
+      "table_marks": 0
     }
   ],
   "name": "s0",
@@ -501,6 +502,9 @@ atp_switch_job_resend_flushes_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
 # HELP atp_switch_job_round_shape_mismatches_total A job's packets of another round shape, kept apart.
 # TYPE atp_switch_job_round_shape_mismatches_total counter
 atp_switch_job_round_shape_mismatches_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
+# HELP atp_switch_job_table_marks_total A job's aggregators marked ECN as it held over its share of a full table.
+# TYPE atp_switch_job_table_marks_total counter
+atp_switch_job_table_marks_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
 # HELP atp_switch_jobs Jobs installed on the switch.
 # TYPE atp_switch_jobs gauge
 atp_switch_jobs{switch="s0"} 1

@@ -1307,7 +1307,15 @@ TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
     packets.push_back(build_packet(parameter(seq, index), Values{3, 6, 9, 12}));            // multicast
     packets.push_back(build_packet(gradient(0, seq + 2000, index, kOtherJob), Values{1}));  // claims
     packets.push_back(build_packet(gradient(0, seq, index, 42), Values{1}));                // unknown job
-    packets.push_back(std::vector<std::uint8_t>(10, 0xFF));                                 // malformed
+    for (int k = 0; k < 3; ++k) {  // allocated: claimed from the free list, found by <job, seq>
+      Header h = gradient(k, seq + 4000, index + static_cast<std::uint32_t>(k));
+      h.allocate = true;
+      packets.push_back(build_packet(h, Values{1, 2, 3, 4}));
+    }
+    Header freeing = parameter(seq + 4000, 0);
+    freeing.allocate = true;
+    packets.push_back(build_packet(freeing, Values{3, 6, 9, 12}));
+    packets.push_back(std::vector<std::uint8_t>(10, 0xFF));  // malformed
   }
   NullPortSink null_sink;
   const std::uint64_t before = g_allocations.load();
@@ -1324,6 +1332,188 @@ TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
   EXPECT_EQ(sw.counters().malformed, 64u);
   EXPECT_EQ(sw.counters().unknown_job, 64u);
   EXPECT_GT(sw.counters().reclaimed, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocated fragments (Header::allocate, the default index): the switch gives a fragment's first
+// packet the aggregator free the longest and finds it again by <job, seq>, whatever the index.
+
+class SwitchAllocate : public SwitchTest {
+ protected:
+  static Header allocated(Header h) {
+    h.allocate = true;
+    return h;
+  }
+};
+
+TEST_F(SwitchAllocate, TheFirstPacketTakesTheAggregatorFreeTheLongestAndTheOthersFindIt) {
+  from_worker(0, allocated(gradient(0, 100, 3)), {1, 1, 1, 1}, us(1));  // never held, lowest first: 0
+  from_worker(1, allocated(gradient(1, 100, 5)), {2, 2, 2, 2}, us(2));  // the index does not matter
+  ASSERT_TRUE(sw.table().at(0).in_use);
+  EXPECT_EQ(sw.table().at(0).counter, 2);
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.table().find(kJob, 100), 0u);
+  from_worker(2, allocated(gradient(2, 100, 7)), {4, 4, 4, 4}, us(3));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{7, 7, 7, 7}));
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b111u);
+
+  from_worker(0, allocated(gradient(0, 101, 3)), {1, 1, 1, 1}, us(4));  // the next free the longest: 1
+  EXPECT_EQ(sw.table().find(kJob, 101), 1u);
+  feed(kPsPort, allocated(parameter(100, 6)), {7, 7, 7, 7}, us(5));  // found by <job, seq>: freed
+  EXPECT_FALSE(sw.table().at(0).in_use);
+  EXPECT_EQ(sw.table().find(kJob, 100), AggregatorTable::kNone);
+  EXPECT_EQ(sw.job_counters(kJob).deallocations, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 0u);
+}
+
+TEST_F(SwitchAllocate, OnlyAFullTableCollidesAndThenNothingIsOffered) {
+  for (Seq seq = 0; seq < kTableSize; ++seq) from_worker(0, allocated(gradient(0, seq, 3)), {1, 1, 1, 1}, us(1));
+  EXPECT_EQ(sw.table().in_use(), kTableSize);
+  EXPECT_TRUE(sink.sent.empty());
+  const Header extra = allocated(gradient(1, 50, 3));
+  from_worker(1, extra, {2, 2, 2, 2}, us(2));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = extra;
+  expected.resend = true;
+  expected.collision = true;  // offered_aggregator stays 0: an allocated fragment's index never moves
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{2, 2, 2, 2}));
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 1u);
+
+  feed(kPsPort, allocated(parameter(4, 0)), {}, us(3));  // frees the aggregator of seq 4
+  from_worker(1, allocated(gradient(1, 51, 3)), {2, 2, 2, 2}, us(4));
+  EXPECT_EQ(sw.table().find(kJob, 51), 4u);
+  EXPECT_EQ(sink.sent.size(), 1u + 3u);  // and the parameter packet's multicast to the workers
+}
+
+TEST_F(SwitchAllocate, AFullTableGivesItsOldestAggregatorOnceItIsStale) {
+  for (Seq seq = 0; seq < kTableSize; ++seq) {
+    from_worker(0, allocated(gradient(0, seq, 0)), {1, 1, 1, 1}, us(10 * (seq + 1)));
+  }
+  from_worker(1, allocated(gradient(1, 50, 0)), {2, 2, 2, 2}, us(1009));  // none stale yet: a collision
+  EXPECT_EQ(sw.job_counters(kJob).collisions, 1u);
+  from_worker(1, allocated(gradient(1, 51, 0)), {2, 2, 2, 2}, us(1010));  // seq 0's, last touched at 10 us
+  EXPECT_EQ(sw.table().find(kJob, 51), 0u);
+  EXPECT_EQ(sw.table().find(kJob, 0), AggregatorTable::kNone);
+  EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+}
+
+TEST_F(SwitchAllocate, AResendFlushesTheAggregatorItFindsAndClaimsNone) {
+  from_worker(0, allocated(gradient(0, 100, 3)), {1, 1, 1, 1}, us(1));
+  from_worker(1, allocated(resend(1, 100, 6)), {2, 2, 2, 2}, us(2));  // merged; the node's sum goes on
+  ASSERT_EQ(sink.sent.size(), 1u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{3, 3, 3, 3}));
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b11u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  from_worker(2, allocated(resend(2, 101, 6)), {4, 4, 4, 4}, us(3));  // nothing held: on, unclaimed
+  EXPECT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+}
+
+// The table brake: a job over an even share of the table (among the jobs holding any, and the one
+// whose fragment last found none free) does not get the table's last eighth, nor any aggregator
+// while another job's fragment has just found none free; its fragment goes to the PS marked ECN,
+// which halves its workers' windows, and the other packets of that fragment follow it there.
+TEST_F(SwitchAllocate, TheBrakeKeepsAJobOverItsShareOffTheTablesLastEighth) {
+  SwitchConfig c = config();
+  c.num_aggregators = 64;  // its last eighth: 8
+  SwitchPipeline s(c);
+  install_network(s);
+  s.install_job(job_entry(kJob));
+  s.install_job(job_entry(kOtherJob));
+  Seq seq = 0;
+  for (; seq < 60; ++seq) feed(s, 1, allocated(gradient(0, seq, 0)), {1, 1, 1, 1}, us(1));
+  EXPECT_EQ(s.table().in_use(), 60u);  // alone: the whole table is its share
+  feed(s, 1, allocated(gradient(0, 1000, 0, kOtherJob)), {1, 1, 1, 1}, us(2));
+  EXPECT_EQ(s.table().holding_jobs(), 2u);
+  EXPECT_EQ(s.job_counters(kOtherJob).table_marks, 0u);  // under its share
+
+  const Header over = allocated(gradient(0, seq, 0));
+  feed(s, 1, over, {1, 1, 1, 1}, us(3));  // 60 of 64 held by one of two jobs, 3 free
+  EXPECT_EQ(s.job_counters(kJob).table_marks, 1u);
+  EXPECT_EQ(s.table().find(kJob, seq), AggregatorTable::kNone);
+  ASSERT_EQ(sink.sent.size(), 1u);
+  Header expected = over;
+  expected.resend = true;
+  expected.collision = true;
+  expected.ecn = true;
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{1, 1, 1, 1}));
+  feed(s, 2, allocated(gradient(1, seq, 0)), {1, 1, 1, 1}, us(4));  // follows its first packet
+  EXPECT_EQ(s.table().find(kJob, seq), AggregatorTable::kNone);
+  EXPECT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(s.job_counters(kJob).table_marks, 1u);                              // one mark per fragment
+  feed(s, 1, allocated(gradient(0, 1001, 0, kOtherJob)), {1, 1, 1, 1}, us(5));  // the other job still gets one
+  EXPECT_NE(s.table().find(kOtherJob, 1001), AggregatorTable::kNone);
+
+  // Room again (more than an eighth free) and no other job wanting: the job claims what it wants.
+  for (Seq freed = 0; freed < 10; ++freed) feed(s, kPsPort, allocated(parameter(freed, 0)), {}, us(6));
+  sink.sent.clear();
+  feed(s, 1, allocated(gradient(0, seq + 1, 0)), {1, 1, 1, 1}, us(7));
+  EXPECT_NE(s.table().find(kJob, seq + 1), AggregatorTable::kNone);
+  EXPECT_TRUE(sink.sent.empty());
+}
+
+// A fragment of another job that finds the table full makes it contended: a job over its share
+// gets no aggregator then, even with room, until the wanting job has had its turn.
+TEST_F(SwitchAllocate, AnotherJobFindingTheTableFullBrakesAJobOverItsShare) {
+  SwitchPipeline s(config());  // 8 aggregators
+  install_network(s);
+  s.install_job(job_entry(kJob));
+  s.install_job(job_entry(kOtherJob));
+  for (Seq seq = 0; seq < kTableSize; ++seq) feed(s, 1, allocated(gradient(0, seq, 0)), {1, 1, 1, 1}, us(1));
+  feed(s, 1, allocated(gradient(0, 500, 0, kOtherJob)), {1, 1, 1, 1}, us(2));  // the table is full
+  EXPECT_EQ(s.job_counters(kOtherJob).collisions, 1u);
+  for (Seq freed = 0; freed < 3; ++freed) feed(s, kPsPort, allocated(parameter(freed, 0)), {}, us(3));
+  feed(s, 1, allocated(gradient(0, 100, 0)), {1, 1, 1, 1}, us(4));  // 3 of 8 free, but it holds 5 of 2 jobs' 8
+  EXPECT_EQ(s.table().find(kJob, 100), AggregatorTable::kNone);
+  EXPECT_EQ(s.job_counters(kJob).table_marks, 1u);
+  feed(s, 1, allocated(gradient(0, 501, 0, kOtherJob)), {1, 1, 1, 1}, us(5));
+  EXPECT_NE(s.table().find(kOtherJob, 501), AggregatorTable::kNone);
+  EXPECT_EQ(s.job_counters(kOtherJob).table_marks, 0u);
+}
+
+// The hash index of allocated aggregators against a plain map, through claims, take-overs,
+// releases and the slots' reuse, in a table small enough that probes run into each other.
+TEST(AggregatorTable, FindsEveryAllocatedFragmentAndNothingElse) {
+  AggregatorTable t(16, 1);
+  std::vector<std::pair<JobId, Seq>> held(16, {0, 0});
+  std::vector<bool> mapped(16, false);
+  std::uint64_t rng = 12345;
+  auto next = [&rng] {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::uint32_t>(rng >> 33);
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const std::uint32_t i = next() % 16;
+    if (next() % 3 == 0) {
+      t.release(i);
+      mapped[i] = false;
+    } else {
+      const JobId job = static_cast<JobId>(1 + next() % 3);
+      const Seq seq = next() % 40;
+      if (t.find(job, seq) != AggregatorTable::kNone) continue;  // a switch claims a fragment once
+      const bool allocated = next() % 4 != 0;
+      t.claim(i, job, seq, 1, 0, Time{}, allocated);
+      held[i] = {job, seq};
+      mapped[i] = allocated;
+    }
+    for (std::uint32_t j = 0; j < 16; ++j) {
+      if (mapped[j]) {
+        ASSERT_EQ(t.find(held[j].first, held[j].second), j) << "step " << step;
+      }
+    }
+  }
+  for (JobId job = 1; job <= 3; ++job) {
+    for (Seq seq = 0; seq < 40; ++seq) {
+      const std::uint32_t i = t.find(job, seq);
+      if (i != AggregatorTable::kNone) {
+        EXPECT_TRUE(mapped[i] && held[i] == std::make_pair(job, seq));
+      }
+    }
+  }
+  std::uint32_t holding = 0;
+  for (JobId job = 1; job <= 3; ++job) holding += t.held_by(job) > 0 ? 1 : 0;
+  EXPECT_EQ(t.holding_jobs(), holding);
 }
 
 // ---------------------------------------------------------------------------------------------

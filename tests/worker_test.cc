@@ -153,8 +153,7 @@ TEST(Worker, FirstWindowIsTheInitialWindow) {
 
 TEST(Worker, FragmentsArePaddedNumberedAndIndexed) {
   WorkerConfig c = base_config();
-  ASSERT_EQ(c.index_policy, IndexPolicy::kHashedSlots);
-  ASSERT_EQ(c.slot_home, 0u);
+  ASSERT_EQ(c.index_policy, IndexPolicy::kAllocated);
   WorkerEndpoint w(c);
   RecordingSink out;
   const auto input = ramp(10);  // fragments of 4, 4 and 2 (+2 zeros)
@@ -170,8 +169,9 @@ TEST(Worker, FragmentsArePaddedNumberedAndIndexed) {
     EXPECT_EQ(h.seq, seq);
     EXPECT_EQ(h.value_count, 4);
     EXPECT_EQ(out.packets[i].size(), packet_size(4));
-    // The default index: slot seq % max_window from the job's home (here 0).
-    EXPECT_EQ(h.aggregator_index, (kInitialSeq + i) % c.congestion.max_window % 1000);
+    // The default index: the switch allocates (found by <job, seq>); the index is HASH(job, seq).
+    EXPECT_TRUE(h.allocate);
+    EXPECT_EQ(h.aggregator_index, base_aggregator_index(kJob, seq, c.aggregators, IndexPolicy::kHashed));
     std::vector<float> expected_floats(4, 0.0f);
     for (std::size_t v = 0; v < 4 && i * 4 + v < input.size(); ++v) expected_floats[v] = input[i * 4 + v];
     EXPECT_EQ(values_of(out.packets[i]), quantized(expected_floats, c.scale)) << "fragment " << i;

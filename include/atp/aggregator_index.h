@@ -16,12 +16,17 @@ enum class IndexPolicy : std::uint8_t {
   // (home + seq % slots) % n, slots = the job's bound on sequence numbers in flight, home = where
   // its slots start (the plan's, or HASH(job)): the authors' code's distinct aggregators per job.
   // A job's in-flight fragments have distinct slots on distinct aggregators, each slot is reused,
-  // and remaps are kept per slot (the PS's rehash is salted with the slot), so they settle. The
-  // default: with kHashed a job collides with its own fragments in flight, every collision
-  // sends the fragment to the PS packet by packet, and remaps never settle (docs/protocol.md).
+  // and remaps are kept per slot (the PS's rehash is salted with the slot), so they settle.
   kHashedSlots,
+  // The switch allocates: a fragment's first packet takes the aggregator free the longest, and the
+  // fragment's other packets find it by <job, seq> (Header::allocate); a collision only ever means
+  // a full table. The index, HASH(job, seq) % n as kHashed's, only picks a dataplane thread. The
+  // default: a job can use the whole table while the others compute, and the switch's table brake
+  // shrinks the windows of jobs over an even share of a full table (docs/protocol.md, "Sharing
+  // the table"). A static share takes it as kLinear (SwitchML's slots).
+  kAllocated,
 };
-// "hashed", "linear", "hashed_slots": the names in scenario files and specs.
+// "hashed", "linear", "hashed_slots", "allocated": the names in scenario files and specs.
 std::string_view to_string(IndexPolicy policy);
 std::optional<IndexPolicy> parse_index_policy(std::string_view name);  // nullopt: not a name
 
@@ -37,8 +42,8 @@ struct AggregatorRange {
 };
 
 // The index every worker of `job` derives for `seq` before any remapping: first + HASH(job, seq)
-// % count (kHashed), first + seq % count (kLinear), or first + (home + seq % slots) % count
-// (kHashedSlots, slots > 0). range.count must be > 0.
+// % count (kHashed, kAllocated), first + seq % count (kLinear), or first + (home + seq % slots) %
+// count (kHashedSlots, slots > 0). range.count must be > 0.
 std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, IndexPolicy policy,
                                     std::uint32_t slots = 1, std::uint32_t home = 0);
 

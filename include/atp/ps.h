@@ -33,7 +33,9 @@ struct PsConfig {
   std::vector<Address> workers;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
   AggregatorRange aggregators;  // the job's aggregator indices (as its workers'): rehashed indices stay inside
-  IndexPolicy index_policy = IndexPolicy::kHashedSlots;  // rehashes are salted with the slot
+  // kHashedSlots: rehashes are salted with the slot; kAllocated: collisions move no index, and
+  // parameter packets carry Header::allocate.
+  IndexPolicy index_policy = IndexPolicy::kAllocated;
   // Largest distance in sequence numbers between fragments a worker has in flight towards this
   // PS (the job's max window x number of PS shards). Bounds the PS's memory: at most 2 x this
   // + 1 fragments of values_per_packet int64 sums each, which must fit kPsJobMemoryBudget.

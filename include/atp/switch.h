@@ -39,6 +39,29 @@ struct SwitchConfig {
 // nanosecond, so a timeout written in microseconds reads back the same.
 inline constexpr std::int64_t kMaxReclaimTimeoutUs = std::int64_t{1} << 40;
 
+// A map from fragments (<job, seq>) to a number, of a capacity fixed at construction, that never
+// allocates after it: open addressing with linear probing, at most half full, backward-shift
+// deletion (no tombstones). Where a switch finds an allocated fragment's aggregator.
+class FragmentMap {
+ public:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // "not there" from find()
+
+  explicit FragmentMap(std::uint32_t capacity);  // entries it may hold at once
+  std::uint32_t find(JobId job, Seq seq) const;  // the value, or kNone
+  // Adds <job, seq> -> value (value != kNone). The fragment must not be there, nor the map full.
+  void insert(JobId job, Seq seq, std::uint32_t value);
+  void erase(JobId job, Seq seq);  // no-op if it is not there
+
+ private:
+  struct Entry {
+    std::uint64_t key = 0;  // (job << 32 | seq) + 1; 0: empty
+    std::uint32_t value = kNone;
+  };
+  static std::uint64_t key_of(JobId job, Seq seq) { return (std::uint64_t{job} << 32 | seq) + 1; }
+  std::size_t home_of(std::uint64_t key) const;
+  std::vector<Entry> entries_;
+};
+
 // One aggregator (Fig. 6). The values live in AggregatorTable::values().
 struct Aggregator {
   bool in_use = false;
@@ -57,13 +80,18 @@ struct Aggregator {
   // which sends the fragment down the PS's float32 path) and the largest magnitude added.
   std::int16_t scale_exponent = 0;
   std::int16_t magnitude = kNoMagnitude;
+  // Claimed for a packet with Header::allocate: found by <job, seq> (AggregatorTable::find), not
+  // by the packet's aggregator_index.
+  bool allocated = false;
   Time timestamp{};  // last time a packet was aggregated here
 };
 
 // The switch's aggregators. Held aggregators are also kept on a list in the order they were
 // last aggregated into (claim or touch), so the oldest one, which times out first, is found in
 // O(1) and the reclaim sweep only visits stale ones; free ones on a list in the order they were
-// freed, so that the one free the longest is found in O(1). `now` must not go backwards.
+// freed, so that the one free the longest is found in O(1). Aggregators claimed with `allocated`
+// are also in a hash index by <job, seq> (find). Each job's held aggregators are counted, so
+// that the table knows who holds more than an even share of it. `now` must not go backwards.
 class AggregatorTable {
  public:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;  // "no aggregator" from oldest()
@@ -82,7 +110,17 @@ class AggregatorTable {
   void release(std::uint32_t i);  // all fields back to empty; no-op on a free aggregator
   std::uint32_t in_use() const { return in_use_; }
   // Holds aggregator i for <job, seq> (releasing whatever it held), empty, timestamp = now.
-  void claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape, Time now);
+  // `allocated`: findable by <job, seq>; the caller makes sure no other aggregator is (find first).
+  void claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape, Time now,
+             bool allocated = false);
+  // The aggregator claimed `allocated` for <job, seq>, or kNone. O(1) expected.
+  std::uint32_t find(JobId job, Seq seq) const;
+  // The aggregator free the longest (never held ones first, lowest first), or kNone: where an
+  // allocated fragment goes. Unlike offer(), leaves the free list as it is.
+  std::uint32_t longest_free() const { return free_.oldest; }
+  // Aggregators `job` holds, and jobs that hold any.
+  std::uint32_t held_by(JobId job) const { return held_by_job_.empty() ? 0 : held_by_job_[job]; }
+  std::uint32_t holding_jobs() const { return holding_jobs_; }
   // Records an aggregation into held aggregator i at `now` (timestamp = now).
   void touch(std::uint32_t i, Time now);
   // The held aggregator with the oldest timestamp, or kNone when none is held.
@@ -128,6 +166,9 @@ class AggregatorTable {
   List held_;                // by the time last aggregated into
   List free_;                // by the time freed
   std::uint32_t in_use_ = 0;
+  FragmentMap index_;                       // aggregators claimed allocated, by <job, seq>
+  std::vector<std::uint32_t> held_by_job_;  // by JobId (65,536 entries; empty for a table of none)
+  std::uint32_t holding_jobs_ = 0;          // entries of held_by_job_ above 0
 };
 
 // A child of a switch's node in a job's aggregation tree (docs/protocol.md "Aggregation tree"):
@@ -169,6 +210,9 @@ struct SwitchJobCounters {
   // (the job's workers all-reduce tensors of different sizes), so were kept apart: the
   // aggregator's partial sum and the packet both went on to the PS.
   std::uint64_t round_shape_mismatches = 0;
+  // Aggregators claimed for an allocated fragment (Header::allocate) while the table was nearly
+  // full and the job held more than an even share of it, and so marked ECN: the table brake.
+  std::uint64_t table_marks = 0;
 };
 
 struct SwitchCounters {
@@ -299,6 +343,15 @@ class SwitchPipeline {
     return aggregator_index % config_.num_aggregators / slice_.count;
   }
   bool is_stale(const Aggregator& a, Time now) const;
+  // Where an allocated fragment's first packet goes: the aggregator free the longest, or in a
+  // full table the oldest held one if it is stale (reclaimed); kNone when none is free.
+  std::uint32_t allocatable(Time now);
+  // The table brake (docs/protocol.md "Sharing the table"): `job` holds more than an even share
+  // among the jobs sharing the table (those holding any, and the job of last_collision_), and the
+  // table is contended: fewer than 1/kBrakeFreeFraction of its aggregators are free, or another
+  // job's fragment found none free lately (last_collision_).
+  static constexpr std::uint32_t kBrakeFreeFraction = 8;
+  bool over_share(JobId job) const;
   void reclaim(std::uint32_t index);  // frees a stale aggregator and counts it for its job
   void reclaim_if_stale(std::uint32_t index, Time now);
 
@@ -311,6 +364,39 @@ class SwitchPipeline {
   std::unordered_map<JobId, JobState> jobs_;
   SwitchCounters counters_;
   std::unordered_map<JobId, SwitchJobCounters> job_counters_;
+  // Allocated fragments that found no aggregator free, so that their other packets follow them
+  // to the PS instead of claiming one freed meanwhile (it would hold a sum waiting for the
+  // packets gone ahead, until a resend flushed it). Forgotten when the fragment's parameter
+  // packet passes, or the oldest first once the table's size of newer ones are remembered.
+  class CollidedFragments {
+   public:
+    explicit CollidedFragments(std::uint32_t capacity) : map_(capacity), ring_(capacity) {}
+    bool contains(JobId job, Seq seq) const { return map_.find(job, seq) != FragmentMap::kNone; }
+    void insert(JobId job, Seq seq);  // no-op if it is there, or the capacity is 0
+    void erase(JobId job, Seq seq);
+
+   private:
+    FragmentMap map_;  // fragment -> its place in ring_
+    struct Remembered {
+      bool valid = false;
+      JobId job = 0;
+      Seq seq = 0;
+    };
+    std::vector<Remembered> ring_;  // oldest first from next_
+    std::uint32_t next_ = 0;
+  };
+  CollidedFragments collided_;
+  // The last allocated fragment that found no aggregator free: its job wants more of the table.
+  // It counts among the jobs sharing the table even while it holds none, and the table counts as
+  // contended for the other jobs (over_share), until the table's size more aggregators have been
+  // claimed since (its job went on at the PS, or stopped).
+  struct LastCollision {
+    bool valid = false;
+    JobId job = 0;
+    std::uint64_t since_claim = 0;  // claims_ then
+  };
+  LastCollision last_collision_;
+  std::uint64_t claims_ = 0;  // allocated claims so far
 };
 
 }  // namespace atp

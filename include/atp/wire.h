@@ -64,12 +64,16 @@ inline constexpr std::uint8_t kRinaKinds = 8;  // kinds 0..7 (kNone and the seve
 // The decoded header. Field names follow the paper (Fig. 5).
 struct Header {
   // Direction and status flags.
-  bool is_ack = false;              // a parameter packet (result from the PS), else a gradient packet
-  bool resend = false;              // a retransmission; switches flush or skip aggregation (Fig. 17)
-  bool collision = false;           // gradient: forwarded past a busy aggregator; ack: bitmap has a new index
-  bool ecn = false;                 // congestion experienced somewhere on the path
-  bool overflow = false;            // ack only: the aggregate saturated, resend this fragment as float32
-  bool float_payload = false;       // values are float32 bit patterns (overflow path); never aggregated
+  bool is_ack = false;         // a parameter packet (result from the PS), else a gradient packet
+  bool resend = false;         // a retransmission; switches flush or skip aggregation (Fig. 17)
+  bool collision = false;      // gradient: forwarded past a busy aggregator; ack: bitmap has a new index
+  bool ecn = false;            // congestion experienced somewhere on the path
+  bool overflow = false;       // ack only: the aggregate saturated, resend this fragment as float32
+  bool float_payload = false;  // values are float32 bit patterns (overflow path); never aggregated
+  // The job's switches find the fragment's aggregator by <job, seq> and give its first packet the
+  // one free the longest, wherever it is (IndexPolicy::kAllocated); aggregator_index then only
+  // picks a dataplane thread (TableSlice). Gradient and parameter packets.
+  bool allocate = false;
   RinaKind rina = RinaKind::kNone;  // a Rina packet's kind
 
   JobId job = 0;

@@ -44,7 +44,7 @@ struct WorkerConfig {
   // Aggregator indices this job may use (plan: the whole smallest table on its paths, or its
   // static share of it); count >= 1. Remaps from the PS outside it are ignored.
   AggregatorRange aggregators;
-  IndexPolicy index_policy = IndexPolicy::kHashedSlots;
+  IndexPolicy index_policy = IndexPolicy::kAllocated;
   // kHashedSlots: where slot 0 sits in `aggregators` (base_aggregator_index's home; the plan's).
   std::uint32_t slot_home = 0;
   CongestionConfig congestion;

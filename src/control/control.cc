@@ -192,7 +192,8 @@ std::vector<Address> get_address_list(const json& object, const std::string& whe
 IndexPolicy index_policy(const json& value) {
   const std::optional<IndexPolicy> policy =
       value.is_string() ? parse_index_policy(value.get<std::string>()) : std::nullopt;
-  if (!policy) throw ControlError("index: must be \"hashed\", \"linear\" or \"hashed_slots\", got " + shown(value));
+  if (!policy)
+    throw ControlError("index: must be \"allocated\", \"hashed\", \"linear\" or \"hashed_slots\", got " + shown(value));
   return *policy;
 }
 

@@ -107,7 +107,7 @@ void visit_thread(T& t, Visit&& visit) {
 // A job's row but its id and "installed" (a bool, written 0 or 1).
 template <class C, class Visit>
 void visit_job(C& c, Visit&& visit) {
-  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "list every SwitchJobCounters field");
+  static_assert(sizeof(SwitchJobCounters) == 11 * sizeof(std::uint64_t), "list every SwitchJobCounters field");
   visit("aggregations", Kind::kCounter, c.aggregations);
   visit("completions", Kind::kCounter, c.completions);
   visit("collisions", Kind::kCounter, c.collisions);
@@ -118,6 +118,7 @@ void visit_job(C& c, Visit&& visit) {
   visit("reclaimed", Kind::kCounter, c.reclaimed);
   visit("ecn_merged", Kind::kCounter, c.ecn_merged);
   visit("round_shape_mismatches", Kind::kCounter, c.round_shape_mismatches);
+  visit("table_marks", Kind::kCounter, c.table_marks);
 }
 
 // A port's row but its id, what it is ("peer" or "interface") and "drops" (queue_drops + lost).
@@ -237,6 +238,8 @@ const Metrics kSwitchJobMetrics = {
     {"ecn_merged", {"atp_switch_job_ecn_merged_total", "A job's ECN-marked packets whose mark an aggregator kept."}},
     {"round_shape_mismatches",
      {"atp_switch_job_round_shape_mismatches_total", "A job's packets of another round shape, kept apart."}},
+    {"table_marks",
+     {"atp_switch_job_table_marks_total", "A job's aggregators marked ECN as it held over its share of a full table."}},
 };
 
 const Metrics kPortMetrics = {

@@ -26,12 +26,15 @@ std::string_view to_string(IndexPolicy policy) {
       return "linear";
     case IndexPolicy::kHashedSlots:
       return "hashed_slots";
+    case IndexPolicy::kAllocated:
+      return "allocated";
   }
   return "?";
 }
 
 std::optional<IndexPolicy> parse_index_policy(std::string_view name) {
-  for (IndexPolicy p : {IndexPolicy::kHashed, IndexPolicy::kLinear, IndexPolicy::kHashedSlots}) {
+  for (IndexPolicy p :
+       {IndexPolicy::kHashed, IndexPolicy::kLinear, IndexPolicy::kHashedSlots, IndexPolicy::kAllocated}) {
     if (to_string(p) == name) return p;
   }
   return std::nullopt;
@@ -45,6 +48,7 @@ std::uint32_t base_aggregator_index(JobId job, Seq seq, AggregatorRange range, I
     case IndexPolicy::kHashedSlots:
       return range.first + static_cast<std::uint32_t>((std::uint64_t{home} + seq % slots) % range.count);
     case IndexPolicy::kHashed:
+    case IndexPolicy::kAllocated:
       break;
   }
   return range.first + static_cast<std::uint32_t>(mix64((std::uint64_t{job} << 32) | seq) % range.count);

@@ -509,8 +509,10 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   h.seq = slot.seq;
   // The switches free the aggregator the gradients used; on a collision, workers move this
   // fragment's base index to the one carried in bitmap (§3.6): rehashed, or with hashed_slots the
-  // aggregator the switch offered, where it is the job's and not the one that collided.
-  h.collision = slot.collision && !mismatch;
+  // aggregator the switch offered, where it is the job's and not the one that collided. An
+  // allocated fragment collides only in a full table, and its index stays.
+  h.collision = slot.collision && !mismatch && config.index_policy != IndexPolicy::kAllocated;
+  h.allocate = config.index_policy == IndexPolicy::kAllocated;
   h.bitmap = h.collision ? moved_index(slot) : 0;
   h.aggregator_index = slot.aggregator_index;
   h.src = config.self;

@@ -11,12 +11,61 @@
 namespace atp {
 
 // ---------------------------------------------------------------------------------------------
+// FragmentMap
+
+FragmentMap::FragmentMap(std::uint32_t capacity)
+    : entries_(capacity == 0 ? 0 : std::bit_ceil(std::size_t{capacity} * 2)) {}
+
+std::size_t FragmentMap::home_of(std::uint64_t key) const {
+  // Fibonacci hashing: consecutive seqs spread over the whole map.
+  return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & (entries_.size() - 1);
+}
+
+std::uint32_t FragmentMap::find(JobId job, Seq seq) const {
+  if (entries_.empty()) return kNone;
+  const std::uint64_t key = key_of(job, seq);
+  for (std::size_t b = home_of(key);; b = (b + 1) & (entries_.size() - 1)) {
+    if (entries_[b].key == key) return entries_[b].value;
+    if (entries_[b].key == 0) return kNone;
+  }
+}
+
+void FragmentMap::insert(JobId job, Seq seq, std::uint32_t value) {
+  const std::uint64_t key = key_of(job, seq);
+  std::size_t b = home_of(key);
+  while (entries_[b].key != 0) b = (b + 1) & (entries_.size() - 1);
+  entries_[b] = {key, value};
+}
+
+void FragmentMap::erase(JobId job, Seq seq) {
+  if (entries_.empty()) return;
+  const std::size_t mask = entries_.size() - 1;
+  const std::uint64_t key = key_of(job, seq);
+  std::size_t hole = home_of(key);
+  for (; entries_[hole].key != key; hole = (hole + 1) & mask) {
+    if (entries_[hole].key == 0) return;
+  }
+  // Moves back each later entry of the run that may sit in the hole (its home is not between the
+  // hole and it), so that every entry stays reachable from its home without a gap.
+  for (std::size_t b = (hole + 1) & mask; entries_[b].key != 0; b = (b + 1) & mask) {
+    if (((b - home_of(entries_[b].key)) & mask) >= ((b - hole) & mask)) {
+      entries_[hole] = entries_[b];
+      hole = b;
+    }
+  }
+  entries_[hole] = Entry{};
+}
+
+// ---------------------------------------------------------------------------------------------
 // AggregatorTable
 
 AggregatorTable::AggregatorTable(std::uint32_t size, std::uint16_t width)
-    : width_(width), slots_(size), values_(std::size_t(size) * width), links_(size) {
+    : width_(width), slots_(size), values_(std::size_t(size) * width), links_(size), index_(size) {
   for (std::uint32_t i = 0; i < size; ++i) append_newest(free_, i);
+  if (size != 0) held_by_job_.assign(std::size_t{1} << (8 * sizeof(JobId)), 0);
 }
+
+std::uint32_t AggregatorTable::find(JobId job, Seq seq) const { return index_.find(job, seq); }
 
 void AggregatorTable::unlink(List& list, std::uint32_t i) {
   Link& link = links_[i];
@@ -32,15 +81,18 @@ void AggregatorTable::append_newest(List& list, std::uint32_t i) {
 }
 
 void AggregatorTable::release(std::uint32_t i) {
-  if (!slots_[i].in_use) return;
+  Aggregator& a = slots_[i];
+  if (!a.in_use) return;
+  if (a.allocated) index_.erase(a.job, a.seq);
+  if (--held_by_job_[a.job] == 0) --holding_jobs_;
   unlink(held_, i);
-  slots_[i] = Aggregator{};
+  a = Aggregator{};
   --in_use_;
   append_newest(free_, i);
 }
 
 void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t value_count, std::uint16_t round_shape,
-                            Time now) {
+                            Time now, bool allocated) {
   release(i);
   unlink(free_, i);
   Aggregator& a = slots_[i];
@@ -49,7 +101,10 @@ void AggregatorTable::claim(std::uint32_t i, JobId job, Seq seq, std::uint16_t v
   a.seq = seq;
   a.value_count = value_count;
   a.round_shape = round_shape;
+  a.allocated = allocated;
   a.timestamp = now;
+  if (allocated) index_.insert(job, seq, i);
+  if (held_by_job_[job]++ == 0) ++holding_jobs_;
   append_newest(held_, i);
   ++in_use_;
 }
@@ -87,7 +142,7 @@ SwitchCounters& operator+=(SwitchCounters& sum, const SwitchCounters& c) {
 }
 
 SwitchJobCounters& operator+=(SwitchJobCounters& sum, const SwitchJobCounters& c) {
-  static_assert(sizeof(SwitchJobCounters) == 10 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
+  static_assert(sizeof(SwitchJobCounters) == 11 * sizeof(std::uint64_t), "sum every SwitchJobCounters field");
   sum.aggregations += c.aggregations;
   sum.completions += c.completions;
   sum.collisions += c.collisions;
@@ -98,6 +153,7 @@ SwitchJobCounters& operator+=(SwitchJobCounters& sum, const SwitchJobCounters& c
   sum.reclaimed += c.reclaimed;
   sum.ecn_merged += c.ecn_merged;
   sum.round_shape_mismatches += c.round_shape_mismatches;
+  sum.table_marks += c.table_marks;
   return sum;
 }
 
@@ -110,6 +166,9 @@ bool contains(const std::vector<PortId>& ports, PortId port) {
   return std::find(ports.begin(), ports.end(), port) != ports.end();
 }
 
+// Whether aggregator `a` holds the fragment of packet `h`.
+bool holds(const Aggregator& a, const Header& h) { return a.in_use && a.job == h.job && a.seq == h.seq; }
+
 }  // namespace
 
 SwitchPipeline::SwitchPipeline(const SwitchConfig& config, TableSlice slice)
@@ -117,7 +176,8 @@ SwitchPipeline::SwitchPipeline(const SwitchConfig& config, TableSlice slice)
       slice_(slice),
       table_(config.atp_capable ? config.num_aggregators / slice.count : 0,
              config.atp_capable ? config.aggregator_width : 0),
-      flush_packet_(packet_size(table_.width())) {}
+      flush_packet_(packet_size(table_.width())),
+      collided_(table_.size()) {}
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
 
@@ -179,6 +239,39 @@ void SwitchPipeline::reclaim(std::uint32_t index) {
 
 void SwitchPipeline::reclaim_if_stale(std::uint32_t index, Time now) {
   if (table_.at(index).in_use && is_stale(table_.at(index), now)) reclaim(index);
+}
+
+std::uint32_t SwitchPipeline::allocatable(Time now) {
+  if (table_.longest_free() == AggregatorTable::kNone && table_.oldest() != AggregatorTable::kNone) {
+    reclaim_if_stale(table_.oldest(), now);  // a full table: the oldest aggregator, if stale, is free
+  }
+  return table_.longest_free();
+}
+
+void SwitchPipeline::CollidedFragments::insert(JobId job, Seq seq) {
+  if (ring_.empty() || contains(job, seq)) return;
+  Remembered& oldest = ring_[next_];
+  if (oldest.valid) map_.erase(oldest.job, oldest.seq);
+  oldest = {true, job, seq};
+  map_.insert(job, seq, next_);
+  next_ = (next_ + 1) % static_cast<std::uint32_t>(ring_.size());
+}
+
+void SwitchPipeline::CollidedFragments::erase(JobId job, Seq seq) {
+  const std::uint32_t place = map_.find(job, seq);
+  if (place == FragmentMap::kNone) return;
+  ring_[place] = Remembered{};
+  map_.erase(job, seq);
+}
+
+bool SwitchPipeline::over_share(JobId job) const {
+  const std::uint32_t size = table_.size();
+  const bool recent = last_collision_.valid && claims_ - last_collision_.since_claim < size;
+  const bool nearly_full = size - table_.in_use() < size / kBrakeFreeFraction;
+  if (!nearly_full && !(recent && last_collision_.job != job)) return false;
+  std::uint64_t sharing = table_.holding_jobs();
+  if (recent && table_.held_by(last_collision_.job) == 0) ++sharing;
+  return std::uint64_t{table_.held_by(job)} * sharing > size;
 }
 
 void SwitchPipeline::on_timeout(Time now) {
@@ -260,12 +353,12 @@ void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const Jo
   // Fig. 7 box 8: a parameter packet (first or re-sent, multicast or unicast) frees the
   // aggregator of its fragment; failing that, it reclaims a stale one at its index (§3.7).
   if (table_.size() != 0) {
-    const std::uint32_t i = row_of(h.aggregator_index);
-    const Aggregator& a = table_.at(i);
-    if (a.in_use && a.job == h.job && a.seq == h.seq) {
+    if (h.allocate) collided_.erase(h.job, h.seq);
+    const std::uint32_t i = h.allocate ? table_.find(h.job, h.seq) : row_of(h.aggregator_index);
+    if (i != AggregatorTable::kNone && holds(table_.at(i), h)) {
       table_.release(i);
       ++job.counters->deallocations;
-    } else {
+    } else if (i != AggregatorTable::kNone) {
       reclaim_if_stale(i, now);
     }
   }
@@ -397,10 +490,16 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     if (h.bitmap == whole) bit = 1u << (child - role->children.begin());
   }
 
-  const std::uint32_t i = row_of(h.aggregator_index);
-  reclaim_if_stale(i, now);  // a stale aggregator counts as free
-  Aggregator& a = table_.at(i);
-  const bool holds_fragment = a.in_use && a.job == h.job && a.seq == h.seq;
+  // The aggregator at the packet's index, or with `allocate` the one found by <job, seq> (none:
+  // the one free the longest, claimed below).
+  std::uint32_t i = h.allocate ? table_.find(h.job, h.seq) : row_of(h.aggregator_index);
+  if (i != AggregatorTable::kNone) reclaim_if_stale(i, now);  // a stale aggregator counts as free
+  // An allocated fragment that collided before goes on colliding, whole at the PS.
+  if (h.allocate && (i == AggregatorTable::kNone || !table_.at(i).in_use)) {
+    i = collided_.contains(h.job, h.seq) ? AggregatorTable::kNone : allocatable(now);
+  }
+  Aggregator& a = table_.at(i != AggregatorTable::kNone ? i : 0);  // kNone: a full table, never read
+  const bool holds_fragment = i != AggregatorTable::kNone && holds(a, h);
   if (holds_fragment && a.value_count != h.value_count) {
     ++counters_.malformed;  // every packet of a job has the same length
     return;
@@ -426,15 +525,29 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     return;
   }
 
-  if (!a.in_use) {
-    table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);  // first come, first served
+  // The table brake: a job over an even share of a nearly full table does not get its last free
+  // aggregators, which stay for the others; its fragment goes to the PS marked, so that its
+  // windows shrink.
+  const bool braked = h.allocate && !holds_fragment && i != AggregatorTable::kNone && over_share(h.job);
+  if (i != AggregatorTable::kNone && !a.in_use && !braked) {
+    table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now, h.allocate);  // first come, first served
+    if (h.allocate) ++claims_;
   } else if (!holds_fragment) {
-    // Box 1 -> box 2: held by another fragment. The PS aggregates this packet; resend keeps
-    // the switches above from adding it, collision makes the PS move the index: to the
-    // aggregator offered here, the one free the longest, or rehashed.
+    // Box 1 -> box 2: held by another fragment (with `allocate`: no aggregator free, or the
+    // brake). The PS aggregates this packet; resend keeps the switches above from adding it,
+    // collision makes the PS move the index: to the aggregator offered here, the one free the
+    // longest, or rehashed (an allocated fragment's index stays).
     h.resend = true;
     h.collision = true;
-    const std::uint32_t row = table_.offer();
+    if (braked) {
+      h.ecn = true;
+      ++counters.table_marks;
+    }
+    if (h.allocate) {
+      collided_.insert(h.job, h.seq);
+      if (!braked) last_collision_ = {true, h.job, claims_};
+    }
+    const std::uint32_t row = h.allocate ? AggregatorTable::kNone : table_.offer();
     const std::uint64_t offered =
         row == AggregatorTable::kNone ? 0 : std::uint64_t{row} * slice_.count + slice_.index + 1;
     h.offered_aggregator = offered <= 0xFFFF ? static_cast<std::uint16_t>(offered) : 0;
@@ -516,7 +629,7 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
         if (to_rack) {  // every worker of the rack contributed; the fragment's aggregator is done
           const std::uint32_t i = row_of(h.aggregator_index);
           const Aggregator& a = table_.at(i);
-          if (a.in_use && a.job == h.job && a.seq == h.seq) {
+          if (holds(a, h)) {
             table_.release(i);
             ++counters.deallocations;
           } else {
@@ -550,7 +663,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
   const std::uint32_t i = row_of(h.aggregator_index);
   reclaim_if_stale(i, now);
   Aggregator& a = table_.at(i);
-  const bool holds_fragment = a.in_use && a.job == h.job && a.seq == h.seq;
+  const bool holds_fragment = holds(a, h);
   if (holds_fragment && a.value_count != h.value_count) {
     ++counters_.malformed;
     return;

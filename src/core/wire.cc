@@ -43,6 +43,7 @@ constexpr std::uint8_t kFlagCollision = 1u << 2;
 constexpr std::uint8_t kFlagEcn = 1u << 3;
 constexpr std::uint8_t kFlagOverflow = 1u << 4;
 constexpr std::uint8_t kFlagFloat = 1u << 5;
+constexpr std::uint8_t kFlagAllocate = 1u << 6;
 constexpr std::uint8_t kFlagRina = 1u << 7;  // byte 21 is a RinaKind
 
 }  // namespace
@@ -104,6 +105,7 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.ecn = (flags & kFlagEcn) != 0;
   out.overflow = (flags & kFlagOverflow) != 0;
   out.float_payload = (flags & kFlagFloat) != 0;
+  out.allocate = (flags & kFlagAllocate) != 0;
   out.job = get16(p + kOffJob);
   out.value_count = count;
   out.seq = get32(p + kOffSeq);
@@ -131,6 +133,7 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   if (h.ecn) flags |= kFlagEcn;
   if (h.overflow) flags |= kFlagOverflow;
   if (h.float_payload) flags |= kFlagFloat;
+  if (h.allocate) flags |= kFlagAllocate;
   if (h.rina != RinaKind::kNone) flags |= kFlagRina;
   put16(p + kOffMagic, kMagic);
   p[kOffVersion] = kVersion;

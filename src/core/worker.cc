@@ -203,6 +203,7 @@ struct WorkerEndpoint::Impl {
     Header h;
     h.resend = resend;
     h.float_payload = (frag.flags & kFloatMode) != 0;
+    h.allocate = config.index_policy == IndexPolicy::kAllocated;
     h.job = config.job;
     h.value_count = config.values_per_packet;
     h.seq = seq;

@@ -568,15 +568,19 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
 
   // A static share is SwitchML's pool of slots: a job never has more fragments in flight than
   // aggregators in its share (split evenly over its PS shards' flows), so that its own
-  // fragments never compete for one. A dynamic job with hashed_slots keeps to its part of the
-  // table the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together.
+  // fragments never compete for one; an allocating switch would ignore the share, so a static
+  // job's kAllocated is kLinear. A dynamic job with hashed_slots keeps to its part of the table
+  // the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together; one with
+  // allocated to the whole table, which the switch's table brake shares out.
+  const IndexPolicy policy =
+      job.aggregator_share && job.index_policy == IndexPolicy::kAllocated ? IndexPolicy::kLinear : job.index_policy;
   CongestionConfig congestion = job.congestion;
-  const bool slotted = !job.aggregator_share && job.index_policy == IndexPolicy::kHashedSlots;
+  const bool slotted = !job.aggregator_share && policy == IndexPolicy::kHashedSlots;
   const std::uint32_t sharing = std::max<std::uint32_t>(1, job.sharing_jobs);
   const std::uint32_t part = slotted ? plan.aggregators.count / sharing : plan.aggregators.count;
   const std::uint32_t slot_home =
       sharing > 1 ? job.sharing_index * part : hashed_slot_home(job.id, plan.aggregators.count);
-  if ((job.aggregator_share || slotted) && smallest_switch != nullptr) {
+  if ((job.aggregator_share || slotted || policy == IndexPolicy::kAllocated) && smallest_switch != nullptr) {
     const auto flows = static_cast<std::uint32_t>(job.ps.size());
     const std::uint32_t cap = std::max<std::uint32_t>(1, part / flows);
     congestion.max_window = std::min(congestion.max_window, cap);
@@ -610,7 +614,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.values_per_packet = plan.values_per_packet;
     w.scale = job.scale;
     w.aggregators = plan.aggregators;
-    w.index_policy = job.index_policy;
+    w.index_policy = policy;
     w.slot_home = slot_home;
     w.congestion = congestion;
     w.loss_recovery = job.loss_recovery;
@@ -627,7 +631,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
     p.values_per_packet = plan.values_per_packet;
     p.aggregators = plan.aggregators;
-    p.index_policy = job.index_policy;
+    p.index_policy = policy;
     p.max_window_seqs = max_window_seqs;
     // Checked here too (PsEndpoint throws), so that a scenario or job spec fails at planning.
     if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {

@@ -50,6 +50,7 @@ std::string to_json(const ScenarioResult& result) {
     o["timeouts"] = j.timeouts;
     o["final_requests"] = j.final_requests;
     o["collisions"] = j.collisions;
+    o["table_marks"] = j.table_marks;
     o["reclaimed_aggregators"] = j.reclaimed_aggregators;
     o["seconds"] = j.seconds;
     o["algbw_gbps"] = j.algbw_gbps;

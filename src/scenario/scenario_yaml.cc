@@ -413,7 +413,7 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
     const std::string p = child(path, "index");
     const std::string policy = as_string(node["index"], p);
     const std::optional<IndexPolicy> parsed = parse_index_policy(policy);
-    if (!parsed) fail(p, "must be 'hashed', 'linear' or 'hashed_slots', got " + policy);
+    if (!parsed) fail(p, "must be 'allocated', 'hashed', 'linear' or 'hashed_slots', got " + policy);
     spec.index_policy = *parsed;
   }
   if (node["loss_recovery"]) {

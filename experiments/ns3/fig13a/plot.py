@@ -3,6 +3,7 @@
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig13a-sweep.png  the sweep that finds one job's need (the PTA)
   ns3-fig13a.png        training throughput per job and in-switch share vs % of the PTA
+  ns3-fig13a-compute.png  the same with compute phases longer than the allreduce
 Also prints the numbers as a Markdown table (docs/ns3-reproductions-aggregation.md).
 """
 import glob
@@ -15,10 +16,11 @@ import common  # noqa: E402
 plt = common.pyplot()
 
 LABELS = {
+    "dynamic-allocated": "ATP's defaults: dynamic sharing, the switch allocates, table brake",
     "dynamic-hashed": "ATP: dynamic sharing, hashed index",
     "static-linear": "static shares, linear index, window <= share (SwitchML)",
     "static-hashed": "static shares, hashed index, window <= share",
-    "dynamic-hashed_slots": "ATP's defaults: dynamic sharing, hashed_slots, each job at its third",
+    "dynamic-hashed_slots": "dynamic sharing, hashed_slots (authors' code), each job at its third",
 }
 
 
@@ -62,10 +64,11 @@ def plot_sweep(results, images, pta):
     fig.savefig(os.path.join(images, "ns3-fig13a-sweep.png"), dpi=120)
 
 
-def plot_compare(results, images, pta):
+def plot_compare(results, images, pta, prefix="", title="Fig. 13a: 3 jobs, one switch (ns-3)",
+                 name="ns3-fig13a.png"):
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for scheme, label in LABELS.items():
-        p = points(results, scheme + "-")
+        p = points(results, prefix + scheme + "-")
         if not p:
             continue
         xs = list(p)
@@ -83,22 +86,24 @@ def plot_compare(results, images, pta):
         a.set_ylim(bottom=0)
     ax.set_ylabel("training throughput (iterations / s per job)")
     ax2.set_ylabel("gradient packets aggregated in the switch (%)")
-    ax.set_title("Fig. 13a: 3 jobs, one switch (ns-3)")
+    ax.set_title(title)
     ax2.set_title("in-network aggregation share")
     ax.legend(fontsize=7, loc="center left")
     fig.tight_layout()
-    fig.savefig(os.path.join(images, "ns3-fig13a.png"), dpi=120)
+    fig.savefig(os.path.join(images, name), dpi=120)
 
 
-def table(results, pta):
-    base = points(results, "static-linear-").get(100)
-    print(f"PTA = {pta['pta']} aggregators ({pta['share_per_job']} per job)")
-    print("| % of PTA | aggregators | scheme | iterations/s per job | vs static 100% | algbw Gbit/s | in-switch | collisions |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+def table(results, pta, prefix=""):
+    base = points(results, prefix + "static-linear-")
+    print(f"PTA = {pta['pta']} aggregators ({pta['share_per_job']} per job){', ' + prefix[:-1] if prefix else ''}")
+    print("| % of PTA | aggregators | scheme | iterations/s per job | vs static 100% | vs static here "
+          "| algbw Gbit/s | in-switch | collisions |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for scheme in LABELS:
-        for percent, v in points(results, scheme + "-").items():
-            rel = f"{v['ips'] / base['ips']:.2f}" if base else "-"
-            print(f"| {percent} | {round(pta['pta'] * percent / 100)} | {scheme} | {v['ips']:.0f} | {rel} | "
+        for percent, v in points(results, prefix + scheme + "-").items():
+            rel = f"{v['ips'] / base[100]['ips']:.2f}" if 100 in base else "-"
+            here = f"{v['ips'] / base[percent]['ips']:.2f}" if percent in base else "-"
+            print(f"| {percent} | {round(pta['pta'] * percent / 100)} | {scheme} | {v['ips']:.0f} | {rel} | {here} | "
                   f"{v['algbw']:.1f} | {v['in_net'] * 100:.0f}% | {v['collisions']} |")
 
 
@@ -108,7 +113,10 @@ def main(argv):
     pta = common.load_json(os.path.join(results, "pta.json"))
     plot_sweep(results, images, pta)
     plot_compare(results, images, pta)
+    plot_compare(results, images, pta, "compute-", "Fig. 13a, compute 1 ms > allreduce (ns-3)",
+                 "ns3-fig13a-compute.png")
     table(results, pta)
+    table(results, pta, "compute-")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Usage:
       sweep-alone-<share>.yaml and sweep-static-<share>.yaml
   variants.py compare [--smoke] RESULTS_DIR OUT_DIR
       reads RESULTS_DIR/sweep-static-*.json, picks the PTA (written to RESULTS_DIR/pta.json) and
-      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP (both hashed indices)
-      at 2x..16x: <scheme>-<percent>.yaml
+      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP's dynamic schemes at
+      2x..16x: <scheme>-<percent>.yaml; and with compute phases longer than the allreduce
+      (COMPUTE_US, started a third of one apart), static shares and ATP's defaults at 100%..33%:
+      compute-<scheme>-<percent>.yaml
 """
 import json
 import os
@@ -26,14 +28,23 @@ PEAK_TOLERANCE = 0.02
 # scheme -> (aggregator_sharing, index). A static share also caps the job's window at its size
 # (the simulator does it: SwitchML's pool of slots, one packet in flight per slot).
 SCHEMES = {
+    # ATP's defaults: the switch gives a fragment the aggregator free the longest and finds it by
+    # <job, seq>; a job's window may grow to the whole table, and the table brake keeps a job over
+    # an even share of a full table off it (docs/protocol.md, "Sharing the table").
+    "dynamic-allocated": ("dynamic", "allocated"),
     "dynamic-hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "static-linear": ("static", "linear"),  # SwitchML: own slots, one packet per slot
     "static-hashed": ("static", "hashed"),  # ATP's index inside fixed shares
-    # ATP's default: (home + seq mod slots), each job's slots and window at a third of the table,
-    # starting on a third of its own; collisions move to the aggregator the switch offers
-    # (docs/protocol.md, "Sharing the table").
+    # The authors' code: (home + seq mod slots), each job's slots and window at a third of the
+    # table, starting on a third of its own; collisions move to the aggregator the switch offers.
+    # ATP's default until 2026-11-28.
     "dynamic-hashed_slots": ("dynamic", "hashed_slots"),
 }
+DYNAMIC = ["dynamic-hashed", "dynamic-hashed_slots", "dynamic-allocated"]
+# The paper's "heavy contention": jobs that compute at least as long as they communicate (an
+# allreduce here takes 0.4-0.8 ms), started a third of a compute phase apart.
+COMPUTE_US = 1000
+COMPUTE_SCHEMES = ["static-linear", "dynamic-allocated"]
 
 
 def load(name):
@@ -86,14 +97,22 @@ def compare(smoke, results, out):
     pta = pick_pta(results)
     with open(os.path.join(results, "pta.json"), "w") as f:
         json.dump(pta, f, indent=2)
-    runs = [(s, p) for s in SCHEMES for p in ([100, 33] if smoke else PERCENTS)]
+    percents = [100, 33] if smoke else PERCENTS
+    runs = [(s, p) for s in SCHEMES for p in percents]
     if not smoke:
-        runs += [(s, p) for s in ("dynamic-hashed", "dynamic-hashed_slots") for p in BEYOND]
+        runs += [(s, p) for s in DYNAMIC for p in BEYOND]
     for scheme, percent in runs:
         if smoke and scheme == "static-hashed":
             continue
         doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
         common.write_yaml(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
+    for scheme in COMPUTE_SCHEMES:
+        for percent in percents:
+            doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
+            for k, job in enumerate(doc["jobs"]):
+                job["compute_us"] = COMPUTE_US
+                job["start_us"] = round(k * COMPUTE_US / 3)
+            common.write_yaml(shrink(doc) if smoke else doc, out, f"compute-{scheme}-{percent}")
 
 
 def main(argv):

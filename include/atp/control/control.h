@@ -61,7 +61,7 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 // A PS's part of a job plan. Shape:
 //   {"job": 1, "self": "10.0.0.3", "multicast_group": "224.0.0.1", "tree": [0, 0, 1, 1],
 //    "workers": ["10.0.0.1", "10.0.0.2"], "values_per_packet": 62, "first_aggregator": 0, "num_aggregators": 4096,
-//    "max_window_seqs": 1024, "index": "hashed_slots"}
+//    "max_window_seqs": 1024, "index": "allocated"}
 // first_aggregator and num_aggregators are PsConfig::aggregators (the job's index range). Every
 // key is required when parsing except values_per_packet, first_aggregator, num_aggregators,
 // max_window_seqs and index (PsConfig's defaults); unknown keys are errors.
@@ -71,7 +71,7 @@ PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
 // One worker's part of a job plan (plan_job's WorkerConfig), for a process that did not plan the
 // job itself (a PyTorch rank gets it from rank 0 through the rendezvous store). Shape:
 //   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "node": 2}], "values_per_packet": 62, "scale": 1e8,
-//    "first_aggregator": 0, "num_aggregators": 4096, "index": "hashed_slots", "slot_home": 0, "loss_recovery": "atp",
+//    "first_aggregator": 0, "num_aggregators": 4096, "index": "allocated", "slot_home": 0, "loss_recovery": "atp",
 //    "congestion": {"enabled": true, "initial_window": 0, "min_window": 1, "max_window": 1024,
 //                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
 //    "retransmit_timeout_ns": 1000000, "min_retransmit_timeout_ns": 1000000,

@@ -114,7 +114,7 @@ struct JobSpec {
   // whatever its size, so wider fragments move more values for the same work.
   std::uint16_t values_per_packet = 0;
   double scale = 1e8;  // a fragment position's first scale, rounded down to a power of two (WorkerConfig::scale)
-  IndexPolicy index_policy = IndexPolicy::kHashedSlots;
+  IndexPolicy index_policy = IndexPolicy::kAllocated;  // with aggregator_share: kLinear (SwitchML's slots)
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kAtp;
   Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;  // the RTO before one is measured
@@ -127,7 +127,7 @@ struct JobSpec {
   // Unset: dynamic sharing (ATP's design), the job's indices span the whole smallest table on
   // its paths and collide with other jobs' at random. Set: the job only ever uses its share.
   std::optional<AggregatorShare> aggregator_share;
-  // Dynamic sharing with the default index (hashed_slots): the jobs whose indices span the same
+  // Dynamic sharing with index hashed_slots: the jobs whose indices span the same
   // tables, this one included, and this job's place among them (0..sharing_jobs-1). Its
   // fragments in flight, and so its slots, stop at its part of the smallest table, part =
   // num_aggregators / sharing_jobs, and its slots start at sharing_index x part: the jobs planned

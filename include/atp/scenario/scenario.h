@@ -191,7 +191,10 @@ struct JobResult {
   // Rina: asks for a final a worker had not received (docs/rina.md, "Reliability"), over all
   // workers; loss recovery, as resends are: near 0 where nothing is lost. ATP, PS, ring: 0.
   std::uint64_t final_requests = 0;
-  std::uint64_t collisions = 0;       // packets forwarded past a busy aggregator, over all switches
+  std::uint64_t collisions = 0;  // packets forwarded past a busy aggregator, over all switches
+  // Aggregators its switches marked ECN as it held over an even share of a nearly full table
+  // (SwitchJobCounters::table_marks), over all switches.
+  std::uint64_t table_marks = 0;
   std::uint64_t float_fragments = 0;  // fragments that took the float32 overflow path, all rounds
   // Values of results that differed from the reference, summed over workers and the rounds they
   // checked (nccl-tests' #wrong); a worker stops after the first round with any.

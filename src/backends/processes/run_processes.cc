@@ -878,6 +878,7 @@ class ProcessRun {
           if (jc.job != id) continue;
           r.switch_aggregations[name] = jc.counters.aggregations;
           r.collisions += jc.counters.collisions;
+          r.table_marks += jc.counters.table_marks;
           r.reclaimed_aggregators += jc.counters.reclaimed;
         }
       }

@@ -903,6 +903,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     const SwitchJobCounters c = switches.at(name)->job_counters(id);
     r.switch_aggregations[name] = c.aggregations;
     r.collisions += c.collisions;
+    r.table_marks += c.table_marks;
     r.reclaimed_aggregators += c.reclaimed;
   }
   for (const HostNode* h : rt.ps_hosts) r.ps_packets_received += h->ps.at(id).stats().packets_received;
