@@ -801,7 +801,8 @@ TEST(PlanJob, DynamicJobsWithSlotsKeepToTheirPartOfTheSmallestTable) {
 
 // The default index (allocated): the switch finds each fragment by <job, seq> and the table brake
 // shares the table out, so a job's window may grow to the whole smallest table, however many
-// jobs share it. A static share takes it as linear: an allocating switch would ignore the share.
+// jobs share it, from its part of it. A static share takes it as linear: an allocating switch
+// would ignore the share.
 TEST(PlanJob, AllocatedJobsMayFillTheSmallestTableAndStaticSharesTakeItAsLinear) {
   const Topology t = fig9(false);
   const NetworkPlan n = plan_network(t);
@@ -812,6 +813,10 @@ TEST(PlanJob, AllocatedJobsMayFillTheSmallestTableAndStaticSharesTakeItAsLinear)
     const JobPlan p = plan_job(n, job);
     EXPECT_EQ(p.workers[0].index_policy, IndexPolicy::kAllocated);
     EXPECT_EQ(p.workers[0].congestion.max_window, 1000u);
+    // It starts at its part: the first window and slow start's threshold.
+    EXPECT_EQ(p.workers[0].congestion.initial_ssthresh, 1000u / sharing);
+    EXPECT_EQ(p.workers[0].congestion.initial_window,
+              std::min(1000u / sharing, initial_window_packets({}, packet_size(p.values_per_packet))));
     EXPECT_EQ(p.ps[0].index_policy, IndexPolicy::kAllocated);
     EXPECT_EQ(p.ps[0].max_window_seqs, 1000u);
   }

@@ -720,8 +720,8 @@ jobs:
 // Issue 19's test of dynamic sharing: three jobs whose compute phases (100 us) are longer than
 // their allreduce, on a table of 48 aggregators (16 per job when static). With the defaults the
 // switch allocates: a job that communicates while the others compute takes what the table has, and
-// the table brake gives a job that comes along its share. Dynamic beats static shares (6,362 vs
-// 4,319 iterations per simulated second: 1.47x), every result exact, no aggregator left held.
+// the table brake gives a job that comes along its share. Dynamic beats static shares (6,276 vs
+// 4,319 iterations per simulated second: 1.45x), every result exact, no aggregator left held.
 TEST(ScenarioRun, DynamicSharingBeatsStaticSharesOnAScarceTableWhenJobsCompute) {
   auto run = [](const std::string& sharing) {
     std::string jobs;
@@ -761,13 +761,14 @@ jobs:
   EXPECT_GT(marks, 0u) << "the brake never acted: the table was not scarce";
 }
 
-// A job that starts while another holds the whole table gets an even share of it within its
-// first rounds (the table brake), not what the first job leaves over: both jobs' rounds while
-// they overlap take about what two static halves take (1.7 ms; alone 0.9 ms), every result exact.
+// A job that starts while another holds the table gets an even share of it from its first round
+// (the table brake, and its window starting at its part), not what the first job leaves over:
+// both jobs' rounds while they overlap take about what two static halves take (1.7-1.9 ms; alone
+// 0.9 ms), every result exact. The links' queues are the defaults' (a switch port holds 100).
 TEST(ScenarioRun, AJobArrivingAtAFullTableGetsItsShare) {
   const ScenarioResult r = run_inproc(parse_scenario_yaml(R"(
 seed: 3
-link: {delay_us: 20, rate_gbps: 100, buffer_packets: 1000}
+link: {delay_us: 20, rate_gbps: 100}
 topology:
   switches: [{name: tor, aggregators: 96}]
   hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
@@ -781,9 +782,10 @@ jobs:
   EXPECT_EQ(r.leaked_aggregators, 0u);
   const JobResult& b = r.jobs[1];
   ASSERT_EQ(b.round_end_seconds.size(), 5u);
-  const double b_last_rounds = (b.round_end_seconds[4] - b.round_end_seconds[1]) / 3;  // after its first
-  EXPECT_LT(b_last_rounds, 2.2e-3) << "b's rounds beside a";
-  EXPECT_LT(b.round_end_seconds[0], 2.5e-3) << "b's first round";
+  for (std::size_t k = 0; k < 5; ++k) {
+    const double round = b.round_end_seconds[k] - (k == 0 ? 0.0 : b.round_end_seconds[k - 1]);
+    EXPECT_LT(round, 2.2e-3) << "b's round " << k << " beside a";
+  }
   EXPECT_GE(b.in_network_share, 0.8);
 }
 

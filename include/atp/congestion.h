@@ -33,6 +33,10 @@ struct CongestionConfig {
   std::uint32_t mtu_bytes = 1500;         // the additive step is one MTU worth of packets
 };
 
+// The first window in packets of `packet_bytes` (before AimdWindow clamps it): initial_window, or
+// where that is 0, kInitialWindowBytes worth of them (at least 1).
+std::uint32_t initial_window_packets(const CongestionConfig& config, std::uint32_t packet_bytes);
+
 // The one check of a CongestionConfig's windows, which a scenario file and a job plan both make:
 // what is wrong ("the window (2000) must not exceed max_window (1024)"), or nullopt. An
 // initial_window of 0 (sized in bytes) is always right.

@@ -12,6 +12,12 @@ std::optional<std::string> window_error(const CongestionConfig& config) {
          std::to_string(config.max_window) + ")";
 }
 
+std::uint32_t initial_window_packets(const CongestionConfig& config, std::uint32_t packet_bytes) {
+  return config.initial_window != 0
+             ? config.initial_window
+             : std::max<std::uint32_t>(1, kInitialWindowBytes / std::max<std::uint32_t>(1, packet_bytes));
+}
+
 AimdWindow::AimdWindow(const CongestionConfig& config, std::uint32_t packet_bytes)
     : enabled_(config.enabled),
       min_window_(std::max<std::uint32_t>(1, config.min_window)),
@@ -19,11 +25,7 @@ AimdWindow::AimdWindow(const CongestionConfig& config, std::uint32_t packet_byte
       // Paper: 1500 B / 300 B = 5 packets. Rounded down so that a step never exceeds one MTU.
       step_packets_(std::max<std::uint32_t>(1, packet_bytes == 0 ? 1 : config.mtu_bytes / packet_bytes)),
       // Clamped even when disabled: max_window also bounds what the PS must remember per job.
-      window_(
-          std::clamp(config.initial_window != 0
-                         ? config.initial_window
-                         : std::max<std::uint32_t>(1, kInitialWindowBytes / std::max<std::uint32_t>(1, packet_bytes)),
-                     min_window_, max_window_)),
+      window_(std::clamp(initial_window_packets(config, packet_bytes), min_window_, max_window_)),
       ssthresh_(std::max<std::uint32_t>(1, config.initial_ssthresh)) {}
 
 std::uint32_t AimdWindow::window() const { return window_; }

@@ -571,7 +571,11 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   // fragments never compete for one; an allocating switch would ignore the share, so a static
   // job's kAllocated is kLinear. A dynamic job with hashed_slots keeps to its part of the table
   // the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together; one with
-  // allocated to the whole table, which the switch's table brake shares out.
+  // allocated to the whole table, which the switch's table brake shares out, but it starts at its
+  // part (first window and slow start's threshold): beyond it the window grows by congestion
+  // avoidance, one MTU per round trip, into what the other jobs leave. Jobs that all slow-start to
+  // the whole table overflow the queues of the hosts they share (Fig. 14), and drop-tail there
+  // locks the later jobs out of their first windows.
   const IndexPolicy policy =
       job.aggregator_share && job.index_policy == IndexPolicy::kAllocated ? IndexPolicy::kLinear : job.index_policy;
   CongestionConfig congestion = job.congestion;
@@ -587,6 +591,12 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     congestion.initial_window = std::min(congestion.initial_window, cap);
     congestion.min_window = std::min(congestion.min_window, cap);
     congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, cap);
+    if (policy == IndexPolicy::kAllocated) {
+      const std::uint32_t start = std::max<std::uint32_t>(1, plan.aggregators.count / sharing / flows);
+      congestion.initial_window =
+          std::min(initial_window_packets(congestion, packet_size(plan.values_per_packet)), start);
+      congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, start);
+    }
   }
 
   // A PS gets every P-th sequence number of the job (P = its number of PSs, worker.h), so the

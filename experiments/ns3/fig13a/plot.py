@@ -107,6 +107,23 @@ def table(results, pta, prefix=""):
                   f"{v['algbw']:.1f} | {v['in_net'] * 100:.0f}% | {v['collisions']} |")
 
 
+def settings_table(results):
+    """ATP's defaults against static shares in the settings of variants.py's SETTINGS."""
+    print("| setting | % of PTA | static | ATP's defaults | ratio | collisions | all exact |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    names = sorted({os.path.basename(p)[len("setting-"):].split("-static-linear-")[0]
+                    for p in glob.glob(os.path.join(results, "setting-*-static-linear-*.json"))})
+    for name in names:
+        fixed = points(results, f"setting-{name}-static-linear-")
+        dynamic = points(results, f"setting-{name}-dynamic-allocated-")
+        for percent in sorted(fixed, reverse=True):
+            if percent not in dynamic:
+                continue
+            s, d = fixed[percent], dynamic[percent]
+            print(f"| {name} | {percent} | {s['ips']:.0f} | {d['ips']:.0f} | {d['ips'] / s['ips']:.2f} | "
+                  f"{d['collisions']} | {s['correct'] and d['correct']} |")
+
+
 def main(argv):
     results, images = common.plot_dirs(argv, __doc__)
     os.makedirs(images, exist_ok=True)
@@ -117,6 +134,7 @@ def main(argv):
                  "ns3-fig13a-compute.png")
     table(results, pta)
     table(results, pta, "compute-")
+    settings_table(results)
 
 
 if __name__ == "__main__":

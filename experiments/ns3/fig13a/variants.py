@@ -9,7 +9,8 @@ Usage:
       writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP's dynamic schemes at
       2x..16x: <scheme>-<percent>.yaml; and with compute phases longer than the allreduce
       (COMPUTE_US, started a third of one apart), static shares and ATP's defaults at 100%..33%:
-      compute-<scheme>-<percent>.yaml
+      compute-<scheme>-<percent>.yaml; and the same two in other settings (SETTINGS) at 100% and
+      33% of their jobs' PTA: setting-<name>-<scheme>-<percent>.yaml
 """
 import json
 import os
@@ -45,6 +46,14 @@ DYNAMIC = ["dynamic-hashed", "dynamic-hashed_slots", "dynamic-allocated"]
 # allreduce here takes 0.4-0.8 ms), started a third of a compute phase apart.
 COMPUTE_US = 1000
 COMPUTE_SCHEMES = ["static-linear", "dynamic-allocated"]
+# Settings that differ from the paper's: name -> (tensor elements per job, compute_us, start_us
+# per job). A table of 100% holds each job's static PTA share (pta.json's share_per_job).
+SETTINGS = {
+    "sizes": ([125000, 500000, 2000000], 200, [0, 67, 133]),  # 0.5, 2 and 8 MB
+    "lockstep": ([500000] * 3, 200, [0, 0, 0]),  # the same phases
+    "six-jobs": ([500000] * 6, 200, [0, 33, 67, 100, 133, 167]),
+    "eight-mixed": ([250000, 1000000] * 4, 500, [0, 63, 125, 188, 250, 313, 375, 438]),  # 1 / 4 MB
+}
 
 
 def load(name):
@@ -113,6 +122,16 @@ def compare(smoke, results, out):
                 job["compute_us"] = COMPUTE_US
                 job["start_us"] = round(k * COMPUTE_US / 3)
             common.write_yaml(shrink(doc) if smoke else doc, out, f"compute-{scheme}-{percent}")
+    for name, (sizes, compute_us, starts) in SETTINGS.items():
+        for scheme in COMPUTE_SCHEMES:
+            for percent in [100, 33]:
+                doc = load("three-jobs.yaml")
+                model = doc["jobs"][0]
+                doc["jobs"] = [dict(model, name=f"job{k + 1}", elements=n, compute_us=compute_us, start_us=start)
+                               for k, (n, start) in enumerate(zip(sizes, starts))]
+                table = round(len(sizes) * pta["share_per_job"] * percent / 100)
+                configure(doc, table, scheme)
+                common.write_yaml(shrink(doc) if smoke else doc, out, f"setting-{name}-{scheme}-{percent}")
 
 
 def main(argv):

@@ -61,6 +61,11 @@ def run(atp, path, out, name):
     return json.loads(result.stdout)
 
 
+def mean_window(s, bins):
+    """A job's mean window (packets) over these bins of its series (None: no bins)."""
+    return sum(s["window_packets"][i] for i in bins) / len(bins) if bins else None
+
+
 def fmt(x):
     return "-" if x is None else f"{x:.2f}"
 
@@ -118,13 +123,15 @@ def main():
                      f"{fmt(share([s['switch_aggregations'][i] for i in early], [s['ps_packets'][i] for i in early])):>13}"
                      f"{fmt(share([s['switch_aggregations'][i] for i in late], [s['ps_packets'][i] for i in late])):>10}")
     idle = c["jobs"][0]["round_end_seconds"][-1]
-    lines.append(f"13c   job   correct  collisions  while job1 runs  once job1 is idle (from {idle * 1e3:.2f} ms)")
+    lines.append(f"13c   job   correct  collisions  while job1 runs  once job1 is idle (from {idle * 1e3:.2f} ms)"
+                 "  window while job1 runs  once idle (packets)")
     for job, s in list(zip(c["jobs"], c["series"]["jobs"]))[1:]:
         before = bins_between(s["switch_aggregations"], interval, 0, idle)
-        after = bins_between(s["switch_aggregations"], interval, idle, 1e9)
+        after = bins_between(s["switch_aggregations"], interval, idle, job["round_end_seconds"][-1])
         lines.append(f"      {job['name']:<6}{str(job['correct']):>7}{job['collisions']:>12}"
                      f"{fmt(share([s['switch_aggregations'][i] for i in before], [s['ps_packets'][i] for i in before])):>17}"
-                     f"{fmt(share([s['switch_aggregations'][i] for i in after], [s['ps_packets'][i] for i in after])):>19}")
+                     f"{fmt(share([s['switch_aggregations'][i] for i in after], [s['ps_packets'][i] for i in after])):>19}"
+                     f"{fmt(mean_window(s, before)):>24}{fmt(mean_window(s, after)):>11}")
     with open(os.path.join(args.out, "table.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -19,7 +19,8 @@ LABELS = {
     "hashed": "hash-based dynamic (ATP)",
     "linear": "linear-based dynamic (seq % N)",
     "static": "static shares (SwitchML-style)",
-    "hashed_slots": "ATP's defaults: hashed_slots, each job at its part of the table",
+    "hashed_slots": "hashed_slots (authors' code), each job at its part of the table",
+    "allocated": "ATP's defaults: the switch allocates, table brake",
 }
 # What fits in a 100 Gbit/s link: 248 value bytes per 314-byte packet on the wire
 # (36 B ATP header + 30 B PPP/IPv4/UDP).

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Paper Fig. 14 on ns-3: 1 to 8 jobs on one switch with 100% of their peak throughput aggregators:
-# ATP's hashed indices (HASH(job, seq) and the authors' hashed_slots) vs linear indices over the
-# shared table vs SwitchML-style static shares.
+# ATP's defaults (the switch allocates) and hashed indices (HASH(job, seq), the authors'
+# hashed_slots) vs linear indices over the shared table vs SwitchML-style static shares.
 # Usage: experiments/ns3/fig14/run.sh [--smoke] [OUT_DIR]
-#   full (about 2 minutes): JSON to experiments/ns3/fig14/results/, PNGs to docs/img/ns3-fig14*.png
+#   full (about 3 minutes): JSON to experiments/ns3/fig14/results/, PNGs to docs/img/ns3-fig14*.png
 #   --smoke (a few seconds): tiny tensors; JSON and PNGs only into OUT_DIR (default: a new temp dir)
 #   OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
 set -eu

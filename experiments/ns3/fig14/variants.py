@@ -21,10 +21,12 @@ SCHEMES = {
     "hashed": ("dynamic", "hashed"),  # ATP, HASH(job, seq) as in the paper's text
     "linear": ("dynamic", "linear"),  # index = seq % N over the shared table
     "static": ("static", "linear"),  # SwitchML: own slots, one packet per slot
-    # ATP's default: (home + seq mod slots), each job's slots and window at its part of the table
-    # (n x 192 / n), starting on a part of its own; collisions move to the aggregator the switch
-    # offers (docs/protocol.md, "Sharing the table").
+    # The authors' code: (home + seq mod slots), each job's slots and window at its part of the
+    # table (n x 192 / n), starting on a part of its own; collisions move to the aggregator the
+    # switch offers. ATP's default until 2026-11-28.
     "hashed_slots": ("dynamic", "hashed_slots"),
+    # ATP's defaults: the switch allocates (docs/protocol.md, "Sharing the table").
+    "allocated": ("dynamic", "allocated"),
 }
 
 
