@@ -4,7 +4,7 @@
 # aggregator table shrinks from 100% to 33% of the peak throughput aggregators; and the defaults vs
 # static shares where jobs compute longer than they communicate.
 # Usage: experiments/ns3/fig13a/run.sh [--smoke] [OUT_DIR]
-#   full (about 10 minutes): JSON to experiments/ns3/fig13a/results/, PNGs to docs/img/ns3-fig13a*.png
+#   full (about 12 minutes): JSON to experiments/ns3/fig13a/results/, PNGs to docs/img/ns3-fig13a*.png
 #   --smoke (a few seconds): tiny tensors; JSON and PNGs only into OUT_DIR (default: a new temp dir)
 #   OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
 set -eu
