@@ -525,9 +525,9 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     return;
   }
 
-  // The table brake: a job over an even share of a nearly full table does not get its last free
-  // aggregators, which stay for the others; its fragment goes to the PS marked, so that its
-  // windows shrink.
+  // The table brake (over_share): a job over an even share of a contended table (nearly full, or
+  // found full by another job's fragment lately) gets no aggregator, which stays for the others;
+  // its fragment goes to the PS marked, so that its windows shrink.
   const bool braked = h.allocate && !holds_fragment && i != AggregatorTable::kNone && over_share(h.job);
   if (i != AggregatorTable::kNone && !a.in_use && !braked) {
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now, h.allocate);  // first come, first served
