@@ -502,7 +502,7 @@ atp_switch_job_resend_flushes_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
 # HELP atp_switch_job_round_shape_mismatches_total A job's packets of another round shape, kept apart.
 # TYPE atp_switch_job_round_shape_mismatches_total counter
 atp_switch_job_round_shape_mismatches_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
-# HELP atp_switch_job_table_marks_total A job's aggregators marked ECN as it held over its share of a full table.
+# HELP atp_switch_job_table_marks_total A job's fragments braked off a contended table it held over its share of, marked ECN.
 # TYPE atp_switch_job_table_marks_total counter
 atp_switch_job_table_marks_total{switch="s0",atp_job="j1",atp_job_id="1"} 0
 # HELP atp_switch_jobs Jobs installed on the switch.

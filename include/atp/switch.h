@@ -210,8 +210,8 @@ struct SwitchJobCounters {
   // (the job's workers all-reduce tensors of different sizes), so were kept apart: the
   // aggregator's partial sum and the packet both went on to the PS.
   std::uint64_t round_shape_mismatches = 0;
-  // Aggregators claimed for an allocated fragment (Header::allocate) while the table was nearly
-  // full and the job held more than an even share of it, and so marked ECN: the table brake.
+  // Allocated fragments (Header::allocate) refused an aggregator because the job held more than an
+  // even share of a contended table, and so sent on to the PS marked ECN: the table brake.
   std::uint64_t table_marks = 0;
 };
 

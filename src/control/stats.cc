@@ -239,7 +239,8 @@ const Metrics kSwitchJobMetrics = {
     {"round_shape_mismatches",
      {"atp_switch_job_round_shape_mismatches_total", "A job's packets of another round shape, kept apart."}},
     {"table_marks",
-     {"atp_switch_job_table_marks_total", "A job's aggregators marked ECN as it held over its share of a full table."}},
+     {"atp_switch_job_table_marks_total",
+      "A job's fragments braked off a contended table it held over its share of, marked ECN."}},
 };
 
 const Metrics kPortMetrics = {

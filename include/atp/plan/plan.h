@@ -127,12 +127,13 @@ struct JobSpec {
   // Unset: dynamic sharing (ATP's design), the job's indices span the whole smallest table on
   // its paths and collide with other jobs' at random. Set: the job only ever uses its share.
   std::optional<AggregatorShare> aggregator_share;
-  // Dynamic sharing with index hashed_slots: the jobs whose indices span the same
-  // tables, this one included, and this job's place among them (0..sharing_jobs-1). Its
-  // fragments in flight, and so its slots, stop at its part of the smallest table, part =
-  // num_aggregators / sharing_jobs, and its slots start at sharing_index x part: the jobs planned
-  // together start on aggregators of their own, and any may still use the whole table
-  // (docs/protocol.md, "Sharing the table"). A job planned alone (sharing_jobs 1) starts at
+  // The jobs sharing the table dynamically: those whose indices span the same tables, this one
+  // included, and this job's place among them (0..sharing_jobs-1); part = num_aggregators /
+  // sharing_jobs of the smallest table (docs/protocol.md, "Sharing the table"). With index
+  // allocated (the default) the job's window starts at its part and may grow to the whole table.
+  // With hashed_slots its fragments in flight, and so its slots, stop at its part, and its slots
+  // start at sharing_index x part: the jobs planned together start on aggregators of their own,
+  // and any may still use the whole table; a job planned alone (sharing_jobs 1) starts at
   // HASH(job).
   std::uint32_t sharing_jobs = 1;
   std::uint32_t sharing_index = 0;
