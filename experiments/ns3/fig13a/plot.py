@@ -88,7 +88,7 @@ def plot_compare(results, images, pta, prefix="", title="Fig. 13a: 3 jobs, one s
     ax2.set_ylabel("gradient packets aggregated in the switch (%)")
     ax.set_title(title)
     ax2.set_title("in-network aggregation share")
-    ax.legend(fontsize=7, loc="center left")
+    ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(os.path.join(images, name), dpi=120)
 
