@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -678,6 +679,29 @@ TEST(ScenarioRun, StaticSharingKeepsTwoJobsOffEachOthersAggregators) {
   EXPECT_GT(collisions, 0u);
 }
 
+// A scenario on one ToR of `aggregators` aggregators with hosts w0-w3 and ps, every link `link`,
+// top-level keys `head` and the job list `jobs` (YAML lines), run in process.
+ScenarioResult run_on_one_rack(const std::string& head, const std::string& link, int aggregators,
+                               const std::string& jobs) {
+  return run_inproc(
+      parse_scenario_yaml(head + "\nlink: " + link +
+                          "\ntopology:\n  switches: [{name: tor, aggregators: " + std::to_string(aggregators) + R"(}]
+  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
+          {name: ps, switch: tor}]
+jobs:
+)" + jobs));
+}
+
+// Jobs a, b and c of workers w0-w3 and PS ps, each with `keys`, started at `starts` (us).
+std::string jobs_a_b_c(const std::string& keys, const std::array<int, 3>& starts) {
+  std::string jobs;
+  for (std::size_t k = 0; k < 3; ++k) {
+    jobs += "  - {name: " + std::string(1, static_cast<char>('a' + k)) + ", workers: [w0, w1, w2, w3], ps: [ps], " +
+            keys + ", start_us: " + std::to_string(starts[k]) + "}\n";
+  }
+  return jobs;
+}
+
 // Three jobs with index hashed_slots (the default until the switch allocated) and every transport
 // key at its default on a table of 3 x 32 aggregators: each keeps 32 slots (a third), and a slot
 // that finds its aggregator taken moves to the one free the longest, so the slots settle and
@@ -686,22 +710,10 @@ TEST(ScenarioRun, StaticSharingKeepsTwoJobsOffEachOthersAggregators) {
 // packet aggregated in the switch.
 TEST(ScenarioRun, HashedSlotsSettleThreeJobsOnAScarceTable) {
   auto three_jobs = [](int rounds) {
-    std::string jobs;
-    for (const auto& [name, start] : {std::pair{"a", 0}, std::pair{"b", 7}, std::pair{"c", 13}}) {
-      jobs += "  - {name: " + std::string(name) +
-              ", workers: [w0, w1, w2, w3], ps: [ps], elements: 31000, rounds: " + std::to_string(rounds) +
-              ", values_per_packet: 62, index: hashed_slots, compute_us: 20, start_us: " + std::to_string(start) +
-              "}\n";
-    }
-    return run_inproc(parse_scenario_yaml(R"(
-seed: 3
-link: {delay_us: 1, rate_gbps: 100}
-topology:
-  switches: [{name: tor, aggregators: 96}]
-  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
-          {name: ps, switch: tor}]
-jobs:
-)" + jobs));
+    return run_on_one_rack("seed: 3", "{delay_us: 1, rate_gbps: 100}", 96,
+                           jobs_a_b_c("elements: 31000, rounds: " + std::to_string(rounds) +
+                                          ", values_per_packet: 62, index: hashed_slots, compute_us: 20",
+                                      {0, 7, 13}));
   };
   const ScenarioResult ten = three_jobs(10), forty = three_jobs(40);
   ASSERT_EQ(ten.jobs.size(), 3u);
@@ -724,21 +736,10 @@ jobs:
 // 4,319 iterations per simulated second: 1.45x), every result exact, no aggregator left held.
 TEST(ScenarioRun, DynamicSharingBeatsStaticSharesOnAScarceTableWhenJobsCompute) {
   auto run = [](const std::string& sharing) {
-    std::string jobs;
-    for (const auto& [name, start] : {std::pair{"a", 0}, std::pair{"b", 33}, std::pair{"c", 67}}) {
-      jobs += "  - {name: " + std::string(name) +
-              ", workers: [w0, w1, w2, w3], ps: [ps], elements: 31000, rounds: 6, warmup_rounds: 1, "
-              "values_per_packet: 62, compute_us: 100, start_us: " +
-              std::to_string(start) + "}\n";
-    }
-    return run_inproc(parse_scenario_yaml("seed: 3\naggregator_sharing: " + sharing + R"(
-link: {delay_us: 1, rate_gbps: 100}
-topology:
-  switches: [{name: tor, aggregators: 48}]
-  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
-          {name: ps, switch: tor}]
-jobs:
-)" + jobs));
+    return run_on_one_rack(
+        "seed: 3\naggregator_sharing: " + sharing, "{delay_us: 1, rate_gbps: 100}", 48,
+        jobs_a_b_c("elements: 31000, rounds: 6, warmup_rounds: 1, values_per_packet: 62, compute_us: 100",
+                   {0, 33, 67}));
   };
   auto iterations_per_second = [](const ScenarioResult& r) {
     double sum = 0;
@@ -766,17 +767,11 @@ jobs:
 // both jobs' rounds while they overlap take about what two static halves take (1.7-1.9 ms; alone
 // 0.9 ms), every result exact. The links' queues are the defaults' (a switch port holds 100).
 TEST(ScenarioRun, AJobArrivingAtAFullTableGetsItsShare) {
-  const ScenarioResult r = run_inproc(parse_scenario_yaml(R"(
-seed: 3
-link: {delay_us: 20, rate_gbps: 100}
-topology:
-  switches: [{name: tor, aggregators: 96}]
-  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: w2, switch: tor}, {name: w3, switch: tor},
-          {name: ps, switch: tor}]
-jobs:
-  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 62000, rounds: 20, values_per_packet: 62}
-  - {name: b, workers: [w0, w1, w2, w3], ps: [ps], elements: 62000, rounds: 5, values_per_packet: 62, start_us: 100}
-)"));
+  const ScenarioResult r = run_on_one_rack(
+      "seed: 3", "{delay_us: 20, rate_gbps: 100}", 96,
+      "  - {name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 62000, rounds: 20, values_per_packet: 62}\n"
+      "  - {name: b, workers: [w0, w1, w2, w3], ps: [ps], elements: 62000, rounds: 5, values_per_packet: 62, "
+      "start_us: 100}\n");
   ASSERT_EQ(r.jobs.size(), 2u);
   for (const JobResult& j : r.jobs) EXPECT_TRUE(j.correct) << j.name << ": " << j.error;
   EXPECT_EQ(r.leaked_aggregators, 0u);

@@ -581,7 +581,8 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   CongestionConfig congestion = job.congestion;
   const bool slotted = !job.aggregator_share && policy == IndexPolicy::kHashedSlots;
   const std::uint32_t sharing = std::max<std::uint32_t>(1, job.sharing_jobs);
-  const std::uint32_t part = slotted ? plan.aggregators.count / sharing : plan.aggregators.count;
+  const std::uint32_t even_part = plan.aggregators.count / sharing;
+  const std::uint32_t part = slotted ? even_part : plan.aggregators.count;
   const std::uint32_t slot_home =
       sharing > 1 ? job.sharing_index * part : hashed_slot_home(job.id, plan.aggregators.count);
   if ((job.aggregator_share || slotted || policy == IndexPolicy::kAllocated) && smallest_switch != nullptr) {
@@ -592,7 +593,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     congestion.min_window = std::min(congestion.min_window, cap);
     congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, cap);
     if (policy == IndexPolicy::kAllocated) {
-      const std::uint32_t start = std::max<std::uint32_t>(1, plan.aggregators.count / sharing / flows);
+      const std::uint32_t start = std::max<std::uint32_t>(1, even_part / flows);
       congestion.initial_window =
           std::min(initial_window_packets(congestion, packet_size(plan.values_per_packet)), start);
       congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, start);
