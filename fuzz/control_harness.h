@@ -85,7 +85,10 @@ inline void check_answer(const char* daemon, std::string_view request, std::stri
   if (status < 200 || status > 599) violated(daemon, answer);
   const std::size_t body_at = answer.find("\r\n\r\n");
   if (body_at == std::string_view::npos) violated(daemon, answer);
-  if (status < 400 || request.substr(0, 5) == "HEAD ") return;  // HEAD: headers only
+  // HEAD: headers only. The method is the request line's first word, which the server (httplib)
+  // reads past leading whitespace.
+  const std::size_t method_at = request.find_first_not_of(" \t\r\n");
+  if (status < 400 || (method_at != std::string_view::npos && request.substr(method_at, 5) == "HEAD ")) return;
   const nlohmann::json body = nlohmann::json::parse(answer.substr(body_at + 4), nullptr, false);
   if (!body.is_object() || !body.contains("error") || !body["error"].is_string() ||
       body["error"].get<std::string>().empty()) {
