@@ -43,7 +43,8 @@ excluded and listed with the decorator's reason (docs/pytorch-suite.md lists the
 passes must pass on atp: a failure, a timeout or a skip that only atp gets makes the exit status
 1. Nothing is excluded by test name in this harness.
 
-The measured tables (2, 3 and 4 ranks) and the commands: docs/pytorch-suite.md.
+The measured tables (torch 1.13 at 2, 3 and 4 ranks; torch 2.11 at 2, 3, 4 and 8) and the
+commands: docs/pytorch-suite.md.
 
 Usage
 -----
@@ -55,7 +56,8 @@ Options: --backend atp|gloo|both (both), --world-size N (2), -k PATTERN (repeata
 substring, or a glob with * ? [), --json OUT, --timeout S (120), --log-dir DIR,
 --start-method spawn|forkserver, --atp-features LIST, --replicated-tensor, --ungate,
 --init-method file|env, --list (the tests and the suite's static skips; nothing runs),
---verbose (every test's row).
+--verbose (every test's row), --compare GLOO_DIR ATP_DIR (nothing runs: the side-by-side report
+of two one-backend runs, from their log folders, as when the two ran at once on one machine).
 Exit status: with both backends, 0 when every counted test passes on atp, else 1; with one,
 1 if any test fails or times out; 1 also when the suite cannot be imported; 2 on a usage error.
 """
@@ -100,6 +102,10 @@ def parse_args(argv):
                    help="also run on atp the tests the suite skips for atp by name (reported apart, not counted)")
     p.add_argument("--list", action="store_true", help="list the tests and the suite's static skips")
     p.add_argument("--verbose", action="store_true", help="print every test's row in the table")
+    p.add_argument("--compare", nargs=2, metavar=("GLOO_DIR", "ATP_DIR"),
+                   help="run nothing: compare two runs of one backend each, from their log folders "
+                        "(--log-dir's gloo/ and atp/; results.jsonl and list.jsonl there), even a run "
+                        "cut short; give the runs' --world-size and --timeout for the report's title")
     p.add_argument("--python", default=sys.executable)
     args = p.parse_args(argv)
     if args.world_size < 2:
@@ -190,6 +196,14 @@ def list_tests(args, backend, logdir):
     return events[0]["tests"]
 
 
+def log_result(results_path, ev):
+    """A result the harness gives (the worker is gone), written beside the worker's own so that the
+    log folder holds every result (--compare reads it); returns the offset past it."""
+    with open(results_path, "a") as f:
+        f.write(json.dumps(ev) + "\n")
+    return os.path.getsize(results_path)
+
+
 def run_backend(args, backend, logdir):
     """Runs the selected tests on `backend`; returns ({test: result}, wall seconds)."""
     os.makedirs(logdir, exist_ok=True)
@@ -229,18 +243,22 @@ def run_backend(args, backend, logdir):
                         report_progress(backend, len(results), total, ev)
                 if len(results) < total:
                     name = current or next(n for n in plan if n not in results)
-                    ev = dict(test=name, status="fail", static=False, seconds=round(time.monotonic() - since, 2),
+                    ev = dict(event="result", test=name, status="fail", static=False,
+                              seconds=round(time.monotonic() - since, 2),
                               detail="harness: the worker exited (status %s) during this test; see %s"
                               % (worker.proc.returncode, os.path.join(logdir, "worker.log")))
                     results[name] = ev
+                    offset = log_result(results_path, ev)
                     report_progress(backend, len(results), total, ev)
                 break
             if current is not None and time.monotonic() - since > args.timeout + GRACE_S:
                 worker.kill()
-                ev = dict(test=current, status="timeout", static=False, seconds=round(time.monotonic() - since, 2),
+                ev = dict(event="result", test=current, status="timeout", static=False,
+                          seconds=round(time.monotonic() - since, 2),
                           detail="harness: no result after %d s; the worker and its ranks were killed"
                           % (args.timeout + GRACE_S))
                 results[current] = ev
+                offset = log_result(results_path, ev)
                 report_progress(backend, len(results), total, ev)
                 break
             time.sleep(0.2)
@@ -269,11 +287,14 @@ def compare(results):
     """The comparison of issue 22: {category: [(test, detail)]}."""
     gloo, atp = results["gloo"], results["atp"]
     out = collections.OrderedDict((k, []) for k in (
-        "gloo_passes", "atp_passes", "excluded", "atp_fails", "atp_timeouts", "atp_skips", "atp_only_passes",
-        "ungated"))
+        "gloo_passes", "atp_passes", "excluded", "atp_fails", "atp_timeouts", "atp_skips", "atp_not_run",
+        "atp_only_passes", "ungated"))
     for name in sorted(gloo):
         g, a = gloo[name], atp.get(name)
-        if a is None:
+        if a is None:  # --compare of an atp run cut short
+            if g["status"] == "pass":
+                out["gloo_passes"].append((name, ""))
+                out["atp_not_run"].append((name, "not in atp's results"))
             continue
         if g["status"] != "pass":
             if a["status"] == "pass":
@@ -333,9 +354,11 @@ def print_report(args, results, walls):
     print("  atp fails                                    %4d" % len(c["atp_fails"]))
     print("  atp times out (hangs)                        %4d" % len(c["atp_timeouts"]))
     print("  atp skips (at run time, gloo does not)       %4d" % len(c["atp_skips"]))
+    if c["atp_not_run"]:
+        print("  not run on atp (its run was cut short)       %4d" % len(c["atp_not_run"]))
     for title, key in (("excluded (the suite's decorator, for atp)", "excluded"),
                        ("atp fails, by error", "atp_fails"), ("atp timeouts", "atp_timeouts"),
-                       ("atp skips", "atp_skips"),
+                       ("atp skips", "atp_skips"), ("not run on atp", "atp_not_run"),
                        ("excluded tests run on atp anyway (--ungate; not counted)", "ungated"),
                        ("atp passes what gloo does not (not counted)", "atp_only_passes")):
         if c[key]:
@@ -347,10 +370,40 @@ def print_report(args, results, walls):
         for name in sorted(results["gloo"]):
             print("%-62s %-8s %-8s" % (name, results["gloo"][name]["status"],
                                        results["atp"].get(name, {}).get("status", "-")))
-    failing = len(c["atp_fails"]) + len(c["atp_timeouts"]) + len(c["atp_skips"])
+    failing = len(c["atp_fails"]) + len(c["atp_timeouts"]) + len(c["atp_skips"]) + len(c["atp_not_run"])
     print("\nRESULT: %d of %d counted tests that gloo passes pass on atp%s"
           % (len(c["atp_passes"]), must, "" if failing == 0 else "; %d do not" % failing))
     return 1 if failing else 0
+
+
+def write_json(args, results, walls):
+    if not args.json_out:
+        return
+    doc = dict(torch=TORCH_VERSION, world_size=args.world_size, timeout_s=args.timeout,
+               atp_features=args.atp_features.split(","), wall_s={b: round(w, 1) for b, w in walls.items()},
+               results={b: {n: {k: v for k, v in r.items() if k not in ("event", "test")}
+                            for n, r in sorted(rs.items())} for b, rs in results.items()})
+    if set(results) == {"gloo", "atp"}:
+        doc["comparison"] = {k: [list(x) for x in v] for k, v in compare(results).items()}
+    with open(args.json_out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def load_run(logdir):
+    """A finished or cut-short run of one backend, from its log folder: ({test: result}, wall seconds).
+    The tests that --ungate ran go into ungate_reasons with their decorator's reason."""
+    events, _ = read_events(os.path.join(logdir, "results.jsonl"), 0)
+    if not events:
+        sys.exit("run_suite: no results in %s (give a backend's folder: LOG_DIR/gloo or LOG_DIR/atp)" % logdir)
+    results = {ev["test"]: ev for ev in events if ev["event"] == "result"}
+    starts = [ev["time"] for ev in events if ev["event"] == "start"]
+    wall = max(starts) - min(starts) + results[events[-1]["test"]].get("seconds", 0) if starts else 0.0
+    listed, _ = read_events(os.path.join(logdir, "list.jsonl"), 0)
+    reasons = dict(listed[0]["tests"]) if listed else {}
+    global TORCH_VERSION
+    TORCH_VERSION = listed[0].get("torch", TORCH_VERSION) if listed else TORCH_VERSION
+    ungate_reasons.update((n, reasons.get(n) or "") for n, r in results.items() if r.get("ungated"))
+    return results, wall
 
 
 TORCH_VERSION = "?"
@@ -359,6 +412,13 @@ TORCH_VERSION = "?"
 def main(argv=None):
     global TORCH_VERSION
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.compare:
+        results, walls = {}, {}
+        for b, d in zip(("gloo", "atp"), args.compare):
+            results[b], walls[b] = load_run(d)
+        status = print_report(args, results, walls)
+        write_json(args, results, walls)
+        return status
     backends = ["gloo", "atp"] if args.backend == "both" else [args.backend]
     logroot = os.path.abspath(args.log_dir or tempfile.mkdtemp(prefix="atp_torch_suite_"))
     os.makedirs(logroot, exist_ok=True)
@@ -385,15 +445,7 @@ def main(argv=None):
     status = print_report(args, results, walls)
     if args.backend != "both" and any(r["status"] in ("fail", "timeout") for r in results[backends[0]].values()):
         status = 1
-    if args.json_out:
-        doc = dict(torch=TORCH_VERSION, world_size=args.world_size, timeout_s=args.timeout,
-                   atp_features=args.atp_features.split(","), wall_s={b: round(w, 1) for b, w in walls.items()},
-                   results={b: {n: {k: v for k, v in r.items() if k not in ("event", "test")}
-                                for n, r in sorted(rs.items())} for b, rs in results.items()})
-        if set(results) == {"gloo", "atp"}:
-            doc["comparison"] = {k: [list(x) for x in v] for k, v in compare(results).items()}
-        with open(args.json_out, "w") as f:
-            json.dump(doc, f, indent=1)
+    write_json(args, results, walls)
     print("logs: %s" % logroot)
     return status
 

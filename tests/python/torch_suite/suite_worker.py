@@ -216,7 +216,7 @@ def main():
             out.write(json.dumps(event) + "\n")
 
         if config.get("list"):
-            emit(event="list", tests=[[name, static_skip(name)] for name in test_names()])
+            emit(event="list", torch=torch.__version__, tests=[[name, static_skip(name)] for name in test_names()])
             return
         # run_suite.py --ungate: tests the suite keeps from this backend by name, run anyway
         # (reported apart, never counted). unittest reads the skip flag in this process only.
