@@ -12,6 +12,10 @@
 #   tools/torch-kit.sh suite [RUN_SUITE-ARGS]  there: torch's own distributed test suite on gloo
 #       and on that package (tests/python/torch_suite/run_suite.py; docs/pytorch-suite.md),
 #       compiling the package first unless `test` did.
+#   tools/torch-kit.sh suites DIR N [N ...]  there: the suite at each world size N, gloo and atp,
+#       every run at once (on the device's 16 cores; CUDA hidden, as one GPU would skip every
+#       test), logs in DIR/logs-N-BACKEND, then each size's comparison (run_suite.py --compare)
+#       in DIR/compare-N.txt. The runs stop after ATP_SUITE_BUDGET_S seconds (default 500).
 # ATP_TORCH_KIT names another folder for the kit. On the device: `run` with carry [".torch-kit"]
 # and the command `tools/torch-kit.sh test`.
 set -euo pipefail
@@ -40,6 +44,32 @@ case "${1:-}" in
       grep -vE '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s)\.so|ld-linux' | xargs -r -I{} cp -L {} "$kit/lib/"
     du -sh "$kit"
     ;;
+  suites)
+    dir=${2:?usage: tools/torch-kit.sh suites DIR N [N ...]}
+    shift 2
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    end=$(($(date +%s) + ${ATP_SUITE_BUDGET_S:-500}))
+    "${PYTHON:-python3}" tools/build_torch_extension.py "$kit" "$kit/python" >"$dir/compile.log" 2>&1 ||
+      { tail -30 "$dir/compile.log"; exit 1; }
+    for n in "$@"; do
+      for b in atp gloo; do
+        left=$((end - $(date +%s)))
+        ((left > 0)) || { echo "torch-kit: no time left for $n ranks on $b (ATP_SUITE_BUDGET_S)" >&2; continue; }
+        CUDA_VISIBLE_DEVICES= timeout "$left" "$0" suite --backend $b --world-size "$n" \
+          --start-method forkserver --ungate --timeout 30 --log-dir "$dir/logs-$n-$b" >"$dir/suite-$n-$b.out" 2>&1 &
+        sleep 2 # one run at a time writes the kit's atp wrapper
+      done
+    done
+    wait
+    status=0
+    for n in "$@"; do
+      "${PYTHON:-python3}" tests/python/torch_suite/run_suite.py --compare "$dir/logs-$n-gloo/gloo" \
+        "$dir/logs-$n-atp/atp" --world-size "$n" --timeout 30 >"$dir/compare-$n.txt" || status=1
+      echo "$n ranks: $(grep RESULT "$dir/compare-$n.txt")"
+    done
+    exit $status
+    ;;
   test|suite)
     what=$1
     shift
@@ -62,7 +92,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
