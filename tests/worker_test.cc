@@ -23,6 +23,8 @@ constexpr Address kPs0 = 0x0A000009;   // 10.0.0.9
 constexpr Address kPs1 = 0x0A00000A;   // 10.0.0.10
 constexpr Seq kInitialSeq = 1000;
 const Time kStart = time_from_ns(5'000'000'000);
+// When results come back in tests that need a round trip (loss detection waits for one).
+const Time kBack = kStart + std::chrono::microseconds(20);
 
 class RecordingSink final : public PacketSink {
  public:
@@ -296,11 +298,11 @@ TEST(Worker, ThreeOutOfOrderParametersResendTheExpectedFragmentOnce) {
   ASSERT_TRUE(w.start(ramp(4 * 12), kStart, out));
   const auto first = out.take();
   ASSERT_EQ(first.size(), 8u);
-  w.on_packet(parameter(kInitialSeq + 1), kStart, out);
-  w.on_packet(parameter(kInitialSeq + 2), kStart, out);
-  w.on_packet(parameter(kInitialSeq + 2), kStart, out);  // a duplicate does not count
+  w.on_packet(parameter(kInitialSeq + 1), kBack, out);
+  w.on_packet(parameter(kInitialSeq + 2), kBack, out);
+  w.on_packet(parameter(kInitialSeq + 2), kBack, out);  // a duplicate does not count
   EXPECT_TRUE(out.packets.empty());
-  w.on_packet(parameter(kInitialSeq + 3), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 3), kBack, out);
   auto resent = out.take();
   ASSERT_EQ(resent.size(), 1u);
   const Header h = decoded(resent[0]);
@@ -308,15 +310,15 @@ TEST(Worker, ThreeOutOfOrderParametersResendTheExpectedFragmentOnce) {
   EXPECT_TRUE(h.resend);
   EXPECT_EQ(h.aggregator_index, decoded(first[0]).aggregator_index);
   EXPECT_EQ(values_of(resent[0]), values_of(first[0]));
-  w.on_packet(parameter(kInitialSeq + 4), kStart, out);
-  w.on_packet(parameter(kInitialSeq + 5), kStart, out);
-  w.on_packet(parameter(kInitialSeq + 6), kStart, out);
+  w.on_packet(parameter(kInitialSeq + 4), kBack, out);
+  w.on_packet(parameter(kInitialSeq + 5), kBack, out);
+  w.on_packet(parameter(kInitialSeq + 6), kBack, out);
   EXPECT_TRUE(out.packets.empty());  // once per fragment
   EXPECT_EQ(w.stats().fast_retransmits, 1u);
   EXPECT_EQ(w.stats().retransmissions, 1u);
   EXPECT_EQ(w.stats().duplicate_parameters, 1u);
   // The resend's result arrives: the window slides past everything received.
-  w.on_packet(parameter(kInitialSeq), kStart, out);
+  w.on_packet(parameter(kInitialSeq), kBack, out);
   EXPECT_EQ(seqs_of(out.take()),
             (std::vector<Seq>{kInitialSeq + 8, kInitialSeq + 9, kInitialSeq + 10, kInitialSeq + 11}));
 }
@@ -351,7 +353,11 @@ TEST(Worker, EcnParameterHalvesTheWindow) {
 }
 
 TEST(Worker, RetransmissionTimeoutResendsTheHolesWithBackoff) {
-  WorkerEndpoint w(base_config());
+  WorkerConfig c = base_config();
+  // The RTO alone: ATP's loss detection would resend these holes first, a round trip after the
+  // result that overtook them (Worker.*Overdue*, *OnceMoreBeforeTheRto).
+  c.loss_recovery = LossRecovery::kTimeoutOnly;
+  WorkerEndpoint w(c);
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));
   out.take();
@@ -520,7 +526,8 @@ TEST(Worker, TimeoutJitterDiffersBetweenWorkers) {
 
 TEST(Worker, TimeoutResendBurstIsCappedByTheWindow) {
   WorkerConfig c = base_config();
-  c.congestion.enabled = true;  // the base config has congestion control off
+  c.loss_recovery = LossRecovery::kTimeoutOnly;  // the RTO's burst alone, before any fast resend
+  c.congestion.enabled = true;                   // the base config has congestion control off
   c.congestion.initial_window = 8;
   c.congestion.min_window = 1;
   c.congestion.mtu_bytes = 52;  // one packet of 4 values: the additive step is 1 packet
@@ -586,28 +593,37 @@ TEST(Worker, AfterATimeoutTheHolesGoAsResultsComeBack) {
   RecordingSink out;
   ASSERT_TRUE(w.start(ramp(16 * 4), kStart, out));
   out.take();
-  w.on_packet(parameter(kInitialSeq + 15), kStart, out);  // fragments 0..14 are holes
+  w.on_packet(parameter(kInitialSeq + 15), kBack, out);  // fragments 0..14 are holes
   EXPECT_TRUE(out.take().empty());
+  // Each hole goes once when overdue, and once more two round trips on; the window halves once.
+  w.on_timeout(w.next_deadline(), out);
+  EXPECT_EQ(out.take().size(), 15u);
+  w.on_timeout(w.next_deadline(), out);
+  EXPECT_EQ(out.take().size(), 15u);
+  ASSERT_EQ(w.window(), 8u);
+  EXPECT_EQ(w.stats().timeouts, 0u);
+  // Every one of those lost as well: the RTO halves the window again, and its burst resends the
+  // oldest holes, as many as the window allows.
   Time now = w.next_deadline();
   w.on_timeout(now, out);
-  ASSERT_EQ(w.window(), 8u);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}));
-  // Each result lets out the next hole, up to a window (8) past the expected fragment.
+  ASSERT_EQ(w.window(), 4u);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1000, 1001, 1002, 1003}));
+  // Each result lets out the next hole, up to a window (4) past the expected fragment.
   w.on_packet(recovered_parameter(kInitialSeq + 0), now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 8}));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 4}));
   w.on_packet(recovered_parameter(kInitialSeq + 1), now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 9}));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 5}));
   // The same data times out again: the window holds, and the burst is half the last one.
   now = w.next_deadline();
   w.on_timeout(now, out);
-  EXPECT_EQ(w.window(), 8u);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1002, 1003, 1004, 1005}));
+  EXPECT_EQ(w.window(), 4u);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1002, 1003}));
   now = w.next_deadline();
   w.on_timeout(now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1002, 1003}));
-  // Results keep the rescue going from where it stopped: hole 10 next.
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{1002}));
+  // Results keep the rescue going from where it stopped: hole 6 next.
   w.on_packet(recovered_parameter(kInitialSeq + 2), now, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 10}));
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 6}));
   EXPECT_EQ(w.stats().timeouts, 3u);
 }
 
@@ -750,20 +766,137 @@ TEST(Worker, StartInPlaceSendsTheSameAndWritesTheSumsOverTheInput) {
   EXPECT_EQ(in_place.result().data(), values.data());
 }
 
-TEST(Worker, ResultsThatOvertookTheLastHoleCountForTheNextOne) {
+TEST(Worker, EveryHoleWithThreeLaterResultsIsResentAtOnce) {
   WorkerConfig c = base_config();
-  c.congestion.initial_window = 8;
+  c.congestion.initial_window = 10;
   WorkerEndpoint w(c);
   RecordingSink out;
-  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));  // all 8 fragments in flight; 0 and 1 lost
+  ASSERT_TRUE(w.start(ramp(4 * 10), kStart, out));  // all 10 fragments in flight; 0, 1 and 5 lost
   out.take();
-  for (Seq s = 2; s <= 4; ++s) w.on_packet(parameter(kInitialSeq + s), kStart, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));
-  // Fragment 0's resend completes: 2, 3 and 4 overtook fragment 1 as well, so it is resent at
-  // once, without waiting for new results (no new fragment is left to send).
-  w.on_packet(recovered_parameter(kInitialSeq), kStart, out);
-  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 1}));
-  EXPECT_EQ(w.stats().fast_retransmits, 2u);
+  for (Seq s : {2, 3, 4}) w.on_packet(parameter(kInitialSeq + s), kBack, out);
+  // Three later results for 0 and 1, sent when they were, and a round trip passed: both go in
+  // this round trip, not 1 a round trip after 0.
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq, kInitialSeq + 1}));
+  w.on_packet(parameter(kInitialSeq + 6), kBack, out);
+  w.on_packet(parameter(kInitialSeq + 7), kBack, out);
+  EXPECT_TRUE(out.packets.empty()) << "5 has two later results: it gets the reordering window";
+  w.on_packet(parameter(kInitialSeq + 8), kBack, out);
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 5}));
+  w.on_packet(parameter(kInitialSeq + 9), kBack, out);
+  EXPECT_TRUE(out.packets.empty()) << "once per hole";
+  EXPECT_EQ(w.stats().fast_retransmits, 3u);
+  for (Seq s : {0, 1, 5}) w.on_packet(recovered_parameter(kInitialSeq + s), kBack, out);
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+}
+
+// A worker with a window of 4 whose fragments 0-7 were answered in turn, so that its flow has
+// round-trip samples (20 us), and whose fragments 8 to fragments - 1 went out then: at `sent`, 8-11.
+struct SampledWorker {
+  explicit SampledWorker(std::uint32_t fragments = 12) : w(config()) {
+    using std::chrono::microseconds;
+    EXPECT_TRUE(w.start(ramp(4 * fragments), kStart, out));
+    EXPECT_EQ(out.take().size(), 4u);
+    sent = kStart + microseconds(20);
+    for (Seq s = 0; s < 4; ++s) w.on_packet(parameter(kInitialSeq + s), sent, out);  // no samples: the first results
+    sent += microseconds(20);
+    for (Seq s = 4; s < 8; ++s) w.on_packet(parameter(kInitialSeq + s), sent, out);
+    EXPECT_EQ(seqs_of(out.take()).back(), kInitialSeq + 11);
+  }
+  static WorkerConfig config() {
+    WorkerConfig c = base_config();
+    c.congestion.initial_window = 4;
+    return c;
+  }
+  // 9-11 answered 20 us after `sent`, 8 not: three later results and a round trip since its send,
+  // so 8 is resent at once. Returns when.
+  Time lose_8() {
+    const Time back = sent + std::chrono::microseconds(20);
+    for (Seq s : {9, 10, 11}) w.on_packet(parameter(kInitialSeq + s), back, out);
+    EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 8}));
+    EXPECT_EQ(w.stats().fast_retransmits, 1u);
+    EXPECT_EQ(w.stats().timeouts, 0u);
+    return back;
+  }
+  WorkerEndpoint w;
+  RecordingSink out;
+  Time sent;
+};
+
+// A hole with fewer than three later results (at the end of a round, where no more follow) waits
+// a round trip and the reordering window, a quarter of srtt, past its send; one whose result
+// comes within that is late, not lost.
+TEST(Worker, AHoleAtTheEndOfARoundGoesAfterTheReorderingWindow) {
+  using std::chrono::microseconds;
+  SampledWorker lost, late;
+  for (SampledWorker* x : {&lost, &late}) {
+    for (Seq s : {8, 9, 11}) x->w.on_packet(parameter(kInitialSeq + s), x->sent + microseconds(20), x->out);
+    EXPECT_TRUE(x->out.packets.empty()) << "one later result: not overdue yet";
+  }
+  const Time due = lost.w.next_deadline();
+  EXPECT_GE(due, lost.sent + microseconds(24));
+  EXPECT_LE(due, lost.sent + microseconds(30));
+  lost.w.on_timeout(due, lost.out);
+  EXPECT_EQ(seqs_of(lost.out.take()), (std::vector<Seq>{kInitialSeq + 10}));
+  EXPECT_EQ(lost.w.stats().timeouts, 0u);
+
+  late.w.on_packet(parameter(kInitialSeq + 10), late.w.next_deadline() - microseconds(1), late.out);  // a slower way
+  EXPECT_EQ(late.w.state(), WorkerState::kIdle);
+  EXPECT_TRUE(late.out.packets.empty());
+  EXPECT_EQ(late.w.stats().fast_retransmits, 0u);
+}
+
+// A fast resend that its first copy made needless (the result comes without the PS's resend
+// flag) is reordering: from then on every hole gets the reordering window, three later results
+// or not.
+TEST(Worker, ANeedlessFastResendWidensTheReorderingWindow) {
+  using std::chrono::microseconds;
+  SampledWorker x(16);
+  const Time back = x.lose_8();
+  x.w.on_packet(parameter(kInitialSeq + 8), back + microseconds(2), x.out);  // the first copy's result
+  const Time sent = back + microseconds(2);
+  EXPECT_EQ(x.out.take().size(), 4u);  // 12-15
+  for (Seq s : {13, 14, 15}) x.w.on_packet(parameter(kInitialSeq + s), sent + microseconds(20), x.out);
+  EXPECT_TRUE(x.out.packets.empty()) << "three later results, but reordering was seen";
+  const Time due = x.w.next_deadline();
+  EXPECT_GT(due, sent + microseconds(20));
+  x.w.on_timeout(due, x.out);
+  EXPECT_EQ(seqs_of(x.out.take()), (std::vector<Seq>{kInitialSeq + 12}));
+}
+
+TEST(Worker, AFastRetransmitWithoutAResultGoesOnceMoreBeforeTheRto) {
+  using std::chrono::microseconds;
+  SampledWorker x;
+  const Time t = x.lose_8();
+  // Nothing new to send, so no later result can say that the resend was lost too: after two
+  // round trips and their variation (far below the RTO's 1 ms floor) it goes once more.
+  const Time probe = x.w.next_deadline();
+  EXPECT_GE(probe, t + microseconds(40));
+  EXPECT_LE(probe, t + microseconds(200));
+  x.w.on_timeout(probe, x.out);
+  auto again = x.out.take();
+  ASSERT_EQ(seqs_of(again), (std::vector<Seq>{kInitialSeq + 8}));
+  EXPECT_TRUE(decoded(again[0]).resend);
+  EXPECT_EQ(x.w.stats().fast_retransmits, 2u);
+  EXPECT_EQ(x.w.stats().timeouts, 0u);
+  // Once: what follows is the RTO's.
+  EXPECT_GT(x.w.next_deadline(), probe + SampledWorker::config().min_retransmit_timeout / 2);
+  x.w.on_timeout(x.w.next_deadline(), x.out);
+  EXPECT_EQ(x.w.stats().timeouts, 1u);
+  EXPECT_EQ(x.w.stats().fast_retransmits, 2u);
+  x.w.on_packet(recovered_parameter(kInitialSeq + 8), x.w.next_deadline(), x.out);
+  EXPECT_EQ(x.w.state(), WorkerState::kIdle);
+}
+
+TEST(Worker, AnAnsweredFastRetransmitIsNotProbed) {
+  SampledWorker x;
+  const Time t = x.lose_8();
+  const Time probe = x.w.next_deadline();
+  ASSERT_LT(probe, t + SampledWorker::config().min_retransmit_timeout);
+  x.w.on_packet(recovered_parameter(kInitialSeq + 8), t + std::chrono::microseconds(20), x.out);
+  EXPECT_EQ(x.w.state(), WorkerState::kIdle);
+  x.w.on_timeout(probe, x.out);
+  EXPECT_TRUE(x.out.packets.empty());
+  EXPECT_EQ(x.w.stats().fast_retransmits, 1u);
 }
 
 TEST(Worker, FailsAfterProgressTimeoutWithAClearError) {
@@ -858,6 +991,7 @@ TEST(Worker, CollisionRemapsLaterFragmentsWithTheSameBaseIndex) {
 
 TEST(Worker, ResendsKeepTheIndexTheFragmentWasFirstSentWith) {
   WorkerConfig c = base_config();
+  c.loss_recovery = LossRecovery::kTimeoutOnly;  // the holes go at the RTO, both at once
   c.index_policy = IndexPolicy::kLinear;
   c.aggregators = {0, 2};
   c.initial_seq = 0;

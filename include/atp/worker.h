@@ -27,7 +27,7 @@ struct PsRoute {
 
 // How a worker finds lost fragments.
 enum class LossRecovery : std::uint8_t {
-  kAtp,          // 3 out-of-order parameter packets or the RTO (paper §3.7); resends after partial acks
+  kAtp,  // holes with 3 later results, once overdue (paper §3.7, per hole), or the RTO; resends after partial acks
   kTimeoutOnly,  // the RTO alone, as SwitchML: the baseline of the paper's Fig. 10
 };
 
@@ -73,7 +73,7 @@ enum class WorkerState : std::uint8_t {
 struct WorkerStats {
   std::uint64_t gradient_packets_sent = 0;  // including retransmissions
   std::uint64_t retransmissions = 0;        // resends for any reason
-  std::uint64_t fast_retransmits = 0;       // resends after 3 out-of-order parameter packets
+  std::uint64_t fast_retransmits = 0;       // resends before the RTO: holes with 3 later results, and their one repeat
   std::uint64_t timeouts = 0;               // retransmission timeouts fired
   std::uint64_t undone_cuts = 0;            // window cuts taken back: the loss was not one (a late result)
   std::uint64_t host_queue_full = 0;        // on_host_queue_full calls while fragments were in flight

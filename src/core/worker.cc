@@ -3,6 +3,7 @@
 #include "atp/worker.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -21,12 +22,10 @@ constexpr std::uint8_t kFastResent = 1u << 1;   // the one fast retransmit of th
 constexpr std::uint8_t kFloatMode = 1u << 2;    // the PS asked for float32: every (re)send is float32
 constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the float32 path
 constexpr std::uint8_t kResent = 1u << 4;       // sent again at least once (any reason)
+constexpr std::uint8_t kProbed = 1u << 5;       // its fast retransmit went unanswered and went again
 
 // The most a flow's RTO backs off, in multiples of its estimate (RttEstimator::rto()).
 constexpr int kMaxBackoff = 16;
-
-// Out-of-order parameter packets that declare the expected fragment lost (paper §3.7).
-constexpr std::uint32_t kOutOfOrderThreshold = 3;
 
 // A round may not span more than half the sequence space, or serial arithmetic breaks.
 constexpr std::uint64_t kMaxRoundFragments = std::uint64_t{1} << 31;
@@ -85,7 +84,7 @@ struct WorkerEndpoint::Impl {
     Time first_sent = kNever;            // its first send
     Time sent = kNever;                  // its latest send (the first, unless kResent)
     std::uint32_t aggregator_index = 0;  // fixed at the first send: resends must find the same aggregator
-    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent
+    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent | kProbed
     // Scale per fragment, fixed at the first send: the exponent its values are sent at (the
     // PS's choice from this position's last round), then its result's; and its largest magnitude.
     std::int16_t exponent = 0;
@@ -103,11 +102,24 @@ struct WorkerEndpoint::Impl {
     std::uint32_t fragment_count = 0;  // this flow's fragments in the current round
     std::uint32_t expected = 0;        // local index of the first fragment without a result
     std::uint32_t next_to_send = 0;    // local index of the first fragment never sent
-    // Results held for fragments after `expected`: parameter packets that overtook it. Counted
-    // again for the next expected fragment when the window slides (they overtook that one too),
-    // so that a second hole in one window is found without waiting for new packets (as SACK does).
-    std::uint32_t out_of_order = 0;
-    std::uint32_t received_end = 0;  // one past the newest local index with a result (0: none yet)
+    std::uint32_t received_end = 0;    // one past the newest local index with a result (0: none yet)
+    std::uint32_t loss_scan = 0;       // where detect_loss's search for lost holes goes on
+    // RACK's clock (RFC 8985): the latest first send among results of fragments sent once, and
+    // that result's round trip. A hole is due back a round trip plus the reordering window after
+    // its own send; lost only once that passed (loss_deadline: when the next hole falls due). The
+    // window, as RACK's: none for a hole with three later results (newest[2]: one past the
+    // third-newest local index with a result) while no reordering was seen; else `reordering`
+    // quarters of srtt (of that round trip before any sample), at least one: one more (up to
+    // four) after each fast retransmit its first copy made needless, one less after a round
+    // without one.
+    std::array<std::uint32_t, 3> newest{};
+    Time rack_sent = kNever;
+    Duration rack_rtt{};
+    Time loss_deadline = kNever;
+    std::uint32_t reordering = 0;
+    bool needless_resend = false;               // this round
+    std::vector<std::uint32_t> resent_holes{};  // local indices fast-resent and maybe still without a result
+    Time hole_deadline = kNever;                // when the oldest of them goes again (probe_holes)
     // After a timeout, the fragments sent before it (local index < recover) may all be lost, as
     // when a link or switch was down for a while. While results arrive only for resent fragments
     // (none for a fragment sent once, none for a later one), each that advances `expected` below
@@ -123,10 +135,14 @@ struct WorkerEndpoint::Impl {
     std::uint32_t rescue_next = 0;
     std::uint32_t rescue_end = 0;
     std::uint32_t timeout_burst = 0;  // packets the last timeout could resend at most
-    // When this round's first result for this flow came (kNever: none yet). Fragments sent before
-    // it waited for the last worker to start the round (compute skew, a slow start-up) as much as
-    // for the path, which can be far longer than a round trip: their delays are no samples.
-    Time first_result_at = kNever;
+    // Fragments sent before this are no round-trip samples (kNever: none yet this round). It is
+    // when the round's first result for this flow came: fragments sent before it waited for the
+    // last worker to start the round (compute skew, a slow start-up) as much as for the path,
+    // which can be far longer than a round trip. Then, when the latest result that a resend went
+    // into came (the PS's resend flag): a fragment sent before it may have waited for the worker
+    // whose window that loss held, which sends its first copy only once the hole is repaired
+    // (RTOs later, with many workers and much loss: first samples of 1,000 round trips seen).
+    Time samples_from = kNever;
     Duration rto{};                   // current retransmission timeout: rtt.rto(), backed off by timeouts
     Time rto_deadline = kNever;       // armed while fragments are unacknowledged
     Time progress_deadline = kNever;  // last new result + progress_timeout
@@ -271,14 +287,21 @@ struct WorkerEndpoint::Impl {
       f.fragment_count = round_fragments > first ? (round_fragments - first + num_flows() - 1) / num_flows() : 0;
       f.expected = 0;
       f.next_to_send = 0;
-      f.out_of_order = 0;
       f.received_end = 0;
+      f.loss_scan = 0;
+      f.newest = {};
+      f.rack_sent = kNever;
+      f.loss_deadline = kNever;
+      if (!f.needless_resend && f.reordering > 0) --f.reordering;
+      f.needless_resend = false;
+      f.resent_holes.clear();
+      f.hole_deadline = kNever;
       f.recover = 0;
       f.rescue_next = 0;
       f.rescue_end = 0;
       f.rto = f.rtt.rto();
       f.rto_deadline = kNever;
-      f.first_result_at = kNever;
+      f.samples_from = kNever;
       f.progress_deadline = f.fragment_count > 0 ? deadline_after(now, config.progress_timeout) : kNever;
       send_new(k, now, out);
     }
@@ -402,17 +425,22 @@ struct WorkerEndpoint::Impl {
     if ((frag.flags & kResent) != 0 && (frag.flags & kFloatMode) == 0 && !h.resend && f.cc.undo(h.seq)) {
       ++stats.undone_cuts;
     }
+    // A fast retransmit that the first copy made needless: the reordering window widens.
+    if ((frag.flags & (kFastResent | kFloatMode)) == kFastResent && !h.resend) {
+      f.needless_resend = true;
+      f.reordering = std::min(f.reordering + 1, 4u);
+    }
     // A result for a fragment sent once is also a round trip sample; one for a resent fragment is
     // not (Karn: which copy?), nor one that waited for another worker's resend (the PS sets the
     // result's resend flag then): that is the other worker's loss, not this path's delay.
     if ((frag.flags & kResent) == 0) {
-      // Nor one sent before the round's first result (kNever until then): see first_result_at.
-      if (h.resend || frag.sent < f.first_result_at) {
+      // Nor one sent before the round's first result or a recovered one: see samples_from.
+      if (h.resend || frag.sent < f.samples_from) {
         f.rtt.observe(now - frag.first_sent);
       } else {
         f.rtt.on_sample(now - frag.sent);
       }
-    } else if (!h.resend && (frag.flags & kFastResent) == 0 && frag.first_sent >= f.first_result_at) {
+    } else if (!h.resend && (frag.flags & kFastResent) == 0 && frag.first_sent >= f.samples_from) {
       // Resent by a timeout, and the first copy made the result (no resend went into it): the
       // timeout was spurious, and its round trip, timed from that first copy, is a sample the
       // resend does not blur. A queue that grew past the RTO shows here and nowhere else, since
@@ -432,9 +460,10 @@ struct WorkerEndpoint::Impl {
     } else {
       f.rtt.observe(now - frag.first_sent);
     }
-    if (f.first_result_at == kNever) f.first_result_at = now;
+    if (f.samples_from == kNever || h.resend) f.samples_from = now;
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
+    note_result(f, j, frag, now);
     if (h.collision) learn_remap(h.seq, h.bitmap);
     f.progress_deadline = deadline_after(now, config.progress_timeout);
     // Every new result acknowledges data, so it feeds the window (and its ECN mark is not lost).
@@ -444,7 +473,6 @@ struct WorkerEndpoint::Impl {
       ++f.expected;
       while (f.expected < f.next_to_send && (fragments[fragment_of(k, f.expected)].flags & kReceived) != 0) {
         ++f.expected;
-        --f.out_of_order;  // it was counted when it overtook the old expected fragment
       }
       // Progress resets the backoff to the estimate (the initial RTO before any sample).
       f.rto = f.rtt.rto();
@@ -455,8 +483,6 @@ struct WorkerEndpoint::Impl {
       if (f.expected < f.recover && f.expected == old_expected + 1 && f.received_end <= f.expected) {
         resend_after_partial_ack(k, out);
       }
-    } else {
-      ++f.out_of_order;
     }
     rescue_holes(k, out);
     if (f.expected < f.fragment_count) detect_loss(k, out);
@@ -467,17 +493,84 @@ struct WorkerEndpoint::Impl {
     send_new(k, now, out);
   }
 
-  // Paper §3.7: three parameter packets for later fragments mean the expected one is lost (or its
-  // aggregation stalled): resend it, once per fragment, and tell the congestion control.
+  // A new result of flow f, for local index j: one of the three newest? The newest sent so far
+  // (RACK's clock; a resent fragment's result may answer either copy: not used)?
+  static void note_result(Flow& f, std::uint32_t j, const Fragment& frag, Time now) {
+    std::uint32_t v = j + 1;
+    for (std::uint32_t& n : f.newest) {
+      if (v > n) std::swap(v, n);
+    }
+    if ((frag.flags & kResent) == 0 && (f.rack_sent == kNever || frag.first_sent >= f.rack_sent)) {
+      f.rack_sent = frag.first_sent;
+      f.rack_rtt = now - frag.first_sent;
+    }
+  }
+
+  // Paper §3.7 (there: three later results for the expected fragment), for every hole at once,
+  // by time (RACK, RFC 8985): a fragment without a result, older than the newest result, is lost
+  // once it is overdue, a round trip (the newest result's) and the reordering window past its
+  // send (the window: none with three later results until reordering is seen; see Flow). So a
+  // window with several holes resends them all within about a round trip instead of one per
+  // round trip, holes at the end of a round (which no three later results ever follow) do not
+  // wait for the RTO, and a fragment that took a slower way (to the PS around a full table,
+  // where it queues behind every worker's copy) is late, not lost. Every worker sees the
+  // same results, so a hole that is another worker's loss is resent by every worker: the first
+  // resend flushes the aggregator's partial sum to the PS, which completes the fragment from the
+  // resends. The window is cut once per round trip (AimdWindow::on_loss).
   void detect_loss(std::uint32_t k, PacketSink& out) {
     Flow& f = flows[k];
-    if (config.loss_recovery == LossRecovery::kTimeoutOnly || f.out_of_order < kOutOfOrderThreshold) return;
-    const std::uint32_t i = fragment_of(k, f.expected);
-    if ((fragments[i].flags & kFastResent) != 0) return;
-    fragments[i].flags |= kFastResent;
-    ++stats.fast_retransmits;
-    send_fragment(i, /*resend=*/true, out);
-    f.cc.on_loss(seq_of_fragment(i), next_seq(f, k));
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly) return;
+    const Duration rtt = f.rack_sent != kNever ? f.rack_rtt : f.rtt.srtt();
+    const Duration window = (f.rtt.has_sample() ? f.rtt.srtt() : rtt) * std::max(f.reordering, 1u) / 4;
+    f.loss_deadline = kNever;
+    std::uint32_t j = std::max(f.loss_scan, f.expected);
+    for (; j + 1 < f.received_end; ++j) {
+      const std::uint32_t i = fragment_of(k, j);
+      Fragment& frag = fragments[i];
+      if ((frag.flags & (kReceived | kFastResent)) != 0) continue;
+      const bool three_later = j + 1 < f.newest.back() && f.reordering == 0;
+      const Time due = deadline_after(frag.first_sent, three_later ? rtt : rtt + window);
+      if (due > clock) {  // later holes were sent later still
+        f.loss_deadline = due;
+        break;
+      }
+      frag.flags |= kFastResent;
+      ++stats.fast_retransmits;
+      send_fragment(i, /*resend=*/true, out);
+      f.cc.on_loss(seq_of_fragment(i), next_seq(f, k));
+      f.resent_holes.push_back(j);
+      if (f.hole_deadline == kNever) f.hole_deadline = deadline_after(clock, hole_probe(f));
+    }
+    f.loss_scan = j;
+  }
+
+  // A fast retransmit that got no result within two round trips (it may take the PS's longer
+  // way) and their variation was lost too, or its answer was: it goes once more. The RTO would
+  // come later by its floor (min_retransmit_timeout, tens of round trips on a fast fabric), and
+  // meanwhile the hole holds the window: without new sends no later result can reveal the loss
+  // (RACK's lost-retransmission rule, RFC 8985, needs them). Once per hole; beyond, the RTO.
+  static Duration hole_probe(const Flow& f) {
+    if (f.rtt.has_sample()) return 2 * f.rtt.srtt() + 4 * f.rtt.rttvar();
+    return f.rack_sent != kNever ? 3 * f.rack_rtt : f.rto;  // no clean sample yet
+  }
+
+  void probe_holes(std::uint32_t k, Time now, PacketSink& out) {
+    Flow& f = flows[k];
+    const Duration probe = hole_probe(f);
+    f.hole_deadline = kNever;
+    std::erase_if(f.resent_holes, [&](std::uint32_t j) {
+      const std::uint32_t i = fragment_of(k, j);
+      Fragment& frag = fragments[i];
+      if ((frag.flags & (kReceived | kProbed)) != 0) return true;
+      if (frag.sent + probe > now) {  // resent since (by a timeout, or only just)
+        f.hole_deadline = std::min(f.hole_deadline, deadline_after(frag.sent, probe));
+        return false;
+      }
+      frag.flags |= kProbed;
+      ++stats.fast_retransmits;
+      send_fragment(i, /*resend=*/true, out);
+      return true;
+    });
   }
 
   // A result moved `expected` forward during timeout recovery: the new expected fragment was
@@ -565,6 +658,8 @@ struct WorkerEndpoint::Impl {
     const Duration max_rto = max_retransmit_timeout(config);
     for (std::uint32_t k = 0; k < num_flows(); ++k) {
       Flow& f = flows[k];
+      if (f.loss_deadline <= now) detect_loss(k, out);
+      if (f.hole_deadline <= now) probe_holes(k, now, out);
       if (f.rto_deadline > now) continue;
       ++stats.timeouts;
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
@@ -612,7 +707,8 @@ struct WorkerEndpoint::Impl {
   Time next_deadline() const {
     if (state != WorkerState::kRunning) return kNever;
     Time t = kNever;
-    for (const Flow& f : flows) t = std::min({t, f.rto_deadline, f.progress_deadline});
+    for (const Flow& f : flows)
+      t = std::min({t, f.rto_deadline, f.progress_deadline, f.hole_deadline, f.loss_deadline});
     return t;
   }
 
