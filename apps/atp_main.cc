@@ -45,8 +45,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           aggregator free the longest and finds it by <job, seq>; a job over an even share of a full
           table is braked | hashed_slots: slot seq mod max_window x PS shards, side by side from the
           job's home, as the authors' code keeps a job's aggregators distinct | hashed: HASH(job,
-          seq), the paper's text | linear: seq), congestion_control (true),
-          loss_recovery (atp: 3 out-of-order results or the RTO; timeout: the RTO alone, as SwitchML),
+          seq), the paper's text | linear: seq), congestion_control (true), loss_recovery (atp:
+          holes overdue after later results, or the RTO; timeout: the RTO alone, as SwitchML),
           window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),
           start_us (0), rto_us (1000: the first RTO; later ones are measured),

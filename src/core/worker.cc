@@ -1,5 +1,5 @@
 // The ATP worker endpoint: fragments and quantizes a tensor, sends one sliding-window flow per
-// PS shard, recovers losses (3 out-of-order ACKs, RTO), handles remaps and overflow, assembles results.
+// PS shard, recovers losses (overdue holes, RACK-style; the RTO), handles remaps and overflow, assembles results.
 #include "atp/worker.h"
 
 #include <algorithm>
@@ -126,7 +126,7 @@ struct WorkerEndpoint::Impl {
     // `recover` resends the new expected fragment at once (as TCP NewReno's partial acks do): a
     // window lost whole is recovered one RTT per fragment instead of one RTO per fragment. A
     // result for a fragment sent once shows the pipe is flowing: recovery ends (recover = 0) and
-    // out-of-order detection and the RTO take over again.
+    // loss detection and the RTO take over again.
     std::uint32_t recover = 0;
     // Holes a timeout found (local indices in [expected, rescue_end) without a result: each was
     // older than a result and an RTO passed) that its burst did not resend: they are resent from

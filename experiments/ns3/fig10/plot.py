@@ -15,7 +15,7 @@ import common  # noqa: E402
 
 plt = common.pyplot()
 
-LABELS = {"atp": "ATP recovery (3 out-of-order or RTO)", "timeout": "timeout only, RTO 1 ms (SwitchML-style)"}
+LABELS = {"atp": "ATP recovery (overdue holes or RTO)", "timeout": "timeout only, RTO 1 ms (SwitchML-style)"}
 NAME = re.compile(r"(atp|timeout)-([0-9.e-]+)-s(\d+)\.json$")
 
 
