@@ -25,14 +25,19 @@ def main():
                         "--world-size", str(run["world_size"]), "--json", out])
         with open(out) as f:
             compared = json.load(f)
-        # The same atp run, cut short before its last test that gloo passes.
-        last = run["comparison"]["atp_passes"][-1][0]
+        # The same atp run, killed during its last test that gloo passes: the log ends with that
+        # test's start.
+        with open(os.path.join(logdir, "atp", "results.jsonl")) as f:
+            lines = f.readlines()
+        events = [json.loads(line) for line in lines]
+        gloo_passes = {name for name, _ in run["comparison"]["gloo_passes"]}
+        last = [ev["test"] for ev in events if ev["event"] == "result" and ev["test"] in gloo_passes][-1]
+        killed = max(n for n, ev in enumerate(events) if ev["event"] == "start" and ev["test"] == last)
         short = os.path.join(tmp, "atp")
         os.makedirs(short)
         shutil.copy(os.path.join(logdir, "atp", "list.jsonl"), short)
-        with open(os.path.join(logdir, "atp", "results.jsonl")) as f, \
-                open(os.path.join(short, "results.jsonl"), "w") as g:
-            g.writelines(line for line in f if json.loads(line)["test"] != last)
+        with open(os.path.join(short, "results.jsonl"), "w") as g:
+            g.writelines(lines[:killed + 1])
         status = run_suite.main(["--compare", os.path.join(logdir, "gloo"), short,
                                  "--world-size", str(run["world_size"]), "--json", out])
         with open(out) as f:

@@ -396,8 +396,11 @@ def load_run(logdir):
     if not events:
         sys.exit("run_suite: no results in %s (give a backend's folder: LOG_DIR/gloo or LOG_DIR/atp)" % logdir)
     results = {ev["test"]: ev for ev in events if ev["event"] == "result"}
-    starts = [ev["time"] for ev in events if ev["event"] == "start"]
-    wall = max(starts) - min(starts) + results[events[-1]["test"]].get("seconds", 0) if starts else 0.0
+    # From the first test's start to the end of the last result (a run killed mid-test ends with a
+    # start that has none).
+    started = {ev["test"]: ev["time"] for ev in events if ev["event"] == "start"}
+    ends = [started[name] + r.get("seconds", 0) for name, r in results.items() if name in started]
+    wall = max(ends) - min(started.values()) if ends else 0.0
     listed, _ = read_events(os.path.join(logdir, "list.jsonl"), 0)
     reasons = dict(listed[0]["tests"]) if listed else {}
     global TORCH_VERSION
