@@ -21,6 +21,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=${ATP_TORCH_KIT:-.torch-kit}
+python=${PYTHON:-python3}
+need_kit() {
+  [[ -d $kit ]] || { echo "torch-kit: no $kit: run 'tools/torch-kit.sh pack' where the project builds, and carry it" >&2; exit 2; }
+}
+# The extension compiled against $python's torch into the kit's python/atp_torch.
+compile_kit() { "$python" tools/build_torch_extension.py "$kit" "$kit/python"; }
 case "${1:-}" in
   pack)
     build=${2:-build}
@@ -47,24 +53,23 @@ case "${1:-}" in
   suites)
     dir=${2:?usage: tools/torch-kit.sh suites DIR N [N ...]}
     shift 2
+    need_kit
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
+    compile_kit >"$dir/compile.log" 2>&1 || { tail -30 "$dir/compile.log"; exit 1; }
     end=$(($(date +%s) + ${ATP_SUITE_BUDGET_S:-500}))
-    "${PYTHON:-python3}" tools/build_torch_extension.py "$kit" "$kit/python" >"$dir/compile.log" 2>&1 ||
-      { tail -30 "$dir/compile.log"; exit 1; }
     for n in "$@"; do
       for b in atp gloo; do
         left=$((end - $(date +%s)))
         ((left > 0)) || { echo "torch-kit: no time left for $n ranks on $b (ATP_SUITE_BUDGET_S)" >&2; continue; }
         CUDA_VISIBLE_DEVICES= timeout "$left" "$0" suite --backend $b --world-size "$n" \
           --start-method forkserver --ungate --timeout 30 --log-dir "$dir/logs-$n-$b" >"$dir/suite-$n-$b.out" 2>&1 &
-        sleep 2 # one run at a time writes the kit's atp wrapper
       done
     done
     wait
     status=0
     for n in "$@"; do
-      "${PYTHON:-python3}" tests/python/torch_suite/run_suite.py --compare "$dir/logs-$n-gloo/gloo" \
+      "$python" tests/python/torch_suite/run_suite.py --compare "$dir/logs-$n-gloo/gloo" \
         "$dir/logs-$n-atp/atp" --world-size "$n" --timeout 30 >"$dir/compare-$n.txt" || status=1
       echo "$n ranks: $(grep RESULT "$dir/compare-$n.txt")"
     done
@@ -73,17 +78,18 @@ case "${1:-}" in
   test|suite)
     what=$1
     shift
-    python=${PYTHON:-python3}
     out=$kit/python
-    [[ -d $kit ]] || { echo "torch-kit: no $kit: run 'tools/torch-kit.sh pack' where the project builds, and carry it" >&2; exit 2; }
+    need_kit
     "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
-    [[ $what == suite && -e $out/atp_torch/atp ]] || "$python" tools/build_torch_extension.py "$kit" "$out"
+    [[ $what == suite && -e $out/atp_torch/atp ]] || compile_kit
     # The kit's shared libraries for atp alone (the extension finds them by its rpath): on the
     # Python's LD_LIBRARY_PATH they would stand in for the system's own under torch and Python.
+    # Written whole, then renamed: `suites` starts several of these at once.
     lib=$(cd "$kit/lib" && pwd) out=$(cd "$out" && pwd)
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
-      "$lib" "$out/atp_torch/atp" >"$out/atp"
-    chmod +x "$out/atp"
+      "$lib" "$out/atp_torch/atp" >"$out/atp.$$"
+    chmod +x "$out/atp.$$"
+    mv -f "$out/atp.$$" "$out/atp"
     export PYTHONPATH=$out ATP_BINARY=$out/atp
     if [[ $what == test ]]; then
       "$python" -m pytest -q -rs tests/python/test_atp_backend.py "$@"

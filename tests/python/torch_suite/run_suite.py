@@ -128,6 +128,8 @@ def selected(name, patterns):
 class Worker:
     """One suite_worker process (its own session, so that it and its ranks go together)."""
 
+    live = set()  # started and not closed: killed with this process (stop_workers)
+
     def __init__(self, args, backend, config, logdir):
         self.results = config["results"]
         env = dict(os.environ)
@@ -158,6 +160,7 @@ class Worker:
             [args.python, "-c", "import suite_worker; suite_worker.main()"],
             env=env, cwd=temp_dir, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
+        Worker.live.add(self)
 
     def kill(self):
         try:
@@ -167,7 +170,16 @@ class Worker:
         self.proc.wait()
 
     def close(self):
+        Worker.live.discard(self)
         self.log.close()
+
+
+def stop_workers(signum, frame):
+    """SIGTERM (`timeout`, tools/torch-kit.sh suites) or SIGINT: the workers, in sessions of their
+    own, would outlive this process and their ranks with them."""
+    for worker in list(Worker.live):
+        worker.kill()
+    sys.exit(128 + signum)
 
 
 def read_events(path, offset):
@@ -415,6 +427,8 @@ TORCH_VERSION = "?"
 def main(argv=None):
     global TORCH_VERSION
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, stop_workers)
+    signal.signal(signal.SIGINT, stop_workers)
     if args.compare:
         results, walls = {}, {}
         for b, d in zip(("gloo", "atp"), args.compare):
