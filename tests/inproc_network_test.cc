@@ -69,9 +69,14 @@ class Recorder final : public Node {
   }
   void on_timeout(Time, PortSink&) override {}
   Time next_deadline() const override { return kNever; }
+  void on_egress_full(JobId job, Time now) override {
+    EXPECT_EQ(job, 1) << "only job 1 is ever told here";
+    egress_full.push_back(ns_of(now));
+  }
 
   bool keep = true;  // record deliveries in `got`
   std::vector<Delivery> got;
+  std::vector<std::int64_t> egress_full;  // when it was told its egress refused a packet
   std::function<void(PortId, std::span<std::uint8_t>, Time, PortSink&)> react;
 };
 
@@ -324,6 +329,48 @@ TEST(InprocNetwork, DropTailAtTheBufferLimit) {
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 7u);
   pair.net.run_until_idle();
   EXPECT_EQ(pair.b->got.size(), 5u);
+}
+
+TEST(InprocNetwork, ASenderIsToldOnceWhenItsEgressRefusesPackets) {
+  ChannelConfig c = link_of(microseconds(1));
+  c.rate_gbps = 1;
+  c.buffer_packets = 4;
+  Pair pair(1, c);
+  const auto p = packet(0);
+  for (int i = 0; i < 4; ++i) pair.send_from_a(p);
+  pair.net.run_until(time_from_ns(1));
+  EXPECT_TRUE(pair.a->egress_full.empty()) << "4 packets fit a 4-packet buffer";
+  for (int i = 0; i < 6; ++i) pair.send_from_a(p);  // 6 refused at once: told once, after the sends
+  EXPECT_TRUE(pair.a->egress_full.empty()) << "told in an event of its own, not inside the send";
+  pair.net.run_until(time_from_ns(2));
+  EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({1}));
+  // The next refusal, later, is told again at its own time.
+  pair.net.run_until(time_from_ns(2640));
+  pair.send_from_a(p);
+  pair.send_from_a(p);
+  pair.net.run_until_idle();
+  EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({1, 2640}));
+  EXPECT_TRUE(pair.b->egress_full.empty());
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 7u);
+}
+
+TEST(InprocNetwork, AJobIsToldWhenItHoldsTheBackpressureDepthOfASharedQueue) {
+  ChannelConfig c = link_of(microseconds(1));
+  c.rate_gbps = 1;
+  c.backpressure_packets = 2;  // no buffer limit: nothing is refused
+  Pair pair(1, c);
+  for (int i = 0; i < 5; ++i) pair.send_from_a(packet(0));  // job 1's
+  pair.net.run_until(time_from_ns(1));
+  EXPECT_TRUE(pair.a->egress_full.empty()) << "a job alone on the queue is not told";
+  Header h;
+  h.job = 2;
+  pair.send_from_a(build_packet(h, std::vector<std::int32_t>(kDefaultValuesPerPacket, 0)));
+  pair.net.run_until(time_from_ns(2));
+  EXPECT_TRUE(pair.a->egress_full.empty()) << "job 2 has none queued yet";
+  pair.send_from_a(packet(0));  // job 1 holds 5, job 2 one
+  pair.net.run_until_idle();
+  EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({2})) << "job 1, told once";
+  EXPECT_EQ(pair.b->got.size(), 7u) << "told, not dropped";
 }
 
 TEST(InprocNetwork, EcnMarksAtTheThreshold) {

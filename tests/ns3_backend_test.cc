@@ -140,6 +140,25 @@ TEST(Ns3Backend, HostQueueDropsAreCountedLikeInproc) {
   EXPECT_EQ(ns.links[0].queue_drops, 500u);  // w0 -> tor
 }
 
+TEST(Ns3Backend, AWorkerWhoseNicQueueOverflowsSlowsDownAtOnce) {
+  // As above with congestion control on: the first window (1500) overflows each worker's
+  // 1000-packet NIC queue by 500; told of the refusals, the workers halve their windows, and no
+  // packet is refused again in 5 rounds, on either network. (Without the signal they learn only from
+  // the losses, a round trip later, and refuse 1,494 on ns-3.)
+  const Scenario s = parse_scenario_yaml(
+      "seed: 1\nlink: {rate_gbps: 100, buffer_packets: 1000}\ntopology:\n  switches: [{name: tor}]\n"
+      "  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: ps, switch: tor}]\n"
+      "jobs:\n  - {workers: [w0, w1], ps: [ps], elements: 1240000, rounds: 5, values_per_packet: 62, index: linear, "
+      "window: 1500, max_window: 3000}\n");
+  for (const ScenarioResult& r : {run_inproc(s), run_ns3(s)}) {
+    ASSERT_TRUE(r.jobs[0].correct) << r.backend << ": " << r.jobs[0].error;
+    for (const LinkResult& l : r.links) {
+      const bool from_worker = l.from == "w0" || l.from == "w1";
+      EXPECT_EQ(l.queue_drops, from_worker ? 500u : 0u) << r.backend << ": " << l.from << " -> " << l.to;
+    }
+  }
+}
+
 TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
   // Eight workers send to one PS without aggregation (ps): the PS's downlink is the incast
   // bottleneck, with a 64-packet buffer that marks ECN from 16 packets on.

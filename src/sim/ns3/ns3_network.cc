@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 // Single headers, not ns-3's *-module.h: those pull in singleton.h, which GCC 12 rejects in
@@ -80,6 +84,7 @@ struct Ns3Network::Impl {
     std::vector<std::int32_t> channel_by_port;  // egress channel per port
     Time armed_timer = kNever;
     std::uint64_t timer_generation = 0;
+    std::vector<JobId> egress_full;  // jobs to tell of (on_egress_full) in a scheduled event
   };
   struct Channel {
     NodeId from = 0, to = 0;
@@ -90,6 +95,10 @@ struct Ns3Network::Impl {
     sim::ChannelCounters counters;
     bool transmitting = false;
     std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
+    // A host's: its workers' packets handed to the socket and not yet sent, by packet uid (a
+    // duplicate shares its original's), and their count per job (backpressure_packets).
+    std::unordered_multimap<std::uint64_t, JobId> backlog;
+    std::map<JobId, std::uint32_t> backlog_by_job;
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
@@ -124,7 +133,8 @@ struct Ns3Network::Impl {
     if (port >= n.channel_by_port.size() || n.channel_by_port[port] == kNoChannel) return;
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[port])];
     Header h;
-    if (decode_header(bytes, h) != DecodeError::kOk) {
+    const bool atp = decode_header(bytes, h) == DecodeError::kOk;
+    if (!atp) {
       // Only noise sources send what does not parse; it goes to the switch like any packet.
       h.src = n.address;
       h.dst = kUnparsableDestination;
@@ -141,7 +151,12 @@ struct Ns3Network::Impl {
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
     if (n.is_host) {
       const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
-      emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
+      const auto cid = static_cast<std::size_t>(n.channel_by_port[port]);
+      const bool worker_packet = atp && !h.is_ack;  // not a noise source's, nor a PS's parameter packet
+      emit(c, p, [this, cid, worker_packet, job = h.job, socket = n.socket, to](ns3::Ptr<ns3::Packet> q) {
+        if (worker_packet) enter_backlog(cid, job, q->GetUid());
+        socket->SendTo(q, 0, to);
+      });
       return;
     }
     ns3::UdpHeader udp;
@@ -262,6 +277,51 @@ struct Ns3Network::Impl {
   }
 
   Time now() const { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
+
+  // A host hands channel `cid` a packet of `job`: the sender is told if backpressure_packets of
+  // that job's, and some of another job's, are not yet sent.
+  void enter_backlog(std::size_t cid, JobId job, std::uint64_t uid) {
+    Channel& c = channels[cid];
+    const bool shared = c.backlog_by_job.size() > (c.backlog_by_job.contains(job) ? 1u : 0u);
+    std::uint32_t& queued = c.backlog_by_job[job];
+    if (c.config.backpressure_packets != 0 && shared && queued >= c.config.backpressure_packets) tell_sender(cid, job);
+    ++queued;
+    c.backlog.emplace(uid, job);
+  }
+
+  // Packet `uid` left channel `cid`'s queue (sent, or dropped): its job, if a host's worker's.
+  std::optional<JobId> leave_backlog(std::size_t cid, std::uint64_t uid) {
+    Channel& c = channels[cid];
+    const auto it = c.backlog.find(uid);
+    if (it == c.backlog.end()) return std::nullopt;
+    const JobId job = it->second;
+    c.backlog.erase(it);
+    const auto count = c.backlog_by_job.find(job);
+    if (--count->second == 0) c.backlog_by_job.erase(count);
+    return job;
+  }
+
+  // A queue of channel `cid` dropped a packet its sender handed it: counted, and a host told.
+  void egress_refused(std::size_t cid, const ns3::Packet& p) {
+    ++channels[cid].counters.queue_drops;
+    if (const std::optional<JobId> job = leave_backlog(cid, p.GetUid())) tell_sender(cid, *job);
+  }
+
+  // Tells channel `cid`'s sender (sim::Node::on_egress_full) of `job`, right after the event in
+  // which it sent.
+  void tell_sender(std::size_t cid, JobId job) {
+    const NodeId id = channels[cid].from;
+    std::vector<JobId>& jobs = nodes[id].egress_full;
+    if (std::find(jobs.begin(), jobs.end(), job) != jobs.end()) return;
+    if (jobs.empty()) {
+      ns3::Simulator::ScheduleNow([this, id] {
+        const std::vector<JobId> told = std::exchange(nodes[id].egress_full, {});
+        for (JobId j : told) nodes[id].node->on_egress_full(j, now());
+        rearm(id);
+      });
+    }
+    jobs.push_back(job);
+  }
 
   NodeId add(std::string name, std::unique_ptr<sim::Node> node) {
     if (!node) throw std::invalid_argument("add node '" + name + "': node is null");
@@ -385,10 +445,11 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
                     ch.transmitting = false;
                     ++ch.counters.packets;
                     ch.counters.bytes += p->GetSize();
+                    impl->leave_backlog(cid, p->GetUid());
                   }));
     connect_trace(c.tx->GetQueue(), "Drop",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                      [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.queue_drops; }));
+                      [impl, cid](ns3::Ptr<const ns3::Packet> p) { impl->egress_refused(cid, *p); }));
     connect_trace(rx, "PhyRxDrop",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
                       [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
@@ -423,9 +484,8 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
       const std::size_t egress = static_cast<std::size_t>(n.channel_by_port[0]);
       Impl* impl = &net;
       connect_trace(n.ns3->GetObject<ns3::TrafficControlLayer>(), "TcDrop",
-                    ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, egress](ns3::Ptr<const ns3::Packet>) {
-                      ++impl->channels[egress].counters.queue_drops;
-                    }));
+                    ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
+                        [impl, egress](ns3::Ptr<const ns3::Packet> p) { impl->egress_refused(egress, *p); }));
     } else {
       Impl* impl = &net;
       const NodeId node_id = id;
