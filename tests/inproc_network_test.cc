@@ -69,10 +69,7 @@ class Recorder final : public Node {
   }
   void on_timeout(Time, PortSink&) override {}
   Time next_deadline() const override { return kNever; }
-  void on_egress_full(JobId job, Time now) override {
-    EXPECT_EQ(job, 1) << "only job 1 is ever told here";
-    egress_full.push_back(ns_of(now));
-  }
+  void on_egress_full(Time now) override { egress_full.push_back(ns_of(now)); }
 
   bool keep = true;  // record deliveries in `got`
   std::vector<Delivery> got;
@@ -352,25 +349,6 @@ TEST(InprocNetwork, ASenderIsToldOnceWhenItsEgressRefusesPackets) {
   EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({1, 2640}));
   EXPECT_TRUE(pair.b->egress_full.empty());
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 7u);
-}
-
-TEST(InprocNetwork, AJobIsToldWhenItHoldsTheBackpressureDepthOfASharedQueue) {
-  ChannelConfig c = link_of(microseconds(1));
-  c.rate_gbps = 1;
-  c.backpressure_packets = 2;  // no buffer limit: nothing is refused
-  Pair pair(1, c);
-  for (int i = 0; i < 5; ++i) pair.send_from_a(packet(0));  // job 1's
-  pair.net.run_until(time_from_ns(1));
-  EXPECT_TRUE(pair.a->egress_full.empty()) << "a job alone on the queue is not told";
-  Header h;
-  h.job = 2;
-  pair.send_from_a(build_packet(h, std::vector<std::int32_t>(kDefaultValuesPerPacket, 0)));
-  pair.net.run_until(time_from_ns(2));
-  EXPECT_TRUE(pair.a->egress_full.empty()) << "job 2 has none queued yet";
-  pair.send_from_a(packet(0));  // job 1 holds 5, job 2 one
-  pair.net.run_until_idle();
-  EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({2})) << "job 1, told once";
-  EXPECT_EQ(pair.b->got.size(), 7u) << "told, not dropped";
 }
 
 TEST(InprocNetwork, EcnMarksAtTheThreshold) {

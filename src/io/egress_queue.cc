@@ -113,7 +113,6 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
   }
   ++counters_.packets;
   counters_.bytes += packet.size();
-  result.sent = sent;
 
   // Draw only for faults that are switched on, so a fault-free queue costs no RNG work. The order
   // of the draws (loss, duplicate, reorder, reorder factor) is part of the trace: keep it.

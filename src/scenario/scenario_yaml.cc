@@ -838,8 +838,6 @@ std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& fr
   return out;
 }
 
-// A host's NIC queue marks nothing; past kHostBackpressurePackets it tells its sender, as a real
-// worker's socket does (sim::ChannelConfig::backpressure_packets).
 sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
   sim::ChannelConfig c;
   if (!from_host) {
@@ -848,10 +846,7 @@ sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
     c.ecn_threshold_packets = port.ecn_threshold_packets;
   }
   s.link.apply_to(c);
-  if (from_host) {
-    c.ecn_threshold_packets = 0;
-    c.backpressure_packets = sim::kHostBackpressurePackets;
-  }
+  if (from_host) c.ecn_threshold_packets = 0;
   return c;
 }
 

@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <deque>
 #include <limits>
-#include <map>
 #include <stdexcept>
-#include <utility>
 
 namespace atp::inproc {
 namespace {
@@ -43,7 +40,7 @@ struct Network::Impl {
     std::unique_ptr<NodeSink> sink;
     std::vector<std::int32_t> channel_by_port;  // egress channel per port; kNoChannel if unconnected
     Time armed_timer = kNever;                  // time of the armed (newest) timer event
-    std::vector<JobId> egress_full;             // jobs to tell of (on_egress_full) in a kEgressFull event
+    bool egress_full_pending = false;           // a kEgressFull event for it is in the heap
     std::uint64_t timer_generation = 0;         // tells the newest timer event from stale ones
   };
   struct Channel {
@@ -51,9 +48,6 @@ struct Network::Impl {
     PortId to_port = 0;
     ChannelConfig config;  // copied into the queue at each send, so that faults may change between events
     EgressQueue queue;     // holds every packet in flight on this channel, in release order
-    // With backpressure_packets: the packets not yet sent, as (when sent, job), in queue order.
-    std::deque<std::pair<Time, JobId>> backlog;
-    std::map<JobId, std::uint32_t> backlog_by_job;
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
@@ -73,7 +67,10 @@ struct Network::Impl {
     Channel& c = channels[channel];
     c.queue.config() = c.config;
     const EnqueueResult r = c.queue.enqueue(bytes, now);
-    if (r.status == EnqueueStatus::kQueueFull || c.config.backpressure_packets != 0) backpressure(from, c, bytes, r);
+    if (r.status == EnqueueStatus::kQueueFull && !nodes[from].egress_full_pending) {
+      nodes[from].egress_full_pending = true;
+      push(to_ns(now), EventKind::kEgressFull, from, 0);  // after the callback that sent it
+    }
     if (r.status != EnqueueStatus::kQueued) return;
     // One delivery event per copy: the queue releases its copies in the same (time, enqueue
     // order) as the heap pops these events, so each event takes exactly the packet it stands for.
@@ -81,32 +78,6 @@ struct Network::Impl {
     if (r.duplicate_release != kNever) {
       push(to_ns(r.duplicate_release), EventKind::kDeliver, static_cast<std::uint32_t>(channel), 0);
     }
-  }
-
-  // Tells `from` (Node::on_egress_full) if channel `c` refused its packet, or took it while
-  // backpressure_packets of its job and some of another job's were not yet sent.
-  void backpressure(NodeId from, Channel& c, std::span<const std::uint8_t> bytes, const EnqueueResult& r) {
-    while (!c.backlog.empty() && c.backlog.front().first <= now) {
-      const auto it = c.backlog_by_job.find(c.backlog.front().second);
-      if (--it->second == 0) c.backlog_by_job.erase(it);
-      c.backlog.pop_front();
-    }
-    Header h;
-    // A noise source's, or a PS's parameter packet: no window to slow down.
-    if (decode_header(bytes, h) != DecodeError::kOk || h.is_ack) return;
-    bool tell = r.status == EnqueueStatus::kQueueFull;
-    if (c.config.backpressure_packets != 0 && r.sent != kNever) {
-      const bool shared = c.backlog_by_job.size() > (c.backlog_by_job.contains(h.job) ? 1u : 0u);
-      std::uint32_t& queued = c.backlog_by_job[h.job];
-      tell = tell || (shared && queued >= c.config.backpressure_packets);
-      ++queued;
-      c.backlog.emplace_back(r.sent, h.job);
-    }
-    if (!tell) return;
-    std::vector<JobId>& jobs = nodes[from].egress_full;
-    if (std::find(jobs.begin(), jobs.end(), h.job) != jobs.end()) return;
-    if (jobs.empty()) push(to_ns(now), EventKind::kEgressFull, from, 0);  // after the callback that sent it
-    jobs.push_back(h.job);
   }
 
   // After any callback of `id`: arm a timer event if its deadline moved earlier than the armed
@@ -161,8 +132,8 @@ struct Network::Impl {
       }
       case EventKind::kEgressFull: {
         NodeState& n = nodes[e.target];
-        const std::vector<JobId> jobs = std::exchange(n.egress_full, {});
-        for (JobId job : jobs) n.node->on_egress_full(job, now);
+        n.egress_full_pending = false;
+        n.node->on_egress_full(now);
         rearm(e.target);
         break;
       }

@@ -80,7 +80,6 @@ struct EnqueueResult {
   EnqueueStatus status = EnqueueStatus::kQueued;
   Time release = kNever;            // when the packet is released; kNever unless kQueued
   Time duplicate_release = kNever;  // when its duplicate is released; kNever: no duplicate
-  Time sent = kNever;               // when its last bit left the queue; kNever if refused
   bool accepted() const { return status != EnqueueStatus::kQueueFull; }
 };
 

@@ -28,28 +28,18 @@ class Node {
   virtual void on_packet(PortId port, std::span<std::uint8_t> packet, Time now, PortSink& out) = 0;
   virtual void on_timeout(Time now, PortSink& out) = 0;
   virtual Time next_deadline() const = 0;
-  // One of its egress queues refused a packet of job `job`'s worker (any ATP or Rina packet but a
-  // PS's parameter packet) it sent (full, or past the ECN threshold and unmarkable), or took one
-  // while it held backpressure_packets of that worker's (ChannelConfig): the network says so
-  // right after the event that sent it, at the same time, once per job and run of such sends, as
-  // a real worker's send fails when its own socket's buffer is full. A host slows it down.
-  virtual void on_egress_full(JobId /*job*/, Time /*now*/) {}
+  // One of its egress queues refused a packet it sent (full, or past the ECN threshold and
+  // unmarkable): the network says so right after the event that sent it, at the same time, once
+  // per run of refusals. A host slows down every worker it runs with fragments in flight: its
+  // NIC's queue is one bottleneck that they all fill, as Linux's full qdisc fails the sends
+  // (ENOBUFS) of every socket that keeps sending into it.
+  virtual void on_egress_full(Time /*now*/) {}
 };
 
 // One direction of a link: the egress queue of its sender's port, with a propagation delay.
 struct ChannelConfig : EgressConfig {
   ChannelConfig() { delay = std::chrono::microseconds(2); }  // propagation delay
-  // A host's NIC queue, which marks nothing, shared by the jobs whose workers run there: a
-  // packet of job j enqueued while this many of j's, and some of another job's, are not yet sent
-  // tells its sender (Node::on_egress_full), as each worker's socket stops taking packets once
-  // its own send buffer is full. A job alone on the queue is not told: its socket is taken to
-  // be sized for its round trip, as one tunes it on a fast link. 0: only a refused packet tells.
-  std::uint32_t backpressure_packets = 0;
 };
-
-// A scenario's hosts' backpressure_packets: about what Linux's default socket send buffer
-// (212,992 bytes) holds of ATP's small frames, each charged at its ~1 KB buffer size.
-inline constexpr std::uint32_t kHostBackpressurePackets = 200;
 
 using ChannelCounters = EgressCounters;
 

@@ -231,10 +231,10 @@ class HostNode final : public sim::Node {
   void on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) override;
   void on_timeout(Time now, PortSink& out) override;
   Time next_deadline() const override;
-  // Its NIC's queue refused a packet of `job`, or holds a socket buffer's worth of them: the
-  // job's worker here slows down, as a worker process on a real host does when its socket's send
-  // fails (the host's link is a bottleneck that no switch marks).
-  void on_egress_full(JobId job, Time now) override;
+  // Its NIC's queue refused a packet: every worker here with fragments in flight slows down, as
+  // a worker process on a real host does when its socket's send fails (the host's link is a
+  // bottleneck that no switch marks).
+  void on_egress_full(Time now) override;
 
   struct LocalWorker {
     JobEndpoint endpoint;
@@ -419,9 +419,9 @@ void HostNode::on_timeout(Time now, PortSink& out) {
   if (acted) activity_.saw(now);
 }
 
-void HostNode::on_egress_full(JobId job, Time now) {
+void HostNode::on_egress_full(Time now) {
   if (crashed) return;
-  if (const auto w = workers.find(job); w != workers.end()) w->second.endpoint.on_host_queue_full(now);
+  for (auto& [job, w] : workers) w.endpoint.on_host_queue_full(now);
 }
 
 Time HostNode::next_deadline() const {

@@ -5,11 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <optional>
 #include <random>
 #include <stdexcept>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 // Single headers, not ns-3's *-module.h: those pull in singleton.h, which GCC 12 rejects in
@@ -84,7 +81,7 @@ struct Ns3Network::Impl {
     std::vector<std::int32_t> channel_by_port;  // egress channel per port
     Time armed_timer = kNever;
     std::uint64_t timer_generation = 0;
-    std::vector<JobId> egress_full;  // jobs to tell of (on_egress_full) in a scheduled event
+    bool egress_full_pending = false;  // an on_egress_full call for it is scheduled
   };
   struct Channel {
     NodeId from = 0, to = 0;
@@ -95,10 +92,6 @@ struct Ns3Network::Impl {
     sim::ChannelCounters counters;
     bool transmitting = false;
     std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
-    // A host's: its workers' packets handed to the socket and not yet sent, by packet uid (a
-    // duplicate shares its original's), and their count per job (backpressure_packets).
-    std::unordered_multimap<std::uint64_t, JobId> backlog;
-    std::map<JobId, std::uint32_t> backlog_by_job;
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
@@ -133,8 +126,7 @@ struct Ns3Network::Impl {
     if (port >= n.channel_by_port.size() || n.channel_by_port[port] == kNoChannel) return;
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[port])];
     Header h;
-    const bool atp = decode_header(bytes, h) == DecodeError::kOk;
-    if (!atp) {
+    if (decode_header(bytes, h) != DecodeError::kOk) {
       // Only noise sources send what does not parse; it goes to the switch like any packet.
       h.src = n.address;
       h.dst = kUnparsableDestination;
@@ -151,12 +143,7 @@ struct Ns3Network::Impl {
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
     if (n.is_host) {
       const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
-      const auto cid = static_cast<std::size_t>(n.channel_by_port[port]);
-      const bool worker_packet = atp && !h.is_ack;  // not a noise source's, nor a PS's parameter packet
-      emit(c, p, [this, cid, worker_packet, job = h.job, socket = n.socket, to](ns3::Ptr<ns3::Packet> q) {
-        if (worker_packet) enter_backlog(cid, job, q->GetUid());
-        socket->SendTo(q, 0, to);
-      });
+      emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
       return;
     }
     ns3::UdpHeader udp;
@@ -278,49 +265,18 @@ struct Ns3Network::Impl {
 
   Time now() const { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
 
-  // A host hands channel `cid` a packet of `job`: the sender is told if backpressure_packets of
-  // that job's, and some of another job's, are not yet sent.
-  void enter_backlog(std::size_t cid, JobId job, std::uint64_t uid) {
-    Channel& c = channels[cid];
-    const bool shared = c.backlog_by_job.size() > (c.backlog_by_job.contains(job) ? 1u : 0u);
-    std::uint32_t& queued = c.backlog_by_job[job];
-    if (c.config.backpressure_packets != 0 && shared && queued >= c.config.backpressure_packets) tell_sender(cid, job);
-    ++queued;
-    c.backlog.emplace(uid, job);
-  }
-
-  // Packet `uid` left channel `cid`'s queue (sent, or dropped): its job, if a host's worker's.
-  std::optional<JobId> leave_backlog(std::size_t cid, std::uint64_t uid) {
-    Channel& c = channels[cid];
-    const auto it = c.backlog.find(uid);
-    if (it == c.backlog.end()) return std::nullopt;
-    const JobId job = it->second;
-    c.backlog.erase(it);
-    const auto count = c.backlog_by_job.find(job);
-    if (--count->second == 0) c.backlog_by_job.erase(count);
-    return job;
-  }
-
-  // A queue of channel `cid` dropped a packet its sender handed it: counted, and a host told.
-  void egress_refused(std::size_t cid, const ns3::Packet& p) {
+  // A queue of channel `cid` dropped a packet its sender handed it: counted, and the sender told
+  // (sim::Node::on_egress_full) right after the event in which it sent it.
+  void egress_refused(std::size_t cid) {
     ++channels[cid].counters.queue_drops;
-    if (const std::optional<JobId> job = leave_backlog(cid, p.GetUid())) tell_sender(cid, *job);
-  }
-
-  // Tells channel `cid`'s sender (sim::Node::on_egress_full) of `job`, right after the event in
-  // which it sent.
-  void tell_sender(std::size_t cid, JobId job) {
     const NodeId id = channels[cid].from;
-    std::vector<JobId>& jobs = nodes[id].egress_full;
-    if (std::find(jobs.begin(), jobs.end(), job) != jobs.end()) return;
-    if (jobs.empty()) {
-      ns3::Simulator::ScheduleNow([this, id] {
-        const std::vector<JobId> told = std::exchange(nodes[id].egress_full, {});
-        for (JobId j : told) nodes[id].node->on_egress_full(j, now());
-        rearm(id);
-      });
-    }
-    jobs.push_back(job);
+    if (nodes[id].egress_full_pending) return;
+    nodes[id].egress_full_pending = true;
+    ns3::Simulator::ScheduleNow([this, id] {
+      nodes[id].egress_full_pending = false;
+      nodes[id].node->on_egress_full(now());
+      rearm(id);
+    });
   }
 
   NodeId add(std::string name, std::unique_ptr<sim::Node> node) {
@@ -445,11 +401,10 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
                     ch.transmitting = false;
                     ++ch.counters.packets;
                     ch.counters.bytes += p->GetSize();
-                    impl->leave_backlog(cid, p->GetUid());
                   }));
     connect_trace(c.tx->GetQueue(), "Drop",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                      [impl, cid](ns3::Ptr<const ns3::Packet> p) { impl->egress_refused(cid, *p); }));
+                      [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->egress_refused(cid); }));
     connect_trace(rx, "PhyRxDrop",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
                       [impl, cid](ns3::Ptr<const ns3::Packet>) { ++impl->channels[cid].counters.lost; }));
@@ -485,7 +440,7 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
       Impl* impl = &net;
       connect_trace(n.ns3->GetObject<ns3::TrafficControlLayer>(), "TcDrop",
                     ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                        [impl, egress](ns3::Ptr<const ns3::Packet> p) { impl->egress_refused(egress, *p); }));
+                        [impl, egress](ns3::Ptr<const ns3::Packet>) { impl->egress_refused(egress); }));
     } else {
       Impl* impl = &net;
       const NodeId node_id = id;
