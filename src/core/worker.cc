@@ -135,13 +135,12 @@ struct WorkerEndpoint::Impl {
     std::uint32_t rescue_next = 0;
     std::uint32_t rescue_end = 0;
     std::uint32_t timeout_burst = 0;  // packets the last timeout could resend at most
-    // Fragments sent before this are no round-trip samples (kNever: none yet this round). It is
-    // when the round's first result for this flow came: fragments sent before it waited for the
-    // last worker to start the round (compute skew, a slow start-up) as much as for the path,
-    // which can be far longer than a round trip. Then, when the latest result that a resend went
-    // into came (the PS's resend flag): a fragment sent before it may have waited for the worker
-    // whose window that loss held, which sends its first copy only once the hole is repaired
-    // (RTOs later, with many workers and much loss: first samples of 1,000 round trips seen).
+    // Fragments sent before this are no round-trip samples (kNever: none yet this round): when
+    // the round's first result for this flow came. Fragments sent before it waited for the last
+    // worker to start the round (compute skew, a slow start-up) as much as for the path, which
+    // can be far longer than a round trip. (Moving it also to each result a resend went into
+    // cost ATP a quarter of its share beside a TCP flow without ECN, 0.37 of the link against
+    // 0.52: docs/protocol.md, "Worker".)
     Time samples_from = kNever;
     Duration rto{};                   // current retransmission timeout: rtt.rto(), backed off by timeouts
     Time rto_deadline = kNever;       // armed while fragments are unacknowledged
@@ -434,7 +433,7 @@ struct WorkerEndpoint::Impl {
     // not (Karn: which copy?), nor one that waited for another worker's resend (the PS sets the
     // result's resend flag then): that is the other worker's loss, not this path's delay.
     if ((frag.flags & kResent) == 0) {
-      // Nor one sent before the round's first result or a recovered one: see samples_from.
+      // Nor one sent before the round's first result: see samples_from.
       if (h.resend || frag.sent < f.samples_from) {
         f.rtt.observe(now - frag.first_sent);
       } else {
@@ -460,7 +459,7 @@ struct WorkerEndpoint::Impl {
     } else {
       f.rtt.observe(now - frag.first_sent);
     }
-    if (f.samples_from == kNever || h.resend) f.samples_from = now;
+    if (f.samples_from == kNever) f.samples_from = now;
     store_result(i, h, bytes);
     f.received_end = std::max(f.received_end, j + 1);
     note_result(f, j, frag, now);
