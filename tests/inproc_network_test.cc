@@ -309,11 +309,16 @@ TEST(InprocNetwork, SerializationTimeIsExact) {
   EXPECT_EQ(f.b->got[99].ns, 2640);  // 2640.0
 }
 
-TEST(InprocNetwork, DropTailAtTheBufferLimit) {
+// A 1 Gbit/s link (a 330-byte packet takes 2,640 ns) with room for 4 packets.
+ChannelConfig four_packet_link() {
   ChannelConfig c = link_of(microseconds(1));
   c.rate_gbps = 1;
   c.buffer_packets = 4;
-  Pair pair(1, c);
+  return c;
+}
+
+TEST(InprocNetwork, DropTailAtTheBufferLimit) {
+  Pair pair(1, four_packet_link());
   const auto p = packet(0);
   for (int i = 0; i < 10; ++i) pair.send_from_a(p);
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).packets, 4u);
@@ -329,10 +334,7 @@ TEST(InprocNetwork, DropTailAtTheBufferLimit) {
 }
 
 TEST(InprocNetwork, ASenderIsToldOnceWhenItsEgressRefusesPackets) {
-  ChannelConfig c = link_of(microseconds(1));
-  c.rate_gbps = 1;
-  c.buffer_packets = 4;
-  Pair pair(1, c);
+  Pair pair(1, four_packet_link());
   const auto p = packet(0);
   for (int i = 0; i < 4; ++i) pair.send_from_a(p);
   pair.net.run_until(time_from_ns(1));
