@@ -35,10 +35,10 @@ using std::chrono::nanoseconds;
 
 std::int64_t ns_of(Time t) { return to_ns(t); }
 
-// A 62-value ATP gradient packet (288 B; 330 B with encapsulation) tagged with `seq`.
-std::vector<std::uint8_t> packet(Seq seq, std::uint16_t values = kDefaultValuesPerPacket) {
+// A 62-value ATP gradient packet (288 B; 330 B with encapsulation) of `job` tagged with `seq`.
+std::vector<std::uint8_t> packet(Seq seq, std::uint16_t values = kDefaultValuesPerPacket, JobId job = 1) {
   Header h;
-  h.job = 1;
+  h.job = job;
   h.seq = seq;
   const std::vector<std::int32_t> v(values, 0);
   return build_packet(h, v);
@@ -351,6 +351,44 @@ TEST(InprocNetwork, ASenderIsToldOnceWhenItsEgressRefusesPackets) {
   EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({1, 2640}));
   EXPECT_TRUE(pair.b->egress_full.empty());
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 7u);
+}
+
+TEST(InprocNetwork, AHostsNicServesItsJobsInTurn) {
+  // Job 1 queues 20 packets at a 1 Gbit/s NIC (2,640 ns each), then job 2 sends one. In one FIFO
+  // job 2's packet leaves last; with fair queueing it waits for the packet being sent and one
+  // quantum of job 1's (1,514 bytes: 4 packets), and job 1's go on in order after it.
+  for (const bool fair : {false, true}) {
+    ChannelConfig c = link_of(microseconds(1));
+    c.rate_gbps = 1;
+    c.fair_queueing = fair;
+    Pair pair(1, c);
+    for (Seq s = 0; s < 20; ++s) pair.send_from_a(packet(s));
+    pair.send_from_a(packet(100, kDefaultValuesPerPacket, 2));
+    pair.net.run_until_idle();
+    ASSERT_EQ(pair.b->got.size(), 21u);
+    std::vector<Seq> order;
+    for (const Delivery& d : pair.b->got) order.push_back(seq_of(d.bytes));
+    const std::size_t at = fair ? 5 : 20;
+    EXPECT_EQ(order[at], 100u) << (fair ? "fair" : "fifo");
+    order.erase(order.begin() + static_cast<std::ptrdiff_t>(at));
+    for (Seq s = 0; s < 20; ++s) EXPECT_EQ(order[s], s);
+    // Back to back either way: the link never idles while packets wait (21 x 2,640 ns + 1 us).
+    EXPECT_EQ(pair.b->got.back().ns, 21 * 2640 + 1000);
+    EXPECT_EQ(pair.b->got[at].ns, static_cast<std::int64_t>(at + 1) * 2640 + 1000);
+  }
+}
+
+TEST(InprocNetwork, AFairQueuesBufferCountsEveryJobsPackets) {
+  // Room for 4 packets (the one being sent included), as a FIFO's: 10 sends from two jobs, 6
+  // refused, and the sender told once.
+  ChannelConfig c = four_packet_link();
+  c.fair_queueing = true;
+  Pair pair(1, c);
+  for (int i = 0; i < 10; ++i) pair.send_from_a(packet(0, kDefaultValuesPerPacket, static_cast<JobId>(1 + i % 2)));
+  pair.net.run_until_idle();
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 6u);
+  EXPECT_EQ(pair.b->got.size(), 4u);
+  EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({0}));
 }
 
 TEST(InprocNetwork, EcnMarksAtTheThreshold) {

@@ -63,8 +63,13 @@ TEST_P(Ns3SameAsInproc, CorrectAggregationAndPacketCountsAreEqual) {
     EXPECT_EQ(a.switch_aggregations, b.switch_aggregations);
     EXPECT_EQ(a.ps_packets_received, b.ps_packets_received);
     EXPECT_EQ(a.collisions, b.collisions);
-    EXPECT_EQ(a.retransmissions, 0u);
-    EXPECT_EQ(b.retransmissions, 0u);
+    // Nothing is lost: a worker resends only where a collision sent a fragment the long way, by
+    // its PS, and later fragments' results came first (TwoJobs: one collision, one resend from
+    // each of job b's workers, on both networks).
+    EXPECT_EQ(a.retransmissions, b.retransmissions);
+    if (a.collisions == 0) {
+      EXPECT_EQ(a.retransmissions, 0u);
+    }
   }
   ASSERT_EQ(in.links.size(), ns.links.size());
   for (std::size_t l = 0; l < in.links.size(); ++l) {
@@ -159,6 +164,32 @@ TEST(Ns3Backend, AWorkerWhoseNicQueueOverflowsSlowsDownAtOnce) {
   }
 }
 
+TEST(Ns3Backend, ASmallJobWaitsForItsTurnAtTheNicNotForABigJobsWindow) {
+  // Two jobs on the same two workers: a big one whose fixed window of 800 packets keeps both
+  // workers' NIC queues long, and a small one of 64 packets a round. The PS's link is 4x faster,
+  // so the workers' NICs are the only queues. They serve the jobs in turn: the small job's 20
+  // rounds take 1.17x as long as alone on both networks (one FIFO per NIC: 2.2-2.3x).
+  const std::string base =
+      "seed: 1\nlink: {rate_gbps: 100, buffer_packets: 1000}\ntopology:\n  switches: [{name: tor}]\n"
+      "  hosts: [{name: w0, switch: tor}, {name: w1, switch: tor}, {name: ps, switch: tor}]\n"
+      "faults: [{link: [ps, tor], rate_gbps: 400}]\njobs:\n"
+      "  - {name: small, workers: [w0, w1], ps: [ps], elements: 3968, rounds: 20, values_per_packet: 62, "
+      "index: linear}\n";
+  const std::string big =
+      "  - {name: big, workers: [w0, w1], ps: [ps], elements: 4960000, rounds: 2, values_per_packet: 62, "
+      "index: linear, window: 800, max_window: 800, congestion_control: false}\n";
+  const Scenario alone = parse_scenario_yaml(base);
+  const Scenario shared = parse_scenario_yaml(base + big);
+  for (const bool ns3 : {false, true}) {
+    const ScenarioResult a = ns3 ? run_ns3(alone) : run_inproc(alone);
+    const ScenarioResult b = ns3 ? run_ns3(shared) : run_inproc(shared);
+    ASSERT_TRUE(a.jobs[0].correct) << a.jobs[0].error;
+    ASSERT_TRUE(b.jobs[0].correct && b.jobs[1].correct) << b.jobs[0].error << b.jobs[1].error;
+    EXPECT_LT(b.jobs[0].seconds, 1.4 * a.jobs[0].seconds) << a.backend << ": alone " << a.jobs[0].seconds;
+    EXPECT_GT(b.jobs[1].algbw_gbps, 50) << a.backend << ": the big job uses what the small one leaves";
+  }
+}
+
 TEST(Ns3Backend, CongestionControlLowersLossUnderIncast) {
   // Eight workers send to one PS without aggregation (ps): the PS's downlink is the incast
   // bottleneck, with a 64-packet buffer that marks ECN from 16 packets on.
@@ -246,12 +277,15 @@ TEST(Ns3Backend, BackgroundFlowSharesALinkAndStopsWithTheJobs) {
 }
 
 // A background flow's own TCP (congestion:, ecn:) reaches ns-3's socket: each control moves
-// bytes, and they do not all move the same (the setting took).
+// bytes, and they do not all move the same (the setting took). 20 rounds (4.5 ms): in the 0.5 ms
+// of 2 rounds the three moved the same bytes but for 4 of BBR's segments, which a change of
+// event order at one host (its NIC's fair queue) took away.
 TEST(Ns3Backend, BackgroundFlowsRunTheTcpTheyName) {
   std::set<std::uint64_t> bytes;
   for (const char* cc : {"cubic", "reno", "bbr"}) {
     Scenario s =
         parse_scenario_yaml(two_racks("", ", buffer_packets: 200") + "background:\n  - {from: x, to: w1, kind: tcp}\n");
+    s.jobs[0].rounds = 20;
     s.background[0].congestion = cc;
     s.background[0].ecn = false;
     const ScenarioResult r = run_ns3(s);
@@ -416,12 +450,14 @@ TEST(Ns3Backend, RinaOnSlowLinksResendsLittleAndRunsNearTheModel) {
   EXPECT_LT(j.retransmissions * 100, 8 * contributions) << j.retransmissions << " of " << contributions;
   // `atp bom`: each worker's downlink carries the finals and an eighth more (the hop sums it
   // carries): 1.125 x 4 MiB per round at 200 Mbit/s.
+  // The first round starts on a guessed RTO (1 ms; the first acks take tens of ms here), and its
+  // spurious timeouts back off: 0.21-0.32 s over link delays of 1-5 us (0.32 s at 2 us since
+  // hosts' NICs queue fairly, which moved one event order; 0.22 s before), 1.1-1.7x the model.
+  // The next round has samples and runs near it (0.20 s).
   const double bom_round_s = 1.125 * (4 << 20) * 8 / 200e6;
-  double previous = 0;
-  for (const double end : j.round_end_seconds) {
-    EXPECT_LT(end - previous, 1.5 * bom_round_s) << "a round took " << end - previous << " s";
-    previous = end;
-  }
+  EXPECT_LT(j.round_end_seconds[0], 2 * bom_round_s) << "the first round took " << j.round_end_seconds[0] << " s";
+  const double second = j.round_end_seconds[1] - j.round_end_seconds[0];
+  EXPECT_LT(second, 1.2 * bom_round_s) << "the second round took " << second << " s";
 }
 
 // A ring of ten members (five racks of two whose ToRs aggregate, five workers alone) on a k=4

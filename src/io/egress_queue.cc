@@ -70,6 +70,28 @@ std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
 
 void EgressQueue::hold(Time release, std::uint32_t slot) { heap_.push(Held{to_ns(release), next_order_++, slot}); }
 
+EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::span<const std::uint8_t> packet) {
+  const EgressConfig& cfg = config_;
+  if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
+    ++counters_.queue_drops;
+    return Admission::kRefuse;
+  }
+  if (cfg.ecn_threshold_packets == 0 || queued < cfg.ecn_threshold_packets) return Admission::kAccept;
+  // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
+  // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
+  if (ecn_drops(packet)) {
+    ++counters_.queue_drops;
+    return Admission::kRefuse;
+  }
+  return Admission::kMark;
+}
+
+bool EgressQueue::mark(std::vector<std::uint8_t>& packet) {
+  if (!(framing_ == Framing::kAtp ? mark_ecn(packet) : mark_ecn_frame(packet))) return false;
+  ++counters_.ecn_marked;
+  return true;
+}
+
 EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time now) {
   const EgressConfig& cfg = config_;
   EnqueueResult result;
@@ -87,20 +109,12 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     }
     const std::int64_t now_ps = to_ps(now);
     drain_sent(*sending_done_ps, now_ps);
-    const std::size_t queued = sending_done_ps->size();
-    if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
-      ++counters_.queue_drops;
+    const Admission admission = admit(sending_done_ps->size(), packet);
+    if (admission == Admission::kRefuse) {
       result.status = EnqueueStatus::kQueueFull;
       return result;
     }
-    mark = cfg.ecn_threshold_packets != 0 && queued >= cfg.ecn_threshold_packets;
-    // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
-    // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
-    if (mark && ecn_drops(packet)) {
-      ++counters_.queue_drops;
-      result.status = EnqueueStatus::kQueueFull;
-      return result;
-    }
+    mark = admission == Admission::kMark;
     // bits / (Gbit/s) = ns; x1000 for ps.
     const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
     const double bits = 8.0 * static_cast<double>(wire_bytes);
@@ -133,9 +147,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
   result.release = sent + cfg.delay + extra;
   const std::uint32_t slot = store(packet);
   // The queue marks its own copy; the sender's bytes (e.g. one copy of a multicast) stay as they were.
-  if (mark && (framing_ == Framing::kAtp ? mark_ecn(slots_[slot]) : mark_ecn_frame(slots_[slot]))) {
-    ++counters_.ecn_marked;
-  }
+  if (mark) this->mark(slots_[slot]);
   hold(result.release, slot);
   if (duplicate) {
     ++counters_.duplicated;

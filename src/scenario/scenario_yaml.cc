@@ -846,7 +846,10 @@ sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
     c.ecn_threshold_packets = port.ecn_threshold_packets;
   }
   s.link.apply_to(c);
-  if (from_host) c.ecn_threshold_packets = 0;
+  if (from_host) {
+    c.ecn_threshold_packets = 0;
+    c.fair_queueing = true;
+  }
   return c;
 }
 

@@ -7,12 +7,14 @@
 #include <limits>
 #include <stdexcept>
 
+#include "atp/io/fair_queue.h"
+
 namespace atp::inproc {
 namespace {
 
 constexpr std::int32_t kNoChannel = -1;
 
-enum class EventKind : std::uint8_t { kDeliver, kTimer, kScripted, kEgressFull };
+enum class EventKind : std::uint8_t { kDeliver, kTimer, kScripted, kEgressFull, kNextInTurn };
 
 // A heap entry: small, so that sifting is cheap; packet bytes live in the channels' egress
 // queues, scripted functions in a pool.
@@ -20,7 +22,7 @@ struct Event {
   std::int64_t time_ns;
   std::uint64_t order;  // insertion order: ties at equal times keep FIFO order
   EventKind kind;
-  std::uint32_t target;  // kDeliver: channel; kTimer, kEgressFull: node; kScripted: index into scripted
+  std::uint32_t target;  // kDeliver, kNextInTurn: channel; kTimer, kEgressFull: node; kScripted: index into scripted
   std::uint64_t token;   // kTimer: timer generation; otherwise unused
 };
 struct LaterFirst {
@@ -48,6 +50,10 @@ struct Network::Impl {
     PortId to_port = 0;
     ChannelConfig config;  // copied into the queue at each send, so that faults may change between events
     EgressQueue queue;     // holds every packet in flight on this channel, in release order
+    // config.fair_queueing: the packets waiting for the transmitter, by job; a kNextInTurn event
+    // hands the next one to `queue` as the transmitter finishes the last.
+    FairQueue<std::vector<std::uint8_t>> waiting;
+    bool next_in_turn_pending = false;
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
@@ -66,11 +72,46 @@ struct Network::Impl {
     const auto channel = static_cast<std::size_t>(n.channel_by_port[port]);
     Channel& c = channels[channel];
     c.queue.config() = c.config;
-    const EnqueueResult r = c.queue.enqueue(bytes, now);
-    if (r.status == EnqueueStatus::kQueueFull && !nodes[from].egress_full_pending) {
-      nodes[from].egress_full_pending = true;
-      push(to_ns(now), EventKind::kEgressFull, from, 0);  // after the callback that sent it
+    if (c.config.fair_queueing && c.config.rate_gbps > 0 && (!c.waiting.empty() || c.queue.busy_at(now))) {
+      wait_for_turn(channel, bytes);
+      return;
     }
+    enqueue(channel, bytes);
+  }
+
+  // The node sending on `channel` is told of a refusal right after the callback that sent it.
+  void refused(std::size_t channel) {
+    NodeState& n = nodes[channels[channel].from];
+    if (n.egress_full_pending) return;
+    n.egress_full_pending = true;
+    push(to_ns(now), EventKind::kEgressFull, channels[channel].from, 0);
+  }
+
+  // A fair-queueing channel's transmitter is busy: the packet waits in its job's turn, within
+  // the channel's buffer (which counts the packet being sent).
+  void wait_for_turn(std::size_t channel, std::span<const std::uint8_t> bytes) {
+    Channel& c = channels[channel];
+    const std::size_t queued = c.waiting.size() + (c.queue.busy_at(now) ? 1 : 0);
+    const EgressQueue::Admission admission = c.queue.admit(queued, bytes);
+    if (admission == EgressQueue::Admission::kRefuse) {
+      refused(channel);
+      return;
+    }
+    std::vector<std::uint8_t> packet(bytes.begin(), bytes.end());
+    if (admission == EgressQueue::Admission::kMark) c.queue.mark(packet);
+    c.waiting.push(job_flow(bytes), std::move(packet), bytes.size() + kEncapsulationBytes);
+    if (!c.next_in_turn_pending) {
+      c.next_in_turn_pending = true;
+      push(to_ns(std::max(now, c.queue.transmitter_free_at())), EventKind::kNextInTurn,
+           static_cast<std::uint32_t>(channel), 0);
+    }
+  }
+
+  // Puts `bytes` on `channel`'s egress queue, with one delivery event per copy it will release.
+  void enqueue(std::size_t channel, std::span<const std::uint8_t> bytes) {
+    Channel& c = channels[channel];
+    const EnqueueResult r = c.queue.enqueue(bytes, now);
+    if (r.status == EnqueueStatus::kQueueFull) refused(channel);
     if (r.status != EnqueueStatus::kQueued) return;
     // One delivery event per copy: the queue releases its copies in the same (time, enqueue
     // order) as the heap pops these events, so each event takes exactly the packet it stands for.
@@ -135,6 +176,21 @@ struct Network::Impl {
         n.egress_full_pending = false;
         n.node->on_egress_full(now);
         rearm(e.target);
+        break;
+      }
+      case EventKind::kNextInTurn: {
+        Channel& c = channels[e.target];
+        c.next_in_turn_pending = false;
+        std::vector<std::uint8_t> packet = c.waiting.pop();
+        // Admitted on arrival: the buffer and the ECN threshold do not apply a second time.
+        c.queue.config() = c.config;
+        c.queue.config().buffer_packets = 0;
+        c.queue.config().ecn_threshold_packets = 0;
+        enqueue(e.target, packet);
+        if (!c.waiting.empty()) {
+          c.next_in_turn_pending = true;
+          push(to_ns(std::max(now, c.queue.transmitter_free_at())), EventKind::kNextInTurn, e.target, 0);
+        }
         break;
       }
     }

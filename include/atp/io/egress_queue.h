@@ -123,6 +123,20 @@ class EgressQueue {
   // marks its own copy for ECN; the caller's bytes are left as they were.
   EnqueueResult enqueue(std::span<const std::uint8_t> packet, Time now);
 
+  // The buffer and ECN rule that enqueue applies, for a caller that holds packets in front of
+  // the queue (a fair queue at a host's NIC) and counts `queued` packets itself. kRefuse is
+  // counted in queue_drops; a kMark packet is to be marked with mark() before it is held.
+  enum class Admission : std::uint8_t { kAccept, kMark, kRefuse };
+  Admission admit(std::size_t queued, std::span<const std::uint8_t> packet);
+  // Sets the packet's ECN mark (see Framing) and counts it; false if it cannot carry one.
+  bool mark(std::vector<std::uint8_t>& packet);
+
+  // With the queue's own transmitter (no share_transmitter): whether it is still sending at
+  // `now`, and the nanosecond in which it finishes what it has accepted, rounded down, so that a
+  // packet enqueued then starts right after the last one, to the picosecond.
+  bool busy_at(Time now) const { return busy_until_ps_ > to_ns(now) * 1000; }
+  Time transmitter_free_at() const { return time_from_ns(busy_until_ps_ / 1000); }
+
   // When the earliest held packet is due; kNever when none is held.
   Time next_release() const;
   // Packets (and duplicates) held until their release time, including ones already sent.

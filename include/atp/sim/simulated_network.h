@@ -39,6 +39,10 @@ class Node {
 // One direction of a link: the egress queue of its sender's port, with a propagation delay.
 struct ChannelConfig : EgressConfig {
   ChannelConfig() { delay = std::chrono::microseconds(2); }  // propagation delay
+  // A host's NIC: the packets waiting for the transmitter take turns by ATP job (FairQueue, as a
+  // host's fq_codel serves each socket), so one job's window does not delay another's packets;
+  // the buffer counts them all. Only with a rate and without an ECN threshold. Off: one FIFO.
+  bool fair_queueing = false;
 };
 
 using ChannelCounters = EgressCounters;

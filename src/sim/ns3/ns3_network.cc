@@ -33,6 +33,7 @@
 #include <ns3/uinteger.h>
 
 #include "atp/io/ethernet.h"
+#include "atp/io/fair_queue.h"
 
 namespace atp::ns3adapter {
 namespace {
@@ -83,6 +84,10 @@ struct Ns3Network::Impl {
     std::uint64_t timer_generation = 0;
     bool egress_full_pending = false;  // an on_egress_full call for it is scheduled
   };
+  struct Waiting {
+    ns3::Ptr<ns3::Packet> packet;
+    ns3::InetSocketAddress to;
+  };
   struct Channel {
     NodeId from = 0, to = 0;
     ns3::Ptr<ns3::PointToPointNetDevice> tx, rx;
@@ -92,12 +97,19 @@ struct Ns3Network::Impl {
     sim::ChannelCounters counters;
     bool transmitting = false;
     std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
+    // config.fair_queueing (a host's): the packets waiting for the device, by job; the device
+    // takes the next in turn whenever it is idle.
+    FairQueue<Waiting> waiting;
+    bool next_in_turn_pending = false;
   };
 
   explicit Impl(std::uint64_t s) : seed(s) {}
 
   // Packets in the channel's egress queue, counting the one being sent (EgressQueue's depth).
-  std::uint32_t depth(const Channel& c) const { return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0); }
+  static bool device_busy(const Channel& c) { return c.transmitting || c.tx->GetQueue()->GetNPackets() > 0; }
+  static std::size_t depth(const Channel& c) {
+    return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0) + c.waiting.size();
+  }
   bool over_ecn_threshold(const Channel& c) const {
     return c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
   }
@@ -105,6 +117,11 @@ struct Ns3Network::Impl {
   // Sends onto the channel's device (a switch's egress).
   static auto device_sender(const Channel& c) {
     return [tx = c.tx](ns3::Ptr<ns3::Packet> q) { tx->Send(q, tx->GetBroadcast(), kIpv4Protocol); };
+  }
+
+  // Sends from host `n`'s UDP socket to `to`.
+  static auto host_sender(const NodeState& n, ns3::InetSocketAddress to) {
+    return [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); };
   }
 
   void apply(Channel& c, const sim::ChannelConfig& config, bool initial) {
@@ -143,7 +160,16 @@ struct Ns3Network::Impl {
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
     if (n.is_host) {
       const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
-      emit(c, p, [socket = n.socket, to](ns3::Ptr<ns3::Packet> q) { socket->SendTo(q, 0, to); });
+      if (!c.config.fair_queueing || (c.waiting.empty() && !device_busy(c))) {
+        emit(c, p, host_sender(n, to));
+        return;
+      }
+      const std::size_t cid = static_cast<std::size_t>(n.channel_by_port[port]);
+      if (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) {
+        egress_refused(cid);
+        return;
+      }
+      c.waiting.push(job_flow(bytes), Waiting{p, to}, wire.size() + kEncapsulationBytes);
       return;
     }
     ns3::UdpHeader udp;
@@ -158,6 +184,21 @@ struct Ns3Network::Impl {
     ip.SetTtl(64);
     p->AddHeader(ip);
     emit(c, p, device_sender(c));
+  }
+
+  // The device of a fair-queueing channel finished a packet: once that event is over (the device
+  // has taken what its own queue holds, e.g. a TCP ACK), the next waiting packet in turn goes.
+  void device_done(std::size_t cid) {
+    Channel& c = channels[cid];
+    if (c.waiting.empty() || c.next_in_turn_pending) return;
+    c.next_in_turn_pending = true;
+    ns3::Simulator::ScheduleNow([this, cid] {
+      Channel& ch = channels[cid];
+      ch.next_in_turn_pending = false;
+      if (ch.waiting.empty() || device_busy(ch)) return;  // the next device_done tries again
+      Waiting w = ch.waiting.pop();
+      emit(ch, w.packet, host_sender(nodes[ch.from], w.to));
+    });
   }
 
   // Hands `p` to `send` (its channel's device or host socket), with the channel's duplication and
@@ -401,6 +442,7 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
                     ch.transmitting = false;
                     ++ch.counters.packets;
                     ch.counters.bytes += p->GetSize();
+                    impl->device_done(cid);
                   }));
     connect_trace(c.tx->GetQueue(), "Drop",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(

@@ -1,0 +1,87 @@
+// A host NIC's fair queue: deficit round robin (Shreedhar and Varghese, SIGCOMM'95) over flows
+// named by a key, as Linux's default qdisc (fq_codel) serves a host's sockets, without its AQM.
+// Each backlogged flow in turn sends up to a quantum of bytes, so a flow with a few packets waits
+// behind about one quantum of each other flow, not behind their whole backlog. No I/O and no
+// clock: the owner decides when the transmitter takes the next item.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <unordered_map>
+#include <utility>
+
+#include "atp/wire.h"
+
+namespace atp {
+
+// One Ethernet frame (1,514 bytes), as fq_codel's default quantum.
+inline constexpr std::size_t kFairQueueQuantumBytes = 1514;
+
+// A packet's flow at a host's fair queue: its ATP job, or one flow of its own for whatever is not
+// an ATP packet (a noise source's garbage).
+inline std::uint64_t job_flow(std::span<const std::uint8_t> packet) {
+  Header h;
+  return decode_header(packet, h) == DecodeError::kOk ? h.job : std::uint64_t{1} << 32;
+}
+
+template <class Item>
+class FairQueue {
+ public:
+  explicit FairQueue(std::size_t quantum_bytes = kFairQueueQuantumBytes)
+      : quantum_(static_cast<std::int64_t>(quantum_bytes)) {}
+
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+
+  // Appends `item` (of `bytes` on the wire) to its flow's queue.
+  void push(std::uint64_t flow, Item item, std::size_t bytes) {
+    Flow& f = flows_[flow];
+    if (f.items.empty()) active_.push_back(flow);
+    f.items.emplace_back(std::move(item), static_cast<std::int64_t>(bytes));
+    ++size_;
+  }
+
+  // The next item to send. The queue must not be empty.
+  Item pop() {
+    for (;;) {
+      const std::uint64_t key = active_.front();
+      Flow& f = flows_.find(key)->second;
+      if (!visit_started_) {
+        f.deficit += quantum_;
+        visit_started_ = true;
+      }
+      const std::int64_t bytes = f.items.front().second;
+      if (bytes <= f.deficit) {
+        f.deficit -= bytes;
+        Item item = std::move(f.items.front().first);
+        f.items.pop_front();
+        --size_;
+        if (f.items.empty()) {  // an idle flow keeps no credit
+          f.deficit = 0;
+          active_.pop_front();
+          visit_started_ = false;
+        }
+        return item;
+      }
+      active_.pop_front();  // its turn is over: the next flow's
+      active_.push_back(key);
+      visit_started_ = false;
+    }
+  }
+
+ private:
+  struct Flow {
+    std::deque<std::pair<Item, std::int64_t>> items;
+    std::int64_t deficit = 0;
+  };
+
+  std::int64_t quantum_;
+  std::unordered_map<std::uint64_t, Flow> flows_;  // kept when idle: a host has few flows
+  std::deque<std::uint64_t> active_;               // flows with items, in turn order
+  bool visit_started_ = false;                     // the front flow has had this turn's quantum
+  std::size_t size_ = 0;
+};
+
+}  // namespace atp
