@@ -65,6 +65,30 @@ TEST(FairQueue, AnIdleFlowKeepsNoCredit) {
   EXPECT_EQ(std::vector<int>(order.begin(), order.begin() + 5), (std::vector<int>{1, 2, 3, 4, 100}));
 }
 
+TEST(FairQueue, AFullQueueDropsFromTheFlowThatFillsIt) {
+  FairQueue<int> q;
+  for (int i = 0; i < 6; ++i) q.push(1, i, 330);
+  q.push(2, 100, 330);
+  EXPECT_EQ(q.backlog(1), 6u * 330);
+  // Flow 2 (or a new flow 3) arriving at a full queue: flow 1's oldest packet makes room.
+  EXPECT_TRUE(q.drop_for(2));
+  EXPECT_TRUE(q.drop_for(3));
+  EXPECT_EQ(q.size(), 5u);
+  EXPECT_EQ(q.backlog(1), 4u * 330);
+  // Flow 1 itself arriving: nobody has more waiting, its own packet is the one refused.
+  EXPECT_FALSE(q.drop_for(1));
+  EXPECT_EQ(drain(q), (std::vector<int>{2, 3, 4, 5, 100}));
+  // A flow emptied by drops leaves its turn: the others go on.
+  q.push(1, 0, 330);
+  q.push(1, 1, 330);
+  q.push(2, 100, 100);
+  EXPECT_TRUE(q.drop_for(2));
+  EXPECT_TRUE(q.drop_for(2));
+  EXPECT_FALSE(q.drop_for(2));
+  EXPECT_EQ(drain(q), (std::vector<int>{100}));
+  EXPECT_EQ(q.backlog(1), 0u);
+}
+
 TEST(FairQueue, PacketsLargerThanTheQuantumStillGo) {
   FairQueue<int> q(100);
   q.push(1, 1, 1000);

@@ -378,16 +378,21 @@ TEST(InprocNetwork, AHostsNicServesItsJobsInTurn) {
   }
 }
 
-TEST(InprocNetwork, AFairQueuesBufferCountsEveryJobsPackets) {
-  // Room for 4 packets (the one being sent included), as a FIFO's: 10 sends from two jobs, 6
-  // refused, and the sender told once.
+TEST(InprocNetwork, AFullFairQueueDropsFromTheJobThatFillsIt) {
+  // Room for 4 packets (the one being sent included). Job 1 sends 10: 4 fit, 6 are refused, as in
+  // a FIFO. Then job 2 sends 2: each takes the place of one of job 1's waiting packets (the job
+  // with the most waiting loses, fq_codel's rule), where a FIFO would refuse both. Told once.
   ChannelConfig c = four_packet_link();
   c.fair_queueing = true;
   Pair pair(1, c);
-  for (int i = 0; i < 10; ++i) pair.send_from_a(packet(0, kDefaultValuesPerPacket, static_cast<JobId>(1 + i % 2)));
-  pair.net.run_until_idle();
+  for (Seq s = 0; s < 10; ++s) pair.send_from_a(packet(s));
   EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 6u);
-  EXPECT_EQ(pair.b->got.size(), 4u);
+  for (Seq s = 100; s < 102; ++s) pair.send_from_a(packet(s, kDefaultValuesPerPacket, 2));
+  pair.net.run_until_idle();
+  EXPECT_EQ(pair.net.channel_counters(pair.a_to_b).queue_drops, 8u);
+  std::vector<Seq> got;
+  for (const Delivery& d : pair.b->got) got.push_back(seq_of(d.bytes));
+  EXPECT_EQ(got, (std::vector<Seq>{0, 3, 100, 101}));  // 0 was being sent; 1 and 2 made room
   EXPECT_EQ(pair.a->egress_full, std::vector<std::int64_t>({0}));
 }
 

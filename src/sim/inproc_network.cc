@@ -92,14 +92,17 @@ struct Network::Impl {
   void wait_for_turn(std::size_t channel, std::span<const std::uint8_t> bytes) {
     Channel& c = channels[channel];
     const std::size_t queued = c.waiting.size() + (c.queue.busy_at(now) ? 1 : 0);
+    const std::uint64_t flow = job_flow(bytes);
     const EgressQueue::Admission admission = c.queue.admit(queued, bytes);
     if (admission == EgressQueue::Admission::kRefuse) {
       refused(channel);
-      return;
+      // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
+      const bool full = c.config.buffer_packets != 0 && queued >= c.config.buffer_packets;
+      if (!full || !c.waiting.drop_for(flow)) return;
     }
     std::vector<std::uint8_t> packet(bytes.begin(), bytes.end());
     if (admission == EgressQueue::Admission::kMark) c.queue.mark(packet);
-    c.waiting.push(job_flow(bytes), std::move(packet), bytes.size() + kEncapsulationBytes);
+    c.waiting.push(flow, std::move(packet), bytes.size() + kEncapsulationBytes);
     if (!c.next_in_turn_pending) {
       c.next_in_turn_pending = true;
       push(to_ns(std::max(now, c.queue.transmitter_free_at())), EventKind::kNextInTurn,

@@ -5,6 +5,7 @@
 // clock: the owner decides when the transmitter takes the next item.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -40,7 +41,42 @@ class FairQueue {
     Flow& f = flows_[flow];
     if (f.items.empty()) active_.push_back(flow);
     f.items.emplace_back(std::move(item), static_cast<std::int64_t>(bytes));
+    f.backlog += static_cast<std::int64_t>(bytes);
     ++size_;
+  }
+
+  // Bytes waiting in `flow`'s queue.
+  std::size_t backlog(std::uint64_t flow) const {
+    const auto it = flows_.find(flow);
+    return it == flows_.end() ? 0 : static_cast<std::size_t>(it->second.backlog);
+  }
+
+  // Where the queue is full: makes room for a packet of `flow` by dropping the oldest packet of
+  // the flow with the longest backlog, if that is another flow with more bytes waiting than
+  // `flow` (fq_codel's overflow rule: the flow that fills the queue loses, not the one arriving).
+  // Returns whether it dropped one; if not, the arriving packet is the one to refuse.
+  bool drop_for(std::uint64_t flow) {
+    const std::uint64_t* fattest = nullptr;
+    std::int64_t most = static_cast<std::int64_t>(backlog(flow));
+    for (const std::uint64_t& key : active_) {
+      const std::int64_t b = flows_.find(key)->second.backlog;
+      if (b > most) {
+        most = b;
+        fattest = &key;
+      }
+    }
+    if (fattest == nullptr) return false;
+    const std::uint64_t key = *fattest;
+    Flow& f = flows_.find(key)->second;
+    f.backlog -= f.items.front().second;
+    f.items.pop_front();
+    --size_;
+    if (f.items.empty()) {
+      f.deficit = 0;
+      if (active_.front() == key) visit_started_ = false;
+      active_.erase(std::find(active_.begin(), active_.end(), key));
+    }
+    return true;
   }
 
   // The next item to send. The queue must not be empty.
@@ -55,6 +91,7 @@ class FairQueue {
       const std::int64_t bytes = f.items.front().second;
       if (bytes <= f.deficit) {
         f.deficit -= bytes;
+        f.backlog -= bytes;
         Item item = std::move(f.items.front().first);
         f.items.pop_front();
         --size_;
@@ -75,6 +112,7 @@ class FairQueue {
   struct Flow {
     std::deque<std::pair<Item, std::int64_t>> items;
     std::int64_t deficit = 0;
+    std::int64_t backlog = 0;  // bytes of `items`
   };
 
   std::int64_t quantum_;

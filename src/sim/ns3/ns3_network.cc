@@ -165,11 +165,13 @@ struct Ns3Network::Impl {
         return;
       }
       const std::size_t cid = static_cast<std::size_t>(n.channel_by_port[port]);
+      const std::uint64_t flow = job_flow(bytes);
       if (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) {
         egress_refused(cid);
-        return;
+        // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
+        if (!c.waiting.drop_for(flow)) return;
       }
-      c.waiting.push(job_flow(bytes), Waiting{p, to}, wire.size() + kEncapsulationBytes);
+      c.waiting.push(flow, Waiting{p, to}, wire.size() + kEncapsulationBytes);
       return;
     }
     ns3::UdpHeader udp;
