@@ -41,7 +41,8 @@ struct ChannelConfig : EgressConfig {
   ChannelConfig() { delay = std::chrono::microseconds(2); }  // propagation delay
   // A host's NIC: the packets waiting for the transmitter take turns by ATP job (FairQueue, as a
   // host's fq_codel serves each socket), so one job's window does not delay another's packets;
-  // the buffer counts them all. Only with a rate and without an ECN threshold. Off: one FIFO.
+  // the buffer counts them all, and when it is full the job with the most bytes waiting loses
+  // one (FairQueue::drop_for). Without a rate nothing waits. Off: one FIFO.
   bool fair_queueing = false;
 };
 

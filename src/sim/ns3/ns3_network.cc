@@ -105,7 +105,8 @@ struct Ns3Network::Impl {
 
   explicit Impl(std::uint64_t s) : seed(s) {}
 
-  // Packets in the channel's egress queue, counting the one being sent (EgressQueue's depth).
+  // Whether the device is sending or has packets queued; and the packets in the channel's egress
+  // queue, counting the one being sent and those waiting for their turn (EgressQueue's depth).
   static bool device_busy(const Channel& c) { return c.transmitting || c.tx->GetQueue()->GetNPackets() > 0; }
   static std::size_t depth(const Channel& c) {
     return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0) + c.waiting.size();
@@ -205,8 +206,9 @@ struct Ns3Network::Impl {
 
   // Hands `p` to `send` (its channel's device or host socket), with the channel's duplication and
   // reordering: as in EgressQueue, a duplicate follows 100 ns later and a reordered packet is held
-  // back by 1-3 link delays (at least 1 us); here both happen before the queue, so a duplicate
-  // uses the link twice. Draws come from the channel's own seeded stream.
+  // back by 1-3 link delays (at least 1 us); here both happen before the device's queue (on a
+  // fair-queueing host, as the packet leaves the fair queue, and the copies go straight to the
+  // device), so a duplicate uses the link twice. Draws come from the channel's own seeded stream.
   template <class Send>
   void emit(Channel& c, ns3::Ptr<ns3::Packet> p, Send send) {
     if (c.config.duplicate <= 0 && c.config.reorder <= 0) {
@@ -466,7 +468,8 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     Impl::NodeState& n = net.nodes[id];
     if (n.is_host) {
       // Added by hand, not by Ipv4AddressHelper, which would also install a queue disc: the
-      // device queue is the host's only egress queue, as on the other backends.
+      // host's egress queue is the adapter's fair queue and the device queue, as on the other
+      // backends.
       const auto ipv4 = n.ns3->GetObject<ns3::Ipv4>();
       const std::int32_t ifindex = static_cast<std::int32_t>(ipv4->AddInterface(device));
       ipv4->AddAddress(ifindex, ns3::Ipv4InterfaceAddress(ns3::Ipv4Address(n.address), ns3::Ipv4Mask("255.0.0.0")));
