@@ -8,8 +8,9 @@ ECN (the default), CUBIC without ECN, BBR and Reno.
 Reported (table.txt): the job's rate alone (the median round's tensor bytes over its time, before
 the flow) and beside the flow (the tensor bytes of the rounds that start from 1 s after the flow
 starts and end before it stops, over the time they took), the flow's mean goodput over the same
-stretch (100 ms samples), both as shares of the link, and the flow's first second. Every result is
-checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
+stretch (100 ms samples), both as shares of the link, the flow's first second, each one's share in
+every half second of the overlap, and when that settled (both at 0.4 of the link or more in every
+half second from then on). Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
 """
 import argparse
 import os
@@ -22,6 +23,10 @@ from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E40
 
 LINK_MBPS = 200
 VARIANTS = [("cubic", True), ("cubic", False), ("bbr", False), ("reno", False)]
+# Settled: from some window on, ATP and TCP each have at least this share of the link in every
+# WINDOW_S of the overlap (the goal: within 2 s of the flow's start).
+WINDOW_S = 0.5
+SETTLED_SHARE = 0.4
 
 
 def scenario(congestion, ecn, start_us, until_us, rounds):
@@ -45,6 +50,37 @@ def shares(result, start_s, until_s):
             statistics.mean(steady) if steady else 0, samples[:int(1 / per)])
 
 
+def window_rates(result, start_s, until_s, window_s=WINDOW_S):
+    """ATP's and TCP's Mbit/s in each window_s from start_s to until_s: ATP's tensor bytes spread
+    evenly over each round's time (rounds run back to back from 0), TCP's 100 ms samples."""
+    job, flow = result["jobs"][0], result["flows"][0]
+    ends = job["round_end_seconds"]
+    per = flow["interval_s"]
+    samples = flow["goodput_mbps"]
+    out = []
+    lo = start_s
+    while lo + window_s <= until_s + 1e-9:
+        hi = lo + window_s
+        bits = sum(job["tensor_bytes"] * 8 * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
+                   for a, b in zip([0] + ends, ends))
+        tcp = samples[round((lo - start_s) / per):round((hi - start_s) / per)]
+        out.append((bits / window_s / 1e6, statistics.mean(tcp) if tcp else 0))
+        lo = hi
+    return out
+
+
+def settled_s(rates):
+    """Seconds from the flow's start to the first window from which on both have at least
+    SETTLED_SHARE of the link in every window; None if the last window misses."""
+    at = None
+    for i, (atp, tcp) in enumerate(rates):
+        if min(atp, tcp) >= SETTLED_SHARE * LINK_MBPS:
+            at = i * WINDOW_S if at is None else at
+        else:
+            at = None
+    return at
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--smoke", action="store_true")
@@ -57,7 +93,8 @@ def main():
     lines = [f"# netns, 4 workers + PS + x under one switch, {LINK_MBPS} Mbit/s links, defaults; 1 MiB allreduces; "
              f"TCP x -> w0 from {start_us / 1e6} s to {until_us / 1e6} s. Mbit/s; share = of the link",
              f"{'sender TCP':<14}{'correct':>8}{'ATP alone':>10}{'ATP beside':>11}{'TCP':>7}{'ATP share':>10}"
-             f"{'TCP share':>10}{'together':>9}  TCP's first second (100 ms)"]
+             f"{'TCP share':>10}{'together':>9}{'settled':>8}  TCP's first second (100 ms); "
+             f"ATP / TCP share per {WINDOW_S} s from the flow's start"]
     failed = False
     with tempfile.TemporaryDirectory() as gen:
         for congestion, ecn in variants:
@@ -68,9 +105,13 @@ def main():
             result = run_netns(atp, path, os.path.join(args.out, f"{name}.json"), name)
             correct, alone, beside, tcp, first = shares(result, start_us / 1e6, until_us / 1e6)
             failed = failed or not correct
+            rates = window_rates(result, start_us / 1e6, until_us / 1e6)
+            settled = settled_s(rates)
             lines.append(f"{name:<14}{str(correct):>8}{alone:>10.0f}{beside:>11.0f}{tcp:>7.0f}"
-                         f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}  "
-                         + " ".join(f"{x:.0f}" for x in first))
+                         f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}"
+                         f"{'never' if settled is None else f'{settled:.1f} s':>8}  "
+                         + " ".join(f"{x:.0f}" for x in first) + "; "
+                         + " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
     finish(args.out, lines, failed)
 
 
