@@ -74,14 +74,14 @@ EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::span<const st
   const EgressConfig& cfg = config_;
   if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
     ++counters_.queue_drops;
-    return Admission::kRefuse;
+    return Admission::kFull;
   }
   if (cfg.ecn_threshold_packets == 0 || queued < cfg.ecn_threshold_packets) return Admission::kAccept;
   // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
   // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
   if (ecn_drops(packet)) {
     ++counters_.queue_drops;
-    return Admission::kRefuse;
+    return Admission::kUnmarkable;
   }
   return Admission::kMark;
 }
@@ -91,6 +91,8 @@ bool EgressQueue::mark(std::vector<std::uint8_t>& packet) {
   ++counters_.ecn_marked;
   return true;
 }
+
+bool EgressQueue::busy_at(Time now) const { return busy_until_ps_ > to_ps(now); }
 
 EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time now) {
   const EgressConfig& cfg = config_;
@@ -110,7 +112,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     const std::int64_t now_ps = to_ps(now);
     drain_sent(*sending_done_ps, now_ps);
     const Admission admission = admit(sending_done_ps->size(), packet);
-    if (admission == Admission::kRefuse) {
+    if (admission == Admission::kFull || admission == Admission::kUnmarkable) {
       result.status = EnqueueStatus::kQueueFull;
       return result;
     }

@@ -94,11 +94,10 @@ struct Network::Impl {
     const std::size_t queued = c.waiting.size() + (c.queue.busy_at(now) ? 1 : 0);
     const std::uint64_t flow = job_flow(bytes);
     const EgressQueue::Admission admission = c.queue.admit(queued, bytes);
-    if (admission == EgressQueue::Admission::kRefuse) {
+    if (admission == EgressQueue::Admission::kFull || admission == EgressQueue::Admission::kUnmarkable) {
       refused(channel);
       // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
-      const bool full = c.config.buffer_packets != 0 && queued >= c.config.buffer_packets;
-      if (!full || !c.waiting.drop_for(flow)) return;
+      if (admission == EgressQueue::Admission::kUnmarkable || !c.waiting.drop_for(flow)) return;
     }
     std::vector<std::uint8_t> packet(bytes.begin(), bytes.end());
     if (admission == EgressQueue::Admission::kMark) c.queue.mark(packet);

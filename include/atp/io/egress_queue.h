@@ -124,9 +124,10 @@ class EgressQueue {
   EnqueueResult enqueue(std::span<const std::uint8_t> packet, Time now);
 
   // The buffer and ECN rule that enqueue applies, for a caller that holds packets in front of
-  // the queue (a fair queue at a host's NIC) and counts `queued` packets itself. kRefuse is
-  // counted in queue_drops; a kMark packet is to be marked with mark() before it is held.
-  enum class Admission : std::uint8_t { kAccept, kMark, kRefuse };
+  // the queue (a fair queue at a host's NIC) and counts `queued` packets itself. A refusal (kFull:
+  // the buffer; kUnmarkable: past the ECN threshold, no mark possible) is counted in queue_drops;
+  // a kMark packet is to be marked with mark() before it is held.
+  enum class Admission : std::uint8_t { kAccept, kMark, kFull, kUnmarkable };
   Admission admit(std::size_t queued, std::span<const std::uint8_t> packet);
   // Sets the packet's ECN mark (see Framing) and counts it; false if it cannot carry one.
   bool mark(std::vector<std::uint8_t>& packet);
@@ -134,7 +135,7 @@ class EgressQueue {
   // With the queue's own transmitter (no share_transmitter): whether it is still sending at
   // `now`, and the nanosecond in which it finishes what it has accepted, rounded down, so that a
   // packet enqueued then starts right after the last one, to the picosecond.
-  bool busy_at(Time now) const { return busy_until_ps_ > to_ns(now) * 1000; }
+  bool busy_at(Time now) const;
   Time transmitter_free_at() const { return time_from_ns(busy_until_ps_ / 1000); }
 
   // When the earliest held packet is due; kNever when none is held.

@@ -21,10 +21,11 @@ namespace atp {
 inline constexpr std::size_t kFairQueueQuantumBytes = 1514;
 
 // A packet's flow at a host's fair queue: its ATP job, or one flow of its own for whatever is not
-// an ATP packet (a noise source's garbage).
+// an ATP packet (a noise source's garbage), kNonAtpFlow.
+inline constexpr std::uint64_t kNonAtpFlow = std::uint64_t{1} << 32;
 inline std::uint64_t job_flow(std::span<const std::uint8_t> packet) {
   Header h;
-  return decode_header(packet, h) == DecodeError::kOk ? h.job : std::uint64_t{1} << 32;
+  return decode_header(packet, h) == DecodeError::kOk ? h.job : kNonAtpFlow;
 }
 
 template <class Item>

@@ -144,7 +144,8 @@ struct Ns3Network::Impl {
     if (port >= n.channel_by_port.size() || n.channel_by_port[port] == kNoChannel) return;
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[port])];
     Header h;
-    if (decode_header(bytes, h) != DecodeError::kOk) {
+    const bool atp = decode_header(bytes, h) == DecodeError::kOk;
+    if (!atp) {
       // Only noise sources send what does not parse; it goes to the switch like any packet.
       h.src = n.address;
       h.dst = kUnparsableDestination;
@@ -166,7 +167,7 @@ struct Ns3Network::Impl {
         return;
       }
       const std::size_t cid = static_cast<std::size_t>(n.channel_by_port[port]);
-      const std::uint64_t flow = job_flow(bytes);
+      const std::uint64_t flow = atp ? h.job : kNonAtpFlow;  // job_flow(bytes), decoded once
       if (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) {
         egress_refused(cid);
         // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
