@@ -486,23 +486,25 @@ TEST_F(SwitchFig17, Box2_ThePacketsPsChoosesTheNode) {
   from_worker(0, upper, {5, 5, 5, 5}, us(2));
   ASSERT_EQ(sw.table().in_use(), 2u);
 
-  // Towards kPs: worker 1's resend is merged into kNode's sum, which goes on.
+  // Towards kPs: worker 1's resend flushes kNode's partial sum, and goes on beside it.
   from_worker(1, resend(1, 100, 1), {2, 2, 2, 2}, us(3));
-  ASSERT_EQ(sink.sent.size(), 1u);
+  ASSERT_EQ(sink.sent.size(), 2u);
   EXPECT_EQ(sink.sent[0].header().node, kNode);
-  EXPECT_EQ(sink.sent[0].header().bitmap, 0b11u);
-  EXPECT_EQ(sink.sent[0].values(), (Values{3, 3, 3, 3}));
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b01u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{1, 1, 1, 1}));
+  EXPECT_EQ(sink.sent[1].values(), (Values{2, 2, 2, 2}));
 
-  // Towards kOtherPs: worker 5's resend is merged into kUpper's sum, which is whole now.
+  // Towards kOtherPs: worker 5's resend flushes kUpper's partial sum.
   Header worker5 = from_child(5, 200, 2);
   worker5.dst = kOtherPs;
   worker5.resend = true;
   from_worker(1, worker5, {7, 7, 7, 7}, us(4));
-  ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].header().node, kUpper);
-  EXPECT_EQ(sink.sent[1].header().bitmap, 0b11u);
-  EXPECT_TRUE(sink.sent[1].header().resend);
-  EXPECT_EQ(sink.sent[1].values(), (Values{12, 12, 12, 12}));
+  ASSERT_EQ(sink.sent.size(), 4u);
+  EXPECT_EQ(sink.sent[2].header().node, kUpper);
+  EXPECT_EQ(sink.sent[2].header().bitmap, 0b01u);
+  EXPECT_TRUE(sink.sent[2].header().resend);
+  EXPECT_EQ(sink.sent[2].values(), (Values{5, 5, 5, 5}));
+  EXPECT_EQ(sink.sent[3].bytes, build_packet(worker5, Values{7, 7, 7, 7}));
 
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 2u);
@@ -545,15 +547,22 @@ TEST_F(SwitchFig17, Box3_AResendThisNodeCannotAddFlushesItsSumFirst) {
   EXPECT_EQ(upper.table().in_use(), 0u);
 }
 
-TEST_F(SwitchFig17, Box4_AChildsResendIsMergedAndTheNodesSumGoesOnInItsPlace) {
+// Fig. 17 adds a child's resend that is not in yet (box 5) and sends the node's sum on. Here it
+// goes on beside the node's partial sum, unadded: the PS may have its contribution already (a
+// spurious timeout, a first copy that went another way), and would drop an overlapping sum whole.
+TEST_F(SwitchFig17, Box4_AChildsResendGoesOnBesideTheNodesPartialSum) {
   from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
   const Header h = resend(1, 100, 3);
   from_worker(1, h, {10, 20, 30, 40}, us(2));
 
-  ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = sum_of(h, 0b11);  // the resend flag stays: no switch above claims for it
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header partial = sum_of(h, 0b01);  // as a resend: no switch above claims for it
   EXPECT_EQ(sink.sent[0].port, kPsPort);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(partial, Values{1, 2, 3, 4}));
+  EXPECT_EQ(sink.sent[1].port, kPsPort);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(h, Values{10, 20, 30, 40}));
+  EXPECT_FALSE(sw.table().at(3).in_use);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 1u);
 }
 
 TEST_F(SwitchFig17, Box5_ResendAlreadyAggregatedIsNotAddedAgain) {
@@ -568,17 +577,19 @@ TEST_F(SwitchFig17, Box5_ResendAlreadyAggregatedIsNotAddedAgain) {
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
 }
 
-TEST_F(SwitchFig17, Box6_ResendNotYetAggregatedIsAdded) {
+TEST_F(SwitchFig17, Box6_AResendNotYetAggregatedKeepsItsOwnMark) {
   from_worker(0, gradient(0, 100, 3), {1, 2, 3, 4}, us(1));
   Header h = resend(2, 100, 3);
   h.ecn = true;
   from_worker(2, h, {100, 200, 300, 400}, us(2));
 
-  ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = sum_of(h, 0b101);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{101, 202, 303, 404}));
-  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
-  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 1u);
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header partial = sum_of(h, 0b001);
+  partial.ecn = false;  // the aggregator's mark, not the resend's
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(partial, Values{1, 2, 3, 4}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(h, Values{100, 200, 300, 400}));
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 1u);
+  EXPECT_EQ(sw.job_counters(kJob).ecn_merged, 0u);
 }
 
 TEST_F(SwitchFig17, Box7_FlushWritesTheAggregateFreesAndLaterResendsPassThrough) {
@@ -587,17 +598,18 @@ TEST_F(SwitchFig17, Box7_FlushWritesTheAggregateFreesAndLaterResendsPassThrough)
   from_worker(0, marked, {1, 2, 3, 4}, us(1));
   from_worker(1, resend(1, 100, 3), {10, 20, 30, 40}, us(2));
 
-  ASSERT_EQ(sink.sent.size(), 1u);
-  Header expected = sum_of(resend(1, 100, 3), 0b11);
+  ASSERT_EQ(sink.sent.size(), 2u);
+  Header expected = sum_of(resend(1, 100, 3), 0b01);
   expected.ecn = true;  // the aggregator's mark goes with its values
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{11, 22, 33, 44}));
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(expected, Values{1, 2, 3, 4}));
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(resend(1, 100, 3), Values{10, 20, 30, 40}));
   EXPECT_FALSE(sw.table().at(3).in_use);
   EXPECT_EQ(sw.next_deadline(), kNever);
 
   // Worker 2's resend finds no aggregator: forwarded unchanged, nothing claimed.
   from_worker(2, resend(2, 100, 3), {100, 200, 300, 400}, us(3));
-  ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].bytes, build_packet(resend(2, 100, 3), Values{100, 200, 300, 400}));
+  ASSERT_EQ(sink.sent.size(), 3u);
+  EXPECT_EQ(sink.sent[2].bytes, build_packet(resend(2, 100, 3), Values{100, 200, 300, 400}));
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
   EXPECT_EQ(sw.job_counters(kJob).forwarded, 1u);
@@ -1247,20 +1259,23 @@ TEST_F(SwitchTwoLevel, FirstLevelCompletionThenSecondLevelCompletion) {
   EXPECT_EQ(rack_b.job_counters(kJob).deallocations, 1u);
 }
 
-TEST_F(SwitchTwoLevel, AFlushThatMakesItsNodeWholeIsMergedAbove) {
+TEST_F(SwitchTwoLevel, AResendGoesOnBesideThePartialsItFlushesAtEveryLevel) {
   feed(rack_a, 1, member(0, 100, 3), {1, 1, 1, 1}, us(1));
   feed(rack_b, 2, singleton(100, 3), {100, 100, 100, 100}, us(2));
   ASSERT_TRUE(sink.sent.empty());
 
   Header lost = member(1, 100, 3);
   lost.resend = true;
-  feed(rack_a, 2, lost, {10, 10, 10, 10}, us(3));  // A: merged, whole, resend kept
-  ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(lost, 2, 0b11), Values{11, 11, 11, 11}));
-  a_to_b(us(4));  // B: a child's whole sum, merged: B is whole too, and its sum goes on
-  ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].port, 0);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(lost, 1, 0b11), Values{111, 111, 111, 111}));
+  feed(rack_a, 2, lost, {10, 10, 10, 10}, us(3));  // A: its partial sum, then the resend
+  ASSERT_EQ(sink.sent.size(), 2u);
+  const std::vector<std::uint8_t> a_partial = build_packet(sum_at(lost, 2, 0b01), Values{1, 1, 1, 1});
+  EXPECT_EQ(sink.sent[0].bytes, a_partial);
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(lost, Values{10, 10, 10, 10}));
+  a_to_b(us(4));  // B: A's partial flushes B's; the resend finds nothing held and passes
+  ASSERT_EQ(sink.sent.size(), 3u);
+  EXPECT_EQ(sink.sent[0].bytes, build_packet(sum_at(lost, 1, 0b10), Values{100, 100, 100, 100}));
+  EXPECT_EQ(sink.sent[1].bytes, a_partial);
+  EXPECT_EQ(sink.sent[2].bytes, build_packet(lost, Values{10, 10, 10, 10}));
   EXPECT_EQ(rack_a.table().in_use(), 0u);
   EXPECT_EQ(rack_b.table().in_use(), 0u);
   EXPECT_EQ(rack_b.job_counters(kJob).resend_flushes, 1u);
@@ -1400,13 +1415,14 @@ TEST_F(SwitchAllocate, AFullTableGivesItsOldestAggregatorOnceItIsStale) {
 
 TEST_F(SwitchAllocate, AResendFlushesTheAggregatorItFindsAndClaimsNone) {
   from_worker(0, allocated(gradient(0, 100, 3)), {1, 1, 1, 1}, us(1));
-  from_worker(1, allocated(resend(1, 100, 6)), {2, 2, 2, 2}, us(2));  // merged; the node's sum goes on
-  ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].values(), (Values{3, 3, 3, 3}));
-  EXPECT_EQ(sink.sent[0].header().bitmap, 0b11u);
+  from_worker(1, allocated(resend(1, 100, 6)), {2, 2, 2, 2}, us(2));  // the node's sum, then the resend
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[0].values(), (Values{1, 1, 1, 1}));
+  EXPECT_EQ(sink.sent[0].header().bitmap, 0b01u);
+  EXPECT_EQ(sink.sent[1].values(), (Values{2, 2, 2, 2}));
   EXPECT_EQ(sw.table().in_use(), 0u);
   from_worker(2, allocated(resend(2, 101, 6)), {4, 4, 4, 4}, us(3));  // nothing held: on, unclaimed
-  EXPECT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent.size(), 3u);
   EXPECT_EQ(sw.table().in_use(), 0u);
 }
 

@@ -311,8 +311,7 @@ class SwitchPipeline {
   // Fig. 17 boxes 2-7 for a resend whose aggregator i holds its fragment; `bit`: the packet is
   // the whole sum of the child of that bit.
   void flush_on_resend(PortId ingress, Header& h, const AggregationRole& role, std::optional<std::uint32_t> bit,
-                       SwitchJobCounters& counters, std::uint32_t i, std::span<std::uint8_t> packet, Time now,
-                       PortSink& out);
+                       SwitchJobCounters& counters, std::uint32_t i, std::span<std::uint8_t> packet, PortSink& out);
   // A packet of aggregator i's <job, seq> whose round_shape differs from the aggregator's: sends
   // the held partial aggregate on to the PS, frees the aggregator, forwards the packet unadded.
   // role: as write_sum's.

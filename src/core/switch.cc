@@ -427,19 +427,21 @@ void SwitchPipeline::flush_partial(PortId ingress, const Header& h, const Aggreg
 
 void SwitchPipeline::flush_on_resend(PortId ingress, Header& h, const AggregationRole& role,
                                      std::optional<std::uint32_t> bit, SwitchJobCounters& counters, std::uint32_t i,
-                                     std::span<std::uint8_t> packet, Time now, PortSink& out) {
+                                     std::span<std::uint8_t> packet, PortSink& out) {
   ++counters.resend_flushes;
-  if (bit) {
-    // Boxes 4-7: a child's whole sum is merged if it is not in yet, and the node's sum (maybe
-    // partial) goes on in its place; the aggregator is freed, so later resends pass through.
-    if ((table_.at(i).bitmap & *bit) == 0) aggregate(i, *bit, h, packet, counters, now);  // box 5 -> box 6
+  if (bit && (table_.at(i).bitmap & *bit) != 0) {
+    // Boxes 4 and 7: the child is in already, so the node's sum (maybe partial) holds all the
+    // packet has and goes on in its place; the aggregator is freed, so later resends pass through.
     write_sum(i, &role, h, packet);
     table_.release(i);
     forward(h, ingress, packet, out);
     return;
   }
-  // A sum this node does not add (a child's partial, a worker's below a child that collided):
-  // the held sum goes on as a partial of its own, then the packet. The PS merges both.
+  // Anything else, a child's whole sum that is not in yet included (Fig. 17 would add it, box 5):
+  // the held sum goes on as a partial of its own, then the packet. A resend's contribution may be
+  // at the PS already (its first copy went another way, or the timeout was spurious), and the PS
+  // drops a packet that overlaps what it has whole: added, it would take the held sum down with
+  // it. Apart, the PS merges what it lacks of each.
   flush_partial(ingress, h, &role, i, out);
   forward(h, ingress, packet, out);
 }
@@ -514,7 +516,7 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   if (h.resend) {
     // Fig. 17 box 1: a resend flushes the aggregator of its fragment, and never claims one.
     if (holds_fragment) {
-      flush_on_resend(ingress, h, *role, bit, counters, i, packet, now, out);
+      flush_on_resend(ingress, h, *role, bit, counters, i, packet, out);
     } else if (forward(h, ingress, packet, out)) {
       ++counters.forwarded;
     }
