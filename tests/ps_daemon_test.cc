@@ -256,6 +256,7 @@ constexpr const char* kSampleStats = R"({
       "overlaps_dropped": 0,
       "packets_received": 2,
       "parameters_sent": 1,
+      "resend_requests": 0,
       "results_resent": 0,
       "shape_mismatches": 0,
       "stale": 0
@@ -293,6 +294,9 @@ atp_ps_job_overflows_total{atp_job="1",atp_job_id="1"} 0
 # HELP atp_ps_job_received_packets_total A job's gradient packets the PS received.
 # TYPE atp_ps_job_received_packets_total counter
 atp_ps_job_received_packets_total{atp_job="1",atp_job_id="1"} 2
+# HELP atp_ps_job_resend_requests_total Resend requests a job's PS sent to workers whose contribution it lacked.
+# TYPE atp_ps_job_resend_requests_total counter
+atp_ps_job_resend_requests_total{atp_job="1",atp_job_id="1"} 0
 # HELP atp_ps_job_resent_results_total A job's results and requests sent again to a worker.
 # TYPE atp_ps_job_resent_results_total counter
 atp_ps_job_resent_results_total{atp_job="1",atp_job_id="1"} 0

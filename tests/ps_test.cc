@@ -280,6 +280,7 @@ TEST(PsEndpoint, DuplicateIndividualIsDropped) {
   resend.resend = true;
   t.deliver(resend, {7, 7, 7, 7});
   EXPECT_EQ(t.ps.stats().overlaps_dropped, 1u);
+  EXPECT_TRUE(t.sink.packets.empty()) << "PsConfig::workers empty: no resend requests";
   t.individual(1, 0, 1, kWorker0 + 1, {1, 2, 3, 4});
   ASSERT_EQ(t.sink.packets.size(), 1u);
   expect_multicast_result(t.sink.packets[0], 1, {8, 9, 10, 11});
@@ -610,6 +611,56 @@ TEST(PsEndpoint, LateResendOfCompletedFragmentGetsUnicastResult) {
   EXPECT_EQ(t.ps.stats().results_resent, 1u);
   EXPECT_EQ(t.ps.stats().parameters_sent, 1u);
   EXPECT_EQ(t.ps.stats().completions, 1u);
+}
+
+// A worker's resend comes while the fragment still lacks others' contributions: the PS asks
+// each missing worker for a resend (docs/protocol.md "Resend requests"), again only once the
+// fragment's age has doubled since the last request, and never without a resend (a first copy,
+// a collision's) or for a complete fragment.
+TEST(PsEndpoint, AResendAsksTheWorkersStillMissingForTheirsAsTheFragmentAges) {
+  PsConfig config = make_config({2, 2});
+  config.workers = {kWorker0, kWorker0 + 1, kWorker0 + 2, kWorker0 + 3};  // by leaf node
+  PsUnderTest t(config);
+  auto requests = [&] {
+    std::vector<Address> to;
+    for (const auto& p : t.sink.packets) {
+      if (!p.header.resend_request) continue;
+      EXPECT_TRUE(p.header.is_ack);
+      EXPECT_EQ(p.header.job, kJob);
+      EXPECT_EQ(p.header.seq, 4u);
+      EXPECT_EQ(p.header.src, kPs);
+      EXPECT_TRUE(p.values.empty());
+      to.push_back(p.header.dst);
+    }
+    t.sink.packets.clear();
+    return to;
+  };
+  t.individual(4, 0, 0, kWorker0, {1, 1, 1, 1});  // t = 1 us: the fragment opens
+  Header collided = own(4, 1, 0, kWorker0 + 2);
+  collided.resend = collided.collision = true;  // a first copy forwarded past a busy aggregator
+  t.deliver(collided, {3, 3, 3, 3});            // t = 2 us
+  EXPECT_EQ(requests(), std::vector<Address>{});
+  Header resend = own(4, 0, 0, kWorker0);
+  resend.resend = true;
+  t.deliver(resend, {1, 1, 1, 1});  // t = 3 us: worker 0 timed out; 1 and 3 are missing
+  EXPECT_EQ(requests(), (std::vector<Address>{kWorker0 + 1, kWorker0 + 3}));
+  EXPECT_EQ(t.ps.stats().resend_requests, 2u);
+  t.deliver(resend, {1, 1, 1, 1});  // t = 4 us: the fragment's age at the request (2 us) has not passed again
+  EXPECT_EQ(requests(), std::vector<Address>{});
+  Header resend3 = own(4, 1, 1, kWorker0 + 3);
+  resend3.resend = true;
+  t.deliver(resend3, {4, 4, 4, 4});  // t = 5 us: worker 3's, merged; 1 still missing
+  EXPECT_EQ(requests(), (std::vector<Address>{kWorker0 + 1}));
+  t.deliver(resend, {1, 1, 1, 1});  // t = 6 us: not yet (next at 9 us)
+  EXPECT_EQ(requests(), std::vector<Address>{});
+  t.individual(4, 0, 1, kWorker0 + 1, {2, 2, 2, 2});  // complete: the result, no request
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  expect_multicast_result(t.sink.packets[0], 4, {10, 10, 10, 10});
+  t.sink.packets.clear();
+  t.deliver(resend, {1, 1, 1, 1});  // a late resend gets its result again, nobody is asked
+  ASSERT_EQ(t.sink.packets.size(), 1u);
+  EXPECT_FALSE(t.sink.packets[0].header.resend_request);
+  EXPECT_EQ(t.ps.stats().resend_requests, 3u);
 }
 
 // Workers 0-2 run ahead, worker 3 lags `lag` fragments behind (its window allows it): memory

@@ -68,8 +68,8 @@ PsStats sample_ps() {
   s.data = SocketAddress::parse("10.0.0.3:9000");
   s.uplink = SocketAddress::parse("10.0.0.4:9001");
   s.daemon = {1, 2, 3, 4, 5, 6, 7};
-  s.jobs[1] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-  s.jobs[300] = {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40};
+  s.jobs[1] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+  s.jobs[300] = {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41};
   return s;
 }
 
@@ -277,7 +277,7 @@ TEST(PsStats, RoundTripsAndRefusesBadKeys) {
   const std::string text = to_json(sample_ps());
   const PsStats back = ps_stats_from_json(text);
   EXPECT_EQ(to_json(back), text);
-  EXPECT_EQ(back.jobs.at(300).dropped, 40u);
+  EXPECT_EQ(back.jobs.at(300).dropped, 41u);
   EXPECT_EQ(back.daemon.relayed_to_local_worker, 7u);
   EXPECT_EQ(back.uplink, SocketAddress::parse("10.0.0.4:9001"));
   EXPECT_EQ(ps_stats_from_json(edited(text, [](json& d) { d["uplink"] = ""; })).uplink, std::nullopt);
@@ -310,7 +310,7 @@ TEST(PsStats, MetricsFollowPrometheusRulesAndListEveryNumber) {
   EXPECT_TRUE(has("atp_ps_dropped_datagrams_total{reason=\"malformed\"} 2")) << metrics;
   EXPECT_TRUE(has("atp_ps_received_datagrams_total 1"));
   EXPECT_TRUE(has("atp_ps_jobs 2"));
-  EXPECT_TRUE(has("atp_ps_job_dropped_packets_total{atp_job=\"resnet\",atp_job_id=\"1\",reason=\"stale\"} 18"))
+  EXPECT_TRUE(has("atp_ps_job_dropped_packets_total{atp_job=\"resnet\",atp_job_id=\"1\",reason=\"stale\"} 19"))
       << metrics;
   EXPECT_TRUE(has("atp_ps_job_completions_total{atp_job=\"300\",atp_job_id=\"300\"} 33")) << "unnamed: the id";
   EXPECT_NE(metrics.find("# HELP atp_ps_relayed_datagrams_total "), std::string::npos);

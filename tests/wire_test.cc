@@ -149,9 +149,9 @@ TEST(Wire, GarbledHeadersAreRejected) {
   EXPECT_EQ(decode_header(bad_version, h), DecodeError::kBadVersion);
   auto bad_kind = good;
   bad_kind[3] = 0x80;  // the Rina flag, with kind byte 0 (no kind)
-  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadRinaKind);
+  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadKind);
   bad_kind[21] = kRinaKinds;  // past the last kind
-  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadRinaKind);
+  EXPECT_EQ(decode_header(bad_kind, h), DecodeError::kBadKind);
   // Exponents and magnitudes within +-kMaxScaleExponent; kNoMagnitude only as a magnitude.
   for (const std::int16_t bad :
        {std::int16_t{kMaxScaleExponent + 1}, std::int16_t{-kMaxScaleExponent - 1}, kNoMagnitude}) {
@@ -290,6 +290,36 @@ TEST(Wire, RinaKindsRoundTripAndLeaveAtpPacketsAlone) {
   EXPECT_EQ(out.round_fragments, 0u);
 }
 
+// A PS's resend request: kind byte 1 of an ATP parameter packet without values. The byte on any
+// other ATP packet (a gradient, a result with values) or another kind is refused.
+TEST(Wire, AResendRequestIsAParameterPacketWithoutValuesAndKindOne) {
+  Header in;
+  in.is_ack = true;
+  in.resend_request = true;
+  in.seq = 77;
+  const auto packet = build_packet(in, {});
+  EXPECT_EQ(packet[21], 1);
+  Header out;
+  ASSERT_EQ(decode_header(packet, out), DecodeError::kOk);
+  EXPECT_TRUE(out.resend_request);
+  EXPECT_TRUE(out.is_ack);
+  EXPECT_EQ(out.rina, RinaKind::kNone);
+  EXPECT_EQ(out.seq, 77u);
+  Header result = in;
+  result.resend_request = false;
+  auto with_values = build_packet(result, std::vector<std::int32_t>(2));
+  ASSERT_EQ(decode_header(with_values, out), DecodeError::kOk);
+  EXPECT_FALSE(out.resend_request);
+  with_values[21] = 1;
+  EXPECT_EQ(decode_header(with_values, out), DecodeError::kBadKind);
+  auto gradient = packet;
+  gradient[3] &= 0xFE;  // the ack flag off
+  EXPECT_EQ(decode_header(gradient, out), DecodeError::kBadKind);
+  auto unknown = packet;
+  unknown[21] = 2;
+  EXPECT_EQ(decode_header(unknown, out), DecodeError::kBadKind);
+}
+
 TEST(Wire, MulticastGroups) {
   EXPECT_TRUE(is_multicast(multicast_group_address(7)));
   EXPECT_FALSE(is_multicast(0x0A000001));
@@ -299,7 +329,7 @@ TEST(Wire, MulticastGroups) {
 TEST(Wire, DecodeErrorsHaveText) {
   for (auto e : {DecodeError::kOk, DecodeError::kTruncated, DecodeError::kBadMagic, DecodeError::kBadVersion,
                  DecodeError::kBadRoundShape, DecodeError::kTooManyValues, DecodeError::kBadExponent,
-                 DecodeError::kBadRinaKind, DecodeError::kLengthMismatch}) {
+                 DecodeError::kBadKind, DecodeError::kLengthMismatch}) {
     EXPECT_FALSE(to_string(e).empty());
   }
 }

@@ -1132,6 +1132,60 @@ TEST(Worker, OverflowNoticeResendsTheFragmentAsFloat32) {
   for (std::size_t v = 0; v < 4; ++v) EXPECT_EQ(got[v], dequantize_one(int_sums[v], kScale));
 }
 
+// The PS lacks a fragment from this worker (docs/protocol.md "Resend requests"): it goes again
+// at once, unless its latest copy is younger than the RTO (the estimate's, 1 ms here: the
+// minimum) or its result is in;
+// for a fragment the window has not let out yet, the window's oldest goes again (its result was
+// lost). The window stays; the RTO-only baseline ignores requests.
+TEST(Worker, AResendRequestResendsTheFragmentOrTheOneTheWindowWaitsFor) {
+  using std::chrono::microseconds;
+  WorkerConfig c = base_config();
+  c.congestion.initial_window = 2;
+  c.retransmit_timeout = std::chrono::milliseconds(100);
+  c.max_retransmit_timeout = std::chrono::milliseconds(100);
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 8), kStart, out));
+  EXPECT_EQ(out.take().size(), 2u);
+  w.on_packet(parameter(kInitialSeq), kStart + microseconds(20), out);
+  w.on_packet(parameter(kInitialSeq + 1), kStart + microseconds(30), out);
+  w.on_packet(parameter(kInitialSeq + 2), kStart + microseconds(40), out);  // a 20 us round trip
+  EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq + 2, kInitialSeq + 3, kInitialSeq + 4}));
+  auto request = [](Seq seq) {
+    Header h = parameter_header(seq);
+    h.dst = kSelf;
+    h.resend_request = true;
+    return build_packet(h, {});
+  };
+  w.on_packet(request(kInitialSeq + 3), kStart + microseconds(900), out);  // sent 0.87 ms ago: maybe crossed it
+  EXPECT_TRUE(out.take().empty());
+  w.on_packet(request(kInitialSeq + 3), kStart + microseconds(1100), out);
+  auto sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).seq, kInitialSeq + 3);
+  EXPECT_TRUE(decoded(sent[0]).resend);
+  w.on_packet(request(kInitialSeq), kStart + microseconds(1100), out);  // its result is in
+  EXPECT_TRUE(out.take().empty());
+  // Fragment 5 waits behind the window: the oldest without a result (3) goes once more.
+  w.on_packet(request(kInitialSeq + 5), kStart + microseconds(2200), out);
+  sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).seq, kInitialSeq + 3);
+  EXPECT_EQ(w.stats().requested_resends, 2u);
+  EXPECT_EQ(w.stats().resend_requests_ignored, 2u);
+  EXPECT_EQ(w.stats().parameters_received, 3u) << "a request is no parameter";
+  w.on_packet(parameter(kInitialSeq + 3), kStart + microseconds(2300), out);
+  EXPECT_EQ(seqs_of(out.take()), std::vector<Seq>{kInitialSeq + 5}) << "the window stayed at 2";
+
+  c.loss_recovery = LossRecovery::kTimeoutOnly;
+  WorkerEndpoint baseline(c);
+  ASSERT_TRUE(baseline.start(ramp(4 * 4), kStart, out));
+  out.take();
+  baseline.on_packet(request(kInitialSeq), kStart + std::chrono::milliseconds(50), out);
+  EXPECT_TRUE(out.take().empty());
+  EXPECT_EQ(baseline.stats().resend_requests_ignored, 1u);
+}
+
 TEST(Worker, AFragmentWaitingForFloatsIsNotFastRetransmitted) {
   WorkerConfig c = base_config();
   c.congestion.enabled = true;

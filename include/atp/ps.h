@@ -1,6 +1,7 @@
 // The ATP parameter server endpoint (paper §3.6-3.8): merges individual and partially
 // aggregated gradient packets per sequence number without double counting, multicasts the
-// result, rehashes after collisions, and runs the float32 overflow path. No I/O, no clock.
+// result, rehashes after collisions, runs the float32 overflow path, and asks the workers it
+// lacks for resends. No I/O, no timers: packets bring the time.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,9 @@ struct PsConfig {
   // children are the workers; a node's children, by increasing id, are its bitmap's bits 0, 1,
   // ...; other than the PS, a node has at most 32. flat_tree(n): n workers, no switch between.
   std::vector<std::uint16_t> tree;
-  // The job's workers: a gradient packet's src must be one of them, or it is dropped (a switch
-  // forwards an aggregate with one member's src). Empty: not checked (in-process tests); the
+  // The job's workers, in the order of their leaf nodes' ids in `tree`: a gradient packet's src
+  // must be one of them, or it is dropped (a switch forwards an aggregate with one member's src),
+  // and resend requests go to them. Empty: not checked, no resend requests (in-process tests); the
   // plan and the PS daemon's job codec always fill it.
   std::vector<Address> workers;
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
@@ -78,6 +80,7 @@ struct PsStats {
   std::uint64_t results_resent = 0;    // unicast re-sends: results of completed fragments, overflow requests
   std::uint64_t collisions = 0;        // fragments completed with the collision flag: index rehashed
   std::uint64_t overflows = 0;         // fragments that saturated and took the float32 path
+  std::uint64_t resend_requests = 0;   // resend requests sent, one per missing worker asked
   std::uint64_t stale = 0;             // packets for fragments already forgotten (behind the window)
   // Fragments whose contributions had different round_shape fields (the workers all-reduce
   // tensors of different sizes): the mismatch notice was multicast instead of a result.

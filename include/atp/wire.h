@@ -75,6 +75,10 @@ struct Header {
   // picks a dataplane thread (TableSlice). Gradient and parameter packets.
   bool allocate = false;
   RinaKind rina = RinaKind::kNone;  // a Rina packet's kind
+  // Parameter packet only, no values: the PS has the fragment from other workers and still lacks
+  // the receiver's, whose retransmission would complete it (docs/protocol.md "Resend requests").
+  // On the wire: kind byte 1 of an ATP packet (0 in every other).
+  bool resend_request = false;
 
   JobId job = 0;
   std::uint16_t value_count = 0;  // number of 32-bit values after the header
@@ -128,7 +132,8 @@ enum class DecodeError : std::uint8_t {
   kBadVersion,      // an ATP version this code does not speak
   kBadRoundShape,   // gradient: round_shape above value_count; parameter: neither 0 nor kRoundShapeMismatch
   kBadExponent,     // scale_exponent or magnitude_or_next out of range
-  kBadRinaKind,     // Rina flag set and the kind byte is none of RinaKind
+  kBadKind,         // the kind byte names no kind: a Rina packet's none of RinaKind, an ATP packet's neither
+                    // 0 nor a resend request's (a parameter packet without values)
   kTooManyValues,   // value_count above kMaxValuesPerPacket
   kLengthMismatch,  // packet length differs from kHeaderBytes + 4 * value_count
 };

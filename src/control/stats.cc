@@ -163,7 +163,7 @@ void visit_ps_daemon(D& d, Visit&& visit) {
 // A PS's job row (atp::PsStats), every field a counter.
 template <class J, class Visit>
 void visit_ps_job(J&& j, Visit&& visit) {
-  static_assert(sizeof(atp::PsStats) == 11 * sizeof(std::uint64_t), "list every atp::PsStats field");
+  static_assert(sizeof(atp::PsStats) == 12 * sizeof(std::uint64_t), "list every atp::PsStats field");
   visit("packets_received", j.packets_received);
   visit("aggregations", j.aggregations);
   visit("overlaps_dropped", j.overlaps_dropped);
@@ -172,6 +172,7 @@ void visit_ps_job(J&& j, Visit&& visit) {
   visit("results_resent", j.results_resent);
   visit("collisions", j.collisions);
   visit("overflows", j.overflows);
+  visit("resend_requests", j.resend_requests);
   visit("stale", j.stale);
   visit("shape_mismatches", j.shape_mismatches);
   visit("dropped", j.dropped);
@@ -291,6 +292,8 @@ const Metrics kPsJobMetrics = {
     {"results_resent", {"atp_ps_job_resent_results_total", "A job's results and requests sent again to a worker."}},
     {"collisions", {"atp_ps_job_collisions_total", "A job's fragments completed with a collision (index rehashed)."}},
     {"overflows", {"atp_ps_job_overflows_total", "A job's fragments that overflowed int32 and went float32."}},
+    {"resend_requests",
+     {"atp_ps_job_resend_requests_total", "Resend requests a job's PS sent to workers whose contribution it lacked."}},
     {"stale", {"atp_ps_job_dropped_packets_total", kPsJobDrops, "reason", "stale"}},
     {"shape_mismatches", {"atp_ps_job_shape_mismatches_total", "A job's fragments whose workers' rounds differed."}},
     {"dropped", {"atp_ps_job_dropped_packets_total", kPsJobDrops, "reason", "invalid"}},

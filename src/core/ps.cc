@@ -57,7 +57,11 @@ struct Slot {
   std::uint32_t collided_index = 0;      // index of the first packet with the collision flag
   std::uint16_t offered_aggregator = 0;  // and the aggregator its switch offered (Header's)
   std::uint32_t missing_workers = 0;     // workers not yet in `members` (int or float phase)
-  std::vector<std::uint64_t> members;    // a bit per worker (its id: PsEndpoint::Impl::nodes) merged so far
+  // When its first packet came, and when the PS last asked the missing workers for a resend
+  // (kNever: not yet); see PsEndpoint::Impl::request_resends.
+  Time opened{};
+  Time requested = kNever;
+  std::vector<std::uint64_t> members;  // a bit per worker (its id: PsEndpoint::Impl::nodes) merged so far
   // Int phase: exact sums of the quantized values. Float phase (the int sums are of no use any
   // more): the bit patterns of the double sums of the float32 values, so that a slot holds 8 B
   // per value whatever its phase (the PS's memory bound, ps_job_memory_bound, counts on it).
@@ -115,7 +119,7 @@ std::uint64_t ps_job_memory_bound(const PsConfig& config) {
   const std::uint64_t per_slot = sizeof(Slot) + sizeof(std::uint32_t) +                           // pool and free list
                                  words_for(nodes) * sizeof(std::uint64_t) + kHeapBlockOverhead +  // members
                                  config.values_per_packet * sizeof(std::int64_t) + kHeapBlockOverhead;  // sums
-  const std::uint64_t per_worker = sizeof(Seq) + 1;  // highest_seen, worker_seen
+  const std::uint64_t per_worker = sizeof(Seq) + 1 + sizeof(Address);  // highest_seen, worker_seen, address
   const std::uint64_t per_node = sizeof(TreeNode) + sizeof(std::uint16_t) + kHeapBlockOverhead;  // nodes, children
   return std::bit_ceil(slots) * sizeof(std::uint32_t) + slots * per_slot + nodes * (per_worker + per_node) +
          packet_size(config.values_per_packet);
@@ -187,6 +191,14 @@ struct PsEndpoint::Impl {
     highest_seen.assign(num_workers, 0);
     worker_seen.assign(num_workers, 0);
     packet_buffer.resize(packet_size(config.values_per_packet));
+    // PsConfig::workers is in the order of the workers' leaf nodes; ids go depth first.
+    if (config.workers.size() == num_workers) {
+      std::size_t k = 0;
+      address.assign(num_workers, 0);
+      for (const TreeNode& node : nodes) {
+        if (&node != &nodes[0] && node.children.empty()) address[node.first_worker] = config.workers[k++];
+      }
+    }
     std::sort(config.workers.begin(), config.workers.end());  // for is_worker's binary search
   }
 
@@ -214,6 +226,7 @@ struct PsEndpoint::Impl {
   void complete_int(Slot& slot, PacketSink& out);
   void fail_round_shape(Slot& slot, PacketSink& out);
   void send_parameter(const Slot& slot, Address dst, PacketSink& out);
+  void request_resends(Slot& slot, PacketSink& out);
   // Where a fragment that collided moves (its result's bitmap).
   std::uint32_t moved_index(const Slot& slot) const;
 
@@ -222,6 +235,8 @@ struct PsEndpoint::Impl {
 
   std::vector<TreeNode> nodes;  // the tree, by node id (0: this PS)
   std::uint32_t num_workers = 0;
+  std::vector<Address> address;  // by worker id; empty when PsConfig::workers does not name them all
+  Time now{};                    // of the packet being handled
 
   std::uint32_t window = 1;  // max_window_seqs, clamped: sequence numbers
   // ring[seq % ring.size()] = index into `pool` of the slot for seq, or kNoSlot. Every stored
@@ -352,6 +367,8 @@ Slot& PsEndpoint::Impl::create_slot(Seq seq, std::uint32_t aggregator_index, std
   slot.collided_index = 0;
   slot.offered_aggregator = 0;
   slot.missing_workers = num_workers;
+  slot.opened = now;
+  slot.requested = kNever;
   std::fill(slot.members.begin(), slot.members.end(), std::uint64_t{0});
   std::fill(slot.sums.begin(), slot.sums.end(), std::int64_t{0});
   ring[seq & (ring.size() - 1)] = index;
@@ -404,6 +421,7 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
   if (overlaps(slot, c)) {
     // Part of it is already in the sums and the parts cannot be separated: discard it whole.
     ++stats.overlaps_dropped;
+    if (recovery(h)) request_resends(slot, out);
     return;
   }
   const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
@@ -418,7 +436,39 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
   merge_members(slot, c);
   slot.recovered = slot.recovered || recovery(h);
   ++stats.aggregations;
-  if (slot.missing_workers == 0) complete_int(slot, out);
+  if (slot.missing_workers == 0) {
+    complete_int(slot, out);
+  } else if (recovery(h)) {
+    request_resends(slot, out);
+  }
+}
+
+// A worker's retransmission came for a fragment still missing others' contributions: its
+// sender timed out waiting, so the missing ones are lost, or their first copies wait somewhere
+// (in an aggregator claimed after a resend flushed the fragment, behind their own earlier holes)
+// until their own timeouts, which may be far off. Each missing worker is asked for a resend
+// (docs/protocol.md "Resend requests"). At most once per doubling of the slot's age, so that
+// the requests of a fragment that stays incomplete thin out as its resends do.
+void PsEndpoint::Impl::request_resends(Slot& slot, PacketSink& out) {
+  if (address.empty()) return;
+  if (slot.requested != kNever && now - slot.requested < slot.requested - slot.opened) return;
+  slot.requested = now;
+  Header h;
+  h.is_ack = true;
+  h.resend_request = true;
+  h.job = config.job;
+  h.seq = slot.seq;
+  h.allocate = config.index_policy == IndexPolicy::kAllocated;
+  h.aggregator_index = slot.aggregator_index;
+  h.src = config.self;
+  const std::span<std::uint8_t> packet = std::span(packet_buffer).first(kHeaderBytes);
+  for (std::uint32_t w = 0; w < num_workers; ++w) {
+    if ((slot.members[w / 64] >> (w % 64) & 1) != 0) continue;
+    h.dst = address[w];
+    encode_header(h, packet);
+    out.send(packet);
+    ++stats.resend_requests;
+  }
 }
 
 // All workers are in. Either the int32 result goes out, or (saturation somewhere, or a sum
@@ -613,7 +663,8 @@ PsEndpoint::~PsEndpoint() = default;
 PsEndpoint::PsEndpoint(PsEndpoint&&) noexcept = default;
 PsEndpoint& PsEndpoint::operator=(PsEndpoint&&) noexcept = default;
 
-void PsEndpoint::on_packet(std::span<const std::uint8_t> packet, Time /*now*/, PacketSink& out) {
+void PsEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  impl_->now = now;
   impl_->on_packet(packet, out);
 }
 

@@ -352,7 +352,7 @@ void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const Jo
                                        std::span<const std::uint8_t> packet, Time now, PortSink& out) {
   // Fig. 7 box 8: a parameter packet (first or re-sent, multicast or unicast) frees the
   // aggregator of its fragment; failing that, it reclaims a stale one at its index (§3.7).
-  if (table_.size() != 0) {
+  if (table_.size() != 0 && !h.resend_request) {
     if (h.allocate) collided_.erase(h.job, h.seq);
     const std::uint32_t i = h.allocate ? table_.find(h.job, h.seq) : row_of(h.aggregator_index);
     if (i != AggregatorTable::kNone && holds(table_.at(i), h)) {

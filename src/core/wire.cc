@@ -18,17 +18,17 @@ using big_endian::put16;
 using big_endian::put32;
 
 // Byte offsets of the header fields.
-constexpr std::size_t kOffMagic = 0;      // u16
-constexpr std::size_t kOffVersion = 2;    // u8
-constexpr std::size_t kOffFlags = 3;      // u8
-constexpr std::size_t kOffJob = 4;        // u16
-constexpr std::size_t kOffCount = 6;      // u16
-constexpr std::size_t kOffSeq = 8;        // u32
-constexpr std::size_t kOffBitmap = 12;    // u32
-constexpr std::size_t kOffNode = 16;      // u16, then u16 offered_aggregator; Rina: u32 round_fragments
-constexpr std::size_t kOffFanIn = 20;     // u8
-constexpr std::size_t kOffRinaKind = 21;  // u8; ATP: 0
-constexpr std::size_t kOffShape = 22;     // u16, round_shape
+constexpr std::size_t kOffMagic = 0;    // u16
+constexpr std::size_t kOffVersion = 2;  // u8
+constexpr std::size_t kOffFlags = 3;    // u8
+constexpr std::size_t kOffJob = 4;      // u16
+constexpr std::size_t kOffCount = 6;    // u16
+constexpr std::size_t kOffSeq = 8;      // u32
+constexpr std::size_t kOffBitmap = 12;  // u32
+constexpr std::size_t kOffNode = 16;    // u16, then u16 offered_aggregator; Rina: u32 round_fragments
+constexpr std::size_t kOffFanIn = 20;   // u8
+constexpr std::size_t kOffKind = 21;    // u8: Rina: a RinaKind; ATP: 0, or kResendRequestKind
+constexpr std::size_t kOffShape = 22;   // u16, round_shape
 constexpr std::size_t kOffIndex = kAggregatorIndexOffset;  // u32
 constexpr std::size_t kOffSrc = 28;                        // u32
 constexpr std::size_t kOffDst = 32;                        // u32
@@ -45,6 +45,8 @@ constexpr std::uint8_t kFlagOverflow = 1u << 4;
 constexpr std::uint8_t kFlagFloat = 1u << 5;
 constexpr std::uint8_t kFlagAllocate = 1u << 6;
 constexpr std::uint8_t kFlagRina = 1u << 7;  // byte 21 is a RinaKind
+// Byte 21 of an ATP parameter packet without values that asks its receiver for a resend.
+constexpr std::uint8_t kResendRequestKind = 1;
 
 }  // namespace
 
@@ -70,8 +72,8 @@ std::string_view to_string(DecodeError e) {
       return "value count above the maximum";
     case DecodeError::kBadExponent:
       return "scale exponent or magnitude out of range";
-    case DecodeError::kBadRinaKind:
-      return "unknown Rina packet kind";
+    case DecodeError::kBadKind:
+      return "unknown packet kind";
     case DecodeError::kLengthMismatch:
       return "length does not match the value count";
   }
@@ -88,10 +90,13 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (count > kMaxValuesPerPacket) return DecodeError::kTooManyValues;
   if (packet.size() != packet_size(count)) return DecodeError::kLengthMismatch;
   const bool rina = (flags & kFlagRina) != 0;
-  if (rina && (p[kOffRinaKind] == 0 || p[kOffRinaKind] >= kRinaKinds)) return DecodeError::kBadRinaKind;
+  const std::uint8_t kind = p[kOffKind];
+  if (rina && (kind == 0 || kind >= kRinaKinds)) return DecodeError::kBadKind;
+  const bool resend_request = !rina && kind == kResendRequestKind;
+  if (!rina && kind != 0 && !(resend_request && (flags & kFlagAck) != 0 && count == 0)) return DecodeError::kBadKind;
   const std::uint16_t shape = get16(p + kOffShape);
   // Parameter packets and Rina's acks say "the rounds differ in size" with kRoundShapeMismatch.
-  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffRinaKind] == static_cast<std::uint8_t>(RinaKind::kAck));
+  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffKind] == static_cast<std::uint8_t>(RinaKind::kAck));
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
   const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
   const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
@@ -114,7 +119,8 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   out.round_fragments = rina ? get32(p + kOffNode) : 0;
   out.offered_aggregator = rina ? 0 : get16(p + kOffNode + 2);
   out.fan_in = p[kOffFanIn];
-  out.rina = rina ? static_cast<RinaKind>(p[kOffRinaKind]) : RinaKind::kNone;
+  out.rina = rina ? static_cast<RinaKind>(kind) : RinaKind::kNone;
+  out.resend_request = resend_request;
   out.round_shape = shape;
   out.aggregator_index = get32(p + kOffIndex);
   out.src = get32(p + kOffSrc);
@@ -145,7 +151,9 @@ void encode_header(const Header& h, std::span<std::uint8_t> out) {
   put32(p + kOffNode,
         h.rina != RinaKind::kNone ? h.round_fragments : std::uint32_t{h.node} << 16 | h.offered_aggregator);
   p[kOffFanIn] = h.fan_in;
-  p[kOffRinaKind] = static_cast<std::uint8_t>(h.rina);
+  p[kOffKind] = h.rina != RinaKind::kNone ? static_cast<std::uint8_t>(h.rina)
+                : h.resend_request        ? kResendRequestKind
+                                          : 0;
   put16(p + kOffShape, h.round_shape);
   put32(p + kOffIndex, h.aggregator_index);
   put32(p + kOffSrc, h.src);

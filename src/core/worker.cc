@@ -367,14 +367,16 @@ struct WorkerEndpoint::Impl {
       on_shape_mismatch(h);
       return;
     }
-    // An overflow notice carries no values; results carry exactly one fragment.
-    if (!h.overflow && h.value_count != config.values_per_packet) {
+    // Overflow notices and resend requests carry no values; results carry exactly one fragment.
+    if (!h.overflow && !h.resend_request && h.value_count != config.values_per_packet) {
       ++stats.dropped;
       return;
     }
     const std::uint32_t i = h.seq - round_base;  // fragment index if it is of this round
     if (i >= round_fragments) {
-      if (from_earlier_round(h.seq)) {
+      if (h.resend_request && from_earlier_round(h.seq)) {
+        ++stats.resend_requests_ignored;  // its result came: the PS's request crossed it
+      } else if (from_earlier_round(h.seq)) {
         ++stats.parameters_received;
         if (h.ecn) ++stats.ecn_parameters;
         ++stats.duplicate_parameters;
@@ -386,6 +388,10 @@ struct WorkerEndpoint::Impl {
     const std::uint32_t k = flow_of(i);
     const std::uint32_t j = i / num_flows();  // i = first_fragment(k) + j * P, first_fragment(k) < P
     Flow& f = flows[k];
+    if (h.resend_request) {
+      answer_resend_request(k, j, now, out);
+      return;
+    }
     if (j >= f.next_to_send) {  // never sent, so no PS can have its result: forged or corrupt
       ++stats.dropped;
       return;
@@ -570,6 +576,27 @@ struct WorkerEndpoint::Impl {
       send_fragment(i, /*resend=*/true, out);
       return true;
     });
+  }
+
+  // The PS lacks local fragment j of flow k from this worker while others' resends come in
+  // (docs/protocol.md "Resend requests"): it goes again at once, unless its result is in or its
+  // latest copy is younger than the RTO's estimate (the request may have crossed it; a round trip
+  // alone is too short where queues vary, and each needless copy loads the PS's link). A fragment
+  // not sent yet waits behind the window, whose oldest fragment's result was lost (the PS sent it,
+  // since another worker is past it): that one goes again, and its result opens the window. Not
+  // a loss signal: the window stays (the copy may have been lost in a partial sum the PS could
+  // not merge, or be waiting in an aggregator). The RTO-only baseline ignores requests.
+  void answer_resend_request(std::uint32_t k, std::uint32_t j, Time now, PacketSink& out) {
+    const Flow& f = flows[k];
+    if (j >= f.next_to_send) j = f.expected;
+    const std::uint32_t i = fragment_of(k, j);
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly || j >= f.next_to_send ||
+        (fragments[i].flags & kReceived) != 0 || now - fragments[i].sent < f.rtt.rto()) {
+      ++stats.resend_requests_ignored;
+      return;
+    }
+    ++stats.requested_resends;
+    send_fragment(i, /*resend=*/true, out);
   }
 
   // A result moved `expected` forward during timeout recovery: the new expected fragment was

@@ -639,7 +639,11 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     p.self = network.host_address.at(job.ps[k]);
     p.multicast_group = multicast_group_address(job.id);
     p.tree = trees[k].parents;
-    for (const WorkerConfig& w : plan.workers) p.workers.push_back(w.self);
+    // In the order of their leaf nodes (PsConfig::workers).
+    std::vector<std::pair<std::uint16_t, Address>> leaves;
+    for (const WorkerConfig& w : plan.workers) leaves.emplace_back(w.ps[k].node, w.self);
+    std::sort(leaves.begin(), leaves.end());
+    for (const auto& leaf : leaves) p.workers.push_back(leaf.second);
     p.values_per_packet = plan.values_per_packet;
     p.aggregators = plan.aggregators;
     p.index_policy = policy;

@@ -47,6 +47,7 @@ std::string to_json(const ScenarioResult& result) {
     o["in_network_share"] = j.in_network_share;
     o["retransmissions"] = j.retransmissions;
     o["fast_retransmits"] = j.fast_retransmits;
+    o["requested_resends"] = j.requested_resends;
     o["timeouts"] = j.timeouts;
     o["final_requests"] = j.final_requests;
     o["collisions"] = j.collisions;

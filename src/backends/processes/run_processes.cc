@@ -826,6 +826,7 @@ class ProcessRun {
       }
       r.retransmissions += out.retransmissions;
       r.fast_retransmits += out.fast_retransmits;
+      r.requested_resends += out.requested_resends;
       r.timeouts += out.timeouts;
       r.final_requests += out.final_requests;
       r.wrong_values += out.wrong_values;

@@ -182,6 +182,7 @@ std::string result_line(const WorkerResult& r) {
               {"completed_rounds", r.completed_rounds},
               {"retransmissions", r.retransmissions},
               {"fast_retransmits", r.fast_retransmits},
+              {"requested_resends", r.requested_resends},
               {"timeouts", r.timeouts},
               {"final_requests", r.final_requests},
               {"float_fragments", r.float_fragments},
@@ -216,6 +217,7 @@ WorkerLine parse_line(const std::string& text) {
       r.completed_rounds = j.at("completed_rounds").get<std::uint32_t>();
       r.retransmissions = j.at("retransmissions").get<std::uint64_t>();
       r.fast_retransmits = j.at("fast_retransmits").get<std::uint64_t>();
+      r.requested_resends = j.at("requested_resends").get<std::uint64_t>();
       r.timeouts = j.at("timeouts").get<std::uint64_t>();
       r.final_requests = j.at("final_requests").get<std::uint64_t>();
       r.float_fragments = j.at("float_fragments").get<std::uint64_t>();
@@ -438,6 +440,7 @@ int run_worker_process(const std::string& spec_path) {
       const WorkerStats st = comm->stats();
       r.retransmissions = st.retransmissions;
       r.fast_retransmits = st.fast_retransmits;
+      r.requested_resends = st.requested_resends;
       r.timeouts = st.timeouts;
     }
   } catch (const std::exception& e) {

@@ -74,7 +74,8 @@ struct WorkerResult {
   bool correct = false;  // every round completed with the exact result
   bool crashed = false;  // stopped by the scenario's crash at_round
   std::uint32_t completed_rounds = 0;
-  std::uint64_t retransmissions = 0, fast_retransmits = 0, timeouts = 0, final_requests = 0, float_fragments = 0;
+  std::uint64_t retransmissions = 0, fast_retransmits = 0, requested_resends = 0, timeouts = 0, final_requests = 0,
+                float_fragments = 0;
   std::uint64_t wrong_values = 0;  // in the rounds it checked (it stops after the first with any)
   // Time spent inside allreduce calls, all rounds: what the job's `seconds` is made of (the
   // checking between rounds is this harness's cost, not the collective's).

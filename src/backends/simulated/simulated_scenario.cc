@@ -873,6 +873,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     if (const WorkerEndpoint* ep = d->endpoint().atp()) {
       r.retransmissions += ep->stats().retransmissions;
       r.fast_retransmits += ep->stats().fast_retransmits;
+      r.requested_resends += ep->stats().requested_resends;
       r.timeouts += ep->stats().timeouts;
     } else if (const RinaWorker* rina = d->endpoint().rina()) {
       r.retransmissions += rina->stats().retransmissions;
