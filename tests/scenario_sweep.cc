@@ -164,9 +164,9 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (!(job.in_network_share >= 0 && job.in_network_share <= 1)) {
       fail(name + " has in_network_share " + std::to_string(job.in_network_share));
     }
-    if (job.fast_retransmits > job.retransmissions) {
-      fail(name + " has more fast retransmits (" + fmt(job.fast_retransmits) + ") than retransmissions (" +
-           fmt(job.retransmissions) + ")");
+    if (job.fast_retransmits + job.requested_resends > job.retransmissions) {
+      fail(name + " has more fast retransmits and requested resends (" + fmt(job.fast_retransmits) + " + " +
+           fmt(job.requested_resends) + ") than retransmissions (" + fmt(job.retransmissions) + ")");
     }
     if (job.warmup_rounds > job.completed_rounds) fail(name + " has more warm-up rounds than completed rounds");
     if (job.round_end_seconds.size() != job.completed_rounds) {
@@ -179,6 +179,7 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (job.collisions > 0) out.observed.insert("collisions");
     if (job.reclaimed_aggregators > 0) out.observed.insert("aggregators reclaimed");
     if (job.fast_retransmits > 0) out.observed.insert("fast retransmits");
+    if (job.requested_resends > 0) out.observed.insert("resends the PS requested");
     if (job.timeouts > 0) out.observed.insert("retransmission timeouts");
     if (ex.aggregated[j] && aggregations > 0) out.observed.insert("aggregated in a switch");
   }
