@@ -198,6 +198,7 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
   ASSERT_EQ(t.sink.packets.size(), 1u);
   const auto& ack = t.sink.packets[0];
   expect_multicast_result(ack, 100, {10, -26, 2'147'482'647, 6});
+  EXPECT_FALSE(ack.header.resend) << "no resend went into it, none came: its timing is a round trip";
   EXPECT_FALSE(ack.header.collision);
   EXPECT_FALSE(ack.header.ecn);
   EXPECT_EQ(ack.header.bitmap, 0u);
@@ -284,6 +285,8 @@ TEST(PsEndpoint, DuplicateIndividualIsDropped) {
   t.individual(1, 0, 1, kWorker0 + 1, {1, 2, 3, 4});
   ASSERT_EQ(t.sink.packets.size(), 1u);
   expect_multicast_result(t.sink.packets[0], 1, {8, 9, 10, 11});
+  // Worker 0 timed out while the fragment waited for worker 1: its timing is no round trip.
+  EXPECT_TRUE(t.sink.packets[0].header.resend);
 }
 
 TEST(PsEndpoint, LevelOneAggregateCountsWholeGroups) {

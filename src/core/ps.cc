@@ -39,8 +39,9 @@ struct Slot {
   Seq seq = 0;
   SlotState state = SlotState::kAggregating;
   bool ecn = false;  // OR of the ECN flags of the packets merged (copied into the result)
-  // Some merged packet was a worker's retransmission (or a partial aggregate a resend flushed): the
-  // result's `resend` flag, so that no worker takes its timing for a round trip (Karn's rule).
+  // Some merged packet was a worker's retransmission (or a partial aggregate a resend flushed), or
+  // one came before completion and was dropped as an overlap: the result's `resend` flag, so that
+  // no worker takes its timing for a round trip (Karn's rule; a worker's wait for others is none).
   bool recovered = false;
   bool collision = false;         // some merged packet had the collision flag
   bool saturated = false;         // a contributed value was INT32_MAX or INT32_MIN
@@ -421,7 +422,12 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
   if (overlaps(slot, c)) {
     // Part of it is already in the sums and the parts cannot be separated: discard it whole.
     ++stats.overlaps_dropped;
-    if (recovery(h)) request_resends(slot, out);
+    if (recovery(h)) {
+      // Its sender timed out while the fragment waited for others: the result's timing is no
+      // round trip of its (Karn's rule, as for a resend merged).
+      slot.recovered = true;
+      request_resends(slot, out);
+    }
     return;
   }
   const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
