@@ -96,7 +96,7 @@ DecodeError decode_header(std::span<const std::uint8_t> packet, Header& out) {
   if (!rina && kind != 0 && !(resend_request && (flags & kFlagAck) != 0 && count == 0)) return DecodeError::kBadKind;
   const std::uint16_t shape = get16(p + kOffShape);
   // Parameter packets and Rina's acks say "the rounds differ in size" with kRoundShapeMismatch.
-  const bool ack = (flags & kFlagAck) != 0 || (rina && p[kOffKind] == static_cast<std::uint8_t>(RinaKind::kAck));
+  const bool ack = (flags & kFlagAck) != 0 || (rina && kind == static_cast<std::uint8_t>(RinaKind::kAck));
   if (ack ? shape != 0 && shape != kRoundShapeMismatch : shape > count) return DecodeError::kBadRoundShape;
   const auto exponent = static_cast<std::int16_t>(get16(p + kOffExponent));
   const auto magnitude = static_cast<std::int16_t>(get16(p + kOffMagnitude));
