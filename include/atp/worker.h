@@ -79,7 +79,7 @@ struct WorkerStats {
   std::uint64_t host_queue_full = 0;        // on_host_queue_full calls while fragments were in flight
   std::uint64_t float_resends = 0;          // fragments resent as float32 after an overflow notice
   std::uint64_t requested_resends = 0;      // fragments resent because the PS asked (resend requests)
-  std::uint64_t resend_requests_ignored = 0;  // requests for fragments with a result, or sent within a round trip
+  std::uint64_t resend_requests_ignored = 0;  // requests for fragments with a result or sent within the RTO
   std::uint64_t parameters_received = 0;      // valid parameter packets for this job
   std::uint64_t duplicate_parameters = 0;     // parameters for fragments already complete, repeated overflow notices
   std::uint64_t ecn_parameters = 0;           // parameters with the ECN flag

@@ -419,29 +419,25 @@ void PsEndpoint::Impl::merge_int(Slot& slot, const Header& h, std::span<const st
                                  const Contributors& c, PacketSink& out) {
   // A congestion mark is never lost, even on a discarded duplicate (as the switch does, Fig. 7 box 7).
   slot.ecn = slot.ecn || h.ecn;
+  // A retransmission, merged or discarded below: its sender timed out while the fragment waited
+  // for others, so the result's timing is no round trip (Karn's rule).
+  slot.recovered = slot.recovered || recovery(h);
   if (overlaps(slot, c)) {
     // Part of it is already in the sums and the parts cannot be separated: discard it whole.
     ++stats.overlaps_dropped;
-    if (recovery(h)) {
-      // Its sender timed out while the fragment waited for others: the result's timing is no
-      // round trip of its (Karn's rule, as for a resend merged).
-      slot.recovered = true;
-      request_resends(slot, out);
+  } else {
+    const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
+    slot.saturated = slot.saturated || saturated;
+    slot.exponent_mismatch = slot.exponent_mismatch || h.scale_exponent != slot.scale_exponent;
+    slot.magnitude = std::max(slot.magnitude, h.magnitude_or_next);
+    if (h.collision && !slot.collision) {
+      slot.collision = true;
+      slot.collided_index = h.aggregator_index;
+      slot.offered_aggregator = h.offered_aggregator;
     }
-    return;
+    merge_members(slot, c);
+    ++stats.aggregations;
   }
-  const bool saturated = add_to_sums(packet, slot.sums);  // at most 1024 int32 terms: cannot overflow int64
-  slot.saturated = slot.saturated || saturated;
-  slot.exponent_mismatch = slot.exponent_mismatch || h.scale_exponent != slot.scale_exponent;
-  slot.magnitude = std::max(slot.magnitude, h.magnitude_or_next);
-  if (h.collision && !slot.collision) {
-    slot.collision = true;
-    slot.collided_index = h.aggregator_index;
-    slot.offered_aggregator = h.offered_aggregator;
-  }
-  merge_members(slot, c);
-  slot.recovered = slot.recovered || recovery(h);
-  ++stats.aggregations;
   if (slot.missing_workers == 0) {
     complete_int(slot, out);
   } else if (recovery(h)) {

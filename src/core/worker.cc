@@ -374,14 +374,14 @@ struct WorkerEndpoint::Impl {
     }
     const std::uint32_t i = h.seq - round_base;  // fragment index if it is of this round
     if (i >= round_fragments) {
-      if (h.resend_request && from_earlier_round(h.seq)) {
+      if (!from_earlier_round(h.seq)) {
+        ++stats.dropped;
+      } else if (h.resend_request) {
         ++stats.resend_requests_ignored;  // its result came: the PS's request crossed it
-      } else if (from_earlier_round(h.seq)) {
+      } else {
         ++stats.parameters_received;
         if (h.ecn) ++stats.ecn_parameters;
         ++stats.duplicate_parameters;
-      } else {
-        ++stats.dropped;
       }
       return;
     }
