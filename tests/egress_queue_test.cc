@@ -225,6 +225,36 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
   EXPECT_EQ(fast.counters().ecn_marked, 0u);
 }
 
+// Past the threshold the queue drops the first packet that cannot carry a mark and then every
+// other one (UnmarkableDrops), so that a loss-based sender gets its signal without losing whole
+// windows; the count starts afresh once the queue is below the threshold.
+TEST(EgressQueue, DropsEveryOtherUnmarkablePacketPastTheThreshold) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  c.ecn_threshold_packets = 1;
+  EgressQueue q(c);
+  const std::vector<std::uint8_t> unmarkable(300, 0xff);  // no ATP packet (kAtp framing): no mark possible
+  Header h;
+  ASSERT_NE(decode_header(unmarkable, h), DecodeError::kOk);
+  const auto burst = [&](Time at) {
+    std::vector<EnqueueStatus> fates;
+    q.enqueue(packet(1), at);  // the queue was empty: below the threshold, so the count starts afresh
+    for (int i = 0; i < 5; ++i) fates.push_back(q.enqueue(unmarkable, at).status);
+    return fates;
+  };
+  const std::vector<EnqueueStatus> every_other = {EnqueueStatus::kQueueFull, EnqueueStatus::kQueued,
+                                                  EnqueueStatus::kQueueFull, EnqueueStatus::kQueued,
+                                                  EnqueueStatus::kQueueFull};
+  EXPECT_EQ(burst(time_from_ns(0)), every_other);
+  EXPECT_EQ(q.counters().queue_drops, 3u);
+  EXPECT_EQ(q.counters().ecn_marked, 0u);  // what passes goes unmarked
+  std::size_t released = 0;
+  while (q.next_release() != kNever) released += q.release(q.next_release(), [](std::span<std::uint8_t>) {});
+  ASSERT_EQ(released, 3u);
+  EXPECT_EQ(burst(time_from_ns(1000000)), every_other);  // drained: the first is dropped again
+  EXPECT_EQ(q.counters().queue_drops, 6u);
+}
+
 // With Ethernet framing the queue marks the ATP header inside an ATP frame, and CE in the IPv4
 // header of an ECN-capable (ECT) frame, fixing its checksum; past the threshold, not-ECT IPv4 is
 // dropped (RFC 3168 §7), below it it passes; ARP and small not-ECT IPv4 (ACKs, SYNs) always pass.

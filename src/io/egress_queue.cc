@@ -76,10 +76,15 @@ EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::span<const st
     ++counters_.queue_drops;
     return Admission::kFull;
   }
-  if (cfg.ecn_threshold_packets == 0 || queued < cfg.ecn_threshold_packets) return Admission::kAccept;
-  // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7), so that a
-  // sender deaf to ECN meets the same queue depth as one that listens, not the whole buffer.
+  if (cfg.ecn_threshold_packets == 0 || queued < cfg.ecn_threshold_packets) {
+    unmarkable_.below_threshold();
+    return Admission::kAccept;
+  }
+  // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7; some of it:
+  // UnmarkableDrops), so that a sender deaf to ECN meets the same queue depth as one that listens,
+  // not the whole buffer.
   if (ecn_drops(packet)) {
+    if (!unmarkable_.drop()) return Admission::kAccept;
     ++counters_.queue_drops;
     return Admission::kUnmarkable;
   }

@@ -34,8 +34,8 @@ struct EgressConfig {
   // The queue holds the packets accepted but not yet fully sent (including the one being sent).
   // Both limits compare against its length when a packet is enqueued.
   std::uint32_t buffer_packets = 0;  // drop-tail limit; 0: unlimited
-  // Mark packets (see Framing) when the queue holds this many, and drop those that cannot carry a
-  // mark (not-ECT IPv4, RFC 3168 §7; never ARP); 0: off.
+  // Mark packets (see Framing) when the queue holds this many, and drop some of those that cannot
+  // carry a mark (not-ECT IPv4, RFC 3168 §7; never ARP; UnmarkableDrops says which); 0: off.
   std::uint32_t ecn_threshold_packets = 0;
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
@@ -59,11 +59,33 @@ inline EgressConfig switch_port_egress() {
   return c;
 }
 
+// Which of the packets that cannot carry a mark a port drops past its ECN threshold (RFC 3168 §7
+// asks for a drop where a mark would go): the first, then one in every kUnmarkableDropEvery, the
+// count starting afresh whenever the queue is below the threshold. A mark costs its sender nothing
+// but the cut it answers, once per round trip; a TCP deaf to ECN answers one loss per round trip
+// with the same cut, but every further loss is a segment to resend, and where a resend or a
+// window's tail is lost too, a retransmission timeout (200 ms at least in Linux, tens of round
+// trips here). Dropping all of them turned each spell past the threshold into such a burst
+// (docs/protocol.md, "Sharing a link": TCP stalled for 0.2-0.6 s beside ATP a few times a
+// minute); one in two still gives a sender that fills the queue a loss in every round trip.
+inline constexpr std::uint32_t kUnmarkableDropEvery = 2;
+class UnmarkableDrops {
+ public:
+  // The queue holds fewer packets than the threshold.
+  void below_threshold() { past_threshold_ = 0; }
+  // A packet that cannot carry a mark meets the queue past the threshold: whether to drop it.
+  bool drop() { return past_threshold_++ % kUnmarkableDropEvery == 0; }
+
+ private:
+  std::uint32_t past_threshold_ = 0;  // unmarkable packets past the threshold since it was last below
+};
+
 struct EgressCounters {
   std::uint64_t packets = 0;  // packets sent (after queue drops, before loss)
   std::uint64_t bytes = 0;    // their bytes as enqueued (encapsulation not counted)
   std::uint64_t lost = 0;
-  std::uint64_t queue_drops = 0;  // refused by the drop-tail limit, or not ECN-capable past the threshold
+  std::uint64_t queue_drops =
+      0;  // refused by the drop-tail limit, or not ECN-capable past the threshold (UnmarkableDrops)
   std::uint64_t duplicated = 0;
   std::uint64_t reordered = 0;
   std::uint64_t ecn_marked = 0;
@@ -125,8 +147,9 @@ class EgressQueue {
 
   // The buffer and ECN rule that enqueue applies, for a caller that holds packets in front of
   // the queue (a fair queue at a host's NIC) and counts `queued` packets itself. A refusal (kFull:
-  // the buffer; kUnmarkable: past the ECN threshold, no mark possible) is counted in queue_drops;
-  // a kMark packet is to be marked with mark() before it is held.
+  // the buffer; kUnmarkable: past the ECN threshold, no mark possible, UnmarkableDrops' turn) is
+  // counted in queue_drops; a kMark packet is to be marked with mark() before it is held (an
+  // unmarkable one that is not dropped passes unmarked).
   enum class Admission : std::uint8_t { kAccept, kMark, kFull, kUnmarkable };
   Admission admit(std::size_t queued, std::span<const std::uint8_t> packet);
   // Sets the packet's ECN mark (see Framing) and counts it; false if it cannot carry one.
@@ -208,6 +231,7 @@ class EgressQueue {
   std::vector<std::vector<std::uint8_t>> slots_;  // packet bytes of held packets, pooled
   std::vector<std::uint32_t> free_slots_;
   std::vector<std::uint8_t> scratch_;  // release()'s reusable buffer
+  UnmarkableDrops unmarkable_;
 };
 
 }  // namespace atp

@@ -9,7 +9,8 @@
 // in new ones (addresses from the ATP header); any other IPv4 packet (TCP) is forwarded by its
 // destination along the switch's routes. Every packet a switch or host sends is ECN-marked when
 // its egress queue (including the packet being sent) holds ecn_threshold_packets: the ATP flag
-// for ATP packets, CE for ECN-capable IPv4; a switch drops other IPv4 there (RFC 3168 §7).
+// for ATP packets, CE for ECN-capable IPv4; a switch drops some other IPv4 there (RFC 3168 §7;
+// io/egress_queue.h's UnmarkableDrops: the first, then every other).
 #pragma once
 
 #include <ns3/node.h>

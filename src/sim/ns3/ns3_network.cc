@@ -32,6 +32,7 @@
 #include <ns3/udp-socket-factory.h>
 #include <ns3/uinteger.h>
 
+#include "atp/io/egress_queue.h"
 #include "atp/io/ethernet.h"
 #include "atp/io/fair_queue.h"
 
@@ -100,6 +101,7 @@ struct Ns3Network::Impl {
     // config.fair_queueing (a host's): the packets waiting for the device, by job; the device
     // takes the next in turn whenever it is idle.
     FairQueue<Waiting> waiting;
+    UnmarkableDrops unmarkable;  // which not-ECT packets past the ECN threshold are dropped
     bool next_in_turn_pending = false;
   };
 
@@ -111,8 +113,12 @@ struct Ns3Network::Impl {
   static std::size_t depth(const Channel& c) {
     return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0) + c.waiting.size();
   }
-  bool over_ecn_threshold(const Channel& c) const {
-    return c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
+  // Whether a packet sent now meets the channel's queue past its ECN threshold (and if not, the
+  // count of unmarkable packets past it starts afresh, as in EgressQueue).
+  static bool over_ecn_threshold(Channel& c) {
+    const bool over = c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
+    if (!over) c.unmarkable.below_threshold();
+    return over;
   }
 
   // Sends onto the channel's device (a switch's egress).
@@ -259,15 +265,16 @@ struct Ns3Network::Impl {
     }
     Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[route->second])];
     if (over_ecn_threshold(c)) {
-      // As EgressQueue: CE on ECN-capable packets, a drop for the others (RFC 3168 §7) but small
-      // ones (SYNs, pure ACKs: ecn_drops_frame), counted at their size on an Ethernet link.
+      // As EgressQueue: CE on ECN-capable packets; of the others (never marked) some are dropped
+      // (RFC 3168 §7, UnmarkableDrops), but not small ones (SYNs, pure ACKs: ecn_drops_frame,
+      // counted at their size on an Ethernet link).
       const auto ecn = ip.GetEcn();
-      if (ecn == ns3::Ipv4Header::ECN_NotECT &&
-          kEthernetHeaderBytes + ip.GetSerializedSize() + p->GetSize() >= kEcnDropMinBytes) {
-        ++c.counters.queue_drops;
-        return;
-      }
-      if (ecn != ns3::Ipv4Header::ECN_CE) {
+      if (ecn == ns3::Ipv4Header::ECN_NotECT) {
+        if (kEthernetHeaderBytes + ip.GetSerializedSize() + p->GetSize() >= kEcnDropMinBytes && c.unmarkable.drop()) {
+          ++c.counters.queue_drops;
+          return;
+        }
+      } else if (ecn != ns3::Ipv4Header::ECN_CE) {
         ip.SetEcn(ns3::Ipv4Header::ECN_CE);
         ++c.counters.ecn_marked;
       }
