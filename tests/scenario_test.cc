@@ -2,7 +2,10 @@
 // its key, the examples run to exact results under loss, crashes, collisions and overflow.
 #include "atp/scenario/scenario.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,14 +14,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 
+#include "../src/backends/processes/tcp_flow.h"
 #include "../src/backends/processes/worker_process.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
+#include "atp/io/event_loop.h"
 #include "atp/io/machine.h"
+#include "atp/io/socket_address.h"
 
 namespace atp {
 namespace {
@@ -1505,6 +1514,60 @@ TEST(WorkerProcessSpec, ReformAndFailedLinesReadBack) {
   EXPECT_EQ(failed.error, "no progress");
   EXPECT_EQ(worker_process::parse_line(R"({"event": "failed", "round": 3})").event, "")
       << "a failed line names its error";
+}
+
+// The background flow's receiver reports its first byte's time on the clock the run reads
+// (CLOCK_MONOTONIC, EventLoop::now), the origin of its samples: run_processes turns it into
+// flows[].start_seconds, which is what the samples are read against.
+TEST(TcpFlowReceiver, ReportsItsBytesAndTheFirstBytesTime) {
+  // A free loopback port: bound to 0, read back, closed.
+  std::uint16_t port = 0;
+  {
+    const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in any = to_sockaddr(SocketAddress::loopback(0));
+    ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&any), sizeof any), 0);
+    socklen_t len = sizeof any;
+    ::getsockname(probe, reinterpret_cast<sockaddr*>(&any), &len);
+    port = ntohs(any.sin_port);
+    ::close(probe);
+  }
+  std::ostringstream out;
+  std::streambuf* const saved = std::cout.rdbuf(out.rdbuf());
+  int rc = -1;
+  std::thread receiver(
+      [&] { rc = tcp_flow::run_receiver(SocketAddress::loopback(port), std::chrono::milliseconds(100)); });
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const sockaddr_in to = to_sockaddr(SocketAddress::loopback(port));
+  for (int tries = 0; ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 && tries < 200; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the receiver listens
+  }
+  const Time before = EventLoop::now();
+  const std::vector<char> bytes(1 << 20, 'x');
+  std::size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    sent += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  receiver.join();
+  const Time after = EventLoop::now();
+  std::cout.rdbuf(saved);
+  ASSERT_EQ(rc, 0) << out.str();
+
+  tcp_flow::FlowReport report;
+  std::istringstream lines(out.str());
+  bool got = false;
+  for (std::string line; std::getline(lines, line);) got = got || tcp_flow::parse_report(line, report);
+  ASSERT_TRUE(got) << out.str();
+  EXPECT_EQ(report.bytes, bytes.size());
+  EXPECT_GE(report.first_ns, to_ns(before));
+  EXPECT_LE(report.first_ns, to_ns(after));
+  EXPECT_DOUBLE_EQ(report.interval_s, 0.1);
+  EXPECT_FALSE(report.mbps.empty());
+  EXPECT_FALSE(
+      tcp_flow::parse_report(R"({"event": "flow", "bytes": 1, "seconds": 1, "interval_s": 0.1, "mbps": []})", report))
+      << "a report without its origin is refused";
 }
 
 TEST(ScenarioLimits, AWorkerSpecThatIsADeviceIsRefused) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """An ATP job beside a TCP flow on the netns testbed, every setting at its default (issue 19, the
 paper's Fig. 16): 4 workers and their PS under one switch, 200 Mbit/s links, 1 MiB allreduces
-back to back; from 1 s to 4 s a TCP flow from another host of the rack to worker w0, so the flow
+back to back; from 1 s to 7 s a TCP flow from another host of the rack to worker w0, so the flow
 and the job's results share the switch's queue towards w0. Once per sender TCP: CUBIC asking for
 ECN (the default), CUBIC without ECN, BBR and Reno.
 
@@ -9,8 +9,8 @@ Reported (table.txt): the job's rate alone (the median round's tensor bytes over
 the flow) and beside the flow (the tensor bytes of the rounds that start from 1 s after the flow
 starts and end before it stops, over the time they took), the flow's mean goodput over the same
 stretch (100 ms samples), both as shares of the link, the flow's first second, each one's share in
-every half second of the overlap, and when that settled (both at 0.4 of the link or more in every
-half second from then on). Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
+every half second from the flow's first byte, and when that settled (both at 0.4 of the link or
+more in every half second from then on). Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
 """
 import argparse
 import os
@@ -37,33 +37,37 @@ def scenario(congestion, ecn, start_us, until_us, rounds):
             f"jobs:\n  - {{name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 262144, rounds: {rounds}}}\n")
 
 
+def samples_between(flow, lo, hi):
+    """The flow's 100 ms samples that lie within [lo, hi) of the run's clock (its samples begin at
+    its first byte, flows[].start_seconds, tens of milliseconds or more after the scenario's from_us)."""
+    per, origin = flow["interval_s"], flow["start_seconds"]
+    return flow["goodput_mbps"][max(0, round((lo - origin) / per)):max(0, round((hi - origin) / per))]
+
+
 def shares(result, start_s, until_s):
     job, flow = result["jobs"][0], result["flows"][0]
     ends = job["round_end_seconds"]
     alone = [job["tensor_bytes"] * 8 / (b - a) / 1e6 for a, b in zip([0] + ends, ends) if b < start_s]
     inside = rounds(job, 0, start_s + 1, until_s)
     beside = rate_mbps(job, inside) if inside else 0
-    samples = flow["goodput_mbps"]
-    per = flow["interval_s"]
-    steady = samples[int(1 / per):int((until_s - start_s) / per)]
+    steady = samples_between(flow, start_s + 1, until_s)
     return (job["correct"], statistics.median(alone) if alone else 0, beside,
-            statistics.mean(steady) if steady else 0, samples[:int(1 / per)])
+            statistics.mean(steady) if steady else 0, flow["goodput_mbps"][:round(1 / flow["interval_s"])])
 
 
-def window_rates(result, start_s, until_s, window_s=WINDOW_S):
-    """ATP's and TCP's Mbit/s in each window_s from start_s to until_s: ATP's tensor bytes spread
-    evenly over each round's time (rounds run back to back from 0), TCP's 100 ms samples."""
+def window_rates(result, until_s, window_s=WINDOW_S):
+    """ATP's and TCP's Mbit/s in each window_s from the flow's first byte to until_s: ATP's tensor
+    bytes spread evenly over each round's time (rounds run back to back from 0), TCP's 100 ms
+    samples."""
     job, flow = result["jobs"][0], result["flows"][0]
     ends = job["round_end_seconds"]
-    per = flow["interval_s"]
-    samples = flow["goodput_mbps"]
     out = []
-    lo = start_s
+    lo = flow["start_seconds"]
     while lo + window_s <= until_s + 1e-9:
         hi = lo + window_s
         bits = sum(job["tensor_bytes"] * 8 * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
                    for a, b in zip([0] + ends, ends))
-        tcp = samples[round((lo - start_s) / per):round((hi - start_s) / per)]
+        tcp = samples_between(flow, lo, hi)
         out.append((bits / window_s / 1e6, statistics.mean(tcp) if tcp else 0))
         lo = hi
     return out
@@ -87,14 +91,14 @@ def main():
     parser.add_argument("out")
     args = parser.parse_args()
     atp = atp_binary()
-    start_us, until_us, rounds = (500000, 2000000, 40) if args.smoke else (1000000, 4000000, 60)
+    start_us, until_us, rounds = (500000, 2000000, 40) if args.smoke else (1000000, 7000000, 100)
     variants = VARIANTS[:1] if args.smoke else VARIANTS
     os.makedirs(args.out, exist_ok=True)
     lines = [f"# netns, 4 workers + PS + x under one switch, {LINK_MBPS} Mbit/s links, defaults; 1 MiB allreduces; "
              f"TCP x -> w0 from {start_us / 1e6} s to {until_us / 1e6} s. Mbit/s; share = of the link",
              f"{'sender TCP':<14}{'correct':>8}{'ATP alone':>10}{'ATP beside':>11}{'TCP':>7}{'ATP share':>10}"
              f"{'TCP share':>10}{'together':>9}{'settled':>8}  TCP's first second (100 ms); "
-             f"ATP / TCP share per {WINDOW_S} s from the flow's start"]
+             f"ATP / TCP share per {WINDOW_S} s from the flow's first byte"]
     failed = False
     with tempfile.TemporaryDirectory() as gen:
         for congestion, ecn in variants:
@@ -105,7 +109,7 @@ def main():
             result = run_netns(atp, path, os.path.join(args.out, f"{name}.json"), name)
             correct, alone, beside, tcp, first = shares(result, start_us / 1e6, until_us / 1e6)
             failed = failed or not correct
-            rates = window_rates(result, start_us / 1e6, until_us / 1e6)
+            rates = window_rates(result, until_us / 1e6)
             settled = settled_s(rates)
             lines.append(f"{name:<14}{str(correct):>8}{alone:>10.0f}{beside:>11.0f}{tcp:>7.0f}"
                          f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}"

@@ -229,7 +229,10 @@ struct JobResult {
 // A background flow's outcome (netns backend).
 struct FlowResult {
   std::string from, to;
-  double start_seconds = 0;          // when its sender started, from the start of the run (the jobs' clock)
+  // When goodput_mbps's first sample begins, from the start of the run (the jobs' clock): its
+  // sender's start (ns-3), its first byte's arrival (netns, where starting the two processes
+  // and connecting takes tens of milliseconds or more on a busy machine).
+  double start_seconds = 0;
   std::uint64_t bytes = 0;           // received by `to`
   double seconds = 0;                // from its first to its last byte
   double goodput_gbps = 0;           // bytes * 8 / seconds

@@ -749,6 +749,9 @@ class ProcessRun {
         }
       }
       if (!got) continue;
+      if (report.bytes > 0) {  // the samples begin at the first byte (Clock is CLOCK_MONOTONIC, as the receiver's)
+        r.start_seconds = ns_to_s(report.first_ns - std::chrono::nanoseconds(start_.time_since_epoch()).count());
+      }
       r.bytes = report.bytes;
       r.seconds = report.seconds;
       r.goodput_gbps = report.seconds > 0 ? static_cast<double>(report.bytes) * 8 / report.seconds / 1e9 : 0;

@@ -71,10 +71,11 @@ int run_receiver(const SocketAddress& listen, Duration interval) {
   json mbps = json::array();
   for (std::uint64_t b : bytes_per_interval) mbps.push_back(static_cast<double>(b) * 8 / interval_s / 1e6);
   const double seconds = first == kNever ? 0 : static_cast<double>((last - first).count()) / 1e9;
-  std::cout
-      << json{{"event", "flow"}, {"bytes", total}, {"seconds", seconds}, {"interval_s", interval_s}, {"mbps", mbps}}
-             .dump()
-      << std::endl;
+  std::cout << json{{"event", "flow"},          {"bytes", total},
+                    {"seconds", seconds},       {"first_ns", first == kNever ? 0 : to_ns(first)},
+                    {"interval_s", interval_s}, {"mbps", mbps}}
+                   .dump()
+            << std::endl;
   return 0;
 }
 
@@ -127,6 +128,7 @@ bool parse_report(const std::string& line, FlowReport& report) {
   try {
     report.bytes = j.at("bytes").get<std::uint64_t>();
     report.seconds = j.at("seconds").get<double>();
+    report.first_ns = j.at("first_ns").get<std::int64_t>();
     report.interval_s = j.at("interval_s").get<double>();
     report.mbps = j.at("mbps").get<std::vector<double>>();
   } catch (const json::exception&) {

@@ -3,7 +3,9 @@
 //
 // Protocol (one JSON object per stdout line, as the worker processes):
 //   receiver: {"event":"listening"} once bound; after the sender closed the connection:
-//             {"event":"flow","bytes":B,"seconds":S,"interval_s":I,"mbps":[...]} and exits 0.
+//             {"event":"flow","bytes":B,"seconds":S,"first_ns":F,"interval_s":I,"mbps":[...]}
+//             and exits 0 (F: its first byte's arrival on CLOCK_MONOTONIC, which every namespace
+//             shares, the samples' origin).
 //   sender:   {"event":"connected"} once connected; writes until its stdin closes, then exits 0.
 // Both exit 1 with one sentence on stderr when the connection cannot be made or breaks.
 #pragma once
@@ -27,8 +29,9 @@ int run_sender(const SocketAddress& to, Duration connect_timeout, const std::str
 
 struct FlowReport {
   std::uint64_t bytes = 0;
-  double seconds = 0;     // first to last byte
-  double interval_s = 0;  // width of one mbps sample
+  double seconds = 0;         // first to last byte
+  std::int64_t first_ns = 0;  // the first byte's arrival, CLOCK_MONOTONIC (EventLoop::now): mbps[0] begins there
+  double interval_s = 0;      // width of one mbps sample
   std::vector<double> mbps;
 };
 // Parses the receiver's "flow" line; false if `line` is not one.
