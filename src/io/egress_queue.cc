@@ -117,7 +117,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     const std::int64_t now_ps = to_ps(now);
     drain_sent(*sending_done_ps, now_ps);
     const Admission admission = admit(sending_done_ps->size(), packet);
-    if (admission == Admission::kFull || admission == Admission::kUnmarkable) {
+    if (refuses(admission)) {
       result.status = EnqueueStatus::kQueueFull;
       return result;
     }

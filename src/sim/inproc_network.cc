@@ -94,7 +94,7 @@ struct Network::Impl {
     const std::size_t queued = c.waiting.size() + (c.queue.busy_at(now) ? 1 : 0);
     const std::uint64_t flow = job_flow(bytes);
     const EgressQueue::Admission admission = c.queue.admit(queued, bytes);
-    if (admission == EgressQueue::Admission::kFull || admission == EgressQueue::Admission::kUnmarkable) {
+    if (EgressQueue::refuses(admission)) {
       refused(channel);
       // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
       if (admission == EgressQueue::Admission::kUnmarkable || !c.waiting.drop_for(flow)) return;

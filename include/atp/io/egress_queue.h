@@ -152,6 +152,7 @@ class EgressQueue {
   // unmarkable one that is not dropped passes unmarked).
   enum class Admission : std::uint8_t { kAccept, kMark, kFull, kUnmarkable };
   Admission admit(std::size_t queued, std::span<const std::uint8_t> packet);
+  static bool refuses(Admission a) { return a == Admission::kFull || a == Admission::kUnmarkable; }
   // Sets the packet's ECN mark (see Framing) and counts it; false if it cannot carry one.
   bool mark(std::vector<std::uint8_t>& packet);
 
