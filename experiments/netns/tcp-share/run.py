@@ -10,7 +10,9 @@ the flow) and beside the flow (the tensor bytes of the rounds that start from 1 
 starts and end before it stops, over the time they took), the flow's mean goodput over the same
 stretch (100 ms samples), both as shares of the link, the flow's first second, each one's share in
 every half second from the flow's first byte, and when that settled (both at 0.4 of the link or
-more in every half second from then on). Every result is checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC only, 1 s)
+more in every half second from then on). The baseline is the same measure for two TCP flows into
+w0 (CUBIC with and without ECN): how evenly TCP shares the link with itself. Every result is
+checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC with ECN only, 1.5 s)
 """
 import argparse
 import os
@@ -23,18 +25,25 @@ from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E40
 
 LINK_MBPS = 200
 VARIANTS = [("cubic", True), ("cubic", False), ("bbr", False), ("reno", False)]
+BASELINES = [("cubic", True), ("cubic", False)]
 # Settled: from some window on, ATP and TCP each have at least this share of the link in every
 # WINDOW_S of the overlap (the goal: within 2 s of the flow's start).
 WINDOW_S = 0.5
 SETTLED_SHARE = 0.4
 
 
-def scenario(congestion, ecn, start_us, until_us, rounds):
-    hosts = "\n".join(f"    - {{name: {h}, switch: tor}}" for h in ["w0", "w1", "w2", "w3", "ps", "x"])
+def scenario(congestion, ecn, start_us, until_us, rounds, baseline=False):
+    """The job on w0-w3 and a flow x -> w0; baseline: flows x -> w0 and y -> w0, the job on w1-w3 only
+    (its results stay off w0's port; the machine runs about as many processes)."""
+    names = ["w0", "w1", "w2", "w3", "ps", "x"] + (["y"] if baseline else [])
+    hosts = "\n".join(f"    - {{name: {h}, switch: tor}}" for h in names)
+    flow = (f"to: w0, from_us: {start_us}, until_us: {until_us}, congestion: {congestion}, "
+            f"ecn: {'true' if ecn else 'false'}")
+    flows = ", ".join(f"{{from: {h}, {flow}}}" for h in (["x", "y"] if baseline else ["x"]))
+    workers = "w1, w2, w3" if baseline else "w0, w1, w2, w3"
     return (f"seed: 16\nlink: {{rate_mbps: {LINK_MBPS}}}\ntopology:\n  switches: [{{name: tor}}]\n  hosts:\n{hosts}\n"
-            f"background: [{{from: x, to: w0, from_us: {start_us}, until_us: {until_us}, congestion: {congestion}, "
-            f"ecn: {'true' if ecn else 'false'}}}]\n"
-            f"jobs:\n  - {{name: a, workers: [w0, w1, w2, w3], ps: [ps], elements: 262144, rounds: {rounds}}}\n")
+            f"background: [{flows}]\n"
+            f"jobs:\n  - {{name: a, workers: [{workers}], ps: [ps], elements: 262144, rounds: {rounds}}}\n")
 
 
 def samples_between(flow, lo, hi):
@@ -70,6 +79,17 @@ def window_rates(result, until_s, window_s=WINDOW_S):
         tcp = samples_between(flow, lo, hi)
         out.append((bits / window_s / 1e6, statistics.mean(tcp) if tcp else 0))
         lo = hi
+    return out
+
+
+def flow_window_rates(result, until_s, window_s=WINDOW_S):
+    """The baseline's two flows' Mbit/s in each window_s from the later first byte to until_s."""
+    a, b = result["flows"]
+    out = []
+    lo = max(a["start_seconds"], b["start_seconds"])
+    while lo + window_s <= until_s + 1e-9:
+        out.append(tuple(statistics.mean(samples_between(f, lo, lo + window_s) or [0]) for f in (a, b)))
+        lo += window_s
     return out
 
 
@@ -115,6 +135,25 @@ def main():
                          f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}"
                          f"{'never' if settled is None else f'{settled:.1f} s':>8}  "
                          + " ".join(f"{x:.0f}" for x in first) + "; "
+                         + " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
+        # The baseline: the same measure for two TCP flows of one kind into w0, without ATP there.
+        lines += ["", f"# baseline: two TCP flows, x -> w0 and y -> w0, from {start_us / 1e6} s to {until_us / 1e6} s; "
+                  "the job on w1-w3, off w0's port",
+                  f"{'sender TCP':<14}{'x share':>8}{'y share':>8}{'together':>9}{'settled':>8}  "
+                  f"x / y share per {WINDOW_S} s from the later first byte"]
+        for congestion, ecn in BASELINES[:1] if args.smoke else BASELINES:
+            name = f"{congestion}{'-ecn' if ecn else ''}"
+            path = os.path.join(gen, "baseline.yaml")
+            with open(path, "w") as f:
+                # A quarter more rounds: the job alone is faster, and should run until the flows stop.
+                f.write(scenario(congestion, ecn, start_us, until_us, rounds + rounds // 4, baseline=True))
+            result = run_netns(atp, path, os.path.join(args.out, f"baseline-{name}.json"), f"baseline {name}")
+            failed = failed or not result["jobs"][0]["correct"]
+            x, y = (statistics.mean(samples_between(f, start_us / 1e6 + 1, until_us / 1e6) or [0]) for f in result["flows"])
+            rates = flow_window_rates(result, until_us / 1e6)
+            settled = settled_s(rates)
+            lines.append(f"{name:<14}{x / LINK_MBPS:>8.2f}{y / LINK_MBPS:>8.2f}{(x + y) / LINK_MBPS:>9.2f}"
+                         f"{'never' if settled is None else f'{settled:.1f} s':>8}  "
                          + " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
     finish(args.out, lines, failed)
 
