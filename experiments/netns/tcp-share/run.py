@@ -46,11 +46,20 @@ def scenario(congestion, ecn, start_us, until_us, rounds, baseline=False):
             f"jobs:\n  - {{name: a, workers: [{workers}], ps: [ps], elements: 262144, rounds: {rounds}}}\n")
 
 
-def samples_between(flow, lo, hi):
-    """The flow's 100 ms samples that lie within [lo, hi) of the run's clock (its samples begin at
-    its first byte, flows[].start_seconds, tens of milliseconds or more after the scenario's from_us)."""
+def flow_mbps(flow, lo, hi):
+    """The flow's mean goodput over its 100 ms samples that lie within [lo, hi) of the run's clock
+    (its samples begin at its first byte, flows[].start_seconds, tens of milliseconds or more after
+    the scenario's from_us); 0 if none do."""
     per, origin = flow["interval_s"], flow["start_seconds"]
-    return flow["goodput_mbps"][max(0, round((lo - origin) / per)):max(0, round((hi - origin) / per))]
+    samples = flow["goodput_mbps"][max(0, round((lo - origin) / per)):max(0, round((hi - origin) / per))]
+    return statistics.mean(samples) if samples else 0
+
+
+def windows(lo, until_s):
+    """The whole windows of WINDOW_S from lo to until_s, as (start, end)."""
+    while lo + WINDOW_S <= until_s + 1e-9:
+        yield lo, lo + WINDOW_S
+        lo += WINDOW_S
 
 
 def shares(result, start_s, until_s):
@@ -59,38 +68,30 @@ def shares(result, start_s, until_s):
     alone = [job["tensor_bytes"] * 8 / (b - a) / 1e6 for a, b in zip([0] + ends, ends) if b < start_s]
     inside = rounds(job, 0, start_s + 1, until_s)
     beside = rate_mbps(job, inside) if inside else 0
-    steady = samples_between(flow, start_s + 1, until_s)
-    return (job["correct"], statistics.median(alone) if alone else 0, beside,
-            statistics.mean(steady) if steady else 0, flow["goodput_mbps"][:round(1 / flow["interval_s"])])
+    return (job["correct"], statistics.median(alone) if alone else 0, beside, flow_mbps(flow, start_s + 1, until_s),
+            flow["goodput_mbps"][:round(1 / flow["interval_s"])])
 
 
-def window_rates(result, until_s, window_s=WINDOW_S):
-    """ATP's and TCP's Mbit/s in each window_s from the flow's first byte to until_s: ATP's tensor
+def window_rates(result, until_s):
+    """ATP's and TCP's Mbit/s in each window from the flow's first byte to until_s: ATP's tensor
     bytes spread evenly over each round's time (rounds run back to back from 0), TCP's 100 ms
     samples."""
     job, flow = result["jobs"][0], result["flows"][0]
     ends = job["round_end_seconds"]
-    out = []
-    lo = flow["start_seconds"]
-    while lo + window_s <= until_s + 1e-9:
-        hi = lo + window_s
+
+    def atp_mbps(lo, hi):
         bits = sum(job["tensor_bytes"] * 8 * max(0.0, min(b, hi) - max(a, lo)) / (b - a)
                    for a, b in zip([0] + ends, ends))
-        tcp = samples_between(flow, lo, hi)
-        out.append((bits / window_s / 1e6, statistics.mean(tcp) if tcp else 0))
-        lo = hi
-    return out
+        return bits / WINDOW_S / 1e6
+
+    return [(atp_mbps(lo, hi), flow_mbps(flow, lo, hi)) for lo, hi in windows(flow["start_seconds"], until_s)]
 
 
-def flow_window_rates(result, until_s, window_s=WINDOW_S):
-    """The baseline's two flows' Mbit/s in each window_s from the later first byte to until_s."""
+def flow_window_rates(result, until_s):
+    """The baseline's two flows' Mbit/s in each window from the later first byte to until_s."""
     a, b = result["flows"]
-    out = []
-    lo = max(a["start_seconds"], b["start_seconds"])
-    while lo + window_s <= until_s + 1e-9:
-        out.append(tuple(statistics.mean(samples_between(f, lo, lo + window_s) or [0]) for f in (a, b)))
-        lo += window_s
-    return out
+    return [(flow_mbps(a, lo, hi), flow_mbps(b, lo, hi))
+            for lo, hi in windows(max(a["start_seconds"], b["start_seconds"]), until_s)]
 
 
 def settled_s(rates):
@@ -103,6 +104,13 @@ def settled_s(rates):
         else:
             at = None
     return at
+
+
+def settled_and_windows(rates):
+    """The table's end of a row: when the shares settled, and each window's two shares."""
+    settled = settled_s(rates)
+    return (f"{'never' if settled is None else f'{settled:.1f} s':>8}  ",
+            " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
 
 
 def main():
@@ -129,13 +137,10 @@ def main():
             result = run_netns(atp, path, os.path.join(args.out, f"{name}.json"), name)
             correct, alone, beside, tcp, first = shares(result, start_us / 1e6, until_us / 1e6)
             failed = failed or not correct
-            rates = window_rates(result, until_us / 1e6)
-            settled = settled_s(rates)
+            settled, shares_per_window = settled_and_windows(window_rates(result, until_us / 1e6))
             lines.append(f"{name:<14}{str(correct):>8}{alone:>10.0f}{beside:>11.0f}{tcp:>7.0f}"
                          f"{beside / LINK_MBPS:>10.2f}{tcp / LINK_MBPS:>10.2f}{(beside + tcp) / LINK_MBPS:>9.2f}"
-                         f"{'never' if settled is None else f'{settled:.1f} s':>8}  "
-                         + " ".join(f"{x:.0f}" for x in first) + "; "
-                         + " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
+                         + settled + " ".join(f"{x:.0f}" for x in first) + "; " + shares_per_window)
         # The baseline: the same measure for two TCP flows of one kind into w0, without ATP there.
         lines += ["", f"# baseline: two TCP flows, x -> w0 and y -> w0, from {start_us / 1e6} s to {until_us / 1e6} s; "
                   "the job on w1-w3, off w0's port",
@@ -149,12 +154,10 @@ def main():
                 f.write(scenario(congestion, ecn, start_us, until_us, rounds + rounds // 4, baseline=True))
             result = run_netns(atp, path, os.path.join(args.out, f"baseline-{name}.json"), f"baseline {name}")
             failed = failed or not result["jobs"][0]["correct"]
-            x, y = (statistics.mean(samples_between(f, start_us / 1e6 + 1, until_us / 1e6) or [0]) for f in result["flows"])
-            rates = flow_window_rates(result, until_us / 1e6)
-            settled = settled_s(rates)
+            x, y = (flow_mbps(f, start_us / 1e6 + 1, until_us / 1e6) for f in result["flows"])
+            settled, shares_per_window = settled_and_windows(flow_window_rates(result, until_us / 1e6))
             lines.append(f"{name:<14}{x / LINK_MBPS:>8.2f}{y / LINK_MBPS:>8.2f}{(x + y) / LINK_MBPS:>9.2f}"
-                         f"{'never' if settled is None else f'{settled:.1f} s':>8}  "
-                         + " ".join(f"{a / LINK_MBPS:.2f}/{t / LINK_MBPS:.2f}" for a, t in rates))
+                         + settled + shares_per_window)
     finish(args.out, lines, failed)
 
 
