@@ -617,7 +617,9 @@ class ControlServer final : public httplib::Server {
       res.status = 500;
       res.set_content(error_body("internal error: " + excerpt(what, 200)) + "\n", "application/json");
     });
-    set_logger([this](const httplib::Request& req, const httplib::Response& res) { log_refusal(req, res); });
+    // Before the response is written (httplib's logger runs after): a client that has its refusal
+    // finds the line already in the log.
+    set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { log_refusal(req, res); });
   }
 
   // httplib closes the listening socket only in stop() of a running server: a daemon made but
