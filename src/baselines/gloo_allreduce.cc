@@ -20,14 +20,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "seconds_text.h"
+
 namespace atp {
 namespace {
-
-std::string seconds(Duration d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
 
 // Gloo's messages start with one or more "[/path/file.cc:123] "; the reason follows.
 std::string gloo_reason(const std::exception& e) {
@@ -60,8 +56,8 @@ class DeadlineStore : public gloo::rendezvous::Store {
       std::string names;
       for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
       // FileStore's timeout counts whole seconds, so the wait may last up to 1 s longer.
-      throw gloo::IoException("rendezvous key(s) " + names + " did not appear in the store within " + seconds(timeout) +
-                              ": a rank did not join");
+      throw gloo::IoException("rendezvous key(s) " + names + " did not appear in the store within " +
+                              baselines::seconds_text(timeout) + ": a rank did not join");
     }
   }
 
