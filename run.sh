@@ -7,10 +7,10 @@ cd "$(dirname "$0")"
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev prometheus-cpp-dev libeigen3-dev liblemon-dev ethtool iproute2
           libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib python3-numpy
-          python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-sklearn)
+          python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-pytest-xdist python3-sklearn)
 # (ns3 and libgsl-dev: CMake's find_package(ns3) fails without them. python3-yaml, matplotlib and
 # numpy: the experiments' scripts, which the tests smoke-run. torch, pybind11, python3-dev: the
-# PyTorch backend atp_torch; pytest and sklearn: its tests and training example.)
+# PyTorch backend atp_torch; pytest, pytest-xdist and sklearn: its tests and training example.)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
 
 install_missing() {
@@ -42,9 +42,11 @@ fuzz() {
   # packet_fuzzer: packets into the core (30 s); control_fuzzer: the daemons' control input,
   # JSON, switch configs and HTTP requests (20 s).
   install_missing "${FUZZ_PACKAGES[@]}"
-  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF >/dev/null
+  # Line tables (-g1) are all a crash's stack needs; the two run side by side, one a core.
+  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build build-fuzz --target packet_fuzzer control_fuzzer
-  ctest --test-dir build-fuzz -R '^(packet|control)_fuzzer$' --output-on-failure
+  ctest --test-dir build-fuzz -R '^(packet|control)_fuzzer$' --output-on-failure -j 2
 }
 
 core_alone() {
@@ -62,13 +64,36 @@ tsan() {
   # ports and the queues they share, the worker library's loop, the task hand-over) under
   # ThreadSanitizer: only the tests of those layers, built without the layers above them where
   # they can be (a few minutes on 2 cores; the netns tests are skipped without root).
+  # Line tables (-g1) are all a race report's stacks need.
   local flags=-fsanitize=thread
-  cmake -S . -B build-tsan -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
+  cmake -S . -B build-tsan -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    >/dev/null
   cmake --build build-tsan --target switch_test switch_daemon_test switch_l2_test egress_queue_test loop_tasks_test \
     worker_test communicator_test
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
     -R '^(DataplaneThreads/|Switch|EgressQueue\.|LoopTasks\.|Worker|Communicator)'
+}
+
+# stage NAME COMMAND...: runs one stage of the test run and notes its wall time; the table of
+# them is printed when the run ends, passed or failed.
+STAGES=()
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  STAGES+=("$name")
+  "$@"
+  STAGES[-1]="$name $((SECONDS - start))"
+}
+print_stages() {
+  ((${#STAGES[@]} == 0)) && return 0
+  echo "run.sh: time per stage (s):" >&2
+  local s
+  for s in "${STAGES[@]}"; do
+    # A stage without its time is the one that failed.
+    [[ "$s" == *" "* ]] && printf '  %-12s %5s\n' ${s} >&2 || printf '  %-12s failed\n' "$s" >&2
+  done
+  echo "  total        $SECONDS" >&2
 }
 
 case "${1:-}" in
@@ -78,11 +103,12 @@ case "${1:-}" in
     exec ./build/atp demo "$@"
     ;;
   test)
-    build
-    ctest --test-dir build --output-on-failure -j "$(nproc)"
-    core_alone
-    fuzz
-    tsan
+    trap print_stages EXIT
+    stage build build
+    stage ctest ctest --test-dir build --output-on-failure -j "$(nproc)"
+    stage core-alone core_alone
+    stage fuzz fuzz
+    stage tsan tsan
     ;;
   *)
     echo "usage: ./run.sh demo [ARGS...]   build, then run the demo (atp demo)" >&2

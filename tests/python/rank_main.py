@@ -2,7 +2,8 @@
 
 Runs SCENARIO (a function below) with the "atp" default group (and a gloo group where it
 compares), then prints one JSON line {"rank", "ok", ...results} or {"rank", "ok": false, "error"}.
-Run by test_atp_backend.py, one process per rank, on 127.0.0.1.
+Run by test_atp_backend.py, one process per rank (forked from a server that imported this
+module), on 127.0.0.1.
 """
 import datetime
 import faulthandler
@@ -376,8 +377,8 @@ SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, every_op, ddp_optio
                                      nan_and_inf)}
 
 
-def main():
-    scenario, rank, size, port, timeout = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5])
+def main(argv):
+    scenario, rank, size, port, timeout = argv[0], *map(int, argv[1:4]), float(argv[4])
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     # A rank that hangs prints where (every thread's Python stack) and exits, well before the test's limit.
     faulthandler.dump_traceback_later(3 * timeout + 20, exit=True)
@@ -402,4 +403,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

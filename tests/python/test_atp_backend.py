@@ -6,11 +6,13 @@ Run by ctest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python and ATP_BINAR
     /usr/bin/python3 -m pytest tests/python
 """
 import json
+import multiprocessing
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +39,28 @@ def free_udp_port():
         return s.getsockname()[1]
 
 
+# Ranks are forked from a server that imported rank_main (torch, numpy, atp_torch) once, as torch's
+# own suite forks its ranks (run_suite.py --start-method forkserver): a 2-rank job takes about 1 s
+# instead of 2 on 2 cores, where each fresh interpreter spent a second importing torch. The server
+# imports and runs nothing else (no CUDA, no thread pool in use), and each rank takes its argv and
+# environment as a process of its own would.
+sys.path.insert(0, str(HERE))
+RANKS = multiprocessing.get_context("forkserver")
+RANKS.set_forkserver_preload(["rank_main"])
+
+
+def rank_process(argv, env, out_path, err_path):
+    """A forked rank: its environment, its stdout and stderr in files, then rank_main's main."""
+    import rank_main  # preloaded by the server: no import cost here
+
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, path in ((1, out_path), (2, err_path)):
+        with open(path, "w") as f:
+            os.dup2(f.fileno(), fd)
+    rank_main.main(argv)
+
+
 def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
     """Starts `size` rank processes of `scenario`, rank r with `env` and rank_env(r) added; returns
     their JSON lines by rank (None for a rank that printed none) and the wall seconds until the last
@@ -47,28 +71,38 @@ def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
         for key in ("ATP_LOCAL", "ATP_SWITCH", "ATP_PS", "ATP_SWITCHES", "ATP_TOPOLOGY"):
             if key not in env:
                 full_env.pop(key, None)
-    start = time.monotonic()
-    procs = [
-        subprocess.Popen([sys.executable, str(HERE / "rank_main.py"), scenario, str(r), str(size), str(port),
-                          str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(full_env, **rank_env(r)))
-        for r in range(size)
-    ]
-    lines = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=max(1.0, HARD_LIMIT_S - (time.monotonic() - start)))
-            found = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-            lines.append(found[-1] if found else {"ok": False, "error": "no result line", "stderr": err[-3000:]})
-            if p.returncode not in (0, 17):  # 17: dead_rank's rank that dies on purpose
-                lines[-1]["exit"] = f"exit status {p.returncode}; stderr: {err[-3000:]}"
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                pytest.fail(f"rank process {p.args} still ran after {HARD_LIMIT_S} s: a hang; "
-                            f"stderr: {p.stderr.read()[-3000:]}")
-    return lines, time.monotonic() - start
+    with tempfile.TemporaryDirectory(prefix="atp-ranks-") as logs:
+        outputs = [(Path(logs) / f"{r}.out", Path(logs) / f"{r}.err") for r in range(size)]
+        for path in (p for pair in outputs for p in pair):
+            path.touch()  # there to read even when a rank dies before it opens them
+        start = time.monotonic()
+        procs = []
+        for r in range(size):
+            argv = [scenario, str(r), str(size), str(port), str(timeout_s)]
+            procs.append(RANKS.Process(target=rank_process, args=(argv, dict(full_env, **rank_env(r)), *outputs[r])))
+            procs[-1].start()
+        lines = []
+        try:
+            for p, (out_path, err_path) in zip(procs, outputs):
+                p.join(timeout=max(1.0, HARD_LIMIT_S - (time.monotonic() - start)))
+                if p.exitcode is None:
+                    break
+                out, err = out_path.read_text(), err_path.read_text()
+                found = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+                lines.append(found[-1] if found else {"ok": False, "error": "no result line", "stderr": err[-3000:]})
+                if p.exitcode not in (0, 17):  # 17: dead_rank's rank that dies on purpose
+                    lines[-1]["exit"] = f"exit status {p.exitcode}; stderr: {err[-3000:]}"
+        finally:
+            hung = [(r, err_path) for r, (p, (_, err_path)) in enumerate(zip(procs, outputs)) if p.exitcode is None]
+            for p in procs:
+                if p.exitcode is None:
+                    p.kill()
+                    p.join()
+            if hung:
+                r, err_path = hung[0]
+                pytest.fail(f"rank {r} of {scenario} still ran after {HARD_LIMIT_S} s: a hang; "
+                            f"stderr: {err_path.read_text()[-3000:]}")
+        return lines, time.monotonic() - start
 
 
 def expect_every_rank_refuses(env, sentence, size=2):

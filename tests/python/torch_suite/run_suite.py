@@ -10,7 +10,9 @@ WORLD_SIZE rank processes that each run the test, with BACKEND, WORLD_SIZE, TEMP
 `barrier/`) and INIT_METHOD (file://, torch's default variant) in the environment. That class
 lives in suite_worker.py; this script starts one worker per backend
 (`python -c 'import suite_worker; suite_worker.main()'`), hands it the tests, watches it and
-compares. Backends run one after the other, never at the same time.
+compares. Backends run one after the other, or with --concurrent at the same time, each
+with its own worker, folders and switches (CI: the ranks mostly wait, so two at once take about
+the slower one's time on 2 cores; the results are the same, checked side by side).
 
 - One test at a time; each gets its own log in --log-dir (its ranks' output too). A test is
   `pass`, `fail` (with the first line of the first rank's exception), `skip` (with the reason:
@@ -49,12 +51,12 @@ commands: docs/pytorch-suite.md.
 Usage
 -----
     cd tests/python/torch_suite
-    python3 run_suite.py --backend both --world-size 2 --start-method forkserver \
+    python3 run_suite.py --backend both --world-size 2 --start-method forkserver --concurrent \
         --atp-path /path/to/dir_with_atp_torch --json /tmp/suite.json          # CI
     python3 run_suite.py --backend atp -k all_reduce -k 'test_gather_*'       # a subset
 Options: --backend atp|gloo|both (both), --world-size N (2), -k PATTERN (repeatable; a
 substring, or a glob with * ? [), --json OUT, --timeout S (120), --log-dir DIR,
---start-method spawn|forkserver, --atp-features LIST, --replicated-tensor, --ungate,
+--start-method spawn|forkserver, --concurrent, --atp-features LIST, --replicated-tensor, --ungate,
 --init-method file|env, --list (the tests and the suite's static skips; nothing runs),
 --verbose (every test's row), --compare GLOO_DIR ATP_DIR (nothing runs: the side-by-side report
 of two one-backend runs, from their log folders, as when the two ran at once on one machine).
@@ -64,6 +66,7 @@ Exit status: with both backends, 0 when every counted test passes on atp, else 1
 
 import argparse
 import collections
+import concurrent.futures
 import fnmatch
 import json
 import os
@@ -98,6 +101,9 @@ def parse_args(argv):
     p.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn",
                    help="how ranks start: spawn (torch's way, default); forkserver (each rank forked "
                         "from a process that imported the suite once: faster)")
+    p.add_argument("--concurrent", action="store_true",
+                   help="with --backend both: run the two backends at once, each its own worker "
+                        "(about the slower one's time where ranks wait more than they compute)")
     p.add_argument("--ungate", action="store_true",
                    help="also run on atp the tests the suite skips for atp by name (reported apart, not counted)")
     p.add_argument("--list", action="store_true", help="list the tests and the suite's static skips")
@@ -455,10 +461,19 @@ def main(argv=None):
         return 0
     print("logs: %s" % logroot, flush=True)
     results, walls = {}, {}
-    for b in backends:
+
+    def run(b):
         d = os.path.join(logroot, b)
         shutil.rmtree(d, ignore_errors=True)
         results[b], walls[b] = run_backend(args, b, d)
+
+    if args.concurrent:
+        with concurrent.futures.ThreadPoolExecutor(len(backends)) as pool:
+            for future in [pool.submit(run, b) for b in backends]:
+                future.result()
+    else:
+        for b in backends:
+            run(b)
     status = print_report(args, results, walls)
     if args.backend != "both" and any(r["status"] in ("fail", "timeout") for r in results[backends[0]].values()):
         status = 1
