@@ -63,7 +63,7 @@ tsan() {
   # The code that runs on several threads (the switch's dataplane threads on UDP and interface
   # ports and the queues they share, the worker library's loop, the task hand-over) under
   # ThreadSanitizer: only the tests of those layers, built without the layers above them where
-  # they can be (a few minutes on 2 cores; the netns tests are skipped without root).
+  # they can be (the netns tests are skipped without root).
   # Line tables (-g1) are all a race report's stacks need.
   local flags=-fsanitize=thread
   cmake -S . -B build-tsan -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF \

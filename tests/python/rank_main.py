@@ -377,6 +377,24 @@ SCENARIOS = {f.__name__: f for f in (allreduce_vs_gloo, ddp, every_op, ddp_optio
                                      nan_and_inf)}
 
 
+def wait_for_peers_after_a_failed_start(rank, size, timeout, line):
+    """Rank 0 serves the job's TCPStore. A rank 0 that refused at once (a bad setting) and exited
+    could be gone while a peer was still connecting to the store (seen once in 40 forked jobs under
+    load: rank 1 timed out connecting after rank 0 had refused; torch 1.13 makes a client's second
+    connection after every rank has checked in), and that peer then waited out its timeout
+    instead of refusing as rank 0 did. With ATP_TEST_DONE_DIR (run_ranks sets it) each rank marks
+    itself done there, and a rank 0 that failed waits, at most the timeout, until every rank has."""
+    done = os.environ.get("ATP_TEST_DONE_DIR")
+    if not done:
+        return
+    open(os.path.join(done, str(rank)), "w").close()
+    if rank != 0 or line.get("ok"):
+        return
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(done)) < size and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def main(argv):
     scenario, rank, size, port, timeout = argv[0], *map(int, argv[1:4]), float(argv[4])
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -394,6 +412,7 @@ def main(argv):
         line.update(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                     seconds=time.monotonic() - start)
     print(json.dumps(line), flush=True)
+    wait_for_peers_after_a_failed_start(rank, size, timeout, line)
     # os._exit: a scenario that broke the job (dead_rank) must not wait in interpreter teardown;
     # destroy_process_group ends a healthy job the way users do.
     if line.get("ok") and scenario != "dead_rank":

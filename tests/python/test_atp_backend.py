@@ -75,6 +75,9 @@ def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
         outputs = [(Path(logs) / f"{r}.out", Path(logs) / f"{r}.err") for r in range(size)]
         for path in (p for pair in outputs for p in pair):
             path.touch()  # there to read even when a rank dies before it opens them
+        done = Path(logs) / "done"  # rank_main.wait_for_peers_after_a_failed_start
+        done.mkdir()
+        full_env["ATP_TEST_DONE_DIR"] = str(done)
         start = time.monotonic()
         procs = []
         for r in range(size):
