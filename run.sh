@@ -37,14 +37,18 @@ build() {
   "${sudo[@]}" cmake --install build --component python >/dev/null
 }
 
+# The fuzz and ThreadSanitizer builds: only the layers their targets need (no benchmarks, PyTorch
+# or ns-3), with line tables (-g1), all a crash's or a race report's stacks need.
+CHECK_BUILD=(-DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF
+             -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+
 fuzz() {
   # libFuzzer needs clang; the seeded random-bytes tests in ctest cover the same code with g++.
   # packet_fuzzer: packets into the core (30 s); control_fuzzer: the daemons' control input,
   # JSON, switch configs and HTTP requests (20 s).
   install_missing "${FUZZ_PACKAGES[@]}"
-  # Line tables (-g1) are all a crash's stack needs; the two run side by side, one a core.
-  CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
+  # The two run side by side, one a core.
+  CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${CHECK_BUILD[@]}" >/dev/null
   cmake --build build-fuzz --target packet_fuzzer control_fuzzer
   ctest --test-dir build-fuzz -R '^(packet|control)_fuzzer$' --output-on-failure -j 2
 }
@@ -64,10 +68,8 @@ tsan() {
   # ports and the queues they share, the worker library's loop, the task hand-over) under
   # ThreadSanitizer: only the tests of those layers, built without the layers above them where
   # they can be (the netns tests are skipped without root).
-  # Line tables (-g1) are all a race report's stacks need.
   local flags=-fsanitize=thread
-  cmake -S . -B build-tsan -G Ninja -DATP_BUILD_BENCHMARKS=OFF -DATP_BUILD_TORCH=OFF -DATP_WITH_NS3=OFF \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  cmake -S . -B build-tsan -G Ninja "${CHECK_BUILD[@]}" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
     >/dev/null
   cmake --build build-tsan --target switch_test switch_daemon_test switch_l2_test egress_queue_test loop_tasks_test \
     worker_test communicator_test
@@ -76,24 +78,22 @@ tsan() {
 }
 
 # stage NAME COMMAND...: runs one stage of the test run and notes its wall time; the table of
-# them is printed when the run ends, passed or failed.
-STAGES=()
+# them is printed when the run ends, passed or failed (then the stage that failed is named).
+STAGE_TIMES=()
+CURRENT_STAGE=
 stage() {
-  local name=$1 start=$SECONDS
+  local start=$SECONDS
+  CURRENT_STAGE=$1
   shift
-  STAGES+=("$name")
   "$@"
-  STAGES[-1]="$name $((SECONDS - start))"
+  STAGE_TIMES+=("$(printf '  %-12s %5d' "$CURRENT_STAGE" $((SECONDS - start)))")
+  CURRENT_STAGE=
 }
 print_stages() {
-  ((${#STAGES[@]} == 0)) && return 0
   echo "run.sh: time per stage (s):" >&2
-  local s
-  for s in "${STAGES[@]}"; do
-    # A stage without its time is the one that failed.
-    [[ "$s" == *" "* ]] && printf '  %-12s %5s\n' ${s} >&2 || printf '  %-12s failed\n' "$s" >&2
-  done
-  echo "  total        $SECONDS" >&2
+  printf '%s\n' "${STAGE_TIMES[@]}" >&2
+  [[ -z "$CURRENT_STAGE" ]] || printf '  %-12s failed\n' "$CURRENT_STAGE" >&2
+  printf '  %-12s %5d\n' total "$SECONDS" >&2
 }
 
 case "${1:-}" in

@@ -96,15 +96,13 @@ def run_ranks(scenario, size, env=None, timeout_s=30, rank_env=lambda rank: {}):
                 if p.exitcode not in (0, 17):  # 17: dead_rank's rank that dies on purpose
                     lines[-1]["exit"] = f"exit status {p.exitcode}; stderr: {err[-3000:]}"
         finally:
-            hung = [(r, err_path) for r, (p, (_, err_path)) in enumerate(zip(procs, outputs)) if p.exitcode is None]
-            for p in procs:
-                if p.exitcode is None:
-                    p.kill()
-                    p.join()
+            hung = [r for r, p in enumerate(procs) if p.exitcode is None]
+            for r in hung:
+                procs[r].kill()
+                procs[r].join()
             if hung:
-                r, err_path = hung[0]
-                pytest.fail(f"rank {r} of {scenario} still ran after {HARD_LIMIT_S} s: a hang; "
-                            f"stderr: {err_path.read_text()[-3000:]}")
+                pytest.fail(f"rank {hung[0]} of {scenario} still ran after {HARD_LIMIT_S} s: a hang; "
+                            f"stderr: {outputs[hung[0]][1].read_text()[-3000:]}")
         return lines, time.monotonic() - start
 
 

@@ -467,13 +467,8 @@ def main(argv=None):
         shutil.rmtree(d, ignore_errors=True)
         results[b], walls[b] = run_backend(args, b, d)
 
-    if args.concurrent:
-        with concurrent.futures.ThreadPoolExecutor(len(backends)) as pool:
-            for future in [pool.submit(run, b) for b in backends]:
-                future.result()
-    else:
-        for b in backends:
-            run(b)
+    with concurrent.futures.ThreadPoolExecutor(len(backends) if args.concurrent else 1) as pool:
+        list(pool.map(run, backends))  # (list: a backend's exception is raised here)
     status = print_report(args, results, walls)
     if args.backend != "both" and any(r["status"] in ("fail", "timeout") for r in results[backends[0]].values()):
         status = 1
