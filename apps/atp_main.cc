@@ -27,10 +27,12 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   seed (1)                       seeds inputs and link faults: same seed, same run
   time_limit_s (60)              simulated seconds before unfinished jobs are reported
   description                    free text
-  link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited), buffer_packets (switch ports 100,
-         hosts' NICs unlimited; 0: unlimited), ecn_threshold_packets (20; 0: off; switch ports
-         only, which from there drop TCP data that is not ECN-capable: a host's queue marks only
-         where a fault sets it)}                  defaults of every link, both directions
+  link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited: no queue, so no buffer or marks),
+         buffer_bytes (switch ports 1000000, hosts' NICs unlimited; 0: unlimited) or buffer_packets
+         (0: unlimited; either one given replaces the other), ecn_threshold_packets (20; 0: off;
+         switch ports only, which from there drop TCP data that is not ECN-capable: a host's queue
+         marks only where a fault sets it), mtu_bytes (9000, the testbed's; 1500 for standard
+         Ethernet; simulated backends and netns)}    defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (4096 values),
                 reclaim_timeout_us (100000; 0: never)}]
@@ -39,8 +41,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
               fine: routes are shortest paths, ties to the link listed first)
   jobs: [{name (jobN), algorithm (atp), workers: [hosts], ps: [hosts], elements (float32 values),
           rounds (1), warmup_rounds (0: untimed first rounds), values_per_packet (unset: the widest the
-          aggregating switches, the links' MTU and the PS's memory take: 2234 on 9000-byte frames, 4096 on
-          loopback, 1024 in process; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
+          aggregating switches, the links' MTU and the PS's memory take: 2233 on 9000-byte frames, 358
+          on 1500-byte ones, 4096 on loopback; the paper's is 62), scale (1e8), magnitude (1.0: inputs uniform
           in [-magnitude, magnitude]), index (allocated: the switch gives a fragment's first packet the
           aggregator free the longest and finds it by <job, seq>; a job over an even share of a full
           table is braked | hashed_slots: slot seq mod max_window x PS shards, side by side from the
@@ -67,7 +69,7 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
                                  paper's Fig. 13a/14); a share of 0 aggregators is an error
   faults:
     - {link: [a, b], loss, duplicate, reorder (probabilities), delay_us, rate_gbps | rate_mbps,
-       buffer_packets, ecn_threshold_packets, one_way (false: both directions),
+       buffer_bytes, buffer_packets, ecn_threshold_packets, one_way (false: both directions),
        from_us (0), until_us (forever)}
     - {crash: host, at_round: N | at_us: T}   the host stops for good (before round N, 0-based);
                                               its jobs fail, but a Rina job goes on without

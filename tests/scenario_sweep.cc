@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "atp/backends/simulated.h"
+#include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
 #include "scenario_sweep_gen.h"
 
@@ -120,15 +121,16 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (!job.correct)
       out.observed.insert(ex.may_fail[j] ? "job failed by a crash or a deaf neighbour (expected)" : "job failed");
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
-    // The width the file set, or (unset: 0) the one planning chose: the in-process network states
-    // no MTU, so at most kFragmentWithoutMtu.
+    // The width the file set, or (unset: 0) the one planning chose: at most what the links' MTU
+    // takes (the scenario's, 9000 bytes by default).
     if (sj.algorithm->atp_protocol()) {
       const std::uint64_t set = ex.values_per_packet[j];
+      const std::uint64_t widest = fragment_width(scenario.mtu_bytes, kMaxValuesPerPacket);
       if (set != 0 && job.values_per_packet != set) {
         fail(name + " has fragments of " + fmt(job.values_per_packet) + " values, but the file says " + fmt(set));
-      } else if (set == 0 && (job.values_per_packet == 0 || job.values_per_packet > kFragmentWithoutMtu)) {
+      } else if (set == 0 && (job.values_per_packet == 0 || job.values_per_packet > widest)) {
         fail(name + " has fragments of " + fmt(job.values_per_packet) + " values; the width chosen must be 1.." +
-             fmt(kFragmentWithoutMtu));
+             fmt(widest));
       }
     }
     const std::uint64_t vpp = std::max<std::uint64_t>(job.values_per_packet, 1);

@@ -95,18 +95,21 @@ TEST(SwitchConfigFile, RoundTripsASwitchOnInterfacesAndOneWithoutPorts) {
 }
 
 // A port's egress that the file leaves unset is a switch port's queue (switch_port_egress: marks
-// from 20 packets, holds 100); its ingress (the peer's NIC) has neither.
+// from 20 packets, holds 1 MB); its ingress (the peer's NIC) has neither. A buffer in packets
+// replaces the default in bytes.
 TEST(SwitchConfigFile, APortsQueueDefaultsToASwitchPortsIngressToNone) {
   const SwitchDaemonConfig c = parse_switch_config(
       "ports: [{interface: sw0-p0, rate_gbps: 1, ingress: {rate_gbps: 1}}, {interface: sw0-p1, buffer_packets: 0}]\n",
       "q.yaml");
   ASSERT_EQ(c.ports.size(), 2u);
-  EXPECT_EQ(c.ports[0].egress.buffer_packets, kSwitchPortBufferPackets);
+  EXPECT_EQ(c.ports[0].egress.buffer_bytes, kSwitchPortBufferBytes);
+  EXPECT_EQ(c.ports[0].egress.buffer_packets, 0u);
   EXPECT_EQ(c.ports[0].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
   ASSERT_TRUE(c.ports[0].ingress.has_value());
   EXPECT_EQ(c.ports[0].ingress->buffer_packets, 0u);
   EXPECT_EQ(c.ports[0].ingress->ecn_threshold_packets, 0u);
   EXPECT_EQ(c.ports[1].egress.buffer_packets, 0u);
+  EXPECT_EQ(c.ports[1].egress.buffer_bytes, 0u);
   EXPECT_EQ(c.ports[1].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
 }
 

@@ -995,10 +995,10 @@ TEST_P(SwitchDaemonTest, IngressDelayHoldsPacketsBack) {
 TEST_P(SwitchDaemonTest, PutPortsChangesLossAndBack) {
   install_job();
   const std::string lossless =
-      R"({"rate_gbps": 0, "buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 0,
+      R"({"rate_gbps": 0, "buffer_packets": 0, "buffer_bytes": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 0,
           "duplicate": 0, "reorder": 0})";
   const std::string lossy =
-      R"({"rate_gbps": 0, "buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 1,
+      R"({"rate_gbps": 0, "buffer_packets": 0, "buffer_bytes": 0, "ecn_threshold_packets": 0, "delay_us": 0, "loss": 1,
           "duplicate": 0, "reorder": 0})";
 
   // Ingress of w0's port (it had no ingress queue): w0's packet never reaches the pipeline.
@@ -1050,7 +1050,8 @@ TEST_P(SwitchDaemonTest, PutPortsRefusesBadRequestsWithTheField) {
     EXPECT_EQ(res->status, status) << body;
     EXPECT_NE(res->body.find(field), std::string::npos) << res->body;
   };
-  const std::string rest = R"("buffer_packets": 0, "ecn_threshold_packets": 0, "delay_us": 0, "duplicate": 0,
+  const std::string rest =
+      R"("buffer_packets": 0, "buffer_bytes": 0, "ecn_threshold_packets": 0, "delay_us": 0, "duplicate": 0,
                               "reorder": 0)";
   expect_error("0", R"({"egress": {"rate_gbps": 0, "los": 1, )" + rest + "}}", 400, "egress.los: unknown key");
   expect_error("0", R"({"ingress": {"rate_gbps": 0, "loss": 2, )" + rest + "}}", 400,

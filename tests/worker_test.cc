@@ -1412,6 +1412,34 @@ TEST(Worker, EmptyInputCompletesAtOnce) {
   EXPECT_EQ(seqs_of(out.take()), (std::vector<Seq>{kInitialSeq}));  // no seq consumed
 }
 
+// A lost tail (no later result reveals it) goes again two round trips after results stop (the
+// tail probe, RACK-TLP), not an RTO later; a worker that has no result yet this round (waiting
+// for a late peer) sends no probe.
+TEST(Worker, ALostTailIsProbedAfterTwoRoundTripsNotAnRto) {
+  const WorkerConfig c = base_config();
+  WorkerEndpoint w(c);
+  RecordingSink out;
+  ASSERT_TRUE(w.start(ramp(4 * 4), kStart, out));  // 4 fragments, all in the first window
+  ASSERT_EQ(out.take().size(), 4u);
+  EXPECT_EQ(w.next_deadline(), kStart + c.retransmit_timeout);  // no result yet: the RTO only
+  const Duration rtt = std::chrono::microseconds(20);
+  for (Seq s = 0; s < 3; ++s) w.on_packet(parameter(kInitialSeq + s), kStart + rtt, out);
+  EXPECT_TRUE(out.take().empty());
+  const Time probe = w.next_deadline();
+  EXPECT_EQ(probe, kStart + rtt + 2 * rtt);  // srtt is the one sample
+  w.on_timeout(probe, out);
+  const std::vector<Bytes> sent = out.take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(decoded(sent[0]).seq, kInitialSeq + 3);
+  EXPECT_TRUE(decoded(sent[0]).resend);
+  EXPECT_EQ(w.stats().tail_probes, 1u);
+  // Once per silence: the next deadline is the RTO's (its floor, armed by the last result).
+  EXPECT_EQ(w.next_deadline(), kStart + rtt + c.min_retransmit_timeout);
+  w.on_packet(parameter(kInitialSeq + 3), probe + rtt, out);
+  EXPECT_EQ(w.state(), WorkerState::kIdle);
+  EXPECT_EQ(w.stats().timeouts, 0u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Round shape (docs/protocol.md): the last fragment of a round says how many of its values are
 // real; a mismatch notice from the PS fails the round with one sentence.
@@ -1427,14 +1455,18 @@ TEST(Worker, LastFragmentOfTheRoundCarriesItsRealValueCount) {
   EXPECT_EQ(decoded(sent[0]).round_shape, 0);
   EXPECT_EQ(decoded(sent[1]).round_shape, 0);
   EXPECT_EQ(decoded(sent[2]).round_shape, 2);
-  // Every resend of it carries the same: the timeout's, and the float32 one after an overflow.
+  // Every resend of it carries the same: the tail probe's and the timeout's (both due by then),
+  // and the float32 one after an overflow.
   w.on_packet(parameter(kInitialSeq), kStart, out);
   w.on_packet(parameter(kInitialSeq + 1), kStart, out);
   w.on_timeout(kStart + c.retransmit_timeout, out);
   sent = out.take();
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_TRUE(decoded(sent[0]).resend);
-  EXPECT_EQ(decoded(sent[0]).round_shape, 2);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(w.stats().tail_probes, 1u);
+  for (const Bytes& p : sent) {
+    EXPECT_TRUE(decoded(p).resend);
+    EXPECT_EQ(decoded(p).round_shape, 2);
+  }
   Header overflow = parameter_header(kInitialSeq + 2);
   overflow.overflow = true;
   w.on_packet(build_packet(overflow, {}), kStart, out);

@@ -34,8 +34,10 @@ inline constexpr std::uint16_t kRoundShapeMismatch = 0xFFFF;
 // The UDP port ATP packets travel on (both ends) where hosts address each other by IP (the
 // namespace testbed, real networks); switches classify ATP traffic by it.
 inline constexpr std::uint16_t kUdpPort = 9700;
+// IPv4 (20) + UDP (8) around an ATP packet: what an MTU counts.
+inline constexpr std::size_t kIpUdpBytes = 28;
 // Ethernet (14) + IPv4 (20) + UDP (8): what a real network adds around every ATP packet.
-inline constexpr std::size_t kEncapsulationBytes = 42;
+inline constexpr std::size_t kEncapsulationBytes = 14 + kIpUdpBytes;
 // Parameter packets of a job are multicast to this group address (224.0.0.0/8 | job id).
 inline constexpr Address multicast_group_address(JobId job) { return 0xE0000000u | job; }
 inline constexpr bool is_multicast(Address a) { return (a & 0xF0000000u) == 0xE0000000u; }
@@ -90,7 +92,8 @@ struct Header {
   // early, with those it has (a partial sum, which only the PS merges). fan_in: the node's
   // children. In an ack with collision set, `bitmap` carries the aggregator index workers should
   // use from now on (the paper's "unused bitmap field"). Rina (docs/rina.md): `bitmap` is a rack
-  // member's bit, fan_in the rack's members, and round_fragments takes node's bytes.
+  // member's bit, fan_in the rack's members, and round_fragments takes node's bytes; in a Rina
+  // ack (kAck, kGatherAck), `bitmap` 1 echoes the acknowledged packet's ECN mark.
   std::uint32_t bitmap = 0;
   std::uint16_t node = 0;
   std::uint8_t fan_in = 0;

@@ -73,12 +73,14 @@ enum class WorkerState : std::uint8_t {
 struct WorkerStats {
   std::uint64_t gradient_packets_sent = 0;  // including retransmissions
   std::uint64_t retransmissions = 0;        // resends for any reason
-  std::uint64_t fast_retransmits = 0;       // resends before the RTO: holes with 3 later results, and their one repeat
-  std::uint64_t timeouts = 0;               // retransmission timeouts fired
-  std::uint64_t undone_cuts = 0;            // window cuts taken back: the loss was not one (a late result)
-  std::uint64_t host_queue_full = 0;        // on_host_queue_full calls while fragments were in flight
-  std::uint64_t float_resends = 0;          // fragments resent as float32 after an overflow notice
-  std::uint64_t requested_resends = 0;      // fragments resent because the PS asked (resend requests)
+  // Resends before the RTO: holes with 3 later results, and their one repeat, and tail probes.
+  std::uint64_t fast_retransmits = 0;
+  std::uint64_t tail_probes = 0;              // of those, the newest fragment's after results stopped (RACK-TLP)
+  std::uint64_t timeouts = 0;                 // retransmission timeouts fired
+  std::uint64_t undone_cuts = 0;              // window cuts taken back: the loss was not one (a late result)
+  std::uint64_t host_queue_full = 0;          // on_host_queue_full calls while fragments were in flight
+  std::uint64_t float_resends = 0;            // fragments resent as float32 after an overflow notice
+  std::uint64_t requested_resends = 0;        // fragments resent because the PS asked (resend requests)
   std::uint64_t resend_requests_ignored = 0;  // requests for fragments with a result or sent within the RTO
   std::uint64_t parameters_received = 0;      // valid parameter packets for this job
   std::uint64_t duplicate_parameters = 0;     // parameters for fragments already complete, repeated overflow notices

@@ -142,6 +142,7 @@ EgressConfig egress_settings(const YamlReader& r, const YAML::Node& map, const s
   for (const EgressField& f : kEgressFields) {
     if (const YAML::Node value = map[std::string(f.key)]) f.set(e, r.setting(value, prefix + std::string(f.key), f));
   }
+  given_buffer_replaces(e, static_cast<bool>(map["buffer_packets"]), static_cast<bool>(map["buffer_bytes"]));
   return e;
 }
 

@@ -24,6 +24,9 @@ constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the floa
 constexpr std::uint8_t kResent = 1u << 4;       // sent again at least once (any reason)
 constexpr std::uint8_t kProbed = 1u << 5;       // its fast retransmit went unanswered and went again
 
+// The least a tail probe waits for results (arm_tail_probe): a round trip measured as zero (a
+// zero-delay link, a test) would otherwise resend at once.
+constexpr Duration kMinTailProbe = std::chrono::microseconds(10);
 // The most a flow's RTO backs off, in multiples of its estimate (RttEstimator::rto()).
 constexpr int kMaxBackoff = 16;
 
@@ -120,6 +123,7 @@ struct WorkerEndpoint::Impl {
     bool needless_resend = false;               // this round
     std::vector<std::uint32_t> resent_holes{};  // local indices fast-resent and maybe still without a result
     Time hole_deadline = kNever;                // when the oldest of them goes again (probe_holes)
+    Time tail_deadline = kNever;                // when the newest fragment without a result goes again (probe_tail)
     // After a timeout, the fragments sent before it (local index < recover) may all be lost, as
     // when a link or switch was down for a while. While results arrive only for resent fragments
     // (none for a fragment sent once, none for a later one), each that advances `expected` below
@@ -295,6 +299,7 @@ struct WorkerEndpoint::Impl {
       f.needless_resend = false;
       f.resent_holes.clear();
       f.hole_deadline = kNever;
+      f.tail_deadline = kNever;
       f.recover = 0;
       f.rescue_next = 0;
       f.rescue_end = 0;
@@ -496,6 +501,7 @@ struct WorkerEndpoint::Impl {
       return;
     }
     send_new(k, now, out);
+    arm_tail_probe(k, now);
   }
 
   // A new result of flow f, for local index j: one of the three newest? The newest sent so far
@@ -557,6 +563,46 @@ struct WorkerEndpoint::Impl {
   static Duration hole_probe(const Flow& f) {
     if (f.rtt.has_sample()) return 2 * f.rtt.srtt() + 4 * f.rtt.rttvar();
     return f.rack_sent != kNever ? 3 * f.rack_rtt : f.rto;  // no clean sample yet
+  }
+
+  // Tail loss (RACK-TLP's probe, RFC 8985 §7): the holes detect_loss finds need a later result,
+  // which the last fragments of a window (a round's whole tail, often: a first window holds
+  // most rounds) never get; only the RTO would find them, whose floor is tens of round trips on a
+  // fast fabric. So when results stop for two round trips while fragments are out, the newest of
+  // them goes again: its result, or its resend's (which flushes the aggregator's partial sum to
+  // the PS, as any resend does), reveals the holes before it to detect_loss. Armed by each new
+  // result, so never before the round's first (workers still waiting for a late one send no
+  // probe), and once per silence: a probe that gets no answer leaves the rest to the RTO. Not
+  // while holes are known (due for a fast retransmit, resent and waiting, or a timeout's to
+  // rescue: the flow is in recovery, as RFC 8985 §7.2 asks), not a loss signal by itself (the
+  // window stays), and not before the RTO would go anyway.
+  void arm_tail_probe(std::uint32_t k, Time now) {
+    Flow& f = flows[k];
+    f.tail_deadline = kNever;
+    if (config.loss_recovery == LossRecovery::kTimeoutOnly || f.expected >= f.next_to_send ||
+        f.loss_deadline != kNever || !f.resent_holes.empty() || f.expected < f.recover ||
+        f.rescue_next < f.rescue_end || (fragments[newest_outstanding(f, k)].flags & kFastResent) != 0) {
+      return;
+    }
+    const Duration pto = std::max(kMinTailProbe, 2 * (f.rtt.has_sample() ? f.rtt.srtt() : f.rack_rtt));
+    const Time due = deadline_after(now, pto);
+    if (due < f.rto_deadline) f.tail_deadline = due;
+  }
+
+  // The fragment (index) of flow k sent last that has no result; the flow has one.
+  std::uint32_t newest_outstanding(const Flow& f, std::uint32_t k) const {
+    std::uint32_t j = f.next_to_send - 1;
+    while (j > f.expected && (fragments[fragment_of(k, j)].flags & kReceived) != 0) --j;
+    return fragment_of(k, j);
+  }
+
+  void probe_tail(std::uint32_t k, PacketSink& out) {
+    Flow& f = flows[k];
+    f.tail_deadline = kNever;
+    if (f.expected >= f.next_to_send) return;
+    ++stats.fast_retransmits;
+    ++stats.tail_probes;
+    send_fragment(newest_outstanding(f, k), /*resend=*/true, out);
   }
 
   void probe_holes(std::uint32_t k, Time now, PacketSink& out) {
@@ -686,8 +732,10 @@ struct WorkerEndpoint::Impl {
       Flow& f = flows[k];
       if (f.loss_deadline <= now) detect_loss(k, out);
       if (f.hole_deadline <= now) probe_holes(k, now, out);
+      if (f.tail_deadline <= now) probe_tail(k, out);
       if (f.rto_deadline > now) continue;
       ++stats.timeouts;
+      f.tail_deadline = kNever;
       // The window shrinks first, and the burst of resends is capped by it: after a timeout
       // every worker that missed the same results resends at once, and an uncapped burst can
       // fill a drop-tail queue and lose the very fragment everyone waits for, every time. The
@@ -734,7 +782,7 @@ struct WorkerEndpoint::Impl {
     if (state != WorkerState::kRunning) return kNever;
     Time t = kNever;
     for (const Flow& f : flows)
-      t = std::min({t, f.rto_deadline, f.progress_deadline, f.hole_deadline, f.loss_deadline});
+      t = std::min({t, f.rto_deadline, f.progress_deadline, f.hole_deadline, f.loss_deadline, f.tail_deadline});
     return t;
   }
 

@@ -50,9 +50,16 @@ std::uint64_t EgressQueue::stream_seed(std::uint64_t seed, std::uint64_t index) 
   return splitmix64(seed ^ splitmix64(index));
 }
 
-void EgressQueue::drain_sent(std::deque<std::int64_t>& sending_done_ps, std::int64_t now_ps) {
-  while (!sending_done_ps.empty() && sending_done_ps.front() <= now_ps) sending_done_ps.pop_front();
-  counters_.depth = sending_done_ps.size();
+void EgressQueue::drain_sent(Sending& sending, std::int64_t now_ps) {
+  while (!sending.done_ps_bytes.empty() && sending.done_ps_bytes.front().first <= now_ps) {
+    sending.bytes -= sending.done_ps_bytes.front().second;
+    sending.done_ps_bytes.pop_front();
+  }
+  counters_.depth = sending.done_ps_bytes.size();
+}
+
+std::size_t EgressQueue::wire_bytes(std::span<const std::uint8_t> packet) const {
+  return packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
 }
 
 std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
@@ -70,9 +77,11 @@ std::uint32_t EgressQueue::store(std::span<const std::uint8_t> bytes) {
 
 void EgressQueue::hold(Time release, std::uint32_t slot) { heap_.push(Held{to_ns(release), next_order_++, slot}); }
 
-EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::span<const std::uint8_t> packet) {
+EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::uint64_t queued_bytes,
+                                          std::span<const std::uint8_t> packet) {
   const EgressConfig& cfg = config_;
-  if (cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) {
+  if ((cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) ||
+      (cfg.buffer_bytes != 0 && queued_bytes + wire_bytes(packet) > cfg.buffer_bytes)) {
     ++counters_.queue_drops;
     return Admission::kFull;
   }
@@ -99,6 +108,11 @@ bool EgressQueue::mark(std::vector<std::uint8_t>& packet) {
 
 bool EgressQueue::busy_at(Time now) const { return busy_until_ps_ > to_ps(now); }
 
+std::uint64_t EgressQueue::sending_bytes(Time now) {
+  drain_sent(sending_, to_ps(now));
+  return sending_.bytes;
+}
+
 EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time now) {
   const EgressConfig& cfg = config_;
   EnqueueResult result;
@@ -108,28 +122,29 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
     // The link's transmitter: this queue's own, or one shared with other threads' queues.
     std::unique_lock<std::mutex> lock;
     std::int64_t* busy_until_ps = &busy_until_ps_;
-    std::deque<std::int64_t>* sending_done_ps = &sending_done_ps_;
+    Sending* sending = &sending_;
     if (shared_) {
       lock = std::unique_lock(shared_->mutex_);
       busy_until_ps = &shared_->busy_until_ps_;
-      sending_done_ps = &shared_->sending_done_ps_;
+      sending = &shared_->sending_;
     }
     const std::int64_t now_ps = to_ps(now);
-    drain_sent(*sending_done_ps, now_ps);
-    const Admission admission = admit(sending_done_ps->size(), packet);
+    drain_sent(*sending, now_ps);
+    const Admission admission = admit(sending->done_ps_bytes.size(), sending->bytes, packet);
     if (refuses(admission)) {
       result.status = EnqueueStatus::kQueueFull;
       return result;
     }
     mark = admission == Admission::kMark;
     // bits / (Gbit/s) = ns; x1000 for ps.
-    const std::size_t wire_bytes = packet.size() + (framing_ == Framing::kAtp ? kEncapsulationBytes : 0);
-    const double bits = 8.0 * static_cast<double>(wire_bytes);
+    const std::size_t wire = wire_bytes(packet);
+    const double bits = 8.0 * static_cast<double>(wire);
     const auto serialization_ps = static_cast<std::int64_t>(std::llround(bits * 1000.0 / cfg.rate_gbps));
     // Another thread's queue may have a later `now` in already: the link is busy until then.
     *busy_until_ps = std::max(*busy_until_ps, now_ps) + serialization_ps;
-    sending_done_ps->push_back(*busy_until_ps);
-    counters_.depth = sending_done_ps->size();
+    sending->done_ps_bytes.emplace_back(*busy_until_ps, static_cast<std::uint32_t>(wire));
+    sending->bytes += wire;
+    counters_.depth = sending->done_ps_bytes.size();
     sent = ceil_ns(*busy_until_ps);
   }
   ++counters_.packets;
@@ -169,7 +184,7 @@ EnqueueResult EgressQueue::enqueue(std::span<const std::uint8_t> packet, Time no
 Time EgressQueue::next_release() const { return heap_.empty() ? kNever : time_from_ns(heap_.top().release_ns); }
 
 bool EgressQueue::pop_due(Time now, std::vector<std::uint8_t>& packet) {
-  if (!sending_done_ps_.empty()) drain_sent(sending_done_ps_, to_ps(now));
+  if (!sending_.done_ps_bytes.empty()) drain_sent(sending_, to_ps(now));
   if (heap_.empty() || heap_.top().release_ns > to_ns(now)) return false;
   const std::uint32_t slot = heap_.top().slot;
   heap_.pop();

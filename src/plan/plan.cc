@@ -20,8 +20,6 @@ namespace {
 
 // Header::bitmap is 32 bits: at most 32 children per aggregating switch (and workers per Rina rack).
 constexpr std::size_t kMaxBitmapPositions = 32;
-// What an ATP packet travels in on a real network below the MTU: IPv4 (20) and UDP (8).
-constexpr std::size_t kIpUdpBytes = 20 + 8;
 
 std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
 

@@ -292,17 +292,23 @@ void parse_link_settings(const YAML::Node& node, const std::string& path, LinkOv
                   1000;
   }
   if (present.contains("buffer_packets")) o.buffer_packets = read.buffer_packets;
+  if (present.contains("buffer_bytes")) o.buffer_bytes = read.buffer_bytes;
   if (present.contains("ecn_threshold_packets")) o.ecn_threshold_packets = read.ecn_threshold_packets;
   if (present.contains("loss")) o.loss = read.loss;
   if (present.contains("duplicate")) o.duplicate = read.duplicate;
   if (present.contains("reorder")) o.reorder = read.reorder;
 }
 
-LinkOverrides parse_default_link(const YAML::Node& node, const std::string& path) {
-  expect_map(node, path, {"delay_us", "rate_gbps", "rate_mbps", "buffer_packets", "ecn_threshold_packets"});
-  LinkOverrides o;
-  parse_link_settings(node, path, o, false);
-  return o;
+// `link:`: the settings of every link, and their MTU.
+void parse_default_link(const YAML::Node& node, const std::string& path, Scenario& scenario) {
+  expect_map(
+      node, path,
+      {"delay_us", "rate_gbps", "rate_mbps", "buffer_packets", "buffer_bytes", "ecn_threshold_packets", "mtu_bytes"});
+  parse_link_settings(node, path, scenario.link, false);
+  if (node["mtu_bytes"]) {
+    scenario.mtu_bytes = static_cast<std::uint32_t>(
+        as_integer(node["mtu_bytes"], child(path, "mtu_bytes"), kMinScenarioMtuBytes, kMaxScenarioMtuBytes));
+  }
 }
 
 // --- jobs
@@ -522,7 +528,7 @@ void parse_fault(const YAML::Node& node, const std::string& path, const Names& n
   if (node["link"]) {
     expect_map(node, path,
                {"link", "one_way", "loss", "duplicate", "reorder", "delay_us", "rate_gbps", "rate_mbps",
-                "buffer_packets", "ecn_threshold_packets", "from_us", "until_us"});
+                "buffer_packets", "buffer_bytes", "ecn_threshold_packets", "from_us", "until_us"});
     const std::string p = child(path, "link");
     const YAML::Node l = node["link"];
     if (!l.IsSequence() || l.size() != 2) fail(p, "must be a pair of node names like [w0, tor0], got " + describe(l));
@@ -690,7 +696,7 @@ Scenario parse_root(const YAML::Node& root) {
     if (s == 0) fail("time_limit_s", "must be a positive number of seconds (at most 1e6), got 0");
     scenario.time_limit = Duration(static_cast<std::int64_t>(std::llround(s * 1e9)));
   }
-  if (root["link"]) scenario.link = parse_default_link(root["link"], "link");
+  if (root["link"]) parse_default_link(root["link"], "link", scenario);
 
   Names names;
   scenario.topology = parse_topology(root["topology"], "topology", names);
@@ -843,6 +849,7 @@ sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
   if (!from_host) {
     const EgressConfig port = switch_port_egress();
     c.buffer_packets = port.buffer_packets;
+    c.buffer_bytes = port.buffer_bytes;
     c.ecn_threshold_packets = port.ecn_threshold_packets;
   }
   s.link.apply_to(c);
@@ -865,6 +872,8 @@ void LinkOverrides::apply_to(EgressConfig& c) const {
   if (delay) c.delay = *delay;
   if (rate_gbps) c.rate_gbps = *rate_gbps;
   if (buffer_packets) c.buffer_packets = *buffer_packets;
+  if (buffer_bytes) c.buffer_bytes = *buffer_bytes;
+  given_buffer_replaces(c, buffer_packets.has_value(), buffer_bytes.has_value());
   if (ecn_threshold_packets) c.ecn_threshold_packets = *ecn_threshold_packets;
   if (loss) c.loss = *loss;
   if (duplicate) c.duplicate = *duplicate;

@@ -93,7 +93,8 @@ struct Network::Impl {
     Channel& c = channels[channel];
     const std::size_t queued = c.waiting.size() + (c.queue.busy_at(now) ? 1 : 0);
     const std::uint64_t flow = job_flow(bytes);
-    const EgressQueue::Admission admission = c.queue.admit(queued, bytes);
+    const EgressQueue::Admission admission =
+        c.queue.admit(queued, c.waiting.bytes() + c.queue.sending_bytes(now), bytes);
     if (EgressQueue::refuses(admission)) {
       refused(channel);
       // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
@@ -187,6 +188,7 @@ struct Network::Impl {
         // Admitted on arrival: the buffer and the ECN threshold do not apply a second time.
         c.queue.config() = c.config;
         c.queue.config().buffer_packets = 0;
+        c.queue.config().buffer_bytes = 0;
         c.queue.config().ecn_threshold_packets = 0;
         enqueue(e.target, packet);
         if (!c.waiting.empty()) {
@@ -210,7 +212,8 @@ struct Network::Impl {
   std::uint64_t unconnected_drops = 0;
 };
 
-Network::Network(std::uint64_t seed) : impl_(std::make_unique<Impl>(seed)) {}
+Network::Network(std::uint64_t seed, std::uint32_t mtu_bytes)
+    : impl_(std::make_unique<Impl>(seed)), mtu_bytes_(mtu_bytes) {}
 Network::~Network() = default;
 
 NodeId Network::add_node(std::string name, std::unique_ptr<Node> node) {

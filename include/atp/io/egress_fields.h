@@ -26,18 +26,21 @@ struct EgressField {
   std::string_view expected;  // "a probability between 0 and 1"
   double min = 0;
   double max = 0;
-  bool whole = false;  // whole numbers only (packets)
+  bool whole = false;  // whole numbers only (packets, bytes)
   double (*get)(const EgressConfig&) = nullptr;
   void (*set)(EgressConfig&, double) = nullptr;
 };
 
 // delay_us takes fractions (rounded to whole nanoseconds, the core's unit).
-inline constexpr std::array<EgressField, 7> kEgressFields{{
+inline constexpr std::array<EgressField, 8> kEgressFields{{
     {"rate_gbps", "a number of Gbit/s between 0 (unlimited) and 1000000", 0, kMaxPortRateGbps, false,
      [](const EgressConfig& e) { return e.rate_gbps; }, [](EgressConfig& e, double v) { e.rate_gbps = v; }},
     {"buffer_packets", "a whole number of packets between 0 (unlimited) and 4294967295", 0, 4294967295.0, true,
      [](const EgressConfig& e) { return static_cast<double>(e.buffer_packets); },
      [](EgressConfig& e, double v) { e.buffer_packets = static_cast<std::uint32_t>(v); }},
+    {"buffer_bytes", "a whole number of bytes between 0 (unlimited) and 4294967295", 0, 4294967295.0, true,
+     [](const EgressConfig& e) { return static_cast<double>(e.buffer_bytes); },
+     [](EgressConfig& e, double v) { e.buffer_bytes = static_cast<std::uint32_t>(v); }},
     {"ecn_threshold_packets", "a whole number of packets between 0 (off) and 4294967295", 0, 4294967295.0, true,
      [](const EgressConfig& e) { return static_cast<double>(e.ecn_threshold_packets); },
      [](EgressConfig& e, double v) { e.ecn_threshold_packets = static_cast<std::uint32_t>(v); }},
@@ -51,6 +54,14 @@ inline constexpr std::array<EgressField, 7> kEgressFields{{
     {"reorder", "a probability between 0 and 1", 0, 1, false, [](const EgressConfig& e) { return e.reorder; },
      [](EgressConfig& e, double v) { e.reorder = v; }},
 }};
+
+// A buffer given in one unit replaces the buffer in the other (a default's, or an earlier
+// setting's): a setting that names buffer_packets and not buffer_bytes means that many packets,
+// whatever their size, and the other way round. Both given: both limits apply.
+inline void given_buffer_replaces(EgressConfig& e, bool packets_given, bool bytes_given) {
+  if (packets_given && !bytes_given) e.buffer_bytes = 0;
+  if (bytes_given && !packets_given) e.buffer_packets = 0;
+}
 
 // The field named `key`, or nullptr.
 inline const EgressField* egress_field(std::string_view key) {

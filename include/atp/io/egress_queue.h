@@ -11,6 +11,7 @@
 #include <queue>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "atp/time.h"
@@ -34,6 +35,10 @@ struct EgressConfig {
   // The queue holds the packets accepted but not yet fully sent (including the one being sent).
   // Both limits compare against its length when a packet is enqueued.
   std::uint32_t buffer_packets = 0;  // drop-tail limit; 0: unlimited
+  // Drop-tail limit in wire bytes (see Framing), as a switch counts its buffer (in cells): a
+  // packet is refused when the queue's bytes and its own would exceed it; 0: unlimited. Both
+  // limits apply where both are set.
+  std::uint32_t buffer_bytes = 0;
   // Mark packets (see Framing) when the queue holds this many, and drop some of those that cannot
   // carry a mark (not-ECT IPv4, RFC 3168 §7; never ARP; UnmarkableDrops says which); 0: off.
   std::uint32_t ecn_threshold_packets = 0;
@@ -48,13 +53,18 @@ struct EgressConfig {
 // A switch port's queue where nothing sets it (a scenario's `link:`, an `atp switch` port): ECN
 // marks from 20 packets (DCTCP's K at 1 Gbit/s) and, from there, drops of what cannot carry a
 // mark, so that ATP, ECN-capable TCP and any other TCP answer one signal at one depth and share
-// the link (docs/protocol.md, "Sharing a link"); room for 100 packets, for bursts. A host's NIC
-// queue keeps EgressConfig's own defaults: no limit (its sender waits), no marks.
-inline constexpr std::uint32_t kSwitchPortBufferPackets = 100;
+// the link (docs/protocol.md, "Sharing a link"); room for 1 MB, for bursts. A switch counts its
+// buffer in bytes (cells), so a burst of small packets gets the room a burst of large ones does:
+// 1 MB is 110 jumbo frames (the old default of 100 packets gave jumbo frames about that), 660
+// Ethernet frames, 3,100 of the paper's 62-value packets; a few times a port's even share of a
+// data-centre switch's shared buffer (Tofino 22 MB for 64 ports, Trident 3 32 MB for 32), as
+// the buffer's dynamic threshold lets one congested port take. A host's NIC queue keeps
+// EgressConfig's own defaults: no limit (its sender waits), no marks.
+inline constexpr std::uint32_t kSwitchPortBufferBytes = 1'000'000;
 inline constexpr std::uint32_t kSwitchPortEcnThresholdPackets = 20;
 inline EgressConfig switch_port_egress() {
   EgressConfig c;
-  c.buffer_packets = kSwitchPortBufferPackets;
+  c.buffer_bytes = kSwitchPortBufferBytes;
   c.ecn_threshold_packets = kSwitchPortEcnThresholdPackets;
   return c;
 }
@@ -105,6 +115,13 @@ struct EnqueueResult {
   bool accepted() const { return status != EnqueueStatus::kQueueFull; }
 };
 
+// The packets a transmitter has accepted and not yet fully sent: their finish times (ps) and, in
+// all, their wire bytes, which the buffer limits count.
+struct Sending {
+  std::deque<std::pair<std::int64_t, std::uint32_t>> done_ps_bytes;
+  std::uint64_t bytes = 0;
+};
+
 // The transmitter of one link that several queues feed, each on its own thread: a switch port
 // served by several dataplane threads, each with its own queue for it (SwitchDaemon). The queues
 // then share one rate, and their buffer and ECN threshold count the packets of all of them, as
@@ -113,8 +130,8 @@ class SharedTransmitter {
  private:
   friend class EgressQueue;
   std::mutex mutex_;
-  std::int64_t busy_until_ps_ = 0;            // under mutex_
-  std::deque<std::int64_t> sending_done_ps_;  // under mutex_
+  std::int64_t busy_until_ps_ = 0;  // under mutex_
+  Sending sending_;                 // under mutex_
 };
 
 // No I/O and no clock: the runtime passes `now` in, asks next_release() when to come back and
@@ -151,7 +168,10 @@ class EgressQueue {
   // counted in queue_drops; a kMark packet is to be marked with mark() before it is held (an
   // unmarkable one that is not dropped passes unmarked).
   enum class Admission : std::uint8_t { kAccept, kMark, kFull, kUnmarkable };
-  Admission admit(std::size_t queued, std::span<const std::uint8_t> packet);
+  // `queued`: packets, `queued_bytes`: their wire bytes (wire_bytes).
+  Admission admit(std::size_t queued, std::uint64_t queued_bytes, std::span<const std::uint8_t> packet);
+  // The bytes a packet takes on the wire and in the buffer (see Framing).
+  std::size_t wire_bytes(std::span<const std::uint8_t> packet) const;
   static bool refuses(Admission a) { return a == Admission::kFull || a == Admission::kUnmarkable; }
   // Sets the packet's ECN mark (see Framing) and counts it; false if it cannot carry one.
   bool mark(std::vector<std::uint8_t>& packet);
@@ -160,6 +180,8 @@ class EgressQueue {
   // `now`, and the nanosecond in which it finishes what it has accepted, rounded down, so that a
   // packet enqueued then starts right after the last one, to the picosecond.
   bool busy_at(Time now) const;
+  // The wire bytes of the packets it is still sending at `now` (its own transmitter's).
+  std::uint64_t sending_bytes(Time now);
   Time transmitter_free_at() const { return time_from_ns(busy_until_ps_ / 1000); }
 
   // When the earliest held packet is due; kNever when none is held.
@@ -217,15 +239,15 @@ class EgressQueue {
   bool ecn_drops(std::span<const std::uint8_t> packet) const;
   std::uint32_t store(std::span<const std::uint8_t> bytes);
   void hold(Time release, std::uint32_t slot);
-  // Drops the finish times before `now_ps` from `sending_done_ps` and sets the depth.
-  void drain_sent(std::deque<std::int64_t>& sending_done_ps, std::int64_t now_ps);
+  // Drops the packets finished by `now_ps` from `sending` and sets the depth.
+  void drain_sent(Sending& sending, std::int64_t now_ps);
 
   EgressConfig config_;
   Framing framing_;
   EgressCounters counters_;
   std::mt19937_64 rng_;
   std::int64_t busy_until_ps_ = 0;             // when the transmitter finishes the last accepted packet (ps)
-  std::deque<std::int64_t> sending_done_ps_;   // finish times (ps) of accepted packets not yet fully sent
+  Sending sending_;                            // accepted packets not yet fully sent
   std::shared_ptr<SharedTransmitter> shared_;  // set: the two above are unused, the link's are
   std::priority_queue<Held, std::vector<Held>, LaterFirst> heap_;
   std::uint64_t next_order_ = 0;

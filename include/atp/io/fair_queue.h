@@ -36,6 +36,8 @@ class FairQueue {
 
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
+  // Bytes waiting, all flows together.
+  std::uint64_t bytes() const { return bytes_; }
 
   // Appends `item` (of `bytes` on the wire) to its flow's queue.
   void push(std::uint64_t flow, Item item, std::size_t bytes) {
@@ -43,6 +45,7 @@ class FairQueue {
     if (f.items.empty()) active_.push_back(flow);
     f.items.emplace_back(std::move(item), static_cast<std::int64_t>(bytes));
     f.backlog += static_cast<std::int64_t>(bytes);
+    bytes_ += bytes;
     ++size_;
   }
 
@@ -70,6 +73,7 @@ class FairQueue {
     const std::uint64_t key = *fattest;
     Flow& f = flows_.find(key)->second;
     f.backlog -= f.items.front().second;
+    bytes_ -= static_cast<std::uint64_t>(f.items.front().second);
     f.items.pop_front();
     --size_;
     if (f.items.empty()) {
@@ -93,6 +97,7 @@ class FairQueue {
       if (bytes <= f.deficit) {
         f.deficit -= bytes;
         f.backlog -= bytes;
+        bytes_ -= static_cast<std::uint64_t>(bytes);
         Item item = std::move(f.items.front().first);
         f.items.pop_front();
         --size_;
@@ -121,6 +126,7 @@ class FairQueue {
   std::deque<std::uint64_t> active_;               // flows with items, in turn order
   bool visit_started_ = false;                     // the front flow has had this turn's quantum
   std::size_t size_ = 0;
+  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace atp

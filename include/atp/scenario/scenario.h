@@ -63,6 +63,7 @@ struct LinkOverrides {
   std::optional<Duration> delay;
   std::optional<double> rate_gbps;
   std::optional<std::uint32_t> buffer_packets;
+  std::optional<std::uint32_t> buffer_bytes;  // either buffer replaces the other (given_buffer_replaces)
   std::optional<std::uint32_t> ecn_threshold_packets;
   std::optional<double> loss;       // probability
   std::optional<double> duplicate;  // probability
@@ -124,10 +125,18 @@ struct BackgroundFlow {
 // The congestion controls a background flow may name.
 inline constexpr std::string_view kFlowCongestionControls[] = {"cubic", "reno", "bbr"};
 
+// Links' MTU: Ethernet jumbo frames by default, as the testbed's; 1500 for standard Ethernet.
+inline constexpr std::uint32_t kDefaultMtuBytes = 9000;
+inline constexpr std::uint32_t kMinScenarioMtuBytes = 576;    // IPv4's least
+inline constexpr std::uint32_t kMaxScenarioMtuBytes = 65000;  // what a simulated link carries
+
 struct Scenario {
   std::uint64_t seed = 1;
   Topology topology;
   LinkOverrides link;  // `link:`: every link's delay/rate/buffer/ECN where it sets them (link_base)
+  // `link: {mtu_bytes}`: the largest IP packet a link carries, on the simulated backends and the
+  // testbed alike, so that default fragments are as wide on each (loopback keeps its own).
+  std::uint32_t mtu_bytes = kDefaultMtuBytes;
   std::vector<ScenarioJob> jobs;
   std::vector<LinkFault> link_faults;
   std::vector<CrashFault> crashes;

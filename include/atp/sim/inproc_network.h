@@ -21,7 +21,10 @@ using sim::NodeId;
 
 class Network final : public sim::Network {
  public:
-  explicit Network(std::uint64_t seed);
+  // `mtu_bytes`: the largest IP packet its links are said to carry (NetworkPlan::mtu_bytes, which
+  // sizes default fragments; nothing checks a packet against it); 0: any size (a packet is bytes
+  // in memory).
+  explicit Network(std::uint64_t seed, std::uint32_t mtu_bytes = 0);
   ~Network() override;
   Network(const Network&) = delete;
   Network& operator=(const Network&) = delete;
@@ -54,13 +57,14 @@ class Network final : public sim::Network {
   std::uint64_t run_until(Time limit) override;
   std::uint64_t run_until_idle() { return run_until(kNever); }
   std::uint64_t events_processed() const override;
-  std::uint32_t mtu_bytes() const override { return 0; }  // a packet is bytes in memory: any size
+  std::uint32_t mtu_bytes() const override { return mtu_bytes_; }
   // Packets a node sent out of a port that connect() never wired up; dropped.
   std::uint64_t unconnected_drops() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::uint32_t mtu_bytes_;
 };
 
 }  // namespace atp::inproc

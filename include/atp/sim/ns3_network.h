@@ -1,7 +1,7 @@
 // The ns-3 adapter: sim::Network on ns-3's simulator, so the scenario runner's switch and host
 // nodes (the unchanged protocol core) run at paper scale. It moves packets and time, nothing else.
 //
-// Links are point-to-point devices with the scenario's rate, delay, drop-tail buffer and loss.
+// Links are point-to-point devices with the scenario's rate, delay, drop-tail buffer, loss and MTU.
 // Hosts have ns-3's IPv4/UDP/TCP stack: a host node's ATP packets leave through a UDP socket on
 // kUdpPort (to the header's dst, a host or the job's multicast group) and arrive through it.
 // Switches have no IP stack: every IPv4 packet from a device comes to the adapter, which hands
@@ -25,9 +25,14 @@ namespace atp::ns3adapter {
 
 class Ns3Network final : public sim::Network {
  public:
-  // Seeds ns-3's random streams (loss) from `seed`. ns-3's simulator is a process-wide
-  // singleton: only one Ns3Network may exist at a time (std::logic_error otherwise).
-  explicit Ns3Network(std::uint64_t seed);
+  // A point-to-point link's MTU can be at most this (its attribute is 16 bits wide), and the
+  // least an IPv4 link has.
+  static constexpr std::uint32_t kMinMtuBytes = 576;
+  static constexpr std::uint32_t kMaxMtuBytes = 65535;
+  // Seeds ns-3's random streams (loss) from `seed`; every link carries IP packets of up to
+  // `mtu_bytes` (std::invalid_argument outside kMinMtuBytes..kMaxMtuBytes). ns-3's simulator is a
+  // process-wide singleton: only one Ns3Network may exist at a time (std::logic_error otherwise).
+  Ns3Network(std::uint64_t seed, std::uint32_t mtu_bytes);
   ~Ns3Network() override;  // destroys the simulation (Simulator::Destroy)
   Ns3Network(const Ns3Network&) = delete;
   Ns3Network& operator=(const Ns3Network&) = delete;

@@ -40,7 +40,7 @@ class Ns3Backend final : public Backend {
   ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
     if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
     const auto wall_start = std::chrono::steady_clock::now();
-    ns3adapter::Ns3Network network(scenario.seed);
+    ns3adapter::Ns3Network network(scenario.seed, scenario.mtu_bytes);
     std::unique_ptr<SimulatedScenario> run;
     try {
       run = std::make_unique<SimulatedScenario>(scenario, network);

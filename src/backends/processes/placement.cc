@@ -63,7 +63,7 @@ class LoopbackPlacement final : public Placement {
  public:
   std::string_view backend() const override { return "loopback"; }
   std::string temp_prefix() const override { return "atp-udp"; }
-  std::uint32_t mtu() const override { return path_mtu(SocketAddress::loopback(kUdpPort)); }
+  std::uint32_t mtu(const Scenario&) const override { return path_mtu(SocketAddress::loopback(kUdpPort)); }
 
   // Data ports are picked before anything starts: a switch's config lists its peers' addresses
   // and its peers (hosts, and other switches across switch links) need its address, a cycle
@@ -126,7 +126,7 @@ class NamespacePlacement final : public Placement {
  public:
   std::string_view backend() const override { return "netns"; }
   std::string temp_prefix() const override { return "atp-netns"; }
-  std::uint32_t mtu() const override { return static_cast<std::uint32_t>(netns::kMtu); }
+  std::uint32_t mtu(const Scenario& s) const override { return s.mtu_bytes; }
 
   void prepare(const Scenario& scenario, const NetworkPlan& network) override {
     scenario_ = &scenario;

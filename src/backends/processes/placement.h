@@ -36,8 +36,9 @@ class Placement {
   virtual std::string_view backend() const = 0;  // "loopback", "netns"
   // The prefix of the run's temporary directory (and of what a SIGKILLed run left to remove).
   virtual std::string temp_prefix() const = 0;
-  // The IP MTU of the links the jobs' packets cross (NetworkPlan::mtu_bytes).
-  virtual std::uint32_t mtu() const = 0;
+  // The IP MTU of the links the jobs' packets cross (NetworkPlan::mtu_bytes): the scenario's on
+  // the testbed, whose links it sets up; loopback's own.
+  virtual std::uint32_t mtu(const Scenario& scenario) const = 0;
 
   // Sets up the network of `network` (a plan of `scenario`'s topology, which both outlive the
   // placement) before any process starts, the hosts' own links at their settings of time 0.

@@ -154,7 +154,7 @@ class ProcessRun {
 
   void plan() {
     try {
-      orchestrator_ = std::make_unique<Orchestrator>(s_.topology, where_->mtu());
+      orchestrator_ = std::make_unique<Orchestrator>(s_.topology, where_->mtu(s_));
       network_ = &orchestrator_->network();
     } catch (const PlanError& e) {
       throw ScenarioError(std::string("topology: ") + e.what());

@@ -84,10 +84,11 @@ Testbed::Testbed(const NetworkPlan& network) : prefix_("atp" + std::to_string(::
     }
     run_or_throw({"ip", "-batch", "-"}, links.str());
 
+    const std::uint32_t mtu = network.mtu_bytes;
     for (const std::string& n : nodes) {
       std::ostringstream set;
       set << "link set lo up\n";
-      for (const std::string& dev : interfaces[n]) set << "link set " << dev << " mtu " << kMtu << " up\n";
+      for (const std::string& dev : interfaces[n]) set << "link set " << dev << " mtu " << mtu << " up\n";
       if (const auto it = network.host_address.find(n); it != network.host_address.end()) {
         set << "addr add " << format_address(it->second) << "/8 dev " << kHostInterface << "\n";
         set << "route add 224.0.0.0/4 dev " << kHostInterface << "\n";

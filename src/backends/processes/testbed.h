@@ -16,15 +16,12 @@ namespace atp::netns {
 // Interface names inside the namespaces (each namespace has its own, so they are short and fixed).
 inline constexpr const char* kHostInterface = "eth0";
 inline std::string switch_interface(PortId port) { return "p" + std::to_string(port); }
-// veth MTU: a fragment of 1024 values (4 KiB + headers) fits in one frame (PLATFORM-NOTES).
-inline constexpr int kMtu = 9000;
-
 // The namespaces and links of one planned network. Per namespace: loopback up, IPv6 off (no
-// router or neighbour discovery chatter on the links), every veth up with MTU kMtu and with
-// checksum and segmentation offloads off (a software switch reading raw frames must see real
-// frames with real checksums, not 64 KiB super-frames); per host: its overlay address as
-// 10.x.y.z/8 on eth0, a route for multicast (the job's parameter packets) out of eth0, reverse
-// path filtering off. Hosts have no default route: nothing leaves the testbed.
+// router or neighbour discovery chatter on the links), every veth up with the plan's MTU (NetworkPlan::mtu_bytes) and
+// with checksum and segmentation offloads off (a software switch reading raw frames must see real frames with real
+// checksums, not 64 KiB super-frames); per host: its overlay address as 10.x.y.z/8 on eth0, a route for multicast (the
+// job's parameter packets) out of eth0, reverse path filtering off. Hosts have no default route: nothing leaves the
+// testbed.
 class Testbed {
  public:
   // Throws std::runtime_error naming the command that failed (after removing what it built) and

@@ -1021,7 +1021,7 @@ class InprocBackend final : public Backend {
     if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
     // A scenario built in code has not met the parser's check: refuse it before allocating.
     check_scenario_memory(scenario, physical_memory_bytes());
-    inproc::Network network(scenario.seed);
+    inproc::Network network(scenario.seed, scenario.mtu_bytes);
     SimulatedScenario run(scenario, network);
     if (options.series_interval > Duration::zero()) run.record_series(options.series_interval);
     return run.run("inproc");

@@ -12,6 +12,7 @@
 // Single headers, not ns-3's *-module.h: those pull in singleton.h, which GCC 12 rejects in
 // C++20 mode (constructors named with a template-id).
 #include <ns3/config.h>
+#include <ns3/data-rate.h>
 #include <ns3/drop-tail-queue.h>
 #include <ns3/error-model.h>
 #include <ns3/inet-socket-address.h>
@@ -19,6 +20,7 @@
 #include <ns3/ipv4-header.h>
 #include <ns3/ipv4-static-routing-helper.h>
 #include <ns3/ipv4.h>
+#include <ns3/nstime.h>
 #include <ns3/packet.h>
 #include <ns3/point-to-point-channel.h>
 #include <ns3/point-to-point-helper.h>
@@ -44,11 +46,13 @@ using sim::NodeId;
 constexpr std::uint16_t kIpv4Protocol = 0x0800;
 constexpr std::uint8_t kUdpProtocol = 17;
 constexpr std::int32_t kNoChannel = -1;
+// A point-to-point device's header. Each packet is followed by a gap as long as the 12 bytes an
+// Ethernet header has more, so that a link carries packets at the pace of the testbed's and the
+// in-process network's Ethernet frames (kEncapsulationBytes) and a queue fills and drains alike.
+constexpr std::size_t kPppBytes = 2;
 // Settings that mean "no limit" in EgressConfig (0) need a number on a device.
 constexpr double kUnlimitedRateGbps = 10000;          // 10 Tbit/s: a 300-byte packet takes 0.24 ns
 constexpr std::uint32_t kUnlimitedBuffer = 1u << 20;  // packets
-// Devices carry whole ATP packets unfragmented (up to kMaxValuesPerPacket values): a jumbo MTU.
-constexpr std::uint16_t kMtu = 65000;
 // Where a host sends bytes that are not an ATP packet (a noise source's garbage): an address no
 // host has, in 10.0.0.0/8 so that it leaves on the host's link to the switch, which drops it.
 constexpr Address kUnparsableDestination = 0x0AFFFFFEu;  // 10.255.255.254
@@ -97,6 +101,11 @@ struct Ns3Network::Impl {
     sim::ChannelConfig config;
     sim::ChannelCounters counters;
     bool transmitting = false;
+    std::uint32_t transmitting_bytes = 0;  // of the packet being sent, with its PPP header
+    ns3::Time transmit_end;                // when the device is done with it (its time and the gap)
+    ns3::DataRate rate;
+    ns3::Time gap;  // after every packet: see kPppBytes
+    ns3::Time tx_time(std::uint32_t bytes) const { return rate.CalculateBytesTxTime(bytes) + gap; }
     std::mt19937_64 rng;  // duplication and reordering draws, one stream per channel
     // config.fair_queueing (a host's): the packets waiting for the device, by job; the device
     // takes the next in turn whenever it is idle.
@@ -105,14 +114,30 @@ struct Ns3Network::Impl {
     bool next_in_turn_pending = false;
   };
 
-  explicit Impl(std::uint64_t s) : seed(s) {}
+  Impl(std::uint64_t s, std::uint32_t mtu) : seed(s), mtu_bytes(mtu) {}
 
   // Whether the device is sending or has packets queued; and the packets in the channel's egress
   // queue, counting the one being sent and those waiting for their turn (EgressQueue's depth).
+  // A packet whose last bit leaves now is sent, as in EgressQueue, whichever of the events at
+  // this time ns-3 runs first.
+  static bool sending(const Channel& c) { return c.transmitting && c.transmit_end > ns3::Simulator::Now(); }
   static bool device_busy(const Channel& c) { return c.transmitting || c.tx->GetQueue()->GetNPackets() > 0; }
   static std::size_t depth(const Channel& c) {
-    return c.tx->GetQueue()->GetNPackets() + (c.transmitting ? 1 : 0) + c.waiting.size();
+    return c.tx->GetQueue()->GetNPackets() + (sending(c) ? 1 : 0) + c.waiting.size();
   }
+  // The bytes in the channel's egress queue as its buffer_bytes counts them: the device's (IPv4
+  // packets with their PPP header) and those waiting for their turn.
+  static std::uint64_t depth_bytes(const Channel& c) {
+    return c.tx->GetQueue()->GetNBytes() + (sending(c) ? c.transmitting_bytes : 0) + c.waiting.bytes();
+  }
+  // Whether the channel's buffer refuses an IPv4 packet of `ip_bytes` now, by EgressQueue's rule.
+  // The adapter decides for what it sends (every packet a switch sends, a host's ATP packets);
+  // a host's TCP segments meet the device's own queue, which counts buffer_packets (apply).
+  static bool refuses(const Channel& c, std::size_t ip_bytes) {
+    return (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) ||
+           (c.config.buffer_bytes > 0 && depth_bytes(c) + ip_bytes + kPppBytes > c.config.buffer_bytes);
+  }
+
   // Whether a packet sent now meets the channel's queue past its ECN threshold (and if not, the
   // count of unmarkable packets past it starts afresh, as in EgressQueue).
   static bool over_ecn_threshold(Channel& c) {
@@ -133,10 +158,22 @@ struct Ns3Network::Impl {
 
   void apply(Channel& c, const sim::ChannelConfig& config, bool initial) {
     c.config = config;
+    if (config.rate_gbps <= 0) {
+      // Unlimited, as EgressQueue's: no queue builds up, so no buffer or ECN threshold applies
+      // (the device's 10 Tbit/s still queues a fan-in's coinciding packets for picoseconds).
+      c.config.buffer_packets = 0;
+      c.config.buffer_bytes = 0;
+      c.config.ecn_threshold_packets = 0;
+    }
     const double gbps = config.rate_gbps > 0 ? config.rate_gbps : kUnlimitedRateGbps;
-    c.tx->SetDataRate(ns3::DataRate(static_cast<std::uint64_t>(gbps * 1e9)));
+    c.rate = ns3::DataRate(static_cast<std::uint64_t>(gbps * 1e9));
+    c.gap = ns3::PicoSeconds(std::llround(8.0 * (kEthernetHeaderBytes - kPppBytes) * 1000 / gbps));
+    c.tx->SetDataRate(c.rate);
+    c.tx->SetInterframeGap(c.gap);
     // The device queue holds what waits behind the packet being sent: one less than the buffer.
-    const std::uint32_t buffer = config.buffer_packets > 0 ? config.buffer_packets : kUnlimitedBuffer;
+    // A switch's needs no limit: refuses() decides for all it sends.
+    const std::uint32_t buffer =
+        c.config.buffer_packets > 0 && nodes[c.from].is_host ? c.config.buffer_packets : kUnlimitedBuffer;
     c.tx->GetQueue()->SetMaxSize(ns3::QueueSize(ns3::QueueSizeUnit::PACKETS, std::max<std::uint32_t>(buffer - 1, 1)));
     if (initial) c.link->SetAttribute("Delay", ns3::TimeValue(to_ns3(config.delay)));
     c.loss->SetRate(config.loss);
@@ -174,12 +211,16 @@ struct Ns3Network::Impl {
       }
       const std::size_t cid = static_cast<std::size_t>(n.channel_by_port[port]);
       const std::uint64_t flow = atp ? h.job : kNonAtpFlow;  // job_flow(bytes), decoded once
-      if (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) {
+      if (refuses(c, wire.size() + kIpUdpBytes)) {
         egress_refused(cid);
         // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
         if (!c.waiting.drop_for(flow)) return;
       }
       c.waiting.push(flow, Waiting{p, to}, wire.size() + kEncapsulationBytes);
+      return;
+    }
+    if (refuses(c, wire.size() + kIpUdpBytes)) {
+      egress_refused(static_cast<std::size_t>(n.channel_by_port[port]));
       return;
     }
     ns3::UdpHeader udp;
@@ -263,7 +304,12 @@ struct Ns3Network::Impl {
         n.channel_by_port[route->second] == kNoChannel) {
       return;  // the plan routes every host's address: only traffic to no host ends here
     }
-    Channel& c = channels[static_cast<std::size_t>(n.channel_by_port[route->second])];
+    const auto cid = static_cast<std::size_t>(n.channel_by_port[route->second]);
+    Channel& c = channels[cid];
+    if (refuses(c, ip.GetSerializedSize() + p->GetSize())) {
+      egress_refused(cid);
+      return;
+    }
     if (over_ecn_threshold(c)) {
       // As EgressQueue: CE on ECN-capable packets; of the others (never marked) some are dropped
       // (RFC 3168 §7, UnmarkableDrops), but not small ones (SYNs, pure ACKs: ecn_drops_frame,
@@ -345,6 +391,7 @@ struct Ns3Network::Impl {
   }
 
   std::uint64_t seed;
+  std::uint32_t mtu_bytes;
   std::vector<NodeState> nodes;
   std::vector<Channel> channels;
   // Reused buffers. A node's sends never deliver synchronously (devices and sockets schedule),
@@ -354,10 +401,19 @@ struct Ns3Network::Impl {
   std::uint64_t events_at_start = 0;
 };
 
-Ns3Network::Ns3Network(std::uint64_t seed) {
+Ns3Network::Ns3Network(std::uint64_t seed, std::uint32_t mtu_bytes) {
+  if (mtu_bytes < kMinMtuBytes || mtu_bytes > kMaxMtuBytes) {
+    throw std::invalid_argument("an ns-3 link's MTU must be " + std::to_string(kMinMtuBytes) + ".." +
+                                std::to_string(kMaxMtuBytes) + " bytes, got " + std::to_string(mtu_bytes));
+  }
   if (g_alive.exchange(true)) throw std::logic_error("only one ns-3 simulation can exist at a time");
-  impl_ = std::make_unique<Impl>(seed);
+  impl_ = std::make_unique<Impl>(seed, mtu_bytes);
   // ns-3 seeds must be non-zero; the run number picks the substream.
+  static const bool picoseconds = [] {
+    ns3::Time::SetResolution(ns3::Time::PS);
+    return true;
+  }();
+  (void)picoseconds;
   ns3::RngSeedManager::SetSeed(static_cast<std::uint32_t>(seed % 0x7FFFFFFFu) + 1);
   ns3::RngSeedManager::SetRun(1 + seed / 0x7FFFFFFFu);
   // TCP (collectives, background flows): ns-3's CUBIC (its default, named so the docs stay true)
@@ -422,7 +478,7 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     if (net.nodes[id].is_host && port != 0) throw std::invalid_argument("connect(): a host has only port 0");
   }
   ns3::PointToPointHelper p2p;
-  p2p.SetDeviceAttribute("Mtu", ns3::UintegerValue(kMtu));
+  p2p.SetDeviceAttribute("Mtu", ns3::UintegerValue(net.mtu_bytes));
   p2p.SetQueue("ns3::DropTailQueue<Packet>");
   const ns3::NetDeviceContainer devices = p2p.Install(net.nodes[a].ns3, net.nodes[b].ns3);
   const auto link = ns3::DynamicCast<ns3::PointToPointChannel>(devices.Get(0)->GetChannel());
@@ -446,8 +502,12 @@ std::pair<std::size_t, std::size_t> Ns3Network::connect(sim::NodeId a, PortId po
     // Counters and the transmitter's state from the device's traces.
     Impl* impl = &net;
     connect_trace(tx, "PhyTxBegin",
-                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>(
-                      [impl, cid](ns3::Ptr<const ns3::Packet>) { impl->channels[cid].transmitting = true; }));
+                  ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
+                    Impl::Channel& ch = impl->channels[cid];
+                    ch.transmitting = true;
+                    ch.transmitting_bytes = p->GetSize();
+                    ch.transmit_end = ns3::Simulator::Now() + ch.tx_time(p->GetSize());
+                  }));
     connect_trace(tx, "PhyTxEnd",
                   ns3::Callback<void, ns3::Ptr<const ns3::Packet>>([impl, cid](ns3::Ptr<const ns3::Packet> p) {
                     Impl::Channel& ch = impl->channels[cid];
@@ -553,7 +613,7 @@ std::uint64_t Ns3Network::run_until(Time limit) {
   return ns3::Simulator::GetEventCount() - before;
 }
 
-std::uint32_t Ns3Network::mtu_bytes() const { return kMtu; }
+std::uint32_t Ns3Network::mtu_bytes() const { return impl_->mtu_bytes; }
 
 std::uint64_t Ns3Network::events_processed() const { return ns3::Simulator::GetEventCount() - impl_->events_at_start; }
 
