@@ -79,25 +79,29 @@ void EgressQueue::hold(Time release, std::uint32_t slot) { heap_.push(Held{to_ns
 
 EgressQueue::Admission EgressQueue::admit(std::size_t queued, std::uint64_t queued_bytes,
                                           std::span<const std::uint8_t> packet) {
-  const EgressConfig& cfg = config_;
-  if ((cfg.buffer_packets != 0 && queued >= cfg.buffer_packets) ||
-      (cfg.buffer_bytes != 0 && queued_bytes + wire_bytes(packet) > cfg.buffer_bytes)) {
-    ++counters_.queue_drops;
+  const Admission a = admission(
+      config_, queued, queued_bytes, wire_bytes(packet),
+      config_.ecn_threshold_packets != 0 && queued >= config_.ecn_threshold_packets && ecn_drops(packet), unmarkable_);
+  if (refuses(a)) ++counters_.queue_drops;
+  return a;
+}
+
+EgressQueue::Admission EgressQueue::admission(const EgressConfig& config, std::size_t queued,
+                                              std::uint64_t queued_bytes, std::size_t packet_bytes, bool unmarkable,
+                                              UnmarkableDrops& drops) {
+  if ((config.buffer_packets != 0 && queued >= config.buffer_packets) ||
+      (config.buffer_bytes != 0 && queued_bytes + packet_bytes > config.buffer_bytes)) {
     return Admission::kFull;
   }
-  if (cfg.ecn_threshold_packets == 0 || queued < cfg.ecn_threshold_packets) {
-    unmarkable_.below_threshold();
+  if (config.ecn_threshold_packets == 0 || queued < config.ecn_threshold_packets) {
+    drops.below_threshold();
     return Admission::kAccept;
   }
   // Past the threshold, what cannot carry a mark is dropped instead (RFC 3168 §7; some of it:
   // UnmarkableDrops), so that a sender deaf to ECN meets the same queue depth as one that listens,
   // not the whole buffer.
-  if (ecn_drops(packet)) {
-    if (!unmarkable_.drop()) return Admission::kAccept;
-    ++counters_.queue_drops;
-    return Admission::kUnmarkable;
-  }
-  return Admission::kMark;
+  if (!unmarkable) return Admission::kMark;
+  return drops.drop() ? Admission::kUnmarkable : Admission::kAccept;
 }
 
 bool EgressQueue::mark(std::vector<std::uint8_t>& packet) {

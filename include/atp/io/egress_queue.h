@@ -170,6 +170,12 @@ class EgressQueue {
   enum class Admission : std::uint8_t { kAccept, kMark, kFull, kUnmarkable };
   // `queued`: packets, `queued_bytes`: their wire bytes (wire_bytes).
   Admission admit(std::size_t queued, std::uint64_t queued_bytes, std::span<const std::uint8_t> packet);
+  // The rule itself, for any queue under `config` that holds `queued` packets of `queued_bytes`
+  // wire bytes and is offered one of `packet_bytes`; `unmarkable`: the packet cannot carry a mark
+  // (ecn_drops), and `drops` takes its turn. Counts nothing. admit's, and the ns-3 adapter's for the
+  // devices whose packets it admits.
+  static Admission admission(const EgressConfig& config, std::size_t queued, std::uint64_t queued_bytes,
+                             std::size_t packet_bytes, bool unmarkable, UnmarkableDrops& drops);
   // The bytes a packet takes on the wire and in the buffer (see Framing).
   std::size_t wire_bytes(std::span<const std::uint8_t> packet) const;
   static bool refuses(Admission a) { return a == Admission::kFull || a == Admission::kUnmarkable; }

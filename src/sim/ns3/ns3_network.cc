@@ -125,25 +125,21 @@ struct Ns3Network::Impl {
   static std::size_t depth(const Channel& c) {
     return c.tx->GetQueue()->GetNPackets() + (sending(c) ? 1 : 0) + c.waiting.size();
   }
-  // The bytes in the channel's egress queue as its buffer_bytes counts them: the device's (IPv4
-  // packets with their PPP header) and those waiting for their turn.
+  // The bytes in the channel's egress queue as its buffer_bytes counts them, as Ethernet frames
+  // (EgressQueue::wire_bytes): the device's IPv4 packets with their PPP header and the 12 bytes
+  // more an Ethernet header has, and those waiting for their turn (counted so when they came).
   static std::uint64_t depth_bytes(const Channel& c) {
-    return c.tx->GetQueue()->GetNBytes() + (sending(c) ? c.transmitting_bytes : 0) + c.waiting.bytes();
+    const std::uint64_t device = c.tx->GetQueue()->GetNPackets() + (sending(c) ? 1 : 0);
+    return c.tx->GetQueue()->GetNBytes() + (sending(c) ? c.transmitting_bytes : 0) +
+           device * (kEthernetHeaderBytes - kPppBytes) + c.waiting.bytes();
   }
-  // Whether the channel's buffer refuses an IPv4 packet of `ip_bytes` now, by EgressQueue's rule.
-  // The adapter decides for what it sends (every packet a switch sends, a host's ATP packets);
-  // a host's TCP segments meet the device's own queue, which counts buffer_packets (apply).
-  static bool refuses(const Channel& c, std::size_t ip_bytes) {
-    return (c.config.buffer_packets > 0 && depth(c) >= c.config.buffer_packets) ||
-           (c.config.buffer_bytes > 0 && depth_bytes(c) + ip_bytes + kPppBytes > c.config.buffer_bytes);
-  }
-
-  // Whether a packet sent now meets the channel's queue past its ECN threshold (and if not, the
-  // count of unmarkable packets past it starts afresh, as in EgressQueue).
-  static bool over_ecn_threshold(Channel& c) {
-    const bool over = c.config.ecn_threshold_packets > 0 && depth(c) >= c.config.ecn_threshold_packets;
-    if (!over) c.unmarkable.below_threshold();
-    return over;
+  // EgressQueue's buffer and ECN rule for an IPv4 packet of `ip_bytes` that the channel's node
+  // sends now; `unmarkable`: it cannot carry an ECN mark. The adapter admits what it sends
+  // (every packet a switch sends, a host's ATP packets); a host's TCP segments meet the device's
+  // own queue, which counts buffer_packets (apply). A refusal is the caller's to count.
+  static EgressQueue::Admission admit(Channel& c, std::size_t ip_bytes, bool unmarkable) {
+    return EgressQueue::admission(c.config, depth(c), depth_bytes(c), ip_bytes + kEthernetHeaderBytes, unmarkable,
+                                  c.unmarkable);
   }
 
   // Sends onto the channel's device (a switch's egress).
@@ -193,9 +189,18 @@ struct Ns3Network::Impl {
       h.src = n.address;
       h.dst = kUnparsableDestination;
     }
+    const auto cid = static_cast<std::size_t>(n.channel_by_port[port]);
+    const EgressQueue::Admission admission = admit(c, bytes.size() + kIpUdpBytes, /*unmarkable=*/!atp);
+    const std::uint64_t flow = atp ? h.job : kNonAtpFlow;  // job_flow(bytes), decoded once
+    const bool waits = n.is_host && c.config.fair_queueing && (!c.waiting.empty() || device_busy(c));
+    if (EgressQueue::refuses(admission)) {
+      egress_refused(cid);
+      // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
+      if (!waits || admission == EgressQueue::Admission::kUnmarkable || !c.waiting.drop_for(flow)) return;
+    }
     // A marked packet is a marked copy: the node's bytes (one copy of a multicast) stay as they were.
     std::span<const std::uint8_t> wire = bytes;
-    if (over_ecn_threshold(c)) {
+    if (admission == EgressQueue::Admission::kMark) {
       marked.assign(bytes.begin(), bytes.end());
       if (mark_ecn(marked)) {
         ++c.counters.ecn_marked;
@@ -205,22 +210,11 @@ struct Ns3Network::Impl {
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(wire.data(), static_cast<std::uint32_t>(wire.size()));
     if (n.is_host) {
       const ns3::InetSocketAddress to(ns3::Ipv4Address(h.dst), kUdpPort);
-      if (!c.config.fair_queueing || (c.waiting.empty() && !device_busy(c))) {
+      if (waits) {
+        c.waiting.push(flow, Waiting{p, to}, wire.size() + kEncapsulationBytes);
+      } else {
         emit(c, p, host_sender(n, to));
-        return;
       }
-      const std::size_t cid = static_cast<std::size_t>(n.channel_by_port[port]);
-      const std::uint64_t flow = atp ? h.job : kNonAtpFlow;  // job_flow(bytes), decoded once
-      if (refuses(c, wire.size() + kIpUdpBytes)) {
-        egress_refused(cid);
-        // A full buffer drops from the job that fills it: this packet takes the dropped one's place.
-        if (!c.waiting.drop_for(flow)) return;
-      }
-      c.waiting.push(flow, Waiting{p, to}, wire.size() + kEncapsulationBytes);
-      return;
-    }
-    if (refuses(c, wire.size() + kIpUdpBytes)) {
-      egress_refused(static_cast<std::size_t>(n.channel_by_port[port]));
       return;
     }
     ns3::UdpHeader udp;
@@ -306,24 +300,25 @@ struct Ns3Network::Impl {
     }
     const auto cid = static_cast<std::size_t>(n.channel_by_port[route->second]);
     Channel& c = channels[cid];
-    if (refuses(c, ip.GetSerializedSize() + p->GetSize())) {
+    // As EgressQueue: CE on ECN-capable packets past the threshold; of the others (never marked)
+    // some are dropped (RFC 3168 §7, UnmarkableDrops), but not small ones (SYNs, pure ACKs:
+    // ecn_drops_frame, counted at their size on an Ethernet link).
+    const std::size_t ip_bytes = ip.GetSerializedSize() + p->GetSize();
+    const auto ecn = ip.GetEcn();
+    const bool unmarkable = ecn == ns3::Ipv4Header::ECN_NotECT && kEthernetHeaderBytes + ip_bytes >= kEcnDropMinBytes;
+    const EgressQueue::Admission admission = admit(c, ip_bytes, unmarkable);
+    if (admission == EgressQueue::Admission::kFull) {
       egress_refused(cid);
       return;
     }
-    if (over_ecn_threshold(c)) {
-      // As EgressQueue: CE on ECN-capable packets; of the others (never marked) some are dropped
-      // (RFC 3168 §7, UnmarkableDrops), but not small ones (SYNs, pure ACKs: ecn_drops_frame,
-      // counted at their size on an Ethernet link).
-      const auto ecn = ip.GetEcn();
-      if (ecn == ns3::Ipv4Header::ECN_NotECT) {
-        if (kEthernetHeaderBytes + ip.GetSerializedSize() + p->GetSize() >= kEcnDropMinBytes && c.unmarkable.drop()) {
-          ++c.counters.queue_drops;
-          return;
-        }
-      } else if (ecn != ns3::Ipv4Header::ECN_CE) {
-        ip.SetEcn(ns3::Ipv4Header::ECN_CE);
-        ++c.counters.ecn_marked;
-      }
+    if (admission == EgressQueue::Admission::kUnmarkable) {
+      ++c.counters.queue_drops;
+      return;
+    }
+    if (admission == EgressQueue::Admission::kMark && ecn != ns3::Ipv4Header::ECN_NotECT &&
+        ecn != ns3::Ipv4Header::ECN_CE) {
+      ip.SetEcn(ns3::Ipv4Header::ECN_CE);
+      ++c.counters.ecn_marked;
     }
     p->AddHeader(ip);
     emit(c, p, device_sender(c));
