@@ -389,6 +389,31 @@ TEST(Ns3Backend, SeriesAddUpToTheTotals) {
   EXPECT_NEAR(bits, expected, expected * 0.01);
 }
 
+// A Rina job's series shows its finals and its window (they read 0 before: only ATP's were counted).
+TEST(Ns3Backend, RinaSeriesAddUpToTheFinals) {
+  std::string hosts, workers;
+  for (int w = 0; w < 4; ++w) {
+    hosts += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w / 2) + "}\n";
+    workers += (w ? ", w" : "w") + std::to_string(w);
+  }
+  const Scenario s = parse_scenario_yaml(
+      "seed: 3\nlink: {rate_gbps: 100, delay_us: 2}\n"
+      "topology:\n  switches: [{name: spine}, {name: tor0, atp: true}, {name: tor1}]\n  hosts:\n" +
+      hosts + "  links: [[tor0, spine], [tor1, spine]]\njobs:\n  - {name: rina, algorithm: rina, workers: [" + workers +
+      "], elements: 100000, rounds: 2}\n");
+  RunOptions options;
+  options.series_interval = std::chrono::microseconds(20);
+  const ScenarioResult r = run_ns3(s, options);
+  ASSERT_TRUE(r.jobs.at(0).correct) << r.jobs[0].error;
+  ASSERT_EQ(r.series.size(), 1u);
+  const JobSeries& js = r.series[0];
+  double bits = 0;
+  for (double g : js.goodput_gbps) bits += g * 1e9 * r.series_interval_s;
+  const double expected = 2.0 * 100000 * 4 * 8;  // each worker's sums of both rounds (no redo pass here)
+  EXPECT_NEAR(bits, expected, expected * 0.01);
+  EXPECT_GT(*std::max_element(js.window_packets.begin(), js.window_packets.end()), 1.0);
+}
+
 TEST(Ns3Backend, NoiseIsRejectedByTheSwitches) {
   const Scenario s = parse_scenario_yaml(two_racks("") + "faults:\n  - {noise: x, rate_pps: 1000000}\n");
   const ScenarioResult r = run_ns3(s);

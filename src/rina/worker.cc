@@ -550,6 +550,7 @@ struct RinaWorker::Impl {
       ++stats.duplicates;
       return;
     }
+    stats.final_values += values.size();
     finals.emplace(s, Final{std::move(values), e, magnitude, fragments, shape(f)});
     progress(now);
     if (forwards(f)) ready_gather.push_back(f);
@@ -1085,5 +1086,6 @@ Seq RinaWorker::next_ring_seq() const { return impl_->round_base + 2 * kPasses *
 void RinaWorker::on_host_queue_full(Time now) { impl_->on_host_queue_full(now); }
 const RinaStats& RinaWorker::stats() const { return impl_->stats; }
 const RinaConfig& RinaWorker::config() const { return impl_->config; }
+std::uint32_t RinaWorker::window() const { return impl_->sr.window(); }
 
 }  // namespace atp

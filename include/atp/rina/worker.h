@@ -47,7 +47,7 @@ struct RinaStats {
   std::uint64_t contributions_sent = 0;
   std::uint64_t gathers_sent = 0;  // allgather sends and request answers
   std::uint64_t retransmissions = 0;
-  std::uint64_t host_queue_full = 0;  // on_host_queue_full calls while contributions were in flight
+  std::uint64_t host_queue_full = 0;   // on_host_queue_full calls while contributions were in flight
   std::uint64_t timeouts = 0;          // retransmission timeouts fired
   std::uint64_t requests_sent = 0;     // asks for a final this worker missed
   std::uint64_t merges = 0;            // hop sums (or pieces of them) added in as a carrier
@@ -57,6 +57,7 @@ struct RinaStats {
   std::uint64_t early_kept = 0;        // packets of a pass or round not started yet, kept for it
   std::uint64_t dropped = 0;           // malformed, other job, not for this worker, beyond what is kept
   std::uint64_t rounds_completed = 0;
+  std::uint64_t final_values = 0;  // values of the finals this worker recorded (redo passes included)
 };
 
 class RinaWorker {
@@ -97,6 +98,8 @@ class RinaWorker {
   // this ring still on its way is taken for one of the new ring's.
   Seq next_ring_seq() const;
   const RinaStats& stats() const;
+  // The reduce-scatter's congestion window (packets), what the contributions in flight are held to.
+  std::uint32_t window() const;
   const RinaConfig& config() const;
 
  private:

@@ -253,10 +253,11 @@ struct FlowResult {
 // start; the last may cover the time after the job finished.
 struct JobSeries {
   std::string name;
-  // Allreduce bytes each worker got back (mean over workers, distinct parameter packets x
-  // values x 4 B) x 8 / interval
+  // Allreduce bytes each worker got back (mean over workers; ATP: distinct parameter packets x
+  // values x 4 B, Rina: the values of the finals it recorded x 4 B) x 8 / interval
   std::vector<double> goodput_gbps;
-  std::vector<double> window_packets;              // workers' mean congestion window at the interval's end
+  // Workers' mean congestion window at the interval's end (Rina: the reduce-scatter's)
+  std::vector<double> window_packets;
   std::vector<std::uint64_t> switch_aggregations;  // gradient packets switches aggregated, over all switches
   std::vector<std::uint64_t> ps_packets;           // gradient packets its PSes received
 };

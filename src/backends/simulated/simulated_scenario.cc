@@ -583,7 +583,7 @@ struct SimulatedScenario::Impl {
   Duration series_interval{0};
   struct SeriesState {
     JobSeries series;
-    std::uint64_t parameters = 0, aggregations = 0, ps_packets = 0;
+    std::uint64_t values = 0, aggregations = 0, ps_packets = 0;
   };
   std::vector<SeriesState> series;  // parallel to `jobs`
 };
@@ -833,24 +833,27 @@ void SimulatedScenario::Impl::sample_series(Time now) {
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const JobRuntime& rt = *jobs[j];
     SeriesState& st = series[j];
-    std::uint64_t parameters = 0, aggregations = 0, ps_packets = 0;
+    std::uint64_t values = 0, aggregations = 0, ps_packets = 0;  // values: the sums the workers have
     double window = 0;
     for (const auto& d : rt.drivers) {
-      const WorkerEndpoint* ep = d->endpoint().atp();
-      if (ep == nullptr) continue;  // Rina: the switches' aggregations only
-      parameters += ep->stats().parameters_received - ep->stats().duplicate_parameters;
-      window += ep->window();
+      if (const WorkerEndpoint* ep = d->endpoint().atp()) {
+        values += (ep->stats().parameters_received - ep->stats().duplicate_parameters) * rt.plan.values_per_packet;
+        window += ep->window();
+      } else if (const RinaWorker* rina = d->endpoint().rina()) {
+        values += rina->stats().final_values;
+        window += rina->window();
+      }
     }
     for (const auto& [name, sw] : rt.switch_plans())
       aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
     for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
     const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
-    const double bytes = static_cast<double>(parameters - st.parameters) / workers * rt.plan.values_per_packet * 4;
+    const double bytes = static_cast<double>(values - st.values) / workers * 4;
     st.series.goodput_gbps.push_back(bytes * 8 / seconds / 1e9);
     st.series.window_packets.push_back(window / workers);
     st.series.switch_aggregations.push_back(aggregations - st.aggregations);
     st.series.ps_packets.push_back(ps_packets - st.ps_packets);
-    st.parameters = parameters;
+    st.values = values;
     st.aggregations = aggregations;
     st.ps_packets = ps_packets;
   }
