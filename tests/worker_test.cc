@@ -595,11 +595,14 @@ TEST(Worker, AfterATimeoutTheHolesGoAsResultsComeBack) {
   out.take();
   w.on_packet(parameter(kInitialSeq + 15), kBack, out);  // fragments 0..14 are holes
   EXPECT_TRUE(out.take().empty());
-  // Each hole goes once when overdue, and once more two round trips on; the window halves once.
+  // Each hole goes once when overdue, then once more two round trips on, and twice more, each
+  // after twice the wait of the one before; the window halves once.
   w.on_timeout(w.next_deadline(), out);
   EXPECT_EQ(out.take().size(), 15u);
-  w.on_timeout(w.next_deadline(), out);
-  EXPECT_EQ(out.take().size(), 15u);
+  for (int probe = 0; probe < 3; ++probe) {
+    w.on_timeout(w.next_deadline(), out);
+    EXPECT_EQ(out.take().size(), 15u);
+  }
   ASSERT_EQ(w.window(), 8u);
   EXPECT_EQ(w.stats().timeouts, 0u);
   // Every one of those lost as well: the RTO halves the window again, and its burst resends the
@@ -863,26 +866,36 @@ TEST(Worker, ANeedlessFastResendWidensTheReorderingWindow) {
   EXPECT_EQ(seqs_of(x.out.take()), (std::vector<Seq>{kInitialSeq + 12}));
 }
 
-TEST(Worker, AFastRetransmitWithoutAResultGoesOnceMoreBeforeTheRto) {
+TEST(Worker, AFastRetransmitWithoutAResultGoesThreeMoreTimesBeforeTheRto) {
   using std::chrono::microseconds;
   SampledWorker x;
   const Time t = x.lose_8();
   // Nothing new to send, so no later result can say that the resend was lost too: after two
-  // round trips and their variation (far below the RTO's 1 ms floor) it goes once more.
-  const Time probe = x.w.next_deadline();
+  // round trips and their variation (far below the RTO's 1 ms floor) it goes once more, then
+  // twice more, each after twice the wait of the one before.
+  Time probe = x.w.next_deadline();
   EXPECT_GE(probe, t + microseconds(40));
   EXPECT_LE(probe, t + microseconds(200));
-  x.w.on_timeout(probe, x.out);
-  auto again = x.out.take();
-  ASSERT_EQ(seqs_of(again), (std::vector<Seq>{kInitialSeq + 8}));
-  EXPECT_TRUE(decoded(again[0]).resend);
-  EXPECT_EQ(x.w.stats().fast_retransmits, 2u);
-  EXPECT_EQ(x.w.stats().timeouts, 0u);
-  // Once: what follows is the RTO's.
-  EXPECT_GT(x.w.next_deadline(), probe + SampledWorker::config().min_retransmit_timeout / 2);
+  Duration wait = probe - t;
+  for (std::uint64_t n = 1; n <= 3; ++n) {
+    SCOPED_TRACE(n);
+    x.w.on_timeout(probe, x.out);
+    auto again = x.out.take();
+    ASSERT_EQ(seqs_of(again), (std::vector<Seq>{kInitialSeq + 8}));
+    EXPECT_TRUE(decoded(again[0]).resend);
+    EXPECT_EQ(x.w.stats().fast_retransmits, 1 + n);
+    EXPECT_EQ(x.w.stats().timeouts, 0u);
+    wait *= 2;
+    if (n < 3) {
+      EXPECT_EQ(x.w.next_deadline(), probe + wait);
+      probe = x.w.next_deadline();
+    }
+  }
+  // Three times: what follows is the RTO's.
+  EXPECT_GT(x.w.next_deadline(), probe + wait);
   x.w.on_timeout(x.w.next_deadline(), x.out);
   EXPECT_EQ(x.w.stats().timeouts, 1u);
-  EXPECT_EQ(x.w.stats().fast_retransmits, 2u);
+  EXPECT_EQ(x.w.stats().fast_retransmits, 4u);
   x.w.on_packet(recovered_parameter(kInitialSeq + 8), x.w.next_deadline(), x.out);
   EXPECT_EQ(x.w.state(), WorkerState::kIdle);
 }

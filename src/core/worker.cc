@@ -22,8 +22,12 @@ constexpr std::uint8_t kFastResent = 1u << 1;   // the one fast retransmit of th
 constexpr std::uint8_t kFloatMode = 1u << 2;    // the PS asked for float32: every (re)send is float32
 constexpr std::uint8_t kFloatResult = 1u << 3;  // the result came over the float32 path
 constexpr std::uint8_t kResent = 1u << 4;       // sent again at least once (any reason)
-constexpr std::uint8_t kProbed = 1u << 5;       // its fast retransmit went unanswered and went again
+// Bits 5-6: how many times its fast retransmit went unanswered and went again (probe_holes).
+constexpr unsigned kProbeShift = 5;
+constexpr std::uint8_t kProbes = 3u << kProbeShift;
 
+// The most times a fast retransmit without a result goes again before the RTO (probe_holes).
+constexpr unsigned kMaxHoleProbes = 3;
 // The least a tail probe waits for results (arm_tail_probe): a round trip measured as zero (a
 // zero-delay link, a test) would otherwise resend at once.
 constexpr Duration kMinTailProbe = std::chrono::microseconds(10);
@@ -87,7 +91,7 @@ struct WorkerEndpoint::Impl {
     Time first_sent = kNever;            // its first send
     Time sent = kNever;                  // its latest send (the first, unless kResent)
     std::uint32_t aggregator_index = 0;  // fixed at the first send: resends must find the same aggregator
-    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent | kProbed
+    std::uint8_t flags = 0;              // kReceived | kFastResent | kFloatMode | kFloatResult | kResent | kProbes
     // Scale per fragment, fixed at the first send: the exponent its values are sent at (the
     // PS's choice from this position's last round), then its result's; and its largest magnitude.
     std::int16_t exponent = 0;
@@ -559,7 +563,10 @@ struct WorkerEndpoint::Impl {
   // way) and their variation was lost too, or its answer was: it goes once more. The RTO would
   // come later by its floor (min_retransmit_timeout, tens of round trips on a fast fabric), and
   // meanwhile the hole holds the window: without new sends no later result can reveal the loss
-  // (RACK's lost-retransmission rule, RFC 8985, needs them). Once per hole; beyond, the RTO.
+  // (RACK's lost-retransmission rule, RFC 8985, needs them). Up to kMaxHoleProbes times per hole,
+  // each after twice the wait of the one before; beyond, the RTO. (Once was not enough: at 1%
+  // loss each way on a worker's link, a resend and its one probe both failed for about one hole
+  // in 2,500, and most runs of Fig. 10's 1% point paid a whole RTO for it.)
   static Duration hole_probe(const Flow& f) {
     if (f.rtt.has_sample()) return 2 * f.rtt.srtt() + 4 * f.rtt.rttvar();
     return f.rack_sent != kNever ? 3 * f.rack_rtt : f.rto;  // no clean sample yet
@@ -580,13 +587,20 @@ struct WorkerEndpoint::Impl {
     Flow& f = flows[k];
     f.tail_deadline = kNever;
     if (config.loss_recovery == LossRecovery::kTimeoutOnly || f.expected >= f.next_to_send ||
-        f.loss_deadline != kNever || !f.resent_holes.empty() || f.expected < f.recover ||
-        f.rescue_next < f.rescue_end || (fragments[newest_outstanding(f, k)].flags & kFastResent) != 0) {
+        f.loss_deadline != kNever || holes_unanswered(f, k) || f.expected < f.recover || f.rescue_next < f.rescue_end ||
+        (fragments[newest_outstanding(f, k)].flags & kFastResent) != 0) {
       return;
     }
     const Duration pto = std::max(kMinTailProbe, 2 * (f.rtt.has_sample() ? f.rtt.srtt() : f.rack_rtt));
     const Time due = deadline_after(now, pto);
     if (due < f.rto_deadline) f.tail_deadline = due;
+  }
+
+  // Whether a fast-resent hole of flow k still waits for its result (probe_holes forgets the
+  // answered ones only when it next runs).
+  bool holes_unanswered(const Flow& f, std::uint32_t k) const {
+    return std::any_of(f.resent_holes.begin(), f.resent_holes.end(),
+                       [&](std::uint32_t j) { return (fragments[fragment_of(k, j)].flags & kReceived) == 0; });
   }
 
   // The fragment (index) of flow k sent last that has no result; the flow has one.
@@ -612,15 +626,19 @@ struct WorkerEndpoint::Impl {
     std::erase_if(f.resent_holes, [&](std::uint32_t j) {
       const std::uint32_t i = fragment_of(k, j);
       Fragment& frag = fragments[i];
-      if ((frag.flags & (kReceived | kProbed)) != 0) return true;
-      if (frag.sent + probe > now) {  // resent since (by a timeout, or only just)
-        f.hole_deadline = std::min(f.hole_deadline, deadline_after(frag.sent, probe));
+      const unsigned probes = (frag.flags & kProbes) >> kProbeShift;
+      if ((frag.flags & kReceived) != 0 || probes == kMaxHoleProbes) return true;
+      const Duration wait = probe * (1 << probes);  // each probe waits twice as long as the one before
+      if (frag.sent + wait > now) {                 // resent since (by a timeout, or only just)
+        f.hole_deadline = std::min(f.hole_deadline, deadline_after(frag.sent, wait));
         return false;
       }
-      frag.flags |= kProbed;
+      frag.flags = static_cast<std::uint8_t>((frag.flags & ~kProbes) | ((probes + 1) << kProbeShift));
       ++stats.fast_retransmits;
       send_fragment(i, /*resend=*/true, out);
-      return true;
+      if (probes + 1 == kMaxHoleProbes) return true;
+      f.hole_deadline = std::min(f.hole_deadline, deadline_after(now, 2 * wait));
+      return false;
     });
   }
 
