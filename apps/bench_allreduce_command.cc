@@ -42,6 +42,7 @@ struct BenchOptions {
   // and holds 100, a host's NIC queue has no limit), what users get.
   std::optional<int> ecn_threshold;
   std::optional<int> buffer_packets;
+  std::optional<int> buffer_bytes;
   // ATP workers' transport, for experiments only: unset, the workers' defaults (what users get).
   std::optional<int> window;
   std::optional<int> max_window;
@@ -66,6 +67,7 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
   s.time_limit = std::chrono::seconds(600);
   s.link.rate_gbps = o.rate_mbps / 1000;
   if (o.buffer_packets) s.link.buffer_packets = static_cast<std::uint32_t>(*o.buffer_packets);
+  if (o.buffer_bytes) s.link.buffer_bytes = static_cast<std::uint32_t>(*o.buffer_bytes);  // either replaces the other
   if (o.ecn_threshold) s.link.ecn_threshold_packets = static_cast<std::uint32_t>(*o.ecn_threshold);
   Topology& t = s.topology;
   const auto add_switch = [&](std::string name) {
@@ -218,9 +220,9 @@ int run_allreduce_bench(const BenchOptions& o) {
   const double n = o.workers;
   const double bus_factor = 2 * (n - 1) / n;  // nccl-tests' allreduce: busbw = algbw x 2(n-1)/n
   const double link_GBps = o.rate_mbps / 8e3;
-  // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP, or on ns-3's point-to-point
-  // links PPP (2) + IPv4 (20) + UDP (8).
-  const double encapsulation = name == "ns3" ? 30 : kEncapsulationBytes;
+  // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP on every backend (ns-3's
+  // point-to-point links pace a packet as an Ethernet frame: docs/ns3.md).
+  const double encapsulation = kEncapsulationBytes;
   // The share of a frame that is values, for the fragment width the runs chose (0: no ATP run yet).
   std::uint16_t values_per_packet = 0;
   const auto atp_ceiling = [&] {
@@ -247,7 +249,8 @@ int run_allreduce_bench(const BenchOptions& o) {
     std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, link_GBps);
     const EgressConfig port = link_base(bench_scenario(o, "atp", o.min_bytes), false);
     if (port.ecn_threshold_packets > 0) std::printf(", switch ports mark at %u packets", port.ecn_threshold_packets);
-    if (port.buffer_packets > 0) std::printf(", hold %u", port.buffer_packets);
+    if (port.buffer_packets > 0) std::printf(", hold %u packets", port.buffer_packets);
+    if (port.buffer_bytes > 0) std::printf(", hold %u bytes", port.buffer_bytes);
     std::printf("\n# minBytes %llu maxBytes %llu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
                 static_cast<unsigned long long>(o.min_bytes), static_cast<unsigned long long>(o.max_bytes), o.factor,
                 o.warmup, o.iters);
@@ -445,8 +448,12 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
                   "every link's ECN threshold, switch ports only (packets; 0: off; default: the switches' 20)")
       ->check(CLI::Range(0, 1 << 20));
   app->add_option("--buffer-packets", o->buffer_packets,
-                  "every link's buffer (packets; 0: unlimited; default: 100 at switch ports, none at hosts)")
+                  "every link's buffer in packets (0: unlimited); replaces the default of 1 MB at switch ports "
+                  "(none at hosts)")
       ->check(CLI::Range(0, 1 << 20));
+  app->add_option("--buffer-bytes", o->buffer_bytes,
+                  "every link's buffer in bytes (0: unlimited; default: 1000000 at switch ports, none at hosts)")
+      ->check(CLI::Range(0, 1 << 30));
   app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)")
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)")
