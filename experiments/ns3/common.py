@@ -11,6 +11,15 @@ import sys
 
 import yaml
 
+# What a fragment of the paper's 62 values takes on an ns-3 link: 248 value bytes + the 40-byte
+# ATP header + 42 bytes of Ethernet/IPv4/UDP (ns-3's 2-byte PPP header and a 12-byte gap, paced as
+# an Ethernet frame; docs/ns3.md). ATP's algbw is at most the link x ATP_EFFICIENCY.
+ATP_WIRE_BYTES = 248 + 40 + 42
+ATP_EFFICIENCY = 248 / ATP_WIRE_BYTES
+# A full TCP segment of ns-3's TCP: 1448 payload + TCP 20 + timestamps 12 + IPv4 20 + 14 (PPP + gap).
+TCP_SEGMENT_WIRE_BYTES = 1448 + 20 + 12 + 20 + 14
+TCP_EFFICIENCY = 1448 / TCP_SEGMENT_WIRE_BYTES
+
 
 def split_smoke(argv):
     """(whether --smoke is among argv, the other arguments)"""

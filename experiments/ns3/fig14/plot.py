@@ -22,9 +22,8 @@ LABELS = {
     "hashed_slots": "hashed_slots (authors' code), each job at its part of the table",
     "allocated": "ATP's defaults: the switch allocates, table brake",
 }
-# What fits in a 100 Gbit/s link: 248 value bytes per 314-byte packet on the wire
-# (36 B ATP header + 30 B PPP/IPv4/UDP).
-GOODPUT_BOUND_GBPS = 100 * 248 / 314
+# What fits in a 100 Gbit/s link of 62-value fragments.
+GOODPUT_BOUND_GBPS = 100 * common.ATP_EFFICIENCY
 
 
 def start_seconds():

@@ -81,8 +81,9 @@ def plot(rows, path):
     axes[0].set_ylabel("bytes on the link into the PS (MB)")
     axes[0].set_title("traffic into the PS (3 rounds of a 4 MB tensor)")
     axes[0].legend(fontsize=8)
-    axes[1].axhline(100 * 248 / 314, color="gray", linestyle="--", linewidth=1)
-    axes[1].annotate("ATP ceiling 79 Gbit/s", (2.4, 100 * 248 / 314), ha="right", va="bottom", fontsize=8,
+    ceiling = 100 * common.ATP_EFFICIENCY
+    axes[1].axhline(ceiling, color="gray", linestyle="--", linewidth=1)
+    axes[1].annotate(f"ATP ceiling {ceiling:.0f} Gbit/s", (2.4, ceiling), ha="right", va="bottom", fontsize=8,
                      color="gray")
     axes[1].set_ylabel("algbw (Gbit/s)")
     axes[1].set_title("allreduce throughput, 100 Gbit/s links")

@@ -21,9 +21,6 @@ plt = common.pyplot()
 
 LINK_GBPS = 100.0
 LINK_DELAY_S = 1e-6
-ATP_EFFICIENCY = 248 / 314   # values per wire byte of a 62-value fragment on a point-to-point link
-TCP_EFFICIENCY = 1448 / 1502  # payload per wire byte of a full TCP segment (timestamps, IPv4, PPP)
-SEGMENT_WIRE_BYTES = 1502
 NAME = re.compile(r"r(\d+)-(atp|ps|ring)\.json$")
 HASHED = re.compile(r"hashed-a(\d+)\.json$")
 STYLE = {"atp": ("ATP", "tab:blue", "o"), "ring": ("ring allreduce (TCP)", "tab:red", "s"),
@@ -35,7 +32,7 @@ def ring_latency_bound(n, racks, tensor_bytes):
     segment leaves a rank after the previous step's first segment arrived from its left neighbour,
     one hop of 2 links in a rack (w -> ToR -> w) or 4 across racks (n - racks and racks of the n
     hops), each link 1 us plus one segment's serialisation."""
-    per_link = LINK_DELAY_S + SEGMENT_WIRE_BYTES * 8 / (LINK_GBPS * 1e9)
+    per_link = LINK_DELAY_S + common.TCP_SEGMENT_WIRE_BYTES * 8 / (LINK_GBPS * 1e9)
     hops = (n - racks) * 2 + racks * 4 if racks > 1 else n * 2
     chain = 2 * (n - 1) * per_link * hops / n
     return tensor_bytes * 8 / chain / 1e9
@@ -45,10 +42,10 @@ def bound(algorithm, n, racks=None, tensor_bytes=None):
     """Best possible algbw (Gbit/s) of n workers on LINK_GBPS links; for the ring, the lower of its
     bandwidth bound and (given racks and tensor_bytes) its latency bound."""
     if algorithm == "atp":
-        return LINK_GBPS * ATP_EFFICIENCY
+        return LINK_GBPS * common.ATP_EFFICIENCY
     if algorithm == "ps":
-        return LINK_GBPS * ATP_EFFICIENCY / n
-    bandwidth = LINK_GBPS * TCP_EFFICIENCY * n / (2 * (n - 1))
+        return LINK_GBPS * common.ATP_EFFICIENCY / n
+    bandwidth = LINK_GBPS * common.TCP_EFFICIENCY * n / (2 * (n - 1))
     if racks is None or tensor_bytes is None:
         return bandwidth
     return min(bandwidth, ring_latency_bound(n, racks, tensor_bytes))

@@ -3,7 +3,8 @@
 Usage: variants.py [--smoke] OUT_DIR
   writes, from scale.yaml (its link and job settings, a topology rebuilt per size):
     r<R>-<algorithm>.yaml   R = 2, 4, 8, 16 racks of 8 workers; algorithm atp, ring, and ps for
-                            at most 32 workers (the PS's 32-bit bitmap: one group per worker)
+                            at most 32 workers (beyond, it moves n times ATP's packets and would take most of
+                            the sweep's wall time; the planner takes it since 61369d8)
     hashed-a<N>.yaml        2 racks, ATP with the paper's hashed indices on N = 4096, 16384,
                             65536 aggregators per switch
   --smoke: racks of 2 workers, R = 2 and 4, hashed at 4096 only, 100 fragments, 2 rounds.
