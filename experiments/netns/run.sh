@@ -20,7 +20,9 @@ MAX=64M
 "$ATP" bench allreduce --backend netns --workers 8 --racks 2 --rate-mbps 200 --min-bytes 4K --max-bytes "$MAX" \
   --factor 4 --iters 5 --warmup 1 --algorithms atp,ring,gloo,ps,ps_nn \
   --json \
-  >"$OUT/allreduce.json"
+  >"$OUT/allreduce.json" ||
+  # exit 1: a run failed (recorded in the JSON, with why); anything else stops the experiment.
+  { rc=$?; [ "$rc" -eq 1 ] || exit "$rc"; echo "run.sh: a benchmark run failed (see allreduce.json)" >&2; }
 for f in fig9 fig9-rack-only two-jobs-small-table tcp-competition tcp-competition-cc-off; do
   "$ATP" run --backend netns --json "experiments/netns/$f.yaml" >"$OUT/$f.json"
 done
