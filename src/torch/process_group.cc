@@ -456,6 +456,8 @@ class ProcessGroupAtp : public BackendBase {
   ProcessGroupAtp(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, Duration timeout,
                   const std::function<c10::intrusive_ptr<BackendBase>()>& make_gloo)
       : BackendBase(rank, size), store_(store) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    store_.set("arrived/" + std::to_string(rank), "");
     try {
       if (const std::string algorithm = algorithm_from_environment(); host_collective(algorithm)) {
         tcp_ = join_host_collective(algorithm, store_, rank, size, timeout);
@@ -463,8 +465,13 @@ class ProcessGroupAtp : public BackendBase {
         job_ = ClusterJob::join(store_, rank, size, options_from_environment(timeout));
       }
     } catch (const c10::Error&) {
-      throw;  // a setting's one sentence, already worded
+      // A setting's one sentence, already worded. Rank 0 serves the store: it waits (within the
+      // group's timeout from its own start) for every rank to reach this point before its process
+      // may end, so that a rank still connecting finds the store and says its own sentence.
+      if (rank == 0) await_arrivals(size, deadline);
+      throw;
     } catch (const std::exception& e) {
+      if (rank == 0) await_arrivals(size, deadline);
       TORCH_CHECK(false, "atp: ", e.what());
     }
     gloo_ = make_gloo();
@@ -852,6 +859,17 @@ class ProcessGroupAtp : public BackendBase {
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
+  // Waits until every rank has reached the constructor, or `deadline` (best effort).
+  void await_arrivals(int size, std::chrono::steady_clock::time_point deadline) {
+    for (int r = 1; r < size; ++r) {
+      try {
+        store_.get("arrived/" + std::to_string(r), deadline - std::chrono::steady_clock::now());
+      } catch (const std::exception&) {
+        return;  // that rank never came: its own error says why
+      }
+    }
+  }
+
   std::deque<std::function<void()>> queue_;  // under mutex_
   bool stopping_ = false;                    // under mutex_
   std::atomic<uint64_t> sequence_{0};        // collectives called (getSequenceNumberForGroup)
