@@ -389,18 +389,23 @@ TEST(Ns3Backend, SeriesAddUpToTheTotals) {
   EXPECT_NEAR(bits, expected, expected * 0.01);
 }
 
+// A Rina job of `workers` hosts in two racks (tor0, which aggregates, and `tor1`: its name and
+// settings) under a spine that only forwards, 2 rounds of `elements` values; `head`: the seed and link.
+Scenario rina_two_racks(const std::string& head, int workers, const std::string& tor1, std::size_t elements) {
+  std::string hosts, names;
+  for (int w = 0; w < workers; ++w) {
+    hosts += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w * 2 / workers) + "}\n";
+    names += (w ? ", w" : "w") + std::to_string(w);
+  }
+  return parse_scenario_yaml(
+      head + "topology:\n  switches: [{name: spine}, {name: tor0, atp: true}, {name: " + tor1 + "}]\n  hosts:\n" +
+      hosts + "  links: [[tor0, spine], [tor1, spine]]\njobs:\n  - {name: rina, algorithm: rina, workers: [" + names +
+      "], elements: " + std::to_string(elements) + ", rounds: 2}\n");
+}
+
 // A Rina job's series shows its finals and its window (they read 0 before: only ATP's were counted).
 TEST(Ns3Backend, RinaSeriesAddUpToTheFinals) {
-  std::string hosts, workers;
-  for (int w = 0; w < 4; ++w) {
-    hosts += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w / 2) + "}\n";
-    workers += (w ? ", w" : "w") + std::to_string(w);
-  }
-  const Scenario s = parse_scenario_yaml(
-      "seed: 3\nlink: {rate_gbps: 100, delay_us: 2}\n"
-      "topology:\n  switches: [{name: spine}, {name: tor0, atp: true}, {name: tor1}]\n  hosts:\n" +
-      hosts + "  links: [[tor0, spine], [tor1, spine]]\njobs:\n  - {name: rina, algorithm: rina, workers: [" + workers +
-      "], elements: 100000, rounds: 2}\n");
+  const Scenario s = rina_two_racks("seed: 3\nlink: {rate_gbps: 100, delay_us: 2}\n", 4, "tor1", 100000);
   RunOptions options;
   options.series_interval = std::chrono::microseconds(20);
   const ScenarioResult r = run_ns3(s, options);
@@ -519,16 +524,8 @@ TEST(Ns3Backend, SmallRingRoundsRunNearTheRingsRateOnSlowLinks) {
 // first RTO's resends were plain copies, a fifth of the contributions went twice and a round took
 // 2.7 times what the BOM gives.
 TEST(Ns3Backend, RinaOnSlowLinksResendsLittleAndRunsNearTheModel) {
-  std::string hosts, workers;
-  for (int w = 0; w < 8; ++w) {
-    hosts += "    - {name: w" + std::to_string(w) + ", switch: tor" + std::to_string(w / 4) + "}\n";
-    workers += (w ? ", w" : "w") + std::to_string(w);
-  }
-  const Scenario s = parse_scenario_yaml(
-      "seed: 12\nlink: {rate_mbps: 200, delay_us: 2, ecn_threshold_packets: 16}\n"
-      "topology:\n  switches: [{name: spine}, {name: tor0, atp: true}, {name: tor1, atp: true}]\n  hosts:\n" +
-      hosts + "  links: [[tor0, spine], [tor1, spine]]\njobs:\n  - {name: rina, algorithm: rina, workers: [" + workers +
-      "], elements: 1048576, rounds: 2}\n");
+  const Scenario s = rina_two_racks("seed: 12\nlink: {rate_mbps: 200, delay_us: 2, ecn_threshold_packets: 16}\n", 8,
+                                    "tor1, atp: true", 1048576);
   const ScenarioResult r = run_ns3(s);
   const JobResult& j = r.jobs.at(0);
   ASSERT_TRUE(j.correct) << j.error;
