@@ -38,8 +38,8 @@ struct BenchOptions {
   int warmup = 1;
   int values_per_packet = 0;  // 0: the run's choice (JobSpec::values_per_packet)
   int aggregators = 4096;
-  // Every link's queue: unset, each end's default (link_base: a switch port marks from 20 packets
-  // and holds 100, a host's NIC queue has no limit), what users get.
+  // Every link's queue: unset, each end's default (link_base: a switch port marks from a depth
+  // sized for the rate and holds 1 MB, a host's NIC queue has no limit), what users get.
   std::optional<int> ecn_threshold;
   std::optional<int> buffer_packets;
   std::optional<int> buffer_bytes;

@@ -225,6 +225,35 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
   EXPECT_EQ(fast.counters().ecn_marked, 0u);
 }
 
+// A queue also marks once it holds half its buffer in bytes, however few packets that is: a
+// threshold in packets must not lie past a buffer of large packets (drops would come first).
+TEST(EgressQueue, MarksFromHalfTheBufferInBytes) {
+  EgressConfig c;
+  c.rate_gbps = 100;
+  c.ecn_threshold_packets = 100;
+  c.buffer_bytes = 4 * 330;  // four 62-value packets with encapsulation
+  EgressQueue q(c);
+  for (Seq s = 1; s <= 4; ++s) ASSERT_TRUE(q.enqueue(packet(s), time_from_ns(0)).accepted());
+  const auto out = drain(q);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_FALSE(out[0].ecn);  // 0 bytes queued
+  EXPECT_FALSE(out[1].ecn);  // 330: below half
+  EXPECT_TRUE(out[2].ecn);   // 660: half
+  EXPECT_TRUE(out[3].ecn);
+}
+
+// A switch port's default threshold is DCTCP's K sized for the port's rate: 20 packets at
+// 1 Gbit/s and below (and with no rate), 20 x sqrt(Gbit/s) above (DCTCP's 65 at 10 Gbit/s).
+TEST(EgressQueue, ASwitchPortsThresholdGrowsWithTheSquareRootOfItsRate) {
+  EXPECT_EQ(switch_port_ecn_threshold(0), 20u);
+  EXPECT_EQ(switch_port_ecn_threshold(0.2), 20u);
+  EXPECT_EQ(switch_port_ecn_threshold(1), 20u);
+  EXPECT_EQ(switch_port_ecn_threshold(10), 63u);
+  EXPECT_EQ(switch_port_ecn_threshold(100), 200u);
+  EXPECT_EQ(switch_port_egress(100).ecn_threshold_packets, 200u);
+  EXPECT_EQ(switch_port_egress(100).buffer_bytes, kSwitchPortBufferBytes);
+}
+
 // Past the threshold the queue drops the first packet that cannot carry a mark and then every
 // other one (UnmarkableDrops), so that a loss-based sender gets its signal without losing whole
 // windows; the count starts afresh once the queue is below the threshold.

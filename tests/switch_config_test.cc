@@ -95,13 +95,14 @@ TEST(SwitchConfigFile, RoundTripsASwitchOnInterfacesAndOneWithoutPorts) {
 }
 
 // A port's egress that the file leaves unset is a switch port's queue (switch_port_egress: marks
-// from 20 packets, holds 1 MB); its ingress (the peer's NIC) has neither. A buffer in packets
+// from a depth sized for the port's rate, holds 1 MB); its ingress (the peer's NIC) has neither. A buffer in packets
 // replaces the default in bytes.
 TEST(SwitchConfigFile, APortsQueueDefaultsToASwitchPortsIngressToNone) {
   const SwitchDaemonConfig c = parse_switch_config(
-      "ports: [{interface: sw0-p0, rate_gbps: 1, ingress: {rate_gbps: 1}}, {interface: sw0-p1, buffer_packets: 0}]\n",
+      "ports: [{interface: sw0-p0, rate_gbps: 1, ingress: {rate_gbps: 1}}, {interface: sw0-p1, buffer_packets: 0},\n"
+      "        {interface: sw0-p2, rate_gbps: 100}, {interface: sw0-p3, rate_gbps: 100, ecn_threshold_packets: 7}]\n",
       "q.yaml");
-  ASSERT_EQ(c.ports.size(), 2u);
+  ASSERT_EQ(c.ports.size(), 4u);
   EXPECT_EQ(c.ports[0].egress.buffer_bytes, kSwitchPortBufferBytes);
   EXPECT_EQ(c.ports[0].egress.buffer_packets, 0u);
   EXPECT_EQ(c.ports[0].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
@@ -111,6 +112,8 @@ TEST(SwitchConfigFile, APortsQueueDefaultsToASwitchPortsIngressToNone) {
   EXPECT_EQ(c.ports[1].egress.buffer_packets, 0u);
   EXPECT_EQ(c.ports[1].egress.buffer_bytes, 0u);
   EXPECT_EQ(c.ports[1].egress.ecn_threshold_packets, kSwitchPortEcnThresholdPackets);
+  EXPECT_EQ(c.ports[2].egress.ecn_threshold_packets, switch_port_ecn_threshold(100));  // sized for its rate
+  EXPECT_EQ(c.ports[3].egress.ecn_threshold_packets, 7u);                              // as the file says
 }
 
 // The reclaim timeout and a port's delay_us keep their nanoseconds (egress_fields.h): 500 ns was

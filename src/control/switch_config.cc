@@ -358,6 +358,8 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
                  (pc.is_interface() ? "peer:" : "interface:"));
     }
     pc.egress = egress_settings(r, port, p, switch_port_egress());
+    if (!port["ecn_threshold_packets"])
+      pc.egress.ecn_threshold_packets = switch_port_ecn_threshold(pc.egress.rate_gbps);
     if (const YAML::Node ingress = port["ingress"]) {
       r.check_keys(ingress, p + "ingress.", egress_keys({}));
       pc.ingress = egress_settings(r, ingress, p + "ingress.", EgressConfig{});

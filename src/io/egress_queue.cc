@@ -43,6 +43,11 @@ bool EgressQueue::ecn_drops(std::span<const std::uint8_t> packet) const {
   return decode_header(packet, h) != DecodeError::kOk;
 }
 
+std::uint32_t switch_port_ecn_threshold(double rate_gbps) {
+  if (rate_gbps <= 1) return kSwitchPortEcnThresholdPackets;
+  return static_cast<std::uint32_t>(std::lround(kSwitchPortEcnThresholdPackets * std::sqrt(rate_gbps)));
+}
+
 EgressQueue::EgressQueue(const EgressConfig& config, std::uint64_t seed, Framing framing)
     : config_(config), framing_(framing), rng_(seed) {}
 
@@ -93,7 +98,10 @@ EgressQueue::Admission EgressQueue::admission(const EgressConfig& config, std::s
       (config.buffer_bytes != 0 && queued_bytes + packet_bytes > config.buffer_bytes)) {
     return Admission::kFull;
   }
-  if (config.ecn_threshold_packets == 0 || queued < config.ecn_threshold_packets) {
+  // Half the buffer in bytes: a threshold in packets must not lie past a buffer of large frames
+  // (drops, not marks, would then tell TCP and ATP of the queue).
+  const bool past_bytes = config.buffer_bytes != 0 && queued_bytes >= config.buffer_bytes / 2;
+  if (config.ecn_threshold_packets == 0 || (queued < config.ecn_threshold_packets && !past_bytes)) {
     drops.below_threshold();
     return Admission::kAccept;
   }

@@ -847,7 +847,7 @@ std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& fr
 sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
   sim::ChannelConfig c;
   if (!from_host) {
-    const EgressConfig port = switch_port_egress();
+    const EgressConfig port = switch_port_egress(s.link.rate_gbps.value_or(0));
     c.buffer_packets = port.buffer_packets;
     c.buffer_bytes = port.buffer_bytes;
     c.ecn_threshold_packets = port.ecn_threshold_packets;

@@ -39,7 +39,8 @@ inline constexpr std::uint32_t kMaxDataplaneThreads = 64;
 struct SwitchPortConfig {
   SocketAddress peer;  // UDP ports: datagrams from here arrive on this port; packets out of it go here
   // Rate limit, buffer, ECN threshold and faults of the port's egress; a buffer and threshold
-  // unless the file sets them (switch_port_egress), which apply once it has a rate.
+  // unless the file sets them (switch_port_egress; the threshold sized for the file's rate_gbps),
+  // which apply once it has a rate.
   EgressConfig egress = switch_port_egress();
   // The peer -> switch direction (the link's other half, which the peer's own process does not
   // model): datagrams (frames) from the peer pass this queue before the pipeline. Absent: straight in.
@@ -92,9 +93,9 @@ struct SwitchDaemonConfig {
 //   name: s0                 aggregators: 4096        width: 1024
 //   reclaim_timeout_us: 100000                        atp_capable: true
 //   listen: 127.0.0.1:0      control: 127.0.0.1:0     seed: 1      threads: 0
-//   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_packets: 100, ecn_threshold_packets: 20,
+//   ports: [{peer: 127.0.0.1:9001, rate_gbps: 0, buffer_bytes: 1000000, ecn_threshold_packets: 20,
 //            delay_us: 0, loss: 0, duplicate: 0, reorder: 0,
-//            ingress: {rate_gbps: 0, ...the same seven keys}}]     (ingress optional)
+//            ingress: {rate_gbps: 0, ...the same eight keys}}]     (ingress optional)
 //   routes: [{dst: 10.0.0.1, port: 0}]
 //   host_pool: 10.0.0.0/8
 // A port names either `peer: IP:PORT` (a UDP peer) or `interface: NAME` (a Linux interface, e.g.

@@ -39,8 +39,9 @@ struct EgressConfig {
   // packet is refused when the queue's bytes and its own would exceed it; 0: unlimited. Both
   // limits apply where both are set.
   std::uint32_t buffer_bytes = 0;
-  // Mark packets (see Framing) when the queue holds this many, and drop some of those that cannot
-  // carry a mark (not-ECT IPv4, RFC 3168 §7; never ARP; UnmarkableDrops says which); 0: off.
+  // Mark packets (see Framing) when the queue holds this many, or half of buffer_bytes, and drop
+  // some of those that cannot carry a mark (not-ECT IPv4, RFC 3168 §7; never ARP; UnmarkableDrops
+  // says which); 0: off.
   std::uint32_t ecn_threshold_packets = 0;
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
@@ -51,21 +52,29 @@ struct EgressConfig {
 };
 
 // A switch port's queue where nothing sets it (a scenario's `link:`, an `atp switch` port): ECN
-// marks from 20 packets (DCTCP's K at 1 Gbit/s) and, from there, drops of what cannot carry a
-// mark, so that ATP, ECN-capable TCP and any other TCP answer one signal at one depth and share
-// the link (docs/protocol.md, "Sharing a link"); room for 1 MB, for bursts. A switch counts its
-// buffer in bytes (cells), so a burst of small packets gets the room a burst of large ones does:
-// 1 MB is 110 jumbo frames (the old default of 100 packets gave jumbo frames about that), 660
-// Ethernet frames, 3,100 of the paper's 62-value packets; a few times a port's even share of a
-// data-centre switch's shared buffer (Tofino 22 MB for 64 ports, Trident 3 32 MB for 32), as
-// the buffer's dynamic threshold lets one congested port take. A host's NIC queue keeps
-// EgressConfig's own defaults: no limit (its sender waits), no marks.
+// marks from a depth sized for the port's rate (switch_port_ecn_threshold) and, from there, drops
+// of what cannot carry a mark, so that ATP, ECN-capable TCP and any other TCP answer one signal
+// at one depth and share the link (docs/protocol.md, "Sharing a link"); room for 1 MB, for
+// bursts. A switch counts its buffer in bytes (cells), so a burst of small packets gets the room a
+// burst of large ones does: 1 MB is 110 jumbo frames (the old default of 100 packets gave jumbo
+// frames about that), 660 Ethernet frames, 3,100 of the paper's 62-value packets; a few times a
+// port's even share of a data-centre switch's shared buffer (Tofino 22 MB for 64 ports, Trident 3
+// 32 MB for 32), as the buffer's dynamic threshold lets one congested port take. A host's NIC
+// queue keeps EgressConfig's own defaults: no limit (its sender waits), no marks.
 inline constexpr std::uint32_t kSwitchPortBufferBytes = 1'000'000;
-inline constexpr std::uint32_t kSwitchPortEcnThresholdPackets = 20;
-inline EgressConfig switch_port_egress() {
+// DCTCP's K: 20 packets at 1 Gbit/s, 65 at 10 Gbit/s (DCTCP §4.1), so 20 x sqrt(Gbit/s) packets
+// from 1 Gbit/s up (63 at 10, 200 at 100) and 20 below: a round trip's worth grows with the rate,
+// and a threshold of 20 at 100 Gbit/s held classic-ECN TCP to a fifth of its link on ns-3
+// (docs/protocol.md). A queue also marks once it holds half its buffer in bytes (admission), so a
+// threshold in packets never lies past a buffer of large frames. Sized once, for the rate a port
+// is configured with; a later change of rate leaves it.
+inline constexpr std::uint32_t kSwitchPortEcnThresholdPackets = 20;  // at 1 Gbit/s and below
+std::uint32_t switch_port_ecn_threshold(double rate_gbps);
+inline EgressConfig switch_port_egress(double rate_gbps = 0) {
   EgressConfig c;
+  c.rate_gbps = rate_gbps;
   c.buffer_bytes = kSwitchPortBufferBytes;
-  c.ecn_threshold_packets = kSwitchPortEcnThresholdPackets;
+  c.ecn_threshold_packets = switch_port_ecn_threshold(rate_gbps);
   return c;
 }
 

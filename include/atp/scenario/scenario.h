@@ -147,8 +147,8 @@ struct Scenario {
 };
 
 // A link direction's settings before faults: `link:`'s, and where it sets no buffer or ECN
-// threshold, the queue's own at that end: a switch port's (switch_port_egress: marks from 20
-// packets, room for 100), or a host NIC's (no limit, as a sender that waits for its queue). A
+// threshold, the queue's own at that end: a switch port's (switch_port_egress: marks from a
+// depth sized for `link:`'s rate, 20 packets at 1 Gbit/s and below; room for 1 MB), or a host NIC's (no limit, as a sender that waits for its queue). A
 // host's NIC never marks (§3.7: marking is the switches'), whatever `link:` says, and serves its
 // jobs in turn (ChannelConfig::fair_queueing, as a host's fq_codel).
 sim::ChannelConfig link_base(const Scenario& s, bool from_host);
