@@ -225,20 +225,20 @@ TEST(EgressQueue, MarksEcnWhenTheQueueHoldsTheThreshold) {
   EXPECT_EQ(fast.counters().ecn_marked, 0u);
 }
 
-// A queue also marks once it holds half its buffer in bytes, however few packets that is: a
+// A queue also marks once it holds a third of its buffer in bytes, however few packets that is: a
 // threshold in packets must not lie past a buffer of large packets (drops would come first).
-TEST(EgressQueue, MarksFromHalfTheBufferInBytes) {
+TEST(EgressQueue, MarksFromAThirdOfTheBufferInBytes) {
   EgressConfig c;
   c.rate_gbps = 100;
   c.ecn_threshold_packets = 100;
-  c.buffer_bytes = 4 * 330;  // four 62-value packets with encapsulation
+  c.buffer_bytes = 6 * 330;  // six 62-value packets with encapsulation
   EgressQueue q(c);
   for (Seq s = 1; s <= 4; ++s) ASSERT_TRUE(q.enqueue(packet(s), time_from_ns(0)).accepted());
   const auto out = drain(q);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_FALSE(out[0].ecn);  // 0 bytes queued
-  EXPECT_FALSE(out[1].ecn);  // 330: below half
-  EXPECT_TRUE(out[2].ecn);   // 660: half
+  EXPECT_FALSE(out[1].ecn);  // 330: below a third
+  EXPECT_TRUE(out[2].ecn);   // 660: a third
   EXPECT_TRUE(out[3].ecn);
 }
 
