@@ -27,7 +27,7 @@ trap 'rm -rf "$GEN"' EXIT
 
 # ResNet50's 25,557,032 parameters: the paper's "98MB". Every link 100 Gbit/s (the paper's
 # testbed ports; left unset, ns-3's links run at 10 Tbit/s and no link is a bottleneck), the
-# scenario defaults otherwise (2 us; switch ports mark ECN from 20 packets and hold 1 MB).
+# scenario defaults otherwise (2 us; switch ports hold 1 MB and mark ECN from a depth sized for the rate).
 if [ -n "$SMOKE" ]; then ELEMENTS=${ELEMENTS:-500000}; else ELEMENTS=${ELEMENTS:-25557032}; fi
 RATE_GBPS=100
 
