@@ -88,11 +88,14 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
   }
   if (job.algorithm->atp_protocol()) {
     spec.ps = algorithm == kColocatedPs ? spec.workers : std::vector<std::string>{"ps"};
-    if (o.rto_us) spec.retransmit_timeout = std::chrono::microseconds(*o.rto_us);
     if (o.window) spec.congestion.initial_window = static_cast<std::uint32_t>(*o.window);
     if (o.max_window) spec.congestion.max_window = static_cast<std::uint32_t>(*o.max_window);
     spec.index_policy = *parse_index_policy(o.index);  // --index takes only policy names
   }
+  // As a scenario file without rto_us (ATP's and Rina's workers take it; TCP's ignore it).
+  spec.retransmit_timeout = o.rto_us
+                                ? std::chrono::microseconds(*o.rto_us)
+                                : first_retransmit_timeout(*s.link.rate_gbps, spec.workers.size(), spec.congestion);
   spec.values_per_packet = static_cast<std::uint16_t>(o.values_per_packet);
   job.elements = bytes / 4;  // a multiple of 4 (run_allreduce_bench refuses others)
   job.rounds = static_cast<std::uint32_t>(o.iters + o.warmup);
@@ -458,7 +461,9 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)")
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--rto-us", o->rto_us, "ATP workers' first retransmission timeout (us; default: the workers' own)")
+  app->add_option("--rto-us", o->rto_us,
+                  "ATP's and Rina's workers' first retransmission timeout (us; default: 1 ms, or the time the workers' "
+                  "first windows take on one link where that is longer)")
       ->check(CLI::Range(1, 1'000'000'000));
   app->add_option("--index", o->index,
                   "ATP aggregator indices: allocated (the switch gives a fragment a free aggregator), hashed_slots "

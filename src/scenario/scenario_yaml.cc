@@ -706,6 +706,10 @@ Scenario parse_root(const YAML::Node& root) {
   std::set<std::string> job_names;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     ScenarioJob job = parse_job(jobs[i], item("jobs", i), i, names);
+    if (!jobs[i]["rto_us"]) {
+      job.spec.retransmit_timeout =
+          first_retransmit_timeout(scenario.link.rate_gbps.value_or(0), job.spec.workers.size(), job.spec.congestion);
+    }
     if (!job_names.insert(job.spec.name).second) {
       fail(child(item("jobs", i), "name"), "the job name '" + job.spec.name + "' is already used");
     }
@@ -842,6 +846,16 @@ std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& fr
     if (s.link_faults[f].applies_to(from, to)) out.push_back(f);
   }
   return out;
+}
+
+Duration first_retransmit_timeout(double rate_gbps, std::size_t workers, const CongestionConfig& congestion) {
+  const Duration paper = WorkerConfig{}.retransmit_timeout;
+  if (rate_gbps <= 0) return paper;
+  const double window_bytes = congestion.initial_window == 0
+                                  ? kInitialWindowBytes
+                                  : double(congestion.initial_window) * packet_size(kDefaultValuesPerPacket);
+  const auto crossing = Duration(static_cast<std::int64_t>(double(workers) * window_bytes * 8 / rate_gbps));
+  return std::max(paper, crossing);
 }
 
 sim::ChannelConfig link_base(const Scenario& s, bool from_host) {
