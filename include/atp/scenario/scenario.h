@@ -150,7 +150,7 @@ struct Scenario {
 // trip is measured the RTO is a guess, and the paper's 1 ms is far below a round trip on a slow
 // link, where the first windows of all `workers` may cross one link (the PS's, a rack's uplink):
 // at least the time they take there at `rate_gbps` (0: unlimited), so 18 ms for 8 workers at 200
-// Mbit/s and 1 ms from 4 Gbit/s up. (With 1 ms at 200 Mbit/s every fragment timed out before its
+// Mbit/s, and 1 ms for them from 4 Gbit/s up. (With 1 ms at 200 Mbit/s every fragment timed out before its
 // result, and where every worker resends, every result carries the resend flag and no worker ever
 // measures a round trip: the N-to-N PS on the testbed resent each fragment 7 times.)
 Duration first_retransmit_timeout(double rate_gbps, std::size_t workers, const CongestionConfig& congestion);
