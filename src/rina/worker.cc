@@ -359,7 +359,7 @@ struct RinaWorker::Impl {
     Header h = fragment_header(kind, f, carrier(f, next_member()), e, magnitude);
     h.bitmap = std::uint32_t{1} << position;
     h.fan_in = static_cast<std::uint8_t>(member_size(member));
-    h.aggregator_index = h.seq % config.aggregator_slots;
+    h.aggregator_index = aggregator_of(f);
     std::vector<std::uint8_t> packet = build_packet(h, values);
     emit(packet, out);
     ++stats.contributions_sent;
@@ -411,6 +411,22 @@ struct RinaWorker::Impl {
   }
   std::uint32_t chunk_begin(std::uint32_t c) const {
     return static_cast<std::uint32_t>(std::uint64_t{fragments} * c / ring);
+  }
+  // The aggregator of fragment f in its rack's switch (the packets' aggregator_index): each chunk
+  // a run of its own of the table's slots, its fragments round-robin over the run. The ring
+  // pipelines every chunk at once (order above), so a switch holds fragment i of each chunk
+  // together: by seq % slots, fragments of two chunks shared an aggregator once a round had more
+  // fragments than the table, and a rack-mate's copy that found its aggregator taken went on
+  // alone while the other's waited in it for a timeout (Fig. 11, 11,446 fragments on 4096
+  // aggregators: 824 collisions, 128 timeouts, 47.0 Gbit/s against 50.9 with no rack
+  // aggregating). The pass turns the runs, as the seq did. A table smaller than two slots a
+  // chunk keeps seq % slots.
+  std::uint32_t aggregator_of(std::uint32_t f) const {
+    const std::uint32_t slots = config.aggregator_slots;
+    if (slots < 2 * ring) return seq_of(f) % slots;
+    const std::uint32_t run = slots / ring;
+    const std::uint32_t c = chunk(f);
+    return c * run + static_cast<std::uint32_t>((f - chunk_begin(c) + std::uint64_t{pass_base}) % run);
   }
 
   // ---- rounds and passes ----
@@ -807,8 +823,7 @@ struct RinaWorker::Impl {
   // fragment's carrier, as it sends the last hop's sum with its own values, asks, and its ToR
   // hands the pull to the rack). Until then their contributions would only wait in the switch.
   void pull(std::uint32_t f, PacketSink& out) {
-    send_control(RinaKind::kPull, seq_of(f), ack_destination(member), seq_of(f) % config.aggregator_slots, false, 0,
-                 out);
+    send_control(RinaKind::kPull, seq_of(f), ack_destination(member), aggregator_of(f), false, 0, out);
   }
 
   void on_ack(Flow flow, const Header& h, Time now, PacketSink& out) {
