@@ -133,8 +133,9 @@ constexpr std::uint32_t kEcnEcho = 1;
 // slow start, growth, and halving on a timeout or a full host queue), except that an ECN mark
 // cuts it by alpha/2, alpha the share of marked acks (a moving average over windows of acks, as
 // DCTCP's), not by half. Where racks aggregate, a rack's uplink is the ring's bottleneck, and its
-// switch marks from 20 packets, acks counted, well below the path's bandwidth-delay product
-// (about 36 data packets at 100 Gbit/s): halving there left the uplink idle a fifth of the time
+// switch marked from 20 packets when this was measured (now a depth sized for the rate), acks
+// counted, well below the path's bandwidth-delay product (about 36 data packets at 100 Gbit/s):
+// halving there left the uplink idle a fifth of the time
 // (measured, a k=4 fat-tree, 8 aggregating racks: 60-90% busy, 43.8 Gbit/s against 49.4 with no
 // rack aggregating; cut by alpha/2, 90-98%).
 class RinaWindow {
