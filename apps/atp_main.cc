@@ -29,9 +29,10 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
   description                    free text
   link: {delay_us (2), rate_gbps or rate_mbps (0: unlimited: no queue, so no buffer or marks),
          buffer_bytes (switch ports 1000000, hosts' NICs unlimited; 0: unlimited) or buffer_packets
-         (0: unlimited; either one given replaces the other), ecn_threshold_packets (20; 0: off;
-         switch ports only, which from there drop TCP data that is not ECN-capable: a host's queue
-         marks only where a fault sets it), mtu_bytes (9000, the testbed's; 1500 for standard
+         (0: unlimited; either one given replaces the other), ecn_threshold_packets (20 up to
+         1 Gbit/s, 20 x sqrt(Gbit/s) above, and from a third of buffer_bytes; 0: off; switch ports
+         only, which from there drop TCP data that is not ECN-capable: a host's queue marks only
+         where a fault sets it), mtu_bytes (9000, the testbed's; 1500 for standard
          Ethernet; simulated backends and netns)}    defaults of every link, both directions
   topology:
     switches: [{name, atp (true), aggregators (4096), width (4096 values),
@@ -51,7 +52,8 @@ Scenario file keys (YAML; unknown or repeated keys are errors; defaults in paren
           holes overdue after later results, or the RTO; timeout: the RTO alone, as SwitchML),
           window (unset: the paper's 200 x 284 B in packets, 13 of 1024 values), max_window (1024),
           compute_us (0: off phase between rounds),
-          start_us (0), rto_us (1000: the first RTO; later ones are measured),
+          start_us (0), rto_us (the first RTO: 1000, or the time the job's first windows take
+          on one link where longer; later ones are measured),
           progress_timeout_us (2000000), initial_seq (0), grouping (plink only: topology: the racks |
           random: sqrt(n) groups dealt at random, the paper's Balanced Random | probe: the groups of the
           workers' probed distances, probed on the same backend first, as atp discover does),
