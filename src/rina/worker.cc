@@ -135,9 +135,8 @@ constexpr std::uint32_t kEcnEcho = 1;
 // DCTCP's), not by half. Where racks aggregate, a rack's uplink is the ring's bottleneck, and its
 // switch marked from 20 packets when this was measured (now a depth sized for the rate), acks
 // counted, well below the path's bandwidth-delay product (about 36 data packets at 100 Gbit/s):
-// halving there left the uplink idle a fifth of the time
-// (measured, a k=4 fat-tree, 8 aggregating racks: 60-90% busy, 43.8 Gbit/s against 49.4 with no
-// rack aggregating; cut by alpha/2, 90-98%).
+// halving there left the uplink idle a fifth of the time (measured, a k=4 fat-tree, 8 aggregating
+// racks: 60-90% busy, 43.8 Gbit/s against 49.4 with no rack aggregating; cut by alpha/2, 90-98%).
 class RinaWindow {
  public:
   RinaWindow(const CongestionConfig& config, std::uint32_t packet_bytes)

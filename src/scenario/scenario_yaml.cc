@@ -851,9 +851,9 @@ std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& fr
 Duration first_retransmit_timeout(double rate_gbps, std::size_t workers, const CongestionConfig& congestion) {
   const Duration paper = WorkerConfig{}.retransmit_timeout;
   if (rate_gbps <= 0) return paper;
-  const double window_bytes = congestion.initial_window == 0
-                                  ? kInitialWindowBytes
-                                  : double(congestion.initial_window) * packet_size(kDefaultValuesPerPacket);
+  // In packets of the paper's width where the job names a window (a lower bound: a plan's are wider).
+  const auto packet_bytes = static_cast<std::uint32_t>(packet_size(kDefaultValuesPerPacket));
+  const double window_bytes = double(initial_window_packets(congestion, packet_bytes)) * packet_bytes;
   const auto crossing = Duration(static_cast<std::int64_t>(double(workers) * window_bytes * 8 / rate_gbps));
   return std::max(paper, crossing);
 }

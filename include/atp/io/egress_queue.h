@@ -40,9 +40,8 @@ struct EgressConfig {
   // limits apply where both are set.
   std::uint32_t buffer_bytes = 0;
   // Mark packets (see Framing) when the queue holds this many, or a third of buffer_bytes
-  // (kEcnBufferShare), and drop
-  // some of those that cannot carry a mark (not-ECT IPv4, RFC 3168 §7; never ARP; UnmarkableDrops
-  // says which); 0: off.
+  // (kEcnBufferShare), and drop some of those that cannot carry a mark (not-ECT IPv4, RFC 3168 §7;
+  // never ARP; UnmarkableDrops says which); 0: off.
   std::uint32_t ecn_threshold_packets = 0;
   // Added to every packet once it is sent: the propagation delay of a simulated link, or an
   // injected extra delay on a real port.
@@ -67,8 +66,8 @@ inline constexpr std::uint32_t kSwitchPortBufferBytes = 1'000'000;
 // from 1 Gbit/s up (63 at 10, 200 at 100) and 20 below: a round trip's worth grows with the rate,
 // and a threshold of 20 at 100 Gbit/s held classic-ECN TCP to a fifth of its link on ns-3
 // (docs/protocol.md). A queue also marks once it holds a third of its buffer in bytes (admission),
-// so that a threshold in packets never lies past a buffer of large frames. Sized once, for the rate a port
-// is configured with; a later change of rate leaves it.
+// so that a threshold in packets never lies past a buffer of large frames. Sized once, for the
+// rate a port is configured with; a later change of rate leaves it.
 inline constexpr std::uint32_t kSwitchPortEcnThresholdPackets = 20;  // at 1 Gbit/s and below
 inline constexpr std::uint32_t kEcnBufferShare = 3;                  // marks from buffer_bytes / 3
 std::uint32_t switch_port_ecn_threshold(double rate_gbps);

@@ -150,16 +150,17 @@ struct Scenario {
 // trip is measured the RTO is a guess, and the paper's 1 ms is far below a round trip on a slow
 // link, where the first windows of all `workers` may cross one link (the PS's, a rack's uplink):
 // at least the time they take there at `rate_gbps` (0: unlimited), so 18 ms for 8 workers at 200
-// Mbit/s, and 1 ms for them from 4 Gbit/s up. (With 1 ms at 200 Mbit/s every fragment timed out before its
-// result, and where every worker resends, every result carries the resend flag and no worker ever
-// measures a round trip: the N-to-N PS on the testbed resent each fragment 7 times.)
+// Mbit/s, and 1 ms for them from 4 Gbit/s up. (With 1 ms at 200 Mbit/s every fragment timed out
+// before its result, and where every worker resends, every result carries the resend flag and no
+// worker ever measures a round trip: the N-to-N PS on the testbed resent each fragment 7 times.)
 Duration first_retransmit_timeout(double rate_gbps, std::size_t workers, const CongestionConfig& congestion);
 
 // A link direction's settings before faults: `link:`'s, and where it sets no buffer or ECN
 // threshold, the queue's own at that end: a switch port's (switch_port_egress: marks from a
-// depth sized for `link:`'s rate, 20 packets at 1 Gbit/s and below; room for 1 MB), or a host NIC's (no limit, as a
-// sender that waits for its queue). A host's NIC never marks (§3.7: marking is the switches'), whatever `link:` says,
-// and serves its jobs in turn (ChannelConfig::fair_queueing, as a host's fq_codel).
+// depth sized for `link:`'s rate, 20 packets at 1 Gbit/s and below; room for 1 MB), or a host
+// NIC's (no limit, as a sender that waits for its queue). A host's NIC never marks (§3.7: marking
+// is the switches'), whatever `link:` says, and serves its jobs in turn
+// (ChannelConfig::fair_queueing, as a host's fq_codel).
 sim::ChannelConfig link_base(const Scenario& s, bool from_host);
 // `base` (a backend's view of link_base) with every fault of `faults` (indices
 // into s.link_faults) active at `t` applied, in file order: the settings of a link direction
