@@ -339,6 +339,50 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
   EXPECT_EQ(w.stats().retransmissions, 2u);
 }
 
+// A lost contribution goes again before its RTO once a contribution sent after it was
+// acknowledged and it is overdue: that ack's round trip and a quarter past its own send (RACK,
+// LossClock), as a resend (it flushes the sum that waits for it), once; the window halves, once
+// for the sends of one window. A fast retransmit that its first copy's ack shows needless widens
+// the reordering window to a half. 32 values: fragments 0-3 are chunk 0, whose first hop is this
+// rack's, sent at once.
+TEST(RinaWorkerByHand, ALossIsResentBeforeTheRtoOnceALaterSendIsAcknowledged) {
+  RinaConfig c = by_hand({{0, 1}, {2}});
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>(32, 1.0f), time_from_ns(0), out));
+  ASSERT_EQ(out.packets.size(), 4u);
+  const std::uint32_t window = w.window();
+  const auto ack = [&](Seq seq, std::int64_t ns) {
+    const Header h = by_hand_header(RinaKind::kAck, seq, c.workers[2], multicast_group_address(3));
+    w.on_packet(build_packet(h, std::vector<std::int32_t>{}), time_from_ns(ns), out);
+  };
+
+  ack(1, 100'000);
+  ASSERT_EQ(out.packets.size(), 4u) << "fragment 0 is not overdue yet";
+  EXPECT_EQ(w.next_deadline(), time_from_ns(125'000)) << "100 us after its send, and a quarter of that";
+  w.on_timeout(time_from_ns(125'000), out);
+  ASSERT_EQ(out.packets.size(), 5u);
+  EXPECT_EQ(out.header(4).rina, RinaKind::kContribution);
+  EXPECT_EQ(out.header(4).seq, 0u);
+  EXPECT_TRUE(out.header(4).resend);
+  EXPECT_EQ(w.stats().fast_retransmits, 1u);
+  EXPECT_EQ(w.stats().timeouts, 0u);
+  EXPECT_EQ(w.window(), std::max(1u, window / 2));
+
+  // The first copy's ack (no resend in its sum): that fast retransmit was needless.
+  ack(0, 130'000);
+  // Fragment 3's ack, 140 us after its send: fragment 2 is due a round trip and a half past its own.
+  ack(3, 140'000);
+  EXPECT_EQ(w.next_deadline(), time_from_ns(210'000));
+  w.on_timeout(time_from_ns(210'000), out);
+  ASSERT_EQ(out.packets.size(), 6u);
+  EXPECT_EQ(out.header(5).seq, 2u);
+  EXPECT_EQ(w.stats().fast_retransmits, 2u);
+  EXPECT_EQ(w.window(), std::max(1u, window / 2)) << "sent before the cut: no second one";
+  EXPECT_GE(w.next_deadline(), time_from_ns(1'125'000)) << "then only the RTOs (at least 1 ms)";
+  EXPECT_EQ(w.stats().timeouts, 0u);
+}
+
 // Before any round trip is measured the RTO is a guess: the resends are plain copies (which the
 // switch drops where the first copy is in) until the largest RTO has passed since the first send,
 // then a resend that flushes the sum waiting for it, or sends it again if it was lost on its way.

@@ -23,6 +23,12 @@ using Time = ProtocolClock::time_point;    // nanoseconds since the runtime's ep
 // "No deadline": the value next_deadline() returns when nothing is pending.
 inline constexpr Time kNever = Time::max();
 
+// `d` after `now`, saturating at kNever instead of overflowing.
+inline constexpr Time deadline_after(Time now, Duration d) {
+  if (now == kNever || d >= kNever - now) return kNever;
+  return now + d;
+}
+
 inline constexpr Time time_from_ns(std::int64_t ns) { return Time(Duration(ns)); }
 inline constexpr std::int64_t to_ns(Time t) { return t.time_since_epoch().count(); }
 

@@ -43,11 +43,6 @@ Duration max_retransmit_timeout(const WorkerConfig& c) {
   return std::max(c.min_retransmit_timeout, std::min(c.max_retransmit_timeout, c.progress_timeout / 8));
 }
 
-Time deadline_after(Time now, Duration d) {
-  if (now == kNever || d >= kNever - now) return kNever;  // saturate instead of overflowing
-  return now + d;
-}
-
 std::string format_duration(Duration d) {
   char text[32];
   const double seconds = std::chrono::duration<double>(d).count();

@@ -323,6 +323,7 @@ int run_worker_process(const std::string& spec_path) {
       const Reform reform = reform_from_json(go.substr(std::strlen("reform ")));
       const RinaStats st = comm->rina_stats();
       left_behind.retransmissions += st.retransmissions;
+      left_behind.fast_retransmits += st.fast_retransmits;
       left_behind.timeouts += st.timeouts;
       left_behind.requests_sent += st.requests_sent;
       collective.reset();  // its socket's port is the new ring's
@@ -434,6 +435,7 @@ int run_worker_process(const std::string& spec_path) {
     if (comm && rina) {
       const RinaStats st = comm->rina_stats();
       r.retransmissions = left_behind.retransmissions + st.retransmissions;
+      r.fast_retransmits = left_behind.fast_retransmits + st.fast_retransmits;
       r.timeouts = left_behind.timeouts + st.timeouts;
       r.final_requests = left_behind.requests_sent + st.requests_sent;
     } else if (comm) {

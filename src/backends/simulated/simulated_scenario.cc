@@ -880,6 +880,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
       r.timeouts += ep->stats().timeouts;
     } else if (const RinaWorker* rina = d->endpoint().rina()) {
       r.retransmissions += rina->stats().retransmissions;
+      r.fast_retransmits += rina->stats().fast_retransmits;
       r.timeouts += rina->stats().timeouts;
       r.final_requests += rina->stats().requests_sent;
       hop_pieces += rina->stats().merges;
