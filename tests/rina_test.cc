@@ -383,6 +383,40 @@ TEST(RinaWorkerByHand, ALossIsResentBeforeTheRtoOnceALaterSendIsAcknowledged) {
   EXPECT_EQ(w.stats().timeouts, 0u);
 }
 
+// The last sends of a clock have no later send whose ack would show their loss (a round's last
+// gathers, Fig. 11's step 4): when the newest has no ack two round trips (the clock's latest)
+// after it went, it goes again as a plain copy, once, with no window cut; its ack shows the send
+// before it lost, which goes again at once, as a resend.
+TEST(RinaWorkerByHand, ATailLossIsProbedAfterTwoRoundTrips) {
+  RinaConfig c = by_hand({{0, 1}, {2}});
+  RinaWorker w(c);
+  Sent out;
+  ASSERT_TRUE(w.start(std::vector<float>(32, 1.0f), time_from_ns(0), out));
+  ASSERT_EQ(out.packets.size(), 4u);  // fragments 0-3, the first hop
+  const std::uint32_t window = w.window();
+  const auto ack = [&](Seq seq, std::int64_t ns) {
+    const Header h = by_hand_header(RinaKind::kAck, seq, c.workers[2], multicast_group_address(3));
+    w.on_packet(build_packet(h, std::vector<std::int32_t>{}), time_from_ns(ns), out);
+  };
+  ack(0, 100'000);
+  ack(1, 100'000);
+  EXPECT_EQ(w.next_deadline(), time_from_ns(200'000)) << "fragment 3, the newest, two round trips after its send";
+  w.on_timeout(time_from_ns(200'000), out);
+  ASSERT_EQ(out.packets.size(), 5u);
+  EXPECT_EQ(out.header(4).seq, 3u);
+  EXPECT_FALSE(out.header(4).resend) << "a plain copy";
+  EXPECT_EQ(w.stats().tail_probes, 1u);
+  EXPECT_EQ(w.window(), window);
+  EXPECT_GE(w.next_deadline(), time_from_ns(1'000'000)) << "once: then the RTO";
+
+  ack(3, 300'000);  // the probe's: fragment 2, sent before it, is overdue
+  ASSERT_EQ(out.packets.size(), 6u);
+  EXPECT_EQ(out.header(5).seq, 2u);
+  EXPECT_TRUE(out.header(5).resend);
+  EXPECT_EQ(w.stats().fast_retransmits, 2u);
+  EXPECT_EQ(w.stats().timeouts, 0u);
+}
+
 // Before any round trip is measured the RTO is a guess: the resends are plain copies (which the
 // switch drops where the first copy is in) until the largest RTO has passed since the first send,
 // then a resend that flushes the sum waiting for it, or sends it again if it was lost on its way.

@@ -31,6 +31,9 @@ class LossClock {
     rtt_ = now - at;
   }
 
+  bool has_ack() const { return has_ack_; }
+  Duration rtt() const { return rtt_; }  // the latest-sent acknowledged send's round trip
+
   // Calls lost(key) for each send overdue at `now`, oldest first, and returns when the next one
   // falls due (kNever: none known). `reordering`: the window, in quarters of the round trip.
   // `pending(key, at)`: whether that send still waits for its ack and was not resent (the rest

@@ -24,11 +24,12 @@ namespace {
 // Seqs a round reserves: its first pass and at most one redo pass (docs/rina.md "Exponents").
 constexpr std::uint32_t kPasses = 2;
 constexpr std::uint64_t kMaxRoundFragments = std::uint64_t{1} << 30;
-constexpr std::size_t kMaxEarlyPackets = 16384;  // kept for a pass or round not started yet
-constexpr int kMaxBackoff = 16;                  // RTO multiples, as ATP's worker
-constexpr std::uint32_t kMaxReordering = 4;      // LossClock's widest window: a round trip
-constexpr std::size_t kRequestBatch = 64;        // asks sent at once
-constexpr std::uint32_t kMaxMemberWorkers = 32;  // a rack's bitmap
+constexpr std::size_t kMaxEarlyPackets = 16384;                    // kept for a pass or round not started yet
+constexpr int kMaxBackoff = 16;                                    // RTO multiples, as ATP's worker
+constexpr std::uint32_t kMaxReordering = 4;                        // LossClock's widest window: a round trip
+constexpr Duration kMinTailProbe = std::chrono::microseconds(10);  // as ATP's worker
+constexpr std::size_t kRequestBatch = 64;                          // asks sent at once
+constexpr std::uint32_t kMaxMemberWorkers = 32;                    // a rack's bitmap
 
 std::string format_duration(Duration d) {
   char text[32];
@@ -108,6 +109,7 @@ struct Outstanding {
   Time expires{};
   bool resent = false;
   bool fast_resent = false;     // resent by its LossClock, before the RTO
+  bool probed = false;          // sent again as a tail probe (last_sent), the first copy not known lost
   Pool pool = Pool::kFirstHop;  // a contribution's (a gather's is unused)
   Seq cc_seq = 0;
   std::uint64_t order = 0;  // the worker's sends before it (LossClock's order)
@@ -157,6 +159,7 @@ struct RinaWorker::Impl {
     round_base = config.initial_seq;
     clocks.resize(std::size_t{kKinds} * member_size(next_member()));
     loss_due.assign(clocks.size(), kNever);
+    tails.resize(clocks.size());
   }
 
   // The allgather's window starts from one packet (Rina §IV-C1: "starts from zero").
@@ -248,6 +251,7 @@ struct RinaWorker::Impl {
     o.clock = clock_of(flow, pool, seq);
     clocks[o.clock].on_send(key(flow, seq), o.order, now);
     timers.emplace(o.expires, key(flow, seq));
+    tails[o.clock] = Tail{now, key(flow, seq)};
     (flow == Flow::kReduceScatter ? sr_out : ag_out).emplace(seq, std::move(o));
   }
   static std::uint64_t key(Flow flow, Seq seq) { return (std::uint64_t{flow == Flow::kAllgather} << 32) | seq; }
@@ -446,6 +450,7 @@ struct RinaWorker::Impl {
       const std::int64_t f = static_cast<std::int32_t>(it->first - pass_base);
       if (f >= 0 && f < fragments && hop(static_cast<std::uint32_t>(f)) + 1 < ring) {
         timers.erase({o.expires, key(Flow::kReduceScatter, it->first)});
+        if (tails[o.clock].key == key(Flow::kReduceScatter, it->first)) tails[o.clock].sent = kNever;
         if (o.pool == Pool::kFirstHop) --plain_in_flight;
         if (o.pool == Pool::kCarrier) --carrier_in_flight;
         it = sr_out.erase(it);
@@ -805,7 +810,10 @@ struct RinaWorker::Impl {
     const Outstanding& o = it->second;
     timers.erase({o.expires, key(flow, seq)});
     const std::uint32_t c = o.clock;
-    if (!o.resent || !from_resend) {  // the first copy's ack
+    if (o.probed && !o.resent) {
+      // Either copy's: no sample; for the clock, the probe's (the one the silence says was lost).
+      clocks[c].on_ack(o.order, o.last_sent, now);
+    } else if (!o.resent || !from_resend) {  // the first copy's ack
       rtt.on_sample(now - o.first_sent);
       max_rtt_now = std::max(max_rtt_now, now - o.first_sent);
       clocks[c].on_ack(o.order, o.first_sent, now);
@@ -828,11 +836,42 @@ struct RinaWorker::Impl {
     } else {
       ag.on_ack(o.cc_seq, ecn, ag_next, ag_out.size() >= ag.window());
     }
+    if (tails[c].key == key(flow, seq)) tails[c].sent = kNever;  // the clock's newest: no tail to probe
     outstanding.erase(it);
     backoff = 1;
     progress(now);
     detect_loss(c, now, out);
     pump(now, out);
+  }
+
+  // Tail loss (RACK-TLP's probe, RFC 8985 §7): a loss among a clock's last sends has no later send
+  // whose ack would show it, so only the RTO would, at its floor (1 ms) tens of round trips at
+  // 100 Gbit/s: Fig. 11's step 4 lost a worker's last two gathers, sent as its round ended, and the
+  // next member waited for them until the RTO. So when a clock's newest send has no ack two round
+  // trips (the clock's latest, else the smoothed one) after it went, it goes again, once: its ack
+  // (the probe's time for the clock) shows the losses before it to detect_loss. A contribution's
+  // probe is a plain copy (the switch drops it where the first copy is in and takes it where that
+  // was lost); no window is cut (a silence is no loss yet). Not before a round trip is measured.
+  // Per clock, not per worker: the worker's other acks went on coming (there for 190 us of the
+  // 550 a worker-wide silence waited, with a smoothed round trip of 179 us).
+  Time tail_due(std::uint32_t c) const {
+    if (tails[c].sent == kNever || !rtt.has_sample()) return kNever;
+    const Duration round_trip = std::max(clocks[c].has_ack() ? clocks[c].rtt() : Duration::zero(), rtt.srtt());
+    return deadline_after(tails[c].sent, std::max(2 * round_trip, kMinTailProbe));
+  }
+  void probe_tail(std::uint32_t c, Time now, PacketSink& out) {
+    const std::uint64_t k = tails[c].key;
+    tails[c].sent = kNever;
+    auto& outstanding = flow_of(k) == Flow::kReduceScatter ? sr_out : ag_out;
+    const auto it = outstanding.find(seq_of_key(k));
+    if (it == outstanding.end() || it->second.resent) return;
+    Outstanding& o = it->second;
+    o.probed = true;
+    o.last_sent = now;
+    emit(o.packet, out);
+    ++stats.retransmissions;
+    ++stats.fast_retransmits;
+    ++stats.tail_probes;
   }
 
   // Resends what clock c finds lost (LossClock): each send once, before its RTO; one window cut
@@ -950,6 +989,9 @@ struct RinaWorker::Impl {
     for (std::uint32_t c = 0; c < clocks.size(); ++c) {
       if (loss_due[c] <= now) detect_loss(c, now, out);
     }
+    for (std::uint32_t c = 0; c < clocks.size(); ++c) {
+      if (tail_due(c) <= now) probe_tail(c, now, out);
+    }
     // Asks for finals that have not come after a quiet spell. In a rack, every other time a
     // rack-mate first: its switch gave the rack's workers the same copies, so one that has the
     // final answers from inside the rack, where the holder's answer (the carrier of f in its
@@ -1006,6 +1048,7 @@ struct RinaWorker::Impl {
   Time next_deadline() const {
     Time t = timers.empty() ? kNever : timers.begin()->first;
     for (const Time due : loss_due) t = std::min(t, due);
+    for (std::uint32_t c = 0; c < clocks.size(); ++c) t = std::min(t, tail_due(c));
     if (state == WorkerState::kRunning) {
       t = std::min(t, deadline_after(last_progress, config.progress_timeout));
       if (missing > 0) {
@@ -1039,6 +1082,12 @@ struct RinaWorker::Impl {
   // after each fast retransmit its first copy made needless, one less after a round without one.
   std::uint32_t reordering = 1;
   bool needless_resend = false;  // this round
+  // Each clock's newest send while it waits for its ack and no probe went for it (tail_due).
+  struct Tail {
+    Time sent = kNever;
+    std::uint64_t key = 0;
+  };
+  std::vector<Tail> tails;
 
   WorkerState state = WorkerState::kIdle;
   std::string error;

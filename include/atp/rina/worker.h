@@ -47,7 +47,8 @@ struct RinaStats {
   std::uint64_t contributions_sent = 0;
   std::uint64_t gathers_sent = 0;  // allgather sends and request answers
   std::uint64_t retransmissions = 0;
-  std::uint64_t fast_retransmits = 0;  // of those, before the RTO: overdue after a later send's ack
+  std::uint64_t fast_retransmits = 0;  // of those, before the RTO: overdue after a later send's ack, or probes
+  std::uint64_t tail_probes = 0;       // of those, a clock's newest send again after a silence
   std::uint64_t host_queue_full = 0;   // on_host_queue_full calls while contributions were in flight
   std::uint64_t timeouts = 0;          // retransmission timeouts fired
   std::uint64_t requests_sent = 0;     // asks for a final this worker missed
