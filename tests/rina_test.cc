@@ -340,11 +340,11 @@ TEST(RinaWorkerByHand, FirstHopAtOnceLastHopOnPullResendOnTimeoutFinalFromTheLas
 }
 
 // A lost contribution goes again before its RTO once a contribution sent after it was
-// acknowledged and it is overdue: that ack's round trip and a quarter past its own send (RACK,
-// LossClock), as a resend (it flushes the sum that waits for it), once; the window halves, once
-// for the sends of one window. A fast retransmit that its first copy's ack shows needless widens
-// the reordering window to a half. 32 values: fragments 0-3 are chunk 0, whose first hop is this
-// rack's, sent at once.
+// acknowledged and it is overdue: that ack's round trip and a reordering window past its own send
+// (RACK, LossClock; the window a quarter of the round trip, at least twice the round trips'
+// variation), as a resend (it flushes the sum that waits for it), once; the window halves, once
+// for the sends of one window. 32 values: fragments 0-3 are chunk 0, whose first hop is this
+// rack's, sent at once; 1 and 3 are acknowledged, 0 and 2 lost.
 TEST(RinaWorkerByHand, ALossIsResentBeforeTheRtoOnceALaterSendIsAcknowledged) {
   RinaConfig c = by_hand({{0, 1}, {2}});
   RinaWorker w(c);
@@ -358,29 +358,22 @@ TEST(RinaWorkerByHand, ALossIsResentBeforeTheRtoOnceALaterSendIsAcknowledged) {
   };
 
   ack(1, 100'000);
-  ASSERT_EQ(out.packets.size(), 4u) << "fragment 0 is not overdue yet";
-  EXPECT_EQ(w.next_deadline(), time_from_ns(125'000)) << "100 us after its send, and a quarter of that";
-  w.on_timeout(time_from_ns(125'000), out);
-  ASSERT_EQ(out.packets.size(), 5u);
-  EXPECT_EQ(out.header(4).rina, RinaKind::kContribution);
-  EXPECT_EQ(out.header(4).seq, 0u);
-  EXPECT_TRUE(out.header(4).resend);
-  EXPECT_EQ(w.stats().fast_retransmits, 1u);
-  EXPECT_EQ(w.stats().timeouts, 0u);
-  EXPECT_EQ(w.window(), std::max(1u, window / 2));
-
-  // The first copy's ack (no resend in its sum): that fast retransmit was needless.
-  ack(0, 130'000);
-  // Fragment 3's ack, 140 us after its send: fragment 2 is due a round trip and a half past its own.
-  ack(3, 140'000);
-  EXPECT_EQ(w.next_deadline(), time_from_ns(210'000));
-  w.on_timeout(time_from_ns(210'000), out);
+  ack(3, 100'000);
+  ASSERT_EQ(out.packets.size(), 4u) << "fragments 0 and 2 are not overdue yet";
+  // Two round trips of 100 us: their variation 37.5 us (RFC 6298: half the first, then 3/4 of
+  // it), the window twice that, so both are due 175 us after their send.
+  EXPECT_EQ(w.next_deadline(), time_from_ns(175'000));
+  w.on_timeout(time_from_ns(175'000), out);
   ASSERT_EQ(out.packets.size(), 6u);
-  EXPECT_EQ(out.header(5).seq, 2u);
+  for (std::size_t p = 4; p < 6; ++p) {
+    EXPECT_EQ(out.header(p).rina, RinaKind::kContribution);
+    EXPECT_EQ(out.header(p).seq, 2 * (p - 4));
+    EXPECT_TRUE(out.header(p).resend);
+  }
   EXPECT_EQ(w.stats().fast_retransmits, 2u);
-  EXPECT_EQ(w.window(), std::max(1u, window / 2)) << "sent before the cut: no second one";
-  EXPECT_GE(w.next_deadline(), time_from_ns(1'125'000)) << "then only the RTOs (at least 1 ms)";
   EXPECT_EQ(w.stats().timeouts, 0u);
+  EXPECT_EQ(w.window(), std::max(1u, window / 2)) << "halved once";
+  EXPECT_GE(w.next_deadline(), time_from_ns(1'000'000)) << "once: then their RTOs";
 }
 
 // The last sends of a clock have no later send whose ack would show their loss (a round's last
