@@ -297,6 +297,30 @@ TEST(Ns3Backend, RingJobMovesItsBytesAtTheRingsRate) {
   EXPECT_GT(j.algbw_gbps, 0.7 * bound);
 }
 
+// A host collective's TCP losses are counted as the job's: its connections' retransmission
+// timeouts and fast recoveries (ns-3's congestion states), none where nothing is lost.
+TEST(Ns3Backend, ARingsTcpTimeoutsAndRecoveriesAreCounted) {
+  Scenario s = parse_scenario_yaml(two_racks(""));
+  s.jobs[0].algorithm = find_algorithm("ring");
+  s.jobs[0].spec.ps.clear();
+  s.jobs[0].elements = 500'000;
+  const JobResult clean = run_ns3(s).jobs.at(0);
+  ASSERT_TRUE(clean.correct) << clean.error;
+  EXPECT_EQ(clean.timeouts + clean.fast_retransmits, 0u);
+  LinkFault f;
+  f.a = s.jobs[0].spec.workers[0];
+  f.b = "tor0";
+  f.overrides.loss = 0.01;
+  s.link_faults.push_back(f);
+  const ScenarioResult lossy = run_ns3(s);
+  const JobResult& j = lossy.jobs.at(0);
+  ASSERT_TRUE(j.correct) << j.error;
+  std::uint64_t lost = 0;
+  for (const LinkResult& l : lossy.links) lost += l.lost;
+  ASSERT_GT(lost, 0u);
+  EXPECT_GT(j.timeouts + j.fast_retransmits, 0u) << lost << " lost";
+}
+
 // The host collectives run their schedules over ns-3 TCP with the values: every rank's result is
 // checked each round (within float32 rounding), on 3 ranks (halving-doubling's fold-in step) and 4;
 // PLink's 2LHA over the racks and over Balanced Random groups, its FA, and both over three

@@ -205,10 +205,12 @@ struct JobResult {
   std::uint64_t tensor_bytes = 0;                            // float32 bytes per worker per round
   std::map<std::string, std::uint64_t> switch_aggregations;  // switch -> packets aggregated there
   std::uint64_t ps_packets_received = 0;
-  std::uint64_t retransmissions = 0;    // over all workers, any reason (incl. float resends)
-  std::uint64_t fast_retransmits = 0;   // of those, before the RTO (holes overdue after later results)
+  std::uint64_t retransmissions = 0;  // over all workers, any reason (incl. float resends)
+  // Of those, before the RTO (holes overdue after later results, probes). A host collective on
+  // ns-3: its TCP connections' fast recoveries (retransmissions are not counted there).
+  std::uint64_t fast_retransmits = 0;
   std::uint64_t requested_resends = 0;  // of those, asked for by the PS (docs/protocol.md "Resend requests")
-  std::uint64_t timeouts = 0;           // retransmission timeouts fired, over all workers' flows
+  std::uint64_t timeouts = 0;           // retransmission timeouts fired, over all workers' flows (and ns-3's TCP's)
   // Rina: asks for a final a worker had not received (docs/rina.md, "Reliability"), over all
   // workers; loss recovery, as resends are: near 0 where nothing is lost. ATP, PS, ring: 0.
   std::uint64_t final_requests = 0;

@@ -23,6 +23,7 @@
 #include <ns3/tcp-linux-reno.h>
 #include <ns3/tcp-socket-base.h>
 #include <ns3/tcp-socket-factory.h>
+#include <ns3/tcp-socket-state.h>
 #include <ns3/uinteger.h>
 
 #include "atp/plink/aggregation.h"
@@ -148,6 +149,9 @@ struct CollectiveRank {
     std::uint64_t samples = 0;
   };
   std::map<int, Sending> sending;
+  // Its connections' retransmission timeouts and fast recoveries (ns-3's congestion states entered:
+  // CA_LOSS, CA_RECOVERY), as a job's timeouts and fast_retransmits are counted.
+  std::uint64_t timeouts = 0, recoveries = 0;
   std::uint32_t rounds_done = 0;
   bool running = false;  // inside a round
   bool failed = false;   // a connection failed
@@ -363,6 +367,14 @@ struct TcpApps::Impl {
                                   }));
   }
 
+  static void count_losses(const ns3::Ptr<ns3::Socket>& s, CollectiveRank& r) {
+    using State = ns3::TcpSocketState::TcpCongState_t;
+    s->TraceConnectWithoutContext("CongState", ns3::Callback<void, State, State>([&r](State, State entered) {
+                                    if (entered == ns3::TcpSocketState::CA_LOSS) ++r.timeouts;
+                                    if (entered == ns3::TcpSocketState::CA_RECOVERY) ++r.recoveries;
+                                  }));
+  }
+
   void install_collective(const ScenarioJob& spec, std::size_t file_index) {
     CollectiveJob& job = collectives.emplace_back();
     job.job = &spec;
@@ -438,6 +450,7 @@ struct TcpApps::Impl {
             [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
         const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(step.peer)]);
         if (spec.autotune) watch_connection(s, job.ranks[i].sending[c]);
+        count_losses(s, job.ranks[i]);
         s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), ports[static_cast<std::size_t>(step.lane)]));
         r.to[c] = s;
       }
@@ -454,6 +467,8 @@ struct TcpApps::Impl {
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       const CollectiveRank& rank = job.ranks[i];
       r.completed_rounds = std::min(r.completed_rounds, rank.rounds_done);
+      r.timeouts += rank.timeouts;
+      r.fast_retransmits += rank.recoveries;
       // The first rank's error is the job's; a rank's own error (a stray connection) even if it finished.
       if (!r.error.empty() || (rank.rounds_done == job.job->rounds && rank.error.empty())) continue;
       std::ostringstream s;
