@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace atp {
 
@@ -27,6 +29,18 @@ inline constexpr Time kNever = Time::max();
 inline constexpr Time deadline_after(Time now, Duration d) {
   if (now == kNever || d >= kNever - now) return kNever;
   return now + d;
+}
+
+// A duration for a sentence: "2.0 s" from a second up, "12.5 ms" below.
+inline std::string format_duration(Duration d) {
+  char text[32];
+  const double seconds = std::chrono::duration<double>(d).count();
+  if (seconds >= 1.0) {
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f ms", seconds * 1e3);
+  }
+  return text;
 }
 
 inline constexpr Time time_from_ns(std::int64_t ns) { return Time(Duration(ns)); }

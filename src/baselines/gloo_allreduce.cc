@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "seconds_text.h"
+#include "atp/time.h"
 
 namespace atp {
 namespace {
@@ -57,7 +57,7 @@ class DeadlineStore : public gloo::rendezvous::Store {
       for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
       // FileStore's timeout counts whole seconds, so the wait may last up to 1 s longer.
       throw gloo::IoException("rendezvous key(s) " + names + " did not appear in the store within " +
-                              baselines::seconds_text(timeout) + ": a rank did not join");
+                              format_duration(timeout) + ": a rank did not join");
     }
   }
 

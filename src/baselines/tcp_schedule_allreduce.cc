@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "atp/schedule/executor.h"
-#include "seconds_text.h"
+#include "atp/time.h"
 
 namespace atp {
 namespace {
@@ -266,7 +266,7 @@ void TcpScheduleAllreduce::connect_channels(const std::vector<int>& channels, in
       if (error == 0) break;
       if (Clock::now() >= deadline)
         throw CollectiveError(who + "cannot connect to " + channel_name(channels[i]) + " within " +
-                              baselines::seconds_text(timeout_) + ": " + reason(error) + "; is that rank running?");
+                              format_duration(timeout_) + ": " + reason(error) + "; is that rank running?");
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
     }
@@ -296,7 +296,7 @@ void TcpScheduleAllreduce::connect_channels(const std::vector<int>& channels, in
       for (std::size_t i = 0; i < channels.size(); ++i)
         if (channels[i] % size_ < rank_ && fds[i].get() < 0)
           missing += (missing.empty() ? "" : ", ") + channel_name(channels[i]);
-      throw CollectiveError(who + "no connection from " + missing + " within " + baselines::seconds_text(timeout_) +
+      throw CollectiveError(who + "no connection from " + missing + " within " + format_duration(timeout_) +
                             "; is that rank running?");
     }
     std::erase_if(candidates, [now](const Candidate& c) { return now >= c.deadline; });
@@ -539,7 +539,7 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
         if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + channel_name(links_[i].channel);
         if (wants_send[i]) full += (full.empty() ? "" : ", ") + channel_name(links_[i].channel);
       }
-      std::string what = "no progress for " + baselines::seconds_text(timeout_) + ": ";
+      std::string what = "no progress for " + format_duration(timeout_) + ": ";
       if (!silent.empty()) what += "no data from " + silent;
       if (!full.empty()) what += (silent.empty() ? "" : ", and ") + full + " accepts none";
       fail(what + "; is that rank stuck or gone?");

@@ -43,17 +43,6 @@ Duration max_retransmit_timeout(const WorkerConfig& c) {
   return std::max(c.min_retransmit_timeout, std::min(c.max_retransmit_timeout, c.progress_timeout / 8));
 }
 
-std::string format_duration(Duration d) {
-  char text[32];
-  const double seconds = std::chrono::duration<double>(d).count();
-  if (seconds >= 1.0) {
-    std::snprintf(text, sizeof text, "%.1f s", seconds);
-  } else {
-    std::snprintf(text, sizeof text, "%.1f ms", seconds * 1e3);
-  }
-  return text;
-}
-
 void validate(const WorkerConfig& c) {
   const std::string job = "job " + std::to_string(c.job) + ": ";
   if (c.ps.empty()) throw std::invalid_argument(job + "the worker has no parameter server; give it at least one");

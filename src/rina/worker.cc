@@ -31,12 +31,6 @@ constexpr Duration kMinTailProbe = std::chrono::microseconds(10);  // as ATP's w
 constexpr std::size_t kRequestBatch = 64;                          // asks sent at once
 constexpr std::uint32_t kMaxMemberWorkers = 32;                    // a rack's bitmap
 
-std::string format_duration(Duration d) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f ms", std::chrono::duration<double>(d).count() * 1e3);
-  return text;
-}
-
 void validate(const RinaConfig& c) {
   const std::string job = "job " + std::to_string(c.job) + ": ";
   if (c.rank >= c.workers.size()) {
