@@ -263,6 +263,12 @@ Header by_hand_header(RinaKind kind, Seq seq, Address src, Address dst) {
   return h;
 }
 
+// Rank 2's ack of by_hand's contribution `seq` (to rank 0's rack, by its ToR's group) at `ns`.
+void ack_from_rank_2(RinaWorker& w, Seq seq, std::int64_t ns, PacketSink& out) {
+  const Header h = by_hand_header(RinaKind::kAck, seq, 0x0A000003, multicast_group_address(3));
+  w.on_packet(build_packet(h, std::vector<std::int32_t>{}), time_from_ns(ns), out);
+}
+
 // A final of by_hand's job at its exponent (21): the sum of the rack members `bitmap` of a rack
 // of `fan_in`, for a round of `fragments`, whose largest value is 2^magnitude.
 Header by_hand_final(Seq seq, std::uint32_t bitmap, std::uint8_t fan_in, std::uint32_t fragments,
@@ -352,10 +358,7 @@ TEST(RinaWorkerByHand, ALossIsResentBeforeTheRtoOnceALaterSendIsAcknowledged) {
   ASSERT_TRUE(w.start(std::vector<float>(32, 1.0f), time_from_ns(0), out));
   ASSERT_EQ(out.packets.size(), 4u);
   const std::uint32_t window = w.window();
-  const auto ack = [&](Seq seq, std::int64_t ns) {
-    const Header h = by_hand_header(RinaKind::kAck, seq, c.workers[2], multicast_group_address(3));
-    w.on_packet(build_packet(h, std::vector<std::int32_t>{}), time_from_ns(ns), out);
-  };
+  const auto ack = [&](Seq seq, std::int64_t ns) { ack_from_rank_2(w, seq, ns, out); };
 
   ack(1, 100'000);
   ack(3, 100'000);
@@ -387,10 +390,7 @@ TEST(RinaWorkerByHand, ATailLossIsProbedAfterTwoRoundTrips) {
   ASSERT_TRUE(w.start(std::vector<float>(32, 1.0f), time_from_ns(0), out));
   ASSERT_EQ(out.packets.size(), 4u);  // fragments 0-3, the first hop
   const std::uint32_t window = w.window();
-  const auto ack = [&](Seq seq, std::int64_t ns) {
-    const Header h = by_hand_header(RinaKind::kAck, seq, c.workers[2], multicast_group_address(3));
-    w.on_packet(build_packet(h, std::vector<std::int32_t>{}), time_from_ns(ns), out);
-  };
+  const auto ack = [&](Seq seq, std::int64_t ns) { ack_from_rank_2(w, seq, ns, out); };
   ack(0, 100'000);
   ack(1, 100'000);
   EXPECT_EQ(w.next_deadline(), time_from_ns(200'000)) << "fragment 3, the newest, two round trips after its send";

@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "atp/time.h"
+#include "atp/wire.h"
 
 namespace atp {
 
@@ -20,13 +21,13 @@ namespace atp {
 // last sends have no later send to show their loss: the worker's tail probe is for those.
 class LossClock {
  public:
-  // Each first send of this kind, in the order they go: `key` names it to the worker, `order`
-  // counts the worker's sends (any kind), `at` is when it went.
-  void on_send(std::uint64_t key, std::uint64_t order, Time at) { sends_.push_back({key, order, at}); }
+  // Each first send of this kind, in the order they go: `key` names it to the worker, `order` is
+  // its sequence number in its flow (kinds of one flow share them), `at` is when it went.
+  void on_send(std::uint64_t key, Seq order, Time at) { sends_.push_back({key, order, at}); }
 
   // An ack of a send of this kind that went once (a resent one's ack may answer either copy).
-  void on_ack(std::uint64_t order, Time at, Time now) {
-    if (has_ack_ && order < order_) return;
+  void on_ack(Seq order, Time at, Time now) {
+    if (has_ack_ && seq_before(order, order_)) return;
     has_ack_ = true;
     order_ = order;
     rtt_ = now - at;
@@ -48,7 +49,7 @@ class LossClock {
         sends_.pop_front();
         continue;
       }
-      if (!has_ack_ || s.order >= order_) return kNever;  // nothing later acknowledged: the RTO's
+      if (!has_ack_ || !seq_before(s.order, order_)) return kNever;  // nothing later acknowledged: the RTO's
       const Time due = deadline_after(s.at, rtt_ + std::max(rtt_ * reordering / 4, min_window));
       if (due > now) return due;  // later sends went later still
       sends_.pop_front();
@@ -60,13 +61,13 @@ class LossClock {
  private:
   struct Send {
     std::uint64_t key;
-    std::uint64_t order;
+    Seq order;
     Time at;
   };
   std::deque<Send> sends_;
   bool has_ack_ = false;
-  std::uint64_t order_ = 0;  // the latest-sent send acknowledged
-  Duration rtt_{};           // its round trip
+  Seq order_ = 0;   // the latest-sent send acknowledged
+  Duration rtt_{};  // its round trip
 };
 
 }  // namespace atp

@@ -105,9 +105,8 @@ struct Outstanding {
   bool fast_resent = false;     // resent by its LossClock, before the RTO
   bool probed = false;          // sent again as a tail probe (last_sent), the first copy not known lost
   Pool pool = Pool::kFirstHop;  // a contribution's (a gather's is unused)
-  Seq cc_seq = 0;
-  std::uint64_t order = 0;  // the worker's sends before it (LossClock's order)
-  std::uint32_t clock = 0;  // its LossClock (Impl::clock_of)
+  Seq cc_seq = 0;               // its flow's sequence number (the window's, and LossClock's order)
+  std::uint32_t clock = 0;      // its LossClock (Impl::clock_of)
 };
 
 // What a carrier acknowledged, to say it again to a resend.
@@ -241,9 +240,8 @@ struct RinaWorker::Impl {
     o.expires = deadline_after(now, rto());
     o.pool = pool;
     o.cc_seq = flow == Flow::kReduceScatter ? sr_next++ : ag_next++;
-    o.order = sends++;
     o.clock = clock_of(flow, pool, seq);
-    clocks[o.clock].on_send(key(flow, seq), o.order, now);
+    clocks[o.clock].on_send(key(flow, seq), o.cc_seq, now);
     timers.emplace(o.expires, key(flow, seq));
     tails[o.clock] = Tail{now, key(flow, seq)};
     (flow == Flow::kReduceScatter ? sr_out : ag_out).emplace(seq, std::move(o));
@@ -440,17 +438,9 @@ struct RinaWorker::Impl {
     // halve the window and hold a place in it until then). A last hop's carries the final to the
     // member that started the fragment, which may still wait for it.
     for (auto it = sr_out.begin(); it != sr_out.end();) {
-      const Outstanding& o = it->second;
       const std::int64_t f = static_cast<std::int32_t>(it->first - pass_base);
-      if (f >= 0 && f < fragments && hop(static_cast<std::uint32_t>(f)) + 1 < ring) {
-        timers.erase({o.expires, key(Flow::kReduceScatter, it->first)});
-        if (tails[o.clock].key == key(Flow::kReduceScatter, it->first)) tails[o.clock].sent = kNever;
-        if (o.pool == Pool::kFirstHop) --plain_in_flight;
-        if (o.pool == Pool::kCarrier) --carrier_in_flight;
-        it = sr_out.erase(it);
-      } else {
-        ++it;
-      }
+      const bool summed = f >= 0 && f < fragments && hop(static_cast<std::uint32_t>(f)) + 1 < ring;
+      it = summed ? forget(Flow::kReduceScatter, it) : std::next(it);
     }
     std::vector<std::uint32_t> redo;
     for (std::uint32_t f = 0; f < fragments; ++f) {
@@ -802,15 +792,14 @@ struct RinaWorker::Impl {
       return;
     }
     const Outstanding& o = it->second;
-    timers.erase({o.expires, key(flow, seq)});
     const std::uint32_t c = o.clock;
     if (o.probed && !o.resent) {
       // Either copy's: no sample; for the clock, the probe's (the one the silence says was lost).
-      clocks[c].on_ack(o.order, o.last_sent, now);
+      clocks[c].on_ack(o.cc_seq, o.last_sent, now);
     } else if (!o.resent || !from_resend) {  // the first copy's ack
       rtt.on_sample(now - o.first_sent);
       max_rtt_now = std::max(max_rtt_now, now - o.first_sent);
-      clocks[c].on_ack(o.order, o.first_sent, now);
+      clocks[c].on_ack(o.cc_seq, o.first_sent, now);
       // A fast retransmit the first copy made needless: the reordering window widens.
       if (o.fast_resent) {
         needless_resend = true;
@@ -825,17 +814,26 @@ struct RinaWorker::Impl {
     }
     if (flow == Flow::kReduceScatter) {
       sr.on_ack(o.cc_seq, ecn, sr_next, std::max(plain_in_flight, carrier_in_flight) >= sr.window());
-      if (o.pool == Pool::kFirstHop) --plain_in_flight;
-      if (o.pool == Pool::kCarrier) --carrier_in_flight;
     } else {
       ag.on_ack(o.cc_seq, ecn, ag_next, ag_out.size() >= ag.window());
     }
-    if (tails[c].key == key(flow, seq)) tails[c].sent = kNever;  // the clock's newest: no tail to probe
-    outstanding.erase(it);
+    forget(flow, it);
     backoff = 1;
     progress(now);
     detect_loss(c, now, out);
     pump(now, out);
+  }
+
+  // A send that needs no more resends: its timer, its place in its window and as its clock's tail
+  // go with it. Returns the next send.
+  std::map<Seq, Outstanding>::iterator forget(Flow flow, std::map<Seq, Outstanding>::iterator it) {
+    const Outstanding& o = it->second;
+    const std::uint64_t k = key(flow, it->first);
+    timers.erase({o.expires, k});
+    if (tails[o.clock].key == k) tails[o.clock].sent = kNever;  // the clock's newest: no tail to probe
+    if (o.pool == Pool::kFirstHop) --plain_in_flight;
+    if (o.pool == Pool::kCarrier) --carrier_in_flight;
+    return (flow == Flow::kReduceScatter ? sr_out : ag_out).erase(it);
   }
 
   // Tail loss (RACK-TLP's probe, RFC 8985 §7): a loss among a clock's last sends has no later send
@@ -1072,7 +1070,6 @@ struct RinaWorker::Impl {
   Seq sr_next = 0, ag_next = 0;  // congestion-control sequence numbers of the two flows
   int backoff = 1;
   Duration max_rtt_now{}, max_rtt_before{};  // the longest round trip measured this round, the last
-  std::uint64_t sends = 0;                   // tracked sends so far (LossClock's order)
   std::vector<LossClock> clocks;             // by clock_of
   std::vector<Time> loss_due;                // when each clock's next send falls due
   // LossClock's reordering window, in quarters of a round trip: one more (up to kMaxReordering)
