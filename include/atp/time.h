@@ -45,5 +45,6 @@ inline std::string format_duration(Duration d) {
 
 inline constexpr Time time_from_ns(std::int64_t ns) { return Time(Duration(ns)); }
 inline constexpr std::int64_t to_ns(Time t) { return t.time_since_epoch().count(); }
+inline constexpr double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 }  // namespace atp

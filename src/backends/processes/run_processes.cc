@@ -29,6 +29,7 @@
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "placement.h"
+#include "process_network.h"
 #include "tcp_flow.h"
 #include "tuning.h"
 #include "worker_process.h"
@@ -40,34 +41,8 @@ using nlohmann::json;
 using processes::Child;
 using processes::Clock;
 
-// How long the runner waits for a background flow's receiver to report after its sender stopped.
-constexpr auto kFlowReportTimeout = std::chrono::seconds(5);
 // How long one call of send_noise may send before the runner reads the workers' lines again.
 constexpr auto kNoiseTurn = std::chrono::milliseconds(1);
-
-double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
-
-// --- the daemons' HTTP control plane
-
-// A daemon's /stats (SwitchStats or PsStats), or nullopt when it does not answer (a switch that
-// was stopped). A daemon that answers with an error, or with a document that does not read (the
-// runner and the daemon disagree: a renamed counter), is loud, never read as no counters.
-template <class Client>
-auto stats_or_none(const Client& daemon) -> std::optional<decltype(daemon.stats())> {
-  try {
-    return daemon.stats();
-  } catch (const control::DaemonError& e) {
-    if (e.status() != 0) throw;
-    return std::nullopt;
-  }
-}
-
-// --- link settings
-
-bool is_plain(const EgressConfig& c) {
-  return c.rate_gbps == 0 && c.buffer_packets == 0 && c.ecn_threshold_packets == 0 && c.delay == Duration::zero() &&
-         c.loss == 0 && c.duplicate == 0 && c.reorder == 0;
-}
 
 // --- one run
 
@@ -76,20 +51,14 @@ class ProcessRun {
   ProcessRun(const Scenario& scenario, std::string binary, const RoundCallback& on_round,
              std::unique_ptr<Placement> placement)
       : s_(scenario),
-        binary_(std::move(binary)),
         on_round_(on_round),
-        where_(std::move(placement)),
-        dir_(fresh_temp_prefix(*where_)) {
-    // The daemons this run starts answer only to it: a token of its own, in a private file.
-    processes::write_private_file(token_file(), access_.token + "\n");
-  }
+        net_(scenario, std::move(binary), std::move(placement)),
+        where_(&net_.placement()),
+        children_(net_.children()) {}
 
   ScenarioResult run() {
     plan();
-    where_->prepare(s_, *network_);
-    for (const auto& sw : s_.topology.switches) start_switch(sw.name, Duration::zero(), false);
-    wait_switches();
-    start_ps();
+    net_.start(ps_hosts_);
     // Fresh daemons have no job yet: no id can be taken.
     const auto installed = [](control::Install result, const auto& plan) {
       if (result != control::Install::kInstalled) {
@@ -97,10 +66,10 @@ class ProcessRun {
       }
     };
     for (const JobPlan& plan : plans_) {
-      if (!plan.workers.empty()) installed(orchestrator_->install(plan), plan);
+      if (!plan.workers.empty()) installed(net_.orchestrator().install(plan), plan);
     }
     for (const RinaJobPlan& plan : rina_plans_) {
-      if (!plan.workers.empty()) installed(orchestrator_->install(plan), plan);
+      if (!plan.workers.empty()) installed(net_.orchestrator().install(plan), plan);
     }
     start_workers();
     drive();
@@ -124,28 +93,7 @@ class ProcessRun {
     Seq next_seq = 0;                      // Rina: from its last "wait" or "failed" line
     std::vector<TcpScheduleAllreduce::LinkSample> links;  // Autotune: its connections in its last round
   };
-  struct Switch {
-    Child* child = nullptr;
-    std::vector<std::pair<std::string, PortId>> ports;  // peer, port; sorted by port
-    bool up = false;
-    control::SwitchStats retired;  // counters of its processes before restarts (SwitchStats::operator+=)
-    // Packets of the jobs its restarted processes rejected before the jobs were installed again.
-    std::uint64_t restart_rejected = 0;
-  };
-  struct Action {
-    Duration at;
-    int order;  // among actions at the same time: in the order they were added
-    std::function<void()> run;
-  };
-
-  // The config directory's prefix; directories a SIGKILLed run left under it are removed first.
-  static std::string fresh_temp_prefix(const Placement& placement) {
-    const std::string prefix = placement.temp_prefix();
-    processes::TempDir::remove_stale(prefix);
-    return prefix;
-  }
-
-  std::string namespace_of(const std::string& node) const { return where_->namespace_of(node); }
+  std::string namespace_of(const std::string& node) const { return net_.namespace_of(node); }
   bool rina(std::size_t job) const { return s_.jobs[job].algorithm->runtime == AlgorithmRuntime::kRina; }
   // The job's parts on the switches (none for a TCP collective).
   const std::map<std::string, SwitchJobPlan>& switch_parts(std::size_t job) const {
@@ -153,113 +101,22 @@ class ProcessRun {
   }
 
   void plan() {
-    try {
-      orchestrator_ = std::make_unique<Orchestrator>(s_.topology, where_->mtu(s_));
-      network_ = &orchestrator_->network();
-    } catch (const PlanError& e) {
-      throw ScenarioError(std::string("topology: ") + e.what());
-    }
+    net_.plan();
+    network_ = &net_.network();
+    Orchestrator& orchestrator = net_.orchestrator();
     // Each job's ATP plan or Rina plan (the other empty); a TCP collective has neither: nothing
     // for switches or PSes.
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       plans_.emplace_back();
       rina_plans_.emplace_back();
       try {
-        if (s_.jobs[j].algorithm->atp_protocol()) plans_.back() = orchestrator_->plan(s_.jobs[j].spec);
-        if (rina(j)) rina_plans_.back() = orchestrator_->plan_rina(s_.jobs[j].spec);
+        if (s_.jobs[j].algorithm->atp_protocol()) plans_.back() = orchestrator.plan(s_.jobs[j].spec);
+        if (rina(j)) rina_plans_.back() = orchestrator.plan_rina(s_.jobs[j].spec);
       } catch (const PlanError& e) {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
     }
     for (const ScenarioJob& job : s_.jobs) ps_hosts_.insert(job.spec.ps.begin(), job.spec.ps.end());
-    for (const PlannedLink& l : network_->links) {
-      for (const auto& [self, other] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
-        if (network_->switch_port_count.contains(self.node))
-          switches_[self.node].ports.push_back({other.node, self.port});
-      }
-    }
-    for (auto& [name, sw] : switches_) {
-      std::sort(sw.ports.begin(), sw.ports.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
-    }
-  }
-
-  // The `atp switch --config` file of switch `name` with the settings active at `t`.
-  std::string switch_config(const std::string& name, Duration t) const {
-    const SwitchSpec& sw = *std::find_if(s_.topology.switches.begin(), s_.topology.switches.end(),
-                                         [&](const SwitchSpec& x) { return x.name == name; });
-    control::SwitchDaemonConfig c;
-    c.name = name;
-    c.pipeline = sw.config;
-    c.pipeline.reclaim_timeout = std::max(sw.config.reclaim_timeout, Duration::zero());
-    if (const auto listen = where_->switch_listen(name)) c.listen = *listen;
-    c.seed = s_.seed;
-    for (const auto& [peer, port] : switches_.at(name).ports) {
-      control::SwitchPortConfig p;
-      p.egress = direction_settings(s_, name, peer, t);
-      const Placement::PortEndpoint endpoint = where_->port_endpoint(port, peer);
-      if (endpoint.peer) {
-        p.peer = *endpoint.peer;
-      } else {
-        p.interface = endpoint.interface;
-      }
-      // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
-      if (!switches_.contains(peer)) {
-        const EgressConfig in = host_ingress(peer, name, t);
-        if (!is_plain(in)) p.ingress = in;
-      }
-      c.ports.push_back(p);
-    }
-    for (const auto& [dst, port] : network_->routes.at(name)) c.routes.emplace_back(dst, port);
-    return control::to_yaml(c);
-  }
-
-  // The host -> switch direction as the switch's ingress queue applies it.
-  EgressConfig host_ingress(const std::string& host, const std::string& sw, Duration t) const {
-    return where_->host_ingress(direction_settings(s_, host, sw, t));
-  }
-
-  // Starts the switch process with the settings active at `t`; with `wait`, also reads its
-  // control address (else wait_switches does, for all at once).
-  void start_switch(const std::string& name, Duration t, bool wait) {
-    const auto path = dir_.path() / (name + ".yaml");
-    processes::write_file(path, switch_config(name, t));
-    Switch& sw = switches_[name];
-    sw.child =
-        &start_switch_process(children_, binary_, name, path.string(), token_file().string(), namespace_of(name));
-    if (wait) read_control({name});
-  }
-  void wait_switches() {
-    std::vector<std::string> names;
-    for (const auto& [name, sw] : switches_) names.push_back(name);
-    read_control(names);
-  }
-  void read_control(const std::vector<std::string>& names) {
-    std::vector<Child*> started;
-    for (const std::string& n : names) started.push_back(switches_[n].child);
-    const auto controls = control_addresses(children_, started, Clock::now() + processes::kStartupTimeout);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      orchestrator_->set_switch(names[i],
-                                control::SwitchClient(started[i]->name, controls[i], access_, namespace_of(names[i])));
-      switches_[names[i]].up = true;
-    }
-  }
-
-  void start_ps() {
-    std::vector<Child*> started;
-    std::vector<std::string> names;
-    for (const std::string& host : ps_hosts_) {
-      PsProcessOptions options = where_->ps_options(host);
-      options.address = format_address(network_->host_address.at(host));
-      started.push_back(
-          &start_ps_process(children_, binary_, host, options, token_file().string(), namespace_of(host)));
-      names.push_back(host);
-    }
-    const auto controls = control_addresses(children_, started, Clock::now() + processes::kStartupTimeout);
-    for (std::size_t i = 0; i < started.size(); ++i) {
-      ps_[names[i]] = started[i];
-      orchestrator_->set_ps(names[i],
-                            control::PsClient(started[i]->name, controls[i], access_, namespace_of(names[i])));
-    }
   }
 
   void start_workers() {
@@ -292,7 +149,7 @@ class ProcessRun {
           spec.racks = job_groups(s_, job);
           spec.connections = job.connections;
           spec.autotune = job.autotune;
-          spec.store_dir = (dir_.path() / ("gloo-" + job.spec.name)).string();
+          spec.store_dir = (net_.dir() / ("gloo-" + job.spec.name)).string();
           std::filesystem::create_directories(spec.store_dir);
         }
         spec.seed = s_.seed;
@@ -306,14 +163,14 @@ class ProcessRun {
         spec.start = job.start_time;
         spec.alive_every = job.spec.progress_timeout / 4;
         if (crash_round.contains(host)) spec.crash_round = crash_round[host];
-        const auto path = dir_.path() / ("worker-" + host + ".json");
+        const auto path = net_.dir() / ("worker-" + host + ".json");
         processes::write_file(path, worker_process::to_json(spec));
         Worker worker;
         worker.job = j;
         worker.index = w;
         worker.host = host;
-        worker.child =
-            &children_.start("worker " + host, {binary_, "worker", "--spec", path.string()}, true, namespace_of(host));
+        worker.child = &children_.start("worker " + host, {net_.binary(), "worker", "--spec", path.string()}, true,
+                                        namespace_of(host));
         started.push_back(worker.child);
         workers_.push_back(std::move(worker));
       }
@@ -325,41 +182,22 @@ class ProcessRun {
         throw std::runtime_error(started[i]->name + " did not start (its first line: '" + lines[i] + "')");
       }
     }
-    start_ = Clock::now();
+    net_.begin();
+    start_ = net_.start_time();
     for (Worker& w : workers_) children_.write(*w.child, "go\n");
   }
 
   // --- while it runs: worker lines, and the scenario's timed actions
 
-  std::vector<Action> timed_actions() {
-    std::vector<Action> actions;
-    auto add = [&](Duration at, std::function<void()> run) {
-      actions.push_back({at, static_cast<int>(actions.size()), std::move(run)});
-    };
+  std::vector<TimedAction> timed_actions() {
+    std::vector<TimedAction> actions;
     for (const CrashFault& c : s_.crashes) {
-      if (c.at_time) add(*c.at_time, [this, c] { crash_host(c.host, *c.at_time); });
+      if (c.at_time)
+        actions.push_back(
+            {*c.at_time, static_cast<int>(actions.size()), [this, c] { crash_host(c.host, *c.at_time); }});
     }
-    for (const SwitchRestart& r : s_.restarts) {
-      add(r.at, [this, r] { stop_switch(r.switch_name); });
-      add(r.at + r.down, [this, r] {
-        start_switch(r.switch_name, r.at + r.down, true);
-        orchestrator_->reinstall(r.switch_name);
-        count_restart_rejections(r.switch_name);
-      });
-    }
-    // A fault's window opens or closes: every switch port gets the settings of that time.
-    std::set<Duration> boundaries;
-    for (const LinkFault& f : s_.link_faults) {
-      if (f.from > Duration::zero()) boundaries.insert(f.from);
-      if (f.until) boundaries.insert(*f.until);
-    }
-    for (Duration t : boundaries) add(t, [this, t] { apply_link_settings(t); });
-    for (std::size_t i = 0; i < s_.background.size(); ++i) {
-      add(s_.background[i].start, [this, i] { start_flow(i); });
-      if (s_.background[i].until) add(*s_.background[i].until, [this, i] { stop_flow(i); });
-    }
-    std::sort(actions.begin(), actions.end(),
-              [](const Action& a, const Action& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
+    net_.add_timed_actions(actions);
+    sort_actions(actions);
     return actions;
   }
 
@@ -376,102 +214,8 @@ class ProcessRun {
                        " rounds";
     }
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) release_barrier(j);  // the others go on without it
-    if (ps_.contains(host)) children_.kill(*ps_[host]);
+    net_.kill_ps(host);
     where_->drop_noise_socket(host);
-  }
-
-  // A restart is a crash of the switch process: its last counters are scraped first (as a
-  // monitoring system would have), so the report still has them.
-  void stop_switch(const std::string& name) {
-    Switch& sw = switches_.at(name);
-    if (!sw.up) return;
-    if (const auto last = stats_or_none(orchestrator_->switch_client(name))) sw.retired += *last;
-    children_.kill(*sw.child);
-    sw.up = false;
-  }
-
-  // What a switch's counters say it rejected (malformed, unknown job, not admitted).
-  static std::uint64_t rejected_in(const control::SwitchStats& stats) {
-    // malformed_frames: frames to the ATP port an interface-port switch could not even parse
-    return stats.pipeline.malformed + stats.ethernet.malformed_frames + stats.pipeline.unknown_job +
-           stats.pipeline.not_admitted;
-  }
-
-  // Noise packets that reached the pipeline of switch `name` by its counters `stats`: what its
-  // noise hosts' ports received, less what their ingress queues lost, dropped or still hold, plus
-  // the copies they made.
-  std::uint64_t noise_received_in(const std::string& name, const control::SwitchStats& stats) const {
-    std::int64_t n = 0;
-    for (const auto& [peer, port] : switches_.at(name).ports) {
-      const bool noisy =
-          std::any_of(s_.noise.begin(), s_.noise.end(), [&](const NoiseSource& src) { return src.host == peer; });
-      if (!noisy) continue;
-      for (const control::SwitchPortStats& p : stats.ports) {
-        if (p.port != port) continue;
-        auto v = [](std::uint64_t counter) { return static_cast<std::int64_t>(counter); };
-        n += v(p.rx_packets) - v(p.ingress.lost) - v(p.ingress.queue_drops) + v(p.ingress.duplicated) -
-             v(p.ingress.depth);
-      }
-    }
-    return static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0));
-  }
-
-  // Right after a restarted switch got its jobs again: everything it rejected so far that was
-  // not noise was a job's packet arriving before its job was installed (counted apart, so that
-  // rejected_packets == noise_packets_received + restart_rejected_packets stays exact).
-  void count_restart_rejections(const std::string& name) {
-    Switch& sw = switches_.at(name);
-    const std::optional<control::SwitchStats> stats = stats_or_none(orchestrator_->switch_client(name));
-    if (!stats) return;
-    const std::uint64_t rejected = rejected_in(*stats), noise = noise_received_in(name, *stats);
-    sw.restart_rejected += rejected > noise ? rejected - noise : 0;
-  }
-
-  void apply_link_settings(Duration t) {
-    for (const auto& [name, sw] : switches_) {
-      if (!sw.up) continue;  // it gets the settings of its restart time when it comes back
-      for (const auto& [peer, port] : sw.ports) {
-        control::PortSettings settings{direction_settings(s_, name, peer, t), std::nullopt};
-        if (!switches_.contains(peer)) settings.ingress = host_ingress(peer, name, t);
-        orchestrator_->switch_client(name).set_port(port, settings);
-      }
-    }
-    where_->set_host_rates(t);
-  }
-
-  // --- background flows (netns): a receiver in the destination's namespace, then the sender
-
-  struct Flow {
-    Child* receiver = nullptr;
-    Child* sender = nullptr;
-    bool stopped = false;
-  };
-
-  void start_flow(std::size_t i) {
-    const BackgroundFlow& f = s_.background[i];
-    const SocketAddress to{network_->host_address.at(f.to), static_cast<std::uint16_t>(tcp_flow::kPort + i)};
-    Flow& flow = flows_[i];
-    flow_results_[i].start_seconds = ns_to_s(std::chrono::duration_cast<Duration>(Clock::now() - start_).count());
-    flow.receiver = &children_.start("flow receiver " + f.to, {binary_, "flow", "--listen", to.to_string()}, false,
-                                     namespace_of(f.to));
-    expect_line(*flow.receiver, "listening");
-    std::vector<std::string> sender{binary_, "flow", "--connect", to.to_string(), "--congestion", f.congestion};
-    if (f.ecn) sender.push_back("--ecn");
-    flow.sender = &children_.start("flow sender " + f.from, sender, true, namespace_of(f.from));
-    expect_line(*flow.sender, "connected");
-  }
-  void stop_flow(std::size_t i) {
-    Flow& flow = flows_[i];
-    if (flow.sender == nullptr || flow.stopped) return;
-    children_.close_stdin(*flow.sender);  // the sender closes the connection; the receiver reports
-    flow.stopped = true;
-  }
-  void expect_line(Child& child, const std::string& event) {
-    const std::string line = children_.first_lines({&child}, Clock::now() + processes::kStartupTimeout).front();
-    const json j = json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("event", "") != event) {
-      throw std::runtime_error(child.name + " did not start (its first line: '" + line + "')");
-    }
   }
 
   // Sends the noise packets due by `elapsed`; returns when the next one is due (Duration::max: none).
@@ -512,7 +256,7 @@ class ProcessRun {
   }
 
   void drive() {
-    std::vector<Action> actions = timed_actions();
+    std::vector<TimedAction> actions = timed_actions();
     std::size_t next_action = 0;
     // time_limit is a wall-clock bound here.
     const Clock::time_point deadline = start_ + s_.time_limit;
@@ -528,7 +272,7 @@ class ProcessRun {
         if (!w.finished) running.push_back(w.child);
       }
       if (running.empty()) {
-        finish_flows();
+        net_.finish_flows();
         return;
       }
       const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start_);
@@ -546,7 +290,7 @@ class ProcessRun {
       until = std::min(until, barrier_wake);
       if (Clock::now() >= deadline) {
         time_limit_reached_ = true;
-        finish_flows();
+        net_.finish_flows();
         return;
       }
       for (auto& [child, text] : children_.wait_lines(running, until)) on_worker_line(*child, text);
@@ -715,9 +459,9 @@ class ProcessRun {
     }
     const JobSpec spec =
         rina_reformed_job(s_.jobs[job].spec, std::move(hosts), rina_plans_[job].values_per_packet, old_ring_seqs);
-    orchestrator_->remove_from_switches(spec.id);
-    RinaJobPlan plan = orchestrator_->plan_rina(spec);
-    if (orchestrator_->install(plan) != control::Install::kInstalled) {
+    net_.orchestrator().remove_from_switches(spec.id);
+    RinaJobPlan plan = net_.orchestrator().plan_rina(spec);
+    if (net_.orchestrator().install(plan) != control::Install::kInstalled) {
       throw std::runtime_error("job " + spec.name + ": its ring could not be installed again after a worker was lost");
     }
     for (const auto& [name, part] : rina_plans_[job].switches) rina_switches_[job].insert(name);
@@ -730,34 +474,6 @@ class ProcessRun {
       w.rounds_done = from_round;
     }
     rina_plans_[job] = std::move(plan);
-  }
-
-  // Every job is done: flows still running stop now; then each receiver's report is read.
-  void finish_flows() {
-    for (std::size_t i = 0; i < flows_.size(); ++i) stop_flow(i);
-    for (std::size_t i = 0; i < flows_.size(); ++i) {
-      FlowResult& r = flow_results_[i];
-      r.from = s_.background[i].from;
-      r.to = s_.background[i].to;
-      if (flows_[i].receiver == nullptr) continue;
-      const auto give_up = Clock::now() + kFlowReportTimeout;
-      tcp_flow::FlowReport report;
-      bool got = false;
-      while (!got && Clock::now() < give_up && !flows_[i].receiver->eof) {
-        for (auto& [child, line] : children_.wait_lines({flows_[i].receiver}, give_up)) {
-          got = got || tcp_flow::parse_report(line, report);
-        }
-      }
-      if (!got) continue;
-      if (report.bytes > 0) {  // the samples begin at the first byte (Clock is CLOCK_MONOTONIC, as the receiver's)
-        r.start_seconds = ns_to_s(report.first_ns - std::chrono::nanoseconds(start_.time_since_epoch()).count());
-      }
-      r.bytes = report.bytes;
-      r.seconds = report.seconds;
-      r.goodput_gbps = report.seconds > 0 ? static_cast<double>(report.bytes) * 8 / report.seconds / 1e9 : 0;
-      r.interval_s = report.interval_s;
-      r.goodput_mbps = std::move(report.mbps);
-    }
   }
 
   void on_worker_line(Child& child, const std::string& text) {
@@ -815,7 +531,6 @@ class ProcessRun {
       if (tuning_[j]) r.replans = tuning_[j]->replans();
       if (s_.jobs[j].algorithm->timed_calls != nullptr) r.call_seconds.resize(s_.jobs[j].spec.workers.size());
     }
-    result.flows = flow_results_;
     std::vector<std::int64_t> allreduce_ns(s_.jobs.size(), 0);  // the slowest worker's time in allreduce
     std::vector<std::string> crash_error(s_.jobs.size()), other_error(s_.jobs.size()), stop_error(s_.jobs.size());
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) result.jobs[j].excluded_workers = excluded_workers_[j];
@@ -859,17 +574,7 @@ class ProcessRun {
       }
     }
 
-    // Counters from the daemons, once their aggregator tables have settled (settled_stats).
-    std::map<std::string, std::optional<control::SwitchStats>> settled = settled_stats();
-    std::map<std::string, control::SwitchStats> stats;  // live and retired counters; a switch down now: retired only
-    for (auto& [name, sw] : switches_) {
-      if (settled[name]) result.leaked_aggregators += settled[name]->aggregators_in_use;
-      control::SwitchStats& live = stats[name] = settled[name].value_or(control::SwitchStats{});
-      live += sw.retired;
-      result.rejected_packets += rejected_in(live);
-      result.noise_packets_received += noise_received_in(name, live);
-      result.restart_rejected_packets += sw.restart_rejected;
-    }
+    std::map<std::string, control::SwitchStats> stats = net_.collect(result);
     for (std::uint64_t sent : noise_sent_) result.noise_packets += sent;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       JobResult& r = result.jobs[j];
@@ -887,7 +592,7 @@ class ProcessRun {
         }
       }
       for (const std::string& host : s_.jobs[j].spec.ps) {
-        const std::optional<control::PsStats> st = stats_or_none(orchestrator_->ps_client(host));
+        const std::optional<control::PsStats> st = stats_or_none(net_.orchestrator().ps_client(host));
         if (st && st->jobs.contains(id)) r.ps_packets_received += st->jobs.at(id).packets_received;
       }
       for (const std::string* e : {&crash_error[j], &other_error[j], &stop_error[j]}) {
@@ -906,110 +611,21 @@ class ProcessRun {
       r.seconds = ns_to_s(allreduce_ns[j]);
       derive_rates(r);
     }
-    collect_links(result, stats);
-    where_->add_host_drops(result);
     return result;
   }
 
-  // The live switches' /stats once every aggregator that will be freed has been: aggregators
-  // still held a whole reclaim timeout after the switch last saw a packet are leaks. Reading
-  // once, a reclaim timeout after the jobs ended, is not enough: a switch that was stopped or
-  // slow (SIGSTOP, a loaded machine) processes the packets waiting in its socket only when it
-  // runs again, claiming aggregators afresh that its timer frees one timeout later. So the
-  // tables are read until no packet arrived between two reads a timeout apart (or nothing is
-  // held), at most a few times.
-  std::map<std::string, std::optional<control::SwitchStats>> settled_stats() {
-    Duration reclaim{0};
-    for (const auto& sw : s_.topology.switches) reclaim = std::max(reclaim, sw.config.reclaim_timeout);
-    const Duration wait = reclaim + std::chrono::milliseconds(50);
-    auto read = [this](const std::string& name) {
-      return switches_.at(name).up ? stats_or_none(orchestrator_->switch_client(name)) : std::nullopt;
-    };
-    auto held = [](const std::optional<control::SwitchStats>& st) { return st ? st->aggregators_in_use : 0; };
-    auto packets = [](const std::optional<control::SwitchStats>& st) { return st ? st->pipeline.packets : 0; };
-    std::map<std::string, std::optional<control::SwitchStats>> stats;
-    std::set<std::string> unsettled;
-    for (const auto& [name, sw] : switches_) {
-      stats[name] = read(name);  // waits for a switch that is not running right now to answer
-      if (held(stats[name]) > 0) unsettled.insert(name);
-    }
-    constexpr int kMaxReads = 6;
-    for (int k = 0; k < kMaxReads && !unsettled.empty(); ++k) {
-      std::this_thread::sleep_for(wait);
-      for (auto it = unsettled.begin(); it != unsettled.end();) {
-        std::optional<control::SwitchStats> now = read(*it);
-        const bool quiet = packets(now) == packets(stats[*it]);
-        if (now) stats[*it] = std::move(now);
-        it = held(stats[*it]) == 0 || quiet ? unsettled.erase(it) : std::next(it);
-      }
-    }
-    return stats;
-  }
-
-  // Links, per direction in planned-link order: a switch's egress counters for switch -> peer,
-  // its ingress counters for host -> switch.
-  void collect_links(ScenarioResult& result, const std::map<std::string, control::SwitchStats>& stats) const {
-    auto port_stats = [&](const std::string& sw, PortId port) -> const control::SwitchPortStats* {
-      const auto it = stats.find(sw);
-      if (it == stats.end()) return nullptr;
-      for (const control::SwitchPortStats& p : it->second.ports) {
-        if (p.port == port) return &p;
-      }
-      return nullptr;
-    };
-    for (const PlannedLink& l : network_->links) {
-      for (const auto& [from, to] : {std::pair{l.a, l.b}, std::pair{l.b, l.a}}) {
-        LinkResult lr{from.node, to.node, 0, 0, 0, 0, 0, 0};
-        if (const auto* p = switches_.contains(from.node) ? port_stats(from.node, from.port) : nullptr) {
-          lr.packets = p->egress.packets;
-          lr.bytes = p->egress.bytes;
-          lr.lost = p->egress.lost;
-          lr.queue_drops = p->egress.queue_drops;
-          lr.ecn_marked = p->egress.ecn_marked;
-          lr.duplicated = p->egress.duplicated;
-          // Switch to switch: frames the receiving switch's kernel had no buffer for.
-          if (const auto* q = switches_.contains(to.node) ? port_stats(to.node, to.port) : nullptr) {
-            lr.queue_drops += q->rx_kernel_drops;
-          }
-        } else if (const auto* q = port_stats(to.node, to.port)) {
-          lr.packets = q->rx_packets;
-          lr.bytes = q->rx_bytes;
-          lr.lost = q->ingress.lost;
-          // Frames the switch's kernel had no buffer for arrived and were lost on the way in.
-          lr.queue_drops = q->ingress.queue_drops + q->rx_kernel_drops;
-          lr.ecn_marked = q->ingress.ecn_marked;
-          lr.duplicated = q->ingress.duplicated;
-        }
-        result.links.push_back(lr);
-      }
-    }
-  }
-
   const Scenario& s_;
-  std::string binary_;
   RoundCallback on_round_;
-  // Declaration order matters for the way out: children are stopped (ChildSet's destructor)
-  // before the signal handlers are restored and the config directory is removed.
-  std::unique_ptr<Placement> where_;  // its namespaces go after every child is stopped
-  processes::StopSignals signals_;
-  processes::TempDir dir_;
-  // The daemons' operator token (plain HTTP: they are this run's own).
-  control::ClientAccess access_{control::random_token(), ""};
-  std::filesystem::path token_file() const { return dir_.path() / "token"; }
-  processes::ChildSet children_;
-
-  std::unique_ptr<Orchestrator> orchestrator_;  // plans the jobs, installs them on the daemons
-  const NetworkPlan* network_ = nullptr;        // the orchestrator's plan of the topology
+  ProcessNetwork net_;  // the daemons: stopped (and the namespaces removed) after every worker
+  Placement* where_;
+  processes::ChildSet& children_;
+  const NetworkPlan* network_ = nullptr;  // the orchestrator's plan of the topology
   std::vector<JobPlan> plans_;
   std::vector<RinaJobPlan> rina_plans_;
   std::set<std::string> ps_hosts_;  // hosts that run a PS
-  std::map<std::string, Switch> switches_;
-  std::map<std::string, Child*> ps_;  // host -> its PS process
   std::vector<Worker> workers_;
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
   scenario_inputs::NoiseTargets targets_;
-  std::vector<Flow> flows_ = std::vector<Flow>(s_.background.size());
-  std::vector<FlowResult> flow_results_ = std::vector<FlowResult>(s_.background.size());
   std::vector<std::vector<double>> round_end_ = std::vector<std::vector<double>>(s_.jobs.size());
   // Autotune jobs: their tuning, and the round the runner last let start with when (seconds since start_).
   std::vector<std::unique_ptr<processes::JobTuning>> tuning_ =
