@@ -263,6 +263,7 @@ int main(int argc, char** argv) {
   const atp::cli::Command topology_command = atp::cli::add_topology_command(app);
   const atp::cli::Command bom_command = atp::cli::add_bom_command(app);
   const atp::cli::Command discover_command = atp::cli::add_discover_command(app);
+  const atp::cli::Command testbed_command = atp::cli::add_testbed_command(app);
 
   // Hidden (empty group): the worker process the process backends start per worker host.
   std::string worker_spec;
@@ -299,6 +300,7 @@ int main(int argc, char** argv) {
     if (topology_command.app->parsed()) return topology_command.run();
     if (bom_command.app->parsed()) return bom_command.run();
     if (discover_command.app->parsed()) return discover_command.run();
+    if (testbed_command.app->parsed()) return testbed_command.run();
   } catch (const atp::ScenarioError& e) {
     std::cerr << "atp: " << e.what() << "\n";
     return kExitBadInput;

@@ -58,6 +58,7 @@ Command add_bench_command(CLI::App& parent);   // apps/bench_command.cc: `atp be
 Command add_topology_command(CLI::App& parent);
 Command add_bom_command(CLI::App& parent);  // apps/bom_command.cc: `atp bom`
 Command add_discover_command(CLI::App& parent);  // apps/discover_command.cc: `atp discover`
+Command add_testbed_command(CLI::App& parent);   // apps/testbed_command.cc: `atp testbed`
 // apps/bench_allreduce_command.cc: adds `allreduce` under `atp bench`; `run` is what it runs.
 CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run);
 

@@ -13,6 +13,7 @@
 
 #include "atp/cluster/daemon_processes.h"
 #include "atp/cluster/orchestrator.h"
+#include "atp/cluster/testbed_client.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
@@ -35,20 +36,23 @@ constexpr const char* kPsHost = "ps";
 struct RankInfo {
   SocketAddress endpoint;
   std::optional<SocketAddress> switch_control, ps_control;
+  std::string host;  // on a testbed: its host there
 };
 
 std::string to_json(const RankInfo& r) {
   json doc = {{"endpoint", r.endpoint.to_string()}};
   if (r.switch_control) doc["switch"] = r.switch_control->to_string();
   if (r.ps_control) doc["ps"] = r.ps_control->to_string();
+  if (!r.host.empty()) doc["host"] = r.host;
   return doc.dump();
 }
 
 RankInfo rank_info_from_json(const std::string& text) {
   const json doc = json::parse(text);
-  RankInfo r{SocketAddress::parse(doc.at("endpoint").get<std::string>()), std::nullopt, std::nullopt};
+  RankInfo r{SocketAddress::parse(doc.at("endpoint").get<std::string>()), std::nullopt, std::nullopt, ""};
   if (doc.contains("switch")) r.switch_control = SocketAddress::parse(doc["switch"].get<std::string>());
   if (doc.contains("ps")) r.ps_control = SocketAddress::parse(doc["ps"].get<std::string>());
+  r.host = doc.value("host", "");
   return r;
 }
 
@@ -78,6 +82,7 @@ void check_local_network(const ClusterJobOptions& options, int size) {
 struct ClusterJob::Coordinator {
   std::unique_ptr<LocalDaemons> local;
   std::unique_ptr<Orchestrator> orchestrator;
+  std::unique_ptr<TestbedClient> testbed;  // on a testbed: the job lives as long as this connection
   JobId installed = 0;
 
   ~Coordinator() {
@@ -88,8 +93,25 @@ struct ClusterJob::Coordinator {
   struct Placed {
     std::vector<WorkerConfig> configs;
     std::vector<RinaConfig> rina_configs;
-    std::vector<SocketAddress> uplinks;
+    std::vector<std::optional<SocketAddress>> uplinks;  // none on a testbed: addressed by IP
   };
+
+  // On a testbed: the runner plans and installs the job over its network.
+  Placed install_on_testbed(const std::vector<RankInfo>& ranks, const ClusterJobOptions& options) {
+    testbed = std::make_unique<TestbedClient>(options.testbed->socket_path);
+    TestbedJobRequest request;
+    for (const RankInfo& r : ranks) request.hosts.push_back(r.host);
+    request.rina = options.protocol == ClusterJobOptions::Protocol::kRina;
+    request.values_per_packet = options.values_per_packet;
+    request.scale = options.scale;
+    request.retransmit_timeout = options.retransmit_timeout;
+    request.progress_timeout = options.timeout;
+    TestbedJob job = testbed->install(request);
+    installed = job.job;
+    Placed placed{std::move(job.configs), std::move(job.rina_configs), {}};
+    placed.uplinks.resize(ranks.size());
+    return placed;
+  }
 
   // Names the switches the ranks and `more_switches` name as they name themselves, finds the
   // links between them, attaches the PS to the switch it sends to and each rank to its own, plans
@@ -205,14 +227,24 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     throw ClusterJobError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank of the job");
   }
   check_local_network(options, size);
-  if (!options.local && (!options.switch_control || !options.ps_control)) {
+  if (options.testbed && options.local) {
+    throw ClusterJobError("a job on a testbed uses its switches and PS: it starts no local cluster");
+  }
+  if (!options.local && !options.testbed && (!options.switch_control || !options.ps_control)) {
     throw ClusterJobError(
         "no ATP cluster given: name a running switch and PS (their control addresses), or start a local one on rank 0");
   }
   std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
-  UdpSocket socket({options.bind_ip, 0});
-  RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt};
-  if (!options.local) me = {socket.local_endpoint(), options.switch_control, options.ps_control};
+  // On a testbed the switch reaches the rank by IP, at the host's ATP port, and parameter packets
+  // come to the job's multicast group (the socket is bound to every address for them).
+  UdpSocket socket = options.testbed ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt))
+                                     : UdpSocket({options.bind_ip, 0});
+  RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt, ""};
+  if (options.testbed) {
+    me.host = options.testbed->host;
+  } else if (!options.local) {
+    me = {socket.local_endpoint(), options.switch_control, options.ps_control, ""};
+  }
   store.set("endpoint/" + std::to_string(rank), to_json(me));
 
   if (rank == 0) {
@@ -241,7 +273,9 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       std::vector<SocketAddress> endpoints, rank_switches, more_switches;
       SocketAddress ps_control;
       control::ClientAccess access;
-      if (options.local_network) {
+      if (options.testbed) {
+        placed = coordinator->install_on_testbed(ranks, options);
+      } else if (options.local_network) {
         const ClusterJobOptions::LocalNetwork& network = *options.local_network;
         coordinator->local = std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), network.topology,
                                                             switch_of(network, network.ps_host));
@@ -263,9 +297,11 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
         ps_control = coordinator->local->ps_control();
         access = coordinator->local->access();
       }
-      for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
-      const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
-      placed = coordinator->plan_and_install(endpoints, rank_switches, more_switches, ps, access, options);
+      if (!options.testbed) {
+        for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
+        const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
+        placed = coordinator->plan_and_install(endpoints, rank_switches, more_switches, ps, access, options);
+      }
       job->job_ = coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {
@@ -286,9 +322,9 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     const bool rina = !placed.rina_configs.empty();
     for (int r = 1; r < size; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      const json reply = {{rina ? "rina_config" : "config",
-                           json::parse(rina ? control::to_json(placed.rina_configs[i]) : control::to_json(placed.configs[i]))},
-                          {"uplink", placed.uplinks[i].to_string()}};
+      json reply = {{rina ? "rina_config" : "config",
+                     json::parse(rina ? control::to_json(placed.rina_configs[i]) : control::to_json(placed.configs[i]))}};
+      if (placed.uplinks[i]) reply["uplink"] = placed.uplinks[i]->to_string();
       store.set("config/" + std::to_string(r), reply.dump());
     }
     job->rina_ = rina;
@@ -306,7 +342,8 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     store.add(kErrorReadKey, 1);  // rank 0 waits for this before it goes (and its store with it)
     throw ClusterJobError(reply["error"].get<std::string>());
   }
-  const SocketAddress uplink = SocketAddress::parse(reply["uplink"].get<std::string>());
+  std::optional<SocketAddress> uplink;
+  if (reply.contains("uplink")) uplink = SocketAddress::parse(reply["uplink"].get<std::string>());
   if (reply.contains("rina_config")) {
     const RinaConfig config = control::rina_config_from_json(reply["rina_config"].dump());
     job->job_ = config.job;
@@ -322,6 +359,7 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
 
 std::map<std::string, std::uint64_t> ClusterJob::switch_aggregations() const {
   std::map<std::string, std::uint64_t> aggregations;
+  if (coordinator_ && coordinator_->testbed) return coordinator_->testbed->aggregations(job_);
   if (!coordinator_ || !coordinator_->orchestrator) return aggregations;
   const Orchestrator& orchestrator = *coordinator_->orchestrator;
   for (const SwitchSpec& sw : orchestrator.topology().switches) {

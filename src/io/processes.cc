@@ -97,14 +97,14 @@ StopSignals::~StopSignals() {
 ChildSet::~ChildSet() {
   for (auto& c : children_) {
     close_fd(c->in);  // a worker waiting for "go" sees EOF and exits
-    if (c->pid > 0) ::kill(c->pid, SIGTERM);
+    signal(*c, SIGTERM);
   }
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   for (auto& child : children_) {
     Child& c = *child;
     for (reap(c, false); c.pid > 0; reap(c, false)) {
       if (Clock::now() > deadline) {
-        ::kill(c.pid, SIGKILL);
+        signal(c, SIGKILL);
         reap(c, true);
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -116,6 +116,27 @@ ChildSet::~ChildSet() {
 
 Child& ChildSet::start(const std::string& name, const std::vector<std::string>& args, bool with_stdin,
                        const std::string& netns) {
+  return spawn(name, args, with_stdin, netns, nullptr);
+}
+
+Child& ChildSet::start_command(const std::string& name, const Command& command, const std::string& netns) {
+  // The environment is built before fork, as argv is: between fork and exec only
+  // async-signal-safe calls.
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(command.environment.begin(), command.environment.end(),
+                                      [&](const auto& kv) { return kv.first == key; });
+    if (!replaced) environment.push_back(entry);
+  }
+  for (const auto& [key, value] : command.environment) environment.push_back(key + "=" + value);
+  return spawn(name, command.args, false, netns, &environment);
+}
+
+Child& ChildSet::spawn(const std::string& name, const std::vector<std::string>& args, bool with_stdin,
+                       const std::string& netns, const std::vector<std::string>* environment) {
+  if (args.empty()) throw std::runtime_error("no command to start for " + name);
   int ns = -1;
   if (!netns.empty()) {
     ns = ::open(netns.c_str(), O_RDONLY | O_CLOEXEC);
@@ -134,6 +155,11 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (environment != nullptr) {
+    for (const std::string& e : *environment) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -150,11 +176,23 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
       ::_exit(127);
     }
     ::dup2(out[1], STDOUT_FILENO);
+    if (environment != nullptr) {
+      ::dup2(out[1], STDERR_FILENO);
+      ::setpgid(0, 0);
+    }
     if (in[0] >= 0) {
       ::dup2(in[0], STDIN_FILENO);
     } else {
       const int null = ::open("/dev/null", O_RDONLY);
       if (null >= 0) ::dup2(null, STDIN_FILENO);
+    }
+    if (environment != nullptr) {
+      ::signal(SIGPIPE, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execvpe(argv[0], argv.data(), envp.data());
+      ::_exit(127);
     }
     exec_child(argv.data(), false);
   }
@@ -167,13 +205,24 @@ Child& ChildSet::start(const std::string& name, const std::vector<std::string>& 
   c.pid = pid;
   c.out = out[0];
   c.in = in[1];
+  c.group = environment != nullptr;
+  if (c.group) ::setpgid(pid, pid);  // also here: a signal sent before the child's own call reaches the group
   return c;
 }
 
 void ChildSet::kill(Child& child) {
-  if (child.pid > 0) ::kill(child.pid, SIGKILL);
+  signal(child, SIGKILL);
   reap(child, true);
   close_fd(child.in);
+}
+
+void ChildSet::signal(Child& child, int signal) {
+  if (child.pid > 0) ::kill(child.group ? -child.pid : child.pid, signal);
+}
+
+bool ChildSet::exited(Child& child) {
+  reap(child, false);
+  return child.pid < 0;
 }
 
 void ChildSet::close_stdin(Child& child) { close_fd(child.in); }

@@ -328,7 +328,8 @@ std::vector<std::string> parse_host_list(const YAML::Node& node, const std::stri
   return out;
 }
 
-ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size_t index, const Names& names) {
+ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size_t index, const Names& names,
+                      ScenarioUse use) {
   expect_map(node, path,
              {"name",
               "workers",
@@ -354,7 +355,8 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
               "autotune",
               "connections"});
   require(node, path, "workers");
-  require(node, path, "elements");
+  // A testbed's jobs are the ranks of the user's command: it decides what it sums.
+  if (use == ScenarioUse::kRun) require(node, path, "elements");
   const Algorithm* algorithm = &default_algorithm();
   if (node["algorithm"]) {
     const std::string p = child(path, "algorithm");
@@ -382,7 +384,7 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
     }
   }
   // A few GiB of float32 per worker is far beyond what an in-process run can hold.
-  job.elements = as_integer(node["elements"], child(path, "elements"), 1, std::uint64_t(1) << 30);
+  if (node["elements"]) job.elements = as_integer(node["elements"], child(path, "elements"), 1, std::uint64_t(1) << 30);
   if (job.algorithm->timed_calls != nullptr) {
     // The probe's rounds are its pairing rounds: every pair once.
     for (const char* key : {"rounds", "warmup_rounds"}) {
@@ -677,7 +679,7 @@ void share_aggregators(const YAML::Node* node, const std::string& path, Scenario
   }
 }
 
-Scenario parse_root(const YAML::Node& root) {
+Scenario parse_root(const YAML::Node& root, ScenarioUse use) {
   if (!root.IsMap()) {
     throw ScenarioError(
         "scenario: the file must be a YAML map with keys seed, topology, jobs (and optionally "
@@ -705,7 +707,7 @@ Scenario parse_root(const YAML::Node& root) {
   if (jobs.size() > std::numeric_limits<JobId>::max()) fail("jobs", "too many jobs (job ids are 16 bits)");
   std::set<std::string> job_names;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    ScenarioJob job = parse_job(jobs[i], item("jobs", i), i, names);
+    ScenarioJob job = parse_job(jobs[i], item("jobs", i), i, names, use);
     if (!jobs[i]["rto_us"]) {
       job.spec.retransmit_timeout =
           first_retransmit_timeout(scenario.link.rate_gbps.value_or(0), job.spec.workers.size(), job.spec.congestion);
@@ -797,7 +799,7 @@ void check_scenario_memory(const Scenario& scenario, std::uint64_t available) {
                 " bytes this machine has");
 }
 
-Scenario parse_scenario_yaml(const std::string& text, const std::string& source) {
+Scenario parse_scenario_yaml(const std::string& text, const std::string& source, ScenarioUse use) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -809,21 +811,21 @@ Scenario parse_scenario_yaml(const std::string& text, const std::string& source)
     throw ScenarioError(msg.str());
   }
   try {
-    return parse_root(root);
+    return parse_root(root, use);
   } catch (const YAML::Exception& e) {
     // Anything yaml-cpp itself rejects while walking the tree (should not happen: types are checked first).
     throw ScenarioError(source + ": " + e.msg);
   }
 }
 
-Scenario load_scenario_file(const std::string& path) {
+Scenario load_scenario_file(const std::string& path, ScenarioUse use) {
   std::string text;
   try {
     text = read_config_file(path);
   } catch (const ConfigFileError& e) {
     throw ScenarioError(e.what());  // one sentence naming the path
   }
-  return parse_scenario_yaml(text, path);
+  return parse_scenario_yaml(text, path, use);
 }
 
 }  // namespace atp

@@ -245,7 +245,7 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
   return TcpScheduleAllreduce::join(name, std::move(build), store, rank, size, bind_ip, timeout);
 }
 
-// ClusterJobOptions from ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
+// ClusterJobOptions from ATP_TESTBED and ATP_HOST, ATP_LOCAL, ATP_TOPOLOGY, ATP_SWITCH, ATP_PS, ATP_SWITCHES, ATP_BIND,
 // ATP_ALGORITHM, ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS; the timeout is init_process_group's.
 ClusterJobOptions options_from_environment(Duration timeout) {
   ClusterJobOptions o;
@@ -259,7 +259,16 @@ ClusterJobOptions options_from_environment(Duration timeout) {
     o.local_network = network_from_scenario_file(topology);
   }
   const std::string switch_control = env("ATP_SWITCH"), ps_control = env("ATP_PS");
-  if (!o.local) {
+  if (const std::string testbed = env("ATP_TESTBED"); !testbed.empty()) {
+    // `atp testbed` set these: its runner installs the job over the testbed's switches and PS.
+    TORCH_CHECK(!o.local && switch_control.empty() && ps_control.empty() && env("ATP_SWITCHES").empty(),
+                "atp: ATP_TESTBED (set by `atp testbed`) names the cluster already: unset ATP_LOCAL, ATP_SWITCH, ",
+                "ATP_PS and ATP_SWITCHES");
+    const std::string host = env("ATP_HOST");
+    TORCH_CHECK(!host.empty(), "atp: ATP_TESTBED is set but ATP_HOST is not: run the command through `atp testbed`, ",
+                "which sets both");
+    o.testbed = ClusterJobOptions::Testbed{testbed, host};
+  } else if (!o.local) {
     TORCH_CHECK(!switch_control.empty() && !ps_control.empty(),
                 "atp: set ATP_SWITCH and ATP_PS to the control addresses (HOST:PORT) of a running `atp switch` and "
                 "`atp ps`, or ATP_LOCAL=1 to have rank 0 start a switch and a PS itself");

@@ -3,7 +3,9 @@
 // subcommands they start.
 #pragma once
 
+#include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "atp/backends/backend.h"
 #include "atp/scenario/scenario.h"
@@ -31,6 +33,25 @@ const Backend& netns_backend();
 // loopback_backend().run(scenario, options), netns_backend().run(scenario, options)
 ScenarioResult run_loopback(const Scenario& scenario, const RunOptions& options = {});
 ScenarioResult run_netns(const Scenario& scenario, const RunOptions& options = {});
+
+// `atp testbed FILE -- COMMAND`: the netns backend's network of `scenario` (its topology, link
+// settings, fault windows, switch restarts and background flows; needs root), with `command` run
+// once on each worker host of each job in place of `atp worker`, in rank order, with torch's
+// environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR: rank 0's host address, MASTER_PORT) and
+// the atp backend's (ATP_TESTBED, ATP_HOST, ATP_BIND, ATP_RACK, ATP_ALGORITHM unless set). The
+// ranks' ATP jobs are planned and installed when their rank 0 asks (cluster/testbed_client.h).
+// Each line the commands print goes to `out` as "[HOST] LINE". Once a rank exits with a non-zero
+// status the others are stopped (SIGTERM, SIGKILL 5 s later).
+struct TestbedOptions {
+  std::string atp_binary;     // the daemons' binary; "": this one
+  Duration time_limit{0};     // wall clock; 0: none (the ranks' own timeouts bound them)
+  std::ostream* out = nullptr;  // nullptr: std::cout
+};
+// Returns 0 when every rank exited 0, else the first non-zero exit status (128 + the signal for a
+// rank killed by one; 124 for the time limit). Throws ScenarioError for a file it cannot run (one
+// sentence), std::runtime_error when the testbed cannot be built, processes::Interrupted on
+// SIGINT/SIGTERM; every process, namespace and file it made is gone by then.
+int run_testbed(const Scenario& scenario, const std::vector<std::string>& command, const TestbedOptions& options = {});
 
 // The body of the hidden `atp worker --spec FILE` subcommand run_loopback starts (src/backends/
 // processes/worker_process.h has its protocol). Returns the exit code.

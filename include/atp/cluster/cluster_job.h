@@ -51,6 +51,16 @@ struct ClusterJobOptions {
     std::string ps_host;
   };
   std::optional<LocalNetwork> local_network;
+  // The ranks run on an emulated cluster (`atp testbed`): each on its own host there, whose switch
+  // is on Linux interfaces and reaches it by IP. Every rank binds the host's ATP port (kUdpPort,
+  // as the testbed's own workers do) and names its host; rank 0 asks the runner, over the Unix
+  // socket at `socket_path`, to plan and install the job over the testbed's network
+  // (cluster/testbed_client.h). The switch, PS and local settings are then not used.
+  struct Testbed {
+    std::string socket_path;  // ATP_TESTBED
+    std::string host;         // ATP_HOST: this rank's host in the testbed's file
+  };
+  std::optional<Testbed> testbed;
   std::uint32_t bind_ip = 0x7F000001;  // where every rank binds its data socket (the switch reaches it there)
   // int32 values per packet. 0: the widest the switch and the path MTU take (JobSpec).
   std::uint16_t values_per_packet = 0;

@@ -45,6 +45,16 @@ struct Child {
   std::string buffer;  // stdout read but not yet split into lines
   bool eof = false;
   int status = 0;  // waitpid status once reaped
+  bool group = false;  // leads a process group of its own, which signals reach as a whole
+};
+
+// A user's command started by ChildSet::start_command: looked up in PATH, run with `environment`
+// added to this process's (replacing variables of the same name), its stderr into the same pipe
+// as its stdout, as the leader of a process group of its own (so that stopping it stops what it
+// started, such as torch's data loader workers).
+struct Command {
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> environment;
 };
 
 // Every child started through it; the destructor stops (SIGTERM, then SIGKILL after 2 s) and
@@ -63,8 +73,14 @@ class ChildSet {
   // long as the set. Throws std::runtime_error naming the child if it cannot be started.
   Child& start(const std::string& name, const std::vector<std::string>& args, bool with_stdin = false,
                const std::string& netns = "");
+  // The same for a user's command (see Command).
+  Child& start_command(const std::string& name, const Command& command, const std::string& netns = "");
   // SIGKILL and reap at once (a crash, not a shutdown). No-op for a child already reaped.
   void kill(Child& child);
+  // Sends `signal` to the child (its whole group if it leads one); no-op once it was reaped.
+  void signal(Child& child, int signal);
+  // Whether the child has exited (reaped, Child::status set), without waiting.
+  bool exited(Child& child);
   // Closes the child's stdin (it reads EOF: for children that run until told to stop).
   void close_stdin(Child& child);
   // Writes `text` to the child's stdin; false if it is gone.
@@ -81,6 +97,10 @@ class ChildSet {
   std::vector<std::string> first_lines(const std::vector<Child*>& children, Clock::time_point deadline);
 
  private:
+  // `environment`: nullptr for one of atp's own processes, else a Command's whole environment.
+  Child& spawn(const std::string& name, const std::vector<std::string>& args, bool with_stdin, const std::string& netns,
+               const std::vector<std::string>* environment);
+
   std::vector<std::unique_ptr<Child>> children_;  // unique_ptr: callers keep Child& across start()
 };
 

@@ -170,12 +170,18 @@ sim::ChannelConfig link_settings(const Scenario& s, std::span<const std::size_t>
 // The indices of the faults that apply to the link direction from -> to, in file order.
 std::vector<std::size_t> link_faults_of(const Scenario& s, const std::string& from, const std::string& to);
 
+// What a scenario file is read for: a run of its jobs (`atp run`: each job needs `elements`), or a
+// testbed whose jobs are the ranks of a user's command (`atp testbed`: `elements`, `rounds` and
+// the like may be left out; they are not used).
+enum class ScenarioUse : std::uint8_t { kRun, kTestbed };
+
 // Throws ScenarioError. `source` names the text in syntax errors (a file name). A parsed
 // scenario's memory need is checked against this machine's (check_scenario_memory).
-Scenario parse_scenario_yaml(const std::string& text, const std::string& source = "scenario");
+Scenario parse_scenario_yaml(const std::string& text, const std::string& source = "scenario",
+                             ScenarioUse use = ScenarioUse::kRun);
 // Reads the file with read_config_file (a regular file of at most kMaxConfigFileBytes: not a
 // device, FIFO or directory) and parses it. Throws ScenarioError naming the path or the key.
-Scenario load_scenario_file(const std::string& path);
+Scenario load_scenario_file(const std::string& path, ScenarioUse use = ScenarioUse::kRun);
 
 // A lower bound of the memory (bytes) a run of `scenario` needs where one process holds every
 // worker (inproc; the process backends hold the same on one machine, spread over processes):
