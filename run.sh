@@ -7,10 +7,11 @@ cd "$(dirname "$0")"
 PACKAGES=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev prometheus-cpp-dev libeigen3-dev liblemon-dev ethtool iproute2
           libgloo-dev libns3-dev ns3 libgsl-dev python3-yaml python3-matplotlib python3-numpy
-          python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-pytest-xdist python3-sklearn)
+          python3-torch libtorch-dev python3-pybind11 python3-dev python3-pytest python3-pytest-xdist python3-sklearn python3-torchvision)
 # (ns3 and libgsl-dev: CMake's find_package(ns3) fails without them. python3-yaml, matplotlib and
 # numpy: the experiments' scripts, which the tests smoke-run. torch, pybind11, python3-dev: the
-# PyTorch backend atp_torch; pytest, pytest-xdist and sklearn: its tests and training example.)
+# PyTorch backend atp_torch; pytest, pytest-xdist and sklearn: its tests and training example;
+# torchvision: the models of experiments/pytorch.)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)  # the libFuzzer run in `test`
 
 install_missing() {

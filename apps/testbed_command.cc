@@ -22,8 +22,7 @@ struct TestbedFlags {
 
 int run(const TestbedFlags& f) {
   if (f.command.empty()) {
-    std::cerr << "atp testbed: no command: give one after --, e.g. atp testbed " << f.file
-              << " -- python3 train.py\n";
+    std::cerr << "atp testbed: no command: give one after --, e.g. atp testbed " << f.file << " -- python3 train.py\n";
     return kExitBadInput;
   }
   if (f.time_limit_s < 0) {
@@ -54,8 +53,10 @@ Command add_testbed_command(CLI::App& parent) {
       "run COMMAND once on each worker host of an emulated cluster: the network namespaces, links and switches of a "
       "scenario file (as atp run --backend netns builds them; needs root), with its PS running, torch's environment "
       "set and the atp PyTorch backend able to use the switches");
-  c.app->add_option("file", f->file, "Scenario file (YAML): topology, links, faults, background flows; jobs name "
-                                     "the worker hosts in rank order (elements and rounds are not needed)")
+  c.app
+      ->add_option("file", f->file,
+                   "Scenario file (YAML): topology, links, faults, background flows; jobs name "
+                   "the worker hosts in rank order (elements and rounds are not needed)")
       ->required();
   c.app->add_option("command", f->command, "the command to run on every worker host, after --");
   c.app->add_option("--time-limit", f->time_limit_s, "stop the ranks after this many seconds (0: no limit)")

@@ -204,9 +204,9 @@ struct ClusterJob::Coordinator {
       return plan;
     };
     if (options.protocol == ClusterJobOptions::Protocol::kRina) {
-      placed.rina_configs =
-          install(&Orchestrator::plan_rina, [&](JobSpec s) { return orchestrator->install_rina_with_free_id(s); })
-              .workers;
+      placed.rina_configs = install(&Orchestrator::plan_rina, [&](JobSpec s) {
+                              return orchestrator->install_rina_with_free_id(s);
+                            }).workers;
       installed = placed.rina_configs.front().job;
     } else {
       placed.configs =
@@ -237,8 +237,8 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
   // On a testbed the switch reaches the rank by IP, at the host's ATP port, and parameter packets
   // come to the job's multicast group (the socket is bound to every address for them).
-  UdpSocket socket = options.testbed ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt))
-                                     : UdpSocket({options.bind_ip, 0});
+  UdpSocket socket =
+      options.testbed ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt)) : UdpSocket({options.bind_ip, 0});
   RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt, ""};
   if (options.testbed) {
     me.host = options.testbed->host;
@@ -322,14 +322,15 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     const bool rina = !placed.rina_configs.empty();
     for (int r = 1; r < size; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      json reply = {{rina ? "rina_config" : "config",
-                     json::parse(rina ? control::to_json(placed.rina_configs[i]) : control::to_json(placed.configs[i]))}};
+      json reply = {{rina ? "rina_config" : "config", json::parse(rina ? control::to_json(placed.rina_configs[i])
+                                                                       : control::to_json(placed.configs[i]))}};
       if (placed.uplinks[i]) reply["uplink"] = placed.uplinks[i]->to_string();
       store.set("config/" + std::to_string(r), reply.dump());
     }
     job->rina_ = rina;
-    job->communicator_ = rina ? std::make_unique<Communicator>(placed.rina_configs[0], std::move(socket), placed.uplinks[0])
-                              : std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
+    job->communicator_ =
+        rina ? std::make_unique<Communicator>(placed.rina_configs[0], std::move(socket), placed.uplinks[0])
+             : std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
     return job;
   }
 

@@ -84,9 +84,9 @@ std::string TestbedClient::call(const TestbedRequest& request) {
   }
   const auto answer = socket_.read_line(LineSocket::Clock::now() + kAnswerTimeout);
   if (!answer) {
-    throw std::runtime_error("the testbed at " + path_ +
-                             (socket_.closed() ? " closed the connection: did `atp testbed` stop?"
-                                               : " did not answer within 30 s"));
+    throw std::runtime_error(
+        "the testbed at " + path_ +
+        (socket_.closed() ? " closed the connection: did `atp testbed` stop?" : " did not answer within 30 s"));
   }
   const json doc = parse_line(*answer);
   if (doc.contains("error")) throw std::runtime_error(doc["error"].get<std::string>());

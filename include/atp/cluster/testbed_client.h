@@ -23,7 +23,7 @@ namespace atp {
 // What rank 0 asks for: a job of these testbed hosts, in rank order, with these settings.
 struct TestbedJobRequest {
   std::vector<std::string> hosts;
-  bool rina = false;                   // Rina's ring of racks instead of ATP's aggregation towards the PS
+  bool rina = false;                    // Rina's ring of racks instead of ATP's aggregation towards the PS
   std::uint16_t values_per_packet = 0;  // 0: the widest the switches and the path MTU take
   double scale = 1e8;
   Duration retransmit_timeout{0};

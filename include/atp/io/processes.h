@@ -44,7 +44,7 @@ struct Child {
   int in = -1;         // write end of its stdin (-1: it reads /dev/null)
   std::string buffer;  // stdout read but not yet split into lines
   bool eof = false;
-  int status = 0;  // waitpid status once reaped
+  int status = 0;      // waitpid status once reaped
   bool group = false;  // leads a process group of its own, which signals reach as a whole
 };
 

@@ -15,8 +15,13 @@
 namespace atp {
 
 TestbedController::TestbedController(const Scenario& scenario, Orchestrator& orchestrator,
-                                     std::mutex& orchestrator_mutex, std::string socket_path)
-    : s_(scenario), orchestrator_(orchestrator), mutex_(orchestrator_mutex), listener_(std::move(socket_path)) {
+                                     std::mutex& orchestrator_mutex, std::string socket_path,
+                                     std::function<void(const std::string&)> report)
+    : s_(scenario),
+      orchestrator_(orchestrator),
+      mutex_(orchestrator_mutex),
+      listener_(std::move(socket_path)),
+      report_(std::move(report)) {
   if (::pipe2(wake_, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for the testbed's controller");
   thread_ = std::thread([this] { serve(); });
 }
@@ -62,7 +67,10 @@ void TestbedController::serve() {
 std::string TestbedController::answer(const std::string& line, Connection& connection) {
   try {
     const TestbedRequest request = testbed_request_from_json(line);
-    if (request.kind == TestbedRequest::Kind::kAggregations) return aggregations_to_json(aggregations(request.job));
+    if (request.kind == TestbedRequest::Kind::kAggregations) {
+      const std::lock_guard lock(mutex_);
+      return aggregations_to_json(aggregations(request.job));
+    }
     TestbedJob job = install(request.install);
     connection.jobs.push_back(job.job);
     return to_json(job);
@@ -106,11 +114,11 @@ TestbedJob TestbedController::install(const TestbedJobRequest& request) {
     throw std::runtime_error("the testbed cannot plan the job: " + std::string(e.what()));
   }
   ++installed_;
+  hosts_of_[job.job] = request.hosts;
   return job;
 }
 
 std::map<std::string, std::uint64_t> TestbedController::aggregations(JobId job) {
-  const std::lock_guard lock(mutex_);
   std::map<std::string, std::uint64_t> counts;
   for (const SwitchSpec& sw : orchestrator_.topology().switches) {
     const auto stats = stats_or_none(orchestrator_.switch_client(sw.name));
@@ -126,6 +134,13 @@ std::map<std::string, std::uint64_t> TestbedController::aggregations(JobId job) 
 void TestbedController::remove(JobId job) {
   const std::lock_guard lock(mutex_);
   try {
+    std::string hosts, counts;
+    for (const std::string& h : hosts_of_[job]) hosts += (hosts.empty() ? "" : ", ") + h;
+    for (const auto& [name, n] : aggregations(job)) {
+      counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    }
+    hosts_of_.erase(job);
+    report_("job " + std::to_string(job) + " of " + hosts + " ended; packets aggregated by switch: " + counts);
     orchestrator_.remove_from_switches(job);
     if (const auto it = ps_of_.find(job); it != ps_of_.end()) {
       for (const std::string& host : it->second) orchestrator_.ps_client(host).remove_job(job);

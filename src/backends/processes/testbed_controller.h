@@ -4,6 +4,7 @@
 // process group, or died).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +24,9 @@ class TestbedController {
   // Serves on a Unix socket at `socket_path`. `orchestrator` holds the testbed's daemons; every
   // use of it, here and by the caller, holds `orchestrator_mutex`. Throws std::runtime_error when
   // it cannot listen.
+  // `report` gets one sentence per job when it ends: its hosts and what each switch aggregated.
   TestbedController(const Scenario& scenario, Orchestrator& orchestrator, std::mutex& orchestrator_mutex,
-                    std::string socket_path);
+                    std::string socket_path, std::function<void(const std::string&)> report);
   ~TestbedController();  // stops serving and removes the jobs still installed
   TestbedController(const TestbedController&) = delete;
   TestbedController& operator=(const TestbedController&) = delete;
@@ -41,14 +43,16 @@ class TestbedController {
   void serve();
   std::string answer(const std::string& line, Connection& connection);
   TestbedJob install(const TestbedJobRequest& request);
-  std::map<std::string, std::uint64_t> aggregations(JobId job);
+  std::map<std::string, std::uint64_t> aggregations(JobId job);  // holding the mutex
   void remove(JobId job);
 
   const Scenario& s_;
   Orchestrator& orchestrator_;
   std::mutex& mutex_;
   LineListener listener_;
-  std::map<JobId, std::vector<std::string>> ps_of_;  // each installed job's PS hosts
+  std::function<void(const std::string&)> report_;
+  std::map<JobId, std::vector<std::string>> ps_of_;     // each installed ATP job's PS hosts
+  std::map<JobId, std::vector<std::string>> hosts_of_;  // each installed job's ranks' hosts
   std::size_t installed_ = 0;
   int wake_[2] = {-1, -1};  // the destructor writes here to stop serve()
   std::thread thread_;

@@ -13,8 +13,8 @@
 #include "atp/backends/processes.h"
 #include "atp/io/netns.h"
 #include "placement.h"
-#include "testbed.h"
 #include "process_network.h"
+#include "testbed.h"
 #include "testbed_controller.h"
 
 namespace atp {
@@ -49,8 +49,9 @@ class TestbedRun {
     std::set<std::string> ps_hosts;
     for (const ScenarioJob& job : s_.jobs) ps_hosts.insert(job.spec.ps.begin(), job.spec.ps.end());
     net_.start(ps_hosts);
-    controller_ = std::make_unique<TestbedController>(s_, net_.orchestrator(), orchestrator_mutex_,
-                                                      (net_.dir() / "testbed.sock").string());
+    controller_ = std::make_unique<TestbedController>(
+        s_, net_.orchestrator(), orchestrator_mutex_, (net_.dir() / "testbed.sock").string(),
+        [](const std::string& sentence) { std::cerr << "atp testbed: " << sentence << std::endl; });
     start_ranks();
     net_.begin();
     std::vector<TimedAction> actions;
@@ -140,8 +141,7 @@ class TestbedRun {
       }
       Clock::time_point until = Clock::now() + std::chrono::milliseconds(100);
       if (next_action < actions.size()) until = std::min(until, start + actions[next_action].at);
-      const bool all_closed =
-          std::all_of(running.begin(), running.end(), [](const Child* c) { return c->eof; });
+      const bool all_closed = std::all_of(running.begin(), running.end(), [](const Child* c) { return c->eof; });
       if (all_closed) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       } else {
@@ -180,7 +180,7 @@ class TestbedRun {
   std::vector<std::string> command_;
   const TestbedOptions& options_;
   std::ostream& out_;
-  std::mutex orchestrator_mutex_;  // the controller's thread and the timeline both use the orchestrator
+  std::mutex orchestrator_mutex_;                  // the controller's thread and the timeline both use the orchestrator
   std::unique_ptr<TestbedController> controller_;  // stopped before the daemons
   std::vector<Rank> ranks_;
   std::optional<int> failure_;  // the first non-zero exit status
