@@ -68,7 +68,7 @@ Command add_testbed_command(CLI::App& parent) {
       "backend=\"atp\" or \"gloo\". Every line it prints is prefixed with [HOST]. Exit status: the first non-zero "
       "one of any rank (the others are then stopped), 0 when all exit 0, 2 for a bad file, 124 after --time-limit, "
       "130 after Ctrl-C. Namespaces, processes and files are removed on every way out (a SIGKILLed run's, at the "
-      "next start).\n\nExample: atp testbed examples/netns-two-racks.yaml -- python3 examples/torch/train_ddp.py");
+      "next start).\n\nExample: atp testbed examples/netns-two-racks.yaml -- /usr/bin/python3 experiments/pytorch/train.py --model resnet18");
   c.run = [f] { return run(*f); };
   return c;
 }
