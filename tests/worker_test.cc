@@ -1412,6 +1412,33 @@ TEST(Worker, EachPositionTakesTheExponentItsLastResultNamed) {
   EXPECT_EQ(decoded(sent[0]).magnitude_or_next, magnitude_of(std::span(input).first(4)));
 }
 
+// DDP allreduces its buckets in turn, each of its own size: a position's exponent is kept per size,
+// so that the next call of one bucket is at what that bucket's last call named, whatever was
+// all-reduced in between.
+TEST(Worker, EachSizeKeepsItsOwnExponents) {
+  WorkerEndpoint w(base_config());
+  RecordingSink out;
+  Seq seq = kInitialSeq;  // seqs go on from round to round
+  const auto run = [&](std::size_t values, std::int16_t next) {
+    const std::vector<float> input = ramp(values);
+    EXPECT_TRUE(w.start(input, kStart, out));
+    std::vector<std::int16_t> sent;
+    for (const Bytes& p : out.take()) sent.push_back(decoded(p).scale_exponent);
+    for (std::uint64_t k = 0; k < fragment_count(values, 4); ++k) {
+      Header h = parameter_header(seq++);
+      h.magnitude_or_next = next;
+      w.on_packet(parameter_with(h), kStart, out);
+    }
+    EXPECT_EQ(w.state(), WorkerState::kIdle);
+    return sent;
+  };
+  EXPECT_EQ(run(8, 7), (std::vector<std::int16_t>{kExponent, kExponent}));  // a size's first call
+  EXPECT_EQ(run(4, 3), (std::vector<std::int16_t>{kExponent}));             // another size's first call
+  EXPECT_EQ(run(8, 9), (std::vector<std::int16_t>{7, 7}));                  // what its own last call named
+  EXPECT_EQ(run(4, 3), (std::vector<std::int16_t>{3}));
+  EXPECT_EQ(run(8, 9), (std::vector<std::int16_t>{9, 9}));
+}
+
 TEST(Worker, EmptyInputCompletesAtOnce) {
   WorkerEndpoint w(base_config());
   RecordingSink out;

@@ -104,7 +104,7 @@ struct ClusterJob::Coordinator {
     request.rina = options.protocol == ClusterJobOptions::Protocol::kRina;
     request.values_per_packet = options.values_per_packet;
     request.scale = options.scale;
-    request.retransmit_timeout = options.retransmit_timeout;
+    request.retransmit_timeout = options.retransmit_timeout.value_or(Duration::zero());  // 0: the file's
     request.progress_timeout = options.timeout;
     TestbedJob job = testbed->install(request);
     installed = job.job;
@@ -191,7 +191,7 @@ struct ClusterJob::Coordinator {
     spec.ps = {kPsHost};
     spec.values_per_packet = options.values_per_packet;
     spec.scale = options.scale;
-    spec.retransmit_timeout = options.retransmit_timeout;
+    spec.retransmit_timeout = options.retransmit_timeout.value_or(WorkerConfig{}.retransmit_timeout);
     spec.progress_timeout = options.timeout;
     // PlanError: e.g. more than 32 ranks under one switch.
     const auto install = [&](auto plan_of, auto install_free) {

@@ -200,7 +200,7 @@ struct WorkerEndpoint::Impl {
         input.subspan(first, std::min<std::size_t>(config.values_per_packet, input.size() - first));
     if (!resend) {
       frag.aggregator_index = aggregator_index_for(seq);
-      frag.exponent = i < next_exponents.size() ? next_exponents[i] : first_exponent;
+      frag.exponent = i < next_exponents->size() ? (*next_exponents)[i] : first_exponent;
       frag.magnitude = magnitude_of(in);
     }
     if (resend) frag.flags |= kResent;
@@ -264,6 +264,7 @@ struct WorkerEndpoint::Impl {
     fragments_received = 0;
     input = in;
     result = sums;
+    use_exponent_history(in.size());
     fragments.assign(count, Fragment{});
     float_fragments.clear();
     result_exponents.assign(count, 0);
@@ -332,8 +333,8 @@ struct WorkerEndpoint::Impl {
     }
     // Every worker gets the same parameter packet: the same exponent for the position's next
     // round. kNoMagnitude is no exponent (decode_header lets it through for gradients): kept as it was.
-    if (next_exponents.size() <= i) next_exponents.resize(std::size_t{i} + 1, first_exponent);
-    if (h.magnitude_or_next != kNoMagnitude) next_exponents[i] = h.magnitude_or_next;
+    if (next_exponents->size() <= i) next_exponents->resize(std::size_t{i} + 1, first_exponent);
+    if (h.magnitude_or_next != kNoMagnitude) (*next_exponents)[i] = h.magnitude_or_next;
     fragments[i].flags |= kReceived;
     ++fragments_received;
   }
@@ -809,9 +810,43 @@ struct WorkerEndpoint::Impl {
   std::vector<Fragment> fragments;               // round_fragments entries
   std::vector<std::uint32_t> float_fragments;
   std::vector<std::int16_t> result_exponents;  // round_fragments entries: each int result's exponent
-  // By fragment position, across rounds: the exponent the PS chose for the position's next round
-  // (a position no round reached yet starts at first_exponent).
-  std::vector<std::int16_t> next_exponents;
+  // By fragment position, across the rounds of one size: the exponent the PS chose for the
+  // position's next round of that size (a position no such round reached yet starts at
+  // first_exponent). Kept per size because a training step allreduces several tensors in turn
+  // (DDP's buckets, of different sizes, in the same order every step): the k-th fragment of the
+  // next call is of another tensor, whose magnitudes the last call's results say nothing about,
+  // while the same tensor's last step is a good guess. At most kExponentHistories sizes, the least
+  // recently used forgotten first: every worker of a job calls with the same sizes in the same
+  // order, so all keep and forget the same ones and send each fragment at the same exponent.
+  struct ExponentHistory {
+    std::size_t values = 0;       // the rounds' size
+    std::uint64_t last_used = 0;  // the round that last used it
+    std::vector<std::int16_t> next;
+  };
+  static constexpr std::size_t kExponentHistories = 64;
+  std::vector<ExponentHistory> exponent_histories;
+  std::uint64_t rounds_started = 0;
+  std::vector<std::int16_t>* next_exponents = nullptr;  // this round's size's history
+
+  // Points next_exponents at the history of rounds of `values` values, made (or reused from the
+  // least recently used size) if there is none.
+  void use_exponent_history(std::size_t values) {
+    ++rounds_started;
+    auto it = std::find_if(exponent_histories.begin(), exponent_histories.end(),
+                           [&](const ExponentHistory& h) { return h.values == values; });
+    if (it == exponent_histories.end()) {
+      if (exponent_histories.size() < kExponentHistories) {
+        it = exponent_histories.emplace(exponent_histories.end());
+      } else {
+        it = std::min_element(
+            exponent_histories.begin(), exponent_histories.end(),
+            [](const ExponentHistory& a, const ExponentHistory& b) { return a.last_used < b.last_used; });
+      }
+      *it = ExponentHistory{values, 0, {}};
+    }
+    it->last_used = rounds_started;
+    next_exponents = &it->next;
+  }
   const std::int16_t first_exponent = initial_exponent(config.scale);
 
   // Reused for every packet, so that sending allocates nothing.

@@ -68,8 +68,9 @@ struct ClusterJobOptions {
   // take the exponent the PS picks per fragment (docs/protocol.md "Scale per fragment").
   double scale = 1e8;
   // The retransmission timeout before one is measured (WorkerConfig::retransmit_timeout); later
-  // ones come from the round trips the ranks measure, scheduling delays included.
-  Duration retransmit_timeout = WorkerConfig{}.retransmit_timeout;
+  // ones come from the round trips the ranks measure, scheduling delays included. Unset: the
+  // paper's 1 ms, or on a testbed the file's (from its link rate, as `atp run` plans it).
+  std::optional<Duration> retransmit_timeout;
   // The longest any rank waits: for the others in the store, and for a round that makes no progress
   // (a rank died): then it throws CollectiveError instead of hanging.
   Duration timeout = std::chrono::seconds(30);

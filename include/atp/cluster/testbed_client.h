@@ -26,8 +26,8 @@ struct TestbedJobRequest {
   bool rina = false;                    // Rina's ring of racks instead of ATP's aggregation towards the PS
   std::uint16_t values_per_packet = 0;  // 0: the widest the switches and the path MTU take
   double scale = 1e8;
-  Duration retransmit_timeout{0};
-  Duration progress_timeout{0};
+  Duration retransmit_timeout{0};  // 0: the file's job's (from its link rate)
+  Duration progress_timeout{0};    // 0: the file's job's
 };
 // What the runner installed: each rank's part of the plan (ATP's or Rina's: the other is empty).
 struct TestbedJob {
