@@ -1432,11 +1432,13 @@ TEST(Worker, EachSizeKeepsItsOwnExponents) {
     EXPECT_EQ(w.state(), WorkerState::kIdle);
     return sent;
   };
-  EXPECT_EQ(run(8, 7), (std::vector<std::int16_t>{kExponent, kExponent}));  // a size's first call
-  EXPECT_EQ(run(4, 3), (std::vector<std::int16_t>{kExponent}));             // another size's first call
-  EXPECT_EQ(run(8, 9), (std::vector<std::int16_t>{7, 7}));                  // what its own last call named
+  EXPECT_EQ(run(8, 7), (std::vector<std::int16_t>{kExponent, kExponent}));  // the job's first call
+  EXPECT_EQ(run(4, 3), (std::vector<std::int16_t>{7}));                     // a new size: the last call's
+  EXPECT_EQ(run(8, 9), (std::vector<std::int16_t>{7, 7}));                  // its own last call's
   EXPECT_EQ(run(4, 3), (std::vector<std::int16_t>{3}));
   EXPECT_EQ(run(8, 9), (std::vector<std::int16_t>{9, 9}));
+  // A new size past the last call's positions: the scale's there.
+  EXPECT_EQ(run(12, 5), (std::vector<std::int16_t>{9, 9, kExponent}));
 }
 
 TEST(Worker, EmptyInputCompletesAtOnce) {

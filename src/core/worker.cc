@@ -828,13 +828,16 @@ struct WorkerEndpoint::Impl {
   std::uint64_t rounds_started = 0;
   std::vector<std::int16_t>* next_exponents = nullptr;  // this round's size's history
 
-  // Points next_exponents at the history of rounds of `values` values, made (or reused from the
-  // least recently used size) if there is none.
+  // Points next_exponents at the history of rounds of `values` values. A size without one starts
+  // from the last round's exponents (DDP rebuilds its buckets after the first step: the new ones'
+  // magnitudes are nearer the last round's than the job's scale), in the slot of the least
+  // recently used size once there are kExponentHistories.
   void use_exponent_history(std::size_t values) {
     ++rounds_started;
     auto it = std::find_if(exponent_histories.begin(), exponent_histories.end(),
                            [&](const ExponentHistory& h) { return h.values == values; });
     if (it == exponent_histories.end()) {
+      std::vector<std::int16_t> last = next_exponents != nullptr ? *next_exponents : std::vector<std::int16_t>();
       if (exponent_histories.size() < kExponentHistories) {
         it = exponent_histories.emplace(exponent_histories.end());
       } else {
@@ -842,7 +845,7 @@ struct WorkerEndpoint::Impl {
             exponent_histories.begin(), exponent_histories.end(),
             [](const ExponentHistory& a, const ExponentHistory& b) { return a.last_used < b.last_used; });
       }
-      *it = ExponentHistory{values, 0, {}};
+      *it = ExponentHistory{values, 0, std::move(last)};
     }
     it->last_used = rounds_started;
     next_exponents = &it->next;
