@@ -18,7 +18,7 @@ store. Tensors on a GPU are staged through pinned host memory. Where the switche
                                      switch of its first job's r-th worker, the PS under its PS's
     ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
     ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
-    ATP_ALGORITHM=atp|rina|hierarchical|plink|plink_fa
+    ATP_ALGORITHM=atp|ps|rina|hierarchical|plink|plink_fa
                                      how the switches aggregate: towards the PS (atp, the
                                      default) or Rina's ring of racks (docs/rina.md), which
                                      fails loudly on Inf or NaN where atp carries them; or over

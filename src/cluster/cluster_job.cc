@@ -102,6 +102,7 @@ struct ClusterJob::Coordinator {
     TestbedJobRequest request;
     for (const RankInfo& r : ranks) request.hosts.push_back(r.host);
     request.rina = options.protocol == ClusterJobOptions::Protocol::kRina;
+    request.in_network_aggregation = options.in_network_aggregation;
     request.values_per_packet = options.values_per_packet;
     request.scale = options.scale;
     request.retransmit_timeout = options.retransmit_timeout.value_or(Duration::zero());  // 0: the file's
@@ -189,6 +190,7 @@ struct ClusterJob::Coordinator {
       placed.uplinks.push_back(data_of.at(tor));
     }
     spec.ps = {kPsHost};
+    spec.in_network_aggregation = options.in_network_aggregation;
     spec.values_per_packet = options.values_per_packet;
     spec.scale = options.scale;
     spec.retransmit_timeout = options.retransmit_timeout.value_or(WorkerConfig{}.retransmit_timeout);

@@ -28,6 +28,7 @@ std::string to_json(const TestbedRequest& request) {
   return json{{"install",
                {{"hosts", r.hosts},
                 {"rina", r.rina},
+                {"in_network_aggregation", r.in_network_aggregation},
                 {"values_per_packet", r.values_per_packet},
                 {"scale", r.scale},
                 {"retransmit_timeout_us", micros(r.retransmit_timeout)},
@@ -47,6 +48,7 @@ TestbedRequest testbed_request_from_json(const std::string& line) {
     const json& r = doc.at("install");
     request.install.hosts = r.at("hosts").get<std::vector<std::string>>();
     request.install.rina = r.at("rina").get<bool>();
+    request.install.in_network_aggregation = r.at("in_network_aggregation").get<bool>();
     request.install.values_per_packet = r.at("values_per_packet").get<std::uint16_t>();
     request.install.scale = r.at("scale").get<double>();
     request.install.retransmit_timeout = from_micros(r.at("retransmit_timeout_us").get<std::int64_t>());

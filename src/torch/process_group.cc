@@ -140,10 +140,11 @@ std::uint32_t bind_ip_from_environment() {
 // ATP_ALGORITHM: atp (the default), rina, hierarchical, plink or plink_fa.
 std::string algorithm_from_environment() {
   const std::string algorithm = env("ATP_ALGORITHM");
-  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "rina" || algorithm == "hierarchical" ||
-                  algorithm == "plink" || algorithm == "plink_fa",
+  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "ps" || algorithm == "rina" ||
+                  algorithm == "hierarchical" || algorithm == "plink" || algorithm == "plink_fa",
               "atp: ATP_ALGORITHM='", algorithm,
-              "' must be atp (in-network aggregation towards the PS, the default), rina (a ring of the racks), "
+              "' must be atp (in-network aggregation towards the PS, the default), ps (the same protocol with the "
+              "switches only forwarding: the PS adds everything), rina (a ring of the racks), "
               "hierarchical (the baseline: TCP between the ranks, no switch adds), plink (PLink's two-level "
               "aggregation over the racks, TCP) or plink_fa (PLink's flat aggregation, TCP)");
   return algorithm.empty() ? "atp" : algorithm;
@@ -286,6 +287,7 @@ ClusterJobOptions options_from_environment(Duration timeout) {
   }
   o.bind_ip = bind_ip_from_environment();
   if (algorithm_from_environment() == "rina") o.protocol = ClusterJobOptions::Protocol::kRina;
+  o.in_network_aggregation = algorithm_from_environment() != "ps";
   if (!env("ATP_VALUES_PER_PACKET").empty()) {
     o.values_per_packet = static_cast<std::uint16_t>(env_number("ATP_VALUES_PER_PACKET", 1, kMaxValuesPerPacket));
   }

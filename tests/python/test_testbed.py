@@ -96,6 +96,16 @@ def test_rina_on_the_testbed_matches_gloo_and_the_racks_aggregate(tmp_path):
     assert job["tor0"] > 0 and job["tor1"] > 0 and job["core"] == 0, job  # racks are ring members
 
 
+def test_the_ps_baseline_on_the_testbed_matches_gloo_and_no_switch_adds(tmp_path):
+    params, _, stderr = ddp(tmp_path, "atp", env={"ATP_ALGORITHM": "ps"})
+    ddp(tmp_path, "gloo")
+    atp, gloo = torch.load(params / "atp-rank1.pt"), torch.load(params / "gloo-rank0.pt")
+    for name, value in atp.items():
+        assert torch.allclose(value, gloo[name], atol=1e-5, rtol=0), name
+    [job] = aggregations(stderr)
+    assert job == {"tor0": 0, "tor1": 0, "core": 0}, job
+
+
 def test_two_jobs_at_once_share_the_switches(tmp_path):
     params, stdout, stderr = ddp(tmp_path, "atp", scenario=TWO_JOBS)
     assert "[w0] rank 0 of 2" in stdout and "[w1] rank 0 of 2" in stdout  # ranks count within their job

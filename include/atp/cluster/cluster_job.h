@@ -79,6 +79,9 @@ struct ClusterJobOptions {
   // racks, each whose switch aggregates and holds two or more ranks one member; the PS idles).
   enum class Protocol : std::uint8_t { kAtp, kRina };
   Protocol protocol = Protocol::kAtp;
+  // ATP's protocol with the switches only forwarding and the PS adding everything: the PS
+  // baseline (`algorithm: ps` in a scenario, ATP_ALGORITHM=ps).
+  bool in_network_aggregation = true;
   // What rank 0 installs on running daemons hangs on a lease with this time to live, which it
   // keeps alive while the job runs: if rank 0 dies, the daemons remove the job and its hosts
   // within this much time. The daemons clamp it to [1 s, 1 h].

@@ -24,6 +24,7 @@ namespace atp {
 struct TestbedJobRequest {
   std::vector<std::string> hosts;
   bool rina = false;                    // Rina's ring of racks instead of ATP's aggregation towards the PS
+  bool in_network_aggregation = true;   // false: the PS baseline (switches forward, the PS adds)
   std::uint16_t values_per_packet = 0;  // 0: the widest the switches and the path MTU take
   double scale = 1e8;
   Duration retransmit_timeout{0};  // 0: the file's job's (from its link rate)

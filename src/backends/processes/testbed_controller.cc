@@ -97,6 +97,7 @@ TestbedJob TestbedController::install(const TestbedJobRequest& request) {
   spec.id = 0;
   spec.values_per_packet = request.values_per_packet;
   spec.scale = request.scale;
+  spec.in_network_aggregation = request.in_network_aggregation;
   if (request.retransmit_timeout > Duration::zero()) spec.retransmit_timeout = request.retransmit_timeout;
   if (request.progress_timeout > Duration::zero()) spec.progress_timeout = request.progress_timeout;
   const std::lock_guard lock(mutex_);
