@@ -44,6 +44,13 @@ std::string fresh_temp_prefix(const Placement& placement) {
 
 }  // namespace
 
+std::string daemon_binary(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ignored;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
+  return self.empty() ? "/proc/self/exe" : self;
+}
+
 void sort_actions(std::vector<TimedAction>& actions) {
   std::sort(actions.begin(), actions.end(),
             [](const TimedAction& a, const TimedAction& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });

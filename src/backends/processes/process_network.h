@@ -32,6 +32,10 @@ struct TimedAction {
   int order;
   std::function<void()> run;
 };
+// The atp binary a run starts its daemons from: `given`, or this binary's real path (so that its
+// daemons show up as `atp switch ...`, not `exe`, in ps and pgrep).
+std::string daemon_binary(const std::string& given);
+
 // Sorts `actions` by time, then order.
 void sort_actions(std::vector<TimedAction>& actions);
 

@@ -708,14 +708,7 @@ class ProcessBackend final : public Backend {
 
   ScenarioResult run(const Scenario& scenario, const RunOptions& options) const override {
     if (const std::string why = cannot_run(scenario, options); !why.empty()) throw ScenarioError(why);
-    std::string binary = options.atp_binary;
-    if (binary.empty()) {
-      // This binary's real path, so that its daemons and workers show up as `atp switch ...`
-      // (not `exe`) in ps and pgrep.
-      std::error_code ignored;
-      binary = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
-      if (binary.empty()) binary = "/proc/self/exe";
-    }
+    const std::string binary = daemon_binary(options.atp_binary);
     // ~ProcessRun stops and reaps every process (and, in namespaces, removes every namespace and veth).
     return ProcessRun(scenario, binary, options.on_round, loopback_ ? loopback_placement() : namespace_placement())
         .run();

@@ -201,13 +201,7 @@ int run_testbed(const Scenario& scenario, const std::vector<std::string>& comman
   if (const std::string why = netns_backend().cannot_run(scenario, run_options); !why.empty()) {
     throw ScenarioError(why);
   }
-  std::string binary = options.atp_binary;
-  if (binary.empty()) {
-    std::error_code ignored;
-    binary = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
-    if (binary.empty()) binary = "/proc/self/exe";
-  }
-  return TestbedRun(scenario, std::move(binary), command, options).run();
+  return TestbedRun(scenario, daemon_binary(options.atp_binary), command, options).run();
 }
 
 }  // namespace atp
