@@ -34,11 +34,6 @@ TestbedController::~TestbedController() {
   ::close(wake_[1]);
 }
 
-std::size_t TestbedController::jobs_installed() const {
-  const std::lock_guard lock(mutex_);
-  return installed_;
-}
-
 void TestbedController::serve() {
   std::list<Connection> connections;
   for (;;) {
@@ -114,7 +109,6 @@ TestbedJob TestbedController::install(const TestbedJobRequest& request) {
   } catch (const PlanError& e) {
     throw std::runtime_error("the testbed cannot plan the job: " + std::string(e.what()));
   }
-  ++installed_;
   hosts_of_[job.job] = request.hosts;
   return job;
 }

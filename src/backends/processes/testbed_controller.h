@@ -32,8 +32,6 @@ class TestbedController {
   TestbedController& operator=(const TestbedController&) = delete;
 
   const std::string& path() const { return listener_.path(); }
-  // The jobs installed so far (removed ones included): what a run reports.
-  std::size_t jobs_installed() const;
 
  private:
   struct Connection {
@@ -53,8 +51,7 @@ class TestbedController {
   std::function<void(const std::string&)> report_;
   std::map<JobId, std::vector<std::string>> ps_of_;     // each installed ATP job's PS hosts
   std::map<JobId, std::vector<std::string>> hosts_of_;  // each installed job's ranks' hosts
-  std::size_t installed_ = 0;
-  int wake_[2] = {-1, -1};  // the destructor writes here to stop serve()
+  int wake_[2] = {-1, -1};                              // the destructor writes here to stop serve()
   std::thread thread_;
 };
 
