@@ -18,6 +18,7 @@ struct TestbedFlags {
   std::string file;
   std::vector<std::string> command;
   double time_limit_s = 0;
+  std::string report;
 };
 
 int run(const TestbedFlags& f) {
@@ -32,6 +33,7 @@ int run(const TestbedFlags& f) {
   const Scenario scenario = load_scenario_file(f.file, ScenarioUse::kTestbed);
   TestbedOptions options;
   options.time_limit = Duration(static_cast<std::int64_t>(f.time_limit_s * 1e9));
+  options.report = f.report;
   try {
     return run_testbed(scenario, f.command, options);
   } catch (const ScenarioError& e) {
@@ -61,14 +63,19 @@ Command add_testbed_command(CLI::App& parent) {
   c.app->add_option("command", f->command, "the command to run on every worker host, after --");
   c.app->add_option("--time-limit", f->time_limit_s, "stop the ranks after this many seconds (0: no limit)")
       ->capture_default_str();
+  c.app->add_option("--report", f->report,
+                    "write the links' counters at the end (packets, queue drops, losses per direction; what hosts' "
+                    "sockets dropped) to this file as JSON");
   c.app->footer(
       "Each rank's command runs in its host's network namespace with RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR "
       "(rank 0's host address), MASTER_PORT=29500, and for the atp backend ATP_TESTBED, ATP_HOST, ATP_BIND, ATP_RACK, "
       "ATP_JOB and ATP_ALGORITHM (the job's algorithm, unless already set); an unchanged DDP script runs with "
-      "backend=\"atp\" or \"gloo\". Every line it prints is prefixed with [HOST]. Exit status: the first non-zero "
+      "backend=\"atp\" or \"gloo\". Every line it prints is prefixed with [HOST]; at the end one line says where the "
+      "network dropped packets. Exit status: the first non-zero "
       "one of any rank (the others are then stopped), 0 when all exit 0, 2 for a bad file, 124 after --time-limit, "
       "130 after Ctrl-C. Namespaces, processes and files are removed on every way out (a SIGKILLed run's, at the "
-      "next start).\n\nExample: atp testbed examples/netns-two-racks.yaml -- /usr/bin/python3 experiments/pytorch/train.py --model resnet18");
+      "next start).\n\nExample: atp testbed examples/netns-two-racks.yaml -- /usr/bin/python3 "
+      "experiments/pytorch/train.py --model resnet18");
   c.run = [f] { return run(*f); };
   return c;
 }

@@ -5,6 +5,7 @@ a killed rank), each leaving no namespace, process or file behind.
 
 Run by ctest (torch_testbed_test) with PYTHONPATH=<build>/python and ATP_BINARY=<build>/atp.
 """
+import json
 import os
 import re
 import signal
@@ -40,11 +41,11 @@ def left_behind(run_pid):
     return mine + folders + children
 
 
-def start_testbed(tmp_path, scenario, command, env=None):
+def start_testbed(tmp_path, scenario, command, env=None, options=()):
     """Starts `atp testbed` on `scenario` (text) with `command`; returns the Popen."""
     path = tmp_path / "testbed.yaml"
     path.write_text(scenario)
-    return subprocess.Popen([ATP_BINARY, "testbed", str(path), "--", *command], stdout=subprocess.PIPE,
+    return subprocess.Popen([ATP_BINARY, "testbed", str(path), *options, "--", *command], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
 
 
@@ -53,11 +54,12 @@ def finish(process):
     return process.returncode, out, err
 
 
-def ddp(tmp_path, backend, scenario=ONE_JOB, env=None):
+def ddp(tmp_path, backend, scenario=ONE_JOB, env=None, options=()):
     out = tmp_path / "params"
     out.mkdir(exist_ok=True)
     process = start_testbed(tmp_path, scenario,
-                      [sys.executable, str(HERE / "testbed_rank.py"), "--backend", backend, "--out", str(out)], env)
+                      [sys.executable, str(HERE / "testbed_rank.py"), "--backend", backend, "--out", str(out)], env,
+                      options)
     code, stdout, stderr = finish(process)
     assert code == 0, (stdout, stderr)
     assert left_behind(process.pid) == []
@@ -66,12 +68,12 @@ def ddp(tmp_path, backend, scenario=ONE_JOB, env=None):
 
 def aggregations(stderr):
     """Each ended job's packets aggregated by switch, from the runner's closing sentences."""
-    jobs = re.findall(r"ended; packets aggregated by switch: (.*)", stderr)
+    jobs = re.findall(r"ended; packets aggregated by switch: ([^;\n]*)", stderr)
     return [{name: int(n) for name, n in (part.split() for part in job.split(", "))} for job in jobs]
 
 
 def test_ddp_with_atp_across_two_racks_matches_gloo(tmp_path):
-    params, stdout, stderr = ddp(tmp_path, "atp")
+    params, stdout, stderr = ddp(tmp_path, "atp", options=["--report", str(tmp_path / "report.json")])
     ddp(tmp_path, "gloo")
     for host in ("w0", "w1", "w2", "w3"):
         assert f"[{host}] rank" in stdout  # every line carries its host
@@ -84,6 +86,13 @@ def test_ddp_with_atp_across_two_racks_matches_gloo(tmp_path):
         assert torch.allclose(value, gloo[name], atol=1e-5, rtol=0), name
     [job] = aggregations(stderr)
     assert set(job) == {"tor0", "tor1", "core"} and all(n > 0 for n in job.values()), job
+    # The network's closing line, and its counters in --report: every link direction, and w0's
+    # packets to tor0 counted.
+    carried = re.search(r"atp testbed: links carried (\d+) packets; (\d+) queue drops", stderr)
+    assert carried and int(carried.group(1)) > 0, stderr
+    links = json.loads((tmp_path / "report.json").read_text())["links"]
+    assert len(links) == 2 * 7, links  # 4 workers, the PS and 2 switch links, each way
+    assert next(l for l in links if (l["from"], l["to"]) == ("w0", "tor0"))["packets"] > 0
 
 
 # Rina: the racks are ring members (their ToRs add), the core only forwards. ps: the PS baseline,

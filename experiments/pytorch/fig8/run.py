@@ -63,9 +63,12 @@ def run_one(atp, file, model, algorithm, args):
     for line in done.stdout.splitlines():
         if line.startswith("[w0] {"):
             row.update(json.loads(line[len("[w0] "):]))
-    found = re.findall(r"ended; packets aggregated by switch: (.*)", done.stderr)
+    found = re.findall(r"ended; packets aggregated by switch: ([^;\n]*)", done.stderr)
     if found:
         row["switch_aggregations"] = {k: int(v) for k, v in (p.split() for p in found[-1].split(", "))}
+    reclaimed = re.findall(r"aggregators reclaimed by timeout: ([^\n]*)", done.stderr)
+    if reclaimed:
+        row["switch_reclaims"] = {k: int(v) for k, v in (p.split() for p in reclaimed[-1].split(", "))}
     if done.returncode != 0 or "images_per_second_per_worker" not in row:
         row["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
         tail = [l for l in done.stdout.splitlines() if "Error" in l or "error" in l]

@@ -40,7 +40,9 @@ def main():
                                str(Path(__file__).parent / "rank.py"), "--backend", backend, "--epochs",
                                str(args.epochs)], capture_output=True, text=True, env=env)
         epochs = [json.loads(l[len("[w0] "):]) for l in done.stdout.splitlines() if l.startswith("[w0] {")]
-        results[algorithm] = {"exit": done.returncode, "epochs": epochs}
+        # The runner's own lines: what each switch aggregated and reclaimed, where packets were dropped.
+        testbed = [l for l in done.stderr.splitlines() if l.startswith("atp testbed: ")]
+        results[algorithm] = {"exit": done.returncode, "epochs": epochs, "testbed": testbed}
         if done.returncode != 0:
             results[algorithm]["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
         (args.out / "results.json").write_text(json.dumps(results, indent=1))

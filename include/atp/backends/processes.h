@@ -46,6 +46,9 @@ struct TestbedOptions {
   std::string atp_binary;     // the daemons' binary; "": this one
   Duration time_limit{0};     // wall clock; 0: none (the ranks' own timeouts bound them)
   std::ostream* out = nullptr;  // nullptr: std::cout
+  // Where the links' counters go at the end as JSON (atp run's links, flows and
+  // host_dropped_packets; no jobs); "": none. A one-line summary goes to stderr either way.
+  std::string report;
 };
 // Returns 0 when every rank exited 0, else the first non-zero exit status (128 + the signal for a
 // rank killed by one; 124 for the time limit). Throws ScenarioError for a file it cannot run (one

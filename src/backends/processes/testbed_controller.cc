@@ -64,7 +64,9 @@ std::string TestbedController::answer(const std::string& line, Connection& conne
     const TestbedRequest request = testbed_request_from_json(line);
     if (request.kind == TestbedRequest::Kind::kAggregations) {
       const std::lock_guard lock(mutex_);
-      return aggregations_to_json(aggregations(request.job));
+      std::map<std::string, std::uint64_t> aggregations;
+      for (const auto& [name, c] : counters(request.job)) aggregations[name] = c.aggregations;
+      return aggregations_to_json(aggregations);
     }
     TestbedJob job = install(request.install);
     connection.jobs.push_back(job.job);
@@ -113,14 +115,14 @@ TestbedJob TestbedController::install(const TestbedJobRequest& request) {
   return job;
 }
 
-std::map<std::string, std::uint64_t> TestbedController::aggregations(JobId job) {
-  std::map<std::string, std::uint64_t> counts;
+std::map<std::string, SwitchJobCounters> TestbedController::counters(JobId job) {
+  std::map<std::string, SwitchJobCounters> counts;
   for (const SwitchSpec& sw : orchestrator_.topology().switches) {
     const auto stats = stats_or_none(orchestrator_.switch_client(sw.name));
     if (!stats) continue;  // down (a restart in the scenario)
-    std::uint64_t& n = counts[sw.name];
+    SwitchJobCounters& n = counts[sw.name];
     for (const control::SwitchJobStats& j : stats->jobs) {
-      if (j.job == job) n += j.counters.aggregations;
+      if (j.job == job) n += j.counters;
     }
   }
   return counts;
@@ -129,11 +131,14 @@ std::map<std::string, std::uint64_t> TestbedController::aggregations(JobId job) 
 void TestbedController::remove(JobId job) {
   const std::lock_guard lock(mutex_);
   try {
-    std::string hosts, counts;
+    std::string hosts, counts, reclaimed;
     for (const std::string& h : hosts_of_[job]) hosts += (hosts.empty() ? "" : ", ") + h;
-    for (const auto& [name, n] : aggregations(job)) {
-      counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    for (const auto& [name, c] : counters(job)) {
+      counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(c.aggregations);
+      // Partial sums a reclaim timeout took: each such fragment waits for resends.
+      if (c.reclaimed > 0) reclaimed += (reclaimed.empty() ? "" : ", ") + name + " " + std::to_string(c.reclaimed);
     }
+    if (!reclaimed.empty()) counts += "; aggregators reclaimed by timeout: " + reclaimed;
     hosts_of_.erase(job);
     report_("job " + std::to_string(job) + " of " + hosts + " ended; packets aggregated by switch: " + counts);
     orchestrator_.remove_from_switches(job);

@@ -41,7 +41,7 @@ class TestbedController {
   void serve();
   std::string answer(const std::string& line, Connection& connection);
   TestbedJob install(const TestbedJobRequest& request);
-  std::map<std::string, std::uint64_t> aggregations(JobId job);  // holding the mutex
+  std::map<std::string, SwitchJobCounters> counters(JobId job);  // per switch; holding the mutex
   void remove(JobId job);
 
   const Scenario& s_;

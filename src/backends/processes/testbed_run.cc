@@ -4,11 +4,13 @@
 // jobs are installed when their rank 0 asks (TestbedController).
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include "atp/backends/processes.h"
 #include "atp/io/netns.h"
@@ -59,6 +61,7 @@ class TestbedRun {
     sort_actions(actions);
     drive(actions);
     net_.finish_flows();
+    report_network();
     return failure_.value_or(0);
   }
 
@@ -161,6 +164,38 @@ class TestbedRun {
         }
       }
     }
+  }
+
+  // What the network did while the ranks ran, on stderr (and as atp run's JSON in --report):
+  // where packets were dropped (a link's queue, the file's loss, a host's socket buffers), since
+  // that is where a collective's loss recovery time goes.
+  void report_network() {
+    ScenarioResult result;
+    result.backend = "netns";
+    net_.collect(result);
+    std::uint64_t packets = 0, lost = 0, drops = 0, ecn = 0;
+    std::vector<const LinkResult*> dropping;
+    for (const LinkResult& l : result.links) {
+      packets += l.packets;
+      lost += l.lost;
+      drops += l.queue_drops;
+      ecn += l.ecn_marked;
+      if (l.queue_drops > 0) dropping.push_back(&l);
+    }
+    std::sort(dropping.begin(), dropping.end(),
+              [](const LinkResult* a, const LinkResult* b) { return a->queue_drops > b->queue_drops; });
+    std::ostringstream line;
+    line << "atp testbed: links carried " << packets << " packets; " << drops << " queue drops";
+    constexpr std::size_t kShown = 3;
+    for (std::size_t i = 0; i < std::min(kShown, dropping.size()); ++i) {
+      line << (i == 0 ? " (" : ", ") << dropping[i]->from << "->" << dropping[i]->to << " " << dropping[i]->queue_drops;
+    }
+    if (dropping.size() > kShown) line << ", ...";
+    if (!dropping.empty()) line << ")";
+    line << ", " << lost << " lost to loss settings, " << ecn << " ECN-marked; hosts' sockets had no buffer for "
+         << result.host_dropped_packets;
+    std::cerr << line.str() << std::endl;
+    if (!options_.report.empty()) processes::write_file(options_.report, to_json(result));
   }
 
   // SIGTERM to every rank still running; returns when the stragglers get SIGKILL.
