@@ -122,8 +122,8 @@ struct Harness {
     ps.on_packet(buffer, now, host_sink);
     rina_worker.on_packet(buffer, now, host_sink);
     if (rina_worker.next_deadline() <= now) rina_worker.on_timeout(now, host_sink);
-    if (level0.next_deadline() <= now) level0.on_timeout(now);
-    if (rina.next_deadline() <= now) rina.on_timeout(now);
+    if (level0.next_deadline() <= now) level0.on_timeout(now, port_sink);
+    if (rina.next_deadline() <= now) rina.on_timeout(now, port_sink);
     if (worker.next_deadline() <= now) worker.on_timeout(now, host_sink);
     if (level0.table().in_use() > level0.table().size()) std::abort();
     if (rina.table().in_use() > rina.table().size()) std::abort();

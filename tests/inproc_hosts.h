@@ -29,7 +29,7 @@ class SwitchHost final : public sim::Node {
   void on_packet(PortId port, std::span<std::uint8_t> p, Time now, PortSink& out) override {
     pipeline.process(port, p, now, out);
   }
-  void on_timeout(Time now, PortSink&) override { pipeline.on_timeout(now); }
+  void on_timeout(Time now, PortSink& out) override { pipeline.on_timeout(now, out); }
   Time next_deadline() const override { return pipeline.next_deadline(); }
 
   SwitchPipeline pipeline;

@@ -650,9 +650,11 @@ struct WorkerOutcome {
 };
 
 // Runs `spec` on `topology` (default links, no faults), worker w running inputs[w] round after
-// round, until every worker is done or failed.
+// round, until every worker is done or failed. Worker w starts its first round at start_at[w]
+// (none given: all at 0).
 std::vector<WorkerOutcome> run_job(const Topology& topology, const JobSpec& spec,
-                                   const std::vector<std::vector<std::vector<float>>>& inputs) {
+                                   const std::vector<std::vector<std::vector<float>>>& inputs,
+                                   const std::vector<Duration>& start_at = {}) {
   const NetworkPlan network_plan = plan_network(topology);
   const JobPlan plan = plan_job(network_plan, spec);
   Network net(1);
@@ -681,17 +683,19 @@ std::vector<WorkerOutcome> run_job(const Topology& topology, const JobSpec& spec
   for (const PlannedLink& link : network_plan.links) {
     net.connect(ids.at(link.a.node), link.a.port, ids.at(link.b.node), link.b.port, ChannelConfig{}, ChannelConfig{});
   }
-  net.schedule(Time{}, [&](Time now) {
-    for (std::size_t w = 0; w < workers.size(); ++w) {
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    net.schedule(Time{} + (start_at.empty() ? Duration::zero() : start_at.at(w)), [&, w](Time now) {
       Uplink uplink(net.sink_for(ids.at(spec.workers[w])));
       workers[w]->started = 1;
       EXPECT_TRUE(workers[w]->worker->start(workers[w]->inputs.at(0), now, uplink));
       workers[w]->next_round(now, uplink);
-    }
-  });
+    });
+  }
   net.run_until(time_from_ns(60'000'000'000));
   std::vector<WorkerOutcome> outcomes;
-  for (EndpointHost* w : workers) outcomes.push_back({w->worker->state(), w->worker->error(), w->results});
+  for (EndpointHost* w : workers) {
+    outcomes.push_back({w->worker->state(), w->worker->error(), w->results});
+  }
   return outcomes;
 }
 
@@ -792,6 +796,48 @@ TEST_P(NonFiniteInputs, ReachTheResultAsIeeeArithmeticSays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneRackAndTwoLevels, NonFiniteInputs, ::testing::Bool());
+
+// A straggler (a rank still computing its gradients): one worker starts its call several reclaim
+// timeouts after the others, whose contributions wait in the switches' aggregators meanwhile
+// (until their timeouts' resends flush them, or a reclaim sends them on): every round is exact.
+// One rack, two levels.
+class Straggler : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Straggler, EveryRoundIsExact) {
+  const bool two_level = GetParam();
+  constexpr std::size_t kWorkers = 4;
+  constexpr std::uint16_t kValues = 16;
+  constexpr std::size_t kFragments = 200;
+  const JobSpec spec = job_spec(kWorkers, kValues);
+  const Duration late = 3 * SwitchConfig{}.reclaim_timeout + std::chrono::milliseconds(50);
+  ASSERT_LT(late, spec.progress_timeout / 2);
+  std::vector<std::vector<std::vector<float>>> inputs(kWorkers);
+  std::vector<std::vector<float>> rounds[2] = {std::vector<std::vector<float>>(kWorkers),
+                                               std::vector<std::vector<float>>(kWorkers)};
+  for (std::size_t w = 0; w < kWorkers; ++w) {
+    for (std::size_t r = 0; r < 2; ++r) {
+      for (std::size_t x = 0; x < kFragments * kValues; ++x) {
+        rounds[r][w].push_back(0.001f * static_cast<float>((x * 13 + w * 7 + r * 3) % 500) - 0.25f);
+      }
+      inputs[w].push_back(rounds[r][w]);
+    }
+  }
+  std::vector<Duration> start_at(kWorkers, Duration::zero());
+  start_at.back() = late;
+  const auto outcomes = run_job(job_topology(kWorkers, two_level), spec, inputs, start_at);
+  ExactModel exact(spec.scale, kValues);
+  const std::vector<float> want_first = exact.next(rounds[0]), want_second = exact.next(rounds[1]);
+  ASSERT_EQ(outcomes.size(), kWorkers);
+  for (std::size_t w = 0; w < kWorkers; ++w) {
+    const WorkerOutcome& o = outcomes[w];
+    ASSERT_EQ(o.state, WorkerState::kIdle) << "worker " << w << ": " << o.error;
+    ASSERT_EQ(o.results.size(), 2u);
+    EXPECT_EQ(o.results[0], want_first) << "worker " << w;
+    EXPECT_EQ(o.results[1], want_second) << "worker " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneRackAndTwoLevels, Straggler, ::testing::Bool());
 
 // Workers that all-reduce tensors of different sizes all fail their round with one sentence
 // (never a "success" with values mixed from both calls), whether their rounds differ in

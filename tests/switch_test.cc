@@ -169,6 +169,22 @@ class SwitchTest : public ::testing::Test {
   }
   Values row(std::uint32_t i) const { return row(sw, i); }
 
+  // A reclaimed aggregator that still waits for children sends what it holds on to the PS, as a
+  // resend flushes it: the node's partial sum, flagged resend so that nothing above claims for it.
+  static void expect_reclaimed_partial(const RecordingPortSink::Sent& sent, Seq seq, std::uint32_t bitmap,
+                                       const Values& values) {
+    EXPECT_EQ(sent.port, kPsPort);
+    const Header h = sent.header();
+    EXPECT_EQ(h.seq, seq);
+    EXPECT_TRUE(h.resend);
+    EXPECT_FALSE(h.collision);
+    EXPECT_EQ(h.node, kNode);
+    EXPECT_EQ(h.fan_in, 3);
+    EXPECT_EQ(h.bitmap, bitmap);
+    EXPECT_EQ(h.dst, kPs);
+    EXPECT_EQ(sent.values(), values);
+  }
+
   SwitchTest() : sw(config()) {
     install_network(sw);
     sw.install_job(job_entry(kJob));
@@ -1003,20 +1019,66 @@ TEST_F(SwitchTest, SweepReclaimsOnlyStaleAggregators) {
   from_worker(0, gradient(0, 100, 1), {1, 1, 1, 1}, us(0));
   from_worker(0, gradient(0, 101, 2), {1, 1, 1, 1}, us(600));
 
-  sw.on_timeout(us(999));
+  sw.on_timeout(us(999), sink);
   EXPECT_EQ(sw.table().in_use(), 2u);
-  sw.on_timeout(us(1000));  // exactly one timeout after its last aggregation
+  EXPECT_TRUE(sink.sent.empty());
+  sw.on_timeout(us(1000), sink);  // exactly one timeout after its last aggregation
   EXPECT_FALSE(sw.table().at(1).in_use);
   EXPECT_TRUE(sw.table().at(2).in_use);
   EXPECT_EQ(sw.counters().reclaimed, 1u);
   EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
+  ASSERT_EQ(sink.sent.size(), 1u);
+  expect_reclaimed_partial(sink.sent[0], 100, 0b1, {1, 1, 1, 1});
 
-  sw.on_timeout(us(1600));
+  sw.on_timeout(us(1600), sink);
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.counters().reclaimed, 2u);
   EXPECT_EQ(sw.job_counters(kJob).reclaimed, 2u);
   EXPECT_EQ(sw.next_deadline(), kNever);
-  EXPECT_TRUE(sink.sent.empty());
+  ASSERT_EQ(sink.sent.size(), 2u);
+  expect_reclaimed_partial(sink.sent[1], 101, 0b1, {1, 1, 1, 1});
+}
+
+// A complete sum went on when its last child came; reclaimed (its parameter packet was lost),
+// it sends nothing more.
+TEST_F(SwitchTest, ACompleteAggregatorIsReclaimedSilently) {
+  for (int k = 0; k < 3; ++k) from_worker(k, gradient(k, 100, 1), {1, 2, 3, 4}, us(10 * k));
+  ASSERT_EQ(sink.sent.size(), 1u);
+  sw.on_timeout(us(2000), sink);
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.counters().reclaimed, 1u);
+  EXPECT_EQ(sink.sent.size(), 1u);
+}
+
+// A child later than the reclaim timeout (a rank still computing): the others' partial sum went
+// on to the PS, and the late packet follows it there as a resend instead of waiting alone in a
+// fresh aggregator for packets gone ahead. Once the parameter packet passed, the fragment is
+// forgotten.
+TEST_F(SwitchTest, ALateChildOfAReclaimedFragmentFollowsItsPartialSum) {
+  auto allocated = [](Header h) {
+    h.allocate = true;
+    return h;
+  };
+  from_worker(0, allocated(gradient(0, 100, 5)), {1, 1, 1, 1}, us(0));
+  from_worker(1, allocated(gradient(1, 100, 5)), {2, 2, 2, 2}, us(10));
+  sw.on_timeout(us(1010), sink);
+  ASSERT_EQ(sink.sent.size(), 1u);
+  expect_reclaimed_partial(sink.sent[0], 100, 0b11, {3, 3, 3, 3});
+
+  from_worker(2, allocated(gradient(2, 100, 5)), {4, 4, 4, 4}, us(1500));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  EXPECT_EQ(sink.sent[1].port, kPsPort);
+  Header late = allocated(gradient(2, 100, 5));
+  late.resend = true;
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(late, Values{4, 4, 4, 4}));
+  EXPECT_EQ(sw.table().in_use(), 0u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 2u);
+
+  Header result = allocated(parameter(100, 5));
+  feed(kPsPort, result, {7, 7, 7, 7}, us(1600));
+  from_worker(0, allocated(gradient(0, 100, 5)), {1, 1, 1, 1}, us(1700));  // the same seq again: aggregated
+  EXPECT_EQ(sw.table().in_use(), 1u);
+  EXPECT_EQ(sw.job_counters(kJob).aggregations, 3u);
 }
 
 TEST_F(SwitchTest, GradientTouchingAStaleAggregatorReclaimsItLazily) {
@@ -1026,7 +1088,8 @@ TEST_F(SwitchTest, GradientTouchingAStaleAggregatorReclaimsItLazily) {
   EXPECT_TRUE(sink.sent[0].header().collision);
 
   from_worker(1, gradient(1, 101, 3), {2, 2, 2, 2}, us(1000));  // stale: free, claimed
-  EXPECT_EQ(sink.sent.size(), 1u);
+  ASSERT_EQ(sink.sent.size(), 2u);
+  expect_reclaimed_partial(sink.sent[1], 100, 0b1, {1, 1, 1, 1});
   const Aggregator& a = sw.table().at(3);
   EXPECT_EQ(a.seq, 101u);
   EXPECT_EQ(a.bitmap, 0b10u);
@@ -1037,11 +1100,12 @@ TEST_F(SwitchTest, GradientTouchingAStaleAggregatorReclaimsItLazily) {
   EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
 }
 
-TEST_F(SwitchTest, StaleResendOfItsOwnFragmentIsForwardedNotFlushed) {
+TEST_F(SwitchTest, StaleResendOfItsOwnFragmentFollowsTheReclaimedPartialSum) {
   from_worker(0, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
   from_worker(1, resend(1, 100, 3), {2, 2, 2, 2}, us(1000));
-  ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].bytes, build_packet(resend(1, 100, 3), Values{2, 2, 2, 2}));
+  ASSERT_EQ(sink.sent.size(), 2u);
+  expect_reclaimed_partial(sink.sent[0], 100, 0b1, {1, 1, 1, 1});
+  EXPECT_EQ(sink.sent[1].bytes, build_packet(resend(1, 100, 3), Values{2, 2, 2, 2}));
   EXPECT_EQ(sw.table().in_use(), 0u);
   EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 0u);
@@ -1070,7 +1134,8 @@ TEST_F(SwitchTest, ParameterPacketReclaimsAStaleAggregatorOfAnotherFragment) {
   EXPECT_EQ(sw.counters().reclaimed, 1u);
   EXPECT_EQ(sw.job_counters(kJob).reclaimed, 1u);
   EXPECT_EQ(sw.job_counters(kJob).deallocations, 0u);
-  EXPECT_EQ(sink.sent.size(), 6u);  // both parameter packets multicast
+  ASSERT_EQ(sink.sent.size(), 7u);  // both parameter packets multicast, and seq 100's partial sum
+  expect_reclaimed_partial(sink.sent[3], 100, 0b1, {1, 1, 1, 1});
 }
 
 TEST_F(SwitchTest, NextDeadlineIsTheOldestAggregationPlusTheTimeout) {
@@ -1084,7 +1149,7 @@ TEST_F(SwitchTest, NextDeadlineIsTheOldestAggregationPlusTheTimeout) {
   from_worker(1, gradient(1, 100, 1), {1, 1, 1, 1}, us(700));  // a duplicate refreshes nothing
   EXPECT_EQ(sw.next_deadline(), us(1300));
 
-  sw.on_timeout(us(1300));  // the runtime calls at the deadline: index 2 goes
+  sw.on_timeout(us(1300), sink);  // the runtime calls at the deadline: index 2 goes
   EXPECT_FALSE(sw.table().at(2).in_use);
   EXPECT_EQ(sw.next_deadline(), us(1500));
   feed(kPsPort, parameter(100, 1), {0, 0, 0, 0}, us(1400));
@@ -1099,7 +1164,7 @@ TEST_F(SwitchTest, ZeroReclaimTimeoutNeverReclaims) {
   s.install_job(job_entry(kJob));
   feed(s, 1, gradient(0, 100, 3), {1, 1, 1, 1}, us(0));
   EXPECT_EQ(s.next_deadline(), kNever);
-  s.on_timeout(time_from_ns(std::int64_t{1} << 62));
+  s.on_timeout(time_from_ns(std::int64_t{1} << 62), sink);
   feed(s, 2, gradient(1, 100, 3), {1, 1, 1, 1}, time_from_ns(std::int64_t{1} << 62));
   EXPECT_EQ(s.table().at(3).counter, 2);
   EXPECT_EQ(s.counters().reclaimed, 0u);
@@ -1338,7 +1403,7 @@ TEST_F(SwitchTest, PacketPathDoesNotAllocate) {
   for (auto& p : packets) {
     sw.process(p.front() == 0xFF ? PortId{1} : PortId{0}, p, now, null_sink);
     now += 10us;
-    if (sw.next_deadline() <= now) sw.on_timeout(now);  // reclaims job 9's aggregators
+    if (sw.next_deadline() <= now) sw.on_timeout(now, null_sink);  // reclaims job 9's aggregators
   }
   EXPECT_EQ(g_allocations.load(), before);
   const std::vector<std::uint8_t> probe = build_packet(gradient(0, 0, 0), Values{1});

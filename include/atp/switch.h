@@ -277,7 +277,10 @@ class SwitchPipeline {
 
   // Frees every aggregator whose timestamp is at least the reclaim timeout before `now` (the
   // control plane's sweep; the dataplane also reclaims lazily when a packet touches a stale one).
-  void on_timeout(Time now);
+  // An ATP aggregator still waiting for children sends its partial sum on to the PS first, as a
+  // resend flushes it (docs/protocol.md "Switch", step 1): a child that is late, not lost, then
+  // costs its own delay, not every other worker's resend.
+  void on_timeout(Time now, PortSink& out);
   // When the oldest held aggregator goes stale: oldest timestamp + reclaim timeout. kNever when
   // no aggregator is held or reclaim is disabled. O(1).
   Time next_deadline() const;
@@ -305,6 +308,8 @@ class SwitchPipeline {
   // Aggregator i's sum into `packet` and `h`: node role->node's (whole or partial) sum, or with
   // role nullptr, a Rina rack's.
   void write_sum(std::uint32_t i, const AggregationRole* role, Header& h, std::span<std::uint8_t> packet);
+  // The same, with h's node, fan_in and round_fragments left as they are.
+  void write_held(std::uint32_t i, Header& h, std::span<std::uint8_t> packet);
   // Aggregator i's sum on towards h.dst as a packet of its own (a resend: nothing on the way adds
   // it), and the aggregator freed. role: as write_sum's.
   void flush_partial(PortId ingress, const Header& h, const AggregationRole* role, std::uint32_t i, PortSink& out);
@@ -344,32 +349,40 @@ class SwitchPipeline {
   bool is_stale(const Aggregator& a, Time now) const;
   // Where an allocated fragment's first packet goes: the aggregator free the longest, or in a
   // full table the oldest held one if it is stale (reclaimed); kNone when none is free.
-  std::uint32_t allocatable(Time now);
+  std::uint32_t allocatable(Time now, PortSink& out);
   // The table brake (docs/protocol.md "Sharing the table"): `job` holds more than an even share
   // among the jobs sharing the table (those holding any, and the job of last_collision_), and the
   // table is contended: fewer than 1/kBrakeFreeFraction of its aggregators are free, or another
   // job's fragment found none free lately (last_collision_).
   static constexpr std::uint32_t kBrakeFreeFraction = 8;
   bool over_share(JobId job) const;
-  void reclaim(std::uint32_t index);  // frees a stale aggregator and counts it for its job
-  void reclaim_if_stale(std::uint32_t index, Time now);
+  // Frees a stale aggregator and counts it for its job; an ATP partial sum goes on first (on_timeout).
+  void reclaim(std::uint32_t index, PortSink& out);
+  void reclaim_if_stale(std::uint32_t index, Time now, PortSink& out);
 
   SwitchConfig config_;
   TableSlice slice_;
   AggregatorTable table_;
   std::vector<std::uint8_t> flush_packet_;  // a partial aggregate sent besides the packet in hand
+  // Per row: the packet that claimed it for an ATP role (its header with the node's `node` and
+  // `fan_in`, and where it came in), so that a partial sum reclaimed by the timeout can go on to
+  // the PS alone. Rina's rows: `atp` false.
+  struct Claim {
+    bool atp = false;
+    Header header;
+    PortId ingress = 0;
+  };
+  std::vector<Claim> claimed_by_;
   std::unordered_map<Address, PortId> routes_;
   std::unordered_map<Address, std::vector<PortId>> multicast_groups_;
   std::unordered_map<JobId, JobState> jobs_;
   SwitchCounters counters_;
   std::unordered_map<JobId, SwitchJobCounters> job_counters_;
-  // Allocated fragments that found no aggregator free, so that their other packets follow them
-  // to the PS instead of claiming one freed meanwhile (it would hold a sum waiting for the
-  // packets gone ahead, until a resend flushed it). Forgotten when the fragment's parameter
-  // packet passes, or the oldest first once the table's size of newer ones are remembered.
-  class CollidedFragments {
+  // Allocated fragments remembered until their parameter packet passes, or the oldest first once
+  // the table's size of newer ones are remembered.
+  class RememberedFragments {
    public:
-    explicit CollidedFragments(std::uint32_t capacity) : map_(capacity), ring_(capacity) {}
+    explicit RememberedFragments(std::uint32_t capacity) : map_(capacity), ring_(capacity) {}
     bool contains(JobId job, Seq seq) const { return map_.find(job, seq) != FragmentMap::kNone; }
     void insert(JobId job, Seq seq);  // no-op if it is there, or the capacity is 0
     void erase(JobId job, Seq seq);
@@ -384,7 +397,13 @@ class SwitchPipeline {
     std::vector<Remembered> ring_;  // oldest first from next_
     std::uint32_t next_ = 0;
   };
-  CollidedFragments collided_;
+  // Fragments that found no aggregator free, so that their other packets follow them to the PS
+  // instead of claiming one freed meanwhile (it would hold a sum waiting for the packets gone
+  // ahead, until a resend flushed it).
+  RememberedFragments collided_;
+  // Fragments whose partial sum a reclaim sent on (a child late by more than the reclaim
+  // timeout): their late packets follow it to the PS for the same reason.
+  RememberedFragments flushed_;
   // The last allocated fragment that found no aggregator free: its job wants more of the table.
   // It counts among the jobs sharing the table even while it holds none, and the table counts as
   // contended for the other jobs (over_share), until the table's size more aggregators have been

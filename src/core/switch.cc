@@ -177,7 +177,9 @@ SwitchPipeline::SwitchPipeline(const SwitchConfig& config, TableSlice slice)
       table_(config.atp_capable ? config.num_aggregators / slice.count : 0,
              config.atp_capable ? config.aggregator_width : 0),
       flush_packet_(packet_size(table_.width())),
-      collided_(table_.size()) {}
+      claimed_by_(table_.size()),
+      collided_(table_.size()),
+      flushed_(table_.size()) {}
 
 void SwitchPipeline::add_route(Address dst, PortId port) { routes_[dst] = port; }
 
@@ -230,25 +232,41 @@ bool SwitchPipeline::is_stale(const Aggregator& a, Time now) const {
   return now >= a.timestamp && now - a.timestamp >= config_.reclaim_timeout;
 }
 
-void SwitchPipeline::reclaim(std::uint32_t index) {
-  const auto it = job_counters_.find(table_.at(index).job);
+void SwitchPipeline::reclaim(std::uint32_t index, PortSink& out) {
+  const Aggregator& a = table_.at(index);
+  const auto it = job_counters_.find(a.job);
   if (it != job_counters_.end()) ++it->second.reclaimed;
   ++counters_.reclaimed;
+  const Claim& claim = claimed_by_[index];
+  if (claim.atp && a.counter < claim.header.fan_in) {
+    // Children are missing: late (a straggler still computing) or lost (their resends flush what
+    // is here, and pass through once it is gone). Either way what the others sent goes on to the
+    // PS as a partial sum, which it merges; thrown away, every one of them would have to resend.
+    Header flushed = claim.header;
+    flushed.resend = true;  // no switch above claims an aggregator for it
+    flushed.collision = false;
+    flushed.ecn = false;
+    flushed.value_count = a.value_count;
+    const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
+    write_held(index, flushed, bytes);
+    forward(flushed, claim.ingress, bytes, out);
+    if (a.allocated) flushed_.insert(a.job, a.seq);
+  }
   table_.release(index);
 }
 
-void SwitchPipeline::reclaim_if_stale(std::uint32_t index, Time now) {
-  if (table_.at(index).in_use && is_stale(table_.at(index), now)) reclaim(index);
+void SwitchPipeline::reclaim_if_stale(std::uint32_t index, Time now, PortSink& out) {
+  if (table_.at(index).in_use && is_stale(table_.at(index), now)) reclaim(index, out);
 }
 
-std::uint32_t SwitchPipeline::allocatable(Time now) {
+std::uint32_t SwitchPipeline::allocatable(Time now, PortSink& out) {
   if (table_.longest_free() == AggregatorTable::kNone && table_.oldest() != AggregatorTable::kNone) {
-    reclaim_if_stale(table_.oldest(), now);  // a full table: the oldest aggregator, if stale, is free
+    reclaim_if_stale(table_.oldest(), now, out);  // a full table: the oldest aggregator, if stale, is free
   }
   return table_.longest_free();
 }
 
-void SwitchPipeline::CollidedFragments::insert(JobId job, Seq seq) {
+void SwitchPipeline::RememberedFragments::insert(JobId job, Seq seq) {
   if (ring_.empty() || contains(job, seq)) return;
   Remembered& oldest = ring_[next_];
   if (oldest.valid) map_.erase(oldest.job, oldest.seq);
@@ -257,7 +275,7 @@ void SwitchPipeline::CollidedFragments::insert(JobId job, Seq seq) {
   next_ = (next_ + 1) % static_cast<std::uint32_t>(ring_.size());
 }
 
-void SwitchPipeline::CollidedFragments::erase(JobId job, Seq seq) {
+void SwitchPipeline::RememberedFragments::erase(JobId job, Seq seq) {
   const std::uint32_t place = map_.find(job, seq);
   if (place == FragmentMap::kNone) return;
   ring_[place] = Remembered{};
@@ -274,11 +292,11 @@ bool SwitchPipeline::over_share(JobId job) const {
   return std::uint64_t{table_.held_by(job)} * sharing > size;
 }
 
-void SwitchPipeline::on_timeout(Time now) {
+void SwitchPipeline::on_timeout(Time now, PortSink& out) {
   // The list is oldest first: stop at the first aggregator that is still fresh.
   for (std::uint32_t i = table_.oldest(); i != AggregatorTable::kNone; i = table_.oldest()) {
     if (!is_stale(table_.at(i), now)) break;
-    reclaim(i);
+    reclaim(i, out);
   }
 }
 
@@ -353,13 +371,16 @@ void SwitchPipeline::process_parameter(PortId ingress, const Header& h, const Jo
   // Fig. 7 box 8: a parameter packet (first or re-sent, multicast or unicast) frees the
   // aggregator of its fragment; failing that, it reclaims a stale one at its index (§3.7).
   if (table_.size() != 0 && !h.resend_request) {
-    if (h.allocate) collided_.erase(h.job, h.seq);
+    if (h.allocate) {
+      collided_.erase(h.job, h.seq);
+      flushed_.erase(h.job, h.seq);
+    }
     const std::uint32_t i = h.allocate ? table_.find(h.job, h.seq) : row_of(h.aggregator_index);
     if (i != AggregatorTable::kNone && holds(table_.at(i), h)) {
       table_.release(i);
       ++job.counters->deallocations;
     } else if (i != AggregatorTable::kNone) {
-      reclaim_if_stale(i, now);
+      reclaim_if_stale(i, now, out);
     }
   }
   if (forward(h, ingress, packet, out)) ++job.counters->forwarded;
@@ -396,14 +417,18 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
 
 void SwitchPipeline::write_sum(std::uint32_t i, const AggregationRole* role, Header& h,
                                std::span<std::uint8_t> packet) {
-  const Aggregator& a = table_.at(i);
-  store_values(packet, table_.values(i).first(a.value_count));
   if (role != nullptr) {
     h.node = role->node;
     h.fan_in = static_cast<std::uint8_t>(role->children.size());
   } else {
-    h.round_fragments = a.round_fragments;
+    h.round_fragments = table_.at(i).round_fragments;
   }
+  write_held(i, h, packet);
+}
+
+void SwitchPipeline::write_held(std::uint32_t i, Header& h, std::span<std::uint8_t> packet) {
+  const Aggregator& a = table_.at(i);
+  store_values(packet, table_.values(i).first(a.value_count));
   h.bitmap = a.bitmap;
   h.ecn = h.ecn || a.ecn;
   h.round_shape = a.round_shape;
@@ -495,10 +520,19 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   // The aggregator at the packet's index, or with `allocate` the one found by <job, seq> (none:
   // the one free the longest, claimed below).
   std::uint32_t i = h.allocate ? table_.find(h.job, h.seq) : row_of(h.aggregator_index);
-  if (i != AggregatorTable::kNone) reclaim_if_stale(i, now);  // a stale aggregator counts as free
+  if (i != AggregatorTable::kNone) reclaim_if_stale(i, now, out);  // a stale aggregator counts as free
+  if (h.allocate && (i == AggregatorTable::kNone || !table_.at(i).in_use) && flushed_.contains(h.job, h.seq)) {
+    // A reclaim sent what the others gave on to the PS: a late child's packet follows it there,
+    // as a resend (so that no switch above claims for it), instead of waiting alone in an
+    // aggregator for packets gone ahead.
+    h.resend = true;
+    encode_header(h, packet);
+    if (forward(h, ingress, packet, out)) ++counters.forwarded;
+    return;
+  }
   // An allocated fragment that collided before goes on colliding, whole at the PS.
   if (h.allocate && (i == AggregatorTable::kNone || !table_.at(i).in_use)) {
-    i = collided_.contains(h.job, h.seq) ? AggregatorTable::kNone : allocatable(now);
+    i = collided_.contains(h.job, h.seq) ? AggregatorTable::kNone : allocatable(now, out);
   }
   Aggregator& a = table_.at(i != AggregatorTable::kNone ? i : 0);  // kNone: a full table, never read
   const bool holds_fragment = i != AggregatorTable::kNone && holds(a, h);
@@ -534,6 +568,10 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
   if (i != AggregatorTable::kNone && !a.in_use && !braked) {
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now, h.allocate);  // first come, first served
     if (h.allocate) ++claims_;
+    Claim& claim = claimed_by_[i];
+    claim = {true, h, ingress};
+    claim.header.node = role->node;
+    claim.header.fan_in = static_cast<std::uint8_t>(role->children.size());
   } else if (!holds_fragment) {
     // Box 1 -> box 2: held by another fragment (with `allocate`: no aggregator free, or the
     // brake). The PS aggregates this packet; resend keeps the switches above from adding it,
@@ -635,7 +673,7 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
             table_.release(i);
             ++counters.deallocations;
           } else {
-            reclaim_if_stale(i, now);
+            reclaim_if_stale(i, now, out);
           }
           to_members(job, h, ingress, packet, out);
           ++counters.forwarded;
@@ -663,7 +701,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     return;
   }
   const std::uint32_t i = row_of(h.aggregator_index);
-  reclaim_if_stale(i, now);
+  reclaim_if_stale(i, now, out);
   Aggregator& a = table_.at(i);
   const bool holds_fragment = holds(a, h);
   if (holds_fragment && a.value_count != h.value_count) {
@@ -691,6 +729,7 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
   if (!a.in_use) {
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);
     a.round_fragments = h.round_fragments;
+    claimed_by_[i].atp = false;
   } else if (!holds_fragment) {
     ++counters.collisions;  // held by another fragment: on alone, for the receiver to merge
     forward(h, ingress, packet, out);

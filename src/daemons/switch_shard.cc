@@ -210,8 +210,8 @@ Time SwitchShard::next_deadline() const {
 }
 
 void SwitchShard::on_deadline(Time now) {
-  pipeline_.on_timeout(now);
   sink_.now = now;
+  pipeline_.on_timeout(now, sink_);  // partial sums reclaimed go out with what the queues release
   process_ingress(now);
   flush(now);
 }

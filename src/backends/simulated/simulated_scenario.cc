@@ -83,9 +83,9 @@ class SwitchNode final : public sim::Node {
     if (noise_ports.contains(port)) ++noise_received;
     pipeline_->process(port, packet, now, out);
   }
-  void on_timeout(Time now, PortSink&) override {
+  void on_timeout(Time now, PortSink& out) override {
     activity_.saw(now);
-    pipeline_->on_timeout(now);
+    pipeline_->on_timeout(now, out);
   }
   Time next_deadline() const override { return state_ == State::kDown ? kNever : pipeline_->next_deadline(); }
 
@@ -990,13 +990,16 @@ ScenarioResult SimulatedScenario::run(const std::string& backend) {
   }
 
   // Leak check: move every switch's clock past its reclaim timeout and sweep. Whatever is still
-  // held then would stay held forever.
+  // held then would stay held forever. The run is over: partial sums the sweep sends go nowhere.
+  struct Nowhere final : PortSink {
+    void send(PortId, std::span<const std::uint8_t>) override {}
+  } nowhere;
   for (const auto& [name, node] : s.switches) {
     // (A switch with reclaim disabled, timeout <= 0, keeps what it holds: that is a leak too.)
     SwitchPipeline& pipeline = node->pipeline();
     const Duration timeout = std::max(pipeline.config().reclaim_timeout, Duration::zero());
     const Time sweep = s.activity.last + timeout + std::chrono::microseconds(1);
-    pipeline.on_timeout(sweep);
+    pipeline.on_timeout(sweep, nowhere);
     result.leaked_aggregators += pipeline.table().in_use();
   }
   return result;
