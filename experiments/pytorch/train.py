@@ -75,6 +75,8 @@ def main():
             "steps": args.steps,
             "step_seconds": step_seconds,
             "images_per_second_per_worker": args.batch * args.steps / slowest.item(),
+            # Rank 0's loss recovery over the whole run (warm-up included): timeouts, resends, ...
+            "atp_stats": atp_torch.stats(),
         }), flush=True)
     dist.destroy_process_group()
 

@@ -62,10 +62,19 @@ def _create_process_group(store, rank, size, timeout):
     return _C.create_process_group(store, rank, size, timeout, make_gloo)
 
 
+def stats():
+    """What loss recovery cost so far: one dict per live group of this process that the switches
+    aggregate (ATP_ALGORITHM atp, ps or rina; groups over TCP have none), oldest first, with
+    "algorithm", "job", "rank" and the endpoint's counters (atp and ps: gradient_packets_sent,
+    retransmissions, timeouts, float_resends, requested_resends, ...; rina: packets_sent,
+    retransmissions, timeouts, requests_sent, ...). Read it before destroy_process_group."""
+    return _C.stats()
+
+
 if BACKEND.upper() not in _dist.Backend._plugins:  # importing twice (reload) registers once
     if "devices" in _inspect.signature(_dist.Backend.register_backend).parameters:  # torch 2.x
         _dist.Backend.register_backend(BACKEND, _create_process_group, devices=["cpu", "cuda"])
     else:  # torch 1.13: a backend is a whole process group, for every device
         _dist.Backend.register_backend(BACKEND, _create_process_group)
 
-__all__ = ["BACKEND", "__version__"]
+__all__ = ["BACKEND", "__version__", "stats"]

@@ -47,6 +47,7 @@
 #include "atp/plink/probing.h"
 #include "atp/scenario/algorithm.h"
 #include "atp/scenario/scenario.h"
+#include "group_stats.h"
 
 namespace atp::torch_backend {
 namespace {
@@ -474,6 +475,7 @@ class ProcessGroupAtp : public BackendBase {
         tcp_ = join_host_collective(algorithm, store_, rank, size, timeout);
       } else {
         job_ = ClusterJob::join(store_, rank, size, options_from_environment(timeout));
+        stats_entry_.emplace(*job_, algorithm, rank);
       }
     } catch (const c10::Error&) {
       // A setting's one sentence, already worded. Rank 0 serves the store: it waits (within the
@@ -846,6 +848,7 @@ class ProcessGroupAtp : public BackendBase {
     }
     wake_.notify_all();
     thread_.join();
+    stats_entry_.reset();
     if (job_) job_->close();
     if (tcp_) tcp_->close();
   }
@@ -866,6 +869,7 @@ class ProcessGroupAtp : public BackendBase {
 
   TorchStore store_;
   std::unique_ptr<ClusterJob> job_;  // atp, rina
+  std::optional<GroupStatsEntry> stats_entry_;  // job_'s counters in atp_torch.stats(), until shut down
   std::unique_ptr<Allreduce> tcp_;   // hierarchical, plink, plink_fa
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
@@ -908,4 +912,6 @@ PYBIND11_MODULE(_C, module) {
              "the 'atp' backend, over the Gloo group of the same ranks that make_gloo() makes", pybind11::arg("store"),
              pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"), pybind11::arg("make_gloo"));
   module.def("bind_address", &atp::torch_backend::bind_address, "ATP_BIND's address (default 127.0.0.1)");
+  module.def("stats", &atp::torch_backend::group_stats,
+             "one dict per live atp/ps/rina group of this process: algorithm, job, rank and its endpoint's counters");
 }

@@ -59,6 +59,7 @@ def allreduce_vs_gloo(rank, size, gloo):
     t = torch.arange(20, dtype=torch.float32).reshape(4, 5).t()
     dist.all_reduce(t)
     out["non_contiguous_ok"] = bool(torch.equal(t, torch.arange(20, dtype=torch.float32).reshape(4, 5).t() * size))
+    out["stats"] = atp_torch.stats()
     return out
 
 

@@ -138,6 +138,12 @@ def expect_gloo_within_the_fixed_point_bound(lines, size, float_sums=False):
 def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
     lines, _ = run_ranks("allreduce_vs_gloo", size)
     expect_gloo_within_the_fixed_point_bound(lines, size)
+    # atp_torch.stats(): the one atp group's counters, of this rank, after its 7 calls through ATP
+    # (SUM and AVG of 3 sizes, and the non-contiguous one); the gloo group has none.
+    for r, line in enumerate(lines):
+        [stats] = line["stats"]
+        assert (stats["algorithm"], stats["rank"], stats["rounds_completed"]) == ("atp", r, 7), stats
+        assert stats["gradient_packets_sent"] >= 7 and stats["job"] > 0, stats
 
 
 @pytest.mark.parametrize("algorithm", ["hierarchical", "plink", "plink_fa"])
