@@ -1,4 +1,4 @@
-"""Compiles the PyTorch backend (src/torch/process_group.cc) against the torch of the Python that
+"""Compiles the PyTorch backend (src/torch/*.cc) against the torch of the Python that
 runs this script, linking the project's libraries from a kit (tools/torch-kit.sh pack): for a
 machine whose torch is not Debian's (torch 2.x with CUDA) and that lacks the Debian packages the
 CMake build needs. Writes OUT/atp_torch: __init__.py, the extension _C, and the kit's atp beside it
@@ -36,7 +36,7 @@ def main():
         value = getattr(torch._C, f"_PYBIND11_{name}", None)
         if value is not None:
             command.append(f'-DPYBIND11_{name}="{value}"')
-    command += [str(root / "src" / "torch" / "process_group.cc"), "-o", str(extension)]
+    command += [str(p) for p in sorted((root / "src" / "torch").glob("*.cc"))] + ["-o", str(extension)]
     command += ["-Wl,--start-group", *sorted(str(p) for p in lib.glob("libatp_*.a")), "-Wl,--end-group"]
     # The C++ runtime before torch's libraries: pip's libtorch.so exports copies of some of it
     # (std::filesystem::remove_all among them, from its toolchain's static part of libstdc++),

@@ -6,7 +6,7 @@
 #       information; the atp binary its local cluster runs; the shared libraries both need beyond
 #       glibc and libstdc++ (atp's, as ldd finds them).
 #   tools/torch-kit.sh test [PYTEST-ARGS]  there (or here, to check the kit): compiles
-#       src/torch/process_group.cc against the torch of $PYTHON (python3 by default) and the kit
+#       src/torch/*.cc against the torch of $PYTHON (python3 by default) and the kit
 #       (tools/build_torch_extension.py) into the kit's python/atp_torch, then runs
 #       tests/python/test_atp_backend.py on that package.
 #   tools/torch-kit.sh suite [RUN_SUITE-ARGS]  there: torch's own distributed test suite on gloo
