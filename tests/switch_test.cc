@@ -1877,34 +1877,6 @@ TEST_F(RinaSwitchTest, AResendGoesAloneOrFlushesTheSumItIsIn) {
   EXPECT_EQ(sw.job_counters(kJob).resend_flushes, 1u);
 }
 
-// A member later than the reclaim timeout: the rack's partial sum goes on to the next member
-// when the aggregator is reclaimed (as a resend flushes it), and the late contribution follows it
-// alone, until the receiver's ack makes the switch forget the fragment.
-TEST_F(RinaSwitchTest, AReclaimedPartialSumGoesOnAndTheLateMemberFollowsIt) {
-  process(1, contribution(0, 4, 1), us(0));
-  process(2, contribution(1, 4, 10), us(10));
-  sw.on_timeout(us(1010), sink);
-  ASSERT_EQ(sink.sent.size(), 1u);
-  EXPECT_EQ(sink.sent[0].port, 0);
-  const Header partial = sink.sent[0].header();
-  EXPECT_EQ(partial.rina, RinaKind::kContribution);
-  EXPECT_TRUE(partial.resend);
-  EXPECT_EQ(partial.bitmap, 0b011u);
-  EXPECT_EQ(partial.round_fragments, kFragments);
-  EXPECT_EQ(sink.sent[0].values(), (Values{11, 11, 11, 11}));
-  EXPECT_EQ(sw.table().in_use(), 0u);
-
-  process(3, contribution(2, 4, 100), us(1500));
-  ASSERT_EQ(sink.sent.size(), 2u);
-  EXPECT_EQ(sink.sent[1].header().bitmap, 0b100u);
-  EXPECT_TRUE(sink.sent[1].header().resend);
-  EXPECT_EQ(sw.table().in_use(), 0u);
-
-  process(0, no_values(RinaKind::kAck, 4, kNext, kWorkers[0]), us(1600));
-  process(1, contribution(0, 4, 1), us(1700));  // the fragment forgotten: aggregated again
-  EXPECT_EQ(sw.table().in_use(), 1u);
-}
-
 TEST_F(RinaSwitchTest, DuplicatesCollisionsAndOtherShapesAreNeverAdded) {
   process(1, contribution(0, 4, 1));
   process(1, contribution(0, 4, 1));  // the network's duplicate

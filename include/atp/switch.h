@@ -364,10 +364,11 @@ class SwitchPipeline {
   TableSlice slice_;
   AggregatorTable table_;
   std::vector<std::uint8_t> flush_packet_;  // a partial aggregate sent besides the packet in hand
-  // Per row: the packet that claimed it (for an ATP role, its header with the node's `node` and
-  // `fan_in`; for a Rina rack, as it came) and where it came in, so that a partial sum reclaimed
-  // by the timeout can go on alone: to the PS, or to the ring's next member.
+  // Per row: the packet that claimed it for an ATP role (its header with the node's `node` and
+  // `fan_in`, and where it came in), so that a partial sum reclaimed by the timeout can go on to
+  // the PS alone. Rina's rows: `atp` false.
   struct Claim {
+    bool atp = false;
     Header header;
     PortId ingress = 0;
   };

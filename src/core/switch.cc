@@ -238,25 +238,19 @@ void SwitchPipeline::reclaim(std::uint32_t index, PortSink& out) {
   if (it != job_counters_.end()) ++it->second.reclaimed;
   ++counters_.reclaimed;
   const Claim& claim = claimed_by_[index];
-  // Children are missing: late (a straggler still computing) or lost (their resends flush what
-  // is here, and pass through once it is gone). Either way what the others sent goes on as a
-  // partial sum, as a resend would flush it, and the receiver (the PS, or Rina's next member)
-  // merges it; thrown away, every one of them would have to send again. A complete sum went on
-  // already: nothing to send.
-  if (a.counter < claim.header.fan_in) {
+  if (claim.atp && a.counter < claim.header.fan_in) {
+    // Children are missing: late (a straggler still computing) or lost (their resends flush what
+    // is here, and pass through once it is gone). Either way what the others sent goes on to the
+    // PS as a partial sum, which it merges; thrown away, every one of them would have to resend.
     Header flushed = claim.header;
-    flushed.resend = true;  // no switch on the way claims an aggregator for it
+    flushed.resend = true;  // no switch above claims an aggregator for it
     flushed.collision = false;
     flushed.ecn = false;
     flushed.value_count = a.value_count;
     const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
-    if (flushed.rina == RinaKind::kNone) {
-      write_held(index, flushed, bytes);
-      forward(flushed, claim.ingress, bytes, out);
-    } else if (const auto job = jobs_.find(a.job); job != jobs_.end()) {
-      rina_send_sum(claim.ingress, flushed, job->second, index, bytes, out);
-    }
-    if (a.allocated || flushed.rina != RinaKind::kNone) flushed_.insert(a.job, a.seq);
+    write_held(index, flushed, bytes);
+    forward(flushed, claim.ingress, bytes, out);
+    if (a.allocated) flushed_.insert(a.job, a.seq);
   }
   table_.release(index);
 }
@@ -575,7 +569,7 @@ void SwitchPipeline::process_gradient(PortId ingress, Header& h, const JobState&
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now, h.allocate);  // first come, first served
     if (h.allocate) ++claims_;
     Claim& claim = claimed_by_[i];
-    claim = {h, ingress};
+    claim = {true, h, ingress};
     claim.header.node = role->node;
     claim.header.fan_in = static_cast<std::uint8_t>(role->children.size());
   } else if (!holds_fragment) {
@@ -673,7 +667,6 @@ void SwitchPipeline::process_rina(PortId ingress, Header& h, const JobState& job
         break;
       case RinaKind::kAck:
         if (to_rack) {  // every worker of the rack contributed; the fragment's aggregator is done
-          flushed_.erase(h.job, h.seq);
           const std::uint32_t i = row_of(h.aggregator_index);
           const Aggregator& a = table_.at(i);
           if (holds(a, h)) {
@@ -734,16 +727,9 @@ void SwitchPipeline::rina_aggregate(PortId ingress, std::size_t member, Header& 
     return;
   }
   if (!a.in_use) {
-    if (flushed_.contains(h.job, h.seq)) {
-      // A reclaim sent the rack's partial sum on: a late member's contribution follows it alone.
-      h.resend = true;
-      encode_header(h, packet);
-      if (forward(h, ingress, packet, out)) ++counters.forwarded;
-      return;
-    }
     table_.claim(i, h.job, h.seq, h.value_count, h.round_shape, now);
     a.round_fragments = h.round_fragments;
-    claimed_by_[i] = {h, ingress};
+    claimed_by_[i].atp = false;
   } else if (!holds_fragment) {
     ++counters.collisions;  // held by another fragment: on alone, for the receiver to merge
     forward(h, ingress, packet, out);
