@@ -193,18 +193,11 @@ std::string to_summary(const ScenarioResult& result) {
     }
     if (!j.error.empty()) out << "  error: " << j.error << "\n";
   }
-  std::uint64_t packets = 0, bytes = 0, lost = 0, drops = 0, ecn = 0;
-  for (const LinkResult& l : result.links) {
-    packets += l.packets;
-    bytes += l.bytes;
-    lost += l.lost;
-    drops += l.queue_drops;
-    ecn += l.ecn_marked;
-  }
+  const LinkTotals t = link_totals(result.links);
   // inproc counts ATP bytes; ns3 whole packets with their IPv4/UDP (or TCP) and PPP headers.
-  out << "links: " << result.links.size() << " directions, " << packets << " packets, " << bytes
-      << (result.backend == "ns3" ? " bytes, " : " ATP bytes, ") << lost << " lost, " << drops << " queue drops, "
-      << ecn << " ECN-marked\n";
+  out << "links: " << result.links.size() << " directions, " << t.packets << " packets, " << t.bytes
+      << (result.backend == "ns3" ? " bytes, " : " ATP bytes, ") << t.lost << " lost, " << t.queue_drops
+      << " queue drops, " << t.ecn_marked << " ECN-marked\n";
   for (const FlowResult& f : result.flows) {
     out << format("background tcp %s -> %s: %.1f MB in %.2f s, %.3f Gbit/s goodput\n", f.from.c_str(), f.to.c_str(),
                   static_cast<double>(f.bytes) / 1e6, f.seconds, f.goodput_gbps);
@@ -225,6 +218,18 @@ std::string to_summary(const ScenarioResult& result) {
         << " were the jobs' own packets at a restarted switch before its jobs were installed again\n";
   }
   return out.str();
+}
+
+LinkTotals link_totals(const std::vector<LinkResult>& links) {
+  LinkTotals t;
+  for (const LinkResult& l : links) {
+    t.packets += l.packets;
+    t.bytes += l.bytes;
+    t.lost += l.lost;
+    t.queue_drops += l.queue_drops;
+    t.ecn_marked += l.ecn_marked;
+  }
+  return t;
 }
 
 bool all_correct(const ScenarioResult& result) {

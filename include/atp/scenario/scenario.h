@@ -288,6 +288,12 @@ struct LinkResult {
   std::uint64_t duplicated = 0;  // extra copies the link's duplicate setting made (inproc, ns3)
 };
 
+// The links' counters summed over every direction.
+struct LinkTotals {
+  std::uint64_t packets = 0, bytes = 0, lost = 0, queue_drops = 0, ecn_marked = 0;
+};
+LinkTotals link_totals(const std::vector<LinkResult>& links);
+
 struct ScenarioResult {
   std::string backend;
   std::vector<JobResult> jobs;

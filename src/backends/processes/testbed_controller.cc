@@ -135,7 +135,7 @@ void TestbedController::remove(JobId job) {
     for (const std::string& h : hosts_of_[job]) hosts += (hosts.empty() ? "" : ", ") + h;
     for (const auto& [name, c] : counters(job)) {
       counts += (counts.empty() ? "" : ", ") + name + " " + std::to_string(c.aggregations);
-      // Partial sums a reclaim timeout took: each such fragment waits for resends.
+      // Aggregators a reclaim timeout freed: a rank later than the timeout, or a lost packet.
       if (c.reclaimed > 0) reclaimed += (reclaimed.empty() ? "" : ", ") + name + " " + std::to_string(c.reclaimed);
     }
     if (!reclaimed.empty()) counts += "; aggregators reclaimed by timeout: " + reclaimed;

@@ -173,27 +173,23 @@ class TestbedRun {
     ScenarioResult result;
     result.backend = "netns";
     net_.collect(result);
-    std::uint64_t packets = 0, lost = 0, drops = 0, ecn = 0;
+    const LinkTotals t = link_totals(result.links);
     std::vector<const LinkResult*> dropping;
     for (const LinkResult& l : result.links) {
-      packets += l.packets;
-      lost += l.lost;
-      drops += l.queue_drops;
-      ecn += l.ecn_marked;
       if (l.queue_drops > 0) dropping.push_back(&l);
     }
     std::sort(dropping.begin(), dropping.end(),
               [](const LinkResult* a, const LinkResult* b) { return a->queue_drops > b->queue_drops; });
     std::ostringstream line;
-    line << "atp testbed: links carried " << packets << " packets; " << drops << " queue drops";
+    line << "atp testbed: links carried " << t.packets << " packets; " << t.queue_drops << " queue drops";
     constexpr std::size_t kShown = 3;
     for (std::size_t i = 0; i < std::min(kShown, dropping.size()); ++i) {
       line << (i == 0 ? " (" : ", ") << dropping[i]->from << "->" << dropping[i]->to << " " << dropping[i]->queue_drops;
     }
     if (dropping.size() > kShown) line << ", ...";
     if (!dropping.empty()) line << ")";
-    line << ", " << lost << " lost to loss settings, " << ecn << " ECN-marked; hosts' sockets had no buffer for "
-         << result.host_dropped_packets;
+    line << ", " << t.lost << " lost to loss settings, " << t.ecn_marked
+         << " ECN-marked; hosts' sockets had no buffer for " << result.host_dropped_packets;
     std::cerr << line.str() << std::endl;
     if (!options_.report.empty()) processes::write_file(options_.report, to_json(result));
   }
