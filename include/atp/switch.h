@@ -308,8 +308,13 @@ class SwitchPipeline {
   // Aggregator i's sum into `packet` and `h`: node role->node's (whole or partial) sum, or with
   // role nullptr, a Rina rack's.
   void write_sum(std::uint32_t i, const AggregationRole* role, Header& h, std::span<std::uint8_t> packet);
-  // The same, with h's node, fan_in and round_fragments left as they are.
+  // write_sum's two halves: h's node and fan_in from role (nullptr: round_fragments from the
+  // aggregator), and the aggregator's values and the rest of its state into packet.
+  void label_sum(std::uint32_t i, const AggregationRole* role, Header& h) const;
   void write_held(std::uint32_t i, Header& h, std::span<std::uint8_t> packet);
+  // Aggregator i's sum on towards flushed.dst as a resend of its own, `flushed` already labelled
+  // (label_sum), and the aggregator freed: flush_partial's and a reclaim's.
+  void send_held(PortId ingress, Header flushed, std::uint32_t i, PortSink& out);
   // Aggregator i's sum on towards h.dst as a packet of its own (a resend: nothing on the way adds
   // it), and the aggregator freed. role: as write_sum's.
   void flush_partial(PortId ingress, const Header& h, const AggregationRole* role, std::uint32_t i, PortSink& out);

@@ -242,17 +242,10 @@ void SwitchPipeline::reclaim(std::uint32_t index, PortSink& out) {
     // Children are missing: late (a straggler still computing) or lost (their resends flush what
     // is here, and pass through once it is gone). Either way what the others sent goes on to the
     // PS as a partial sum, which it merges; thrown away, every one of them would have to resend.
-    Header flushed = claim.header;
-    flushed.resend = true;  // no switch above claims an aggregator for it
-    flushed.collision = false;
-    flushed.ecn = false;
-    flushed.value_count = a.value_count;
-    const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(a.value_count));
-    write_held(index, flushed, bytes);
-    forward(flushed, claim.ingress, bytes, out);
     if (a.allocated) flushed_.insert(a.job, a.seq);
+    send_held(claim.ingress, claim.header, index, out);  // the header carries the node's node and fan_in
   }
-  table_.release(index);
+  table_.release(index);  // a complete one (send_held freed a partial one)
 }
 
 void SwitchPipeline::reclaim_if_stale(std::uint32_t index, Time now, PortSink& out) {
@@ -417,13 +410,17 @@ void SwitchPipeline::aggregate(std::uint32_t i, std::uint32_t bit, const Header&
 
 void SwitchPipeline::write_sum(std::uint32_t i, const AggregationRole* role, Header& h,
                                std::span<std::uint8_t> packet) {
+  label_sum(i, role, h);
+  write_held(i, h, packet);
+}
+
+void SwitchPipeline::label_sum(std::uint32_t i, const AggregationRole* role, Header& h) const {
   if (role != nullptr) {
     h.node = role->node;
     h.fan_in = static_cast<std::uint8_t>(role->children.size());
   } else {
     h.round_fragments = table_.at(i).round_fragments;
   }
-  write_held(i, h, packet);
 }
 
 void SwitchPipeline::write_held(std::uint32_t i, Header& h, std::span<std::uint8_t> packet) {
@@ -439,13 +436,18 @@ void SwitchPipeline::write_held(std::uint32_t i, Header& h, std::span<std::uint8
 
 void SwitchPipeline::flush_partial(PortId ingress, const Header& h, const AggregationRole* role, std::uint32_t i,
                                    PortSink& out) {
-  Header flushed = h;
+  Header labelled = h;
+  label_sum(i, role, labelled);
+  send_held(ingress, labelled, i, out);
+}
+
+void SwitchPipeline::send_held(PortId ingress, Header flushed, std::uint32_t i, PortSink& out) {
   flushed.resend = true;  // no switch above claims an aggregator for it
   flushed.collision = false;
   flushed.ecn = false;
   const std::span<std::uint8_t> bytes = std::span(flush_packet_).first(packet_size(table_.at(i).value_count));
   flushed.value_count = table_.at(i).value_count;
-  write_sum(i, role, flushed, bytes);
+  write_held(i, flushed, bytes);
   forward(flushed, ingress, bytes, out);
   table_.release(i);
 }
