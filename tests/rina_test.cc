@@ -44,10 +44,11 @@ class IdleHost final : public Node {
   Time next_deadline() const override { return kNever; }
 };
 
-// A host running one Rina worker through `inputs`, one round after the other.
+// A host running one Rina worker through `inputs`, one round after the other: odd ranks in place
+// (the Communicator's way, the sums in `buffer`), even ones on a copy.
 class RinaHost final : public Node {
  public:
-  explicit RinaHost(RinaConfig config) : worker(std::move(config)) {}
+  explicit RinaHost(RinaConfig config) : in_place(config.rank % 2 == 1), worker(std::move(config)) {}
   void on_packet(PortId, std::span<std::uint8_t> p, Time now, PortSink& out) override {
     Uplink uplink(out);
     worker.on_packet(p, now, uplink);
@@ -61,15 +62,27 @@ class RinaHost final : public Node {
   Time next_deadline() const override { return worker.next_deadline(); }
   void next_round(Time now, PacketSink& out) {
     while (worker.state() == WorkerState::kIdle && started > results.size()) {
+      if (in_place) {
+        ASSERT_EQ(worker.result().data(), buffer.data());
+      }
       results.emplace_back(worker.result().begin(), worker.result().end());
       round_ends.push_back(now);
       exponents.push_back(worker.result_exponents());
-      if (started < inputs.size()) {
-        ASSERT_TRUE(worker.start(inputs[started++], now, out));
-      }
+      if (started < inputs.size()) start(now, out);
     }
   }
+  void start(Time now, PacketSink& out) {
+    const std::vector<float>& input = inputs[started++];
+    if (!in_place) {
+      ASSERT_TRUE(worker.start(input, now, out));
+      return;
+    }
+    buffer = input;
+    ASSERT_TRUE(worker.start_in_place(buffer, now, out));
+  }
 
+  bool in_place;
+  std::vector<float> buffer;  // in place: the round's input, then its sums
   RinaWorker worker;
   std::vector<std::vector<float>> inputs;
   std::size_t started = 0;
@@ -128,8 +141,7 @@ RinaRun run_rina(const Topology& topology, const JobSpec& spec,
     Network* net = run.net.get();
     run.net->schedule(Time{}, [host, id, net](Time now) {
       Uplink uplink(net->sink_for(id));
-      host->started = 1;
-      ASSERT_TRUE(host->worker.start(host->inputs[0], now, uplink));
+      host->start(now, uplink);
       host->next_round(now, uplink);
     });
   }

@@ -84,7 +84,9 @@ struct Communicator::Impl {
                      flush(now);
                    });
   }
-  WorkerState state() const { return std::visit([](const auto& e) { return e.state(); }, endpoint); }
+  WorkerState state() const {
+    return std::visit([](const auto& e) { return e.state(); }, endpoint);
+  }
   void on_readable() {
     for (int round = 0; round < 8; ++round) {  // bounded, so timers are not starved
       const std::size_t n = socket.recv_batch(batch);
@@ -122,11 +124,7 @@ struct Communicator::Impl {
         return;
       }
       if (running_round) {
-        if (state() != WorkerState::kIdle) return;
-        // ATP's sums are in the buffer already; Rina's worker holds them.
-        if (const RinaWorker* rina = std::get_if<RinaWorker>(&endpoint)) {
-          std::copy(rina->result().begin(), rina->result().end(), current.buffer.begin());
-        }
+        if (state() != WorkerState::kIdle) return;  // the sums are in the buffer
         running_round = false;
         current.done.set_value();
       }
@@ -137,17 +135,9 @@ struct Communicator::Impl {
         queued.pop_front();
       }
       running_round = true;
-      // ATP in place: no copy of the tensor, no pass over it but quantizing; each fragment's sum
-      // replaces its values as it arrives. Rina's worker copies it, and the sums come back at the end.
-      const bool started = std::visit(
-          [&](auto& e) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, WorkerEndpoint>) {
-              return e.start_in_place(current.buffer, now, sink);
-            } else {
-              return e.start(current.buffer, now, sink);
-            }
-          },
-          endpoint);
+      // In place: no copy of the tensor, no pass over it but quantizing (ATP's sums replace each
+      // fragment's values as they arrive, Rina's all at the end of the round).
+      const bool started = std::visit([&](auto& e) { return e.start_in_place(current.buffer, now, sink); }, endpoint);
       if (!started) {
         running_round = false;
         current.done.set_exception(std::make_exception_ptr(CommunicatorError(
@@ -223,7 +213,6 @@ std::future<void> Communicator::allreduce_async(std::span<float> inout) {
 }
 
 void Communicator::allreduce(std::span<float> inout) { allreduce_async(inout).get(); }
-
 
 SocketAddress Communicator::local_endpoint() const { return impl_->socket.local_endpoint(); }
 

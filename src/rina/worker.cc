@@ -266,7 +266,7 @@ struct RinaWorker::Impl {
     const std::int16_t e = exponent[f];
     std::vector<std::int32_t> values(v, 0);
     const std::size_t first = std::size_t{f} * v;
-    const std::span<const float> mine = std::span(input).subspan(first, std::min<std::size_t>(v, input.size() - first));
+    const std::span<const float> mine = tensor.subspan(first, std::min<std::size_t>(v, tensor.size() - first));
     quantize(mine, std::ldexp(1.0, e), values);
     std::int16_t magnitude = magnitude_of(mine);
     bool saturated = any_saturated(values);
@@ -357,7 +357,10 @@ struct RinaWorker::Impl {
   }
 
   // ---- rounds and passes ----
-  bool start(std::span<const float> in, Time now, PacketSink& out) {
+  // `in` is read until the round ends and then holds the sums: no pass over the tensor here, so
+  // that `now` is still when the round starts (a copy of a 228 MB tensor on a busy host took
+  // longer than the progress timeout before the first packet left).
+  bool start(std::span<float> in, Time now, PacketSink& out) {
     if (state != WorkerState::kIdle) return false;
     const std::uint64_t count = fragment_count(in.size(), v);
     if (count > kMaxRoundFragments) return false;
@@ -366,8 +369,7 @@ struct RinaWorker::Impl {
     max_rtt_now = Duration::zero();
     if (!needless_resend) reordering = std::max(reordering - 1, 1u);
     needless_resend = false;
-    input.assign(in.begin(), in.end());
-    result.assign(in.size(), 0.0f);
+    tensor = in;
     fragments = static_cast<std::uint32_t>(count);
     last_count = fragments == 0 ? 0 : static_cast<std::uint16_t>(in.size() - std::size_t{fragments - 1} * v);
     if (exponent_by_position.size() < fragments) {
@@ -412,7 +414,7 @@ struct RinaWorker::Impl {
       for (const std::uint32_t f : set) {
         std::vector<std::int32_t> values(v, 0);
         const std::size_t first = std::size_t{f} * v;
-        const auto mine = std::span(input).subspan(first, std::min<std::size_t>(v, input.size() - first));
+        const std::span<const float> mine = tensor.subspan(first, std::min<std::size_t>(v, tensor.size() - first));
         quantize(mine, std::ldexp(1.0, exponent[f]), values);
         record_final(f, std::move(values), exponent[f], magnitude_of(mine), now, out);
         if (state != WorkerState::kRunning || pass != p) return;
@@ -472,8 +474,8 @@ struct RinaWorker::Impl {
       const Final& fin = finals.at(latest_seq(f));
       const double scale = std::ldexp(1.0, fin.exponent);
       const std::size_t first = std::size_t{f} * v;
-      const std::size_t count = std::min<std::size_t>(v, result.size() - first);
-      for (std::size_t i = 0; i < count; ++i) result[first + i] = dequantize_one(fin.values[i], scale);
+      const std::size_t count = std::min<std::size_t>(v, tensor.size() - first);
+      for (std::size_t i = 0; i < count; ++i) tensor[first + i] = dequantize_one(fin.values[i], scale);
       result_exponent[f] = fin.exponent;
       exponent_by_position[f] = next_exponent(fin.magnitude, n, fin.exponent);
     }
@@ -652,7 +654,7 @@ struct RinaWorker::Impl {
   }
   std::string size_mismatch() const {
     return "job " + std::to_string(config.job) +
-           ": the workers all-reduce tensors of different sizes (this worker: " + std::to_string(input.size()) +
+           ": the workers all-reduce tensors of different sizes (this worker: " + std::to_string(tensor.size()) +
            " values in this call); every worker must pass the same number of values";
   }
 
@@ -1092,7 +1094,8 @@ struct RinaWorker::Impl {
   std::uint32_t request_batches = 0;  // this pass's asks (batches): even ones go to a rack-mate first
 
   // The round.
-  std::vector<float> input, result;
+  std::span<float> tensor;   // the round's input; its sums once the round completed
+  std::vector<float> owned;  // start()'s copy
   std::uint32_t fragments = 0;
   std::uint16_t last_count = 0;
   std::vector<std::uint32_t> chunk_of;
@@ -1121,7 +1124,12 @@ RinaWorker::RinaWorker(RinaWorker&&) noexcept = default;
 RinaWorker& RinaWorker::operator=(RinaWorker&&) noexcept = default;
 
 bool RinaWorker::start(std::span<const float> input, Time now, PacketSink& out) {
-  return impl_->start(input, now, out);
+  if (impl_->state != WorkerState::kIdle) return false;
+  impl_->owned.assign(input.begin(), input.end());
+  return impl_->start(impl_->owned, now, out);
+}
+bool RinaWorker::start_in_place(std::span<float> values, Time now, PacketSink& out) {
+  return impl_->start(values, now, out);
 }
 void RinaWorker::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
   impl_->on_packet(packet, now, out);
@@ -1130,7 +1138,7 @@ void RinaWorker::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, 
 Time RinaWorker::next_deadline() const { return impl_->next_deadline(); }
 WorkerState RinaWorker::state() const { return impl_->state; }
 const std::string& RinaWorker::error() const { return impl_->error; }
-std::span<const float> RinaWorker::result() const { return impl_->result; }
+std::span<const float> RinaWorker::result() const { return impl_->tensor; }
 const std::vector<std::int16_t>& RinaWorker::result_exponents() const { return impl_->result_exponent; }
 std::vector<std::int16_t> RinaWorker::next_exponents(std::uint32_t fragments) const {
   std::vector<std::int16_t> e(fragments, initial_exponent(impl_->config.scale));

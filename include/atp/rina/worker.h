@@ -77,6 +77,10 @@ class RinaWorker {
   // kIdle (returns false otherwise, or for more than 2^30 fragments). An empty input completes
   // at once. Every worker of the job must pass the same number of values.
   bool start(std::span<const float> input, Time now, PacketSink& out);
+  // The same without a copy: `values` is read until the round ends and then holds the sums, so
+  // that starting a round costs no pass over the tensor. `values` must stay alive and untouched
+  // until the round ends; after a failure it holds the input. result() is `values`.
+  bool start_in_place(std::span<float> values, Time now, PacketSink& out);
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
   // Call when now >= next_deadline(): resends, requests, and the progress timeout.
   void on_timeout(Time now, PacketSink& out);
