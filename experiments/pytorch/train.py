@@ -51,14 +51,15 @@ def main():
     data = torch.Generator().manual_seed(rank)
     images = torch.randn(args.batch, 3, size, size, generator=data)
     labels = torch.randint(0, 10, (args.batch,), generator=data)
-    step_seconds = []
+    step_seconds, step_starts = [], []
     for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(ddp(images), labels).backward()
         optimizer.step()
         if step >= args.warmup:
             step_seconds.append(time.perf_counter() - start)
+            step_starts.append(wall)
     # The job's pace is its slowest rank's.
     slowest = torch.tensor([sum(step_seconds)], dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
@@ -74,6 +75,9 @@ def main():
             "image_size": size,
             "steps": args.steps,
             "step_seconds": step_seconds,
+            # When each timed step began (the wall clock, which every host of a testbed shares):
+            # what tells which steps of two jobs ran at the same time.
+            "step_starts": step_starts,
             "images_per_second_per_worker": args.batch * args.steps / slowest.item(),
             # Rank 0's loss recovery over the whole run (warm-up included): timeouts, resends, ...
             "atp_stats": atp_torch.stats(),

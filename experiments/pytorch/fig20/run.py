@@ -7,8 +7,12 @@ jobs on gloo and beside each job alone.
 Every run is `atp testbed` with experiments/pytorch/train.py on each job's hosts (needs root).
 Writes OUT/results.json and OUT/table.txt.
 
-    experiments/pytorch/fig20/run.py OUT [--jobs 2] [--rate 200] [--model resnet18] [--steps 4]
+    experiments/pytorch/fig20/run.py OUT [--jobs 2] [--rate 200] [--model resnet18] [--steps 12]
         [--warmup 2] [--batch 8] [--backends gloo,atp]
+
+Together, a job's images/s are counted over the steps it ran while every job was in its timed
+steps (the jobs start a few seconds apart and their first, warm-up steps differ in length; a pace
+taken over each job's own steps counted one job's steps against the other's warm-up or end).
 """
 import argparse
 import json
@@ -60,6 +64,21 @@ def run(atp, out, name, jobs, backend, args):
     return rows
 
 
+def overlapping(rows, batch):
+    """Each job's images/s per worker over its timed steps that began and ended while every job of
+    the run was in its timed steps (the window from the last job's first timed step to the first
+    job's last one); None where a job has fewer than 2 such steps."""
+    spans = [[(t, t + d) for t, d in zip(r.get("step_starts", []), r.get("step_seconds", []))] for r in rows]
+    if not all(spans):
+        return [None] * len(rows)
+    begin, end = max(s[0][0] for s in spans), min(s[-1][1] for s in spans)
+    paces = []
+    for s in spans:
+        inside = [b - a for a, b in s if a >= begin and b <= end]
+        paces.append(batch * len(inside) / sum(inside) if len(inside) >= 2 else None)
+    return paces
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -67,7 +86,7 @@ def main():
     parser.add_argument("--rate", type=int, default=200, help="link rate in Mbit/s (default 200)")
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--backends", default="gloo,atp")
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
     args = parser.parse_args()
@@ -78,15 +97,20 @@ def main():
     jobs = job_hosts(args.jobs)
     rows = []
     for backend in args.backends.split(","):
-        rows += run(atp, args.out, f"together-{backend}", jobs, backend, args)
+        together = run(atp, args.out, f"together-{backend}", jobs, backend, args)
+        for r, pace in zip(together, overlapping(together, args.batch)):
+            r["images_per_second_per_worker_overlapping"] = pace
+        rows += together
         for j, workers in enumerate(jobs):
             rows += run(atp, args.out, f"alone{j}-{backend}", [workers], backend, args)
         (args.out / "results.json").write_text(json.dumps(rows, indent=1))
     ips = {}
     for r in rows:
-        ips[(r["run"].split("-")[0], r["backend"], r["job"] if r["run"].startswith("together") else int(r["run"][5]))] = \
-            r.get("images_per_second_per_worker")
-    lines = [f"# {args.jobs} jobs of {len(jobs[0])} ranks, {args.model}, {args.rate} Mbit/s: images/s per worker",
+        together = r["run"].startswith("together")
+        ips[(r["run"].split("-")[0], r["backend"], r["job"] if together else int(r["run"][5]))] = \
+            r.get("images_per_second_per_worker_overlapping" if together else "images_per_second_per_worker")
+    lines = [f"# {args.jobs} jobs of {len(jobs[0])} ranks, {args.model}, {args.rate} Mbit/s: images/s per worker"
+             " (together: over the steps each job ran while all were in their timed steps)",
              f"{'backend':<8} {'job':>3} {'together':>9} {'alone':>9} {'together/alone':>15}"]
     for backend in args.backends.split(","):
         for j in range(len(jobs)):
