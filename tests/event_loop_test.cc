@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace atp {
@@ -166,6 +167,35 @@ TEST(EventLoop, ADeadlineThatNeverMovesDoesNotStarveFds) {
   p.put('x');
   loop.run();
   EXPECT_GE(timeouts, 1);
+}
+
+// A deadline due after a stall (here another fd's callback that ran 30 ms, during which a byte
+// arrived) runs after the fd's callback: a worker's progress timeout must not fail a round whose
+// packets wait in the socket.
+TEST(EventLoop, AfterAStallWhatArrivedComesBeforeTheDeadline) {
+  EventLoop loop;
+  Pipe p, busy;
+  std::vector<char> order;
+  bool fired = false;
+  const Time start = EventLoop::now();
+  loop.set_timer([&] { return fired ? kNever : start + milliseconds(5); },
+                 [&](Time) {
+                   fired = true;
+                   order.push_back('d');
+                   loop.stop();
+                 });
+  loop.add_readable(p.fds[0], [&] {
+    p.take();
+    order.push_back('r');
+  });
+  loop.add_readable(busy.fds[0], [&] {
+    busy.take();
+    std::this_thread::sleep_for(milliseconds(30));
+    p.put('x');
+  });
+  busy.put('x');
+  loop.run();
+  EXPECT_EQ(order, (std::vector<char>{'r', 'd'}));
 }
 
 TEST(EventLoop, EventfdWakesTheLoop) {

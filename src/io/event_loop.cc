@@ -149,16 +149,25 @@ void EventLoop::stop() noexcept {
 }
 
 void EventLoop::run() {
-  constexpr int kMaxEvents = 64;
   std::array<epoll_event, kMaxEvents> events;
+  polled_ = now();
   while (!stop_requested_.load(std::memory_order_relaxed)) {
     // A due deadline runs first, without a trip through the kernel. If it is still due
     // afterwards, the timerfd armed in the past fires at once: fds are polled in between, so a
     // deadline that never moves cannot starve them.
     Time deadline = next_wakeup();
     if (deadline != kNever) {
-      const Time t = now();
+      Time t = now();
       if (deadline <= t) {
+        // After a stall (callbacks that ran long, or a thread the machine did not run), what came
+        // in meanwhile goes first: a deadline that judges silence (a worker's progress timeout,
+        // a retransmission timeout) must not take packets still waiting in a socket for loss.
+        if (t - polled_ >= kStall) {
+          const int n = ::epoll_wait(epoll_fd_, events.data(), kMaxEvents, 0);
+          polled_ = t;
+          if (n > 0 && !dispatch(events.data(), n)) break;
+          t = now();
+        }
         run_due(t);
         deadline = next_wakeup();
       }
@@ -169,39 +178,45 @@ void EventLoop::run() {
       if (errno == EINTR) continue;  // a signal (its handler may have called stop())
       fail("epoll_wait failed");
     }
+    polled_ = now();
     ++wakeups_;
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t tag = events[static_cast<std::size_t>(i)].data.u64;
-      if (tag == kStopTag) {
-        drain(stop_fd_);
-        continue;
-      }
-      const auto generation = static_cast<std::uint32_t>(tag >> 32);
-      const int fd = static_cast<int>(tag & 0xFFFFFFFFu);
-      if (generation == kTimerTag) {
-        drain(timer_fd_);
-        armed_ = kNever;  // fired; the next round re-arms (and runs the deadline if due)
-        continue;
-      }
-      const auto it = watches_.find(fd);
-      // Removed by an earlier callback of this round, or removed and re-added: skip.
-      if (it == watches_.end() || it->second->generation != generation) continue;
-      const std::shared_ptr<Watch> watch = it->second;  // survives remove() from inside the callback
-      const std::uint32_t ready = events[static_cast<std::size_t>(i)].events;
-      if ((ready & EPOLLOUT) != 0 && watch->on_writable) {
-        std::function<void()> on_writable = std::move(watch->on_writable);
-        watch->on_writable = nullptr;
-        set_events(fd, *watch, EPOLLIN);
-        on_writable();  // may ask again, or remove fd
-        const auto still = watches_.find(fd);
-        if (still == watches_.end() || still->second != watch) continue;
-      }
-      if ((ready & ~std::uint32_t{EPOLLOUT}) != 0) watch->on_readable();
-      if (stop_requested_.load(std::memory_order_relaxed)) break;
-    }
+    if (!dispatch(events.data(), n)) break;
   }
   stop_requested_.store(false, std::memory_order_relaxed);
   drain(stop_fd_);
+}
+
+bool EventLoop::dispatch(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t tag = events[i].data.u64;
+    if (tag == kStopTag) {
+      drain(stop_fd_);
+      continue;
+    }
+    const auto generation = static_cast<std::uint32_t>(tag >> 32);
+    const int fd = static_cast<int>(tag & 0xFFFFFFFFu);
+    if (generation == kTimerTag) {
+      drain(timer_fd_);
+      armed_ = kNever;  // fired; the next round re-arms (and runs the deadline if due)
+      continue;
+    }
+    const auto it = watches_.find(fd);
+    // Removed by an earlier callback of this round, or removed and re-added: skip.
+    if (it == watches_.end() || it->second->generation != generation) continue;
+    const std::shared_ptr<Watch> watch = it->second;  // survives remove() from inside the callback
+    const std::uint32_t ready = events[i].events;
+    if ((ready & EPOLLOUT) != 0 && watch->on_writable) {
+      std::function<void()> on_writable = std::move(watch->on_writable);
+      watch->on_writable = nullptr;
+      set_events(fd, *watch, EPOLLIN);
+      on_writable();  // may ask again, or remove fd
+      const auto still = watches_.find(fd);
+      if (still == watches_.end() || still->second != watch) continue;
+    }
+    if ((ready & ~std::uint32_t{EPOLLOUT}) != 0) watch->on_readable();
+    if (stop_requested_.load(std::memory_order_relaxed)) return false;
+  }
+  return true;
 }
 
 std::optional<double> thread_cpu_seconds(std::thread& thread) {

@@ -14,6 +14,8 @@
 
 #include "atp/time.h"
 
+struct epoll_event;
+
 namespace atp {
 
 // Single-threaded: every method except stop() must be called from the thread running run().
@@ -49,6 +51,8 @@ class EventLoop {
   void once_at(Time when, std::function<void()> f);
 
   // Runs until stop(); then clears the stop request and returns, so run() may be called again.
+  // After callbacks that ran longer than kStall, the fds are polled before a due deadline runs:
+  // what arrived during them comes before the deadline that would judge its absence.
   // A stop() before run() makes run() return after at most one round of callbacks. Callback
   // exceptions propagate out of run(); an epoll_wait failure other than EINTR throws std::system_error.
   void run();
@@ -63,7 +67,13 @@ class EventLoop {
     std::uint32_t generation;           // tells a re-registered fd from a stale epoll event
     std::function<void()> on_writable;  // set while EPOLLOUT is asked for (once_writable)
   };
+  static constexpr int kMaxEvents = 64;  // epoll events taken per wait
+  // Callbacks running this long since the last poll are a stall: the fds are polled before a due
+  // deadline runs.
+  static constexpr Duration kStall = std::chrono::milliseconds(1);
   void set_events(int fd, const Watch& watch, std::uint32_t events);
+  // Runs the callbacks of n epoll events; false once one of them asked the loop to stop.
+  bool dispatch(const epoll_event* events, int n);
   void arm(Time deadline);
   Time next_wakeup() const;  // the earliest of next_deadline() and the once_at callbacks
   void run_due(Time now);
@@ -79,6 +89,7 @@ class EventLoop {
   std::function<void(Time)> on_deadline_;
   std::vector<std::pair<Time, std::function<void()>>> once_at_;  // not yet called, any order
   Time armed_ = kNever;                                          // what the timerfd is set to
+  Time polled_{};                                                // when epoll_wait last returned
   std::uint64_t wakeups_ = 0;
 };
 
