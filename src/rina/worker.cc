@@ -261,12 +261,17 @@ struct RinaWorker::Impl {
   static constexpr std::uint32_t kGatherKind = 3;
   static constexpr std::uint32_t kKinds = 4;
 
+  // Fragment f's values of this worker's tensor.
+  std::span<const float> values_of(std::uint32_t f) const {
+    const std::size_t first = std::size_t{f} * v;
+    return tensor.subspan(first, std::min<std::size_t>(v, tensor.size() - first));
+  }
+
   void send_contribution(std::uint32_t f, Pool pool, Time now, PacketSink& out) {
     const std::uint32_t k = hop(f);
     const std::int16_t e = exponent[f];
     std::vector<std::int32_t> values(v, 0);
-    const std::size_t first = std::size_t{f} * v;
-    const std::span<const float> mine = tensor.subspan(first, std::min<std::size_t>(v, tensor.size() - first));
+    const std::span<const float> mine = values_of(f);
     quantize(mine, std::ldexp(1.0, e), values);
     std::int16_t magnitude = magnitude_of(mine);
     bool saturated = any_saturated(values);
@@ -413,8 +418,7 @@ struct RinaWorker::Impl {
     if (ring == 1 && !abstracted(member)) {  // its own values are the sum
       for (const std::uint32_t f : set) {
         std::vector<std::int32_t> values(v, 0);
-        const std::size_t first = std::size_t{f} * v;
-        const std::span<const float> mine = tensor.subspan(first, std::min<std::size_t>(v, tensor.size() - first));
+        const std::span<const float> mine = values_of(f);
         quantize(mine, std::ldexp(1.0, exponent[f]), values);
         record_final(f, std::move(values), exponent[f], magnitude_of(mine), now, out);
         if (state != WorkerState::kRunning || pass != p) return;
