@@ -135,7 +135,7 @@ class Daemons {
     s.name = "fuzz";
     s.pipeline.num_aggregators = 16;
     s.pipeline.aggregator_width = 8;
-    for (std::uint16_t p = 1; p <= 4; ++p) s.ports.push_back({SocketAddress::loopback(p), {}, {}, {}});
+    for (std::uint16_t p = 1; p <= 4; ++p) s.ports.push_back({SocketAddress::loopback(p), {}, {}, {}, {}});
     s.routes = {{0x0A000001, 0}, {0x0A000002, 1}, {0x0A000003, 2}};
     const control::AccessConfig access{std::string(kOperatorToken), {{"t", std::string(kTenantToken)}}, false};
     s.access = access;

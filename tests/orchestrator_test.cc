@@ -6,6 +6,7 @@
 #include "atp/cluster/orchestrator.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -274,6 +275,48 @@ TEST(OrchestratorRacks, ALinkWithOneEndIsRefused) {
                                           0),
               0u)
         << e.what();
+  }
+}
+
+// Switches on Linux interfaces (both on "lo", one port each: nothing is sent): the link is the
+// ports whose `switch:` name each other, and a host is only under a switch whose route to it is
+// not that link.
+TEST(OrchestratorInterfaces, FindsTheLinkFromTheConfigsAndNoHostBehindIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: switches on interfaces need root (packet sockets)";
+  const processes::TempDir dir("atp-orchestrator-test");
+  const control::ClientAccess access{control::random_token(), ""};
+  processes::write_private_file(dir.path() / "token", access.token + "\n");
+  processes::write_file(dir.path() / "tor0.yaml",
+                        "name: tor0\ncontrol: 127.0.0.1:0\nports: [{interface: lo, switch: core}]\n"
+                        "routes: [{dst: 10.0.0.1, port: 0}]\n");
+  processes::write_file(dir.path() / "core.yaml",
+                        "name: core\ncontrol: 127.0.0.1:0\nports: [{interface: lo, switch: tor0}]\n");
+  processes::ChildSet children;
+  const std::string binary = find_atp_binary(ATP_BINARY);
+  Orchestrator o;
+  for (const char* name : {"tor0", "core"}) {
+    processes::Child& child = start_switch_process(
+        children, binary, name, (dir.path() / (std::string(name) + ".yaml")).string(), (dir.path() / "token").string());
+    const SocketAddress control = control_addresses(children, {&child}, processes::Clock::now() + 10s).front();
+    o.set_switch(name, control::SwitchClient(std::string("switch '") + name + "'", control, access));
+  }
+  ASSERT_EQ(o.discover_links(), 1u);
+  const SwitchLink& link = o.topology().switch_links.at(0);
+  EXPECT_EQ(link.a, "core");
+  EXPECT_EQ(link.ports, (std::pair<PortId, PortId>{0, 0}));
+  // tor0's one port is the link: its route to 10.0.0.1 leads to core, where no route leads on.
+  // (switch_daemon_test has a host found on its port.)
+  for (const char* name : {"tor0", "core"}) {
+    try {
+      o.attach(name, "w0", SocketAddress::parse("10.0.0.1:9700"));
+      FAIL() << name << " attached a host that is not under it";
+    } catch (const control::DaemonError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(name) == "tor0" ? "the link to switch core: that host hangs "
+                                                                         "under another switch"
+                                                                       : "switch core has no route to 10.0.0.1"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -71,8 +71,8 @@ TEST(SwitchConfigFile, RoundTripsAUdpSwitch) {
   c.control_port = 9100;
   c.seed = 42;
   c.threads = 2;
-  c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), settings(0.01), settings(1.0 / 3), ""});
-  c.ports.push_back({SocketAddress::parse("127.0.0.1:40002"), EgressConfig{}, std::nullopt, ""});
+  c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), settings(0.01), settings(1.0 / 3), "", ""});
+  c.ports.push_back({SocketAddress::parse("127.0.0.1:40002"), EgressConfig{}, std::nullopt, "", ""});
   c.routes = {{0x0A000001, 0}, {0x0A000002, 1}};
   c.host_pool = {0x0A010000, 16};
   const std::string text = to_yaml(c);
@@ -84,8 +84,8 @@ TEST(SwitchConfigFile, RoundTripsAUdpSwitch) {
 TEST(SwitchConfigFile, RoundTripsASwitchOnInterfacesAndOneWithoutPorts) {
   SwitchDaemonConfig c;
   c.name = "tor-1";
-  c.ports.push_back({{}, settings(0), std::nullopt, "sw0-p0"});
-  c.ports.push_back({{}, EgressConfig{}, settings(0.5), "sw0-p1"});
+  c.ports.push_back({{}, settings(0), std::nullopt, "sw0-p0", ""});
+  c.ports.push_back({{}, EgressConfig{}, settings(0.5), "sw0-p1", ""});
   c.routes = {{0x0A000003, 1}};
   const std::string text = to_yaml(c);
   EXPECT_EQ(text.find("listen"), std::string::npos) << text;  // no UDP socket: parse_switch_config refuses one
@@ -120,7 +120,7 @@ TEST(SwitchConfigFile, APortsQueueDefaultsToASwitchPortsIngressToNone) {
 // written as 0 microseconds, which the switch reads as "never reclaim".
 TEST(SwitchConfigFile, ReclaimTimeoutAndDelaysKeepTheirNanoseconds) {
   SwitchDaemonConfig c;
-  c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), EgressConfig{}, std::nullopt, ""});
+  c.ports.push_back({SocketAddress::parse("127.0.0.1:40001"), EgressConfig{}, std::nullopt, "", ""});
   c.ports[0].egress.delay = 2999ns;
   for (const Duration timeout : {Duration(500ns), Duration(1ns), Duration(1500ns), Duration(1005ns), Duration(100ms),
                                  Duration(0ns), Duration(std::chrono::microseconds(kMaxReclaimTimeoutUs)),

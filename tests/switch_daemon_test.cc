@@ -157,7 +157,7 @@ class SwitchDaemonTest : public ::testing::TestWithParam<std::uint32_t> {
     config_.name = "s0";
     config_.access = test::test_access();
     config_.pipeline = sc;
-    for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}, {}});
+    for (auto& h : hosts_) config_.ports.push_back({h.local_endpoint(), {}, {}, {}, {}});
     for (const auto& [dst, port] : network_.routes.at("s0")) config_.routes.emplace_back(dst, port);
     start_daemon();
   }
@@ -1091,7 +1091,7 @@ class SwitchHostsTest : public SwitchDaemonTest {
  protected:
   void SetUp() override {
     SwitchDaemonTest::SetUp();
-    config_.ports = {{hosts_[3].local_endpoint(), {}, {}, {}}};
+    config_.ports = {{hosts_[3].local_endpoint(), {}, {}, {}, {}}};
     config_.routes.clear();
     start_daemon();
   }
@@ -1515,29 +1515,75 @@ INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchDaemonShapeTest, ::testing::Val
 INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchHostsTest, ::testing::Values(1u, 4u), thread_count_name);
 INSTANTIATE_TEST_SUITE_P(DataplaneThreads, SwitchTenancyTest, ::testing::Values(1u, 4u), thread_count_name);
 
-TEST(SwitchDaemonInterfaces, PostHostsIsRefused) {
+// A switch on interface ports (here one, "lo": no frame is sent) with a route to 10.0.0.5 on port
+// 0, whose cable leads to a host, or (`neighbour`) to switch "core". Unset when packet sockets
+// cannot be opened (not root).
+std::unique_ptr<SwitchDaemon> interface_switch(const std::string& neighbour) {
   SwitchDaemonConfig config;
+  config.name = "tor0";
   config.access = test::test_access();
-  config.ports.push_back({{}, {}, {}, "lo"});  // any interface: no frame is sent in this test
-  std::optional<SwitchDaemon> daemon;
+  config.ports.push_back({{}, {}, {}, "lo", neighbour});
+  config.routes.emplace_back(control::parse_address("10.0.0.5"), 0);
+  std::unique_ptr<SwitchDaemon> daemon;
   try {
-    daemon.emplace(config);
-  } catch (const PacketSetupError& e) {
-    GTEST_SKIP() << "skipped: " << e.what();
+    daemon = std::make_unique<SwitchDaemon>(config);
+  } catch (const PacketSetupError&) {
+    return nullptr;
   }
   daemon->start();
+  return daemon;
+}
+
+std::pair<int, std::string> post_host(SwitchDaemon& daemon, const std::string& peer) {
+  httplib::Client client = control::client(SocketAddress::parse(daemon.control_endpoint()), {test::kOperatorToken, ""});
+  auto res = client.Post("/hosts", json{{"peer", peer}}.dump(), "application/json");
+  if (!res) return {0, "no answer"};
+  const json body = json::parse(res->body);
+  return {res->status, body.contains("error") ? body["error"].get<std::string>() : body.dump()};
+}
+
+// Hosts are attached by cable: POST /hosts says on which port, from the routes, and DELETE /hosts
+// has nothing to detach.
+TEST(SwitchDaemonInterfaces, PostHostsAnswersFromTheRoutes) {
+  const std::unique_ptr<SwitchDaemon> daemon = interface_switch("");
+  if (!daemon) GTEST_SKIP() << "skipped: packet sockets need root (CAP_NET_RAW)";
+  EXPECT_EQ(post_host(*daemon, "10.0.0.5:9700"),
+            std::pair(200, json{{"port", 0},
+                                {"address", "10.0.0.5"},
+                                {"switch",
+                                 {{"name", "tor0"},
+                                  {"atp_capable", true},
+                                  {"aggregators", SwitchConfig{}.num_aggregators},
+                                  {"aggregator_width", SwitchConfig{}.aggregator_width}}}}
+                               .dump()));
+  EXPECT_EQ(post_host(*daemon, "10.0.0.6:9700"),
+            std::pair(404, std::string("switch tor0 has no route to 10.0.0.6: add {dst: 10.0.0.6, port: P} to "
+                                       "routes: in its config, P the port of that host's cable")));
+  EXPECT_EQ(post_host(*daemon, "10.0.0.5:40001"),
+            std::pair(400, std::string("peer: 10.0.0.5:40001: a host behind this switch's interfaces is reached at "
+                                       "10.0.0.5:9700 (ATP's UDP port)")));
   httplib::Client client =
       control::client(SocketAddress::parse(daemon->control_endpoint()), {test::kOperatorToken, ""});
-  const std::string refusal =
-      "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
-  auto res = client.Post("/hosts", R"({"peer": "127.0.0.1:40001"})", "application/json");
+  auto res = client.Delete("/hosts/0");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(json::parse(res->body)["error"], refusal);
-  res = client.Delete("/hosts/0");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 400);
-  EXPECT_EQ(json::parse(res->body)["error"], refusal);
+  EXPECT_EQ(json::parse(res->body)["error"],
+            "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not detached by "
+            "DELETE /hosts");
+  EXPECT_EQ(daemon->stats().ports.at(0).neighbour, "");
+}
+
+// A route over a link to another switch (a port with `switch:`) is no host's port; the stats say
+// where the link leads.
+TEST(SwitchDaemonInterfaces, AHostRoutedToAnotherSwitchIsNotAttachedHere) {
+  const std::unique_ptr<SwitchDaemon> daemon = interface_switch("core");
+  if (!daemon) GTEST_SKIP() << "skipped: packet sockets need root (CAP_NET_RAW)";
+  EXPECT_EQ(post_host(*daemon, "10.0.0.5:9700"),
+            std::pair(404, std::string("switch tor0 routes 10.0.0.5 to port 0, the link to switch core: that host "
+                                       "hangs under another switch")));
+  const control::SwitchStats stats = control::switch_stats_from_json(control::to_json(daemon->stats()));
+  EXPECT_EQ(stats.ports.at(0).neighbour, "core");
+  EXPECT_EQ(stats.ports.at(0).interface, "lo");
 }
 
 std::string config_error(const std::string& yaml) {
@@ -1723,7 +1769,7 @@ TEST(SwitchConfigFile, AtMost65536Ports) {
 // until the process ended).
 TEST(SwitchDaemonSetup, AnUnstartedDaemonReleasesItsControlPort) {
   SwitchDaemonConfig config;
-  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}});
+  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}, {}});
   std::string control;
   {
     SwitchDaemon first(config);
@@ -1769,7 +1815,7 @@ TEST(SwitchConfigFile, InterfacePorts) {
   const SwitchDaemonConfig c = parse_switch_config(R"(
 ports:
   - {interface: sw0-p1, rate_gbps: 0.1, ingress: {loss: 0.5}}
-  - interface: sw0-p2
+  - {interface: sw0-p2, switch: core}
 routes:
   - {dst: 10.0.0.1, port: 1}
 )",
@@ -1778,6 +1824,9 @@ routes:
   EXPECT_TRUE(c.interface_ports());
   EXPECT_EQ(c.ports[0].interface, "sw0-p1");
   EXPECT_EQ(c.ports[1].interface, "sw0-p2");
+  EXPECT_EQ(c.ports[0].neighbour, "");
+  EXPECT_EQ(c.ports[1].neighbour, "core");
+  EXPECT_EQ(parse_switch_config(to_yaml(c), "again.yaml").ports[1].neighbour, "core");
   EXPECT_DOUBLE_EQ(c.ports[0].egress.rate_gbps, 0.1);
   ASSERT_TRUE(c.ports[0].ingress);
   EXPECT_DOUBLE_EQ(c.ports[0].ingress->loss, 0.5);
@@ -1801,12 +1850,17 @@ routes:
             std::string::npos);
   EXPECT_NE(config_error("ports:\n  - interface: a/b\n").find("is not a Linux interface name"), std::string::npos);
   EXPECT_NE(config_error("ports:\n  - {rate_gbps: 1}\n").find("ports[0].peer: missing"), std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - {peer: 127.0.0.1:9, switch: core}\n")
+                .find("ports[0].switch: a UDP port's switch is found from its peer"),
+            std::string::npos);
+  EXPECT_NE(config_error("ports:\n  - {interface: a0, switch: ''}\n").find("ports[0].switch: '' is not a switch name"),
+            std::string::npos);
 }
 
 TEST(SwitchDaemonSetup, PortInUseNamesTheAddress) {
   UdpSocket taken(SocketAddress::loopback(0));
   SwitchDaemonConfig config;
-  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}});
+  config.ports.push_back({SocketAddress::loopback(9), {}, {}, {}, {}});
   config.listen = taken.local_endpoint();
   try {
     SwitchDaemon daemon(config);

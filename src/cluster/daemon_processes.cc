@@ -143,7 +143,7 @@ LocalDaemons::LocalDaemons(const std::string& binary, const Topology& topology, 
     c.pipeline = sw.config;
     c.listen = data.at(sw.name);
     if (n > 1) c.host_pool = {0x0A000000 + (static_cast<Address>(i + 1) << 16), 16};
-    for (const std::string& peer : neighbours[sw.name]) c.ports.push_back({data.at(peer), {}, {}, ""});
+    for (const std::string& peer : neighbours[sw.name]) c.ports.push_back({data.at(peer), {}, {}, "", ""});
     const auto config = dir.path() / ("switch-" + std::to_string(i) + ".yaml");
     processes::write_file(config, control::to_yaml(c));
     started.push_back(&start_switch_process(children_, binary, sw.name, config.string(), token_file));

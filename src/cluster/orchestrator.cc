@@ -128,8 +128,11 @@ HostAttachment Orchestrator::attach(const std::string& switch_name, const std::s
 std::size_t Orchestrator::discover_links() {
   std::map<std::string, control::SwitchStats> stats;  // by the orchestrator's names
   for (const auto& [name, client] : switches_) stats.emplace(name, client.stats());
-  std::map<std::string, std::string> by_data;  // data address -> switch (UDP switches: interfaces have no peers)
+  // Where a port leads: to the UDP switch whose data address is its peer, or to the interface
+  // switch its config names (`switch: NAME`, the name in that switch's config).
+  std::map<std::string, std::string> by_data, by_name;  // data address, config name -> switch
   for (const auto& [name, s] : stats) {
+    by_name.emplace(s.name, name);
     if (!s.data) continue;
     if (const auto [other, fresh] = by_data.emplace(s.data->to_string(), name); !fresh) {
       throw PlanError("switches '" + other->second + "' and '" + name + "' have the same data address " +
@@ -151,9 +154,9 @@ std::size_t Orchestrator::discover_links() {
   std::map<std::pair<std::string, std::string>, PortId> port_to;  // (switch, neighbour) -> its port there
   for (const auto& [name, s] : stats) {
     for (const control::SwitchPortStats& port : s.ports) {
-      if (!port.peer) continue;
-      const auto neighbour = by_data.find(port.peer->to_string());
-      if (neighbour == by_data.end() || neighbour->second == name) continue;  // a host, or a switch outside
+      const std::map<std::string, std::string>& index = port.peer ? by_data : by_name;
+      const auto neighbour = index.find(port.peer ? port.peer->to_string() : port.neighbour);
+      if (neighbour == index.end() || neighbour->second == name) continue;  // a host, or a switch outside
       if (const auto [other, fresh] = port_to.emplace(std::pair{name, neighbour->second}, port.port); !fresh) {
         throw PlanError("switch '" + name + "' has two ports to switch '" + neighbour->second + "' (" +
                         std::to_string(other->second) + " and " + std::to_string(port.port) +
@@ -168,8 +171,10 @@ std::size_t Orchestrator::discover_links() {
     const auto& [a, b] = ends;
     const auto back = port_to.find({b, a});
     if (back == port_to.end()) {
+      const control::SwitchStats& from = stats.at(a);
       throw PlanError("port " + std::to_string(port) + " of switch '" + a + "' leads to switch '" + b + "', but '" + b +
-                      "' has no port back (no port of its config has peer: " + stats.at(a).data->to_string() + ")");
+                      "' has no port back (no port of its config has " +
+                      (from.data ? "peer: " + from.data->to_string() : "switch: " + from.name) + ")");
     }
     if (a < b) {
       topology_.switch_links.push_back({a, b, std::pair{port, back->second}});

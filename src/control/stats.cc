@@ -55,6 +55,7 @@ struct SwitchPortStatsLayout {
   PortId port;
   std::optional<SocketAddress> peer;
   std::string interface;
+  std::string neighbour;
   std::uint64_t rx[2];  // rx_packets, rx_bytes
   EgressCounters egress;
   EgressCounters ingress;
@@ -520,6 +521,7 @@ std::string to_json(const SwitchStats& s) {
       row["peer"] = p.peer ? p.peer->to_string() : std::string();
     } else {
       row["interface"] = p.interface;
+      if (!p.neighbour.empty()) row["switch"] = p.neighbour;
     }
     write_numbers(row, p, [](auto& r, auto&& v) { visit_port(r, v); });
     doc["ports"].push_back(std::move(row));
@@ -591,6 +593,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
       p.peer = endpoint_at(row, where, "peer", true);
     } else {
       p.interface = string_at(row, where, "interface");
+      if (row.contains("switch")) p.neighbour = string_at(row, where, "switch");
     }
     std::vector<std::string_view> keys = read_numbers(row, where, p, [](auto& r, auto&& v) { visit_port(r, v); });
     const auto drops = get_unsigned<std::uint64_t>(row, where, "drops");
@@ -599,6 +602,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
                          std::to_string(drops));
     }
     keys.insert(keys.end(), {"port", "drops", udp ? "peer" : "interface"});
+    if (!udp) keys.push_back("switch");
     check_keys(row, where, keys);
     s.ports.push_back(p);
   }

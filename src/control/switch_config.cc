@@ -326,7 +326,7 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string p = "ports[" + std::to_string(i) + "].";
     const YAML::Node port = ports[i];
-    r.check_keys(port, p, egress_keys({"peer", "interface", "ingress"}));
+    r.check_keys(port, p, egress_keys({"peer", "interface", "switch", "ingress"}));
     SwitchPortConfig pc;
     if (port["peer"] && port["interface"]) {
       r.fail(p + "interface", "a port has either peer: (a UDP peer) or interface: (a Linux interface), not both");
@@ -342,7 +342,17 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
         r.fail(p + "interface", "'" + excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
       }
       if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
+      if (port["switch"]) {
+        pc.neighbour = r.string(port["switch"], p + "switch");
+        if (pc.neighbour.empty() || !label_text(pc.neighbour)) {
+          r.fail(p + "switch",
+                 "'" + excerpt(pc.neighbour) + "' is not a switch name (the name: in that switch's config)");
+        }
+      }
     } else {
+      if (port["switch"]) {
+        r.fail(p + "switch", "a UDP port's switch is found from its peer: switch: NAME is for interface ports");
+      }
       if (!port["peer"]) {
         r.fail(p + "peer",
                "missing (the UDP address of the host or switch on this port, or interface: NAME for a Linux "
@@ -423,6 +433,7 @@ std::string to_yaml(const SwitchDaemonConfig& c) {
     out << YAML::Flow << YAML::BeginMap;
     if (p.is_interface()) {
       out << YAML::Key << "interface" << YAML::Value << p.interface;
+      if (!p.neighbour.empty()) out << YAML::Key << "switch" << YAML::Value << p.neighbour;
     } else {
       out << YAML::Key << "peer" << YAML::Value << p.peer.to_string();
     }

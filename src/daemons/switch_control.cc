@@ -72,8 +72,8 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
                  (tenancy_.forbids_change(who, job_resource(plan.entry.job)) ? " by another tenant; pick another id"
                                                                              : "; remove it first"));
   }
-  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() +
-                              plan.entry.roles.size() + plan.entry.rina_members.size() + plan.routes.size();
+  const std::size_t entries = plan.entry.admitted_ports.size() + plan.multicast_ports.size() + plan.entry.roles.size() +
+                              plan.entry.rina_members.size() + plan.routes.size();
   if (entries > config_.max_job_entries - installed_entries_) {
     return Reply::error(507, "job " + std::to_string(plan.entry.job) + " names " + std::to_string(entries) +
                                  " ports, roles and routes, and the installed jobs " +
@@ -98,14 +98,14 @@ Reply SwitchControl::install_job(const SwitchJobPlan& plan, const std::string& w
   installed_entries_ += entries;
   tenancy_.claim(job_resource(plan.entry.job), who, lease);
   if (log::enabled(log::Level::kInfo)) {
-    note("job " + std::to_string(plan.entry.job) + " installed by " + who +
-         (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " +
-         std::to_string(plan.entry.admitted_ports.size()) + " admitted ports, " +
-         std::to_string(plan.multicast_ports.size()) + " multicast ports, " + std::to_string(plan.entry.roles.size()) +
-         " aggregation roles, " +
-         (plan.entry.rina_members.empty() ? ""
-                                          : std::to_string(plan.entry.rina_members.size()) + " Rina rack ports, ") +
-         std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
+    note(
+        "job " + std::to_string(plan.entry.job) + " installed by " + who +
+        (lease == 0 ? "" : " (lease " + std::to_string(lease) + ")") + ": " +
+        std::to_string(plan.entry.admitted_ports.size()) + " admitted ports, " +
+        std::to_string(plan.multicast_ports.size()) + " multicast ports, " + std::to_string(plan.entry.roles.size()) +
+        " aggregation roles, " +
+        (plan.entry.rina_members.empty() ? "" : std::to_string(plan.entry.rina_members.size()) + " Rina rack ports, ") +
+        std::to_string(installed_.at(plan.entry.job).routes.size()) + " routes of its own");
   }
   return ok(json{{"installed", plan.entry.job}});
 }
@@ -155,7 +155,7 @@ Reply SwitchControl::set_port(std::optional<std::uint64_t> port, const std::stri
 
 Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease, bool shared) {
   const SwitchPorts& ports = dataplane_.ports();
-  if (!ports.supports_hosts()) return Reply::error(400, kInterfacePortsHaveNoHosts);
+  if (!ports.supports_hosts()) return host_by_cable(peer, who, lease, shared);
   if (peer == ports.data_endpoint()) {
     return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
   }
@@ -202,6 +202,39 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   const SwitchConfig& sc = config_.pipeline;
   return ok(json{{"port", port},
                  {"address", format_address(*address)},
+                 {"switch",
+                  {{"name", config_.name},
+                   {"atp_capable", sc.atp_capable},
+                   {"aggregators", sc.num_aggregators},
+                   {"aggregator_width", sc.aggregator_width}}}});
+}
+
+// On interface ports a host is attached by cable: POST /hosts only says where, from the routes
+// (the config's, or a job's), and holds nothing.
+Reply SwitchControl::host_by_cable(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease,
+                                   bool shared) {
+  if (shared && lease != 0) {
+    return Reply::error(400, "a shared host stays until the operator detaches it: it hangs on no lease");
+  }
+  if (auto refused = control::refuse_lease(tenancy_, who, lease)) return *refused;
+  if (peer.port != kUdpPort) {
+    return Reply::error(400, "peer: " + peer.to_string() + ": a host behind this switch's interfaces is reached at " +
+                                 format_address(peer.ip) + ":" + std::to_string(kUdpPort) + " (ATP's UDP port)");
+  }
+  const std::optional<PortId> port = dataplane_.route_of(peer.ip);
+  if (!port) {
+    return Reply::error(404, "switch " + config_.name + " has no route to " + format_address(peer.ip) +
+                                 ": add {dst: " + format_address(peer.ip) +
+                                 ", port: P} to routes: in its config, P the port of that host's cable");
+  }
+  if (*port < config_.ports.size() && !config_.ports[*port].neighbour.empty()) {
+    return Reply::error(404, "switch " + config_.name + " routes " + format_address(peer.ip) + " to port " +
+                                 std::to_string(*port) + ", the link to switch " + config_.ports[*port].neighbour +
+                                 ": that host hangs under another switch");
+  }
+  const SwitchConfig& sc = config_.pipeline;
+  return ok(json{{"port", *port},
+                 {"address", format_address(peer.ip)},
                  {"switch",
                   {{"name", config_.name},
                    {"atp_capable", sc.atp_capable},
@@ -302,6 +335,9 @@ control::SwitchStats SwitchControl::stats() {
     s.ports.push_back(row);
   }
   dataplane_.ports().describe(s);  // the data address and peers, or the interfaces
+  for (control::SwitchPortStats& row : s.ports) {
+    if (row.port < config_.ports.size()) row.neighbour = config_.ports[row.port].neighbour;
+  }
   return s;
 }
 

@@ -24,9 +24,9 @@ class Server;
 
 namespace atp::detail {
 
-// POST and DELETE /hosts' 400 on a switch whose ports are Linux interfaces.
+// DELETE /hosts' 400 on a switch whose ports are Linux interfaces.
 inline constexpr const char* kInterfacePortsHaveNoHosts =
-    "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not by POST /hosts";
+    "this switch's ports are Linux interfaces: hosts are attached by cable and routes:, not detached by DELETE /hosts";
 
 // Each request's answer is computed on the dataplane thread (on_dataplane), like everything
 // else here but supports_hosts(); the HTTP thread only parses (switch_http.cc). Each job and
@@ -51,6 +51,10 @@ class SwitchControl {
   // every tenant's jobs (switch_daemon.h).
   control::Reply attach_host(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease,
                              bool shared = false);
+  // POST /hosts on a switch of interface ports, where hosts are attached by cable: the port the
+  // routes give for `peer`'s IP (kUdpPort) and that IP as its address; 404 when no route leads to it
+  // or the route is a link to another switch (a port with `switch:`). Holds nothing.
+  control::Reply host_by_cable(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease, bool shared);
   // DELETE /hosts/<port> by `who`: port `text` (parsed: `port`) loses its peer and routes and is
   // reset; POST /hosts reuses it.
   control::Reply detach_host(std::optional<std::uint64_t> port, const std::string& text, const std::string& who);

@@ -93,8 +93,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
         shared = value == "1";
       }
     } catch (const control::ControlError& e) {
-      // A switch on interfaces refuses any body: say that, not what is wrong with the body.
-      return fail(res, 400, control_plane.supports_hosts() ? e.what() : kInterfacePortsHaveNoHosts);
+      return fail(res, 400, e.what());
     }
     answer(res, [&control_plane, peer, lease, shared, who = control::requester(http, req)] {
       return control_plane.attach_host(peer, who, lease, shared);

@@ -61,7 +61,8 @@ class Orchestrator {
   // Adds to the topology every switch with a client that it lacks, as the switch's GET /stats
   // describes it (a switch no host is attached to, e.g. a core), and the links between those
   // switches as the operator configured them: a UDP port of one whose peer is another's data
-  // address, paired with the other's port back (SwitchLink::ports). Links found earlier between
+  // address, or an interface port whose `switch:` names another, paired with the other's port
+  // back (SwitchLink::ports). Links found earlier between
   // them are replaced. Returns how many links it found. Throws control::DaemonError when a switch
   // does not answer, PlanError (one sentence naming the switches) when two have one data address,
   // a link has only one end, or a switch has two ports to another.

@@ -66,6 +66,7 @@ struct SwitchPortStats {
   // written "", once DELETE /hosts detached it), or an interface port's Linux name ("interface").
   std::optional<SocketAddress> peer;
   std::string interface;
+  std::string neighbour;         // an interface port's `switch:` from the config ("switch"; absent where empty)
   std::uint64_t rx_packets = 0;  // packets received from the port, before its ingress queue
   std::uint64_t rx_bytes = 0;
   EgressCounters egress;
@@ -81,6 +82,8 @@ struct SwitchPortStats {
 //    "switch": {"packets": 3, "malformed": 1, ...every field of `switch` below...},
 //    "jobs": [{"job": 1, "installed": 1, "aggregations": 2, ...SwitchJobCounters' fields...}],
 //    "ports": [{"port": 0, "peer": "127.0.0.1:40001", "rx_packets": 1, ...}]}
+//    (an interface port's row has "interface": "p0" instead of "peer", and "switch": "core" where
+//    its config names the switch at the link's other end)
 struct SwitchStats {
   std::string name;
   // UDP ports: the data socket's address ("data"). Interface ports: nullopt, and `interfaces`

@@ -46,6 +46,10 @@ struct SwitchPortConfig {
   // model): datagrams (frames) from the peer pass this queue before the pipeline. Absent: straight in.
   std::optional<EgressConfig> ingress;
   std::string interface;  // interface ports: the Linux interface's name; empty on UDP ports
+  // Interface ports: the config name of the switch at the link's other end (`switch: NAME`), empty
+  // where a host is; how a job's planner finds the links between switches on interfaces
+  // (Orchestrator::discover_links), as UDP switches' are found from their ports' peers.
+  std::string neighbour;
   bool is_interface() const { return !interface.empty(); }
 };
 
