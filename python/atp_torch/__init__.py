@@ -17,7 +17,8 @@ store. Tensors on a GPU are staged through pinned host memory. Where the switche
                                      file's topology instead of one; rank r hangs under the
                                      switch of its first job's r-th worker, the PS under its PS's
     ATP_SWITCHES=HOST:PORT,...       further switches between the ranks' racks and the PS's
-    ATP_BIND=IP                      where each rank's data socket binds (default 127.0.0.1)
+    ATP_BIND=IP                      where each rank's data socket binds (default: with ATP_SWITCH,
+                                     the address this host reaches MASTER_ADDR from; else 127.0.0.1)
     ATP_ALGORITHM=atp|ps|rina|hierarchical|plink|plink_fa
                                      how the switches aggregate: towards the PS (atp, the
                                      default) or Rina's ring of racks (docs/rina.md), which

@@ -77,6 +77,64 @@ void check_local_network(const ClusterJobOptions& options, int size) {
   switch_of(network, network.ps_host);
 }
 
+// Where this rank is when its switch (ClusterJobOptions::switch_control) is on Linux interfaces:
+// a host the switches reach by IP, at its ATP port, and that IP is ATP_BIND's (bind_ip) unless it
+// is the loopback, else the one its packets towards the PS's data address leave from. nullopt: the
+// switch is on UDP ports (the rank attaches a socket of its own), or did not answer: rank 0 asks
+// every switch again and tells every rank what failed, in the same words.
+std::optional<Address> address_behind_interfaces(const ClusterJobOptions& options) {
+  try {
+    const control::ClientAccess access = control::client_access();
+    const std::string where = options.switch_control->to_string();
+    if (control::SwitchClient("the switch at " + where, *options.switch_control, access).stats().data) {
+      return std::nullopt;
+    }
+    if (options.bind_ip >> 24 != 127) return options.bind_ip;
+    return source_address_towards(
+        control::PsClient("the PS at " + options.ps_control->to_string(), *options.ps_control, access).data_address());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+using NamedSwitches = std::vector<std::pair<std::string, control::SwitchClient>>;
+
+// The switch a PS on UDP ports hangs under: the one it sends to (its --uplink). One without sends
+// to whoever sent, which only a job of one switch can be sure of. Throws ClusterJobError.
+std::string uplink_switch(const control::PsClient& ps, const control::PsStats& stats,
+                          const std::map<std::string, SocketAddress>& data_of,
+                          const std::map<std::string, std::string>& control_of) {
+  for (const auto& [name, data] : data_of) {
+    if (stats.uplink == data) return name;
+  }
+  if (!stats.uplink && control_of.size() == 1) return control_of.begin()->first;
+  std::string named;
+  for (const auto& [name, control] : control_of) named += (named.empty() ? "'" : ", '") + name + "' at " + control;
+  throw ClusterJobError(ps.who() +
+                        (stats.uplink ? " sends to " + stats.uplink->to_string() + ", which is the data address of "
+                                      : " names no --uplink, so it could hang under any of ") +
+                        "none of the job's switches (" + named +
+                        "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
+}
+
+// The switch on interfaces a PS at `data` hangs under: the one whose route to its IP is a host's
+// port, not a link to another switch (POST /hosts answers where). Throws ClusterJobError with each
+// switch's answer.
+std::string switch_with_host(const control::PsClient& ps, const SocketAddress& data, const NamedSwitches& switches) {
+  std::string answers;
+  for (const auto& [name, client] : switches) {
+    try {
+      client.attach_host(data, 0, true);
+      return name;
+    } catch (const control::DaemonError& e) {
+      answers += (answers.empty() ? "" : "; ") + std::string(e.what());
+    }
+  }
+  throw ClusterJobError(ps.who() + ", whose data address is " + data.to_string() +
+                        ", hangs under none of the job's switches (" + answers +
+                        "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
+}
+
 }  // namespace
 
 struct ClusterJob::Coordinator {
@@ -121,31 +179,43 @@ struct ClusterJob::Coordinator {
                           const std::vector<SocketAddress>& more_switches, const control::PsClient& ps,
                           const control::ClientAccess& access, const ClusterJobOptions& options) {
     std::map<std::string, std::string> name_at;     // control address -> the switch's name
-    std::map<std::string, SocketAddress> data_of;   // name -> data address
+    std::map<std::string, SocketAddress> data_of;   // name -> data address (switches on UDP ports)
     std::map<std::string, std::string> control_of;  // name -> control address
-    std::vector<std::pair<std::string, control::SwitchClient>> clients;
+    NamedSwitches clients;
     std::vector<SocketAddress> controls = rank_switches;
     controls.insert(controls.end(), more_switches.begin(), more_switches.end());
+    // Switches on Linux interfaces reach the ranks and the PS by IP (hosts on a network); those on
+    // UDP ports have each attached by its socket. One job's are all of one kind.
+    std::optional<bool> interfaces;
     for (const SocketAddress& control : controls) {
       const std::string where = control.to_string();
       if (name_at.contains(where)) continue;
       const control::SwitchClient probe("the switch at " + where, control, access);
       const control::SwitchStats stats = probe.stats();
-      if (!stats.data) {
-        throw ClusterJobError("the switch at " + where +
-                              " has Linux interfaces for ports: ranks attach to a switch on UDP ports (POST /hosts)");
+      if (interfaces && *interfaces != !stats.data) {
+        throw ClusterJobError("the switch at " + where + (stats.data ? " is on UDP ports" : " is on Linux interfaces") +
+                              ", the switch at " + controls.front().to_string() +
+                              " is not: one job's switches are all of one kind");
       }
+      interfaces = !stats.data;
       if (const auto other = control_of.find(stats.name); other != control_of.end()) {
         throw ClusterJobError("the switches at " + other->second + " and " + where + " are both named '" + stats.name +
                               "': give each its own name: in its config");
       }
       name_at[where] = stats.name;
-      data_of[stats.name] = *stats.data;
+      if (stats.data) data_of[stats.name] = *stats.data;
       control_of[stats.name] = where;
       clients.emplace_back(stats.name,
                            control::SwitchClient("switch '" + stats.name + "' at " + where, control, access));
     }
-    std::uint32_t mtu = 0;  // the smallest on the ranks' paths to their switches
+    const control::PsStats ps_stats = ps.stats();
+    if (*interfaces && ps_stats.data.ip == 0) {
+      throw ClusterJobError(ps.who() + " listens on " + ps_stats.data.to_string() +
+                            ": behind switches on interfaces it needs its host's address (atp ps --listen IP:" +
+                            std::to_string(kUdpPort) + ")");
+    }
+    // The smallest MTU on the ranks' paths to their switches, or on interfaces, to the PS.
+    std::uint32_t mtu = *interfaces ? path_mtu(ps_stats.data) : 0;
     for (const auto& [name, data] : data_of) {
       const std::uint32_t m = path_mtu(data);
       mtu = mtu == 0 ? m : std::min(mtu, m);
@@ -156,28 +226,9 @@ struct ClusterJob::Coordinator {
     orchestrator->hold_leases(options.lease_ttl);
     orchestrator->discover_links();
 
-    // The PS hangs under the switch it sends to (its --uplink); one without sends to whoever sent,
-    // which only a job of one switch can be sure of.
-    const control::PsStats ps_stats = ps.stats();
-    std::string ps_switch;
-    for (const auto& [name, data] : data_of) {
-      if (ps_stats.uplink == data) ps_switch = name;
-    }
-    if (ps_switch.empty()) {
-      if (!ps_stats.uplink && clients.size() == 1) {
-        ps_switch = clients.front().first;
-      } else {
-        std::string named;
-        for (const auto& [name, control] : control_of)
-          named += (named.empty() ? "'" : ", '") + name + "' at " + control;
-        throw ClusterJobError(ps.who() +
-                              (ps_stats.uplink
-                                   ? " sends to " + ps_stats.uplink->to_string() + ", which is the data address of "
-                                   : " names no --uplink, so it could hang under any of ") +
-                              "none of the job's switches (" + named +
-                              "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
-      }
-    }
+    // The PS hangs under the switch it sends to, or on interfaces, the one its cable is on.
+    const std::string ps_switch =
+        *interfaces ? switch_with_host(ps, ps_stats.data, clients) : uplink_switch(ps, ps_stats, data_of, control_of);
     // Shared, not on the lease: the other jobs that use this PS, of any tenant, name its port too.
     orchestrator->attach(ps_switch, kPsHost, ps_stats.data, Orchestrator::Attach::kShared);
     JobSpec spec;
@@ -187,7 +238,7 @@ struct ClusterJob::Coordinator {
       spec.workers.push_back("rank" + std::to_string(r));
       const std::string& tor = name_at.at(rank_switches[r].to_string());
       orchestrator->attach(tor, spec.workers.back(), ranks[r]);
-      placed.uplinks.push_back(data_of.at(tor));
+      placed.uplinks.push_back(*interfaces ? std::nullopt : std::optional(data_of.at(tor)));
     }
     spec.ps = {kPsHost};
     spec.in_network_aggregation = options.in_network_aggregation;
@@ -239,13 +290,17 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
   // On a testbed the switch reaches the rank by IP, at the host's ATP port, and parameter packets
   // come to the job's multicast group (the socket is bound to every address for them).
-  UdpSocket socket =
-      options.testbed ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt)) : UdpSocket({options.bind_ip, 0});
+  // So are ranks behind running switches on Linux interfaces (hosts of a real network).
+  const std::optional<Address> host_ip =
+      options.local || options.testbed ? std::nullopt : address_behind_interfaces(options);
+  UdpSocket socket = options.testbed || host_ip ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt))
+                                                : UdpSocket({options.bind_ip, 0});
   RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt, ""};
   if (options.testbed) {
     me.host = options.testbed->host;
   } else if (!options.local) {
-    me = {socket.local_endpoint(), options.switch_control, options.ps_control, ""};
+    me = {host_ip ? SocketAddress{*host_ip, kUdpPort} : socket.local_endpoint(), options.switch_control,
+          options.ps_control, ""};
   }
   store.set("endpoint/" + std::to_string(rank), to_json(me));
 

@@ -44,19 +44,43 @@ std::size_t run_segment_size(const msghdr& m) {
 
 }  // namespace
 
-std::uint32_t path_mtu(const SocketAddress& to) {
-  const std::string where = "the path MTU towards " + to.to_string();
+namespace {
+
+// What `read` finds on a UDP socket connected to `to` (nothing is sent): `what` names it for the
+// error, thrown when the socket cannot be opened or connected (no route) or `read` returns false.
+template <typename Read>
+void read_connected(const SocketAddress& to, const std::string& what, Read read) {
+  const std::string where = what + " towards " + to.to_string();
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw UdpSetupError("cannot open a socket to read " + where + ": " + errno_reason(errno), errno);
   const sockaddr_in a = to_sockaddr(to);
-  int mtu = 0;
-  socklen_t length = sizeof(mtu);
-  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0 &&
-                  ::getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &length) == 0;
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0 && read(fd);
   const int error = errno;
   ::close(fd);
-  if (!ok || mtu <= 0) throw UdpSetupError("cannot read " + where + ": " + errno_reason(error), error);
+  if (!ok) throw UdpSetupError("cannot read " + where + ": " + errno_reason(error), error);
+}
+
+}  // namespace
+
+std::uint32_t path_mtu(const SocketAddress& to) {
+  int mtu = 0;
+  read_connected(to, "the path MTU", [&mtu](int fd) {
+    socklen_t length = sizeof(mtu);
+    return ::getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &length) == 0 && mtu > 0;
+  });
   return static_cast<std::uint32_t>(mtu);
+}
+
+std::uint32_t source_address_towards(const SocketAddress& to) {
+  std::uint32_t ip = 0;
+  read_connected(to, "this host's address", [&ip](int fd) {
+    sockaddr_in local{};
+    socklen_t length = sizeof(local);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return false;
+    ip = ntohl(local.sin_addr.s_addr);
+    return true;
+  });
+  return ip;
 }
 
 UdpRecvBatch::UdpRecvBatch(std::size_t capacity, std::size_t max_bytes)

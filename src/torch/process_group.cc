@@ -41,6 +41,7 @@
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/cluster/cluster_job.h"
 #include "atp/collectives/store.h"
+#include "atp/io/udp_socket.h"
 #include "atp/plink/aggregation.h"
 #include "atp/plink/embed.h"
 #include "atp/plink/grouping.h"
@@ -132,10 +133,18 @@ ClusterJobOptions::LocalNetwork network_from_scenario_file(const std::string& pa
   return {scenario.topology, job.workers, job.ps.front()};
 }
 
-// ATP_BIND: where the ranks' sockets bind (default 127.0.0.1).
+// ATP_BIND: where the ranks' sockets bind. Unset: with running switches (ATP_SWITCH: ranks on
+// hosts of their own, maybe), the address this host reaches MASTER_ADDR from, when that is an
+// IPv4 address; else 127.0.0.1.
 std::uint32_t bind_ip_from_environment() {
-  const std::string bind = env("ATP_BIND");
-  return bind.empty() ? ClusterJobOptions{}.bind_ip : env_endpoint("ATP_BIND", bind + ":0").ip;
+  if (const std::string bind = env("ATP_BIND"); !bind.empty()) return env_endpoint("ATP_BIND", bind + ":0").ip;
+  if (const std::string master = env("MASTER_ADDR"); !env("ATP_SWITCH").empty() && !master.empty()) {
+    try {
+      return source_address_towards(SocketAddress::parse(master + ":" + std::to_string(kUdpPort)));
+    } catch (const std::exception&) {  // a host name, or no route: torch says so when it connects
+    }
+  }
+  return ClusterJobOptions{}.bind_ip;
 }
 
 // ATP_ALGORITHM: atp (the default), rina, hierarchical, plink or plink_fa.
@@ -868,9 +877,9 @@ class ProcessGroupAtp : public BackendBase {
   }
 
   TorchStore store_;
-  std::unique_ptr<ClusterJob> job_;  // atp, rina
+  std::unique_ptr<ClusterJob> job_;             // atp, rina
   std::optional<GroupStatsEntry> stats_entry_;  // job_'s counters in atp_torch.stats(), until shut down
-  std::unique_ptr<Allreduce> tcp_;   // hierarchical, plink, plink_fa
+  std::unique_ptr<Allreduce> tcp_;              // hierarchical, plink, plink_fa
   c10::intrusive_ptr<BackendBase> gloo_;
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -900,7 +909,7 @@ c10::intrusive_ptr<BackendBase> create_process_group(
                                               make_gloo);
 }
 
-// ATP_BIND's address (default 127.0.0.1), where atp_torch binds the Gloo group's device.
+// ATP_BIND's address (bind_ip_from_environment), where atp_torch binds the Gloo group's device.
 std::string bind_address() { return format_address(bind_ip_from_environment()); }
 
 }  // namespace

@@ -1,6 +1,7 @@
 """One rank of tests/python/test_testbed.py, run by `atp testbed` on each worker host: a few DDP
 steps of a small model from the same start on every rank, each rank with its own data, then its
-parameters saved to OUT/BACKEND-rankR.pt. The environment is what `atp testbed` sets."""
+parameters saved to OUT/BACKEND-rankR.pt. The environment is what `atp testbed` sets (or
+test_real_hosts.py: torch's variables and the daemons' control addresses)."""
 import argparse
 import datetime
 import os
@@ -32,7 +33,7 @@ def main():
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
         optimizer.step()
     torch.save(model.state_dict(), os.path.join(args.out, f"{args.backend}-rank{rank}.pt"))
-    print(f"rank {rank} of {dist.get_world_size()} done on {os.environ['ATP_HOST']}", flush=True)
+    print(f"rank {rank} of {dist.get_world_size()} done on {os.environ.get('ATP_HOST', 'its host')}", flush=True)
     dist.destroy_process_group()
 
 

@@ -23,7 +23,10 @@ namespace atp {
 struct ClusterJobOptions {
   // The HTTP control addresses of this rank's switch (its rack's: ranks may name different ones)
   // and of the PS (the same on every rank; it hangs under the switch it names as --uplink). Unset
-  // (both): `local` must be true.
+  // (both): `local` must be true. A switch on Linux interfaces (hosts cabled to a machine that
+  // forwards between its NICs) reaches the rank by IP: the rank binds the host's ATP port and names
+  // `bind_ip`, or when that is the loopback, the address it reaches the PS's data address from;
+  // the switch's routes say where each host is and its ports' `switch:` where the links lead.
   std::optional<SocketAddress> switch_control;
   std::optional<SocketAddress> ps_control;
   // The control addresses of further running switches, the same on every rank: those that link

@@ -21,6 +21,10 @@ namespace atp {
 // route's MTU, else its interface's: IP_MTU of a UDP socket connected there), for
 // NetworkPlan::mtu_bytes. Throws UdpSetupError, e.g. when no route leads there.
 std::uint32_t path_mtu(const SocketAddress& to);
+// The address this host's packets towards `to` leave from, as its routes choose it (the local
+// address of a UDP socket connected there): a host's own address on the network that leads to
+// `to`. Throws UdpSetupError, e.g. when no route leads there.
+std::uint32_t source_address_towards(const SocketAddress& to);
 
 // A setup failure (socket, bind, buffer sizes): what() is one sentence, e.g. "cannot bind UDP
 // 127.0.0.1:9000: address already in use"; error() is the errno.

@@ -115,6 +115,7 @@ std::string ProcessNetwork::switch_config(const std::string& name, Duration t) c
       p.peer = *endpoint.peer;
     } else {
       p.interface = endpoint.interface;
+      if (switches_.contains(peer)) p.neighbour = peer;  // the link's other end, for anyone planning over it
     }
     // Host -> switch is this port's ingress; switch -> switch is the other switch's egress.
     if (!switches_.contains(peer)) {
