@@ -27,7 +27,8 @@ store. Tensors on a GPU are staged through pinned host memory. Where the switche
                                      variables are unused): the baseline hierarchical
                                      allreduce, PLink's two-level aggregation over the racks
                                      (plink) or its flat aggregation (plink_fa, docs/plink.md)
-    ATP_RACK=NAME                    hierarchical, plink: this rank's rack (same name, same rack)
+    ATP_RACK=NAME                    hierarchical, plink: this rank's rack (same name, same rack;
+                                     default: ATP_SWITCH's value)
     ATP_GROUPING=probe               plink: group the ranks by PLink's probes instead of ATP_RACK
     ATP_CONNECTIONS=N                plink, plink_fa: TCP connections per pair of ranks (1)
     ATP_VALUES_PER_PACKET, ATP_SCALE, ATP_RTO_MS

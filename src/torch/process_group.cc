@@ -237,10 +237,12 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
   if (grouping == "probe") {
     racks = probed_groups(store, rank, size, bind_ip, timeout);
   } else {
-    std::string rack = env("ATP_RACK");
+    // Unset, a rank's switch (ATP_SWITCH, the same address on the ranks of one rack) names its rack.
+    std::string rack = env("ATP_RACK").empty() ? env("ATP_SWITCH") : env("ATP_RACK");
     if (name == "plink_fa") rack = "all";
     TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=", name, " needs ATP_RACK on every rank: the name of its rack ",
-                "(ranks with the same name are one rack)", name == "plink" ? ", or ATP_GROUPING=probe" : "");
+                "(ranks with the same name are one rack), or ATP_SWITCH, its rack's switch",
+                name == "plink" ? ", or ATP_GROUPING=probe" : "");
     store.set("rack/" + std::to_string(rank), rack);
     std::map<std::string, std::size_t> index;
     for (int r = 0; r < size; ++r) {

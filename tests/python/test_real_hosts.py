@@ -2,7 +2,9 @@
 interfaces, as on real machines (needs root: network namespaces stand in for the machines; skipped
 without). Nothing here is `atp testbed`'s: the test cables the network itself, starts the daemons
 from config files as an operator would, and runs each rank with torch's variables and the control
-addresses of its switch, the PS and the core (ATP_SWITCH, ATP_PS, ATP_SWITCHES), nothing more.
+addresses of its switch, the PS and the core (ATP_SWITCH, ATP_PS, ATP_SWITCHES), nothing more:
+DDP with atp, Rina and hierarchical against gloo, two jobs at once, and the sentence every rank
+gets when a switch is left out.
 
     h0 h1       h2 h3
      tor0        tor1      each host's eth0 on a port of its rack's switch
@@ -154,16 +156,16 @@ def control(node):
     return f"{MANAGEMENT_IP[node]}:{CONTROL_PORT}"
 
 
-def run_ranks(cluster, backend, out, algorithm=None, core=True, succeed=True):
-    """Runs tests/python/testbed_rank.py on h0..h3 (rank = host number), naming the core switch
-    unless not `core`; returns their outputs, having checked that every rank ended as `succeed`."""
+def start_ranks(cluster, backend, out, hosts=tuple(HOSTS), algorithm=None, core=True, master_port=29500):
+    """Starts tests/python/testbed_rank.py on `hosts` (ranks in that order; MASTER_ADDR the first's),
+    naming the core switch unless not `core`; returns the processes."""
     network, env = cluster
     ranks = []
-    for rank, (host, (tor, _)) in enumerate(HOSTS.items()):
-        rank_env = {**env, "RANK": str(rank), "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": DATA_IP["h0"],
-                    "MASTER_PORT": "29500", "GLOO_SOCKET_IFNAME": "eth0"}
+    for rank, host in enumerate(hosts):
+        rank_env = {**env, "RANK": str(rank), "WORLD_SIZE": str(len(hosts)), "LOCAL_RANK": "0",
+                    "MASTER_ADDR": DATA_IP[hosts[0]], "MASTER_PORT": str(master_port), "GLOO_SOCKET_IFNAME": "eth0"}
         if backend == "atp":
-            rank_env.update(ATP_SWITCH=control(tor), ATP_PS=control("ps"))
+            rank_env.update(ATP_SWITCH=control(HOSTS[host][0]), ATP_PS=control("ps"))
             if core:
                 rank_env["ATP_SWITCHES"] = control("core")
             if algorithm:
@@ -171,6 +173,11 @@ def run_ranks(cluster, backend, out, algorithm=None, core=True, succeed=True):
         ranks.append(network.exec(host, [sys.executable, str(HERE / "testbed_rank.py"), "--backend", backend,
                                           "--out", str(out)], rank_env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True))
+    return ranks
+
+
+def finish(ranks, succeed=True):
+    """Waits for the ranks; returns their outputs, having checked that every one ended as `succeed`."""
     outputs = []
     deadline = time.monotonic() + HARD_LIMIT_S
     for r in ranks:
@@ -183,6 +190,10 @@ def run_ranks(cluster, backend, out, algorithm=None, core=True, succeed=True):
     for r in ranks:
         assert (r.returncode == 0) == succeed, "\n".join(outputs)
     return outputs
+
+
+def run_ranks(cluster, backend, out, succeed=True, **options):
+    return finish(start_ranks(cluster, backend, out, **options), succeed)
 
 
 def aggregations(cluster):
@@ -226,9 +237,33 @@ def test_rina_on_hosts_behind_switches_on_interfaces_adds_in_the_racks(cluster, 
 
 def test_without_the_cores_address_every_rank_says_what_is_missing(cluster, tmp_path):
     start = time.monotonic()
-    outputs = run_ranks(cluster, "atp", tmp_path, core=False, succeed=False)
+    outputs = run_ranks(cluster, "atp", tmp_path, succeed=False, core=False)
     for text in outputs:
         assert ("rank 0 could not set up the ATP job: the PS at " + control("ps") + ", whose data address is "
                 "10.0.0.9:9700, hangs under none of the job's switches") in text, text
         assert "name the PS's switch too" in text, text
     assert time.monotonic() - start < 60  # said, not timed out
+
+
+def test_two_jobs_at_once_share_the_switches(cluster, tmp_path):
+    before = aggregations(cluster)
+    for job in ("a", "b"):
+        (tmp_path / job).mkdir()
+    a = start_ranks(cluster, "atp", tmp_path / "a", hosts=("h0", "h2"))
+    b = start_ranks(cluster, "atp", tmp_path / "b", hosts=("h1", "h3"), master_port=29501)
+    finish(a + b)
+    after = aggregations(cluster)
+    # One rank of each job per rack: the ToRs only forward, the core adds both racks, for each job.
+    assert {name: after[name] > before[name] for name in CONFIGS} == {"tor0": False, "tor1": False, "core": True}
+    for job in ("a", "b"):
+        first, second = (torch.load(tmp_path / job / f"atp-rank{r}.pt") for r in range(2))
+        assert all(torch.equal(value, second[name]) for name, value in first.items())
+
+
+def test_hierarchical_finds_the_racks_from_the_ranks_switches(cluster, tmp_path):
+    outputs = run_ranks(cluster, "atp", tmp_path, algorithm="hierarchical")
+    run_ranks(cluster, "gloo", tmp_path)
+    atp, gloo = torch.load(tmp_path / "atp-rank2.pt"), torch.load(tmp_path / "gloo-rank0.pt")
+    for name, value in atp.items():
+        assert torch.allclose(value, gloo[name], atol=1e-5, rtol=0), name  # float sums in another order
+    assert all("done" in text for text in outputs)
