@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+
+from ddp_params import expect_equal_and_near_gloo
 
 HERE = Path(__file__).resolve().parent
 ATP_BINARY = os.environ.get("ATP_BINARY", str(HERE.parents[1] / "build" / "atp"))
@@ -77,13 +78,7 @@ def test_ddp_with_atp_across_two_racks_matches_gloo(tmp_path):
     ddp(tmp_path, "gloo")
     for host in ("w0", "w1", "w2", "w3"):
         assert f"[{host}] rank" in stdout  # every line carries its host
-    atp = [torch.load(params / f"atp-rank{r}.pt") for r in range(4)]
-    gloo = torch.load(params / "gloo-rank0.pt")
-    for name, value in atp[0].items():
-        for other in atp[1:]:
-            assert torch.equal(value, other[name]), name  # every rank holds the same parameters
-        # 5 steps of fixed-point sums (4 x 0.5/2^26 per value and step) through SGD: within 1e-5.
-        assert torch.allclose(value, gloo[name], atol=1e-5, rtol=0), name
+    expect_equal_and_near_gloo(params, range(4))
     [job] = aggregations(stderr)
     assert set(job) == {"tor0", "tor1", "core"} and all(n > 0 for n in job.values()), job
     # The network's closing line, and its counters in --report: every link direction, and w0's
@@ -102,9 +97,7 @@ def test_ddp_with_atp_across_two_racks_matches_gloo(tmp_path):
 def test_rina_and_the_ps_baseline_match_gloo_and_aggregate_where_they_should(tmp_path, algorithm, adds):
     params, _, stderr = ddp(tmp_path, "atp", env={"ATP_ALGORITHM": algorithm})
     ddp(tmp_path, "gloo")
-    atp, gloo = torch.load(params / "atp-rank3.pt"), torch.load(params / "gloo-rank0.pt")
-    for name, value in atp.items():
-        assert torch.allclose(value, gloo[name], atol=1e-5, rtol=0), name
+    expect_equal_and_near_gloo(params, range(4))
     [job] = aggregations(stderr)
     assert {name: n > 0 for name, n in job.items()} == adds, job
 
