@@ -1,5 +1,5 @@
-// The strict JSON field readers every control message's codec uses (control.cc, stats.cc),
-// private to the control layer: each failure is a ControlError naming the field.
+// The strict JSON field readers every control message's codec uses (control.cc, stats.cc; defined in
+// json_fields.cc), private to the control layer: each failure is a ControlError naming the field.
 #pragma once
 
 #include <cstdint>

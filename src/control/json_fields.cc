@@ -1,0 +1,142 @@
+// The strict JSON field readers of json_fields.h, which every control message's codec uses.
+#include "json_fields.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace atp::control {
+namespace {
+
+using nlohmann::json;
+
+// Error messages quote at most this many bytes of a bad value.
+constexpr std::size_t kExcerptBytes = 64;
+
+// `value` as compact JSON for an error message, at most about `limit` bytes: containers stop
+// after the items that fit, strings are cut. Recursion ends when the text is full (each level
+// adds a byte), so the nesting of `value` does not matter.
+void append_excerpt(const json& value, std::string& out, std::size_t limit) {
+  if (out.size() > limit) return;
+  switch (value.type()) {
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const json& item : value) {
+        if (out.size() > limit) break;
+        if (!first) out += ',';
+        first = false;
+        append_excerpt(item, out, limit);
+      }
+      out += ']';
+      return;
+    }
+    case json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& item : value.items()) {
+        if (out.size() > limit) break;
+        if (!first) out += ',';
+        first = false;
+        append_excerpt(json(excerpt(item.key())), out, limit);
+        out += ':';
+        append_excerpt(item.value(), out, limit);
+      }
+      out += '}';
+      return;
+    }
+    case json::value_t::string:
+      out += json(excerpt(value.get_ref<const std::string&>())).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    default:  // numbers, booleans, null: short
+      out += value.dump();
+  }
+}
+
+}  // namespace
+
+std::string shown(const json& value) {
+  std::string out;
+  append_excerpt(value, out, kExcerptBytes);
+  return out.size() > kExcerptBytes ? excerpt(out) : out;
+}
+
+namespace {
+
+// True when arrays and objects in `text` nest deeper than `limit`, counted in one pass without
+// building anything (brackets inside strings do not count). A prefix the parser accepts nests
+// as deep here as in the parser, so no document it would build deeper than `limit` passes.
+bool nests_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void check_keys(const json& object, const std::string& where, const std::vector<std::string_view>& allowed) {
+  for (const auto& item : object.items()) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || item.key() == a;
+    if (!known) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw ControlError(where + excerpt(item.key()) + ": unknown key (expected one of " + list + ")");
+    }
+  }
+}
+
+const json& require(const json& object, const std::string& where, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) throw ControlError(where + key + ": missing");
+  return *it;
+}
+
+std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
+  if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + shown(value));
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<std::uint64_t>();
+    if (v <= max) return v;
+  } else if (value.get<std::int64_t>() >= 0 && static_cast<std::uint64_t>(value.get<std::int64_t>()) <= max) {
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  }
+  throw ControlError(field + ": must be between 0 and " + std::to_string(max) + ", got " + shown(value));
+}
+
+json parse_object(const std::string& text, const char* what) {
+  // Checked first: nothing below then recurses deeper than this (nlohmann's parser and
+  // destructor do not recurse, its dump() and copies do).
+  if (nests_deeper_than(text, kMaxJsonDepth)) {
+    throw ControlError(std::string(what) + ": body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
+    // The message quotes the offending token, which may be most of the body.
+    throw ControlError(std::string(what) + ": not valid JSON (" + excerpt(e.what(), 160) + ")");
+  }
+  if (!doc.is_object()) throw ControlError(std::string(what) + ": expected a JSON object, got " + shown(doc));
+  return doc;
+}
+
+}  // namespace atp::control
