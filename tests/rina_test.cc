@@ -634,11 +634,13 @@ TEST(Rina, TwoRacksSumExactlyAndRedoWhatTheExponentMissed) {
   }
 }
 
-// About a fifth of a rack's finals are asked for here (those its carriers put together from
-// pieces, which reach no rack-mate: docs/rina.md): the next asks go as soon as the last ones are answered and
-// no other final came, not after another quiet spell. Three rounds of 20,000 values on two racks of four at 10 Gbit/s end by 8.1 ms; with a
-// batch of asks per quiet spell they ended at 10.7, 19.4 and 42.7 ms.
-TEST(Rina, AsksForMissedFinalsFollowTheirAnswers) {
+// The last hop's sum reaching its carrier in pieces (a slot taken in the other rack's switch: 64
+// aggregators here for rounds of 1,250 fragments) is a final no switch held whole: the carrier
+// hands it to its rack-mates as well as to the rack that completed it. Before, none of them got
+// it, and they asked: rank 0 asked for 788 finals over these 3 rounds, every one of them such a
+// final, and the rounds ended at 10.7, 19.4 and 42.7 ms (2.7, 5.4 and 8.1 with asks that follow
+// their answers at once).
+TEST(Rina, AFinalPutTogetherFromPiecesReachesTheWholeRack) {
   std::vector<std::string> names;
   const Topology t = racks_topology({4, 4}, {true, true}, names);
   const auto inputs = make_inputs(8, {20000, 20000, 20000}, {1.0, 1.0, 1.0}, 5);
@@ -649,9 +651,12 @@ TEST(Rina, AsksForMissedFinalsFollowTheirAnswers) {
   std::uint64_t requests = 0;
   for (const RinaHost* w : run.workers) {
     requests += w->worker.stats().requests_sent;
-    EXPECT_LT(w->round_ends.back() - Time{}, std::chrono::milliseconds(15));
+    EXPECT_LT(w->round_ends.back() - Time{}, std::chrono::milliseconds(5));
   }
-  EXPECT_GT(requests, 0u) << "nothing was asked for: the test no longer shows the asks";
+  EXPECT_EQ(requests, 0u) << "a final was missing where nothing was lost";
+  std::cout << "rounds end at";
+  for (const Time end : run.workers[0]->round_ends) std::cout << " " << to_ns(end) / 1000 << " us";
+  std::cout << "\n";
 }
 
 // A member that starts its first round later than its ToR's reclaim timeouts (350 ms, three
