@@ -755,27 +755,21 @@ struct RinaWorker::Impl {
                                             [](std::int64_t s) { return s > kSaturatedMax || s < kSaturatedMin; });
       if ((m.saturated || out_of_range) && !is_saturated(values[0])) values[0] = kSaturatedMax;
       // Put together here from pieces (a resend flushed the completing rack's sum, or a
-      // contribution found its switch slot taken), the final was never whole in that rack's
-      // switch, so its workers got no copy of it: it goes back to them, as a gather their switch
-      // hands to all of them (measured: netns at 200 Mbit/s, the completing rack waited for such
-      // finals until it asked, 40-60 ms without progress at the end of most rounds). Sent once:
-      // a loss there is what their asks are for.
-      if (m.pieces > 1 && abstracted(prev)) {
-        Header g = fragment_header(RinaKind::kGather, f, carrier(f, prev), h.scale_exponent, m.magnitude);
+      // contribution found its switch slot taken), the final was never whole in a switch, so no
+      // worker of either rack got a copy: it goes back to the completing rack as a gather its
+      // switch hands to all (netns at 200 Mbit/s, that rack had waited for such finals 40-60 ms at
+      // the end of most rounds), and to each rack-mate here as an answer (a gather marked resend,
+      // for it alone; in process, every final a rack asked for without loss was one of these).
+      // Sent once: a loss there is what the asks are for.
+      const auto gather_to = [&](Address dst, bool answer) {
+        Header g = fragment_header(RinaKind::kGather, f, dst, h.scale_exponent, m.magnitude);
+        g.resend = answer;
         emit(build_packet(g, values), out);
         ++stats.gathers_sent;
-      }
-      // Nor did this worker's rack-mates get it (their switch hands on only a whole final): each
-      // gets it as an answer (a gather marked resend, for it alone), before it asks. Measured in
-      // process, two racks of four, nothing lost: every final a rack asked for was one of these.
-      if (m.pieces > 1 && abstracted(member)) {
-        for (const std::uint32_t r : config.members[member]) {
-          if (r == config.rank) continue;
-          Header g = fragment_header(RinaKind::kGather, f, config.workers[r], h.scale_exponent, m.magnitude);
-          g.resend = true;
-          emit(build_packet(g, values), out);
-          ++stats.gathers_sent;
-        }
+      };
+      if (m.pieces > 1 && abstracted(prev)) gather_to(carrier(f, prev), false);
+      for (const std::uint32_t r : config.members[member]) {
+        if (m.pieces > 1 && r != config.rank) gather_to(config.workers[r], true);
       }
       return record_final(f, std::move(values), h.scale_exponent, m.magnitude, now, out);
     }
@@ -824,11 +818,9 @@ struct RinaWorker::Impl {
       clocks[c].on_ack(o.cc_seq, o.last_sent, now);
     } else if (!o.resent || !from_resend) {  // the first copy's ack
       rtt.on_sample(now - o.first_sent);
-      // A first copy answered only after two resends or more (three RTOs with the backoff) did not
-      // wait behind a queue a little longer than the estimate: it waited for a worker (the carrier
-      // acks once its whole rack's values are in, and one was late). Such a wait floors no later
-      // RTO: a rank 350 ms late made every loss of that round and the next wait 250 ms, the most
-      // the RTO and the asks may wait (rina_test's late member).
+      // A first copy answered only after two resends or more (three RTOs with the backoff) waited
+      // for a late worker (a carrier acks once its whole rack's values are in), not a queue: it
+      // floors no RTO (a rank 350 ms late made the next losses wait the longest RTO, rina_test).
       if (o.resends < 2) max_rtt_now = std::max(max_rtt_now, now - o.first_sent);
       clocks[c].on_ack(o.cc_seq, o.first_sent, now);
       // A fast retransmit the first copy made needless: the reordering window widens.
@@ -1076,14 +1068,9 @@ struct RinaWorker::Impl {
 
   // When to ask for the finals still missing: after a quiet spell (request_interval since the
   // last progress or ask), or as soon as every final of the last asks has come and no other did
-  // meanwhile: the network answers, and nothing else is on its way. (Where other finals come, the
-  // holders' gathers flow, and asking for what they bring would only double it: on the netns
-  // testbed at 200 Mbit/s, asking again at every answered batch made 20 times the asks and
-  // AlexNet's steps 19.6 s against 15.7.)
-  // One batch of kRequestBatch asks per quiet spell made a round of 1250 fragments on two racks of
-  // four at 10 Gbit/s take 7-23 ms instead of 2.7 while a fifth of a rack's finals were asked for
-  // (those put together from pieces, which now reach the rack unasked), and 250 ms per batch
-  // behind a rank later than its switch's reclaim timeout while its wait floored the RTO.
+  // meanwhile (then nothing else is on its way; where other finals come, asking for what the
+  // gathers bring doubles it: 20 times the asks at 200 Mbit/s on the netns testbed). One batch per
+  // quiet spell took 250 ms a batch behind a rank past its switch's reclaim timeout (rina_test).
   Time request_due() const {
     return ask_now ? last_progress : deadline_after(std::max(last_progress, last_request), request_interval);
   }
