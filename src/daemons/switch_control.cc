@@ -159,10 +159,7 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   if (peer == ports.data_endpoint()) {
     return Reply::error(400, "peer: " + peer.to_string() + " is this switch's own data address, not a host's");
   }
-  if (shared && lease != 0) {
-    return Reply::error(400, "a shared host stays until the operator detaches it: it hangs on no lease");
-  }
-  if (auto refused = control::refuse_lease(tenancy_, who, lease)) return *refused;
+  if (auto refused = refuse_host_lease(who, lease, shared)) return *refused;
   const std::optional<PortId> known = ports.port_of(peer);
   // Attaching a peer again changes nothing but its owner and lease: another tenant's port is
   // refused, the operator's is answered as it is (a shared PS every job names).
@@ -199,24 +196,14 @@ Reply SwitchControl::attach_host(const SocketAddress& peer, const std::string& w
   }
   if (new_address) dataplane_.add_route(*address, port);
   if (claim) tenancy_.claim(host_resource(port), shared ? std::string(control::Authenticator::kOperator) : who, lease);
-  const SwitchConfig& sc = config_.pipeline;
-  return ok(json{{"port", port},
-                 {"address", format_address(*address)},
-                 {"switch",
-                  {{"name", config_.name},
-                   {"atp_capable", sc.atp_capable},
-                   {"aggregators", sc.num_aggregators},
-                   {"aggregator_width", sc.aggregator_width}}}});
+  return host_attached(port, *address);
 }
 
 // On interface ports a host is attached by cable: POST /hosts only says where, from the routes
 // (the config's, or a job's), and holds nothing.
 Reply SwitchControl::host_by_cable(const SocketAddress& peer, const std::string& who, LeaseTable::Id lease,
                                    bool shared) {
-  if (shared && lease != 0) {
-    return Reply::error(400, "a shared host stays until the operator detaches it: it hangs on no lease");
-  }
-  if (auto refused = control::refuse_lease(tenancy_, who, lease)) return *refused;
+  if (auto refused = refuse_host_lease(who, lease, shared)) return *refused;
   if (peer.port != kUdpPort) {
     return Reply::error(400, "peer: " + peer.to_string() + ": a host behind this switch's interfaces is reached at " +
                                  format_address(peer.ip) + ":" + std::to_string(kUdpPort) + " (ATP's UDP port)");
@@ -232,9 +219,20 @@ Reply SwitchControl::host_by_cable(const SocketAddress& peer, const std::string&
                                  std::to_string(*port) + ", the link to switch " + config_.ports[*port].neighbour +
                                  ": that host hangs under another switch");
   }
+  return host_attached(*port, peer.ip);
+}
+
+std::optional<Reply> SwitchControl::refuse_host_lease(const std::string& who, LeaseTable::Id lease, bool shared) {
+  if (shared && lease != 0) {
+    return Reply::error(400, "a shared host stays until the operator detaches it: it hangs on no lease");
+  }
+  return control::refuse_lease(tenancy_, who, lease);
+}
+
+Reply SwitchControl::host_attached(PortId port, Address address) const {
   const SwitchConfig& sc = config_.pipeline;
-  return ok(json{{"port", *port},
-                 {"address", format_address(peer.ip)},
+  return ok(json{{"port", port},
+                 {"address", format_address(address)},
                  {"switch",
                   {{"name", config_.name},
                    {"atp_capable", sc.atp_capable},

@@ -78,6 +78,10 @@ class SwitchControl {
   // A line of the daemon's log at info, about this switch ("switch NAME: what").
   void note(const std::string& what) const;
   void detach(PortId p);
+  // POST /hosts' refusal of `lease` for `who` (a shared host hangs on none), if any.
+  std::optional<control::Reply> refuse_host_lease(const std::string& who, LeaseTable::Id lease, bool shared);
+  // POST /hosts' answer: the host's port and address, and this switch.
+  control::Reply host_attached(PortId port, Address address) const;
   std::optional<control::Reply> missing_port(const char* field, const std::vector<PortId>& ports) const;
 
   struct InstalledJob {
