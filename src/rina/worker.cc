@@ -101,8 +101,7 @@ struct Outstanding {
   Time first_sent{};
   Time last_sent{};
   Time expires{};
-  bool resent = false;
-  std::uint8_t resends = 0;     // how often (at most 255)
+  std::uint8_t resends = 0;     // how often it was sent again (at most 255)
   bool fast_resent = false;     // resent by its LossClock, before the RTO
   bool probed = false;          // sent again as a tail probe (last_sent), the first copy not known lost
   Pool pool = Pool::kFirstHop;  // a contribution's (a gather's is unused)
@@ -813,10 +812,10 @@ struct RinaWorker::Impl {
     }
     const Outstanding& o = it->second;
     const std::uint32_t c = o.clock;
-    if (o.probed && !o.resent) {
+    if (o.probed && o.resends == 0) {
       // Either copy's: no sample; for the clock, the probe's (the one the silence says was lost).
       clocks[c].on_ack(o.cc_seq, o.last_sent, now);
-    } else if (!o.resent || !from_resend) {  // the first copy's ack
+    } else if (o.resends == 0 || !from_resend) {  // the first copy's ack
       rtt.on_sample(now - o.first_sent);
       // A first copy answered only after two resends or more (three RTOs with the backoff) waited
       // for a late worker (a carrier acks once its whole rack's values are in), not a queue: it
@@ -879,7 +878,7 @@ struct RinaWorker::Impl {
     tails[c].sent = kNever;
     auto& outstanding = flow_of(k) == Flow::kReduceScatter ? sr_out : ag_out;
     const auto it = outstanding.find(seq_of_key(k));
-    if (it == outstanding.end() || it->second.resent) return;
+    if (it == outstanding.end() || it->second.resends > 0) return;
     Outstanding& o = it->second;
     o.probed = true;
     o.last_sent = now;
@@ -898,7 +897,7 @@ struct RinaWorker::Impl {
     auto& outstanding = flow == Flow::kReduceScatter ? sr_out : ag_out;
     const auto pending = [&](std::uint64_t k, Time at) {
       const auto it = outstanding.find(seq_of_key(k));
-      return it != outstanding.end() && !it->second.resent && it->second.first_sent == at;
+      return it != outstanding.end() && it->second.resends == 0 && it->second.first_sent == at;
     };
     const auto lost = [&](std::uint64_t k) {
       Outstanding& o = outstanding.at(seq_of_key(k));
@@ -933,7 +932,6 @@ struct RinaWorker::Impl {
     if (o.pool == Pool::kCarrier && abstracted(member) && in_current_pass(h.seq)) {
       pull(static_cast<std::uint32_t>(h.seq - pass_base), out);
     }
-    o.resent = true;
     o.resends = static_cast<std::uint8_t>(std::min(o.resends + 1, 255));
     o.last_sent = now;
     emit(o.packet, out);
