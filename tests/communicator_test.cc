@@ -96,8 +96,8 @@ class Cluster {
     ps_->add_job(plan_.ps[0]);
     hub_.add_host(plan_.ps[0].self, ps_->data_endpoint());
     for (const WorkerConfig& wc : plan_.workers) {
-      auto& c =
-          communicators_.emplace_back(std::make_unique<Communicator>(wc, SocketAddress::loopback(0), hub_.endpoint()));
+      auto& c = communicators_.emplace_back(std::make_unique<Communicator>(
+          std::make_unique<WorkerEndpoint>(wc), SocketAddress::loopback(0), hub_.endpoint()));
       hub_.add_host(wc.self, c->local_endpoint());
       hub_.add_to_group(multicast_group_address(wc.job), wc.self);
     }
@@ -146,7 +146,7 @@ TEST_P(CommunicatorRounds, BlockingAllreduceIsExactOverSeveralRounds) {
       expect_exact(buffers[w], want, "round " + std::to_string(round) + " worker " + std::to_string(w));
     }
   }
-  EXPECT_EQ(cluster.worker(0).stats().rounds_completed, 3u);
+  EXPECT_EQ(cluster.worker(0).counts().rounds_completed, 3u);
 }
 
 TEST_P(CommunicatorRounds, AsyncCallsQueueAndCompleteInOrder) {
@@ -249,7 +249,8 @@ TEST(Communicator, UnreachablePsThrowsWithinTheProgressTimeout) {
   spec.ps = {"ps"};
   spec.progress_timeout = std::chrono::milliseconds(300);
   const JobPlan plan = plan_job(network, spec);
-  Communicator c(plan.workers[0], SocketAddress::loopback(0), black_hole.local_endpoint());
+  Communicator c(std::make_unique<WorkerEndpoint>(plan.workers[0]), SocketAddress::loopback(0),
+                 black_hole.local_endpoint());
 
   std::vector<float> data(100, 1.0f);
   const auto started = std::chrono::steady_clock::now();
@@ -283,7 +284,8 @@ TEST(Communicator, ParameterPacketsFromAnyoneButTheUplinkAreIgnored) {
   spec.ps = {"ps"};
   spec.values_per_packet = 8;
   const JobPlan plan = plan_job(plan_network(topology), spec);
-  Communicator c(plan.workers[0], SocketAddress::loopback(0), uplink.local_endpoint());
+  Communicator c(std::make_unique<WorkerEndpoint>(plan.workers[0]), SocketAddress::loopback(0),
+                 uplink.local_endpoint());
 
   std::vector<float> data(32);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = 0.25f * static_cast<float>(i + 1);
@@ -350,7 +352,8 @@ TEST(Communicator, DestructorFailsQueuedRoundsAndJoins) {
     spec.workers = {"w0"};
     spec.ps = {"ps"};
     const JobPlan plan = plan_job(network, spec);
-    Communicator c(plan.workers[0], SocketAddress::loopback(0), black_hole.local_endpoint());
+    Communicator c(std::make_unique<WorkerEndpoint>(plan.workers[0]), SocketAddress::loopback(0),
+                   black_hole.local_endpoint());
     f = c.allreduce_async(data);
   }
   ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);

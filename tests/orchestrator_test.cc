@@ -16,6 +16,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/stats.h"
 #include "atp/io/processes.h"
+#include "atp/rina/plan.h"
 #include "racked_daemons.h"
 
 namespace atp {

@@ -20,6 +20,7 @@
 
 #include "atp/fixed_point.h"
 #include "atp/plan/plan.h"
+#include "atp/rina/plan.h"
 #include "atp/rina/worker.h"
 #include "atp/sim/inproc_network.h"
 #include "atp/switch.h"

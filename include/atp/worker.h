@@ -12,6 +12,7 @@
 
 #include "atp/aggregator_index.h"
 #include "atp/congestion.h"
+#include "atp/endpoint.h"
 #include "atp/packet_sink.h"
 #include "atp/time.h"
 #include "atp/wire.h"
@@ -62,14 +63,6 @@ struct WorkerConfig {
   Seq initial_seq = 0;  // sequence number of the job's first fragment (same on every worker)
 };
 
-enum class WorkerState : std::uint8_t {
-  kIdle,     // no round running; result() holds the last completed round
-  kRunning,  // a round is in flight
-  // No progress for progress_timeout, or the PS said the workers' rounds differ in size (they
-  // all-reduce tensors of different sizes); error() says which, in one sentence. Terminal.
-  kFailed,
-};
-
 struct WorkerStats {
   std::uint64_t gradient_packets_sent = 0;  // including retransmissions
   std::uint64_t retransmissions = 0;        // resends for any reason
@@ -90,13 +83,13 @@ struct WorkerStats {
   std::uint64_t rounds_completed = 0;
 };
 
-class WorkerEndpoint {
+class WorkerEndpoint final : public Endpoint {
  public:
   // Throws std::invalid_argument (one sentence naming the field) if the config cannot work:
   // no PS, values_per_packet outside 1..kMaxValuesPerPacket, an empty aggregator range or one
   // past index 2^32 - 1, a scale that is not positive and finite, or a non-positive timeout.
   explicit WorkerEndpoint(WorkerConfig config);
-  ~WorkerEndpoint();
+  ~WorkerEndpoint() override;
   WorkerEndpoint(WorkerEndpoint&&) noexcept;
   WorkerEndpoint& operator=(WorkerEndpoint&&) noexcept;
 
@@ -104,12 +97,12 @@ class WorkerEndpoint {
   // Requires state() == kIdle and at most 2^31 fragments (returns false otherwise). An empty
   // input completes at once. Sequence numbers continue where the previous round ended; windows
   // carry over.
-  bool start(std::span<const float> input, Time now, PacketSink& out);
+  bool start(std::span<const float> input, Time now, PacketSink& out) override;
   // The same without a copy: each fragment's sum overwrites its values as it arrives, so that a
   // round costs no pass over the tensor beyond quantizing it. `values` must stay alive and
   // untouched until the round ends; after a failure it holds some fragments' sums and the other
   // fragments' inputs. result() is `values`.
-  bool start_in_place(std::span<float> values, Time now, PacketSink& out);
+  bool start_in_place(std::span<float> values, Time now, PacketSink& out) override;
 
   // A packet arrived from the network. Anything that is not a valid parameter packet of this
   // job for a fragment this worker has sent is counted in stats().dropped and ignored: malformed
@@ -117,32 +110,44 @@ class WorkerEndpoint {
   // fragment already complete (this round or an earlier one) counts in duplicate_parameters.
   // A round-shape mismatch notice (round_shape == kRoundShapeMismatch) for a fragment of this
   // round it sent and has no result of fails the round: state() becomes kFailed.
-  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
 
   // The host's own queue (socket buffer, device qdisc) refused packets this endpoint sent: its
   // link is the bottleneck and its queue is full. Each flow with fragments in flight takes it as
   // a congestion mark on its oldest one (at most one cut per round trip), as TCP takes a local
   // qdisc drop, so that the window stays near the path's capacity instead of growing a queue in
   // the sender that every result, and the next round's start, waits behind.
-  void on_host_queue_full(Time now);
+  void on_host_queue_full(Time now) override;
 
   // Call when now >= next_deadline(): retransmission timeouts (each flow resends its holes, the
   // unacknowledged fragments older than its newest result, at least the oldest one, and backs
   // off), and failure after progress_timeout without a new result.
-  void on_timeout(Time now, PacketSink& out);
-  Time next_deadline() const;
+  void on_timeout(Time now, PacketSink& out) override;
+  Time next_deadline() const override;
 
-  WorkerState state() const;
-  const std::string& error() const;       // set when state() == kFailed
-  std::span<const float> result() const;  // sum over all workers, valid once state() == kIdle after a round
-  // Fragments of the last round whose result came over the float32 overflow path (fragment
-  // indices within the round, ascending once the round is complete).
-  const std::vector<std::uint32_t>& float_fragments() const;
+  WorkerState state() const override;
+  const std::string& error() const override;       // set when state() == kFailed
+  std::span<const float> result() const override;  // sum over all workers, valid once state() == kIdle after a round
+  bool picks_exponents() const override { return false; }  // the PS picks them
   // The scale exponent of each fragment's int32 result in the last round (its values are the
   // sums of the workers' x * 2^exponent, fixed_point.h); 0 for float32 results.
-  const std::vector<std::int16_t>& result_exponents() const;
+  const std::vector<std::int16_t>& result_exponents() const override;
+  std::vector<std::int16_t> next_exponents(std::uint32_t) const override { return {}; }
+  // Fragments of the last round whose result came over the float32 overflow path (fragment
+  // indices within the round, ascending once the round is complete).
+  const std::vector<std::uint32_t>& float_fragments() const override;
+  std::string_view protocol() const override { return "atp"; }
+  JobId job() const override;
+  Address self() const override;
+  std::vector<Address> sources() const override;  // the job's PSes, and this host's own PS relay
+  std::uint16_t values_per_packet() const override;
+  Seq resume_seq() const override;
+  Linger linger() const override { return {}; }
+  std::uint32_t window() const override { return window(0); }  // towards the first PS
+  std::uint32_t window(std::size_t ps_index) const;            // current congestion window, packets
+  EndpointCounts counts() const override;
+  std::vector<EndpointCounter> counters() const override;  // stats(), by field
   const WorkerStats& stats() const;
-  std::uint32_t window(std::size_t ps_index = 0) const;  // current congestion window, packets
   const WorkerConfig& config() const;
 
  private:

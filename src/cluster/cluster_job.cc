@@ -18,6 +18,8 @@
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
 #include "atp/plan/plan.h"
+#include "atp/rina/worker.h"
+#include "atp/worker.h"
 
 namespace atp {
 namespace {
@@ -384,10 +386,10 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       if (placed.uplinks[i]) reply["uplink"] = placed.uplinks[i]->to_string();
       store.set("config/" + std::to_string(r), reply.dump());
     }
-    job->rina_ = rina;
-    job->communicator_ =
-        rina ? std::make_unique<Communicator>(placed.rina_configs[0], std::move(socket), placed.uplinks[0])
-             : std::make_unique<Communicator>(placed.configs[0], std::move(socket), placed.uplinks[0]);
+    job->communicator_ = std::make_unique<Communicator>(
+        rina ? std::unique_ptr<Endpoint>(std::make_unique<RinaWorker>(placed.rina_configs[0]))
+             : std::make_unique<WorkerEndpoint>(placed.configs[0]),
+        std::move(socket), placed.uplinks[0]);
     return job;
   }
 
@@ -405,12 +407,13 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   if (reply.contains("rina_config")) {
     const RinaConfig config = control::rina_config_from_json(reply["rina_config"].dump());
     job->job_ = config.job;
-    job->rina_ = true;
-    job->communicator_ = std::make_unique<Communicator>(config, std::move(socket), uplink);
+    job->communicator_ =
+        std::make_unique<Communicator>(std::make_unique<RinaWorker>(config), std::move(socket), uplink);
   } else {
     const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
     job->job_ = config.job;
-    job->communicator_ = std::make_unique<Communicator>(config, std::move(socket), uplink);
+    job->communicator_ =
+        std::make_unique<Communicator>(std::make_unique<WorkerEndpoint>(config), std::move(socket), uplink);
   }
   return job;
 }
@@ -447,10 +450,10 @@ void ClusterJob::close() {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     };
-    if (rina_) {
-      // Rina's last sums come from the other ranks, not from a PS that stays: a rank that missed a
-      // final asks its holder. Every rank stays until all are done (each has all its sums), then
-      // says it is leaving, and rank 0 removes the keys once all have.
+    if (communicator_->linger().at_most > Duration::zero()) {
+      // The last sums come from the other ranks (Rina's), not from a PS that stays: a rank that
+      // missed a final asks its holder. Every rank stays until all are done (each has all its
+      // sums), then says it is leaving, and rank 0 removes the keys once all have.
       count_in("closed", true);
       count_in("left", rank_ == 0);
       if (rank_ == 0) store_.erase("left");

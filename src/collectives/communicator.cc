@@ -1,12 +1,11 @@
-// atp::Communicator: moves a WorkerEndpoint's (or a RinaWorker's) packets between a UDP socket and
-// the endpoint on an event-loop thread, and turns queued allreduce calls into rounds, one at a time.
+// atp::Communicator: moves an Endpoint's packets between a UDP socket and the endpoint on an
+// event-loop thread, and turns queued allreduce calls into rounds, one at a time.
 #include "atp/collectives/communicator.h"
 
 #include <algorithm>
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include "atp/io/event_loop.h"
@@ -24,7 +23,7 @@ struct Round {
 }  // namespace
 
 struct Communicator::Impl {
-  std::variant<WorkerEndpoint, RinaWorker> endpoint;  // loop thread only
+  std::unique_ptr<Endpoint> endpoint;  // loop thread only (its const getters: any thread)
   UdpSocket socket;
   // Addressed by IP (no uplink to connect to): the only senders whose datagrams reach the
   // endpoint. Empty with an uplink (the connected socket filters).
@@ -50,22 +49,8 @@ struct Communicator::Impl {
                   }};
   std::thread thread;
 
-  // ATP's endpoint. Addressed by IP, parameter packets come to the job's multicast group, from the
-  // job's PSes (or relayed by a PS on this host, from this host's own address at kUdpPort).
-  Impl(WorkerConfig config, UdpSocket bound, std::optional<SocketAddress> uplink)
-      : endpoint(std::in_place_type<WorkerEndpoint>, config), socket(std::move(bound)), sink(socket, uplink) {
-    std::vector<Address> sources;
-    for (const PsRoute& route : config.ps) sources.push_back(route.ps);
-    sources.push_back(config.self);
-    set_up(config.job, config.self, sources, uplink);
-  }
-  // Rina's worker. Addressed by IP, its packets come from the job's workers (to the job's group
-  // where a rack's switch hands them to the rack).
-  Impl(RinaConfig config, UdpSocket bound, std::optional<SocketAddress> uplink)
-      : endpoint(std::in_place_type<RinaWorker>, config), socket(std::move(bound)), sink(socket, uplink) {
-    set_up(config.job, config.workers.at(config.rank), config.workers, uplink);
-  }
-  void set_up(JobId job, Address self, const std::vector<Address>& sources, std::optional<SocketAddress> uplink) {
+  Impl(std::unique_ptr<Endpoint> e, UdpSocket bound, std::optional<SocketAddress> uplink)
+      : endpoint(std::move(e)), socket(std::move(bound)), sink(socket, uplink) {
     // A window larger than the device's queue waits in the sink instead of being dropped there.
     socket.report_full_queues();
     if (uplink) {
@@ -73,19 +58,16 @@ struct Communicator::Impl {
       // another process on the host cannot forge results.
       socket.connect(*uplink);
     } else {
-      socket.join_multicast(multicast_group_address(job), self);
-      for (const Address a : sources) accepted_sources.push_back({a, kUdpPort});
+      socket.join_multicast(multicast_group_address(endpoint->job()), endpoint->self());
+      for (const Address a : endpoint->sources()) accepted_sources.push_back({a, kUdpPort});
     }
     loop.add_readable(socket.fd(), [this] { on_readable(); });
-    loop.set_timer([this] { return std::visit([](const auto& e) { return e.next_deadline(); }, endpoint); },
+    loop.set_timer([this] { return endpoint->next_deadline(); },
                    [this](Time now) {
-                     std::visit([&](auto& e) { e.on_timeout(now, sink); }, endpoint);
+                     endpoint->on_timeout(now, sink);
                      after_event(now);
                      flush(now);
                    });
-  }
-  WorkerState state() const {
-    return std::visit([](const auto& e) { return e.state(); }, endpoint);
   }
   void on_readable() {
     for (int round = 0; round < 8; ++round) {  // bounded, so timers are not starved
@@ -99,7 +81,7 @@ struct Communicator::Impl {
           ++foreign_datagrams;
           continue;
         }
-        std::visit([&](auto& e) { e.on_packet(batch.bytes(i), now, sink); }, endpoint);
+        endpoint->on_packet(batch.bytes(i), now, sink);
         after_event(now);
       }
       flush(now);
@@ -112,19 +94,20 @@ struct Communicator::Impl {
   // the window hears of it as of a switch's ECN mark.
   void flush(Time now) {
     sink.flush(loop);
-    if (sink.backlog() > 0) std::visit([&](auto& e) { e.on_host_queue_full(now); }, endpoint);
+    if (sink.backlog() > 0) endpoint->on_host_queue_full(now);
   }
 
   // After anything the endpoint saw: finish the running round, fail everything if the endpoint
   // failed, or start the next queued round.
   void after_event(Time now) {
     for (;;) {
-      if (state() == WorkerState::kFailed) {
-        fail_all("allreduce failed: " + std::visit([](const auto& e) { return e.error(); }, endpoint));
+      const WorkerState state = endpoint->state();
+      if (state == WorkerState::kFailed) {
+        fail_all("allreduce failed: " + endpoint->error());
         return;
       }
       if (running_round) {
-        if (state() != WorkerState::kIdle) return;  // the sums are in the buffer
+        if (state != WorkerState::kIdle) return;  // the sums are in the buffer
         running_round = false;
         current.done.set_value();
       }
@@ -137,7 +120,7 @@ struct Communicator::Impl {
       running_round = true;
       // In place: no copy of the tensor, no pass over it but quantizing (ATP's sums replace each
       // fragment's values as they arrive, Rina's all at the end of the round).
-      const bool started = std::visit([&](auto& e) { return e.start_in_place(current.buffer, now, sink); }, endpoint);
+      const bool started = endpoint->start_in_place(current.buffer, now, sink);
       if (!started) {
         running_round = false;
         current.done.set_exception(std::make_exception_ptr(CommunicatorError(
@@ -163,19 +146,12 @@ struct Communicator::Impl {
   }
 };
 
-Communicator::Communicator(WorkerConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink)
-    : Communicator(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink) {}
+Communicator::Communicator(std::unique_ptr<Endpoint> endpoint, const SocketAddress& local,
+                           std::optional<SocketAddress> uplink)
+    : Communicator(std::move(endpoint), UdpSocket(local, host_socket_options(uplink)), uplink) {}
 
-Communicator::Communicator(WorkerConfig config, UdpSocket socket, std::optional<SocketAddress> uplink)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
-  start_loop();
-}
-
-Communicator::Communicator(RinaConfig config, const SocketAddress& local, std::optional<SocketAddress> uplink)
-    : Communicator(std::move(config), UdpSocket(local, host_socket_options(uplink)), uplink) {}
-
-Communicator::Communicator(RinaConfig config, UdpSocket socket, std::optional<SocketAddress> uplink)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(socket), uplink)) {
+Communicator::Communicator(std::unique_ptr<Endpoint> endpoint, UdpSocket socket, std::optional<SocketAddress> uplink)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(socket), uplink)) {
   start_loop();
 }
 
@@ -222,65 +198,44 @@ auto Communicator::on_loop(F read) const {
   return impl_->tasks.run(std::move(read));
 }
 
-// The config never changes after construction: no need to go through the loop.
-std::uint16_t Communicator::values_per_packet() const {
-  return std::visit([](const auto& e) { return e.config().values_per_packet; }, impl_->endpoint);
+// What never changes after construction: no need to go through the loop.
+std::uint16_t Communicator::values_per_packet() const { return impl_->endpoint->values_per_packet(); }
+std::string_view Communicator::algorithm() const { return impl_->endpoint->protocol(); }
+bool Communicator::picks_exponents() const { return impl_->endpoint->picks_exponents(); }
+Linger Communicator::linger() const { return impl_->endpoint->linger(); }
+
+EndpointCounts Communicator::counts() const {
+  return on_loop([impl = impl_.get()] { return impl->endpoint->counts(); });
 }
 
-std::string_view Communicator::algorithm() const {
-  return std::holds_alternative<RinaWorker>(impl_->endpoint) ? "rina" : "atp";
-}
-
-WorkerStats Communicator::stats() const {
-  if (!std::holds_alternative<WorkerEndpoint>(impl_->endpoint)) throw std::logic_error("stats(): a Rina communicator");
-  return on_loop([impl = impl_.get()] { return std::get<WorkerEndpoint>(impl->endpoint).stats(); });
-}
-
-RinaStats Communicator::rina_stats() const {
-  if (!std::holds_alternative<RinaWorker>(impl_->endpoint)) throw std::logic_error("rina_stats(): an ATP communicator");
-  return on_loop([impl = impl_.get()] { return std::get<RinaWorker>(impl->endpoint).stats(); });
+std::vector<EndpointCounter> Communicator::counters() const {
+  return on_loop([impl = impl_.get()] { return impl->endpoint->counters(); });
 }
 
 std::vector<std::int16_t> Communicator::result_exponents() const {
-  return on_loop([impl = impl_.get()] {
-    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
-    return rina ? rina->result_exponents() : std::vector<std::int16_t>();
-  });
-}
-
-Seq Communicator::next_ring_seq() const {
-  return on_loop([impl = impl_.get()] {
-    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
-    return rina ? rina->next_ring_seq() : Seq{0};
-  });
+  return on_loop([impl = impl_.get()] { return impl->endpoint->result_exponents(); });
 }
 
 std::vector<std::int16_t> Communicator::next_exponents(std::uint32_t fragments) const {
-  return on_loop([impl = impl_.get(), fragments] {
-    const RinaWorker* rina = std::get_if<RinaWorker>(&impl->endpoint);
-    return rina ? rina->next_exponents(fragments) : std::vector<std::int16_t>();
-  });
+  return on_loop([impl = impl_.get(), fragments] { return impl->endpoint->next_exponents(fragments); });
+}
+
+Seq Communicator::resume_seq() const {
+  return on_loop([impl = impl_.get()] { return impl->endpoint->resume_seq(); });
 }
 
 std::uint64_t Communicator::foreign_datagrams() const {
   return on_loop([impl = impl_.get()] { return impl->foreign_datagrams; });
 }
 
-// ATP's last sums come from the PS, which stays. Rina's come from the other workers: one that
-// missed a final asks its holder again, at least every eighth of the progress timeout, so a
-// worker stays until the job has been quiet for a quarter of it (two of those asks), and at most
-// the whole progress timeout, after which an asker has failed anyway.
 void Communicator::close() {
-  const auto* rina = std::get_if<RinaWorker>(&impl_->endpoint);
-  if (rina == nullptr) return;
-  const Duration progress = rina->config().progress_timeout;
-  const Duration quiet = progress / 4;
+  const Linger linger = this->linger();
   const Time start = EventLoop::now();
   for (;;) {
     const Time heard = std::max(start, on_loop([impl = impl_.get()] { return impl->last_heard; }));
     const Time now = EventLoop::now();
-    if (now - heard >= quiet || now - start >= progress) return;
-    std::this_thread::sleep_for(std::min<Duration>(quiet - (now - heard), progress - (now - start)));
+    if (now - heard >= linger.quiet || now - start >= linger.at_most) return;
+    std::this_thread::sleep_for(std::min<Duration>(linger.quiet - (now - heard), linger.at_most - (now - start)));
   }
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -882,6 +881,7 @@ std::span<const float> WorkerEndpoint::result() const { return impl_->result; }
 const std::vector<std::uint32_t>& WorkerEndpoint::float_fragments() const { return impl_->float_fragments; }
 const std::vector<std::int16_t>& WorkerEndpoint::result_exponents() const { return impl_->result_exponents; }
 const WorkerStats& WorkerEndpoint::stats() const { return impl_->stats; }
+Seq WorkerEndpoint::resume_seq() const { return impl_->round_base + 2 * impl_->round_fragments; }  // same-size rounds
 std::uint32_t WorkerEndpoint::window(std::size_t ps_index) const {
   return ps_index < impl_->flows.size() ? impl_->flows[ps_index].cc.window() : 0;
 }

@@ -1177,7 +1177,7 @@ std::vector<std::int16_t> RinaWorker::next_exponents(std::uint32_t fragments) co
               e.begin());
   return e;
 }
-Seq RinaWorker::next_ring_seq() const { return impl_->round_base + 2 * kPasses * impl_->fragments; }
+Seq RinaWorker::resume_seq() const { return impl_->round_base + 2 * kPasses * impl_->fragments; }
 void RinaWorker::on_host_queue_full(Time now) { impl_->on_host_queue_full(now); }
 const RinaStats& RinaWorker::stats() const { return impl_->stats; }
 const RinaConfig& RinaWorker::config() const { return impl_->config; }

@@ -130,7 +130,6 @@ class ClusterJob {
   int rank_, size_;
   Duration timeout_;
   JobId job_ = 0;
-  bool rina_ = false;                         // ClusterJobOptions::Protocol::kRina
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::unique_ptr<Communicator> communicator_;
   bool closed_ = false;

@@ -17,6 +17,7 @@
 
 #include "atp/control/daemon_clients.h"
 #include "atp/plan/plan.h"
+#include "atp/rina/plan.h"
 #include "atp/time.h"
 
 namespace atp {

@@ -15,6 +15,7 @@
 
 #include "atp/io/line_socket.h"
 #include "atp/plan/plan.h"
+#include "atp/rina/worker.h"
 #include "atp/time.h"
 #include "atp/wire.h"
 

@@ -20,6 +20,7 @@
 #include "atp/io/egress_queue.h"
 #include "atp/io/socket_address.h"
 #include "atp/plan/plan.h"
+#include "atp/rina/worker.h"
 
 namespace httplib {
 class Server;

@@ -3,7 +3,7 @@
 // its contributions to each fragment's reduce-scatter hop, receives and adds up the hops it
 // carries, passes finished sums on round the allgather, acknowledges, resends, asks for what it
 // missed, and redoes fragments whose exponent did not fit. A state machine: no I/O, no clock,
-// like ATP's WorkerEndpoint, whose WorkerState it shares.
+// like ATP's WorkerEndpoint: the two are the core's Endpoints.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "atp/congestion.h"
+#include "atp/endpoint.h"
 #include "atp/fixed_point.h"
 #include "atp/packet_sink.h"
 #include "atp/time.h"
 #include "atp/wire.h"
-#include "atp/worker.h"
 
 namespace atp {
 
@@ -62,50 +62,62 @@ struct RinaStats {
   std::uint64_t final_values = 0;  // values of the finals this worker recorded (redo passes included)
 };
 
-class RinaWorker {
+class RinaWorker final : public Endpoint {
  public:
   // Throws std::invalid_argument (one sentence) for a config that cannot work: rank outside the
   // workers, members that do not partition the ranks or hold more than 32, values_per_packet
   // outside 1..kMaxValuesPerPacket, a scale that is not positive and finite, no aggregator slot,
   // a non-positive timeout.
   explicit RinaWorker(RinaConfig config);
-  ~RinaWorker();
+  ~RinaWorker() override;
   RinaWorker(RinaWorker&&) noexcept;
   RinaWorker& operator=(RinaWorker&&) noexcept;
 
   // Starts one allreduce of `input` (copied; the sum goes to result()). Requires state() ==
   // kIdle (returns false otherwise, or for more than 2^30 fragments). An empty input completes
   // at once. Every worker of the job must pass the same number of values.
-  bool start(std::span<const float> input, Time now, PacketSink& out);
+  bool start(std::span<const float> input, Time now, PacketSink& out) override;
   // The same without a copy: `values` is read until the round ends and then holds the sums, so
   // that starting a round costs no pass over the tensor. `values` must stay alive and untouched
   // until the round ends; after a failure it holds the input. result() is `values`.
-  bool start_in_place(std::span<float> values, Time now, PacketSink& out);
-  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+  bool start_in_place(std::span<float> values, Time now, PacketSink& out) override;
+  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
   // Call when now >= next_deadline(): resends, requests, and the progress timeout.
-  void on_timeout(Time now, PacketSink& out);
+  void on_timeout(Time now, PacketSink& out) override;
   // The host's own queue (socket buffer, qdisc) refused packets the sink still holds: the path's
   // bottleneck is this host's link. Its windows take it as a switch's ECN mark.
-  void on_host_queue_full(Time now);
-  Time next_deadline() const;
+  void on_host_queue_full(Time now) override;
+  Time next_deadline() const override;
 
-  WorkerState state() const;
-  const std::string& error() const;       // when state() == kFailed: one sentence
-  std::span<const float> result() const;  // the sum over all workers once a round completed
+  WorkerState state() const override;
+  const std::string& error() const override;       // when state() == kFailed: one sentence
+  std::span<const float> result() const override;  // the sum over all workers once a round completed
+  bool picks_exponents() const override { return true; }
   // The exponent of each fragment's int32 sum in the last round (fixed_point.h): result value i
   // of fragment f is dequantize_one(sum, 2^exponent).
-  const std::vector<std::int16_t>& result_exponents() const;
+  const std::vector<std::int16_t>& result_exponents() const override;
   // The exponents the next round's first pass will use for its first `fragments` fragments
   // (positions never reduced yet: the config's scale), which a redo pass may still change.
-  std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const;
+  std::vector<std::int16_t> next_exponents(std::uint32_t fragments) const override;
+  const std::vector<std::uint32_t>& float_fragments() const override;  // none: no float path
+  std::string_view protocol() const override { return "rina"; }
+  JobId job() const override;
+  Address self() const override;
+  std::vector<Address> sources() const override;  // the job's workers
+  std::uint16_t values_per_packet() const override;
   // A seq past every one this worker's ring may have used so far: its own round's and the next
   // round's, which a worker ahead of it may have begun. A ring re-formed from this one (a worker
-  // gone, docs/rina.md "Failures") starts there (RinaConfig::initial_seq), so that no packet of
-  // this ring still on its way is taken for one of the new ring's.
-  Seq next_ring_seq() const;
-  const RinaStats& stats() const;
+  // gone, docs/rina.md "Failures") starts there (RinaConfig::initial_seq).
+  Seq resume_seq() const override;
+  // Until the job has been quiet for a quarter of the progress timeout (two of a missing final's
+  // asks, sent at least every eighth of it), at most the whole of it, after which an asker has
+  // failed anyway.
+  Linger linger() const override;
   // The reduce-scatter's congestion window (packets), what the contributions in flight are held to.
-  std::uint32_t window() const;
+  std::uint32_t window() const override;
+  EndpointCounts counts() const override;
+  std::vector<EndpointCounter> counters() const override;  // stats(), by field
+  const RinaStats& stats() const;
   const RinaConfig& config() const;
 
  private:

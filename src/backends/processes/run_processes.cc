@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,10 +21,10 @@
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
 #include "atp/control/switch_config.h"
-#include "atp/io/event_loop.h"
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
+#include "atp/rina/plan.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "placement.h"

@@ -84,7 +84,7 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   const int size = static_cast<int>(spec.workers);
   switch (algorithm.runtime) {
     case AlgorithmRuntime::kAtpProtocol:
-      return std::make_unique<Communicator>(*spec.atp, spec.local, spec.uplink);
+      return std::make_unique<Communicator>(std::make_unique<WorkerEndpoint>(*spec.atp), spec.local, spec.uplink);
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
@@ -110,7 +110,7 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
 #endif
     }
     case AlgorithmRuntime::kRina:
-      return std::make_unique<Communicator>(*spec.rina, spec.local, spec.uplink);
+      return std::make_unique<Communicator>(std::make_unique<RinaWorker>(*spec.rina), spec.local, spec.uplink);
   }
   throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }
@@ -306,7 +306,7 @@ int run_worker_process(const std::string& spec_path) {
     // fragment's largest value to float32's precision (no float path).
     const std::vector<bool> integer_path(rina ? fragments : 0, false);
     std::vector<std::uint32_t> excluded;  // Rina: workers the ring went on without (a "reform" line)
-    RinaStats left_behind;                // Rina: the counts of the rings it left
+    EndpointCounts left_behind;           // Rina: the counts of the rings it left
     const auto rina_reference = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
       scenario_inputs::make_reference_at(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
                                          values_per_packet, exponents, ref, excluded);
@@ -315,17 +315,13 @@ int run_worker_process(const std::string& spec_path) {
     // worker's may be "reform {...}": then its ring is built anew, and `round` is where it goes on.
     const auto answer = [&](const char* event, std::uint32_t& round, const std::string& error) {
       json line{{"event", event}, {"round", round}};
-      if (rina) line["next_seq"] = comm->next_ring_seq();
+      if (rina) line["next_seq"] = comm->resume_seq();
       if (!error.empty()) line["error"] = error;
       print(line);
       if (!std::getline(std::cin, go)) return false;
       if (!rina || !go.starts_with("reform ")) return true;
       const Reform reform = reform_from_json(go.substr(std::strlen("reform ")));
-      const RinaStats st = comm->rina_stats();
-      left_behind.retransmissions += st.retransmissions;
-      left_behind.fast_retransmits += st.fast_retransmits;
-      left_behind.timeouts += st.timeouts;
-      left_behind.requests_sent += st.requests_sent;
+      left_behind += comm->counts();
       collective.reset();  // its socket's port is the new ring's
       spec.rina = reform.rina;
       collective = make_collective(*algorithm, spec);
@@ -432,18 +428,14 @@ int run_worker_process(const std::string& spec_path) {
       ++round;
     }
     if (r.error.empty()) collective->close();
-    if (comm && rina) {
-      const RinaStats st = comm->rina_stats();
-      r.retransmissions = left_behind.retransmissions + st.retransmissions;
-      r.fast_retransmits = left_behind.fast_retransmits + st.fast_retransmits;
-      r.timeouts = left_behind.timeouts + st.timeouts;
-      r.final_requests = left_behind.requests_sent + st.requests_sent;
-    } else if (comm) {
-      const WorkerStats st = comm->stats();
-      r.retransmissions = st.retransmissions;
-      r.fast_retransmits = st.fast_retransmits;
-      r.requested_resends = st.requested_resends;
-      r.timeouts = st.timeouts;
+    if (comm) {
+      EndpointCounts counts = left_behind;
+      counts += comm->counts();
+      r.retransmissions = counts.retransmissions;
+      r.fast_retransmits = counts.fast_retransmits;
+      r.requested_resends = counts.requested_resends;
+      r.timeouts = counts.timeouts;
+      r.final_requests = counts.final_requests;
     }
   } catch (const std::exception& e) {
     r.error = e.what();

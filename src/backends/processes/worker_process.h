@@ -15,7 +15,7 @@
 //                                           waits for "reform ..." or "stop" (then reports the error)
 //   {"event": "result", ...}                the last line: see WorkerResult
 // Every worker waits for "go" so that all start together: process start-up is not measured.
-// A Rina worker's "wait" and "failed" lines also carry "next_seq" (RinaWorker::next_ring_seq):
+// A Rina worker's "wait" and "failed" lines also carry "next_seq" (Endpoint::resume_seq):
 // where the ring starts if the runner re-forms it, which it does with one line to each worker
 // left, "reform " + reform_json(...), in place of "go" or "stop" (docs/rina.md "Failures").
 #pragma once

@@ -16,6 +16,7 @@
 #include "atp/backends/simulated.h"
 #include "atp/fixed_point.h"
 #include "atp/io/machine.h"
+#include "atp/rina/plan.h"
 #include "atp/rina/worker.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
@@ -183,44 +184,6 @@ class NoiseSender {
 
 class RoundDriver;
 
-// A job's worker endpoint on a host: ATP's or Rina's, which answer the same calls.
-class JobEndpoint {
- public:
-  explicit JobEndpoint(WorkerEndpoint atp) : e_(std::move(atp)) {}
-  explicit JobEndpoint(RinaWorker rina) : e_(std::move(rina)) {}
-
-  bool start(std::span<const float> input, Time now, PacketSink& out) {
-    return std::visit([&](auto& e) { return e.start(input, now, out); }, e_);
-  }
-  void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
-    std::visit([&](auto& e) { e.on_packet(packet, now, out); }, e_);
-  }
-  void on_timeout(Time now, PacketSink& out) {
-    std::visit([&](auto& e) { e.on_timeout(now, out); }, e_);
-  }
-  void on_host_queue_full(Time now) {
-    std::visit([&](auto& e) { e.on_host_queue_full(now); }, e_);
-  }
-  Time next_deadline() const {
-    return std::visit([](const auto& e) { return e.next_deadline(); }, e_);
-  }
-  WorkerState state() const {
-    return std::visit([](const auto& e) { return e.state(); }, e_);
-  }
-  const std::string& error() const {
-    return std::visit([](const auto& e) -> const std::string& { return e.error(); }, e_);
-  }
-  std::span<const float> result() const {
-    return std::visit([](const auto& e) { return e.result(); }, e_);
-  }
-  WorkerEndpoint* atp() { return std::get_if<WorkerEndpoint>(&e_); }
-  const WorkerEndpoint* atp() const { return std::get_if<WorkerEndpoint>(&e_); }
-  const RinaWorker* rina() const { return std::get_if<RinaWorker>(&e_); }
-
- private:
-  std::variant<WorkerEndpoint, RinaWorker> e_;
-};
-
 // One end host: the worker and PS endpoints of every job placed on it. Parameter packets and
 // Rina's packets go to the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
 // crashed host ignores everything and sends nothing.
@@ -237,7 +200,7 @@ class HostNode final : public sim::Node {
   void on_egress_full(Time now) override;
 
   struct LocalWorker {
-    JobEndpoint endpoint;
+    std::unique_ptr<Endpoint> endpoint;
     RoundDriver* driver;
   };
   std::string name;
@@ -281,7 +244,8 @@ class RoundDriver {
     if (error.empty()) error = std::move(why);
   }
 
-  JobEndpoint& endpoint() { return host_.workers.at(job_id()).endpoint; }
+  Endpoint& endpoint() { return *host_.workers.at(job_id()).endpoint; }
+  void replace_endpoint(std::unique_ptr<Endpoint> e) { host_.workers.at(job_id()).endpoint = std::move(e); }
   JobId job_id() const;
   std::uint32_t rounds_completed = 0;
   bool running = false;
@@ -338,13 +302,13 @@ struct JobRuntime {
   // round's first finisher reports (a redo pass picks them from values the reference cannot order
   // the same way); every other worker must match its sums, and they must resolve this round's
   // values (checked in RoundDriver::verify).
-  RoundReference& reference(std::uint32_t round, const JobEndpoint& first_finisher) {
+  RoundReference& reference(std::uint32_t round, const Endpoint& first_finisher) {
     auto it = references.find(round);
     if (it != references.end()) return it->second;
     RoundReference& ref = references[round];
-    if (const RinaWorker* rina_worker = first_finisher.rina()) {
+    if (first_finisher.picks_exponents()) {
       scenario_inputs::make_reference_at(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                         values_per_packet, rina_worker->result_exponents(), ref, excluded);
+                                         values_per_packet, first_finisher.result_exponents(), ref, excluded);
     } else {
       scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
                                       job->spec.scale, values_per_packet, ref);
@@ -352,7 +316,7 @@ struct JobRuntime {
     ref.checks_left = drivers.size() - excluded.size();
     // Every worker gets the same set of float fragments; count them once per round.
     if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
-    float_fragments_by_round[round] = first_finisher.atp() ? first_finisher.atp()->float_fragments().size() : 0;
+    float_fragments_by_round[round] = first_finisher.float_fragments().size();
     return ref;
   }
 };
@@ -382,7 +346,7 @@ void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortS
       ++dropped;
       return;
     }
-    it->second.endpoint.on_packet(packet, now, uplink);
+    it->second.endpoint->on_packet(packet, now, uplink);
     it->second.driver->after_endpoint_call(now);
   } else {
     auto it = ps.find(h.job);
@@ -404,9 +368,9 @@ void HostNode::on_timeout(Time now, PortSink& out) {
     if (n.next_deadline() <= now) acted = n.on_timeout(now, uplink) || acted;
   }
   for (auto& [job, w] : workers) {
-    if (w.endpoint.next_deadline() <= now) {
+    if (w.endpoint->next_deadline() <= now) {
       acted = true;
-      w.endpoint.on_timeout(now, uplink);
+      w.endpoint->on_timeout(now, uplink);
       w.driver->after_endpoint_call(now);
     }
   }
@@ -421,14 +385,14 @@ void HostNode::on_timeout(Time now, PortSink& out) {
 
 void HostNode::on_egress_full(Time now) {
   if (crashed) return;
-  for (auto& [job, w] : workers) w.endpoint.on_host_queue_full(now);
+  for (auto& [job, w] : workers) w.endpoint->on_host_queue_full(now);
 }
 
 Time HostNode::next_deadline() const {
   if (crashed) return kNever;
   Time t = kNever;
   for (const NoiseSender& n : noise) t = std::min(t, n.next_deadline());
-  for (const auto& [job, w] : workers) t = std::min(t, w.endpoint.next_deadline());
+  for (const auto& [job, w] : workers) t = std::min(t, w.endpoint->next_deadline());
   for (const auto& [job, p] : ps) t = std::min(t, p.next_deadline());
   return t;
 }
@@ -464,7 +428,7 @@ void RoundDriver::start_round(Time now) {
 
 void RoundDriver::after_endpoint_call(Time now) {
   if (!running) return;
-  JobEndpoint& ep = endpoint();
+  Endpoint& ep = endpoint();
   if (ep.state() == WorkerState::kFailed) {
     running = false;
     stopped = true;
@@ -495,23 +459,22 @@ void RoundDriver::restart(std::uint32_t round, Time now) {
 }
 
 void RoundDriver::verify() {
-  JobEndpoint& ep = endpoint();
+  Endpoint& ep = endpoint();
   RoundReference& ref = job_.reference(round_, ep);
   const auto result = ep.result();
   std::vector<bool> is_float(job_.fragments_per_round(), false);
   std::string wrong;
-  if (const WorkerEndpoint* atp = ep.atp()) {
-    for (std::uint32_t f : atp->float_fragments()) {
-      if (f >= is_float.size()) {
-        if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
-      } else {
-        is_float[f] = true;
-      }
+  for (std::uint32_t f : ep.float_fragments()) {
+    if (f >= is_float.size()) {
+      if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
+    } else {
+      is_float[f] = true;
     }
-  } else if (ep.rina()->result_exponents() != ref.exponents) {
-    wrong = "its fragments' exponents differ from the first worker's to finish the round";
-  } else {
-    wrong = scenario_inputs::unresolved_fragment(ref, job_.values_per_packet);
+  }
+  if (ep.picks_exponents() && wrong.empty()) {
+    wrong = ep.result_exponents() != ref.exponents
+                ? "its fragments' exponents differ from the first worker's to finish the round"
+                : scenario_inputs::unresolved_fragment(ref, job_.values_per_packet);
   }
   if (wrong.empty()) {
     wrong = scenario_inputs::check_result(ref, result, is_float, job_.values_per_packet, nullptr, false, &wrong_values);
@@ -706,10 +669,11 @@ void SimulatedScenario::Impl::build() {
       rt->drivers.push_back(std::make_unique<RoundDriver>(*rt, w, host, node));
       RoundDriver* driver = rt->drivers.back().get();
       try {
-        host.workers.emplace(job.spec.id,
-                             HostNode::LocalWorker{rt->rina ? JobEndpoint(RinaWorker(rt->rina->workers[w]))
-                                                            : JobEndpoint(WorkerEndpoint(rt->plan.workers[w])),
-                                                   driver});
+        host.workers.emplace(
+            job.spec.id, HostNode::LocalWorker{
+                             rt->rina ? std::unique_ptr<Endpoint>(std::make_unique<RinaWorker>(rt->rina->workers[w]))
+                                      : std::make_unique<WorkerEndpoint>(rt->plan.workers[w]),
+                             driver});
       } catch (const std::invalid_argument& e) {
         // The parser checks every setting an endpoint rejects; this only guards against a gap.
         throw ScenarioError("jobs[" + std::to_string(rt->file_index) + "]: " + e.what());
@@ -775,7 +739,7 @@ void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
   std::vector<Seq> old_ring_seqs;
   for (RoundDriver* d : survivors) {
     left.push_back(d->host().name);
-    old_ring_seqs.push_back(d->endpoint().rina()->next_ring_seq());
+    old_ring_seqs.push_back(d->endpoint().resume_seq());
   }
   const JobSpec spec = rina_reformed_job(rt.job->spec, std::move(left), rt.values_per_packet, old_ring_seqs);
   RinaJobPlan plan;
@@ -804,7 +768,7 @@ void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
   std::erase_if(rt.references, [from_round](const auto& e) { return e.first >= from_round; });
   for (std::size_t k = 0; k < survivors.size(); ++k) {
     RoundDriver& d = *survivors[k];
-    d.endpoint() = JobEndpoint(RinaWorker(plan.workers[k]));
+    d.replace_endpoint(std::make_unique<RinaWorker>(plan.workers[k]));
   }
   rt.rina = std::move(plan);
   for (RoundDriver* d : survivors) d->restart(from_round, now);
@@ -836,13 +800,8 @@ void SimulatedScenario::Impl::sample_series(Time now) {
     std::uint64_t values = 0, aggregations = 0, ps_packets = 0;  // values: the sums the workers have
     double window = 0;
     for (const auto& d : rt.drivers) {
-      if (const WorkerEndpoint* ep = d->endpoint().atp()) {
-        values += (ep->stats().parameters_received - ep->stats().duplicate_parameters) * rt.plan.values_per_packet;
-        window += ep->window();
-      } else if (const RinaWorker* rina = d->endpoint().rina()) {
-        values += rina->stats().final_values;
-        window += rina->window();
-      }
+      values += d->endpoint().counts().result_values;
+      window += d->endpoint().window();
     }
     for (const auto& [name, sw] : rt.switch_plans())
       aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
@@ -873,18 +832,13 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     // A worker the ring went on without: its counts are in, its rounds and its crash are not.
     const bool excluded = std::find(rt.excluded.begin(), rt.excluded.end(), w) != rt.excluded.end();
     if (!excluded) r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
-    if (const WorkerEndpoint* ep = d->endpoint().atp()) {
-      r.retransmissions += ep->stats().retransmissions;
-      r.fast_retransmits += ep->stats().fast_retransmits;
-      r.requested_resends += ep->stats().requested_resends;
-      r.timeouts += ep->stats().timeouts;
-    } else if (const RinaWorker* rina = d->endpoint().rina()) {
-      r.retransmissions += rina->stats().retransmissions;
-      r.fast_retransmits += rina->stats().fast_retransmits;
-      r.timeouts += rina->stats().timeouts;
-      r.final_requests += rina->stats().requests_sent;
-      hop_pieces += rina->stats().merges;
-    }
+    const EndpointCounts counts = d->endpoint().counts();
+    r.retransmissions += counts.retransmissions;
+    r.fast_retransmits += counts.fast_retransmits;
+    r.requested_resends += counts.requested_resends;
+    r.timeouts += counts.timeouts;
+    r.final_requests += counts.final_requests;
+    hop_pieces += counts.hop_pieces;
     r.wrong_values += d->wrong_values;
     const bool finished = d->rounds_completed == job.rounds;
     // The first reason of each kind; a crash explains the others' failures, so it wins.

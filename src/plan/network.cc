@@ -1,0 +1,243 @@
+// The network plan (plan.h): validates a topology, numbers addresses and ports and computes
+// shortest-path routes; and what plans of every algorithm share about names and fragment widths.
+#include <algorithm>
+#include <cstddef>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "atp/plan/paths.h"
+#include "atp/values_per_packet.h"
+
+namespace atp {
+namespace {
+
+// Checks names and attachments; returns switch name -> index in topology.switches.
+std::unordered_map<std::string, std::size_t> index_switches(const Topology& topology) {
+  if (topology.switches.empty()) throw PlanError("the topology has no switches; every host needs a ToR switch");
+  std::unordered_map<std::string, std::size_t> switch_index;
+  std::unordered_set<std::string> names;
+  for (std::size_t i = 0; i < topology.switches.size(); ++i) {
+    const SwitchSpec& s = topology.switches[i];
+    if (s.name.empty()) throw PlanError("switch #" + std::to_string(i) + " has an empty name");
+    if (!names.insert(s.name).second) {
+      throw PlanError("the topology names two switches " + quoted(s.name) + "; node names must be unique");
+    }
+    if (s.config.atp_capable && (s.config.num_aggregators == 0 || s.config.aggregator_width == 0)) {
+      throw PlanError(
+          "switch " + quoted(s.name) +
+          " is ATP-capable but has no aggregators (num_aggregators and aggregator_width must be at least 1)");
+    }
+    switch_index.emplace(s.name, i);
+  }
+  for (std::size_t i = 0; i < topology.hosts.size(); ++i) {
+    const HostSpec& h = topology.hosts[i];
+    if (h.name.empty()) throw PlanError("host #" + std::to_string(i) + " has an empty name");
+    if (!names.insert(h.name).second) {
+      throw PlanError("the topology names two nodes " + quoted(h.name) + "; switch and host names must be unique");
+    }
+    if (!switch_index.contains(h.switch_name)) {
+      throw PlanError("host " + quoted(h.name) + " is attached to " + quoted(h.switch_name) +
+                      ", which is not a switch in the topology");
+    }
+  }
+  return switch_index;
+}
+
+// Smallest-index representative of a's component (union-find without ranks: topologies are small).
+std::size_t find_root(std::vector<std::size_t>& parent, std::size_t a) {
+  while (parent[a] != a) {
+    parent[a] = parent[parent[a]];
+    a = parent[a];
+  }
+  return a;
+}
+
+// Rejects links to unknown switches, self-links, duplicates and a disconnected graph. Cycles are
+// fine (fat-trees, dragonflies): routes are shortest paths (plan_network).
+void check_switch_graph(const Topology& topology, const std::unordered_map<std::string, std::size_t>& switch_index) {
+  std::vector<std::size_t> parent(topology.switches.size());
+  std::iota(parent.begin(), parent.end(), std::size_t{0});
+  std::set<std::pair<std::size_t, std::size_t>> seen;
+  for (const SwitchLink& l : topology.switch_links) {
+    const std::string &a = l.a, &b = l.b;
+    const std::string link = quoted(a) + "-" + quoted(b);
+    for (const std::string* end : {&a, &b}) {
+      if (!switch_index.contains(*end)) {
+        throw PlanError("switch link " + link + " names " + quoted(*end) + ", which is not a switch in the topology");
+      }
+    }
+    const std::size_t ia = switch_index.at(a), ib = switch_index.at(b);
+    if (ia == ib) throw PlanError("switch link " + link + " connects a switch to itself");
+    if (!seen.insert({std::min(ia, ib), std::max(ia, ib)}).second) {
+      throw PlanError("switch link " + link + " is listed twice");
+    }
+    const std::size_t ra = find_root(parent, ia), rb = find_root(parent, ib);
+    parent[std::max(ra, rb)] = std::min(ra, rb);
+  }
+  for (std::size_t i = 1; i < topology.switches.size(); ++i) {
+    if (find_root(parent, i) != find_root(parent, 0)) {
+      throw PlanError("switch " + quoted(topology.switches[i].name) + " is not connected to switch " +
+                      quoted(topology.switches[0].name) + "; switch-to-switch links must connect every switch");
+    }
+  }
+}
+
+}  // namespace
+
+NetworkPlan plan_network(const Topology& topology) {
+  const auto switch_index = index_switches(topology);
+  check_switch_graph(topology, switch_index);
+  if (topology.hosts.size() > std::size_t{kLastHostAddress - kFirstHostAddress + 1}) {
+    throw PlanError("the topology has " + std::to_string(topology.hosts.size()) +
+                    " hosts, more than the 10.0.0.0/8 address range holds");
+  }
+
+  NetworkPlan plan;
+  plan.topology = &topology;
+  const std::size_t n_switches = topology.switches.size();
+  std::vector<std::uint32_t> next_port(n_switches, 0);  // ports handed out so far per switch
+  auto take_port = [&](std::size_t s) -> PortId {
+    if (next_port[s] > std::numeric_limits<PortId>::max()) {
+      throw PlanError("switch " + quoted(topology.switches[s].name) + " needs more than 65536 ports");
+    }
+    return static_cast<PortId>(next_port[s]++);
+  };
+
+  // Host ports first, in host order; hosts get addresses in the same order, unless they are
+  // attached to a running switch already (then they keep its address and port, and the ports
+  // numbered come after the highest such port).
+  const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
+  std::map<std::pair<std::size_t, PortId>, std::string> taken;  // (switch, port) -> what has it, of the ports named
+  auto keep_port = [&](std::size_t s, PortId port, const std::string& what) {
+    if (const auto [at, fresh] = taken.emplace(std::pair{s, port}, what); !fresh) {
+      throw PlanError(what + " and " + at->second + " both have port " + std::to_string(port) + " of switch " +
+                      quoted(topology.switches[s].name));
+    }
+    next_port[s] = std::max<std::uint32_t>(next_port[s], std::uint32_t{port} + 1);
+  };
+  for (const SwitchLink& l : topology.switch_links) {
+    if (!l.ports) continue;
+    const std::string what = "switch link " + quoted(l.a) + "-" + quoted(l.b);
+    keep_port(switch_index.at(l.a), l.ports->first, what);
+    keep_port(switch_index.at(l.b), l.ports->second, what);
+  }
+  std::vector<PortId> host_port(topology.hosts.size());
+  for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
+    const HostSpec& host = topology.hosts[h];
+    if (host.attached.has_value() != attached) {
+      throw PlanError("host " + quoted(host.name) + (attached ? " has no" : " has an") +
+                      " attachment (address and port); either every host has one or none does");
+    }
+    const std::size_t tor = switch_index.at(host.switch_name);
+    const Address address = attached ? host.attached->address : kFirstHostAddress + static_cast<Address>(h);
+    if (const auto taken_by = plan.host_by_address.emplace(address, host.name); !taken_by.second) {
+      const std::string& other =
+          taken_by.first->second;  // not a structured binding: clang 14 refuses a lambda naming one
+      const std::string& other_tor = std::find_if(topology.hosts.begin(), topology.hosts.end(), [&](const HostSpec& o) {
+                                       return o.name == other;
+                                     })->switch_name;
+      throw PlanError(
+          "hosts " + quoted(other) + " and " + quoted(host.name) + " have the same address " + format_address(address) +
+          (other_tor == host.switch_name ? std::string()
+                                         : "; switches " + quoted(other_tor) + " and " + quoted(host.switch_name) +
+                                               " give hosts addresses from one pool: give each its own host_pool"));
+    }
+    plan.host_address[host.name] = address;
+    if (attached) {
+      host_port[h] = host.attached->port;
+      keep_port(tor, host_port[h], "host " + quoted(host.name));
+    } else {
+      host_port[h] = take_port(tor);
+    }
+    plan.links.push_back(PlannedLink{PortRef{host.name, 0}, PortRef{host.switch_name, host_port[h]}});
+  }
+  // Then switch links, in link order. adjacency[s] = (neighbour switch, local port).
+  std::vector<std::vector<std::pair<std::size_t, PortId>>> adjacency(n_switches);
+  for (const SwitchLink& l : topology.switch_links) {
+    const std::size_t ia = switch_index.at(l.a), ib = switch_index.at(l.b);
+    const PortId pa = l.ports ? l.ports->first : take_port(ia);
+    const PortId pb = l.ports ? l.ports->second : take_port(ib);
+    adjacency[ia].push_back({ib, pa});
+    adjacency[ib].push_back({ia, pb});
+    plan.links.push_back(PlannedLink{PortRef{l.a, pa}, PortRef{l.b, pb}});
+  }
+  for (std::size_t s = 0; s < n_switches; ++s) {
+    plan.switch_port_count[topology.switches[s].name] = static_cast<std::uint16_t>(next_port[s]);
+  }
+
+  // Routes: a breadth-first search from every switch gives the first hop of a shortest path
+  // towards every other switch; a host is reached through its ToR (or directly from its ToR).
+  // Ties go to the neighbour found first: neighbours are searched in the order of their links in
+  // the topology. Each hop of a route is a shortest path's, so the distance to the destination
+  // falls at every hop: no loops, and the routes of every switch towards one host form a tree
+  // (ATP's aggregation tree towards a PS is the one towards the PS's address).
+  std::vector<PortId> first_hop(n_switches);
+  std::vector<bool> reached(n_switches);
+  std::vector<std::size_t> frontier;
+  for (std::size_t s = 0; s < n_switches; ++s) {
+    std::fill(reached.begin(), reached.end(), false);
+    reached[s] = true;
+    frontier.clear();
+    for (const auto& [next, port] : adjacency[s]) {
+      reached[next] = true;
+      first_hop[next] = port;
+      frontier.push_back(next);
+    }
+    for (std::size_t i = 0; i < frontier.size(); ++i) {
+      const std::size_t at = frontier[i];
+      for (const auto& [next, port] : adjacency[at]) {
+        if (reached[next]) continue;
+        reached[next] = true;
+        first_hop[next] = first_hop[at];
+        frontier.push_back(next);
+      }
+    }
+    auto& routes = plan.routes[topology.switches[s].name];
+    for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
+      const std::size_t tor = switch_index.at(topology.hosts[h].switch_name);
+      routes[plan.host_address.at(topology.hosts[h].name)] = tor == s ? host_port[h] : first_hop[tor];
+    }
+  }
+  return plan;
+}
+
+std::uint16_t fragment_width(std::uint32_t mtu_bytes, std::uint16_t narrowest_aggregator) {
+  std::uint32_t width = std::min(kWidestChosenFragment, narrowest_aggregator);
+  if (mtu_bytes == 0) {
+    width = std::min<std::uint32_t>(width, kFragmentWithoutMtu);
+  } else {
+    if (mtu_bytes < kIpUdpBytes + packet_size(1)) {
+      throw PlanError("an MTU of " + std::to_string(mtu_bytes) + " bytes leaves no room for even one value after the " +
+                      std::to_string(kIpUdpBytes + kHeaderBytes) + " bytes of IPv4, UDP and ATP headers");
+    }
+    width = std::min<std::uint32_t>(width, static_cast<std::uint32_t>((mtu_bytes - kIpUdpBytes - kHeaderBytes) / 4));
+  }
+  return static_cast<std::uint16_t>(std::max<std::uint32_t>(width, 1));
+}
+
+bool label_text(std::string_view text) {
+  return text.size() <= 255 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= ' ' && c < 0x7F && c != '"' && c != '\\'; });
+}
+
+std::optional<std::string> job_name_error(std::string_view name) {
+  if (label_text(name)) return std::nullopt;
+  return "'" + std::string(name.substr(0, 64)) + (name.size() > 64 ? "...'" : "'") +
+         " is not a job name (at most 255 printable ASCII characters, no quotes or backslashes)";
+}
+
+std::vector<std::string> route_switches(const NetworkPlan& network, const std::string& from, const std::string& to) {
+  const PortGraph graph = build_port_graph(network);
+  for (const std::string* host : {&from, &to}) {
+    if (!network.host_address.contains(*host)) throw PlanError("no host " + quoted(*host) + " in the network");
+  }
+  std::vector<std::string> switches;
+  walk_path(network, graph, from, to, [&](const std::string& s, PortId, PortId) { switches.push_back(s); });
+  return switches;
+}
+
+}  // namespace atp
