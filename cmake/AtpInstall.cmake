@@ -8,7 +8,7 @@ include(CMakePackageConfigHelpers)
 # protocol, plans and schedules, the I/O layer, the control clients, the daemons (to embed a
 # switch or PS), the allreduce API and its baselines, and ClusterJob. Not installed: sim,
 # scenario and backends, what the `atp` command runs scenarios with (and where ns-3 comes in).
-set(ATP_INSTALLED_LIBRARIES atp_cluster atp_daemons atp_baselines atp_collectives atp_control atp_plan atp_io
+set(ATP_INSTALLED_LIBRARIES atp_cluster atp_daemons atp_baselines atp_collectives atp_rina_json atp_control atp_plan atp_io
                             atp_schedule atp_rina atp_core)
 set(ATP_NOT_INSTALLED_HEADER_DIRS sim scenario backends)
 

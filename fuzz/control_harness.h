@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "atp/control/control.h"
+#include "atp/control/json_fields.h"
+#include "atp/control/worker_config_json.h"
 #include "atp/daemons/ps_daemon.h"
 #include "atp/daemons/switch_daemon.h"
 
@@ -43,6 +45,8 @@ void check_codec(const char* name, const std::string& text, Parse parse) {
   auto encode = [](const Value& v) {
     if constexpr (std::is_same_v<Value, SocketAddress>) {
       return control::host_to_json(v);
+    } else if constexpr (std::is_same_v<Value, WorkerConfig>) {
+      return control::worker_config_json(v).dump();
     } else {
       return control::to_json(v);
     }
@@ -60,7 +64,9 @@ inline void parse_messages(const std::string& text) {
   check_codec("ps_job_from_json", text, control::ps_job_from_json);
   check_codec("port_settings_from_json", text, control::port_settings_from_json);
   check_codec("host_from_json", text, control::host_from_json);
-  check_codec("worker_config_from_json", text, control::worker_config_from_json);
+  check_codec("worker_config_from", text, [](const std::string& t) {
+    return control::worker_config_from(control::parse_object(t, "worker config"));
+  });
 }
 
 inline void parse_switch_config_text(const std::string& text) {

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "atp/cluster/daemon_processes.h"
-#include "atp/fixed_point.h"
 #include "atp/control/control_auth.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
+#include "atp/fixed_point.h"
 #include "memory_store.h"
 #include "racked_daemons.h"
 #include "reference_sum.h"
@@ -115,12 +115,12 @@ TEST(ClusterJob, ALocalNetworkOfTwoRacksIsExact) {
   EXPECT_EQ(store.size(), 0u);
 }
 
-// Rina (ClusterJobOptions::Protocol::kRina, ATP_ALGORITHM=rina) on the same local network: each
+// Rina (ClusterJobOptions::protocol "rina", ATP_ALGORITHM=rina) on the same local network: each
 // rack one member of the ring; every rank's sums are the exact integer sums of every rank's values
 // at the exponents its worker reports, and close() waits for every rank.
 TEST(ClusterJob, RinaOnALocalNetworkOfTwoRacksIsExact) {
   ClusterJobOptions options = local_cluster();
-  options.protocol = ClusterJobOptions::Protocol::kRina;
+  options.protocol = "rina";
   Topology topology = test::RackedDaemons::topology(2048);
   topology.hosts = {{"h0", "tor0"}, {"h1", "tor1"}, {"h2", "tor0"}, {"h3", "tor1"}, {"p", "core"}};
   options.local_network = {topology, {"h0", "h1", "h2", "h3"}, "p"};

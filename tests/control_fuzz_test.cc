@@ -36,7 +36,7 @@ std::vector<std::string> seeds() {
   return {
       control::to_json(plan),
       control::to_json(ps),
-      control::to_json(worker),
+      control::worker_config_json(worker).dump(),
       control::to_json(port),
       control::host_to_json(SocketAddress::parse("127.0.0.1:40001")),
       "name: s0\naggregators: 16\nwidth: 8\nports:\n  - {peer: 127.0.0.1:9001, loss: 0.1, ingress: {delay_us: 5}}\n"

@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "atp/control/control_client.h"
+#include "atp/control/json_fields.h"
+#include "atp/control/worker_config_json.h"
+#include "atp/rina/protocol.h"
 #include "test_access.h"
 
 // The TLS tests make their certificates with OpenSSL's C API (no openssl command needed).
@@ -35,6 +38,16 @@
 
 namespace atp::control {
 namespace {
+
+// The worker configs' codecs take and give JSON values; as text, the way a message carries them.
+WorkerConfig worker_config_from_text(const std::string& text) {
+  return worker_config_from(parse_object(text, "worker config"));
+}
+RinaConfig rina_config_from_text(const std::string& text) {
+  return rina_config_from(parse_object(text, "Rina worker config"));
+}
+std::string text_of(const WorkerConfig& c) { return worker_config_json(c).dump(); }
+std::string text_of(const RinaConfig& c) { return rina_config_json(c).dump(); }
 
 TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   SwitchJobPlan plan;
@@ -218,7 +231,7 @@ WorkerConfig sample() {
 
 TEST(WorkerConfigCodec, RoundTripsEveryField) {
   const WorkerConfig c = sample();
-  const WorkerConfig back = worker_config_from_json(to_json(c));
+  const WorkerConfig back = worker_config_from_text(text_of(c));
   EXPECT_EQ(back.job, c.job);
   EXPECT_EQ(back.self, c.self);
   ASSERT_EQ(back.ps.size(), 2u);
@@ -246,7 +259,7 @@ TEST(WorkerConfigCodec, RoundTripsEveryField) {
 
 // Each bad document is refused with the field it names.
 TEST(WorkerConfigCodec, NamesBadFields) {
-  const std::string good = to_json(sample());
+  const std::string good = text_of(sample());
   auto replaced = [&good](const std::string& from, const std::string& to) {
     std::string text = good;
     const std::size_t at = text.find(from);
@@ -271,7 +284,7 @@ TEST(WorkerConfigCodec, NamesBadFields) {
   };
   for (const auto& c : cases) {
     try {
-      worker_config_from_json(c.text);
+      worker_config_from_text(c.text);
       ADD_FAILURE() << "accepted " << c.text;
     } catch (const ControlError& e) {
       EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << e.what() << " for " << c.text;
@@ -286,8 +299,8 @@ const std::vector<std::pair<const char*, std::function<void(const std::string&)>
       {"ps_job_from_json", [](const std::string& t) { ps_job_from_json(t); }},
       {"port_settings_from_json", [](const std::string& t) { port_settings_from_json(t); }},
       {"host_from_json", [](const std::string& t) { host_from_json(t); }},
-      {"worker_config_from_json", [](const std::string& t) { worker_config_from_json(t); }},
-      {"rina_config_from_json", [](const std::string& t) { rina_config_from_json(t); }},
+      {"worker_config_from", [](const std::string& t) { worker_config_from_text(t); }},
+      {"rina_config_from", [](const std::string& t) { rina_config_from_text(t); }},
   };
   return all;
 }
@@ -345,7 +358,7 @@ TEST(RinaConfigCodec, RoundTripsEveryField) {
   c.max_retransmit_timeout = std::chrono::milliseconds(700);
   c.progress_timeout = std::chrono::seconds(9);
   c.initial_seq = 1234;
-  const RinaConfig back = rina_config_from_json(to_json(c));
+  const RinaConfig back = rina_config_from_text(text_of(c));
   EXPECT_EQ(back.job, c.job);
   EXPECT_EQ(back.rank, c.rank);
   EXPECT_EQ(back.workers, c.workers);
@@ -365,9 +378,9 @@ TEST(RinaConfigCodec, RoundTripsEveryField) {
   EXPECT_EQ(back.progress_timeout, c.progress_timeout);
   EXPECT_EQ(back.initial_seq, c.initial_seq);
   const auto error = [](const std::string& text) {
-    return control_error([](const std::string& t) { rina_config_from_json(t); }, text);
+    return control_error([](const std::string& t) { rina_config_from_text(t); }, text);
   };
-  std::string text = to_json(c);
+  std::string text = text_of(c);
   text.replace(text.find(R"("members":[[0,2],[1],[3]])"), 25, R"("members":[[0,2],1,[3]])");
   EXPECT_EQ(error(text), "members[1]: expected a list of ranks, got 1");
 }

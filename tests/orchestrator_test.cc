@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "atp/cluster/daemon_processes.h"
+#include "atp/cluster/protocols.h"
 #include "atp/control/control_auth.h"
 #include "atp/control/stats.h"
 #include "atp/io/processes.h"
-#include "atp/rina/plan.h"
 #include "racked_daemons.h"
 
 namespace atp {
@@ -85,7 +85,7 @@ class OrchestratorTest : public ::testing::Test {
 TEST_F(OrchestratorTest, InstallsAPlannedJobOnTheSwitchAndThePs) {
   JobSpec spec = attach_job(3);
   spec.id = 7;
-  const JobPlan plan = orchestrator_.plan(spec);
+  const EndpointJobPlan plan = orchestrator_.plan(protocol("atp"), spec);
   ASSERT_EQ(plan.workers.size(), 3u);
   EXPECT_EQ(orchestrator_.install(plan), control::Install::kInstalled);
   EXPECT_TRUE(on_switch(7));
@@ -100,13 +100,13 @@ TEST_F(OrchestratorTest, InstallsAPlannedJobOnTheSwitchAndThePs) {
 TEST_F(OrchestratorTest, ATakenIdLeavesNothingInstalled) {
   JobSpec spec = attach_job(2);
   spec.id = 9;
-  const JobPlan plan = orchestrator_.plan(spec);
+  const EndpointJobPlan plan = orchestrator_.plan(protocol("atp"), spec);
   ASSERT_EQ(ps().install_job(plan.ps.front()), control::Install::kInstalled);  // someone else's job 9
   EXPECT_EQ(orchestrator_.install(plan), control::Install::kIdTaken);
   EXPECT_FALSE(on_switch(9)) << "the switch kept the part installed before the PS said no";
   // install_with_free_id picks another id and installs it everywhere.
-  const JobPlan other = orchestrator_.install_with_free_id(spec);
-  const JobId id = other.workers.front().job;
+  const EndpointJobPlan other = orchestrator_.install_with_free_id(protocol("atp"), spec);
+  const JobId id = other.job;
   EXPECT_NE(id, 9);
   EXPECT_TRUE(on_switch(id));
   EXPECT_TRUE(on_ps(id));
@@ -115,7 +115,7 @@ TEST_F(OrchestratorTest, ATakenIdLeavesNothingInstalled) {
 TEST_F(OrchestratorTest, ARestartedSwitchGetsItsJobsAgain) {
   JobSpec spec = attach_job(2);
   spec.id = 3;
-  ASSERT_EQ(orchestrator_.install(orchestrator_.plan(spec)), control::Install::kInstalled);
+  ASSERT_EQ(orchestrator_.install(orchestrator_.plan(protocol("atp"), spec)), control::Install::kInstalled);
   sw().remove_job(3);  // as a restart loses it
   ASSERT_FALSE(on_switch(3));
   orchestrator_.reinstall("tor0");
@@ -128,13 +128,13 @@ TEST_F(OrchestratorTest, ARinaJobRemovedFromTheSwitchesGoesInAgainUnderItsId) {
   JobSpec spec = attach_job(3);
   spec.id = 12;
   spec.ps.clear();
-  ASSERT_EQ(orchestrator_.install(orchestrator_.plan_rina(spec)), control::Install::kInstalled);
+  ASSERT_EQ(orchestrator_.install(orchestrator_.plan(protocol("rina"), spec)), control::Install::kInstalled);
   ASSERT_TRUE(on_switch(12));
   orchestrator_.remove_from_switches(12);
   EXPECT_FALSE(on_switch(12));
   orchestrator_.remove_from_switches(12);  // nothing left: nothing to do
   spec.workers.pop_back();
-  const RinaJobPlan two = orchestrator_.plan_rina(spec);
+  const EndpointJobPlan two = orchestrator_.plan(protocol("rina"), spec);
   ASSERT_EQ(orchestrator_.install(two), control::Install::kInstalled);
   EXPECT_TRUE(on_switch(12));
   sw().remove_job(12);  // as a restart loses it
@@ -146,7 +146,7 @@ TEST_F(OrchestratorTest, RevokingTheLeasesRemovesWhatHungOnThem) {
   orchestrator_.hold_leases(10s);
   JobSpec spec = attach_job(2);  // the workers' ports on the switch's lease, the PS's not
   const std::size_t ports = switch_ports();
-  const JobId id = orchestrator_.install_with_free_id(spec).workers.front().job;
+  const JobId id = orchestrator_.install_with_free_id(protocol("atp"), spec).job;
   ASSERT_TRUE(on_switch(id));
   ASSERT_TRUE(on_ps(id));
   orchestrator_.revoke_leases();
@@ -191,7 +191,7 @@ TEST_F(OrchestratorTest, ALeaseNeedsAPositiveTimeToLive) {
 TEST_F(OrchestratorTest, RefusalsAreOneSentenceNamingTheDaemon) {
   JobSpec spec = attach_job(2);
   spec.id = 5;
-  JobPlan plan = orchestrator_.plan(spec);
+  EndpointJobPlan plan = orchestrator_.plan(protocol("atp"), spec);
   plan.ps.front().max_window_seqs = 1u << 30;  // more than a PS holds for a job
   try {
     orchestrator_.install(plan);
@@ -248,7 +248,7 @@ TEST(OrchestratorRacks, DiscoversTheLinksAndPlansAcrossThem) {
   }
   EXPECT_EQ(format_address(o.network().host_address.at("w2")), "10.2.0.1");  // tor1's pool
   EXPECT_EQ(format_address(o.network().host_address.at("ps")), "10.3.0.1");
-  const JobPlan plan = o.plan(spec);
+  const EndpointJobPlan plan = o.plan(protocol("atp"), spec);
   ASSERT_EQ(o.install(plan), control::Install::kInstalled);
   for (const char* name : {"tor0", "tor1", "core"}) {
     const control::SwitchStats s = o.switch_client(name).stats();

@@ -25,9 +25,11 @@
 #include "../src/backends/processes/worker_process.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
+#include "atp/control/worker_config_json.h"
 #include "atp/io/event_loop.h"
 #include "atp/io/machine.h"
 #include "atp/io/socket_address.h"
+#include "atp/rina/protocol.h"
 
 namespace atp {
 namespace {
@@ -1509,35 +1511,38 @@ TEST(WorkerProcessSpec, CarriesAnAtpConfigOnlyForAtpsProtocol) {
   const worker_process::WorkerSpec ring_back = worker_process::spec_from_json(worker_process::to_json(ring));
   EXPECT_EQ(ring_back.job, 7);
   EXPECT_EQ(ring_back.scale, 1e6);
-  EXPECT_FALSE(ring_back.atp.has_value());
+  EXPECT_TRUE(ring_back.config.is_null());
   EXPECT_EQ(ring_back.ranks.size(), 2u);
 
   worker_process::WorkerSpec atp;
   atp.job = 3;
-  atp.atp = WorkerConfig{};
-  atp.atp->job = 3;
-  atp.atp->values_per_packet = 1024;
+  WorkerConfig config;
+  config.job = 3;
+  config.values_per_packet = 1024;
+  atp.config = control::worker_config_json(config);
   const worker_process::WorkerSpec atp_back = worker_process::spec_from_json(worker_process::to_json(atp));
-  ASSERT_TRUE(atp_back.atp.has_value());
-  EXPECT_EQ(atp_back.atp->values_per_packet, 1024);
+  EXPECT_EQ(control::worker_config_from(atp_back.config).values_per_packet, 1024);
   EXPECT_EQ(atp_back.job, 3);
 }
 
 // What a re-formed Rina ring tells each worker left (docs/rina.md "Failures"), and the lines it
 // answers with, read back as written.
 TEST(WorkerProcessSpec, ReformAndFailedLinesReadBack) {
+  RinaConfig rina;
+  rina.job = 9;
+  rina.rank = 1;
+  rina.workers = {0x0A000001, 0x0A000002, 0x0A000003};
+  rina.members = {{0, 1}, {2}};
+  rina.initial_seq = 4000000000u;
   worker_process::Reform reform;
-  reform.rina.job = 9;
-  reform.rina.rank = 1;
-  reform.rina.workers = {0x0A000001, 0x0A000002, 0x0A000003};
-  reform.rina.members = {{0, 1}, {2}};
-  reform.rina.initial_seq = 4000000000u;
+  reform.config = rina_config_json(rina);
   reform.excluded = {3, 5};
   reform.round = 2;
   const worker_process::Reform back = worker_process::reform_from_json(worker_process::reform_json(reform));
-  EXPECT_EQ(back.rina.rank, 1u);
-  EXPECT_EQ(back.rina.members, reform.rina.members);
-  EXPECT_EQ(back.rina.initial_seq, 4000000000u);
+  const RinaConfig back_rina = rina_config_from(back.config);
+  EXPECT_EQ(back_rina.rank, 1u);
+  EXPECT_EQ(back_rina.members, rina.members);
+  EXPECT_EQ(back_rina.initial_seq, 4000000000u);
   EXPECT_EQ(back.excluded, reform.excluded);
   EXPECT_EQ(back.round, 2u);
   EXPECT_THROW(worker_process::reform_from_json(R"({"excluded": [], "round": 1})"), std::exception);

@@ -13,11 +13,11 @@ namespace {
 
 TEST(TestbedRequest, RoundTrips) {
   TestbedRequest install;
-  install.install = {{"w0", "w2"}, true, false, 358, 1e6, std::chrono::milliseconds(2), std::chrono::seconds(30)};
+  install.install = {{"w0", "w2"}, "rina", false, 358, 1e6, std::chrono::milliseconds(2), std::chrono::seconds(30)};
   const TestbedRequest back = testbed_request_from_json(to_json(install));
   EXPECT_EQ(back.kind, TestbedRequest::Kind::kInstall);
   EXPECT_EQ(back.install.hosts, install.install.hosts);
-  EXPECT_TRUE(back.install.rina);
+  EXPECT_EQ(back.install.protocol, "rina");
   EXPECT_FALSE(back.install.in_network_aggregation);
   EXPECT_EQ(back.install.values_per_packet, 358);
   EXPECT_EQ(back.install.scale, 1e6);
@@ -60,7 +60,7 @@ TEST(TestbedClient, TheRunnersRefusalIsItsSentence) {
   FakeRunner runner(testbed_error_to_json("the ranks' hosts (x) are not workers of one job of the testbed's file"));
   TestbedClient client(runner.path());
   try {
-    client.install({{"x"}, false, true, 0, 1e8, {}, {}});
+    client.install({{"x"}, "atp", true, 0, 1e8, {}, {}});
     FAIL() << "installed";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "the ranks' hosts (x) are not workers of one job of the testbed's file");
@@ -68,9 +68,9 @@ TEST(TestbedClient, TheRunnersRefusalIsItsSentence) {
 }
 
 TEST(TestbedClient, AnAnswerThatDoesNotReadIsLoud) {
-  FakeRunner runner("{\"job\": 3, \"configs\": [{\"job\": \"three\"}], \"rina_configs\": []}");
+  FakeRunner runner("{\"job\": 3, \"configs\": 7}");
   TestbedClient client(runner.path());
-  EXPECT_THROW(client.install({{"w0"}, false, true, 0, 1e8, {}, {}}), std::runtime_error);
+  EXPECT_THROW(client.install({{"w0"}, "atp", true, 0, 1e8, {}, {}}), std::runtime_error);
 }
 
 TEST(TestbedClient, NoRunnerNamesTheSocketAndAtpTestbed) {

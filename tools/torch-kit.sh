@@ -40,7 +40,7 @@ case "${1:-}" in
     # What atp_torch_ext links (CMakeLists.txt: atp_cluster, atp_scenario, atp_baselines and what
     # they build on; the baselines' Gloo part is never pulled in).
     for layer in cluster scenario baselines collectives control plan plink sim io rina core schedule; do
-      strip --strip-debug -o "$kit/lib/libatp_$layer.a" "$build/src/$layer/libatp_$layer.a"
+      for a in "$build/src/$layer"/libatp_*.a; do strip --strip-debug -o "$kit/lib/${a##*/}" "$a"; done
     done
     strip -o "$kit/bin/atp" "$build/atp"
     cp "$build/python/atp_torch/__init__.py" "$kit/"

@@ -13,13 +13,12 @@
 
 #include "atp/cluster/daemon_processes.h"
 #include "atp/cluster/orchestrator.h"
+#include "atp/cluster/protocols.h"
 #include "atp/cluster/testbed_client.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
 #include "atp/plan/plan.h"
-#include "atp/rina/worker.h"
-#include "atp/worker.h"
 
 namespace atp {
 namespace {
@@ -149,10 +148,10 @@ struct ClusterJob::Coordinator {
     if (orchestrator) orchestrator->revoke_leases();  // removes the job and its ranks' ports
   }
 
-  // The job's plan: each rank's worker config (ATP's or Rina's) and uplink (its switch's data address).
+  // The job's plan: each rank's endpoint config (its protocol's, a JSON value) and uplink (its
+  // switch's data address).
   struct Placed {
-    std::vector<WorkerConfig> configs;
-    std::vector<RinaConfig> rina_configs;
+    std::vector<nlohmann::json> configs;
     std::vector<std::optional<SocketAddress>> uplinks;  // none on a testbed: addressed by IP
   };
 
@@ -161,7 +160,7 @@ struct ClusterJob::Coordinator {
     testbed = std::make_unique<TestbedClient>(options.testbed->socket_path);
     TestbedJobRequest request;
     for (const RankInfo& r : ranks) request.hosts.push_back(r.host);
-    request.rina = options.protocol == ClusterJobOptions::Protocol::kRina;
+    request.protocol = options.protocol;
     request.in_network_aggregation = options.in_network_aggregation;
     request.values_per_packet = options.values_per_packet;
     request.scale = options.scale;
@@ -169,7 +168,7 @@ struct ClusterJob::Coordinator {
     request.progress_timeout = options.timeout;
     TestbedJob job = testbed->install(request);
     installed = job.job;
-    Placed placed{std::move(job.configs), std::move(job.rina_configs), {}};
+    Placed placed{std::move(job.configs), {}};
     placed.uplinks.resize(ranks.size());
     return placed;
   }
@@ -249,25 +248,19 @@ struct ClusterJob::Coordinator {
     spec.retransmit_timeout = options.retransmit_timeout.value_or(WorkerConfig{}.retransmit_timeout);
     spec.progress_timeout = options.timeout;
     // PlanError: e.g. more than 32 ranks under one switch.
-    const auto install = [&](auto plan_of, auto install_free) {
-      if (!options.job_id) return install_free(spec);
+    const Protocol& protocol = atp::protocol(options.protocol);
+    EndpointJobPlan plan;
+    if (options.job_id) {
       spec.id = *options.job_id;
-      auto plan = (orchestrator.get()->*plan_of)(spec);
+      plan = orchestrator->plan(protocol, spec);
       if (orchestrator->install(plan) == control::Install::kIdTaken) {
         throw ClusterJobError("job " + std::to_string(spec.id) + " is installed on a switch or the PS already");
       }
-      return plan;
-    };
-    if (options.protocol == ClusterJobOptions::Protocol::kRina) {
-      placed.rina_configs = install(&Orchestrator::plan_rina, [&](JobSpec s) {
-                              return orchestrator->install_rina_with_free_id(s);
-                            }).workers;
-      installed = placed.rina_configs.front().job;
     } else {
-      placed.configs =
-          install(&Orchestrator::plan, [&](JobSpec s) { return orchestrator->install_with_free_id(s); }).workers;
-      installed = placed.configs.front().job;
+      plan = orchestrator->install_with_free_id(protocol, spec);
     }
+    installed = plan.job;
+    placed.configs = std::move(plan.workers);
     return placed;
   }
 };
@@ -378,18 +371,15 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
       }
       throw ClusterJobError(why);
     }
-    const bool rina = !placed.rina_configs.empty();
+    const Protocol& protocol = atp::protocol(options.protocol);
     for (int r = 1; r < size; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      json reply = {{rina ? "rina_config" : "config", json::parse(rina ? control::to_json(placed.rina_configs[i])
-                                                                       : control::to_json(placed.configs[i]))}};
+      json reply = {{"protocol", protocol.name}, {"config", placed.configs[i]}};
       if (placed.uplinks[i]) reply["uplink"] = placed.uplinks[i]->to_string();
       store.set("config/" + std::to_string(r), reply.dump());
     }
-    job->communicator_ = std::make_unique<Communicator>(
-        rina ? std::unique_ptr<Endpoint>(std::make_unique<RinaWorker>(placed.rina_configs[0]))
-             : std::make_unique<WorkerEndpoint>(placed.configs[0]),
-        std::move(socket), placed.uplinks[0]);
+    job->communicator_ =
+        std::make_unique<Communicator>(protocol.endpoint(placed.configs[0]), std::move(socket), placed.uplinks[0]);
     return job;
   }
 
@@ -404,17 +394,9 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
   }
   std::optional<SocketAddress> uplink;
   if (reply.contains("uplink")) uplink = SocketAddress::parse(reply["uplink"].get<std::string>());
-  if (reply.contains("rina_config")) {
-    const RinaConfig config = control::rina_config_from_json(reply["rina_config"].dump());
-    job->job_ = config.job;
-    job->communicator_ =
-        std::make_unique<Communicator>(std::make_unique<RinaWorker>(config), std::move(socket), uplink);
-  } else {
-    const WorkerConfig config = control::worker_config_from_json(reply["config"].dump());
-    job->job_ = config.job;
-    job->communicator_ =
-        std::make_unique<Communicator>(std::make_unique<WorkerEndpoint>(config), std::move(socket), uplink);
-  }
+  std::unique_ptr<Endpoint> endpoint = protocol(reply.at("protocol").get<std::string>()).endpoint(reply.at("config"));
+  job->job_ = endpoint->job();
+  job->communicator_ = std::make_unique<Communicator>(std::move(endpoint), std::move(socket), uplink);
   return job;
 }
 

@@ -193,17 +193,13 @@ const NetworkPlan& Orchestrator::network() {
   return *network_;
 }
 
-JobPlan Orchestrator::plan(const JobSpec& spec) { return plan_job(network(), spec); }
-RinaJobPlan Orchestrator::plan_rina(const JobSpec& spec) { return plan_rina_job(network(), spec); }
-
-control::Install Orchestrator::install(const JobPlan& plan) {
-  if (plan.workers.empty()) throw std::invalid_argument("a job plan with no workers");
-  return install(plan.workers.front().job, plan.switches, plan.ps);
+EndpointJobPlan Orchestrator::plan(const Protocol& protocol, const JobSpec& spec) {
+  return protocol.plan(network(), spec);
 }
 
-control::Install Orchestrator::install(const RinaJobPlan& plan) {
+control::Install Orchestrator::install(const EndpointJobPlan& plan) {
   if (plan.workers.empty()) throw std::invalid_argument("a job plan with no workers");
-  return install(plan.workers.front().job, plan.switches, {});
+  return install(plan.job, plan.switches, plan.ps);
 }
 
 control::Install Orchestrator::install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,
@@ -260,25 +256,16 @@ control::Install Orchestrator::install(JobId id, const std::map<std::string, Swi
   return control::Install::kInstalled;
 }
 
-template <class Plan>
-Plan Orchestrator::install_with_free_id(JobSpec spec, int attempts, Plan (Orchestrator::*plan_of)(const JobSpec&)) {
+EndpointJobPlan Orchestrator::install_with_free_id(const Protocol& protocol, JobSpec spec, int attempts) {
   std::mt19937 random{std::random_device{}()};
   for (int attempt = 0; attempt < attempts; ++attempt) {
     spec.id = static_cast<JobId>(1 + random() % 0xFFFE);
-    Plan p = (this->*plan_of)(spec);
+    EndpointJobPlan p = plan(protocol, spec);
     if (install(p) == control::Install::kInstalled) return p;
   }
   throw control::DaemonError(
       "no free job id after " + std::to_string(attempts) + " tries: the switches or PSes have too many jobs installed",
       0);
-}
-
-JobPlan Orchestrator::install_with_free_id(JobSpec spec, int attempts) {
-  return install_with_free_id(std::move(spec), attempts, &Orchestrator::plan);
-}
-
-RinaJobPlan Orchestrator::install_rina_with_free_id(JobSpec spec, int attempts) {
-  return install_with_free_id(std::move(spec), attempts, &Orchestrator::plan_rina);
 }
 
 void Orchestrator::reinstall(const std::string& name) {

@@ -27,7 +27,7 @@ std::string to_json(const TestbedRequest& request) {
   const TestbedJobRequest& r = request.install;
   return json{{"install",
                {{"hosts", r.hosts},
-                {"rina", r.rina},
+                {"protocol", r.protocol},
                 {"in_network_aggregation", r.in_network_aggregation},
                 {"values_per_packet", r.values_per_packet},
                 {"scale", r.scale},
@@ -47,7 +47,7 @@ TestbedRequest testbed_request_from_json(const std::string& line) {
     }
     const json& r = doc.at("install");
     request.install.hosts = r.at("hosts").get<std::vector<std::string>>();
-    request.install.rina = r.at("rina").get<bool>();
+    request.install.protocol = r.at("protocol").get<std::string>();
     request.install.in_network_aggregation = r.at("in_network_aggregation").get<bool>();
     request.install.values_per_packet = r.at("values_per_packet").get<std::uint16_t>();
     request.install.scale = r.at("scale").get<double>();
@@ -59,12 +59,7 @@ TestbedRequest testbed_request_from_json(const std::string& line) {
   return request;
 }
 
-std::string to_json(const TestbedJob& job) {
-  json configs = json::array(), rina = json::array();
-  for (const WorkerConfig& c : job.configs) configs.push_back(json::parse(control::to_json(c)));
-  for (const RinaConfig& c : job.rina_configs) rina.push_back(json::parse(control::to_json(c)));
-  return json{{"job", job.job}, {"configs", configs}, {"rina_configs", rina}}.dump();
-}
+std::string to_json(const TestbedJob& job) { return json{{"job", job.job}, {"configs", job.configs}}.dump(); }
 
 std::string aggregations_to_json(const std::map<std::string, std::uint64_t>& aggregations) {
   return json{{"aggregations", aggregations}}.dump();
@@ -100,8 +95,7 @@ TestbedJob TestbedClient::install(const TestbedJobRequest& request) {
   TestbedJob job;
   try {
     job.job = doc.at("job").get<JobId>();
-    for (const json& c : doc.at("configs")) job.configs.push_back(control::worker_config_from_json(c.dump()));
-    for (const json& c : doc.at("rina_configs")) job.rina_configs.push_back(control::rina_config_from_json(c.dump()));
+    job.configs = doc.at("configs").get<std::vector<json>>();
   } catch (const std::exception& e) {
     throw std::runtime_error("the testbed's answer does not read (" + std::string(e.what()) + ")");
   }

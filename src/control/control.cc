@@ -20,8 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "atp/control/json_fields.h"
+#include "atp/control/worker_config_json.h"
 #include "atp/values_per_packet.h"
-#include "json_fields.h"
 
 namespace atp::control {
 namespace {
@@ -37,43 +38,6 @@ std::vector<T> get_unsigned_list(const json& object, const std::string& where, c
     out.push_back(static_cast<T>(
         to_unsigned(list[i], where + key + "[" + std::to_string(i) + "]", std::numeric_limits<T>::max())));
   }
-  return out;
-}
-
-// A number field (integer or not) in [min, max].
-double get_number(const json& object, const std::string& where, const char* key, double min, double max) {
-  const json& value = require(object, where, key);
-  if (!value.is_number()) throw ControlError(where + key + ": expected a number, got " + shown(value));
-  const double v = value.get<double>();
-  if (!std::isfinite(v) || v < min || v > max) {
-    std::ostringstream range;  // 0 and 1, not json's 0.0 and 1.0
-    range << where << key << ": must be between " << min << " and " << max << ", got " << shown(value);
-    throw ControlError(range.str());
-  }
-  return v;
-}
-
-// An address field ("10.0.0.1") named `field` in errors.
-Address to_address(const json& value, const std::string& field) {
-  if (!value.is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(value));
-  return parse_address(value.get<std::string>(), field);
-}
-
-Address get_address(const json& object, const std::string& where, const char* key) {
-  return to_address(require(object, where, key), where + key);
-}
-
-// A list of addresses of at most `max` entries.
-std::vector<Address> get_address_list(const json& object, const std::string& where, const char* key, std::size_t max) {
-  const json& list = require(object, where, key);
-  if (!list.is_array()) throw ControlError(where + key + ": expected a list of addresses, got " + shown(list));
-  if (list.size() > max) {
-    throw ControlError(where + key + ": at most " + std::to_string(max) + " addresses, got " +
-                       std::to_string(list.size()));
-  }
-  std::vector<Address> out;
-  for (std::size_t i = 0; i < list.size(); ++i)
-    out.push_back(to_address(list[i], where + key + "[" + std::to_string(i) + "]"));
   return out;
 }
 
@@ -257,56 +221,7 @@ EgressConfig egress_from_json(const json& doc, const char* direction) {
 
 }  // namespace
 
-namespace {
-
-json congestion_json(const CongestionConfig& cc) {
-  return {{"enabled", cc.enabled},       {"initial_window", cc.initial_window},     {"min_window", cc.min_window},
-          {"max_window", cc.max_window}, {"initial_ssthresh", cc.initial_ssthresh}, {"mtu_bytes", cc.mtu_bytes}};
-}
-
-CongestionConfig congestion_from(const json& doc) {
-  const json& cc = require(doc, "", "congestion");
-  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
-  check_keys(cc, "congestion.",
-             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
-  const json& enabled = require(cc, "congestion.", "enabled");
-  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + shown(enabled));
-  CongestionConfig c;
-  c.enabled = enabled.get<bool>();
-  c.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
-  c.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
-  c.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
-  c.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
-  c.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
-  return c;
-}
-
-// The four timeouts and the first seq that ATP's and Rina's worker configs share.
-template <class Config>
-void put_timeouts(const Config& c, json& doc) {
-  doc["retransmit_timeout_ns"] = c.retransmit_timeout.count();
-  doc["min_retransmit_timeout_ns"] = c.min_retransmit_timeout.count();
-  doc["max_retransmit_timeout_ns"] = c.max_retransmit_timeout.count();
-  doc["progress_timeout_ns"] = c.progress_timeout.count();
-  doc["initial_seq"] = c.initial_seq;
-}
-
-template <class Config>
-void get_timeouts(const json& doc, Config& c) {
-  auto nanoseconds = [&doc](const char* key) {
-    return Duration(
-        static_cast<std::int64_t>(to_unsigned(require(doc, "", key), key, std::numeric_limits<std::int64_t>::max())));
-  };
-  c.retransmit_timeout = nanoseconds("retransmit_timeout_ns");
-  c.min_retransmit_timeout = nanoseconds("min_retransmit_timeout_ns");
-  c.max_retransmit_timeout = nanoseconds("max_retransmit_timeout_ns");
-  c.progress_timeout = nanoseconds("progress_timeout_ns");
-  c.initial_seq = get_unsigned<Seq>(doc, "", "initial_seq");
-}
-
-}  // namespace
-
-std::string to_json(const WorkerConfig& c) {
+json worker_config_json(const WorkerConfig& c) {
   json ps = json::array();
   for (const PsRoute& r : c.ps) {
     ps.push_back({{"ps", format_address(r.ps)}, {"node", r.node}});
@@ -323,11 +238,11 @@ std::string to_json(const WorkerConfig& c) {
               {"loss_recovery", c.loss_recovery == LossRecovery::kTimeoutOnly ? "timeout" : "atp"},
               {"congestion", congestion_json(c.congestion)}};
   put_timeouts(c, doc);
-  return doc.dump();
+  return doc;
 }
 
-WorkerConfig worker_config_from_json(const std::string& text) {
-  const json doc = parse_object(text, "worker config");
+WorkerConfig worker_config_from(const json& doc) {
+  if (!doc.is_object()) throw ControlError("worker config: expected an object, got " + shown(doc));
   check_keys(doc, "",
              {"job", "self", "ps", "values_per_packet", "scale", "first_aggregator", "num_aggregators", "index",
               "slot_home", "loss_recovery", "congestion", "retransmit_timeout_ns", "min_retransmit_timeout_ns",
@@ -358,51 +273,6 @@ WorkerConfig worker_config_from_json(const std::string& text) {
     throw ControlError("loss_recovery: must be \"atp\" or \"timeout\", got " + shown(recovery));
   }
   c.loss_recovery = recovery == "timeout" ? LossRecovery::kTimeoutOnly : LossRecovery::kAtp;
-  c.congestion = congestion_from(doc);
-  get_timeouts(doc, c);
-  return c;
-}
-
-std::string to_json(const RinaConfig& c) {
-  json workers = json::array();
-  for (const Address a : c.workers) workers.push_back(format_address(a));
-  json doc = {{"job", c.job},
-              {"rank", c.rank},
-              {"workers", workers},
-              {"members", c.members},
-              {"values_per_packet", c.values_per_packet},
-              {"scale", c.scale},
-              {"aggregator_slots", c.aggregator_slots},
-              {"congestion", congestion_json(c.congestion)}};
-  put_timeouts(c, doc);
-  return doc.dump();
-}
-
-RinaConfig rina_config_from_json(const std::string& text) {
-  const json doc = parse_object(text, "Rina worker config");
-  check_keys(doc, "",
-             {"job", "rank", "workers", "members", "values_per_packet", "scale", "aggregator_slots", "congestion",
-              "retransmit_timeout_ns", "min_retransmit_timeout_ns", "max_retransmit_timeout_ns", "progress_timeout_ns",
-              "initial_seq"});
-  RinaConfig c;
-  c.job = get_unsigned<JobId>(doc, "", "job");
-  c.rank = get_unsigned<std::uint32_t>(doc, "", "rank");
-  c.workers = get_address_list(doc, "", "workers", 1024);
-  const json& members = require(doc, "", "members");
-  if (!members.is_array()) throw ControlError("members: expected a list, got " + shown(members));
-  for (std::size_t m = 0; m < members.size(); ++m) {
-    const std::string where = "members[" + std::to_string(m) + "]";
-    if (!members[m].is_array()) throw ControlError(where + ": expected a list of ranks, got " + shown(members[m]));
-    std::vector<std::uint32_t> ranks;
-    for (std::size_t i = 0; i < members[m].size(); ++i) {
-      ranks.push_back(static_cast<std::uint32_t>(to_unsigned(members[m][i], where + "[" + std::to_string(i) + "]",
-                                                             std::numeric_limits<std::uint32_t>::max())));
-    }
-    c.members.push_back(std::move(ranks));
-  }
-  c.values_per_packet = get_unsigned<std::uint16_t>(doc, "", "values_per_packet");
-  c.scale = get_number(doc, "", "scale", 0, std::numeric_limits<double>::max());
-  c.aggregator_slots = get_unsigned<std::uint32_t>(doc, "", "aggregator_slots");
   c.congestion = congestion_from(doc);
   get_timeouts(doc, c);
   return c;

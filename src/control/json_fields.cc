@@ -1,9 +1,11 @@
 // The strict JSON field readers of json_fields.h, which every control message's codec uses.
-#include "json_fields.h"
+#include "atp/control/json_fields.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,6 +139,63 @@ json parse_object(const std::string& text, const char* what) {
   }
   if (!doc.is_object()) throw ControlError(std::string(what) + ": expected a JSON object, got " + shown(doc));
   return doc;
+}
+
+double get_number(const nlohmann::json& object, const std::string& where, const char* key, double min, double max) {
+  const nlohmann::json& value = require(object, where, key);
+  if (!value.is_number()) throw ControlError(where + key + ": expected a number, got " + shown(value));
+  const double v = value.get<double>();
+  if (!std::isfinite(v) || v < min || v > max) {
+    std::ostringstream range;  // 0 and 1, not json's 0.0 and 1.0
+    range << where << key << ": must be between " << min << " and " << max << ", got " << shown(value);
+    throw ControlError(range.str());
+  }
+  return v;
+}
+
+Address to_address(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_string()) throw ControlError(field + ": expected an address like \"10.0.0.1\", got " + shown(value));
+  return parse_address(value.get<std::string>(), field);
+}
+
+Address get_address(const nlohmann::json& object, const std::string& where, const char* key) {
+  return to_address(require(object, where, key), where + key);
+}
+
+std::vector<Address> get_address_list(const nlohmann::json& object, const std::string& where, const char* key,
+                                      std::size_t max) {
+  const nlohmann::json& list = require(object, where, key);
+  if (!list.is_array()) throw ControlError(where + key + ": expected a list of addresses, got " + shown(list));
+  if (list.size() > max) {
+    throw ControlError(where + key + ": at most " + std::to_string(max) + " addresses, got " +
+                       std::to_string(list.size()));
+  }
+  std::vector<Address> out;
+  for (std::size_t i = 0; i < list.size(); ++i)
+    out.push_back(to_address(list[i], where + key + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+nlohmann::json congestion_json(const CongestionConfig& cc) {
+  return {{"enabled", cc.enabled},       {"initial_window", cc.initial_window},     {"min_window", cc.min_window},
+          {"max_window", cc.max_window}, {"initial_ssthresh", cc.initial_ssthresh}, {"mtu_bytes", cc.mtu_bytes}};
+}
+
+CongestionConfig congestion_from(const nlohmann::json& doc) {
+  const nlohmann::json& cc = require(doc, "", "congestion");
+  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
+  check_keys(cc, "congestion.",
+             {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
+  const nlohmann::json& enabled = require(cc, "congestion.", "enabled");
+  if (!enabled.is_boolean()) throw ControlError("congestion.enabled: expected true or false, got " + shown(enabled));
+  CongestionConfig c;
+  c.enabled = enabled.get<bool>();
+  c.initial_window = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_window");
+  c.min_window = get_unsigned<std::uint32_t>(cc, "congestion.", "min_window");
+  c.max_window = get_unsigned<std::uint32_t>(cc, "congestion.", "max_window");
+  c.initial_ssthresh = get_unsigned<std::uint32_t>(cc, "congestion.", "initial_ssthresh");
+  c.mtu_bytes = get_unsigned<std::uint32_t>(cc, "congestion.", "mtu_bytes");
+  return c;
 }
 
 }  // namespace atp::control

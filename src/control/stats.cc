@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "json_fields.h"
+#include "atp/control/json_fields.h"
 #include "stats_fields.h"
 
 namespace atp::control {

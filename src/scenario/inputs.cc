@@ -226,16 +226,20 @@ std::string check_result(const RoundReference& ref, std::span<const float> resul
   return first_wrong;
 }
 
-NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans) {
+NoiseJob noise_job(const NetworkPlan& network, const JobSpec& spec, std::uint16_t values_per_packet) {
+  NoiseJob job{spec.id, {}, values_per_packet};
+  for (const std::string& w : spec.workers) job.members.push_back(network.host_address.at(w));
+  for (const std::string& p : spec.ps) job.members.push_back(network.host_address.at(p));
+  return job;
+}
+
+NoiseTargets noise_targets(const std::vector<NoiseJob>& jobs) {
   NoiseTargets t;
-  for (const JobPlan* plan : plans) {
-    if (plan->workers.empty()) continue;
-    t.jobs.push_back(plan->workers.front().job);
-    for (const WorkerConfig& w : plan->workers) t.members.push_back(w.self);
-    for (const PsConfig& p : plan->ps) t.members.push_back(p.self);
+  for (const NoiseJob& job : jobs) {
+    t.jobs.push_back(job.id);
+    t.members.insert(t.members.end(), job.members.begin(), job.members.end());
   }
-  if (!plans.empty() && !plans.front()->workers.empty())
-    t.values_per_packet = plans.front()->workers.front().values_per_packet;
+  if (!jobs.empty()) t.values_per_packet = jobs.front().values_per_packet;
   return t;
 }
 

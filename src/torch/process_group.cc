@@ -19,7 +19,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -298,8 +297,9 @@ ClusterJobOptions options_from_environment(Duration timeout) {
     TORCH_CHECK(env("ATP_SWITCHES").empty(), "atp: ATP_SWITCHES names running switches; ATP_LOCAL=1 starts its own");
   }
   o.bind_ip = bind_ip_from_environment();
-  if (algorithm_from_environment() == "rina") o.protocol = ClusterJobOptions::Protocol::kRina;
-  o.in_network_aggregation = algorithm_from_environment() != "ps";
+  const Algorithm& algorithm = *find_algorithm(algorithm_from_environment());
+  o.protocol = algorithm.protocol;
+  o.in_network_aggregation = algorithm.in_network_aggregation;
   if (!env("ATP_VALUES_PER_PACKET").empty()) {
     o.values_per_packet = static_cast<std::uint16_t>(env_number("ATP_VALUES_PER_PACKET", 1, kMaxValuesPerPacket));
   }

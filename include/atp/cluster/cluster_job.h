@@ -78,10 +78,10 @@ struct ClusterJobOptions {
   // (a rank died): then it throws CollectiveError instead of hanging.
   Duration timeout = std::chrono::seconds(30);
   std::optional<JobId> job_id;  // unset: rank 0 picks one the switch and PS do not have
-  // The allreduce's protocol: ATP's (towards the PS) or Rina's (docs/rina.md: a ring of the ranks'
-  // racks, each whose switch aggregates and holds two or more ranks one member; the PS idles).
-  enum class Protocol : std::uint8_t { kAtp, kRina };
-  Protocol protocol = Protocol::kAtp;
+  // The allreduce's protocol, by its name in the protocol table (atp/cluster/protocols.h): "atp"
+  // (towards the PS) or "rina" (docs/rina.md: a ring of the ranks' racks, each whose switch
+  // aggregates and holds two or more ranks one member; the PS idles).
+  std::string protocol = "atp";
   // ATP's protocol with the switches only forwarding and the PS adding everything: the PS
   // baseline (`algorithm: ps` in a scenario, ATP_ALGORITHM=ps).
   bool in_network_aggregation = true;

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "atp/control/daemon_clients.h"
+#include "atp/control/protocol.h"
 #include "atp/plan/plan.h"
-#include "atp/rina/plan.h"
 #include "atp/time.h"
 
 namespace atp {
@@ -74,25 +74,21 @@ class Orchestrator {
   // reference holds until the next attach(), which changes the topology.
   const NetworkPlan& network();
 
-  // plan_job over network(). Throws PlanError.
-  JobPlan plan(const JobSpec& spec);
-  // plan_rina_job over network(), for a job of `algorithm: rina`. Throws PlanError.
-  RinaJobPlan plan_rina(const JobSpec& spec);
-  // Installs a planned job on every switch and PS its plan names. kIdTaken when a daemon has a
-  // job of that id already: nothing stays installed (parts installed before are removed again,
-  // and so is the part of a daemon that did not answer, in case it installed it all the same).
-  // Throws control::DaemonError when a daemon refuses or does not answer, std::invalid_argument
-  // when a daemon of the plan has no client.
-  control::Install install(const JobPlan& plan);
-  // The same for a Rina job: its racks' ToRs get the job's rack ports (docs/rina.md), every other
-  // switch on its paths the job's admission and routes; no PS.
-  control::Install install(const RinaJobPlan& plan);
+  // `protocol`'s plan of `spec` over network() (ATP's plan_job, Rina's plan_rina_job). Throws
+  // PlanError.
+  EndpointJobPlan plan(const Protocol& protocol, const JobSpec& spec);
+  // Installs a planned job on every switch and PS its plan names (a Rina job's racks' ToRs get
+  // the job's rack ports, docs/rina.md; it has no PS). kIdTaken when a daemon has a job of that id
+  // already: nothing stays installed (parts installed before are removed again, and so is the
+  // part of a daemon that did not answer, in case it installed it all the same). Throws
+  // control::DaemonError when a daemon refuses or does not answer, std::invalid_argument when a
+  // daemon of the plan has no client.
+  control::Install install(const EndpointJobPlan& plan);
   // plan() and install() `spec` under a free id: a random one in [1, 65534], tried up to
-  // `attempts` times while daemons have it (as every tenant may install jobs). Returns the plan
-  // (its id is plan.workers[i].job); throws what plan() and install() throw, and
-  // control::DaemonError when every id tried was taken.
-  JobPlan install_with_free_id(JobSpec spec, int attempts = 64);
-  RinaJobPlan install_rina_with_free_id(JobSpec spec, int attempts = 64);  // the same for a Rina job
+  // `attempts` times while daemons have it (as every tenant may install jobs). Returns the plan;
+  // throws what plan() and install() throw, and control::DaemonError when every id tried was
+  // taken.
+  EndpointJobPlan install_with_free_id(const Protocol& protocol, JobSpec spec, int attempts = 64);
   // Installs again, on switch `name`, the part of every job installed so far (a switch that
   // restarted lost them). Throws control::DaemonError.
   void reinstall(const std::string& name);
@@ -105,8 +101,6 @@ class Orchestrator {
  private:
   control::Install install(JobId id, const std::map<std::string, SwitchJobPlan>& switches,
                            const std::vector<PsConfig>& ps);
-  template <class Plan>
-  Plan install_with_free_id(JobSpec spec, int attempts, Plan (Orchestrator::*plan_of)(const JobSpec&));
   LeaseTable::Id lease_on(const control::DaemonClient& daemon);
   void keep_leases_alive();
 

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "atp/io/line_socket.h"
 #include "atp/plan/plan.h"
-#include "atp/rina/worker.h"
 #include "atp/time.h"
 #include "atp/wire.h"
 
@@ -24,18 +24,18 @@ namespace atp {
 // What rank 0 asks for: a job of these testbed hosts, in rank order, with these settings.
 struct TestbedJobRequest {
   std::vector<std::string> hosts;
-  bool rina = false;                    // Rina's ring of racks instead of ATP's aggregation towards the PS
+  std::string protocol = "atp";         // the protocol table's name (atp/cluster/protocols.h): atp, rina
   bool in_network_aggregation = true;   // false: the PS baseline (switches forward, the PS adds)
   std::uint16_t values_per_packet = 0;  // 0: the widest the switches and the path MTU take
   double scale = 1e8;
   Duration retransmit_timeout{0};  // 0: the file's job's (from its link rate)
   Duration progress_timeout{0};    // 0: the file's job's
 };
-// What the runner installed: each rank's part of the plan (ATP's or Rina's: the other is empty).
+// What the runner installed: each rank's part of the plan, its endpoint config as a JSON value (the
+// request's protocol's: Protocol::endpoint makes its endpoint).
 struct TestbedJob {
   JobId job = 0;
-  std::vector<WorkerConfig> configs;
-  std::vector<RinaConfig> rina_configs;
+  std::vector<nlohmann::json> configs;
 };
 
 // A request: install a job, or report one's aggregations.

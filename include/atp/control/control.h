@@ -20,7 +20,6 @@
 #include "atp/io/egress_queue.h"
 #include "atp/io/socket_address.h"
 #include "atp/plan/plan.h"
-#include "atp/rina/worker.h"
 
 namespace httplib {
 class Server;
@@ -68,24 +67,6 @@ SwitchJobPlan switch_job_from_json(const std::string& text);  // throws ControlE
 // max_window_seqs and index (PsConfig's defaults); unknown keys are errors.
 std::string to_json(const PsConfig& config);
 PsConfig ps_job_from_json(const std::string& text);  // throws ControlError
-
-// One worker's part of a job plan (plan_job's WorkerConfig), for a process that did not plan the
-// job itself (a PyTorch rank gets it from rank 0 through the rendezvous store). Shape:
-//   {"job": 1, "self": "10.0.0.1", "ps": [{"ps": "10.0.0.3", "node": 2}], "values_per_packet": 62, "scale": 1e8,
-//    "first_aggregator": 0, "num_aggregators": 4096, "index": "allocated", "slot_home": 0, "loss_recovery": "atp",
-//    "congestion": {"enabled": true, "initial_window": 0, "min_window": 1, "max_window": 1024,
-//                   "initial_ssthresh": 1024, "mtu_bytes": 1500},
-//    "retransmit_timeout_ns": 1000000, "min_retransmit_timeout_ns": 1000000,
-//    "max_retransmit_timeout_ns": 1000000000,
-//    "progress_timeout_ns": 2000000000, "initial_seq": 0}
-// Every key is required; unknown keys are errors. The values are not checked against each other
-// (WorkerEndpoint's constructor does that).
-std::string to_json(const WorkerConfig& config);
-WorkerConfig worker_config_from_json(const std::string& text);  // throws ControlError
-// Rina's worker (RinaWorker's config), for the process backends' worker spec. The worker's own
-// constructor checks what the fields mean together (RinaWorker: one sentence).
-std::string to_json(const RinaConfig& config);
-RinaConfig rina_config_from_json(const std::string& text);  // throws ControlError
 
 // A host to attach to a switch at run time (the switch's POST /hosts): its UDP address. Shape:
 //   {"peer": "127.0.0.1:40001"}

@@ -70,6 +70,9 @@ struct Algorithm {
   std::string_view variant = {};
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
+  // kAtpProtocol, kRina: the in-network protocol its workers' endpoints speak, by its name in the
+  // protocol table (atp/cluster/protocols.h), which brings its plan, endpoint and re-forming.
+  std::string_view protocol = {};
   // Host collectives (kSchedule): one rank's schedule (builders.h), given the job's racks
   // (job_racks), which the hierarchical ones follow and the flat ones ignore, and its connections
   // per pair (ScenarioJob::connections: PLink's lanes; 1 for the others).

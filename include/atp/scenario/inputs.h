@@ -76,9 +76,19 @@ struct NoiseTargets {
   std::uint16_t values_per_packet = kDefaultValuesPerPacket;
 };
 
-// The targets of every job of a scenario, from their plans: ids, worker and PS addresses, and
-// the first job's values per packet.
-NoiseTargets noise_targets(const std::vector<const JobPlan*>& plans);
+// One job as the noise sources aim at it: its id, its workers' and PSes' addresses, its fragment
+// width (noise_job: from its spec on the planned network).
+struct NoiseJob {
+  JobId id = 0;
+  std::vector<Address> members;
+  std::uint16_t values_per_packet = 0;
+};
+NoiseJob noise_job(const NetworkPlan& network, const JobSpec& spec, std::uint16_t values_per_packet);
+
+// The noise sources' targets: `jobs` (a scenario's jobs with PSes, whose protocol the spoofed
+// gradients and parameters imitate, in file order): their ids and member addresses, and the first
+// one's values per packet.
+NoiseTargets noise_targets(const std::vector<NoiseJob>& jobs);
 
 // The seed of a scenario's noise source number `index`: both backends send the same packets.
 std::uint64_t noise_seed(std::uint64_t scenario_seed, std::size_t index);

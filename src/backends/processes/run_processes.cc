@@ -17,6 +17,7 @@
 #include "atp/backends/processes.h"
 #include "atp/cluster/daemon_processes.h"
 #include "atp/cluster/orchestrator.h"
+#include "atp/cluster/protocols.h"
 #include "atp/control/control.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
@@ -24,7 +25,6 @@
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
 #include "atp/io/udp_socket.h"
-#include "atp/rina/plan.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "placement.h"
@@ -59,16 +59,10 @@ class ProcessRun {
     plan();
     net_.start(ps_hosts_);
     // Fresh daemons have no job yet: no id can be taken.
-    const auto installed = [](control::Install result, const auto& plan) {
-      if (result != control::Install::kInstalled) {
-        throw std::logic_error("a fresh daemon had job " + std::to_string(plan.workers.front().job) + " already");
+    for (const EndpointJobPlan& plan : plans_) {
+      if (!plan.workers.empty() && net_.orchestrator().install(plan) != control::Install::kInstalled) {
+        throw std::logic_error("a fresh daemon had job " + std::to_string(plan.job) + " already");
       }
-    };
-    for (const JobPlan& plan : plans_) {
-      if (!plan.workers.empty()) installed(net_.orchestrator().install(plan), plan);
-    }
-    for (const RinaJobPlan& plan : rina_plans_) {
-      if (!plan.workers.empty()) installed(net_.orchestrator().install(plan), plan);
     }
     start_workers();
     drive();
@@ -88,29 +82,28 @@ class ProcessRun {
     Clock::time_point waiting_since;       // when its "wait" line came
     Clock::time_point heard;               // when its last line came (its "alive" lines too)
     bool stopped = false;                  // killed by the runner because its job had already failed
-    std::optional<std::uint32_t> failed;   // Rina: the round it failed (a "failed" line), until "reform" or "stop"
-    Seq next_seq = 0;                      // Rina: from its last "wait" or "failed" line
+    std::optional<std::uint32_t> failed;  // re-forming: the round it failed (a "failed" line), until "reform" or "stop"
+    Seq next_seq = 0;                     // re-forming: from its last "wait" or "failed" line
     std::vector<TcpScheduleAllreduce::LinkSample> links;  // Autotune: its connections in its last round
   };
   std::string namespace_of(const std::string& node) const { return net_.namespace_of(node); }
-  bool rina(std::size_t job) const { return s_.jobs[job].algorithm->runtime == AlgorithmRuntime::kRina; }
-  // The job's parts on the switches (none for a TCP collective).
-  const std::map<std::string, SwitchJobPlan>& switch_parts(std::size_t job) const {
-    return rina(job) ? rina_plans_[job].switches : plans_[job].switches;
+  // The protocol of job `job`'s algorithm (atp/cluster/protocols.h); nullptr for a TCP collective.
+  const Protocol* protocol_of(std::size_t job) const {
+    const std::string_view name = s_.jobs[job].algorithm->protocol;
+    return name.empty() ? nullptr : &protocol(name);
   }
+  // Whether job `job`'s protocol goes on without workers that are gone (Rina's).
+  bool reforms(std::size_t job) const { return protocol_of(job) != nullptr && protocol_of(job)->reformed != nullptr; }
 
   void plan() {
     net_.plan();
     network_ = &net_.network();
     Orchestrator& orchestrator = net_.orchestrator();
-    // Each job's ATP plan or Rina plan (the other empty); a TCP collective has neither: nothing
-    // for switches or PSes.
+    // Each job's plan in its protocol; a TCP collective has none: nothing for switches or PSes.
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       plans_.emplace_back();
-      rina_plans_.emplace_back();
       try {
-        if (s_.jobs[j].algorithm->atp_protocol()) plans_.back() = orchestrator.plan(s_.jobs[j].spec);
-        if (rina(j)) rina_plans_.back() = orchestrator.plan_rina(s_.jobs[j].spec);
+        if (const Protocol* p = protocol_of(j)) plans_.back() = orchestrator.plan(*p, s_.jobs[j].spec);
       } catch (const PlanError& e) {
         throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
       }
@@ -128,7 +121,7 @@ class ProcessRun {
     std::vector<Child*> started;
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       const ScenarioJob& job = s_.jobs[j];
-      const bool tcp = !job.algorithm->atp_protocol() && !rina(j);
+      const bool tcp = protocol_of(j) == nullptr;
       const std::vector<SocketAddress> ranks = tcp ? where_->tcp_ranks(job.spec.workers) : std::vector<SocketAddress>();
       if (job.autotune) tuning_[j] = std::make_unique<processes::JobTuning>(job, job_groups(s_, job));
       for (std::size_t w = 0; w < job.spec.workers.size(); ++w) {
@@ -137,11 +130,8 @@ class ProcessRun {
         spec.algorithm = std::string(job.algorithm->name);
         spec.job = job.spec.id;
         spec.scale = job.spec.scale;
-        if (job.algorithm->atp_protocol()) {
-          spec.atp = plans_[j].workers[w];
-          where_->place_worker(host, spec);
-        } else if (rina(j)) {
-          spec.rina = rina_plans_[j].workers[w];
+        if (!tcp) {
+          spec.config = plans_[j].workers[w];
           where_->place_worker(host, spec);
         } else {
           spec.ranks = ranks;
@@ -247,9 +237,13 @@ class ProcessRun {
 
   const scenario_inputs::NoiseTargets& noise_targets() {
     if (targets_.jobs.empty()) {
-      std::vector<const JobPlan*> plans;
-      for (const JobPlan& p : plans_) plans.push_back(&p);
-      targets_ = scenario_inputs::noise_targets(plans);
+      std::vector<scenario_inputs::NoiseJob> jobs;
+      for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
+        if (!plans_[j].ps.empty()) {
+          jobs.push_back(scenario_inputs::noise_job(*network_, s_.jobs[j].spec, plans_[j].values_per_packet));
+        }
+      }
+      targets_ = scenario_inputs::noise_targets(jobs);
     }
     return targets_;
   }
@@ -376,10 +370,11 @@ class ProcessRun {
     }
   }
 
-  // Once every live worker of `job` waits to start a round, all of them start it. A Rina job that
-  // lost a worker re-forms its ring instead, once every live worker waits or has failed its round.
+  // Once every live worker of `job` waits to start a round, all of them start it. A job that
+  // re-forms (Rina's) and lost a worker re-forms instead, once every live worker waits or has
+  // failed its round.
   void release_barrier(std::size_t job) {
-    if (rina(job) && lost(job)) {
+    if (reforms(job) && lost(job)) {
       if (!lost_since_[job]) lost_since_[job] = Clock::now();
       const bool all_stalled = std::all_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
         return w.job != job || w.finished || w.waiting || w.failed;
@@ -420,7 +415,7 @@ class ProcessRun {
     return go;
   }
 
-  // Whether a worker of Rina job `job` crashed (the scenario's crash) and its ring has not been
+  // Whether a worker of job `job` crashed (the scenario's crash) and the job has not been
   // re-formed without it yet.
   bool lost(std::size_t job) const {
     return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
@@ -431,9 +426,10 @@ class ProcessRun {
     return std::find(excluded_[job].begin(), excluded_[job].end(), index) != excluded_[job].end();
   }
 
-  // The ring of Rina job `job`'s workers left, planned and installed anew (docs/rina.md
-  // "Failures"): every one of them goes on, with its part of it, from the earliest round one of
-  // them has not completed, so that all hold the same sums; its seqs start past the old ring's.
+  // Job `job` of the workers left, planned and installed anew in its protocol's way of re-forming
+  // (Rina's ring: docs/rina.md "Failures"): every one of them goes on, with its part of it, from
+  // the earliest round one of them has not completed, so that all hold the same sums; its seqs
+  // start past the old job's.
   void reform(std::size_t job) {
     std::vector<Worker*> left;
     std::uint32_t from_round = s_.jobs[job].rounds;
@@ -456,14 +452,15 @@ class ProcessRun {
       hosts.push_back(w->host);
       old_ring_seqs.push_back(w->next_seq);
     }
+    const Protocol& protocol = *protocol_of(job);
     const JobSpec spec =
-        rina_reformed_job(s_.jobs[job].spec, std::move(hosts), rina_plans_[job].values_per_packet, old_ring_seqs);
+        protocol.reformed(s_.jobs[job].spec, std::move(hosts), plans_[job].values_per_packet, old_ring_seqs);
     net_.orchestrator().remove_from_switches(spec.id);
-    RinaJobPlan plan = net_.orchestrator().plan_rina(spec);
+    EndpointJobPlan plan = net_.orchestrator().plan(protocol, spec);
     if (net_.orchestrator().install(plan) != control::Install::kInstalled) {
-      throw std::runtime_error("job " + spec.name + ": its ring could not be installed again after a worker was lost");
+      throw std::runtime_error("job " + spec.name + ": it could not be installed again after a worker was lost");
     }
-    for (const auto& [name, part] : rina_plans_[job].switches) rina_switches_[job].insert(name);
+    for (const auto& [name, part] : plans_[job].switches) earlier_switches_[job].insert(name);
     for (std::size_t k = 0; k < left.size(); ++k) {
       Worker& w = *left[k];
       const worker_process::Reform r{plan.workers[k], excluded_[job], from_round};
@@ -472,7 +469,7 @@ class ProcessRun {
       w.failed.reset();
       w.rounds_done = from_round;
     }
-    rina_plans_[job] = std::move(plan);
+    plans_[job] = std::move(plan);
   }
 
   void on_worker_line(Child& child, const std::string& text) {
@@ -578,8 +575,8 @@ class ProcessRun {
     for (std::size_t j = 0; j < s_.jobs.size(); ++j) {
       JobResult& r = result.jobs[j];
       const JobId id = s_.jobs[j].spec.id;
-      std::set<std::string> parts = rina_switches_[j];
-      for (const auto& [name, plan] : switch_parts(j)) parts.insert(name);
+      std::set<std::string> parts = earlier_switches_[j];
+      for (const auto& [name, plan] : plans_[j].switches) parts.insert(name);
       for (const std::string& name : parts) {
         r.switch_aggregations[name] = 0;
         for (const control::SwitchJobStats& jc : stats[name].jobs) {
@@ -603,8 +600,8 @@ class ProcessRun {
       }
       r.correct = r.error.empty();
       // TCP collectives have no fragments (nor PS packets, nor an in-network share).
-      if (s_.jobs[j].algorithm->atp_protocol() || rina(j)) {
-        r.values_per_packet = rina(j) ? rina_plans_[j].values_per_packet : plans_[j].values_per_packet;
+      if (protocol_of(j) != nullptr) {
+        r.values_per_packet = plans_[j].values_per_packet;
         r.fragments = fragment_count(s_.jobs[j].elements, r.values_per_packet) * r.completed_rounds;
       }
       r.seconds = ns_to_s(allreduce_ns[j]);
@@ -619,9 +616,8 @@ class ProcessRun {
   Placement* where_;
   processes::ChildSet& children_;
   const NetworkPlan* network_ = nullptr;  // the orchestrator's plan of the topology
-  std::vector<JobPlan> plans_;
-  std::vector<RinaJobPlan> rina_plans_;
-  std::set<std::string> ps_hosts_;  // hosts that run a PS
+  std::vector<EndpointJobPlan> plans_;    // each job's (empty for a TCP collective)
+  std::set<std::string> ps_hosts_;        // hosts that run a PS
   std::vector<Worker> workers_;
   std::vector<std::uint64_t> noise_sent_ = std::vector<std::uint64_t>(s_.noise.size(), 0);
   scenario_inputs::NoiseTargets targets_;
@@ -638,7 +634,8 @@ class ProcessRun {
   std::vector<std::vector<ExcludedWorker>> excluded_workers_ = std::vector<std::vector<ExcludedWorker>>(s_.jobs.size());
   std::vector<std::optional<Clock::time_point>> lost_since_ =
       std::vector<std::optional<Clock::time_point>>(s_.jobs.size());
-  std::vector<std::set<std::string>> rina_switches_ = std::vector<std::set<std::string>>(s_.jobs.size());
+  // Switches a re-formed job had parts on before (its counts there are in its result too).
+  std::vector<std::set<std::string>> earlier_switches_ = std::vector<std::set<std::string>>(s_.jobs.size());
   Clock::time_point start_;
   bool time_limit_reached_ = false;
 };

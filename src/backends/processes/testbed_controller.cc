@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <list>
 
+#include "atp/cluster/protocols.h"
 #include "atp/control/daemon_clients.h"
 #include "atp/io/log.h"
 #include "process_network.h"
@@ -100,14 +101,10 @@ TestbedJob TestbedController::install(const TestbedJobRequest& request) {
   const std::lock_guard lock(mutex_);
   TestbedJob job;
   try {
-    if (request.rina) {
-      job.rina_configs = orchestrator_.install_rina_with_free_id(spec).workers;
-      job.job = job.rina_configs.front().job;
-    } else {
-      job.configs = orchestrator_.install_with_free_id(spec).workers;
-      job.job = job.configs.front().job;
-      ps_of_[job.job] = spec.ps;
-    }
+    const EndpointJobPlan plan = orchestrator_.install_with_free_id(protocol(request.protocol), spec);
+    job.job = plan.job;
+    job.configs = plan.workers;
+    if (!plan.ps.empty()) ps_of_[job.job] = spec.ps;
   } catch (const PlanError& e) {
     throw std::runtime_error("the testbed cannot plan the job: " + std::string(e.what()));
   }

@@ -20,6 +20,7 @@
 #include "atp/baselines/gloo_allreduce.h"
 #endif
 #include "atp/baselines/tcp_schedule_allreduce.h"
+#include "atp/cluster/protocols.h"
 #include "atp/collectives/communicator.h"
 #include "atp/control/control.h"
 #include "atp/io/config_file.h"
@@ -66,25 +67,23 @@ class Alive {
 // Setup (rendezvous, connections) of the TCP collectives is bounded by this; so is any stall.
 constexpr auto kCollectiveTimeout = std::chrono::seconds(10);
 
-// The worker's allreduce: ATP's Communicator (ATP's protocol) or a host collective over TCP. Throws
-// std::invalid_argument for a spec this worker cannot run.
+// The worker's allreduce: a Communicator on its protocol's endpoint, or a host collective over TCP.
+// Throws std::invalid_argument for a spec this worker cannot run.
 std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const WorkerSpec& spec) {
-  const bool rina = algorithm.runtime == AlgorithmRuntime::kRina;
-  if (algorithm.atp_protocol() != spec.atp.has_value() || rina != spec.rina.has_value()) {
-    throw std::invalid_argument("the spec's worker config (" +
-                                std::string(spec.atp    ? "ATP's"
-                                            : spec.rina ? "Rina's"
-                                                        : "none") +
-                                ") is not one for " + std::string(algorithm.name));
+  if (algorithm.protocol.empty() != spec.config.is_null()) {
+    throw std::invalid_argument(std::string(spec.config.is_null() ? "the spec has no" : "the spec has a") +
+                                " worker config, which is not one for " + std::string(algorithm.name));
   }
-  if (!algorithm.atp_protocol() && !rina && spec.ranks.size() != spec.workers) {
-    throw std::invalid_argument("the spec lists the wrong number of ranks");
+  if (!algorithm.protocol.empty()) {
+    return std::make_unique<Communicator>(protocol(algorithm.protocol).endpoint(spec.config), spec.local, spec.uplink);
   }
+  if (spec.ranks.size() != spec.workers) throw std::invalid_argument("the spec lists the wrong number of ranks");
   const int rank = static_cast<int>(spec.worker);
   const int size = static_cast<int>(spec.workers);
   switch (algorithm.runtime) {
     case AlgorithmRuntime::kAtpProtocol:
-      return std::make_unique<Communicator>(std::make_unique<WorkerEndpoint>(*spec.atp), spec.local, spec.uplink);
+    case AlgorithmRuntime::kRina:
+      break;  // a protocol's: above
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
@@ -109,8 +108,6 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
       break;  // the runner refuses such jobs before it starts a worker (cannot_run)
 #endif
     }
-    case AlgorithmRuntime::kRina:
-      return std::make_unique<Communicator>(std::make_unique<RinaWorker>(*spec.rina), spec.local, spec.uplink);
   }
   throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }
@@ -123,8 +120,7 @@ std::string to_json(const WorkerSpec& s) {
   return json{{"algorithm", s.algorithm},
               {"job", s.job},
               {"scale", s.scale},
-              {"config", s.atp ? json::parse(control::to_json(*s.atp)) : json()},
-              {"rina_config", s.rina ? json::parse(control::to_json(*s.rina)) : json()},
+              {"config", s.config},
               {"local", s.local.to_string()},
               {"uplink", s.uplink ? json(s.uplink->to_string()) : json()},
               {"ranks", ranks},
@@ -152,8 +148,7 @@ WorkerSpec spec_from_json(const std::string& text) {
   s.algorithm = j.at("algorithm").get<std::string>();
   s.job = j.at("job").get<JobId>();
   s.scale = j.at("scale").get<double>();
-  if (!j.at("config").is_null()) s.atp = control::worker_config_from_json(j["config"].dump());
-  if (!j.at("rina_config").is_null()) s.rina = control::rina_config_from_json(j["rina_config"].dump());
+  s.config = j.at("config");
   s.local = SocketAddress::parse(j.at("local").get<std::string>());
   if (!j.at("uplink").is_null()) s.uplink = SocketAddress::parse(j["uplink"].get<std::string>());
   for (const json& r : j.at("ranks")) s.ranks.push_back(SocketAddress::parse(r.get<std::string>()));
@@ -240,14 +235,13 @@ plink::MasterShares shares_from_json(const std::string& text) {
 }
 
 std::string reform_json(const Reform& r) {
-  return json{{"rina_config", json::parse(control::to_json(r.rina))}, {"excluded", r.excluded}, {"round", r.round}}
-      .dump();
+  return json{{"config", r.config}, {"excluded", r.excluded}, {"round", r.round}}.dump();
 }
 
 Reform reform_from_json(const std::string& text) {
   const json j = json::parse(text);
   Reform r;
-  r.rina = control::rina_config_from_json(j.at("rina_config").dump());
+  r.config = j.at("config");
   r.excluded = j.at("excluded").get<std::vector<std::uint32_t>>();
   r.round = j.at("round").get<std::uint32_t>();
   return r;
@@ -296,34 +290,36 @@ int run_worker_process(const std::string& spec_path) {
     };
     Schedule plan = tuned != nullptr ? plan_for(plink::equal_shares(size)) : Schedule{};
     scenario_inputs::RoundReference ref;
-    const bool rina = spec.rina.has_value();
-    const std::size_t values_per_packet = spec.atp ? spec.atp->values_per_packet
-                                          : rina   ? spec.rina->values_per_packet
-                                                   : 0;
+    // A protocol that re-forms (Rina's) goes on without workers that are gone ("reform" lines).
+    const bool reforms = !algorithm->protocol.empty() && protocol(algorithm->protocol).reformed != nullptr;
+    const std::size_t values_per_packet = comm != nullptr ? comm->values_per_packet() : 0;
+    // Endpoints that pick their exponents (Rina's): their sums are exact integers at those
+    // exponents, which must hold every fragment's largest value to float32's precision (no float
+    // path).
+    const bool picks = comm != nullptr && comm->picks_exponents();
     const auto fragments = static_cast<std::uint32_t>(
-        rina ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet)) : 0);
-    // Rina's sums: exact integers at the exponents its workers picked, which must hold every
-    // fragment's largest value to float32's precision (no float path).
-    const std::vector<bool> integer_path(rina ? fragments : 0, false);
-    std::vector<std::uint32_t> excluded;  // Rina: workers the ring went on without (a "reform" line)
-    EndpointCounts left_behind;           // Rina: the counts of the rings it left
-    const auto rina_reference = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
+        picks ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet)) : 0);
+    const std::vector<bool> integer_path(picks ? fragments : 0, false);
+    std::vector<std::uint32_t> excluded;  // workers the job went on without (a "reform" line)
+    EndpointCounts left_behind;           // the counts of the jobs it left
+    const auto reference_at = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
       scenario_inputs::make_reference_at(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
                                          values_per_packet, exponents, ref, excluded);
     };
-    // The runner's answer to a "wait" or "failed" line; false: the run was called off. A Rina
-    // worker's may be "reform {...}": then its ring is built anew, and `round` is where it goes on.
+    // The runner's answer to a "wait" or "failed" line; false: the run was called off. One to a
+    // worker of a protocol that re-forms may be "reform {...}": then its job is built anew, and
+    // `round` is where it goes on.
     const auto answer = [&](const char* event, std::uint32_t& round, const std::string& error) {
       json line{{"event", event}, {"round", round}};
-      if (rina) line["next_seq"] = comm->resume_seq();
+      if (reforms) line["next_seq"] = comm->resume_seq();
       if (!error.empty()) line["error"] = error;
       print(line);
       if (!std::getline(std::cin, go)) return false;
-      if (!rina || !go.starts_with("reform ")) return true;
+      if (!reforms || !go.starts_with("reform ")) return true;
       const Reform reform = reform_from_json(go.substr(std::strlen("reform ")));
       left_behind += comm->counts();
-      collective.reset();  // its socket's port is the new ring's
-      spec.rina = reform.rina;
+      collective.reset();  // its socket's port is the new job's
+      spec.config = reform.config;
       collective = make_collective(*algorithm, spec);
       comm = dynamic_cast<Communicator*>(collective.get());
       excluded = reform.excluded;
@@ -365,10 +361,10 @@ int run_worker_process(const std::string& spec_path) {
         // worker of the job starts the round together, as nccl-tests' ranks do.
         scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
                                         spec.magnitude, buffer);
-        if (rina) {
+        if (picks) {
           // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
           // reference is made again after the round.
-          rina_reference(round, comm->next_exponents(fragments));
+          reference_at(round, comm->next_exponents(fragments));
         } else {
           scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
                                           spec.scale, values_per_packet, ref);
@@ -389,8 +385,8 @@ int run_worker_process(const std::string& spec_path) {
           collective->allreduce(buffer);
         }
       } catch (const std::exception& e) {
-        // Rina: a worker gone leaves its ring without progress; the runner re-forms it or stops.
-        if (!rina) throw;
+        // A worker gone leaves a job that re-forms without progress; the runner re-forms it or stops.
+        if (!reforms) throw;
         if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();  // time lost counts
         if (!answer("failed", round, e.what())) return 1;
         if (go.starts_with("reform ")) continue;
@@ -400,9 +396,9 @@ int run_worker_process(const std::string& spec_path) {
       const Alive alive(spec.alive_every);
       std::uint64_t floats = 0;
       std::string wrong;
-      if (rina) {
+      if (picks) {
         if (const std::vector<std::int16_t> used = comm->result_exponents(); used != ref.exponents) {
-          rina_reference(round, used);
+          reference_at(round, used);
         }
         wrong = scenario_inputs::unresolved_fragment(ref, values_per_packet);
       }

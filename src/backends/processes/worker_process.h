@@ -11,16 +11,19 @@
 //                                           next (its compute phase, its input and the answer):
 //                                           seconds, for a large job on a loaded machine
 //   {"event": "failed", "round": k, "error": ...}
-//                                           Rina: round k failed (no progress: a worker gone); it
+//                                           a protocol that re-forms (Rina): round k failed (no
+//                                           progress: a worker gone); it
 //                                           waits for "reform ..." or "stop" (then reports the error)
 //   {"event": "result", ...}                the last line: see WorkerResult
 // Every worker waits for "go" so that all start together: process start-up is not measured.
-// A Rina worker's "wait" and "failed" lines also carry "next_seq" (Endpoint::resume_seq):
-// where the ring starts if the runner re-forms it, which it does with one line to each worker
-// left, "reform " + reform_json(...), in place of "go" or "stop" (docs/rina.md "Failures").
+// The "wait" and "failed" lines of a protocol's worker also carry "next_seq" (Endpoint::resume_seq):
+// where the job starts if the runner re-forms it (a protocol that re-forms: Rina's), which it does
+// with one line to each worker left, "reform " + reform_json(...), in place of "go" or "stop"
+// (docs/rina.md "Failures").
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,9 +31,8 @@
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/io/socket_address.h"
 #include "atp/plink/masters.h"
-#include "atp/rina/worker.h"
 #include "atp/schedule/builders.h"
-#include "atp/worker.h"
+#include "atp/wire.h"
 
 namespace atp::worker_process {
 
@@ -38,10 +40,11 @@ struct WorkerSpec {
   std::string algorithm = "atp";  // Algorithm::name: ATP's protocol runs a Communicator, the others a TCP collective
   JobId job = 0;                  // the job's id: its inputs' seed, and Gloo's rendezvous prefix
   double scale = 1e8;             // the job's fixed-point scale, which its exact results are checked with
-  // ATP's protocol (atp, ps): this worker's part of plan_job(), its data address and its ToR
-  // switch's data address (loopback; nullopt: hosts address each other by IP, netns).
-  std::optional<WorkerConfig> atp;
-  std::optional<RinaConfig> rina;  // Rina: this worker's part of plan_rina_job(); local and uplink as ATP's
+  // An algorithm of a protocol (atp, ps, rina: Algorithm::protocol): this worker's endpoint config,
+  // its part of the protocol's plan (EndpointJobPlan::workers; null for the others), its data
+  // address and its ToR switch's data address (loopback; nullopt: hosts address each other by IP,
+  // netns).
+  nlohmann::json config;
   SocketAddress local;
   std::optional<SocketAddress> uplink;
   // Host collectives (ring, gloo): every rank's TCP address (ring) or this host's IP (gloo,
@@ -103,9 +106,9 @@ WorkerLine parse_line(const std::string& line);
 std::string shares_json(const plink::MasterShares& shares);
 plink::MasterShares shares_from_json(const std::string& text);
 
-// The ring a Rina worker goes on in, after workers of its job were lost.
+// The job a worker goes on in after workers of its job were lost (a protocol that re-forms: Rina's).
 struct Reform {
-  RinaConfig rina;                      // this worker's part of the new ring's plan
+  nlohmann::json config;                // this worker's part of the new job's plan (its endpoint config)
   std::vector<std::uint32_t> excluded;  // the job's workers (indices) whose values are out from now on
   std::uint32_t round = 0;              // the round to go on from
 };

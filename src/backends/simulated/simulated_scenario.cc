@@ -14,10 +14,9 @@
 #include <variant>
 
 #include "atp/backends/simulated.h"
+#include "atp/cluster/protocols.h"
 #include "atp/fixed_point.h"
 #include "atp/io/machine.h"
-#include "atp/rina/plan.h"
-#include "atp/rina/worker.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
 #include "atp/sim/inproc_network.h"
@@ -276,20 +275,19 @@ struct RoundReference : scenario_inputs::RoundReference {
 struct JobRuntime {
   const ScenarioJob* job = nullptr;
   std::size_t file_index = 0;
-  JobPlan plan;                     // ATP's protocol
-  std::optional<RinaJobPlan> rina;  // Rina
+  const Protocol* protocol = nullptr;  // its algorithm's (atp/cluster/protocols.h)
+  EndpointJobPlan plan;
   std::uint16_t values_per_packet = 0;
-  // The switch entries of either plan.
-  const std::map<std::string, SwitchJobPlan>& switch_plans() const { return rina ? rina->switches : plan.switches; }
+  const std::map<std::string, SwitchJobPlan>& switch_plans() const { return plan.switches; }
   sim::Network* network = nullptr;
   std::uint64_t seed = 0;
   std::vector<std::unique_ptr<RoundDriver>> drivers;
   std::vector<HostNode*> ps_hosts;
-  // Rina: the workers (indices into drivers) its ring went on without, and when; every switch
-  // any of its rings used (for the report).
+  // Re-forming (Rina's): the workers (indices into drivers) the job went on without, and when;
+  // the switches its earlier plans used (for the report).
   std::vector<std::uint32_t> excluded;
   std::vector<ExcludedWorker> excluded_workers;
-  std::set<std::string> rina_switches;
+  std::set<std::string> earlier_switches;
   std::map<std::uint32_t, RoundReference> references;
   // Float32-path fragments per round (every worker gets the same set), counted when the round's
   // first worker completes it; the report sums the rounds every worker completed, like `fragments`.
@@ -567,19 +565,14 @@ void SimulatedScenario::Impl::build() {
     throw ScenarioError(std::string("topology: ") + e.what());
   }
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    const AlgorithmRuntime runtime = scenario.jobs[j].algorithm->runtime;
-    if (runtime != AlgorithmRuntime::kAtpProtocol && runtime != AlgorithmRuntime::kRina) continue;
+    if (scenario.jobs[j].algorithm->protocol.empty()) continue;
     auto rt = std::make_unique<JobRuntime>();
     rt->job = &scenario.jobs[j];
     rt->file_index = j;
+    rt->protocol = &protocol(scenario.jobs[j].algorithm->protocol);
     try {
-      if (runtime == AlgorithmRuntime::kRina) {
-        rt->rina = plan_rina_job(network_plan, scenario.jobs[j].spec);
-        rt->values_per_packet = rt->rina->values_per_packet;
-      } else {
-        rt->plan = plan_job(network_plan, scenario.jobs[j].spec);
-        rt->values_per_packet = rt->plan.values_per_packet;
-      }
+      rt->plan = rt->protocol->plan(network_plan, scenario.jobs[j].spec);
+      rt->values_per_packet = rt->plan.values_per_packet;
     } catch (const PlanError& e) {
       throw ScenarioError("jobs[" + std::to_string(j) + "]: " + e.what());
     }
@@ -669,20 +662,15 @@ void SimulatedScenario::Impl::build() {
       rt->drivers.push_back(std::make_unique<RoundDriver>(*rt, w, host, node));
       RoundDriver* driver = rt->drivers.back().get();
       try {
-        host.workers.emplace(
-            job.spec.id, HostNode::LocalWorker{
-                             rt->rina ? std::unique_ptr<Endpoint>(std::make_unique<RinaWorker>(rt->rina->workers[w]))
-                                      : std::make_unique<WorkerEndpoint>(rt->plan.workers[w]),
-                             driver});
-      } catch (const std::invalid_argument& e) {
+        host.workers.emplace(job.spec.id, HostNode::LocalWorker{rt->protocol->endpoint(rt->plan.workers[w]), driver});
+      } catch (const std::exception& e) {
         // The parser checks every setting an endpoint rejects; this only guards against a gap.
         throw ScenarioError("jobs[" + std::to_string(rt->file_index) + "]: " + e.what());
       }
       driver->schedule_start(Time(job.start_time));
-      if (rt->rina) host.on_crash.push_back([this, job_runtime = rt.get()](Time t) { reform(*job_runtime, t); });
-    }
-    if (rt->rina) {
-      for (const auto& [name, sw] : rt->rina->switches) rt->rina_switches.insert(name);
+      if (rt->protocol->reformed != nullptr) {
+        host.on_crash.push_back([this, job_runtime = rt.get()](Time t) { reform(*job_runtime, t); });
+      }
     }
     for (std::size_t p = 0; p < job.spec.ps.size(); ++p) {
       HostNode& host = *hosts.at(job.spec.ps[p]);
@@ -692,11 +680,13 @@ void SimulatedScenario::Impl::build() {
   }
   // Noise sources imitate every job's id and member addresses (see NoiseTargets), each from its
   // own stream: the scenario seed mixed with the source's index in the file.
-  std::vector<const JobPlan*> plans;
+  std::vector<scenario_inputs::NoiseJob> noise_jobs;
   for (const auto& rt : jobs) {
-    if (!rt->rina) plans.push_back(&rt->plan);
+    if (!rt->plan.ps.empty()) {
+      noise_jobs.push_back(scenario_inputs::noise_job(network_plan, rt->job->spec, rt->values_per_packet));
+    }
   }
-  const scenario_inputs::NoiseTargets noise_targets = scenario_inputs::noise_targets(plans);
+  const scenario_inputs::NoiseTargets noise_targets = scenario_inputs::noise_targets(noise_jobs);
   for (std::size_t i = 0; i < scenario.noise.size(); ++i) {
     const NoiseSource& source = scenario.noise[i];
     hosts.at(source.host)
@@ -710,11 +700,11 @@ void SimulatedScenario::Impl::build() {
   for (const auto& [name, id] : node_ids) network.wake(id);
 }
 
-// A Rina job's worker host crashed: the control plane re-forms the ring of the others (docs/rina.md
-// "Failures"). The rack of a gone worker stays one member while two or more of the job's workers
-// are left in it; a worker left alone in its rack is a member of its own. Every survivor redoes
-// the rounds from the earliest one some survivor has not completed, so that all of them hold the
-// same sums (a round some of them completed with the gone worker's values is done again without).
+// A worker host of a job that re-forms (Rina's) crashed: the control plane re-forms the job of the
+// others in its protocol's way (Rina's ring, docs/rina.md "Failures"). The rack of a gone worker stays one member while
+// two or more of the job's workers are left in it; a worker left alone in its rack is a member of its own. Every
+// survivor redoes the rounds from the earliest one some survivor has not completed, so that all of them hold the same
+// sums (a round some of them completed with the gone worker's values is done again without).
 void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
   const JobId id = rt.job->spec.id;
   std::vector<RoundDriver*> survivors;
@@ -741,17 +731,18 @@ void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
     left.push_back(d->host().name);
     old_ring_seqs.push_back(d->endpoint().resume_seq());
   }
-  const JobSpec spec = rina_reformed_job(rt.job->spec, std::move(left), rt.values_per_packet, old_ring_seqs);
-  RinaJobPlan plan;
+  const JobSpec spec = rt.protocol->reformed(rt.job->spec, std::move(left), rt.values_per_packet, old_ring_seqs);
+  EndpointJobPlan plan;
   try {
-    plan = plan_rina_job(network_plan, spec);
+    plan = rt.protocol->plan(network_plan, spec);
   } catch (const PlanError& e) {  // a subset of a plan that worked: not expected
-    for (RoundDriver* d : survivors) d->fail(std::string("the ring could not re-form: ") + e.what());
+    for (RoundDriver* d : survivors) d->fail(std::string("the job could not re-form: ") + e.what());
     return;
   }
-  // The switches: the old ring's entries go (their aggregators freed), the new ring's come.
+  // The switches: the old plan's entries go (their aggregators freed), the new plan's come.
   const Address group = multicast_group_address(id);
-  for (const auto& [name, sw] : rt.rina->switches) {
+  for (const auto& [name, sw] : rt.plan.switches) {
+    rt.earlier_switches.insert(name);
     SwitchNode& node = *switches.at(name);
     std::erase_if(node.setup.jobs, [id](const SwitchSetup::Job& j) { return j.entry.job == id; });
     node.pipeline().remove_job(id);
@@ -762,15 +753,14 @@ void SimulatedScenario::Impl::reform(JobRuntime& rt, Time now) {
     node.setup.jobs.push_back(SwitchSetup::Job{group, sw.multicast_ports, sw.entry});
     node.pipeline().add_multicast_group(group, sw.multicast_ports);
     node.pipeline().install_job(sw.entry);
-    rt.rina_switches.insert(name);
   }
   // References of the rounds to redo are made again, without the gone workers' values.
   std::erase_if(rt.references, [from_round](const auto& e) { return e.first >= from_round; });
   for (std::size_t k = 0; k < survivors.size(); ++k) {
     RoundDriver& d = *survivors[k];
-    d.replace_endpoint(std::make_unique<RinaWorker>(plan.workers[k]));
+    d.replace_endpoint(rt.protocol->endpoint(plan.workers[k]));
   }
-  rt.rina = std::move(plan);
+  rt.plan = std::move(plan);
   for (RoundDriver* d : survivors) d->restart(from_round, now);
 }
 
@@ -868,7 +858,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     if (r.error.empty()) r.error = *e;
   }
   r.correct = r.error.empty() && r.completed_rounds == job.rounds;
-  std::set<std::string> used = rt.rina_switches;
+  std::set<std::string> used = rt.earlier_switches;
   for (const auto& [name, sw] : rt.plan.switches) used.insert(name);
   for (const std::string& name : used) {
     const SwitchJobCounters c = switches.at(name)->job_counters(id);
@@ -885,11 +875,11 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
   r.fragments = rt.fragments_per_round() * r.completed_rounds;
   rt.times.report(r, job.warmup_rounds);
   derive_rates(r);
-  if (rt.rina) {
+  if (rt.plan.ring_members > 0) {
     // A ring delivers one hop sum per member and fragment at least; of the contributions beyond
     // those, the share its racks' switches absorbed (1: every rack fully aggregated in its ToR).
     const double contributions = static_cast<double>(r.fragments) * static_cast<double>(r.workers);
-    const double least = static_cast<double>(r.fragments) * static_cast<double>(rt.rina->members.size());
+    const double least = static_cast<double>(r.fragments) * static_cast<double>(rt.plan.ring_members);
     r.in_network_share =
         contributions > least
             ? std::clamp((contributions - static_cast<double>(hop_pieces)) / (contributions - least), 0.0, 1.0)
