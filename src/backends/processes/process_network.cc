@@ -51,11 +51,6 @@ std::string daemon_binary(const std::string& given) {
   return self.empty() ? "/proc/self/exe" : self;
 }
 
-void sort_actions(std::vector<TimedAction>& actions) {
-  std::sort(actions.begin(), actions.end(),
-            [](const TimedAction& a, const TimedAction& b) { return a.at != b.at ? a.at < b.at : a.order < b.order; });
-}
-
 ProcessNetwork::ProcessNetwork(const Scenario& scenario, std::string binary, std::unique_ptr<Placement> placement)
     : s_(scenario),
       binary_(std::move(binary)),
@@ -174,29 +169,31 @@ void ProcessNetwork::kill_ps(const std::string& host) {
   if (ps_.contains(host)) children_.kill(*ps_[host]);
 }
 
-void ProcessNetwork::add_timed_actions(std::vector<TimedAction>& actions) {
-  auto add = [&](Duration at, std::function<void()> run) {
-    actions.push_back({at, static_cast<int>(actions.size()), std::move(run)});
-  };
-  for (const SwitchRestart& r : s_.restarts) {
-    add(r.at, [this, r] { stop_switch(r.switch_name); });
-    add(r.at + r.down, [this, r] {
-      start_switch(r.switch_name, r.at + r.down, true);
-      orchestrator_->reinstall(r.switch_name);
-      count_restart_rejections(r.switch_name);
-    });
+bool ProcessNetwork::apply(const TimedFault& fault) {
+  switch (fault.kind) {
+    case TimedFault::Kind::kHostCrash:
+      return false;
+    case TimedFault::Kind::kSwitchDown:
+      stop_switch(s_.restarts[fault.index].switch_name);
+      break;
+    case TimedFault::Kind::kSwitchUp: {
+      const std::string& name = s_.restarts[fault.index].switch_name;
+      start_switch(name, fault.at, true);
+      orchestrator_->reinstall(name);
+      count_restart_rejections(name);
+      break;
+    }
+    case TimedFault::Kind::kLinkSettings:
+      apply_link_settings(fault.at);
+      break;
+    case TimedFault::Kind::kFlowStart:
+      start_flow(fault.index);
+      break;
+    case TimedFault::Kind::kFlowStop:
+      stop_flow(fault.index);
+      break;
   }
-  // A fault's window opens or closes: every switch port gets the settings of that time.
-  std::set<Duration> boundaries;
-  for (const LinkFault& f : s_.link_faults) {
-    if (f.from > Duration::zero()) boundaries.insert(f.from);
-    if (f.until) boundaries.insert(*f.until);
-  }
-  for (Duration t : boundaries) add(t, [this, t] { apply_link_settings(t); });
-  for (std::size_t i = 0; i < s_.background.size(); ++i) {
-    add(s_.background[i].start, [this, i] { start_flow(i); });
-    if (s_.background[i].until) add(*s_.background[i].until, [this, i] { stop_flow(i); });
-  }
+  return true;
 }
 
 // A restart is a crash of the switch process: its last counters are scraped first (as a

@@ -22,22 +22,14 @@
 #include "atp/io/processes.h"
 #include "atp/plan/plan.h"
 #include "atp/scenario/scenario.h"
+#include "atp/scenario/timeline.h"
 #include "placement.h"
 
 namespace atp {
 
-// Something the run does at a time since its start; actions at the same time run in `order`.
-struct TimedAction {
-  Duration at;
-  int order;
-  std::function<void()> run;
-};
 // The atp binary a run starts its daemons from: `given`, or this binary's real path (so that its
 // daemons show up as `atp switch ...`, not `exe`, in ps and pgrep).
 std::string daemon_binary(const std::string& given);
-
-// Sorts `actions` by time, then order.
-void sort_actions(std::vector<TimedAction>& actions);
 
 // A daemon's /stats (SwitchStats or PsStats), or nullopt when it does not answer (a switch that
 // was stopped). A daemon that answers with an error, or with a document that does not read (the
@@ -67,13 +59,14 @@ class ProcessNetwork {
   // Builds the placement's network, then starts every switch and a PS on each of `ps_hosts`, and
   // waits until each has said where its control plane is.
   void start(const std::set<std::string>& ps_hosts);
-  // The moment the run's clock starts (TimedAction::at, flow times): now.
+  // The moment the run's clock starts (TimedFault::at, flow times): now.
   void begin() { start_ = processes::Clock::now(); }
   processes::Clock::time_point start_time() const { return start_; }
 
-  // The network's part of the timeline: switch restarts, fault windows opening and closing,
-  // background flows starting and stopping. Appended after what `actions` holds.
-  void add_timed_actions(std::vector<TimedAction>& actions);
+  // Applies the network's part of the fault timeline (timeline.h): a switch restart's stop and
+  // start (the switch given its jobs again), links' settings as a fault window opens or closes, a
+  // background flow's start and stop. false for a host crash: the runner's (its workers).
+  bool apply(const TimedFault& fault);
   // Every flow still running stops now; then each receiver's report is read (bounded).
   void finish_flows();
 

@@ -176,19 +176,7 @@ class ProcessRun {
     for (Worker& w : workers_) children_.write(*w.child, "go\n");
   }
 
-  // --- while it runs: worker lines, and the scenario's timed actions
-
-  std::vector<TimedAction> timed_actions() {
-    std::vector<TimedAction> actions;
-    for (const CrashFault& c : s_.crashes) {
-      if (c.at_time)
-        actions.push_back(
-            {*c.at_time, static_cast<int>(actions.size()), [this, c] { crash_host(c.host, *c.at_time); }});
-    }
-    net_.add_timed_actions(actions);
-    sort_actions(actions);
-    return actions;
-  }
+  // --- while it runs: worker lines, and the scenario's fault timeline
 
   void crash_host(const std::string& host, Duration at) {
     const std::string why = "host crashed (at_us " + std::to_string(at.count() / 1000) + ")";
@@ -249,8 +237,8 @@ class ProcessRun {
   }
 
   void drive() {
-    std::vector<TimedAction> actions = timed_actions();
-    std::size_t next_action = 0;
+    const std::vector<TimedFault> timeline = fault_timeline(s_);
+    std::size_t next_fault = 0;
     // time_limit is a wall-clock bound here.
     const Clock::time_point deadline = start_ + s_.time_limit;
     for (;;) {
@@ -269,15 +257,16 @@ class ProcessRun {
         return;
       }
       const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start_);
-      while (next_action < actions.size() && actions[next_action].at <= elapsed) {
-        // The noise due before the action goes first, as it would have on time: a runner that
+      while (next_fault < timeline.size() && timeline[next_fault].at <= elapsed) {
+        // The noise due before the fault goes first, as it would have on time: a runner that
         // woke late (a loaded machine) must not run a switch's stop and restart back to back
         // with none of the noise that the switch, down meanwhile, should have missed.
-        send_noise(actions[next_action].at);
-        actions[next_action++].run();
+        const TimedFault& fault = timeline[next_fault++];
+        send_noise(fault.at);
+        if (!net_.apply(fault)) crash_host(s_.crashes[fault.index].host, fault.at);
       }
       Duration wake = send_noise(elapsed);
-      if (next_action < actions.size()) wake = std::min(wake, actions[next_action].at);
+      if (next_fault < timeline.size()) wake = std::min(wake, timeline[next_fault].at);
       Clock::time_point until = deadline;
       if (wake != Duration::max()) until = std::min(until, start_ + wake);
       until = std::min(until, barrier_wake);

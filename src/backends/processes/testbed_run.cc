@@ -56,10 +56,7 @@ class TestbedRun {
         [](const std::string& sentence) { std::cerr << "atp testbed: " << sentence << std::endl; });
     start_ranks();
     net_.begin();
-    std::vector<TimedAction> actions;
-    net_.add_timed_actions(actions);
-    sort_actions(actions);
-    drive(actions);
+    drive(fault_timeline(s_));
     net_.finish_flows();
     report_network();
     return failure_.value_or(0);
@@ -118,8 +115,10 @@ class TestbedRun {
 
   void print(const Rank& rank, const std::string& line) { out_ << "[" << rank.host << "] " << line << std::endl; }
 
-  void drive(std::vector<TimedAction>& actions) {
-    std::size_t next_action = 0;
+  // Applies the fault timeline on time (a file with host crashes is refused: the ranks are the
+  // command's).
+  void drive(const std::vector<TimedFault>& timeline) {
+    std::size_t next_fault = 0;
     const Clock::time_point start = net_.start_time();
     std::optional<Clock::time_point> kill_at;  // once the ranks are being stopped
     for (;;) {
@@ -129,9 +128,9 @@ class TestbedRun {
       }
       if (running.empty()) break;
       const Duration elapsed = std::chrono::duration_cast<Duration>(Clock::now() - start);
-      while (next_action < actions.size() && actions[next_action].at <= elapsed) {
+      while (next_fault < timeline.size() && timeline[next_fault].at <= elapsed) {
         const std::lock_guard lock(orchestrator_mutex_);
-        actions[next_action++].run();
+        net_.apply(timeline[next_fault++]);
       }
       if (options_.time_limit > Duration::zero() && elapsed >= options_.time_limit && !kill_at) {
         std::cerr << "atp testbed: the time limit of " << format_duration(options_.time_limit)
@@ -143,7 +142,7 @@ class TestbedRun {
         for (Rank& r : ranks_) net_.children().signal(*r.child, SIGKILL);
       }
       Clock::time_point until = Clock::now() + std::chrono::milliseconds(100);
-      if (next_action < actions.size()) until = std::min(until, start + actions[next_action].at);
+      if (next_fault < timeline.size()) until = std::min(until, start + timeline[next_fault].at);
       const bool all_closed = std::all_of(running.begin(), running.end(), [](const Child* c) { return c->eof; });
       if (all_closed) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,488 +1,41 @@
-// The scenario runner over a simulated network: switch and host nodes around the protocol core,
-// round drivers with seeded inputs and exact checks, faults, reports (atp/backends/simulated.h).
+// The scenario runner over a simulated network: builds the nodes (nodes.h) and round drivers
+// (rounds.h) of a scenario, applies its fault timeline, re-forms jobs, samples series and reports
+// (atp/backends/simulated.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
-#include <variant>
 
 #include "atp/backends/simulated.h"
 #include "atp/cluster/protocols.h"
-#include "atp/fixed_point.h"
 #include "atp/io/machine.h"
 #include "atp/scenario/inputs.h"
 #include "atp/scenario/scenario.h"
+#include "atp/scenario/timeline.h"
 #include "atp/sim/inproc_network.h"
+#include "nodes.h"
+#include "rounds.h"
 
 namespace atp {
 namespace {
 
-using sim::NodeId;
-
-using scenario_inputs::generate_input;
-using scenario_inputs::input_seed;
-
-double to_seconds(Duration d) { return static_cast<double>(d.count()) / 1e9; }
-
-// --- nodes
-
-// A host's single uplink: whatever an endpoint sends leaves on port 0.
-class HostUplink final : public PacketSink {
- public:
-  explicit HostUplink(PortSink& ports) : ports_(ports) {}
-  void send(std::span<const std::uint8_t> packet) override { ports_.send(0, packet); }
-
- private:
-  PortSink& ports_;
-};
-
-// The simulated time of the last packet or timer any node handled: when the run really ended
-// (Network::run_until leaves its clock at the limit).
-struct Activity {
-  Time last{};
-  void saw(Time now) { last = std::max(last, now); }
-};
-
-// A switch's control-plane state (routes, multicast groups, job entries) in the order it was
-// installed, kept so that a restarted switch can be given the same state again.
-struct SwitchSetup {
-  struct Job {
-    Address group = 0;
-    std::vector<PortId> multicast_ports;
-    SwitchJobEntry entry;
-  };
-  std::vector<std::pair<Address, PortId>> routes;
-  std::vector<Job> jobs;
-
-  void install(SwitchPipeline& pipeline) const {
-    for (const auto& [dst, port] : routes) pipeline.add_route(dst, port);
-    for (const Job& job : jobs) {
-      pipeline.add_multicast_group(job.group, job.multicast_ports);
-      pipeline.install_job(job.entry);
-    }
-  }
-};
-
-// A switch process: its pipeline, and what a restart (Scenario::restarts) does to it. While down
-// it drops every packet that arrives; packets it had already sent stay in its egress queues and
-// on the links and are still delivered (they left the switch before its process died).
-class SwitchNode final : public sim::Node {
- public:
-  SwitchNode(const SwitchConfig& config, Activity& activity)
-      : pipeline_(std::make_unique<SwitchPipeline>(config)), activity_(activity) {}
-  void on_packet(PortId port, std::span<std::uint8_t> packet, Time now, PortSink& out) override {
-    activity_.saw(now);
-    if (state_ == State::kDown) return;
-    if (noise_ports.contains(port)) ++noise_received;
-    pipeline_->process(port, packet, now, out);
-  }
-  void on_timeout(Time now, PortSink& out) override {
-    activity_.saw(now);
-    pipeline_->on_timeout(now, out);
-  }
-  Time next_deadline() const override { return state_ == State::kDown ? kNever : pipeline_->next_deadline(); }
-
-  // The process dies at `now` with all its state and stays down until now + down, then comes back
-  // with a fresh pipeline given `setup` again (by restart() itself when down is zero, else by
-  // come_back(), which the caller schedules). A restart while down extends the down time.
-  void restart(Time now, Duration down) {
-    retired_counters_ += pipeline_->counters();
-    for (const auto& [job, c] : pipeline_->all_job_counters()) retired_job_counters_[job] += c;
-    pipeline_ = std::make_unique<SwitchPipeline>(pipeline_->config());
-    state_ = State::kDown;
-    down_until_ = std::max(down_until_, now + down);
-    come_back(now);
-  }
-  void come_back(Time now) {
-    if (state_ != State::kDown || now < down_until_) return;
-    setup.install(*pipeline_);
-    state_ = State::kUp;
-  }
-
-  SwitchPipeline& pipeline() { return *pipeline_; }
-  // Counters over the switch's whole life: the running pipeline's plus those restarts threw away.
-  SwitchCounters counters() const {
-    SwitchCounters sum = retired_counters_;
-    sum += pipeline_->counters();
-    return sum;
-  }
-  SwitchJobCounters job_counters(JobId job) const {
-    SwitchJobCounters sum = pipeline_->job_counters(job);
-    const auto it = retired_job_counters_.find(job);
-    if (it != retired_job_counters_.end()) sum += it->second;
-    return sum;
-  }
-
-  SwitchSetup setup;
-  // Ports of noise hosts, and the packets that arrived on them while the switch was up: the
-  // noise that reached a running switch (ScenarioResult::noise_packets_received).
-  std::set<PortId> noise_ports;
-  std::uint64_t noise_received = 0;
-
- private:
-  enum class State { kUp, kDown };
-
-  std::unique_ptr<SwitchPipeline> pipeline_;
-  Activity& activity_;
-  State state_ = State::kUp;
-  Time down_until_{};
-  SwitchCounters retired_counters_;
-  std::map<JobId, SwitchJobCounters> retired_job_counters_;
-};
-
-// A noise source (Scenario::noise): bad packets at a fixed rate from `from` until `until`, or
-// until no job is running any more, so that it cannot keep the simulation alive on its own.
-class NoiseSender {
- public:
-  NoiseSender(const NoiseSource& source, std::uint64_t seed, scenario_inputs::NoiseTargets targets,
-              std::function<bool()> jobs_running)
-      : source_(source), seed_(seed), targets_(std::move(targets)), jobs_running_(std::move(jobs_running)) {}
-
-  // The time of the next packet; kNever once the source has stopped.
-  Time next_deadline() const {
-    if (stopped_) return kNever;
-    const Time next = send_time(sent_);
-    return source_.until && next >= Time(*source_.until) ? kNever : next;
-  }
-  // Sends the packets due at `now`. Returns whether it sent any.
-  bool on_timeout(Time now, PacketSink& out) {
-    bool sent_any = false;
-    while (next_deadline() <= now) {
-      if (!jobs_running_()) {
-        stopped_ = true;
-        break;
-      }
-      out.send(scenario_inputs::noise_packet(seed_, sent_, targets_));
-      ++sent_;
-      sent_any = true;
-    }
-    return sent_any;
-  }
-  std::uint64_t sent() const { return sent_; }
-
- private:
-  // Packet n leaves at from + n / rate: computed from n rather than accumulated, so no drift.
-  Time send_time(std::uint64_t n) const {
-    return Time(source_.from) + Duration(static_cast<Duration::rep>(std::llround(n * 1e9 / source_.rate_pps)));
-  }
-
-  const NoiseSource& source_;
-  std::uint64_t seed_;
-  scenario_inputs::NoiseTargets targets_;
-  std::function<bool()> jobs_running_;
-  std::uint64_t sent_ = 0;
-  bool stopped_ = false;
-};
-
-class RoundDriver;
-
-// One end host: the worker and PS endpoints of every job placed on it. Parameter packets and
-// Rina's packets go to the job's worker, gradient packets to the job's PS. A host may also be a noise source. A
-// crashed host ignores everything and sends nothing.
-class HostNode final : public sim::Node {
- public:
-  HostNode(std::string host_name, Activity& activity) : name(std::move(host_name)), activity_(activity) {}
-
-  void on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) override;
-  void on_timeout(Time now, PortSink& out) override;
-  Time next_deadline() const override;
-  // Its NIC's queue refused a packet: every worker here with fragments in flight slows down, as
-  // a worker process on a real host does when its socket's send fails (the host's link is a
-  // bottleneck that no switch marks).
-  void on_egress_full(Time now) override;
-
-  struct LocalWorker {
-    std::unique_ptr<Endpoint> endpoint;
-    RoundDriver* driver;
-  };
-  std::string name;
-  std::map<JobId, LocalWorker> workers;
-  std::map<JobId, PsEndpoint> ps;
-  std::vector<NoiseSender> noise;
-  bool crashed = false;
-  Time crash_time{};
-  // What the control plane does when this host crashes (a Rina job's ring re-forms without it),
-  // run right after the crash: it sees the process gone at once, as a launcher sees its child exit.
-  std::vector<std::function<void(Time)>> on_crash;
-  std::optional<std::uint32_t> crash_round;  // crash when a worker here would start this round
-  std::uint64_t dropped = 0;                 // undecodable, or for a job with no endpoint here
-
- private:
-  Activity& activity_;
-};
-
-// --- the run
-
-struct JobRuntime;
-
-// Starts a worker's rounds one after another (after the job's compute time), checks each result.
-class RoundDriver {
- public:
-  RoundDriver(JobRuntime& job, std::size_t index, HostNode& host, NodeId node)
-      : job_(job), index_(index), host_(host), node_(node) {}
-
-  void start_round(Time now);
-  // start_round at `at`, unless restart() comes first.
-  void schedule_start(Time at);
-  // Called after every call into the endpoint: notices completion and failure.
-  void after_endpoint_call(Time now);
-  // Its job's ring re-formed (a worker gone, Rina): from `round` on again, at once, with the
-  // endpoint the host now has. A start scheduled before is void.
-  void restart(std::uint32_t round, Time now);
-  // Stops it for good with `why` as its error.
-  void fail(std::string why) {
-    running = false;
-    stopped = true;
-    if (error.empty()) error = std::move(why);
-  }
-
-  Endpoint& endpoint() { return *host_.workers.at(job_id()).endpoint; }
-  void replace_endpoint(std::unique_ptr<Endpoint> e) { host_.workers.at(job_id()).endpoint = std::move(e); }
-  JobId job_id() const;
-  std::uint32_t rounds_completed = 0;
-  bool running = false;
-  bool stopped = false;            // failed or crashed: no more rounds
-  bool mismatch = false;           // some round's result was not exact
-  std::uint64_t wrong_values = 0;  // in the rounds it checked
-  std::string error;
-  const HostNode& host() const { return host_; }
-
- private:
-  void verify();
-
-  JobRuntime& job_;
-  std::size_t index_;
-  HostNode& host_;
-  NodeId node_;
-  std::uint32_t round_ = 0;  // the round running or next to start
-  std::uint32_t epoch_ = 0;  // restarts so far: a start scheduled in an earlier epoch is void
-  std::vector<float> input_;
-};
-
-// The exact answer of one round, computed when its first worker completes it, and how many
-// workers still have to check against it.
-struct RoundReference : scenario_inputs::RoundReference {
-  std::size_t checks_left = 0;
-};
-
-struct JobRuntime {
-  const ScenarioJob* job = nullptr;
-  std::size_t file_index = 0;
-  const Protocol* protocol = nullptr;  // its algorithm's (atp/cluster/protocols.h)
-  EndpointJobPlan plan;
-  std::uint16_t values_per_packet = 0;
-  const std::map<std::string, SwitchJobPlan>& switch_plans() const { return plan.switches; }
-  sim::Network* network = nullptr;
-  std::uint64_t seed = 0;
-  std::vector<std::unique_ptr<RoundDriver>> drivers;
-  std::vector<HostNode*> ps_hosts;
-  // Re-forming (Rina's): the workers (indices into drivers) the job went on without, and when;
-  // the switches its earlier plans used (for the report).
-  std::vector<std::uint32_t> excluded;
-  std::vector<ExcludedWorker> excluded_workers;
-  std::set<std::string> earlier_switches;
-  std::map<std::uint32_t, RoundReference> references;
-  // Float32-path fragments per round (every worker gets the same set), counted when the round's
-  // first worker completes it; the report sums the rounds every worker completed, like `fragments`.
-  std::vector<std::uint64_t> float_fragments_by_round;
-  RoundTimes times;
-
-  std::uint64_t fragments_per_round() const { return fragment_count(job->elements, values_per_packet); }
-
-  // ATP: the exponents its PS picks, which the reference works out itself. Rina: the exponents the
-  // round's first finisher reports (a redo pass picks them from values the reference cannot order
-  // the same way); every other worker must match its sums, and they must resolve this round's
-  // values (checked in RoundDriver::verify).
-  RoundReference& reference(std::uint32_t round, const Endpoint& first_finisher) {
-    auto it = references.find(round);
-    if (it != references.end()) return it->second;
-    RoundReference& ref = references[round];
-    if (first_finisher.picks_exponents()) {
-      scenario_inputs::make_reference_at(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                         values_per_packet, first_finisher.result_exponents(), ref, excluded);
-    } else {
-      scenario_inputs::make_reference(seed, job->spec.id, drivers.size(), round, job->elements, job->magnitude,
-                                      job->spec.scale, values_per_packet, ref);
-    }
-    ref.checks_left = drivers.size() - excluded.size();
-    // Every worker gets the same set of float fragments; count them once per round.
-    if (float_fragments_by_round.size() <= round) float_fragments_by_round.resize(std::size_t{round} + 1);
-    float_fragments_by_round[round] = first_finisher.float_fragments().size();
-    return ref;
-  }
-};
-
-JobId RoundDriver::job_id() const { return job_.job->spec.id; }
-
-bool any_job_running(const std::vector<std::unique_ptr<JobRuntime>>& jobs) {
-  return std::any_of(jobs.begin(), jobs.end(), [](const auto& rt) {
-    return std::any_of(rt->drivers.begin(), rt->drivers.end(), [&rt](const auto& d) {
-      return !d->stopped && !d->host().crashed && d->rounds_completed < rt->job->rounds;
-    });
-  });
-}
-
-void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortSink& out) {
-  if (crashed) return;
-  activity_.saw(now);
-  Header h;
-  if (decode_header(packet, h) != DecodeError::kOk) {
-    ++dropped;
-    return;
-  }
-  HostUplink uplink(out);
-  if (h.is_ack || h.rina != RinaKind::kNone) {
-    auto it = workers.find(h.job);
-    if (it == workers.end()) {
-      ++dropped;
-      return;
-    }
-    it->second.endpoint->on_packet(packet, now, uplink);
-    it->second.driver->after_endpoint_call(now);
-  } else {
-    auto it = ps.find(h.job);
-    if (it == ps.end()) {
-      ++dropped;
-      return;
-    }
-    it->second.on_packet(packet, now, uplink);
-  }
-}
-
-void HostNode::on_timeout(Time now, PortSink& out) {
-  if (crashed) return;
-  HostUplink uplink(out);
-  // Only what happens counts as activity: a noise source that finds every job finished and stops
-  // must not stretch the run's end.
-  bool acted = false;
-  for (NoiseSender& n : noise) {
-    if (n.next_deadline() <= now) acted = n.on_timeout(now, uplink) || acted;
-  }
-  for (auto& [job, w] : workers) {
-    if (w.endpoint->next_deadline() <= now) {
-      acted = true;
-      w.endpoint->on_timeout(now, uplink);
-      w.driver->after_endpoint_call(now);
-    }
-  }
-  for (auto& [job, p] : ps) {
-    if (p.next_deadline() <= now) {
-      acted = true;
-      p.on_timeout(now, uplink);
-    }
-  }
-  if (acted) activity_.saw(now);
-}
-
-void HostNode::on_egress_full(Time now) {
-  if (crashed) return;
-  for (auto& [job, w] : workers) w.endpoint->on_host_queue_full(now);
-}
-
-Time HostNode::next_deadline() const {
-  if (crashed) return kNever;
-  Time t = kNever;
-  for (const NoiseSender& n : noise) t = std::min(t, n.next_deadline());
-  for (const auto& [job, w] : workers) t = std::min(t, w.endpoint->next_deadline());
-  for (const auto& [job, p] : ps) t = std::min(t, p.next_deadline());
-  return t;
-}
-
-void crash_host(HostNode& host, Time now, sim::Network& network, NodeId node) {
-  if (host.crashed) return;
-  host.crashed = true;
-  host.crash_time = now;
-  network.wake(node);
-  for (const auto& hook : host.on_crash) network.schedule(now, hook);
-}
-
-void RoundDriver::start_round(Time now) {
-  if (stopped) return;
-  if (host_.crash_round && round_ >= *host_.crash_round) crash_host(host_, now, *job_.network, node_);
-  if (host_.crashed) {
-    stopped = true;
-    return;
-  }
-  input_.resize(job_.job->elements);
-  generate_input(input_seed(job_.seed, job_id(), index_, round_), job_.job->magnitude, input_);
-  HostUplink uplink(job_.network->sink_for(node_));
-  if (!endpoint().start(input_, now, uplink)) {
-    stopped = true;
-    error = "worker '" + host_.name + "' could not start round " + std::to_string(round_) + " (still busy)";
-    return;
-  }
-  job_.times.started(now);
-  running = true;
-  job_.network->wake(node_);
-  after_endpoint_call(now);
-}
-
-void RoundDriver::after_endpoint_call(Time now) {
-  if (!running) return;
-  Endpoint& ep = endpoint();
-  if (ep.state() == WorkerState::kFailed) {
-    running = false;
-    stopped = true;
-    error = "worker '" + host_.name + "' failed in round " + std::to_string(round_) + ": " + ep.error();
-    return;
-  }
-  if (ep.state() != WorkerState::kIdle) return;
-  running = false;
-  verify();
-  ++rounds_completed;
-  ++round_;
-  job_.times.completed(round_ - 1, now);
-  if (round_ < job_.job->rounds) schedule_start(now + job_.job->compute_time);
-}
-
-void RoundDriver::schedule_start(Time at) {
-  job_.network->schedule(at, [this, epoch = epoch_](Time t) {
-    if (epoch == epoch_) start_round(t);
-  });
-}
-
-void RoundDriver::restart(std::uint32_t round, Time now) {
-  ++epoch_;
-  running = false;
-  round_ = round;
-  rounds_completed = std::min(rounds_completed, round);
-  if (round_ < job_.job->rounds) start_round(now);
-}
-
-void RoundDriver::verify() {
-  Endpoint& ep = endpoint();
-  RoundReference& ref = job_.reference(round_, ep);
-  const auto result = ep.result();
-  std::vector<bool> is_float(job_.fragments_per_round(), false);
-  std::string wrong;
-  for (std::uint32_t f : ep.float_fragments()) {
-    if (f >= is_float.size()) {
-      if (wrong.empty()) wrong = "float fragment index " + std::to_string(f) + " is out of range";
-    } else {
-      is_float[f] = true;
-    }
-  }
-  if (ep.picks_exponents() && wrong.empty()) {
-    wrong = ep.result_exponents() != ref.exponents
-                ? "its fragments' exponents differ from the first worker's to finish the round"
-                : scenario_inputs::unresolved_fragment(ref, job_.values_per_packet);
-  }
-  if (wrong.empty()) {
-    wrong = scenario_inputs::check_result(ref, result, is_float, job_.values_per_packet, nullptr, false, &wrong_values);
-  }
-  if (!wrong.empty() && !mismatch) {
-    mismatch = true;
-    error = "worker '" + host_.name + "' round " + std::to_string(round_) + ": " + wrong;
-  }
-  if (--ref.checks_left == 0) job_.references.erase(round_);
-}
+using simulated::Activity;
+using simulated::any_job_running;
+using simulated::crash_host;
+using simulated::HostNode;
+using simulated::JobRuntime;
+using simulated::NodeId;
+using simulated::NoiseSender;
+using simulated::RoundDriver;
+using simulated::SwitchNode;
+using simulated::SwitchSetup;
+using simulated::to_seconds;
 
 // The channel settings of a link direction at time `now`: its end's defaults (link_base: a host's
 // NIC queue only marks where a fault says so), then every fault active at `now` on that
@@ -501,31 +54,12 @@ struct Channel {
 
 }  // namespace
 
-void RoundTimes::started(Time t) {
-  if (!first_start_ || t < *first_start_) first_start_ = t;
-}
-
-void RoundTimes::completed(std::uint32_t round, Time t) {
-  if (!last_end_ || t > *last_end_) last_end_ = t;
-  if (round_end_.size() <= round) round_end_.resize(std::size_t{round} + 1);
-  round_end_[round] = std::max(round_end_[round], t);
-}
-
-void RoundTimes::report(JobResult& r, std::uint32_t warmup_rounds) const {
-  r.warmup_rounds = std::min(warmup_rounds, r.completed_rounds);
-  const std::optional<Time> timed_from =
-      r.warmup_rounds > 0 ? std::optional(round_end_[r.warmup_rounds - 1]) : first_start_;
-  if (timed_from && last_end_) r.seconds = to_seconds(*last_end_ - *timed_from);
-  r.round_end_seconds.clear();
-  for (std::uint32_t k = 0; k < r.completed_rounds; ++k) {
-    r.round_end_seconds.push_back(to_seconds(round_end_[k].time_since_epoch()));  // from the run's start
-  }
-}
-
 struct SimulatedScenario::Impl {
   Impl(const Scenario& s, sim::Network& n) : scenario(s), network(n) {}
 
   void build();
+  void apply(const TimedFault& fault, Time now);
+  bool changes_at(const Channel& ch, Duration t) const;
   void reform(JobRuntime& rt, Time now);
   void sample_series(Time now);
   JobResult job_result(const JobRuntime& rt) const;
@@ -594,10 +128,6 @@ void SimulatedScenario::Impl::build() {
   for (const auto& c : scenario.crashes) {
     HostNode& host = *hosts.at(c.host);
     if (c.at_round) host.crash_round = std::min(host.crash_round.value_or(*c.at_round), *c.at_round);
-    if (c.at_time) {
-      const NodeId id = node_ids.at(c.host);
-      network.schedule(Time(*c.at_time), [&host, this, id](Time t) { crash_host(host, t, network, id); });
-    }
   }
 
   // Links, with the faults that apply to each direction.
@@ -612,20 +142,6 @@ void SimulatedScenario::Impl::build() {
                                              channel_settings(scenario, ba.faults, ba.from_host, start));
     channels.push_back(std::move(ab));
     channels.push_back(std::move(ba));
-  }
-  // Faults with a time window: recompute the affected channels at every boundary.
-  for (const Channel& ch : channels) {
-    for (std::size_t f : ch.faults) {
-      const LinkFault& fault = scenario.link_faults[f];
-      std::vector<Duration> boundaries;
-      if (fault.from > Duration::zero()) boundaries.push_back(fault.from);
-      if (fault.until) boundaries.push_back(*fault.until);
-      for (Duration b : boundaries) {
-        network.schedule(Time(b), [this, &ch](Time t) {
-          network.set_channel_config(ch.id, channel_settings(scenario, ch.faults, ch.from_host, t));
-        });
-      }
-    }
   }
 
   // Forwarding state of every switch: unicast routes, then each job's multicast group and entry.
@@ -642,12 +158,20 @@ void SimulatedScenario::Impl::build() {
     }
   }
   for (const auto& [name, node] : switches) node->setup.install(node->pipeline());
-  for (const SwitchRestart& restart : scenario.restarts) {
-    SwitchNode& node = *switches.at(restart.switch_name);
-    network.schedule(Time(restart.at), [&node, this, down = restart.down](Time t) {
-      node.restart(t, down);
-      if (down > Duration::zero()) network.schedule(t + down, [&node](Time back) { node.come_back(back); });
-    });
+  // The fault timeline as this network's events: one per host crash and switch restart's start and
+  // end, one per link direction whose settings change at a fault window's edge. Background flows
+  // are ns-3's TCP applications' (tcp_apps.h), which start and stop at their times; inproc has none.
+  for (const TimedFault& fault : fault_timeline(scenario)) {
+    if (fault.kind == TimedFault::Kind::kLinkSettings) {
+      for (const Channel& ch : channels) {
+        if (!changes_at(ch, fault.at)) continue;
+        network.schedule(Time(fault.at), [this, &ch](Time t) {
+          network.set_channel_config(ch.id, channel_settings(scenario, ch.faults, ch.from_host, t));
+        });
+      }
+    } else if (fault.kind != TimedFault::Kind::kFlowStart && fault.kind != TimedFault::Kind::kFlowStop) {
+      network.schedule(Time(fault.at), [this, fault](Time t) { apply(fault, t); });
+    }
   }
 
   // Endpoints and round drivers.
@@ -698,6 +222,37 @@ void SimulatedScenario::Impl::build() {
   }
 
   for (const auto& [name, id] : node_ids) network.wake(id);
+}
+
+// A host crash or a switch restart's start or end of the fault timeline, at its time.
+void SimulatedScenario::Impl::apply(const TimedFault& fault, Time now) {
+  switch (fault.kind) {
+    case TimedFault::Kind::kHostCrash: {
+      const std::string& host = scenario.crashes[fault.index].host;
+      crash_host(*hosts.at(host), now, network, node_ids.at(host));
+      break;
+    }
+    case TimedFault::Kind::kSwitchDown: {
+      const SwitchRestart& restart = scenario.restarts[fault.index];
+      switches.at(restart.switch_name)->restart(now, restart.down);
+      break;
+    }
+    case TimedFault::Kind::kSwitchUp:
+      switches.at(scenario.restarts[fault.index].switch_name)->come_back(now);
+      break;
+    case TimedFault::Kind::kLinkSettings:  // per link direction (changes_at), scheduled apart
+    case TimedFault::Kind::kFlowStart:
+    case TimedFault::Kind::kFlowStop:
+      break;
+  }
+}
+
+// Whether a fault on link direction `ch` has a window that opens or closes at `t`.
+bool SimulatedScenario::Impl::changes_at(const Channel& ch, Duration t) const {
+  return std::any_of(ch.faults.begin(), ch.faults.end(), [&](std::size_t f) {
+    const LinkFault& link = scenario.link_faults[f];
+    return (link.from > Duration::zero() && link.from == t) || (link.until && *link.until == t);
+  });
 }
 
 // A worker host of a job that re-forms (Rina's) crashed: the control plane re-forms the job of the
