@@ -81,6 +81,9 @@ class Endpoint {
   // A packet arrived. What is not a valid packet of this job for this endpoint is counted and
   // dropped.
   virtual void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) = 0;
+  // The same for a host that decoded the header already to route the packet (decode_header said
+  // kOk for `packet`): the header is not decoded again.
+  virtual void on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) = 0;
   // Call when now >= next_deadline(): resends, asks, and the progress timeout.
   virtual void on_timeout(Time now, PacketSink& out) = 0;
   // The host's own queue (socket buffer, qdisc) refused packets the sink still holds: the path's

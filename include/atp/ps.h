@@ -71,6 +71,11 @@ inline constexpr std::uint64_t kPsJobMemoryBudget = std::uint64_t{256} << 20;  /
 // values_per_packet.
 std::uint64_t ps_job_memory_bound(const PsConfig& config);
 
+// Why a PsEndpoint cannot take `config` (one sentence naming the field: values_per_packet outside
+// 1..kMaxValuesPerPacket, a tree that is not one, max_window_seqs above kMaxWindowSeqs or a memory
+// bound above kPsJobMemoryBudget), or nullopt.
+std::optional<std::string> ps_config_error(const PsConfig& config);
+
 struct PsStats {
   std::uint64_t packets_received = 0;  // valid gradient packets of this job (incl. stale)
   std::uint64_t aggregations = 0;      // packets merged into a fragment (individual or partial)
@@ -93,15 +98,17 @@ struct PsStats {
 
 class PsEndpoint {
  public:
-  // Throws std::invalid_argument (one sentence naming the field) when values_per_packet is not
-  // 1..kMaxValuesPerPacket, the tree is not one (see PsConfig::tree), max_window_seqs is above
-  // 2^20 or ps_job_memory_bound(config) above kPsJobMemoryBudget.
+  // Throws std::invalid_argument (ps_config_error's sentence) for a config it cannot take.
   explicit PsEndpoint(PsConfig config);
   ~PsEndpoint();
   PsEndpoint(PsEndpoint&&) noexcept;
   PsEndpoint& operator=(PsEndpoint&&) noexcept;
 
+  // A packet arrived; what is not a valid gradient packet of this job is counted and dropped.
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out);
+  // The same for a host that decoded the header already to route the packet (decode_header said
+  // kOk for `packet`): the header is not decoded again.
+  void on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out);
   void on_timeout(Time now, PacketSink& out);  // the PS keeps no timers today
   Time next_deadline() const;                  // kNever
 

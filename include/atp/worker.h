@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -83,11 +84,14 @@ struct WorkerStats {
   std::uint64_t rounds_completed = 0;
 };
 
+// Why `config` cannot work (one sentence naming the field: no PS, values_per_packet outside
+// 1..kMaxValuesPerPacket, an empty aggregator range or one past index 2^32 - 1, a scale that is
+// not positive and finite, a non-positive timeout), or nullopt.
+std::optional<std::string> worker_config_error(const WorkerConfig& config);
+
 class WorkerEndpoint final : public Endpoint {
  public:
-  // Throws std::invalid_argument (one sentence naming the field) if the config cannot work:
-  // no PS, values_per_packet outside 1..kMaxValuesPerPacket, an empty aggregator range or one
-  // past index 2^32 - 1, a scale that is not positive and finite, or a non-positive timeout.
+  // Throws std::invalid_argument (worker_config_error's sentence) if the config cannot work.
   explicit WorkerEndpoint(WorkerConfig config);
   ~WorkerEndpoint() override;
   WorkerEndpoint(WorkerEndpoint&&) noexcept;
@@ -111,6 +115,7 @@ class WorkerEndpoint final : public Endpoint {
   // A round-shape mismatch notice (round_shape == kRoundShapeMismatch) for a fragment of this
   // round it sent and has no result of fails the round: state() becomes kFailed.
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
+  void on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
 
   // The host's own queue (socket buffer, device qdisc) refused packets this endpoint sent: its
   // link is the bottleneck and its queue is full. Each flow with fragments in flight takes it as

@@ -96,23 +96,6 @@ std::uint64_t words_for(std::uint64_t workers) { return (workers + 63) / 64; }
 
 }  // namespace
 
-std::optional<std::string> tree_error(const std::vector<std::uint16_t>& tree) {
-  if (tree.size() < 2 || tree.size() > std::size_t{kMaxTreeNodes}) {
-    return "tree has " + std::to_string(tree.size()) + " nodes; it needs the PS and 1 to " +
-           std::to_string(kMaxTreeNodes - 1) + " more";
-  }
-  std::vector<std::uint32_t> children(tree.size(), 0);
-  for (std::size_t i = 1; i < tree.size(); ++i) {
-    if (tree[i] >= i) {
-      return "tree[" + std::to_string(i) + "] is " + std::to_string(tree[i]) + "; a node's parent must come before it";
-    }
-    if (tree[i] != 0 && ++children[tree[i]] > 32) {
-      return "tree node " + std::to_string(tree[i]) + " has more than 32 children; a bitmap holds 32";
-    }
-  }
-  return std::nullopt;
-}
-
 std::uint64_t ps_job_memory_bound(const PsConfig& config) {
   const std::uint64_t window = std::max<std::uint32_t>(config.max_window_seqs, 1);
   const std::uint64_t slots = 2 * window + 1;      // the pool's bound: every stored seq is in [base, base + 2 x window]
@@ -126,44 +109,9 @@ std::uint64_t ps_job_memory_bound(const PsConfig& config) {
          packet_size(config.values_per_packet);
 }
 
-namespace {
-
-std::string mebibytes(std::uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
-  return text;
-}
-
-// Throws std::invalid_argument (one sentence) for a config with packets wider than a packet holds
-// or whose memory could exceed the budget.
-void check_config(const PsConfig& c) {
-  const std::string job = "job " + std::to_string(c.job) + ": ";
-  // Its packets' buffer is sized by it: one wider than a packet holds would be written past.
-  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
-    throw std::invalid_argument(job + "values_per_packet " + *bad);
-  }
-  if (const std::optional<std::string> bad = tree_error(c.tree)) throw std::invalid_argument(job + *bad);
-  if (c.max_window_seqs > kMaxWindowSeqs) {
-    throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) + " is above " +
-                                std::to_string(kMaxWindowSeqs) +
-                                ", the most a PS takes; lower it (it is the job's max_window x PS shards)");
-  }
-  const std::uint64_t bound = ps_job_memory_bound(c);
-  if (bound > kPsJobMemoryBudget) {
-    throw std::invalid_argument(job + "max_window_seqs " + std::to_string(c.max_window_seqs) +
-                                " with values_per_packet " + std::to_string(c.values_per_packet) +
-                                " lets a PS hold up to " + mebibytes(bound) + ", above the " +
-                                mebibytes(kPsJobMemoryBudget) +
-                                " a PS job may use; lower max_window_seqs (the job's max_window x PS shards) or "
-                                "values_per_packet");
-  }
-}
-
-}  // namespace
-
 struct PsEndpoint::Impl {
   explicit Impl(PsConfig c) : config(std::move(c)) {
-    check_config(config);
+    if (const std::optional<std::string> bad = ps_config_error(config)) throw std::invalid_argument(*bad);
     nodes.resize(config.tree.size());
     for (std::size_t i = 1; i < config.tree.size(); ++i) {
       nodes[config.tree[i]].children.push_back(static_cast<std::uint16_t>(i));
@@ -207,7 +155,7 @@ struct PsEndpoint::Impl {
     return config.workers.empty() || std::binary_search(config.workers.begin(), config.workers.end(), a);
   }
 
-  void on_packet(std::span<const std::uint8_t> packet, PacketSink& out);
+  void on_packet(const Header& h, std::span<const std::uint8_t> packet, PacketSink& out);
 
   bool decode_contributors(const Header& h, Contributors& c) const;
   bool overlaps(const Slot& slot, const Contributors& c) const;
@@ -585,10 +533,9 @@ void PsEndpoint::Impl::send_parameter(const Slot& slot, Address dst, PacketSink&
   out.send(packet);
 }
 
-void PsEndpoint::Impl::on_packet(std::span<const std::uint8_t> packet, PacketSink& out) {
-  Header h;
-  if (decode_header(packet, h) != DecodeError::kOk || h.job != config.job || h.is_ack || h.rina != RinaKind::kNone ||
-      h.dst != config.self || h.value_count != config.values_per_packet || !is_worker(h.src)) {
+void PsEndpoint::Impl::on_packet(const Header& h, std::span<const std::uint8_t> packet, PacketSink& out) {
+  if (h.job != config.job || h.is_ack || h.rina != RinaKind::kNone || h.dst != config.self ||
+      h.value_count != config.values_per_packet || !is_worker(h.src)) {
     ++stats.dropped;
     return;
   }
@@ -666,8 +613,17 @@ PsEndpoint::PsEndpoint(PsEndpoint&&) noexcept = default;
 PsEndpoint& PsEndpoint::operator=(PsEndpoint&&) noexcept = default;
 
 void PsEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  Header h;
+  if (decode_header(packet, h) != DecodeError::kOk) {
+    ++impl_->stats.dropped;
+    return;
+  }
+  on_packet(h, packet, now, out);
+}
+
+void PsEndpoint::on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
   impl_->now = now;
-  impl_->on_packet(packet, out);
+  impl_->on_packet(header, packet, out);
 }
 
 void PsEndpoint::on_timeout(Time /*now*/, PacketSink& /*out*/) {}

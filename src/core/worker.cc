@@ -42,31 +42,6 @@ Duration max_retransmit_timeout(const WorkerConfig& c) {
   return std::max(c.min_retransmit_timeout, std::min(c.max_retransmit_timeout, c.progress_timeout / 8));
 }
 
-void validate(const WorkerConfig& c) {
-  const std::string job = "job " + std::to_string(c.job) + ": ";
-  if (c.ps.empty()) throw std::invalid_argument(job + "the worker has no parameter server; give it at least one");
-  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
-    throw std::invalid_argument(job + "values_per_packet " + *bad);
-  }
-  if (c.aggregators.count == 0) {
-    throw std::invalid_argument(job + "the aggregator range must hold at least 1 aggregator");
-  }
-  if (c.aggregators.first > std::numeric_limits<std::uint32_t>::max() - (c.aggregators.count - 1)) {
-    throw std::invalid_argument(job + "the aggregator range must end at index 2^32 - 1 or below");
-  }
-  if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
-    throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
-  }
-  if (c.retransmit_timeout <= Duration::zero() || c.min_retransmit_timeout <= Duration::zero() ||
-      c.progress_timeout <= Duration::zero()) {
-    throw std::invalid_argument(job +
-                                "retransmit_timeout, min_retransmit_timeout and progress_timeout must be positive");
-  }
-  if (c.max_retransmit_timeout < c.min_retransmit_timeout) {
-    throw std::invalid_argument(job + "max_retransmit_timeout must not be below min_retransmit_timeout");
-  }
-}
-
 }  // namespace
 
 struct WorkerEndpoint::Impl {
@@ -139,7 +114,7 @@ struct WorkerEndpoint::Impl {
   };
 
   explicit Impl(WorkerConfig c) : config(std::move(c)) {
-    validate(config);
+    if (const std::optional<std::string> bad = worker_config_error(config)) throw std::invalid_argument(*bad);
     const auto packet_bytes = static_cast<std::uint32_t>(packet_size(config.values_per_packet));
     flows.reserve(config.ps.size());
     for (std::size_t k = 0; k < config.ps.size(); ++k) {
@@ -349,10 +324,15 @@ struct WorkerEndpoint::Impl {
   }
 
   void on_packet(std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
-    clock = now;
     Header h;
-    if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
-        !h.is_ack || h.rina != RinaKind::kNone) {
+    if (decode_header(bytes, h) == DecodeError::kOk) return on_packet(h, bytes, now, out);
+    clock = now;
+    ++stats.dropped;
+  }
+
+  void on_packet(const Header& h, std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
+    clock = now;
+    if (state == WorkerState::kFailed || h.job != config.job || !h.is_ack || h.rina != RinaKind::kNone) {
       ++stats.dropped;
       return;
     }
@@ -871,6 +851,9 @@ bool WorkerEndpoint::start_in_place(std::span<float> values, Time now, PacketSin
 }
 void WorkerEndpoint::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
   impl_->on_packet(packet, now, out);
+}
+void WorkerEndpoint::on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  impl_->on_packet(header, packet, now, out);
 }
 void WorkerEndpoint::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, out); }
 void WorkerEndpoint::on_host_queue_full(Time now) { impl_->on_host_queue_full(now); }

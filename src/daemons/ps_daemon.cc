@@ -111,7 +111,7 @@ struct PsDaemon::Impl {
       ++counters.unknown_job;
       return;
     }
-    it->second.on_packet(bytes, now, out);  // the endpoint counts and drops what it cannot use
+    it->second.on_packet(h, bytes, now, out);  // the endpoint counts and drops what it cannot use
   }
 
   void flush() {

@@ -29,40 +29,9 @@ constexpr int kMaxBackoff = 16;                                    // RTO multip
 constexpr std::uint32_t kMaxReordering = 4;                        // LossClock's widest window: a round trip
 constexpr Duration kMinTailProbe = std::chrono::microseconds(10);  // as ATP's worker
 constexpr std::size_t kRequestBatch = 64;                          // asks sent at once
-constexpr std::uint32_t kMaxMemberWorkers = 32;                    // a rack's bitmap
 
-void validate(const RinaConfig& c) {
-  const std::string job = "job " + std::to_string(c.job) + ": ";
-  if (c.rank >= c.workers.size()) {
-    throw std::invalid_argument(job + "rank " + std::to_string(c.rank) + " is not one of the " +
-                                std::to_string(c.workers.size()) + " workers");
-  }
-  std::vector<int> seen(c.workers.size(), 0);
-  for (const auto& member : c.members) {
-    if (member.empty() || member.size() > kMaxMemberWorkers) {
-      throw std::invalid_argument(job + "every ring member must hold 1 to 32 workers");
-    }
-    for (const std::uint32_t r : member) {
-      if (r >= c.workers.size() || seen[r]++ != 0) {
-        throw std::invalid_argument(job + "the ring's members must hold every rank exactly once (rank " +
-                                    std::to_string(r) + ")");
-      }
-    }
-  }
-  if (std::find(seen.begin(), seen.end(), 0) != seen.end()) {
-    throw std::invalid_argument(job + "the ring's members must hold every rank exactly once");
-  }
-  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
-    throw std::invalid_argument(job + "values_per_packet " + *bad);
-  }
-  if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
-    throw std::invalid_argument(job + "the fixed-point scale must be a positive finite number");
-  }
-  if (c.aggregator_slots == 0) throw std::invalid_argument(job + "aggregator_slots must be at least 1");
-  if (c.retransmit_timeout <= Duration::zero() || c.min_retransmit_timeout <= Duration::zero() ||
-      c.progress_timeout <= Duration::zero() || c.max_retransmit_timeout < c.min_retransmit_timeout) {
-    throw std::invalid_argument(job + "the timeouts must be positive, max_retransmit_timeout at least the minimum");
-  }
+void throw_if_bad(const RinaConfig& c) {
+  if (const std::optional<std::string> bad = rina_config_error(c)) throw std::invalid_argument(*bad);
 }
 
 // A fragment's complete sum, at its exponent.
@@ -133,7 +102,7 @@ bool any_saturated(std::span<const std::int32_t> values) {
 
 struct RinaWorker::Impl {
   explicit Impl(RinaConfig c)
-      : config((validate(c), std::move(c))),
+      : config((throw_if_bad(c), std::move(c))),
         ring(config.members.size()),
         n(static_cast<std::uint32_t>(config.workers.size())),
         v(config.values_per_packet),
@@ -527,10 +496,15 @@ struct RinaWorker::Impl {
 
   // ---- packets in ----
   void on_packet(std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
-    clock = now;
     Header h;
-    if (state == WorkerState::kFailed || decode_header(bytes, h) != DecodeError::kOk || h.job != config.job ||
-        h.rina == RinaKind::kNone) {
+    if (decode_header(bytes, h) == DecodeError::kOk) return on_packet(h, bytes, now, out);
+    clock = now;
+    ++stats.dropped;
+  }
+
+  void on_packet(const Header& h, std::span<const std::uint8_t> bytes, Time now, PacketSink& out) {
+    clock = now;
+    if (state == WorkerState::kFailed || h.job != config.job || h.rina == RinaKind::kNone) {
       ++stats.dropped;
       return;
     }
@@ -1164,6 +1138,9 @@ bool RinaWorker::start_in_place(std::span<float> values, Time now, PacketSink& o
 }
 void RinaWorker::on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
   impl_->on_packet(packet, now, out);
+}
+void RinaWorker::on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) {
+  impl_->on_packet(header, packet, now, out);
 }
 void RinaWorker::on_timeout(Time now, PacketSink& out) { impl_->on_timeout(now, out); }
 Time RinaWorker::next_deadline() const { return impl_->next_deadline(); }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,12 +63,14 @@ struct RinaStats {
   std::uint64_t final_values = 0;  // values of the finals this worker recorded (redo passes included)
 };
 
+// Why `config` cannot work (one sentence: rank outside the workers, members that do not partition
+// the ranks or hold more than 32, values_per_packet outside 1..kMaxValuesPerPacket, a scale that
+// is not positive and finite, no aggregator slot, a non-positive timeout), or nullopt.
+std::optional<std::string> rina_config_error(const RinaConfig& config);
+
 class RinaWorker final : public Endpoint {
  public:
-  // Throws std::invalid_argument (one sentence) for a config that cannot work: rank outside the
-  // workers, members that do not partition the ranks or hold more than 32, values_per_packet
-  // outside 1..kMaxValuesPerPacket, a scale that is not positive and finite, no aggregator slot,
-  // a non-positive timeout.
+  // Throws std::invalid_argument (rina_config_error's sentence) for a config that cannot work.
   explicit RinaWorker(RinaConfig config);
   ~RinaWorker() override;
   RinaWorker(RinaWorker&&) noexcept;
@@ -82,6 +85,7 @@ class RinaWorker final : public Endpoint {
   // until the round ends; after a failure it holds the input. result() is `values`.
   bool start_in_place(std::span<float> values, Time now, PacketSink& out) override;
   void on_packet(std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
+  void on_packet(const Header& header, std::span<const std::uint8_t> packet, Time now, PacketSink& out) override;
   // Call when now >= next_deadline(): resends, requests, and the progress timeout.
   void on_timeout(Time now, PacketSink& out) override;
   // The host's own queue (socket buffer, qdisc) refused packets the sink still holds: the path's

@@ -23,7 +23,7 @@ void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortS
       ++dropped;
       return;
     }
-    it->second.endpoint->on_packet(packet, now, uplink);
+    it->second.endpoint->on_packet(h, packet, now, uplink);
     it->second.driver->after_endpoint_call(now);
   } else {
     auto it = ps.find(h.job);
@@ -31,7 +31,7 @@ void HostNode::on_packet(PortId, std::span<std::uint8_t> packet, Time now, PortS
       ++dropped;
       return;
     }
-    it->second.on_packet(packet, now, uplink);
+    it->second.on_packet(h, packet, now, uplink);
   }
 }
 

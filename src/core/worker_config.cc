@@ -1,8 +1,37 @@
-// What WorkerEndpoint tells the hosts that run it about its job and its counters (endpoint.h):
-// read from its config and stats alone.
+// WorkerEndpoint's config, and what the endpoint tells the hosts that run it about its job and its
+// counters (endpoint.h), read from its config and stats alone.
+#include <cmath>
+#include <limits>
+
+#include "atp/values_per_packet.h"
 #include "atp/worker.h"
 
 namespace atp {
+
+std::optional<std::string> worker_config_error(const WorkerConfig& c) {
+  const std::string job = "job " + std::to_string(c.job) + ": ";
+  if (c.ps.empty()) return job + "the worker has no parameter server; give it at least one";
+  if (const std::optional<std::string> bad = values_per_packet_error(c.values_per_packet)) {
+    return job + "values_per_packet " + *bad;
+  }
+  if (c.aggregators.count == 0) {
+    return job + "the aggregator range must hold at least 1 aggregator";
+  }
+  if (c.aggregators.first > std::numeric_limits<std::uint32_t>::max() - (c.aggregators.count - 1)) {
+    return job + "the aggregator range must end at index 2^32 - 1 or below";
+  }
+  if (!(c.scale > 0.0) || !std::isfinite(c.scale)) {
+    return job + "the fixed-point scale must be a positive finite number";
+  }
+  if (c.retransmit_timeout <= Duration::zero() || c.min_retransmit_timeout <= Duration::zero() ||
+      c.progress_timeout <= Duration::zero()) {
+    return job + "retransmit_timeout, min_retransmit_timeout and progress_timeout must be positive";
+  }
+  if (c.max_retransmit_timeout < c.min_retransmit_timeout) {
+    return job + "max_retransmit_timeout must not be below min_retransmit_timeout";
+  }
+  return std::nullopt;
+}
 
 JobId WorkerEndpoint::job() const { return config().job; }
 Address WorkerEndpoint::self() const { return config().self; }
