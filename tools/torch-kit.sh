@@ -8,9 +8,9 @@
 #   tools/torch-kit.sh test [PYTEST-ARGS]  there (or here, to check the kit): compiles
 #       src/torch/*.cc against the torch of $PYTHON (python3 by default) and the kit
 #       (tools/build_torch_extension.py) into the kit's python/atp_torch, then runs
-#       tests/python/test_atp_backend.py on that package.
+#       tests/torch/test_atp_backend.py on that package.
 #   tools/torch-kit.sh suite [RUN_SUITE-ARGS]  there: torch's own distributed test suite on gloo
-#       and on that package (tests/python/torch_suite/run_suite.py; docs/pytorch-suite.md),
+#       and on that package (tests/torch/torch_suite/run_suite.py; docs/pytorch-suite.md),
 #       compiling the package first unless `test` did.
 #   tools/torch-kit.sh suites DIR N [N ...]  there: the suite at each world size N, gloo and atp,
 #       every run at once (on the device's 16 cores; CUDA hidden, as one GPU would skip every
@@ -69,7 +69,7 @@ case "${1:-}" in
     wait
     status=0
     for n in "$@"; do
-      "$python" tests/python/torch_suite/run_suite.py --compare "$dir/logs-$n-gloo/gloo" \
+      "$python" tests/torch/torch_suite/run_suite.py --compare "$dir/logs-$n-gloo/gloo" \
         "$dir/logs-$n-atp/atp" --world-size "$n" --timeout 30 >"$dir/compare-$n.txt" || status=1
       echo "$n ranks: $(grep RESULT "$dir/compare-$n.txt")"
     done
@@ -92,9 +92,9 @@ case "${1:-}" in
     mv -f "$out/atp.$$" "$out/atp"
     export PYTHONPATH=$out ATP_BINARY=$out/atp
     if [[ $what == test ]]; then
-      "$python" -m pytest -q -rs tests/python/test_atp_backend.py "$@"
+      "$python" -m pytest -q -rs tests/torch/test_atp_backend.py "$@"
     else
-      "$python" tests/python/torch_suite/run_suite.py --python "$python" --atp-path "$out" "$@"
+      "$python" tests/torch/torch_suite/run_suite.py --python "$python" --atp-path "$out" "$@"
     fi
     ;;
   *)

@@ -455,7 +455,8 @@ TEST(Ns3Backend, NoiseIsRejectedByTheSwitches) {
 // whose crashed job fails on purpose.
 TEST(Ns3Backend, EveryExampleRuns) {
   const char* env = std::getenv("ATP_SOURCE_DIR");
-  const std::filesystem::path root = env ? env : std::filesystem::path(__FILE__).parent_path().parent_path();
+  const std::filesystem::path root =
+      env ? env : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root / "examples")) {
     if (entry.path().extension() != ".yaml") continue;

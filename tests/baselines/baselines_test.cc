@@ -35,8 +35,8 @@
 #include "atp/baselines/ring_allreduce.h"
 #include "atp/baselines/tcp_schedule_allreduce.h"
 #include "atp/schedule/builders.h"
-#include "memory_store.h"
-#include "run_ranks.h"
+#include "support/memory_store.h"
+#include "support/run_ranks.h"
 
 namespace atp {
 namespace {

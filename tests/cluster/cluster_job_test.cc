@@ -23,10 +23,10 @@
 #include "atp/control/daemon_clients.h"
 #include "atp/control/stats.h"
 #include "atp/fixed_point.h"
-#include "memory_store.h"
-#include "racked_daemons.h"
-#include "reference_sum.h"
-#include "run_ranks.h"
+#include "support/memory_store.h"
+#include "support/racked_daemons.h"
+#include "support/reference_sum.h"
+#include "support/run_ranks.h"
 
 namespace atp {
 namespace {

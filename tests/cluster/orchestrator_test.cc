@@ -17,7 +17,7 @@
 #include "atp/control/control_auth.h"
 #include "atp/control/stats.h"
 #include "atp/io/processes.h"
-#include "racked_daemons.h"
+#include "support/racked_daemons.h"
 
 namespace atp {
 namespace {

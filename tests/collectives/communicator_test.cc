@@ -18,7 +18,7 @@
 #include "atp/fixed_point.h"
 #include "atp/io/event_loop.h"
 #include "atp/plan/plan.h"
-#include "reference_sum.h"
+#include "support/reference_sum.h"
 
 namespace atp {
 namespace {

@@ -24,7 +24,7 @@
 #include "atp/control/json_fields.h"
 #include "atp/control/worker_config_json.h"
 #include "atp/rina/protocol.h"
-#include "test_access.h"
+#include "support/test_access.h"
 
 // The TLS tests make their certificates with OpenSSL's C API (no openssl command needed).
 #include <openssl/evp.h>

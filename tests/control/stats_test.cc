@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "atp/control/control.h"
-#include "exposition_format.h"
+#include "support/exposition_format.h"
 
 namespace atp::control {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../fuzz/control_harness.h"
+#include "../../fuzz/control_harness.h"
 
 namespace atp::fuzz {
 namespace {

@@ -25,8 +25,8 @@
 #include "atp/io/machine.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
-#include "exposition_format.h"
-#include "test_access.h"
+#include "support/exposition_format.h"
+#include "support/test_access.h"
 
 namespace atp {
 namespace {

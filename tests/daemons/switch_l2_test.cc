@@ -37,8 +37,8 @@
 #include "atp/io/udp_socket.h"
 #include "atp/plan/plan.h"
 #include "atp/wire.h"
-#include "test_access.h"
-#include "test_packets.h"
+#include "support/test_access.h"
+#include "support/test_packets.h"
 
 namespace atp {
 namespace {

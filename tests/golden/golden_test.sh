@@ -19,7 +19,7 @@ for flag in "$@"; do
   esac
 done
 TEST_NAME=golden_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 GOLDEN=$SRC/tests/golden
 
 # The JSON without what depends on the machine (ns3's wall-clock time and the rate derived from it).

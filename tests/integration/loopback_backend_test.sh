@@ -6,7 +6,7 @@ set -u
 ATP=${1:?usage: loopback_backend_test.sh PATH-TO-ATP SOURCE-DIR}
 SRC=${2:?usage: loopback_backend_test.sh PATH-TO-ATP SOURCE-DIR}
 TEST_NAME=loopback_backend_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 
 # The children run from this binary's absolute path with these subcommands.
 ATP_ABS=$(cd "$(dirname "$ATP")" && pwd)/$(basename "$ATP")

@@ -21,7 +21,7 @@
 
 #include "atp/backends/processes.h"
 #include "atp/scenario/scenario.h"
-#include "with_binary.h"
+#include "support/with_binary.h"
 
 namespace atp {
 namespace {

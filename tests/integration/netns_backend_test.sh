@@ -18,7 +18,7 @@ if ! ip netns add "atp$$-probe" 2>/dev/null; then
   exit 77
 fi
 ip netns del "atp$$-probe"
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 
 ATP_ABS=$(cd "$(dirname "$ATP")" && pwd)/$(basename "$ATP")
 processes_left() { pgrep -f "$ATP_ABS (switch|ps|worker|flow) " || true; }

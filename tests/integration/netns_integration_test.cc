@@ -12,13 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include "../src/backends/processes/testbed.h"
+#include "../../src/backends/processes/testbed.h"
 #include "atp/backends/discover.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
 #include "atp/io/processes.h"
 #include "atp/scenario/scenario.h"
-#include "with_binary.h"
+#include "support/with_binary.h"
 
 namespace atp {
 namespace {

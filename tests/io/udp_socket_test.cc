@@ -59,7 +59,7 @@ TEST(PathMtu, IsTheLoopbacksOnThisHost) {
   EXPECT_GT(expected, 1500u);
 }
 
-// The address a host's packets leave from: towards the loopback, lo's (tests/python/
+// The address a host's packets leave from: towards the loopback, lo's (tests/torch/
 // test_real_hosts.py has hosts with addresses of their own find theirs).
 TEST(SourceAddress, IsTheOneTheRoutesChoose) {
   EXPECT_EQ(format_address(source_address_towards(SocketAddress::parse("127.0.0.1:9"))), "127.0.0.1");

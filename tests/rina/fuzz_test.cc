@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "../fuzz/packet_harness.h"
+#include "../../fuzz/packet_harness.h"
 
 namespace atp::fuzz {
 namespace {

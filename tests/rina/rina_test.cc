@@ -24,7 +24,7 @@
 #include "atp/rina/worker.h"
 #include "atp/sim/inproc_network.h"
 #include "atp/switch.h"
-#include "inproc_hosts.h"
+#include "support/inproc_hosts.h"
 
 namespace atp {
 namespace {

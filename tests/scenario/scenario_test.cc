@@ -21,8 +21,8 @@
 #include <thread>
 #include <tuple>
 
-#include "../src/backends/processes/tcp_flow.h"
-#include "../src/backends/processes/worker_process.h"
+#include "../../src/backends/processes/tcp_flow.h"
+#include "../../src/backends/processes/worker_process.h"
 #include "atp/backends/processes.h"
 #include "atp/backends/simulated.h"
 #include "atp/control/worker_config_json.h"
@@ -41,7 +41,7 @@ std::filesystem::path source_dir() {
 #ifdef ATP_TEST_SOURCE_DIR
   return ATP_TEST_SOURCE_DIR;  // CMake's; __FILE__ is relative under ccache's base_dir
 #else
-  return std::filesystem::path(__FILE__).parent_path().parent_path();
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
 #endif
 }
 

@@ -4,7 +4,7 @@
 set -u
 SRC=${1:?usage: check_layers_test.sh SOURCE-DIR}
 TEST_NAME=check_layers_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 
 python3 "$SRC/tools/check_layers.py" "$SRC" 2>"$TMP/err" || fail "the tree itself: $(cat "$TMP/err")"
 

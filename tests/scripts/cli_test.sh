@@ -7,7 +7,7 @@ set -u
 ATP=${1:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
 SRC=${2:?usage: cli_test.sh PATH-TO-ATP SOURCE-DIR}
 TEST_NAME=cli_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 
 # expect_exit CODE NAME COMMAND...: runs COMMAND with stdout/stderr in $TMP/out, $TMP/err.
 expect_exit() {

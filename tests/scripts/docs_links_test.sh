@@ -16,7 +16,7 @@
 # in the repository. "In the repository" means tracked, or new and not ignored by .gitignore,
 # when SOURCE-DIR is a git work tree; otherwise any file under it outside build*/.
 set -u
-SRC=${1:-$(dirname "$0")/..}
+SRC=${1:-$(dirname "$0")/../..}
 exec /usr/bin/python3 - "$SRC" <<'PYTHON'
 import fnmatch
 import glob

@@ -5,7 +5,7 @@
 set -u
 SRC=${1:?usage: file_sizes_test.sh SOURCE-DIR}
 TEST_NAME=file_sizes_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 
 python3 "$SRC/tools/check_file_sizes.py" "$SRC" 2>"$TMP/err" || fail "the tree itself: $(cat "$TMP/err")"
 

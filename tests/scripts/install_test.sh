@@ -11,7 +11,7 @@ BUILD=${2:?usage: install_test.sh CMAKE BUILD-DIR CXX [GENERATOR]}
 CXX=${3:?usage: install_test.sh CMAKE BUILD-DIR CXX [GENERATOR]}
 GENERATOR=${4:-}
 TEST_NAME=install_test
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 PREFIX=$TMP/prefix
 
 # The default components only: the Python package (component python) goes into Debian's python3
@@ -37,7 +37,7 @@ done
 
 mkdir -p "$TMP/consumer"
 cat >"$TMP/consumer/main.cc" <<'EOF'
-// A program built against an installed atp (tests/install_test.sh): a header encoded and decoded by
+// A program built against an installed atp (tests/scripts/install_test.sh): a header encoded and decoded by
 // the core; given the atp binary, two ranks join a ClusterJob on a local switch and PS and allreduce.
 #include <atp/cluster/cluster_job.h>
 #include <atp/wire.h>

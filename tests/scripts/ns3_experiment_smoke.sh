@@ -4,7 +4,7 @@
 # Usage: ns3_experiment_smoke.sh ATP_BINARY REPO_ROOT NAME
 set -u
 TEST_NAME="ns3 experiment $3"
-. "$(dirname "$0")/shell_test_lib.sh"
+. "$(dirname "$0")/../support/shell_test_lib.sh"
 cd "$2" || exit 1
 export ATP="$1"
 if ! sh "experiments/ns3/$3/run.sh" --smoke "$TMP/out" >"$TMP/log" 2>&1; then

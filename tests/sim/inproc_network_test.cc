@@ -24,8 +24,8 @@
 #include "atp/scenario/scenario.h"
 #include "atp/switch.h"
 #include "atp/worker.h"
-#include "inproc_hosts.h"
-#include "reference_sum.h"
+#include "support/inproc_hosts.h"
+#include "support/reference_sum.h"
 
 namespace atp::inproc {
 namespace {

@@ -3,7 +3,7 @@ refusals, a dead rank, a running `atp switch` / `atp ps` found through ATP_SWITC
 job whose ranks hang under two switches linked through a third (ATP_SWITCHES).
 
 Run by ctest (tests/CMakeLists.txt) with PYTHONPATH=<build>/python and ATP_BINARY=<build>/atp:
-    /usr/bin/python3 -m pytest tests/python
+    /usr/bin/python3 -m pytest tests/torch
 """
 import json
 import multiprocessing

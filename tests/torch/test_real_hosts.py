@@ -158,7 +158,7 @@ def control(node):
 
 
 def start_ranks(cluster, backend, out, hosts=tuple(HOSTS), algorithm=None, core=True, master_port=29500):
-    """Starts tests/python/testbed_rank.py on `hosts` (ranks in that order; MASTER_ADDR the first's),
+    """Starts tests/torch/testbed_rank.py on `hosts` (ranks in that order; MASTER_ADDR the first's),
     naming the core switch unless not `core`; returns the processes."""
     network, env = cluster
     ranks = []

@@ -1,4 +1,4 @@
-"""One rank of tests/python/test_testbed.py, run by `atp testbed` on each worker host: a few DDP
+"""One rank of tests/torch/test_testbed.py, run by `atp testbed` on each worker host: a few DDP
 steps of a small model from the same start on every rank, each rank with its own data, then its
 parameters saved to OUT/BACKEND-rankR.pt. The environment is what `atp testbed` sets (or
 test_real_hosts.py: torch's variables and the daemons' control addresses)."""

@@ -15,5 +15,5 @@ class TestCase(unittest.TestCase):
     longMessage = True
 
     def assertExpectedInline(self, actual, expect, skip=0):  # noqa: N802 (expecttest's name)
-        raise NotImplementedError("expecttest stub (tests/python/torch_suite/expecttest.py): "
+        raise NotImplementedError("expecttest stub (tests/torch/torch_suite/expecttest.py): "
                                   "assertExpectedInline is not available")

@@ -50,7 +50,7 @@ commands: docs/pytorch-suite.md.
 
 Usage
 -----
-    cd tests/python/torch_suite
+    cd tests/torch/torch_suite
     python3 run_suite.py --backend both --world-size 2 --start-method forkserver --concurrent \
         --atp-path /path/to/dir_with_atp_torch --json /tmp/suite.json          # CI
     python3 run_suite.py --backend atp -k all_reduce -k 'test_gather_*'       # a subset
