@@ -12,7 +12,7 @@ from pathlib import Path
 USES = {
     "core": [],
     "plan": ["core"],
-    # rina -> control: its worker config codec (config_json.cc) reads fields as control's do.
+    # rina -> control: its protocol entry's config codec (protocol.cc) reads fields as control's do.
     "rina": ["control", "plan", "core"],
     "plink": ["schedule", "plan"],
     "schedule": [],
@@ -24,8 +24,8 @@ USES = {
     "baselines": ["collectives", "schedule", "io", "core"],
     "cluster": ["control", "collectives", "plan", "rina", "io", "core"],
     "scenario": ["plink", "schedule", "sim", "plan", "io", "core"],
-    "backends": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "control", "sim", "plan", "rina",
-                 "io", "core"],
+    "backends": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "control", "sim", "plan", "io",
+                 "core"],
     "torch": ["scenario", "cluster", "baselines", "collectives", "plink", "schedule", "plan", "io", "core"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
