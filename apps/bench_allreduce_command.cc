@@ -86,7 +86,7 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
     spec.workers.push_back("w" + std::to_string(w));
     t.hosts.push_back({.name = spec.workers.back(), .switch_name = "tor" + std::to_string(w * o.racks / o.workers)});
   }
-  if (job.algorithm->atp_protocol()) {
+  if (job.algorithm->parameter_servers) {
     spec.ps = algorithm == kColocatedPs ? spec.workers : std::vector<std::string>{"ps"};
     if (o.window) spec.congestion.initial_window = static_cast<std::uint32_t>(*o.window);
     if (o.max_window) spec.congestion.max_window = static_cast<std::uint32_t>(*o.max_window);
@@ -106,7 +106,7 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
 }
 
 // Ring and Gloo: allreduce over TCP between the workers, no switch adds.
-bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).atp_protocol(); }
+bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).parameter_servers; }
 
 // How the JSON names what the workers checked of an algorithm's results (Algorithm::check).
 const char* to_string(ResultCheck c) {
@@ -213,7 +213,7 @@ int run_allreduce_bench(const BenchOptions& o) {
       }
       const NetworkPlan network = plan_network(s.topology);
       for (const ScenarioJob& job : s.jobs) {
-        if (job.algorithm->atp_protocol()) plan_job(network, job.spec);
+        if (job.algorithm->parameter_servers) plan_job(network, job.spec);
       }
     } catch (const std::exception& e) {
       std::cerr << "atp bench allreduce: " << a << " cannot run this setup: " << e.what() << "\n";

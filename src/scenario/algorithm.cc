@@ -47,16 +47,18 @@ std::vector<Schedule> probe_round(int rank, int size, std::size_t count, std::ui
 constexpr Algorithm kAlgorithms[] = {
     {.name = "atp",
      .summary = "in-network aggregation in the switches, PS fallback (the default)",
-     .runtime = kAtpProtocol,
+     .runtime = kProtocol,
      .in_network_aggregation = true,
      .check = kExact,
-     .protocol = "atp"},
+     .protocol = "atp",
+     .parameter_servers = true},
     {.name = "ps",
      .summary = "ATP's protocol, switches only forward: a BytePS-style PS, sharded over the ps hosts (N-to-N "
                 "on netns: the workers' own)",
-     .runtime = kAtpProtocol,
+     .runtime = kProtocol,
      .check = kExact,
-     .protocol = "atp"},
+     .protocol = "atp",
+     .parameter_servers = true},
     {.name = "ring",
      .summary = "bandwidth-optimal ring allreduce over TCP between the workers; no ps",
      .runtime = kSchedule,
@@ -82,7 +84,7 @@ constexpr Algorithm kAlgorithms[] = {
     {.name = "rina",
      .summary = "Rina: a ring in which each rack whose ToR aggregates (atp: true) is one member, its switch adding "
                 "the rack's values (docs/rina.md); no ps",
-     .runtime = kRina,
+     .runtime = kProtocol,
      .in_network_aggregation = true,
      .check = kExact,
      .protocol = "rina"},
@@ -177,8 +179,7 @@ std::string cannot_run(const Algorithm& a, const AlgorithmSupport& s) {
   const std::string name(a.name);
   const std::string instead = a.instead.empty() ? "" : std::string(a.instead) + ", or ";
   switch (a.runtime) {
-    case kAtpProtocol:
-    case kRina:
+    case kProtocol:
       return "";
     case kSchedule:
       if (s.tcp) return "";

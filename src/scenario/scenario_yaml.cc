@@ -368,7 +368,7 @@ ScenarioJob parse_job(const YAML::Node& node, const std::string& path, std::size
       scenario_job(*algorithm, index, node["name"] ? as_string(node["name"], child(path, "name")) : std::string());
   JobSpec& spec = job.spec;
   spec.workers = parse_host_list(node["workers"], child(path, "workers"), names);
-  if (job.algorithm->atp_protocol()) {
+  if (job.algorithm->parameter_servers) {
     require(node, path, "ps");
     spec.ps = parse_host_list(node["ps"], child(path, "ps"), names);
   } else if (node["ps"]) {
@@ -664,7 +664,7 @@ void share_aggregators(const YAML::Node* node, const std::string& path, Scenario
   const std::string sharing = node ? as_string(*node, path) : "dynamic";
   if (sharing != "dynamic" && sharing != "static") fail(path, "must be 'dynamic' or 'static', got " + sharing);
   auto aggregates = [](const ScenarioJob& job) {
-    return job.algorithm->atp_protocol() && job.algorithm->in_network_aggregation;
+    return job.algorithm->parameter_servers && job.algorithm->in_network_aggregation;
   };
   const auto shares = static_cast<std::uint32_t>(std::count_if(scenario.jobs.begin(), scenario.jobs.end(), aggregates));
   std::uint32_t next = 0;

@@ -23,7 +23,7 @@ topology:
   hosts: [{name: a, switch: s}, {name: b, switch: s}, {name: p, switch: s}]
 jobs:
   - {algorithm: )") + std::string(algorithm.name) +
-                             ", workers: [a, b], " + (algorithm.atp_protocol() ? "ps: [p], " : "") +
+                             ", workers: [a, b], " + (algorithm.parameter_servers ? "ps: [p], " : "") +
                              "elements: 1000}\n");
 }
 
@@ -34,7 +34,7 @@ TEST(Algorithms, EveryOneIsRegisteredOnceUnderItsOwnName) {
     EXPECT_EQ(find_algorithm(a.name), &a) << a.name;
     EXPECT_FALSE(a.summary.empty()) << a.name;
     // Only ATP's protocol and Rina aggregate in the switches, and only they are checked exactly.
-    const bool integer_sums = a.atp_protocol() || a.runtime == AlgorithmRuntime::kRina;
+    const bool integer_sums = a.runtime == AlgorithmRuntime::kProtocol;
     if (a.in_network_aggregation) {
       EXPECT_TRUE(integer_sums) << a.name;
     }
@@ -81,7 +81,7 @@ jobs: [{algorithm: bcube, workers: [a], elements: 10}]
 TEST(Algorithms, EveryBackendRunsAtpsProtocol) {
   for (const Backend* b : backends()) {
     for (const Algorithm& a : algorithms()) {
-      if (a.atp_protocol()) {
+      if (a.parameter_servers) {
         EXPECT_EQ(cannot_run(a, b->algorithm_support()), "") << b->name() << " " << a.name;
       }
     }

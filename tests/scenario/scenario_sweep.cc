@@ -123,7 +123,7 @@ void check_run(const ValidScenario& v, const Scenario& scenario, const ScenarioR
     if (job.workers != sj.spec.workers.size()) fail(name + " reports " + fmt(job.workers) + " workers");
     // The width the file set, or (unset: 0) the one planning chose: at most what the links' MTU
     // takes (the scenario's, 9000 bytes by default).
-    if (sj.algorithm->atp_protocol()) {
+    if (sj.algorithm->parameter_servers) {
       const std::uint64_t set = ex.values_per_packet[j];
       const std::uint64_t widest = fragment_width(scenario.mtu_bytes, kMaxValuesPerPacket);
       if (set != 0 && job.values_per_packet != set) {

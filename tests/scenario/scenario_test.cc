@@ -458,7 +458,7 @@ jobs:
   for (const std::string& dynamic : {std::string(), std::string("aggregator_sharing: dynamic\n")}) {
     for (const ScenarioJob& j : parse_scenario_yaml(dynamic + jobs).jobs) {
       EXPECT_FALSE(j.spec.aggregator_share.has_value()) << j.spec.name;
-      EXPECT_EQ(j.spec.sharing_jobs, j.algorithm->in_network_aggregation && j.algorithm->atp_protocol() ? 2u : 1u)
+      EXPECT_EQ(j.spec.sharing_jobs, j.algorithm->in_network_aggregation && j.algorithm->parameter_servers ? 2u : 1u)
           << j.spec.name;
       EXPECT_EQ(j.spec.sharing_index, j.spec.name == "b" ? 1u : 0u) << j.spec.name;  // file order among a, b
     }

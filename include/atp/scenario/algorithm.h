@@ -1,8 +1,9 @@
 // The allreduce algorithms a scenario job can name (`algorithm:`), as data: the one list that the
 // parser, the reports, --help and every backend's refusal read. What an algorithm needs of a
 // backend is said here; how a backend runs it is the backend's own (the process backends' worker
-// makes an atp::Allreduce of it, ns-3 models the ring as TCP applications, inproc runs ATP's
-// protocol only). Adding an algorithm: its code in its own folder, one entry in algorithm.cc.
+// makes an atp::Allreduce of it, ns-3 models the ring as TCP applications, inproc runs the
+// protocols' endpoints only). Adding an algorithm: its code in its own folder, one entry in
+// algorithm.cc (and for a new in-network protocol, one in atp/cluster/protocols.h's table).
 #pragma once
 
 #include <cstddef>
@@ -41,17 +42,16 @@ RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job);
 
 // What an algorithm's hosts run, and so what a backend must offer to run it.
 enum class AlgorithmRuntime : std::uint8_t {
-  // ATP's workers and PSes (the core's endpoints) with job entries on the switches: every backend.
-  kAtpProtocol,
+  // An in-network protocol's endpoints (Algorithm::protocol: ATP's workers and PSes, Rina's
+  // workers) with job entries on the switches, planned and made by the protocol table
+  // (atp/cluster/protocols.h): every backend.
+  kProtocol,
   // Gloo's library over TCP between the workers: real sockets, in a build with Gloo.
   kGloo,
   // A host collective built as an I/O-free schedule (src/schedule/) and run by the one executor
   // over TCP between the workers, which the switches forward like any traffic: on real sockets
   // (TcpScheduleAllreduce) and over ns-3's TCP (backends with TCP).
   kSchedule,
-  // Rina's workers (atp/rina/worker.h) and its switch entries, planned by plan_rina_job: the
-  // every backend (on real sockets through atp::Communicator). No PS.
-  kRina,
 };
 
 // How the workers check a round's result (atp/scenario/inputs.h, check_result).
@@ -63,14 +63,14 @@ enum class ResultCheck : std::uint8_t {
 struct Algorithm {
   std::string_view name;     // what `algorithm:` takes; JobResult::algorithm
   std::string_view summary;  // one line for --help
-  AlgorithmRuntime runtime = AlgorithmRuntime::kAtpProtocol;
+  AlgorithmRuntime runtime = AlgorithmRuntime::kProtocol;
   bool in_network_aggregation = false;  // the switches aggregate its packets (atp); else they only forward them
   ResultCheck check = ResultCheck::kExact;
   // The runtime's own name for it, where the runtime runs several: Gloo's "ring" or "halving_doubling".
   std::string_view variant = {};
   // Where it cannot run, the end of the refusal: what to use instead ("" where nothing is alike).
   std::string_view instead = {};
-  // kAtpProtocol, kRina: the in-network protocol its workers' endpoints speak, by its name in the
+  // kProtocol: the in-network protocol its workers' endpoints speak, by its name in the
   // protocol table (atp/cluster/protocols.h), which brings its plan, endpoint and re-forming.
   std::string_view protocol = {};
   // Host collectives (kSchedule): one rank's schedule (builders.h), given the job's racks
@@ -81,10 +81,9 @@ struct Algorithm {
   // after the other and each timed (JobResult::call_seconds), with no result to check; `schedule`
   // then names only whom to connect to.
   std::vector<Schedule> (*timed_calls)(int rank, int size, std::size_t count, std::uint32_t round) = nullptr;
-
-  // ATP's protocol: workers, PSes and switch job entries, planned by plan_job. Else a host-only
-  // collective over TCP: no PS, nothing for the switches to install.
-  bool atp_protocol() const { return runtime == AlgorithmRuntime::kAtpProtocol; }
+  // Its jobs name parameter servers (`ps:` in a file), which aggregate what the switches did not
+  // (ATP's protocol). Else no PS runs: a ring of endpoints (Rina) or a host collective.
+  bool parameter_servers = false;
 };
 
 // Every algorithm, in the order --help lists them; the first is the default. Gloo's are listed in

@@ -81,9 +81,8 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   const int rank = static_cast<int>(spec.worker);
   const int size = static_cast<int>(spec.workers);
   switch (algorithm.runtime) {
-    case AlgorithmRuntime::kAtpProtocol:
-    case AlgorithmRuntime::kRina:
-      break;  // a protocol's: above
+    case AlgorithmRuntime::kProtocol:
+      break;  // above
     case AlgorithmRuntime::kSchedule: {
       std::vector<std::string> addresses;
       for (const SocketAddress& e : spec.ranks) addresses.push_back(e.to_string());
