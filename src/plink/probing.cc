@@ -208,4 +208,25 @@ Eigen::MatrixXd symmetric_distances(const Eigen::MatrixXd& measured) {
   return d;
 }
 
+std::string probe_times_text(const std::vector<std::vector<double>>& rounds) {
+  std::string text;
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    if (r > 0) text += ';';
+    for (std::size_t c = 0; c < rounds[r].size(); ++c) text += (c == 0 ? "" : ",") + std::to_string(rounds[r][c]);
+  }
+  return text;
+}
+
+std::vector<std::vector<double>> probe_times_from_text(const std::string& text) {
+  std::vector<std::vector<double>> rounds(1);
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = text.find_first_of(",;", at);
+    rounds.back().push_back(std::stod(text.substr(at, end - at)));
+    if (end == std::string::npos) break;
+    if (text[end] == ';') rounds.emplace_back();
+    at = end + 1;
+  }
+  return rounds;
+}
+
 }  // namespace atp::plink

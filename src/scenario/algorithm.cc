@@ -93,14 +93,16 @@ constexpr Algorithm kAlgorithms[] = {
                 "ring allreduce across racks, ring allgather in each rack; no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = hierarchical},
+     .schedule = hierarchical,
+     .follows_racks = true},
     {.name = "plink",
      .summary = "PLink's two-level hierarchical aggregation over TCP (2LHA): each 64 KiB chunk summed at a local "
                 "master in every rack, then at a global master, and sent back down; the racks are the groups "
                 "(docs/plink.md); no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = plink_two_level},
+     .schedule = plink_two_level,
+     .follows_racks = true},
     {.name = "plink_fa",
      .summary = "PLink's flat aggregation over TCP (FA): every worker the master of 1/n of the 64 KiB chunks; no ps",
      .runtime = kSchedule,

@@ -146,31 +146,35 @@ std::uint32_t bind_ip_from_environment() {
   return ClusterJobOptions{}.bind_ip;
 }
 
-// ATP_ALGORITHM: atp (the default), rina, hierarchical, plink or plink_fa.
-std::string algorithm_from_environment() {
-  const std::string algorithm = env("ATP_ALGORITHM");
-  TORCH_CHECK(algorithm.empty() || algorithm == "atp" || algorithm == "ps" || algorithm == "rina" ||
-                  algorithm == "hierarchical" || algorithm == "plink" || algorithm == "plink_fa",
-              "atp: ATP_ALGORITHM='", algorithm,
-              "' must be atp (in-network aggregation towards the PS, the default), ps (the same protocol with the "
-              "switches only forwarding: the PS adds everything), rina (a ring of the racks), "
-              "hierarchical (the baseline: TCP between the ranks, no switch adds), plink (PLink's two-level "
-              "aggregation over the racks, TCP) or plink_fa (PLink's flat aggregation, TCP)");
-  return algorithm.empty() ? "atp" : algorithm;
+// What a group runs of the scenario's algorithms (atp/scenario/algorithm.h): an in-network
+// protocol's endpoints, through ClusterJob, or an allreduce schedule over TCP between the ranks.
+bool group_runs(const Algorithm& a) {
+  return a.runtime == AlgorithmRuntime::kProtocol ||
+         (a.runtime == AlgorithmRuntime::kSchedule && a.timed_calls == nullptr);
 }
 
-// The algorithms the group runs over TCP between its ranks, as schedules (no switch adds).
-bool host_collective(const std::string& algorithm) {
-  return algorithm == "hierarchical" || algorithm == "plink" || algorithm == "plink_fa";
+// ATP_ALGORITHM: one of those, atp (the default algorithm) when unset.
+const Algorithm& algorithm_from_environment() {
+  const std::string name = env("ATP_ALGORITHM");
+  const Algorithm* algorithm = name.empty() ? &default_algorithm() : find_algorithm(name);
+  if (algorithm == nullptr || !group_runs(*algorithm)) {
+    std::string names;
+    for (const Algorithm& a : algorithms())
+      names += group_runs(a) ? (names.empty() ? "" : ", ") + std::string(a.name) : "";
+    TORCH_CHECK(false, "atp: ATP_ALGORITHM='", name, "' must be one of ", names,
+                " (atp, the default: in-network aggregation towards the PS; docs/pytorch.md)");
+  }
+  return *algorithm;
 }
 
-// ATP_ALGORITHM=hierarchical, plink or plink_fa: a host collective over TCP between the ranks, no
-// switch adding: the baseline Rina is measured against (docs/baselines.md), Horovod's and NCCL's
-// hierarchical allreduce (a reduce-scatter inside each rack, an allreduce across the racks, an
-// allgather inside); PLink's two-level aggregation over the racks, or its flat aggregation
-// (docs/plink.md). Each rank names its rack in ATP_RACK (ranks with the same name share one;
-// plink_fa needs none); the ranks meet in the group's store, each listening on ATP_BIND (default
-// 127.0.0.1) at a port the kernel picks.
+// ATP_ALGORITHM=ring, halving_doubling, hierarchical, plink or plink_fa: a host collective over TCP
+// between the ranks, no switch adding: the flat ring and halving-doubling, the baseline Rina is
+// measured against (docs/baselines.md), Horovod's and NCCL's hierarchical allreduce (a
+// reduce-scatter inside each rack, an allreduce across the racks, an allgather inside); PLink's
+// two-level aggregation over the racks, or its flat aggregation (docs/plink.md). Each rank of one
+// that follows racks names its rack in ATP_RACK (ranks with the same name share one); the ranks
+// meet in the group's store, each listening on ATP_BIND (default 127.0.0.1) at a port the kernel
+// picks.
 // ATP_GROUPING=probe (plink): the ranks' groups from PLink's probes (docs/plink.md): every pair of
 // ranks probes once over TCP (plink::probe_calls, 256 KiB transfers), each rank publishes its call
 // times in the store, and every rank computes the same embedding and groups from all of them.
@@ -184,37 +188,26 @@ RankGroups probed_groups(Store& store, int rank, int size, std::uint32_t bind_ip
   const auto probes = TcpScheduleAllreduce::join(
       "probe", [](int r, int n, std::size_t) { return plink::all_pairs(r, n); }, store, rank, size, bind_ip, timeout);
   std::vector<float> buffer(kTransferElements);
-  std::string mine;  // rounds separated by ';', each round's call times (s) by ','
+  std::vector<std::vector<double>> mine;  // [round][call], seconds
   for (std::uint32_t round = 0; round < plink::probe_rounds(size); ++round) {
-    if (round > 0) mine += ';';
-    const std::vector<Schedule> calls = plink::probe_calls(rank, size, kTransferElements, round);
-    for (std::size_t c = 0; c < calls.size(); ++c) {
+    mine.emplace_back();
+    for (const Schedule& call : plink::probe_calls(rank, size, kTransferElements, round)) {
       const auto t0 = std::chrono::steady_clock::now();
-      probes->run(calls[c], buffer);
-      mine += (c == 0 ? "" : ",") +
-              std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      probes->run(call, buffer);
+      mine.back().push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   }
-  store.set("probe/" + std::to_string(rank), mine);
-  std::vector<std::vector<std::vector<double>>> seconds(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const std::string text = store.get("probe/" + std::to_string(r), timeout);
-    auto& rounds = seconds[static_cast<std::size_t>(r)];
-    rounds.emplace_back();
-    for (std::size_t at = 0; at <= text.size();) {
-      const std::size_t end = text.find_first_of(",;", at);
-      rounds.back().push_back(std::stod(text.substr(at, end - at)));
-      if (end == std::string::npos) break;
-      if (text[end] == ';') rounds.emplace_back();
-      at = end + 1;
-    }
-  }
+  store.set("probe/" + std::to_string(rank), plink::probe_times_text(mine));
+  std::vector<std::vector<std::vector<double>>> seconds;
+  for (int r = 0; r < size; ++r)
+    seconds.push_back(plink::probe_times_from_text(store.get("probe/" + std::to_string(r), timeout)));
   const plink::ProbeSamples samples = plink::probe_samples(size, kTransferElements, seconds);
   return plink::rank_groups(plink::probe_groups(plink::embed(samples.latency_distances()).coordinates));
 }
 
-std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& store, int rank, int size,
+std::unique_ptr<Allreduce> join_host_collective(const Algorithm& algorithm, Store& store, int rank, int size,
                                                 Duration timeout) {
+  const std::string name(algorithm.name);
   const std::uint32_t bind_ip = bind_ip_from_environment();
   const std::string grouping = env("ATP_GROUPING");
   TORCH_CHECK(grouping.empty() || grouping == "racks" || grouping == "probe", "atp: ATP_GROUPING must be racks or ",
@@ -238,7 +231,7 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
   } else {
     // Unset, a rank's switch (ATP_SWITCH, the same address on the ranks of one rack) names its rack.
     std::string rack = env("ATP_RACK").empty() ? env("ATP_SWITCH") : env("ATP_RACK");
-    if (name == "plink_fa") rack = "all";
+    if (!algorithm.follows_racks) rack = "all";
     TORCH_CHECK(!rack.empty(), "atp: ATP_ALGORITHM=", name, " needs ATP_RACK on every rank: the name of its rack ",
                 "(ranks with the same name are one rack), or ATP_SWITCH, its rack's switch",
                 name == "plink" ? ", or ATP_GROUPING=probe" : "");
@@ -250,7 +243,6 @@ std::unique_ptr<Allreduce> join_host_collective(const std::string& name, Store& 
       racks[it->second].push_back(r);
     }
   }
-  const Algorithm& algorithm = *find_algorithm(name);
   ScheduleBuilder build = [&algorithm, racks, connections](int r, int n, std::size_t count) {
     return algorithm.schedule(r, n, count, racks, connections);
   };
@@ -297,7 +289,7 @@ ClusterJobOptions options_from_environment(Duration timeout) {
     TORCH_CHECK(env("ATP_SWITCHES").empty(), "atp: ATP_SWITCHES names running switches; ATP_LOCAL=1 starts its own");
   }
   o.bind_ip = bind_ip_from_environment();
-  const Algorithm& algorithm = *find_algorithm(algorithm_from_environment());
+  const Algorithm& algorithm = algorithm_from_environment();
   o.protocol = algorithm.protocol;
   o.in_network_aggregation = algorithm.in_network_aggregation;
   if (!env("ATP_VALUES_PER_PACKET").empty()) {
@@ -482,11 +474,11 @@ class ProcessGroupAtp : public BackendBase {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     store_.set("arrived/" + std::to_string(rank), "");
     try {
-      if (const std::string algorithm = algorithm_from_environment(); host_collective(algorithm)) {
+      if (const Algorithm& algorithm = algorithm_from_environment(); algorithm.protocol.empty()) {
         tcp_ = join_host_collective(algorithm, store_, rank, size, timeout);
       } else {
         job_ = ClusterJob::join(store_, rank, size, options_from_environment(timeout));
-        stats_entry_.emplace(*job_, algorithm, rank);
+        stats_entry_.emplace(*job_, std::string(algorithm.name), rank);
       }
     } catch (const c10::Error&) {
       // A setting's one sentence, already worded. Rank 0 serves the store: it waits (within the

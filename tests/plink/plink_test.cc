@@ -741,4 +741,20 @@ TEST(Autotune, RecoversFromAThrottleWithinFiveIterations) {
   EXPECT_LE(model.seconds(shares), unthrottled / 0.9);
 }
 
+// The call times ranks exchange as text (probe_times_text): rounds by ';', calls by ',', read back
+// to the microsecond; text that is not a time list is refused.
+TEST(ProbeTimes, TheTextReadsBackToTheMicrosecondAndNothingElseReads) {
+  const std::vector<std::vector<double>> rounds = {{0.000125, 1.5}, {2e-6}, {0.25, 0.5, 0.75}};
+  const std::string text = probe_times_text(rounds);
+  EXPECT_EQ(text, "0.000125,1.500000;0.000002;0.250000,0.500000,0.750000");
+  const std::vector<std::vector<double>> back = probe_times_from_text(text);
+  ASSERT_EQ(back.size(), rounds.size());
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    ASSERT_EQ(back[r].size(), rounds[r].size());
+    for (std::size_t c = 0; c < rounds[r].size(); ++c) EXPECT_NEAR(back[r][c], rounds[r][c], 1e-6);
+  }
+  EXPECT_THROW(probe_times_from_text("0.1,x"), std::invalid_argument);
+  EXPECT_THROW(probe_times_from_text(""), std::invalid_argument);
+}
+
 }  // namespace atp::plink

@@ -146,14 +146,14 @@ def test_allreduce_equals_gloo_within_the_fixed_point_bound(size):
         assert stats["gradient_packets_sent"] >= 7 and stats["job"] > 0, stats
 
 
-@pytest.mark.parametrize("algorithm", ["hierarchical", "plink", "plink_fa"])
+@pytest.mark.parametrize("algorithm", ["hierarchical", "plink", "plink_fa", "ring"])
 def test_host_collectives_are_float_sums_within_gloos_rounding_and_ddp_trains_on_them(algorithm):
     """ATP_ALGORITHM=hierarchical (the baseline Rina is measured against: a reduce-scatter in each
     rack ATP_RACK names, an allreduce across, an allgather back), plink (PLink's two-level
     aggregation over those racks) and plink_fa (its flat aggregation): the ranks' own TCP
     allreduce, no switch. Their sums are float32 sums in another order than gloo's: both within the
     float rounding bound of the exact sum; DDP on them trains as on gloo. Without ATP_RACK
-    (hierarchical, plink): one sentence on every rank."""
+    (hierarchical, plink): one sentence on every rank. ring (the flat TCP ring) needs no rack."""
     env = {"ATP_ALGORITHM": algorithm}
     racks = lambda r: {"ATP_RACK": "rack-a" if r < 3 else "rack-b"}  # noqa: E731
     lines, _ = run_ranks("allreduce_vs_gloo", 5, env=env, rank_env=racks)
@@ -163,7 +163,7 @@ def test_host_collectives_are_float_sums_within_gloos_rounding_and_ddp_trains_on
         assert line["ok"] and "exit" not in line, line
         assert line["atp_identical_on_every_rank"], line
         assert line["atp_vs_gloo"] < 1e-5, line
-    if algorithm == "plink_fa":
+    if algorithm in ("plink_fa", "ring"):
         return
     expect_every_rank_refuses(env, f"ATP_ALGORITHM={algorithm} needs ATP_RACK on every rank")
 
@@ -430,6 +430,7 @@ def test_a_topology_file_is_the_network_rank_zero_starts(tmp_path):
         ({"ATP_TOPOLOGY": str(topology)}, 1, "ATP_TOPOLOGY is the network that ATP_LOCAL=1 starts on rank 0"),
         ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(topology)}, 2, "the local network names the hosts of 4 ranks, the job has 2"),
         ({"ATP_LOCAL": "1", "ATP_TOPOLOGY": str(tmp_path / "none.yaml")}, 1, "ATP_TOPOLOGY: "),
-        ({"ATP_LOCAL": "1", "ATP_ALGORITHM": "ring"}, 1, "ATP_ALGORITHM='ring' must be atp"),
+        ({"ATP_LOCAL": "1", "ATP_ALGORITHM": "gloo"}, 1,
+         "ATP_ALGORITHM='gloo' must be one of atp, ps, ring, halving_doubling, rina, hierarchical, plink, plink_fa"),
     ]:
         expect_every_rank_refuses(env, sentence, size)

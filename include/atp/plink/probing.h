@@ -79,4 +79,10 @@ struct ProbeSamples {
 ProbeSamples probe_samples(int size, std::size_t count, const std::vector<std::vector<std::vector<double>>>& seconds,
                            const ProbeOptions& options = {});
 
+// One rank's call times (seconds[rank] above: [round][call]) as the text ranks exchange them:
+// rounds separated by ';', each round's times by ',', in seconds with six decimals. The reader
+// throws std::invalid_argument for text that is not a time list.
+std::string probe_times_text(const std::vector<std::vector<double>>& rounds);
+std::vector<std::vector<double>> probe_times_from_text(const std::string& text);
+
 }  // namespace atp::plink

@@ -81,6 +81,9 @@ struct Algorithm {
   // after the other and each timed (JobResult::call_seconds), with no result to check; `schedule`
   // then names only whom to connect to.
   std::vector<Schedule> (*timed_calls)(int rank, int size, std::size_t count, std::uint32_t round) = nullptr;
+  // kSchedule: its schedule follows the job's groups (the racks, or PLink's probed groups); a flat
+  // one ignores them.
+  bool follows_racks = false;
   // Its jobs name parameter servers (`ps:` in a file), which aggregate what the switches did not
   // (ATP's protocol). Else no PS runs: a ring of endpoints (Rina) or a host collective.
   bool parameter_servers = false;
