@@ -216,6 +216,23 @@ TEST(PsEndpoint, IndividualsFromAllWorkersGiveOneMulticastWithExactSums) {
 
 // A PS that knows its job's workers takes gradients only with one of them as src: a packet with
 // another src, however valid otherwise, changes nothing.
+// ps_config_error: nullopt for a config a PS takes, else the sentence its constructor throws,
+// naming the job and the field.
+TEST(PsEndpoint, AConfigItCannotTakeIsNamedInOneSentence) {
+  EXPECT_EQ(ps_config_error(make_config({2})), std::nullopt);
+  PsConfig c = make_config({2});
+  c.tree = {0};
+  EXPECT_EQ(ps_config_error(c),
+            "job " + std::to_string(kJob) + ": tree has 1 nodes; it needs the PS and 1 to 65535 more");
+  c = make_config({2});
+  c.max_window_seqs = kMaxWindowSeqs + 1;
+  ASSERT_TRUE(ps_config_error(c).has_value());
+  EXPECT_NE(ps_config_error(c)->find("is above 1048576, the most a PS takes"), std::string::npos);
+  c = make_config({2}, kMaxValuesPerPacket, kMaxWindowSeqs);
+  ASSERT_TRUE(ps_config_error(c).has_value());
+  EXPECT_NE(ps_config_error(c)->find("a PS job may use"), std::string::npos) << *ps_config_error(c);
+}
+
 // A config whose packets are wider than a packet holds is refused in one sentence: its buffer is
 // sized by them (it was clamped, so a wider job's packets would have been written past it).
 TEST(PsEndpoint, ValuesPerPacketOutsideWhatAPacketHoldsIsRefused) {

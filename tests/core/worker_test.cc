@@ -135,6 +135,36 @@ TEST(Worker, RejectsAConfigWithoutPs) {
   EXPECT_THROW(WorkerEndpoint{c}, std::invalid_argument);
 }
 
+// worker_config_error: nullopt for a config that works, else one sentence naming the job and the
+// field, which the constructor throws.
+TEST(Worker, EachFieldThatCannotWorkIsNamedInOneSentence) {
+  EXPECT_EQ(worker_config_error(base_config()), std::nullopt);
+  const struct {
+    void (*change)(WorkerConfig&);
+    const char* says;
+  } cases[] = {
+      {[](WorkerConfig& c) { c.ps.clear(); }, "has no parameter server"},
+      {[](WorkerConfig& c) { c.values_per_packet = 0; }, "values_per_packet"},
+      {[](WorkerConfig& c) { c.aggregators.count = 0; }, "must hold at least 1 aggregator"},
+      {[](WorkerConfig& c) {
+         c.aggregators = {0xFFFFFFF0u, 32};
+       },
+       "must end at index 2^32 - 1"},
+      {[](WorkerConfig& c) { c.scale = -1; }, "scale must be a positive finite number"},
+      {[](WorkerConfig& c) { c.progress_timeout = Duration::zero(); }, "must be positive"},
+      {[](WorkerConfig& c) { c.max_retransmit_timeout = c.min_retransmit_timeout / 2; }, "must not be below"},
+  };
+  for (const auto& k : cases) {
+    WorkerConfig c = base_config();
+    k.change(c);
+    const std::optional<std::string> why = worker_config_error(c);
+    ASSERT_TRUE(why.has_value()) << k.says;
+    EXPECT_EQ(why->rfind("job " + std::to_string(c.job) + ": ", 0), 0u) << *why;
+    EXPECT_NE(why->find(k.says), std::string::npos) << *why;
+    EXPECT_THROW(WorkerEndpoint{c}, std::invalid_argument) << k.says;
+  }
+}
+
 TEST(Worker, FirstWindowIsTheInitialWindow) {
   WorkerConfig c = base_config();
   c.congestion.enabled = true;

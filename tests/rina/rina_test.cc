@@ -893,6 +893,13 @@ TEST(Rina, ConfigsThatCannotWorkAreRefusedInOneSentence) {
   c.rank = 0;
   c.aggregator_slots = 0;
   EXPECT_THROW(RinaWorker{c}, std::invalid_argument);
+  // rina_config_error is what the constructor throws: one sentence naming the job and the field.
+  EXPECT_EQ(rina_config_error(c), "job 0: aggregator_slots must be at least 1");
+  c.aggregator_slots = 1;
+  EXPECT_EQ(rina_config_error(c), std::nullopt);
+  c.members = {{0, 1}};
+  c.scale = 0;
+  EXPECT_EQ(rina_config_error(c), "job 0: the fixed-point scale must be a positive finite number");
 }
 
 }  // namespace
