@@ -24,11 +24,11 @@ std::unordered_map<std::string, std::size_t> index_switches(const Topology& topo
     const SwitchSpec& s = topology.switches[i];
     if (s.name.empty()) throw PlanError("switch #" + std::to_string(i) + " has an empty name");
     if (!names.insert(s.name).second) {
-      throw PlanError("the topology names two switches " + quoted(s.name) + "; node names must be unique");
+      throw PlanError("the topology names two switches " + quote(s.name) + "; node names must be unique");
     }
     if (s.config.atp_capable && (s.config.num_aggregators == 0 || s.config.aggregator_width == 0)) {
       throw PlanError(
-          "switch " + quoted(s.name) +
+          "switch " + quote(s.name) +
           " is ATP-capable but has no aggregators (num_aggregators and aggregator_width must be at least 1)");
     }
     switch_index.emplace(s.name, i);
@@ -37,10 +37,10 @@ std::unordered_map<std::string, std::size_t> index_switches(const Topology& topo
     const HostSpec& h = topology.hosts[i];
     if (h.name.empty()) throw PlanError("host #" + std::to_string(i) + " has an empty name");
     if (!names.insert(h.name).second) {
-      throw PlanError("the topology names two nodes " + quoted(h.name) + "; switch and host names must be unique");
+      throw PlanError("the topology names two nodes " + quote(h.name) + "; switch and host names must be unique");
     }
     if (!switch_index.contains(h.switch_name)) {
-      throw PlanError("host " + quoted(h.name) + " is attached to " + quoted(h.switch_name) +
+      throw PlanError("host " + quote(h.name) + " is attached to " + quote(h.switch_name) +
                       ", which is not a switch in the topology");
     }
   }
@@ -64,10 +64,10 @@ void check_switch_graph(const Topology& topology, const std::unordered_map<std::
   std::set<std::pair<std::size_t, std::size_t>> seen;
   for (const SwitchLink& l : topology.switch_links) {
     const std::string &a = l.a, &b = l.b;
-    const std::string link = quoted(a) + "-" + quoted(b);
+    const std::string link = quote(a) + "-" + quote(b);
     for (const std::string* end : {&a, &b}) {
       if (!switch_index.contains(*end)) {
-        throw PlanError("switch link " + link + " names " + quoted(*end) + ", which is not a switch in the topology");
+        throw PlanError("switch link " + link + " names " + quote(*end) + ", which is not a switch in the topology");
       }
     }
     const std::size_t ia = switch_index.at(a), ib = switch_index.at(b);
@@ -80,8 +80,8 @@ void check_switch_graph(const Topology& topology, const std::unordered_map<std::
   }
   for (std::size_t i = 1; i < topology.switches.size(); ++i) {
     if (find_root(parent, i) != find_root(parent, 0)) {
-      throw PlanError("switch " + quoted(topology.switches[i].name) + " is not connected to switch " +
-                      quoted(topology.switches[0].name) + "; switch-to-switch links must connect every switch");
+      throw PlanError("switch " + quote(topology.switches[i].name) + " is not connected to switch " +
+                      quote(topology.switches[0].name) + "; switch-to-switch links must connect every switch");
     }
   }
 }
@@ -102,7 +102,7 @@ NetworkPlan plan_network(const Topology& topology) {
   std::vector<std::uint32_t> next_port(n_switches, 0);  // ports handed out so far per switch
   auto take_port = [&](std::size_t s) -> PortId {
     if (next_port[s] > std::numeric_limits<PortId>::max()) {
-      throw PlanError("switch " + quoted(topology.switches[s].name) + " needs more than 65536 ports");
+      throw PlanError("switch " + quote(topology.switches[s].name) + " needs more than 65536 ports");
     }
     return static_cast<PortId>(next_port[s]++);
   };
@@ -115,13 +115,13 @@ NetworkPlan plan_network(const Topology& topology) {
   auto keep_port = [&](std::size_t s, PortId port, const std::string& what) {
     if (const auto [at, fresh] = taken.emplace(std::pair{s, port}, what); !fresh) {
       throw PlanError(what + " and " + at->second + " both have port " + std::to_string(port) + " of switch " +
-                      quoted(topology.switches[s].name));
+                      quote(topology.switches[s].name));
     }
     next_port[s] = std::max<std::uint32_t>(next_port[s], std::uint32_t{port} + 1);
   };
   for (const SwitchLink& l : topology.switch_links) {
     if (!l.ports) continue;
-    const std::string what = "switch link " + quoted(l.a) + "-" + quoted(l.b);
+    const std::string what = "switch link " + quote(l.a) + "-" + quote(l.b);
     keep_port(switch_index.at(l.a), l.ports->first, what);
     keep_port(switch_index.at(l.b), l.ports->second, what);
   }
@@ -129,7 +129,7 @@ NetworkPlan plan_network(const Topology& topology) {
   for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
     const HostSpec& host = topology.hosts[h];
     if (host.attached.has_value() != attached) {
-      throw PlanError("host " + quoted(host.name) + (attached ? " has no" : " has an") +
+      throw PlanError("host " + quote(host.name) + (attached ? " has no" : " has an") +
                       " attachment (address and port); either every host has one or none does");
     }
     const std::size_t tor = switch_index.at(host.switch_name);
@@ -141,15 +141,15 @@ NetworkPlan plan_network(const Topology& topology) {
                                        return o.name == other;
                                      })->switch_name;
       throw PlanError(
-          "hosts " + quoted(other) + " and " + quoted(host.name) + " have the same address " + format_address(address) +
+          "hosts " + quote(other) + " and " + quote(host.name) + " have the same address " + format_address(address) +
           (other_tor == host.switch_name ? std::string()
-                                         : "; switches " + quoted(other_tor) + " and " + quoted(host.switch_name) +
+                                         : "; switches " + quote(other_tor) + " and " + quote(host.switch_name) +
                                                " give hosts addresses from one pool: give each its own host_pool"));
     }
     plan.host_address[host.name] = address;
     if (attached) {
       host_port[h] = host.attached->port;
-      keep_port(tor, host_port[h], "host " + quoted(host.name));
+      keep_port(tor, host_port[h], "host " + quote(host.name));
     } else {
       host_port[h] = take_port(tor);
     }
@@ -233,7 +233,7 @@ std::optional<std::string> job_name_error(std::string_view name) {
 std::vector<std::string> route_switches(const NetworkPlan& network, const std::string& from, const std::string& to) {
   const PortGraph graph = build_port_graph(network);
   for (const std::string* host : {&from, &to}) {
-    if (!network.host_address.contains(*host)) throw PlanError("no host " + quoted(*host) + " in the network");
+    if (!network.host_address.contains(*host)) throw PlanError("no host " + quote(*host) + " in the network");
   }
   std::vector<std::string> switches;
   walk_path(network, graph, from, to, [&](const std::string& s, PortId, PortId) { switches.push_back(s); });

@@ -26,25 +26,25 @@ PortGraph build_port_graph(const NetworkPlan& network) {
 
 void check_job_spec(const NetworkPlan& network, const JobSpec& job, bool needs_ps) {
   if (const std::optional<std::string> bad = job_name_error(job.name)) throw PlanError("job name " + *bad);
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
   if (job.workers.empty()) throw PlanError(name + " has no workers");
   if (job.ps.empty() && needs_ps) throw PlanError(name + " has no parameter server");
   std::unordered_set<std::string> workers, servers;
   for (const std::string& w : job.workers) {
     if (!network.host_address.contains(w)) {
-      throw PlanError(name + " names worker " + quoted(w) + ", which is not a host in the topology");
+      throw PlanError(name + " names worker " + quote(w) + ", which is not a host in the topology");
     }
-    if (!workers.insert(w).second) throw PlanError(name + " lists worker " + quoted(w) + " twice");
+    if (!workers.insert(w).second) throw PlanError(name + " lists worker " + quote(w) + " twice");
   }
   for (const std::string& p : needs_ps ? job.ps : std::vector<std::string>{}) {
     if (!network.host_address.contains(p)) {
-      throw PlanError(name + " names parameter server " + quoted(p) + ", which is not a host in the topology");
+      throw PlanError(name + " names parameter server " + quote(p) + ", which is not a host in the topology");
     }
-    if (!servers.insert(p).second) throw PlanError(name + " lists parameter server " + quoted(p) + " twice");
+    if (!servers.insert(p).second) throw PlanError(name + " lists parameter server " + quote(p) + " twice");
     // A colocated worker's packets reach its PS without crossing a switch, so no switch could
     // aggregate them: only a job without in-network aggregation (BytePS-style N-to-N) may.
     if (workers.contains(p) && job.in_network_aggregation) {
-      throw PlanError(name + " uses host " + quoted(p) +
+      throw PlanError(name + " uses host " + quote(p) +
                       " as both a worker and a parameter server; only a job without in-network aggregation "
                       "(algorithm ps) may put them together");
     }
@@ -66,7 +66,7 @@ void check_job_spec(const NetworkPlan& network, const JobSpec& job, bool needs_p
 }
 
 std::uint16_t job_fragment_width(const NetworkPlan& network, const JobSpec& job, std::uint16_t narrowest) {
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
   std::uint16_t width = job.values_per_packet;
   try {
     if (width == 0) width = fragment_width(network.mtu_bytes, narrowest);

@@ -33,7 +33,7 @@ struct PsTree {
 // in id order.
 PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
   const Address ps_address = network.host_address.at(ps);
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
   // Tree vertices before numbering: workers 0..n-1, then switches by first appearance; kRoot: the PS.
   constexpr std::size_t kRoot = std::numeric_limits<std::size_t>::max();
   const std::size_t n = job.workers.size();
@@ -54,8 +54,8 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
         parent.push_back(kRoot);
       }
       if (below >= n && parent[below] != kRoot && parent[below] != it->second) {
-        throw PlanError("the network plan's routes towards parameter server " + quoted(ps) + " leave switch " +
-                        quoted(switches[below - n]) + " by two ways");
+        throw PlanError("the network plan's routes towards parameter server " + quote(ps) + " leave switch " +
+                        quote(switches[below - n]) + " by two ways");
       }
       parent[below] = it->second;
       below = it->second;
@@ -102,7 +102,7 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
   for (std::size_t q = 0; q < queue.size(); ++q) {
     const auto [v, parent_node] = queue[q];
     if (tree.parents.size() >= kMaxTreeNodes) {
-      throw PlanError(name + "'s aggregation tree towards parameter server " + quoted(ps) + " has more than " +
+      throw PlanError(name + "'s aggregation tree towards parameter server " + quote(ps) + " has more than " +
                       std::to_string(kMaxTreeNodes - 1) + " workers and switches, which a 16-bit node id numbers");
     }
     const auto node = static_cast<std::uint16_t>(tree.parents.size());
@@ -136,7 +136,7 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
 AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, bool aggregated, const Topology& topology) {
   if (!job.aggregator_share) return AggregatorRange{0, table};
   const auto [share, shares] = *job.aggregator_share;
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
   if (share >= shares) {
     throw PlanError(name + " has static aggregator share " + std::to_string(share) + " of " + std::to_string(shares) +
                     "; a share must be below the number of shares");
@@ -152,7 +152,7 @@ AggregatorRange job_aggregators(const JobSpec& job, std::uint32_t table, bool ag
   const std::uint32_t count = all / shares;  // rounded down: the last all % shares aggregators are nobody's
   if (count == 0) {
     throw PlanError(name + " gets 1 of " + std::to_string(shares) + " static shares of the aggregators, but switch " +
-                    quoted(smallest->name) + ", the smallest ATP table, has only " + std::to_string(all) +
+                    quote(smallest->name) + ", the smallest ATP table, has only " + std::to_string(all) +
                     "; give it at least " + std::to_string(shares) + " aggregators or share the tables dynamically");
   }
   return AggregatorRange{share * count, count};
@@ -184,7 +184,7 @@ std::uint16_t widest_within_ps_budget(PsConfig p, std::uint16_t width) {
 JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_spec(network, job);
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
 
   std::vector<PsTree> trees;
   for (const std::string& ps : job.ps) trees.push_back(build_ps_tree(network, graph, job, ps));

@@ -24,7 +24,7 @@ JobSpec rina_reformed_job(JobSpec job, std::vector<std::string> left, std::uint1
 RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
   const PortGraph graph = build_port_graph(network);
   check_job_spec(network, job, false);
-  const std::string name = "job " + quoted(job.name);
+  const std::string name = "job " + quote(job.name);
 
   // Racks in the order of their first worker; an aggregating one of two or more is one member.
   std::vector<std::pair<std::string, std::vector<std::uint32_t>>> racks;
@@ -42,7 +42,7 @@ RinaJobPlan plan_rina_job(const NetworkPlan& network, const JobSpec& job) {
   for (auto& [tor, ranks] : racks) {
     if (job.in_network_aggregation && ranks.size() >= 2 && graph.switch_config.at(tor)->atp_capable) {
       if (ranks.size() > kMaxBitmapPositions) {
-        throw PlanError(name + " has " + std::to_string(ranks.size()) + " workers under switch " + quoted(tor) +
+        throw PlanError(name + " has " + std::to_string(ranks.size()) + " workers under switch " + quote(tor) +
                         "; a rack holds at most " + std::to_string(kMaxBitmapPositions));
       }
       abstracted[tor] = ranks;

@@ -19,7 +19,7 @@ namespace atp {
 inline constexpr std::size_t kMaxBitmapPositions = 32;
 
 // 'name', for messages.
-inline std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+inline std::string quote(std::string_view name) { return "'" + std::string(name) + "'"; }
 
 // The planned network as a graph: for every node, the peer at the other end of each port.
 struct PortGraph {
@@ -48,7 +48,7 @@ void walk_path(const NetworkPlan& network, const PortGraph& g, const std::string
     if (next.node == to) return;
     at = next;
   }
-  throw PlanError("the network plan has no loop-free route from host " + quoted(from) + " to host " + quoted(to));
+  throw PlanError("the network plan has no loop-free route from host " + quote(from) + " to host " + quote(to));
 }
 
 // Throws PlanError naming what is wrong with `job` on `network`: its name, no worker or (with
