@@ -61,10 +61,7 @@ class ProcessRun {
   };
   std::string namespace_of(const std::string& node) const { return net_.namespace_of(node); }
   // The protocol of job `job`'s algorithm (atp/cluster/protocols.h); nullptr for a TCP collective.
-  const Protocol* protocol_of(std::size_t job) const {
-    const std::string_view name = s_.jobs[job].algorithm->protocol;
-    return name.empty() ? nullptr : &protocol(name);
-  }
+  const Protocol* protocol_of(std::size_t job) const { return find_protocol(s_.jobs[job].algorithm->protocol); }
   // Whether job `job`'s protocol goes on without workers that are gone (Rina's).
   bool reforms(std::size_t job) const { return protocol_of(job) != nullptr && protocol_of(job)->reformed != nullptr; }
 
