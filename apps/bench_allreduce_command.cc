@@ -105,8 +105,15 @@ Scenario bench_scenario(const BenchOptions& o, const std::string& algorithm, std
   return s;
 }
 
-// Ring and Gloo: allreduce over TCP between the workers, no switch adds.
-bool is_tcp(const std::string& algorithm) { return !algorithm_of(algorithm).parameter_servers; }
+// Whose busbw is nccl-tests' bus bandwidth: each worker's link carries 2(n-1)/n of the tensor
+// each way (ring, Gloo, Rina's ring, and BytePS's N-to-N PS), not the tensor once while the
+// switches or one PS add.
+bool host_based(const std::string& algorithm) {
+  return !algorithm_of(algorithm).parameter_servers || algorithm == kColocatedPs;
+}
+
+// Ring and Gloo: allreduce over TCP between the workers, not a protocol's packets.
+bool is_tcp(const std::string& algorithm) { return algorithm_of(algorithm).protocol.empty(); }
 
 // How the JSON names what the workers checked of an algorithm's results (Algorithm::check).
 const char* to_string(ResultCheck c) {
@@ -161,27 +168,24 @@ std::string tcp_path(const std::string& backend) {
   return "";
 }
 
-int run_allreduce_bench(const BenchOptions& o) {
-  if (o.workers < 1 || o.racks < 1 || o.racks > o.workers) {
-    std::cerr << "atp bench allreduce: --racks must be between 1 and --workers\n";
-    return kExitBadInput;
-  }
+// The sizes: --min-bytes x factor^k up to --max-bytes, each a whole number of float32 values;
+// nullopt, said on stderr, where the options give none or one that is not.
+std::optional<std::vector<std::uint64_t>> bench_sizes(const BenchOptions& o) {
   // Sizes are float32 tensors: a size that is not a whole number of values is refused, not rounded.
   if (o.min_bytes % 4 != 0) {
     std::cerr << "atp bench allreduce: --min-bytes (-b) " << o.min_bytes
               << " is not a multiple of 4 bytes (one float32 value)\n";
-    return kExitBadInput;
+    return std::nullopt;
   }
   if (o.max_bytes % 4 != 0) {
     std::cerr << "atp bench allreduce: --max-bytes (-e) " << o.max_bytes
               << " is not a multiple of 4 bytes (one float32 value)\n";
-    return kExitBadInput;
+    return std::nullopt;
   }
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
     std::cerr << "atp bench allreduce: sizes must satisfy 4 <= --min-bytes (-b) <= --max-bytes (-e)\n";
-    return kExitBadInput;
+    return std::nullopt;
   }
-  // The sizes: --min-bytes x factor^k up to --max-bytes, each a whole number of float32 values.
   std::vector<std::uint64_t> sizes;
   for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * 1.0000001; b *= o.factor) {
     const double rounded = std::round(b);
@@ -192,196 +196,271 @@ int run_allreduce_bench(const BenchOptions& o) {
                 << " gives a size of " << bytes
                 << " bytes, not a multiple of 4 (one float32 value); choose a factor that keeps every size a multiple "
                    "of 4, such as 2\n";
-      return kExitBadInput;
+      return std::nullopt;
     }
     sizes.push_back(static_cast<std::uint64_t>(bytes));
   }
-  const Backend* backend = find_backend(o.backend);
-  if (backend == nullptr) {
-    std::cerr << "atp bench allreduce: " << no_backend_reason(o.backend) << "\n";
-    return kExitBadInput;
-  }
-  const std::string name(backend->name());  // "loopback" where "udp" was given
-  // What the backend cannot run, and every algorithm's scenario must plan (e.g. the PS baseline
-  // has at most 32 workers per PS): refused before the table starts, not after the first ran.
+  return sizes;
+}
+
+// What the backend cannot run, and every algorithm's scenario must plan (e.g. the PS baseline
+// has at most 32 workers per PS): refused before the table starts, not after the first ran.
+// Returns the sentence; "" when every algorithm can run.
+std::string cannot_bench(const BenchOptions& o, const Backend& backend) {
   for (const std::string& a : o.algorithms) {
     try {
       const Scenario s = bench_scenario(o, a, o.min_bytes);
-      if (const std::string why = backend->cannot_run(s, {}); !why.empty()) {
-        std::cerr << "atp bench allreduce: --backend " << o.backend << " cannot run " << a << ": " << why << "\n";
-        return kExitBadInput;
+      if (const std::string why = backend.cannot_run(s, {}); !why.empty()) {
+        return "--backend " + o.backend + " cannot run " + a + ": " + why;
       }
       const NetworkPlan network = plan_network(s.topology);
       for (const ScenarioJob& job : s.jobs) {
         if (job.algorithm->parameter_servers) plan_job(network, job.spec);
       }
     } catch (const std::exception& e) {
-      std::cerr << "atp bench allreduce: " << a << " cannot run this setup: " << e.what() << "\n";
-      return kExitBadInput;
+      return a + " cannot run this setup: " + e.what();
     }
   }
-  const double n = o.workers;
-  const double bus_factor = 2 * (n - 1) / n;  // nccl-tests' allreduce: busbw = algbw x 2(n-1)/n
-  const double link_GBps = o.rate_mbps / 8e3;
-  // Bytes around an ATP packet on the wire: Ethernet/IPv4/UDP on every backend (ns-3's
+  return "";
+}
+
+// The figures every line and the JSON share.
+struct BenchFigures {
+  std::string backend;  // "loopback" where "udp" was given
+  double bus_factor;    // nccl-tests' allreduce: busbw = algbw x 2(n-1)/n
+  double link_GBps;
+  // The fragment width the runs chose (0: no ATP run yet), and the share of a frame that is
+  // values at that width, with Ethernet/IPv4/UDP around an ATP packet on every backend (ns-3's
   // point-to-point links pace a packet as an Ethernet frame: docs/ns3.md).
-  const double encapsulation = kEncapsulationBytes;
-  // The share of a frame that is values, for the fragment width the runs chose (0: no ATP run yet).
   std::uint16_t values_per_packet = 0;
-  const auto atp_ceiling = [&] {
+  double atp_ceiling() const {
     const double v = values_per_packet;
-    return v == 0 ? 0.0 : 4 * v / (4 * v + kHeaderBytes + encapsulation);
-  };
-  const bool simulated = backend->simulated();
-  // The algorithms whose busbw is nccl-tests' bus bandwidth (each worker's link carries 2(n-1)/n
-  // of the tensor each way), and those where the switches or one PS add (each worker sends and
-  // receives its tensor once), and of the first, those that run over TCP.
-  std::string host_based, aggregated, tcp;
+    return v == 0 ? 0.0 : 4 * v / (4 * v + kHeaderBytes + kEncapsulationBytes);
+  }
+};
+
+// One block of columns per algorithm (nccl-tests' out-of-place and in-place blocks), then the
+// first algorithm's algbw over each other's.
+constexpr const char* kBlockFormat = " %10s %9s %9s %7s";
+
+// The table's header: the setup, what the columns mean for the algorithms asked for, the columns.
+void print_header(const BenchOptions& o, const BenchFigures& f, bool simulated) {
+  std::string host_collectives, aggregated, tcp;
   auto add = [](std::string& list, const std::string& a) { list += (list.empty() ? "" : ", ") + a; };
   for (const std::string& a : o.algorithms) {
-    add(is_tcp(a) || a == kColocatedPs ? host_based : aggregated, a);
+    add(host_based(a) ? host_collectives : aggregated, a);
     if (is_tcp(a)) add(tcp, a);
   }
-  // One block of columns per algorithm (nccl-tests' out-of-place and in-place blocks), then
-  // the first algorithm's algbw over each other's.
-  const char* block_format = " %10s %9s %9s %7s";
-  if (!o.json) {
+  std::printf("# atp bench allreduce: backend %s%s, %d workers in %d rack(s) under a core switch, PS under the core\n",
+              f.backend.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
+  std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, f.link_GBps);
+  const EgressConfig port = link_base(bench_scenario(o, "atp", o.min_bytes), false);
+  if (port.ecn_threshold_packets > 0) std::printf(", switch ports mark at %u packets", port.ecn_threshold_packets);
+  if (port.buffer_packets > 0) std::printf(", hold %u packets", port.buffer_packets);
+  if (port.buffer_bytes > 0) std::printf(", hold %u bytes", port.buffer_bytes);
+  std::printf("\n# minBytes %llu maxBytes %llu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
+              static_cast<unsigned long long>(o.min_bytes), static_cast<unsigned long long>(o.max_bytes), o.factor,
+              o.warmup, o.iters);
+  std::printf(
+      "# time: per iteration, slowest worker. algbw = size / time. busbw = algbw x 2(n-1)/n = algbw x %.3f.\n"
+      "# GB/s = 1e9 bytes/s, as nccl-tests.\n",
+      f.bus_factor);
+  if (!host_collectives.empty()) {
+    std::printf("# %s: busbw is nccl-tests' bus bandwidth, what each worker's link carries each way.\n",
+                host_collectives.c_str());
+  }
+  if (!tcp.empty() && !tcp_path(f.backend).empty()) {
+    std::printf("# %s: %s.\n", tcp.c_str(), tcp_path(f.backend).c_str());
+  }
+  if (!aggregated.empty()) {
     std::printf(
-        "# atp bench allreduce: backend %s%s, %d workers in %d rack(s) under a core switch, PS under the core\n",
-        name.c_str(), simulated ? " (simulated time)" : "", o.workers, o.racks);
-    std::printf("# every link %g Mbit/s = %.4f GB/s", o.rate_mbps, link_GBps);
-    const EgressConfig port = link_base(bench_scenario(o, "atp", o.min_bytes), false);
-    if (port.ecn_threshold_packets > 0) std::printf(", switch ports mark at %u packets", port.ecn_threshold_packets);
-    if (port.buffer_packets > 0) std::printf(", hold %u packets", port.buffer_packets);
-    if (port.buffer_bytes > 0) std::printf(", hold %u bytes", port.buffer_bytes);
-    std::printf("\n# minBytes %llu maxBytes %llu step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
-                static_cast<unsigned long long>(o.min_bytes), static_cast<unsigned long long>(o.max_bytes), o.factor,
-                o.warmup, o.iters);
-    std::printf(
-        "# time: per iteration, slowest worker. algbw = size / time. busbw = algbw x 2(n-1)/n = algbw x %.3f.\n"
-        "# GB/s = 1e9 bytes/s, as nccl-tests.\n",
-        bus_factor);
-    if (!host_based.empty()) {
-      std::printf("# %s: busbw is nccl-tests' bus bandwidth, what each worker's link carries each way.\n",
-                  host_based.c_str());
-    }
-    if (!tcp.empty() && !tcp_path(name).empty()) std::printf("# %s: %s.\n", tcp.c_str(), tcp_path(name).c_str());
-    if (!aggregated.empty()) {
-      std::printf(
-          "# %s: busbw applies the same formula, to compare: each worker sends and receives its tensor\n"
-          "# once (the switches or the PS add), so busbw may exceed the link rate, as in nccl-tests'\n"
-          "# NVLS/SHARP runs. ATP's algbw is at most the link x the values' share of a frame (the last\n"
-          "# lines say how wide the fragments were, and so what that is).\n",
-          aggregated.c_str());
-    }
-    std::printf(
-        "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
-        "# rounding), summed over workers; 0 only where every value was checked; fail: the job failed for\n"
-        "# another reason (why: below).\n");
-    std::string names = "#" + std::string(41, ' ');
-    std::string columns = format("#%11s %13s %9s %5s", "size", "count", "type", "redop");
-    std::string units = format("#%11s %13s %9s %5s", "(B)", "(elements)", "", "");
-    for (const std::string& a : o.algorithms) {
-      names += format(" %-38s", a.c_str());
-      columns += format(block_format, "time", "algbw", "busbw", "#wrong");
-      units += format(block_format, "(us)", "(GB/s)", "(GB/s)", "");
-    }
-    for (std::size_t i = 1; i < o.algorithms.size(); ++i) {
-      columns += format(" %10s", (o.algorithms[0] + "/" + o.algorithms[i]).c_str());
-    }
-    std::printf("#\n");
-    for (std::string* line : {&names, &columns, &units}) {
-      line->erase(line->find_last_not_of(' ') + 1);
-      std::printf("%s\n", line->c_str());
+        "# %s: busbw applies the same formula, to compare: each worker sends and receives its tensor\n"
+        "# once (the switches or the PS add), so busbw may exceed the link rate, as in nccl-tests'\n"
+        "# NVLS/SHARP runs. ATP's algbw is at most the link x the values' share of a frame (the last\n"
+        "# lines say how wide the fragments were, and so what that is).\n",
+        aggregated.c_str());
+  }
+  std::printf(
+      "# #wrong: values that differ from the reference (ATP's protocol: exact; ring, gloo: within float32\n"
+      "# rounding), summed over workers; 0 only where every value was checked; fail: the job failed for\n"
+      "# another reason (why: below).\n");
+  std::string names = "#" + std::string(41, ' ');
+  std::string columns = format("#%11s %13s %9s %5s", "size", "count", "type", "redop");
+  std::string units = format("#%11s %13s %9s %5s", "(B)", "(elements)", "", "");
+  for (const std::string& a : o.algorithms) {
+    names += format(" %-38s", a.c_str());
+    columns += format(kBlockFormat, "time", "algbw", "busbw", "#wrong");
+    units += format(kBlockFormat, "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  for (std::size_t i = 1; i < o.algorithms.size(); ++i) {
+    columns += format(" %10s", (o.algorithms[0] + "/" + o.algorithms[i]).c_str());
+  }
+  std::printf("#\n");
+  for (std::string* line : {&names, &columns, &units}) {
+    line->erase(line->find_last_not_of(' ') + 1);
+    std::printf("%s\n", line->c_str());
+  }
+}
+
+// One scenario run of `algorithm` at `bytes`.
+Measurement measure(const BenchOptions& o, const Backend& backend, const std::string& algorithm, std::uint64_t bytes,
+                    double bus_factor) {
+  Measurement m;
+  const ScenarioResult r = backend.run(bench_scenario(o, algorithm, bytes), {});
+  m.job = r.jobs.at(0);
+  m.check = algorithm_of(algorithm).check;
+  const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
+  m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
+  m.algbw_GBps = m.job.algbw_gbps / 8;
+  m.busbw_GBps = m.algbw_GBps * bus_factor;
+  return m;
+}
+
+nlohmann::json measurement_json(const BenchOptions& o, const Measurement& m, const std::string& algorithm,
+                                std::uint64_t bytes, double bus_factor) {
+  return {{"size_bytes", bytes},
+          {"count", bytes / 4},
+          {"type", "float"},
+          {"redop", "sum"},
+          {"algorithm", algorithm},
+          {"correct", m.job.correct},
+          {"check", to_string(m.check)},
+          // nccl-tests' #wrong: the count where values were checked, else null (not computed, or
+          // the job failed for another reason; see "correct" and "error").
+          {"wrong", m.wrong_values() ? nlohmann::json(*m.wrong_values()) : nlohmann::json()},
+          {"time_us", m.time_us},
+          {"algbw_GBps", m.algbw_GBps},
+          {"busbw_GBps", m.busbw_GBps},
+          {"algbw_gbps", m.job.algbw_gbps},
+          {"busbw_gbps", m.job.algbw_gbps * bus_factor},
+          {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
+          {"retransmissions", m.job.retransmissions},
+          {"collisions", m.job.collisions},
+          {"in_network_share", m.job.in_network_share},
+          {"error", m.job.error}};
+}
+
+// One size's line: each algorithm's block, then the first one's algbw over each other's.
+void print_row(std::uint64_t bytes, const std::vector<Measurement>& row) {
+  std::printf(" %11llu %13llu %9s %5s", static_cast<unsigned long long>(bytes),
+              static_cast<unsigned long long>(bytes / 4), "float", "sum");
+  for (const Measurement& m : row) {
+    std::printf(" %10.1f %9.4f %9.4f %7s", m.time_us, m.algbw_GBps, m.busbw_GBps, m.wrong().c_str());
+  }
+  for (std::size_t i = 1; i < row.size(); ++i) {
+    if (row[i].algbw_GBps > 0 && row[0].algbw_GBps > 0) {
+      std::printf(" %9.2fx", row[0].algbw_GBps / row[i].algbw_GBps);
+    } else {
+      std::printf(" %10s", "-");
     }
   }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// nccl-tests' closing lines: the failures, then the mean busbw over the sizes.
+void print_footer(const BenchOptions& o, const BenchFigures& f, const std::vector<std::string>& failures,
+                  const std::vector<double>& busbw_sum, std::size_t sizes) {
+  for (const std::string& failure : failures) std::printf("# FAILED: %s\n", failure.c_str());
+  std::printf("# Avg bus bandwidth (GB/s):");
+  for (std::size_t i = 0; i < o.algorithms.size(); ++i) {
+    std::printf(" %s %.4f%s", o.algorithms[i].c_str(), busbw_sum[i] / static_cast<double>(sizes),
+                i + 1 < o.algorithms.size() ? "," : "");
+  }
+  std::printf("\n");
+  if (f.values_per_packet != 0) {
+    std::printf("# Fragments of %u values: ATP's algbw is at most %.4f GB/s, the link x %.3f.\n", f.values_per_packet,
+                f.link_GBps * f.atp_ceiling(), f.atp_ceiling());
+  }
+}
+
+int run_allreduce_bench(const BenchOptions& o) {
+  if (o.workers < 1 || o.racks < 1 || o.racks > o.workers) {
+    std::cerr << "atp bench allreduce: --racks must be between 1 and --workers\n";
+    return kExitBadInput;
+  }
+  const std::optional<std::vector<std::uint64_t>> sizes = bench_sizes(o);
+  if (!sizes) return kExitBadInput;
+  const Backend* backend = find_backend(o.backend);
+  if (backend == nullptr) {
+    std::cerr << "atp bench allreduce: " << no_backend_reason(o.backend) << "\n";
+    return kExitBadInput;
+  }
+  if (const std::string why = cannot_bench(o, *backend); !why.empty()) {
+    std::cerr << "atp bench allreduce: " << why << "\n";
+    return kExitBadInput;
+  }
+  const double n = o.workers;
+  BenchFigures f{std::string(backend->name()), 2 * (n - 1) / n, o.rate_mbps / 8e3};
+  if (!o.json) print_header(o, f, backend->simulated());
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> failures;
   std::vector<double> busbw_sum(o.algorithms.size(), 0);
   bool all_ok = true;
-  for (std::uint64_t bytes : sizes) {
+  for (std::uint64_t bytes : *sizes) {
     std::vector<Measurement> row;
     for (const std::string& algorithm : o.algorithms) {
-      Measurement m;
-      const Scenario s = bench_scenario(o, algorithm, bytes);
-      const ScenarioResult r = backend->run(s, {});
-      m.job = r.jobs.at(0);
-      if (values_per_packet == 0) values_per_packet = m.job.values_per_packet;
-      m.check = algorithm_of(algorithm).check;
-      const std::uint32_t timed = m.job.completed_rounds - std::min(m.job.completed_rounds, m.job.warmup_rounds);
-      m.time_us = timed > 0 ? m.job.seconds / timed * 1e6 : 0;
-      m.algbw_GBps = m.job.algbw_gbps / 8;
-      m.busbw_GBps = m.algbw_GBps * bus_factor;
+      Measurement m = measure(o, *backend, algorithm, bytes, f.bus_factor);
+      if (f.values_per_packet == 0) f.values_per_packet = m.job.values_per_packet;
       all_ok = all_ok && m.job.correct;
       if (!m.job.correct) failures.push_back(algorithm + " at " + std::to_string(bytes) + " B: " + m.job.error);
-      rows.push_back({{"size_bytes", bytes},
-                      {"count", bytes / 4},
-                      {"type", "float"},
-                      {"redop", "sum"},
-                      {"algorithm", algorithm},
-                      {"correct", m.job.correct},
-                      {"check", to_string(m.check)},
-                      // nccl-tests' #wrong: the count where values were checked, else null (not
-                      // computed, or the job failed for another reason; see "correct" and "error").
-                      {"wrong", m.wrong_values() ? nlohmann::json(*m.wrong_values()) : nlohmann::json()},
-                      {"time_us", m.time_us},
-                      {"algbw_GBps", m.algbw_GBps},
-                      {"busbw_GBps", m.busbw_GBps},
-                      {"algbw_gbps", m.job.algbw_gbps},
-                      {"busbw_gbps", m.job.algbw_gbps * bus_factor},
-                      {"algbw_over_link", m.job.algbw_gbps * 1000 / o.rate_mbps},
-                      {"retransmissions", m.job.retransmissions},
-                      {"collisions", m.job.collisions},
-                      {"in_network_share", m.job.in_network_share},
-                      {"error", m.job.error}});
+      rows.push_back(measurement_json(o, m, algorithm, bytes, f.bus_factor));
       row.push_back(std::move(m));
     }
     for (std::size_t i = 0; i < row.size(); ++i) busbw_sum[i] += row[i].busbw_GBps;
-    if (o.json) continue;
-    std::printf(" %11llu %13llu %9s %5s", static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(bytes / 4), "float", "sum");
-    for (const Measurement& m : row) {
-      std::printf(" %10.1f %9.4f %9.4f %7s", m.time_us, m.algbw_GBps, m.busbw_GBps, m.wrong().c_str());
-    }
-    for (std::size_t i = 1; i < row.size(); ++i) {
-      if (row[i].algbw_GBps > 0 && row[0].algbw_GBps > 0) {
-        std::printf(" %9.2fx", row[0].algbw_GBps / row[i].algbw_GBps);
-      } else {
-        std::printf(" %10s", "-");
-      }
-    }
-    std::printf("\n");
-    std::fflush(stdout);
+    if (!o.json) print_row(bytes, row);
   }
   if (o.json) {
-    nlohmann::json doc = {{"backend", name},
+    nlohmann::json doc = {{"backend", f.backend},
                           {"workers", o.workers},
                           {"racks", o.racks},
                           {"rate_mbps", o.rate_mbps},
-                          {"link_GBps", link_GBps},
+                          {"link_GBps", f.link_GBps},
                           {"iters", o.iters},
                           {"warmup", o.warmup},
-                          {"values_per_packet", values_per_packet},
-                          {"busbw_factor", bus_factor},
-                          {"atp_algbw_ceiling_GBps", link_GBps * atp_ceiling()},
-                          {"tcp_path", tcp_path(name)},
+                          {"values_per_packet", f.values_per_packet},
+                          {"busbw_factor", f.bus_factor},
+                          {"atp_algbw_ceiling_GBps", f.link_GBps * f.atp_ceiling()},
+                          {"tcp_path", tcp_path(f.backend)},
                           {"results", rows}};
     std::cout << doc.dump(2) << "\n";
-    return all_ok ? kExitOk : kExitFailed;
-  }
-  // nccl-tests' closing lines: the failures, then the mean busbw over the sizes.
-  for (const std::string& f : failures) std::printf("# FAILED: %s\n", f.c_str());
-  std::printf("# Avg bus bandwidth (GB/s):");
-  for (std::size_t i = 0; i < o.algorithms.size(); ++i) {
-    std::printf(" %s %.4f%s", o.algorithms[i].c_str(), busbw_sum[i] / static_cast<double>(sizes.size()),
-                i + 1 < o.algorithms.size() ? "," : "");
-  }
-  std::printf("\n");
-  if (values_per_packet != 0) {
-    std::printf("# Fragments of %u values: ATP's algbw is at most %.4f GB/s, the link x %.3f.\n", values_per_packet,
-                link_GBps * atp_ceiling(), atp_ceiling());
+  } else {
+    print_footer(o, f, failures, busbw_sum, sizes->size());
   }
   return all_ok ? kExitOk : kExitFailed;
+}
+
+// The options that set the network and ATP's transport, for experiments: unset, what users get.
+void add_network_options(CLI::App& app, BenchOptions& o) {
+  app.add_option("--values-per-packet", o.values_per_packet,
+                 "ATP fragment width (int32 values); unset: the widest the switches and the links' MTU take")
+      ->check(CLI::Range(1, static_cast<int>(kMaxValuesPerPacket)));
+  app.add_option("--aggregators", o.aggregators, "aggregators per switch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ecn-threshold", o.ecn_threshold,
+                 "every link's ECN threshold, switch ports only (packets; 0: off; default: the switches' 20)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--buffer-packets", o.buffer_packets,
+                 "every link's buffer in packets (0: unlimited); replaces the default of 1 MB at switch ports "
+                 "(none at hosts)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--buffer-bytes", o.buffer_bytes,
+                 "every link's buffer in bytes (0: unlimited; default: 1000000 at switch ports, none at hosts)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--window", o.window, "ATP workers' initial window (packets; default: the workers' own)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-window", o.max_window, "ATP workers' largest window (packets; default: the workers' own)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rto-us", o.rto_us,
+                 "ATP's and Rina's workers' first retransmission timeout (us; default: 1 ms, or the time the workers' "
+                 "first windows take on one link where that is longer)")
+      ->check(CLI::Range(1, 1'000'000'000));
+  app.add_option("--index", o.index,
+                 "ATP aggregator indices: allocated (the switch gives a fragment a free aggregator), hashed_slots "
+                 "(the authors' code), hashed (the paper's text) or linear")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"allocated", "hashed", "linear", "hashed_slots"}));
 }
 
 }  // namespace
@@ -441,35 +520,7 @@ CLI::App* add_bench_allreduce_command(CLI::App& bench, std::function<int()>& run
   app->add_option("-w,--warmup", o->warmup, "untimed iterations first")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  app->add_option("--values-per-packet", o->values_per_packet,
-                  "ATP fragment width (int32 values); unset: the widest the switches and the links' MTU take")
-      ->check(CLI::Range(1, static_cast<int>(kMaxValuesPerPacket)));
-  app->add_option("--aggregators", o->aggregators, "aggregators per switch")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--ecn-threshold", o->ecn_threshold,
-                  "every link's ECN threshold, switch ports only (packets; 0: off; default: the switches' 20)")
-      ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--buffer-packets", o->buffer_packets,
-                  "every link's buffer in packets (0: unlimited); replaces the default of 1 MB at switch ports "
-                  "(none at hosts)")
-      ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--buffer-bytes", o->buffer_bytes,
-                  "every link's buffer in bytes (0: unlimited; default: 1000000 at switch ports, none at hosts)")
-      ->check(CLI::Range(0, 1 << 30));
-  app->add_option("--window", o->window, "ATP workers' initial window (packets; default: the workers' own)")
-      ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--max-window", o->max_window, "ATP workers' largest window (packets; default: the workers' own)")
-      ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--rto-us", o->rto_us,
-                  "ATP's and Rina's workers' first retransmission timeout (us; default: 1 ms, or the time the workers' "
-                  "first windows take on one link where that is longer)")
-      ->check(CLI::Range(1, 1'000'000'000));
-  app->add_option("--index", o->index,
-                  "ATP aggregator indices: allocated (the switch gives a fragment a free aggregator), hashed_slots "
-                  "(the authors' code), hashed (the paper's text) or linear")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"allocated", "hashed", "linear", "hashed_slots"}));
+  add_network_options(*app, *o);
   app->add_flag("--json", o->json, "print the figures as JSON instead of a table");
   run = [o] { return run_allreduce_bench(*o); };
   return app;

@@ -70,6 +70,54 @@ int print_topology(const std::string& command, const std::function<Topology(cons
   return kExitOk;
 }
 
+// `atp topology fat-tree` and its options.
+CLI::App* add_fat_tree(CLI::App& topology, TopologyOptions& o) {
+  CLI::App* fat = topology.add_subcommand("fat-tree",
+                                          "a k-ary fat-tree: k pods of k/2 edge and k/2 aggregation "
+                                          "switches, (k/2)^2 core switches");
+  fat->add_option("--k", o.k, "switch radix: an even number, at least 2")->required();
+  o.hosts_per_edge_flag =
+      fat->add_option("--hosts-per-edge", o.hosts_per_edge, "hosts under each edge switch (default: k/2)");
+  add_switch_flags(*fat, o);
+  fat->footer(
+      "Switches: core0.., then pod by pod agg<pod>_<i> and edge<pod>_<i>. Hosts: h<pod>_<edge>_<i> under "
+      "edge<pod>_<edge>.\nLinks, pod by pod: [edge<pod>_<e>, agg<pod>_<a>] for every e and a, then [agg<pod>_<i>, "
+      "core<i*k/2+j>] for j in 0..k/2-1.\n--ina tors: the edge switches.");
+  return fat;
+}
+
+// `atp topology dragonfly` and its options.
+CLI::App* add_dragonfly(CLI::App& topology, TopologyOptions& o) {
+  CLI::App* fly = topology.add_subcommand(
+      "dragonfly",
+      "a balanced dragonfly: g = a*h+1 groups of a routers, all-to-all inside a group, one global link "
+      "between every pair of groups");
+  fly->add_option("--a", o.a, "routers per group")->required();
+  fly->add_option("--h", o.h, "global links per router")->required();
+  o.g_flag = fly->add_option("--g", o.g, "groups: must be a*h+1, the default");
+  o.p_flag = fly->add_option("--p", o.p, "hosts per router (default: h)");
+  add_switch_flags(*fly, o);
+  fly->footer(
+      "Switches: r<group>_<router>. Hosts: h<group>_<router>_<i> under r<group>_<router>.\nLinks: the local ones "
+      "group by group ([r<grp>_<x>, r<grp>_<y>], x < y), then the global ones: group i's link j (0..a*h-1) leaves "
+      "router j/h for group (i+j+1) mod g, listed once, from the lower group.\n--ina tors: every router.");
+  return fly;
+}
+
+// `atp topology leaf-spine` and its options.
+CLI::App* add_leaf_spine(CLI::App& topology, TopologyOptions& o) {
+  CLI::App* ls = topology.add_subcommand("leaf-spine", "a two-tier leaf-spine: every leaf linked to every spine");
+  ls->add_option("--leaves", o.leaves, "leaf switches")->required();
+  ls->add_option("--spines", o.spines, "spine switches")->required();
+  o.hosts_per_leaf_flag =
+      ls->add_option("--hosts-per-leaf", o.hosts_per_leaf, "hosts under each leaf (default: spines)");
+  add_switch_flags(*ls, o);
+  ls->footer(
+      "Switches: spine0.., then leaf0... Hosts: h<leaf>_<i> under leaf<leaf>.\nLinks: [leaf<l>, spine<s>], leaf by "
+      "leaf.\n--ina tors: the leaves.");
+  return ls;
+}
+
 }  // namespace
 
 Command add_topology_command(CLI::App& parent) {
@@ -83,41 +131,9 @@ Command add_topology_command(CLI::App& parent) {
       "come in a fixed order (hosts get their addresses in it, and routing breaks ties by it); each subcommand's "
       "--help has its names and order. Add jobs: (and link:, faults:) to make a scenario file for atp run.");
 
-  CLI::App* fat = c.app->add_subcommand("fat-tree",
-                                        "a k-ary fat-tree: k pods of k/2 edge and k/2 aggregation "
-                                        "switches, (k/2)^2 core switches");
-  fat->add_option("--k", o->k, "switch radix: an even number, at least 2")->required();
-  o->hosts_per_edge_flag =
-      fat->add_option("--hosts-per-edge", o->hosts_per_edge, "hosts under each edge switch (default: k/2)");
-  add_switch_flags(*fat, *o);
-  fat->footer(
-      "Switches: core0.., then pod by pod agg<pod>_<i> and edge<pod>_<i>. Hosts: h<pod>_<edge>_<i> under "
-      "edge<pod>_<edge>.\nLinks, pod by pod: [edge<pod>_<e>, agg<pod>_<a>] for every e and a, then [agg<pod>_<i>, "
-      "core<i*k/2+j>] for j in 0..k/2-1.\n--ina tors: the edge switches.");
-
-  CLI::App* fly = c.app->add_subcommand(
-      "dragonfly",
-      "a balanced dragonfly: g = a*h+1 groups of a routers, all-to-all inside a group, one global link "
-      "between every pair of groups");
-  fly->add_option("--a", o->a, "routers per group")->required();
-  fly->add_option("--h", o->h, "global links per router")->required();
-  o->g_flag = fly->add_option("--g", o->g, "groups: must be a*h+1, the default");
-  o->p_flag = fly->add_option("--p", o->p, "hosts per router (default: h)");
-  add_switch_flags(*fly, *o);
-  fly->footer(
-      "Switches: r<group>_<router>. Hosts: h<group>_<router>_<i> under r<group>_<router>.\nLinks: the local ones "
-      "group by group ([r<grp>_<x>, r<grp>_<y>], x < y), then the global ones: group i's link j (0..a*h-1) leaves "
-      "router j/h for group (i+j+1) mod g, listed once, from the lower group.\n--ina tors: every router.");
-
-  CLI::App* ls = c.app->add_subcommand("leaf-spine", "a two-tier leaf-spine: every leaf linked to every spine");
-  ls->add_option("--leaves", o->leaves, "leaf switches")->required();
-  ls->add_option("--spines", o->spines, "spine switches")->required();
-  o->hosts_per_leaf_flag =
-      ls->add_option("--hosts-per-leaf", o->hosts_per_leaf, "hosts under each leaf (default: spines)");
-  add_switch_flags(*ls, *o);
-  ls->footer(
-      "Switches: spine0.., then leaf0... Hosts: h<leaf>_<i> under leaf<leaf>.\nLinks: [leaf<l>, spine<s>], leaf by "
-      "leaf.\n--ina tors: the leaves.");
+  CLI::App* fat = add_fat_tree(*c.app, *o);
+  CLI::App* fly = add_dragonfly(*c.app, *o);
+  CLI::App* ls = add_leaf_spine(*c.app, *o);
 
   c.run = [o, fat, fly, ls]() -> int {
     const auto n = [](std::uint32_t v) { return std::to_string(v); };

@@ -239,6 +239,8 @@ void TcpScheduleAllreduce::fail(const std::string& what) {
   throw CollectiveError(failure_);
 }
 
+// Long: one rendezvous under one deadline: the connects to the higher peers and the accepts of
+// the lower ones fill one list of sockets, and the error at the deadline names those still missing.
 void TcpScheduleAllreduce::connect_channels(const std::vector<int>& channels, int listening) {
   const std::string who = prefix();
   const auto deadline = Clock::now() + timeout_;
@@ -411,6 +413,8 @@ void TcpScheduleAllreduce::check_connected(const Schedule& schedule) {
   }
 }
 
+// Long: one poll loop over the call's links; its steps (count headers, the executor's bytes, the
+// wait) share the call's state (headers, executor, link index) through the lambdas above it.
 void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<float> data) {
   const std::size_t count = data.size();
   link_samples_.clear();
@@ -519,32 +523,43 @@ void TcpScheduleAllreduce::run_schedule(const Schedule& schedule, std::span<floa
     }
     if (nfds == 0) {
       // Cannot happen for a valid schedule: its first unfinished step waits for no other step.
-      std::string stuck;
-      for (const int channel : channels) {
-        if (const long step = executor.next_send_step(channel); step >= 0)
-          stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to send to ") +
-                   channel_name(channel);
-        if (const long step = executor.next_receive_step(channel); step >= 0)
-          stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to receive from ") +
-                   channel_name(channel);
-      }
-      fail("the schedule is not done but none of its steps can move (" + stuck + "); the schedule is wrong");
+      fail("the schedule is not done but none of its steps can move (" + stuck_steps(executor) +
+           "); the schedule is wrong");
     }
     const auto deadline = last_progress + timeout_;
     const int ready = ::poll(fds.data(), nfds, ms_until(deadline));
     if (const int error = errno; ready < 0 && error != EINTR) fail(std::string("poll failed: ") + reason(error));
     if (ready == 0 && Clock::now() >= deadline) {
-      std::string silent, full;
-      for (std::size_t i = 0; i < links_.size(); ++i) {
-        if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + channel_name(links_[i].channel);
-        if (wants_send[i]) full += (full.empty() ? "" : ", ") + channel_name(links_[i].channel);
-      }
-      std::string what = "no progress for " + format_duration(timeout_) + ": ";
-      if (!silent.empty()) what += "no data from " + silent;
-      if (!full.empty()) what += (silent.empty() ? "" : ", and ") + full + " accepts none";
-      fail(what + "; is that rank stuck or gone?");
+      fail("no progress for " + format_duration(timeout_) + ": " + stalled_links(wants_receive, wants_send) +
+           "; is that rank stuck or gone?");
     }
   }
+}
+
+std::string TcpScheduleAllreduce::stuck_steps(const ScheduleExecutor& executor) const {
+  std::string stuck;
+  for (const Link& link : links_) {
+    if (const long step = executor.next_send_step(link.channel); step >= 0)
+      stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to send to ") +
+               channel_name(link.channel);
+    if (const long step = executor.next_receive_step(link.channel); step >= 0)
+      stuck += (stuck.empty() ? "" : ", ") + ("step " + std::to_string(step) + " waits to receive from ") +
+               channel_name(link.channel);
+  }
+  return stuck;
+}
+
+std::string TcpScheduleAllreduce::stalled_links(const std::vector<char>& wants_receive,
+                                                const std::vector<char>& wants_send) const {
+  std::string silent, full;
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    if (wants_receive[i]) silent += (silent.empty() ? "" : ", ") + channel_name(links_[i].channel);
+    if (wants_send[i]) full += (full.empty() ? "" : ", ") + channel_name(links_[i].channel);
+  }
+  std::string what;
+  if (!silent.empty()) what += "no data from " + silent;
+  if (!full.empty()) what += (silent.empty() ? "" : ", and ") + full + " accepts none";
+  return what;
 }
 
 }  // namespace atp

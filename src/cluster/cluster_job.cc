@@ -136,6 +136,55 @@ std::string switch_with_host(const control::PsClient& ps, const SocketAddress& d
                         "): name the PS's switch too (ClusterJobOptions::switches, ATP_SWITCHES)");
 }
 
+// Refuses a rank outside the job and options that name no cluster or two kinds of one.
+void check_join(int rank, int size, const ClusterJobOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw ClusterJobError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank of the job");
+  }
+  check_local_network(options, size);
+  if (options.testbed && options.local) {
+    throw ClusterJobError("a job on a testbed uses its switches and PS: it starts no local cluster");
+  }
+  if (!options.local && !options.testbed && (!options.switch_control || !options.ps_control)) {
+    throw ClusterJobError(
+        "no ATP cluster given: name a running switch and PS (their control addresses), or start a local one on rank 0");
+  }
+}
+
+// A rank's data socket and what it tells rank 0. On a testbed the switch reaches the rank by IP,
+// at the host's ATP port, and parameter packets come to the job's multicast group (the socket is
+// bound to every address for them). So are ranks behind running switches on Linux interfaces
+// (hosts of a real network).
+std::pair<UdpSocket, RankInfo> own_endpoint(const ClusterJobOptions& options) {
+  const std::optional<Address> host_ip =
+      options.local || options.testbed ? std::nullopt : address_behind_interfaces(options);
+  UdpSocket socket = options.testbed || host_ip ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt))
+                                                : UdpSocket({options.bind_ip, 0});
+  RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt, ""};
+  if (options.testbed) {
+    me.host = options.testbed->host;
+  } else if (!options.local) {
+    me = {host_ip ? SocketAddress{*host_ip, kUdpPort} : socket.local_endpoint(), options.switch_control,
+          options.ps_control, ""};
+  }
+  return {std::move(socket), std::move(me)};
+}
+
+// Tells the `joined` ranks that read rank 0's verdict `why` it gave up. The store may live in
+// this process (torch's TCPStore on rank 0): waits, bounded, until they have read it, or they
+// would only learn that the store went away.
+void tell_why(Store& store, int size, int joined, Duration timeout, const std::string& why) {
+  for (int r = 1; r < size; ++r) store.set("config/" + std::to_string(r), json{{"error", why}}.dump());
+  const auto until = std::chrono::steady_clock::now() + std::min<Duration>(timeout, kErrorReadWait);
+  try {
+    while (store.add(kErrorReadKey, 0) < joined && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    store.erase(kErrorReadKey);
+  } catch (const std::exception&) {  // the store is gone: nothing more to do for the others
+  }
+}
+
 }  // namespace
 
 struct ClusterJob::Coordinator {
@@ -155,6 +204,62 @@ struct ClusterJob::Coordinator {
     std::vector<std::optional<SocketAddress>> uplinks;  // none on a testbed: addressed by IP
   };
 
+  // Rank 0's rendezvous: every rank's RankInfo, in rank order, `me` first. Every rank has the
+  // options' timeout from now to show up (not each: one deadline for all). `joined`: the last
+  // rank read so far, which waits for rank 0's verdict.
+  static std::vector<RankInfo> gather(Store& store, int size, const RankInfo& me, const ClusterJobOptions& options,
+                                      int& joined) {
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    std::vector<RankInfo> ranks{me};
+    for (int r = 1; r < size; ++r) {
+      const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
+      ranks.push_back(rank_info_from_json(store.get("endpoint/" + std::to_string(r), left)));
+      joined = r;
+      if (ranks.back().ps_control != me.ps_control) {
+        throw ClusterJobError("rank " + std::to_string(r) + " names " +
+                              (ranks.back().ps_control ? "the PS at " + ranks.back().ps_control->to_string()
+                                                       : std::string("no PS (a local cluster)")) +
+                              ", rank 0 " +
+                              (me.ps_control ? "the PS at " + me.ps_control->to_string() : std::string("none")) +
+                              ": every rank names the same PS");
+      }
+    }
+    return ranks;
+  }
+
+  // Places the job of `ranks` on the cluster the options name: a testbed's, a local one it
+  // starts (one switch, or the options' local network), or running daemons.
+  Placed place(const std::vector<RankInfo>& ranks, const ClusterJobOptions& options) {
+    if (options.testbed) return install_on_testbed(ranks, options);
+    std::vector<SocketAddress> endpoints, rank_switches, more_switches;
+    SocketAddress ps_control;
+    control::ClientAccess access;
+    if (options.local_network) {
+      const ClusterJobOptions::LocalNetwork& network = *options.local_network;
+      local = std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), network.topology,
+                                             switch_of(network, network.ps_host));
+      for (const std::string& host : network.rank_hosts) {
+        rank_switches.push_back(local->switch_control(switch_of(network, host)));
+      }
+      more_switches = local->switch_controls();  // those no rank hangs under too
+    } else if (options.local) {
+      local = std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), options.local_aggregators);
+      rank_switches.assign(ranks.size(), local->switch_control("local"));
+    } else {
+      for (const RankInfo& r : ranks) rank_switches.push_back(*r.switch_control);
+      more_switches = options.switches;
+      ps_control = *options.ps_control;
+      access = control::client_access();
+    }
+    if (local) {
+      ps_control = local->ps_control();
+      access = local->access();
+    }
+    for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
+    const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
+    return plan_and_install(endpoints, rank_switches, more_switches, ps, access, options);
+  }
+
   // On a testbed: the runner plans and installs the job over its network.
   Placed install_on_testbed(const std::vector<RankInfo>& ranks, const ClusterJobOptions& options) {
     testbed = std::make_unique<TestbedClient>(options.testbed->socket_path);
@@ -173,81 +278,100 @@ struct ClusterJob::Coordinator {
     return placed;
   }
 
+  // The job's switches as they name themselves, each once, by their control addresses.
+  struct Switches {
+    std::map<std::string, std::string> name_at;     // control address -> the switch's name
+    std::map<std::string, SocketAddress> data_of;   // name -> data address (switches on UDP ports)
+    std::map<std::string, std::string> control_of;  // name -> control address
+    NamedSwitches clients;
+    // Switches on Linux interfaces reach the ranks and the PS by IP (hosts on a network); those on
+    // UDP ports have each attached by its socket. One job's are all of one kind.
+    bool interfaces = false;
+  };
+
+  static Switches name_switches(const std::vector<SocketAddress>& controls, const control::ClientAccess& access) {
+    Switches switches;
+    for (const SocketAddress& control : controls) {
+      const std::string where = control.to_string();
+      if (switches.name_at.contains(where)) continue;
+      const control::SwitchClient probe("the switch at " + where, control, access);
+      const control::SwitchStats stats = probe.stats();
+      if (!switches.name_at.empty() && switches.interfaces != !stats.data) {
+        throw ClusterJobError("the switch at " + where + (stats.data ? " is on UDP ports" : " is on Linux interfaces") +
+                              ", the switch at " + controls.front().to_string() +
+                              " is not: one job's switches are all of one kind");
+      }
+      switches.interfaces = !stats.data;
+      if (const auto other = switches.control_of.find(stats.name); other != switches.control_of.end()) {
+        throw ClusterJobError("the switches at " + other->second + " and " + where + " are both named '" + stats.name +
+                              "': give each its own name: in its config");
+      }
+      switches.name_at[where] = stats.name;
+      if (stats.data) switches.data_of[stats.name] = *stats.data;
+      switches.control_of[stats.name] = where;
+      switches.clients.emplace_back(stats.name,
+                                    control::SwitchClient("switch '" + stats.name + "' at " + where, control, access));
+    }
+    return switches;
+  }
+
   // Names the switches the ranks and `more_switches` name as they name themselves, finds the
   // links between them, attaches the PS to the switch it sends to and each rank to its own, plans
   // the job and installs it, everything of the job's on a lease per daemon.
   Placed plan_and_install(const std::vector<SocketAddress>& ranks, const std::vector<SocketAddress>& rank_switches,
                           const std::vector<SocketAddress>& more_switches, const control::PsClient& ps,
                           const control::ClientAccess& access, const ClusterJobOptions& options) {
-    std::map<std::string, std::string> name_at;     // control address -> the switch's name
-    std::map<std::string, SocketAddress> data_of;   // name -> data address (switches on UDP ports)
-    std::map<std::string, std::string> control_of;  // name -> control address
-    NamedSwitches clients;
     std::vector<SocketAddress> controls = rank_switches;
     controls.insert(controls.end(), more_switches.begin(), more_switches.end());
-    // Switches on Linux interfaces reach the ranks and the PS by IP (hosts on a network); those on
-    // UDP ports have each attached by its socket. One job's are all of one kind.
-    std::optional<bool> interfaces;
-    for (const SocketAddress& control : controls) {
-      const std::string where = control.to_string();
-      if (name_at.contains(where)) continue;
-      const control::SwitchClient probe("the switch at " + where, control, access);
-      const control::SwitchStats stats = probe.stats();
-      if (interfaces && *interfaces != !stats.data) {
-        throw ClusterJobError("the switch at " + where + (stats.data ? " is on UDP ports" : " is on Linux interfaces") +
-                              ", the switch at " + controls.front().to_string() +
-                              " is not: one job's switches are all of one kind");
-      }
-      interfaces = !stats.data;
-      if (const auto other = control_of.find(stats.name); other != control_of.end()) {
-        throw ClusterJobError("the switches at " + other->second + " and " + where + " are both named '" + stats.name +
-                              "': give each its own name: in its config");
-      }
-      name_at[where] = stats.name;
-      if (stats.data) data_of[stats.name] = *stats.data;
-      control_of[stats.name] = where;
-      clients.emplace_back(stats.name,
-                           control::SwitchClient("switch '" + stats.name + "' at " + where, control, access));
-    }
+    const Switches switches = name_switches(controls, access);
+    const bool interfaces = switches.interfaces;
+    const std::map<std::string, SocketAddress>& data_of = switches.data_of;
     const control::PsStats ps_stats = ps.stats();
-    if (*interfaces && ps_stats.data.ip == 0) {
+    if (interfaces && ps_stats.data.ip == 0) {
       throw ClusterJobError(ps.who() + " listens on " + ps_stats.data.to_string() +
                             ": behind switches on interfaces it needs its host's address (atp ps --listen IP:" +
                             std::to_string(kUdpPort) + ")");
     }
     // The smallest MTU on the ranks' paths to their switches, or on interfaces, to the PS.
-    std::uint32_t mtu = *interfaces ? path_mtu(ps_stats.data) : 0;
+    std::uint32_t mtu = interfaces ? path_mtu(ps_stats.data) : 0;
     for (const auto& [name, data] : data_of) {
       const std::uint32_t m = path_mtu(data);
       mtu = mtu == 0 ? m : std::min(mtu, m);
     }
     orchestrator = std::make_unique<Orchestrator>(Topology{}, mtu);
-    for (const auto& [name, client] : clients) orchestrator->set_switch(name, client);
+    for (const auto& [name, client] : switches.clients) orchestrator->set_switch(name, client);
     orchestrator->set_ps(kPsHost, ps);
     orchestrator->hold_leases(options.lease_ttl);
     orchestrator->discover_links();
 
     // The PS hangs under the switch it sends to, or on interfaces, the one its cable is on.
-    const std::string ps_switch =
-        *interfaces ? switch_with_host(ps, ps_stats.data, clients) : uplink_switch(ps, ps_stats, data_of, control_of);
+    const std::string ps_switch = interfaces ? switch_with_host(ps, ps_stats.data, switches.clients)
+                                             : uplink_switch(ps, ps_stats, data_of, switches.control_of);
     // Shared, not on the lease: the other jobs that use this PS, of any tenant, name its port too.
     orchestrator->attach(ps_switch, kPsHost, ps_stats.data, Orchestrator::Attach::kShared);
     JobSpec spec;
-    spec.name = "torch";
     Placed placed;
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       spec.workers.push_back("rank" + std::to_string(r));
-      const std::string& tor = name_at.at(rank_switches[r].to_string());
+      const std::string& tor = switches.name_at.at(rank_switches[r].to_string());
       orchestrator->attach(tor, spec.workers.back(), ranks[r]);
-      placed.uplinks.push_back(*interfaces ? std::nullopt : std::optional(data_of.at(tor)));
+      placed.uplinks.push_back(interfaces ? std::nullopt : std::optional(data_of.at(tor)));
     }
     spec.ps = {kPsHost};
+    placed.configs = install(std::move(spec), options);
+    return placed;
+  }
+
+  // Plans the job of `spec` (its hosts attached) over the orchestrator's network with the
+  // options' settings and installs it under the options' job id or a free one. Returns each
+  // worker's endpoint config. PlanError: e.g. more than 32 ranks under one switch.
+  std::vector<nlohmann::json> install(JobSpec spec, const ClusterJobOptions& options) {
+    spec.name = "torch";
     spec.in_network_aggregation = options.in_network_aggregation;
     spec.values_per_packet = options.values_per_packet;
     spec.scale = options.scale;
     spec.retransmit_timeout = options.retransmit_timeout.value_or(WorkerConfig{}.retransmit_timeout);
     spec.progress_timeout = options.timeout;
-    // PlanError: e.g. more than 32 ranks under one switch.
     const Protocol& protocol = atp::protocol(options.protocol);
     EndpointJobPlan plan;
     if (options.job_id) {
@@ -260,8 +384,7 @@ struct ClusterJob::Coordinator {
       plan = orchestrator->install_with_free_id(protocol, spec);
     }
     installed = plan.job;
-    placed.configs = std::move(plan.workers);
-    return placed;
+    return std::move(plan.workers);
   }
 };
 
@@ -271,32 +394,9 @@ ClusterJob::ClusterJob(Store& store, int rank, int size, Duration timeout)
 ClusterJob::~ClusterJob() { close(); }
 
 std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, const ClusterJobOptions& options) {
-  if (size < 1 || rank < 0 || rank >= size) {
-    throw ClusterJobError("rank " + std::to_string(rank) + " of " + std::to_string(size) + " is not a rank of the job");
-  }
-  check_local_network(options, size);
-  if (options.testbed && options.local) {
-    throw ClusterJobError("a job on a testbed uses its switches and PS: it starts no local cluster");
-  }
-  if (!options.local && !options.testbed && (!options.switch_control || !options.ps_control)) {
-    throw ClusterJobError(
-        "no ATP cluster given: name a running switch and PS (their control addresses), or start a local one on rank 0");
-  }
+  check_join(rank, size, options);
   std::unique_ptr<ClusterJob> job(new ClusterJob(store, rank, size, options.timeout));
-  // On a testbed the switch reaches the rank by IP, at the host's ATP port, and parameter packets
-  // come to the job's multicast group (the socket is bound to every address for them).
-  // So are ranks behind running switches on Linux interfaces (hosts of a real network).
-  const std::optional<Address> host_ip =
-      options.local || options.testbed ? std::nullopt : address_behind_interfaces(options);
-  UdpSocket socket = options.testbed || host_ip ? UdpSocket({0, kUdpPort}, host_socket_options(std::nullopt))
-                                                : UdpSocket({options.bind_ip, 0});
-  RankInfo me{socket.local_endpoint(), std::nullopt, std::nullopt, ""};
-  if (options.testbed) {
-    me.host = options.testbed->host;
-  } else if (!options.local) {
-    me = {host_ip ? SocketAddress{*host_ip, kUdpPort} : socket.local_endpoint(), options.switch_control,
-          options.ps_control, ""};
-  }
+  auto [socket, me] = own_endpoint(options);
   store.set("endpoint/" + std::to_string(rank), to_json(me));
 
   if (rank == 0) {
@@ -304,71 +404,15 @@ std::unique_ptr<ClusterJob> ClusterJob::join(Store& store, int rank, int size, c
     int joined = 0;  // other ranks whose endpoint rank 0 read: they wait for its verdict
     try {
       auto coordinator = std::make_unique<Coordinator>();
-      // Every rank has `timeout` from now to show up (not each: one deadline for all).
-      const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-      std::vector<RankInfo> ranks{me};
-      for (int r = 1; r < size; ++r) {
-        const auto left = std::max<Duration>(Duration(0), deadline - std::chrono::steady_clock::now());
-        ranks.push_back(rank_info_from_json(store.get("endpoint/" + std::to_string(r), left)));
-        joined = r;
-        if (ranks.back().ps_control != me.ps_control) {
-          throw ClusterJobError("rank " + std::to_string(r) + " names " +
-                                (ranks.back().ps_control ? "the PS at " + ranks.back().ps_control->to_string()
-                                                         : std::string("no PS (a local cluster)")) +
-                                ", rank 0 " +
-                                (me.ps_control ? "the PS at " + me.ps_control->to_string() : std::string("none")) +
-                                ": every rank names the same PS");
-        }
-      }
+      const std::vector<RankInfo> ranks = Coordinator::gather(store, size, me, options, joined);
       // After the rendezvous, so that a rank that joined hears why rank 0 gave up, and no local
       // cluster is started for a job whose ranks never all came.
-      std::vector<SocketAddress> endpoints, rank_switches, more_switches;
-      SocketAddress ps_control;
-      control::ClientAccess access;
-      if (options.testbed) {
-        placed = coordinator->install_on_testbed(ranks, options);
-      } else if (options.local_network) {
-        const ClusterJobOptions::LocalNetwork& network = *options.local_network;
-        coordinator->local = std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), network.topology,
-                                                            switch_of(network, network.ps_host));
-        for (const std::string& host : network.rank_hosts) {
-          rank_switches.push_back(coordinator->local->switch_control(switch_of(network, host)));
-        }
-        more_switches = coordinator->local->switch_controls();  // those no rank hangs under too
-      } else if (options.local) {
-        coordinator->local =
-            std::make_unique<LocalDaemons>(find_atp_binary(options.atp_binary), options.local_aggregators);
-        rank_switches.assign(ranks.size(), coordinator->local->switch_control("local"));
-      } else {
-        for (const RankInfo& r : ranks) rank_switches.push_back(*r.switch_control);
-        more_switches = options.switches;
-        ps_control = *options.ps_control;
-        access = control::client_access();
-      }
-      if (coordinator->local) {
-        ps_control = coordinator->local->ps_control();
-        access = coordinator->local->access();
-      }
-      if (!options.testbed) {
-        for (const RankInfo& r : ranks) endpoints.push_back(r.endpoint);
-        const control::PsClient ps("the PS at " + ps_control.to_string(), ps_control, access);
-        placed = coordinator->plan_and_install(endpoints, rank_switches, more_switches, ps, access, options);
-      }
+      placed = coordinator->place(ranks, options);
       job->job_ = coordinator->installed;
       job->coordinator_ = std::move(coordinator);
     } catch (const std::exception& e) {
       const std::string why = std::string("rank 0 could not set up the ATP job: ") + e.what();
-      for (int r = 1; r < size; ++r) store.set("config/" + std::to_string(r), json{{"error", why}}.dump());
-      // The store may live in this process (torch's TCPStore on rank 0): wait, bounded, until the
-      // others have read why, or they would only learn that the store went away.
-      const auto until = std::chrono::steady_clock::now() + std::min<Duration>(options.timeout, kErrorReadWait);
-      try {
-        while (store.add(kErrorReadKey, 0) < joined && std::chrono::steady_clock::now() < until) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        store.erase(kErrorReadKey);
-      } catch (const std::exception&) {  // the store is gone: nothing more to do for the others
-      }
+      tell_why(store, size, joined, options.timeout, why);
       throw ClusterJobError(why);
     }
     const Protocol& protocol = atp::protocol(options.protocol);

@@ -86,45 +86,43 @@ void check_switch_graph(const Topology& topology, const std::unordered_map<std::
   }
 }
 
-}  // namespace
+using SwitchIndex = std::unordered_map<std::string, std::size_t>;
 
-NetworkPlan plan_network(const Topology& topology) {
-  const auto switch_index = index_switches(topology);
-  check_switch_graph(topology, switch_index);
-  if (topology.hosts.size() > std::size_t{kLastHostAddress - kFirstHostAddress + 1}) {
-    throw PlanError("the topology has " + std::to_string(topology.hosts.size()) +
-                    " hosts, more than the 10.0.0.0/8 address range holds");
+// Numbers each switch's ports: those the topology names are kept as named, the others come
+// after the highest so far, in the order they are asked for.
+class PortNumbers {
+ public:
+  explicit PortNumbers(const Topology& topology) : topology_(topology), next_(topology.switches.size(), 0) {}
+
+  PortId take(std::size_t s) {
+    if (next_[s] > std::numeric_limits<PortId>::max()) {
+      throw PlanError("switch " + quote(topology_.switches[s].name) + " needs more than 65536 ports");
+    }
+    return static_cast<PortId>(next_[s]++);
   }
 
-  NetworkPlan plan;
-  plan.topology = &topology;
-  const std::size_t n_switches = topology.switches.size();
-  std::vector<std::uint32_t> next_port(n_switches, 0);  // ports handed out so far per switch
-  auto take_port = [&](std::size_t s) -> PortId {
-    if (next_port[s] > std::numeric_limits<PortId>::max()) {
-      throw PlanError("switch " + quote(topology.switches[s].name) + " needs more than 65536 ports");
-    }
-    return static_cast<PortId>(next_port[s]++);
-  };
-
-  // Host ports first, in host order; hosts get addresses in the same order, unless they are
-  // attached to a running switch already (then they keep its address and port, and the ports
-  // numbered come after the highest such port).
-  const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
-  std::map<std::pair<std::size_t, PortId>, std::string> taken;  // (switch, port) -> what has it, of the ports named
-  auto keep_port = [&](std::size_t s, PortId port, const std::string& what) {
-    if (const auto [at, fresh] = taken.emplace(std::pair{s, port}, what); !fresh) {
+  // `what` (a link or host, for the error) has `port` of switch `s`.
+  void keep(std::size_t s, PortId port, const std::string& what) {
+    if (const auto [at, fresh] = taken_.emplace(std::pair{s, port}, what); !fresh) {
       throw PlanError(what + " and " + at->second + " both have port " + std::to_string(port) + " of switch " +
-                      quote(topology.switches[s].name));
+                      quote(topology_.switches[s].name));
     }
-    next_port[s] = std::max<std::uint32_t>(next_port[s], std::uint32_t{port} + 1);
-  };
-  for (const SwitchLink& l : topology.switch_links) {
-    if (!l.ports) continue;
-    const std::string what = "switch link " + quote(l.a) + "-" + quote(l.b);
-    keep_port(switch_index.at(l.a), l.ports->first, what);
-    keep_port(switch_index.at(l.b), l.ports->second, what);
+    next_[s] = std::max<std::uint32_t>(next_[s], std::uint32_t{port} + 1);
   }
+
+  std::uint16_t count(std::size_t s) const { return static_cast<std::uint16_t>(next_[s]); }
+
+ private:
+  const Topology& topology_;
+  std::vector<std::uint32_t> next_;                              // ports handed out so far per switch
+  std::map<std::pair<std::size_t, PortId>, std::string> taken_;  // (switch, port) -> what has it, of those named
+};
+
+// The hosts' addresses and their ToR ports, in host order, unless they are attached to a running
+// switch already (then they keep its address and port). Returns each host's port on its ToR.
+std::vector<PortId> attach_hosts(const Topology& topology, const SwitchIndex& switch_index, PortNumbers& ports,
+                                 NetworkPlan& plan) {
+  const bool attached = !topology.hosts.empty() && topology.hosts.front().attached.has_value();
   std::vector<PortId> host_port(topology.hosts.size());
   for (std::size_t h = 0; h < topology.hosts.size(); ++h) {
     const HostSpec& host = topology.hosts[h];
@@ -149,32 +147,27 @@ NetworkPlan plan_network(const Topology& topology) {
     plan.host_address[host.name] = address;
     if (attached) {
       host_port[h] = host.attached->port;
-      keep_port(tor, host_port[h], "host " + quote(host.name));
+      ports.keep(tor, host_port[h], "host " + quote(host.name));
     } else {
-      host_port[h] = take_port(tor);
+      host_port[h] = ports.take(tor);
     }
     plan.links.push_back(PlannedLink{PortRef{host.name, 0}, PortRef{host.switch_name, host_port[h]}});
   }
-  // Then switch links, in link order. adjacency[s] = (neighbour switch, local port).
-  std::vector<std::vector<std::pair<std::size_t, PortId>>> adjacency(n_switches);
-  for (const SwitchLink& l : topology.switch_links) {
-    const std::size_t ia = switch_index.at(l.a), ib = switch_index.at(l.b);
-    const PortId pa = l.ports ? l.ports->first : take_port(ia);
-    const PortId pb = l.ports ? l.ports->second : take_port(ib);
-    adjacency[ia].push_back({ib, pa});
-    adjacency[ib].push_back({ia, pb});
-    plan.links.push_back(PlannedLink{PortRef{l.a, pa}, PortRef{l.b, pb}});
-  }
-  for (std::size_t s = 0; s < n_switches; ++s) {
-    plan.switch_port_count[topology.switches[s].name] = static_cast<std::uint16_t>(next_port[s]);
-  }
+  return host_port;
+}
 
-  // Routes: a breadth-first search from every switch gives the first hop of a shortest path
-  // towards every other switch; a host is reached through its ToR (or directly from its ToR).
-  // Ties go to the neighbour found first: neighbours are searched in the order of their links in
-  // the topology. Each hop of a route is a shortest path's, so the distance to the destination
-  // falls at every hop: no loops, and the routes of every switch towards one host form a tree
-  // (ATP's aggregation tree towards a PS is the one towards the PS's address).
+// adjacency[s]: (neighbour switch, local port), in the order of the topology's links.
+using Adjacency = std::vector<std::vector<std::pair<std::size_t, PortId>>>;
+
+// Routes: a breadth-first search from every switch gives the first hop of a shortest path
+// towards every other switch; a host is reached through its ToR (or directly from its ToR).
+// Ties go to the neighbour found first: neighbours are searched in the order of their links in
+// the topology. Each hop of a route is a shortest path's, so the distance to the destination
+// falls at every hop: no loops, and the routes of every switch towards one host form a tree
+// (ATP's aggregation tree towards a PS is the one towards the PS's address).
+void plan_routes(const Topology& topology, const SwitchIndex& switch_index, const Adjacency& adjacency,
+                 const std::vector<PortId>& host_port, NetworkPlan& plan) {
+  const std::size_t n_switches = topology.switches.size();
   std::vector<PortId> first_hop(n_switches);
   std::vector<bool> reached(n_switches);
   std::vector<std::size_t> frontier;
@@ -202,6 +195,43 @@ NetworkPlan plan_network(const Topology& topology) {
       routes[plan.host_address.at(topology.hosts[h].name)] = tor == s ? host_port[h] : first_hop[tor];
     }
   }
+}
+
+}  // namespace
+
+NetworkPlan plan_network(const Topology& topology) {
+  const SwitchIndex switch_index = index_switches(topology);
+  check_switch_graph(topology, switch_index);
+  if (topology.hosts.size() > std::size_t{kLastHostAddress - kFirstHostAddress + 1}) {
+    throw PlanError("the topology has " + std::to_string(topology.hosts.size()) +
+                    " hosts, more than the 10.0.0.0/8 address range holds");
+  }
+
+  NetworkPlan plan;
+  plan.topology = &topology;
+  // The ports switch links name first, then the hosts' (attached hosts keep theirs), then the
+  // other switch links', in link order.
+  PortNumbers ports(topology);
+  for (const SwitchLink& l : topology.switch_links) {
+    if (!l.ports) continue;
+    const std::string what = "switch link " + quote(l.a) + "-" + quote(l.b);
+    ports.keep(switch_index.at(l.a), l.ports->first, what);
+    ports.keep(switch_index.at(l.b), l.ports->second, what);
+  }
+  const std::vector<PortId> host_port = attach_hosts(topology, switch_index, ports, plan);
+  Adjacency adjacency(topology.switches.size());
+  for (const SwitchLink& l : topology.switch_links) {
+    const std::size_t ia = switch_index.at(l.a), ib = switch_index.at(l.b);
+    const PortId pa = l.ports ? l.ports->first : ports.take(ia);
+    const PortId pb = l.ports ? l.ports->second : ports.take(ib);
+    adjacency[ia].push_back({ib, pa});
+    adjacency[ib].push_back({ia, pb});
+    plan.links.push_back(PlannedLink{PortRef{l.a, pa}, PortRef{l.b, pb}});
+  }
+  for (std::size_t s = 0; s < topology.switches.size(); ++s) {
+    plan.switch_port_count[topology.switches[s].name] = ports.count(s);
+  }
+  plan_routes(topology, switch_index, adjacency, host_port, plan);
   return plan;
 }
 

@@ -24,22 +24,20 @@ struct PsTree {
   std::vector<std::pair<std::string, AggregationRole>> roles;  // (switch, role)
 };
 
-// The PS at the root (node 0), the workers at the leaves, and between them every switch on the
-// workers' paths to the PS that aggregates the job: ATP-capable, with aggregators as wide as the
-// job's packets where the job sets their width (else the width follows the narrowest), and where
-// two to 32 of those paths meet. Routes are chosen per destination, so the paths towards one PS
-// form a tree. Node ids go breadth first from the PS, each node's children by
-// their first worker: parents come before children, and a node's children are its bitmap's bits
-// in id order.
-PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
-  const Address ps_address = network.host_address.at(ps);
-  const std::string name = "job " + quote(job.name);
-  // Tree vertices before numbering: workers 0..n-1, then switches by first appearance; kRoot: the PS.
-  constexpr std::size_t kRoot = std::numeric_limits<std::size_t>::max();
+// The job's paths towards one PS before numbering: vertices 0..n-1 are the workers, then the
+// aggregating switches by first appearance, and each vertex's parent (kRoot: the PS).
+struct PathVertices {
+  static constexpr std::size_t kRoot = std::numeric_limits<std::size_t>::max();
+  std::vector<std::string> switches;
+  std::vector<std::size_t> parent;
+};
+
+PathVertices path_vertices(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
+  constexpr std::size_t kRoot = PathVertices::kRoot;
   const std::size_t n = job.workers.size();
   std::vector<std::string> switches;
   std::map<std::string, std::size_t> vertex_of_switch;
-  std::vector<std::size_t> parent(n, kRoot);  // kRoot: the PS
+  std::vector<std::size_t> parent(n, kRoot);
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t below = i;
     walk_path(network, g, job.workers[i], ps, [&](const std::string& s, PortId, PortId) {
@@ -61,6 +59,24 @@ PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSp
       below = it->second;
     });
   }
+  return PathVertices{std::move(switches), std::move(parent)};
+}
+
+// The PS at the root (node 0), the workers at the leaves, and between them every switch on the
+// workers' paths to the PS that aggregates the job: ATP-capable, with aggregators as wide as the
+// job's packets where the job sets their width (else the width follows the narrowest), and where
+// two to 32 of those paths meet. Routes are chosen per destination, so the paths towards one PS
+// form a tree. Node ids go breadth first from the PS, each node's children by
+// their first worker: parents come before children, and a node's children are its bitmap's bits
+// in id order.
+PsTree build_ps_tree(const NetworkPlan& network, const PortGraph& g, const JobSpec& job, const std::string& ps) {
+  const Address ps_address = network.host_address.at(ps);
+  const std::string name = "job " + quote(job.name);
+  constexpr std::size_t kRoot = PathVertices::kRoot;
+  const std::size_t n = job.workers.size();
+  const PathVertices paths = path_vertices(network, g, job, ps);
+  const std::vector<std::string>& switches = paths.switches;
+  const std::vector<std::size_t>& parent = paths.parent;
   // Each vertex's children; the PS is vertex `root`.
   const std::size_t root = parent.size();
   std::vector<std::vector<std::size_t>> children(root + 1);
@@ -179,47 +195,44 @@ std::uint16_t widest_within_ps_budget(PsConfig p, std::uint16_t width) {
   return lo;
 }
 
-}  // namespace
-
-JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
-  const PortGraph graph = build_port_graph(network);
-  check_job_spec(network, job);
-  const std::string name = "job " + quote(job.name);
-
-  std::vector<PsTree> trees;
-  for (const std::string& ps : job.ps) trees.push_back(build_ps_tree(network, graph, job, ps));
-
-  // Aggregating switches bound the fragment width and the index range.
-  JobPlan plan;
-  const std::string* smallest_switch = nullptr;   // the first aggregating switch with the smallest table
+// The fragment width the job's aggregating switches allow, and the smallest aggregator table
+// on its paths with the indices that gives it (JobPlan's values_per_packet, num_aggregators and
+// aggregators). True when some switch aggregates the job.
+bool fit_switch_tables(const NetworkPlan& network, const PortGraph& graph, const JobSpec& job,
+                       const std::vector<PsTree>& trees, JobPlan& plan) {
+  bool aggregated = false;
   std::uint16_t narrowest = kMaxValuesPerPacket;  // aggregator width
   for (const PsTree& tree : trees) {
     for (const auto& [switch_name, role] : tree.roles) {
-      narrowest = std::min(narrowest, graph.switch_config.at(switch_name)->aggregator_width);
+      const SwitchConfig& config = *graph.switch_config.at(switch_name);
+      narrowest = std::min(narrowest, config.aggregator_width);
+      if (!aggregated || config.num_aggregators < plan.num_aggregators) plan.num_aggregators = config.num_aggregators;
+      aggregated = true;
     }
   }
   plan.values_per_packet = job_fragment_width(network, job, narrowest);
-  for (const PsTree& tree : trees) {
-    for (const auto& [switch_name, role] : tree.roles) {
-      const SwitchConfig& config = *graph.switch_config.at(switch_name);
-      if (smallest_switch == nullptr || config.num_aggregators < plan.num_aggregators) {
-        smallest_switch = &switch_name;
-        plan.num_aggregators = config.num_aggregators;
-      }
-    }
-  }
-  plan.aggregators = job_aggregators(job, plan.num_aggregators, smallest_switch != nullptr, *network.topology);
+  plan.aggregators = job_aggregators(job, plan.num_aggregators, aggregated, *network.topology);
+  return aggregated;
+}
 
-  // A static share is SwitchML's pool of slots: a job never has more fragments in flight than
-  // aggregators in its share (split evenly over its PS shards' flows), so that its own
-  // fragments never compete for one; an allocating switch would ignore the share, so a static
-  // job's kAllocated is kLinear. A dynamic job with hashed_slots keeps to its part of the table
-  // the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together; one with
-  // allocated to the whole table, which the switch's table brake shares out, but it starts at its
-  // part (first window and slow start's threshold): beyond it the window grows by congestion
-  // avoidance, one MTU per round trip, into what the other jobs leave. Jobs that all slow-start to
-  // the whole table overflow the queues of the hosts they share (Fig. 14), and drop-tail there
-  // locks the later jobs out of their first windows.
+// How the job's workers pick aggregator indices and how far their windows may open.
+struct JobWindows {
+  IndexPolicy policy;
+  CongestionConfig congestion;
+  std::uint32_t slot_home;
+};
+
+// A static share is SwitchML's pool of slots: a job never has more fragments in flight than
+// aggregators in its share (split evenly over its PS shards' flows), so that its own
+// fragments never compete for one; an allocating switch would ignore the share, so a static
+// job's kAllocated is kLinear. A dynamic job with hashed_slots keeps to its part of the table
+// the same way (JobSpec::sharing_jobs), so that the jobs' slots fit it together; one with
+// allocated to the whole table, which the switch's table brake shares out, but it starts at its
+// part (first window and slow start's threshold): beyond it the window grows by congestion
+// avoidance, one MTU per round trip, into what the other jobs leave. Jobs that all slow-start to
+// the whole table overflow the queues of the hosts they share (Fig. 14), and drop-tail there
+// locks the later jobs out of their first windows. `aggregated`: some switch aggregates the job.
+JobWindows job_windows(const JobSpec& job, const JobPlan& plan, bool aggregated) {
   const IndexPolicy policy =
       job.aggregator_share && job.index_policy == IndexPolicy::kAllocated ? IndexPolicy::kLinear : job.index_policy;
   CongestionConfig congestion = job.congestion;
@@ -229,7 +242,7 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
   const std::uint32_t part = slotted ? even_part : plan.aggregators.count;
   const std::uint32_t slot_home =
       sharing > 1 ? job.sharing_index * part : hashed_slot_home(job.id, plan.aggregators.count);
-  if ((job.aggregator_share || slotted || policy == IndexPolicy::kAllocated) && smallest_switch != nullptr) {
+  if ((job.aggregator_share || slotted || policy == IndexPolicy::kAllocated) && aggregated) {
     const auto flows = static_cast<std::uint32_t>(job.ps.size());
     const std::uint32_t cap = std::max<std::uint32_t>(1, part / flows);
     congestion.max_window = std::min(congestion.max_window, cap);
@@ -243,24 +256,14 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
       congestion.initial_ssthresh = std::min(congestion.initial_ssthresh, start);
     }
   }
+  return JobWindows{policy, congestion, slot_home};
+}
 
-  // A PS gets every P-th sequence number of the job (P = its number of PSs, worker.h), so the
-  // max_window fragments a worker's flow has in flight to it span max_window x P of them.
-  const std::uint64_t window_seqs = std::uint64_t{congestion.max_window} * job.ps.size();
-  const auto max_window_seqs =
-      static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
-
-  // A chosen width also keeps every PS within its memory budget: with many PS shards a flow's
-  // window spans max_window x shards sequence numbers, and a PS holds a fragment's sums for each.
-  if (job.values_per_packet == 0 && max_window_seqs <= kMaxWindowSeqs) {
-    for (const PsTree& tree : trees) {
-      PsConfig p;
-      p.max_window_seqs = max_window_seqs;
-      p.tree = tree.parents;
-      plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
-    }
-  }
-
+// Each worker's config: its routes to every PS and the job's width, indices and windows.
+std::vector<WorkerConfig> worker_configs(const NetworkPlan& network, const JobSpec& job,
+                                         const std::vector<PsTree>& trees, const JobPlan& plan,
+                                         const JobWindows& windows) {
+  std::vector<WorkerConfig> workers;
   for (std::size_t i = 0; i < job.workers.size(); ++i) {
     WorkerConfig w;
     w.job = job.id;
@@ -269,45 +272,53 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     w.values_per_packet = plan.values_per_packet;
     w.scale = job.scale;
     w.aggregators = plan.aggregators;
-    w.index_policy = policy;
-    w.slot_home = slot_home;
-    w.congestion = congestion;
+    w.index_policy = windows.policy;
+    w.slot_home = windows.slot_home;
+    w.congestion = windows.congestion;
     w.loss_recovery = job.loss_recovery;
     set_timeouts(job, w);
-    plan.workers.push_back(std::move(w));
+    workers.push_back(std::move(w));
   }
-  for (std::size_t k = 0; k < job.ps.size(); ++k) {
-    PsConfig p;
-    p.job = job.id;
-    p.name = job.name;
-    p.self = network.host_address.at(job.ps[k]);
-    p.multicast_group = multicast_group_address(job.id);
-    p.tree = trees[k].parents;
-    // In the order of their leaf nodes (PsConfig::workers).
-    std::vector<std::pair<std::uint16_t, Address>> leaves;
-    for (const WorkerConfig& w : plan.workers) leaves.emplace_back(w.ps[k].node, w.self);
-    std::sort(leaves.begin(), leaves.end());
-    for (const auto& leaf : leaves) p.workers.push_back(leaf.second);
-    p.values_per_packet = plan.values_per_packet;
-    p.aggregators = plan.aggregators;
-    p.index_policy = policy;
-    p.max_window_seqs = max_window_seqs;
-    // Checked here too (PsEndpoint throws), so that a scenario or job spec fails at planning.
-    if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {
-      throw PlanError(name + " lets each parameter server hold up to " + std::to_string(ps_job_memory_bound(p) >> 20) +
-                      " MiB (max_window " + std::to_string(congestion.max_window) + " x " +
-                      std::to_string(job.ps.size()) + " PS shards, " + std::to_string(plan.values_per_packet) +
-                      " values per packet), above the " + std::to_string(kPsJobMemoryBudget >> 20) +
-                      " MiB a PS job may use; lower max_window or values_per_packet");
-    }
-    plan.ps.push_back(std::move(p));
-  }
+  return workers;
+}
 
-  // Switch entries: admission on every ingress port of the job's paths in both directions,
-  // multicast towards the workers, roles from the trees. Multicast follows the workers' paths to
-  // the PS backwards: their union is a tree (each switch on it has one port towards the PS), so
-  // no switch gets a packet twice however the links form cycles. The unicast routes from the PS
-  // are chosen per destination and are not built to form one tree.
+// PS shard k's config, checked against the memory a PS job may use (PsEndpoint throws too; here
+// a scenario or job spec fails at planning).
+PsConfig ps_config(const NetworkPlan& network, const JobSpec& job, const JobPlan& plan, std::size_t k,
+                   const PsTree& tree, const JobWindows& windows, std::uint32_t max_window_seqs) {
+  PsConfig p;
+  p.job = job.id;
+  p.name = job.name;
+  p.self = network.host_address.at(job.ps[k]);
+  p.multicast_group = multicast_group_address(job.id);
+  p.tree = tree.parents;
+  // In the order of their leaf nodes (PsConfig::workers).
+  std::vector<std::pair<std::uint16_t, Address>> leaves;
+  for (const WorkerConfig& w : plan.workers) leaves.emplace_back(w.ps[k].node, w.self);
+  std::sort(leaves.begin(), leaves.end());
+  for (const auto& leaf : leaves) p.workers.push_back(leaf.second);
+  p.values_per_packet = plan.values_per_packet;
+  p.aggregators = plan.aggregators;
+  p.index_policy = windows.policy;
+  p.max_window_seqs = max_window_seqs;
+  if (max_window_seqs > kMaxWindowSeqs || ps_job_memory_bound(p) > kPsJobMemoryBudget) {
+    throw PlanError("job " + quote(job.name) + " lets each parameter server hold up to " +
+                    std::to_string(ps_job_memory_bound(p) >> 20) + " MiB (max_window " +
+                    std::to_string(windows.congestion.max_window) + " x " + std::to_string(job.ps.size()) +
+                    " PS shards, " + std::to_string(plan.values_per_packet) + " values per packet), above the " +
+                    std::to_string(kPsJobMemoryBudget >> 20) + " MiB a PS job may use; lower max_window or " +
+                    "values_per_packet");
+  }
+  return p;
+}
+
+// Switch entries: admission on every ingress port of the job's paths in both directions,
+// multicast towards the workers, roles from the trees. Multicast follows the workers' paths to
+// the PS backwards: their union is a tree (each switch on it has one port towards the PS), so
+// no switch gets a packet twice however the links form cycles. The unicast routes from the PS
+// are chosen per destination and are not built to form one tree.
+std::map<std::string, SwitchJobPlan> switch_entries(const NetworkPlan& network, const PortGraph& graph,
+                                                    const JobSpec& job, const std::vector<PsTree>& trees) {
   struct PortSets {
     std::set<PortId> admitted, multicast;
   };
@@ -323,8 +334,9 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
                 [&](const std::string& s, PortId ingress, PortId) { ports[s].admitted.insert(ingress); });
     }
   }
+  std::map<std::string, SwitchJobPlan> switches;
   for (const auto& [switch_name, sets] : ports) {
-    SwitchJobPlan& entry = plan.switches[switch_name];
+    SwitchJobPlan& entry = switches[switch_name];
     entry.name = job.name;
     entry.entry.job = job.id;
     entry.entry.admitted_ports.assign(sets.admitted.begin(), sets.admitted.end());
@@ -340,8 +352,47 @@ JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
     entry.routes.erase(std::unique(entry.routes.begin(), entry.routes.end()), entry.routes.end());
   }
   for (const PsTree& tree : trees) {
-    for (const auto& [switch_name, role] : tree.roles) plan.switches.at(switch_name).entry.roles.push_back(role);
+    for (const auto& [switch_name, role] : tree.roles) switches.at(switch_name).entry.roles.push_back(role);
   }
+  return switches;
+}
+
+}  // namespace
+
+JobPlan plan_job(const NetworkPlan& network, const JobSpec& job) {
+  const PortGraph graph = build_port_graph(network);
+  check_job_spec(network, job);
+
+  std::vector<PsTree> trees;
+  for (const std::string& ps : job.ps) trees.push_back(build_ps_tree(network, graph, job, ps));
+
+  // Aggregating switches bound the fragment width and the index range.
+  JobPlan plan;
+  const bool aggregated = fit_switch_tables(network, graph, job, trees, plan);
+  const JobWindows windows = job_windows(job, plan, aggregated);
+
+  // A PS gets every P-th sequence number of the job (P = its number of PSs, worker.h), so the
+  // max_window fragments a worker's flow has in flight to it span max_window x P of them.
+  const std::uint64_t window_seqs = std::uint64_t{windows.congestion.max_window} * job.ps.size();
+  const auto max_window_seqs =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(window_seqs, std::numeric_limits<std::uint32_t>::max()));
+
+  // A chosen width also keeps every PS within its memory budget: with many PS shards a flow's
+  // window spans max_window x shards sequence numbers, and a PS holds a fragment's sums for each.
+  if (job.values_per_packet == 0 && max_window_seqs <= kMaxWindowSeqs) {
+    for (const PsTree& tree : trees) {
+      PsConfig p;
+      p.max_window_seqs = max_window_seqs;
+      p.tree = tree.parents;
+      plan.values_per_packet = widest_within_ps_budget(std::move(p), plan.values_per_packet);
+    }
+  }
+
+  plan.workers = worker_configs(network, job, trees, plan, windows);
+  for (std::size_t k = 0; k < job.ps.size(); ++k) {
+    plan.ps.push_back(ps_config(network, job, plan, k, trees[k], windows, max_window_seqs));
+  }
+  plan.switches = switch_entries(network, graph, job, trees);
   return plan;
 }
 

@@ -10,6 +10,28 @@
 
 namespace atp::plink {
 
+namespace {
+
+// With enough chunks every rank meets every other on every lane (masters go round); with fewer,
+// or none, some pairs exchange nothing. A transport connects the channels of the schedule without
+// elements (schedule.h), so every lane to every other rank is named, by an empty step each way
+// where no chunk names it: each way, as every channel that carries a chunk does (a member's send
+// to its LM comes back from it on the chunk's lane, an LM's to the GM too), since a transport
+// may frame each direction that has a step, empty or not.
+void name_every_channel(Schedule& s, int rank, int size, int lanes) {
+  const std::vector<int> named = schedule_channels(s);
+  for (int l = 0; l < lanes; ++l) {
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank && !std::binary_search(named.begin(), named.end(), channel(s, peer, l))) {
+        schedule_append(s, StepKind::kSend, peer, ElementRange{}, l);
+        schedule_append(s, StepKind::kReceiveCopy, peer, ElementRange{}, l);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGroups& groups, std::size_t chunk_elements,
                             int lanes) {
   return two_level_schedule(rank, size, count, groups, equal_shares(size), chunk_elements, lanes);
@@ -82,21 +104,7 @@ Schedule two_level_schedule(int rank, int size, std::size_t count, const RankGro
       append(StepKind::kReceiveCopy, lm(mine, c), c);
     }
   }
-  // With enough chunks every rank meets every other on every lane (masters go round); with fewer,
-  // or none, some pairs exchange nothing. A transport connects the channels of the schedule without
-  // elements (schedule.h), so every lane to every other rank is named, by an empty step each way
-  // where no chunk names it: each way, as every channel that carries a chunk does (a member's send
-  // to its LM comes back from it on the chunk's lane, an LM's to the GM too), since a transport
-  // may frame each direction that has a step, empty or not.
-  const std::vector<int> named = schedule_channels(s);
-  for (int l = 0; l < lanes; ++l) {
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer != rank && !std::binary_search(named.begin(), named.end(), channel(s, peer, l))) {
-        schedule_append(s, StepKind::kSend, peer, ElementRange{}, l);
-        schedule_append(s, StepKind::kReceiveCopy, peer, ElementRange{}, l);
-      }
-    }
-  }
+  name_every_channel(s, rank, size, lanes);
   return s;
 }
 

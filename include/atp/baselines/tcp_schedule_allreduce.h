@@ -36,6 +36,8 @@
 
 namespace atp {
 
+class ScheduleExecutor;
+
 struct TcpAllreduceOptions {
   // Largest send()/recv() per call (bytes): the pipeline's unit, rounded down to whole floats (at
   // least one). 256 KiB keeps syscalls few and the pieces small next to a chunk.
@@ -125,6 +127,10 @@ class TcpScheduleAllreduce : public Allreduce {
   void check_connected(const Schedule& schedule);
   // A schedule's run over the links, without the failure handling.
   void run_schedule(const Schedule& schedule, std::span<float> data);
+  // What a run that cannot move says: each link's next unfinished step, of a schedule that is wrong.
+  std::string stuck_steps(const ScheduleExecutor& executor) const;
+  // What a run that stalled for the timeout says: the links it waited to receive from or send to.
+  std::string stalled_links(const std::vector<char>& wants_receive, const std::vector<char>& wants_send) const;
   // `listener` (join's): a socket already listening on this rank's address, owned from then on.
   TcpScheduleAllreduce(std::string name, ScheduleBuilder build, int rank, int size, std::vector<std::string> addresses,
                        Duration timeout, TcpAllreduceOptions options, int listener);

@@ -125,6 +125,15 @@ class ProcessRun {
   // --- results
 
   ScenarioResult collect();
+  // The first error of each kind a job's workers reported: a crash's comes first in the job's
+  // result, then any other, then the failure that stopped a worker.
+  struct WorkerErrors {
+    std::string crash, other, stop;
+  };
+  // Adds worker `w`'s counts, times and error to its job's result.
+  void add_worker(const Worker& w, JobResult& r, std::int64_t& allreduce_ns, WorkerErrors& errors) const;
+  // Adds job `job`'s counts on the switches (`stats`) and its PSes to its result.
+  void add_daemon_counts(std::size_t job, std::map<std::string, control::SwitchStats>& stats, JobResult& r);
 
   const Scenario& s_;
   RoundCallback on_round_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -110,6 +111,226 @@ std::unique_ptr<Allreduce> make_collective(const Algorithm& algorithm, const Wor
   }
   throw std::invalid_argument(cannot_run(algorithm, loopback_backend().algorithm_support()));
 }
+
+// One worker's run of its job's rounds (run_worker_process): its collective, each round's
+// input and reference answer, the exact check, and the runner's answers on stdin.
+class WorkerRun {
+ public:
+  // Throws std::invalid_argument for a spec this worker cannot run.
+  WorkerRun(WorkerSpec& spec, const Algorithm& algorithm, WorkerResult& result)
+      : spec_(spec),
+        algorithm_(algorithm),
+        r_(result),
+        collective_(make_collective(algorithm, spec)),
+        comm_(dynamic_cast<Communicator*>(collective_.get())),
+        rank_(static_cast<int>(spec.worker)),
+        size_(static_cast<int>(spec.workers)),
+        buffer_(spec.elements),
+        // A protocol that re-forms (Rina's) goes on without workers that are gone ("reform" lines).
+        reforms_(!algorithm.protocol.empty() && protocol(algorithm.protocol).reformed != nullptr),
+        values_per_packet_(comm_ != nullptr ? comm_->values_per_packet() : 0),
+        // Endpoints that pick their exponents (Rina's): their sums are exact integers at those
+        // exponents, which must hold every fragment's largest value to float32's precision (no
+        // float path).
+        picks_(comm_ != nullptr && comm_->picks_exponents()),
+        fragments_(static_cast<std::uint32_t>(
+            picks_ ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet_)) : 0)),
+        integer_path_(picks_ ? fragments_ : 0, false) {
+    if (algorithm.timed_calls != nullptr) timed_calls_ = dynamic_cast<TcpScheduleAllreduce*>(collective_.get());
+  }
+
+  // Runs the job's rounds into the result; false: the runner called the run off (then no result
+  // line is due).
+  bool run() {
+    print({{"event", "ready"}});
+    if (!std::getline(std::cin, go_) || go_ != "go") return false;
+    std::this_thread::sleep_for(spec_.start);
+    // PLink's Autotune: the plan this worker runs, from the master shares the runner sends with "go".
+    if (spec_.autotune) {
+      tuned_ = dynamic_cast<TcpScheduleAllreduce*>(collective_.get());
+      if (tuned_ == nullptr) throw std::invalid_argument("autotune needs a plink or plink_fa job");
+      plan_ = plan_for(plink::equal_shares(size_));
+    }
+    for (std::uint32_t round = 0; round < spec_.rounds && r_.error.empty();) {
+      if (spec_.crash_round && round >= *spec_.crash_round) {
+        r_.crashed = true;
+        r_.error = "host crashed (at_round " + std::to_string(*spec_.crash_round) + ") after " +
+                   std::to_string(r_.completed_rounds) + " of " + std::to_string(spec_.rounds) + " rounds";
+        break;
+      }
+      const Step step = timed_calls_ != nullptr ? timed_round(round) : checked_round(round);
+      if (step == Step::kCalledOff) return false;
+      if (step == Step::kDone) ++round;
+    }
+    if (r_.error.empty()) collective_->close();
+    if (comm_ != nullptr) {
+      EndpointCounts counts = left_behind_;
+      counts += comm_->counts();
+      r_.retransmissions = counts.retransmissions;
+      r_.fast_retransmits = counts.fast_retransmits;
+      r_.requested_resends = counts.requested_resends;
+      r_.timeouts = counts.timeouts;
+      r_.final_requests = counts.final_requests;
+    }
+    return true;
+  }
+
+ private:
+  // How a round ended: done (or failed, with the result's error set), to be run again from the
+  // round a re-form names, or called off by the runner.
+  enum class Step { kDone, kAgain, kCalledOff };
+
+  Schedule plan_for(const plink::MasterShares& shares) const {
+    return plink::two_level_schedule(rank_, size_, spec_.elements, spec_.racks, shares, plink::kDefaultChunkElements,
+                                     spec_.connections);
+  }
+
+  void reference_at(std::uint32_t round, std::span<const std::int16_t> exponents) {
+    scenario_inputs::make_reference_at(spec_.seed, spec_.job, spec_.workers, round, spec_.elements, spec_.magnitude,
+                                       values_per_packet_, exponents, ref_, excluded_);
+  }
+
+  // The runner's answer to a "wait" or "failed" line, in go_; false: the run was called off. One
+  // to a worker of a protocol that re-forms may be "reform {...}": then its job is built anew,
+  // and `round` is where it goes on.
+  bool answer(const char* event, std::uint32_t& round, const std::string& error) {
+    json line{{"event", event}, {"round", round}};
+    if (reforms_) line["next_seq"] = comm_->resume_seq();
+    if (!error.empty()) line["error"] = error;
+    print(line);
+    if (!std::getline(std::cin, go_)) return false;
+    if (!reforms_ || !go_.starts_with("reform ")) return true;
+    const Reform reform = reform_from_json(go_.substr(std::strlen("reform ")));
+    left_behind_ += comm_->counts();
+    collective_.reset();  // its socket's port is the new job's
+    spec_.config = reform.config;
+    collective_ = make_collective(algorithm_, spec_);
+    comm_ = dynamic_cast<Communicator*>(collective_.get());
+    excluded_ = reform.excluded;
+    round = reform.round;
+    r_.completed_rounds = std::min(r_.completed_rounds, round);
+    return true;
+  }
+
+  // A measurement (probe): this round's calls one after the other, each timed; nothing to check.
+  Step timed_round(std::uint32_t round) {
+    const std::vector<Schedule> calls = algorithm_.timed_calls(rank_, size_, spec_.elements, round);
+    if (!answer("wait", round, "") || go_ != "go") return Step::kCalledOff;
+    // Pairs finish a round at their paths' pace and wait for the slowest at the next barrier,
+    // which fails a worker not heard from for the progress timeout: this one says it is alive.
+    const Alive alive(spec_.alive_every);
+    std::vector<std::int64_t>& times = r_.call_ns.emplace_back();
+    for (const Schedule& call : calls) {
+      const Time t0 = EventLoop::now();
+      timed_calls_->run(call, buffer_);
+      times.push_back((EventLoop::now() - t0).count());
+      r_.allreduce_ns += times.back();
+    }
+    ++r_.completed_rounds;
+    print({{"event", "round"}, {"round", round}});
+    return Step::kDone;
+  }
+
+  // The input and the answer come before the round's barrier: building the answer draws every
+  // worker's input, and that must not run beside another worker's timed allreduce. Then every
+  // worker of the job starts the round together, as nccl-tests' ranks do.
+  void prepare(std::uint32_t round) {
+    const Alive alive(spec_.alive_every);
+    if (round > 0) std::this_thread::sleep_for(spec_.compute);
+    scenario_inputs::generate_input(scenario_inputs::input_seed(spec_.seed, spec_.job, spec_.worker, round),
+                                    spec_.magnitude, buffer_);
+    if (picks_) {
+      // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
+      // reference is made again after the round.
+      reference_at(round, comm_->next_exponents(fragments_));
+    } else {
+      scenario_inputs::make_reference(spec_.seed, spec_.job, spec_.workers, round, spec_.elements, spec_.magnitude,
+                                      spec_.scale, values_per_packet_, ref_);
+    }
+  }
+
+  // A round of the job's allreduce, checked against its reference.
+  Step checked_round(std::uint32_t& round) {
+    prepare(round);
+    if (!answer("wait", round, "")) return Step::kCalledOff;
+    if (go_.starts_with("reform ")) return Step::kAgain;  // re-formed: from its round again
+    if (tuned_ != nullptr && go_.starts_with("go ")) {
+      plan_ = plan_for(shares_from_json(go_.substr(3)));
+      go_ = "go";
+    }
+    if (go_ != "go") return Step::kCalledOff;
+    const Time t0 = EventLoop::now();
+    try {
+      if (tuned_ != nullptr) {
+        tuned_->run(plan_, buffer_);
+      } else {
+        collective_->allreduce(buffer_);
+      }
+    } catch (const std::exception& e) {
+      // A worker gone leaves a job that re-forms without progress; the runner re-forms it or stops.
+      if (!reforms_) throw;
+      if (round >= spec_.warmup_rounds) r_.allreduce_ns += (EventLoop::now() - t0).count();  // time lost counts
+      if (!answer("failed", round, e.what())) return Step::kCalledOff;
+      if (go_.starts_with("reform ")) return Step::kAgain;
+      throw;  // "stop": the failure is the job's
+    }
+    if (round >= spec_.warmup_rounds) r_.allreduce_ns += (EventLoop::now() - t0).count();
+    const Alive alive(spec_.alive_every);
+    if (const std::string wrong = check(round); !wrong.empty()) {
+      r_.error = "round " + std::to_string(round) + ": " + wrong;
+      return Step::kDone;
+    }
+    ++r_.completed_rounds;
+    json done{{"event", "round"}, {"round", round}};
+    if (tuned_ != nullptr) {
+      json& links = done["links"] = json::array();
+      for (const auto& l : tuned_->last_call_links())
+        links.push_back(json::array({l.peer, l.lane, l.bytes, l.active_s, l.round_trip_s}));
+    }
+    print(done);
+    return Step::kDone;
+  }
+
+  // What is wrong with the round's result; "" when it is right. ATP's result is exact (or, per
+  // fragment, the float32 overflow path's), Rina's exact; a float32 collective's sum is held to
+  // the float path's rounding bound everywhere.
+  std::string check(std::uint32_t round) {
+    std::string wrong;
+    if (picks_) {
+      if (const std::vector<std::int16_t> used = comm_->result_exponents(); used != ref_.exponents) {
+        reference_at(round, used);
+      }
+      wrong = scenario_inputs::unresolved_fragment(ref_, values_per_packet_);
+    }
+    std::uint64_t floats = 0;
+    if (wrong.empty()) {
+      wrong = scenario_inputs::check_result(ref_, buffer_, integer_path_, values_per_packet_, &floats,
+                                            algorithm_.check == ResultCheck::kFloat32Rounding, &r_.wrong_values);
+    }
+    if (comm_ != nullptr) r_.float_fragments += floats;
+    return wrong;
+  }
+
+  WorkerSpec& spec_;
+  const Algorithm& algorithm_;
+  WorkerResult& r_;
+  std::unique_ptr<Allreduce> collective_;
+  Communicator* comm_;  // collective_, when it runs a protocol
+  const int rank_, size_;
+  std::vector<float> buffer_;
+  const bool reforms_;
+  const std::size_t values_per_packet_;
+  const bool picks_;
+  const std::uint32_t fragments_;
+  const std::vector<bool> integer_path_;
+  TcpScheduleAllreduce* timed_calls_ = nullptr;  // collective_, when its algorithm times calls (a probe)
+  TcpScheduleAllreduce* tuned_ = nullptr;        // collective_, when Autotune plans it
+  Schedule plan_;                                // Autotune's plan for the next round
+  scenario_inputs::RoundReference ref_;
+  std::vector<std::uint32_t> excluded_;  // workers the job went on without (a "reform" line)
+  EndpointCounts left_behind_;           // the counts of the jobs it left
+  std::string go_;                       // the runner's last answer
+};
 
 }  // namespace
 
@@ -270,168 +491,7 @@ int run_worker_process(const std::string& spec_path) {
   try {
     const Algorithm* algorithm = find_algorithm(spec.algorithm);
     if (algorithm == nullptr) throw std::invalid_argument("unknown algorithm '" + spec.algorithm + "'");
-    std::unique_ptr<Allreduce> collective = make_collective(*algorithm, spec);
-    Communicator* comm = dynamic_cast<Communicator*>(collective.get());
-    print({{"event", "ready"}});
-    std::string go;
-    if (!std::getline(std::cin, go) || go != "go") return 1;  // the run was called off
-    std::this_thread::sleep_for(spec.start);
-    std::vector<float> buffer(spec.elements);
-    const int rank = static_cast<int>(spec.worker), size = static_cast<int>(spec.workers);
-    auto* timed_calls =
-        algorithm->timed_calls != nullptr ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
-    // PLink's Autotune: the plan this worker runs, from the master shares the runner sends with "go".
-    auto* tuned = spec.autotune ? dynamic_cast<TcpScheduleAllreduce*>(collective.get()) : nullptr;
-    if (spec.autotune && tuned == nullptr) throw std::invalid_argument("autotune needs a plink or plink_fa job");
-    const auto plan_for = [&](const plink::MasterShares& shares) {
-      return plink::two_level_schedule(rank, size, spec.elements, spec.racks, shares, plink::kDefaultChunkElements,
-                                       spec.connections);
-    };
-    Schedule plan = tuned != nullptr ? plan_for(plink::equal_shares(size)) : Schedule{};
-    scenario_inputs::RoundReference ref;
-    // A protocol that re-forms (Rina's) goes on without workers that are gone ("reform" lines).
-    const bool reforms = !algorithm->protocol.empty() && protocol(algorithm->protocol).reformed != nullptr;
-    const std::size_t values_per_packet = comm != nullptr ? comm->values_per_packet() : 0;
-    // Endpoints that pick their exponents (Rina's): their sums are exact integers at those
-    // exponents, which must hold every fragment's largest value to float32's precision (no float
-    // path).
-    const bool picks = comm != nullptr && comm->picks_exponents();
-    const auto fragments = static_cast<std::uint32_t>(
-        picks ? fragment_count(spec.elements, static_cast<std::uint16_t>(values_per_packet)) : 0);
-    const std::vector<bool> integer_path(picks ? fragments : 0, false);
-    std::vector<std::uint32_t> excluded;  // workers the job went on without (a "reform" line)
-    EndpointCounts left_behind;           // the counts of the jobs it left
-    const auto reference_at = [&](std::uint32_t round, std::span<const std::int16_t> exponents) {
-      scenario_inputs::make_reference_at(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                         values_per_packet, exponents, ref, excluded);
-    };
-    // The runner's answer to a "wait" or "failed" line; false: the run was called off. One to a
-    // worker of a protocol that re-forms may be "reform {...}": then its job is built anew, and
-    // `round` is where it goes on.
-    const auto answer = [&](const char* event, std::uint32_t& round, const std::string& error) {
-      json line{{"event", event}, {"round", round}};
-      if (reforms) line["next_seq"] = comm->resume_seq();
-      if (!error.empty()) line["error"] = error;
-      print(line);
-      if (!std::getline(std::cin, go)) return false;
-      if (!reforms || !go.starts_with("reform ")) return true;
-      const Reform reform = reform_from_json(go.substr(std::strlen("reform ")));
-      left_behind += comm->counts();
-      collective.reset();  // its socket's port is the new job's
-      spec.config = reform.config;
-      collective = make_collective(*algorithm, spec);
-      comm = dynamic_cast<Communicator*>(collective.get());
-      excluded = reform.excluded;
-      round = reform.round;
-      r.completed_rounds = std::min(r.completed_rounds, round);
-      return true;
-    };
-    for (std::uint32_t round = 0; round < spec.rounds && r.error.empty();) {
-      if (spec.crash_round && round >= *spec.crash_round) {
-        r.crashed = true;
-        r.error = "host crashed (at_round " + std::to_string(*spec.crash_round) + ") after " +
-                  std::to_string(r.completed_rounds) + " of " + std::to_string(spec.rounds) + " rounds";
-        break;
-      }
-      if (timed_calls != nullptr) {
-        // A measurement (probe): this round's calls one after the other, each timed; nothing to check.
-        const std::vector<Schedule> calls = algorithm->timed_calls(rank, size, spec.elements, round);
-        if (!answer("wait", round, "") || go != "go") return 1;
-        // Pairs finish a round at their paths' pace and wait for the slowest at the next barrier,
-        // which fails a worker not heard from for the progress timeout: this one says it is alive.
-        const Alive alive(spec.alive_every);
-        std::vector<std::int64_t>& times = r.call_ns.emplace_back();
-        for (const Schedule& call : calls) {
-          const Time t0 = EventLoop::now();
-          timed_calls->run(call, buffer);
-          times.push_back((EventLoop::now() - t0).count());
-          r.allreduce_ns += times.back();
-        }
-        ++r.completed_rounds;
-        print({{"event", "round"}, {"round", round}});
-        ++round;
-        continue;
-      }
-      {
-        const Alive alive(spec.alive_every);
-        if (round > 0) std::this_thread::sleep_for(spec.compute);
-        // The input and the answer come before the round's barrier: building the answer draws every
-        // worker's input, and that must not run beside another worker's timed allreduce. Then every
-        // worker of the job starts the round together, as nccl-tests' ranks do.
-        scenario_inputs::generate_input(scenario_inputs::input_seed(spec.seed, spec.job, spec.worker, round),
-                                        spec.magnitude, buffer);
-        if (picks) {
-          // At the exponents its first pass uses; a redo pass (rare) changes some, and then the
-          // reference is made again after the round.
-          reference_at(round, comm->next_exponents(fragments));
-        } else {
-          scenario_inputs::make_reference(spec.seed, spec.job, spec.workers, round, spec.elements, spec.magnitude,
-                                          spec.scale, values_per_packet, ref);
-        }
-      }
-      if (!answer("wait", round, "")) return 1;
-      if (go.starts_with("reform ")) continue;  // re-formed: from its round again
-      if (tuned != nullptr && go.starts_with("go ")) {
-        plan = plan_for(shares_from_json(go.substr(3)));
-        go = "go";
-      }
-      if (go != "go") return 1;  // the run was called off
-      const Time t0 = EventLoop::now();
-      try {
-        if (tuned != nullptr) {
-          tuned->run(plan, buffer);
-        } else {
-          collective->allreduce(buffer);
-        }
-      } catch (const std::exception& e) {
-        // A worker gone leaves a job that re-forms without progress; the runner re-forms it or stops.
-        if (!reforms) throw;
-        if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();  // time lost counts
-        if (!answer("failed", round, e.what())) return 1;
-        if (go.starts_with("reform ")) continue;
-        throw;  // "stop": the failure is the job's
-      }
-      if (round >= spec.warmup_rounds) r.allreduce_ns += (EventLoop::now() - t0).count();
-      const Alive alive(spec.alive_every);
-      std::uint64_t floats = 0;
-      std::string wrong;
-      if (picks) {
-        if (const std::vector<std::int16_t> used = comm->result_exponents(); used != ref.exponents) {
-          reference_at(round, used);
-        }
-        wrong = scenario_inputs::unresolved_fragment(ref, values_per_packet);
-      }
-      // ATP's result is exact (or, per fragment, the float32 overflow path's), Rina's exact; a
-      // float32 collective's sum is held to the float path's rounding bound everywhere.
-      if (wrong.empty()) {
-        wrong = scenario_inputs::check_result(ref, buffer, integer_path, values_per_packet, &floats,
-                                              algorithm->check == ResultCheck::kFloat32Rounding, &r.wrong_values);
-      }
-      if (comm) r.float_fragments += floats;
-      if (!wrong.empty()) {
-        r.error = "round " + std::to_string(round) + ": " + wrong;
-        break;
-      }
-      ++r.completed_rounds;
-      json done{{"event", "round"}, {"round", round}};
-      if (tuned != nullptr) {
-        json& links = done["links"] = json::array();
-        for (const auto& l : tuned->last_call_links())
-          links.push_back(json::array({l.peer, l.lane, l.bytes, l.active_s, l.round_trip_s}));
-      }
-      print(done);
-      ++round;
-    }
-    if (r.error.empty()) collective->close();
-    if (comm) {
-      EndpointCounts counts = left_behind;
-      counts += comm->counts();
-      r.retransmissions = counts.retransmissions;
-      r.fast_retransmits = counts.fast_retransmits;
-      r.requested_resends = counts.requested_resends;
-      r.timeouts = counts.timeouts;
-      r.final_requests = counts.final_requests;
-    }
+    if (!WorkerRun(spec, *algorithm, r).run()) return 1;  // the run was called off
   } catch (const std::exception& e) {
     r.error = e.what();
   }

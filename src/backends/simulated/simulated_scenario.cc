@@ -58,6 +58,14 @@ struct SimulatedScenario::Impl {
   Impl(const Scenario& s, sim::Network& n) : scenario(s), network(n) {}
 
   void build();
+  // The steps of build(), in its order.
+  void plan_jobs();
+  void add_nodes();
+  void connect_links();
+  void install_switches();
+  void schedule_faults();
+  void add_endpoints();
+  void add_noise();
   void apply(const TimedFault& fault, Time now);
   bool changes_at(const Channel& ch, Duration t) const;
   void reform(JobRuntime& rt, Time now);
@@ -91,6 +99,17 @@ SimulatedScenario::SimulatedScenario(const Scenario& scenario, sim::Network& net
 SimulatedScenario::~SimulatedScenario() = default;
 
 void SimulatedScenario::Impl::build() {
+  plan_jobs();
+  add_nodes();
+  connect_links();
+  install_switches();
+  schedule_faults();
+  add_endpoints();
+  add_noise();
+  for (const auto& [name, id] : node_ids) network.wake(id);
+}
+
+void SimulatedScenario::Impl::plan_jobs() {
   // Plan first: a job that cannot be set up is a bad scenario file, reported before anything runs.
   try {
     network_plan = plan_network(scenario.topology);
@@ -112,7 +131,9 @@ void SimulatedScenario::Impl::build() {
     }
     jobs.push_back(std::move(rt));
   }
+}
 
+void SimulatedScenario::Impl::add_nodes() {
   for (const auto& s : scenario.topology.switches) {
     auto node = std::make_unique<SwitchNode>(s.config, activity);
     switches[s.name] = node.get();
@@ -129,7 +150,9 @@ void SimulatedScenario::Impl::build() {
     HostNode& host = *hosts.at(c.host);
     if (c.at_round) host.crash_round = std::min(host.crash_round.value_or(*c.at_round), *c.at_round);
   }
+}
 
+void SimulatedScenario::Impl::connect_links() {
   // Links, with the faults that apply to each direction.
   for (const auto& link : network_plan.links) {
     Channel ab{0, link.a.node, link.b.node, link_faults_of(scenario, link.a.node, link.b.node),
@@ -143,7 +166,9 @@ void SimulatedScenario::Impl::build() {
     channels.push_back(std::move(ab));
     channels.push_back(std::move(ba));
   }
+}
 
+void SimulatedScenario::Impl::install_switches() {
   // Forwarding state of every switch: unicast routes, then each job's multicast group and entry.
   for (const auto& [name, node] : switches) {
     auto routes = network_plan.routes.find(name);
@@ -158,9 +183,13 @@ void SimulatedScenario::Impl::build() {
     }
   }
   for (const auto& [name, node] : switches) node->setup.install(node->pipeline());
+}
+
+void SimulatedScenario::Impl::schedule_faults() {
   // The fault timeline as this network's events: one per host crash and switch restart's start and
   // end, one per link direction whose settings change at a fault window's edge. Background flows
-  // are ns-3's TCP applications' (tcp_apps.h), which start and stop at their times; inproc has none.
+  // are ns-3's TCP applications' (tcp_apps.h), which start and stop them at their times in this
+  // timeline too; inproc has none.
   for (const TimedFault& fault : fault_timeline(scenario)) {
     if (fault.kind == TimedFault::Kind::kLinkSettings) {
       for (const Channel& ch : channels) {
@@ -173,7 +202,9 @@ void SimulatedScenario::Impl::build() {
       network.schedule(Time(fault.at), [this, fault](Time t) { apply(fault, t); });
     }
   }
+}
 
+void SimulatedScenario::Impl::add_endpoints() {
   // Endpoints and round drivers.
   for (auto& rt : jobs) {
     const ScenarioJob& job = *rt->job;
@@ -202,6 +233,9 @@ void SimulatedScenario::Impl::build() {
       rt->ps_hosts.push_back(&host);
     }
   }
+}
+
+void SimulatedScenario::Impl::add_noise() {
   // Noise sources imitate every job's id and member addresses (see NoiseTargets), each from its
   // own stream: the scenario seed mixed with the source's index in the file.
   std::vector<scenario_inputs::NoiseJob> noise_jobs;
@@ -220,8 +254,6 @@ void SimulatedScenario::Impl::build() {
       if (link.a.node == source.host) switches.at(link.b.node)->noise_ports.insert(link.b.port);
     }
   }
-
-  for (const auto& [name, id] : node_ids) network.wake(id);
 }
 
 // A host crash or a switch restart's start or end of the fault timeline, at its time.
