@@ -29,7 +29,9 @@
 #include "atp/plink/aggregation.h"
 #include "atp/plink/autotune.h"
 #include "atp/scenario/inputs.h"
+#include "atp/scenario/timeline.h"
 #include "atp/schedule/executor.h"
+#include "tcp_timers.h"
 
 namespace atp::ns3adapter {
 namespace {
@@ -48,66 +50,9 @@ constexpr std::uint64_t kNoOffset = std::numeric_limits<std::uint64_t>::max();
 constexpr std::uint32_t kMaxSend = 64 << 10;  // bytes per Send() call
 // Goodput samples of background flows when no series interval is given.
 constexpr Duration kDefaultFlowInterval = std::chrono::milliseconds(1);
-// A full segment on the wire: 1448 bytes of payload (ns3_network.cc) + TCP 20 + timestamps 12 +
-// IPv4 20 + PPP 2.
-constexpr double kSegmentWireBytes = 1502;
-// The retransmission timeout's floor: a data-centre 1 ms (ns-3's default of 1 s would silence a
-// flow for the rest of a millisecond-scale run after one timeout), but never less than the time
-// this many full segments take on the slowest link (below).
-constexpr Duration kMinRtoFloor = std::chrono::milliseconds(1);
-constexpr double kMinRtoSegments = 100;
-constexpr std::uint32_t kSynRetries = 30;  // ConnCount: a connection fails after this many lost SYNs
 
 Time now() { return time_from_ns(ns3::Simulator::Now().GetNanoSeconds()); }
 double seconds_of(Duration d) { return static_cast<double>(d.count()) / 1e9; }
-ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
-
-// TCP's two timers for a scenario's links, set on every socket (use_timers). They must agree:
-// - A receiver acknowledges every second segment, or a lone one after the delayed-ACK timeout
-//   (ns-3's default: 200 ms). With a 1 ms RTO the sender's timer fires long before that on the
-//   odd last segment of a burst, as at the end of every ring round: a spurious timeout. ns-3
-//   then sets the window to one segment and resends from the first unacknowledged byte, what
-//   the receiver already has; on a ring every link also carries the next flow's ACKs, those
-//   duplicates hold them back past the next 1 ms timeout, and so on, one segment per timeout (a
-//   1 MiB ring of 4 workers on 200 Mbit/s links took 7.7 s per round, not 65 ms). So the
-//   delayed ACK waits a fifth of the minimum RTO, Linux's ratio (40 ms against 200 ms).
-// - Before a flow's first data is acknowledged, its RTO comes from the handshake's round trip,
-//   whose small packets take almost no time to send: on slow links the first window alone (10
-//   segments, 1.2 ms at 100 Mbit/s) outlasts 1 ms and sets off the same spiral. So the minimum
-//   RTO is at least the time kMinRtoSegments full segments take on the slowest link of the run
-//   (faults included): 1 ms from about 1.2 Gbit/s up, 6 ms at 200 Mbit/s, 12 ms at 100 Mbit/s.
-struct TcpTimers {
-  Duration min_rto{kMinRtoFloor};          // ns-3's TcpSocketBase::MinRto
-  Duration delayed_ack{kMinRtoFloor / 5};  // ns-3's TcpSocket::DelAckTimeout
-};
-
-TcpTimers tcp_timers(const Scenario& s) {
-  double slowest_gbps = 0;  // 0: no link has a rate (unlimited)
-  auto consider = [&](double gbps) {
-    if (gbps > 0 && (slowest_gbps == 0 || gbps < slowest_gbps)) slowest_gbps = gbps;
-  };
-  consider(s.link.rate_gbps.value_or(0));
-  for (const LinkFault& f : s.link_faults) {
-    if (f.overrides.rate_gbps) consider(*f.overrides.rate_gbps);
-  }
-  TcpTimers t;
-  if (slowest_gbps > 0) {
-    const auto drain = Duration(static_cast<std::int64_t>(kMinRtoSegments * kSegmentWireBytes * 8 / slowest_gbps));
-    t.min_rto = std::max(kMinRtoFloor, drain);
-  }
-  t.delayed_ack = t.min_rto / 5;
-  return t;
-}
-
-void use_timers(const ns3::Ptr<ns3::Socket>& socket, const TcpTimers& t) {
-  socket->SetAttribute("MinRto", ns3::TimeValue(to_ns3(t.min_rto)));
-  socket->SetAttribute("DelAckTimeout", ns3::TimeValue(to_ns3(t.delayed_ack)));
-  // A lost SYN is sent again after the minimum RTO, not ns-3's 3 s, and up to kSynRetries times:
-  // with finite buffers the connections a large job opens at once lose SYNs (64 probing ranks,
-  // 4032 connections through 64-packet queues), and at 3 s the whole run stalled on them.
-  socket->SetAttribute("ConnTimeout", ns3::TimeValue(to_ns3(t.min_rto)));
-  socket->SetAttribute("ConnCount", ns3::UintegerValue(kSynRetries));
-}
 
 // Sends up to `limit` more bytes on `socket` as far as its buffer allows. Returns bytes sent.
 std::uint64_t fill(ns3::Ptr<ns3::Socket> socket, std::uint64_t limit) {
@@ -185,6 +130,7 @@ struct CollectiveJob {
 struct Flow {
   const BackgroundFlow* spec = nullptr;
   ns3::Ptr<ns3::Socket> sender, listener;
+  std::uint16_t port = 0;  // the listener's
   bool started = false, stopped = false;
   std::uint64_t received = 0, sampled = 0;  // bytes
   std::optional<Time> first_byte, last_byte;
@@ -405,58 +351,70 @@ struct TcpApps::Impl {
       r.buffer.resize(spec.elements);
       job.rank_of[run.address_of(spec.spec.workers[i])] = static_cast<int>(i);
       if (n == 1) continue;
-      for (int lane = 0; lane < spec.connections; ++lane) {
-        ns3::Ptr<ns3::Socket> listener = r.listeners.emplace_back(tcp_socket(r.node));
-        listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), ports[static_cast<std::size_t>(lane)]));
-        listener->Listen();
-        listener->SetAcceptCallback(
-            ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
-            ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
-                [this, &job, i, lane](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
-                  use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
-                  const ns3::Ipv4Address ip = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4();
-                  const auto peer = job.rank_of.find(ip.Get());
-                  if (peer == job.rank_of.end()) {
-                    // Not thrown: an exception must not unwind through ns-3's callbacks. Recorded
-                    // instead, and reported as this rank's error.
-                    std::ostringstream what;
-                    what << "accepted a connection from " << ip << ", which is no host of this job";
-                    if (job.ranks[i].error.empty()) job.ranks[i].error = what.str();
-                    s->Close();
-                    return;
-                  }
-                  job.ranks[i].from[channel(job.ranks[i].schedule, peer->second, lane)] = s;
-                  s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
-                    run.saw_activity(now());
-                    pump(job, i);
-                  }));
-                }));
-      }
+      listen(job, i, ports);
     }
-    for (std::size_t i = 0; i < n && n > 1; ++i) {
-      CollectiveRank& r = job.ranks[i];
-      for (const ScheduleStep& step : r.schedule.steps) {
-        const int c = channel(r.schedule, step.peer, step.lane);
-        if (step.kind != StepKind::kSend || r.to.contains(c)) continue;
-        ns3::Ptr<ns3::Socket> s = tcp_socket(r.node);
-        s->Bind();
-        s->SetConnectCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i, c](ns3::Ptr<ns3::Socket>) {
-                                job.ranks[i].connected.insert(c);
-                                pump(job, i);
-                              }),
-                              ns3::Callback<void, ns3::Ptr<ns3::Socket>>(
-                                  [&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
-        s->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
-            [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
-        const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(step.peer)]);
-        if (spec.autotune) watch_connection(s, job.ranks[i].sending[c]);
-        count_losses(s, job.ranks[i]);
-        s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), ports[static_cast<std::size_t>(step.lane)]));
-        r.to[c] = s;
-      }
-    }
+    for (std::size_t i = 0; i < n && n > 1; ++i) connect(job, i, ports);
     for (std::size_t i = 0; i < n; ++i) {
       ns3::Simulator::Schedule(to_ns3(spec.start_time), [this, &job, i] { start_round(job, i); });
+    }
+  }
+
+  // Rank i's listeners, a port per lane: an accepted connection's lane is the port it came in on
+  // and its peer the host.
+  void listen(CollectiveJob& job, std::size_t i, const std::vector<std::uint16_t>& ports) {
+    CollectiveRank& r = job.ranks[i];
+    const ScenarioJob& spec = *job.job;
+    for (int lane = 0; lane < spec.connections; ++lane) {
+      ns3::Ptr<ns3::Socket> listener = r.listeners.emplace_back(tcp_socket(r.node));
+      listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), ports[static_cast<std::size_t>(lane)]));
+      listener->Listen();
+      listener->SetAcceptCallback(
+          ns3::MakeNullCallback<bool, ns3::Ptr<ns3::Socket>, const ns3::Address&>(),
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>, const ns3::Address&>(
+              [this, &job, i, lane](ns3::Ptr<ns3::Socket> s, const ns3::Address& from) {
+                use_timers(s, timers);  // as the listener's, said again rather than relied on through ns-3's Fork
+                const ns3::Ipv4Address ip = ns3::InetSocketAddress::ConvertFrom(from).GetIpv4();
+                const auto peer = job.rank_of.find(ip.Get());
+                if (peer == job.rank_of.end()) {
+                  // Not thrown: an exception must not unwind through ns-3's callbacks. Recorded
+                  // instead, and reported as this rank's error.
+                  std::ostringstream what;
+                  what << "accepted a connection from " << ip << ", which is no host of this job";
+                  if (job.ranks[i].error.empty()) job.ranks[i].error = what.str();
+                  s->Close();
+                  return;
+                }
+                job.ranks[i].from[channel(job.ranks[i].schedule, peer->second, lane)] = s;
+                s->SetRecvCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i](ns3::Ptr<ns3::Socket>) {
+                  run.saw_activity(now());
+                  pump(job, i);
+                }));
+              }));
+    }
+  }
+
+  // Rank i's connections to the peers it sends to, one per channel.
+  void connect(CollectiveJob& job, std::size_t i, const std::vector<std::uint16_t>& ports) {
+    CollectiveRank& r = job.ranks[i];
+    const ScenarioJob& spec = *job.job;
+    for (const ScheduleStep& step : r.schedule.steps) {
+      const int c = channel(r.schedule, step.peer, step.lane);
+      if (step.kind != StepKind::kSend || r.to.contains(c)) continue;
+      ns3::Ptr<ns3::Socket> s = tcp_socket(r.node);
+      s->Bind();
+      s->SetConnectCallback(
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, &job, i, c](ns3::Ptr<ns3::Socket>) {
+            job.ranks[i].connected.insert(c);
+            pump(job, i);
+          }),
+          ns3::Callback<void, ns3::Ptr<ns3::Socket>>([&job, i](ns3::Ptr<ns3::Socket>) { job.ranks[i].failed = true; }));
+      s->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(
+          [this, &job, i](ns3::Ptr<ns3::Socket>, std::uint32_t) { pump(job, i); }));
+      const Address to = run.address_of(spec.spec.workers[static_cast<std::size_t>(step.peer)]);
+      if (spec.autotune) watch_connection(s, job.ranks[i].sending[c]);
+      count_losses(s, job.ranks[i]);
+      s->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), ports[static_cast<std::size_t>(step.lane)]));
+      r.to[c] = s;
     }
   }
 
@@ -510,6 +468,7 @@ struct TcpApps::Impl {
     Flow& f = flows.emplace_back();
     f.spec = &spec;
     const std::uint16_t port = listening_port(kFlowPortBase, index, "background[" + std::to_string(index) + "]");
+    f.port = port;
     f.listener = tcp_socket(network.ns3_node(run.node_id(spec.to)));
     f.listener->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port));
     f.listener->Listen();
@@ -526,32 +485,34 @@ struct TcpApps::Impl {
                 run.saw_activity(t);
               }));
             }));
-    const Address to = run.address_of(spec.to);
-    ns3::Simulator::Schedule(to_ns3(spec.start), [this, &f, to, port] {
-      if (!jobs_running()) return;  // nothing to compete with any more
-      f.started = true;
-      f.sender = tcp_socket(network.ns3_node(run.node_id(f.spec->from)));
-      // The flow's own TCP (BackgroundFlow): ns-3's counterparts of Linux's cubic, reno and bbr.
-      const std::string& cc = f.spec->congestion;
-      ns3::Ptr<ns3::TcpCongestionOps> ops;
-      if (cc == "reno") {
-        ops = ns3::CreateObject<ns3::TcpLinuxReno>();
-      } else if (cc == "bbr") {
-        ops = ns3::CreateObject<ns3::TcpBbr>();
-      } else {
-        ops = ns3::CreateObject<ns3::TcpCubic>();
-      }
-      ns3::DynamicCast<ns3::TcpSocketBase>(f.sender)->SetCongestionControlAlgorithm(ops);
-      f.sender->SetAttribute("UseEcn", ns3::StringValue(f.spec->ecn ? "On" : "Off"));
-      f.sender->Bind();
-      f.sender->SetSendCallback(
-          ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>([&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
-            if (!f.stopped) fill(s, ~std::uint64_t{0});
-          }));
-      f.sender->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), port));
-      sample_flow(f);
-    });
-    if (spec.until) ns3::Simulator::Schedule(to_ns3(*spec.until), [&f] { stop_flow(f); });
+  }
+
+  // The flow starts at its time in the fault timeline, unless no job runs any more (nothing to
+  // compete with).
+  void start_flow(Flow& f) {
+    if (!jobs_running()) return;
+    const Address to = run.address_of(f.spec->to);
+    f.started = true;
+    f.sender = tcp_socket(network.ns3_node(run.node_id(f.spec->from)));
+    // The flow's own TCP (BackgroundFlow): ns-3's counterparts of Linux's cubic, reno and bbr.
+    const std::string& cc = f.spec->congestion;
+    ns3::Ptr<ns3::TcpCongestionOps> ops;
+    if (cc == "reno") {
+      ops = ns3::CreateObject<ns3::TcpLinuxReno>();
+    } else if (cc == "bbr") {
+      ops = ns3::CreateObject<ns3::TcpBbr>();
+    } else {
+      ops = ns3::CreateObject<ns3::TcpCubic>();
+    }
+    ns3::DynamicCast<ns3::TcpSocketBase>(f.sender)->SetCongestionControlAlgorithm(ops);
+    f.sender->SetAttribute("UseEcn", ns3::StringValue(f.spec->ecn ? "On" : "Off"));
+    f.sender->Bind();
+    f.sender->SetSendCallback(
+        ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>([&f](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
+          if (!f.stopped) fill(s, ~std::uint64_t{0});
+        }));
+    f.sender->Connect(ns3::InetSocketAddress(ns3::Ipv4Address(to), f.port));
+    sample_flow(f);
   }
 
   static void stop_flow(Flow& f) {
@@ -604,6 +565,14 @@ TcpApps::TcpApps(const Scenario& scenario, Ns3Network& network, SimulatedScenari
     if (scenario.jobs[j].algorithm->schedule != nullptr) s.install_collective(scenario.jobs[j], j);
   }
   for (std::size_t i = 0; i < scenario.background.size(); ++i) s.install_flow(scenario.background[i], i);
+  // Flows start and stop at their times in the fault timeline, as on every backend.
+  for (const TimedFault& fault : fault_timeline(scenario)) {
+    if (fault.kind == TimedFault::Kind::kFlowStart) {
+      ns3::Simulator::Schedule(to_ns3(fault.at), [&s, &f = s.flows[fault.index]] { s.start_flow(f); });
+    } else if (fault.kind == TimedFault::Kind::kFlowStop) {
+      ns3::Simulator::Schedule(to_ns3(fault.at), [&f = s.flows[fault.index]] { Impl::stop_flow(f); });
+    }
+  }
 }
 
 TcpApps::~TcpApps() = default;
