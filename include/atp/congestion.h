@@ -68,7 +68,7 @@ class AimdWindow {
   // own queue full while `seq` was the oldest packet in flight. Halves unless the last reduction
   // already answered it (`seq` was sent before it).
   void on_congestion(Seq seq, Seq next_seq);
-  // Loss of `seq` was detected: a hole overdue after later parameter packets (worker.cc).
+  // Loss of `seq` was detected: a hole overdue after later parameter packets (worker_recovery.cc).
   void on_loss(Seq seq, Seq next_seq);
   // A retransmission timeout fired for the flow's oldest unacknowledged packet `oldest`: the flow
   // has heard nothing for a whole RTO. Halves and starts a new recovery epoch (a timeout is news

@@ -305,6 +305,15 @@ class SwitchPipeline {
   bool forward(const Header& h, PortId ingress, std::span<const std::uint8_t> packet, PortSink& out);
   void process_gradient(PortId ingress, Header& h, const JobState& job, std::span<std::uint8_t> packet, Time now,
                         PortSink& out);
+  // process_gradient's second half, for a child's whole sum (the child of `bit` in `role`) that is
+  // no resend, at aggregator i (kNone: none free): Fig. 7 boxes 1-2 (claim it, or on to the PS)
+  // and 4-6 (add the packet; once complete, the node's sum goes on).
+  void aggregate_child(PortId ingress, Header& h, const JobState& job, const AggregationRole& role, std::uint32_t bit,
+                       std::uint32_t i, std::span<std::uint8_t> packet, Time now, PortSink& out);
+  // Fig. 7 box 1 -> box 2: a gradient packet whose aggregator is held by another fragment (or none
+  // is free, or the table brake held it back: `braked`) goes on to the PS as a collided resend.
+  void send_collided(PortId ingress, Header& h, bool braked, SwitchJobCounters& counters,
+                     std::span<std::uint8_t> packet, PortSink& out);
   // Aggregator i's sum into `packet` and `h`: node role->node's (whole or partial) sum, or with
   // role nullptr, a Rina rack's.
   void write_sum(std::uint32_t i, const AggregationRole* role, Header& h, std::span<std::uint8_t> packet);

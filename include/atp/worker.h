@@ -55,7 +55,7 @@ struct WorkerConfig {
   // fragments sent once, clipped to twice the recent least delay) and doubles while nothing
   // progresses (at most 16x the estimate, and an eighth of progress_timeout); these bound it.
   // retransmit_timeout is the RTO before the first sample, the paper's 1 ms: on a slower path the
-  // first timeouts' resends stand in for samples and raise it (worker.cc). The same defaults from
+  // first timeouts' resends stand in for samples and raise it (worker_results.cc). The same defaults from
   // a 200 Mbit/s veth (measured) to a simulated 100G fabric.
   Duration retransmit_timeout = std::chrono::milliseconds(1);
   Duration min_retransmit_timeout = std::chrono::milliseconds(1);
