@@ -25,27 +25,42 @@ std::optional<std::uint64_t> parse_index(const std::string& digits) {
   return v;
 }
 
-}  // namespace
+// Answers `res` with `status` and `message` as the error sentence.
+void fail(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(control::error_body(message) + "\n", "application/json");
+}
 
-// Every check that reads the ports (their number changes with POST /hosts) runs on the
-// dataplane thread, inside the task; the HTTP thread only parses.
-void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
-  auto fail = [](httplib::Response& res, int status, const std::string& message) {
-    res.status = status;
-    res.set_content(control::error_body(message) + "\n", "application/json");
-  };
-  // Runs `task` (returning a Reply) on the dataplane thread and answers with its Reply.
-  auto answer = [&tasks, fail](httplib::Response& res, auto task) {
-    Reply reply;
-    try {
-      reply = on_dataplane(tasks, std::move(task));
-    } catch (const std::exception& e) {
-      return fail(res, 503, e.what());
-    }
-    res.status = reply.status;
-    res.set_content(reply.body + "\n", "application/json");
-  };
-  http.Post("/jobs", [&http, &control_plane, fail, answer](const httplib::Request& req, httplib::Response& res) {
+// Runs `task` (returning a Reply) on the dataplane thread and answers with its Reply; a dataplane
+// that does not answer is a 503.
+template <typename Task>
+void answer(LoopTasks& tasks, httplib::Response& res, Task task) {
+  Reply reply;
+  try {
+    reply = on_dataplane(tasks, std::move(task));
+  } catch (const std::exception& e) {
+    return fail(res, 503, e.what());
+  }
+  res.status = reply.status;
+  res.set_content(reply.body + "\n", "application/json");
+}
+
+// POST /hosts' ?shared=1|0 (false when absent); throws ControlError for another value.
+bool shared_param(const httplib::Request& req) {
+  if (!req.has_param("shared")) return false;
+  const std::string value = req.get_param_value("shared");
+  if (value != "1" && value != "0") {
+    throw control::ControlError("shared: expected 1 or 0, got '" + control::excerpt(value) + "'");
+  }
+  return value == "1";
+}
+
+// The tasks below capture what they need by value: a task that outlives a timed-out request must
+// not point into its stack.
+
+// POST /jobs and DELETE /jobs/<id>.
+void add_job_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
+  http.Post("/jobs", [&http, &control_plane, &tasks](const httplib::Request& req, httplib::Response& res) {
     SwitchJobPlan plan;
     LeaseTable::Id lease = 0;
     try {
@@ -54,16 +69,20 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
     } catch (const control::ControlError& e) {
       return fail(res, 400, e.what());
     }
-    // By value: a task that outlives a timed-out request must not point into its stack.
-    answer(res, [&control_plane, plan, lease, who = control::requester(http, req)] {
+    answer(tasks, res, [&control_plane, plan, lease, who = control::requester(http, req)] {
       return control_plane.install_job(plan, who, lease);
     });
   });
-  http.Delete(R"(/jobs/(\d+))", [&http, &control_plane, answer](const httplib::Request& req, httplib::Response& res) {
-    answer(res, [&control_plane, id = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str()),
-                 who = control::requester(http, req)] { return control_plane.uninstall_job(id, text, who); });
+  http.Delete(R"(/jobs/(\d+))", [&http, &control_plane, &tasks](const httplib::Request& req, httplib::Response& res) {
+    answer(tasks, res,
+           [&control_plane, id = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str()),
+            who = control::requester(http, req)] { return control_plane.uninstall_job(id, text, who); });
   });
-  http.Put(R"(/ports/(\d+))", [&http, &control_plane, answer](const httplib::Request& req, httplib::Response& res) {
+}
+
+// PUT /ports/<port>.
+void add_port_route(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
+  http.Put(R"(/ports/(\d+))", [&http, &control_plane, &tasks](const httplib::Request& req, httplib::Response& res) {
     const std::optional<std::uint64_t> port = parse_index(req.matches[1].str());
     // Parsed here, reported after the port check (a missing port is the first thing to say).
     std::optional<control::PortSettings> settings;
@@ -73,42 +92,40 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
     } catch (const control::ControlError& e) {
       bad_body = e.what();
     }
-    answer(res, [&control_plane, port, text = control::excerpt(req.matches[1].str()), settings, bad_body,
-                 who = control::requester(http, req)] {  // by value
-      return control_plane.set_port(port, text, settings, bad_body, who);
-    });
+    answer(
+        tasks, res,
+        [&control_plane, port, text = control::excerpt(req.matches[1].str()), settings, bad_body,
+         who = control::requester(http, req)] { return control_plane.set_port(port, text, settings, bad_body, who); });
   });
-  http.Post("/hosts", [&http, &control_plane, fail, answer](const httplib::Request& req, httplib::Response& res) {
+}
+
+// POST /hosts and DELETE /hosts/<port>.
+void add_host_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
+  http.Post("/hosts", [&http, &control_plane, &tasks](const httplib::Request& req, httplib::Response& res) {
     SocketAddress peer;
     LeaseTable::Id lease = 0;
     bool shared = false;
     try {
       peer = control::host_from_json(req.body);
       lease = control::lease_param(req);
-      if (req.has_param("shared")) {
-        const std::string value = req.get_param_value("shared");
-        if (value != "1" && value != "0") {
-          throw control::ControlError("shared: expected 1 or 0, got '" + control::excerpt(value) + "'");
-        }
-        shared = value == "1";
-      }
+      shared = shared_param(req);
     } catch (const control::ControlError& e) {
       return fail(res, 400, e.what());
     }
-    answer(res, [&control_plane, peer, lease, shared, who = control::requester(http, req)] {
+    answer(tasks, res, [&control_plane, peer, lease, shared, who = control::requester(http, req)] {
       return control_plane.attach_host(peer, who, lease, shared);
     });
   });
-  http.Delete(R"(/hosts/(\d+))", [&http, &control_plane, answer](const httplib::Request& req, httplib::Response& res) {
-    answer(res,
+  http.Delete(R"(/hosts/(\d+))", [&http, &control_plane, &tasks](const httplib::Request& req, httplib::Response& res) {
+    answer(tasks, res,
            [&control_plane, port = parse_index(req.matches[1].str()), text = control::excerpt(req.matches[1].str()),
             who = control::requester(http, req)] { return control_plane.detach_host(port, text, who); });
   });
-  control::add_lease_routes(
-      http, control_plane.tenancy(),
-      [&tasks](std::function<Reply()> task) { return on_dataplane(tasks, std::move(task)); },
-      [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r, "its lease was revoked"); });
-  http.Get("/stats", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
+}
+
+// GET /stats (JSON) and GET /metrics (Prometheus text): the same counters.
+void add_stats_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
+  http.Get("/stats", [&control_plane, &tasks](const httplib::Request&, httplib::Response& res) {
     try {
       res.set_content(control::to_json(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })) + "\n",
                       "application/json");
@@ -116,7 +133,7 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
       fail(res, 503, e.what());
     }
   });
-  http.Get("/metrics", [&control_plane, &tasks, fail](const httplib::Request&, httplib::Response& res) {
+  http.Get("/metrics", [&control_plane, &tasks](const httplib::Request&, httplib::Response& res) {
     try {
       res.set_content(control::to_prometheus(on_dataplane(tasks, [&control_plane] { return control_plane.stats(); })),
                       "text/plain; version=0.0.4");
@@ -124,6 +141,21 @@ void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, Loop
       fail(res, 503, e.what());
     }
   });
+}
+
+}  // namespace
+
+// Every check that reads the ports (their number changes with POST /hosts) runs on the
+// dataplane thread, inside the task; the HTTP thread only parses.
+void add_switch_routes(httplib::Server& http, SwitchControl& control_plane, LoopTasks& tasks) {
+  add_job_routes(http, control_plane, tasks);
+  add_port_route(http, control_plane, tasks);
+  add_host_routes(http, control_plane, tasks);
+  control::add_lease_routes(
+      http, control_plane.tenancy(),
+      [&tasks](std::function<Reply()> task) { return on_dataplane(tasks, std::move(task)); },
+      [&control_plane](control::Tenancy::Resource r) { control_plane.remove(r, "its lease was revoked"); });
+  add_stats_routes(http, control_plane, tasks);
 }
 
 }  // namespace atp::detail
