@@ -102,12 +102,18 @@ constexpr Algorithm kAlgorithms[] = {
      .runtime = kSchedule,
      .check = kFloat32Rounding,
      .schedule = plink_two_level,
-     .follows_racks = true},
+     .follows_racks = true,
+     .takes_grouping = true,
+     .takes_connections = true,
+     .tunes_masters = true},
     {.name = "plink_fa",
      .summary = "PLink's flat aggregation over TCP (FA): every worker the master of 1/n of the 64 KiB chunks; no ps",
      .runtime = kSchedule,
      .check = kFloat32Rounding,
-     .schedule = plink_flat},
+     .schedule = plink_flat,
+     .one_group = true,
+     .takes_connections = true,
+     .tunes_masters = true},
     {.name = "probe",
      .summary = "PLink's probes between the workers, not an allreduce: round trips of one value and timed transfers "
                 "of `elements` values, every pair once in rounds of disjoint pairs (rounds: set by the workers); "
@@ -139,7 +145,7 @@ RankGroups job_racks(const Topology& topology, const std::vector<std::string>& w
 RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job) {
   const std::vector<std::string>& workers = job.spec.workers;
   RankGroups racks = job_racks(scenario.topology, workers);  // also the check that every worker is a host
-  if (job.algorithm->name == "plink_fa") return plink::one_group(static_cast<int>(workers.size()));
+  if (job.algorithm->one_group) return plink::one_group(static_cast<int>(workers.size()));
   switch (job.grouping) {
     case JobGrouping::kTopology:
       return racks;

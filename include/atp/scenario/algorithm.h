@@ -36,8 +36,9 @@ enum class JobGrouping : std::uint8_t {
 
 // The groups job `job` of `scenario` follows: its racks; for kRandom the Balanced Random groups
 // drawn from the scenario's seed with the job's id (so every backend deals the same); for kProbe
-// the job's probed_groups; for plink_fa (PLink's FA) one group of every worker. Throws std::invalid_argument naming a
-// worker that is no host of the topology, or a kProbe job whose groups were not probed.
+// the job's probed_groups; for an algorithm of one group (Algorithm::one_group: PLink's FA) one
+// group of every worker. Throws std::invalid_argument naming a worker that is no host of the
+// topology, or a kProbe job whose groups were not probed.
 RankGroups job_groups(const Scenario& scenario, const ScenarioJob& job);
 
 // What an algorithm's hosts run, and so what a backend must offer to run it.
@@ -87,6 +88,17 @@ struct Algorithm {
   // Its jobs name parameter servers (`ps:` in a file), which aggregate what the switches did not
   // (ATP's protocol). Else no PS runs: a ring of endpoints (Rina) or a host collective.
   bool parameter_servers = false;
+  // kSchedule: its groups are all the workers in one, whatever the racks (PLink's FA, whose
+  // masters Autotune moves within that group): what job_groups gives its jobs.
+  bool one_group = false;
+  // kSchedule: its groups may be other than the racks (`grouping:` random or probe, the PyTorch
+  // backend's ATP_GROUPING=probe: PLink's 2LHA).
+  bool takes_grouping = false;
+  // kSchedule: its ranks may spread a pair's bytes over several TCP connections (`connections:`,
+  // ATP_CONNECTIONS: PLink's lanes); the others keep one per pair.
+  bool takes_connections = false;
+  // kSchedule: Autotune may move its masters between rounds (`autotune:`: PLink's 2LHA and FA).
+  bool tunes_masters = false;
 };
 
 // Every algorithm, in the order --help lists them; the first is the default. Gloo's are listed in
