@@ -260,8 +260,10 @@ std::optional<HostPool> parse_host_pool(const std::string& text, std::string& wh
   return pool;
 }
 
-SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
-  YamlReader r(where);
+namespace {
+
+// The YAML document of a config: a map of known keys (their values are read apart).
+YAML::Node config_document(const YamlReader& r, const std::string& yaml_text, const std::string& where) {
   YAML::Node doc;
   try {
     doc = YAML::Load(yaml_text);
@@ -272,7 +274,12 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
   r.check_keys(doc, "",
                {"name", "aggregators", "width", "reclaim_timeout_us", "atp_capable", "listen", "control", "ports",
                 "routes", "seed", "threads", "host_pool"});
-  SwitchDaemonConfig c;
+  return doc;
+}
+
+// `name:`, the pipeline's keys (aggregators, width, reclaim_timeout_us, atp_capable) and the
+// sockets' (listen, control).
+void read_switch_settings(const YamlReader& r, const YAML::Node& doc, SwitchDaemonConfig& c) {
   if (doc["name"]) {
     c.name = r.string(doc["name"], "name");
     // It labels every metric (switch="NAME"; to_prometheus escapes it, other tools' exporters may
@@ -305,6 +312,10 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     c.control_host = text.substr(0, text.rfind(':'));
     c.control_port = control.port;
   }
+}
+
+// `seed:`, `threads:` and `host_pool:`.
+void read_run_settings(const YamlReader& r, const YAML::Node& doc, SwitchDaemonConfig& c) {
   if (doc["seed"]) c.seed = r.unsigned_integer(doc["seed"], "seed");  // scenario seeds take all 64 bits
   if (doc["threads"])
     c.threads = static_cast<std::uint32_t>(r.integer(doc["threads"], "threads", 0, kMaxDataplaneThreads));
@@ -314,7 +325,48 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     if (!pool) r.fail("host_pool", why);
     c.host_pool = *pool;
   }
+}
 
+// An interface port's `interface:` (a name no other port has) and `switch:` (its neighbour's
+// name); `p` is the port's prefix ("ports[1].").
+void read_interface_port(const YamlReader& r, const YAML::Node& port, const std::string& p, SwitchPortConfig& pc,
+                         std::set<std::string>& interfaces) {
+  pc.interface = r.string(port["interface"], p + "interface");
+  // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface
+  // names, and printable ASCII keeps the stats JSON (UTF-8) and metrics labels well-formed.
+  const bool printable = std::all_of(pc.interface.begin(), pc.interface.end(),
+                                     [](char ch) { return ch > ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
+  if (pc.interface.empty() || pc.interface.size() > 15 || !printable ||
+      pc.interface.find_first_of("/:") != std::string::npos) {
+    r.fail(p + "interface", "'" + excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
+  }
+  if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
+  if (port["switch"]) {
+    pc.neighbour = r.string(port["switch"], p + "switch");
+    if (pc.neighbour.empty() || !label_text(pc.neighbour)) {
+      r.fail(p + "switch", "'" + excerpt(pc.neighbour) + "' is not a switch name (the name: in that switch's config)");
+    }
+  }
+}
+
+// A UDP port's `peer:`, an address no other port has.
+void read_udp_port(const YamlReader& r, const YAML::Node& port, const std::string& p, SwitchPortConfig& pc,
+                   std::set<std::pair<Address, std::uint16_t>>& peers) {
+  if (port["switch"]) {
+    r.fail(p + "switch", "a UDP port's switch is found from its peer: switch: NAME is for interface ports");
+  }
+  if (!port["peer"]) {
+    r.fail(p + "peer",
+           "missing (the UDP address of the host or switch on this port, or interface: NAME for a Linux "
+           "interface)");
+  }
+  pc.peer = r.endpoint(port["peer"], p + "peer");
+  if (!peers.emplace(pc.peer.ip, pc.peer.port).second)
+    r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+}
+
+// `ports:`, each of the kind of the first, with its egress and ingress settings.
+void read_ports(const YamlReader& r, const YAML::Node& doc, SwitchDaemonConfig& c) {
   // No ports: a UDP switch whose hosts attach at run time (POST /hosts), e.g. PyTorch jobs' ranks.
   const YAML::Node ports = doc["ports"] ? doc["ports"] : YAML::Node(YAML::NodeType::Sequence);
   if (!ports.IsSequence()) r.fail("ports", "expected a list of ports (or none: hosts attach by POST /hosts)");
@@ -332,35 +384,9 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
       r.fail(p + "interface", "a port has either peer: (a UDP peer) or interface: (a Linux interface), not both");
     }
     if (port["interface"]) {
-      pc.interface = r.string(port["interface"], p + "interface");
-      // IFNAMSIZ (16) includes the terminating zero; '/' and whitespace are never in interface
-      // names, and printable ASCII keeps the stats JSON (UTF-8) and metrics labels well-formed.
-      const bool printable = std::all_of(pc.interface.begin(), pc.interface.end(),
-                                         [](char ch) { return ch > ' ' && ch < 0x7F && ch != '"' && ch != '\\'; });
-      if (pc.interface.empty() || pc.interface.size() > 15 || !printable ||
-          pc.interface.find_first_of("/:") != std::string::npos) {
-        r.fail(p + "interface", "'" + excerpt(pc.interface) + "' is not a Linux interface name (1-15 characters)");
-      }
-      if (!interfaces.insert(pc.interface).second) r.fail(p + "interface", pc.interface + " is already another port");
-      if (port["switch"]) {
-        pc.neighbour = r.string(port["switch"], p + "switch");
-        if (pc.neighbour.empty() || !label_text(pc.neighbour)) {
-          r.fail(p + "switch",
-                 "'" + excerpt(pc.neighbour) + "' is not a switch name (the name: in that switch's config)");
-        }
-      }
+      read_interface_port(r, port, p, pc, interfaces);
     } else {
-      if (port["switch"]) {
-        r.fail(p + "switch", "a UDP port's switch is found from its peer: switch: NAME is for interface ports");
-      }
-      if (!port["peer"]) {
-        r.fail(p + "peer",
-               "missing (the UDP address of the host or switch on this port, or interface: NAME for a Linux "
-               "interface)");
-      }
-      pc.peer = r.endpoint(port["peer"], p + "peer");
-      if (!peers.emplace(pc.peer.ip, pc.peer.port).second)
-        r.fail(p + "peer", pc.peer.to_string() + " is already another port's peer");
+      read_udp_port(r, port, p, pc, peers);
     }
     if (i > 0 && pc.is_interface() != c.ports.front().is_interface()) {
       r.fail(p + (pc.is_interface() ? "interface" : "peer"),
@@ -376,29 +402,42 @@ SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::
     }
     c.ports.push_back(pc);
   }
+}
+
+// `routes:`, each to one of the ports read.
+void read_routes(const YamlReader& r, const YAML::Node& routes, const std::string& where, SwitchDaemonConfig& c) {
+  if (!routes.IsSequence()) r.fail("routes", "expected a list of {dst, port}");
+  for (std::size_t i = 0; i < routes.size(); ++i) {
+    const std::string p = "routes[" + std::to_string(i) + "].";
+    r.check_keys(routes[i], p, {"dst", "port"});
+    if (!routes[i]["dst"]) r.fail(p + "dst", "missing");
+    if (!routes[i]["port"]) r.fail(p + "port", "missing");
+    Address dst = 0;
+    try {
+      dst = parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
+    } catch (const ControlError& e) {
+      throw SwitchConfigError(where + ": " + e.what());
+    }
+    const auto port =
+        static_cast<PortId>(r.integer(routes[i]["port"], p + "port", 0, static_cast<std::int64_t>(c.ports.size()) - 1));
+    c.routes.emplace_back(dst, port);
+  }
+}
+
+}  // namespace
+
+SwitchDaemonConfig parse_switch_config(const std::string& yaml_text, const std::string& where) {
+  YamlReader r(where);
+  const YAML::Node doc = config_document(r, yaml_text, where);
+  SwitchDaemonConfig c;
+  read_switch_settings(r, doc, c);
+  read_run_settings(r, doc, c);
+  read_ports(r, doc, c);
   if (c.interface_ports() && doc["listen"]) {
     r.fail("listen", "a switch on interface ports has no UDP data socket: remove listen:");
   }
   if (const std::optional<std::string> refused = threads_refused(c)) r.fail("threads", *refused);
-
-  if (const YAML::Node routes = doc["routes"]) {
-    if (!routes.IsSequence()) r.fail("routes", "expected a list of {dst, port}");
-    for (std::size_t i = 0; i < routes.size(); ++i) {
-      const std::string p = "routes[" + std::to_string(i) + "].";
-      r.check_keys(routes[i], p, {"dst", "port"});
-      if (!routes[i]["dst"]) r.fail(p + "dst", "missing");
-      if (!routes[i]["port"]) r.fail(p + "port", "missing");
-      Address dst = 0;
-      try {
-        dst = parse_address(r.string(routes[i]["dst"], p + "dst"), p + "dst");
-      } catch (const ControlError& e) {
-        throw SwitchConfigError(where + ": " + e.what());
-      }
-      const auto port = static_cast<PortId>(
-          r.integer(routes[i]["port"], p + "port", 0, static_cast<std::int64_t>(c.ports.size()) - 1));
-      c.routes.emplace_back(dst, port);
-    }
-  }
+  if (const YAML::Node routes = doc["routes"]) read_routes(r, routes, where, c);
   if (const std::optional<std::string> too_large = table_too_large(c.pipeline)) {
     throw SwitchConfigError(where + ": " + *too_large);
   }

@@ -10,9 +10,129 @@
 
 namespace atp {
 
+namespace {
+
+// ordered_json keeps insertion order: the keys appear in the order written here.
+using nlohmann::ordered_json;
+
+// A probe's distances (atp discover reads the same): median round trips, median bandwidths.
+ordered_json probe_json(const JobResult& j) {
+  const plink::ProbeSamples samples =
+      plink::probe_samples(static_cast<int>(j.workers), j.tensor_bytes / sizeof(float), j.call_seconds);
+  const Eigen::MatrixXd rtt = samples.latency_distances(), inverse = samples.bandwidth_distances();
+  ordered_json rtt_us = ordered_json::array(), gbps = ordered_json::array();
+  for (Eigen::Index a = 0; a < rtt.rows(); ++a) {
+    ordered_json r1 = ordered_json::array(), r2 = ordered_json::array();
+    for (Eigen::Index b = 0; b < rtt.cols(); ++b) {
+      r1.push_back(rtt(a, b) * 1e6);
+      r2.push_back(a == b ? 0.0 : 8 / inverse(a, b) / 1e9);
+    }
+    rtt_us.push_back(std::move(r1));
+    gbps.push_back(std::move(r2));
+  }
+  return {{"round_trip_us", std::move(rtt_us)}, {"bandwidth_gbps", std::move(gbps)}};
+}
+
+ordered_json job_json(const JobResult& j) {
+  ordered_json o;
+  o["name"] = j.name;
+  o["algorithm"] = j.algorithm;
+  o["correct"] = j.correct;
+  o["rounds"] = j.rounds;
+  o["completed_rounds"] = j.completed_rounds;
+  o["workers"] = j.workers;
+  o["tensor_bytes"] = j.tensor_bytes;
+  o["warmup_rounds"] = j.warmup_rounds;
+  o["values_per_packet"] = j.values_per_packet;
+  o["fragments"] = j.fragments;
+  o["float_fragments"] = j.float_fragments;
+  o["wrong_values"] = j.wrong_values;
+  ordered_json aggregations = ordered_json::object();
+  for (const auto& [name, count] : j.switch_aggregations) aggregations[name] = count;
+  o["switch_aggregations"] = aggregations;
+  o["ps_packets_received"] = j.ps_packets_received;
+  o["in_network_share"] = j.in_network_share;
+  o["retransmissions"] = j.retransmissions;
+  o["fast_retransmits"] = j.fast_retransmits;
+  o["requested_resends"] = j.requested_resends;
+  o["timeouts"] = j.timeouts;
+  o["final_requests"] = j.final_requests;
+  o["collisions"] = j.collisions;
+  o["table_marks"] = j.table_marks;
+  o["reclaimed_aggregators"] = j.reclaimed_aggregators;
+  o["seconds"] = j.seconds;
+  o["algbw_gbps"] = j.algbw_gbps;
+  o["round_end_seconds"] = j.round_end_seconds;
+  if (j.replans > 0) o["replans"] = j.replans;
+  o["error"] = j.error;
+  if (!j.excluded_workers.empty()) {
+    ordered_json excluded = ordered_json::array();
+    for (const ExcludedWorker& e : j.excluded_workers) {
+      excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
+    }
+    o["excluded_workers"] = std::move(excluded);
+  }
+  if (j.correct && !j.call_seconds.empty()) o["probe"] = probe_json(j);
+  return o;
+}
+
+ordered_json link_json(const LinkResult& l) {
+  ordered_json o;
+  o["from"] = l.from;
+  o["to"] = l.to;
+  o["packets"] = l.packets;
+  o["bytes"] = l.bytes;
+  o["lost"] = l.lost;
+  o["queue_drops"] = l.queue_drops;
+  o["ecn_marked"] = l.ecn_marked;
+  o["duplicated"] = l.duplicated;
+  return o;
+}
+
+ordered_json flow_json(const FlowResult& f) {
+  ordered_json o;
+  o["from"] = f.from;
+  o["to"] = f.to;
+  o["start_seconds"] = f.start_seconds;
+  o["bytes"] = f.bytes;
+  o["seconds"] = f.seconds;
+  o["goodput_gbps"] = f.goodput_gbps;
+  o["interval_s"] = f.interval_s;
+  o["goodput_mbps"] = f.goodput_mbps;
+  return o;
+}
+
+// The simulator's speed. Wall-clock figures differ between equal runs: only ns3 reports them.
+ordered_json simulator_json(const ScenarioResult& result) {
+  ordered_json sim;
+  sim["wall_seconds"] = result.wall_seconds;
+  sim["link_packets"] = result.link_packets;
+  sim["packets_per_wall_second"] =
+      result.wall_seconds > 0 ? static_cast<double>(result.link_packets) / result.wall_seconds : 0.0;
+  return sim;
+}
+
+// The time series recorded per job, every series_interval_s.
+ordered_json series_json(const ScenarioResult& result) {
+  ordered_json series;
+  series["interval_s"] = result.series_interval_s;
+  ordered_json per_job = ordered_json::array();
+  for (const JobSeries& js : result.series) {
+    ordered_json o;
+    o["name"] = js.name;
+    o["goodput_gbps"] = js.goodput_gbps;
+    o["window_packets"] = js.window_packets;
+    o["switch_aggregations"] = js.switch_aggregations;
+    o["ps_packets"] = js.ps_packets;
+    per_job.push_back(std::move(o));
+  }
+  series["jobs"] = std::move(per_job);
+  return series;
+}
+
+}  // namespace
+
 std::string to_json(const ScenarioResult& result) {
-  // ordered_json keeps insertion order: the keys appear in the order written here.
-  using nlohmann::ordered_json;
   ordered_json root;
   root["backend"] = result.backend;
   root["correct"] = all_correct(result);
@@ -26,118 +146,16 @@ std::string to_json(const ScenarioResult& result) {
   root["rejected_packets"] = result.rejected_packets;
   root["restart_rejected_packets"] = result.restart_rejected_packets;
   ordered_json jobs = ordered_json::array();
-  for (const JobResult& j : result.jobs) {
-    ordered_json o;
-    o["name"] = j.name;
-    o["algorithm"] = j.algorithm;
-    o["correct"] = j.correct;
-    o["rounds"] = j.rounds;
-    o["completed_rounds"] = j.completed_rounds;
-    o["workers"] = j.workers;
-    o["tensor_bytes"] = j.tensor_bytes;
-    o["warmup_rounds"] = j.warmup_rounds;
-    o["values_per_packet"] = j.values_per_packet;
-    o["fragments"] = j.fragments;
-    o["float_fragments"] = j.float_fragments;
-    o["wrong_values"] = j.wrong_values;
-    ordered_json aggregations = ordered_json::object();
-    for (const auto& [name, count] : j.switch_aggregations) aggregations[name] = count;
-    o["switch_aggregations"] = aggregations;
-    o["ps_packets_received"] = j.ps_packets_received;
-    o["in_network_share"] = j.in_network_share;
-    o["retransmissions"] = j.retransmissions;
-    o["fast_retransmits"] = j.fast_retransmits;
-    o["requested_resends"] = j.requested_resends;
-    o["timeouts"] = j.timeouts;
-    o["final_requests"] = j.final_requests;
-    o["collisions"] = j.collisions;
-    o["table_marks"] = j.table_marks;
-    o["reclaimed_aggregators"] = j.reclaimed_aggregators;
-    o["seconds"] = j.seconds;
-    o["algbw_gbps"] = j.algbw_gbps;
-    o["round_end_seconds"] = j.round_end_seconds;
-    if (j.replans > 0) o["replans"] = j.replans;
-    o["error"] = j.error;
-    if (!j.excluded_workers.empty()) {
-      ordered_json excluded = ordered_json::array();
-      for (const ExcludedWorker& e : j.excluded_workers) {
-        excluded.push_back({{"host", e.host}, {"from_round", e.from_round}});
-      }
-      o["excluded_workers"] = std::move(excluded);
-    }
-    if (j.correct && !j.call_seconds.empty()) {
-      // A probe's distances (atp discover reads the same): median round trips, median bandwidths.
-      const plink::ProbeSamples samples =
-          plink::probe_samples(static_cast<int>(j.workers), j.tensor_bytes / sizeof(float), j.call_seconds);
-      const Eigen::MatrixXd rtt = samples.latency_distances(), inverse = samples.bandwidth_distances();
-      ordered_json rtt_us = ordered_json::array(), gbps = ordered_json::array();
-      for (Eigen::Index a = 0; a < rtt.rows(); ++a) {
-        ordered_json r1 = ordered_json::array(), r2 = ordered_json::array();
-        for (Eigen::Index b = 0; b < rtt.cols(); ++b) {
-          r1.push_back(rtt(a, b) * 1e6);
-          r2.push_back(a == b ? 0.0 : 8 / inverse(a, b) / 1e9);
-        }
-        rtt_us.push_back(std::move(r1));
-        gbps.push_back(std::move(r2));
-      }
-      o["probe"] = {{"round_trip_us", std::move(rtt_us)}, {"bandwidth_gbps", std::move(gbps)}};
-    }
-    jobs.push_back(std::move(o));
-  }
+  for (const JobResult& j : result.jobs) jobs.push_back(job_json(j));
   root["jobs"] = std::move(jobs);
   ordered_json links = ordered_json::array();
-  for (const LinkResult& l : result.links) {
-    ordered_json o;
-    o["from"] = l.from;
-    o["to"] = l.to;
-    o["packets"] = l.packets;
-    o["bytes"] = l.bytes;
-    o["lost"] = l.lost;
-    o["queue_drops"] = l.queue_drops;
-    o["ecn_marked"] = l.ecn_marked;
-    o["duplicated"] = l.duplicated;
-    links.push_back(std::move(o));
-  }
+  for (const LinkResult& l : result.links) links.push_back(link_json(l));
   root["links"] = std::move(links);
   ordered_json flows = ordered_json::array();
-  for (const FlowResult& f : result.flows) {
-    ordered_json o;
-    o["from"] = f.from;
-    o["to"] = f.to;
-    o["start_seconds"] = f.start_seconds;
-    o["bytes"] = f.bytes;
-    o["seconds"] = f.seconds;
-    o["goodput_gbps"] = f.goodput_gbps;
-    o["interval_s"] = f.interval_s;
-    o["goodput_mbps"] = f.goodput_mbps;
-    flows.push_back(std::move(o));
-  }
+  for (const FlowResult& f : result.flows) flows.push_back(flow_json(f));
   root["flows"] = std::move(flows);
-  if (result.backend == "ns3") {
-    // Wall-clock figures differ between equal runs: only ns3 reports them, as the simulator's speed.
-    ordered_json sim;
-    sim["wall_seconds"] = result.wall_seconds;
-    sim["link_packets"] = result.link_packets;
-    sim["packets_per_wall_second"] =
-        result.wall_seconds > 0 ? static_cast<double>(result.link_packets) / result.wall_seconds : 0.0;
-    root["simulator"] = std::move(sim);
-  }
-  if (!result.series.empty()) {
-    ordered_json series;
-    series["interval_s"] = result.series_interval_s;
-    ordered_json per_job = ordered_json::array();
-    for (const JobSeries& js : result.series) {
-      ordered_json o;
-      o["name"] = js.name;
-      o["goodput_gbps"] = js.goodput_gbps;
-      o["window_packets"] = js.window_packets;
-      o["switch_aggregations"] = js.switch_aggregations;
-      o["ps_packets"] = js.ps_packets;
-      per_job.push_back(std::move(o));
-    }
-    series["jobs"] = std::move(per_job);
-    root["series"] = std::move(series);
-  }
+  if (result.backend == "ns3") root["simulator"] = simulator_json(result);
+  if (!result.series.empty()) root["series"] = series_json(result);
   return root.dump(2) + "\n";
 }
 
