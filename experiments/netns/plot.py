@@ -1,4 +1,4 @@
-"""Plots of the netns experiments (experiments/netns/run.sh): reads the JSON results, writes PNGs.
+"""Plots of the netns experiments (experiments/netns/run.py): reads the JSON results, writes PNGs.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
 """

@@ -1,4 +1,6 @@
-"""Helpers shared by the ns-3 reproductions' variants.py and plot.py (experiments/ns3/NAME/).
+"""What the ns-3 reproductions (experiments/ns3/NAME/run.py and plot.py) share: the run of an
+experiment's scenario variants on ns-3 (Reproduction, on experiments/lib/experiment.py), YAML and
+JSON, the sweeps' pick of a peak, and the plots' pyplot.
 
 They import it with the parent folder on sys.path:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -9,7 +11,8 @@ import json
 import os
 import sys
 
-import yaml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import experiment  # noqa: E402
 
 # What a fragment of the paper's 62 values takes on an ns-3 link: 248 value bytes + the 40-byte
 # ATP header + 42 bytes of Ethernet/IPv4/UDP (ns-3's 2-byte PPP header and a 12-byte gap, paced as
@@ -21,28 +24,66 @@ TCP_SEGMENT_WIRE_BYTES = 1448 + 20 + 12 + 20 + 14
 TCP_EFFICIENCY = 1448 / TCP_SEGMENT_WIRE_BYTES
 
 
-def split_smoke(argv):
-    """(whether --smoke is among argv, the other arguments)"""
-    return "--smoke" in argv, [a for a in argv if a != "--smoke"]
+# What Reproduction.run says of a scenario whose job failed (exit 1); a run.py may say it differently.
+INCOMPLETE = "a job did not complete correctly (see its JSON)"
 
 
-def smoke_and_out_dir(argv, usage):
-    """The arguments `[--smoke] OUT_DIR` of a variants.py: (smoke, OUT_DIR), the folder created;
-    exits with usage for any others."""
-    smoke, args = split_smoke(argv)
-    if len(args) != 1:
-        sys.exit(usage)
-    os.makedirs(args[0], exist_ok=True)
-    return smoke, args[0]
+class Reproduction:
+    """One run of an ns-3 reproduction: `run.py [--smoke] [OUT_DIR]` parsed, the binary and the
+    plots' Python modules checked (exit 2 if one is missing), and where everything goes: .results
+    (JSON) and .images (PNG) are OUT_DIR if given; else a new temp dir for --smoke; else the
+    folder's results/ and docs/img/. .gen: a temp folder for the generated scenarios, removed at exit."""
+
+    def __init__(self, here, doc):
+        args = experiment.arguments(doc, here)
+        self.smoke = args.smoke
+        self.atp = experiment.atp_binary()
+        experiment.require_modules(["matplotlib", "yaml"], "python3-matplotlib python3-yaml")
+        self.results = args.out
+        self.images = args.out if args.out_given or args.smoke else os.path.join(experiment.REPO, "docs", "img")
+        os.makedirs(self.images, exist_ok=True)
+        self._gen = experiment.temp_dir()
+        self.gen = self._gen.name
+
+    def write(self, docs, stage="", **dump_options):
+        """Writes {name: scenario} to GEN/stage/name.yaml; returns the paths, sorted by name."""
+        folder = os.path.join(self.gen, stage)
+        for name, doc in docs.items():
+            write_yaml(doc, folder, name, **dump_options)
+        return sorted(os.path.join(folder, name + ".yaml") for name in docs)
+
+    def run(self, scenario, *options, incomplete=INCOMPLETE):
+        """Runs one scenario on ns-3 (options go to atp run): RESULTS/<its name>.json. A job that
+        fails (exit 1) is recorded, not fatal: its JSON says why. Anything else (a bad file, a
+        crash) stops the experiment."""
+        base = os.path.basename(scenario)[: -len(".yaml")]
+        done = experiment.run([self.atp, "run", "--backend", "ns3", "--json", *options, scenario],
+                              f"atp run on {base}.yaml", ok=(0, 1), stdout=os.path.join(self.results, base + ".json"))
+        if done.returncode == 1:
+            print(f"{experiment.script_name()}: {base}.yaml: {incomplete}", file=sys.stderr)
+
+    def run_all(self, docs, *options, stage="", incomplete=INCOMPLETE, **dump_options):
+        """write(docs), then run() each, in the order of their names."""
+        for path in self.write(docs, stage, **dump_options):
+            self.run(path, *options, incomplete=incomplete)
+
+    def plot_and_report(self, plot_main):
+        """Plots RESULTS into IMAGES (the experiment's plot.main) and says where both are."""
+        plot_main([self.results, self.images])
+        print(f"{experiment.script_name()}: results in {self.results}, plots in {self.images}")
 
 
 def load_yaml(path):
+    import yaml  # Debian's python3-yaml: imported here, so Reproduction can say it is missing
+
     with open(path) as f:
         return yaml.safe_load(f)
 
 
 def write_yaml(doc, out, name, **dump_options):
     """Writes doc to OUT/name.yaml (OUT created if needed), its keys in their order."""
+    import yaml
+
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, name + ".yaml"), "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False, **dump_options)
@@ -63,12 +104,12 @@ def load_result(results, name):
 
 def sweep_points(results, prefix, value):
     """[(N, value(doc))] sorted by N for every RESULTS/<prefix>N.json; exits if there is none (a
-    variants.py whose sweep has not run)."""
+    run.py whose sweep has not run)."""
     points = []
     for path in glob.glob(os.path.join(results, prefix + "*.json")):
         points.append((int(os.path.basename(path)[len(prefix) : -len(".json")]), value(load_json(path))))
     if not points:
-        sys.exit(f"variants.py: no {prefix}*.json in {results}; run the sweep first")
+        sys.exit(f"{experiment.script_name()}: no {prefix}*.json in {results}; run the sweep first")
     return sorted(points)
 
 

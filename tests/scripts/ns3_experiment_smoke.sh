@@ -1,5 +1,5 @@
 #!/bin/sh
-# Smoke run of one ns-3 reproduction (experiments/ns3/NAME/run.sh --smoke): its scenarios run on
+# Smoke run of one ns-3 reproduction (experiments/ns3/NAME/run.py --smoke): its scenarios run on
 # a tiny scale, every job is correct, and its plot script writes PNGs.
 # Usage: ns3_experiment_smoke.sh ATP_BINARY REPO_ROOT NAME
 set -u
@@ -7,9 +7,9 @@ TEST_NAME="ns3 experiment $3"
 . "$(dirname "$0")/../support/shell_test_lib.sh"
 cd "$2" || exit 1
 export ATP="$1"
-if ! sh "experiments/ns3/$3/run.sh" --smoke "$TMP/out" >"$TMP/log" 2>&1; then
+if ! "experiments/ns3/$3/run.py" --smoke "$TMP/out" >"$TMP/log" 2>&1; then
   cat "$TMP/log" >&2
-  fail "run.sh --smoke exited with an error"
+  fail "run.py --smoke exited with an error"
 fi
 ls "$TMP"/out/*.json >/dev/null 2>&1 || fail "no JSON results in the output folder"
 ls "$TMP"/out/*.png >/dev/null 2>&1 || fail "no PNG plot in the output folder"

@@ -12,16 +12,17 @@ stretch (100 ms samples), both as shares of the link, the flow's first second, e
 every half second from the flow's first byte, and when that settled (both at 0.4 of the link or
 more in every half second from then on). The baseline is the same measure for two TCP flows into
 w0 (CUBIC with and without ECN): how evenly TCP shares the link with itself. Every result is
-checked. Usage: run.py [--smoke] OUT_DIR (root; --smoke: CUBIC with ECN only, 1.5 s)
+checked.
+Usage: experiments/netns/tcp-share/run.py [--smoke] [OUT_DIR]   (root; --smoke: CUBIC with ECN only, 1.5 s)
 """
-import argparse
 import os
 import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from common import experiment, finish, rate_mbps, rounds, run_netns  # noqa: E402
 
 LINK_MBPS = 200
 VARIANTS = [("cubic", True), ("cubic", False), ("bbr", False), ("reno", False)]
@@ -114,14 +115,10 @@ def settled_and_windows(rates):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("out")
-    args = parser.parse_args()
-    atp = atp_binary()
+    args = experiment.arguments(__doc__, HERE)
+    atp = experiment.atp_binary()
     start_us, until_us, rounds = (500000, 2000000, 40) if args.smoke else (1000000, 7000000, 100)
     variants = VARIANTS[:1] if args.smoke else VARIANTS
-    os.makedirs(args.out, exist_ok=True)
     lines = [f"# netns, 4 workers + PS + x under one switch, {LINK_MBPS} Mbit/s links, defaults; 1 MiB allreduces; "
              f"TCP x -> w0 from {start_us / 1e6} s to {until_us / 1e6} s. Mbit/s; share = of the link",
              f"{'sender TCP':<14}{'correct':>8}{'ATP alone':>10}{'ATP beside':>11}{'TCP':>7}{'ATP share':>10}"

@@ -3,28 +3,24 @@
 times on the netns testbed. Each job's rate while both run is the tensor bytes of its rounds that
 start from 0.5 s after job b starts and end by b's last round, over the time they took; the ratio
 is a's over b's; a alone is a's median round before b starts. Every result is checked.
-Usage: run.py [--runs N] OUT_DIR (root)
+Usage: experiments/netns/two-jobs-one-link/run.py [--runs N] [OUT_DIR]   (root)
 """
-import argparse
 import os
 import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import atp_binary, finish, rate_mbps, rounds, run_netns  # noqa: E402
+from common import experiment, finish, rate_mbps, rounds, run_netns  # noqa: E402
 
 LINK_MBPS = 200
 B_START_S = 1.0
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("out")
-    args = parser.parse_args()
-    atp = atp_binary()
-    os.makedirs(args.out, exist_ok=True)
+    args = experiment.arguments(__doc__, HERE, smoke=False,
+                                add=lambda p: p.add_argument("--runs", type=int, default=3, help="runs (default 3)"))
+    atp = experiment.atp_binary()
     lines = [f"# netns, two 3-worker ATP jobs whose rack-0 sums share one {LINK_MBPS} Mbit/s link, defaults; "
              "1 MiB allreduces; b from 1 s. Mbit/s while both run",
              f"{'run':<5}{'correct':>8}{'a alone':>9}{'a':>7}{'b':>7}{'a / b':>7}{'together':>9}{'marks':>7}{'drops':>7}"]

@@ -1,4 +1,4 @@
-"""Plot of the Fig. 10 reproduction (experiments/ns3/fig10/run.sh): reads its JSON, writes a PNG.
+"""Plot of the Fig. 10 reproduction (experiments/ns3/fig10/run.py): reads its JSON, writes a PNG.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig10.png  throughput normalised to no loss vs loss rate, and the time each lost packet costs

@@ -1,4 +1,4 @@
-"""Plots of the Fig. 13a reproduction (experiments/ns3/fig13a/run.sh): reads its JSON, writes PNGs.
+"""Plots of the Fig. 13a reproduction (experiments/ns3/fig13a/run.py): reads its JSON, writes PNGs.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig13a-sweep.png  the sweep that finds one job's need (the PTA)
@@ -108,7 +108,7 @@ def table(results, pta, prefix=""):
 
 
 def settings_table(results):
-    """ATP's defaults against static shares in the settings of variants.py's SETTINGS."""
+    """ATP's defaults against static shares in the settings of run.py's SETTINGS."""
     print("| setting | % of PTA | static | ATP's defaults | ratio | collisions | all exact |")
     print("|---|---:|---:|---:|---:|---:|---|")
     names = sorted({os.path.basename(p)[len("setting-"):].split("-static-linear-")[0]

@@ -12,18 +12,18 @@ sw / (sw + ps - sw / n), n workers (a PS packet is either a switch's sum of n pa
 own, collided packet). Reported (table.txt): 13b each job's share in its first round and after
 it; 13c jobs 2-3's share while job1 runs and once it is idle; PNGs of the series beside.
 
-Usage: run.py [--smoke] [--images DIR] OUT_DIR   (--smoke: a tenth of the tensor; PNGs to DIR, else
-OUT_DIR). run.sh calls it as every ns-3 reproduction is called.
+Usage: experiments/ns3/fig13bc/run.py [--smoke] [OUT_DIR]
+  full (15 s): JSON and table.txt to experiments/ns3/fig13bc/results/, PNGs to docs/img/
+  --smoke (2 s): a tenth of the tensor; everything into OUT_DIR (default: a new temp dir)
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
 import common  # noqa: E402
+import experiment  # noqa: E402  (common put experiments/lib on the path)
 
 SERIES_MS = 0.05
 WORKERS = 4
@@ -52,12 +52,9 @@ def bins_between(series, interval, start, end):
 
 
 def run(atp, path, out, name):
-    result = subprocess.run([atp, "run", "--backend", "ns3", "--json", "--series", str(SERIES_MS), path],
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"run.py: atp run failed ({name}): {result.stderr.strip() or result.stdout[-500:]}")
-    with open(os.path.join(out, name + ".json"), "w") as f:
-        f.write(result.stdout)
+    result = experiment.run([atp, "run", "--backend", "ns3", "--json", "--series", str(SERIES_MS), path],
+                            f"atp run ({name})")
+    experiment.write_text(os.path.join(out, name + ".json"), result.stdout)
     return json.loads(result.stdout)
 
 
@@ -92,26 +89,16 @@ def plot(doc, title, path):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--images")
-    parser.add_argument("out")
-    args = parser.parse_args()
-    images = args.images or args.out
-    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
-    elements = 50000 if args.smoke else 500000
-    os.makedirs(args.out, exist_ok=True)
+    r = common.Reproduction(HERE, __doc__)
+    atp, out, images = r.atp, r.results, r.images
+    elements = 50000 if r.smoke else 500000
     lines = [f"# ns-3, Fig. 13a's three jobs at the PTA (480 aggregators), {elements * 4} B each, defaults; "
              "in-switch share of each job's workers' packets"]
     docs = {}
-    with tempfile.TemporaryDirectory() as gen:
-        for name, rounds in (("13b", [9, 9, 9]), ("13c", [3, 9, 9])):
-            path = os.path.join(gen, name + ".yaml")
-            with open(path, "w") as f:
-                f.write(scenario(elements, rounds))
-            docs[name] = run(atp, path, args.out, "fig" + name)
+    for name, rounds in (("13b", [9, 9, 9]), ("13c", [3, 9, 9])):
+        path = os.path.join(r.gen, name + ".yaml")
+        experiment.write_text(path, scenario(elements, rounds))
+        docs[name] = run(atp, path, out, "fig" + name)
     b, c = docs["13b"], docs["13c"]
     interval = b["series"]["interval_s"]
     lines.append("13b   job   correct  collisions  first round  after it")
@@ -132,13 +119,12 @@ def main():
                      f"{fmt(share([s['switch_aggregations'][i] for i in before], [s['ps_packets'][i] for i in before])):>17}"
                      f"{fmt(share([s['switch_aggregations'][i] for i in after], [s['ps_packets'][i] for i in after])):>19}"
                      f"{fmt(mean_window(s, before)):>24}{fmt(mean_window(s, after)):>11}")
-    with open(os.path.join(args.out, "table.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    experiment.write_table(os.path.join(out, "table.txt"), lines)
     plot(b, "Fig. 13b: three jobs at the PTA", os.path.join(images, "ns3-fig13b.png"))
     plot(c, "Fig. 13c: job1 idle after 3 rounds", os.path.join(images, "ns3-fig13c.png"))
     if not all(j["correct"] for d in docs.values() for j in d["jobs"]):
-        sys.exit("run.py: a job was not correct")
+        experiment.fail("a job was not correct")
+    print(f"{experiment.script_name()}: JSON and table.txt in {out}, PNGs in {images}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Plot of the Fig. 14 reproduction (experiments/ns3/fig14/run.sh): reads its JSON, writes a PNG.
+"""Plot of the Fig. 14 reproduction (experiments/ns3/fig14/run.py): reads its JSON, writes a PNG.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig14.png  per-job throughput while all jobs run (from --series) and aggregate throughput

@@ -1,4 +1,4 @@
-"""Plots of the Fig. 15 reproduction (experiments/ns3/fig15/run.sh): reads its JSON, writes PNGs.
+"""Plots of the Fig. 15 reproduction (experiments/ns3/fig15/run.py): reads its JSON, writes PNGs.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig15.png        goodput per worker, window, in-switch vs PS aggregation over time

@@ -1,4 +1,4 @@
-"""Plots of the Fig. 16 reproduction (experiments/ns3/fig16/run.sh): reads its JSON, writes PNGs.
+"""Plots of the Fig. 16 reproduction (experiments/ns3/fig16/run.py): reads its JSON, writes PNGs.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig16.png            goodput over time of the ATP job (result bytes per worker) and the TCP

@@ -1,4 +1,4 @@
-"""Plot of the Fig. 9 reproduction (experiments/ns3/fig9/run.sh): reads its JSON, writes a PNG.
+"""Plot of the Fig. 9 reproduction (experiments/ns3/fig9/run.py): reads its JSON, writes a PNG.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-fig9.png  traffic into the PS (MB on the link to it, and PS packets per fragment) and algbw,

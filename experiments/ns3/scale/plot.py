@@ -1,4 +1,4 @@
-"""Plots of the multi-rack scale experiment (experiments/ns3/scale/run.sh): reads its JSON, writes PNGs.
+"""Plots of the multi-rack scale experiment (experiments/ns3/scale/run.py): reads its JSON, writes PNGs.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-scale.png         algbw of ATP, the PS without aggregation and ring allreduce against the

@@ -1,4 +1,4 @@
-"""Plot of the simulator-speed experiment (experiments/ns3/speed/run.sh): reads its JSON, writes a PNG.
+"""Plot of the simulator-speed experiment (experiments/ns3/speed/run.py): reads its JSON, writes a PNG.
 
 Usage: plot.py RESULTS_DIR IMAGE_DIR
   ns3-speed.png  link packets per second of wall-clock and of CPU time, ns-3 vs the in-process

@@ -10,15 +10,18 @@ run FA (plink_fa) for 40 rounds; host h0's link drops to 0.4 of the others' rate
 Reported: table.txt (each round's time in ms, both runs side by side, and the throttled rounds'
 median), a JSON per run.
 
-Usage: run.py [--smoke] [--backend ns3|netns] OUT_DIR   (--smoke: 12 short rounds, a short throttle)
+Usage: experiments/plink/fig10/run.py [--smoke] [--backend ns3|netns] [OUT_DIR]
+       (--smoke: 12 short rounds, a short throttle; OUT_DIR by default results/, netns: results-netns/)
 """
-import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import experiment  # noqa: E402
 
 
 # Per backend: the link, the throttled rate (Gbit/s), elements, rounds and the throttle's window
@@ -42,27 +45,21 @@ def scenario(backend, autotune, elements, rounds, start_us, end_us):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--backend", choices=sorted(SETTINGS), default="ns3")
-    parser.add_argument("out")
-    args = parser.parse_args()
-    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    args = experiment.arguments(__doc__, HERE, add=lambda p: p.add_argument("--backend", choices=sorted(SETTINGS),
+                                                                          default="ns3"))
+    if args.backend == "netns" and not (args.out_given or args.smoke):
+        args.out = os.path.join(HERE, "results-netns")  # the committed netns runs
+        os.makedirs(args.out, exist_ok=True)
+    atp = experiment.atp_binary()
     elements, rounds, start_us, end_us = SETTINGS[args.backend][3 if args.smoke else 2]
-    os.makedirs(args.out, exist_ok=True)
     times = {}
     with tempfile.TemporaryDirectory() as gen:
         for autotune in (False, True):
             path = os.path.join(gen, "run.yaml")
             with open(path, "w") as f:
                 f.write(scenario(args.backend, autotune, elements, rounds, start_us, end_us))
-            run = subprocess.run([atp, "run", "--backend", args.backend, "--json", path], capture_output=True,
-                                 text=True)
-            if run.returncode != 0:
-                sys.exit(f"run.py: atp run failed ({'with' if autotune else 'without'} Autotune): "
-                         f"{run.stderr.strip() or run.stdout[-500:]}")
+            run = experiment.run([atp, "run", "--backend", args.backend, "--json", path],
+                                 f"atp run ({'with' if autotune else 'without'} Autotune)")
             with open(os.path.join(args.out, f"autotune-{str(autotune).lower()}.json"), "w") as f:
                 f.write(run.stdout)
             job = json.loads(run.stdout)["jobs"][0]

@@ -18,15 +18,18 @@ running while the probes run: the cross traffic of a cloud.
 Reported: table.txt (per topology and seed: triplets, PAIA of latency and bandwidth probes, of the
 latency embedding with alpha 1 and 2), a JSON per run.
 
-Usage: run.py [--smoke] [--seeds N] [--netns] OUT_DIR   (--smoke: the fat-tree and a 16-host hidden)
+Usage: experiments/plink/paia/run.py [--smoke] [--seeds N] [--netns] [OUT_DIR]
+       (--smoke: the fat-tree and a 16-host hidden)
 """
-import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import experiment  # noqa: E402
 
 DELAYS_US = {"row": 5, "cluster": 10, "dc": 20, "region": 250}  # of the link from a switch to its parent
 
@@ -59,7 +62,7 @@ def hierarchy(seed, datacenters, clusters, rows, racks, hosts, flows, rate="rate
 
 
 def fat_tree(atp, seed, flows):
-    topology = subprocess.run([atp, "topology", "fat-tree", "--k", "4"], capture_output=True, text=True, check=True)
+    topology = experiment.run([atp, "topology", "fat-tree", "--k", "4"], "atp topology fat-tree")
     names = [line.split("name: ")[1].split(",")[0] for line in topology.stdout.splitlines() if "switch: " in line]
     rng = random.Random(seed)
     background = [f"  - {{from: {a}, to: {b}}}" for a, b in (rng.sample(names, 2) for _ in range(flows))]
@@ -69,16 +72,12 @@ def fat_tree(atp, seed, flows):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--netns", action="store_true", help="also the 16-host netns topology (root)")
-    parser.add_argument("out")
-    args = parser.parse_args()
-    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
-    os.makedirs(args.out, exist_ok=True)
+    def flags(parser):
+        parser.add_argument("--seeds", type=int, default=3)
+        parser.add_argument("--netns", action="store_true", help="also the 16-host netns topology (root)")
+
+    args = experiment.arguments(__doc__, HERE, add=flags)
+    atp = experiment.atp_binary()
     runs = []  # (label, backend, seed, scenario)
     seeds = range(1, 2 if args.smoke else args.seeds + 1)
     for seed in seeds:
@@ -96,10 +95,8 @@ def main():
             path = os.path.join(gen, f"{label}-{seed}.yaml")
             with open(path, "w") as f:
                 f.write(text)
-            run = subprocess.run([atp, "discover", "--backend", backend, "--json", "--transfer-bytes", "65536", path],
-                                 capture_output=True, text=True)
-            if run.returncode != 0:
-                sys.exit(f"run.py: atp discover failed on {label} (seed {seed}): {run.stderr.strip()}")
+            run = experiment.run([atp, "discover", "--backend", backend, "--json", "--transfer-bytes", "65536", path],
+                                 f"atp discover on {label} (seed {seed})")
             with open(os.path.join(args.out, f"{label}-{seed}.json"), "w") as f:
                 f.write(run.stdout)
             with open(os.path.join(args.out, f"{label}-{seed}.yaml"), "w") as f:

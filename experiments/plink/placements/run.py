@@ -11,17 +11,19 @@ Reported: each run's algbw (Gbit/s, one untimed round first), a JSON per run, re
 per placement and algorithm) and table.txt (per algorithm over the placements: median, min, max, and
 the median of probe-guided 2LHA's ratio to it in the same placement).
 
-Usage: run.py [--smoke] [--placements N] [--backend ns3|netns] OUT_DIR
-       (--smoke: 2 placements of 64 KiB; netns needs root)
+Usage: experiments/plink/placements/run.py [--smoke] [--placements N] [--backend ns3|netns] [OUT_DIR]
+       (--smoke: 2 placements of 64 KiB; netns needs root; OUT_DIR by default results/, netns: results-netns/)
 """
-import argparse
 import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import experiment  # noqa: E402
 
 RACKS, HOSTS_PER_RACK, WORKERS, RATE_MBPS = 4, 4, 9, 200
 ALGORITHMS = [("plink-probe", "plink", "probe"), ("plink-topology", "plink", "topology"),
@@ -42,17 +44,16 @@ def scenario(seed, workers, algorithm, grouping, elements):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--placements", type=int, default=20)
-    parser.add_argument("--backend", choices=["ns3", "netns"], default="ns3")
-    parser.add_argument("out")
-    args = parser.parse_args()
-    atp = os.environ.get("ATP", os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "atp"))
-    if not os.access(atp, os.X_OK):
-        sys.exit(f"run.py: {atp} is not built; build the atp target (or set ATP=path/to/atp)")
+    def flags(parser):
+        parser.add_argument("--placements", type=int, default=20)
+        parser.add_argument("--backend", choices=["ns3", "netns"], default="ns3")
+
+    args = experiment.arguments(__doc__, HERE, add=flags)
+    if args.backend == "netns" and not (args.out_given or args.smoke):
+        args.out = os.path.join(HERE, "results-netns")  # the committed netns runs
+        os.makedirs(args.out, exist_ok=True)
+    atp = experiment.atp_binary()
     placements, elements = (2, 16384) if args.smoke else (args.placements, 262144)  # 64 KiB or 1 MiB
-    os.makedirs(args.out, exist_ok=True)
     rng = random.Random(1)
     every = [f"h{r}_{i}" for r in range(RACKS) for i in range(HOSTS_PER_RACK)]
     algorithms = ALGORITHMS + ([GLOO] if args.backend == "netns" else [])
@@ -64,10 +65,8 @@ def main():
                 path = os.path.join(gen, "run.yaml")
                 with open(path, "w") as f:
                     f.write(scenario(p + 1, workers, algorithm, grouping, elements))
-                run = subprocess.run([atp, "run", "--backend", args.backend, "--json", path], capture_output=True,
-                                     text=True)
-                if run.returncode not in (0, 1):
-                    sys.exit(f"run.py: atp run failed: {run.stderr.strip()}")
+                run = experiment.run([atp, "run", "--backend", args.backend, "--json", path],
+                                     f"atp run (placement {p}, {label})", ok=(0, 1))
                 if not run.stdout:  # the probes before the run failed: no result
                     rows.append((p, label, " ".join(workers), False, 0.0))
                     print(f"placement {p} {label}: FAILED: {run.stderr.strip()}", flush=True)

@@ -5,24 +5,24 @@ the same number of ranks in each rack), each job's images per second per worker 
 jobs on gloo and beside each job alone.
 
 Every run is `atp testbed` with experiments/pytorch/train.py on each job's hosts (needs root).
-Writes OUT/results.json and OUT/table.txt.
+Writes OUT_DIR/results.json and OUT_DIR/table.txt.
 
-    experiments/pytorch/fig20/run.py OUT [--jobs 2] [--rate 200] [--model resnet18] [--steps 12]
-        [--warmup 2] [--batch 8] [--backends gloo,atp]
+    experiments/pytorch/fig20/run.py [--jobs 2] [--rate 200] [--model resnet18] [--steps 12]
+        [--warmup 2] [--batch 8] [--backends gloo,atp] [OUT_DIR]
 
 Together, a job's images/s are counted over the steps it ran while every job was in its timed
 steps (the jobs start a few seconds apart and their first, warm-up steps differ in length; a pace
 taken over each job's own steps counted one job's steps against the other's warm-up or end).
 """
-import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "experiments" / "lib"))
+import experiment  # noqa: E402
 TRAIN = ROOT / "experiments" / "pytorch" / "train.py"
 HOSTS_PER_RACK = 4
 
@@ -80,20 +80,19 @@ def overlapping(rows, batch):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--jobs", type=int, default=2, choices=(2, 4), help="jobs at once (default 2)")
-    parser.add_argument("--rate", type=int, default=200, help="link rate in Mbit/s (default 200)")
-    parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--backends", default="gloo,atp")
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=8)
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("fig20: atp testbed needs root (network namespaces)")
-    atp = os.environ.get("ATP", str(ROOT / "build" / "atp"))
-    args.out.mkdir(parents=True, exist_ok=True)
+    def flags(parser):
+        parser.add_argument("--jobs", type=int, default=2, choices=(2, 4), help="jobs at once (default 2)")
+        parser.add_argument("--rate", type=int, default=200, help="link rate in Mbit/s (default 200)")
+        parser.add_argument("--model", default="resnet18")
+        parser.add_argument("--backends", default="gloo,atp")
+        parser.add_argument("--steps", type=int, default=12)
+        parser.add_argument("--warmup", type=int, default=2)
+        parser.add_argument("--batch", type=int, default=8)
+
+    args = experiment.arguments(__doc__, str(Path(__file__).resolve().parent), add=flags, smoke=False)
+    args.out = Path(args.out)
+    experiment.require_root("atp testbed: network namespaces")
+    atp = experiment.atp_binary()
     jobs = job_hosts(args.jobs)
     rows = []
     for backend in args.backends.split(","):

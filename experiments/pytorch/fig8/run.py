@@ -4,13 +4,13 @@
 algorithm at its defaults: images per second per worker, and each one's ratio to gloo's.
 
 Every run is `atp testbed` on a generated scenario file with experiments/pytorch/train.py on each
-worker host (needs root). Writes OUT/results.json (one row per run), OUT/table.txt and OUT/fig8.png.
+worker host (needs root). Writes OUT_DIR/results.json (one row per run), OUT_DIR/table.txt and
+OUT_DIR/fig8.png.
 
-    experiments/pytorch/fig8/run.py OUT [--rates 200,1000] [--models alexnet,resnet18,mobilenet_v2]
-        [--algorithms gloo,atp,ps,rina,hierarchical,plink] [--steps 4] [--warmup 2] [--batch 8]
-    experiments/pytorch/fig8/run.py OUT --smoke    # 2 racks x 2 ranks, 1 Gbit/s, resnet18, gloo and atp
+    experiments/pytorch/fig8/run.py [--rates 200,1000] [--models alexnet,resnet18,mobilenet_v2]
+        [--algorithms gloo,atp,ps,rina,hierarchical,plink] [--steps 4] [--warmup 2] [--batch 8] [OUT_DIR]
+    experiments/pytorch/fig8/run.py --smoke [OUT_DIR]   # 2 racks x 2 ranks, 1 Gbit/s, resnet18, gloo and atp
 """
-import argparse
 import json
 import os
 import re
@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAIN = ROOT / "experiments" / "pytorch" / "train.py"
+sys.path.insert(0, str(ROOT / "experiments" / "lib"))
+import experiment  # noqa: E402
 # What the paper calls each: gloo is PyTorch's own allreduce (a ring over TCP), ps the parameter
 # server baseline (ATP's protocol, switches only forwarding), the rest the atp backend's algorithms.
 LABELS = {"gloo": "Gloo (ring, TCP)", "atp": "ATP", "ps": "PS (no INA)", "rina": "Rina",
@@ -123,25 +125,23 @@ def plot(rows, out):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--rates", default="200,1000", help="link rates in Mbit/s (default 200,1000)")
-    parser.add_argument("--models", default="alexnet,resnet18,mobilenet_v2")
-    parser.add_argument("--algorithms", default="gloo,atp,ps,rina,hierarchical,plink")
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per run (default 4)")
-    parser.add_argument("--warmup", type=int, default=2,
-                        help="untimed steps first (default 2: DDP rebuilds its buckets after the first)")
-    parser.add_argument("--batch", type=int, default=8, help="images per rank per step (default 8)")
-    parser.add_argument("--run-timeout", type=int, default=1200, help="seconds one run may take (default 1200)")
-    parser.add_argument("--smoke", action="store_true", help="2 racks x 2 ranks, 1 Gbit/s, resnet18, gloo and atp")
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("fig8: atp testbed needs root (network namespaces)")
-    atp = os.environ.get("ATP", str(ROOT / "build" / "atp"))
+    def flags(parser):
+        parser.add_argument("--rates", default="200,1000", help="link rates in Mbit/s (default 200,1000)")
+        parser.add_argument("--models", default="alexnet,resnet18,mobilenet_v2")
+        parser.add_argument("--algorithms", default="gloo,atp,ps,rina,hierarchical,plink")
+        parser.add_argument("--steps", type=int, default=4, help="timed steps per run (default 4)")
+        parser.add_argument("--warmup", type=int, default=2,
+                            help="untimed steps first (default 2: DDP rebuilds its buckets after the first)")
+        parser.add_argument("--batch", type=int, default=8, help="images per rank per step (default 8)")
+        parser.add_argument("--run-timeout", type=int, default=1200, help="seconds one run may take (default 1200)")
+
+    args = experiment.arguments(__doc__, str(Path(__file__).resolve().parent), add=flags)
+    args.out = Path(args.out)
+    experiment.require_root("atp testbed: network namespaces")
+    atp = experiment.atp_binary()
     per_rack = 2 if args.smoke else 4
     if args.smoke:
         args.rates, args.models, args.algorithms, args.steps, args.warmup = "1000", "resnet18", "gloo,atp", 1, 1
-    args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for rate in [int(r) for r in args.rates.split(",")]:
         file = args.out / f"two-racks-{rate}mbps.yaml"

@@ -2,11 +2,10 @@
 """Time to accuracy (ATP's Fig. 11/12) emulated with PyTorch: the same DDP training (rank.py: a wide
 MLP on sklearn's digits, one seed) on 8 ranks in 2 racks of the netns testbed at 200 Mbit/s, with
 each backend; per epoch the seconds since training began and the test accuracy, and the time each
-backend needed to reach --target. Writes OUT/results.json and OUT/table.txt (needs root).
+backend needed to reach --target. Writes OUT_DIR/results.json and OUT_DIR/table.txt (needs root).
 
-    experiments/pytorch/tta/run.py OUT [--algorithms gloo,atp] [--epochs 10] [--target 95] [--rate 200]
+    experiments/pytorch/tta/run.py [--algorithms gloo,atp] [--epochs 10] [--target 95] [--rate 200] [OUT_DIR]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -16,20 +15,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "experiments" / "pytorch" / "fig8"))
 from run import scenario  # noqa: E402  the same two racks as Fig. 8
+sys.path.insert(0, str(ROOT / "experiments" / "lib"))
+import experiment  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--algorithms", default="gloo,atp")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--target", type=float, default=95.0, help="test accuracy in percent (default 95)")
-    parser.add_argument("--rate", type=int, default=200, help="link rate in Mbit/s (default 200)")
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("tta: atp testbed needs root (network namespaces)")
-    atp = os.environ.get("ATP", str(ROOT / "build" / "atp"))
-    args.out.mkdir(parents=True, exist_ok=True)
+    def flags(parser):
+        parser.add_argument("--algorithms", default="gloo,atp")
+        parser.add_argument("--epochs", type=int, default=10)
+        parser.add_argument("--target", type=float, default=95.0, help="test accuracy in percent (default 95)")
+        parser.add_argument("--rate", type=int, default=200, help="link rate in Mbit/s (default 200)")
+
+    args = experiment.arguments(__doc__, str(Path(__file__).resolve().parent), add=flags, smoke=False)
+    args.out = Path(args.out)
+    experiment.require_root("atp testbed: network namespaces")
+    atp = experiment.atp_binary()
     file = args.out / "two-racks.yaml"
     file.write_text(scenario(args.rate, 4))
     results = {}

@@ -9,42 +9,39 @@ every host but the last (the PS's, for PS and ATP), every link at RATE_GBPS (100
 Reported: allreduces per second (the communication half of the paper's training throughput; the
 models' per-iteration compute is not modelled) and algbw, a JSON per run, table.txt.
 
-Usage: run.py [--smoke] [--topologies fat-tree,dragonfly] [--scale N] [--only LABELS] OUT_DIR
+Usage: experiments/rina/fig10/run.py [--smoke] [--topologies fat-tree,dragonfly] [--scale N] [--only LABELS]
+       [OUT_DIR]
   --scale N: each gradient divided by N (default 16 on a 2-core machine: the TCP baselines take
              most of the time, about 9 minutes per 100 MB on the fat-tree); --smoke: 4096, and
              ResNet50 and VGG16 only, on the fat-tree
   --only LABELS: run only these configurations (e.g. ps,atp-50%,atp-100%); the table takes the
              others from OUT_DIR's JSONs of an earlier run ("-" where there is none; one of
              another --scale is refused)
-Parameters (torchvision's models; BERT-base uncased): ResNet50 25,557,032; VGG16 138,357,544;
-InceptionV3 27,161,264; ResNet101 44,549,160; BERT-base 109,482,240.
+Models: experiment.MODELS (ResNet50, VGG16, InceptionV3, ResNet101, BERT-base).
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 
-MODELS = [("resnet50", 25557032), ("vgg16", 138357544), ("inceptionv3", 27161264), ("resnet101", 44549160),
-          ("bert-base", 109482240)]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+import experiment  # noqa: E402
+
+MODELS = experiment.MODELS
 TOPOLOGIES = {
     "fat-tree": (["fat-tree", "--k", "4"], {"atp": 6, "rina": 4}),
     "dragonfly": (["dragonfly", "--a", "4", "--g", "9", "--h", "2"], {"atp": 18, "rina": 18}),
 }
 RATE_GBPS = 100
 SWITCH = re.compile(r"^    - \{name: ([^,]+), atp: (true|false)\}$")
-HOST = re.compile(r"^    - \{name: ([^,]+), switch: ")
 
 
 def topology(atp, args):
     """The `atp topology` YAML (from its `topology:` line) and its hosts, in order."""
-    text = subprocess.run([atp, "topology", *args], check=True, capture_output=True, text=True).stdout
-    text = text[text.index("topology:"):]
-    hosts = [m.group(1) for m in map(HOST.match, text.splitlines()) if m]
-    return text, hosts
+    text, hosts = experiment.topology(atp, *args)
+    return text[text.index("topology:"):], hosts
 
 
 def with_ina(text, switches):
@@ -71,26 +68,23 @@ def order(atp, text, hosts, gen):
     path = os.path.join(gen, "order.yaml")
     with open(path, "w") as f:
         f.write(scenario(text, hosts, "atp", 1000, set()))  # the order follows the tree towards its PS
-    out = subprocess.run([atp, "bom", path, "--incremental"], check=True, capture_output=True, text=True).stdout
-    return [m.group(1) for m in (re.match(r"^\+ (\S+)", l) for l in out.splitlines()) if m]
+    return experiment.replacement_order(experiment.run([atp, "bom", path, "--incremental"], "atp bom").stdout)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--smoke", action="store_true")
-    parser.add_argument("--topologies", default="fat-tree,dragonfly")
-    parser.add_argument("--scale", type=int)
-    parser.add_argument("--only", help="comma-separated configuration labels to run")
-    parser.add_argument("out")
-    a = parser.parse_args()
-    atp = os.environ.get("ATP", "./build/atp")
+    def flags(parser):
+        parser.add_argument("--topologies", default="fat-tree,dragonfly")
+        parser.add_argument("--scale", type=int)
+        parser.add_argument("--only", help="comma-separated configuration labels to run")
+
+    a = experiment.arguments(__doc__, HERE, add=flags)
+    atp = experiment.atp_binary()
     scale = a.scale or (4096 if a.smoke else 16)
     models = MODELS[:2] if a.smoke else MODELS
     names = ["fat-tree"] if a.smoke else a.topologies.split(",")
-    os.makedirs(a.out, exist_ok=True)
     table = [f"# ns-3, links {RATE_GBPS} Gbit/s, gradients / {scale}; allreduces per second (algbw Gbit/s); "
              "'failed' where a run was not correct"]
-    with tempfile.TemporaryDirectory() as gen, open(os.path.join(a.out, "times.txt"), "a") as times:
+    with experiment.temp_dir() as gen, open(os.path.join(a.out, "times.txt"), "a") as times:
         for name in names:
             topo_args, half = TOPOLOGIES[name]
             text, hosts = topology(atp, topo_args)
@@ -116,19 +110,17 @@ def main():
                         with open(out) as f:
                             job = json.load(f)["jobs"][0]
                         if job["tensor_bytes"] != elements * 4:
-                            sys.exit(f"run.py: {out} is of another --scale ({job['tensor_bytes']} bytes, "
-                                     f"not {elements * 4}): run that configuration again")
+                            experiment.fail(f"{out} is of another --scale ({job['tensor_bytes']} bytes, "
+                                            f"not {elements * 4}): run that configuration again")
                     else:
                         path = os.path.join(gen, "run.yaml")
                         with open(path, "w") as f:
                             f.write(scenario(text, hosts, algorithm, elements, switches))
                         start = time.monotonic()
-                        run = subprocess.run([atp, "run", "--backend", "ns3", "--json", path], capture_output=True,
-                                             text=True)
+                        run = experiment.run([atp, "run", "--backend", "ns3", "--json", path],
+                                             f"atp run on {name} {model} {label}", ok=(0, 1))
                         times.write(f"{name} {model} {label} {time.monotonic() - start:.0f} s\n")
                         times.flush()
-                        if run.returncode > 1:
-                            sys.exit(f"run.py: atp run failed on {name} {model} {label}: {run.stderr.strip()}")
                         with open(out, "w") as f:
                             f.write(run.stdout)
                         job = json.loads(run.stdout)["jobs"][0]
@@ -138,9 +130,7 @@ def main():
                 ratio = lambda x, y: "%.2fx" % (rate[x] / rate[y]) if rate.get(x) and rate.get(y) else "-"  # noqa: E731
                 table.append(row + "  %13s  %16s" % (ratio("rina-50%", "hierarchical"), ratio("rina-50%", "atp-50%")))
                 print(table[-1], flush=True)
-    with open(os.path.join(a.out, "table.txt"), "w") as f:
-        f.write("\n".join(table) + "\n")
-    print("\n".join(table))
+    experiment.write_table(os.path.join(a.out, "table.txt"), table)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Table and plot of the Fig. 11 reproduction (experiments/rina/fig11/run.sh): reads its JSON and bom.txt.
+"""Table and plot of the Fig. 11 reproduction (experiments/rina/fig11/run.py): reads its JSON and bom.txt.
 
 Usage: plot.py RESULTS_DIR [RATE_GBPS]
   RESULTS_DIR/table.txt  per replacement step: ATP's and Rina's measured algbw beside `atp bom`'s
@@ -29,7 +29,7 @@ def read_bom(path):
             if m:
                 steps.append((m.group(2), float(m.group(3)), float(m.group(4))))
     if ring is None or not steps:
-        sys.exit(f"plot.py: {path} has no ring row or no incremental table; run run.sh first")
+        sys.exit(f"plot.py: {path} has no ring row or no incremental table; run run.py first")
     return ring, steps
 
 
@@ -133,7 +133,7 @@ def main(argv):
     ring_bom, steps = read_bom(os.path.join(results, "bom.txt"))
     lines, rows, mib = table(results, rate_gbps, ring_bom, steps)
     if not rows:
-        sys.exit(f"plot.py: no atp-NN.json or rina-NN.json in {results}; run run.sh first")
+        sys.exit(f"plot.py: no atp-NN.json or rina-NN.json in {results}; run run.py first")
     with open(os.path.join(results, "table.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot of the §III-A model (experiments/rina/sec3a/run.sh): ScatterReduce time against the
+"""Plot of the §III-A model (experiments/rina/sec3a/run.py): ScatterReduce time against the
 workers, ring and Rina (racks of 4), one colour per jitter; Monte Carlo solid, Equation 1 dashed.
 
 Usage: plot.py RESULTS.tsv OUT.png   (prints the table instead where matplotlib is missing)

@@ -1,8 +1,15 @@
-"""Scenario variants of the Fig. 14 reproduction (experiments/ns3/fig14/run.sh).
+#!/usr/bin/python3
+"""Paper Fig. 14 on ns-3: 1 to 8 jobs on one switch with 100% of their peak throughput aggregators:
+ATP's defaults (the switch allocates) and hashed indices (HASH(job, seq), the authors'
+hashed_slots) vs linear indices over the shared table vs SwitchML-style static shares.
 
-Usage: variants.py [--smoke] OUT_DIR
-  writes <scheme>-<n>.yaml: the first n jobs of jobs.yaml (n = 1..8; smoke: 1 and 2 with tiny
-  tensors) on a table of n x PTA_PER_JOB aggregators, for each scheme.
+Usage: experiments/ns3/fig14/run.py [--smoke] [OUT_DIR]
+  full (about 3 minutes): JSON to experiments/ns3/fig14/results/, PNGs to docs/img/ns3-fig14*.png
+  --smoke (a few seconds): tiny tensors; JSON and PNGs only into OUT_DIR (default: a new temp dir)
+  OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
+Runs <scheme>-<n>.yaml: the first n jobs of jobs.yaml (n = 1..8; smoke: 1 and 2 with tiny
+tensors) on a table of n x PTA_PER_JOB aggregators, for each scheme, with per-job goodput every
+50 us (--series; smoke: 10 us): the plot averages it while all n jobs run.
 """
 import os
 import sys
@@ -10,6 +17,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import common  # noqa: E402
+import plot  # noqa: E402
+
 # One job's peak throughput aggregators at 100 Gbit/s, 4 workers, these links: the sweep of
 # experiments/ns3/fig13a (docs/ns3-reproductions-aggregation.md), where a job alone stops
 # gaining throughput at 192 aggregators.
@@ -44,12 +53,13 @@ def variant(n, scheme, smoke):
     return doc
 
 
-def main(argv):
-    smoke, out = common.smoke_and_out_dir(argv, __doc__)
-    for scheme in SCHEMES:
-        for n in [1, 2] if smoke else range(1, 9):
-            common.write_yaml(variant(n, scheme, smoke), out, f"{scheme}-{n}")
+def main():
+    r = common.Reproduction(HERE, __doc__)
+    docs = {f"{scheme}-{n}": variant(n, scheme, r.smoke) for scheme in SCHEMES
+            for n in ([1, 2] if r.smoke else range(1, 9))}
+    r.run_all(docs, "--series", "0.01" if r.smoke else "0.05")
+    r.plot_and_report(plot.main)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

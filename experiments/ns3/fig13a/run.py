@@ -1,16 +1,22 @@
-"""Scenario variants of the Fig. 13a reproduction (experiments/ns3/fig13a/run.sh).
+#!/usr/bin/python3
+"""Paper Fig. 13a on ns-3: three jobs on one switch, ATP's dynamic sharing (its defaults: the switch
+allocates; and the hashed and hashed_slots indices) vs SwitchML-style static shares, as the
+aggregator table shrinks from 100% to 33% of the peak throughput aggregators; and the defaults vs
+static shares where jobs compute longer than they communicate.
 
-Usage:
-  variants.py sweep [--smoke] OUT_DIR
-      one-job.yaml and three-jobs.yaml (static, SwitchML-style) with 48..384 aggregators per job:
-      sweep-alone-<share>.yaml and sweep-static-<share>.yaml
-  variants.py compare [--smoke] RESULTS_DIR OUT_DIR
-      reads RESULTS_DIR/sweep-static-*.json, picks the PTA (written to RESULTS_DIR/pta.json) and
-      writes three-jobs.yaml at 100%..33% of it for each scheme, plus ATP's dynamic schemes at
-      2x..16x: <scheme>-<percent>.yaml; and with compute phases longer than the allreduce
-      (COMPUTE_US, started a third of one apart), static shares and ATP's defaults at 100%..33%:
-      compute-<scheme>-<percent>.yaml; and the same two in other settings (SETTINGS) at 100% and
-      33% of their jobs' PTA: setting-<name>-<scheme>-<percent>.yaml
+Usage: experiments/ns3/fig13a/run.py [--smoke] [OUT_DIR]
+  full (about 12 minutes): JSON to experiments/ns3/fig13a/results/, PNGs to docs/img/ns3-fig13a*.png
+  --smoke (a few seconds): tiny tensors; JSON and PNGs only into OUT_DIR (default: a new temp dir)
+  OUT_DIR without --smoke: the full run's JSON and PNGs go there instead.
+Two stages:
+  1. sweep: one-job.yaml and three-jobs.yaml (static, SwitchML-style) with 48..384 aggregators per
+     job: sweep-alone-<share>.yaml and sweep-static-<share>.yaml (how many aggregators one job needs)
+  2. compare: the PTA from the sweep's sweep-static-*.json (written to pta.json beside the JSON),
+     three-jobs.yaml at 100%..33% of it for each scheme, plus ATP's dynamic schemes at 2x..16x:
+     <scheme>-<percent>.yaml; and with compute phases longer than the allreduce (COMPUTE_US,
+     started a third of one apart), static shares and ATP's defaults at 100%..33%:
+     compute-<scheme>-<percent>.yaml; and the same two in other settings (SETTINGS) at 100% and 33%
+     of their jobs' PTA: setting-<name>-<scheme>-<percent>.yaml
 """
 import json
 import os
@@ -19,6 +25,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import common  # noqa: E402
+import plot  # noqa: E402
+
 SHARES = [48, 64, 96, 128, 160, 192, 256, 384]  # aggregators per job in the sweeps
 SMOKE_SHARES = [64, 192]
 PERCENTS = [100, 83, 67, 50, 33]  # of the PTA, as in the paper's x axis
@@ -78,14 +86,17 @@ def configure(doc, table, scheme):
     return doc
 
 
-def sweep(smoke, out):
+def sweep(smoke):
+    """{name: scenario} of the sweep: one job alone and three with static shares, per share."""
+    docs = {}
     for share in SMOKE_SHARES if smoke else SHARES:
         alone = load("one-job.yaml")
         configure(alone, share, "static-linear")
-        common.write_yaml(shrink(alone) if smoke else alone, out, f"sweep-alone-{share}")
+        docs[f"sweep-alone-{share}"] = shrink(alone) if smoke else alone
         three = load("three-jobs.yaml")
         configure(three, 3 * share, "static-linear")
-        common.write_yaml(shrink(three) if smoke else three, out, f"sweep-static-{share}")
+        docs[f"sweep-static-{share}"] = shrink(three) if smoke else three
+    return docs
 
 
 def pick_pta(results):
@@ -102,10 +113,9 @@ def pick_pta(results):
     }
 
 
-def compare(smoke, results, out):
-    pta = pick_pta(results)
-    with open(os.path.join(results, "pta.json"), "w") as f:
-        json.dump(pta, f, indent=2)
+def compare(smoke, pta):
+    """{name: scenario} of every scheme at the percentages of the PTA (pick_pta's)."""
+    docs = {}
     percents = [100, 33] if smoke else PERCENTS
     runs = [(s, p) for s in SCHEMES for p in percents]
     if not smoke:
@@ -114,14 +124,14 @@ def compare(smoke, results, out):
         if smoke and scheme == "static-hashed":
             continue
         doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
-        common.write_yaml(shrink(doc) if smoke else doc, out, f"{scheme}-{percent}")
+        docs[f"{scheme}-{percent}"] = shrink(doc) if smoke else doc
     for scheme in COMPUTE_SCHEMES:
         for percent in percents:
             doc = configure(load("three-jobs.yaml"), round(pta["pta"] * percent / 100), scheme)
             for k, job in enumerate(doc["jobs"]):
                 job["compute_us"] = COMPUTE_US
                 job["start_us"] = round(k * COMPUTE_US / 3)
-            common.write_yaml(shrink(doc) if smoke else doc, out, f"compute-{scheme}-{percent}")
+            docs[f"compute-{scheme}-{percent}"] = shrink(doc) if smoke else doc
     for name, (sizes, compute_us, starts) in SETTINGS.items():
         for scheme in COMPUTE_SCHEMES:
             for percent in [100, 33]:
@@ -131,18 +141,21 @@ def compare(smoke, results, out):
                                for k, (n, start) in enumerate(zip(sizes, starts))]
                 table = round(len(sizes) * pta["share_per_job"] * percent / 100)
                 configure(doc, table, scheme)
-                common.write_yaml(shrink(doc) if smoke else doc, out, f"setting-{name}-{scheme}-{percent}")
+                docs[f"setting-{name}-{scheme}-{percent}"] = shrink(doc) if smoke else doc
+    return docs
 
 
-def main(argv):
-    smoke, args = common.split_smoke(argv)
-    if len(args) == 2 and args[0] == "sweep":
-        sweep(smoke, args[1])
-    elif len(args) == 3 and args[0] == "compare":
-        compare(smoke, args[1], args[2])
-    else:
-        sys.exit(__doc__)
+def main():
+    r = common.Reproduction(HERE, __doc__)
+    # 1. How many aggregators one job needs: one job alone, and three jobs with static shares.
+    r.run_all(sweep(r.smoke), stage="sweep")
+    # 2. The PTA from the sweep, then every scheme at 100% .. 33% of it.
+    pta = pick_pta(r.results)
+    with open(os.path.join(r.results, "pta.json"), "w") as f:
+        json.dump(pta, f, indent=2)
+    r.run_all(compare(r.smoke, pta), stage="compare")
+    r.plot_and_report(plot.main)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
