@@ -2,9 +2,7 @@
 """Checks that no function in src/ or apps/ is longer than LIMIT lines without a reason written
 beside it: past that a function does several things (the house rule). A reason is a comment line
 in the block right above the function that starts with "Long:" ("// Long: one table of cases, read
-top to bottom"). The longer functions of today are listed in tools/long_functions.txt with their
-length, until they are split or given a reason: each may shrink, not grow, and leaves the list
-once it is within the limit. A function is a body whose head ends in a parameter list (and
+top to bottom"). A function is a body whose head ends in a parameter list (and
 qualifiers or a constructor's initializers); lambdas and control blocks are not functions, and a
 function's lines run from its head's first line to its closing brace. One line per violation;
 exit 1 if any. Usage: check_function_sizes.py [SOURCE-DIR]"""
@@ -13,7 +11,6 @@ import sys
 from pathlib import Path
 
 LIMIT = 80
-LIST = "tools/long_functions.txt"
 CONTROL = re.compile(r"\b(if|for|while|switch|catch|else|do|try|namespace|struct|class|union|enum)\b")
 NAME = re.compile(r"(~?[A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)*|operator\s*\S+?)\s*\($")
 
@@ -103,36 +100,16 @@ def reasoned(lines, first: int) -> bool:
 
 def main() -> int:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1])
-    listed = {}
-    for line in (root / LIST).read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        count, path, name = line.split(maxsplit=2)
-        listed[(path, name)] = int(count)
-    errors, seen = [], set()
+    errors = []
     for path in sorted(p for d in ("src", "apps") for p in (root / d).rglob("*") if p.suffix in (".cc", ".h")):
         text = path.read_text()
         lines = text.split("\n")
         rel = path.relative_to(root).as_posix()
-        # Overloads share a name: the longest of them is the one a listed name stands for.
-        longest = {}
         for name, first, last in functions(text):
             n = last - first + 1
-            if n > longest.get(name, (0, 0))[0]:
-                longest[name] = (n, first)
-        for name, (n, first) in longest.items():
-            key = (rel, name)
-            if key in listed:
-                seen.add(key)
-                if n > listed[key]:
-                    errors.append(f"{rel}:{first}: {name} is {n} lines, more than the {listed[key]} {LIST} allows it")
-                elif n <= LIMIT or reasoned(lines, first):
-                    errors.append(f"{rel}:{first}: {name} is {n} lines{'' if n > LIMIT else f', within {LIMIT}'}"
-                                  f"{' with a reason' if n > LIMIT else ''} now: remove it from {LIST}")
-            elif n > LIMIT and not reasoned(lines, first):
+            if n > LIMIT and not reasoned(lines, first):
                 errors.append(f"{rel}:{first}: {name} is {n} lines, more than {LIMIT}: split it, or say why it is "
                               f"long in a comment line above it that starts with 'Long:'")
-    errors += [f"{LIST}: {path} {name} is no function there" for (path, name) in listed if (path, name) not in seen]
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0
