@@ -38,14 +38,6 @@ Scenario three_racks(const std::string& jobs = "") {
       hosts + "  links: [[tor0, core], [tor1, core], [tor2, core]]\n" + jobs);
 }
 
-// The partition `groups` makes of the hosts, as sets of names.
-std::set<std::set<std::string>> partition(const Discovery& d) {
-  std::vector<std::set<std::string>> by(static_cast<std::size_t>(d.groups.groups));
-  for (std::size_t h = 0; h < d.hosts.size(); ++h) by[static_cast<std::size_t>(d.groups.group[h])].insert(d.hosts[h]);
-  return {by.begin(), by.end()};
-}
-
-const std::set<std::set<std::string>> kRacks = {{"h00", "h01", "h02"}, {"h10", "h11", "h12"}, {"h20", "h21", "h22"}};
 
 TEST(Discover, InprocHasNoTcpAndSaysSo) {
   try {
@@ -89,6 +81,15 @@ TEST(Discover, TheInferredTopologyIsPlannedAndWritten) {
 }
 
 #if ATP_WITH_NS3
+// The partition `groups` makes of the hosts, as sets of names.
+std::set<std::set<std::string>> partition(const Discovery& d) {
+  std::vector<std::set<std::string>> by(static_cast<std::size_t>(d.groups.groups));
+  for (std::size_t h = 0; h < d.hosts.size(); ++h) by[static_cast<std::size_t>(d.groups.group[h])].insert(d.hosts[h]);
+  return {by.begin(), by.end()};
+}
+
+const std::set<std::set<std::string>> kRacks = {{"h00", "h01", "h02"}, {"h10", "h11", "h12"}, {"h20", "h21", "h22"}};
+
 // Without noise the round trips order every comparable triplet as the racks do (2 links to a
 // rack-mate and back, 4 to another rack), so do both embeddings, and the groups are the racks.
 // The bandwidths: every path is 10 Gbit/s, of which a 1 MiB transfer gets 35-70% (slow start,
