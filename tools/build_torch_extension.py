@@ -36,7 +36,11 @@ def main():
         value = getattr(torch._C, f"_PYBIND11_{name}", None)
         if value is not None:
             command.append(f'-DPYBIND11_{name}="{value}"')
-    command += [str(p) for p in sorted((root / "src" / "torch").glob("*.cc"))] + ["-o", str(extension)]
+    # One translation unit of every src/torch/*.cc, as CMake's unity build compiles them: each
+    # includes torch's headers, which take most of the time of compiling one.
+    unity = out / "atp_torch_unity.cc"
+    unity.write_text("".join(f'#include "{p}"\n' for p in sorted((root / "src" / "torch").glob("*.cc"))))
+    command += [str(unity), "-o", str(extension)]
     command += ["-Wl,--start-group", *sorted(str(p) for p in lib.glob("libatp_*.a")), "-Wl,--end-group"]
     # The C++ runtime before torch's libraries: pip's libtorch.so exports copies of some of it
     # (std::filesystem::remove_all among them, from its toolchain's static part of libstdc++),
