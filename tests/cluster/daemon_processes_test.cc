@@ -73,7 +73,7 @@ TEST_F(AtpBinaryEnv, WithoutEitherABinaryBesideThisOneOrOneSentenceSayingWhatToS
 
 // A child that prints `line` first and then waits, as a daemon does once it is up.
 processes::Child& fake_daemon(processes::ChildSet& children, const std::string& name, const std::string& line) {
-  return children.start(name, {"/bin/sh", "-c", "echo '" + line + "'; sleep 10"});
+  return children.start(name, {"/bin/sh", "-c", "echo '" + line + "'; exec sleep 10"});
 }
 
 TEST(ControlAddresses, ReadEachDaemonsFirstLineInOrder) {
