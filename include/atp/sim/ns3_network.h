@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ns3/node.h>
+#include <ns3/nstime.h>
 #include <ns3/ptr.h>
 
 #include <cstdint>
@@ -22,6 +23,10 @@
 #include "atp/sim/simulated_network.h"
 
 namespace atp::ns3adapter {
+
+// A Duration as ns-3's time (the adapter sets a resolution of picoseconds: exact), for the
+// adapter and the applications that schedule on its simulator.
+inline ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
 
 class Ns3Network final : public sim::Network {
  public:

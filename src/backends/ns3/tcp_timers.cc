@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "atp/sim/ns3_network.h"
+
 namespace atp::ns3adapter {
 namespace {
 

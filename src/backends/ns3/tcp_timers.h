@@ -2,7 +2,6 @@
 // links, set on every socket of its host collectives and background flows (tcp_apps.h).
 #pragma once
 
-#include <ns3/nstime.h>
 #include <ns3/ptr.h>
 #include <ns3/socket.h>
 
@@ -10,8 +9,6 @@
 #include "atp/time.h"
 
 namespace atp::ns3adapter {
-
-inline ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
 
 // The retransmission timeout's floor: a data-centre 1 ms (ns-3's default of 1 s would silence a
 // flow for the rest of a millisecond-scale run after one timeout), but never less than the time

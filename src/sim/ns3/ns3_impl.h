@@ -56,8 +56,6 @@ inline constexpr std::uint32_t kUnlimitedBuffer = 1u << 20;  // packets
 // host has, in 10.0.0.0/8 so that it leaves on the host's link to the switch, which drops it.
 inline constexpr Address kUnparsableDestination = 0x0AFFFFFEu;  // 10.255.255.254
 
-inline ns3::Time to_ns3(Duration d) { return ns3::NanoSeconds(d.count()); }
-
 // Connects a trace source, which ns-3 would otherwise skip silently when the name is wrong
 // (trace names change between ns-3 versions).
 template <class Object, class Callback>
