@@ -4,9 +4,9 @@ against the baselines, Fig. 9's traffic into the PS, two jobs on a small table, 
 against a TCP flow with congestion control on and off. Needs root and a built ./build/atp
 (./run.sh test builds it).
 
-Usage: experiments/netns/run.py [--quick] [OUT_DIR]
-  JSON to experiments/netns/results/ and plots to docs/img/, or both to OUT_DIR;
-  --quick: sizes up to 4 MiB, for a smoke run.
+Usage: experiments/netns/run.py [--smoke] [OUT_DIR]
+  JSON to experiments/netns/results/ and plots to docs/img/, or both to OUT_DIR (--smoke: a new
+  temporary folder); --smoke: benchmark sizes up to 4 MiB, the same scenarios.
 """
 import os
 import sys
@@ -19,17 +19,16 @@ SCENARIOS = ["fig9", "fig9-rack-only", "two-jobs-small-table", "tcp-competition"
 
 
 def main():
-    args = experiment.arguments(__doc__, HERE, smoke=False, add=lambda p: p.add_argument(
-        "--quick", action="store_true", help="sizes up to 4 MiB, for a smoke run"))
+    args = experiment.arguments(__doc__, HERE)
     # Checked first, so a missing piece is not found after twelve minutes of measurements.
     atp = experiment.atp_binary()
     experiment.require_modules(["matplotlib"], "python3-matplotlib")
     out = args.out
-    images = out if args.out_given else os.path.join(experiment.REPO, "docs", "img")
+    images = out if args.out_given or args.smoke else os.path.join(experiment.REPO, "docs", "img")
     # One job, 8 workers in 2 racks, the PS under the core; every link 200 Mbit/s. Exit 1: a run
     # failed (recorded in the JSON, with why); anything else stops the experiment.
     done = experiment.run([atp, "bench", "allreduce", "--backend", "netns", "--workers", "8", "--racks", "2",
-                           "--rate-mbps", "200", "--min-bytes", "4K", "--max-bytes", "4M" if args.quick else "64M",
+                           "--rate-mbps", "200", "--min-bytes", "4K", "--max-bytes", "4M" if args.smoke else "64M",
                            "--factor", "4", "--iters", "5", "--warmup", "1", "--algorithms", "atp,ring,gloo,ps,ps_nn",
                            "--json"], "atp bench allreduce", ok=(0, 1), stdout=os.path.join(out, "allreduce.json"))
     if done.returncode == 1:

@@ -3,7 +3,7 @@
 times on the netns testbed. Each job's rate while both run is the tensor bytes of its rounds that
 start from 0.5 s after job b starts and end by b's last round, over the time they took; the ratio
 is a's over b's; a alone is a's median round before b starts. Every result is checked.
-Usage: experiments/netns/two-jobs-one-link/run.py [--runs N] [OUT_DIR]   (root)
+Usage: experiments/netns/two-jobs-one-link/run.py [--smoke] [--runs N] [OUT_DIR]   (root; --smoke: one run)
 """
 import os
 import statistics
@@ -18,14 +18,15 @@ B_START_S = 1.0
 
 
 def main():
-    args = experiment.arguments(__doc__, HERE, smoke=False,
+    args = experiment.arguments(__doc__, HERE,
                                 add=lambda p: p.add_argument("--runs", type=int, default=3, help="runs (default 3)"))
+    runs = 1 if args.smoke else args.runs
     atp = experiment.atp_binary()
     lines = [f"# netns, two 3-worker ATP jobs whose rack-0 sums share one {LINK_MBPS} Mbit/s link, defaults; "
              "1 MiB allreduces; b from 1 s. Mbit/s while both run",
              f"{'run':<5}{'correct':>8}{'a alone':>9}{'a':>7}{'b':>7}{'a / b':>7}{'together':>9}{'marks':>7}{'drops':>7}"]
     failed = False
-    for i in range(args.runs):
+    for i in range(runs):
         d = run_netns(atp, os.path.join(HERE, "jobs.yaml"), os.path.join(args.out, f"run{i}.json"), f"run {i}")
         a, b = d["jobs"]
         b_end = max(b["round_end_seconds"])
