@@ -15,7 +15,6 @@ steps (the jobs start a few seconds apart and their first, warm-up steps differ 
 taken over each job's own steps counted one job's steps against the other's warm-up or end).
 """
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
