@@ -23,7 +23,6 @@
 #include "atp/control/control_client.h"
 #include "atp/control/json_fields.h"
 #include "atp/control/worker_config_json.h"
-#include "atp/rina/protocol.h"
 #include "support/test_access.h"
 
 // The TLS tests make their certificates with OpenSSL's C API (no openssl command needed).
@@ -39,15 +38,11 @@
 namespace atp::control {
 namespace {
 
-// The worker configs' codecs take and give JSON values; as text, the way a message carries them.
+// The worker config's codec takes and gives JSON values; as text, the way a message carries them.
 WorkerConfig worker_config_from_text(const std::string& text) {
   return worker_config_from(parse_object(text, "worker config"));
 }
-RinaConfig rina_config_from_text(const std::string& text) {
-  return rina_config_from(parse_object(text, "Rina worker config"));
-}
 std::string text_of(const WorkerConfig& c) { return worker_config_json(c).dump(); }
-std::string text_of(const RinaConfig& c) { return rina_config_json(c).dump(); }
 
 TEST(ControlCodec, RoundTripsAndNamesBadFields) {
   SwitchJobPlan plan;
@@ -300,7 +295,6 @@ const std::vector<std::pair<const char*, std::function<void(const std::string&)>
       {"port_settings_from_json", [](const std::string& t) { port_settings_from_json(t); }},
       {"host_from_json", [](const std::string& t) { host_from_json(t); }},
       {"worker_config_from", [](const std::string& t) { worker_config_from_text(t); }},
-      {"rina_config_from", [](const std::string& t) { rina_config_from_text(t); }},
   };
   return all;
 }
@@ -341,48 +335,6 @@ TEST(ControlCodec, RinaMembersRoundTripAndBadOnesAreNamed) {
   for (int p = 0; p < 33; ++p) many += (p ? ", " : "") + std::to_string(p);
   EXPECT_EQ(error(R"("roles": [], "rina_members": [)" + many + "]"),
             "rina_members: at most 32 ports (a rack's bitmap), got 33");
-}
-
-TEST(RinaConfigCodec, RoundTripsEveryField) {
-  RinaConfig c;
-  c.job = 300;
-  c.rank = 2;
-  c.workers = {0x0A000001, 0x0A000002, 0x0A000003, 0x0A000004};
-  c.members = {{0, 2}, {1}, {3}};
-  c.values_per_packet = 512;
-  c.scale = 1e5;
-  c.aggregator_slots = 77;
-  c.congestion = {true, 8, 2, 256, 100, 9000};
-  c.retransmit_timeout = std::chrono::milliseconds(3);
-  c.min_retransmit_timeout = std::chrono::microseconds(500);
-  c.max_retransmit_timeout = std::chrono::milliseconds(700);
-  c.progress_timeout = std::chrono::seconds(9);
-  c.initial_seq = 1234;
-  const RinaConfig back = rina_config_from_text(text_of(c));
-  EXPECT_EQ(back.job, c.job);
-  EXPECT_EQ(back.rank, c.rank);
-  EXPECT_EQ(back.workers, c.workers);
-  EXPECT_EQ(back.members, c.members);
-  EXPECT_EQ(back.values_per_packet, c.values_per_packet);
-  EXPECT_EQ(back.scale, c.scale);
-  EXPECT_EQ(back.aggregator_slots, c.aggregator_slots);
-  EXPECT_EQ(back.congestion.enabled, c.congestion.enabled);
-  EXPECT_EQ(back.congestion.initial_window, c.congestion.initial_window);
-  EXPECT_EQ(back.congestion.min_window, c.congestion.min_window);
-  EXPECT_EQ(back.congestion.max_window, c.congestion.max_window);
-  EXPECT_EQ(back.congestion.initial_ssthresh, c.congestion.initial_ssthresh);
-  EXPECT_EQ(back.congestion.mtu_bytes, c.congestion.mtu_bytes);
-  EXPECT_EQ(back.retransmit_timeout, c.retransmit_timeout);
-  EXPECT_EQ(back.min_retransmit_timeout, c.min_retransmit_timeout);
-  EXPECT_EQ(back.max_retransmit_timeout, c.max_retransmit_timeout);
-  EXPECT_EQ(back.progress_timeout, c.progress_timeout);
-  EXPECT_EQ(back.initial_seq, c.initial_seq);
-  const auto error = [](const std::string& text) {
-    return control_error([](const std::string& t) { rina_config_from_text(t); }, text);
-  };
-  std::string text = text_of(c);
-  text.replace(text.find(R"("members":[[0,2],[1],[3]])"), 25, R"("members":[[0,2],1,[3]])");
-  EXPECT_EQ(error(text), "members[1]: expected a list of ranks, got 1");
 }
 
 // The adversarial pass's reproducer: a value nested 100,000 arrays deep crashed the daemons
