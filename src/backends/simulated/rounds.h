@@ -44,7 +44,18 @@ class RoundDriver {
   }
 
   Endpoint& endpoint() { return *host_.workers.at(job_id()).endpoint; }
-  void replace_endpoint(std::unique_ptr<Endpoint> e) { host_.workers.at(job_id()).endpoint = std::move(e); }
+  // Its job re-formed: `e` takes over, and the counts of the endpoint it replaces stay this
+  // worker's (as a worker process keeps its old Communicator's).
+  void replace_endpoint(std::unique_ptr<Endpoint> e) {
+    left_behind_ += endpoint().counts();
+    host_.workers.at(job_id()).endpoint = std::move(e);
+  }
+  // Its counts over the run: its endpoint's and those of the endpoints it replaced.
+  EndpointCounts counts() {
+    EndpointCounts c = left_behind_;
+    c += endpoint().counts();
+    return c;
+  }
   JobId job_id() const;
   std::uint32_t rounds_completed = 0;
   bool running = false;
@@ -63,6 +74,7 @@ class RoundDriver {
   NodeId node_;
   std::uint32_t round_ = 0;  // the round running or next to start
   std::uint32_t epoch_ = 0;  // restarts so far: a start scheduled in an earlier epoch is void
+  EndpointCounts left_behind_;  // of the endpoints replace_endpoint replaced
   std::vector<float> input_;
 };
 
@@ -88,6 +100,12 @@ struct JobRuntime {
   std::vector<std::uint32_t> excluded;
   std::vector<ExcludedWorker> excluded_workers;
   std::set<std::string> earlier_switches;
+  // The switches any of its plans used: its counts there are in its result and series.
+  std::set<std::string> used_switches() const {
+    std::set<std::string> used = earlier_switches;
+    for (const auto& [name, sw] : plan.switches) used.insert(name);
+    return used;
+  }
   std::map<std::uint32_t, RoundReference> references;
   // Float32-path fragments per round (every worker gets the same set), counted when the round's
   // first worker completes it; the report sums the rounds every worker completed, like `fragments`.

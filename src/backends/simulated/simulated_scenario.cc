@@ -377,10 +377,10 @@ void SimulatedScenario::Impl::sample_series(Time now) {
     std::uint64_t values = 0, aggregations = 0, ps_packets = 0;  // values: the sums the workers have
     double window = 0;
     for (const auto& d : rt.drivers) {
-      values += d->endpoint().counts().result_values;
+      values += d->counts().result_values;
       window += d->endpoint().window();
     }
-    for (const auto& [name, sw] : rt.switch_plans())
+    for (const std::string& name : rt.used_switches())
       aggregations += switches.at(name)->job_counters(rt.job->spec.id).aggregations;
     for (const HostNode* h : rt.ps_hosts) ps_packets += h->ps.at(rt.job->spec.id).stats().packets_received;
     const double workers = static_cast<double>(std::max<std::size_t>(rt.drivers.size(), 1));
@@ -409,7 +409,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     // A worker the ring went on without: its counts are in, its rounds and its crash are not.
     const bool excluded = std::find(rt.excluded.begin(), rt.excluded.end(), w) != rt.excluded.end();
     if (!excluded) r.completed_rounds = std::min(r.completed_rounds, d->rounds_completed);
-    const EndpointCounts counts = d->endpoint().counts();
+    const EndpointCounts counts = d->counts();
     r.retransmissions += counts.retransmissions;
     r.fast_retransmits += counts.fast_retransmits;
     r.requested_resends += counts.requested_resends;
@@ -445,9 +445,7 @@ JobResult SimulatedScenario::Impl::job_result(const JobRuntime& rt) const {
     if (r.error.empty()) r.error = *e;
   }
   r.correct = r.error.empty() && r.completed_rounds == job.rounds;
-  std::set<std::string> used = rt.earlier_switches;
-  for (const auto& [name, sw] : rt.plan.switches) used.insert(name);
-  for (const std::string& name : used) {
+  for (const std::string& name : rt.used_switches()) {
     const SwitchJobCounters c = switches.at(name)->job_counters(id);
     r.switch_aggregations[name] = c.aggregations;
     r.collisions += c.collisions;
