@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "atp/control/json_fields.h"
 #include "atp/io/netns.h"
 
 namespace atp::control {
@@ -62,14 +63,17 @@ json DaemonClient::call(const char* method, const std::string& path, const std::
   const Answer answer = send(method, path, body);
   if (answer.status / 100 != 2) throw error(answer, method, path, what);
   json doc = json::parse(answer.body, nullptr, false);
-  if (doc.is_discarded()) throw DaemonError(who_ + " answered " + what + " with no JSON: " + excerpt(answer.body), 0);
+  if (doc.is_discarded()) {
+    throw DaemonError(who_ + " answered " + method + " " + path + " with no JSON: " + excerpt(answer.body), 0);
+  }
   return doc;
 }
 
 LeaseTable::Id DaemonClient::grant_lease(Duration ttl) const {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count();
   const json reply = call("POST", "/leases", "grant a lease", json{{"ttl_ms", ms}}.dump());
-  if (!reply.contains("lease") || !reply["lease"].is_number_unsigned()) {
+  // Lease 0 is "no lease" to every caller (lease_query): a daemon's grant of it is no grant.
+  if (!reply.contains("lease") || !reply["lease"].is_number_unsigned() || reply["lease"].get<LeaseTable::Id>() == 0) {
     throw DaemonError(who_ + " answered POST /leases with " + excerpt(reply.dump()) + ", which names no lease", 0);
   }
   return reply["lease"].get<LeaseTable::Id>();
@@ -100,15 +104,16 @@ SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, Le
   const json reply = call("POST", path, what, host_to_json(peer));
   try {
     Attachment a;
-    a.host.address = parse_address(reply.at("address").get<std::string>());
-    a.host.port = reply.at("port").get<PortId>();
-    const json& sw = reply.at("switch");
-    a.tor.name = sw.at("name").get<std::string>();
-    a.tor.config.atp_capable = sw.at("atp_capable").get<bool>();
-    a.tor.config.num_aggregators = sw.at("aggregators").get<std::uint32_t>();
-    a.tor.config.aggregator_width = sw.at("aggregator_width").get<std::uint16_t>();
+    a.host.address = get_address(reply, "", "address");
+    a.host.port = get_unsigned<PortId>(reply, "", "port");
+    const json& sw = require(reply, "", "switch");
+    if (!sw.is_object()) throw ControlError("switch: expected an object, got " + shown(sw));
+    a.tor.name = get_string(sw, "switch.", "name");
+    a.tor.config.atp_capable = get_bool(sw, "switch.", "atp_capable");
+    a.tor.config.num_aggregators = get_unsigned<std::uint32_t>(sw, "switch.", "aggregators");
+    a.tor.config.aggregator_width = get_unsigned<std::uint16_t>(sw, "switch.", "aggregator_width");
     return a;
-  } catch (const std::exception& e) {
+  } catch (const ControlError& e) {
     throw DaemonError(who() + " answered POST /hosts with " + excerpt(reply.dump(), 200) + ": " + e.what(), 0);
   }
 }

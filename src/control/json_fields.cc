@@ -113,6 +113,18 @@ const json& require(const json& object, const std::string& where, const char* ke
   return *it;
 }
 
+std::string get_string(const json& object, const std::string& where, const char* key) {
+  const json& value = require(object, where, key);
+  if (!value.is_string()) throw ControlError(where + key + ": expected a string, got " + shown(value));
+  return value.get<std::string>();
+}
+
+bool get_bool(const json& object, const std::string& where, const char* key) {
+  const json& value = require(object, where, key);
+  if (!value.is_boolean()) throw ControlError(where + key + ": expected true or false, got " + shown(value));
+  return value.get<bool>();
+}
+
 std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
   if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + shown(value));
   if (value.is_number_unsigned()) {

@@ -37,16 +37,10 @@ const json& list_at(const json& doc, const std::string& where, const char* key) 
   return value;
 }
 
-std::string string_at(const json& doc, const std::string& where, const char* key) {
-  const json& value = require(doc, where, key);
-  if (!value.is_string()) throw ControlError(where + key + ": expected a string, got " + shown(value));
-  return value.get<std::string>();
-}
-
 // "127.0.0.1:9000" at doc[key]; nullopt for "" when `empty_is_none`.
 std::optional<SocketAddress> endpoint_at(const json& doc, const std::string& where, const char* key,
                                          bool empty_is_none) {
-  const std::string text = string_at(doc, where, key);
+  const std::string text = get_string(doc, where, key);
   if (text.empty() && empty_is_none) return std::nullopt;
   // "255.255.255.255:65535" is 21 bytes; SocketAddress::parse's sentence would quote all of a longer one.
   if (text.size() > 32) throw ControlError(where + key + ": '" + excerpt(text) + "' is not an IPv4 address and port");
@@ -203,7 +197,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     throw ControlError("data: missing (or interfaces, on a switch of interface ports)");
   }
   check_keys(doc, "", {"name", udp ? "data" : "interfaces", "threads", "switch", "jobs", "ports"});
-  s.name = string_at(doc, "", "name");
+  s.name = get_string(doc, "", "name");
   if (udp) {
     s.data = endpoint_at(doc, "", "data", false);
   } else {
@@ -238,7 +232,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     const auto installed = get_unsigned<std::uint64_t>(row, where, "installed");
     if (installed > 1) throw ControlError(where + "installed: must be 0 or 1, got " + std::to_string(installed));
     j.installed = installed == 1;
-    j.name = string_at(row, where, "name");
+    j.name = get_string(row, where, "name");
     std::vector<std::string_view> keys =
         read_numbers(row, where, j.counters, [](auto& r, auto&& v) { visit_job(r, v); });
     keys.insert(keys.end(), {"job", "name", "installed"});
@@ -258,8 +252,8 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     if (udp) {
       p.peer = endpoint_at(row, where, "peer", true);
     } else {
-      p.interface = string_at(row, where, "interface");
-      if (row.contains("switch")) p.neighbour = string_at(row, where, "switch");
+      p.interface = get_string(row, where, "interface");
+      if (row.contains("switch")) p.neighbour = get_string(row, where, "switch");
     }
     std::vector<std::string_view> keys = read_numbers(row, where, p, [](auto& r, auto&& v) { visit_port(r, v); });
     const auto drops = get_unsigned<std::uint64_t>(row, where, "drops");
@@ -334,7 +328,7 @@ PsStats ps_stats_from_json(const std::string& text) {
     if (!s.jobs.emplace(id, job).second) {
       throw ControlError("jobs." + excerpt(name) + ": job " + std::to_string(id) + " is listed twice");
     }
-    s.job_names.emplace(id, string_at(row, where, "name"));
+    s.job_names.emplace(id, get_string(row, where, "name"));
   }
   return s;
 }
