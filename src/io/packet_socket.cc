@@ -22,6 +22,11 @@ namespace atp {
 FrameBatch::FrameBatch(std::size_t capacity, std::size_t max_bytes)
     : max_bytes_(max_bytes), storage_(capacity * max_bytes), length_(capacity, 0) {
   if (capacity == 0 || max_bytes == 0) throw std::invalid_argument("FrameBatch: capacity and max_bytes must be > 0");
+  // recv_batch reads at most kMaxBatch: a larger batch would never be full() however many wait.
+  if (capacity > detail::kMaxBatch) {
+    throw std::invalid_argument("FrameBatch: capacity must be at most " + std::to_string(detail::kMaxBatch) + ", got " +
+                                std::to_string(capacity));
+  }
 }
 
 PacketSocket::PacketSocket(const std::string& name, const PacketSocketOptions& options) : name_(name) {

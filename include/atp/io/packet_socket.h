@@ -33,8 +33,8 @@ struct PacketSocketOptions {
   int send_buffer_bytes = 32 << 20;
 };
 
-// Reusable receive buffers for PacketSocket::recv_batch(): `capacity` frames of up to
-// `max_bytes` each (a larger frame is counted as truncated and dropped).
+// Reusable receive buffers for PacketSocket::recv_batch(): `capacity` frames (1 to 64, what one
+// recvmmsg reads) of up to `max_bytes` each (a larger frame is counted as truncated and dropped).
 class FrameBatch {
  public:
   explicit FrameBatch(std::size_t capacity = 64, std::size_t max_bytes = 9216 + kEthernetHeaderBytes + 4);

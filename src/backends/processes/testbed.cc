@@ -54,12 +54,10 @@ Testbed::Testbed(const NetworkPlan& network) : prefix_("atp" + std::to_string(::
   try {
     std::ostringstream add;
     for (const std::string& n : nodes) add << "netns add " << namespace_name(n) << "\n";
+    // Every name is this run's (its pid) before the batch runs: one that stops part way (a
+    // leftover of a dead run under a reused pid) leaves the ones it made to remove_all.
+    for (const std::string& n : nodes) created_.push_back(namespace_name(n));
     run_or_throw({"ip", "-batch", "-"}, add.str());
-    created_ = [&] {
-      std::vector<std::string> v;
-      for (const std::string& n : nodes) v.push_back(namespace_name(n));
-      return v;
-    }();
     // Before any interface exists, so that no IPv6 address or discovery packet ever appears.
     for (const std::string& n : nodes) {
       ThreadInNamespace in(namespace_path(n));
@@ -138,7 +136,8 @@ Testbed::HostDrops Testbed::host_drops(const std::string& host) const {
   }
   try {
     ThreadInNamespace in(namespace_path(host));
-    std::ifstream snmp("/proc/net/snmp");
+    // This thread's namespace: /proc/net follows the process's main thread, not the caller's.
+    std::ifstream snmp("/proc/thread-self/net/snmp");
     std::string header, values;
     // Two "Udp:" lines: the field names, then the values.
     for (std::string line; std::getline(snmp, line);) {
