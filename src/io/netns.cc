@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "atp/io/processes.h"
 
@@ -32,6 +34,50 @@ std::string unavailable_reason() {
   }
   processes::run_command({"ip", "netns", "del", probe}, "", &output);
   return "";
+}
+
+namespace {
+
+// The interfaces `ip -o link show` lists as set up (the UP flag) whose operational state is not
+// up yet ("3: a@b: <NO-CARRIER,BROADCAST,MULTICAST,UP,M-DOWN> ... state LOWERLAYERDOWN ..."); a
+// loopback's stays UNKNOWN.
+std::vector<std::string> up_but_not_running(const std::string& listing) {
+  std::vector<std::string> waiting;
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t flags = line.find('<'), flags_end = line.find('>');
+    if (flags == std::string::npos || flags_end == std::string::npos) continue;
+    const std::string f = "," + line.substr(flags + 1, flags_end - flags - 1) + ",";
+    if (f.find(",UP,") == std::string::npos) continue;
+    if (line.find(" state UP ") != std::string::npos || line.find(" state UNKNOWN ") != std::string::npos) continue;
+    const std::size_t colon = line.find(": ");
+    waiting.push_back(line.substr(colon + 2, line.find_first_of(":@", colon + 2) - colon - 2));
+  }
+  return waiting;
+}
+
+}  // namespace
+
+void wait_until_carrying(const std::string& name, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::string listing;
+    // `ip link show` dumps under the rtnl lock, which the link watcher holds while it sets a link's
+    // state up and then activates its queues: a link shown up is carrying.
+    if (processes::run_command({"ip", "-n", name, "-o", "link", "show"}, "", &listing) != 0) {
+      throw std::runtime_error("cannot list the interfaces of network namespace " + name + ": " + listing);
+    }
+    const std::vector<std::string> waiting = up_but_not_running(listing);
+    if (waiting.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string names;
+      for (const std::string& w : waiting) names += (names.empty() ? "" : ", ") + w;
+      throw std::runtime_error("in network namespace " + name + ", " + names +
+                               " did not start carrying frames within " + std::to_string(timeout.count()) +
+                               " ms of coming up");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 std::vector<std::string> namespaces_with_prefix(const std::string& prefix) {

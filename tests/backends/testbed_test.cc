@@ -118,7 +118,8 @@ TEST_F(TestbedTest, TheNamespacesOfAKilledRunAreRemovedByTheNext) {
   ASSERT_GT(n, 0);
   ASSERT_EQ(std::string(said), "built");
   ASSERT_EQ(netns::namespaces_with_prefix(killed_runs.prefix).size(), 5u) << "tor0, core, w0, w1, ps";
-  EXPECT_GE(netns::remove_stale(), 5) << "at least the killed run's";
+  // What is gone, not remove_stale's count: another test's remove_stale (ctest -j) may take them first.
+  netns::remove_stale();
   EXPECT_TRUE(netns::namespaces_with_prefix(killed_runs.prefix).empty());
 }
 

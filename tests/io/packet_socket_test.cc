@@ -66,6 +66,7 @@ class PacketSocketTest : public ::testing::Test {
          "up"});
     run({"ip", "-n", name_, "link", "set", "dev", "b", "address", format_mac(kMacB), "mtu", std::to_string(kMtu),
          "up"});
+    netns::wait_until_carrying(name_);  // a, up first, may drop what it sends until then
   }
   void TearDown() override {
     inside_.reset();

@@ -2,6 +2,7 @@
 // and finding and removing those of runs that are gone (named atp<pid>-<node>).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ class ThreadInNamespace {
  private:
   int home_ = -1;  // the thread's namespace before
 };
+
+// Returns once every interface set up in namespace `name` is running (its operational state up),
+// or throws std::runtime_error naming those that are not after `timeout`. The end of a veth pair
+// set up before its peer drops every frame it sends (its queues stay on the kernel's noop qdisc)
+// until the link watcher, seeing the carrier, activates them; that waits for the rtnl lock, which
+// other namespaces' removal can hold for a second and more.
+void wait_until_carrying(const std::string& name, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Every namespace whose name starts with `prefix`, sorted (for tests: none after teardown).
 std::vector<std::string> namespaces_with_prefix(const std::string& prefix);

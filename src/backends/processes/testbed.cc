@@ -103,6 +103,9 @@ Testbed::Testbed(const NetworkPlan& network) : prefix_("atp" + std::to_string(::
         run_or_throw({"ip", "netns", "exec", namespace_name(n), "sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_ecn"});
       }
     }
+    // Every link carries frames before anything is started on it (wait_until_carrying says why not
+    // at once).
+    for (const std::string& n : nodes) wait_until_carrying(namespace_name(n));
   } catch (...) {
     remove_all();
     throw;
