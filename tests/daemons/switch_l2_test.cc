@@ -114,6 +114,7 @@ class Testbed {
       run("ip netns exec " + sw_ + " ethtool -K " + port + " tx off rx off tso off gso off gro off");
       run("ip netns exec " + h + " ethtool -K eth0 tx off rx off tso off gso off gro off");
     }
+    for (const std::string& name : namespaces_) netns::wait_until_carrying(name);  // no first frame dropped
   }
   ~Testbed() {
     for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) shell("ip netns del " + *it);
