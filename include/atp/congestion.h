@@ -31,6 +31,8 @@ struct CongestionConfig {
   std::uint32_t max_window = 1024;        // packets; also bounds PS memory per job
   std::uint32_t initial_ssthresh = 1024;  // packets; slow start below, congestion avoidance above
   std::uint32_t mtu_bytes = 1500;         // the additive step is one MTU worth of packets
+
+  bool operator==(const CongestionConfig&) const = default;
 };
 
 // The first window in packets of `packet_bytes` (before AimdWindow clamps it): initial_window, or

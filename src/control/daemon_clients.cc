@@ -39,7 +39,16 @@ DaemonClient::Answer DaemonClient::send(const char* method, const std::string& p
                       : m == "POST" ? c.Post(path, body, kJson)
                       : m == "PUT"  ? c.Put(path, body, kJson)
                                     : c.Delete(path);
-  if (!r) return {0, httplib::to_string(r.error())};
+  if (!r) {
+    // What to look at: the daemon for a refused or timed-out connection, this side's TLS
+    // settings for a certificate that could not be loaded or was not accepted.
+    const httplib::Error e = r.error();
+    const char* hint = e == httplib::Error::SSLLoadingCerts ? "can the CA file be read?"
+                       : e == httplib::Error::SSLConnection || e == httplib::Error::SSLServerVerification
+                           ? "does the daemon serve TLS, with a certificate that the CA signed?"
+                           : "is the daemon running there?";
+    return {0, "(" + httplib::to_string(e) + "): " + hint};
+  }
   return {r->status, r->body};
 }
 
@@ -47,7 +56,7 @@ DaemonError DaemonClient::error(const Answer& answer, const char* method, const 
                                 const std::string& what) const {
   if (answer.status == 0) {
     return DaemonError(who_ + " did not answer " + method + (access_.tls_ca.empty() ? " http://" : " https://") +
-                           control_.to_string() + path + " (" + answer.body + "): is the daemon running there?",
+                           control_.to_string() + path + " " + answer.body,
                        0);
   }
   // The daemons answer every error with {"error": "one sentence"}; anything else is quoted.

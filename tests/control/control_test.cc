@@ -239,12 +239,7 @@ TEST(WorkerConfigCodec, RoundTripsEveryField) {
   EXPECT_EQ(back.aggregators.first, c.aggregators.first);
   EXPECT_EQ(back.aggregators.count, c.aggregators.count);
   EXPECT_EQ(back.index_policy, c.index_policy);
-  EXPECT_EQ(back.congestion.enabled, c.congestion.enabled);
-  EXPECT_EQ(back.congestion.initial_window, c.congestion.initial_window);
-  EXPECT_EQ(back.congestion.min_window, c.congestion.min_window);
-  EXPECT_EQ(back.congestion.max_window, c.congestion.max_window);
-  EXPECT_EQ(back.congestion.initial_ssthresh, c.congestion.initial_ssthresh);
-  EXPECT_EQ(back.congestion.mtu_bytes, c.congestion.mtu_bytes);
+  EXPECT_TRUE(back.congestion == c.congestion);
   EXPECT_EQ(back.loss_recovery, c.loss_recovery);
   EXPECT_EQ(back.retransmit_timeout, c.retransmit_timeout);
   EXPECT_EQ(back.max_retransmit_timeout, c.max_retransmit_timeout);

@@ -98,6 +98,9 @@ std::pair<std::string, int> refusal(F&& f) {
   return {"", -1};
 }
 
+// Debian's bundle of CAs (package ca-certificates): a CA file that reads.
+const char* const kSystemCa = "/etc/ssl/certs/ca-certificates.crt";
+
 class DaemonClientsTest : public ::testing::Test {
  protected:
   ClientAccess access{test::kOperatorToken, ""};
@@ -337,8 +340,28 @@ TEST(DaemonClients, NothingListeningIsOneSentenceNamingTheUrl) {
       "switch 'tor0' did not answer POST http://" + at + "/jobs?lease=2 (Connection): is the daemon running there?");
   const SwitchClient tls("switch 'tor0'", closed.address(), {test::kOperatorToken, "/nonexistent/ca.pem"});
   const auto [what, status] = refusal([&] { tls.stats(); });
-  EXPECT_EQ(what.rfind("switch 'tor0' did not answer GET https://" + at + "/stats (", 0), 0u) << what;
+  EXPECT_EQ(what,
+            "switch 'tor0' did not answer GET https://" + at + "/stats (Connection): is the daemon running there?");
   EXPECT_EQ(status, 0);
+}
+
+// A daemon that answers, reached over TLS with a CA that cannot be read: the sentence points at
+// this side's TLS settings, not at the daemon's absence.
+TEST_F(DaemonClientsTest, ATlsFailureSaysWhatToLookAt) {
+  const std::string at = daemon.control().to_string();
+  const SwitchClient no_ca("switch 'tor0'", daemon.control(), {test::kOperatorToken, "/nonexistent/ca.pem"});
+  EXPECT_EQ(refusal([&] { no_ca.stats(); }).first,
+            "switch 'tor0' did not answer GET https://" + at + "/stats (SSLLoadingCerts): can the CA file be read?");
+}
+
+// Any CA that reads (the system's bundle) against a daemon that speaks plain HTTP: no handshake,
+// which the sentence says.
+TEST_F(DaemonClientsTest, ADaemonWithoutTlsIsToldFromOneThatIsGone) {
+  if (::access(kSystemCa, R_OK) != 0) GTEST_SKIP() << "skipped: no " << kSystemCa << " (package ca-certificates)";
+  const SwitchClient plain("switch 'tor0'", daemon.control(), {test::kOperatorToken, kSystemCa});
+  EXPECT_EQ(refusal([&] { plain.stats(); }).first,
+            "switch 'tor0' did not answer GET https://" + daemon.control().to_string() +
+                "/stats (SSLConnection): does the daemon serve TLS, with a certificate that the CA signed?");
 }
 
 // A daemon that takes the connection and closes it without an answer (a process dying, a

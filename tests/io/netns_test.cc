@@ -22,9 +22,12 @@
 #include <vector>
 
 #include "atp/io/processes.h"
+#include "support/in_child.h"
 
 namespace atp {
 namespace {
+
+using test::in_child;
 
 // This run's namespaces: atp<pid>-nt-..., so that no other run's are touched, and a run killed
 // half-way leaves only what netns::remove_stale recognises as a dead run's.
@@ -70,28 +73,6 @@ class OwnNamespaces {
  private:
   std::vector<std::string> names_;
 };
-
-// Runs `body` in a forked child and returns what it returned (the child exits at once: no
-// gtest, no destructors of the parent's objects). The test process has no other thread here.
-std::string in_child(const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error("pipe");
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    const std::string text = body();
-    [[maybe_unused]] const ssize_t n = ::write(fds[1], text.data(), text.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return text;
-}
 
 class NetnsTest : public ::testing::Test {
  protected:

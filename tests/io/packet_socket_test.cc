@@ -18,6 +18,7 @@
 
 #include "atp/io/netns.h"
 #include "atp/io/processes.h"
+#include "support/in_child.h"
 
 namespace atp {
 namespace {
@@ -255,29 +256,17 @@ TEST_F(PacketSocketTest, ABadInterfaceNameIsRefusedInOneSentence) {
 
 // A process without CAP_NET_RAW is told that it needs root.
 TEST(PacketSocket, WithoutTheCapabilityItSaysRootIsNeeded) {
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // no gtest here: the answer goes through the pipe
-    std::string text = "opened";
+  const std::string text = test::in_child([] {
     if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)) {
-      text = "cannot drop root";
-    } else {
-      try {
-        PacketSocket s("lo");
-      } catch (const PacketSetupError& e) {
-        text = std::to_string(e.error()) + " " + e.what();
-      }
+      return std::string("cannot drop root");
     }
-    [[maybe_unused]] const ssize_t n = ::write(fds[1], text.data(), text.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  ::waitpid(pid, nullptr, 0);
+    try {
+      PacketSocket s("lo");
+    } catch (const PacketSetupError& e) {
+      return std::to_string(e.error()) + " " + e.what();
+    }
+    return std::string("opened");
+  });
   EXPECT_EQ(text,
             std::to_string(EPERM) + " cannot open interface lo: operation not permitted (needs root or CAP_NET_RAW)");
 }

@@ -61,12 +61,7 @@ TEST(RinaProtocol, TheConfigRoundTripsEveryField) {
   EXPECT_EQ(back.values_per_packet, c.values_per_packet);
   EXPECT_EQ(back.scale, c.scale);
   EXPECT_EQ(back.aggregator_slots, c.aggregator_slots);
-  EXPECT_EQ(back.congestion.enabled, c.congestion.enabled);
-  EXPECT_EQ(back.congestion.initial_window, c.congestion.initial_window);
-  EXPECT_EQ(back.congestion.min_window, c.congestion.min_window);
-  EXPECT_EQ(back.congestion.max_window, c.congestion.max_window);
-  EXPECT_EQ(back.congestion.initial_ssthresh, c.congestion.initial_ssthresh);
-  EXPECT_EQ(back.congestion.mtu_bytes, c.congestion.mtu_bytes);
+  EXPECT_TRUE(back.congestion == c.congestion);
   EXPECT_EQ(back.retransmit_timeout, c.retransmit_timeout);
   EXPECT_EQ(back.min_retransmit_timeout, c.min_retransmit_timeout);
   EXPECT_EQ(back.max_retransmit_timeout, c.max_retransmit_timeout);

@@ -62,7 +62,7 @@ class DaemonClient {
  protected:
   struct Answer {
     int status = 0;    // 0: no answer
-    std::string body;  // the answer's body, or why none came
+    std::string body;  // the answer's body, or why none came ("(Connection): is the daemon running there?")
   };
   // Sends one request (method "GET", "POST", "PUT" or "DELETE"), from the client's namespace.
   Answer send(const char* method, const std::string& path, const std::string& body = "") const;
