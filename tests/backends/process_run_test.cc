@@ -163,13 +163,18 @@ TEST(ProcessRun, ASilentLaggardFailsItsJobAfterTheProgressTimeout) {
 }
 
 // A worker that says it is alive ("alive" lines, while it prepares a round) is waited for past the
-// progress timeout: here for 0.6 s, three timeouts.
+// progress timeout: here for 1.5 s, three timeouts of 0.5 s, with a line every 0.05 s (a loaded
+// machine may hold the script back a while: not ten times as long).
 TEST(ProcessRun, ALaggardThatSaysItIsAliveIsWaitedFor) {
   ScriptedWorkers workers;
   workers.script("w0", wait_line(0) + answer_into("w0-go") + round_line(0) + result(correct(1)));
-  workers.script("w1", "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo '{\"event\": \"alive\"}'; sleep 0.05; done\n" +
+  workers.script("w1", "i=0; while [ $i -lt 30 ]; do echo '{\"event\": \"alive\"}'; sleep 0.05; i=$((i+1)); done\n" +
                            wait_line(0) + answer_into("w1-go") + round_line(0) + result(correct(1)));
-  const ScenarioResult r = workers.run(std::string("time_limit_s: 20\n") + kJobA);
+  const ScenarioResult r = workers.run(R"(
+time_limit_s: 20
+jobs:
+  - {name: a, workers: [w0, w1], ps: [psa], elements: 1000, rounds: 1, progress_timeout_us: 500000}
+)");
   EXPECT_TRUE(r.jobs.at(0).correct) << r.jobs.at(0).error;
   EXPECT_EQ(r.jobs.at(0).completed_rounds, 1u);
 }
@@ -215,13 +220,16 @@ TEST(ProcessRun, TheTimeLimitIsReportedAndNamesAWorkerStillRunning) {
 }
 
 // The scenario's crash of a host kills its worker; that crash comes first in the job's error,
-// before the failure it causes in the others (here w0's, which no longer makes progress).
+// before the failure it causes in the others (here w0's, which it reports once w1 is gone).
 TEST(ProcessRun, AHostsCrashComesFirstInItsJobsError) {
   ScriptedWorkers workers;
   worker_process::WorkerResult stuck;
   stuck.error = "round 0 made no progress";
-  workers.script("w0", "sleep 0.5\n" + result(stuck));
-  workers.script("w1", kHang);
+  workers.script("w0", until_file("w1-pid") +
+                           "n=0; while kill -0 $(cat \"$D/w1-pid\") 2>/dev/null && [ $n -lt 2000 ]; do sleep 0.01; "
+                           "n=$((n+1)); done\n" +
+                           result(stuck));
+  workers.script("w1", "echo $$ > \"$D/w1-pid.tmp\" && mv \"$D/w1-pid.tmp\" \"$D/w1-pid\"\n" + kHang);
   const ScenarioResult r = workers.run(std::string("time_limit_s: 20\n") + kJobA + R"(
 faults:
   - {crash: w1, at_us: 100000}
