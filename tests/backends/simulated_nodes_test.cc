@@ -1,8 +1,7 @@
-// Unit tests of the simulated runner's nodes and round drivers (src/backends/simulated/nodes.h,
-// rounds.h): a switch's restarts, a noise source's schedule, a host's dispatch, a worker's rounds.
-// Time is advanced by hand. A scripted network stands in for the in-process one (it runs what the
-// nodes schedule, when the test says), and a fake endpoint for a protocol's: a driver's rounds are
-// then seen one call at a time, without planning and running a whole scenario.
+// Unit tests of the simulated runner's nodes (src/backends/simulated/nodes.h, nodes.cc): a
+// switch's restarts, a noise source's schedule, a host's dispatch. Time is advanced by hand; a
+// scripted network and fake endpoints (support/simulated_fakes.h) stand in for the in-process
+// network and a protocol's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,123 +12,18 @@
 
 #include "../../src/backends/simulated/nodes.h"
 #include "../../src/backends/simulated/rounds.h"
-#include "atp/fixed_point.h"
+#include "support/simulated_fakes.h"
 #include "support/test_packets.h"
 
 namespace atp::simulated {
 namespace {
 
 using namespace std::chrono_literals;
-
-Time at(Duration d) { return Time(d); }
-
-// What a node sent, by port.
-class RecordingPorts final : public PortSink {
- public:
-  void send(PortId port, std::span<const std::uint8_t> packet) override {
-    sent.push_back({port, std::vector<std::uint8_t>(packet.begin(), packet.end())});
-  }
-  std::vector<std::pair<PortId, std::vector<std::uint8_t>>> sent;
-};
-
-// A network that moves no packets: it keeps what is scheduled (run by run_until, in time order,
-// ties in the order scheduled), the nodes woken, and what is sent through sink_for.
-class ScriptedNetwork final : public sim::Network {
- public:
-  NodeId add_switch(std::string, std::unique_ptr<sim::Node>, std::map<Address, PortId>) override { return 0; }
-  NodeId add_host(std::string, std::unique_ptr<sim::Node>, Address) override { return 0; }
-  std::pair<std::size_t, std::size_t> connect(NodeId, PortId, NodeId, PortId, const sim::ChannelConfig&,
-                                              const sim::ChannelConfig&) override {
-    return {};
-  }
-  void set_channel_config(std::size_t, const sim::ChannelConfig&) override {}
-  sim::ChannelCounters channel_counters(std::size_t) const override { return {}; }
-  void schedule(Time t, std::function<void(Time)> f) override { events.emplace(std::max(t, now_), std::move(f)); }
-  void wake(NodeId node) override { woken.push_back(node); }
-  PortSink& sink_for(NodeId) override { return sent; }
-  Time now() const override { return now_; }
-  std::uint64_t run_until(Time limit) override {
-    std::uint64_t n = 0;
-    while (!events.empty() && events.begin()->first <= limit) {
-      auto event = events.extract(events.begin());
-      now_ = event.key();
-      event.mapped()(now_);
-      ++n;
-    }
-    now_ = std::max(now_, limit);
-    return n;
-  }
-  std::uint64_t events_processed() const override { return 0; }
-  std::uint32_t mtu_bytes() const override { return 0; }
-
-  std::multimap<Time, std::function<void(Time)>> events;
-  std::vector<NodeId> woken;
-  RecordingPorts sent;
-
- private:
-  Time now_{};
-};
-
-// An endpoint the test steers: start() records the input and succeeds unless `busy`; a packet
-// ends the round (kIdle with `result_values`), or fails it when `error_text` is set.
-class FakeEndpoint final : public Endpoint {
- public:
-  bool start(std::span<const float> input, Time, PacketSink&) override {
-    if (busy) return false;
-    starts.emplace_back(input.begin(), input.end());
-    state_ = WorkerState::kRunning;
-    return true;
-  }
-  bool start_in_place(std::span<float> values, Time now, PacketSink& out) override { return start(values, now, out); }
-  void on_packet(std::span<const std::uint8_t>, Time, PacketSink&) override { ADD_FAILURE() << "undecoded packet"; }
-  void on_packet(const Header&, std::span<const std::uint8_t>, Time, PacketSink&) override {
-    ++packets;
-    state_ = error_text.empty() ? WorkerState::kIdle : WorkerState::kFailed;
-  }
-  void on_timeout(Time, PacketSink&) override { ++timeouts; }
-  void on_host_queue_full(Time) override { ++queue_full; }
-  Time next_deadline() const override { return deadline; }
-  WorkerState state() const override { return state_; }
-  const std::string& error() const override { return error_text; }
-  std::span<const float> result() const override { return result_values; }
-  bool picks_exponents() const override { return false; }
-  const std::vector<std::int16_t>& result_exponents() const override { return no_exponents_; }
-  std::vector<std::int16_t> next_exponents(std::uint32_t) const override { return {}; }
-  const std::vector<std::uint32_t>& float_fragments() const override { return no_fragments_; }
-  std::string_view protocol() const override { return "fake"; }
-  JobId job() const override { return 1; }
-  Address self() const override { return 0; }
-  std::vector<Address> sources() const override { return {}; }
-  std::uint16_t values_per_packet() const override { return 4; }
-  Seq resume_seq() const override { return 0; }
-  Linger linger() const override { return {}; }
-  std::uint32_t window() const override { return 1; }
-  EndpointCounts counts() const override { return counts_value; }
-  std::vector<EndpointCounter> counters() const override { return {}; }
-
-  bool busy = false;
-  std::vector<std::vector<float>> starts;
-  std::vector<float> result_values;
-  Time deadline = kNever;
-  int packets = 0, timeouts = 0, queue_full = 0;
-  std::string error_text;
-  EndpointCounts counts_value;
-
- private:
-  WorkerState state_ = WorkerState::kIdle;
-  std::vector<std::int16_t> no_exponents_;
-  std::vector<std::uint32_t> no_fragments_;
-};
-
-// A parameter packet of job `job` (what a worker hears), or a gradient (what a PS hears).
-std::vector<std::uint8_t> packet_of(JobId job, bool parameter) {
-  Header h;
-  h.job = job;
-  h.is_ack = parameter;
-  h.fan_in = 1;
-  h.bitmap = 1;
-  return build_packet(h, std::vector<std::int32_t>{1, 2, 3, 4});
-}
+using atp::test::at;
+using atp::test::FakeEndpoint;
+using atp::test::packet_of;
+using atp::test::RecordingPorts;
+using atp::test::ScriptedNetwork;
 
 // test_packets.h's job on one switch s0: workers w0, w1 on ports 0, 1, PS ps0 on port 2, h3 on 3.
 // The network plan points into the topology: neither is copied.
@@ -427,189 +321,6 @@ TEST_F(HostNodeTest, ACrashedHostIgnoresEverythingAndRunsItsHooksOnce) {
   EXPECT_EQ(a.queue_full, 1);
   EXPECT_EQ(host.dropped, 0u);
   EXPECT_EQ(activity.last, Time{});
-}
-
-// Job 1 of two workers, on hosts h0 and h1 (nodes 10, 11) with fake endpoints: 2 rounds of 10
-// values, 4 per fragment, 1 ms of compute between them. A JobRuntime built by hand, as the runner
-// builds one (add_endpoints), without a plan: a driver reads only the job, seed, fragment width
-// and network.
-class RoundDriverTest : public ::testing::Test {
- protected:
-  static constexpr JobId kJob = 1;
-  static constexpr std::uint64_t kSeed = 5;
-  static constexpr std::uint16_t kWidth = 4;
-
-  RoundDriverTest() {
-    job.spec.id = kJob;
-    job.spec.workers = {"h0", "h1"};
-    job.elements = 10;
-    job.rounds = 2;
-    job.magnitude = 2;
-    job.compute_time = 1ms;
-    jobs.push_back(std::make_unique<JobRuntime>());
-    rt().job = &job;
-    rt().network = &network;
-    rt().seed = kSeed;
-    rt().values_per_packet = kWidth;
-    for (std::size_t w = 0; w < 2; ++w) {
-      rt().drivers.push_back(std::make_unique<RoundDriver>(rt(), w, *hosts[w], static_cast<NodeId>(10 + w)));
-      auto endpoint = std::make_unique<FakeEndpoint>();
-      endpoints[w] = endpoint.get();
-      hosts[w]->workers.emplace(kJob, HostNode::LocalWorker{std::move(endpoint), rt().drivers.back().get()});
-    }
-  }
-  JobRuntime& rt() { return *jobs[0]; }
-  RoundDriver& driver(std::size_t w) { return *rt().drivers[w]; }
-  // Worker w's input in `round`: its own seeded stream.
-  std::vector<float> input(std::size_t w, std::uint32_t round) const {
-    std::vector<float> v(job.elements);
-    scenario_inputs::generate_input(scenario_inputs::input_seed(kSeed, kJob, w, round), job.magnitude, v);
-    return v;
-  }
-  // The sums of `round` as an ATP job's PS sends them: int sums at each fragment's exponent.
-  std::vector<float> exact(std::uint32_t round) const {
-    scenario_inputs::RoundReference ref;
-    scenario_inputs::make_reference(kSeed, kJob, 2, round, job.elements, job.magnitude, job.spec.scale, kWidth, ref);
-    std::vector<float> sums(job.elements);
-    for (std::size_t i = 0; i < sums.size(); ++i)
-      sums[i] = dequantize_one(ref.int_sum[i], std::ldexp(1.0, ref.exponents[i / kWidth]));
-    return sums;
-  }
-  // Worker w's round ends at `now` with `result`: a packet to its host completes it.
-  void finish(std::size_t w, std::vector<float> result, Time now) {
-    endpoints[w]->result_values = std::move(result);
-    std::vector<std::uint8_t> packet = packet_of(kJob, true);
-    hosts[w]->on_packet(0, packet, now, network.sent);
-  }
-
-  ScenarioJob job;
-  ScriptedNetwork network;
-  Activity activity;
-  std::unique_ptr<HostNode> hosts[2] = {std::make_unique<HostNode>("h0", activity),
-                                        std::make_unique<HostNode>("h1", activity)};
-  std::vector<std::unique_ptr<JobRuntime>> jobs;
-  FakeEndpoint* endpoints[2] = {};
-};
-
-// A scheduled start begins the round at its time with the worker's own seeded input, and wakes
-// its host (the network re-reads the endpoint's deadline). Exact results complete the round; the
-// next starts the compute time after the worker's end; a round's reference goes once every worker
-// has checked against it; after the last round nothing is scheduled and no job runs.
-TEST_F(RoundDriverTest, RunsItsRoundsOneAfterAnotherOnItsSeededInputs) {
-  driver(0).schedule_start(at(1ms));
-  driver(1).schedule_start(at(1ms));
-  network.run_until(at(1ms) - 1ns);
-  EXPECT_TRUE(endpoints[0]->starts.empty());
-  network.run_until(at(1ms));
-  EXPECT_EQ(endpoints[1]->starts, std::vector<std::vector<float>>{input(1, 0)});
-  EXPECT_NE(input(1, 0), input(0, 0));
-  EXPECT_TRUE(driver(1).running);
-  EXPECT_EQ(network.woken, (std::vector<NodeId>{10, 11}));
-  finish(0, exact(0), at(2ms));
-  EXPECT_EQ(driver(0).rounds_completed, 1u);
-  EXPECT_FALSE(driver(0).running);
-  EXPECT_EQ(rt().references.size(), 1u) << "worker 1 has yet to check round 0";
-  finish(1, exact(0), at(3ms));
-  EXPECT_TRUE(rt().references.empty());
-  network.run_until(at(3ms) - 1ns);
-  EXPECT_EQ(endpoints[0]->starts.size(), 1u);
-  network.run_until(at(4ms));
-  ASSERT_EQ(endpoints[0]->starts.size(), 2u);
-  EXPECT_EQ(endpoints[0]->starts[1], input(0, 1));
-  ASSERT_EQ(endpoints[1]->starts.size(), 2u);
-  EXPECT_TRUE(any_job_running(jobs));
-  finish(0, exact(1), at(5ms));
-  finish(1, exact(1), at(6ms));
-  for (std::size_t w = 0; w < 2; ++w) {
-    EXPECT_EQ(driver(w).rounds_completed, 2u);
-    EXPECT_EQ(driver(w).error, "");
-    EXPECT_FALSE(driver(w).mismatch);
-  }
-  EXPECT_TRUE(network.events.empty());
-  EXPECT_FALSE(any_job_running(jobs));
-}
-
-// One wrong value is a mismatch whose sentence names the worker and the round; the round still
-// counts as completed (the run goes on, and reports it), and the other worker is not affected.
-TEST_F(RoundDriverTest, AWrongValueIsAMismatchNamingTheWorkerAndRound) {
-  driver(0).start_round(at(0ms));
-  driver(1).start_round(at(0ms));
-  std::vector<float> wrong = exact(0);
-  wrong[6] += 1;
-  finish(0, wrong, at(1ms));
-  finish(1, exact(0), at(1ms));
-  EXPECT_TRUE(driver(0).mismatch);
-  EXPECT_EQ(driver(0).wrong_values, 1u);
-  EXPECT_EQ(driver(0).error.rfind("worker 'h0' round 0: value 6 ", 0), 0u) << driver(0).error;
-  EXPECT_EQ(driver(0).rounds_completed, 1u);
-  EXPECT_FALSE(driver(1).mismatch) << driver(1).error;
-}
-
-// A failed endpoint stops its driver for good with the endpoint's sentence; so does an endpoint
-// that will not start; a second reason does not replace the first.
-TEST_F(RoundDriverTest, AFailedOrBusyEndpointStopsItsDriverWithOneSentence) {
-  driver(0).start_round(at(0ms));
-  endpoints[0]->error_text = "no progress for 1 s";
-  finish(0, {}, at(1ms));
-  EXPECT_TRUE(driver(0).stopped);
-  EXPECT_FALSE(driver(0).running);
-  EXPECT_EQ(driver(0).error, "worker 'h0' failed in round 0: no progress for 1 s");
-  EXPECT_EQ(driver(0).rounds_completed, 0u);
-  EXPECT_TRUE(network.events.empty());
-  endpoints[1]->busy = true;
-  driver(1).start_round(at(2ms));
-  EXPECT_TRUE(driver(1).stopped);
-  EXPECT_EQ(driver(1).error, "worker 'h1' could not start round 0 (still busy)");
-  driver(1).fail("a later reason");
-  EXPECT_EQ(driver(1).error, "worker 'h1' could not start round 0 (still busy)");
-  EXPECT_FALSE(any_job_running(jobs));
-}
-
-// A restart (a Rina job re-formed) begins the given round at once, and the start the driver had
-// scheduled before is void.
-TEST_F(RoundDriverTest, ARestartVoidsTheStartScheduledBefore) {
-  driver(0).start_round(at(0ms));
-  finish(0, exact(0), at(1ms));  // round 1 scheduled at 2 ms
-  driver(0).restart(0, at(1500us));
-  ASSERT_EQ(endpoints[0]->starts.size(), 2u);
-  EXPECT_EQ(endpoints[0]->starts[1], input(0, 0));
-  EXPECT_EQ(driver(0).rounds_completed, 0u);
-  network.run_until(at(10ms));
-  EXPECT_EQ(endpoints[0]->starts.size(), 2u);
-}
-
-// A job re-formed gives its workers new endpoints: a worker's counts over the run are still those
-// of every endpoint it had (the report and the series add them; the series' goodput went below
-// zero when they restarted from the new endpoint's).
-TEST_F(RoundDriverTest, ReplacedEndpointsCountsStayTheWorkers) {
-  endpoints[0]->counts_value.retransmissions = 3;
-  endpoints[0]->counts_value.result_values = 40;
-  auto next = std::make_unique<FakeEndpoint>();
-  next->counts_value.retransmissions = 2;
-  FakeEndpoint* fresh = next.get();
-  driver(0).replace_endpoint(std::move(next));
-  EXPECT_EQ(&driver(0).endpoint(), fresh);
-  EXPECT_EQ(driver(0).counts().retransmissions, 5u);
-  EXPECT_EQ(driver(0).counts().result_values, 40u);
-  EXPECT_EQ(driver(1).counts().retransmissions, 0u);
-}
-
-// A host set to crash at a round crashes when its worker would start it: the driver stops, the
-// round does not start, and the crash's hooks run; the other worker still runs.
-TEST_F(RoundDriverTest, ACrashRoundCrashesTheHostInsteadOfStartingIt) {
-  hosts[0]->crash_round = 1;
-  bool hook_ran = false;
-  hosts[0]->on_crash.push_back([&hook_ran](Time) { hook_ran = true; });
-  driver(0).start_round(at(0ms));
-  driver(1).start_round(at(0ms));
-  finish(0, exact(0), at(1ms));
-  network.run_until(at(2ms));
-  EXPECT_TRUE(hosts[0]->crashed);
-  EXPECT_EQ(hosts[0]->crash_time, at(2ms));
-  EXPECT_TRUE(driver(0).stopped);
-  EXPECT_EQ(endpoints[0]->starts.size(), 1u);
-  EXPECT_TRUE(hook_ran);
-  EXPECT_TRUE(any_job_running(jobs)) << "worker 1 has rounds left";
 }
 
 }  // namespace
