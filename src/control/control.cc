@@ -31,8 +31,7 @@ using nlohmann::json;
 
 template <class T>
 std::vector<T> get_unsigned_list(const json& object, const std::string& where, const char* key) {
-  const json& list = require(object, where, key);
-  if (!list.is_array()) throw ControlError(where + key + ": expected a list, got " + shown(list));
+  const json& list = get_list(object, where, key);
   std::vector<T> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     out.push_back(static_cast<T>(
@@ -108,8 +107,7 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
   plan.entry.job = get_unsigned<JobId>(doc, "", "job");
   plan.entry.admitted_ports = get_unsigned_list<PortId>(doc, "", "admitted_ports");
   plan.multicast_ports = get_unsigned_list<PortId>(doc, "", "multicast_ports");
-  const json& roles = require(doc, "", "roles");
-  if (!roles.is_array()) throw ControlError("roles: expected a list, got " + shown(roles));
+  const json& roles = get_list(doc, "", "roles");
   for (std::size_t i = 0; i < roles.size(); ++i) {
     const std::string where = "roles[" + std::to_string(i) + "].";
     if (!roles[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");
@@ -153,8 +151,7 @@ SwitchJobPlan switch_job_from_json(const std::string& text) {
     }
   }
   if (doc.contains("routes")) {  // optional: a job whose switches route its hosts already
-    const json& routes = doc["routes"];
-    if (!routes.is_array()) throw ControlError("routes: expected a list, got " + shown(routes));
+    const json& routes = get_list(doc, "", "routes");
     std::set<Address> seen;
     for (std::size_t i = 0; i < routes.size(); ++i) {
       const std::string where = "routes[" + std::to_string(i) + "].";
@@ -250,8 +247,7 @@ WorkerConfig worker_config_from(const json& doc) {
   WorkerConfig c;
   c.job = get_unsigned<JobId>(doc, "", "job");
   c.self = get_address(doc, "", "self");
-  const json& routes = require(doc, "", "ps");
-  if (!routes.is_array()) throw ControlError("ps: expected a list, got " + shown(routes));
+  const json& routes = get_list(doc, "", "ps");
   for (std::size_t i = 0; i < routes.size(); ++i) {
     const std::string where = "ps[" + std::to_string(i) + "].";
     if (!routes[i].is_object()) throw ControlError(where.substr(0, where.size() - 1) + ": expected an object");

@@ -115,8 +115,7 @@ SwitchClient::Attachment SwitchClient::attach_host(const SocketAddress& peer, Le
     Attachment a;
     a.host.address = get_address(reply, "", "address");
     a.host.port = get_unsigned<PortId>(reply, "", "port");
-    const json& sw = require(reply, "", "switch");
-    if (!sw.is_object()) throw ControlError("switch: expected an object, got " + shown(sw));
+    const json& sw = get_object(reply, "", "switch");
     a.tor.name = get_string(sw, "switch.", "name");
     a.tor.config.atp_capable = get_bool(sw, "switch.", "atp_capable");
     a.tor.config.num_aggregators = get_unsigned<std::uint32_t>(sw, "switch.", "aggregators");

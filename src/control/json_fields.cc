@@ -125,6 +125,18 @@ bool get_bool(const json& object, const std::string& where, const char* key) {
   return value.get<bool>();
 }
 
+const json& get_object(const json& object, const std::string& where, const char* key) {
+  const json& value = require(object, where, key);
+  if (!value.is_object()) throw ControlError(where + key + ": expected an object, got " + shown(value));
+  return value;
+}
+
+const json& get_list(const json& object, const std::string& where, const char* key) {
+  const json& value = require(object, where, key);
+  if (!value.is_array()) throw ControlError(where + key + ": expected a list, got " + shown(value));
+  return value;
+}
+
 std::uint64_t to_unsigned(const json& value, const std::string& field, std::uint64_t max) {
   if (!value.is_number_integer()) throw ControlError(field + ": expected an integer, got " + shown(value));
   if (value.is_number_unsigned()) {
@@ -194,8 +206,7 @@ nlohmann::json congestion_json(const CongestionConfig& cc) {
 }
 
 CongestionConfig congestion_from(const nlohmann::json& doc) {
-  const nlohmann::json& cc = require(doc, "", "congestion");
-  if (!cc.is_object()) throw ControlError("congestion: expected an object, got " + shown(cc));
+  const nlohmann::json& cc = get_object(doc, "", "congestion");
   check_keys(cc, "congestion.",
              {"enabled", "initial_window", "min_window", "max_window", "initial_ssthresh", "mtu_bytes"});
   const nlohmann::json& enabled = require(cc, "congestion.", "enabled");

@@ -25,18 +25,6 @@ using namespace stats_fields;  // NOLINT(google-build-using-namespace): the rows
 
 // ---- reading ----
 
-const json& object_at(const json& doc, const std::string& where, const char* key) {
-  const json& value = require(doc, where, key);
-  if (!value.is_object()) throw ControlError(where + key + ": expected an object, got " + shown(value));
-  return value;
-}
-
-const json& list_at(const json& doc, const std::string& where, const char* key) {
-  const json& value = require(doc, where, key);
-  if (!value.is_array()) throw ControlError(where + key + ": expected a list, got " + shown(value));
-  return value;
-}
-
 // "127.0.0.1:9000" at doc[key]; nullopt for "" when `empty_is_none`.
 std::optional<SocketAddress> endpoint_at(const json& doc, const std::string& where, const char* key,
                                          bool empty_is_none) {
@@ -201,7 +189,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
   if (udp) {
     s.data = endpoint_at(doc, "", "data", false);
   } else {
-    const json& names = list_at(doc, "", "interfaces");
+    const json& names = get_list(doc, "", "interfaces");
     for (std::size_t i = 0; i < names.size(); ++i) {
       if (!names[i].is_string()) {
         throw ControlError("interfaces[" + std::to_string(i) + "]: expected a string, got " + shown(names[i]));
@@ -209,7 +197,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
       s.interfaces.push_back(names[i].get<std::string>());
     }
   }
-  const json& threads = list_at(doc, "", "threads");
+  const json& threads = get_list(doc, "", "threads");
   for (std::size_t i = 0; i < threads.size(); ++i) {
     const std::string where = "threads[" + std::to_string(i) + "].";
     const json& row = row_at(threads, i, where);
@@ -217,9 +205,9 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     check_keys(row, where, read_numbers(row, where, t, [](auto& r, auto&& v) { visit_thread(r, v); }));
     s.threads.push_back(t);
   }
-  const json& sw = object_at(doc, "", "switch");
+  const json& sw = get_object(doc, "", "switch");
   check_keys(sw, "switch.", read_numbers(sw, "switch.", s, [](auto& r, auto&& v) { visit_switch(r, v); }));
-  const json& jobs = list_at(doc, "", "jobs");
+  const json& jobs = get_list(doc, "", "jobs");
   std::set<JobId> job_ids;  // each job is one row: a second would be summed or shown twice
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const std::string where = "jobs[" + std::to_string(i) + "].";
@@ -239,7 +227,7 @@ SwitchStats switch_stats_from_json(const std::string& text) {
     check_keys(row, where, keys);
     s.jobs.push_back(j);
   }
-  const json& ports = list_at(doc, "", "ports");
+  const json& ports = get_list(doc, "", "ports");
   std::set<PortId> port_ids;  // each port is one row, as each job
   for (std::size_t i = 0; i < ports.size(); ++i) {
     const std::string where = "ports[" + std::to_string(i) + "].";
@@ -295,14 +283,14 @@ PsStats ps_stats_from_json(const std::string& text) {
   PsStats s;
   s.data = *endpoint_at(doc, "", "data", false);
   s.uplink = endpoint_at(doc, "", "uplink", true);
-  const json& daemon = object_at(doc, "", "daemon");
+  const json& daemon = get_object(doc, "", "daemon");
   std::vector<std::string_view> keys;
   visit_ps_daemon(s.daemon, [&](const char* key, std::uint64_t& v) {
     v = get_unsigned<std::uint64_t>(daemon, "daemon.", key);
     keys.push_back(key);
   });
   check_keys(daemon, "daemon.", keys);
-  for (const auto& item : object_at(doc, "", "jobs").items()) {
+  for (const auto& item : get_object(doc, "", "jobs").items()) {
     // Not a structured binding: clang 14 (the fuzz build) refuses a lambda naming one.
     const std::string& name = item.key();
     const json& row = item.value();

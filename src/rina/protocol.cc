@@ -17,11 +17,11 @@ using control::congestion_from;
 using control::congestion_json;
 using control::ControlError;
 using control::get_address_list;
+using control::get_list;
 using control::get_number;
 using control::get_timeouts;
 using control::get_unsigned;
 using control::put_timeouts;
-using control::require;
 using control::shown;
 using control::to_unsigned;
 using nlohmann::json;
@@ -51,8 +51,7 @@ RinaConfig rina_config_from(const json& doc) {
   c.job = get_unsigned<JobId>(doc, "", "job");
   c.rank = get_unsigned<std::uint32_t>(doc, "", "rank");
   c.workers = get_address_list(doc, "", "workers", 1024);
-  const json& members = require(doc, "", "members");
-  if (!members.is_array()) throw ControlError("members: expected a list, got " + shown(members));
+  const json& members = get_list(doc, "", "members");
   for (std::size_t m = 0; m < members.size(); ++m) {
     const std::string where = "members[" + std::to_string(m) + "]";
     if (!members[m].is_array()) throw ControlError(where + ": expected a list of ranks, got " + shown(members[m]));

@@ -43,9 +43,11 @@ T get_unsigned(const nlohmann::json& object, const std::string& where, const cha
   return static_cast<T>(to_unsigned(require(object, where, key), where + key, std::numeric_limits<T>::max()));
 }
 
-// A string field; a true-or-false field.
+// A string field; a true-or-false field; an object field; a list field.
 std::string get_string(const nlohmann::json& object, const std::string& where, const char* key);
 bool get_bool(const nlohmann::json& object, const std::string& where, const char* key);
+const nlohmann::json& get_object(const nlohmann::json& object, const std::string& where, const char* key);
+const nlohmann::json& get_list(const nlohmann::json& object, const std::string& where, const char* key);
 
 // A number field (integer or not) in [min, max].
 double get_number(const nlohmann::json& object, const std::string& where, const char* key, double min, double max);
