@@ -20,6 +20,7 @@
 
 #include "../../src/backends/processes/worker_process.h"
 #include "atp/backends/processes.h"
+#include "atp/io/processes.h"
 #include "atp/scenario/scenario.h"
 
 namespace atp {
@@ -51,25 +52,25 @@ class ScriptedWorkers {
   ScriptedWorkers() : dir_(fs::temp_directory_path() / ("process_run_test-" + std::to_string(::getpid()))) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    write(dir_ / "atp",
-          "#!/bin/sh\n"
-          "if [ \"$1\" = worker ]; then\n"
-          "  host=$(basename \"$3\" .json); host=${host#worker-}\n"
-          "  D='" +
-              dir_.string() +
-              "'; export D\n"
-              "  echo '{\"event\": \"ready\"}'\n"
-              "  read go || exit 1\n"
-              "  exec sh \"$D/$host.sh\"\n"
-              "fi\n"
-              "exec '" ATP_BINARY "' \"$@\"\n");
+    processes::write_file(dir_ / "atp",
+                          "#!/bin/sh\n"
+                          "if [ \"$1\" = worker ]; then\n"
+                          "  host=$(basename \"$3\" .json); host=${host#worker-}\n"
+                          "  D='" +
+                              dir_.string() +
+                              "'; export D\n"
+                              "  echo '{\"event\": \"ready\"}'\n"
+                              "  read go || exit 1\n"
+                              "  exec sh \"$D/$host.sh\"\n"
+                              "fi\n"
+                              "exec '" ATP_BINARY "' \"$@\"\n");
     fs::permissions(dir_ / "atp", fs::perms::owner_all);
   }
   ~ScriptedWorkers() { fs::remove_all(dir_); }
   ScriptedWorkers(const ScriptedWorkers&) = delete;
   ScriptedWorkers& operator=(const ScriptedWorkers&) = delete;
 
-  void script(const std::string& host, const std::string& body) { write(dir_ / (host + ".sh"), body); }
+  void script(const std::string& host, const std::string& body) { processes::write_file(dir_ / (host + ".sh"), body); }
   bool exists(const std::string& file) const { return fs::exists(dir_ / file); }
   std::string read(const std::string& file) const {
     std::ifstream in(dir_ / file);
@@ -85,8 +86,6 @@ class ScriptedWorkers {
   }
 
  private:
-  static void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
-
   fs::path dir_;
 };
 
